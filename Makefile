@@ -1,0 +1,48 @@
+# gputui: `make run` starts the monitor, `make test` runs the whole suite.
+# Both create .venv on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: run test lint bench screenshots demo clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PIP) install -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed-test pyproject.toml
+	$(PIP) install -e '.[test,dev]'
+	touch $@
+
+## run: start the live monitor; with no NVIDIA driver, the embedded demo recording
+run: $(VENV)/.installed
+	$(VENV)/bin/gputui --demo-if-no-gpu $(ARGS)
+
+## test: the whole test suite (GPU tests are skipped without a GPU)
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+## lint: ruff and mypy
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check gputui tests bench
+	$(VENV)/bin/ruff format --check gputui tests bench
+	$(VENV)/bin/mypy
+
+## bench: the CPU-side benchmarks that run anywhere (GPU ones: see docs/benchmarks.md)
+bench: $(VENV)/.installed-test
+	$(PY) bench/bench_replay_tui.py
+	$(PY) bench/bench_hook.py --cpu
+
+## screenshots: render screenshots/ from the embedded demo recording
+screenshots: $(VENV)/.installed-dev
+	$(PY) bench/screenshots.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

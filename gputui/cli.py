@@ -1,0 +1,147 @@
+"""Command line entry point.
+
+``gputui [options]`` starts the monitor (or prints one snapshot with ``--once``);
+sub-commands (``record``, ``run``, ``ls``, ``attach``) live in ``gputui.commands``.
+Each sub-command module exposes ``register(subparsers)`` which adds its parser and
+sets ``func`` to a ``main(args) -> int``.  Imports stay lazy so that ``--once`` never
+pays for textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from gputui import __version__
+from gputui.errors import GputuiError
+
+#: sub-command name -> module under gputui.commands
+SUBCOMMANDS = {
+    "record": "record",
+    "run": "run",
+    "ls": "ls",
+    "attach": "attach",
+}
+
+EPILOG = """\
+sub-commands:
+  record    write snapshots to a recording (gputui record -o FILE)
+  run       start a Python job with the gputui hook loaded (gputui run -- python train.py)
+  ls        list this user's attachable jobs
+  attach    show a hooked job's step times and kernels (gputui attach PID)
+
+examples:
+  gputui                      live monitor
+  gputui --demo               play the embedded recording of a real H100 session
+  gputui --once               print one snapshot and exit
+  gputui --once --json        the same snapshot as JSON
+  gputui attach 12345 --once  print a hooked job's step statistics
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments as one line with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GputuiError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def positive_interval(text: str) -> float:
+    """An interval in seconds, at least 0.1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0.1 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"interval must be at least 0.1 s, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def build_monitor_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gputui",
+        description="Monitor NVIDIA GPUs and the PyTorch jobs on them.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--demo", action="store_true", help="play the embedded recording of a real GPU session"
+    )
+    source.add_argument("--replay", metavar="FILE", help="play a recording made by 'gputui record'")
+    source.add_argument(
+        "--demo-if-no-gpu",
+        action="store_true",
+        help="run live, or play the demo recording when no NVIDIA driver is found",
+    )
+    parser.add_argument(
+        "--speed", type=positive_float, default=1.0, metavar="X", help="replay speed (default 1)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=positive_interval,
+        default=None,
+        metavar="S",
+        help="sampling interval in seconds (default 1, or a recording's own; minimum 0.1)",
+    )
+    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    parser.add_argument(
+        "--readonly", action="store_true", help="never send signals to processes"
+    )
+    parser.add_argument(
+        "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
+    )
+    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    return parser
+
+
+def build_subcommand_parser(name: str) -> argparse.ArgumentParser:
+    parser = _Parser(prog="gputui")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    module = importlib.import_module(f"gputui.commands.{SUBCOMMANDS[name]}")
+    module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args_list and args_list[0] in SUBCOMMANDS:
+            parser = build_subcommand_parser(args_list[0])
+            args = parser.parse_args(args_list)
+            return int(args.func(args) or 0)
+        args = build_monitor_parser().parse_args(args_list)
+        if args.json and not args.once:
+            raise GputuiError("gputui: --json needs --once")
+        from gputui.commands import monitor
+
+        return monitor.main(args)
+    except GputuiError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `gputui --once | head`: the reader went away; nothing to report.
+        try:
+            sys.stdout = open("/dev/null", "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""Snapshot values: what collectors produce and every view consumes.
+
+Frozen dataclasses with units in field names.  ``None`` always means "not
+available" (unsupported by the GPU or driver, not permitted, process gone); views
+show it as N/A.  Nothing here holds a live handle: a snapshot can be pickled,
+recorded as JSON and replayed without NVML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Version of the snapshot schema written to recordings and ``--json`` output.
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GpmMetrics:
+    """Hopper+ GPU performance monitoring, averaged over one sampling interval."""
+
+    sm_activity_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_activity_pct: float | None = None
+    dram_bw_util_pct: float | None = None
+    fp16_activity_pct: float | None = None
+    fp32_activity_pct: float | None = None
+    fp64_activity_pct: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    nvlink_tx_bytes_per_s: float | None = None
+    nvlink_rx_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    """One MIG GPU instance on a device in MIG mode."""
+
+    gpu_instance_id: int
+    name: str | None = None
+    uuid: str | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    sm_count: int | None = None
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    """One GPU at one moment."""
+
+    index: int
+    name: str
+    uuid: str
+    bus_id: str | None = None
+    # utilization (percent of the last sample period)
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    # memory
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    mem_reserved_bytes: int | None = None
+    bar1_used_bytes: int | None = None
+    bar1_total_bytes: int | None = None
+    # thermals and power
+    temp_gpu_c: float | None = None
+    temp_mem_c: float | None = None
+    fan_pct: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None
+    # clocks
+    clock_sm_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    clock_gfx_mhz: int | None = None
+    clock_sm_max_mhz: int | None = None
+    clock_mem_max_mhz: int | None = None
+    clock_gfx_max_mhz: int | None = None
+    pstate: int | None = None
+    #: decoded clock-event (throttle) reasons, e.g. ("sw_power_cap",); () = none active
+    throttle_reasons: tuple[str, ...] | None = None
+    # PCIe
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    # NVLink
+    nvlink_links_active: int | None = None
+    nvlink_tx_bytes_per_s: float | None = None
+    nvlink_rx_bytes_per_s: float | None = None
+    # reliability
+    ecc_enabled: bool | None = None
+    ecc_errors_corrected: int | None = None
+    ecc_errors_uncorrected: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failed: bool | None = None
+    # modes
+    mig_enabled: bool | None = None
+    mig_instances: tuple[MigInstance, ...] = ()
+    compute_mode: str | None = None
+    persistence_mode: bool | None = None
+    #: True/False once known; None when the query itself is unavailable
+    gpm_supported: bool | None = None
+    gpm: GpmMetrics | None = None
+    #: set when the device fell off the bus or stopped answering
+    lost: bool = False
+
+    @property
+    def mem_used_pct(self) -> float | None:
+        if self.mem_used_bytes is None or not self.mem_total_bytes:
+            return None
+        return 100.0 * self.mem_used_bytes / self.mem_total_bytes
+
+
+@dataclass(frozen=True)
+class ProcessSnapshot:
+    """One process using one GPU (a process on two GPUs gives two rows)."""
+
+    pid: int
+    gpu_index: int
+    gpu_uuid: str
+    #: "compute", "graphics" or "compute+graphics"
+    type: str
+    gpu_mem_bytes: int | None = None
+    #: from NVML process utilization (slower cadence); None when not sampled
+    sm_pct: float | None = None
+    mem_bw_pct: float | None = None
+    # host side (psutil); None when the process vanished or access is denied
+    user: str | None = None
+    name: str | None = None
+    cmdline: tuple[str, ...] | None = None
+    cpu_pct: float | None = None
+    rss_bytes: int | None = None
+    start_time_s: float | None = None
+    ppid: int | None = None
+    #: the process carries a gputui hook and can be attached to
+    hooked: bool = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.gpu_uuid, self.pid)
+
+    @property
+    def command(self) -> str:
+        if self.cmdline:
+            return " ".join(self.cmdline)
+        return self.name or "N/A"
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    """The host: CPU, memory, swap, load, uptime."""
+
+    hostname: str = ""
+    cpu_count: int | None = None
+    cpu_pct: float | None = None
+    cpu_per_core_pct: tuple[float, ...] = ()
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    mem_available_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    load_1: float | None = None
+    load_5: float | None = None
+    load_15: float | None = None
+    uptime_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one sampling pass saw."""
+
+    timestamp_s: float
+    host: HostSnapshot = field(default_factory=HostSnapshot)
+    devices: tuple[DeviceSnapshot, ...] = ()
+    processes: tuple[ProcessSnapshot, ...] = ()
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    nvml_version: str | None = None
+    #: how long the sampling pass took on the sampler thread
+    sample_latency_ms: float | None = None
+    #: a problem worth showing (e.g. "GPU 1 lost"), None when all is well
+    error: str | None = None
+
+    def processes_on(self, gpu_index: int) -> tuple[ProcessSnapshot, ...]:
+        return tuple(p for p in self.processes if p.gpu_index == gpu_index)

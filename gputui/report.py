@@ -1,0 +1,165 @@
+"""One-shot output: ``gputui --once`` (Rich, fits 80 columns) and ``--json``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from gputui import fmt
+from gputui.codec import snapshot_to_json
+from gputui.collectors.source import SnapshotSource
+from gputui.model import DeviceSnapshot, Snapshot
+
+
+def snapshot_document(snapshot: Snapshot, source: SnapshotSource) -> dict[str, Any]:
+    """The ``--json`` document: the snapshot plus where it came from."""
+    doc = snapshot_to_json(snapshot)
+    doc["source"] = {"label": source.label, "is_recording": source.is_recording}
+    return doc
+
+
+def print_json(snapshot: Snapshot, source: SnapshotSource) -> None:
+    json.dump(snapshot_document(snapshot, source), sys.stdout, indent=1, allow_nan=False)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def print_snapshot(
+    snapshot: Snapshot,
+    source: SnapshotSource,
+    banner: str | None,
+    ascii_only: bool = False,
+    console: Console | None = None,
+) -> None:
+    console = console or Console(width=min(Console().width, 100))
+    console.print(render(snapshot, source, banner, ascii_only))
+
+
+def render(
+    snapshot: Snapshot, source: SnapshotSource, banner: str | None, ascii_only: bool = False
+) -> Group:
+    box_style = box.ASCII if ascii_only else box.SIMPLE_HEAD
+    parts: list[Any] = []
+    if banner:
+        parts.append(Text(banner, style="bold black on yellow"))
+    parts.append(_header(snapshot))
+    if snapshot.error:
+        parts.append(Text(f"! {snapshot.error}", style="bold red"))
+    parts.append(_devices(snapshot, box_style, ascii_only))
+    parts.append(_processes(snapshot, box_style))
+    parts.append(_host(snapshot))
+    return Group(*parts)
+
+
+def _header(s: Snapshot) -> Text:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.timestamp_s))
+    text = Text()
+    text.append(s.host.hostname or "?", style="bold")
+    text.append(f"  {when}")
+    text.append(f"  driver {s.driver_version or fmt.NA}  CUDA {s.cuda_driver_version or fmt.NA}")
+    if s.sample_latency_ms is not None:
+        text.append(f"  sampled in {s.sample_latency_ms:.1f} ms", style="dim")
+    return text
+
+
+def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
+    table = Table(box=box_style, pad_edge=False, expand=False, show_edge=False)
+    table.add_column("GPU", justify="right", no_wrap=True)
+    table.add_column("Name / state", no_wrap=True, max_width=22)
+    table.add_column("Util", justify="right", no_wrap=True)
+    table.add_column("Memory", justify="right", no_wrap=True)
+    table.add_column("Temp", justify="right", no_wrap=True)
+    table.add_column("Power", justify="right", no_wrap=True)
+    table.add_column("SM clk", justify="right", no_wrap=True)
+    for d in s.devices:
+        if d.lost:
+            table.add_row(str(d.index), Text(f"{d.name} LOST", style="bold red"), "", "", "", "", "")
+            continue
+        mem = f"{fmt.bytes_(d.mem_used_bytes)}/{fmt.bytes_(d.mem_total_bytes)}"
+        power = f"{fmt.watts(d.power_w)}/{fmt.watts(d.power_limit_w)}"
+        table.add_row(
+            str(d.index),
+            _short_name(d.name),
+            fmt.pct(d.util_gpu_pct),
+            mem,
+            fmt.temp(d.temp_gpu_c),
+            power,
+            fmt.mhz(d.clock_sm_mhz),
+        )
+        table.add_row("", _state_line(d), "", "", "", "", "")
+    return table
+
+
+def _short_name(name: str) -> str:
+    return name.replace("NVIDIA ", "")
+
+
+def _state_line(d: DeviceSnapshot) -> Text:
+    text = Text()
+    g = d.gpm
+    if g is not None:
+        text.append(
+            f"SM {fmt.pct(g.sm_activity_pct)} occ {fmt.pct(g.sm_occupancy_pct)} "
+            f"tensor {fmt.pct(g.tensor_activity_pct)} DRAM {fmt.pct(g.dram_bw_util_pct)}",
+            style="cyan",
+        )
+    elif d.gpm_supported is False:
+        text.append("GPM metrics unavailable on this GPU", style="dim")
+    flags = fmt.throttles(d.throttle_reasons)
+    if flags:
+        text.append(f"  {flags}", style="bold red")
+    if d.ecc_errors_uncorrected:
+        text.append(f"  ECC uncorrected {d.ecc_errors_uncorrected}", style="bold red")
+    return text
+
+
+def _processes(s: Snapshot, box_style: box.Box) -> Table | Text:
+    if not s.processes:
+        return Text("No GPU processes.", style="dim")
+    table = Table(box=box_style, pad_edge=False, show_edge=False)
+    table.add_column("GPU", justify="right", no_wrap=True)
+    table.add_column("PID", justify="right", no_wrap=True)
+    table.add_column("User", no_wrap=True, max_width=8)
+    table.add_column("GPU mem", justify="right", no_wrap=True)
+    table.add_column("SM", justify="right", no_wrap=True)
+    table.add_column("CPU", justify="right", no_wrap=True)
+    table.add_column("Time", justify="right", no_wrap=True)
+    table.add_column("Command", no_wrap=True, overflow="ellipsis", max_width=30)
+    rows = sorted(s.processes, key=lambda p: (p.gpu_index, -(p.gpu_mem_bytes or 0), p.pid))
+    for p in rows:
+        runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
+        pid = f"{p.pid}*" if p.hooked else str(p.pid)
+        kind = "" if p.type == "compute" else f" [{p.type[0].upper()}]"
+        table.add_row(
+            str(p.gpu_index),
+            pid,
+            p.user or fmt.NA,
+            fmt.bytes_(p.gpu_mem_bytes),
+            fmt.pct(p.sm_pct),
+            fmt.pct(p.cpu_pct),
+            fmt.duration(runtime),
+            p.command + kind,
+        )
+    return table
+
+
+def _host(s: Snapshot) -> Text:
+    h = s.host
+    load = (
+        fmt.NA
+        if h.load_1 is None
+        else f"{h.load_1:.2f} {h.load_5 or 0:.2f} {h.load_15 or 0:.2f}"
+    )
+    return Text(
+        f"Host  CPU {fmt.pct(h.cpu_pct)} of {h.cpu_count or '?'} cores  "
+        f"mem {fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}  "
+        f"swap {fmt.bytes_(h.swap_used_bytes)}/{fmt.bytes_(h.swap_total_bytes)}  "
+        f"load {load}  up {fmt.duration(h.uptime_s)}"
+    )

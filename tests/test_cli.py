@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gputui import report
+from gputui.cli import main
+from gputui.collectors.replay import ReplaySource
+from gputui.commands.monitor import DEMO_BANNER
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, TZ="UTC", COLUMNS="80", NO_COLOR="1")
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--interval", "0.05"], "interval must be at least 0.1"),
+        (["--interval", "abc"], "not a number of seconds"),
+        (["--speed", "0"], "must be greater than 0"),
+        (["--json"], "--json needs --once"),
+        (["--replay", "/nonexistent/rec.gz", "--once"], "recording not found"),
+        (["--bogus"], "unrecognized arguments"),
+        (["--demo", "--replay", "x"], "not allowed with"),
+        (["record"], "required: -o/--output"),
+        (["record", "-o", "x.gz", "--duration", "-1"], "must be greater than 0"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_corrupt_recording_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00not really gzip")
+    proc = run_cli("--replay", str(bad), "--once")
+    assert proc.returncode == 2
+    assert "corrupt" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_no_driver_says_what_is_missing_and_suggests_demo() -> None:
+    from gputui.collectors.nvml import probe
+
+    if probe() is None:
+        pytest.skip("an NVIDIA driver is present here")
+    proc = run_cli("--once")
+    assert proc.returncode == 2
+    assert "--demo" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_demo_if_no_gpu_falls_back_to_the_recording() -> None:
+    from gputui.collectors.nvml import probe
+
+    if probe() is None:
+        pytest.skip("an NVIDIA driver is present here")
+    proc = run_cli("--demo-if-no-gpu", "--once")
+    assert proc.returncode == 0, proc.stderr
+    assert "DEMO" in proc.stdout and "H100" in proc.stdout
+
+
+def _render_demo_once(width: int = 80) -> str:
+    source = ReplaySource.demo()
+    snapshot = source.sample()
+    console = Console(width=width, record=True, color_system=None, file=open(os.devnull, "w"))
+    console.print(report.render(snapshot, source, DEMO_BANNER))
+    return console.export_text()
+
+
+def test_once_from_demo_matches_golden_and_fits_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        text = _render_demo_once()
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    golden = GOLDEN / "once_demo.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_once_subprocess_prints_demo() -> None:
+    proc = run_cli("--demo", "--once")
+    assert proc.returncode == 0, proc.stderr
+    assert DEMO_BANNER in proc.stdout
+    assert "H100" in proc.stdout
+
+
+def test_json_from_demo_matches_golden_and_schema() -> None:
+    proc = run_cli("--demo", "--once", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == 1
+    assert doc["source"] == {"label": ReplaySource.demo().label, "is_recording": True}
+    assert {"timestamp_s", "host", "devices", "processes", "driver_version"} <= doc.keys()
+    device = doc["devices"][0]
+    for key in ("index", "uuid", "util_gpu_pct", "mem_used_bytes", "gpm", "throttle_reasons"):
+        assert key in device
+    golden = GOLDEN / "once_demo.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(proc.stdout)
+    assert doc == json.loads(golden.read_text())
+
+
+def test_replay_of_a_recording_once(tmp_path: Path) -> None:
+    from gputui.collectors.replay import RecordingWriter
+    from tests.test_replay import make_snapshot
+
+    path = tmp_path / "r.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0)
+    writer.write(make_snapshot(1_700_000_000.0))
+    writer.close()
+    proc = run_cli("--replay", str(path), "--once")
+    assert proc.returncode == 0, proc.stderr
+    assert "REPLAY" in proc.stdout and "train.py" in proc.stdout
+    assert "POWER CAP" in proc.stdout

@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from gputui.codec import DecodeError, snapshot_from_json, snapshot_to_json
+from gputui.collectors.replay import (
+    RecordingError,
+    RecordingWriter,
+    ReplaySource,
+    read_demo,
+    read_recording,
+)
+from gputui.model import (
+    SCHEMA_VERSION,
+    DeviceSnapshot,
+    GpmMetrics,
+    HostSnapshot,
+    MigInstance,
+    ProcessSnapshot,
+    Snapshot,
+)
+
+
+def make_snapshot(t: float, util: float = 50.0) -> Snapshot:
+    device = DeviceSnapshot(
+        index=0,
+        name="NVIDIA H100 80GB HBM3",
+        uuid="GPU-0000",
+        util_gpu_pct=util,
+        mem_used_bytes=10 * 2**30,
+        mem_total_bytes=80 * 2**30,
+        throttle_reasons=("sw_power_cap",),
+        gpm_supported=True,
+        gpm=GpmMetrics(sm_activity_pct=96.0, tensor_activity_pct=93.0, dram_bw_util_pct=24.0),
+        mig_instances=(MigInstance(gpu_instance_id=1, name="1g.10gb"),),
+    )
+    proc = ProcessSnapshot(
+        pid=1234,
+        gpu_index=0,
+        gpu_uuid="GPU-0000",
+        type="compute",
+        gpu_mem_bytes=2**30,
+        cmdline=("python", "train.py"),
+        start_time_s=t - 100,
+    )
+    host = HostSnapshot(hostname="node1", cpu_count=2, cpu_per_core_pct=(1.0, 2.0))
+    return Snapshot(timestamp_s=t, host=host, devices=(device,), processes=(proc,))
+
+
+def test_codec_round_trip_keeps_every_field() -> None:
+    snap = make_snapshot(1000.0)
+    assert snapshot_from_json(json.loads(json.dumps(snapshot_to_json(snap)))) == snap
+
+
+def test_codec_ignores_unknown_keys_and_defaults_missing_ones() -> None:
+    data = snapshot_to_json(make_snapshot(1.0))
+    data["devices"][0]["future_metric"] = 7
+    del data["devices"][0]["fan_pct"]
+    snap = snapshot_from_json(data)
+    assert snap.devices[0].fan_pct is None
+    assert snap.devices[0].util_gpu_pct == 50.0
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d["devices"][0].__setitem__("index", "zero"),
+        lambda d: d["devices"][0].__setitem__("throttle_reasons", "sw_power_cap"),
+        lambda d: d.__setitem__("devices", {"0": {}}),
+        lambda d: d.__setitem__("schema", SCHEMA_VERSION + 1),
+        lambda d: d["processes"][0].pop("pid"),
+    ],
+)
+def test_codec_rejects_values_of_the_wrong_shape(mutate) -> None:  # type: ignore[no-untyped-def]
+    data = snapshot_to_json(make_snapshot(1.0))
+    mutate(data)
+    with pytest.raises(DecodeError):
+        snapshot_from_json(data)
+
+
+def test_recording_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1000.0 + i, util=float(i)) for i in range(25)]
+    writer = RecordingWriter(path, interval_s=0.5, note="unit test")
+    for s in snaps:
+        writer.write(s)
+    writer.close()
+    header, read = read_recording(path)
+    assert read == snaps
+    assert header.interval_s == 0.5 and header.note == "unit test"
+
+
+def test_replay_loops_and_keeps_recorded_time(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=2.0)
+    for i in range(3):
+        writer.write(make_snapshot(100.0 + 2 * i, util=float(i)))
+    writer.close()
+    source = ReplaySource.from_file(path, speed=4.0)
+    assert source.is_recording
+    assert source.natural_interval_s == 0.5
+    utils = [source.sample().devices[0].util_gpu_pct for _ in range(7)]
+    assert utils == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0]
+    assert source.loops == 2
+
+
+def test_truncated_recording_keeps_what_was_flushed(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0)
+    for i in range(20):
+        writer.write(make_snapshot(float(i)))
+    writer.flush()
+    # Simulate a recorder killed before close(): the gzip trailer never gets written.
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 3])
+    _, snaps = read_recording(path)
+    assert 10 <= len(snaps) <= 20
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"hello world\n", "not a gputui recording"),
+        (b'{"type": "something-else"}\n', "not a gputui recording"),
+        (b'{"type": "gputui-recording", "schema": 999}\n{}\n', "newer than this gputui"),
+        (b'{"type": "gputui-recording", "schema": 1}\n', "holds no snapshots"),
+        (b'{"type": "gputui-recording", "schema": 1}\n{"timestamp_s": "x"}\n', "line 2"),
+        (b"\x1f\x8b\x08\x00garbage-garbage", "corrupt compressed data"),
+    ],
+)
+def test_bad_recordings_give_one_line_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.gz"
+    path.write_bytes(content)
+    with pytest.raises(RecordingError, match=message) as info:
+        read_recording(path)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_recording(tmp_path: Path) -> None:
+    with pytest.raises(RecordingError, match="not found"):
+        read_recording(tmp_path / "nope.gz")
+    with pytest.raises(RecordingError, match="directory"):
+        read_recording(tmp_path)
+
+
+def test_plain_uncompressed_recordings_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0)
+    writer.write(make_snapshot(5.0))
+    writer.close()
+    plain = tmp_path / "rec.jsonl"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    assert read_recording(plain)[1] == [make_snapshot(5.0)]
+
+
+def test_embedded_demo_is_a_real_recording_under_2_mb() -> None:
+    import importlib.resources
+
+    raw = importlib.resources.files("gputui.data").joinpath("demo.jsonl.gz").read_bytes()
+    assert len(raw) < 2 * 1024 * 1024
+    header, snaps = read_demo()
+    assert len(snaps) >= 60
+    assert header.hostname and header.note
+    gpus = {d.name for s in snaps for d in s.devices}
+    assert any("H100" in name for name in gpus)
+    # Real sessions: a busy training process plus a second GPU process, GPM values present.
+    assert max(len(s.processes) for s in snaps) >= 2
+    assert any(d.gpm and d.gpm.tensor_activity_pct for s in snaps for d in s.devices)
