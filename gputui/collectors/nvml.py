@@ -1,0 +1,267 @@
+"""The GPU collector: one typed, failsafe wrapper over nvidia-ml-py (pynvml).
+
+One NVML session per collector: ``nvmlInit`` in :meth:`NvmlCollector.open`
+(called by the constructor), ``nvmlShutdown`` in :meth:`NvmlCollector.close`.
+:meth:`NvmlCollector.sample` never raises: an unsupported query, a missing
+function, a vanished process or a lost GPU becomes ``None`` (or ``lost=True``)
+in the snapshot, and a problem worth showing goes to :attr:`GpuSample.error`.
+
+Cost: what never changes is read once; what rarely changes (power limit, modes,
+ECC counts, remapped rows, NVLink link states) every ``slow_every`` samples;
+per-process utilization (~2 ms per call) every ``process_util_every`` samples.
+The blocking ``nvmlDeviceGetPcieThroughput`` (~20 ms) is never called: PCIe and
+NVLink rates come from cumulative byte counters and from GPM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gputui.collectors.nvml_device import DeviceLost, DeviceReader
+from gputui.collectors.nvml_fields import ErrorCodes, as_text, cuda_version_string
+from gputui.errors import NvmlUnavailable
+from gputui.model import DeviceSnapshot, ProcessSnapshot
+
+_TRY_DEMO = "try 'gputui --demo'"
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """What one pass over NVML saw: devices and the GPU side of their processes."""
+
+    devices: tuple[DeviceSnapshot, ...] = ()
+    #: GPU-side fields only; the host collector adds user, command line, CPU, RSS
+    processes: tuple[ProcessSnapshot, ...] = ()
+    driver_version: str | None = None
+    #: e.g. "13.0"
+    cuda_driver_version: str | None = None
+    nvml_version: str | None = None
+    #: e.g. "GPU 1 (GPU-5e1c...) is lost (fell off the bus?)"; None when all is well
+    error: str | None = None
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml  # type: ignore[import-untyped]
+    except ImportError:
+        raise NvmlUnavailable(
+            f"nvidia-ml-py is not installed (pip install nvidia-ml-py); {_TRY_DEMO}"
+        ) from None
+    return pynvml
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:  # NVMLError.__str__ may call into a broken library
+        return type(exc).__name__
+
+
+def init_failure_message(nvml: Any, exc: BaseException) -> str:
+    """One line saying why NVML would not start, ending with what to try."""
+    code = getattr(exc, "value", None)
+
+    def is_code(name: str, default: int) -> bool:
+        return code == getattr(nvml, name, default)
+
+    if is_code("NVML_ERROR_LIBRARY_NOT_FOUND", 12):
+        return f"no NVIDIA driver found: libnvidia-ml.so is missing; {_TRY_DEMO}"
+    if is_code("NVML_ERROR_DRIVER_NOT_LOADED", 9):
+        return (
+            "the NVIDIA driver is not loaded (no GPU, or its kernel module is not running); "
+            f"{_TRY_DEMO}"
+        )
+    if is_code("NVML_ERROR_LIB_RM_VERSION_MISMATCH", 18):
+        return (
+            "the NVML library and the NVIDIA kernel driver have different versions "
+            f"(reboot or reload the driver); {_TRY_DEMO}"
+        )
+    if is_code("NVML_ERROR_NO_PERMISSION", 4):
+        return f"no permission to use the NVIDIA driver (check /dev/nvidia*); {_TRY_DEMO}"
+    return f"NVML failed to initialise: {_safe_str(exc)}; {_TRY_DEMO}"
+
+
+def probe(nvml: Any | None = None) -> str | None:
+    """None when NVML works and sees a GPU, else the reason (one line).
+
+    Cheap (init, count, shutdown); used by ``make run`` to fall back to the demo.
+    """
+    try:
+        nv = nvml if nvml is not None else _import_pynvml()
+    except NvmlUnavailable as exc:
+        return str(exc)
+    try:
+        nv.nvmlInit()
+    except Exception as exc:  # every init failure becomes a reason
+        return init_failure_message(nv, exc)
+    try:
+        count = int(nv.nvmlDeviceGetCount())
+    except Exception as exc:
+        return f"NVML could not count the GPUs: {_safe_str(exc)}; {_TRY_DEMO}"
+    finally:
+        with contextlib.suppress(Exception):  # nothing useful to do about it
+            nv.nvmlShutdown()
+    if count < 1:
+        return f"NVML sees no NVIDIA GPU; {_TRY_DEMO}"
+    return None
+
+
+class NvmlCollector:
+    """Samples every GPU NVML can see.  Thread-safe: calls are serialised."""
+
+    def __init__(
+        self,
+        nvml: Any | None = None,
+        *,
+        process_util_every: int = 5,
+        slow_every: int = 10,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._nvml = nvml
+        self._clock = clock
+        self.process_util_every = max(1, process_util_every)
+        self.slow_every = max(1, slow_every)
+        self._lock = threading.Lock()
+        self._open = False
+        self._readers: list[DeviceReader] = []
+        self._samples = 0
+        self.driver_version: str | None = None
+        self.cuda_driver_version: str | None = None
+        self.nvml_version: str | None = None
+        self.open()
+
+    # ------------------------------------------------------------- lifecycle
+
+    def open(self) -> None:
+        """Start the NVML session; raises NvmlUnavailable with one clear line."""
+        with self._lock:
+            if self._open:
+                return
+            nv = self._nvml if self._nvml is not None else _import_pynvml()
+            self._nvml = nv
+            try:
+                nv.nvmlInit()
+            except Exception as exc:  # every init failure is one line for the user
+                raise NvmlUnavailable(init_failure_message(nv, exc)) from exc
+            self._open = True
+            try:
+                self._discover(nv)
+            except Exception as exc:
+                self._shutdown()
+                raise NvmlUnavailable(
+                    f"NVML started but could not list the GPUs: {_safe_str(exc)}; {_TRY_DEMO}"
+                ) from exc
+
+    def _discover(self, nv: Any) -> None:
+        errors = ErrorCodes.of(nv)
+        self.driver_version = as_text(_quiet(nv, "nvmlSystemGetDriverVersion"))
+        cuda = _quiet(nv, "nvmlSystemGetCudaDriverVersion_v2")
+        if cuda is None:
+            cuda = _quiet(nv, "nvmlSystemGetCudaDriverVersion")
+        self.cuda_driver_version = cuda_version_string(cuda)
+        self.nvml_version = as_text(_quiet(nv, "nvmlSystemGetNVMLVersion"))
+        count = int(nv.nvmlDeviceGetCount())
+        now = self._clock()
+        for index in range(count):
+            try:
+                handle = nv.nvmlDeviceGetHandleByIndex(index)
+            except errors.base as exc:
+                code = errors.code_of(exc)
+                if code in (getattr(nv, "NVML_ERROR_NO_PERMISSION", 4),):
+                    # a GPU this process may not use (cgroups, CUDA_VISIBLE_DEVICES
+                    # enforced by the container runtime): nvidia-smi hides it too
+                    continue
+                reader = DeviceReader(nv, errors, index, None)
+                reader.lost_reason = errors.lost.get(
+                    code if code is not None else -1, f"cannot be opened ({_safe_str(exc)})"
+                )
+                self._readers.append(reader)
+                continue
+            reader = DeviceReader(nv, errors, index, handle)
+            # first counter and GPM readings now, so the first sample has rates
+            reader.prime(now)
+            self._readers.append(reader)
+
+    def close(self) -> None:
+        """End the NVML session and free GPM buffers; safe to call twice."""
+        with self._lock:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
+        nv: Any = self._nvml
+        with contextlib.suppress(Exception):  # the session is over either way
+            nv.nvmlShutdown()
+
+    def __enter__(self) -> NvmlCollector:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def device_count(self) -> int:
+        return len(self._readers)
+
+    # ---------------------------------------------------------------- sample
+
+    def sample(self) -> GpuSample:
+        """Every device and its processes now.  Never raises."""
+        with self._lock:
+            if not self._open:
+                return GpuSample(error="the NVML session is closed")
+            ordinal = self._samples
+            self._samples += 1
+            slow = ordinal % self.slow_every == 0
+            process_util = ordinal % self.process_util_every == 0
+            now = self._clock()
+            devices: list[DeviceSnapshot] = []
+            processes: list[ProcessSnapshot] = []
+            problems: list[str] = []
+            for reader in self._readers:
+                try:
+                    device, device_processes = reader.sample(now, slow, process_util)
+                except DeviceLost as lost:
+                    reader.lost_reason = lost.reason
+                    devices.append(reader.lost_snapshot())
+                    problems.append(f"GPU {reader.index} ({reader.uuid}) {lost.reason}")
+                    continue
+                except Exception as exc:  # one device must not hide the others
+                    devices.append(reader.identity_snapshot())
+                    problems.append(f"GPU {reader.index}: {type(exc).__name__}: {_safe_str(exc)}")
+                    continue
+                devices.append(device)
+                processes.extend(device_processes)
+            return GpuSample(
+                devices=tuple(devices),
+                processes=tuple(processes),
+                driver_version=self.driver_version,
+                cuda_driver_version=self.cuda_driver_version,
+                nvml_version=self.nvml_version,
+                error="; ".join(problems) if problems else None,
+            )
+
+    def disabled_queries(self, index: int) -> frozenset[str]:
+        """Queries found unsupported on one device (for diagnostics and tests)."""
+        for reader in self._readers:
+            if reader.index == index:
+                return frozenset(reader.disabled)
+        return frozenset()
+
+
+def _quiet(nv: Any, name: str) -> Any:
+    """A system-level query with no arguments; None when it fails in any way."""
+    try:
+        return getattr(nv, name)()
+    except Exception:  # versions are nice to have, never fatal
+        return None

@@ -1,0 +1,302 @@
+"""The host collector against a fake psutil: host metrics and the process join."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fake_nvml import GIB, FakeNvml, FakeProcess, h100
+
+from gputui.collectors.host import HostCollector
+from gputui.collectors.nvml import NvmlCollector
+from gputui.collectors.source import LiveSource
+from gputui.model import ProcessSnapshot
+
+
+class NoSuchProcess(Exception):
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        self.pid = pid
+
+
+class ZombieProcess(NoSuchProcess):
+    pass
+
+
+class AccessDenied(Exception):
+    pass
+
+
+@dataclass
+class ProcInfo:
+    """What the fake kernel knows about one pid."""
+
+    user: str = "alice"
+    name: str = "python"
+    cmdline: list[str] = field(default_factory=lambda: ["python", "train.py"])
+    create_time: float = 1_700_000_000.0
+    cpu: list[float] = field(default_factory=lambda: [0.0, 150.0, 80.0, 80.0, 80.0])
+    rss: int = 3 * GIB
+    ppid: int = 1
+    #: attribute names that raise AccessDenied
+    denied: set[str] = field(default_factory=set)
+    zombie: bool = False
+
+
+class FakePsutil:
+    """The part of psutil the host collector uses."""
+
+    NoSuchProcess = NoSuchProcess
+    ZombieProcess = ZombieProcess
+    AccessDenied = AccessDenied
+
+    def __init__(self) -> None:
+        self.procs: dict[int, ProcInfo] = {}
+        self.calls: Counter[str] = Counter()
+        self.oneshots = 0
+        self.cpu_values = [0.0, 37.5]
+        outer = self
+
+        class Process:
+            def __init__(self, pid: int) -> None:
+                outer.calls["Process"] += 1
+                info = outer.procs.get(pid)
+                if info is None:
+                    raise NoSuchProcess(pid)
+                self.pid = pid
+                self._create_time = info.create_time
+                self._cpu_calls = 0
+
+            def _info(self, attribute: str) -> ProcInfo:
+                outer.calls[attribute] += 1
+                info = outer.procs.get(self.pid)
+                if info is None or info.create_time != self._create_time:
+                    raise NoSuchProcess(self.pid)
+                if info.zombie:
+                    raise ZombieProcess(self.pid)
+                if attribute in info.denied:
+                    raise AccessDenied()
+                return info
+
+            @contextlib.contextmanager
+            def oneshot(self) -> Iterator[None]:
+                outer.oneshots += 1
+                yield
+
+            def is_running(self) -> bool:
+                info = outer.procs.get(self.pid)
+                return info is not None and info.create_time == self._create_time
+
+            def create_time(self) -> float:
+                return self._info("create_time").create_time
+
+            def username(self) -> str:
+                return self._info("username").user
+
+            def name(self) -> str:
+                return self._info("name").name
+
+            def cmdline(self) -> list[str]:
+                return list(self._info("cmdline").cmdline)
+
+            def cpu_percent(self, interval: float | None = None) -> float:
+                info = self._info("cpu_percent")
+                value = info.cpu[min(self._cpu_calls, len(info.cpu) - 1)]
+                self._cpu_calls += 1
+                return value
+
+            def memory_info(self) -> Any:
+                return SimpleNamespace(rss=self._info("memory_info").rss, vms=0)
+
+            def ppid(self) -> int:
+                return self._info("ppid").ppid
+
+        self.Process = Process
+
+    def cpu_percent(self, interval: float | None = None, percpu: bool = False) -> Any:
+        self.calls["host_cpu_percent_percpu" if percpu else "host_cpu_percent"] += 1
+        if percpu:
+            return [10.0, 20.0, 30.0, 40.0]
+        calls = self.calls["host_cpu_percent"]
+        return self.cpu_values[min(calls - 1, len(self.cpu_values) - 1)]
+
+    def cpu_count(self, logical: bool = True) -> int:
+        return 4
+
+    def boot_time(self) -> float:
+        return 1_000.0
+
+    def virtual_memory(self) -> Any:
+        return SimpleNamespace(total=64 * GIB, available=40 * GIB, used=20 * GIB)
+
+    def swap_memory(self) -> Any:
+        return SimpleNamespace(total=8 * GIB, used=1 * GIB)
+
+    def getloadavg(self) -> tuple[float, float, float]:
+        return (1.5, 1.0, 0.5)
+
+
+@pytest.fixture
+def ps() -> FakePsutil:
+    return FakePsutil()
+
+
+def gpu_process(pid: int, gpu: int = 0) -> ProcessSnapshot:
+    return ProcessSnapshot(
+        pid=pid, gpu_index=gpu, gpu_uuid=f"GPU-{gpu}", type="compute", gpu_mem_bytes=GIB
+    )
+
+
+# ----------------------------------------------------------------------- host
+
+
+def test_host_sample(ps: FakePsutil) -> None:
+    collector = HostCollector(ps)
+    # primed on construction so the first sample covers the time since then
+    assert ps.calls["host_cpu_percent"] == 1 and ps.calls["host_cpu_percent_percpu"] == 1
+    host = collector.sample()
+    assert host.cpu_pct == 37.5
+    assert host.cpu_per_core_pct == (10.0, 20.0, 30.0, 40.0)
+    assert host.cpu_count == 4
+    assert (host.mem_used_bytes, host.mem_total_bytes) == (20 * GIB, 64 * GIB)
+    assert host.mem_available_bytes == 40 * GIB
+    assert (host.swap_used_bytes, host.swap_total_bytes) == (GIB, 8 * GIB)
+    assert (host.load_1, host.load_5, host.load_15) == (1.5, 1.0, 0.5)
+    assert host.uptime_s is not None and host.uptime_s > 1_000_000
+    assert host.hostname
+
+
+def test_host_sample_survives_failing_queries(ps: FakePsutil) -> None:
+    def broken() -> Any:
+        raise OSError("no /proc/meminfo")
+
+    ps.virtual_memory = broken  # type: ignore[method-assign]
+    ps.getloadavg = broken  # type: ignore[method-assign]
+    host = HostCollector(ps).sample()
+    assert host.mem_total_bytes is None and host.load_1 is None
+    assert host.cpu_count == 4
+
+
+# ------------------------------------------------------------------ processes
+
+
+def test_enrich_fills_host_fields(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo(ppid=42)
+    collector = HostCollector(ps)
+    (first,) = collector.enrich((gpu_process(100),))
+    assert first.user == "alice"
+    assert first.name == "python"
+    assert first.cmdline == ("python", "train.py")
+    assert first.command == "python train.py"
+    assert first.rss_bytes == 3 * GIB
+    assert first.start_time_s == 1_700_000_000.0
+    assert first.ppid == 42
+    # psutil's first cpu_percent only sets a baseline: not a measurement
+    assert first.cpu_pct is None
+    assert first.gpu_mem_bytes == GIB  # GPU fields are kept
+    (second,) = collector.enrich((gpu_process(100),))
+    assert second.cpu_pct == 150.0
+    assert ps.oneshots == 2
+
+
+def test_static_process_facts_are_read_once(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo()
+    collector = HostCollector(ps)
+    for _ in range(5):
+        collector.enrich((gpu_process(100),))
+    assert ps.calls["Process"] == 1
+    assert ps.calls["cmdline"] == ps.calls["username"] == 1
+    assert ps.calls["cpu_percent"] == 5
+    assert ps.calls["memory_info"] == 5
+
+
+def test_access_denied_gives_none_for_that_field_only(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo(denied={"cmdline", "memory_info"})
+    (process,) = HostCollector(ps).enrich((gpu_process(100),))
+    assert process.cmdline is None and process.rss_bytes is None
+    assert process.user == "alice" and process.ppid == 1
+    assert process.command == "python"  # falls back to the name
+
+
+def test_vanished_process_gives_none(ps: FakePsutil) -> None:
+    collector = HostCollector(ps)
+    (process,) = collector.enrich((gpu_process(999),))
+    assert process.user is None and process.cmdline is None and process.cpu_pct is None
+    assert process.pid == 999 and process.gpu_mem_bytes == GIB
+
+
+def test_process_dying_between_samples(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo()
+    collector = HostCollector(ps)
+    collector.enrich((gpu_process(100),))
+    del ps.procs[100]
+    (process,) = collector.enrich((gpu_process(100),))
+    assert (process.user, process.rss_bytes, process.cpu_pct) == (None, None, None)
+
+
+def test_zombie_gives_none(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo(zombie=True)
+    (process,) = HostCollector(ps).enrich((gpu_process(100),))
+    assert (process.user, process.cmdline, process.rss_bytes) == (None, None, None)
+
+
+def test_reused_pid_is_a_new_process(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo(cmdline=["old"])
+    collector = HostCollector(ps)
+    collector.enrich((gpu_process(100),))
+    collector.enrich((gpu_process(100),))
+    ps.procs[100] = ProcInfo(cmdline=["new"], create_time=1_800_000_000.0)
+    (process,) = collector.enrich((gpu_process(100),))
+    assert process.cmdline == ("new",)
+    assert process.start_time_s == 1_800_000_000.0
+    assert process.cpu_pct is None  # a new baseline
+    assert ps.calls["Process"] == 2
+
+
+def test_processes_that_left_the_gpu_are_forgotten(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo()
+    ps.procs[200] = ProcInfo()
+    collector = HostCollector(ps)
+    collector.enrich((gpu_process(100), gpu_process(200)))
+    collector.enrich((gpu_process(200),))
+    (process,) = collector.enrich((gpu_process(100),))
+    # pid 100 was dropped from the cache: looked up again, with a new cpu baseline
+    assert ps.calls["Process"] == 3
+    assert process.cpu_pct is None
+
+
+def test_one_lookup_for_a_process_on_two_gpus(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo()
+    rows = HostCollector(ps).enrich((gpu_process(100, 0), gpu_process(100, 1)))
+    assert [r.gpu_index for r in rows] == [0, 1]
+    assert all(r.user == "alice" for r in rows)
+    assert ps.oneshots == 1
+
+
+def test_real_psutil_sees_this_process() -> None:
+    collector = HostCollector()
+    host = collector.sample()
+    assert host.cpu_count and host.mem_total_bytes and host.uptime_s
+    (me,) = collector.enrich((gpu_process(os.getpid()),))
+    assert me.cmdline and me.user and me.rss_bytes
+    assert me.ppid == os.getppid()
+
+
+def test_live_source_joins_gpu_and_host(ps: FakePsutil) -> None:
+    ps.procs[4242] = ProcInfo()
+    fake = FakeNvml([h100(processes=[FakeProcess(4242)])])
+    source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector(ps))
+    snapshot = source.sample()
+    (process,) = snapshot.processes
+    assert (process.pid, process.user, process.gpu_mem_bytes) == (4242, "alice", GIB)
+    assert snapshot.devices[0].name == "NVIDIA H100 80GB HBM3"
+    assert snapshot.cuda_driver_version == "13.0"
+    assert snapshot.host.cpu_count == 4
+    source.close()
+    assert fake.shutdown_count == 1
