@@ -10,7 +10,9 @@ pays for textual.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -98,9 +100,7 @@ def build_monitor_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
-    parser.add_argument(
-        "--readonly", action="store_true", help="never send signals to processes"
-    )
+    parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
     parser.add_argument(
         "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
     )
@@ -136,11 +136,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `gputui --once | head`: the reader went away; nothing to report.
-        try:
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")
         return 0
+    except Exception as exc:  # the last resort: one line, not a traceback
+        if os.environ.get("GPUTUI_DEBUG"):
+            raise
+        print(
+            f"gputui: internal error: {type(exc).__name__}: {exc} "
+            "(run with GPUTUI_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -80,7 +80,9 @@ def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
     table.add_column("SM clk", justify="right", no_wrap=True)
     for d in s.devices:
         if d.lost:
-            table.add_row(str(d.index), Text(f"{d.name} LOST", style="bold red"), "", "", "", "", "")
+            table.add_row(
+                str(d.index), Text(f"{d.name} LOST", style="bold red"), "", "", "", "", ""
+            )
             continue
         mem = f"{fmt.bytes_(d.mem_used_bytes)}/{fmt.bytes_(d.mem_total_bytes)}"
         power = f"{fmt.watts(d.power_w)}/{fmt.watts(d.power_limit_w)}"
@@ -153,9 +155,7 @@ def _processes(s: Snapshot, box_style: box.Box) -> Table | Text:
 def _host(s: Snapshot) -> Text:
     h = s.host
     load = (
-        fmt.NA
-        if h.load_1 is None
-        else f"{h.load_1:.2f} {h.load_5 or 0:.2f} {h.load_15 or 0:.2f}"
+        fmt.NA if h.load_1 is None else f"{h.load_1:.2f} {h.load_5 or 0:.2f} {h.load_15 or 0:.2f}"
     )
     return Text(
         f"Host  CPU {fmt.pct(h.cpu_pct)} of {h.cpu_count or '?'} cores  "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import io
+import itertools
 import json
 import os
 import socket
@@ -52,7 +53,7 @@ class RecordingWriter:
     ) -> None:
         self.path = Path(path)
         try:
-            raw = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+            raw = open(self.path, "wb")  # closed in close()
         except OSError as exc:
             raise RecordingError(f"cannot write recording {self.path}: {exc.strerror}") from None
         self._file: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9)
@@ -233,7 +234,7 @@ class ReplaySource:
 def _median_gap(snapshots: list[Snapshot]) -> float | None:
     gaps = sorted(
         b.timestamp_s - a.timestamp_s
-        for a, b in zip(snapshots, snapshots[1:])
+        for a, b in itertools.pairwise(snapshots)
         if b.timestamp_s > a.timestamp_s
     )
     return gaps[len(gaps) // 2] if gaps else None

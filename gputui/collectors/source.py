@@ -142,7 +142,7 @@ class Sampler:
             if not self._paused:
                 try:
                     snapshot = self.source.sample()
-                except Exception as exc:  # noqa: BLE001 - a source must never kill the thread
+                except Exception as exc:  # a source must never kill the thread
                     if self._on_error is not None:
                         self._on_error(exc)
                 else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from gputui.collectors.source import SnapshotSource
 from gputui.errors import GputuiError, NvmlUnavailable
@@ -62,9 +63,17 @@ def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:
     return source.natural_interval_s or 1.0
 
 
-def _once(source: SnapshotSource, args: argparse.Namespace, banner: str | None) -> int:
-    from gputui import report
+#: rates (GPM, PCIe, NVLink) are differences between two readings: the live source
+#: takes the first when it opens, ``--once`` the second this long after
+ONCE_RATE_WINDOW_S = 0.1
 
+
+def _once(source: SnapshotSource, args: argparse.Namespace, banner: str | None) -> int:
+    opened = time.monotonic()
+    from gputui import report  # imported while the rate window runs
+
+    if not source.is_recording:
+        time.sleep(max(0.0, ONCE_RATE_WINDOW_S - (time.monotonic() - opened)))
     snapshot = source.sample()
     if args.json:
         report.print_json(snapshot, source)

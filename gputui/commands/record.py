@@ -23,11 +23,17 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="recording to write")
     parser.add_argument(
-        "--interval", type=positive_interval, default=1.0, metavar="S",
+        "--interval",
+        type=positive_interval,
+        default=1.0,
+        metavar="S",
         help="sampling interval in seconds (default 1, minimum 0.1)",
     )
     parser.add_argument(
-        "--duration", type=positive_float, default=None, metavar="S",
+        "--duration",
+        type=positive_float,
+        default=None,
+        metavar="S",
         help="stop after S seconds (default: until Ctrl-C)",
     )
     parser.add_argument("--note", default=None, help="a description stored in the recording")
@@ -53,8 +59,12 @@ def main(args: argparse.Namespace) -> int:
             tick = time.monotonic()
             writer.write(source.sample())
             if not args.quiet:
-                print(f"\rrecorded {writer.count} snapshots to {args.output}", end="",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"\rrecorded {writer.count} snapshots to {args.output}",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if args.duration is not None and tick - start + args.interval >= args.duration:
                 break
             stop.wait(max(0.0, args.interval - (time.monotonic() - tick)))

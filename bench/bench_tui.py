@@ -1,0 +1,269 @@
+"""Costs of the monitor as a user runs it: in tmux, a real terminal.
+
+Modes (each prints a table and, with --out, writes JSON):
+  live     steady-state CPU and RSS of `gputui` and of `nvitop` on this machine's GPUs,
+           interleaved A/B windows in the same run (needs a GPU; nvitop optional)
+  replay   the same for `gputui --replay` of a large recording (8 GPUs x 40 processes)
+  launch   launch to first full frame, polled from the tmux pane
+  soak     a long replay: RSS and CPU per minute, first vs last minute
+
+Usage: python bench/bench_tui.py live --seconds 60 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSION = "gputui-bench"
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def start_in_tmux(command: str, width: int = 120, height: int = 40) -> psutil.Process:
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+    env = f"cd {shlex.quote(str(ROOT))} && exec env TERM=xterm-256color {command}"
+    tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), env)
+    pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
+    return psutil.Process(pid)
+
+
+def stop_tmux() -> None:
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+
+
+def pane_text() -> str:
+    return tmux("capture-pane", "-p", "-t", SESSION)
+
+
+def tree_cpu_s(proc: psutil.Process) -> float:
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+@dataclasses.dataclass
+class Window:
+    tool: str
+    cpu_pct_of_core: float
+    rss_mb: float
+
+
+def measure(command: str, tool: str, warmup_s: float, seconds: float) -> Window:
+    proc = start_in_tmux(command)
+    try:
+        time.sleep(warmup_s)
+        cpu0, t0 = tree_cpu_s(proc), time.monotonic()
+        time.sleep(seconds)
+        cpu1, t1 = tree_cpu_s(proc), time.monotonic()
+        rss = tree_rss(proc)
+    finally:
+        stop_tmux()
+    return Window(tool, 100.0 * (cpu1 - cpu0) / (t1 - t0), rss / 2**20)
+
+
+def gputui_cmd(args: str) -> str:
+    return f"{shlex.quote(sys.executable)} -m gputui {args}"
+
+
+def summarize(windows: list[Window]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for tool in sorted({w.tool for w in windows}):
+        mine = [w for w in windows if w.tool == tool]
+        out[tool] = {
+            "cpu_pct_median": statistics.median(w.cpu_pct_of_core for w in mine),
+            "rss_mb_median": statistics.median(w.rss_mb for w in mine),
+            "windows": len(mine),
+        }
+    return out
+
+
+def mode_live(args: argparse.Namespace) -> dict[str, object]:
+    tools = {"gputui": gputui_cmd("--interval 1")}
+    try:
+        import nvitop  # noqa: F401
+
+        tools["nvitop"] = f"{shlex.quote(sys.executable)} -m nvitop --interval 1"
+    except ImportError:
+        print("nvitop not importable: measuring gputui alone", file=sys.stderr)
+    windows = []
+    for _ in range(args.rounds):
+        for tool, command in tools.items():
+            windows.append(measure(command, tool, args.warmup, args.seconds))
+            print(windows[-1], file=sys.stderr)
+    summary = summarize(windows)
+    if "nvitop" in summary:
+        summary["ratio_gputui_over_nvitop"] = {
+            "cpu": summary["gputui"]["cpu_pct_median"] / summary["nvitop"]["cpu_pct_median"]
+        }
+    return {"mode": "live", "summary": summary, "windows": [dataclasses.asdict(w) for w in windows]}
+
+
+def big_recording(path: Path, gpus: int, procs: int) -> None:
+    """Grow the demo's snapshots to many GPUs and processes (a synthetic load)."""
+    from gputui.collectors.replay import RecordingWriter, read_demo
+
+    header, snaps = read_demo()
+    writer = RecordingWriter(path, interval_s=header.interval_s or 1.0, note="bench: scaled demo")
+    for snap in snaps:
+        base = snap.devices[0]
+        devices = tuple(
+            dataclasses.replace(base, index=i, uuid=f"{base.uuid}-{i}") for i in range(gpus)
+        )
+        templates = snap.processes or ()
+        processes = (
+            tuple(
+                dataclasses.replace(
+                    templates[k % len(templates)],
+                    pid=100000 + k,
+                    gpu_index=k % gpus,
+                    gpu_uuid=devices[k % gpus].uuid,
+                )
+                for k in range(procs)
+            )
+            if templates
+            else ()
+        )
+        writer.write(dataclasses.replace(snap, devices=devices, processes=processes))
+    writer.close()
+
+
+def mode_replay(args: argparse.Namespace) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Path(tmp) / "big.jsonl.gz"
+        big_recording(rec, args.gpus, args.procs)
+        windows = [
+            measure(
+                gputui_cmd(f"--replay {rec} --interval 1"),
+                "gputui-replay",
+                args.warmup,
+                args.seconds,
+            )
+            for _ in range(args.rounds)
+        ]
+    return {
+        "mode": "replay",
+        "gpus": args.gpus,
+        "processes": args.procs,
+        "summary": summarize(windows),
+    }
+
+
+def mode_launch(args: argparse.Namespace) -> dict[str, object]:
+    source = "--demo" if args.demo else ""
+    times = []
+    for _ in range(args.rounds):
+        t0 = time.monotonic()
+        start_in_tmux(gputui_cmd(f"{source} --interval 1"))
+        try:
+            deadline = t0 + 10
+            while time.monotonic() < deadline:
+                text = pane_text()
+                # A full frame: device panel and process table both populated.
+                if args.marker in text and "PID" in text and "%" in text:
+                    times.append(time.monotonic() - t0)
+                    break
+                time.sleep(0.01)
+        finally:
+            stop_tmux()
+    return {
+        "mode": "launch",
+        "first_frame_s_median": statistics.median(times) if times else None,
+        "runs": times,
+    }
+
+
+def mode_soak(args: argparse.Namespace) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Path(tmp) / "big.jsonl.gz"
+        big_recording(rec, args.gpus, args.procs)
+        proc = start_in_tmux(gputui_cmd(f"--replay {rec} --interval {args.interval}"))
+        samples = []
+        try:
+            time.sleep(args.warmup)
+            start = time.monotonic()
+            last_cpu, last_t = tree_cpu_s(proc), start
+            while time.monotonic() - start < args.seconds:
+                time.sleep(min(60.0, args.seconds / 10))
+                cpu, now = tree_cpu_s(proc), time.monotonic()
+                samples.append(
+                    {
+                        "t_s": round(now - start, 1),
+                        "rss_mb": tree_rss(proc) / 2**20,
+                        "cpu_pct": 100.0 * (cpu - last_cpu) / (now - last_t),
+                    }
+                )
+                last_cpu, last_t = cpu, now
+                print(samples[-1], file=sys.stderr)
+        finally:
+            stop_tmux()
+    return {
+        "mode": "soak",
+        "interval_s": args.interval,
+        "rss_growth_mb": samples[-1]["rss_mb"] - samples[0]["rss_mb"],
+        "cpu_first_pct": samples[0]["cpu_pct"],
+        "cpu_last_pct": samples[-1]["cpu_pct"],
+        "samples": samples,
+    }
+
+
+def main() -> None:
+    if not shutil.which("tmux"):
+        sys.exit("bench_tui needs tmux")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("mode", choices=["live", "replay", "launch", "soak"])
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--procs", type=int, default=40)
+    p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--demo", action="store_true", help="launch: time the demo, not live")
+    p.add_argument("--marker", default="H100", help="launch: text that marks a full frame")
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    os.environ.setdefault("TERM", "xterm-256color")
+    result = {
+        "live": mode_live,
+        "replay": mode_replay,
+        "launch": mode_launch,
+        "soak": mode_soak,
+    }[args.mode](args)
+    result["machine"] = {"cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
