@@ -53,6 +53,7 @@ def render(
     if snapshot.error:
         parts.append(Text(f"! {snapshot.error}", style="bold red"))
     parts.append(_devices(snapshot, box_style, ascii_only))
+    parts.extend(_state_line(d) for d in snapshot.devices if not d.lost)
     parts.append(_processes(snapshot, box_style))
     parts.append(_host(snapshot))
     return Group(*parts)
@@ -95,7 +96,6 @@ def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
             power,
             fmt.mhz(d.clock_sm_mhz),
         )
-        table.add_row("", _state_line(d), "", "", "", "", "")
     return table
 
 
@@ -104,16 +104,21 @@ def _short_name(name: str) -> str:
 
 
 def _state_line(d: DeviceSnapshot) -> Text:
-    text = Text()
+    """What plain utilization hides: GPM activity, throttling, errors."""
+    text = Text(f"GPU {d.index}  ", style="bold")
     g = d.gpm
     if g is not None:
         text.append(
-            f"SM {fmt.pct(g.sm_activity_pct)} occ {fmt.pct(g.sm_occupancy_pct)} "
-            f"tensor {fmt.pct(g.tensor_activity_pct)} DRAM {fmt.pct(g.dram_bw_util_pct)}",
+            f"SM active {fmt.pct(g.sm_activity_pct)}  occupancy {fmt.pct(g.sm_occupancy_pct)}  "
+            f"tensor {fmt.pct(g.tensor_activity_pct)}  DRAM bw {fmt.pct(g.dram_bw_util_pct)}",
             style="cyan",
         )
     elif d.gpm_supported is False:
         text.append("GPM metrics unavailable on this GPU", style="dim")
+    if d.pcie_tx_bytes_per_s is not None or d.pcie_rx_bytes_per_s is not None:
+        text.append(
+            f"  PCIe tx {fmt.rate(d.pcie_tx_bytes_per_s)} rx {fmt.rate(d.pcie_rx_bytes_per_s)}"
+        )
     flags = fmt.throttles(d.throttle_reasons)
     if flags:
         text.append(f"  {flags}", style="bold red")
@@ -149,6 +154,8 @@ def _processes(s: Snapshot, box_style: box.Box) -> Table | Text:
             fmt.duration(runtime),
             p.command + kind,
         )
+    if any(p.hooked for p in rows):
+        table.caption = "* carries the gputui hook: gputui attach PID"
     return table
 
 
@@ -158,8 +165,8 @@ def _host(s: Snapshot) -> Text:
         fmt.NA if h.load_1 is None else f"{h.load_1:.2f} {h.load_5 or 0:.2f} {h.load_15 or 0:.2f}"
     )
     return Text(
-        f"Host  CPU {fmt.pct(h.cpu_pct)} of {h.cpu_count or '?'} cores  "
+        f"Host CPU {fmt.pct(h.cpu_pct)} ({h.cpu_count or '?'} cores)  "
         f"mem {fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}  "
-        f"swap {fmt.bytes_(h.swap_used_bytes)}/{fmt.bytes_(h.swap_total_bytes)}  "
-        f"load {load}  up {fmt.duration(h.uptime_s)}"
+        f"swap {fmt.bytes_(h.swap_used_bytes)}/{fmt.bytes_(h.swap_total_bytes)}\n"
+        f"     load {load}  up {fmt.duration(h.uptime_s)}"
     )

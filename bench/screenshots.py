@@ -1,0 +1,156 @@
+"""Render the monitor headless into screenshots/ (SVG, and PNG when a converter exists).
+
+    .venv/bin/python bench/screenshots.py                 # the embedded demo recording
+    .venv/bin/python bench/screenshots.py --replay FILE   # any recording
+    .venv/bin/python bench/screenshots.py --synthetic     # generated data (no demo yet)
+
+Without ``--replay``/``--synthetic`` it uses gputui/data/demo.jsonl.gz and falls back
+to synthetic data when that file is missing.  Each view plays up to five minutes
+of the recording into the app first, so the history graphs are full.  PNGs come
+from cairosvg (``pip install cairosvg``) or rsvg-convert (Debian ``librsvg2-bin``);
+the SVG's web font is swapped for a local monospace one so cells line up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gputui.collectors.replay import RecordingError, ReplaySource  # noqa: E402
+from gputui.tui.app import GputuiApp, make_app  # noqa: E402
+from gputui.tui.screens.detail import ProcessDetailScreen  # noqa: E402
+from gputui.tui.widgets.processes import ProcessTable  # noqa: E402
+
+DEMO_BANNER = "DEMO - recording of a real H100 session, not this machine"
+SYNTHETIC_BANNER = "SYNTHETIC DATA - generated for screenshots, not a real machine"
+#: samples played before the screenshot: five minutes at 1 s
+WARMUP_SAMPLES = 300
+PNG_FONT = "DejaVu Sans Mono"
+
+Setup = Callable[[Any], Awaitable[None]]
+
+
+async def _nothing(pilot: Any) -> None:
+    return None
+
+
+async def _detail(pilot: Any) -> None:
+    table = pilot.app.screen.query_one(ProcessTable)
+    # Prefer a hooked process (it shows the attach hint), else the top one.
+    hooked = [k for k in table.order if (r := table.row(k)) and r.proc and r.proc.hooked]
+    if hooked:
+        table.select_key(hooked[0])
+    await pilot.press("enter")
+    while not isinstance(pilot.app.screen, ProcessDetailScreen):
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
+async def _help(pilot: Any) -> None:
+    await pilot.press("question_mark")
+    await pilot.pause()
+
+
+async def _tree(pilot: Any) -> None:
+    await pilot.press("t")
+    await pilot.pause()
+
+
+#: name -> (size, setup, ascii_only)
+VIEWS: dict[str, tuple[tuple[int, int], Setup, bool]] = {
+    "main-120x40": ((120, 40), _nothing, False),
+    "main-80x24": ((80, 24), _nothing, False),
+    "main-200x60": ((200, 60), _tree, False),
+    "detail-120x40": ((120, 40), _detail, False),
+    "help-120x40": ((120, 40), _help, False),
+    "ascii-100x30": ((100, 30), _nothing, True),
+}
+
+
+def make_source(args: argparse.Namespace) -> tuple[ReplaySource, str]:
+    if args.replay:
+        return ReplaySource.from_file(args.replay), args.banner or "RECORDING, not this machine"
+    if not args.synthetic:
+        try:
+            return ReplaySource.demo(), args.banner or DEMO_BANNER
+        except RecordingError as exc:
+            print(f"no demo recording ({exc}); using synthetic data", file=sys.stderr)
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synthetic import make_snapshots, replay_source
+
+    snapshots = make_snapshots(n_gpus=4, n_procs=8, n_steps=120, seed=3)
+    return replay_source(snapshots, "synthetic data"), args.banner or SYNTHETIC_BANNER
+
+
+async def render(
+    args: argparse.Namespace, name: str, size: tuple[int, int], setup: Setup, ascii_only: bool
+) -> Path:
+    source, banner = make_source(args)
+    interval = source.natural_interval_s or 1.0
+    app: GputuiApp = make_app(
+        source, interval, banner=banner, ascii_only=ascii_only, autostart=False
+    )
+    async with app.run_test(size=size) as pilot:
+        app.advance(min(WARMUP_SAMPLES, len(source.snapshots)))
+        await pilot.pause()
+        await setup(pilot)
+        await pilot.pause()
+        svg = app.export_screenshot(title=f"gputui {name}")
+    path = args.out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
+def to_png(svg_path: Path) -> Path | None:
+    png = svg_path.with_suffix(".png")
+    svg = svg_path.read_text().replace("Fira Code", PNG_FONT)
+    try:
+        import cairosvg
+
+        cairosvg.svg2png(bytestring=svg.encode(), write_to=str(png), scale=1.5)
+        return png
+    except ImportError:
+        pass
+    if shutil.which("rsvg-convert"):
+        subprocess.run(
+            ["rsvg-convert", "-z", "1.5", "-o", str(png)], input=svg.encode(), check=True
+        )
+        return png
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--replay", metavar="FILE", help="a recording to render")
+    source.add_argument("--synthetic", action="store_true", help="generated data")
+    parser.add_argument("--banner", help="the banner line (default: says what the data is)")
+    parser.add_argument("--out", type=Path, default=ROOT / "screenshots", help="output folder")
+    parser.add_argument("--only", nargs="*", choices=sorted(VIEWS), help="render only these")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    # Times on screen are the recording's; show them in UTC so reruns match.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    for name, (size, setup, ascii_only) in VIEWS.items():
+        if args.only and name not in args.only:
+            continue
+        svg = asyncio.run(render(args, name, size, setup, ascii_only))
+        png = to_png(svg)
+        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

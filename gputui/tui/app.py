@@ -1,0 +1,323 @@
+"""The monitor app and its factory, shared by the CLI and the tests.
+
+Data flow: the :class:`Sampler` thread calls ``source.sample()`` and posts a
+:class:`SnapshotReady` message; those messages collapse (``can_replace``), so a
+slow terminal always draws the newest snapshot, never a backlog.  The app keeps
+the bounded history and the findings and tells the visible screen to redraw.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+
+from gputui.analysis.monitor_findings import Finding, findings
+from gputui.collectors.source import Sampler, SnapshotSource
+from gputui.model import ProcessSnapshot, Snapshot
+from gputui.tui.history import History
+
+#: the interval steps that + and - move through
+INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+#: how many recent snapshots the findings see
+FINDINGS_WINDOW = 10
+
+AttachFactory = Callable[[int], "Screen[object] | None"]
+
+
+class SnapshotReady(Message):
+    """A new snapshot from the sampler thread; a newer one replaces an unhandled one."""
+
+    def __init__(self, snapshot: Snapshot, recorded_at_s: float | None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.recorded_at_s = recorded_at_s
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotReady)
+
+
+class SamplerFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+@dataclass
+class Current:
+    """The newest data, shared by every screen."""
+
+    snapshot: Snapshot | None = None
+    #: the time the data describes: a recording's own time, else the sample time
+    data_time_s: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+    sampler_error: str | None = None
+
+
+class GputuiApp(App[None]):
+    CSS_PATH = "gputui.tcss"
+    TITLE = "gputui"
+
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("plus,equals_sign", "change_interval(1)", "Interval+", show=False),
+        Binding("minus", "change_interval(-1)", "Interval-", show=False),
+        Binding("d", "toggle_theme", "Theme", show=False),
+        Binding("f", "findings", "Findings"),
+    ]
+
+    def __init__(
+        self,
+        source: SnapshotSource,
+        interval_s: float = 1.0,
+        readonly: bool = False,
+        ascii_only: bool = False,
+        banner: str | None = None,
+        attach_factory: AttachFactory | None = None,
+        autostart: bool = True,
+    ) -> None:
+        super().__init__()
+        self.autostart = autostart
+        self.source = source
+        self.interval_s = max(0.1, interval_s)
+        self.readonly = readonly
+        self.ascii_only = ascii_only
+        self.banner = banner
+        self.attach_factory = attach_factory
+        self.history = History()
+        self.current = Current()
+        self.snapshot_count = 0
+        self._recent: deque[Snapshot] = deque(maxlen=FINDINGS_WINDOW)
+        self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
+        if ascii_only:
+            self.add_class("-ascii")
+
+    def recording_banner(self) -> str | None:
+        """The line every screen shows while the data is not this machine now."""
+        if not (self.banner or self.source.is_recording):
+            return None
+        text = self.banner or f"RECORDING, not this machine: {self.source.label}"
+        if self.banner and self.source.label not in self.banner:
+            text += f"  ({self.source.label})"
+        return " " + text
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen[object]:
+        from gputui.tui.screens.monitor import MonitorScreen
+
+        return MonitorScreen()
+
+    def on_mount(self) -> None:
+        if self.autostart:
+            self.sampler.start()
+
+    def on_unmount(self) -> None:
+        self.sampler.stop()
+        self.source.close()
+
+    # -- data in -----------------------------------------------------------------
+
+    def _on_sample(self, snapshot: Snapshot) -> None:
+        # Runs on the sampler thread, right after sample(): the source's notion of the
+        # recorded time belongs to this very snapshot.
+        recorded_at = getattr(self.source, "recorded_at_s", None)
+        self.post_message(SnapshotReady(snapshot, recorded_at))
+
+    def _on_sample_error(self, exc: BaseException) -> None:
+        self.post_message(SamplerFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self.ingest(message.snapshot, message.recorded_at_s)
+
+    def on_sampler_failed(self, message: SamplerFailed) -> None:
+        self.current.sampler_error = message.error
+        self._refresh_screens()
+
+    def ingest(self, snapshot: Snapshot, recorded_at_s: float | None = None) -> None:
+        """Take one snapshot: history, findings, then redraw the visible screen."""
+        data_time = recorded_at_s if recorded_at_s is not None else snapshot.timestamp_s
+        self.snapshot_count += 1
+        step = self.source.natural_interval_s or self.sampler.interval_s
+        self.history.add(snapshot, data_time, step)
+        self._recent.append(snapshot)
+        self.current.snapshot = snapshot
+        self.current.data_time_s = data_time
+        self.current.findings = findings(snapshot, list(self._recent))
+        self.current.sampler_error = None
+        self._refresh_screens()
+
+    def advance(self, count: int = 1) -> None:
+        """Sample the source ``count`` times now, on this thread (screenshots, tests).
+
+        Use with ``autostart=False`` (or a long interval) so that the sampler thread
+        does not sample the same source meanwhile.
+        """
+        for _ in range(count):
+            snapshot = self.source.sample()
+            self.ingest(snapshot, getattr(self.source, "recorded_at_s", None))
+
+    def _refresh_screens(self) -> None:
+        # Only the top screen is drawn; screens below catch up when they resume.
+        screen = self.screen
+        refresh = getattr(screen, "refresh_data", None)
+        if refresh is not None:
+            refresh()
+
+    # -- actions -----------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from gputui.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_findings(self) -> None:
+        from gputui.tui.screens.findings import FindingsScreen
+
+        if not isinstance(self.screen, FindingsScreen):
+            self.push_screen(FindingsScreen())
+
+    def action_toggle_pause(self) -> None:
+        paused = not self.sampler.paused
+        self.sampler.set_paused(paused)
+        self.notify("paused" if paused else "resumed", timeout=1.5)
+        self._refresh_screens()
+
+    def action_change_interval(self, step: int) -> None:
+        current = self.sampler.interval_s
+        if step > 0:
+            bigger = [i for i in INTERVALS if i > current + 1e-9]
+            new = bigger[0] if bigger else INTERVALS[-1]
+        else:
+            smaller = [i for i in INTERVALS if i < current - 1e-9]
+            new = smaller[-1] if smaller else INTERVALS[0]
+        self.interval_s = new
+        self.sampler.set_interval(new)
+        self.notify(f"sampling every {new:g} s", timeout=1.5)
+        self._refresh_screens()
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    # -- processes: signals and attach --------------------------------------------
+
+    def request_signal(self, proc: ProcessSnapshot | None) -> None:
+        """Ask for a signal to ``proc`` through the confirmation dialog."""
+        if proc is None:
+            self.notify("no process selected", severity="warning")
+            return
+        if self.readonly:
+            self.notify(
+                "read-only mode (--readonly): sending signals is disabled", severity="warning"
+            )
+            return
+        if self.source.is_recording:
+            self.notify(
+                f"this is a recording: pid {proc.pid} is not that process on this machine",
+                severity="warning",
+            )
+            return
+        from gputui.tui.screens.dialogs import SignalDialog
+
+        def done(signum: int | None) -> None:
+            if signum is not None:
+                self.send_signal(proc, signum)
+
+        self.push_screen(SignalDialog(proc), done)
+
+    def send_signal(self, proc: ProcessSnapshot, signum: int) -> bool:
+        name = signal.Signals(signum).name
+        reused = _pid_reused(proc)
+        if reused:
+            self.notify(f"not sent: {reused}", severity="error")
+            return False
+        try:
+            os.kill(proc.pid, signum)
+        except ProcessLookupError:
+            self.notify(f"pid {proc.pid} has already exited", severity="warning")
+            return False
+        except PermissionError:
+            self.notify(f"not permitted to signal pid {proc.pid} ({proc.user})", severity="error")
+            return False
+        self.notify(f"sent {name} to pid {proc.pid}")
+        return True
+
+    def request_attach(self, proc: ProcessSnapshot | None) -> None:
+        if proc is None:
+            self.notify("no process selected", severity="warning")
+            return
+        if not proc.hooked:
+            self.notify(
+                f"pid {proc.pid} has no gputui hook (start it with 'gputui run -- ...')",
+                severity="warning",
+            )
+            return
+        if self.attach_factory is None:
+            self.notify("attach screen not available", severity="warning")
+            return
+        screen = self.attach_factory(proc.pid)
+        if screen is None:
+            self.notify(f"cannot attach to pid {proc.pid}", severity="warning")
+            return
+        self.push_screen(screen)
+
+    # -- command palette -----------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause / resume", "Stop or restart sampling", self.action_toggle_pause)
+        yield SystemCommand(
+            "Sample slower", "Longer interval", lambda: self.action_change_interval(1)
+        )
+        yield SystemCommand(
+            "Sample faster", "Shorter interval", lambda: self.action_change_interval(-1)
+        )
+        yield SystemCommand("Findings", "All findings with evidence and fix", self.action_findings)
+        yield SystemCommand("Help", "Every key", self.action_help)
+        monitor = getattr(screen, "palette_commands", None)
+        if monitor is not None:
+            yield from monitor()
+
+
+def _pid_reused(proc: ProcessSnapshot) -> str | None:
+    """Why ``proc.pid`` is no longer the process we saw, or None when it still is."""
+    if proc.start_time_s is None:
+        return None
+    try:
+        import psutil
+
+        started = psutil.Process(proc.pid).create_time()
+    except Exception:
+        return None
+    if abs(started - proc.start_time_s) > 2.0:
+        return f"pid {proc.pid} now belongs to another process"
+    return None
+
+
+def make_app(
+    source: SnapshotSource,
+    interval_s: float = 1.0,
+    readonly: bool = False,
+    ascii_only: bool = False,
+    banner: str | None = None,
+    attach_factory: AttachFactory | None = None,
+    *,
+    autostart: bool = True,
+) -> GputuiApp:
+    """The monitor app over ``source`` (live, replay or a test's).
+
+    ``attach_factory(pid)`` builds the attach screen for a hooked process (None: not
+    available).  ``autostart=False`` leaves the sampler thread off: data then comes
+    only from :meth:`GputuiApp.advance` (deterministic tests and screenshots).
+    """
+    return GputuiApp(source, interval_s, readonly, ascii_only, banner, attach_factory, autostart)

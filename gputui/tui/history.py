@@ -1,0 +1,164 @@
+"""Bounded history of the values the graphs draw.
+
+Every series is a ``deque(maxlen=...)``: a monitor left running for a week uses
+the same memory as one running for ten minutes.  Per-process series are kept for
+at most ``MAX_PROCESSES`` processes; those not seen for a while are dropped first.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from gputui.model import Snapshot
+
+#: points per GPU/host series: 3600 covers an hour at 1 s and 6 minutes at 0.1 s
+SERIES_POINTS = 3600
+#: points per process series (detail screen)
+PROCESS_POINTS = 600
+MAX_PROCESSES = 256
+#: a process not seen for this many samples loses its history
+PROCESS_EXPIRY_SAMPLES = 300
+
+#: graph metric name -> (label, maximum for scaling, unit); None maximum = autoscale
+GPU_METRICS: dict[str, tuple[str, float | None, str]] = {
+    "util": ("GPU util", 100.0, "%"),
+    "mem": ("memory", 100.0, "%"),
+    "power": ("power", None, "W"),
+    "tensor": ("tensor activity", 100.0, "%"),
+    "sm": ("SM activity", 100.0, "%"),
+}
+PROCESS_METRICS = ("gpu_mem", "sm", "cpu", "rss")
+
+Series = deque[float | None]
+
+
+def _series(points: int) -> Series:
+    return deque(maxlen=points)
+
+
+@dataclass
+class _ProcessHistory:
+    series: dict[str, Series]
+    last_seen: int
+
+
+@dataclass
+class History:
+    series_points: int = SERIES_POINTS
+    gpu: dict[str, dict[str, Series]] = field(default_factory=dict)
+    host: dict[str, Series] = field(default_factory=dict)
+    processes: dict[tuple[str, int], _ProcessHistory] = field(default_factory=dict)
+    #: snapshot data times (recorded time for recordings), parallel to host series
+    times: Series = field(default_factory=lambda: _series(SERIES_POINTS))
+    samples: int = 0
+
+    def __post_init__(self) -> None:
+        if self.times.maxlen != self.series_points:
+            self.times = _series(self.series_points)
+
+    def add(self, snapshot: Snapshot, data_time_s: float, step_s: float = 1.0) -> None:
+        """Append one snapshot; ``step_s`` is the time step used when time goes backwards.
+
+        A looping recording jumps back to its start: the graphs' time axis keeps going
+        forward by one sampling step instead, so the window stays the right length.
+        """
+        self.samples += 1
+        last = self.times[-1] if self.times else None
+        if last is not None and data_time_s <= last:
+            data_time_s = last + step_s
+        self.times.append(data_time_s)
+        host = snapshot.host
+        self._host("cpu").append(host.cpu_pct)
+        mem = (
+            100.0 * host.mem_used_bytes / host.mem_total_bytes
+            if host.mem_used_bytes is not None and host.mem_total_bytes
+            else None
+        )
+        self._host("mem").append(mem)
+        seen: set[str] = set()
+        for device in snapshot.devices:
+            seen.add(device.uuid)
+            series = self.gpu.get(device.uuid)
+            if series is None:
+                series = {name: _series(self.series_points) for name in GPU_METRICS}
+                # A GPU that appears late is padded so that all graphs share one time axis.
+                for s in series.values():
+                    s.extend([None] * min(self.samples - 1, self.series_points))
+                self.gpu[device.uuid] = series
+            gpm = device.gpm
+            series["util"].append(device.util_gpu_pct)
+            series["mem"].append(device.mem_used_pct)
+            series["power"].append(device.power_w)
+            series["tensor"].append(gpm.tensor_activity_pct if gpm else None)
+            series["sm"].append(gpm.sm_activity_pct if gpm else None)
+        for uuid, series in self.gpu.items():
+            if uuid not in seen:
+                for s in series.values():
+                    s.append(None)
+        self._add_processes(snapshot)
+
+    def _host(self, name: str) -> Series:
+        series = self.host.get(name)
+        if series is None:
+            series = self.host[name] = _series(self.series_points)
+        return series
+
+    def _add_processes(self, snapshot: Snapshot) -> None:
+        for proc in snapshot.processes:
+            entry = self.processes.get(proc.key)
+            if entry is None:
+                entry = _ProcessHistory(
+                    {name: _series(PROCESS_POINTS) for name in PROCESS_METRICS}, self.samples
+                )
+                self.processes[proc.key] = entry
+            entry.last_seen = self.samples
+            entry.series["gpu_mem"].append(
+                None if proc.gpu_mem_bytes is None else proc.gpu_mem_bytes / 2**20
+            )
+            entry.series["sm"].append(proc.sm_pct)
+            entry.series["cpu"].append(proc.cpu_pct)
+            entry.series["rss"].append(None if proc.rss_bytes is None else proc.rss_bytes / 2**20)
+        stale = [
+            key
+            for key, entry in self.processes.items()
+            if self.samples - entry.last_seen > PROCESS_EXPIRY_SAMPLES
+        ]
+        for key in stale:
+            del self.processes[key]
+        if len(self.processes) > MAX_PROCESSES:
+            by_age = sorted(self.processes.items(), key=lambda item: item[1].last_seen)
+            for key, _entry in by_age[: len(self.processes) - MAX_PROCESSES]:
+                del self.processes[key]
+
+    def gpu_series(self, uuid: str, metric: str) -> Series:
+        return self.gpu.get(uuid, {}).get(metric) or _series(1)
+
+    def process_series(self, key: tuple[str, int], metric: str) -> Series:
+        entry = self.processes.get(key)
+        return entry.series[metric] if entry else _series(1)
+
+    def window_points(self, window_s: float) -> int:
+        """How many of the newest samples fall within the last ``window_s`` of data time."""
+        count = 0
+        last: float | None = None
+        for t in reversed(self.times):
+            if t is None:
+                count += 1
+                continue
+            if last is None:
+                last = t
+            elif last - t > window_s:
+                break
+            count += 1
+        return max(1, count)
+
+    def span_s(self, points: int) -> float | None:
+        """Time covered by the last ``points`` samples (data time)."""
+        n = len(self.times)
+        if n < 2:
+            return None
+        first, last = self.times[max(0, n - points)], self.times[-1]
+        if first is None or last is None:
+            return None
+        return last - first

@@ -1,0 +1,1 @@
+"""Screens: the monitor, process detail, help, findings and the signal dialog."""

@@ -1,0 +1,210 @@
+"""The device panel: a block per GPU, or one line per GPU in compact mode.
+
+The block puts the plain utilization bar right above the tensor-core activity bar
+(GPM, Hopper and newer) so that "100% GPU util, 4% tensor activity" reads at a
+glance.  Throttle reasons are flagged in reverse video on the GPU's first line.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gputui.model import DeviceSnapshot, MigInstance
+from gputui.tui import fmt
+from gputui.tui.widgets.text_panel import TextPanel
+
+#: lines of one GPU block in full mode (MIG instances add one each)
+BLOCK_LINES = 4
+_LABEL = 9  # "  TENSOR " and friends
+#: utilization is drawn in one colour: high is not bad, it is what you paid for
+UTIL_STYLE = "cyan"
+
+
+def block_lines(device: DeviceSnapshot) -> int:
+    return BLOCK_LINES + len(device.mig_instances)
+
+
+def _flags(device: DeviceSnapshot, text: Text, ascii_only: bool) -> None:
+    sign = "!" if ascii_only else "⚠"
+    for flag in fmt.throttle_flags(device.throttle_reasons):
+        style = "bold reverse red" if flag.startswith(("HW", "THERMAL")) else "bold reverse yellow"
+        text.append(" ")
+        text.append(f"{sign} {flag}", style=style)
+    if device.ecc_errors_uncorrected:
+        text.append(" ")
+        text.append(f"{sign} ECC {device.ecc_errors_uncorrected}", style="bold reverse red")
+
+
+def _power(device: DeviceSnapshot) -> str:
+    if device.power_w is None:
+        return "N/A W"
+    if device.power_limit_w:
+        return f"{device.power_w:.0f}/{device.power_limit_w:.0f}W"
+    return f"{device.power_w:.0f}W"
+
+
+def _temp(device: DeviceSnapshot, ascii_only: bool) -> str:
+    if device.temp_gpu_c is None:
+        return "N/A"
+    return f"{device.temp_gpu_c:.0f}{'C' if ascii_only else '°C'}"
+
+
+def _mem_label(device: DeviceSnapshot) -> str:
+    if device.mem_used_bytes is None or device.mem_total_bytes is None:
+        return "N/A"
+    return f"{fmt.size(device.mem_used_bytes, 'G')}/{fmt.size(device.mem_total_bytes, 'G')}"
+
+
+def _frac(value: float | None) -> float | None:
+    return None if value is None else value / 100.0
+
+
+def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Text]:
+    if device.lost:
+        return [Text(f"GPU {device.index}  {device.name}  LOST: not answering", style="bold red")]
+    up, down = ("^", "v") if ascii_only else ("↑", "↓")
+    # line 1: identity, thermals, power, clocks, throttle flags
+    head = Text()
+    head.append(f"GPU {device.index} ", style="bold")
+    head.append(device.name, style="bold cyan")
+    pstate = "P?" if device.pstate is None else f"P{device.pstate}"
+    fan = "N/A" if device.fan_pct is None else f"{device.fan_pct:.0f}%"
+    sm = fmt.NA if device.clock_sm_mhz is None else f"{device.clock_sm_mhz}"
+    mem = fmt.NA if device.clock_mem_mhz is None else f"{device.clock_mem_mhz}"
+    head.append(
+        f"  {pstate}  {_temp(device, ascii_only)}  fan {fan}  {_power(device)}"
+        f"  SM {sm} MEM {mem} MHz"
+    )
+    _flags(device, head, ascii_only)
+
+    bar_w = max(6, (width - 2 * _LABEL - 2) // 2)
+    util = device.util_gpu_pct
+    line2 = Text("  UTIL   ")
+    line2.append_text(
+        fmt.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util))
+    )
+    line2.append("   MEM   ")
+    mem_pct = device.mem_used_pct
+    line2.append_text(
+        fmt.bar(_frac(mem_pct), bar_w, ascii_only, label=f"{_mem_label(device)} {fmt.pct(mem_pct)}")
+    )
+
+    gpm = device.gpm
+    line3 = Text()
+    if device.gpm_supported and gpm is not None:
+        tensor = gpm.tensor_activity_pct
+        line3.append("  TENSOR ", style="bold magenta")
+        line3.append_text(
+            fmt.bar(_frac(tensor), bar_w, ascii_only, style="magenta", label=fmt.pct(tensor))
+        )
+        line3.append(
+            f"   SM act {fmt.pct(gpm.sm_activity_pct)}  occ {fmt.pct(gpm.sm_occupancy_pct)}"
+            f"  DRAM bw {fmt.pct(gpm.dram_bw_util_pct)}"
+        )
+    else:
+        reason = "not supported on this GPU" if device.gpm_supported is False else "unavailable"
+        line3.append("  TENSOR ", style="dim")
+        line3.append(f"GPM metrics (SM/tensor/DRAM activity) {reason}", style="dim")
+
+    line4 = Text("  ")
+    gen = "" if device.pcie_gen is None else f" Gen{device.pcie_gen}x{device.pcie_width or '?'}"
+    line4.append(
+        f"PCIe{gen} {up}{fmt.rate(device.pcie_tx_bytes_per_s)} "
+        f"{down}{fmt.rate(device.pcie_rx_bytes_per_s)}"
+    )
+    if device.nvlink_links_active:
+        line4.append(
+            f"   NVLink x{device.nvlink_links_active} {up}{fmt.rate(device.nvlink_tx_bytes_per_s)}"
+            f" {down}{fmt.rate(device.nvlink_rx_bytes_per_s)}"
+        )
+    if device.ecc_errors_corrected:
+        line4.append(f"   ECC corrected {device.ecc_errors_corrected}", style="yellow")
+    if device.ecc_errors_uncorrected:
+        line4.append(f"   ECC uncorrected {device.ecc_errors_uncorrected}", style="bold red")
+    if device.remapped_rows_pending or device.remapped_rows_failed:
+        line4.append("   rows remap pending/failed", style="bold red")
+    if device.mig_enabled:
+        line4.append(f"   MIG on ({len(device.mig_instances)})", style="cyan")
+    lines = [head, line2, line3, line4]
+    lines += [
+        _mig_line(m, bar_w, ascii_only, i == len(device.mig_instances) - 1)
+        for i, m in enumerate(device.mig_instances)
+    ]
+    return lines
+
+
+def _mig_line(mig: MigInstance, bar_w: int, ascii_only: bool, last: bool) -> Text:
+    tee = ("`-" if last else "|-") if ascii_only else ("└─" if last else "├─")
+    line = Text(f"  {tee} ")
+    line.append(f"GI {mig.gpu_instance_id} {mig.name or 'MIG'}".ljust(_LABEL + 10), style="cyan")
+    frac = (
+        mig.mem_used_bytes / mig.mem_total_bytes
+        if mig.mem_used_bytes is not None and mig.mem_total_bytes
+        else None
+    )
+    label = f"{fmt.size(mig.mem_used_bytes, 'G')}/{fmt.size(mig.mem_total_bytes, 'G')}"
+    line.append("mem ")
+    line.append_text(fmt.bar(frac, max(6, bar_w - 12), ascii_only, label=label))
+    if mig.sm_count is not None:
+        line.append(f"  {mig.sm_count} SMs")
+    return line
+
+
+def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
+    """One GPU on one line, 80 columns and up."""
+    line = Text()
+    line.append(f"{device.index:>2} ", style="bold")
+    line.append(fmt.truncate(fmt.short_gpu_name(device.name), 14).ljust(15), style="cyan")
+    if device.lost:
+        line.append("LOST: not answering", style="bold red")
+        return line
+    gpm = device.gpm
+    tensor = gpm.tensor_activity_pct if gpm is not None and device.gpm_supported else None
+    tail = Text()
+    tail.append(" TC", style="magenta")
+    tail.append(fmt.pct(tensor) if tensor is not None else "  -", style="magenta")
+    tail.append(f" {_temp(device, ascii_only):>4} {_power(device):>8}")
+    _flags(device, tail, ascii_only)
+    bar_w = max(6, (width - len(line) - len(tail) - 6) // 2)
+    util = device.util_gpu_pct
+    line.append("U")
+    line.append_text(fmt.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util)))
+    line.append(" M")
+    mem_label = f"{fmt.size(device.mem_used_bytes, 'G')}/{fmt.size(device.mem_total_bytes, 'G')}"
+    line.append_text(
+        fmt.bar(_frac(device.mem_used_pct), bar_w, ascii_only, label=mem_label.replace(".0G", "G"))
+    )
+    line.append_text(tail)
+    return line
+
+
+class DevicePanel(TextPanel):
+    """All GPUs; ``compact`` is set by the screen (auto by height, or by the user)."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.devices: tuple[DeviceSnapshot, ...] = ()
+        self.compact = False
+        self.ascii_only = ascii_only
+
+    def show(self, devices: tuple[DeviceSnapshot, ...]) -> None:
+        self.devices = devices
+        self.redraw()
+
+    def full_height(self) -> int:
+        return sum(block_lines(d) for d in self.devices)
+
+    def build(self, width: int) -> Text:
+        if not self.devices:
+            return Text("no GPUs in this snapshot", style="dim")
+        lines: list[Text] = []
+        for device in self.devices:
+            if self.compact:
+                lines.append(compact_line(device, width, self.ascii_only))
+                lines += [
+                    _mig_line(m, 26, self.ascii_only, i == len(device.mig_instances) - 1)
+                    for i, m in enumerate(device.mig_instances)
+                ]
+            else:
+                lines.extend(full_block(device, width, self.ascii_only))
+        return Text("\n").join(lines)

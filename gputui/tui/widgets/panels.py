@@ -1,0 +1,267 @@
+"""Smaller panels: header, recording banner, host, history graphs, findings line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from gputui.analysis.monitor_findings import Finding
+from gputui.model import DeviceSnapshot, HostSnapshot, Snapshot
+from gputui.tui import fmt
+from gputui.tui.history import GPU_METRICS, History
+from gputui.tui.widgets.text_panel import TextPanel
+
+#: the history graphs cover at least this much time
+GRAPH_WINDOW_S = 300.0
+SEVERITY_STYLE = {"crit": "bold reverse red", "warn": "bold yellow", "info": "cyan"}
+
+
+@dataclass
+class HeaderState:
+    label: str = ""
+    is_recording: bool = False
+    banner: str | None = None
+    hostname: str = ""
+    driver: str | None = None
+    cuda: str | None = None
+    n_gpus: int = 0
+    interval_s: float = 1.0
+    latency_ms: float | None = None
+    data_time_s: float | None = None
+    paused: bool = False
+    readonly: bool = False
+    error: str | None = None
+
+
+class HeaderPanel(TextPanel):
+    """Title line with source, host, driver, cadence and the sampler's own latency."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = HeaderState()
+
+    def build(self, width: int) -> Text:
+        s = self.state
+        text = Text()
+        text.append(" gputui ", style="bold reverse")
+        text.append(f" {s.label} ", style="bold")
+        right = Text()
+        if s.readonly:
+            right.append(" read-only ", style="bold")
+        if s.paused:
+            right.append(" PAUSED ", style="bold reverse yellow")
+        if s.data_time_s is not None:
+            right.append(" " + fmt.clock(s.data_time_s, with_date=s.is_recording) + " ")
+        parts = []
+        if s.hostname:
+            parts.append(s.hostname)
+        if s.driver:
+            parts.append(f"driver {s.driver}" + (f" CUDA {s.cuda}" if s.cuda else ""))
+        parts.append(f"{s.n_gpus} GPU{'s' if s.n_gpus != 1 else ''}")
+        parts.append(f"every {s.interval_s:g}s")
+        if s.latency_ms is not None:
+            parts.append(f"sample {s.latency_ms:.1f}ms")
+        # The middle gives way first: label, pause state and time always show.
+        room = width - len(text) - len(right)
+        middle = " | ".join(parts)
+        if len(middle) > room:
+            middle = fmt.truncate(middle, room)
+        text.append(middle.ljust(max(0, room)), style="dim")
+        text.append_text(right)
+        if s.error:
+            text.append("\n")
+            text.append(f" {s.error} ", style="bold reverse red")
+        return text
+
+
+class BannerPanel(TextPanel):
+    """Says, at all times, that the data is a recording and not this machine."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.message = ""
+
+    def on_mount(self) -> None:
+        message = getattr(self.app, "recording_banner", lambda: None)()
+        self.message = message or ""
+        self.display = bool(message)
+
+    def build(self, width: int) -> Text:
+        return Text(fmt.truncate(self.message, width).ljust(width), style="bold reverse yellow")
+
+
+class HostPanel(TextPanel):
+    """CPU, memory, swap, load and uptime; one line when ``compact``."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.host = HostSnapshot()
+        self.compact = False
+        self.ascii_only = ascii_only
+
+    def show(self, host: HostSnapshot) -> None:
+        self.host = host
+        self.redraw()
+
+    def _mem(self, used: int | None, total: int | None) -> tuple[float | None, str]:
+        frac = used / total if used is not None and total else None
+        return frac, f"{fmt.size(used, 'G')}/{fmt.size(total, 'G')}"
+
+    def build(self, width: int) -> Text:
+        h = self.host
+        mem_frac, mem_label = self._mem(h.mem_used_bytes, h.mem_total_bytes)
+        swap_frac, swap_label = self._mem(h.swap_used_bytes, h.swap_total_bytes)
+        load = (
+            "N/A"
+            if h.load_1 is None
+            else f"{h.load_1:.1f} {h.load_5 or 0:.1f} {h.load_15 or 0:.1f}"
+        )
+        cpu_label = fmt.pct(h.cpu_pct)
+        if self.compact:
+            bar_w = max(6, (width - 52) // 3)
+            line = Text()
+            line.append("CPU ", style="bold")
+            line.append_text(fmt.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label))
+            line.append(" MEM ", style="bold")
+            line.append_text(fmt.bar(mem_frac, bar_w, self.ascii_only, label=mem_label))
+            line.append(" SWP ", style="bold")
+            line.append_text(
+                fmt.bar(
+                    swap_frac,
+                    bar_w,
+                    self.ascii_only,
+                    label=fmt.pct(None if swap_frac is None else swap_frac * 100),
+                )
+            )
+            line.append(f" load {load} up {fmt.duration(h.uptime_s)}")
+            return line
+        bar_w = max(6, width - 6)
+        lines = [
+            Text.assemble(
+                (f"{h.hostname or 'host'}", "bold"),
+                f"  {h.cpu_count or '?'} CPUs  up {fmt.duration(h.uptime_s)}",
+            ),
+            Text.assemble(
+                ("CPU  ", "bold"),
+                fmt.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label),
+            ),
+            Text.assemble(
+                ("MEM  ", "bold"), fmt.bar(mem_frac, bar_w, self.ascii_only, label=mem_label)
+            ),
+            Text.assemble(
+                ("SWAP ", "bold"), fmt.bar(swap_frac, bar_w, self.ascii_only, label=swap_label)
+            ),
+            Text(f"load {load}"),
+        ]
+        return Text("\n").join(lines)
+
+
+def _frac(pct: float | None) -> float | None:
+    return None if pct is None else pct / 100.0
+
+
+class HistoryPanel(TextPanel):
+    """One sparkline per GPU for the selected metric, plus host CPU and memory."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.history: History | None = None
+        self.devices: tuple[DeviceSnapshot, ...] = ()
+        self.metric = "util"
+        self.interval_s = 1.0
+        self.ascii_only = ascii_only
+
+    def show(
+        self, history: History, devices: tuple[DeviceSnapshot, ...], interval_s: float
+    ) -> None:
+        self.history = history
+        self.devices = devices
+        self.interval_s = interval_s
+        self.redraw()
+
+    def points(self) -> int:
+        if self.history is None:
+            return 2
+        return self.history.window_points(GRAPH_WINDOW_S)
+
+    def build(self, width: int) -> Text:
+        label, maximum, unit = GPU_METRICS[self.metric]
+        history = self.history
+        title = Text()
+        title.append(f"History: {label}", style="bold")
+        span = history.span_s(self.points()) if history else None
+        title.append(f"  last {fmt.duration(span) if span else '-'}  (m: metric)", style="dim")
+        if history is None:
+            return title
+        graph_w = max(8, width - 12)
+        points = self.points()
+        lines = [title]
+        for device in self.devices:
+            values = list(history.gpu_series(device.uuid, self.metric))[-points:]
+            present = [v for v in values if v is not None]
+            top = maximum
+            if self.metric == "power":
+                top = device.power_limit_w or (max(present) if present else None)
+            current = values[-1] if values else None
+            line = Text(f"GPU{device.index:<2} ", style="bold")
+            if self.metric in ("tensor", "sm") and not device.gpm_supported:
+                line.append("not available on this GPU (no GPM)", style="dim")
+                lines.append(line)
+                continue
+            style = "magenta" if self.metric == "tensor" else "cyan"
+            line.append_text(fmt.sparkline(values, graph_w, top, self.ascii_only, style))
+            line.append(_value(current, unit).rjust(6))
+            lines.append(line)
+        for name, series_name in (("CPU", "cpu"), ("MEM", "mem")):
+            values = list(history.host.get(series_name, []))[-points:]
+            line = Text(f"{name:<6}", style="bold")
+            line.append_text(fmt.sparkline(values, graph_w, 100.0, self.ascii_only, "green"))
+            line.append(_value(values[-1] if values else None, "%").rjust(6))
+            lines.append(line)
+        return Text("\n").join(lines)
+
+
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "N/A"
+    return f"{value:.0f}{unit}"
+
+
+class FindingsBar(TextPanel):
+    """The most severe finding in one line, with a count of the rest."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.items: list[Finding] = []
+
+    def show(self, items: list[Finding]) -> None:
+        self.items = items
+        self.redraw()
+
+    def build(self, width: int) -> Text:
+        if not self.items:
+            return Text(" no findings", style="dim green")
+        top = self.items[0]
+        text = Text()
+        text.append(f" {top.severity.upper()} ", style=SEVERITY_STYLE[top.severity])
+        text.append(f" {top.where}: {top.title}", style="bold")
+        text.append(f" - {top.evidence}")
+        more = (
+            f"  (+{len(self.items) - 1} more, f: all)" if len(self.items) > 1 else "  (f: details)"
+        )
+        room = width - len(more)
+        if len(text) > room:
+            text.truncate(max(0, room - 1))
+            text.append("~")
+        text.append(more, style="dim")
+        return text
+
+
+def header_state_from(snapshot: Snapshot, state: HeaderState) -> None:
+    state.hostname = snapshot.host.hostname
+    state.driver = snapshot.driver_version
+    state.cuda = snapshot.cuda_driver_version
+    state.n_gpus = len(snapshot.devices)
+    state.latency_ms = snapshot.sample_latency_ms
+    state.error = snapshot.error

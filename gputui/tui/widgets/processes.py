@@ -1,0 +1,360 @@
+"""The process table: rows keyed by ``(gpu_uuid, pid)``, each rendered once per change.
+
+Textual's DataTable re-renders every visible cell whenever any cell changes (its
+render cache is keyed by a global update counter); with 40 processes whose %SM
+and %CPU move every second that cost ~60 ms a frame.  This widget draws through
+the line API instead: a row becomes one Strip, cached by the row's cell values,
+so a refresh renders only the rows whose numbers changed and the cursor stays on
+its process (found by key) wherever the sort moves it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gputui.model import ProcessSnapshot
+from gputui.tui import proc_view
+from gputui.tui.proc_view import (
+    COLUMN_KEYS,
+    COLUMNS,
+    NARROW_HIDDEN,
+    NARROW_WIDTH,
+    ProcFilter,
+    Row,
+    SortSpec,
+)
+
+#: the command column is at least this wide; the others are fixed
+MIN_COMMAND = 12
+_RIGHT = {"pid", "gpu_mem", "sm", "bw", "cpu", "rss", "time"}
+
+
+class ProcessTable(ScrollView, can_focus=True):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "processtable--header",
+        "processtable--cursor",
+        "processtable--cursor-blurred",
+    }
+    DEFAULT_CSS = """
+    ProcessTable {
+        height: 1fr;
+        scrollbar-size-horizontal: 0;
+        & > .processtable--header {
+            text-style: bold;
+            background: $panel;
+            color: $foreground;
+        }
+        & > .processtable--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .processtable--cursor-blurred {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select", "Detail", show=False),
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(-1)", "Top", show=False),
+        Binding("end", "edge(1)", "Bottom", show=False),
+    ]
+
+    class HeaderSelected(Message):
+        """A column header was clicked."""
+
+        def __init__(self, column: str) -> None:
+            super().__init__()
+            self.column = column
+
+    class RowSelected(Message):
+        """Enter (or a click on the row under the cursor): open this row."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.ascii_only = ascii_only
+        self.sort_spec = SortSpec()
+        self.proc_filter = ProcFilter()
+        self.tree_view = False
+        #: names of parent processes that are not GPU processes (tree view), by pid
+        self.parent_names: dict[int, str] = {}
+        self.total = 0
+        self.cursor_row = 0
+        self._procs: tuple[ProcessSnapshot, ...] = ()
+        self._now_s = 0.0
+        self._rows: dict[str, Row] = {}
+        self._order: list[str] = []
+        self._cells: dict[str, tuple[Any, ...]] = {}
+        #: row key -> (cells, width, cursor style, Strip): a row is rendered when it changes
+        self._strips: dict[str, tuple[tuple[Any, ...], int, Style | None, Strip]] = {}
+        self._header: tuple[tuple[Any, ...], Strip] | None = None
+        self._shown: list[str] = []
+        self._widths: list[int] = []
+
+    # -- what the screen calls -------------------------------------------------
+
+    def show(self, procs: tuple[ProcessSnapshot, ...], now_s: float) -> None:
+        self._procs = procs
+        self._now_s = now_s
+        self.refresh_rows()
+
+    def set_sort(self, spec: SortSpec) -> None:
+        self.sort_spec = spec
+        self._header = None
+        self.refresh_rows()
+
+    def set_filter(self, flt: ProcFilter) -> None:
+        self.proc_filter = flt
+        self.refresh_rows()
+
+    def set_tree(self, tree: bool) -> None:
+        self.tree_view = tree
+        self.refresh_rows()
+
+    @property
+    def selected_row(self) -> Row | None:
+        if not self._order:
+            return None
+        return self._rows.get(self._order[min(self.cursor_row, len(self._order) - 1)])
+
+    @property
+    def selected_process(self) -> ProcessSnapshot | None:
+        row = self.selected_row
+        return row.proc if row else None
+
+    def select_key(self, key: str) -> bool:
+        if key not in self._rows:
+            return False
+        self.move_cursor(self._order.index(key))
+        return True
+
+    def row(self, key: str) -> Row | None:
+        return self._rows.get(key)
+
+    @property
+    def order(self) -> list[str]:
+        """Row keys top to bottom (tests read this)."""
+        return list(self._order)
+
+    @property
+    def column_keys(self) -> list[str]:
+        """The columns shown now (narrow terminals show fewer)."""
+        return list(self._shown)
+
+    def cell(self, key: str, column: str) -> Any:
+        return self._cells[key][self._shown.index(column)]
+
+    def column_x(self, column: str) -> int:
+        """Where a column's header starts (for clicks)."""
+        self._layout_columns()
+        return sum(w + 1 for w in self._widths[: self._shown.index(column)])
+
+    def missing_parent_pids(self) -> list[int]:
+        return [
+            row.pid
+            for row in self._rows.values()
+            if row.proc is None and row.pid not in self.parent_names
+        ]
+
+    # -- the update ------------------------------------------------------------
+
+    def refresh_rows(self) -> None:
+        self._layout_columns()
+        selected = self.selected_row
+        rows = proc_view.build_rows(
+            self._procs,
+            self.sort_spec,
+            self.proc_filter,
+            self.tree_view,
+            self._now_s,
+            self.ascii_only,
+        )
+        self.total = len(self._procs)
+        indices = [COLUMN_KEYS.index(k) for k in self._shown]
+        cells: dict[str, tuple[Any, ...]] = {}
+        for row in rows:
+            name = self.parent_names.get(row.pid) if row.proc is None else None
+            every = proc_view.cells(row, self._now_s, self.ascii_only, name)
+            cells[row.key] = tuple(every[i] for i in indices)
+        order = [row.key for row in rows]
+        changed = order != self._order or cells != self._cells
+        self._rows = {row.key: row for row in rows}
+        self._cells = cells
+        self._order = order
+        # Rows that went away take their rendered lines with them (bounded cache).
+        for key in [k for k in self._strips if k not in cells]:
+            del self._strips[key]
+        if selected is not None and selected.key in self._rows:
+            self.cursor_row = order.index(selected.key)
+        else:
+            self.cursor_row = max(0, min(self.cursor_row, len(order) - 1))
+        self.virtual_size = Size(self.size.width, len(order) + 1)
+        if changed:
+            self.refresh()
+
+    def _layout_columns(self) -> None:
+        width = self.size.width or self.app.size.width
+        narrow = width < NARROW_WIDTH
+        shown = [k for k in COLUMN_KEYS if not (narrow and k in NARROW_HIDDEN)]
+        fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
+        # The command takes what the fixed columns leave (one space between columns).
+        command = max(MIN_COMMAND, width - sum(fixed[:-1]) - (len(shown) - 1))
+        widths = [*fixed[:-1], command]
+        if shown != self._shown or widths != self._widths:
+            self._shown = shown
+            self._widths = widths
+            self._strips.clear()
+            self._header = None
+            self._cells = {}  # recomputed with the new column set by the caller
+
+    def on_resize(self, _event: events.Resize) -> None:
+        before = (list(self._shown), list(self._widths))
+        self._layout_columns()
+        if (self._shown, self._widths) != before:
+            self.refresh_rows()
+        self.refresh()
+
+    # -- drawing ---------------------------------------------------------------
+
+    def _line(self, values: tuple[Any, ...], style: Style | None) -> Text:
+        line = Text(no_wrap=True, overflow="crop", end="")
+        for column, value, width in zip(self._shown, values, self._widths, strict=True):
+            text = value if isinstance(value, Text) else Text(str(value))
+            plain = text.plain
+            if len(plain) > width:
+                text = text[:width]
+                plain = text.plain
+            pad = " " * (width - len(plain))
+            if column in _RIGHT:
+                line.append(pad)
+                line.append_text(text)
+            else:
+                line.append_text(text)
+                line.append(pad)
+            line.append(" ")
+        if style is not None:
+            # Under the cells' own colours, so a red %SM stays red on the cursor row.
+            line.stylize_before(style)
+        return line
+
+    def _strip(self, text: Text, width: int, base: Style) -> Strip:
+        segments = list(text.render(self.app.console))
+        return Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y == 0:
+            return self._header_strip(width, base)
+        index = self.scroll_offset.y + y - 1
+        if index >= len(self._order):
+            return Strip.blank(width, base)
+        key = self._order[index]
+        values = self._cells[key]
+        cursor: Style | None = None
+        if index == self.cursor_row:
+            name = "processtable--cursor" if self.has_focus else "processtable--cursor-blurred"
+            cursor = self.get_component_rich_style(name)
+        cached = self._strips.get(key)
+        if (
+            cached is not None
+            and cached[0] == values
+            and cached[1] == width
+            and cached[2] == cursor
+        ):
+            return cached[3]
+        strip = self._strip(self._line(values, cursor), width, base)
+        self._strips[key] = (values, width, cursor, strip)
+        return strip
+
+    def _header_strip(self, width: int, base: Style) -> Strip:
+        style = self.get_component_rich_style("processtable--header")
+        spec = self.sort_spec
+        labels: list[Any] = []
+        for key, label, _w in COLUMNS:
+            if key not in self._shown:
+                continue
+            if key == spec.column:
+                up, down = ("^", "v") if self.ascii_only else ("▲", "▼")
+                labels.append(Text(label + (down if spec.descending else up), style="underline"))
+            else:
+                labels.append(label)
+        cache_key = (*labels, width, style)
+        if self._header is not None and self._header[0] == cache_key:
+            return self._header[1]
+        text = self._line(tuple(labels), None)
+        strip = self._strip(text, width, base + style)
+        self._header = (cache_key, strip)
+        return strip
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    # -- cursor and mouse ----------------------------------------------------------
+
+    def move_cursor(self, row: int, scroll: bool = True) -> None:
+        if not self._order:
+            self.cursor_row = 0
+            return
+        self.cursor_row = max(0, min(row, len(self._order) - 1))
+        if scroll:
+            visible = max(1, self.size.height - 1)
+            top = self.scroll_offset.y
+            if self.cursor_row < top:
+                self.scroll_to(y=self.cursor_row, animate=False)
+            elif self.cursor_row >= top + visible:
+                self.scroll_to(y=self.cursor_row - visible + 1, animate=False)
+        self.refresh()
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step * max(1, self.size.height - 2))
+
+    def action_edge(self, step: int) -> None:
+        self.move_cursor(0 if step < 0 else len(self._order) - 1)
+
+    def action_select(self) -> None:
+        row = self.selected_row
+        if row is not None:
+            self.post_message(self.RowSelected(row.key))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            x = 0
+            for column, width in zip(self._shown, self._widths, strict=True):
+                if x <= event.x < x + width + 1:
+                    self.post_message(self.HeaderSelected(column))
+                    break
+                x += width + 1
+            return
+        index = self.scroll_offset.y + event.y - 1
+        if 0 <= index < len(self._order):
+            if index == self.cursor_row:
+                self.action_select()
+            else:
+                self.move_cursor(index, scroll=False)

@@ -1,0 +1,63 @@
+"""A panel drawn as one Rich Text, redrawn only when its text changes.
+
+Each refresh builds a Text from plain values; when it equals what is on screen
+nothing is repainted, and when only the content (not the line count) changes,
+the screen is repainted without a layout pass.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.widget import Widget
+
+
+class TextPanel(Widget):
+    DEFAULT_CSS = """
+    TextPanel {
+        height: auto;
+        text-wrap: nowrap;
+        text-overflow: clip;
+    }
+    TextPanel.-wrap {
+        text-wrap: wrap;
+    }
+    """
+
+    #: wrap long lines (the line count then depends on the width: always relayout)
+    WRAP = False
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        if self.WRAP:
+            self.add_class("-wrap")
+        self._text = Text()
+        self._lines = 1
+
+    def build(self, width: int) -> Text:
+        """The panel's text at ``width`` cells; subclasses draw their last data."""
+        return Text()
+
+    def redraw(self) -> None:
+        width = self.content_region.width or self.app.size.width
+        text = self.build(width)
+        text.no_wrap = not self.WRAP
+        text.overflow = "fold" if self.WRAP else "crop"
+        if text == self._text:
+            return
+        lines = text.plain.count("\n") + 1
+        layout = self.WRAP or lines != self._lines
+        self._text = text
+        self._lines = lines
+        self.refresh(layout=layout)
+
+    def render(self) -> Text:
+        return self._text
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self.redraw()
+
+    @property
+    def plain(self) -> str:
+        """What the panel shows, as plain text (tests read this)."""
+        return self._text.plain

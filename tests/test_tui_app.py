@@ -1,0 +1,439 @@
+"""The monitor app driven by Pilot over replayed synthetic snapshots."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import psutil
+import pytest
+from synthetic import live_like_source, make_snapshots, replay_source, wait_for, with_processes
+from textual.widgets import Input
+
+from gputui.model import ProcessSnapshot
+from gputui.tui.app import GputuiApp, SnapshotReady, make_app
+from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
+from gputui.tui.screens.dialogs import SignalDialog
+from gputui.tui.screens.help import HelpScreen, help_text
+from gputui.tui.screens.monitor import MonitorScreen
+from gputui.tui.widgets.devices import DevicePanel
+from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, HostPanel
+from gputui.tui.widgets.processes import ProcessTable
+
+SNAPSHOTS = make_snapshots(n_gpus=4, n_procs=8, n_steps=12)
+BANNER = "DEMO - recording of a real H100 session, not this machine"
+
+
+def app_for(**kw: Any) -> GputuiApp:
+    source = kw.pop("source", None) or replay_source(SNAPSHOTS)
+    # A long interval: the sampler takes its first snapshot at once, then tests step
+    # the data themselves with app.advance(), so nothing changes behind their back.
+    return make_app(source, interval_s=kw.pop("interval_s", 3600.0), **kw)
+
+
+def notes(app: GputuiApp) -> list[str]:
+    seen: list[str] = []
+    original = app.notify
+
+    def record(message: str, **kw: Any) -> None:
+        seen.append(message)
+        original(message, **kw)
+
+    app.notify = record  # type: ignore[method-assign]
+    return seen
+
+
+async def started(pilot: Any) -> GputuiApp:
+    app: GputuiApp = pilot.app
+    await wait_for(pilot, lambda: app.snapshot_count >= 1)
+    await pilot.pause()
+    return app
+
+
+def table(app: GputuiApp) -> ProcessTable:
+    return app.screen.query_one(ProcessTable)
+
+
+async def test_first_snapshot_fills_every_panel() -> None:
+    app = app_for(banner=BANNER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        screen = app.screen
+        assert isinstance(screen, MonitorScreen)
+        assert BANNER in screen.query_one(BannerPanel).plain
+        devices = screen.query_one(DevicePanel).plain
+        assert "GPU 0" in devices and "NVIDIA H100 80GB HBM3" in devices
+        assert "TENSOR" in devices and "PWR CAP" in devices
+        assert "not supported on this GPU" in devices  # the A100 has no GPM
+        assert "CPU" in screen.query_one(HostPanel).plain
+        assert len(table(app).order) == 8
+        assert "busy but no tensor-core work" in screen.query_one(FindingsBar).plain
+
+
+async def test_recording_banner_without_explicit_banner() -> None:
+    async with app_for().run_test() as pilot:
+        app = await started(pilot)
+        assert "RECORDING" in app.screen.query_one(BannerPanel).plain
+        assert app.screen.query_one(BannerPanel).display
+
+
+async def test_sort_keys_and_header_click() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        await pilot.press("s")  # gpu -> pid
+        assert t.sort_spec.column == "pid" and not t.sort_spec.descending
+        pids = [int(k.split("|")[1]) for k in t.order]
+        assert pids == sorted(pids)
+        await pilot.press("r")
+        pids = [int(k.split("|")[1]) for k in t.order]
+        assert pids == sorted(pids, reverse=True)
+        await pilot.press("S")  # back to the previous column
+        assert t.sort_spec.column == "gpu"
+        # header click: %SM, biggest first; again: reversed
+        t.post_message(t.HeaderSelected("sm"))
+        await pilot.pause()
+        assert t.sort_spec.column == "sm" and t.sort_spec.descending
+        snapshot = app.current.snapshot
+        assert snapshot is not None
+        by_key = {f"{p.gpu_uuid}|{p.pid}": p for p in snapshot.processes}
+        sms = [by_key[k].sm_pct for k in t.order]
+        known = [v for v in sms if v is not None]
+        assert known == sorted(known, reverse=True)
+        assert sms[-1] is None  # N/A sorts last
+
+
+async def test_header_click_with_the_mouse() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        x = t.column_x("gpu_mem")
+        await pilot.click(ProcessTable, offset=(x + 2, 0))
+        await pilot.pause()
+        assert t.sort_spec.column == "gpu_mem" and t.sort_spec.descending
+
+
+async def test_filter_by_text_user_gpu_and_type() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        await pilot.press("slash")
+        assert app.screen.query_one(Input).has_focus
+        await pilot.press(*"user:bob")
+        await pilot.pause()
+        procs = {p.pid: p for p in app.current.snapshot.processes}  # type: ignore[union-attr]
+        users = {procs[int(k.split("|")[1])].user for k in t.order}
+        assert users == {"bob"} and len(t.order) == 2
+        await pilot.press("enter")
+        assert t.has_focus
+        await pilot.press("escape")
+        assert len(t.order) == 8
+        await pilot.press("slash", *"gpu:3 vllm", "enter")
+        assert [procs[int(k.split("|")[1])].gpu_index for k in t.order] == [3]
+        await pilot.press("escape", "x")  # compute only
+        assert len(t.order) == 7 and t.proc_filter.kind == "compute"
+        await pilot.press("x")  # graphics only
+        assert len(t.order) == 1
+        await pilot.press("escape")
+        t.move_cursor(0)
+        await pilot.press("u")  # the selected process's user
+        assert t.proc_filter.users == ("alice",)
+
+
+async def test_tree_view_groups_children_under_parents() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        await pilot.press("t")
+        order = t.order
+        assert "parent|4000" in order  # the launcher is not a GPU process
+        rows = t._rows
+        children = rows["parent|4000"].children
+        assert children and all(
+            rows[k].proc is not None and rows[k].proc.ppid == 4000  # type: ignore[union-attr]
+            for k in order
+            if rows[k].proc is not None and rows[k].pid in children
+        )
+        # GPU process 4100 is the parent of others: they come right after it
+        i = next(i for i, k in enumerate(order) if k.endswith("|4100"))
+        after = order[i + 1]
+        assert rows[after].proc is not None and rows[after].proc.ppid == 4100  # type: ignore[union-attr]
+        # a recording: the parent's name is not looked up on this machine
+        assert "(parent, not on a GPU)" in str(t.cell("parent|4000", "command"))
+        await pilot.press("t")
+        assert not any(k.startswith("parent|") for k in t.order)
+
+
+async def test_detail_screen_shows_full_command_and_history() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        app.advance(3)
+        t = table(app)
+        t.move_cursor(3)
+        await pilot.pause()
+        proc = t.selected_process
+        assert proc is not None
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+        text = app.screen.query_one(DetailPanel).plain
+        assert " ".join(proc.cmdline or ()) in text
+        assert f"Process {proc.pid}" in text and "History" in text
+        app.advance(1)  # the detail screen follows new snapshots
+        await pilot.pause()
+        await pilot.press("escape")
+        assert isinstance(app.screen, MonitorScreen)
+
+
+async def test_kill_dialog_sends_sigterm_to_a_real_process() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        victim = ProcessSnapshot(
+            pid=child.pid,
+            gpu_index=0,
+            gpu_uuid=SNAPSHOTS[0].devices[0].uuid,
+            type="compute",
+            gpu_mem_bytes=2**30,
+            user="me",
+            cmdline=("sleep", "60"),
+            start_time_s=psutil.Process(child.pid).create_time(),
+            ppid=1,
+        )
+        source = live_like_source(with_processes(SNAPSHOTS, [victim], replace=True))
+        async with app_for(source=source).run_test(size=(120, 40)) as pilot:
+            app = await started(pilot)
+            assert table(app).selected_process == victim
+            await pilot.press("k")
+            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
+            await pilot.click("#term")
+            await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+            assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+async def test_kill_dialog_cancel_sends_nothing() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        victim = ProcessSnapshot(
+            pid=child.pid, gpu_index=0, gpu_uuid=SNAPSHOTS[0].devices[0].uuid, type="compute"
+        )
+        source = live_like_source(with_processes(SNAPSHOTS, [victim], replace=True))
+        async with app_for(source=source).run_test(size=(120, 40)) as pilot:
+            await started(pilot)
+            await pilot.press("k")
+            await pilot.press("escape")
+            await pilot.pause()
+            assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+async def test_readonly_refuses_signals_and_says_so() -> None:
+    source = live_like_source(SNAPSHOTS)
+    app = app_for(source=source, readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        seen = notes(app)
+        await started(pilot)
+        await pilot.press("k")
+        await pilot.pause()
+        assert not isinstance(app.screen, SignalDialog)
+        assert any("read-only" in n for n in seen)
+
+
+async def test_recording_refuses_signals() -> None:
+    app = app_for()
+    async with app.run_test(size=(120, 40)) as pilot:
+        seen = notes(app)
+        await started(pilot)
+        await pilot.press("k")
+        await pilot.pause()
+        assert not isinstance(app.screen, SignalDialog)
+        assert any("recording" in n for n in seen)
+
+
+async def test_signal_refused_when_pid_was_reused() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = ProcessSnapshot(
+            pid=child.pid, gpu_index=0, gpu_uuid="GPU-x", type="compute", start_time_s=1.0
+        )
+        app = app_for(source=live_like_source(SNAPSHOTS))
+        async with app.run_test() as pilot:
+            await started(pilot)
+            assert app.send_signal(stale, signal.SIGTERM) is False
+            assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+async def test_compact_mode_key_and_auto_choice() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        devices = app.screen.query_one(DevicePanel)
+        assert not devices.compact  # 4 GPUs fit at 40 lines
+        full_lines = len(devices.plain.splitlines())
+        await pilot.press("c")
+        assert devices.compact
+        assert len(devices.plain.splitlines()) < full_lines
+        await pilot.press("c")
+        assert not devices.compact
+    many = make_snapshots(n_gpus=8, n_procs=40, n_steps=3)
+    async with app_for(source=replay_source(many)).run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        assert app.screen.query_one(DevicePanel).compact  # 8 GPUs: one line each
+
+
+async def test_resize_to_80x24_keeps_working() -> None:
+    async with app_for().run_test(size=(200, 60)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        assert len(t.column_keys) == 12
+        assert app.screen.query_one(HistoryPanel).display
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: app.screen.size == (80, 24))
+        await pilot.pause()
+        assert len(t.column_keys) == 9  # the least important columns give way
+        assert not app.screen.query_one(HistoryPanel).display
+        assert app.screen.query_one(HostPanel).compact
+        assert len(t.order) == 8
+        for line in app.screen.query_one(DevicePanel).plain.splitlines():
+            assert len(line) <= 78
+        await pilot.press("down", "s")
+        assert t.sort_spec.column == "pid"
+
+
+async def test_cursor_stays_on_its_process_across_refreshes() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        await pilot.press("s", "s", "s", "s", "s")  # gpu->pid->user->type->gpu_mem->sm
+        assert t.sort_spec.column == "sm"
+        await pilot.press("down", "down", "down")
+        chosen = t.selected_row
+        assert chosen is not None
+        moved = False
+        before = t.order
+        for _ in range(8):
+            app.advance(1)
+            await pilot.pause()
+            assert t.selected_row is not None and t.selected_row.key == chosen.key
+            moved = moved or t.order != before
+        assert moved, "the %SM order should change between snapshots"
+
+
+async def test_pause_and_interval_keys() -> None:
+    async with app_for(interval_s=1.0).run_test() as pilot:
+        app = await started(pilot)
+        await pilot.press("p")
+        assert app.sampler.paused
+        await pilot.press("p")
+        assert not app.sampler.paused
+        await pilot.press("plus")
+        assert app.sampler.interval_s == 2.0
+        await pilot.press("minus", "minus")
+        assert app.sampler.interval_s == 0.5
+
+
+async def test_attach_hook_point() -> None:
+    calls: list[int] = []
+
+    def factory(pid: int) -> None:
+        calls.append(pid)
+        return None
+
+    app = app_for(attach_factory=factory)
+    async with app.run_test(size=(120, 40)) as pilot:
+        seen = notes(app)
+        await started(pilot)
+        t = table(app)
+        hooked = next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked)  # type: ignore[union-attr]
+        t.select_key(hooked)
+        await pilot.press("a")
+        assert calls == [int(hooked.split("|")[1])]
+        t.move_cursor(0)
+        await pilot.press("a")
+        assert any("no gputui hook" in n for n in seen)
+    app = app_for()
+    async with app.run_test(size=(120, 40)) as pilot:
+        seen = notes(app)
+        await started(pilot)
+        t = table(app)
+        t.select_key(next(k for k in t.order if t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        await pilot.press("a")
+        assert "attach screen not available" in seen
+
+
+async def test_help_lists_every_binding() -> None:
+    text = help_text().plain
+    keys = {
+        "q",
+        "p",
+        "f",
+        "d",
+        "c",
+        "g",
+        "m",
+        "s",
+        "r",
+        "t",
+        "u",
+        "x",
+        "k",
+        "a",
+        "/",
+        "esc",
+    }
+    for key in keys:
+        assert f"\n  {key}" in text or f" {key} " in text or f"{key} /" in text, key
+    async with app_for().run_test() as pilot:
+        app = await started(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, MonitorScreen)
+
+
+async def test_graph_metric_and_theme_keys() -> None:
+    async with app_for().run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        graphs = app.screen.query_one(HistoryPanel)
+        assert "GPU util" in graphs.plain
+        await pilot.press("m", "m", "m")
+        assert "tensor activity" in graphs.plain
+        assert "not available on this GPU" in graphs.plain  # the A100 row
+        theme = app.theme
+        await pilot.press("d")
+        assert app.theme != theme
+
+
+async def test_ascii_mode_draws_only_ascii() -> None:
+    app = app_for(ascii_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        app.advance(5)
+        await pilot.pause()
+        for widget in (DevicePanel, HistoryPanel, HostPanel):
+            assert app.screen.query_one(widget).plain.isascii(), widget
+        await pilot.press("t")
+        for key in table(app).order:
+            assert str(table(app).cell(key, "command")).isascii()
+
+
+def test_snapshot_messages_collapse() -> None:
+    a = SnapshotReady(SNAPSHOTS[0], None)
+    b = SnapshotReady(SNAPSHOTS[1], None)
+    assert a.can_replace(b) and b.can_replace(a)
+
+
+@pytest.mark.parametrize("count", [1])
+async def test_sampler_thread_feeds_the_app(count: int) -> None:
+    async with app_for(interval_s=0.1).run_test() as pilot:
+        app = pilot.app
+        await wait_for(pilot, lambda: app.snapshot_count >= 3)
+        assert app.history.samples == app.snapshot_count

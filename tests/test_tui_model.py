@@ -1,0 +1,110 @@
+"""The TUI's pure parts: bounded history, process filter/sort/tree, formatting."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from synthetic import make_snapshots
+
+from gputui.model import ProcessSnapshot
+from gputui.tui import fmt
+from gputui.tui.history import MAX_PROCESSES, History
+from gputui.tui.proc_view import ProcFilter, SortSpec, build_rows, sort_processes, tree_rows
+
+
+def proc(pid: int, ppid: int | None = 1, gpu: int = 0, **kw: object) -> ProcessSnapshot:
+    return ProcessSnapshot(
+        pid=pid,
+        gpu_index=gpu,
+        gpu_uuid=f"GPU-{gpu}",
+        type="compute",
+        ppid=ppid,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_history_is_bounded() -> None:
+    snapshots = make_snapshots(n_gpus=2, n_procs=3, n_steps=5)
+    history = History(series_points=50)
+    for i in range(500):
+        history.add(snapshots[i % 5], 1000.0 + i)
+    assert history.samples == 500
+    assert len(history.times) == 50
+    assert all(len(s) == 50 for series in history.gpu.values() for s in series.values())
+    assert all(len(s) <= 50 for s in history.host.values())
+
+
+def test_history_time_keeps_going_forward_when_a_recording_loops() -> None:
+    snapshots = make_snapshots(n_gpus=1, n_procs=1, n_steps=3)
+    history = History()
+    for i in range(9):
+        history.add(snapshots[i % 3], snapshots[i % 3].timestamp_s, step_s=1.0)
+    times = list(history.times)
+    assert times == sorted(times) and len(set(times)) == 9
+    assert history.window_points(300.0) == 9
+    assert history.window_points(2.0) == 3
+
+
+def test_process_history_forgets_old_processes() -> None:
+    base = make_snapshots(n_gpus=1, n_procs=0, n_steps=1)[0]
+    history = History()
+    for i in range(MAX_PROCESSES + 50):
+        snap = dataclasses.replace(base, processes=(proc(10_000 + i),))
+        history.add(snap, float(i))
+    assert len(history.processes) <= MAX_PROCESSES
+
+
+def test_filter_parsing_and_matching() -> None:
+    flt = ProcFilter.parse("user:bob gpu:1 type:graphics Xorg")
+    assert flt.users == ("bob",) and flt.gpus == (1,) and flt.kind == "graphics"
+    assert flt.words == ("xorg",)
+    assert ProcFilter.parse(flt.to_text()) == flt
+    p = dataclasses.replace(
+        proc(5, gpu=1, user="bob", cmdline=("/usr/lib/Xorg", "vt1")), type="graphics"
+    )
+    assert flt.matches(p)
+    assert not flt.matches(dataclasses.replace(p, user="alice"))
+    assert not ProcFilter.parse("type:compute").matches(p)
+    assert ProcFilter.parse("5").matches(p)  # pid
+
+
+def test_sort_puts_unknown_values_last_both_ways() -> None:
+    procs = [proc(1, sm_pct=10.0), proc(2, sm_pct=None), proc(3, sm_pct=50.0)]
+    down = sort_processes(procs, SortSpec("sm", True), 0.0)
+    assert [p.pid for p in down] == [3, 1, 2]
+    up = sort_processes(procs, SortSpec("sm", False), 0.0)
+    assert [p.pid for p in up] == [1, 3, 2]
+    assert SortSpec("gpu").on("gpu").descending and SortSpec("gpu").on("cpu").descending
+
+
+def test_tree_nests_gpu_parents_and_adds_outside_parents() -> None:
+    procs = [proc(10, ppid=500), proc(11, ppid=10), proc(12, ppid=500), proc(13, ppid=1)]
+    rows = tree_rows(procs, ascii_only=True)
+    keys = [r.key for r in rows]
+    assert keys == ["parent|500", "GPU-0|10", "GPU-0|11", "GPU-0|12", "GPU-0|13"]
+    assert rows[0].children == (10, 12)
+    assert rows[2].prefix.endswith("`- ") and rows[1].prefix == "|- "
+    assert rows[4].prefix == ""
+
+
+def test_tree_survives_a_parent_cycle() -> None:
+    rows = tree_rows([proc(1000, ppid=1001), proc(1001, ppid=1000)])
+    assert sorted(r.pid for r in rows) == [1000, 1001]
+
+
+def test_build_rows_filters_before_sorting() -> None:
+    procs = [proc(1, user="a"), proc(2, user="b"), proc(3, user="a")]
+    rows = build_rows(procs, SortSpec("pid", True), ProcFilter.parse("user:a"), False, 0.0)
+    assert [r.pid for r in rows] == [3, 1]
+
+
+def test_bars_and_sparklines_keep_their_width() -> None:
+    for ascii_only in (False, True):
+        for value in (None, 0.0, 0.33, 1.0, 1.7):
+            assert len(fmt.bar(value, 17, ascii_only, label="50%")) == 17
+        spark = fmt.sparkline([1.0, None, 50.0, 100.0] * 50, 30, 100.0, ascii_only)
+        assert len(spark) == 30
+        assert spark.plain.isascii() == ascii_only or not ascii_only
+    assert fmt.bucketize([1.0, 9.0, 2.0, 3.0], 2) == [9.0, 3.0]
+    assert fmt.duration(59) == "59s" and fmt.duration(3661) == "1:01:01"
+    assert fmt.size(1.5 * 2**30) == "1.5G" and fmt.size(None) == "N/A"

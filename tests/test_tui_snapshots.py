@@ -1,0 +1,75 @@
+"""Pinned screens (pytest-textual-snapshot).  Update only after looking at them:
+``pytest tests/test_tui_snapshots.py --snapshot-update`` then open the report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from synthetic import make_snapshots, replay_source, wait_for
+
+from gputui.tui.app import GputuiApp, make_app
+from gputui.tui.screens.detail import ProcessDetailScreen
+from gputui.tui.widgets.processes import ProcessTable
+
+BANNER = "SYNTHETIC DATA - generated for tests, not this machine"
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # Times on screen come from the snapshots; the time zone must be fixed too.
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def app(**kw: Any) -> GputuiApp:
+    source = replay_source(make_snapshots(n_gpus=4, n_procs=8, n_steps=40, seed=1))
+    # No sampler thread: the test plays every snapshot itself, so the screen is exact.
+    return make_app(source, interval_s=1.0, banner=BANNER, autostart=False, **kw)
+
+
+async def fill(pilot: Any) -> None:
+    the_app: GputuiApp = pilot.app
+    the_app.advance(40)
+    await pilot.pause()
+
+
+def test_main_screen_120x40(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=(120, 40), run_before=fill)
+
+
+def test_main_screen_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=(80, 24), run_before=fill)
+
+
+def test_main_screen_ascii_compact(snap_compare: Any) -> None:
+    async def run_before(pilot: Any) -> None:
+        await fill(pilot)
+        await pilot.press("t")
+
+    assert snap_compare(app(ascii_only=True), terminal_size=(100, 30), run_before=run_before)
+
+
+def test_process_detail_screen(snap_compare: Any) -> None:
+    async def run_before(pilot: Any) -> None:
+        await fill(pilot)
+        pilot.app.screen.query_one(ProcessTable).move_cursor(2)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ProcessDetailScreen))
+        await pilot.pause()
+
+    assert snap_compare(app(), terminal_size=(100, 34), run_before=run_before)
+
+
+def test_help_screen(snap_compare: Any) -> None:
+    async def run_before(pilot: Any) -> None:
+        await fill(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(app(), terminal_size=(100, 50), run_before=run_before)
