@@ -1,0 +1,160 @@
+"""Step statistics from hook step records (pure functions, no I/O).
+
+Records are anything with the attributes of
+:class:`gputui.collectors.hook_client.StepRecord` (``wall``, ``phases``, ``gpu``,
+``gpu_total``, ``samples``, ``samples_inferred``, ``flags``, ``index``).  Steps
+recorded while a profiler capture ran are left out by default: profiling slows a
+launch-bound step by 75-95%, which would swamp the percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+#: Display order of the phases found without user code; user phases follow, then other.
+BUILTIN_PHASES = ("data", "forward", "backward", "optimizer")
+OTHER = "other"
+PROFILED_FLAG = 1
+
+
+class StepLike(Protocol):
+    @property
+    def index(self) -> int: ...
+    @property
+    def wall(self) -> float: ...
+    @property
+    def phases(self) -> Mapping[str, float]: ...
+    @property
+    def gpu(self) -> Mapping[str, float] | None: ...
+    @property
+    def gpu_total(self) -> float | None: ...
+    @property
+    def samples(self) -> int | None: ...
+    @property
+    def samples_inferred(self) -> bool: ...
+    @property
+    def flags(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Dist:
+    """Distribution of one quantity over steps (seconds)."""
+
+    name: str
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    min: float
+    max: float
+    total: float
+    share: float  # of the summed step time (wall or GPU)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    count: int
+    first_index: int | None
+    last_index: int | None
+    excluded_profiled: int
+    wall: Dist | None  # whole-step wall time
+    phases: tuple[Dist, ...]  # wall time per phase, display order
+    gpu: Dist | None  # whole-step GPU time, when recorded
+    gpu_phases: tuple[Dist, ...]
+    steps_per_s: float | None
+    samples_per_s: float | None
+    samples_inferred: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of an ascending sequence."""
+    if not sorted_values:
+        return math.nan
+    if len(sorted_values) == 1:
+        return float(sorted_values[0])
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
+
+
+def dist(name: str, values: Iterable[float], denominator: float) -> Dist:
+    data = sorted(values)
+    total = math.fsum(data)
+    n = len(data)
+    return Dist(
+        name=name,
+        mean=total / n if n else math.nan,
+        p50=percentile(data, 50),
+        p90=percentile(data, 90),
+        p99=percentile(data, 99),
+        min=data[0] if data else math.nan,
+        max=data[-1] if data else math.nan,
+        total=total,
+        share=total / denominator if denominator > 0 else 0.0,
+    )
+
+
+def phase_order(names: Iterable[str]) -> list[str]:
+    """Built-in phases first, then user phases alphabetically, ``other`` last."""
+    present = set(names)
+    ordered = [p for p in BUILTIN_PHASES if p in present]
+    ordered += sorted(p for p in present if p not in BUILTIN_PHASES and p != OTHER)
+    if OTHER in present:
+        ordered.append(OTHER)
+    return ordered
+
+
+def _per_phase(steps: Sequence[StepLike], get: Any, denominator: float) -> tuple[Dist, ...]:
+    names: set[str] = set()
+    for s in steps:
+        names.update(get(s))
+    # A phase absent from a step took 0 s in it: percentiles are over all steps.
+    return tuple(
+        dist(name, (get(s).get(name, 0.0) for s in steps), denominator)
+        for name in phase_order(names)
+    )
+
+
+def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> StepStats:
+    """Statistics over ``steps`` (e.g. the last N records of a stream)."""
+    kept = [s for s in steps if not (exclude_profiled and s.flags & PROFILED_FLAG)]
+    excluded = len(steps) - len(kept)
+    if not kept:
+        return StepStats(0, None, None, excluded, None, (), None, (), None, None, False)
+    wall_total = math.fsum(s.wall for s in kept)
+    wall = dist("step", (s.wall for s in kept), wall_total)
+    phases = _per_phase(kept, lambda s: s.phases, wall_total)
+    timed = [s for s in kept if s.gpu is not None and s.gpu_total is not None]
+    gpu = None
+    gpu_phases: tuple[Dist, ...] = ()
+    if timed:
+        gpu_sum = math.fsum(float(s.gpu_total or 0.0) for s in timed)
+        gpu = dist("step", (float(s.gpu_total or 0.0) for s in timed), gpu_sum)
+        gpu_phases = _per_phase(timed, lambda s: s.gpu or {}, gpu_sum)
+    with_samples = [s for s in kept if s.samples]
+    samples_per_s = None
+    if with_samples:
+        seconds = math.fsum(s.wall for s in with_samples)
+        if seconds > 0:
+            samples_per_s = sum(int(s.samples or 0) for s in with_samples) / seconds
+    return StepStats(
+        count=len(kept),
+        first_index=kept[0].index,
+        last_index=kept[-1].index,
+        excluded_profiled=excluded,
+        wall=wall,
+        phases=phases,
+        gpu=gpu,
+        gpu_phases=gpu_phases,
+        steps_per_s=len(kept) / wall_total if wall_total > 0 else None,
+        samples_per_s=samples_per_s,
+        samples_inferred=any(s.samples_inferred for s in with_samples),
+    )

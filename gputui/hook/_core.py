@@ -1,0 +1,276 @@
+"""The per-process hook object: ties the recorder, the torch hooks, the capture
+controller and the I/O server together, and builds hello/status messages."""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+import gputui
+from gputui.hook._capture import CaptureController
+from gputui.hook._recorder import Recorder
+from gputui.hook._server import HISTORY, Server, python_version
+from gputui.hook._torch_hooks import TorchHooks, TorchImportWatcher
+from gputui.protocol import messages, paths
+
+MAX_ARGS = 200
+MAX_ARG_CHARS = 1000
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class Hook:
+    def __init__(
+        self,
+        batch_size: int | None = None,
+        capture_every_s: float | None = None,
+        gpu_timing: bool = True,
+        lazy: bool = False,
+    ) -> None:
+        self.pid = os.getpid()
+        self.lazy = lazy
+        self.errors: dict[str, str] = {}
+        self.recorder = Recorder(
+            on_first_activity=self.serve if lazy else None, report_error=self.report_error
+        )
+        self.recorder.batch_size = batch_size
+        self.recorder.gpu_timing = gpu_timing
+        self.torch_hooks = TorchHooks(self.recorder, self.report_error)
+        self.capture = CaptureController(self, capture_every_s)
+        self.server: Server | None = None
+        self.serve_error: str | None = None
+        self.outbox: collections.deque[tuple[int | None, dict[str, Any]]] = collections.deque()
+        self.installed_at = time.time()
+        self.watcher: TorchImportWatcher | None = None
+        self.device_info: dict[str, Any] | None = None
+        self.active = True
+
+    # -- setup ------------------------------------------------------------------
+    def start(self) -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "optim"):
+            self._torch_ready(torch)
+        else:
+            self.watcher = TorchImportWatcher(self._torch_ready)
+            sys.meta_path.insert(0, self.watcher)
+        if not self.lazy:
+            self.serve()
+        atexit.register(self.shutdown)
+
+    def _torch_ready(self, torch: Any) -> None:
+        try:
+            self.torch_hooks.install(torch)
+        except Exception as exc:
+            self.report_error("installing torch hooks", exc)
+
+    def serve(self) -> None:
+        """Open the socket and start the I/O thread (once)."""
+        if self.server is not None or self.serve_error is not None or not self.active:
+            return
+        if os.getpid() != self.pid:
+            return
+        try:
+            path = paths.socket_path(self.pid, create_dir=True)
+            server = Server(self, path)
+            server.start()
+            self.server = server
+        except (paths.SocketDirError, OSError) as exc:
+            self.serve_error = str(exc)
+            self.report_error("opening the socket", exc)
+            # The one message we print: without a socket nobody can attach, and
+            # the user who installed the hook should learn why.
+            print(f"gputui.hook: not serving: {exc}", file=sys.stderr)
+
+    def shutdown(self) -> None:
+        if os.getpid() != self.pid or not self.active:
+            return
+        self.active = False
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+
+    def uninstall(self) -> None:
+        self.shutdown()
+        self.recorder.enabled = False
+        if self.watcher is not None:
+            try:
+                sys.meta_path.remove(self.watcher)
+            except ValueError:
+                pass
+        if self.torch_hooks.installed:
+            self.torch_hooks.uninstall()
+        try:
+            atexit.unregister(self.shutdown)
+        except Exception:
+            pass
+
+    def after_fork_in_child(self) -> None:
+        # A forked DataLoader worker inherits our state: it must not record steps,
+        # serve viewers, or remove the parent's socket at exit.
+        self.recorder.enabled = False
+        self.recorder.on_boundary = None
+        server, self.server = self.server, None
+        if server is not None:
+            server.close_in_child()
+        self.active = False
+
+    # -- cross-thread plumbing ------------------------------------------------------
+    def report_error(self, where: str, exc: BaseException) -> None:
+        if where in self.errors:
+            return
+        self.errors[where] = f"{where}: {type(exc).__name__}: {exc}"
+        if os.environ.get("GPUTUI_HOOK_DEBUG"):
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+    def post(self, target: int | None, obj: dict[str, Any]) -> None:
+        """Queue a message for the I/O thread (from the training or a worker thread)."""
+        self.outbox.append((target, obj))
+        server = self.server
+        if server is not None:
+            server.wake()
+
+    def take_outbox(self) -> list[tuple[int | None, dict[str, Any]]]:
+        items = []
+        while self.outbox:
+            try:
+                items.append(self.outbox.popleft())
+            except IndexError:
+                break
+        return items
+
+    # -- messages -----------------------------------------------------------------
+    def _device(self) -> dict[str, Any] | None:
+        if self.device_info is not None:
+            return self.device_info
+        torch = self.recorder.torch
+        index = self.recorder.device
+        if torch is None or index is None:
+            return None
+        try:
+            # Only once CUDA is initialised by the job: never create a context here.
+            if not torch.cuda.is_initialized():
+                return None
+            props = torch.cuda.get_device_properties(index)
+            self.device_info = {
+                "index": index,
+                "name": props.name,
+                "total_memory": int(props.total_memory),
+            }
+        except Exception as exc:
+            self.report_error("device properties", exc)
+            self.device_info = {"index": index}
+        return self.device_info
+
+    def _coarse(self) -> tuple[list[str], int | None]:
+        reasons = []
+        if self.torch_hooks.compile_seen:
+            reasons.append(
+                "torch.compile traced through a hook point: phases inside compiled code "
+                "are merged into the enclosing phase (call gputui.hook.step() if steps stop)"
+            )
+        if self.recorder.capturing_graph:
+            reasons.append(
+                "CUDA graph capture seen: replayed graphs run no hooks, their time lands "
+                "in the enclosing phase; captured steps have no GPU times"
+            )
+        graphs = None
+        dynamo_utils = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(dynamo_utils, "counters", None)
+        if counters is not None:
+            try:
+                graphs = int(dict.get(counters, "stats", {}).get("unique_graphs", 0))
+            except Exception:
+                graphs = None
+        return reasons, graphs
+
+    def status(self, server: Server) -> dict[str, Any]:
+        rec = self.recorder
+        reasons, graphs = self._coarse()
+        return {
+            "v": messages.PROTOCOL_VERSION,
+            "type": messages.STATUS,
+            "t": round(time.time(), 3),
+            "steps": server.steps_total,
+            "last_step": server.expected_index_minus_one(),
+            "recent_step_s": server.recent_step_s(),
+            "dropped": server.dropped,
+            "viewers": len(server.viewers),
+            "refused": server.refused,
+            "bad_frames": server.bad_frames,
+            "enabled": rec.enabled,
+            "errors": list(self.errors.values()),
+            "phases_coarse": bool(reasons),
+            "coarse_reasons": reasons,
+            "compiled_graphs": graphs,
+            "torch_hooked": self.torch_hooks.installed,
+            "explicit_steps": self.torch_hooks.explicit_steps,
+            "root_modules": len(self.torch_hooks.roots),
+            "batch_size": rec.batch_size,
+            "gpu_timing": {
+                "enabled": rec.gpu_timing,
+                "active": rec.device is not None and rec.gpu_timing,
+                "events": rec.events_alive,
+                "pool_exhausted": rec.pool_exhausted,
+                "pending_steps": len(server.gpu_pending),
+            },
+            "memory_error": server.memory_error,
+            "capture": self.capture.snapshot(),
+        }
+
+    def hello(self, server: Server) -> dict[str, Any]:
+        torch = self.recorder.torch
+        argv = [str(a)[:MAX_ARG_CHARS] for a in sys.argv[:MAX_ARGS]]
+        cuda_in_use = False
+        torch_version = cuda_version = None
+        if torch is not None:
+            torch_version = str(getattr(torch, "__version__", "?"))
+            cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
+            try:
+                cuda_in_use = bool(torch.cuda.is_initialized())
+            except Exception:
+                cuda_in_use = False
+        msg = self.status(server)
+        msg.update(
+            {
+                "type": messages.HELLO,
+                "protocol": messages.PROTOCOL_VERSION,
+                "hook_version": gputui.__version__,
+                "pid": self.pid,
+                "ppid": os.getppid(),
+                "argv": argv,
+                "cwd": _cwd(),
+                "hostname": socket.gethostname(),
+                "python": python_version(),
+                "executable": sys.executable,
+                "torch": torch_version,
+                "cuda": cuda_version,
+                "cuda_in_use": cuda_in_use,
+                "device": self._device(),
+                "rank": _env_int("RANK"),
+                "local_rank": _env_int("LOCAL_RANK"),
+                "world_size": _env_int("WORLD_SIZE"),
+                "started": round(self.installed_at, 3),
+                "lazy": self.lazy,
+                "history_capacity": HISTORY,
+            }
+        )
+        return msg
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None

@@ -1,0 +1,330 @@
+"""Attach the recorder to torch without user code.
+
+- step boundary: global optimizer step pre/post hooks (the "lead" optimizer's
+  post hook ends a step, so a GAN's two optimizers make one step, not two);
+- forward: a temporary global module forward hook finds the top-level modules
+  during the first step, then only those are hooked (global hooks cost ~12 us per
+  module call, +28% on a 2 ms step);
+- backward: ``torch.autograd._engine_run_backward`` wrapped (the name that
+  ``torch.autograd.backward`` and ``grad`` call);
+- data: ``_BaseDataLoaderIter.__next__`` wrapped.
+
+Every hook body is wrapped so that an error in gputui disables the recorder and
+is reported once; it never propagates into the training loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gputui.hook._recorder import BACKWARD, DATA, FLAG_COMPILE, FORWARD, OPTIMIZER, Recorder
+
+#: Stop looking for top-level modules after this many top-level forward calls even
+#: if no step boundary came (an inference loop with no optimizer and no step()).
+ROOT_DETECTION_CALLS = 200
+MAX_ROOTS = 16
+
+
+class TorchHooks:
+    def __init__(
+        self, recorder: Recorder, report_error: Callable[[str, BaseException], None]
+    ) -> None:
+        self.rec = recorder
+        self.report_error = report_error
+        self.torch: Any = None
+        self.handles: list[Any] = []
+        self.global_module_handles: list[Any] = []
+        self.roots: dict[int, Any] = {}  # id -> module (kept alive only while detecting)
+        self.root_calls = 0
+        self.detecting = False
+        self.depth = 0
+        self.explicit_steps = False  # step() was called: optimizer hooks no longer end steps
+        self.lead_optimizer: int | None = None
+        self.stepped_since_boundary: set[int] = set()
+        self.optimizer_depth = 0
+        self.compile_seen = False
+        self._orig_backward: Any = None
+        self._orig_next: Any = None
+        self._is_compiling: Callable[[], bool] = lambda: False
+        self.installed = False
+
+    # -- installation -------------------------------------------------------------
+    def install(self, torch: Any) -> None:
+        if self.installed:
+            return
+        self.installed = True
+        self.torch = torch
+        self.rec.torch = torch
+        compiler = getattr(torch, "compiler", None)
+        is_compiling = getattr(compiler, "is_compiling", None)
+        if callable(is_compiling):
+            self._is_compiling = is_compiling
+        self._install_optimizer()
+        self._install_modules()
+        self._install_backward()
+        self._install_dataloader()
+
+    def _install_optimizer(self) -> None:
+        opt = importlib.import_module("torch.optim.optimizer")
+        self.handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
+        self.handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
+
+    def _install_modules(self) -> None:
+        mod = importlib.import_module("torch.nn.modules.module")
+        self.detecting = True
+        self.global_module_handles.append(mod.register_module_forward_pre_hook(self._global_pre))
+        try:
+            handle = mod.register_module_forward_hook(self._global_post, always_call=True)
+        except TypeError:  # torch < 2.0 has no always_call
+            handle = mod.register_module_forward_hook(self._global_post)
+        self.global_module_handles.append(handle)
+
+    def _install_backward(self) -> None:
+        autograd = self.torch.autograd
+        orig = getattr(autograd, "_engine_run_backward", None)
+        if orig is None or getattr(orig, "_gputui_wrapped", False):
+            return
+        rec = self.rec
+        compiling = self._is_compiling
+
+        def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
+            if compiling():
+                return orig(*args, **kwargs)
+            rec.enter(BACKWARD)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                rec.exit(BACKWARD)
+
+        _engine_run_backward._gputui_wrapped = True  # type: ignore[attr-defined]
+        self._orig_backward = orig
+        autograd._engine_run_backward = _engine_run_backward
+
+    def _install_dataloader(self) -> None:
+        dl = importlib.import_module("torch.utils.data.dataloader")
+        cls = dl._BaseDataLoaderIter
+        orig = cls.__next__
+        if getattr(orig, "_gputui_wrapped", False):
+            return
+        rec = self.rec
+
+        def __next__(self: Any) -> Any:
+            rec.enter(DATA)
+            try:
+                batch = orig(self)
+            finally:
+                rec.exit(DATA)
+            try:
+                rec.note_batch(batch)
+            except Exception:
+                pass
+            return batch
+
+        __next__._gputui_wrapped = True  # type: ignore[attr-defined]
+        self._orig_next = orig
+        cls.__next__ = __next__
+
+    def uninstall(self) -> None:
+        for handle in self.handles + self.global_module_handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self.handles = []
+        self.global_module_handles = []
+        if self._orig_backward is not None:
+            self.torch.autograd._engine_run_backward = self._orig_backward
+        if self._orig_next is not None:
+            dl = importlib.import_module("torch.utils.data.dataloader")
+            dl._BaseDataLoaderIter.__next__ = self._orig_next
+        self.installed = False
+
+    # -- step boundary ----------------------------------------------------------
+    def boundary(self) -> None:
+        if self.detecting and self.roots:
+            self._finish_detection()
+        self.rec.boundary()
+
+    def explicit_step(self) -> None:
+        self.explicit_steps = True
+        self.boundary()
+
+    def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            if self._is_compiling():
+                self._note_compile()
+                return
+            self.optimizer_depth += 1
+            if self.optimizer_depth == 1:
+                self.rec.enter(OPTIMIZER)
+        except Exception as exc:
+            self.report_error("optimizer pre-hook", exc)
+
+    def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            if self._is_compiling():
+                return
+            if self.optimizer_depth == 0:
+                return
+            self.optimizer_depth -= 1
+            if self.optimizer_depth:
+                return  # an optimizer stepping inside another (wrappers): one phase
+            self.rec.exit(OPTIMIZER)
+            if self.explicit_steps:
+                return
+            key = id(optimizer)
+            if self.lead_optimizer is None:
+                self.lead_optimizer = key
+            if key == self.lead_optimizer:
+                self.stepped_since_boundary.clear()
+                self.boundary()
+            elif key in self.stepped_since_boundary:
+                # This optimizer stepped twice without the lead: the lead is gone
+                # (e.g. re-created each epoch), so this one leads from now on.
+                self.lead_optimizer = key
+                self.stepped_since_boundary.clear()
+                self.boundary()
+            else:
+                self.stepped_since_boundary.add(key)
+        except Exception as exc:
+            self.report_error("optimizer post-hook", exc)
+
+    # -- forward ------------------------------------------------------------------
+    def _global_pre(self, module: Any, args: Any) -> None:
+        try:
+            if self._is_compiling():
+                self._note_compile()
+                return
+            if self.depth == 0:
+                if len(self.roots) < MAX_ROOTS:
+                    self.roots.setdefault(id(module), module)
+                self.root_calls += 1
+                self.rec.enter(FORWARD)
+                if self.root_calls >= ROOT_DETECTION_CALLS:
+                    # Safe here: torch iterates a tuple copy of the pre-hooks, and
+                    # the root post hook registered now still runs for this call.
+                    self._finish_detection()
+            self.depth += 1
+        except Exception as exc:
+            self.report_error("forward pre-hook", exc)
+
+    def _global_post(self, module: Any, args: Any, output: Any) -> None:
+        try:
+            if self._is_compiling():
+                return
+            self._leave()
+        except Exception as exc:
+            self.report_error("forward hook", exc)
+
+    def _root_pre(self, module: Any, args: Any) -> None:
+        try:
+            if self._is_compiling():
+                self._note_compile()
+                return
+            if self.depth == 0:
+                self.rec.enter(FORWARD)
+            self.depth += 1
+        except Exception as exc:
+            self.report_error("forward pre-hook", exc)
+
+    def _root_post(self, module: Any, args: Any, output: Any) -> None:
+        try:
+            if self._is_compiling():
+                return
+            self._leave()
+        except Exception as exc:
+            self.report_error("forward hook", exc)
+
+    def _leave(self) -> None:
+        if self.depth <= 0:
+            return
+        self.depth -= 1
+        if self.depth == 0:
+            self.rec.exit(FORWARD)
+
+    def _finish_detection(self) -> None:
+        self.detecting = False
+        for handle in self.global_module_handles:
+            handle.remove()
+        self.global_module_handles = []
+        for module in self.roots.values():
+            self.handles.append(module.register_forward_pre_hook(self._root_pre))
+            try:
+                handle = module.register_forward_hook(self._root_post, always_call=True)
+            except TypeError:
+                handle = module.register_forward_hook(self._root_post)
+            self.handles.append(handle)
+        # Keep only the count: holding the modules would keep a discarded model alive.
+        self.roots = {key: None for key in self.roots}
+
+    def _note_compile(self) -> None:
+        self.compile_seen = True
+        self.rec.flags |= FLAG_COMPILE
+
+
+class TorchImportWatcher(importlib.abc.MetaPathFinder):
+    """Runs a callback right after ``import torch`` finishes.
+
+    ``gputui run`` installs the hook from sitecustomize, before the job imports
+    torch; importing torch ourselves would cost seconds in every Python process the
+    job starts, so we wait for the job's own import instead."""
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        self.callback = callback
+        self._busy = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch" or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _NotifyingLoader(spec.loader, self._loaded)
+        return spec
+
+    def _loaded(self, module: Any) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        try:
+            self.callback(module)
+        except Exception:
+            pass
+
+
+class _NotifyingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, done: Callable[[Any], None]) -> None:
+        self._loader = loader
+        self._done = done
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        # Put the real loader back so nothing later sees our wrapper.
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self._loader
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        self._done(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)

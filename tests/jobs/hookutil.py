@@ -1,0 +1,121 @@
+"""Helpers for the hook tests: start CPU training jobs in subprocesses and wait
+for them with deadlines (never fixed sleeps)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "tests" / "jobs" / "train_cpu.py"
+PY = sys.executable
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def make_env(sock_dir: str, cache_dir: str, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GPUTUI_SOCKET_DIR"] = sock_dir
+    env["XDG_CACHE_HOME"] = cache_dir
+    env["PYTHONPATH"] = str(REPO)
+    env.pop("GPUTUI_HOOK_PKG", None)
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def isolated_dirs() -> Iterator[tuple[str, str]]:
+    # AF_UNIX paths are limited to ~107 bytes: keep the socket dir short.
+    sock_dir = tempfile.mkdtemp(prefix="gt-", dir="/tmp")
+    os.rmdir(sock_dir)  # the hook creates it with 0700
+    cache_dir = tempfile.mkdtemp(prefix="gtc-", dir="/tmp")
+    try:
+        yield sock_dir, cache_dir
+    finally:
+        subprocess.run(["rm", "-rf", sock_dir, cache_dir], check=False)
+
+
+class Job:
+    def __init__(
+        self, proc: subprocess.Popen[str], ready: Path, linger: Path, forever: bool
+    ) -> None:
+        self.proc = proc
+        self.ready = ready
+        self.linger = linger
+        self.forever = forever
+
+    @property
+    def pid(self) -> int:
+        return int(self.ready.read_text())
+
+    def stop(self) -> None:
+        """Let a finite job exit normally (exit handlers run); kill an endless one."""
+        self.linger.touch()
+        if not self.forever:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
+def start_job(
+    env: dict[str, str],
+    tmp: Path,
+    job_args: list[str],
+    via_run: bool = False,
+    python: str = PY,
+) -> Job:
+    ready = tmp / "ready"
+    linger = tmp / "linger"
+    for path in (ready, linger):
+        if path.exists():
+            path.unlink()
+    cmd = [python, str(JOB), "--ready-file", str(ready), "--linger-file", str(linger), *job_args]
+    if via_run:
+        cmd = [PY, "-m", "gputui", "run", "--", *cmd]
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+    def is_ready() -> bool:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"job exited early ({proc.returncode}):\n{out}\n{err}")
+        return ready.exists()
+
+    wait_for(is_ready, 90, "the job to start training")
+    steps = job_args[job_args.index("--steps") + 1] if "--steps" in job_args else "50"
+    return Job(proc, ready, linger, forever=steps == "0")
+
+
+def gputui(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "gputui", *args],
+        env=env,
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,123 @@
+"""A small CPU training job for the hook tests.
+
+Each step: one DataLoader batch whose Dataset sleeps ``--data-sleep`` seconds (so
+the data phase has a known lower bound), a forward/backward through a small MLP,
+an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
+
+--install        call gputui.hook.install() (otherwise rely on `gputui run`)
+--steps N        train N optimizer steps, then linger (0: train until killed)
+--linger-file F  after training, wait until F exists (the test has read the hook)
+--ready-file F   written with the pid once training has started
+--no-optimizer   plain loop with gputui.hook.step() instead of an optimizer
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class SleepyBatches(Dataset):  # type: ignore[type-arg]
+    def __init__(self, n: int, batch: int, sleep: float) -> None:
+        self.n = n
+        self.batch = batch
+        self.sleep = sleep
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sleep:
+            time.sleep(self.sleep)
+        g = torch.Generator().manual_seed(idx)
+        return torch.randn(self.batch, 32, generator=g), torch.randn(self.batch, 1, generator=g)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--install", action="store_true")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--data-sleep", type=float, default=0.0)
+    p.add_argument("--phase-sleep", type=float, default=0.0)
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--ready-file")
+    p.add_argument("--linger-file")
+    p.add_argument("--no-optimizer", action="store_true")
+    p.add_argument("--batch-size-hint", type=int)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
+    args = p.parse_args()
+    if args.user_profiler:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]):
+            return train(args)
+    return train(args)
+
+
+def train(args: argparse.Namespace) -> int:
+    torch.set_num_threads(1)
+    if args.install:
+        import gputui.hook
+
+        gputui.hook.install(batch_size=args.batch_size_hint)
+    try:
+        import gputui.hook as hook
+    except ImportError:
+        hook = None  # type: ignore[assignment]
+
+    device = torch.device(args.device)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    total = args.steps if args.steps > 0 else 10**9
+    data = SleepyBatches(min(total, 10**6), args.batch, args.data_sleep)
+    loader = DataLoader(
+        data,
+        batch_size=None,
+        num_workers=args.workers,
+        multiprocessing_context="fork" if args.workers else None,
+    )
+    done = 0
+    while done < total:
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            if args.phase_sleep and hook is not None:
+                with hook.phase("user_sleep"):
+                    time.sleep(args.phase_sleep)
+            if args.no_optimizer:
+                with torch.no_grad():
+                    for param in model.parameters():
+                        assert param.grad is not None
+                        param.sub_(0.01 * param.grad)
+                        param.grad = None
+                if hook is not None:
+                    hook.step()
+            else:
+                opt.step()
+                opt.zero_grad()
+            done += 1
+            if done == 1 and args.ready_file:
+                with open(args.ready_file + ".tmp", "w") as fh:
+                    fh.write(str(os.getpid()))
+                os.replace(args.ready_file + ".tmp", args.ready_file)
+            if done >= total:
+                break
+    print(f"trained {done} steps", flush=True)
+    if args.linger_file:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(args.linger_file) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""`gputui ls` and `gputui attach` against real jobs, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
+
+import hookutil
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[dict[str, str]]:
+    with hookutil.isolated_dirs() as dirs:
+        yield hookutil.make_env(*dirs)
+
+
+@pytest.fixture(scope="module")
+def job(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[hookutil.Job]:
+    j = hookutil.start_job(
+        env,
+        tmp_path_factory.mktemp("job"),
+        ["--steps", "0", "--data-sleep", "0.004", "--phase-sleep", "0.002"],
+        via_run=True,
+    )
+    yield j
+    j.stop()
+
+
+def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
+    out = hookutil.gputui(env, "ls", "--json")
+    assert out.returncode == 0, out.stderr
+    (entry,) = json.loads(out.stdout)
+    assert entry["pid"] == job.pid
+    assert entry["steps"] >= 1 and entry["recent_step_s"] > 0.004
+    assert "train_cpu.py" in " ".join(entry["command"])
+    text = hookutil.gputui(env, "ls")
+    assert str(job.pid) in text.stdout and "train_cpu.py" in text.stdout
+
+
+def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
+    out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    stats = report["stats"]
+    assert stats["count"] >= 1
+    phases = {p["name"]: p for p in stats["phases"]}
+    assert phases["data"]["p50"] >= 0.004 and phases["user_sleep"]["p50"] >= 0.002
+    assert abs(sum(p["share"] for p in phases.values()) - 1.0) < 1e-4
+    assert report["hello"]["pid"] == job.pid and report["memory"] is None
+
+
+def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
+    out = hookutil.gputui(env, "attach", str(job.pid), "--capture", "2", "--once")
+    assert out.returncode == 0, out.stderr
+    assert "capture: recording" in out.stderr
+    assert "top CPU ops" in out.stdout and "aten::" in out.stdout
+    assert "trace:" in out.stdout
+    js = hookutil.gputui(env, "attach", str(job.pid), "--capture", "2", "--once", "--json")
+    cap = json.loads(js.stdout)["capture"]
+    assert cap["cpu_ops"] and cap["last_step"] - cap["first_step"] == 1
+
+
+def test_attach_without_once_explains(env: dict[str, str], job: hookutil.Job) -> None:
+    out = hookutil.gputui(env, "attach", str(job.pid))
+    assert out.returncode == 2 and "--once" in out.stderr
+
+
+def test_pid_without_hook(env: dict[str, str]) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        out = hookutil.gputui(env, "attach", str(sleeper.pid), "--once")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert out.returncode == 2
+    for hint in ("gputui run", "gputui.hook.install()", f"--inject {sleeper.pid}"):
+        assert hint in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_nonexistent_pid(env: dict[str, str]) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    out = hookutil.gputui(env, "attach", str(gone.pid), "--once")
+    assert out.returncode != 0 and "no process" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_inject_needs_python_314(env: dict[str, str]) -> None:
+    if sys.version_info >= (3, 14):
+        pytest.skip("this interpreter supports sys.remote_exec")
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = hookutil.gputui(env, "attach", "--inject", str(victim.pid), "--once")
+    finally:
+        victim.kill()
+        victim.wait()
+    assert out.returncode == 2 and "3.14" in out.stderr and "gputui run" in out.stderr
+
+
+def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
+    victim = hookutil.start_job(
+        env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.05"]
+    )
+    attach = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gputui",
+            "attach",
+            str(victim.pid),
+            "--capture",
+            "100",
+            "--warmup",
+            "0",
+            "--once",
+        ],
+        env=env,
+        cwd=str(hookutil.REPO),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert attach.stderr is not None
+        deadline = time.monotonic() + 60
+        seen = ""
+        while "recording" not in seen:  # the capture is under way: kill the job
+            assert time.monotonic() < deadline, seen
+            seen += attach.stderr.readline()
+        victim.proc.kill()
+        _, err = attach.communicate(timeout=30)
+    finally:
+        victim.stop()
+        if attach.poll() is None:
+            attach.kill()
+    assert attach.returncode == 1
+    assert f"job {victim.pid} exited" in err and "Traceback" not in err

@@ -1,0 +1,268 @@
+"""The hook inside real CPU torch training jobs (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
+
+import hookutil
+
+from gputui.collectors.hook_client import (
+    CaptureResult,
+    CaptureStatus,
+    HookClient,
+    MemoryBatch,
+    StepBatch,
+    StepRecord,
+    Synced,
+)
+
+DATA_SLEEP = 0.02
+PHASE_SLEEP = 0.01
+
+
+@pytest.fixture(scope="module")
+def dirs() -> Iterator[tuple[str, str]]:
+    with hookutil.isolated_dirs() as d:
+        yield d
+
+
+@pytest.fixture
+def env(dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("GPUTUI_SOCKET_DIR", dirs[0])
+    return hookutil.make_env(*dirs)
+
+
+def _history(pid: int, n: int = 1000) -> list[StepRecord]:
+    client = HookClient.connect(pid)
+    client.subscribe(history=n)
+    client.start()
+    steps: list[StepRecord] = []
+    for ev in client.events(timeout=10):
+        if isinstance(ev, StepBatch):
+            steps += ev.steps
+        if isinstance(ev, Synced):
+            break
+    client.close()
+    return steps
+
+
+def _check_phases(steps: list[StepRecord], count: int) -> None:
+    assert [s.index for s in steps] == list(range(count))
+    for s in steps[1:]:  # step 0 also holds model warm-up and root-module detection
+        assert s.phases["data"] >= DATA_SLEEP
+        assert s.phases["user_sleep"] >= PHASE_SLEEP
+        assert s.phases["forward"] > 0 and s.phases["backward"] > 0
+        assert s.phases["optimizer"] > 0
+        assert abs(sum(s.phases.values()) - s.wall) < 1e-5
+        assert s.samples == 16 and s.samples_inferred and s.batches == 1
+
+
+def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(
+        env,
+        tmp_path,
+        [
+            "--install",
+            "--steps",
+            "12",
+            "--data-sleep",
+            str(DATA_SLEEP),
+            "--phase-sleep",
+            str(PHASE_SLEEP),
+        ],
+    )
+    try:
+        hookutil.wait_for(lambda: len(_history(job.pid)) == 12, 60, "12 steps")
+        _check_phases(_history(job.pid), 12)
+    finally:
+        job.stop()
+    assert job.proc.returncode == 0
+    assert not os.path.exists(os.path.join(env["GPUTUI_SOCKET_DIR"], f"{job.pid}.sock"))
+
+
+def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(
+        env,
+        tmp_path,
+        [
+            "--steps",
+            "10",
+            "--workers",
+            "2",
+            "--data-sleep",
+            str(DATA_SLEEP),
+            "--phase-sleep",
+            str(PHASE_SLEEP),
+        ],
+        via_run=True,
+    )
+    try:
+        steps = hookutil.wait_for(
+            lambda: (h := _history(job.pid)) and len(h) == 10 and h, 60, "10 steps"
+        )
+        # exec kept the pid; only the training process serves, not its workers
+        assert job.proc.pid == job.pid
+        assert os.listdir(env["GPUTUI_SOCKET_DIR"]) == [f"{job.pid}.sock"]
+        assert [s.index for s in steps] == list(range(10))
+        assert all(s.phases["user_sleep"] >= PHASE_SLEEP for s in steps)
+        assert all(s.batches == 1 for s in steps)
+        client = HookClient.connect(job.pid)
+        assert client.hello.raw["lazy"] is True
+        assert "--workers" in client.hello.argv
+        client.close()
+    finally:
+        job.stop()
+    assert job.proc.returncode == 0
+
+
+def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.002"])
+    try:
+        client = HookClient.connect(job.pid)
+        client.subscribe(history=0, memory=True)
+        client.start()
+        cid = client.request_capture(steps=3, warmup=1, shapes=True)
+        client.request_capture(steps=3)  # while the first is armed: busy
+        states: list[str] = []
+        result = None
+        for ev in client.events(timeout=30):
+            if isinstance(ev, CaptureStatus):
+                states.append(ev.state)
+            if isinstance(ev, CaptureResult) and ev.id == cid:
+                result = ev
+                break
+            assert not isinstance(ev, MemoryBatch)  # no CUDA: no memory samples
+        client.close()
+        assert result is not None and result.error is None
+        assert states[:2] == ["armed", "busy"]
+        assert {"warmup", "recording", "processing"} <= set(states)
+        names = [op["name"] for op in result.cpu_ops]
+        assert "aten::addmm" in names or "aten::linear" in names
+        assert result.kernels == ()  # CPU only
+        trace = json.loads(Path(result.trace_path or "").read_text())
+        assert any(e.get("name", "").startswith("ProfilerStep#") for e in trace["traceEvents"])
+        assert result.raw["hook_stall_ms"] >= 0 and result.raw["stop_ms"] >= 0
+        # the profiled steps are flagged so statistics can leave them out
+        first, last = result.first_step, result.last_step
+        assert first is not None and last is not None
+        steps = hookutil.wait_for(
+            lambda: (h := {s.index: s for s in _history(job.pid, 2000)}) and last + 2 in h and h,
+            30,
+            "steps after the capture",
+        )
+        for i in range(first, last + 1):
+            assert steps[i].profiled
+        assert last - first + 1 == 3
+        assert not steps[last + 2].profiled
+    finally:
+        job.stop()
+
+
+def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(
+        env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.005", "--user-profiler"]
+    )
+    try:
+        client = HookClient.connect(job.pid)
+        client.start()
+        client.request_capture(steps=2)
+        ev = client.get(timeout=10)
+        client.close()
+        assert isinstance(ev, CaptureStatus) and ev.state == "refused"
+        assert "profiler" in (ev.reason or "")
+    finally:
+        job.stop()
+
+
+def test_loop_without_optimizer(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(
+        env, tmp_path, ["--install", "--steps", "7", "--no-optimizer", "--batch-size-hint", "5"]
+    )
+    try:
+        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) == 7 and h, 60)
+        assert all("optimizer" not in s.phases and s.samples == 5 for s in steps)
+        assert all(s.phases["backward"] > 0 for s in steps)
+    finally:
+        job.stop()
+
+
+def test_hook_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, gputui.hook, gputui.protocol\n"
+        "gputui.hook.install(lazy=True)\n"
+        "bad = [m for m in ('textual', 'rich', 'pynvml', 'psutil', 'torch') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+        "bad = [m for m in sys.modules if m.startswith('gputui.') and not "
+        "m.startswith(('gputui.hook', 'gputui.protocol'))]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=str(hookutil.REPO),
+        env={**os.environ, "PYTHONPATH": str(hookutil.REPO)},
+    )
+
+
+def test_run_chains_sitecustomize_in_another_interpreter(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n")
+    run_env = dict(env, PYTHONPATH=str(other))
+    code = (
+        "import os, gputui.hook\n"
+        "print(gputui.hook.installed(), os.environ.get('CHAINED'), gputui.__file__)\n"
+        "for _ in range(3): gputui.hook.step()\n"
+    )
+    # The system interpreter has neither torch nor gputui installed.
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    out = hookutil.gputui(run_env, "run", "--", python, "-c", code)
+    assert out.returncode == 0, out.stderr
+    installed, chained, where = out.stdout.split()
+    assert (installed, chained) == ("True", "yes")
+    assert where.startswith(str(hookutil.REPO))
+    status = hookutil.gputui(run_env, "run", python, "-c", "import sys; sys.exit(7)")
+    assert status.returncode == 7
+
+
+@pytest.mark.gpu
+def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--device", "cuda"])
+    try:
+        client = HookClient.connect(job.pid)
+        client.subscribe(history=50, memory=True)
+        client.start()
+        cid = client.request_capture(steps=3)
+        gpu_steps: list[StepRecord] = []
+        memory = result = None
+        for ev in client.events(timeout=30):
+            if isinstance(ev, StepBatch):
+                gpu_steps += [s for s in ev.steps if s.gpu is not None]
+            if isinstance(ev, MemoryBatch):
+                memory = ev.samples[-1]
+            if isinstance(ev, CaptureResult) and ev.id == cid:
+                result = ev
+            if result is not None and memory is not None and len(gpu_steps) > 5:
+                break
+        client.close()
+        assert client.hello.cuda_in_use or gpu_steps
+        s = gpu_steps[-1]
+        assert s.gpu_total is not None and s.gpu_total > 0
+        assert s.gpu is not None and s.gpu.get("forward", 0) > 0 and s.gpu.get("backward", 0) > 0
+        assert memory is not None and memory.allocated > 0 and memory.reserved >= memory.allocated
+        assert result is not None and result.kernels and result.gpu_time is not None
+        assert not any(k["name"].startswith("ProfilerStep#") for k in result.kernels)
+        assert "gemm" in result.by_class
+    finally:
+        job.stop()

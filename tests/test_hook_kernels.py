@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gputui.hook._reduce import reduce_events
+from gputui.hook.kernels import coarse_class, kernel_class
+
+GELU = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl("
+    "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}>(int, float)"
+)
+SUM = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::"
+    "func_wrapper_t<float, at::native::sum_functor<float, float, float>>>>(float)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        (GELU, "elementwise"),
+        (SUM, "reduction"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas", "gemm"),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "gemm"),
+        ("ampere_sgemm_128x64_tn", "gemm"),
+        (
+            "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel"
+            "<float, cutlass::arch::Sm80>::Params)",
+            "attention",
+        ),
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, cutlass::bfloat16_t>>"
+            "(pytorch_flash::Flash_fwd_params)",
+            "attention",
+        ),
+        (
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "communication",
+        ),
+        ("Memcpy HtoD (Pageable -> Device)", "memcpy"),
+        ("Memset (Device)", "memset"),
+        (
+            "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10>(float*)",
+            "reduction",
+        ),
+        ("triton_poi_fused_add_mul_0", "elementwise"),
+        ("triton_red_fused_sum_1", "reduction"),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(int)", "gemm"),
+        ("some_custom_kernel", "other"),
+    ],
+)
+def test_kernel_class(name: str, cls: str) -> None:
+    assert kernel_class(name) == cls
+
+
+def test_coarse() -> None:
+    assert coarse_class(GELU) == "compute"
+    assert coarse_class("ncclKernel_AllGather_RING") == "communication"
+    assert coarse_class("Memcpy DtoD (Device -> Device)") == "memcpy"
+
+
+def ev(
+    name: str,
+    device: str,
+    start: int,
+    dur: int,
+    activity: str = "",
+    tid: int = 1,
+    annotation: bool = False,
+) -> Any:
+    return SimpleNamespace(
+        name=lambda: name,
+        device_type=lambda: SimpleNamespace(name=device),
+        start_ns=lambda: start,
+        duration_ns=lambda: dur,
+        activity_type=lambda: activity,
+        is_user_annotation=lambda: annotation,
+        is_python_function=lambda: False,
+        start_thread_id=lambda: tid,
+        device_index=lambda: 0,
+    )
+
+
+def test_reduce_events_tables_and_gpu_split() -> None:
+    events = [
+        # CPU: a step range (annotation) holding an op with a child
+        ev("ProfilerStep#3", "CPU", 0, 1000_000, "user_annotation", annotation=True),
+        ev("aten::linear", "CPU", 100_000, 400_000, "cpu_op"),
+        ev("aten::addmm", "CPU", 150_000, 300_000, "cpu_op"),
+        ev("cudaLaunchKernel", "CPU", 200_000, 10_000, "cuda_runtime"),
+        # GPU: annotation range spanning everything must not count
+        ev("ProfilerStep#3", "CUDA", 0, 2000_000, "gpu_user_annotation"),
+        ev("ampere_sgemm_128x64_tn", "CUDA", 1000_000, 100_000, "kernel"),
+        ev("ampere_sgemm_128x64_tn", "CUDA", 1200_000, 300_000, "kernel"),
+        ev("ncclDevKernel_AllReduce", "CUDA", 1400_000, 200_000, "kernel"),
+        ev("Memset (Device)", "CUDA", 1700_000, 100_000, "gpu_memset"),
+    ]
+    out = reduce_events(events)
+    assert out["events"] == 9
+    kernels = {k["name"]: k for k in out["kernels"]}
+    assert "ProfilerStep#3" not in kernels
+    gemm = kernels["ampere_sgemm_128x64_tn"]
+    assert (gemm["calls"], gemm["total_us"], gemm["min_us"], gemm["max_us"]) == (2, 400, 100, 300)
+    assert gemm["share"] == pytest.approx(400 / 700)
+    assert out["by_class"] == {"gemm": 400.0, "communication": 200.0, "memset": 100.0}
+    g = out["gpu_time"]
+    assert g["span_us"] == 800 and g["busy_us"] == 600 and g["idle_us"] == 200
+    assert g["compute_us"] == 400 and g["communication_us"] == 200
+    assert g["comm_compute_overlap"] == pytest.approx(0.5)  # 1.4-1.5 ms of 0.2 ms comm
+    ops = {o["name"]: o for o in out["cpu_ops"]}
+    assert "ProfilerStep#3" not in ops
+    assert ops["aten::linear"]["self_us"] == 100 and ops["aten::linear"]["total_us"] == 400
+    assert ops["aten::addmm"]["self_us"] == 290
+    assert ops["cudaLaunchKernel"]["self_us"] == 10

@@ -1,0 +1,332 @@
+"""The hook's server in this process (no torch job): transport edge cases."""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import stat
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import gputui.hook
+from gputui.collectors.hook_client import (
+    AttachError,
+    Disconnected,
+    HookClient,
+    StepBatch,
+    StepRecord,
+    Synced,
+)
+from gputui.protocol import framing, paths
+
+
+def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not (value := pred()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+    return value
+
+
+@pytest.fixture
+def hook(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> Iterator[gputui.hook.Hook]:
+    import tempfile
+
+    sock_dir = tempfile.mkdtemp(prefix="gth-", dir="/tmp")
+    os.rmdir(sock_dir)
+    monkeypatch.setenv(paths.ENV_SOCKET_DIR, sock_dir)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    h = gputui.hook.install()
+    assert h is not None and h.server is not None
+    yield h
+    gputui.hook.uninstall()
+    os.rmdir(sock_dir)
+
+
+def _steps(n: int) -> None:
+    for _ in range(n):
+        gputui.hook.step()
+
+
+def _collect_until_synced(client: HookClient) -> list[int]:
+    indices: list[int] = []
+    for ev in client.events(timeout=10):
+        if isinstance(ev, StepBatch):
+            indices += [s.index for s in ev.steps]
+        if isinstance(ev, Synced):
+            return indices
+    raise AssertionError("no Synced")
+
+
+def test_install_is_idempotent_and_socket_private(hook: gputui.hook.Hook) -> None:
+    assert gputui.hook.install(batch_size=8) is hook
+    assert hook.recorder.batch_size == 8
+    assert hook.server is not None
+    path = hook.server.path
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    assert paths.list_sockets() == {os.getpid(): path}
+
+
+def test_phases_and_steps_in_process(hook: gputui.hook.Hook) -> None:
+    gputui.hook.set_batch_size(4)
+    gputui.hook.step()  # starts step 0
+    with gputui.hook.phase("load"):
+        time.sleep(0.03)
+        with gputui.hook.phase("inner"):
+            time.sleep(0.02)
+    gputui.hook.step()
+    client = HookClient.connect(os.getpid())
+    client.subscribe(history=10)
+    client.start()
+    steps: list[StepRecord] = []
+    for ev in client.events(timeout=5):
+        if isinstance(ev, StepBatch):
+            steps += ev.steps
+        if isinstance(ev, Synced):
+            break
+    client.close()
+    assert [s.index for s in steps] == [0]
+    s = steps[0]
+    assert 0.03 <= s.phases["load"] < 0.3
+    assert 0.02 <= s.phases["inner"] < 0.3
+    assert abs(sum(s.phases.values()) - s.wall) < 1e-5  # exclusive attribution adds up
+    assert s.samples == 4
+
+
+def test_other_uid_refused(hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paths, "current_uid", lambda: os.geteuid() + 1)
+    with pytest.raises(AttachError):
+        HookClient.connect(os.getpid())
+    assert hook.server is not None
+    _wait(lambda: hook.server.refused == 1)  # type: ignore[union-attr]
+    monkeypatch.undo()
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"\x00\x00\x00\x05hello",  # not JSON
+        b"\xff\xff\xff\xff",  # oversized length
+        struct.pack(">I", 100) + b"{" * 10,  # truncated, then the viewer goes away
+        framing.encode("nonsense"),  # valid frame, unknown type: answered with an error
+    ],
+)
+def test_garbage_leaves_hook_serving(hook: gputui.hook.Hook, junk: bytes) -> None:
+    assert hook.server is not None
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(hook.server.path)
+    raw.settimeout(5)
+    reader = framing.FrameReader()
+    assert _wait(lambda: reader.feed(raw.recv(65536)))[0]["type"] == "hello"
+    raw.sendall(junk)
+    if junk[:4] == b"\x00\x00\x00\x05" or junk[:4] == b"\xff\xff\xff\xff":
+        _wait(lambda: raw.recv(65536) == b"")  # dropped by the hook
+    raw.close()
+    _steps(3)
+    client = HookClient.connect(os.getpid())
+    client.subscribe(history=100)
+    client.start()
+    assert len(_collect_until_synced(client)) >= 2
+    client.close()
+
+
+def test_viewer_dies_mid_stream(hook: gputui.hook.Hook) -> None:
+    _steps(20000)
+    for _ in range(3):
+        dying = HookClient.connect(os.getpid())
+        dying.subscribe(history=20000)  # megabytes queued for it...
+        dying.close()  # ...and it is gone before reading them
+    _steps(10)
+    client = HookClient.connect(os.getpid())
+    client.subscribe(history=5)
+    client.start()
+    assert len(_collect_until_synced(client)) == 5
+    client.close()
+
+
+def test_slow_viewer_told_exactly_what_it_missed(hook: gputui.hook.Hook) -> None:
+    synced = threading.Event()
+    go = threading.Event()
+    events: queue.Queue[object] = queue.Queue()
+
+    def on_event(ev: object) -> None:
+        events.put(ev)
+        if isinstance(ev, Synced):
+            synced.set()
+            go.wait(60)  # a viewer that stops reading
+
+    slow = HookClient.connect(os.getpid())
+    slow.subscribe(history=0)
+    slow.start(on_event)
+    assert synced.wait(10)
+    total = 60000  # far more than the ring (16384) plus socket buffers hold
+    _steps(total + 1)  # the first call starts step 0
+    go.set()
+    received = missed = 0
+    last = -1
+    while last < total - 1:
+        ev = events.get(timeout=10)
+        if isinstance(ev, StepBatch):
+            assert ev.steps[0].index == last + ev.missed + 1
+            received += len(ev.steps)
+            missed += ev.missed
+            last = ev.steps[-1].index
+    slow.close()
+    assert missed > 0
+    assert received + missed == total
+
+
+def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
+    a = HookClient.connect(os.getpid())
+    b = HookClient.connect(os.getpid())
+    for c in (a, b):
+        c.subscribe(history=100)
+        c.start()
+    _steps(5)  # steps 0-3 complete
+    for c in (a, b):
+        seen: list[int] = []
+        for ev in c.events(timeout=5):
+            if isinstance(ev, StepBatch):
+                seen += [s.index for s in ev.steps]
+            if seen and seen[-1] == 3:
+                break
+        assert seen == [0, 1, 2, 3]
+    assert hook.server is not None
+    path = hook.server.path
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    assert paths.list_sockets() == {os.getpid(): path}
+
+
+def test_phases_and_steps_in_process(hook: gputui.hook.Hook) -> None:
+    gputui.hook.set_batch_size(4)
+    gputui.hook.step()  # starts step 0
+    with gputui.hook.phase("load"):
+        time.sleep(0.03)
+        with gputui.hook.phase("inner"):
+            time.sleep(0.02)
+    gputui.hook.step()
+    client = HookClient.connect(os.getpid())
+    client.subscribe(history=10)
+    client.start()
+    steps: list[StepRecord] = []
+    for ev in client.events(timeout=5):
+        if isinstance(ev, StepBatch):
+            steps += ev.steps
+        if isinstance(ev, Synced):
+            break
+    client.close()
+    assert [s.index for s in steps] == [0]
+    s = steps[0]
+    assert 0.03 <= s.phases["load"] < 0.3
+    assert 0.02 <= s.phases["inner"] < 0.3
+    assert abs(sum(s.phases.values()) - s.wall) < 1e-5  # exclusive attribution adds up
+    assert s.samples == 4
+
+
+def test_other_uid_refused(hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(paths, "current_uid", lambda: os.geteuid() + 1)
+    with pytest.raises(AttachError):
+        HookClient.connect(os.getpid())
+    assert hook.server is not None
+    _wait(lambda: hook.server.refused == 1)  # type: ignore[union-attr]
+    monkeypatch.undo()
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"\x00\x00\x00\x05hello",  # not JSON
+        b"\xff\xff\xff\xff",  # oversized length
+        struct.pack(">I", 100) + b"{" * 10,  # truncated, then the viewer goes away
+        framing.encode("nonsense"),  # valid frame, unknown type: answered with an error
+    ],
+)
+def test_garbage_leaves_hook_serving(hook: gputui.hook.Hook, junk: bytes) -> None:
+    assert hook.server is not None
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(hook.server.path)
+    raw.settimeout(5)
+    reader = framing.FrameReader()
+    assert _wait(lambda: reader.feed(raw.recv(65536)))[0]["type"] == "hello"
+    raw.sendall(junk)
+    if junk[:4] == b"\x00\x00\x00\x05" or junk[:4] == b"\xff\xff\xff\xff":
+        _wait(lambda: raw.recv(65536) == b"")  # dropped by the hook
+    raw.close()
+    _steps(3)
+    client = HookClient.connect(os.getpid())
+    client.subscribe(history=100)
+    client.start()
+    assert len(_collect_until_synced(client)) >= 2
+    client.close()
+
+
+def test_viewer_dies_mid_stream(hook: gputui.hook.Hook) -> None:
+    _steps(20000)
+    for _ in range(3):
+        dying = HookClient.connect(os.getpid())
+        dying.subscribe(history=20000)  # megabytes queued for it...
+        dying.close()  # ...and it is gone before reading them
+    _steps(10)
+    client = HookClient.connect(os.getpid())
+    client.subscribe(history=5)
+    client.start()
+    assert len(_collect_until_synced(client)) == 5
+    client.close()
+
+
+def test_slow_viewer_told_exactly_what_it_missed(hook: gputui.hook.Hook) -> None:
+    synced = threading.Event()
+    go = threading.Event()
+    events: queue.Queue[object] = queue.Queue()
+
+    def on_event(ev: object) -> None:
+        events.put(ev)
+        if isinstance(ev, Synced):
+            synced.set()
+            go.wait(60)  # a viewer that stops reading
+
+    slow = HookClient.connect(os.getpid())
+    slow.subscribe(history=0)
+    slow.start(on_event)
+    assert synced.wait(10)
+    total = 60000  # far more than the ring (16384) plus socket buffers hold
+    _steps(total + 1)  # the first call starts step 0
+    go.set()
+    received = missed = 0
+    last = -1
+    while last < total - 1:
+        ev = events.get(timeout=10)
+        if isinstance(ev, StepBatch):
+            assert ev.steps[0].index == last + ev.missed + 1
+            received += len(ev.steps)
+            missed += ev.missed
+            last = ev.steps[-1].index
+    slow.close()
+    assert missed > 0
+    assert received + missed == total
+
+
+def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
+    a = HookClient.connect(os.getpid())
+    b = HookClient.connect(os.getpid())
+    for c in (a, b):
+        c.subscribe(history=100)
+        c.start()
+    _steps(5)
+    assert len(_collect_until_synced(a)) == len(_collect_until_synced(b))
+    assert hook.server is not None
+    path = hook.server.path
+    gputui.hook.uninstall()
+    for c in (a, b):
+        last = list(c.events(timeout=5))[-1]
+        assert isinstance(last, Disconnected) and last.clean
+        c.close()
+    assert not os.path.exists(path)
+    gputui.hook.install()  # the fixture's teardown uninstalls again
