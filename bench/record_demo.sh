@@ -19,9 +19,15 @@ train=$!
     >"$logs/load.log" 2>&1 &
 load=$!
 
+if [ -n "${ATTACH_OUT:-}" ]; then
+    # Also record an attach session with the training job, with one capture.
+    $py bench/record_attach.py $train -o "$ATTACH_OUT" --seconds 70 --capture-at 30 \
+        --note "$name: transformer training (bf16)" >"$logs/attach.log" 2>&1 &
+fi
 $py -m gputui record -o "$out" --interval 1 --duration "$seconds" --quiet \
     --note "$name: transformer training (bf16, hooked) + a second GPU process"
 wait $train || { echo "training job failed:"; cat "$logs/train.log"; }
 wait $load || { echo "load job failed:"; cat "$logs/load.log"; }
-tail -n 3 "$logs/train.log" "$logs/load.log"
+wait
+tail -n 3 "$logs"/*.log
 ls -la "$out"

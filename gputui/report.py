@@ -45,6 +45,7 @@ def print_snapshot(
 def render(
     snapshot: Snapshot, source: SnapshotSource, banner: str | None, ascii_only: bool = False
 ) -> Group:
+    """The whole snapshot as Rich renderables; every line fits 80 columns."""
     box_style = box.ASCII if ascii_only else box.SIMPLE_HEAD
     parts: list[Any] = []
     if banner:
@@ -53,7 +54,7 @@ def render(
     if snapshot.error:
         parts.append(Text(f"! {snapshot.error}", style="bold red"))
     parts.append(_devices(snapshot, box_style, ascii_only))
-    parts.extend(_state_line(d) for d in snapshot.devices if not d.lost)
+    parts.extend(_state_line(d, ascii_only) for d in snapshot.devices if not d.lost)
     parts.append(_processes(snapshot, box_style))
     parts.append(_host(snapshot))
     return Group(*parts)
@@ -73,7 +74,7 @@ def _header(s: Snapshot) -> Text:
 def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
     table = Table(box=box_style, pad_edge=False, expand=False, show_edge=False)
     table.add_column("GPU", justify="right", no_wrap=True)
-    table.add_column("Name / state", no_wrap=True, max_width=22)
+    table.add_column("Name", no_wrap=True, max_width=22)
     table.add_column("Util", justify="right", no_wrap=True)
     table.add_column("Memory", justify="right", no_wrap=True)
     table.add_column("Temp", justify="right", no_wrap=True)
@@ -103,21 +104,22 @@ def _short_name(name: str) -> str:
     return name.replace("NVIDIA ", "")
 
 
-def _state_line(d: DeviceSnapshot) -> Text:
+def _state_line(d: DeviceSnapshot, ascii_only: bool) -> Text:
     """What plain utilization hides: GPM activity, throttling, errors."""
     text = Text(f"GPU {d.index}  ", style="bold")
     g = d.gpm
     if g is not None:
         text.append(
-            f"SM active {fmt.pct(g.sm_activity_pct)}  occupancy {fmt.pct(g.sm_occupancy_pct)}  "
-            f"tensor {fmt.pct(g.tensor_activity_pct)}  DRAM bw {fmt.pct(g.dram_bw_util_pct)}",
+            f"SM {fmt.pct(g.sm_activity_pct)}  occ {fmt.pct(g.sm_occupancy_pct)}  "
+            f"tensor {fmt.pct(g.tensor_activity_pct)}  DRAM {fmt.pct(g.dram_bw_util_pct)}",
             style="cyan",
         )
     elif d.gpm_supported is False:
         text.append("GPM metrics unavailable on this GPU", style="dim")
     if d.pcie_tx_bytes_per_s is not None or d.pcie_rx_bytes_per_s is not None:
+        up, down = ("tx ", " rx ") if ascii_only else ("↑", " ↓")
         text.append(
-            f"  PCIe tx {fmt.rate(d.pcie_tx_bytes_per_s)} rx {fmt.rate(d.pcie_rx_bytes_per_s)}"
+            f"  PCIe {up}{fmt.rate(d.pcie_tx_bytes_per_s)}{down}{fmt.rate(d.pcie_rx_bytes_per_s)}"
         )
     flags = fmt.throttles(d.throttle_reasons)
     if flags:

@@ -346,6 +346,8 @@ class HookClient:
         self._send_lock = threading.Lock()
         self._closed = False
         self._pending: list[Event] = []  # frames that arrived together with hello
+        self._pending_raw: list[Mapping[str, Any]] = []
+        self._on_raw: Callable[[Mapping[str, Any]], None] | None = None
 
     @classmethod
     def connect(cls, pid: int, timeout: float = 5.0) -> HookClient:
@@ -413,6 +415,7 @@ class HookClient:
             )
         sock.settimeout(None)
         client = cls(pid, sock, Hello.from_msg(hello_msg), reader)
+        client._pending_raw = list(rest)
         for msg in rest:
             event = parse_event(msg)
             if event is not None:
@@ -461,11 +464,17 @@ class HookClient:
         self._send(messages.PING)
 
     # -- reading --------------------------------------------------------------------
-    def start(self, on_event: Callable[[Event], None] | None = None) -> None:
+    def start(
+        self,
+        on_event: Callable[[Event], None] | None = None,
+        on_raw: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
         """Start the reader thread.  Events go to ``on_event`` (called on the
-        reader thread) or, without it, to the queue read by get()/events()."""
+        reader thread) or, without it, to the queue read by get()/events().
+        ``on_raw`` sees every decoded message first (to record a session)."""
         if self._thread is not None:
             return
+        self._on_raw = on_raw
         deliver = on_event if on_event is not None else self._queue.put
         self._thread = threading.Thread(
             target=self._read_loop, args=(deliver,), name=f"gputui-attach-{self.pid}", daemon=True
@@ -473,6 +482,10 @@ class HookClient:
         self._thread.start()
 
     def _read_loop(self, deliver: Callable[[Event], None]) -> None:
+        if self._on_raw is not None:
+            for msg in self._pending_raw:
+                self._on_raw(msg)
+        self._pending_raw = []
         for event in self._pending:
             deliver(event)
         self._pending = []
@@ -490,7 +503,12 @@ class HookClient:
                         reason = "the job closed the connection in the middle of a message"
                     break
                 for msg in self._reader.feed(data):
-                    parsed = parse_event(msg)
+                    if self._on_raw is not None:
+                        self._on_raw(msg)
+                    try:
+                        parsed = parse_event(msg)
+                    except (TypeError, ValueError, AttributeError):
+                        continue  # a malformed message: skip it, keep the stream
                     if parsed is None:
                         continue
                     if isinstance(parsed, Disconnected):

@@ -81,6 +81,7 @@ class DeviceReader:
         self._rates: dict[str, CounterRate] = {}
         # GPM: the previous sample, a spare buffer, one reusable metrics request
         self.gpm_supported: bool | None = None
+        self._last_fields: dict[str, float | None] | None = None
         self._gpm_prev: Any = None
         self._gpm_spare: Any = None
         self._gpm_request: Any = None
@@ -266,7 +267,7 @@ class DeviceReader:
             lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2),
             lambda: nv.nvmlDeviceGetMemoryInfo(h),
         )
-        bar1 = self.call("bar1", lambda: nv.nvmlDeviceGetBAR1MemoryInfo(h))
+        bar1 = slow_values.get("bar1")
         temp = self.call(
             "temp",
             lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
@@ -274,7 +275,7 @@ class DeviceReader:
         )
         fan = self.call("fan", lambda: nv.nvmlDeviceGetFanSpeed(h))
         power_mw = self.call("power", lambda: nv.nvmlDeviceGetPowerUsage(h))
-        energy_mj = self.call("energy", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h))
+        energy_mj = slow_values.get("energy_mj")
         clock_sm = self.call("clock_sm", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
         clock_mem = self.call("clock_mem", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))
         clock_gfx = self.call(
@@ -288,7 +289,11 @@ class DeviceReader:
         )
         pcie_gen = self.call("pcie_gen", lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h))
         pcie_width = self.call("pcie_width", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h))
-        fields = self._read_fields(now)
+        # The field-values call costs ~1 ms on an H100.  Where GPM measures the same
+        # PCIe/NVLink traffic, read the fields (memory temperature) on the slow cadence.
+        if slow or not self.gpm_supported or self._last_fields is None:
+            self._last_fields = self._read_fields(now)
+        fields = self._last_fields
         gpm = self._read_gpm(now)
         mig_instances = self._read_mig() if s.get("mig_enabled") else ()
         processes = self._read_processes(process_util)
@@ -300,9 +305,9 @@ class DeviceReader:
         if gpm is not None:
             # GPM measures the same traffic where the byte counters are unsupported
             # (not merely without a baseline yet: one source per device keeps graphs honest)
-            if "pcie_tx" not in fields:
+            if "pcie_tx" not in fields or not slow:
                 pcie_tx, pcie_rx = gpm.pcie_tx_bytes_per_s, gpm.pcie_rx_bytes_per_s
-            if "nvlink_tx" not in fields and s.get("nvlink_count"):
+            if ("nvlink_tx" not in fields or not slow) and s.get("nvlink_count"):
                 nvlink_tx, nvlink_rx = gpm.nvlink_tx_bytes_per_s, gpm.nvlink_rx_bytes_per_s
 
         device = DeviceSnapshot(
@@ -391,6 +396,12 @@ class DeviceReader:
             s["remap_pending"] = bool(pending)
             s["remap_failed"] = bool(failed)
         s["nvlink_active"] = self._read_nvlink_active()
+        # Measured on an H100 (driver 580): the energy counter takes ~7 ms and BAR1
+        # ~0.6 ms per call, too slow for every sample; both change slowly.
+        s["bar1"] = self.call("bar1", lambda: nv.nvmlDeviceGetBAR1MemoryInfo(h))
+        s["energy_mj"] = self.call(
+            "energy", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h)
+        )
 
     def _ecc_count(self, error_type: str) -> int | None:
         nv, h = self.nvml, self.handle

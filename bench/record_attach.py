@@ -1,0 +1,64 @@
+"""Record an attach session with a hooked job: the live stream plus one capture.
+
+Usage: python bench/record_attach.py PID -o attach.jsonl.gz [--seconds 40] [--capture-at 10]
+Waits for the job's socket to appear (the hook opens it when training starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from gputui.collectors.attach_recording import AttachRecorder
+from gputui.collectors.hook_client import AttachError, CaptureResult, HookClient
+
+
+def connect(pid: int, wait_s: float) -> HookClient:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return HookClient.connect(pid)
+        except AttachError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("pid", type=int)
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--seconds", type=float, default=40.0)
+    p.add_argument("--capture-at", type=float, default=10.0)
+    p.add_argument("--capture-steps", type=int, default=5)
+    p.add_argument("--note", default=None)
+    args = p.parse_args()
+    client = connect(args.pid, 120.0)
+    recorder = AttachRecorder(args.output, client.hello.raw, args.pid, note=args.note)
+    results: list[CaptureResult] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, CaptureResult):
+            results.append(event)
+
+    client.start(on_event=on_event, on_raw=recorder.write)
+    client.subscribe(history=2000, memory=True)
+    start = time.monotonic()
+    asked = False
+    while time.monotonic() - start < args.seconds:
+        if not asked and time.monotonic() - start >= args.capture_at:
+            client.request_capture(steps=args.capture_steps)
+            asked = True
+        time.sleep(0.2)
+    client.close()
+    recorder.close()
+    print(
+        f"recorded {recorder.count} messages; captures: "
+        + ", ".join(f"{len(r.kernels)} kernels, trace {r.trace_path}" for r in results),
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
