@@ -138,7 +138,7 @@ def mlp(device: torch.device, cpu: bool, layers: int) -> Workload:
 
 
 def transformer(device: torch.device, cpu: bool) -> Workload:
-    d, layers, seq, batch = (64, 2, 32, 4) if cpu else (1024, 12, 512, 8)
+    d, layers, seq, batch = (64, 2, 32, 4) if cpu else (1024, 6, 512, 8)
     layer = torch.nn.TransformerEncoderLayer(
         d, nhead=8 if d >= 64 else 2, dim_feedforward=4 * d, batch_first=True
     )
@@ -179,6 +179,15 @@ def overhead(work: Workload, steps: int, rounds: int) -> dict[str, Any]:
         "rounds": rounds,
         "median_step_ms": {m: round(v * 1000, 4) for m, v in med.items()},
         "ratio": {m: round(med[m] / med["no_hook"], 4) for m in modes},
+        # each round runs the three modes back to back: the ratio within a round
+        # cancels the machine's drift between rounds
+        "paired_ratio_median": {
+            m: round(
+                statistics.median(a / b for a, b in zip(times[m], times["no_hook"], strict=True)),
+                4,
+            )
+            for m in modes
+        },
         "all_step_ms": {m: [round(x * 1000, 4) for x in v] for m, v in times.items()},
     }
 
@@ -278,10 +287,10 @@ def main() -> int:
     )
     p.add_argument("--cpu", action="store_true", help="small sizes on the CPU")
     p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--mlp-layers", type=int, default=16)
-    p.add_argument("--mlp-steps", type=int, default=200)
-    p.add_argument("--tf-steps", type=int, default=20)
+    p.add_argument("--mlp-steps", type=int, default=400)
+    p.add_argument("--tf-steps", type=int, default=12)
     args = p.parse_args()
     if not args.cpu and not torch.cuda.is_available():
         p.error("no CUDA device: use --cpu")
@@ -302,13 +311,15 @@ def main() -> int:
     results["rate_1000"] = rate(1000.0, 5.0)
     print(
         f"{'workload':<12} {'no hook ms':>11} {'hook ms':>9} {'+viewer ms':>11} "
-        f"{'hook/none':>10} {'+viewer/none':>13}"
+        f"{'hook/none':>10} {'+viewer/none':>13}  (paired: hook, +viewer)"
     )
     for o in results["overhead"]:
         med, ratio = o["median_step_ms"], o["ratio"]
         print(
             f"{o['workload']:<12} {med['no_hook']:>11.3f} {med['hook']:>9.3f} "
             f"{med['hook_viewer']:>11.3f} {ratio['hook']:>10.4f} {ratio['hook_viewer']:>13.4f}"
+            f"  ({o['paired_ratio_median']['hook']:.4f}, "
+            f"{o['paired_ratio_median']['hook_viewer']:.4f})"
         )
     c = results["capture"]
     print(

@@ -132,13 +132,18 @@ def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> Step
     wall_total = math.fsum(s.wall for s in kept)
     wall = dist("step", (s.wall for s in kept), wall_total)
     phases = _per_phase(kept, lambda s: s.phases, wall_total)
-    timed = [s for s in kept if s.gpu is not None and s.gpu_total is not None]
+    # Every step has its whole-step GPU time; on short steps the hook times GPU
+    # phases on a sample of steps only, so phase shares come from those steps.
+    timed = [s for s in kept if s.gpu_total is not None]
+    phase_timed = [s for s in timed if s.gpu is not None]
     gpu = None
     gpu_phases: tuple[Dist, ...] = ()
     if timed:
         gpu_sum = math.fsum(float(s.gpu_total or 0.0) for s in timed)
         gpu = dist("step", (float(s.gpu_total or 0.0) for s in timed), gpu_sum)
-        gpu_phases = _per_phase(timed, lambda s: s.gpu or {}, gpu_sum)
+    if phase_timed:
+        phase_sum = math.fsum(float(s.gpu_total or 0.0) for s in phase_timed)
+        gpu_phases = _per_phase(phase_timed, lambda s: s.gpu or {}, phase_sum)
     with_samples = [s for s in kept if s.samples]
     samples_per_s = None
     if with_samples:

@@ -18,7 +18,6 @@ import socket
 import time
 import zlib
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import IO, Any
 
@@ -122,6 +121,8 @@ def read_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[
 
 
 def read_demo() -> tuple[RecordingHeader, list[Snapshot]]:
+    from importlib import resources
+
     try:
         raw = resources.files("gputui.data").joinpath(DEMO_RESOURCE).read_bytes()
     except (FileNotFoundError, OSError):

@@ -43,6 +43,8 @@ class LiveSource:
         from gputui.collectors.nvml import NvmlCollector
 
         self._gpu = gpu if gpu is not None else NvmlCollector()
+        #: when the GPU collector took its first rate readings (monotonic clock)
+        self.opened_at = time.monotonic()
         self._host = host if host is not None else HostCollector()
         self.label = "live"
 

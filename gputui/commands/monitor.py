@@ -13,11 +13,12 @@ DEMO_BANNER = "DEMO: a recording of a real GPU session, not this machine"
 
 def open_source(args: argparse.Namespace) -> tuple[SnapshotSource, str | None]:
     """The source the flags ask for, and a banner when it is not this machine now."""
-    from gputui.collectors.replay import ReplaySource
+    if args.demo or args.replay:
+        # imported here: the live path (and `--once`'s start-up time) never pays for it
+        from gputui.collectors.replay import ReplaySource
 
-    if args.demo:
-        return ReplaySource.demo(speed=args.speed), DEMO_BANNER
-    if args.replay:
+        if args.demo:
+            return ReplaySource.demo(speed=args.speed), DEMO_BANNER
         source = ReplaySource.from_file(args.replay, speed=args.speed)
         return source, f"REPLAY: {args.replay}, not this machine"
     from gputui.collectors.source import LiveSource
@@ -27,6 +28,8 @@ def open_source(args: argparse.Namespace) -> tuple[SnapshotSource, str | None]:
     except NvmlUnavailable as exc:
         if not args.demo_if_no_gpu:
             raise
+        from gputui.collectors.replay import ReplaySource
+
         reason = str(exc).split(";")[0]
         return (
             ReplaySource.demo(speed=args.speed),
@@ -69,10 +72,10 @@ ONCE_RATE_WINDOW_S = 0.1
 
 
 def _once(source: SnapshotSource, args: argparse.Namespace, banner: str | None) -> int:
-    opened = time.monotonic()
     from gputui import report  # imported while the rate window runs
 
-    if not source.is_recording:
+    opened = getattr(source, "opened_at", None)
+    if opened is not None:
         time.sleep(max(0.0, ONCE_RATE_WINDOW_S - (time.monotonic() - opened)))
     snapshot = source.sample()
     if args.json:

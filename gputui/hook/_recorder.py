@@ -33,13 +33,22 @@ FLAG_GRAPH_CAPTURE = 4  # a CUDA graph was being captured: no GPU times for the 
 #: overflow is counted from the gap in step indices, never silent.
 RAW_CAPACITY = 16384
 
+#: GPU time per phase needs a CUDA event at every phase edge (~10 per step, a few µs
+#: each, plus elapsed_time() reads on the I/O thread).  On short steps that is a
+#: visible share of the step, so phase edges are recorded on one step in N, with N
+#: chosen so that a phase-timed step comes about every PHASE_GPU_PERIOD_S; every
+#: step still gets its whole-step GPU time from the boundary events.
+PHASE_GPU_PERIOD_S = 0.05
+PHASE_GPU_MAX_EVERY = 64
+
 #: CUDA events alive at once (pending + free).  If the GPU falls this far behind,
 #: steps are recorded without GPU times rather than creating events without bound.
 EVENT_POOL_MAX = 8192
 
 # A raw step record, as appended by the training thread:
 # (index, start_perf, end_perf, wall_by_phase, edges, last_edge_shared, batch_size,
-#  batches, samples, flags); edges is [(phase_of_interval_ending_here, cuda_event)] or None
+#  batches, samples, flags, gpu_phases_timed); edges is
+#  [(phase_of_interval_ending_here, cuda_event)] or None
 RawStep = tuple
 
 
@@ -76,6 +85,7 @@ class Recorder:
         self.events_alive = 0
         self.pool_exhausted = 0
         self.capturing_graph = 0  # edges skipped because a CUDA graph was being captured
+        self.phase_gpu = True  # this step records an event at every phase edge
 
     # -- phase edges ----------------------------------------------------------
     def _start(self, t: float) -> None:
@@ -128,7 +138,7 @@ class Recorder:
             self.acc[cur] = self.acc.get(cur, 0.0) + (t - self.last_edge)
             self.last_edge = t
         self.stack.append(name)
-        if self.edges is not None and cur is not None:
+        if self.edges is not None and cur is not None and self.phase_gpu:
             self._gpu_edge(cur)
 
     def _exit(self, name: str) -> None:
@@ -147,7 +157,7 @@ class Recorder:
                     if stack[i] == name:
                         del stack[i]
                         break
-        if self.edges is not None:
+        if self.edges is not None and self.phase_gpu:
             self._gpu_edge(cur)
 
     def _boundary(self) -> None:
@@ -177,9 +187,15 @@ class Recorder:
                 self.batches,
                 self.samples,
                 self.flags,
+                self.phase_gpu,
             )
         )
+        wall = t - self.step_start
+        every = 1
+        if 0 < wall < PHASE_GPU_PERIOD_S:
+            every = min(PHASE_GPU_MAX_EVERY, int(PHASE_GPU_PERIOD_S / wall))
         self.index += 1
+        self.phase_gpu = self.index % every == 0
         self.step_start = t
         self.last_edge = t
         self.acc = {}
