@@ -399,9 +399,7 @@ class DeviceReader:
         # Measured on an H100 (driver 580): the energy counter takes ~7 ms and BAR1
         # ~0.6 ms per call, too slow for every sample; both change slowly.
         s["bar1"] = self.call("bar1", lambda: nv.nvmlDeviceGetBAR1MemoryInfo(h))
-        s["energy_mj"] = self.call(
-            "energy", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h)
-        )
+        s["energy_mj"] = self.call("energy", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h))
 
     def _ecc_count(self, error_type: str) -> int | None:
         nv, h = self.nvml, self.handle
