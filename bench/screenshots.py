@@ -4,6 +4,10 @@
     .venv/bin/python bench/screenshots.py --replay FILE   # any recording
     .venv/bin/python bench/screenshots.py --synthetic     # generated data (no demo yet)
 
+The attach views (``attach-*``) play the embedded attach recording
+(gputui/data/attach_demo.jsonl.gz: a real bf16 transformer training job on an
+H100) up to just after its profiler capture.
+
 Without ``--replay``/``--synthetic`` it uses gputui/data/demo.jsonl.gz and falls back
 to synthetic data when that file is missing.  Each view plays up to five minutes
 of the recording into the app first, so the history graphs are full.  PNGs come
@@ -67,6 +71,16 @@ async def _tree(pilot: Any) -> None:
     await pilot.pause()
 
 
+#: the attach screenshots show the recording at this second: just after the capture,
+#: so the profiled steps, the slow step after them and the kernel table are on screen
+ATTACH_AT_S = 31.5
+ATTACH_BANNER = "DEMO - recording of a real training job on an H100, not this machine"
+#: name -> size of the attach views
+ATTACH_VIEWS: dict[str, tuple[int, int]] = {
+    "attach-120x40": (120, 40),
+    "attach-80x24": (80, 24),
+}
+
 #: name -> (size, setup, ascii_only)
 VIEWS: dict[str, tuple[tuple[int, int], Setup, bool]] = {
     "main-120x40": ((120, 40), _nothing, False),
@@ -112,6 +126,20 @@ async def render(
     return path
 
 
+async def render_attach(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.tui.attach import ReplayFeed, make_attach_app
+
+    app = make_attach_app(ReplayFeed.demo(), banner=ATTACH_BANNER, autostart=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.attach_screen.replay_to(ATTACH_AT_S)
+        await pilot.pause()
+        svg = app.export_screenshot(title=f"gputui {name}")
+    path = args.out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
 def to_png(svg_path: Path) -> Path | None:
     png = svg_path.with_suffix(".png")
     svg = svg_path.read_text().replace("Fira Code", PNG_FONT)
@@ -137,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--synthetic", action="store_true", help="generated data")
     parser.add_argument("--banner", help="the banner line (default: says what the data is)")
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots", help="output folder")
-    parser.add_argument("--only", nargs="*", choices=sorted(VIEWS), help="render only these")
+    parser.add_argument(
+        "--only", nargs="*", choices=sorted([*VIEWS, *ATTACH_VIEWS]), help="render only these"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     # Times on screen are the recording's; show them in UTC so reruns match.
@@ -147,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name not in args.only:
             continue
         svg = asyncio.run(render(args, name, size, setup, ascii_only))
+        png = to_png(svg)
+        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    for name, size in ATTACH_VIEWS.items():
+        if args.only and name not in args.only:
+            continue
+        svg = asyncio.run(render_attach(args, name, size))
         png = to_png(svg)
         print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
     return 0

@@ -2,8 +2,10 @@
 
 ``--once`` prints a report and exits; ``--capture N --once`` first profiles the
 next N steps.  The live screen (no ``--once``) is built by ``make_attach_app``
-from a connected :class:`HookClient`.  ``--inject`` loads the hook into a running
-job that was started without it (Python >= 3.14, ``sys.remote_exec``).
+from a connected :class:`HookClient`; ``--record FILE`` saves that session,
+``--replay FILE`` / ``--demo`` play a saved one (no job needed).  ``--inject``
+loads the hook into a running job that was started without it (Python >= 3.14,
+``sys.remote_exec``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import gputui
 from gputui.analysis.steps import Dist, StepStats, step_stats
+from gputui.cli import positive_float
 from gputui.collectors.hook_client import (
     AttachError,
     CaptureResult,
@@ -50,11 +53,15 @@ def register(subparsers: Any) -> None:
             "examples:\n"
             "  gputui attach 12345 --once               step statistics, memory\n"
             "  gputui attach 12345 --capture 5 --once   profile 5 steps, print top kernels\n"
-            "  gputui attach --inject 12345 --once      load the hook first (Python >= 3.14)"
+            "  gputui attach --inject 12345 --once      load the hook first (Python >= 3.14)\n"
+            "  gputui attach 12345                      the live screen (p: capture)\n"
+            "  gputui attach 12345 --record s.jsonl.gz  the live screen, saving the session\n"
+            "  gputui attach --replay s.jsonl.gz        play a saved session\n"
+            "  gputui attach --demo                     a real H100 training job, recorded"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("pid", type=int, help="process id of the job")
+    parser.add_argument("pid", type=int, nargs="?", help="process id of the job")
     parser.add_argument("--once", action="store_true", help="print a report and exit")
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument(
@@ -73,41 +80,102 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--inject", action="store_true", help="load the hook into a running job (Python >= 3.14)"
     )
+    parser.add_argument("--record", metavar="FILE", help="live screen: save the session to FILE")
+    played = parser.add_mutually_exclusive_group()
+    played.add_argument("--replay", metavar="FILE", help="play a session saved with --record")
+    played.add_argument(
+        "--demo", action="store_true", help="play the embedded recording of a real H100 job"
+    )
+    parser.add_argument(
+        "--speed", type=positive_float, default=1.0, metavar="X", help="replay speed (default 1)"
+    )
+    parser.add_argument(
+        "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
+    )
     parser.set_defaults(func=main)
 
 
+DEMO_BANNER = "DEMO: a recording of a real training job on an H100, not this machine"
+
+
 def main(args: argparse.Namespace) -> int:
+    playing = args.replay is not None or args.demo
+    if playing:
+        for flag, given in (
+            ("a pid", args.pid is not None),
+            ("--once", args.once),
+            ("--capture", args.capture is not None),
+            ("--inject", args.inject),
+            ("--record", args.record is not None),
+        ):
+            if given:
+                source = "--demo" if args.demo else "--replay"
+                raise GputuiError(f"gputui attach: {source} plays a recording; {flag} needs a job")
+        return run_replay(args)
+    if args.pid is None:
+        raise GputuiError("gputui attach: give the pid of a hooked job (or --demo, --replay FILE)")
     if args.json and not args.once:
         raise GputuiError("gputui attach: --json needs --once")
     if args.capture is not None and not 1 <= args.capture <= 200:
         raise GputuiError("gputui attach: --capture must be between 1 and 200 steps")
+    if args.record is not None and args.once:
+        raise GputuiError("gputui attach: --record saves the live screen's session; drop --once")
+    if not args.once:
+        _need_terminal(f"gputui attach {args.pid} --once")
     if args.inject:
         inject(args.pid, timeout=min(args.timeout, 30.0))
     client = HookClient.connect(args.pid)
     try:
         if not args.once:
-            return run_live(client)
+            return run_live(client, args)
         return once(args, client)
     finally:
         client.close()
 
 
 # -- live screen ------------------------------------------------------------------------
-def make_attach_app(client: HookClient) -> Any:
-    """The Textual app for the live attach screen (lives in gputui.tui)."""
-    try:
-        from gputui.tui.attach import make_attach_app as factory  # type: ignore[import-not-found]
-    except ImportError:
+def _need_terminal(instead: str) -> None:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise GputuiError(
-            "gputui attach: the live attach screen is not available in this version; "
-            f"use 'gputui attach {client.pid} --once' (add --capture N for kernels)"
-        ) from None
-    return factory(client)
+            f"gputui attach: the live screen needs a terminal; for a printed report use '{instead}'"
+        )
 
 
-def run_live(client: HookClient) -> int:
-    app = make_attach_app(client)
-    return int(app.run() or 0)
+def run_live(client: HookClient, args: argparse.Namespace) -> int:
+    from gputui.tui.attach import LiveFeed, make_attach_app
+
+    feed = LiveFeed(client.pid, client=client, record_path=args.record)
+    app = make_attach_app(feed, ascii_only=args.ascii)
+    try:
+        app.run()
+    finally:
+        feed.close()
+    if feed.recorder is not None:
+        print(f"saved {feed.recorder.count} messages to {args.record}", file=sys.stderr)
+    return int(app.return_code or 0)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from gputui.collectors.replay import RecordingError
+    from gputui.tui.attach import ReplayFeed, make_attach_app
+
+    try:
+        if args.demo:
+            feed, banner = ReplayFeed.demo(speed=args.speed), DEMO_BANNER
+        else:
+            feed = ReplayFeed.from_file(args.replay, speed=args.speed)
+            banner = f"REPLAY: {args.replay}, not this machine"
+    except RecordingError as exc:
+        raise GputuiError(f"gputui attach: {exc}") from None
+    if not feed.recording.messages:
+        raise GputuiError(f"gputui attach: {args.replay} holds no messages")
+    _need_terminal("gputui attach PID --once")
+    app = make_attach_app(feed, ascii_only=args.ascii, banner=banner)
+    try:
+        app.run()
+    finally:
+        feed.close()
+    return int(app.return_code or 0)
 
 
 # -- --once -------------------------------------------------------------------------------

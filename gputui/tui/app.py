@@ -263,7 +263,13 @@ class GputuiApp(App[None]):
             )
             return
         if self.attach_factory is None:
-            self.notify("attach screen not available", severity="warning")
+            # A recording's pids are not this machine's: there is nothing to attach to.
+            title = (
+                f"cannot attach: pid {proc.pid} is a recorded process, not one on this machine"
+                if self.source.is_recording
+                else ""
+            )
+            self.notify("attach screen not available", title=title, severity="warning")
             return
         screen = self.attach_factory(proc.pid)
         if screen is None:
@@ -316,8 +322,13 @@ def make_app(
 ) -> GputuiApp:
     """The monitor app over ``source`` (live, replay or a test's).
 
-    ``attach_factory(pid)`` builds the attach screen for a hooked process (None: not
-    available).  ``autostart=False`` leaves the sampler thread off: data then comes
-    only from :meth:`GputuiApp.advance` (deterministic tests and screenshots).
+    ``attach_factory(pid)`` builds the attach screen for a hooked process; by default
+    the live attach screen, and none for a recording (its pids are not this machine's).
+    ``autostart=False`` leaves the sampler thread off: data then comes only from
+    :meth:`GputuiApp.advance` (deterministic tests and screenshots).
     """
+    if attach_factory is None and not source.is_recording:
+        from gputui.tui.attach import attach_screen_factory
+
+        attach_factory = attach_screen_factory
     return GputuiApp(source, interval_s, readonly, ascii_only, banner, attach_factory, autostart)

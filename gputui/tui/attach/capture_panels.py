@@ -1,0 +1,221 @@
+"""The attach screen's capture panels: the capture line (progress, GPU busy,
+trace path), the kernel-class rollup with the top CPU ops, the selected row's
+full name, and the findings line."""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+
+from gputui.hook.kernels import KERNEL_CLASSES
+from gputui.tui import fmt
+from gputui.tui.attach.model import AttachView
+from gputui.tui.attach.widgets import join_parts
+from gputui.tui.widgets.text_panel import TextPanel
+
+CLASS_LABELS = {
+    "gemm": "GEMM",
+    "attention": "attention",
+    "elementwise": "elementwise",
+    "reduction": "reduction",
+    "communication": "communication",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "other": "other",
+}
+CLASS_SHORT = {
+    "gemm": "GEMM",
+    "attention": "attn",
+    "elementwise": "elem",
+    "reduction": "reduce",
+    "communication": "comm",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "other": "other",
+}
+PERFETTO = "ui.perfetto.dev"
+
+
+def us_text(us: float) -> str:
+    if us >= 1000:
+        return f"{us / 1000:.1f}ms" if us < 100000 else f"{us / 1000:.0f}ms"
+    return f"{us:.1f}us"
+
+
+# -- capture -------------------------------------------------------------------------------
+class CapturePanel(TextPanel):
+    """The latest capture: when, GPU busy, trace path; progress while one runs."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+        self.is_replay = False
+        self.show_classes = False
+        self.ascii_only = ascii_only
+
+    def build(self, width: int) -> Text:
+        v = self.view
+        first = Text()
+        first.append("Capture", style="bold")
+        cap = v.capture if v else None
+        progress = v.capture_progress if v else None
+        lines = [first]
+        if cap is None:
+            if progress:
+                first.append(f"  {progress}", style="bold yellow")
+            elif self.is_replay:
+                first.append("  none in this recording", style="dim")
+            else:
+                first.append(
+                    "  none yet: p profiles the next 5 steps (kernels, CPU ops, trace)",
+                    style="dim",
+                )
+            return first
+        assert v is not None
+        parts: list[tuple[str, str]] = []
+        parts.append((f"steps {cap.first_step}-{cap.last_step}", ""))
+        if cap.started_s is not None:
+            age = fmt.duration(max(0.0, v.now_s - cap.started_s))
+            parts.append((f"at {fmt.clock(cap.started_s)} ({age} ago)", ""))
+        if cap.replayed:
+            parts.append(("from before this viewer", "dim"))
+        if cap.span_us and cap.busy_us is not None:
+            busy = cap.busy_us / cap.span_us * 100
+            idle = us_text(cap.span_us - cap.busy_us)
+            parts.append((f"GPU busy {busy:.1f}% of {us_text(cap.span_us)}", "bold"))
+            parts.append((f"idle {idle}", "dim"))
+        elif not cap.kernels:
+            parts.append(("no GPU kernels (CPU job): CPU ops below", "bold yellow"))
+        if cap.kernel_calls:
+            parts.append((f"{cap.kernel_calls:,} kernel launches", "dim"))
+        if progress:
+            parts.append((progress, "bold yellow"))
+        elif cap.error:
+            parts.append((f"error: {cap.error}", "bold red"))
+        join_parts(
+            first, [(" " + p, s) if i == 0 else (p, s) for i, (p, s) in enumerate(parts)], width
+        )
+        if self.show_classes and cap.classes:
+            classes = Text("by class ", style="bold")
+            cparts = [
+                (f"{CLASS_SHORT.get(name, name)} {share * 100:.0f}%", class_style(name))
+                for name, _us, share in cap.classes
+            ]
+            join_parts(classes, cparts, width)
+            lines.append(classes)
+        trace = Text()
+        if cap.trace_path:
+            trace.append("trace ", style="bold")
+            hint = f"  open in {PERFETTO}"
+            room = max(12, width - len(trace) - len(hint))
+            trace.append(_shorten_path(cap.trace_path, room))
+            trace.append(hint, style="dim")
+        elif cap.trace_error:
+            trace.append(f"trace not written: {cap.trace_error}", style="yellow")
+        if len(trace):
+            lines.append(trace)
+        return Text("\n").join(lines)
+
+
+def class_style(name: str) -> str:
+    return {
+        "gemm": "green",
+        "attention": "bright_green",
+        "elementwise": "yellow",
+        "reduction": "cyan",
+        "communication": "red",
+        "memcpy": "magenta",
+        "memset": "magenta",
+    }.get(name, "bright_black")
+
+
+def _shorten_path(path: str, room: int) -> str:
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and path.startswith(home + os.sep):
+        path = "~" + path[len(home) :]
+    if len(path) <= room:
+        return path
+    # Keep the file name (it says pid, time and steps); cut the directories.
+    name = os.path.basename(path)
+    if len(name) + 4 <= room:
+        return ".../" + name
+    return fmt.truncate(name, room)
+
+
+class ClassPanel(TextPanel):
+    """GPU time by kernel class, GPU busy, and the top CPU ops (wide terminals)."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+        self.ascii_only = ascii_only
+        self.op_rows = 6
+
+    def build(self, width: int) -> Text:
+        v = self.view
+        cap = v.capture if v else None
+        title = Text("GPU time by kernel class", style="bold")
+        if cap is None:
+            return title
+        lines = [title]
+        shares = {name: (us, share) for name, us, share in cap.classes}
+        bar_w = max(4, width - 28)
+        if not cap.kernels:
+            lines.append(Text("no GPU kernels in this capture", style="dim"))
+        else:
+            for name in KERNEL_CLASSES:
+                us, share = shares.get(name, (0.0, 0.0))
+                line = Text(f"{CLASS_LABELS.get(name, name):<14}")
+                line.append_text(fmt.bar(share, bar_w, self.ascii_only, style=class_style(name)))
+                line.append(f"{share * 100:5.1f}%{us_text(us):>8}", style="" if us else "dim")
+                lines.append(line)
+        if cap.cpu_ops:
+            lines.append(Text("Top CPU ops (self time)", style="bold"))
+            name_w = max(8, width - 15)
+            for op in cap.cpu_ops[: self.op_rows]:
+                line = Text(f"{fmt.truncate(op.name, name_w):<{name_w}}")
+                line.append(f"{us_text(op.self_us):>8}{op.share * 100:6.1f}%")
+                lines.append(line)
+        return Text("\n").join(lines)
+
+
+class NameLine(TextPanel):
+    """The full name of the selected kernel or op (the table shows short names)."""
+
+    WRAP = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.full_name = ""
+        self.kind = ""
+
+    def build(self, width: int) -> Text:
+        if not self.full_name:
+            return Text("select a row for its full name", style="dim")
+        text = Text()
+        text.append(f"{self.kind}: " if self.kind else "", style="bold")
+        text.append(self.full_name)
+        return text
+
+
+class FindingsLine(TextPanel):
+    """Analyzer findings; honest about there being none until the analyzer exists."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+
+    def build(self, width: int) -> Text:
+        text = Text()
+        text.append(" Findings ", style="bold reverse")
+        items = self.view.findings if self.view else ()
+        if not items:
+            text.append("  no analyzer findings yet", style="dim")
+            return text
+        severity, title, evidence = items[0]
+        text.append(f"  {severity.upper()} {title}", style="bold")
+        text.append(f" - {evidence}")
+        if len(items) > 1:
+            text.append(f"  (+{len(items) - 1} more)", style="dim")
+        return text

@@ -1,0 +1,240 @@
+"""Where the attach screen's events come from: a live hook, or a recording.
+
+Both push events into an :class:`AttachState` from their own thread; the screen
+only reads the state.  ``connect()`` may block (socket, hello): the screen calls
+it from a thread worker, never on the UI thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+from gputui.collectors.attach_recording import (
+    AttachRecorder,
+    AttachRecording,
+    read_attach_recording,
+)
+from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
+from gputui.errors import GputuiError
+from gputui.tui.attach.model import STEP_WINDOW, AttachState
+
+DEMO_RESOURCE = "attach_demo.jsonl.gz"
+
+
+class AttachFeed(Protocol):
+    """What the screen needs from a source of hook events."""
+
+    pid: int | None
+    is_replay: bool
+    label: str
+
+    def connect(self, state: AttachState) -> None:
+        """Start delivering events into ``state`` (may block; raises GputuiError)."""
+
+    def now(self) -> float:
+        """The time the data describes (a recording's own time when replaying)."""
+
+    def request_capture(self, steps: int) -> str:
+        """Ask for a profiler capture; returns its id (raises GputuiError)."""
+
+    def close(self) -> None: ...
+
+
+class LiveFeed:
+    """A hooked job on this machine.  ``connect`` again reconnects (key r)."""
+
+    is_replay = False
+
+    def __init__(
+        self,
+        pid: int,
+        client: HookClient | None = None,
+        record_path: str | os.PathLike[str] | None = None,
+        history: int = STEP_WINDOW,
+    ) -> None:
+        self.pid: int | None = pid
+        self.label = f"pid {pid}"
+        self.history = history
+        self._client = client  # an already connected client (the CLI connects first)
+        self._record_path = record_path
+        self._recorder: AttachRecorder | None = None
+        self._live: HookClient | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def recorder(self) -> AttachRecorder | None:
+        return self._recorder
+
+    def connect(self, state: AttachState) -> None:
+        assert self.pid is not None
+        with self._lock:
+            client, self._client = self._client, None
+            old = self._live
+        if old is not None:
+            old.close()
+        if client is None:
+            client = HookClient.connect(self.pid)
+        with self._lock:
+            if self._closed:
+                client.close()
+                return
+            self._live = client
+            if self._recorder is None and self._record_path is not None:
+                # One file per session: a reconnect keeps writing to it.
+                self._recorder = AttachRecorder(
+                    self._record_path, client.hello.raw, self.pid, note="gputui attach --record"
+                )
+        state.set_hello(client.hello)
+        recorder = self._recorder
+        client.start(on_event=state.add, on_raw=recorder.write if recorder else None)
+        client.subscribe(history=self.history, memory=True)
+
+    def now(self) -> float:
+        return time.time()
+
+    def request_capture(self, steps: int) -> str:
+        client = self._live
+        if client is None:
+            raise AttachError("gputui attach: not connected")
+        return client.request_capture(steps=steps, warmup=1)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._live = self._live, None
+        if client is not None:
+            client.close()
+        if self._recorder is not None:
+            self._recorder.close()
+
+
+class ReplayFeed:
+    """Plays an attach recording at its own pace (times ``speed``) from a thread.
+
+    ``advance_to(t)`` plays it synchronously instead (tests, screenshots): the
+    screen then shows exactly the recording's state at ``t`` seconds, and "now"
+    is the recording's time, so ages and uptimes are reproducible.
+    """
+
+    is_replay = True
+
+    def __init__(self, recording: AttachRecording, label: str, speed: float = 1.0) -> None:
+        if not speed > 0:
+            raise GputuiError("gputui attach: --speed must be greater than 0")
+        self.recording = recording
+        self.pid = recording.pid
+        self.label = label
+        self.speed = speed
+        self.hello = Hello.from_msg(recording.hello)
+        self._position = 0
+        self._played_t = 0.0
+        self._state: AttachState | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        # The recording's wall clock at its start: hello's own time, else the header's.
+        start = recording.hello.get("t")
+        self._t0 = float(start) if isinstance(start, (int, float)) else recording.created_s or 0.0
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], speed: float = 1.0) -> ReplayFeed:
+        recording = read_attach_recording(path)
+        return cls(recording, f"replay of {Path(path).name}", speed)
+
+    @classmethod
+    def demo(cls, speed: float = 1.0) -> ReplayFeed:
+        ref = resources.files("gputui.data").joinpath(DEMO_RESOURCE)
+        with resources.as_file(ref) as path:
+            recording = read_attach_recording(path)
+        return cls(recording, "demo: transformer training on an H100", speed)
+
+    @property
+    def duration_s(self) -> float:
+        return self.recording.messages[-1][0] if self.recording.messages else 0.0
+
+    @property
+    def played_s(self) -> float:
+        return self._played_t
+
+    @property
+    def finished(self) -> bool:
+        return self._position >= len(self.recording.messages)
+
+    def connect(self, state: AttachState, autoplay: bool = True) -> None:
+        """Start over from the beginning (key r replays the recording again)."""
+        self._halt()
+        with self._lock:
+            self._position = 0
+            self._played_t = 0.0
+            self._state = state
+        state.reset()
+        state.set_hello(self.hello)
+        if autoplay:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(
+                target=self._play, name="gputui-attach-replay", daemon=True
+            )
+            self._thread.start()
+
+    def _deliver(self, msg: Mapping[str, Any], state: AttachState) -> None:
+        try:
+            event = parse_event(msg)
+        except (TypeError, ValueError, AttributeError, KeyError):
+            return  # a damaged line in a recording: skip it, as the live client does
+        if event is not None:
+            state.add(event)
+
+    def advance_to(self, t: float) -> None:
+        """Deliver every message recorded up to ``t`` seconds, on this thread."""
+        state = self._state
+        if state is None:
+            raise RuntimeError("connect() first")
+        messages = self.recording.messages
+        with self._lock:
+            while self._position < len(messages) and messages[self._position][0] <= t:
+                self._played_t, msg = messages[self._position]
+                self._deliver(msg, state)
+                self._position += 1
+            self._played_t = max(self._played_t, min(t, self.duration_s))
+
+    def play_all(self) -> None:
+        self.advance_to(float("inf"))
+
+    def _play(self) -> None:
+        started = time.monotonic()
+        messages = self.recording.messages
+        stop = self._stop
+        while not stop.is_set():
+            with self._lock:
+                if self._position >= len(messages):
+                    return
+                due = messages[self._position][0] / self.speed
+            wait = due - (time.monotonic() - started)
+            # Pacing the playback, not synchronisation: an Event wait wakes at once on close.
+            if wait > 0 and stop.wait(min(wait, 0.25)):
+                return
+            if wait <= 0:
+                self.advance_to((time.monotonic() - started) * self.speed)
+
+    def now(self) -> float:
+        return self._t0 + self._played_t
+
+    def request_capture(self, steps: int) -> str:
+        raise GputuiError("this is a recording: captures need a live job")
+
+    def _halt(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        self._thread = None
+
+    def close(self) -> None:
+        self._halt()

@@ -1,0 +1,363 @@
+"""The attach screen, and the small app that runs it alone (``gputui attach PID``).
+
+Data flow: a feed (live hook client or recording) pushes events into an
+:class:`AttachState` from its own thread.  A 4 Hz timer on the UI thread takes a
+snapshot, builds an :class:`AttachView` of plain values only when the state
+changed, and hands it to the panels.  So the UI cost does not grow with the
+job's step rate, and a burst of messages never queues up in Textual.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from textual import events, on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer
+
+from gputui.collectors.hook_client import HookClient
+from gputui.errors import GputuiError
+from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, FindingsLine, NameLine
+from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
+from gputui.tui.attach.model import CAPTURE_BUSY, AttachState, AttachView, build_view
+from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
+from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
+from gputui.tui.widgets.panels import BannerPanel
+
+REFRESH_HZ = 4.0
+STATS_PERIOD_S = 1.0
+CAPTURE_STEPS = 5
+#: below this height: short bars, one history line, one memory line
+SHORT_HEIGHT = 34
+#: from this width the class rollup and CPU ops get their own column
+WIDE_WIDTH = 110
+
+
+class AttachScreen(Screen[object]):
+    CSS_PATH = "attach.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "capture", "Capture"),
+        Binding("g", "toggle_gpu", "Wall/GPU"),
+        Binding("o", "toggle_table", "Kernels/ops"),
+        Binding("r", "reconnect", "Reconnect"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(self, feed: AttachFeed, *, autostart: bool = True) -> None:
+        super().__init__()
+        self.feed = feed
+        self.autostart = autostart
+        self.state = AttachState()
+        self.gpu_mode = False
+        self.view: AttachView | None = None
+        self.refreshes = 0
+        self._built_version = -1
+        self._built_key: tuple[Any, ...] | None = None
+        self._timer: Timer | None = None
+        self._stats_at = 0.0
+
+    # -- composition -------------------------------------------------------------------
+    @property
+    def ascii_only(self) -> bool:
+        return bool(getattr(self.app, "ascii_only", False))
+
+    def compose(self) -> ComposeResult:
+        ascii_only = self.ascii_only
+        yield AttachHeader(id="att-header")
+        yield BannerPanel(id="att-banner")
+        with Horizontal(id="att-top"):
+            yield StepBars(id="att-steps", ascii_only=ascii_only)
+            with Vertical(id="att-side"):
+                yield PhaseTable(id="att-phases", ascii_only=ascii_only)
+                yield MemoryPanel(id="att-memory", ascii_only=ascii_only)
+        yield CapturePanel(id="att-capture", ascii_only=ascii_only)
+        with Horizontal(id="att-bottom"):
+            yield CaptureTable(id="att-table")
+            yield ClassPanel(id="att-classes", ascii_only=ascii_only)
+        yield NameLine(id="att-name")
+        yield FindingsLine(id="att-findings")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.ascii_only:
+            self.add_class("-ascii")
+        header = self.query_one(AttachHeader)
+        header.pid = self.feed.pid
+        header.label = self.feed.label
+        header.is_replay = self.feed.is_replay
+        self.query_one(CapturePanel).is_replay = self.feed.is_replay
+        self.query_one(CaptureTable).focus()
+        self._apply_layout()
+        self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
+        if self.autostart:
+            self._start_feed()
+        self.refresh_view()
+
+    def on_unmount(self) -> None:
+        # Leaving the screen (escape back to the monitor, or quitting) ends the session.
+        if self._timer is not None:
+            self._timer.stop()
+        self.feed.close()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self._apply_layout()
+        self.refresh_view(force=True)
+
+    def _apply_layout(self) -> None:
+        width, height = (
+            self.size.width or self.app.size.width,
+            (self.size.height or self.app.size.height),
+        )
+        short = height < SHORT_HEIGHT
+        wide = width >= WIDE_WIDTH
+        self.set_class(short, "-short")
+        self.set_class(not wide, "-narrow")
+        bars = self.query_one(StepBars)
+        bars.bar_rows = 4 if short else 9
+        bars.history_rows = 1 if short else 2
+        self.query_one(MemoryPanel).compact = short
+        self.query_one(CapturePanel).show_classes = not wide
+        classes = self.query_one(ClassPanel)
+        classes.display = wide
+        classes.op_rows = max(3, height - 32)
+
+    # -- data ---------------------------------------------------------------------------
+    def _start_feed(self) -> None:
+        self.state.set_connecting(True)
+        self._connect_worker()
+
+    @work(thread=True, exclusive=True, group="attach-connect")
+    def _connect_worker(self) -> None:
+        # HookClient.connect blocks on the socket and the hello: never on the UI thread.
+        try:
+            self.feed.connect(self.state)
+        except GputuiError as exc:
+            self.state.set_connecting(False, str(exc))
+        except OSError as exc:
+            self.state.set_connecting(False, f"cannot connect: {exc}")
+
+    def replay_to(self, seconds: float = math.inf) -> None:
+        """Play a recording up to ``seconds`` on this thread and draw it (tests,
+        screenshots: the screen then shows exactly that moment of the recording)."""
+        feed = self.feed
+        if not isinstance(feed, ReplayFeed):
+            raise TypeError("replay_to needs a ReplayFeed")
+        if feed._state is not self.state:
+            feed.connect(self.state, autoplay=False)
+        feed.advance_to(seconds)
+        self.refresh_view(force=True)
+
+    def bar_width(self) -> int:
+        bars = self.query_one(StepBars)
+        return max(8, bars.content_region.width or self.app.size.width // 2)
+
+    def refresh_view(self, force: bool = False) -> None:
+        """The 4 Hz tick: rebuild the view only when something changed."""
+        if not self.is_mounted:
+            return
+        now = self.feed.now()
+        key = (self.gpu_mode, self.bar_width(), int(now))
+        version = self.state.version
+        if not force and version == self._built_version and key == self._built_key:
+            return
+        self._built_version = version
+        self._built_key = key
+        # Percentiles over 1,000 steps cost ~1 ms: once a second is enough for them.
+        tick = time.monotonic()
+        reuse = not force and tick - self._stats_at < STATS_PERIOD_S
+        if not reuse:
+            self._stats_at = tick
+        before = self.view
+        self.view = build_view(
+            self.state.snapshot(),
+            now,
+            self.gpu_mode,
+            self.bar_width(),
+            previous=before,
+            reuse_stats=reuse,
+        )
+        self.refreshes += 1
+        self._show(self.view, None if force else before)
+
+    def _show(self, view: AttachView, before: AttachView | None = None) -> None:
+        header = self.query_one(AttachHeader)
+        feed = self.feed
+        if isinstance(feed, ReplayFeed):
+            header.replay_note = (
+                f"replay {feed.played_s:.0f}/{feed.duration_s:.0f}s"
+                + (f" x{feed.speed:g}" if feed.speed != 1 else "")
+                + (" ended (r: again)" if feed.finished else "")
+            )
+        panels: list[Any] = [header, self.query_one(StepBars), self.query_one(CapturePanel)]
+        # Panels whose inputs are the very same objects as last time are not rebuilt:
+        # statistics change once a second, memory at 2 Hz, captures rarely.
+        if before is None or view.stats is not before.stats or view.gpu_mode != before.gpu_mode:
+            panels.append(self.query_one(PhaseTable))
+        if before is None or view.memory is not before.memory:
+            panels.append(self.query_one(MemoryPanel))
+        new_capture = before is None or view.capture is not before.capture
+        if new_capture:
+            panels.append(self.query_one(ClassPanel))
+        if before is None or view.findings != before.findings:
+            panels.append(self.query_one(FindingsLine))
+        for panel in panels:
+            panel.view = view
+            panel.redraw()
+        if new_capture:
+            self.query_one(CaptureTable).show(view.capture)
+            self._update_name()
+
+    def _update_name(self) -> None:
+        line = self.query_one(NameLine)
+        selected = self.query_one(CaptureTable).selected_name
+        kind, name = selected if selected else ("", "")
+        if (line.kind, line.full_name) != (kind, name):
+            line.kind, line.full_name = kind, name
+            line.redraw()
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self._update_name()
+
+    # -- actions ------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":
+            # Only when pushed over another screen (the monitor); alone, q quits.
+            return len(self.app.screen_stack) > 1
+        if action == "capture" and self.feed.is_replay:
+            return None
+        return True
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()
+
+    def action_capture(self) -> None:
+        if self.feed.is_replay:
+            self.notify("this is a recording: captures need a live job", severity="warning")
+            return
+        snap = self.state.snapshot()
+        if snap.hello is None or snap.disconnected is not None:
+            self.notify("not connected: r reconnects", severity="warning")
+            return
+        status = snap.capture_status
+        done = snap.capture is not None and status is not None and snap.capture.id == status.id
+        if snap.capture_wanted or (
+            status is not None and status.state in CAPTURE_BUSY and not done
+        ):
+            self.notify("a capture is already under way", severity="warning")
+            return
+        self._capture_worker()
+
+    @work(thread=True, exclusive=True, group="attach-capture")
+    def _capture_worker(self) -> None:
+        # A socket write: off the UI thread, like every other hook I/O.
+        try:
+            capture_id = self.feed.request_capture(CAPTURE_STEPS)
+        except GputuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.state.set_capture_wanted(capture_id)
+
+    def action_toggle_gpu(self) -> None:
+        if not self.gpu_mode and (self.view is None or not self.view.has_gpu_times):
+            self.notify("no GPU times: the job does not time steps on a CUDA device")
+            return
+        self.gpu_mode = not self.gpu_mode
+        self.refresh_view(force=True)
+
+    def action_toggle_table(self) -> None:
+        table = self.query_one(CaptureTable)
+        table.set_mode(CPU_OPS if table.mode == KERNELS else KERNELS)
+        self._update_name()
+
+    def action_reconnect(self) -> None:
+        if isinstance(self.feed, ReplayFeed):
+            self.feed.connect(self.state)  # plays the recording again from its start
+            self.refresh_view(force=True)
+            return
+        snap = self.state.snapshot()
+        if snap.hello is not None and snap.disconnected is None:
+            self.notify("still connected")
+            return
+        self._start_feed()
+
+
+class AttachApp(App[None]):
+    """``gputui attach`` on its own: the attach screen is the only screen."""
+
+    TITLE = "gputui attach"
+    # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
+    # default screen: the app names the same file.
+    CSS_PATH = "attach.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("d", "toggle_theme", "Theme", show=False),
+    ]
+
+    def __init__(
+        self,
+        feed: AttachFeed,
+        *,
+        ascii_only: bool = False,
+        banner: str | None = None,
+        autostart: bool = True,
+    ) -> None:
+        super().__init__()
+        self.feed = feed
+        self.ascii_only = ascii_only
+        self.banner = banner
+        self.autostart = autostart
+
+    def recording_banner(self) -> str | None:
+        """Read by BannerPanel: a replay is never this machine now."""
+        if self.banner:
+            return " " + self.banner
+        if self.feed.is_replay:
+            return f" RECORDING, not this machine: {self.feed.label}"
+        return None
+
+    def get_default_screen(self) -> Screen[object]:
+        return AttachScreen(self.feed, autostart=self.autostart)
+
+    @property
+    def attach_screen(self) -> AttachScreen:
+        screen = self.screen
+        assert isinstance(screen, AttachScreen)
+        return screen
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+
+def make_attach_app(
+    source: HookClient | AttachFeed,
+    *,
+    ascii_only: bool = False,
+    banner: str | None = None,
+    autostart: bool = True,
+) -> AttachApp:
+    """The attach app over a connected client, a live feed or a replay.
+
+    ``autostart=False`` leaves the feed alone: a test or the screenshot script then
+    plays a recording with :meth:`AttachScreen.replay_to`.
+    """
+    feed: AttachFeed = (
+        LiveFeed(source.pid, client=source) if isinstance(source, HookClient) else source
+    )
+    return AttachApp(feed, ascii_only=ascii_only, banner=banner, autostart=autostart)
+
+
+def attach_screen_factory(pid: int) -> AttachScreen:
+    """The monitor's ``a`` key: a screen that connects to ``pid`` in a worker."""
+    return AttachScreen(LiveFeed(pid))
+
+
+AttachScreenFactory = Callable[[int], AttachScreen]

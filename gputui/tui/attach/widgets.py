@@ -1,0 +1,469 @@
+"""The attach screen's job and step panels: header, step bars, phase table,
+memory.  Each draws one :class:`AttachView` (plain values) as Rich Text through
+:class:`TextPanel`, so an unchanged panel is not repainted.  The capture panels
+are in :mod:`gputui.tui.attach.capture_panels`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.text import Text
+
+from gputui.tui import fmt
+from gputui.tui.attach.model import CAPTURE_BUSY, SLOW_FACTOR, AttachView, StepColumn
+from gputui.tui.widgets.text_panel import TextPanel
+
+PHASE_STYLES = {
+    "data": "yellow",
+    "forward": "green",
+    "backward": "cyan",
+    "optimizer": "magenta",
+    "other": "bright_black",
+}
+USER_STYLES = ("bright_red", "bright_blue", "orange3", "bright_green", "plum2")
+
+
+def phase_style(name: str, order: Sequence[str]) -> str:
+    if name in PHASE_STYLES:
+        return PHASE_STYLES[name]
+    users = [p for p in order if p not in PHASE_STYLES]
+    index = users.index(name) if name in users else 0
+    return USER_STYLES[index % len(USER_STYLES)]
+
+
+def phase_letter(name: str) -> str:
+    """The ASCII-mode fill of a phase: its initial (``:`` for other)."""
+    return ":" if name == "other" else (name[:1] or "?")
+
+
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds with three significant digits: 0.25, 4.21, 45.2, 709."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    value = seconds * 1000
+    if value >= 10000:
+        return f"{value / 1000:.1f}s"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def ms_unit(seconds: float | None) -> str:
+    text = ms(seconds)
+    return text if text.endswith("s") or text == "-" else text + "ms"
+
+
+def signed_size(value: float) -> str:
+    sign = "+" if value >= 0 else "-"
+    return sign + fmt.size(abs(value))
+
+
+# -- header ------------------------------------------------------------------------------
+class AttachHeader(TextPanel):
+    """Job, environment, throughput, and the connection and profiler state."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+        self.label = ""
+        self.pid: int | None = None
+        self.is_replay = False
+        self.replay_note = ""
+
+    def build(self, width: int) -> Text:
+        v = self.view
+        snap = v.snap if v else None
+        hello = snap.hello if snap else None
+        line1 = Text()
+        line1.append(" gputui attach ", style="bold reverse")
+        pid = hello.pid if hello else self.pid
+        line1.append(f" pid {pid if pid is not None else '?'} ", style="bold")
+        right = Text()
+        if v is not None:
+            right.append(" " + fmt.clock(v.now_s, with_date=self.is_replay) + " ")
+        command = " ".join(hello.argv) if hello else self.label
+        room = width - len(line1) - len(right)
+        line1.append(fmt.truncate(command, room).ljust(max(0, room)))
+        line1.append_text(right)
+        lines = [line1, self._environment(v, width), self._state_line(v, width)]
+        return Text("\n").join(lines)
+
+    def _environment(self, v: AttachView | None, width: int) -> Text:
+        text = Text(" ")
+        hello = v.snap.hello if v else None
+        if v is None or hello is None:
+            text.append("waiting for the job's hello", style="dim")
+            return text
+        parts: list[tuple[str, str]] = []
+        device = hello.device
+        if device:
+            name = fmt.short_gpu_name(str(device.get("name", "GPU")))
+            parts.append((f"{name} (cuda:{device.get('index', 0)})", "bold"))
+        else:
+            parts.append(("CPU (no CUDA device)", "bold"))
+        parts.append((f"torch {hello.torch or '-'}", ""))
+        if hello.cuda:
+            parts.append((f"CUDA {hello.cuda}", ""))
+        if hello.world_size is not None or hello.rank is not None:
+            rank = "?" if hello.rank is None else hello.rank
+            world = "?" if hello.world_size is None else hello.world_size
+            parts.append((f"rank {rank}/{world}", "bold"))
+        else:
+            parts.append(("rank -/-", "dim"))
+        if hello.started:
+            parts.append((f"up {fmt.duration(v.now_s - hello.started)}", ""))
+        parts.append((f"python {hello.python}", "dim"))
+        join_parts(text, parts, width)
+        return text
+
+    def _state_line(self, v: AttachView | None, width: int) -> Text:
+        text = Text(" ")
+        snap = v.snap if v else None
+        if snap is None or snap.connecting:
+            text.append(f"connecting to pid {self.pid} ...", style="bold yellow")
+            return text
+        if snap.connect_error and snap.hello is None:
+            text.append(" NOT CONNECTED ", style="bold reverse red")
+            text.append(f" {snap.connect_error}  r: retry", style="bold")
+            return text
+        if snap.disconnected is not None and not self.is_replay:
+            text.append(" DISCONNECTED ", style="bold reverse red")
+            text.append(f" {snap.disconnected.reason}; last data kept", style="bold")
+            if snap.connect_error:
+                text.append(f"  (reconnect: {snap.connect_error})", style="red")
+            text.append("  r: reconnect  esc: back", style="dim")
+            return text
+        assert v is not None
+        parts: list[tuple[str, str]] = []
+        status = snap.status
+        last = snap.steps[-1].index if snap.steps else -1
+        total = max(status.steps if status else 0, last + 1)
+        parts.append((f"{total:,} steps", "bold"))
+        stats = v.stats
+        if stats.steps_per_s is not None:
+            parts.append((f"{stats.steps_per_s:.1f} steps/s", "bold cyan"))
+        if stats.samples_per_s is not None:
+            approx = "~" if stats.samples_inferred else ""
+            parts.append((f"{approx}{stats.samples_per_s:,.0f} samples/s", "bold cyan"))
+        if self.is_replay:
+            parts.append((self.replay_note or "replay", "bold yellow"))
+        else:
+            parts.append(("● connected" if snap.synced else "● connecting", "green"))
+        if status is not None:
+            dropped = status.dropped + snap.missed
+            parts.append((f"{dropped:,} dropped", "bold red" if dropped else "dim"))
+            state = (status.capture or {}).get("state")
+            if state in CAPTURE_BUSY:
+                parts.append(("profiler busy", "bold yellow"))
+            else:
+                parts.append(("profiler idle", "dim"))
+            if status.errors:
+                parts.append((f"hook errors: {'; '.join(status.errors)}", "bold red"))
+            if status.phases_coarse:
+                reasons = ", ".join(status.coarse_reasons) or "see gputui attach --once"
+                parts.append((f"coarse phases: {reasons}", "yellow"))
+        for message in snap.hook_messages[-1:]:
+            parts.append((f"hook: {message}", "red"))
+        if stats.excluded_profiled:
+            parts.append((f"{stats.excluded_profiled} profiled steps left out", "magenta"))
+        join_parts(text, parts, width)
+        return text
+
+
+def join_parts(text: Text, parts: list[tuple[str, str]], width: int) -> None:
+    for i, (part, style) in enumerate(parts):
+        sep = "  " if i else ""
+        if len(text) + len(sep) + len(part) > width:
+            room = width - len(text) - len(sep)
+            if room > 4:
+                text.append(sep)
+                text.append(fmt.truncate(part, room), style=style)
+            break
+        text.append(sep, style="dim")
+        text.append(part, style=style)
+
+
+# -- steps ---------------------------------------------------------------------------------
+class StepBars(TextPanel):
+    """The newest steps as stacked columns by phase, their marks, history and outliers."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+        self.ascii_only = ascii_only
+        self.bar_rows = 9
+        self.history_rows = 2
+
+    def build(self, width: int) -> Text:
+        v = self.view
+        title = Text()
+        mode = "GPU" if v is not None and v.gpu_mode else "wall"
+        title.append(f"Step {mode}", style="bold")
+        if v is None or not v.columns:
+            title.append("  waiting for steps", style="dim")
+            return title
+        cols = v.columns[-max(1, width) :]
+        top = _scale(cols)
+        extra = [
+            (f"{len(cols)} steps, top {ms_unit(top)}", "dim"),
+            ("P", "bold magenta"),
+            ("profiled", "dim"),
+            ("w", "bold yellow"),
+            ("warm-up", "dim"),
+            ("!", "bold red"),
+            (f">{SLOW_FACTOR:g}x p50", "dim"),
+        ]
+        title.append("  ")
+        join_parts(title, extra, width)
+        lines = [title]
+        lines.extend(self._bars(cols, top, v.phases))
+        lines.append(self._marks(cols))
+        lines.extend(self._history(v, width))
+        lines.append(self._outliers(v, width))
+        return Text("\n").join(lines)
+
+    def _bars(self, cols: Sequence[StepColumn], top: float, order: Sequence[str]) -> list[Text]:
+        height = self.bar_rows
+        grid: list[list[tuple[str, str]]] = [[] for _ in range(height)]
+        styles = {name: phase_style(name, order) for name in order}
+        for col in cols:
+            cells = _column_cells(col, top, height, styles, self.ascii_only)
+            for row in range(height):
+                grid[row].append(cells[row])
+        # Runs of one style become one span: ~10x fewer spans than cells.
+        lines = []
+        for row in reversed(range(height)):
+            text = Text()
+            run_style = ""
+            run: list[str] = []
+            for char, style in grid[row]:
+                if style != run_style and run:
+                    text.append("".join(run), style=run_style)
+                    run = []
+                run_style = style
+                run.append(char)
+            if run:
+                text.append("".join(run), style=run_style)
+            lines.append(text)
+        return lines
+
+    def _marks(self, cols: Sequence[StepColumn]) -> Text:
+        text = Text()
+        for col in cols:
+            if col.profiled:
+                text.append("P", style="bold magenta")
+            elif col.warmup:
+                text.append("w", style="bold yellow")
+            elif col.slow:
+                text.append("!", style="bold red")
+            else:
+                text.append(" ")
+        return text
+
+    def _history(self, v: AttachView, width: int) -> list[Text]:
+        stats = v.stats
+        top = None
+        if stats.wall is not None and math.isfinite(stats.wall.p99):
+            # The p99 sets the scale: a 2 s warm-up step must not flatten the graph.
+            top = stats.wall.p99 * 1.5
+        graph_w = max(8, width - 15)
+        rows = [("wall", v.history_wall, "cyan")]
+        if v.history_gpu and self.history_rows > 1:
+            rows.append(("GPU", v.history_gpu, "green"))
+        lines = []
+        for label, values, style in rows[: self.history_rows]:
+            line = Text(f"{label:<5}", style="bold")
+            line.append_text(fmt.sparkline(list(values), graph_w, top, self.ascii_only, style))
+            line.append(ms_unit(values[-1] if values else None).rjust(9))
+            lines.append(line)
+        return lines
+
+    def _outliers(self, v: AttachView, width: int) -> Text:
+        text = Text()
+        p50 = v.stats.wall.p50 if v.stats.wall is not None else None
+        if not v.outliers:
+            text.append(f"no outliers (slower than 3x p50 {ms_unit(p50)}) in the window", "dim")
+            return text
+        text.append("outliers ", style="bold")
+        parts = []
+        for o in v.outliers:
+            if o.why == "slow" and p50:
+                parts.append((f"#{o.index} {ms_unit(o.wall_s)} ({o.wall_s / p50:.0f}x p50)", "red"))
+            else:
+                parts.append((f"#{o.index} {ms_unit(o.wall_s)} {o.why}", "yellow"))
+        join_parts(text, parts, width)
+        return text
+
+
+def _scale(cols: Sequence[StepColumn]) -> float:
+    """Bar height: the tallest ordinary step, so outliers are clipped, not the norm."""
+    ordinary = [c.total_s for c in cols if not (c.warmup or c.slow or c.profiled)]
+    values = ordinary or [c.total_s for c in cols]
+    top = max(values) if values else 0.0
+    return top * 1.05 if top > 0 else 1e-9
+
+
+def _column_cells(
+    col: StepColumn, top: float, height: int, styles: dict[str, str], ascii_only: bool
+) -> list[tuple[str, str]]:
+    """(char, style) from the bottom row up, in eighths of a cell.  Each cell takes
+    the phase at its middle; the top cell is a partial block.  Hot at 1,000 steps/s
+    (every column is new each frame), hence the plain loop."""
+    units = height * 8
+    scale = units / top
+    total = col.total_s * scale
+    segments = col.segments
+    if not segments:
+        return [_BLANK] * height
+    bounds = []
+    acc = 0.0
+    for _name, seconds in segments:
+        acc += seconds * scale
+        bounds.append(acc)
+    last = len(bounds) - 1
+    k = 0
+    cells: list[tuple[str, str]] = []
+    for row in range(height):
+        low = row * 8
+        if total <= low + 0.5:
+            cells.extend([_BLANK] * (height - row))
+            break
+        if row == height - 1 and total > units:
+            cells.append(_CLIP_ASCII if ascii_only else _CLIP)
+            break
+        filled = total - low
+        if filled > 8.0:
+            filled = 8.0
+        middle = low + filled / 2
+        while k < last and middle >= bounds[k]:
+            k += 1
+        name = segments[k][0]
+        style = styles.get(name, "")
+        if ascii_only:
+            cells.append((phase_letter(name) if filled >= 4 else " ", style))
+        else:
+            eighths = round(filled)
+            cells.append((fmt._EIGHTHS[eighths if eighths > 0 else 1], style))
+    return cells
+
+
+_BLANK = (" ", "")
+_CLIP = ("▲", "bold red")
+_CLIP_ASCII = ("^", "bold red")
+
+
+class PhaseTable(TextPanel):
+    """p50 / p90 / p99 and the share of each phase, plus the whole step."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+        self.ascii_only = ascii_only
+
+    def build(self, width: int) -> Text:
+        v = self.view
+        head = Text()
+        mode = "GPU" if v is not None and v.gpu_mode else "wall"
+        count = v.stats.count if v else 0
+        head.append(f"{mode + ' (ms)':<12}", style="bold")
+        head.append(f"{'p50':>7}{'p90':>7}{'p99':>7}  share", style="bold")
+        if v is None or not count:
+            return Text("\n").join([head, Text("no steps yet", style="dim")])
+        stats = v.stats
+        phases = stats.gpu_phases if v.gpu_mode else stats.phases
+        total = stats.gpu if v.gpu_mode else stats.wall
+        lines = [head]
+        bar_w = max(4, width - 41)
+        swatch = "#" if self.ascii_only else "█"
+        for d in phases:
+            style = phase_style(d.name, v.phases)
+            line = Text()
+            line.append(swatch + " ", style=style)
+            line.append(f"{fmt.truncate(d.name, 10):<10}")
+            line.append(f"{ms(d.p50):>7}{ms(d.p90):>7}{ms(d.p99):>7}  ")
+            line.append_text(fmt.bar(d.share, bar_w, self.ascii_only, style=style))
+            line.append(f"{d.share * 100:5.1f}%")
+            lines.append(line)
+        if total is not None:
+            line = Text()
+            line.append(f"  {'step':<10}", style="bold")
+            line.append(f"{ms(total.p50):>7}{ms(total.p90):>7}{ms(total.p99):>7}", style="bold")
+            line.append(f"  {count} steps", style="dim")
+            lines.append(line)
+        return Text("\n").join(lines)
+
+
+# -- memory --------------------------------------------------------------------------------
+class MemoryPanel(TextPanel):
+    """Allocated / reserved / peak over time and the growth per step."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.view: AttachView | None = None
+        self.ascii_only = ascii_only
+        self.compact = False
+
+    def build(self, width: int) -> Text:
+        v = self.view
+        mem = v.memory if v else None
+        title = Text("Memory", style="bold")
+        if v is None or mem is None:
+            hello = v.snap.hello if v else None
+            if hello is not None and not hello.cuda_in_use:
+                title.append("  no CUDA memory (the job does not use CUDA)", style="dim")
+            else:
+                title.append("  no samples yet", style="dim")
+            return title
+        m = mem.latest
+        total = mem.total_bytes
+        of_total = f"/{fmt.size(total)}" if total else ""
+        growth = Text()
+        if mem.growth_per_step is None:
+            growth.append("growth: -", style="dim")
+        else:
+            style = "bold reverse red" if mem.growing else "dim"
+            growth.append(
+                f"{'GROWING ' if mem.growing else 'growth '}"
+                f"{signed_size(mem.growth_per_step)}/step",
+                style=style,
+            )
+        alarms = Text()
+        if m.alloc_retries or m.ooms:
+            alarms.append(f" retries {m.alloc_retries} OOMs {m.ooms}", style="bold red")
+        if self.compact:
+            line = Text()
+            line.append("Mem ", style="bold")
+            line.append(f"alloc {fmt.size(m.allocated)} resv {fmt.size(m.reserved)}{of_total} ")
+            # One line: a growing baseline or allocator trouble matter more than the peak.
+            if mem.growing:
+                line.append_text(growth)
+            elif len(alarms):
+                line.append_text(alarms)
+            else:
+                line.append(f"peak {fmt.size(m.peak_allocated)}")
+            return line
+        title.append(f"  cuda:{mem.device}  reserved {fmt.size(m.reserved)}{of_total}")
+        if total:
+            title.append(f" ({m.reserved / total * 100:.0f}%)", style="dim")
+        top = max([*mem.reserved, *mem.peak, 1.0])
+        graph_w = max(8, width - 12)
+        lines = [title]
+        for label, values, value, style in (
+            ("alloc", mem.allocated, m.allocated, "cyan"),
+            ("resv", mem.reserved, m.reserved, "blue"),
+            ("peak", mem.peak, m.peak_allocated, "magenta"),
+        ):
+            line = Text(f"{label:<6}", style="bold")
+            line.append_text(fmt.sparkline(list(values), graph_w, top, self.ascii_only, style))
+            line.append(fmt.size(value).rjust(6))
+            lines.append(line)
+        foot = Text()
+        foot.append_text(growth)
+        if mem.growth_steps:
+            foot.append(f" ({mem.growth_steps:,} steps)", style="dim")
+        foot.append_text(alarms if len(alarms) else Text("  0 retries  0 OOMs", style="dim"))
+        lines.append(foot)
+        return Text("\n").join(lines)
