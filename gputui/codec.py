@@ -59,7 +59,7 @@ def from_json(cls: type[T], data: Any) -> T:
     """Build dataclass ``cls`` from ``data``, checking types on the way."""
     if not isinstance(data, dict):
         raise DecodeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    hints = _hints(cls)
+    hints = _hints(cls)  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in data:

@@ -14,7 +14,7 @@ def _gpu_reason() -> str | None:
         return "nvidia-ml-py is not installed"
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - any NVML failure means no GPU tests
+    except Exception as exc:  # any NVML failure means no GPU tests
         return f"no NVIDIA driver: {exc}"
     try:
         if pynvml.nvmlDeviceGetCount() < 1:

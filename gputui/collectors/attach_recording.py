@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gputui.collectors.replay import RecordingError, _decode_bytes
 
@@ -50,7 +50,7 @@ class AttachRecorder:
         except OSError as exc:
             raise RecordingError(f"cannot write recording {path}: {exc.strerror}") from None
         self._raw = raw
-        self._file: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb")
+        self._file = gzip.GzipFile(fileobj=raw, mode="wb")
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self.count = 0

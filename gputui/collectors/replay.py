@@ -55,7 +55,7 @@ class RecordingWriter:
             raw = open(self.path, "wb")  # closed in close()
         except OSError as exc:
             raise RecordingError(f"cannot write recording {self.path}: {exc.strerror}") from None
-        self._file: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9)
+        self._file = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9)
         self._raw = raw
         self.count = 0
         header = {
