@@ -37,8 +37,10 @@ lint: $(VENV)/.installed-dev
 
 ## bench: the CPU-side benchmarks that run anywhere (GPU ones: see docs/benchmarks.md)
 bench: $(VENV)/.installed-test
-	$(PY) bench/bench_replay_tui.py
-	$(PY) bench/bench_hook.py --cpu
+	$(PY) bench/bench_tui.py replay --rounds 1
+	$(PY) bench/bench_tui.py launch --demo --rounds 3
+	$(PY) bench/bench_hook.py --cpu --rounds 3
+	$(PY) bench/bench_attach.py
 
 ## screenshots: render screenshots/ from the embedded demo recording
 screenshots: $(VENV)/.installed-dev

@@ -183,13 +183,16 @@ def test_slow_viewer_told_exactly_what_it_missed(hook: gputui.hook.Hook) -> None
 
 
 def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
+    _steps(5)  # steps 0-3 complete
+    assert hook.server is not None
+    server = hook.server
+    _wait(lambda: server.steps_total >= 4)  # in the ring before anyone subscribes
     a = HookClient.connect(os.getpid())
     b = HookClient.connect(os.getpid())
     for c in (a, b):
         c.subscribe(history=100)
         c.start()
-    _steps(5)
-    assert len(_collect_until_synced(a)) == len(_collect_until_synced(b))
+    assert _collect_until_synced(a) == _collect_until_synced(b) == [0, 1, 2, 3]
     assert hook.server is not None
     path = hook.server.path
     gputui.hook.uninstall()
