@@ -155,8 +155,10 @@ def in_tmux(rate: float, window: float, work: Path, record_session: bool) -> dic
     gputui = f"{sys.executable} -m gputui attach {proc.pid}"
     if record_session:
         gputui += f" --record {record}"
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = (
-        f"GPUTUI_SOCKET_DIR={os.environ['GPUTUI_SOCKET_DIR']} PYTHONPATH={REPO} TERM=xterm-256color"
+        f"GPUTUI_SOCKET_DIR={os.environ['GPUTUI_SOCKET_DIR']} PYTHONPATH={pythonpath} "
+        "TERM=xterm-256color"
     )
     subprocess.run(
         [
