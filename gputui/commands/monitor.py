@@ -42,6 +42,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.once:
             return _once(source, args, banner)
+        if not source.is_recording:
+            # The first live sample is taken while the UI imports and starts.
+            from gputui.collectors.source import SampleAhead
+
+            source = SampleAhead(source, ONCE_RATE_WINDOW_S)
         try:
             from gputui.tui.app import make_app
         except ImportError as exc:  # pragma: no cover - textual is a dependency
@@ -68,7 +73,7 @@ def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:
 
 #: rates (GPM, PCIe, NVLink) are differences between two readings: the live source
 #: takes the first when it opens, ``--once`` the second this long after
-ONCE_RATE_WINDOW_S = 0.1
+ONCE_RATE_WINDOW_S = 0.05
 
 
 def _once(source: SnapshotSource, args: argparse.Namespace, banner: str | None) -> int:
