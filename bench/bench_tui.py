@@ -29,6 +29,10 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION = "gputui-bench"
+#: tmux targets that name exactly this session ("-t NAME" alone also matches a prefix
+#: of another session's name, or a window name: a parallel bench's session)
+SESSION_T = f"={SESSION}"
+PANE_T = f"={SESSION}:"
 
 
 def tmux(*args: str) -> str:
@@ -36,19 +40,19 @@ def tmux(*args: str) -> str:
 
 
 def start_in_tmux(command: str, width: int = 120, height: int = 40) -> psutil.Process:
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+    subprocess.run(["tmux", "kill-session", "-t", SESSION_T], capture_output=True)
     env = f"cd {shlex.quote(str(ROOT))} && exec env TERM=xterm-256color {command}"
     tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), env)
-    pid = int(tmux("display-message", "-p", "-t", SESSION, "#{pane_pid}").strip())
+    pid = int(tmux("display-message", "-p", "-t", PANE_T, "#{pane_pid}").strip())
     return psutil.Process(pid)
 
 
 def stop_tmux() -> None:
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+    subprocess.run(["tmux", "kill-session", "-t", SESSION_T], capture_output=True)
 
 
 def pane_text() -> str:
-    return tmux("capture-pane", "-p", "-t", SESSION)
+    return tmux("capture-pane", "-p", "-t", PANE_T)
 
 
 def tree_cpu_s(proc: psutil.Process) -> float:

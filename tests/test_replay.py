@@ -171,3 +171,14 @@ def test_embedded_demo_is_a_real_recording_under_2_mb() -> None:
     # Real sessions: a busy training process plus a second GPU process, GPM values present.
     assert max(len(s.processes) for s in snaps) >= 2
     assert any(d.gpm and d.gpm.tensor_activity_pct for s in snaps for d in s.devices)
+
+
+def test_demo_source_decodes_as_it_plays_the_same_snapshots() -> None:
+    # The demo source decodes lazily (launch time); it must play what read_demo reads.
+    header, snaps = read_demo()
+    source = ReplaySource.demo()
+    assert source.natural_interval_s == header.interval_s
+    assert len(source.snapshots) == len(snaps)
+    assert [source.sample() for _ in range(len(snaps))] == snaps
+    assert source.loops == 1
+    assert source.sample() == snaps[0]

@@ -74,6 +74,68 @@ class LiveSource:
         self._gpu.close()  # type: ignore[attr-defined]
 
 
+class SampleAhead:
+    """A source whose first snapshot is taken on a thread from construction on.
+
+    The monitor spends its first few hundred milliseconds importing and starting the
+    UI; the first live sample (NVML and /proc reads, which release the GIL) is taken
+    meanwhile, so the first frame shows data as soon as the UI can draw it.  The
+    sample waits until ``rate_window_s`` after the source opened (its ``opened_at``),
+    so that its rates span a real interval, as ``--once`` does.
+    """
+
+    def __init__(self, source: SnapshotSource, rate_window_s: float = 0.0) -> None:
+        self.source = source
+        self.label = source.label
+        self.is_recording = source.is_recording
+        self.natural_interval_s = source.natural_interval_s
+        self._rate_window_s = rate_window_s
+        self._first: Snapshot | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._take_first, name="gputui-first-sample", daemon=True
+        )
+        self._thread.start()
+
+    def __getattr__(self, name: str) -> object:
+        # Optional source attributes (opened_at, recorded_at_s) read through getattr().
+        return getattr(self.source, name)
+
+    def _take_first(self) -> None:
+        opened = getattr(self.source, "opened_at", None)
+        if opened is not None:
+            time.sleep(max(0.0, self._rate_window_s - (time.monotonic() - opened)))
+        start = time.perf_counter()
+        try:
+            snapshot = self.source.sample()
+        except BaseException as exc:  # handed to whoever asks for the snapshot
+            self._error = exc
+            return
+        if snapshot.sample_latency_ms is None:
+            latency = (time.perf_counter() - start) * 1000.0
+            snapshot = dataclasses.replace(snapshot, sample_latency_ms=latency)
+        self._first = snapshot
+
+    def sample(self) -> Snapshot:
+        thread = self._thread
+        if thread is None:
+            return self.source.sample()
+        thread.join()
+        self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        first, self._first = self._first, None
+        assert first is not None
+        return first
+
+    def close(self) -> None:
+        # Never close the collector under the first sample.
+        if self._thread is not None:
+            self._thread.join(5.0)
+        self.source.close()
+
+
 def _hooked_pids() -> set[int]:
     try:
         from gputui.protocol.paths import hooked_pids

@@ -328,7 +328,13 @@ def make_app(
     :meth:`GputuiApp.advance` (deterministic tests and screenshots).
     """
     if attach_factory is None and not source.is_recording:
-        from gputui.tui.attach import attach_screen_factory
-
-        attach_factory = attach_screen_factory
+        attach_factory = _live_attach_screen
     return GputuiApp(source, interval_s, readonly, ascii_only, banner, attach_factory, autostart)
+
+
+def _live_attach_screen(pid: int) -> Screen[object] | None:
+    # Imported on first use: the attach screen's modules (~120 ms of imports) are not
+    # on the path to the monitor's first frame.
+    from gputui.tui.attach import attach_screen_factory
+
+    return attach_screen_factory(pid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 
 from gputui.model import Snapshot
 
@@ -35,6 +36,19 @@ Series = deque[float | None]
 
 def _series(points: int) -> Series:
     return deque(maxlen=points)
+
+
+def tail(series: Series, points: int) -> list[float | None]:
+    """The newest ``points`` values, oldest first.
+
+    Walks from the newest end, so a graph of the last few minutes does not copy an
+    hour of samples every frame.
+    """
+    if points >= len(series):
+        return list(series)
+    out = list(islice(reversed(series), max(0, points)))
+    out.reverse()
+    return out
 
 
 @dataclass

@@ -9,7 +9,7 @@ from rich.text import Text
 from gputui.analysis.monitor_findings import Finding
 from gputui.model import DeviceSnapshot, HostSnapshot, Snapshot
 from gputui.tui import fmt
-from gputui.tui.history import GPU_METRICS, History
+from gputui.tui.history import GPU_METRICS, History, tail
 from gputui.tui.widgets.text_panel import TextPanel
 
 #: the history graphs cover at least this much time
@@ -190,15 +190,15 @@ class HistoryPanel(TextPanel):
         history = self.history
         title = Text()
         title.append(f"History: {label}", style="bold")
-        span = history.span_s(self.points()) if history else None
+        points = self.points()  # walks the time axis: once per build
+        span = history.span_s(points) if history else None
         title.append(f"  last {fmt.duration(span) if span else '-'}  (m: metric)", style="dim")
         if history is None:
             return title
         graph_w = max(8, width - 12)
-        points = self.points()
         lines = [title]
         for device in self.devices:
-            values = list(history.gpu_series(device.uuid, self.metric))[-points:]
+            values = tail(history.gpu_series(device.uuid, self.metric), points)
             present = [v for v in values if v is not None]
             top = maximum
             if self.metric == "power":
@@ -214,7 +214,8 @@ class HistoryPanel(TextPanel):
             line.append(_value(current, unit).rjust(6))
             lines.append(line)
         for name, series_name in (("CPU", "cpu"), ("MEM", "mem")):
-            values = list(history.host.get(series_name, []))[-points:]
+            series = history.host.get(series_name)
+            values = tail(series, points) if series is not None else []
             line = Text(f"{name:<6}", style="bold")
             line.append_text(fmt.sparkline(values, graph_w, 100.0, self.ascii_only, "green"))
             line.append(_value(values[-1] if values else None, "%").rjust(6))

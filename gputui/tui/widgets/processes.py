@@ -17,7 +17,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -105,11 +105,16 @@ class ProcessTable(ScrollView, can_focus=True):
         self._rows: dict[str, Row] = {}
         self._order: list[str] = []
         self._cells: dict[str, tuple[Any, ...]] = {}
-        #: row key -> (cells, width, cursor style, Strip): a row is rendered when it changes
-        self._strips: dict[str, tuple[tuple[Any, ...], int, Style | None, Strip]] = {}
+        #: row key -> (cells, width, base style, cursor style, Strip): a row is rendered
+        #: when it changes (the base style changes with the theme)
+        self._strips: dict[str, tuple[tuple[Any, ...], int, Style, Style | None, Strip]] = {}
         self._header: tuple[tuple[Any, ...], Strip] | None = None
         self._shown: list[str] = []
         self._widths: list[int] = []
+        #: what each row index showed at the last refresh: (key, cells, under the cursor)
+        self._painted: list[tuple[str, tuple[Any, ...], bool]] = []
+        #: the widget's style during one render_lines pass
+        self._pass_style: Style | None = None
 
     # -- what the screen calls -------------------------------------------------
 
@@ -122,6 +127,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self.sort_spec = spec
         self._header = None
         self.refresh_rows()
+        self.refresh(Region(0, 0, self.size.width, 1))  # the header's sort arrow
 
     def set_filter(self, flt: ProcFilter) -> None:
         self.proc_filter = flt
@@ -179,7 +185,7 @@ class ProcessTable(ScrollView, can_focus=True):
     # -- the update ------------------------------------------------------------
 
     def refresh_rows(self) -> None:
-        self._layout_columns()
+        relaid = self._layout_columns()
         selected = self.selected_row
         rows = proc_view.build_rows(
             self._procs,
@@ -197,7 +203,6 @@ class ProcessTable(ScrollView, can_focus=True):
             every = proc_view.cells(row, self._now_s, self.ascii_only, name)
             cells[row.key] = tuple(every[i] for i in indices)
         order = [row.key for row in rows]
-        changed = order != self._order or cells != self._cells
         self._rows = {row.key: row for row in rows}
         self._cells = cells
         self._order = order
@@ -209,10 +214,32 @@ class ProcessTable(ScrollView, can_focus=True):
         else:
             self.cursor_row = max(0, min(self.cursor_row, len(order) - 1))
         self.virtual_size = Size(self.size.width, len(order) + 1)
-        if changed:
+        cursor = self.cursor_row
+        painted = [(key, cells[key], i == cursor) for i, key in enumerate(order)]
+        if relaid:
             self.refresh()
+        else:
+            self._refresh_changed(self._painted, painted)
+        self._painted = painted
 
-    def _layout_columns(self) -> None:
+    def _refresh_changed(
+        self,
+        before: list[tuple[str, tuple[Any, ...], bool]],
+        after: list[tuple[str, tuple[Any, ...], bool]],
+    ) -> None:
+        # Only the lines whose row changed are repainted: with most rows steady from one
+        # sample to the next, the compositor then renders a few lines, not the table.
+        top = self.scroll_offset.y
+        width = self.size.width
+        for line in range(1, self.size.height):
+            index = top + line - 1
+            old = before[index] if index < len(before) else None
+            new = after[index] if index < len(after) else None
+            if old != new:
+                self.refresh(Region(0, line, width, 1))
+
+    def _layout_columns(self) -> bool:
+        """Fit the columns to the width; True when they changed (all rows redraw)."""
         width = self.size.width or self.app.size.width
         narrow = width < NARROW_WIDTH
         shown = [k for k in COLUMN_KEYS if not (narrow and k in NARROW_HIDDEN)]
@@ -226,6 +253,8 @@ class ProcessTable(ScrollView, can_focus=True):
             self._strips.clear()
             self._header = None
             self._cells = {}  # recomputed with the new column set by the caller
+            return True
+        return False
 
     def on_resize(self, _event: events.Resize) -> None:
         before = (list(self._shown), list(self._widths))
@@ -261,9 +290,18 @@ class ProcessTable(ScrollView, can_focus=True):
         segments = list(text.render(self.app.console))
         return Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The widget's style is looked up once per pass, not once per line: walking the
+        # ancestors' backgrounds cost more than drawing a cached row.
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.rich_style
+        base = self._pass_style or self.rich_style
         if y == 0:
             return self._header_strip(width, base)
         index = self.scroll_offset.y + y - 1
@@ -280,11 +318,12 @@ class ProcessTable(ScrollView, can_focus=True):
             cached is not None
             and cached[0] == values
             and cached[1] == width
-            and cached[2] == cursor
+            and cached[2] == base
+            and cached[3] == cursor
         ):
-            return cached[3]
+            return cached[4]
         strip = self._strip(self._line(values, cursor), width, base)
-        self._strips[key] = (values, width, cursor, strip)
+        self._strips[key] = (values, width, base, cursor, strip)
         return strip
 
     def _header_strip(self, width: int, base: Style) -> Strip:

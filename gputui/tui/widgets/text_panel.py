@@ -2,13 +2,14 @@
 
 Each refresh builds a Text from plain values; when it equals what is on screen
 nothing is repainted, and when only the content (not the line count) changes,
-the screen is repainted without a layout pass.
+only the changed lines are repainted, without a layout pass.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual import events
+from textual.geometry import Region
 from textual.widget import Widget
 
 
@@ -32,7 +33,8 @@ class TextPanel(Widget):
         if self.WRAP:
             self.add_class("-wrap")
         self._text = Text()
-        self._lines = 1
+        #: the text's plain lines as drawn: a redraw repaints the ones that differ
+        self._lines: list[str] = [""]
 
     def build(self, width: int) -> Text:
         """The panel's text at ``width`` cells; subclasses draw their last data."""
@@ -45,11 +47,22 @@ class TextPanel(Widget):
         text.overflow = "fold" if self.WRAP else "crop"
         if text == self._text:
             return
-        lines = text.plain.count("\n") + 1
-        layout = self.WRAP or lines != self._lines
+        lines = text.plain.split("\n")
+        if self.WRAP or len(lines) != len(self._lines):
+            self.refresh(layout=True)
+        else:
+            # Same line count: repaint only the lines that changed (one region from the
+            # first to the last), so that a panel whose title or idle rows stay put
+            # costs the compositor only its moving lines.  Lines are compared as plain
+            # text (splitting the styled text costs more than it saves); when only
+            # styles changed, every line is repainted.
+            changed = [
+                y for y, (old, new) in enumerate(zip(self._lines, lines, strict=True)) if old != new
+            ] or [0, len(lines) - 1]
+            first, last = changed[0], changed[-1]
+            self.refresh(Region(0, first, self.content_region.width, last - first + 1))
         self._text = text
         self._lines = lines
-        self.refresh(layout=layout)
 
     def render(self) -> Text:
         return self._text
