@@ -87,6 +87,8 @@ async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         screen = screen_of(app)
         await until(pilot, lambda: screen.view is not None and screen.view.stats.count >= 20)
+        # panels redraw on the 4 Hz timer: wait for the one after the view above
+        await until(pilot, lambda: "no CUDA memory" in screen.query_one(MemoryPanel).plain)
         view = screen.view
         assert view is not None
         header = screen.query_one(AttachHeader).plain
