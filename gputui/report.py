@@ -13,13 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui import fmt
-from gputui.codec import snapshot_to_json
 from gputui.collectors.source import SnapshotSource
 from gputui.model import DeviceSnapshot, Snapshot
 
 
 def snapshot_document(snapshot: Snapshot, source: SnapshotSource) -> dict[str, Any]:
     """The ``--json`` document: the snapshot plus where it came from."""
+    from gputui.codec import snapshot_to_json  # only --json needs it
+
     doc = snapshot_to_json(snapshot)
     doc["source"] = {"label": source.label, "is_recording": source.is_recording}
     return doc

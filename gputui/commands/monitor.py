@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from gputui.collectors.source import SnapshotSource
 from gputui.errors import GputuiError, NvmlUnavailable
@@ -40,13 +39,14 @@ def open_source(args: argparse.Namespace) -> tuple[SnapshotSource, str | None]:
 def main(args: argparse.Namespace) -> int:
     source, banner = open_source(args)
     try:
-        if args.once:
-            return _once(source, args, banner)
         if not source.is_recording:
-            # The first live sample is taken while the UI imports and starts.
+            # The first live sample is taken on a thread while the report or the UI
+            # imports (NVML and /proc reads release the GIL).
             from gputui.collectors.source import SampleAhead
 
             source = SampleAhead(source, ONCE_RATE_WINDOW_S)
+        if args.once:
+            return _once(source, args, banner)
         try:
             from gputui.tui.app import make_app
         except ImportError as exc:  # pragma: no cover - textual is a dependency
@@ -77,11 +77,8 @@ ONCE_RATE_WINDOW_S = 0.05
 
 
 def _once(source: SnapshotSource, args: argparse.Namespace, banner: str | None) -> int:
-    from gputui import report  # imported while the rate window runs
+    from gputui import report  # imported while the first sample is taken
 
-    opened = getattr(source, "opened_at", None)
-    if opened is not None:
-        time.sleep(max(0.0, ONCE_RATE_WINDOW_S - (time.monotonic() - opened)))
     snapshot = source.sample()
     if args.json:
         report.print_json(snapshot, source)
