@@ -29,7 +29,7 @@ SEVERE_THROTTLES = frozenset(
 
 
 def pct(value: float | None, width: int = 0) -> str:
-    text = NA if value is None else f"{value:.0f}%"
+    text = NA if value is None or value != value else f"{value:.0f}%"
     return text.rjust(width) if width else text
 
 

@@ -174,6 +174,17 @@ def test_first_sample_has_rates_since_construction(clock: Clock) -> None:
     assert collector.sample().devices[0].pcie_tx_bytes_per_s == 300.0
 
 
+def test_gpm_nan_becomes_none(clock: Clock) -> None:
+    # Seen on an H100: DRAM bandwidth came back NaN over a short idle window.
+    gpu = h100()
+    gpu.gpm_metrics[real.NVML_GPM_METRIC_DRAM_BW_UTIL] = float("nan")
+    fake, collector = make([gpu], clock)
+    clock.t += 1
+    gpm = collector.sample().devices[0].gpm
+    assert gpm is not None and gpm.dram_bw_util_pct is None
+    assert gpm.sm_activity_pct == 96.0
+
+
 def test_gpm_metrics_are_computed_between_consecutive_samples(
     h100_rig: tuple[FakeNvml, NvmlCollector, Clock],
 ) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -502,7 +503,9 @@ class DeviceReader:
         values: dict[str, float | None] = {}
         for position, (attr, _, _, scale) in enumerate(GPM_METRICS):
             metric = request.metrics[position]
-            values[attr] = float(metric.value) * scale if metric.nvmlReturn == 0 else None
+            value = float(metric.value) if metric.nvmlReturn == 0 else math.nan
+            # Seen on an H100: DRAM bandwidth came back NaN over an idle 50 ms window.
+            values[attr] = value * scale if math.isfinite(value) else None
         return GpmMetrics(**values)
 
     def _new_gpm_request(self) -> Any:

@@ -6,6 +6,7 @@ documents, so decoding does not depend on which pynvml release is installed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,7 +229,10 @@ def to_int(value: Any) -> int | None:
 
 
 def to_float(value: Any) -> float | None:
-    return float(value) if value is not None else None
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def latest_process_util(samples: Any) -> tuple[dict[int, tuple[float, float]], int]:
