@@ -178,7 +178,7 @@ def test_gpm_nan_becomes_none(clock: Clock) -> None:
     # Seen on an H100: DRAM bandwidth came back NaN over a short idle window.
     gpu = h100()
     gpu.gpm_metrics[real.NVML_GPM_METRIC_DRAM_BW_UTIL] = float("nan")
-    fake, collector = make([gpu], clock)
+    _, collector = make([gpu], clock)
     clock.t += 1
     gpm = collector.sample().devices[0].gpm
     assert gpm is not None and gpm.dram_bw_util_pct is None
