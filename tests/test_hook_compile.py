@@ -1,0 +1,53 @@
+"""torch.compile: step times stay right, and the data says phases got coarser."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gputui.hook  # noqa: E402
+from gputui.protocol import paths  # noqa: E402
+
+
+@pytest.fixture
+def hook(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> Iterator[gputui.hook.Hook]:
+    sock_dir = tempfile.mkdtemp(prefix="gtc-", dir="/tmp")
+    os.rmdir(sock_dir)
+    monkeypatch.setenv(paths.ENV_SOCKET_DIR, sock_dir)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    h = gputui.hook.install()
+    assert h is not None and h.server is not None
+    yield h
+    gputui.hook.uninstall()
+
+
+def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.hook.Hook) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    compiled = torch.compile(model, backend="aot_eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+    optimizer_steps = 6
+    for _ in range(optimizer_steps):
+        loss = torch.nn.functional.mse_loss(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    server = hook.server
+    assert server is not None
+    # Step 0 starts at the first hook point (the forward); each optimizer step ends one.
+    deadline = time.monotonic() + 10
+    while server.steps_total < optimizer_steps and time.monotonic() < deadline:
+        time.sleep(0.01)  # the I/O thread moves finished steps into its ring at 10 Hz
+    assert server.steps_total == optimizer_steps
+    walls = [rec["wall"] for rec in server.ring.last(optimizer_steps)]
+    assert all(w > 0 for w in walls)
+    status = hook.status(server)
+    assert status["phases_coarse"] is True
+    assert any("torch.compile" in reason for reason in status["coarse_reasons"])
