@@ -200,7 +200,13 @@ class AttachScreen(Screen[object]):
         # statistics change once a second, memory at 2 Hz, captures rarely.
         if before is None or view.stats is not before.stats or view.gpu_mode != before.gpu_mode:
             panels.append(self.query_one(PhaseTable))
-        if before is None or view.memory is not before.memory:
+        # The memory panel also says why there are no samples (a CPU job), which
+        # depends on the hello: rebuild it when a (re)connect brings a new one.
+        if (
+            before is None
+            or view.memory is not before.memory
+            or view.snap.hello is not before.snap.hello
+        ):
             panels.append(self.query_one(MemoryPanel))
         new_capture = before is None or view.capture is not before.capture
         if new_capture:
