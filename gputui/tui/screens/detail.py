@@ -31,6 +31,9 @@ SERIES = {
 
 
 class DetailPanel(TextPanel):
+    #: users copy command lines and numbers from here: keep mouse selection
+    SELECTABLE = True
+
     def __init__(self, app: GputuiApp, proc: ProcessSnapshot, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.gapp = app

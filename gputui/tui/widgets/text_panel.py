@@ -1,15 +1,30 @@
-"""A panel drawn as one Rich Text, redrawn only when its text changes.
+"""A panel drawn from one Rich Text, each line rendered to a Strip once per change.
 
 Each refresh builds a Text from plain values; when it equals what is on screen
-nothing is repainted, and when only the content (not the line count) changes,
-only the changed lines are repainted, without a layout pass.
+nothing is repainted.  Otherwise the Text is split into lines and only the lines
+that differ are repainted (without a layout pass while the line count holds).
+
+The lines are drawn through the line API: a line becomes one Strip, rendered by
+Rich and cached until that line's text, the width or the widget's style changes.
+Textual's own path (Text -> Content -> strips) renders every line of the panel
+whenever any of it is dirty and attaches the offset metadata that mouse text
+selection needs; for panels that change every frame that was 30-45% of the main
+thread, about twice what this costs.  The price is that text in these panels
+cannot be selected with the mouse; a panel users copy from sets ``SELECTABLE``
+and keeps Textual's path.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.geometry import Region
+from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual.widget import Widget
 
 
@@ -27,45 +42,127 @@ class TextPanel(Widget):
 
     #: wrap long lines (the line count then depends on the width: always relayout)
     WRAP = False
+    #: keep Textual's rendering (slower, but mouse selection works): for panels that
+    #: users copy from
+    SELECTABLE: ClassVar[bool] = False
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         if self.WRAP:
             self.add_class("-wrap")
         self._text = Text()
-        #: the text's plain lines as drawn: a redraw repaints the ones that differ
-        self._lines: list[str] = [""]
+        #: the text's lines as drawn (wrapped at ``_wrap_width`` when WRAP)
+        self._lines: list[Text] = [Text()]
+        self._wrap_width = 0
+        #: the text's own style as built, and as drawn under each line
+        self._text_style: str | Style = ""
+        self._rich_text_style = Style.null()
+        #: per line: (width, base style, Strip), or None until drawn (again)
+        self._strips: list[tuple[int, Style, Strip] | None] = [None]
 
     def build(self, width: int) -> Text:
         """The panel's text at ``width`` cells; subclasses draw their last data."""
         return Text()
+
+    def _split(self, text: Text, width: int) -> list[Text]:
+        if self.WRAP:
+            return list(text.wrap(self.app.console, max(1, width), overflow="fold", no_wrap=False))
+        return list(text.split("\n", allow_blank=True))
 
     def redraw(self) -> None:
         width = self.content_region.width or self.app.size.width
         text = self.build(width)
         text.no_wrap = not self.WRAP
         text.overflow = "fold" if self.WRAP else "crop"
-        if text == self._text:
+        style = text.style
+        if (
+            text == self._text
+            and style == self._text_style
+            and (not self.WRAP or width == self._wrap_width)
+        ):
             return
-        lines = text.plain.split("\n")
-        if self.WRAP or len(lines) != len(self._lines):
-            self.refresh(layout=True)
-        else:
-            # Same line count: repaint only the lines that changed (one region from the
-            # first to the last), so that a panel whose title or idle rows stay put
-            # costs the compositor only its moving lines.  Lines are compared as plain
-            # text (splitting the styled text costs more than it saves); when only
-            # styles changed, every line is repainted.
-            changed = [
-                y for y, (old, new) in enumerate(zip(self._lines, lines, strict=True)) if old != new
-            ] or [0, len(lines) - 1]
-            first, last = changed[0], changed[-1]
-            self.refresh(Region(0, first, self.content_region.width, last - first + 1))
+        restyled = style != self._text_style
+        self._text_style = style
+        if not self.SELECTABLE:
+            # The text's own style is parsed as Textual does it (a colour name is its
+            # CSS colour, "yellow" is #ffff00), not as Rich does (ANSI yellow), and
+            # applied under every line; the spans keep Rich's meaning, as in Textual.
+            self._rich_text_style = (
+                self.app.stylesheet.parse_style(style).rich_style
+                if isinstance(style, str)
+                else style
+            )
+            text.style = ""
+        lines = self._split(text, width)
+        old = self._lines
         self._text = text
         self._lines = lines
+        self._wrap_width = width
+        if self.WRAP or len(lines) != len(old):
+            self._strips = [None] * len(lines)
+            self.refresh(layout=True)
+            return
+        if restyled:
+            # The text's own style is under every line (and in every strip's key).
+            self.refresh()
+            return
+        # Same line count: repaint only the runs of lines that changed (text or
+        # spans), so that a panel whose title or idle rows stay put costs the
+        # compositor, and Rich, only its moving lines.
+        full = self.outer_size.width
+        top = self.styles.gutter.top
+        y = 0
+        count = len(lines)
+        strips = self._strips
+        while y < count:
+            if lines[y] == old[y]:
+                y += 1
+                continue
+            start = y
+            while y < count and lines[y] != old[y]:
+                strips[y] = None
+                y += 1
+            self.refresh(Region(0, top + start, full, y - start))
 
     def render(self) -> Text:
         return self._text
+
+    def render_line(self, y: int) -> Strip:
+        if self.SELECTABLE:
+            return super().render_line(y)
+        width = self.content_region.width
+        base = self.visual_style.rich_style + self._rich_text_style
+        if y >= len(self._lines):
+            return Strip.blank(width, base)
+        line = self._lines[y]
+        cached = self._strips[y]
+        # A changed line's entry was dropped by redraw: the line needs no comparing here.
+        if cached is not None and cached[0] == width and cached[1] == base:
+            return cached[2]
+        segments = list(line.render(self.app.console))
+        strip = Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
+        self._strips[y] = (width, base, strip)
+        return strip
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if self.SELECTABLE:
+            return super().get_content_height(container, viewport, width)
+        if self.WRAP and width and width != self._wrap_width:
+            # Laid out at a width other than the last redraw's: wrap for that width.
+            self._lines = self._split(self._text, width)
+            self._wrap_width = width
+            self._strips = [None] * len(self._lines)
+        return len(self._lines)
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        if self.SELECTABLE:
+            return super().get_content_width(container, viewport)
+        return max((cell_len(line.plain) for line in self._lines), default=0)
+
+    @property
+    def allow_select(self) -> bool:
+        # Selection needs the offset metadata that only Textual's own path attaches.
+        return self.SELECTABLE and super().allow_select
 
     def on_resize(self, _event: events.Resize) -> None:
         self.redraw()
