@@ -40,6 +40,9 @@ DEMO_BANNER = "DEMO - recording of a real H100 session, not this machine"
 SYNTHETIC_BANNER = "SYNTHETIC DATA - generated for screenshots, not a real machine"
 #: samples played before the screenshot: five minutes at 1 s
 WARMUP_SAMPLES = 300
+#: where the embedded demo is shown: both GPU processes running, the training job
+#: power-capped, the history holding the earlier memory-bound and FP32 phases
+DEMO_AT = 121
 PNG_FONT = "DejaVu Sans Mono"
 
 Setup = Callable[[Any], Awaitable[None]]
@@ -116,7 +119,7 @@ async def render(
         source, interval, banner=banner, ascii_only=ascii_only, autostart=False
     )
     async with app.run_test(size=size) as pilot:
-        app.advance(min(WARMUP_SAMPLES, len(source.snapshots)))
+        app.advance(min(args.at or WARMUP_SAMPLES, len(source.snapshots)))
         await pilot.pause()
         await setup(pilot)
         await pilot.pause()
@@ -168,7 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*", choices=sorted([*VIEWS, *ATTACH_VIEWS]), help="render only these"
     )
+    parser.add_argument(
+        "--at",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"play N samples before the screenshot (default: {DEMO_AT} for the demo, "
+        f"else {WARMUP_SAMPLES})",
+    )
     args = parser.parse_args(argv)
+    if args.at is None and not (args.replay or args.synthetic):
+        args.at = DEMO_AT
     args.out.mkdir(parents=True, exist_ok=True)
     # Times on screen are the recording's; show them in UTC so reruns match.
     os.environ["TZ"] = "UTC"

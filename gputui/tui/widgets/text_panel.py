@@ -57,8 +57,8 @@ class TextPanel(Widget):
         #: the text's own style as built, and as drawn under each line
         self._text_style: str | Style = ""
         self._rich_text_style = Style.null()
-        #: per line: (width, base style, Strip), or None until drawn (again)
-        self._strips: list[tuple[int, Style, Strip] | None] = [None]
+        #: per line: (width, base style, the line drawn, Strip), or None until drawn
+        self._strips: list[tuple[int, Style, Text, Strip] | None] = [None]
 
     def build(self, width: int) -> Text:
         """The panel's text at ``width`` cells; subclasses draw their last data."""
@@ -110,6 +110,11 @@ class TextPanel(Widget):
         # spans), so that a panel whose title or idle rows stay put costs the
         # compositor, and Rich, only its moving lines.
         full = self.outer_size.width
+        if not full:
+            # Not laid out yet: a region refresh would be empty and Textual would keep
+            # the lines it drew before; repaint all of it.
+            self.refresh()
+            return
         top = self.styles.gutter.top
         y = 0
         count = len(lines)
@@ -136,12 +141,13 @@ class TextPanel(Widget):
             return Strip.blank(width, base)
         line = self._lines[y]
         cached = self._strips[y]
-        # A changed line's entry was dropped by redraw: the line needs no comparing here.
-        if cached is not None and cached[0] == width and cached[1] == base:
-            return cached[2]
+        # The entry names the very line object it drew: a strip can never outlive a
+        # change of the line, whichever path replaced it (redraw, rewrap, restyle).
+        if cached is not None and cached[2] is line and cached[0] == width and cached[1] == base:
+            return cached[3]
         segments = list(line.render(self.app.console))
         strip = Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
-        self._strips[y] = (width, base, strip)
+        self._strips[y] = (width, base, line, strip)
         return strip
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
