@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,3 +35,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = reason or _gpu_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"gpu test: {reason}"))
+
+
+@pytest.fixture
+def hook(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> Iterator[Any]:
+    """gputui's hook installed in this test process, serving a private socket dir."""
+    import gputui.hook
+    from gputui.protocol import paths
+
+    sock_dir = tempfile.mkdtemp(prefix="gth-", dir="/tmp")
+    os.rmdir(sock_dir)  # the hook creates it, with the permissions it checks
+    monkeypatch.setenv(paths.ENV_SOCKET_DIR, sock_dir)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    installed = gputui.hook.install()
+    assert installed is not None and installed.server is not None
+    yield installed
+    gputui.hook.uninstall()
+    if os.path.isdir(sock_dir):
+        os.rmdir(sock_dir)

@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
-from collections.abc import Iterator
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import gputui.hook  # noqa: E402
-from gputui.protocol import paths  # noqa: E402
-
-
-@pytest.fixture
-def hook(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> Iterator[gputui.hook.Hook]:
-    sock_dir = tempfile.mkdtemp(prefix="gtc-", dir="/tmp")
-    os.rmdir(sock_dir)
-    monkeypatch.setenv(paths.ENV_SOCKET_DIR, sock_dir)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    h = gputui.hook.install()
-    assert h is not None and h.server is not None
-    yield h
-    gputui.hook.uninstall()
 
 
 def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.hook.Hook) -> None:

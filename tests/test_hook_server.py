@@ -9,7 +9,6 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -31,21 +30,6 @@ def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
     return value
-
-
-@pytest.fixture
-def hook(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> Iterator[gputui.hook.Hook]:
-    import tempfile
-
-    sock_dir = tempfile.mkdtemp(prefix="gth-", dir="/tmp")
-    os.rmdir(sock_dir)
-    monkeypatch.setenv(paths.ENV_SOCKET_DIR, sock_dir)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    h = gputui.hook.install()
-    assert h is not None and h.server is not None
-    yield h
-    gputui.hook.uninstall()
-    os.rmdir(sock_dir)
 
 
 def _steps(n: int) -> None:

@@ -79,9 +79,9 @@ class TorchHooks:
         self.detecting = True
         self.global_module_handles.append(mod.register_module_forward_pre_hook(self._global_pre))
         try:
-            handle = mod.register_module_forward_hook(self._global_post, always_call=True)
+            handle = mod.register_module_forward_hook(self._forward_post, always_call=True)
         except TypeError:  # torch < 2.0 has no always_call
-            handle = mod.register_module_forward_hook(self._global_post)
+            handle = mod.register_module_forward_hook(self._forward_post)
         self.global_module_handles.append(handle)
 
     def _install_backward(self) -> None:
@@ -213,7 +213,8 @@ class TorchHooks:
         except Exception as exc:
             self.report_error("forward pre-hook", exc)
 
-    def _global_post(self, module: Any, args: Any, output: Any) -> None:
+    def _forward_post(self, module: Any, args: Any, output: Any) -> None:
+        # The same post hook serves the temporary global hook and the root hooks.
         try:
             if self._is_compiling():
                 return
@@ -232,14 +233,6 @@ class TorchHooks:
         except Exception as exc:
             self.report_error("forward pre-hook", exc)
 
-    def _root_post(self, module: Any, args: Any, output: Any) -> None:
-        try:
-            if self._is_compiling():
-                return
-            self._leave()
-        except Exception as exc:
-            self.report_error("forward hook", exc)
-
     def _leave(self) -> None:
         if self.depth <= 0:
             return
@@ -255,9 +248,9 @@ class TorchHooks:
         for module in self.roots.values():
             self.handles.append(module.register_forward_pre_hook(self._root_pre))
             try:
-                handle = module.register_forward_hook(self._root_post, always_call=True)
+                handle = module.register_forward_hook(self._forward_post, always_call=True)
             except TypeError:
-                handle = module.register_forward_hook(self._root_post)
+                handle = module.register_forward_hook(self._forward_post)
             self.handles.append(handle)
         # Keep only the count: holding the modules would keep a discarded model alive.
         self.roots = {key: None for key in self.roots}
