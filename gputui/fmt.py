@@ -61,7 +61,7 @@ def rate(value: float | None) -> str:
 
 def duration(seconds: float | None) -> str:
     """Compact elapsed time: 45s, 12:03, 3:04:05, 2d03h."""
-    if seconds is None or seconds < 0:
+    if seconds is None or seconds < 0 or seconds != seconds:
         return NA
     s = int(seconds)
     if s < 60:

@@ -24,12 +24,7 @@ def env() -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def job(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[hookutil.Job]:
-    j = hookutil.start_job(
-        env,
-        tmp_path_factory.mktemp("job"),
-        ["--steps", "0", "--data-sleep", "0.004", "--phase-sleep", "0.002"],
-        via_run=True,
-    )
+    j = hookutil.start_phase_job(env, tmp_path_factory.mktemp("job"))
     yield j
     j.stop()
 

@@ -7,13 +7,15 @@ characters, so a plain terminal (or a serial console over SSH) stays readable.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 
 from rich.text import Text
 
-NA = "N/A"
+# shared with the one-shot report (explicit re-exports)
+from gputui.fmt import NA as NA
+from gputui.fmt import duration as duration
+
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"
@@ -62,23 +64,6 @@ def rate(value: float | None) -> str:
         if value >= scale:
             return f"{value / scale:.1f}{suffix}"
     return f"{value:.0f}B/s"
-
-
-def duration(seconds: float | None) -> str:
-    """Elapsed time: 59s, 12:05, 3:02:11, 4d03h."""
-    if seconds is None or seconds < 0 or math.isnan(seconds):
-        return NA
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    days, rest = divmod(s, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
 
 
 def clock(timestamp_s: float | None, with_date: bool = False) -> str:

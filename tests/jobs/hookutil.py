@@ -119,3 +119,14 @@ def gputui(
         timeout=timeout,
         check=False,
     )
+
+
+def start_phase_job(env: dict[str, str], directory: Path) -> Job:
+    """The CPU training job the attach tests watch: known data and user-phase sleeps,
+    started through ``gputui run``, stepping until stopped."""
+    return start_job(
+        env,
+        directory,
+        ["--steps", "0", "--data-sleep", "0.004", "--phase-sleep", "0.002"],
+        via_run=True,
+    )
