@@ -253,9 +253,10 @@ def test_gpm_transient_failure_gives_none_then_recovers(
 
 def test_gpm_too_soon_keeps_the_baseline(h100_rig: tuple[FakeNvml, NvmlCollector, Clock]) -> None:
     fake, collector, clock = h100_rig
-    clock.t += 0.001
-    assert collector.sample().devices[0].gpm is None  # 1 ms after the baseline
-    clock.t += 0.5
+    clock.t += 0.05
+    # 50 ms after the baseline: GPM counters refresh every 100 ms, so no reading
+    assert collector.sample().devices[0].gpm is None
+    clock.t += 0.06  # 0.11 s after the baseline, which was kept
     assert collector.sample().devices[0].gpm is not None
     assert fake.gpm_pairs == [(1, 2)]
 

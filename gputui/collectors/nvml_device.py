@@ -27,6 +27,7 @@ from gputui.collectors.nvml_fields import (
     ALL_LINKS_SCOPE,
     GPM_METRICS,
     KIB,
+    MIN_GPM_INTERVAL_S,
     MIN_RATE_INTERVAL_S,
     NVLINK_UP_STATES,
     PSTATE_UNKNOWN,
@@ -473,7 +474,7 @@ class DeviceReader:
         """Metrics between the previous GPM sample and one taken now."""
         if not self.gpm_supported:
             return None
-        if self._gpm_prev is not None and now - self._gpm_prev_t < MIN_RATE_INTERVAL_S:
+        if self._gpm_prev is not None and now - self._gpm_prev_t < MIN_GPM_INTERVAL_S:
             # too soon after the baseline to mean anything: keep the baseline
             return None
         nv, h = self.nvml, self.handle

@@ -48,6 +48,12 @@ KIB = 1024
 #: sampler's shortest interval is 0.1 s, so this only guards back-to-back calls
 MIN_RATE_INTERVAL_S = 0.02
 
+#: GPM counters refresh every 100 ms: on the H100, two GPM samples less than
+#: 0.1 s apart read SM activity 0% (or NaN) on a GPU that was 99% busy, while
+#: every window of 0.1 s or more read the same as a 1 s window
+#: (docs/benchmarks.md, "GPM windows")
+MIN_GPM_INTERVAL_S = 0.1
+
 #: GpmMetrics field -> (NVML_GPM_METRIC_* name, its number, scale to our unit).
 #: Percentages pass through; PCIe and NVLink rates come in MiB/s.
 GPM_METRICS: tuple[tuple[str, str, int, float], ...] = (
