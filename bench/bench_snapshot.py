@@ -165,26 +165,39 @@ def precompile(modules: list[str]) -> None:
             compileall.compile_file(target, quiet=1)
 
 
-def bench_once(module: str, runs: int) -> dict[str, Any]:
+def bench_once(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str, Any]]:
+    """Process start to exit of each command line, the commands taking turns run
+    after run so that the machine's drift hits them alike."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    times: list[float] = []
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    failed: dict[str, str] = {}
     for _ in range(runs):
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", module, "--once"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            timeout=120,
-        )
-        elapsed = (time.perf_counter() - start) * 1000.0
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-            return {"failed": f"exit {done.returncode}: {' '.join(tail)}"}
-        times.append(elapsed)
-    return {"median_ms": statistics.median(times), "min_ms": min(times), "n": runs}
+        for name, argv in commands.items():
+            if name in failed:
+                continue
+            start = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, *argv],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=REPO,
+                timeout=120,
+            )
+            elapsed = (time.perf_counter() - start) * 1000.0
+            if done.returncode != 0:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+                failed[name] = f"exit {done.returncode}: {' '.join(tail)}"
+                continue
+            times[name].append(elapsed)
+    out: dict[str, dict[str, Any]] = {}
+    for name, values in times.items():
+        if name in failed:
+            out[name] = {"failed": failed[name]}
+        else:
+            out[name] = {"median_ms": statistics.median(values), "min_ms": min(values), "n": runs}
+    return out
 
 
 def nvitop_available() -> str | None:
@@ -198,8 +211,13 @@ def nvitop_available() -> str | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--interval", type=float, default=0.05, help="seconds between samples")
-    parser.add_argument("--once-runs", type=int, default=10)
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.1,
+        help="seconds between samples (0.1, the sampler's minimum: GPM needs that much)",
+    )
+    parser.add_argument("--once-runs", type=int, default=20)
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args()
 
@@ -209,10 +227,16 @@ def main() -> int:
         theirs = bench_nvitop(args.samples, args.interval)
         missing = nvitop_available()
         precompile(["gputui", "pynvml", "psutil", "rich", "nvitop"])
-        once: dict[str, dict[str, Any]] = {
-            "gputui": bench_once("gputui", args.once_runs),
-            "nvitop": {"skipped": missing} if missing else bench_once("nvitop", args.once_runs),
+        commands = {
+            "gputui": ["-m", "gputui", "--once"],
+            # rates need a window: what --once costs with GPM activity shown
+            "gputui_window": ["-m", "gputui", "--once", "--window", "0.1"],
         }
+        if not missing:
+            commands["nvitop"] = ["-m", "nvitop", "--once"]
+        once = bench_once(commands, args.once_runs)
+        if missing:
+            once["nvitop"] = {"skipped": missing}
     finally:
         child.terminate()
         try:
@@ -273,12 +297,14 @@ def print_table(result: dict[str, Any]) -> None:
     )
     once = result["once"]
     print(f"{'--once start to exit':<28}{'median ms':>12}")
-    for name in ("gputui", "nvitop"):
+    labels = {"gputui": "gputui --once", "gputui_window": "... --window 0.1"}
+    for name in ("gputui", "gputui_window", "nvitop"):
         entry = once[name]
+        label = labels.get(name, f"{name} --once")
         if "median_ms" in entry:
-            print(f"{name + ' --once':<28}{entry['median_ms']:>12.1f}")
+            print(f"{label:<28}{entry['median_ms']:>12.1f}")
         else:
-            print(f"{name + ' --once':<28}  {entry.get('failed') or entry.get('skipped')}")
+            print(f"{label:<28}  {entry.get('failed') or entry.get('skipped')}")
     if "nvitop_over_gputui_median" in once:
         print(f"{'ratio nvitop / gputui':<28}{once['nvitop_over_gputui_median']:>12.2f}")
 

@@ -1,3 +1,3 @@
-from gputui.cli import main
+from gputui.cli import entry
 
-raise SystemExit(main())
+entry()

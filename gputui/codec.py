@@ -8,6 +8,8 @@ keys take the field's default.
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
 import types
 import typing
 from functools import cache
@@ -37,6 +39,33 @@ def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
     data: dict[str, Any] = to_json(snapshot)
     data["schema"] = SCHEMA_VERSION
     return data
+
+
+def snapshot_document(
+    snapshot: Snapshot, label: str, is_recording: bool, rate_window_s: float | None = None
+) -> dict[str, Any]:
+    """The ``--once --json`` document: the snapshot plus where it came from.
+
+    ``rate_window_s``: the window live rates were measured over (``--window``);
+    None for a live snapshot of instant values (rates are null) or a recording.
+    """
+    doc = snapshot_to_json(snapshot)
+    doc["source"] = {
+        "label": label,
+        "is_recording": is_recording,
+        "rate_window_s": rate_window_s,
+    }
+    return doc
+
+
+def print_document(
+    snapshot: Snapshot, label: str, is_recording: bool, rate_window_s: float | None = None
+) -> None:
+    """Write :func:`snapshot_document` to standard output (strict JSON: no NaN)."""
+    doc = snapshot_document(snapshot, label, is_recording, rate_window_s)
+    json.dump(doc, sys.stdout, indent=1, allow_nan=False)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 def snapshot_from_json(data: Any) -> Snapshot:

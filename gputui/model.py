@@ -9,13 +9,42 @@ recorded as JSON and replayed without NVML.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Version of the snapshot schema written to recordings and ``--json`` output.
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
-class GpmMetrics:
+class _Value:
+    """Equality, hashing and repr over the dataclass fields, for every class here.
+
+    Written once instead of generated per class: ``dataclass`` compiles an
+    ``__eq__``, ``__hash__`` and ``__repr__`` for each class at import, which was
+    most of this module's import time, and that import is on ``--once``'s path.
+    """
+
+    __slots__ = ()
+    __dataclass_fields__: dict[str, Any]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Value)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
+        return f"{type(self).__name__}({fields})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class GpmMetrics(_Value):
     """Hopper+ GPU performance monitoring, averaged over one sampling interval."""
 
     sm_activity_pct: float | None = None
@@ -31,8 +60,8 @@ class GpmMetrics:
     nvlink_rx_bytes_per_s: float | None = None
 
 
-@dataclass(frozen=True)
-class MigInstance:
+@dataclass(frozen=True, eq=False, repr=False)
+class MigInstance(_Value):
     """One MIG GPU instance on a device in MIG mode."""
 
     gpu_instance_id: int
@@ -43,8 +72,8 @@ class MigInstance:
     sm_count: int | None = None
 
 
-@dataclass(frozen=True)
-class DeviceSnapshot:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceSnapshot(_Value):
     """One GPU at one moment."""
 
     index: int
@@ -114,8 +143,8 @@ class DeviceSnapshot:
         return 100.0 * self.mem_used_bytes / self.mem_total_bytes
 
 
-@dataclass(frozen=True)
-class ProcessSnapshot:
+@dataclass(frozen=True, eq=False, repr=False)
+class ProcessSnapshot(_Value):
     """One process using one GPU (a process on two GPUs gives two rows)."""
 
     pid: int
@@ -149,8 +178,8 @@ class ProcessSnapshot:
         return self.name or "N/A"
 
 
-@dataclass(frozen=True)
-class HostSnapshot:
+@dataclass(frozen=True, eq=False, repr=False)
+class HostSnapshot(_Value):
     """The host: CPU, memory, swap, load, uptime."""
 
     hostname: str = ""
@@ -168,8 +197,8 @@ class HostSnapshot:
     uptime_s: float | None = None
 
 
-@dataclass(frozen=True)
-class Snapshot:
+@dataclass(frozen=True, eq=False, repr=False)
+class Snapshot(_Value):
     """Everything one sampling pass saw."""
 
     timestamp_s: float

@@ -1,9 +1,9 @@
-"""One-shot output: ``gputui --once`` (Rich, fits 80 columns) and ``--json``."""
+"""One-shot output: ``gputui --once`` (Rich, fits 80 columns).
+
+``--json`` is written by :func:`gputui.codec.print_document`, without Rich."""
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from typing import Any
 
@@ -17,36 +17,34 @@ from gputui.collectors.source import SnapshotSource
 from gputui.model import DeviceSnapshot, Snapshot
 
 
-def snapshot_document(snapshot: Snapshot, source: SnapshotSource) -> dict[str, Any]:
-    """The ``--json`` document: the snapshot plus where it came from."""
-    from gputui.codec import snapshot_to_json  # only --json needs it
-
-    doc = snapshot_to_json(snapshot)
-    doc["source"] = {"label": source.label, "is_recording": source.is_recording}
-    return doc
-
-
-def print_json(snapshot: Snapshot, source: SnapshotSource) -> None:
-    json.dump(snapshot_document(snapshot, source), sys.stdout, indent=1, allow_nan=False)
-    sys.stdout.write("\n")
-    sys.stdout.flush()
-
-
 def print_snapshot(
     snapshot: Snapshot,
     source: SnapshotSource,
     banner: str | None,
     ascii_only: bool = False,
     console: Console | None = None,
+    instant: bool = False,
 ) -> None:
     console = console or Console(width=min(Console().width, 100))
-    console.print(render(snapshot, source, banner, ascii_only))
+    console.print(render(snapshot, source, banner, ascii_only, instant))
+
+
+#: said under the devices when a live snapshot was taken without --window
+RATES_HINT = "Rates (GPM activity, PCIe, CPU %) need a window: gputui --once --window 0.2"
 
 
 def render(
-    snapshot: Snapshot, source: SnapshotSource, banner: str | None, ascii_only: bool = False
+    snapshot: Snapshot,
+    source: SnapshotSource,
+    banner: str | None,
+    ascii_only: bool = False,
+    instant: bool = False,
 ) -> Group:
-    """The whole snapshot as Rich renderables; every line fits 80 columns."""
+    """The whole snapshot as Rich renderables; every line fits 80 columns.
+
+    ``instant``: a live snapshot of one reading, so it has no rates; a line says
+    how to get them.
+    """
     box_style = box.ASCII if ascii_only else box.SIMPLE_HEAD
     parts: list[Any] = []
     if banner:
@@ -55,7 +53,12 @@ def render(
     if snapshot.error:
         parts.append(Text(f"! {snapshot.error}", style="bold red"))
     parts.append(_devices(snapshot, box_style, ascii_only))
-    parts.extend(_state_line(d, ascii_only) for d in snapshot.devices if not d.lost)
+    for device in snapshot.devices:
+        line = None if device.lost else _state_line(device, ascii_only, instant)
+        if line is not None:
+            parts.append(line)
+    if instant and snapshot.devices:
+        parts.append(Text(RATES_HINT, style="dim"))
     parts.append(_processes(snapshot, box_style))
     parts.append(_host(snapshot))
     return Group(*parts)
@@ -105,9 +108,11 @@ def _short_name(name: str) -> str:
     return name.replace("NVIDIA ", "")
 
 
-def _state_line(d: DeviceSnapshot, ascii_only: bool) -> Text:
-    """What plain utilization hides: GPM activity, throttling, errors."""
+def _state_line(d: DeviceSnapshot, ascii_only: bool, instant: bool = False) -> Text | None:
+    """What plain utilization hides: GPM activity, throttling, errors (None when
+    an instant snapshot has nothing of these to say)."""
     text = Text(f"GPU {d.index}  ", style="bold")
+    empty = len(text)
     g = d.gpm
     if g is not None:
         text.append(
@@ -115,7 +120,7 @@ def _state_line(d: DeviceSnapshot, ascii_only: bool) -> Text:
             f"tensor {fmt.pct(g.tensor_activity_pct)}  DRAM {fmt.pct(g.dram_bw_util_pct)}",
             style="cyan",
         )
-    elif d.gpm_supported is False:
+    elif d.gpm_supported is False and not instant:
         text.append("GPM metrics unavailable on this GPU", style="dim")
     if d.pcie_tx_bytes_per_s is not None or d.pcie_rx_bytes_per_s is not None:
         up, down = ("tx ", " rx ") if ascii_only else ("↑", " ↓")
@@ -127,6 +132,8 @@ def _state_line(d: DeviceSnapshot, ascii_only: bool) -> Text:
         text.append(f"  {flags}", style="bold red")
     if d.ecc_errors_uncorrected:
         text.append(f"  ECC uncorrected {d.ecc_errors_uncorrected}", style="bold red")
+    if instant and len(text) == empty:
+        return None
     return text
 
 

@@ -116,7 +116,11 @@ def test_json_from_demo_matches_golden_and_schema() -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["schema"] == 1
-    assert doc["source"] == {"label": ReplaySource.demo().label, "is_recording": True}
+    assert doc["source"] == {
+        "label": ReplaySource.demo().label,
+        "is_recording": True,
+        "rate_window_s": None,
+    }
     assert {"timestamp_s", "host", "devices", "processes", "driver_version"} <= doc.keys()
     device = doc["devices"][0]
     for key in ("index", "uuid", "util_gpu_pct", "mem_used_bytes", "gpm", "throttle_reasons"):
@@ -128,8 +132,9 @@ def test_json_from_demo_matches_golden_and_schema() -> None:
 
 
 def test_replay_of_a_recording_once(tmp_path: Path) -> None:
+    from test_replay import make_snapshot
+
     from gputui.collectors.replay import RecordingWriter
-    from tests.test_replay import make_snapshot
 
     path = tmp_path / "r.jsonl.gz"
     writer = RecordingWriter(path, interval_s=1.0)
@@ -139,3 +144,67 @@ def test_replay_of_a_recording_once(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "REPLAY" in proc.stdout and "train.py" in proc.stdout
     assert "POWER CAP" in proc.stdout
+
+
+def _imported_by(*argv: str, extra_path: Path | None = None) -> set[str]:
+    """The top-level modules ``python -m gputui ARGV`` imported (``-X importtime``)."""
+    return _imported_by_python("-m", "gputui", *argv, extra_path=extra_path)
+
+
+def _imported_by_python(*argv: str, extra_path: Path | None = None) -> set[str]:
+    env = dict(os.environ)
+    if extra_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def _fake_attrs(where: Path) -> Path:
+    """An importable `attr` package, as on machines with attrs installed."""
+    (where / "attr").mkdir()
+    (where / "attr" / "__init__.py").write_text("ib = 'fake attrs'\n")
+    return where
+
+
+def test_once_imports_rich_but_not_textual_nor_an_installed_attrs(tmp_path: Path) -> None:
+    imported = _imported_by("--demo", "--once", extra_path=_fake_attrs(tmp_path))
+    assert "rich" in imported
+    assert "textual" not in imported and "attr" not in imported
+
+
+def test_without_attrs_hides_attrs_from_rich_pretty_then_restores_it(tmp_path: Path) -> None:
+    # rich.pretty imports attrs at its top in every Rich version
+    code = (
+        "import sys\n"
+        "from gputui.commands.monitor import without_attrs\n"
+        "with without_attrs():\n"
+        "    import rich.pretty\n"
+        "assert 'attr' not in sys.modules, 'attr left behind'\n"
+        "import attr\n"
+        "print(rich.pretty._has_attrs, attr.ib)\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(_fake_attrs(tmp_path))},
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["False", "fake", "attrs"]
+
+
+def test_once_json_imports_no_rich() -> None:
+    imported = _imported_by("--demo", "--once", "--json")
+    assert "rich" not in imported and "textual" not in imported

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
-from gputui.collectors.host import HostCollector
+from gputui.collectors.host import SWAP_EVERY, HostCollector
 from gputui.collectors.nvml import NvmlCollector
 from gputui.collectors.source import LiveSource
 from gputui.model import ProcessSnapshot
@@ -31,6 +31,9 @@ class ZombieProcess(NoSuchProcess):
 
 class AccessDenied(Exception):
     pass
+
+
+CpuTimes = namedtuple("CpuTimes", "user nice system idle iowait guest")
 
 
 @dataclass
@@ -60,7 +63,7 @@ class FakePsutil:
         self.procs: dict[int, ProcInfo] = {}
         self.calls: Counter[str] = Counter()
         self.oneshots = 0
-        self.cpu_values = [0.0, 37.5]
+        self.busy_pct = [10.0, 20.0, 30.0, 40.0]
         outer = self
 
         class Process:
@@ -119,12 +122,26 @@ class FakePsutil:
 
         self.Process = Process
 
-    def cpu_percent(self, interval: float | None = None, percpu: bool = False) -> Any:
-        self.calls["host_cpu_percent_percpu" if percpu else "host_cpu_percent"] += 1
-        if percpu:
-            return [10.0, 20.0, 30.0, 40.0]
-        calls = self.calls["host_cpu_percent"]
-        return self.cpu_values[min(calls - 1, len(self.cpu_values) - 1)]
+    def cpu_times(self, percpu: bool = False) -> Any:
+        """Per-core times growing by 100 ticks a read, `busy_pct` of them busy."""
+        assert percpu
+        self.calls["cpu_times"] += 1
+        reads = self.calls["cpu_times"]
+        return [
+            CpuTimes(
+                user=reads * busy * 0.75,
+                nice=0.0,
+                system=reads * busy * 0.25,
+                idle=reads * (100 - busy) * 0.5,
+                iowait=reads * (100 - busy) * 0.5,
+                guest=reads * busy * 0.5,  # inside user, as Linux counts it
+            )
+            for busy in self.busy_pct
+        ]
+
+    def swap_memory(self) -> Any:
+        self.calls["swap_memory"] += 1
+        return SimpleNamespace(total=8 * GIB, used=1 * GIB)
 
     def cpu_count(self, logical: bool = True) -> int:
         return 4
@@ -134,9 +151,6 @@ class FakePsutil:
 
     def virtual_memory(self) -> Any:
         return SimpleNamespace(total=64 * GIB, available=40 * GIB, used=20 * GIB)
-
-    def swap_memory(self) -> Any:
-        return SimpleNamespace(total=8 * GIB, used=1 * GIB)
 
     def getloadavg(self) -> tuple[float, float, float]:
         return (1.5, 1.0, 0.5)
@@ -157,12 +171,15 @@ def gpu_process(pid: int, gpu: int = 0) -> ProcessSnapshot:
 
 
 def test_host_sample(ps: FakePsutil) -> None:
-    collector = HostCollector(ps)
-    # primed on construction so the first sample covers the time since then
-    assert ps.calls["host_cpu_percent"] == 1 and ps.calls["host_cpu_percent_percpu"] == 1
+    now = [100.0]
+    collector = HostCollector(ps, clock=lambda: now[0])
+    # read on construction so the first sample covers the time since then
+    assert ps.calls["cpu_times"] == 1
+    now[0] += 0.5
     host = collector.sample()
-    assert host.cpu_pct == 37.5
-    assert host.cpu_per_core_pct == (10.0, 20.0, 30.0, 40.0)
+    assert ps.calls["cpu_times"] == 2  # one read serves the total and every core
+    assert host.cpu_per_core_pct == pytest.approx((10.0, 20.0, 30.0, 40.0))
+    assert host.cpu_pct == pytest.approx(25.0)
     assert host.cpu_count == 4
     assert (host.mem_used_bytes, host.mem_total_bytes) == (20 * GIB, 64 * GIB)
     assert host.mem_available_bytes == 40 * GIB
@@ -170,6 +187,26 @@ def test_host_sample(ps: FakePsutil) -> None:
     assert (host.load_1, host.load_5, host.load_15) == (1.5, 1.0, 0.5)
     assert host.uptime_s is not None and host.uptime_s > 1_000_000
     assert host.hostname
+
+
+def test_cpu_percent_over_less_than_a_tenth_of_a_second_is_not_reported(
+    ps: FakePsutil,
+) -> None:
+    now = [100.0]
+    collector = HostCollector(ps, clock=lambda: now[0])
+    now[0] += 0.05
+    early = collector.sample()
+    assert early.cpu_pct is None and early.cpu_per_core_pct == ()
+    assert early.mem_total_bytes == 64 * GIB  # the rest is there
+    now[0] += 0.2  # measured from the early sample, which reset the baseline
+    assert collector.sample().cpu_pct == pytest.approx(25.0)
+
+
+def test_swap_is_read_on_a_slow_cadence(ps: FakePsutil) -> None:
+    collector = HostCollector(ps)
+    samples = [collector.sample() for _ in range(SWAP_EVERY + 1)]
+    assert ps.calls["swap_memory"] == 2
+    assert all(s.swap_total_bytes == 8 * GIB for s in samples)
 
 
 def test_host_sample_survives_failing_queries(ps: FakePsutil) -> None:

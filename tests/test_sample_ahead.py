@@ -18,12 +18,15 @@ class FakeLive:
 
     def __init__(self, fail_first: bool = False) -> None:
         self.opened_at = time.monotonic()
+        self.opened_on = threading.current_thread().name
         self.calls: list[str] = []
+        self.times: list[float] = []
         self.closed = False
         self.fail_first = fail_first
 
     def sample(self) -> Snapshot:
         self.calls.append(threading.current_thread().name)
+        self.times.append(time.monotonic())
         if self.fail_first and len(self.calls) == 1:
             raise RuntimeError("nvml went away")
         return Snapshot(timestamp_s=float(len(self.calls)), host=HostSnapshot())
@@ -33,22 +36,75 @@ class FakeLive:
 
 
 def test_first_sample_is_taken_on_a_thread_then_samples_pass_through() -> None:
-    live = FakeLive()
-    ahead = SampleAhead(live, rate_window_s=0.01)
+    ahead = SampleAhead(FakeLive, rate_window_s=0.01)
+    live = ahead.opened()
+    assert isinstance(live, FakeLive)
     assert ahead.label == "live" and ahead.is_recording is False
     assert ahead.opened_at == live.opened_at  # optional attributes read through
     first = ahead.sample()
-    assert first.timestamp_s == 1.0
+    assert first.timestamp_s == 2.0
     assert first.sample_latency_ms is not None
-    assert live.calls == ["gputui-first-sample"]
-    assert ahead.sample().timestamp_s == 2.0
-    assert live.calls[1] == threading.current_thread().name
+    # a warm-up sample, then the first snapshot one rate window later
+    assert live.calls == ["gputui-first-sample", "gputui-first-sample"]
+    assert live.opened_on == "gputui-first-sample"
+    assert ahead.sample().timestamp_s == 3.0
+    assert live.calls[2] == threading.current_thread().name
     ahead.close()
     assert live.closed
 
 
+def test_the_first_snapshot_comes_a_whole_rate_window_after_the_warm_up_ends() -> None:
+    ends: list[float] = []
+
+    class SlowWarmUp(FakeLive):
+        def sample(self) -> Snapshot:
+            snapshot = super().sample()
+            if len(self.calls) == 1:
+                time.sleep(0.03)  # a cold first sample
+            ends.append(time.monotonic())
+            return snapshot
+
+    ahead = SampleAhead(SlowWarmUp, rate_window_s=0.05)
+    ahead.sample()
+    live = ahead.opened()
+    assert isinstance(live, FakeLive) and len(live.times) == 2
+    assert live.times[1] - ends[0] >= 0.05
+
+
+def test_a_failed_warm_up_is_retried_by_the_first_snapshot() -> None:
+    ahead = SampleAhead(lambda: FakeLive(fail_first=True), rate_window_s=0.01)
+    assert ahead.sample().timestamp_s == 2.0
+
+
 def test_an_error_in_the_first_sample_reaches_the_caller_once() -> None:
-    ahead = SampleAhead(FakeLive(fail_first=True))
+    ahead = SampleAhead(lambda: FakeLive(fail_first=True))
     with pytest.raises(RuntimeError, match="nvml went away"):
         ahead.sample()
     assert ahead.sample().timestamp_s == 2.0
+
+
+def test_an_error_opening_the_source_is_raised_by_every_use_and_close_is_safe() -> None:
+    def no_driver() -> FakeLive:
+        raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+
+    ahead = SampleAhead(no_driver)
+    for use in (ahead.opened, ahead.sample, lambda: ahead.label):
+        with pytest.raises(OSError, match="libnvidia-ml"):
+            use()
+    ahead.close()  # nothing was opened, nothing to close
+
+
+def test_close_waits_for_the_first_sample_before_closing_the_source() -> None:
+    release = threading.Event()
+
+    class Slow(FakeLive):
+        def sample(self) -> Snapshot:
+            release.wait(5.0)
+            return super().sample()
+
+    slow = Slow()
+    ahead = SampleAhead(lambda: slow)
+    ahead.opened()
+    threading.Timer(0.05, release.set).start()
+    ahead.close()
+    assert slow.calls and slow.closed

@@ -8,6 +8,7 @@ each snapshot to a callback, so no view ever waits on a collector.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -20,12 +21,17 @@ from gputui.model import Snapshot
 class SnapshotSource(Protocol):
     """Anything that yields whole snapshots."""
 
-    #: shown to the user: "live", "recording: FILE", "demo recording (...)"
-    label: str
-    #: True when the data is a recording, not this machine now
-    is_recording: bool
-    #: the natural time between snapshots (a recording's own cadence), or None
-    natural_interval_s: float | None
+    @property
+    def label(self) -> str:
+        """Shown to the user: "live", "recording: FILE", "demo recording (...)"."""
+
+    @property
+    def is_recording(self) -> bool:
+        """True when the data is a recording, not this machine now."""
+
+    @property
+    def natural_interval_s(self) -> float | None:
+        """The natural time between snapshots (a recording's own cadence), or None."""
 
     def sample(self) -> Snapshot: ...
 
@@ -43,8 +49,6 @@ class LiveSource:
         from gputui.collectors.nvml import NvmlCollector
 
         self._gpu = gpu if gpu is not None else NvmlCollector()
-        #: when the GPU collector took its first rate readings (monotonic clock)
-        self.opened_at = time.monotonic()
         self._host = host if host is not None else HostCollector()
         self.label = "live"
 
@@ -75,39 +79,83 @@ class LiveSource:
 
 
 class SampleAhead:
-    """A source whose first snapshot is taken on a thread from construction on.
+    """A live source opened, and its first snapshot taken, on a thread.
 
-    The monitor spends its first few hundred milliseconds importing and starting the
-    UI; the first live sample (NVML and /proc reads, which release the GIL) is taken
-    meanwhile, so the first frame shows data as soon as the UI can draw it.  The
-    sample waits until ``rate_window_s`` after the source opened (its ``opened_at``),
-    so that its rates span a real interval, as ``--once`` does.
+    The monitor spends its first few hundred milliseconds (``--once``: about a
+    hundred) importing Rich or Textual.  Opening NVML and taking the first sample
+    (calls that mostly wait in the driver and /proc, with the GIL released) happen
+    meanwhile, so the first frame shows data as soon as it can be drawn.  With a
+    ``rate_window_s``, a warm-up sample is taken at once and the first snapshot
+    that long after it, so that its rates span a real interval.
+
+    ``opened()`` waits for the open step and raises its error (no driver, say), so
+    the caller can still fall back to something else; ``sample()`` hands out the
+    first snapshot, then passes through to the source.
     """
 
-    def __init__(self, source: SnapshotSource, rate_window_s: float = 0.0) -> None:
-        self.source = source
-        self.label = source.label
-        self.is_recording = source.is_recording
-        self.natural_interval_s = source.natural_interval_s
+    def __init__(
+        self, open_source: Callable[[], SnapshotSource], rate_window_s: float = 0.0
+    ) -> None:
+        self._open_source = open_source
         self._rate_window_s = rate_window_s
+        self._source: SnapshotSource | None = None
+        self._open_error: BaseException | None = None
+        self._is_open = threading.Event()
         self._first: Snapshot | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = threading.Thread(
-            target=self._take_first, name="gputui-first-sample", daemon=True
+            target=self._open_and_sample, name="gputui-first-sample", daemon=True
         )
         self._thread.start()
 
-    def __getattr__(self, name: str) -> object:
-        # Optional source attributes (opened_at, recorded_at_s) read through getattr().
-        return getattr(self.source, name)
+    def opened(self) -> SnapshotSource:
+        """The source, once open; raises what opening it raised."""
+        self._is_open.wait()
+        if self._open_error is not None:
+            raise self._open_error
+        assert self._source is not None
+        return self._source
 
-    def _take_first(self) -> None:
-        opened = getattr(self.source, "opened_at", None)
-        if opened is not None:
-            time.sleep(max(0.0, self._rate_window_s - (time.monotonic() - opened)))
+    @property
+    def label(self) -> str:
+        return self.opened().label
+
+    @property
+    def is_recording(self) -> bool:
+        return self.opened().is_recording
+
+    @property
+    def natural_interval_s(self) -> float | None:
+        return self.opened().natural_interval_s
+
+    def __getattr__(self, name: str) -> object:
+        # Optional source attributes (recorded_at_s, say) read through getattr().
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.opened(), name)
+
+    def _open_and_sample(self) -> None:
+        try:
+            source = self._open_source()
+        except BaseException as exc:  # handed to whoever asks for the source
+            self._open_error = exc
+            self._is_open.set()
+            return
+        self._source = source
+        self._is_open.set()
+        if self._rate_window_s > 0:
+            # A warm-up sample fills the static and slow caches and starts every
+            # rate (GPM, PCIe, process CPU); the first snapshot follows one window
+            # after it, so its rates span a real interval and it costs what a
+            # steady-state sample costs.  An error here comes back from that one.
+            with contextlib.suppress(Exception):
+                source.sample()
+            # a whole window after the warm-up ended, so that every reading in the
+            # first snapshot is at least that long after its counterpart
+            time.sleep(self._rate_window_s)
         start = time.perf_counter()
         try:
-            snapshot = self.source.sample()
+            snapshot = source.sample()
         except BaseException as exc:  # handed to whoever asks for the snapshot
             self._error = exc
             return
@@ -117,9 +165,10 @@ class SampleAhead:
         self._first = snapshot
 
     def sample(self) -> Snapshot:
+        source = self.opened()
         thread = self._thread
         if thread is None:
-            return self.source.sample()
+            return source.sample()
         thread.join()
         self._thread = None
         if self._error is not None:
@@ -133,7 +182,8 @@ class SampleAhead:
         # Never close the collector under the first sample.
         if self._thread is not None:
             self._thread.join(5.0)
-        self.source.close()
+        if self._source is not None:
+            self._source.close()
 
 
 def _hooked_pids() -> set[int]:

@@ -3,54 +3,67 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 
-from gputui.collectors.source import SnapshotSource
+from gputui.collectors.source import LiveSource, SampleAhead, SnapshotSource
 from gputui.errors import GputuiError, NvmlUnavailable
+from gputui.model import Snapshot
 
 DEMO_BANNER = "DEMO: a recording of a real GPU session, not this machine"
 
 
-def open_source(args: argparse.Namespace) -> tuple[SnapshotSource, str | None]:
-    """The source the flags ask for, and a banner when it is not this machine now."""
-    if args.demo or args.replay:
-        # imported here: the live path (and `--once`'s start-up time) never pays for it
-        from gputui.collectors.replay import ReplaySource
+def open_recording(args: argparse.Namespace) -> tuple[SnapshotSource, str]:
+    """The recording the flags ask for (``--demo`` or ``--replay``), and its banner."""
+    # imported here: the live path (and `--once`'s start-up time) never pays for it
+    from gputui.collectors.replay import ReplaySource
 
-        if args.demo:
-            return ReplaySource.demo(speed=args.speed), DEMO_BANNER
-        source = ReplaySource.from_file(args.replay, speed=args.speed)
-        return source, f"REPLAY: {args.replay}, not this machine"
-    from gputui.collectors.source import LiveSource
+    if args.demo:
+        return ReplaySource.demo(speed=args.speed), DEMO_BANNER
+    source = ReplaySource.from_file(args.replay, speed=args.speed)
+    return source, f"REPLAY: {args.replay}, not this machine"
 
+
+def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[SnapshotSource, str | None]:
+    """The live source once open, or with ``--demo-if-no-gpu`` the demo when there
+    is no driver."""
     try:
-        return LiveSource(), None
+        source.opened()
     except NvmlUnavailable as exc:
         if not args.demo_if_no_gpu:
             raise
         from gputui.collectors.replay import ReplaySource
 
         reason = str(exc).split(";")[0]
-        return (
-            ReplaySource.demo(speed=args.speed),
-            f"{DEMO_BANNER} ({reason})",
-        )
+        return ReplaySource.demo(speed=args.speed), f"{DEMO_BANNER} ({reason})"
+    return source, None
 
 
 def main(args: argparse.Namespace) -> int:
-    source, banner = open_source(args)
+    live: SampleAhead | None = None
+    if args.demo or args.replay:
+        source, banner = open_recording(args)
+    else:
+        # NVML opens and the first live sample is taken on a thread while the
+        # report or the UI imports (NVML and /proc reads release the GIL).
+        window = (args.window or 0.0) if args.once else FIRST_FRAME_WINDOW_S
+        live = SampleAhead(LiveSource, window)
+        source, banner = live, None
     try:
-        if not source.is_recording:
-            # The first live sample is taken on a thread while the report or the UI
-            # imports (NVML and /proc reads release the GIL).
-            from gputui.collectors.source import SampleAhead
-
-            source = SampleAhead(source, ONCE_RATE_WINDOW_S)
         if args.once:
-            return _once(source, args, banner)
-        try:
-            from gputui.tui.app import make_app
-        except ImportError as exc:  # pragma: no cover - textual is a dependency
-            raise GputuiError(f"the monitor needs textual: {exc}") from None
+            write = _once_writer(args)
+        else:
+            try:
+                from gputui.tui.app import make_app
+            except ImportError as exc:  # pragma: no cover - textual is a dependency
+                raise GputuiError(f"the monitor needs textual: {exc}") from None
+        if live is not None:
+            source, banner = settle_live(live, args)
+        if args.once:
+            instant = live is not None and source is live and not args.window
+            write(source.sample(), source, banner, instant)
+            return 0
         app = make_app(
             source=source,
             interval_s=_interval(source, args),
@@ -62,6 +75,8 @@ def main(args: argparse.Namespace) -> int:
         return int(app.return_code or 0)
     finally:
         source.close()
+        if live is not None and live is not source:
+            live.close()
 
 
 def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:
@@ -71,17 +86,49 @@ def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:
     return source.natural_interval_s or 1.0
 
 
-#: rates (GPM, PCIe, NVLink) are differences between two readings: the live source
-#: takes the first when it opens, ``--once`` the second this long after
-ONCE_RATE_WINDOW_S = 0.05
+#: rates (GPM, PCIe, NVLink, CPU %) are differences between two readings, and GPM
+#: needs them 0.1 s apart: the monitor's first frame has rates over this window
+#: (its start-up hides it); ``--once`` reads instant values unless given --window
+FIRST_FRAME_WINDOW_S = 0.1
 
 
-def _once(source: SnapshotSource, args: argparse.Namespace, banner: str | None) -> int:
-    from gputui import report  # imported while the first sample is taken
+@contextlib.contextmanager
+def without_attrs() -> Iterator[None]:
+    """Imports inside make ``import attr`` fail, unless attrs is already loaded.
 
-    snapshot = source.sample()
+    Rich before 15 imports ``rich.pretty`` with its console, and that imports
+    attrs, when installed, only to pretty-print attrs classes, which the report
+    never does; on the H100 machine that import alone took 17 ms of ``--once``.
+    """
+    skip = "attr" not in sys.modules
+    if skip:
+        sys.modules["attr"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if skip and "attr" in sys.modules and sys.modules["attr"] is None:
+            del sys.modules["attr"]
+
+
+def _once_writer(
+    args: argparse.Namespace,
+) -> Callable[[Snapshot, SnapshotSource, str | None, bool], None]:
+    """What prints the ``--once`` output: the codec for ``--json`` (no Rich), the
+    Rich report otherwise.  Its last argument says the snapshot has no rates."""
     if args.json:
-        report.print_json(snapshot, source)
-    else:
-        report.print_snapshot(snapshot, source, banner, ascii_only=args.ascii)
-    return 0
+        from gputui.codec import print_document
+
+        window = args.window
+
+        return lambda snapshot, source, _banner, instant: print_document(
+            snapshot,
+            source.label,
+            source.is_recording,
+            rate_window_s=None if source.is_recording else window,
+        )
+    with without_attrs():
+        from gputui import report
+
+    return lambda snapshot, source, banner, instant: report.print_snapshot(
+        snapshot, source, banner, ascii_only=args.ascii, instant=instant
+    )
