@@ -1,12 +1,14 @@
-"""Overhead and latency of the gputui hook (the numbers issue 4 asks for).
+"""Overhead and latency of the gputui hook, against its performance targets.
 
     python bench/bench_hook.py --out bench-hook.json          # on a GPU machine
     python bench/bench_hook.py --cpu --out /tmp/bench.json    # small sizes, CPU only
 
-1. Overhead: interleaved A/B rounds of the same training loop with no hook, the
-   hook without a viewer, and the hook with a viewer (a separate process at the
-   default rates); median step time per mode and the ratio to "no hook".  Two
-   models: a launch-bound MLP (2-5 ms steps on an H100) and a ~50 ms transformer.
+1. Overhead: the same training loop with no hook, the hook without a viewer, and
+   the hook with a viewer (a separate process at the default rates), in short
+   blocks that alternate many times; median step time per mode and the ratio to
+   "no hook", per cycle and over all steps, and the I/O thread's own CPU time per
+   step.  Two models: a launch-bound MLP (2-5 ms steps on an H100) and a ~50 ms
+   transformer.
 2. Capture of 5 steps on the transformer: what our code adds to the step that
    ends the window beyond torch.profiler's own stop, the time until the table
    reaches a viewer after the window ends, and, in the same run, the
@@ -94,8 +96,15 @@ class Workload:
         self.device = device
         self.loss_fn = loss_fn
         x, y = make_batch()
-        # A DataLoader over a small in-memory set, so the data hook is exercised.
-        self.loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=False)
+        # A DataLoader over a small in-memory set, so the data hook is exercised;
+        # pinned, so that copies to the GPU do not wait for it (a launch-bound job
+        # stays launch-bound instead of waiting for the GPU at every step).
+        self.loader = DataLoader(
+            TensorDataset(x, y),
+            batch_size=batch,
+            shuffle=False,
+            pin_memory=device.type == "cuda",
+        )
         self.iter = iter(self.loader)
 
     def step(self) -> None:
@@ -165,53 +174,174 @@ def transformer(device: torch.device, cpu: bool) -> Workload:
     )
 
 
-def overhead(work: Workload, steps: int, rounds: int) -> dict[str, Any]:
-    modes = ["no_hook", "hook", "hook_viewer"]
-    times: dict[str, list[float]] = {m: [] for m in modes}
-    step_times: dict[str, list[float]] = {m: [] for m in modes}
-    work.block(max(3, steps // 4))  # warm-up (allocator, cuBLAS handles, autotuning)
-    for r in range(rounds):
-        order = modes[r % 3 :] + modes[: r % 3]  # rotate so no mode always runs first
-        for mode in order:
-            viewer = None
-            if mode != "no_hook":
-                gputui.hook.install()
-                if mode == "hook_viewer":
-                    viewer = start_viewer()
-                work.block(2)  # root-module detection happens in the first step
-            times[mode].append(work.block(steps))
-            step_times[mode].extend(work.last_steps)
-            if viewer is not None:
-                viewer.terminate()
-                viewer.wait()
-            gputui.hook.uninstall()
-    med = {m: statistics.median(v) for m, v in times.items()}
+#: A viewer that stays up across the benchmark's install/uninstall cycles: each
+#: line on its stdin makes it connect to the new hook and read until the hook
+#: goes away.  It waits on stdin in between, so it costs nothing to the blocks
+#: without a viewer.
+PERSISTENT_VIEWER = r"""
+import sys, time
+from gputui.collectors.hook_client import HookClient
+pid = int(sys.argv[1])
+print("ready", flush=True)
+for _ in sys.stdin:
+    client = None
+    for _attempt in range(500):
+        try:
+            client = HookClient.connect(pid, timeout=1.0)
+            break
+        except Exception:
+            time.sleep(0.002)
+    if client is None:
+        continue
+    try:
+        client.subscribe(history=0)
+        client.start()
+        for _ in client.events():
+            pass
+    except Exception:
+        pass
+    finally:
+        client.close()
+"""
+
+
+def start_persistent_viewer() -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PERSISTENT_VIEWER, str(os.getpid())],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("viewer failed to start")
+    return proc
+
+
+def attach_viewer(viewer: subprocess.Popen[str], hook: Any) -> bool:
+    """Tell the viewer to connect to the hook just installed; True once it has."""
+    assert viewer.stdin is not None
+    viewer.stdin.write("connect\n")
+    viewer.stdin.flush()
+    return wait_for_viewer(hook)
+
+
+def wait_for_viewer(hook: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        server = hook.server
+        if server is not None and any(v.subscribed for v in list(server.viewers.values())):
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def thread_cpu_ns(native_id: int | None) -> int:
+    """CPU time of one thread of this process (Linux schedstat), 0 if unknown."""
+    if native_id is None:
+        return 0
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat") as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return 0
+
+
+def io_thread_id() -> int | None:
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name.startswith("gputui"):
+            return thread.native_id
+    return None
+
+
+def overhead(work: Workload, block: int, cycles: int) -> dict[str, Any]:
+    """Short blocks of ``block`` steps, the modes alternating ``cycles`` times.
+
+    Blocks of a fraction of a second, in a rotating order, so the machine's drift
+    (whole seconds of ±10% on a shared VM) hits every mode alike; the hook is
+    installed before and uninstalled after each of its blocks, and its first two
+    steps (root-module detection) are not timed.  A viewer process stays up and
+    reconnects to every new hook before its block starts."""
+    # "control" is "no_hook" again: its ratio to "no_hook" is the method's noise
+    modes = ["no_hook", "control", "hook", "hook_viewer"]
+    per_block: dict[str, list[float]] = {m: [] for m in modes}
+    steps: dict[str, list[float]] = {m: [] for m in modes}
+    work.block(max(3, block))  # warm-up (allocator, cuBLAS handles, autotuning)
+    viewer = start_persistent_viewer()
+    unattached = 0
+    try:
+        for c in range(cycles):
+            order = modes[c % 4 :] + modes[: c % 4]  # no mode always runs first
+            for mode in order:
+                hooked = mode.startswith("hook")
+                if not hooked:
+                    work.block(2)
+                else:
+                    hook = gputui.hook.install()
+                    if mode == "hook_viewer" and not attach_viewer(viewer, hook):
+                        unattached += 1
+                    work.block(2)  # root-module detection happens in the first step
+                # the block's mean step, GPU work included (synchronized at both ends)
+                per_block[mode].append(work.block(block))
+                steps[mode].extend(work.last_steps)
+                if hooked:
+                    gputui.hook.uninstall()
+    finally:
+        viewer.terminate()
+        viewer.wait()
+
+    def paired(mode: str) -> list[float]:
+        return [a / b for a, b in zip(per_block[mode], per_block["no_hook"], strict=True)]
+
+    def quartiles(values: list[float]) -> list[float]:
+        q = statistics.quantiles(values, n=4)
+        return [round(q[0], 4), round(q[2], 4)]
+
+    med = {m: statistics.median(v) for m, v in per_block.items()}
+    med_all = {m: statistics.median(v) for m, v in steps.items()}
     return {
         "workload": work.name,
-        "steps_per_round": steps,
-        "rounds": rounds,
+        "steps_per_block": block,
+        "cycles": cycles,
+        "viewer_not_attached_blocks": unattached,
+        # the median over blocks of a mode's mean step time, and its ratio to no hook
         "median_step_ms": {m: round(v * 1000, 4) for m, v in med.items()},
         "ratio": {m: round(med[m] / med["no_hook"], 4) for m in modes},
-        # each round runs the three modes back to back: the ratio within a round
-        # cancels the machine's drift between rounds
-        # the median of every single step of a mode: robust to the stalls that
-        # make whole blocks on a shared machine vary by 20% and more
-        "per_step_median_ms": {
-            m: round(statistics.median(v) * 1000, 4) for m, v in step_times.items()
-        },
-        "per_step_ratio": {
-            m: round(statistics.median(step_times[m]) / statistics.median(step_times["no_hook"]), 4)
-            for m in modes
-        },
-        "paired_ratio_median": {
-            m: round(
-                statistics.median(a / b for a, b in zip(times[m], times["no_hook"], strict=True)),
-                4,
-            )
-            for m in modes
-        },
-        "all_step_ms": {m: [round(x * 1000, 4) for x in v] for m, v in times.items()},
+        # per cycle: a mode's block over the no-hook block of the same cycle; the
+        # median of those ratios, and their quartiles (the noise)
+        "paired_ratio_median": {m: round(statistics.median(paired(m)), 4) for m in modes},
+        # the median of every single step (the time to issue it, for a job that
+        # runs ahead of the GPU), and its ratio to no hook
+        "per_step_median_ms": {m: round(v * 1000, 4) for m, v in med_all.items()},
+        "per_step_ratio": {m: round(med_all[m] / med_all["no_hook"], 4) for m in modes},
+        "paired_ratio_quartiles": {m: quartiles(paired(m)) for m in modes[1:]},
+        "io_thread_cpu_us_per_step": io_thread_cost(work, steps=20 * block),
     }
+
+
+def io_thread_cost(work: Workload, steps: int) -> dict[str, float]:
+    """What the hook's I/O thread spends per step (it holds the GIL meanwhile),
+    without and with a viewer, over one long block each."""
+    out: dict[str, float] = {}
+    for mode in ("hook", "hook_viewer"):
+        hook = gputui.hook.install()
+        viewer = start_persistent_viewer() if mode == "hook_viewer" else None
+        if viewer is not None:
+            attach_viewer(viewer, hook)
+        work.block(2)
+        tid = io_thread_id()
+        cpu0 = thread_cpu_ns(tid)
+        work.block(steps)
+        out[mode] = round((thread_cpu_ns(tid) - cpu0) / steps / 1000, 2)
+        gputui.hook.uninstall()
+        if viewer is not None:
+            viewer.terminate()
+            viewer.wait()
+    return out
 
 
 def capture(work: Workload, device: torch.device) -> dict[str, Any]:
@@ -309,10 +439,11 @@ def main() -> int:
     )
     p.add_argument("--cpu", action="store_true", help="small sizes on the CPU")
     p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--cycles", type=int, default=150, help="alternations of the three modes")
     p.add_argument("--mlp-layers", type=int, default=16)
-    p.add_argument("--mlp-steps", type=int, default=400)
-    p.add_argument("--tf-steps", type=int, default=12)
+    p.add_argument("--mlp-block", type=int, default=30, help="MLP steps per block")
+    p.add_argument("--tf-block", type=int, default=5, help="transformer steps per block")
+    p.add_argument("--tf-cycles", type=int, default=40)
     args = p.parse_args()
     if not args.cpu and not torch.cuda.is_available():
         p.error("no CUDA device: use --cpu")
@@ -326,21 +457,26 @@ def main() -> int:
     m = mlp(device, args.cpu, args.mlp_layers)
     tf = transformer(device, args.cpu)
     results["overhead"] = [
-        overhead(m, args.mlp_steps, args.rounds),
-        overhead(tf, args.tf_steps, args.rounds),
+        overhead(m, args.mlp_block, args.cycles),
+        overhead(tf, args.tf_block, args.tf_cycles),
     ]
     results["capture"] = capture(tf, device)
     results["rate_1000"] = rate(1000.0, 5.0)
     print(
         f"{'workload':<12} {'no hook ms':>11} {'hook ms':>9} {'+viewer ms':>11} "
-        f"{'hook/none':>10} {'+viewer/none':>13}  (per-step median ratios: hook, +viewer)"
+        f"{'hook/none':>10} {'+viewer/none':>13}  paired medians (quartiles), control; I/O"
     )
     for o in results["overhead"]:
-        med, ratio = o["median_step_ms"], o["ratio"]
+        med, ratio, pr = o["median_step_ms"], o["ratio"], o["paired_ratio_median"]
+        q, io = o["paired_ratio_quartiles"], o["io_thread_cpu_us_per_step"]
+        ps = o["per_step_ratio"]
         print(
             f"{o['workload']:<12} {med['no_hook']:>11.3f} {med['hook']:>9.3f} "
             f"{med['hook_viewer']:>11.3f} {ratio['hook']:>10.4f} {ratio['hook_viewer']:>13.4f}"
-            f"  ({o['per_step_ratio']['hook']:.4f}, {o['per_step_ratio']['hook_viewer']:.4f})"
+            f"  hook {pr['hook']:.4f} {q['hook']}, +viewer {pr['hook_viewer']:.4f} "
+            f"{q['hook_viewer']}, control {pr['control']:.4f} {q['control']}; "
+            f"per step {ps['hook']:.4f} / {ps['hook_viewer']:.4f}; "
+            f"I/O {io['hook']} / {io['hook_viewer']} us/step"
         )
     c = results["capture"]
     print(

@@ -186,3 +186,23 @@ def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
         c.close()
     assert not os.path.exists(path)
     gputui.hook.install()  # the fixture's teardown uninstalls again
+
+
+def test_ring_builds_each_record_once_when_read_and_keeps_sequence_numbers() -> None:
+    from gputui.hook._server import Ring
+
+    built: list[int] = []
+
+    def convert(item: tuple[int, ...]) -> dict[str, int]:
+        built.append(item[0])
+        return {"i": item[0]}
+
+    ring = Ring(4, convert)
+    for index in range(10):
+        ring.append((index,))
+    assert built == []  # nothing is built until read
+    assert ring.start == 6 and ring.end == 10
+    assert [r["i"] for r in ring.slice(6, 2)] == [6, 7]
+    assert [r["i"] for r in ring.last(3)] == [7, 8, 9]
+    assert [r["i"] for r in ring.slice(6, 10)] == [6, 7, 8, 9]
+    assert built == [6, 7, 8, 9]  # 7 was read twice, built once

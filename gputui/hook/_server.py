@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gputui.protocol import framing, messages, paths
@@ -40,18 +41,24 @@ GPU_PENDING_MAX = 4096  # steps waiting for CUDA events before we stop waiting
 
 
 class Ring:
-    """Finalized step records addressed by a global sequence number."""
+    """Finalized step records addressed by a global sequence number.
 
-    def __init__(self, capacity: int) -> None:
+    Items go in as compact tuples and become the wire's dicts only when read
+    (``slice``, ``last``), once each: with no viewer, a step costs the I/O thread
+    an append, not the building of a dict the training thread would wait for.
+    """
+
+    def __init__(self, capacity: int, convert: Callable[[Any], dict[str, Any]]) -> None:
         self.capacity = capacity
-        self.items: list[dict[str, Any]] = []
+        self.convert = convert
+        self.items: list[Any] = []
         self.base = 0  # sequence number of items[0]
 
     @property
     def end(self) -> int:
         return self.base + len(self.items)
 
-    def append(self, item: dict[str, Any]) -> None:
+    def append(self, item: Any) -> None:
         self.items.append(item)
         if len(self.items) >= 2 * self.capacity:
             cut = len(self.items) - self.capacity
@@ -64,11 +71,21 @@ class Ring:
         return max(self.base, self.end - self.capacity)
 
     def slice(self, seq: int, count: int) -> list[dict[str, Any]]:
-        lo = seq - self.base
-        return self.items[lo : lo + count]
+        lo = max(0, seq - self.base)
+        return self._read(lo, min(len(self.items), lo + count))
 
     def last(self, count: int) -> list[dict[str, Any]]:
-        return self.items[-count:] if count else []
+        return self._read(max(0, len(self.items) - count), len(self.items)) if count else []
+
+    def _read(self, lo: int, hi: int) -> list[dict[str, Any]]:
+        items = self.items
+        out = []
+        for k in range(lo, hi):
+            item = items[k]
+            if type(item) is tuple:
+                item = items[k] = self.convert(item)
+            out.append(item)
+        return out
 
 
 class Viewer:
@@ -108,7 +125,7 @@ class Server:
         self.sel.register(self.wake_r, selectors.EVENT_READ, None)
         self.viewers: dict[int, Viewer] = {}
         self.next_vid = 1
-        self.ring = Ring(HISTORY)
+        self.ring = Ring(HISTORY, self._record)
         self.gpu_pending: collections.deque[tuple[Any, ...]] = collections.deque()
         self.memory: collections.deque[dict[str, Any]] = collections.deque(maxlen=MEMORY_HISTORY)
         self.expected_index: int | None = None
@@ -437,11 +454,20 @@ class Server:
         return times
 
     def _finalize(self, raw: tuple[Any, ...], gpu: dict[str, float] | None) -> None:
-        index, start, end, acc, _edges, _shared, batch_size, batches, samples, flags = raw[:10]
-        phases_timed = raw[10] if len(raw) > 10 else True
+        index = raw[0]
         if self.expected_index is not None and index > self.expected_index:
             self.dropped += index - self.expected_index
         self.expected_index = index + 1
+        # The dict is built when a viewer (or the status) reads it: see Ring.  The
+        # CUDA events are not kept: they are back in the recorder's pool.
+        _, start, end, acc, _edges, _shared, batch_size, batches, samples, flags = raw[:10]
+        timed = raw[10] if len(raw) > 10 else True
+        self.ring.append((index, start, end, acc, gpu, timed, batch_size, batches, samples, flags))
+        self.steps_total += 1
+
+    def _record(self, item: tuple[Any, ...]) -> dict[str, Any]:
+        """A step as the wire carries it (the ``steps`` message's records)."""
+        index, start, end, acc, gpu, phases_timed, batch_size, batches, samples, flags = item
         rec: dict[str, Any] = {
             "i": index,
             "t": round(self.wall0 + (end - self.perf0), 4),
@@ -461,8 +487,7 @@ class Server:
             rec["batches"] = batches
         if flags:
             rec["flags"] = flags
-        self.ring.append(rec)
-        self.steps_total += 1
+        return rec
 
     def recent_step_s(self, count: int = 20) -> float | None:
         recent = self.ring.last(count)
