@@ -257,7 +257,12 @@ def test_gpm_too_soon_keeps_the_baseline(h100_rig: tuple[FakeNvml, NvmlCollector
     # 50 ms after the baseline: GPM counters refresh every 100 ms, so no reading
     assert collector.sample().devices[0].gpm is None
     clock.t += 0.06  # 0.11 s after the baseline, which was kept
-    assert collector.sample().devices[0].gpm is not None
+    measured = collector.sample().devices[0].gpm
+    assert measured is not None
+    assert fake.gpm_pairs == [(1, 2)]
+    # too soon again: the last whole-window metrics, not N/A, and no new pair
+    clock.t += 0.099
+    assert collector.sample().devices[0].gpm == measured
     assert fake.gpm_pairs == [(1, 2)]
 
 

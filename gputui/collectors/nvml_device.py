@@ -88,6 +88,9 @@ class DeviceReader:
         self._gpm_spare: Any = None
         self._gpm_request: Any = None
         self._gpm_prev_t = 0.0
+        #: the last metrics over a whole window, repeated by a reading that came too
+        #: soon (a sampler at 0.1 s lands a hair under it about half the time)
+        self._gpm_last: GpmMetrics | None = None
         # process utilization: last NVML timestamp seen and the last values
         self._proc_util_ts = 0
         self._proc_util: dict[int, tuple[float, float]] | None = None
@@ -476,7 +479,7 @@ class DeviceReader:
             return None
         if self._gpm_prev is not None and now - self._gpm_prev_t < MIN_GPM_INTERVAL_S:
             # too soon after the baseline to mean anything: keep the baseline
-            return None
+            return self._gpm_last
         nv, h = self.nvml, self.handle
         sample = self._gpm_spare
         if sample is None:
@@ -507,7 +510,8 @@ class DeviceReader:
             value = float(metric.value) if metric.nvmlReturn == 0 else math.nan
             # Seen on an H100: DRAM bandwidth came back NaN over an idle 50 ms window.
             values[attr] = value * scale if math.isfinite(value) else None
-        return GpmMetrics(**values)
+        self._gpm_last = GpmMetrics(**values)
+        return self._gpm_last
 
     def _new_gpm_request(self) -> Any:
         nv = self.nvml
