@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -246,7 +247,10 @@ def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path
         cid = client.request_capture(steps=3)
         gpu_steps: list[StepRecord] = []
         memory = result = None
+        deadline = time.monotonic() + 60  # steps keep coming: a per-event timeout never ends
         for ev in client.events(timeout=30):
+            if time.monotonic() > deadline:
+                break
             if isinstance(ev, StepBatch):
                 gpu_steps += [s for s in ev.steps if s.gpu is not None]
             if isinstance(ev, MemoryBatch):

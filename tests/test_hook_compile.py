@@ -28,7 +28,7 @@ def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.ho
     # Step 0 starts at the first hook point (the forward); each optimizer step ends one.
     deadline = time.monotonic() + 10
     while server.steps_total < optimizer_steps and time.monotonic() < deadline:
-        time.sleep(0.01)  # the I/O thread moves finished steps into its ring at 10 Hz
+        time.sleep(0.01)  # the I/O thread moves finished steps into its ring at 2-5 Hz
     assert server.steps_total == optimizer_steps
     walls = [rec["wall"] for rec in server.ring.last(optimizer_steps)]
     assert all(w > 0 for w in walls)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from gputui.hook._recorder import PHASE_GPU_PERIOD_S, Recorder
+from gputui.hook._recorder import LOG_MAX, PHASE_GPU_PERIOD_S, SEGMENT, Recorder, replay, replay_gpu
 
 
 class FakeEvent:
@@ -19,6 +19,9 @@ class FakeEvent:
     def record(self, stream: Any = None) -> None:
         FakeEvent.recorded += 1
         FakeEvent.streams.append(stream)
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1000.0
 
 
 class FakeClock:
@@ -79,8 +82,10 @@ def test_short_steps_are_gpu_timed_on_a_sample_of_steps() -> None:
     assert all(len(raw[4]) == 10 for raw in timed)
     assert FakeEvent.recorded - recorded_before <= 14 * 10
     # wall phases are still measured on every step and add up to the step
+    open_phases: list[str] = []
     for raw in steps:
-        _index, start, end, acc = raw[:4]
+        _index, start, end, log = raw[:4]
+        acc = replay(start, end, log, open_phases)
         assert abs(sum(acc.values()) - (end - start)) < 1e-9
         assert set(acc) >= {"data", "forward", "backward", "optimizer"}
 
@@ -128,3 +133,115 @@ def test_without_torch_private_stream_bindings_events_record_on_their_own() -> N
     steps = run_steps(recorder, clock, 3, step_s=2 * PHASE_GPU_PERIOD_S)
     assert len(steps) == 3 and recorder.enabled
     assert FakeEvent.streams and all(s is None for s in FakeEvent.streams)
+
+
+def test_replay_gives_time_to_the_innermost_phase() -> None:
+    recorder, clock = make_recorder()
+    recorder.gpu_timing = False
+    recorder.boundary()
+    clock.t += 1.0  # other
+    recorder.enter("forward")
+    clock.t += 2.0  # forward
+    recorder.enter("loss")
+    clock.t += 0.5  # loss, inside forward
+    recorder.exit("loss")
+    clock.t += 0.25  # forward again
+    recorder.exit("forward")
+    recorder.enter("optimizer")  # open across the boundary
+    clock.t += 0.125
+    recorder.boundary()
+    clock.t += 4.0
+    recorder.exit("optimizer")
+    clock.t += 1.0
+    recorder.boundary()
+    first, second = list(recorder.out)
+    stack: list[str] = []
+    assert replay(first[1], first[2], first[3], stack) == {
+        "other": 1.0,
+        "forward": 2.25,
+        "loss": 0.5,
+        "optimizer": 0.125,
+    }
+    assert stack == ["optimizer"]  # still open when the first step ended
+    assert replay(second[1], second[2], second[3], stack) == {"optimizer": 4.0, "other": 1.0}
+    assert stack == []
+
+
+def test_replay_survives_an_exit_that_was_skipped() -> None:
+    stack: list[str] = []
+    # enter a, enter b, exit a (b's exit was skipped by an exception), exit c (never entered)
+    log = [1.0, "a", 2.0, "b", 3.0, "\x00a", 4.0, "\x00c"]
+    acc = replay(0.0, 5.0, log, stack)
+    assert acc == {"other": 1.0, "a": 1.0, "b": 3.0}
+    assert stack == ["b"]
+
+
+class TimedEvent:
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def elapsed_time(self, end: TimedEvent) -> float:
+        return (end.at - self.at) * 1000.0
+
+
+def test_replay_gpu_follows_the_phases_of_the_edge_log() -> None:
+    log = [1.0, "forward", 2.0, "\x00forward", 3.0, "optimizer", 4.0, "\x00optimizer"]
+    events = [TimedEvent(t) for t in (0.0, 0.5, 3.5, 4.0, 4.25, 6.0)]
+    stack: list[str] = []
+    times = replay_gpu(log, events, stack)
+    assert times == {"other": 0.5 + 0.5 + 1.75, "forward": 3.0, "optimizer": 0.25}
+    assert stack == []  # a copy is used: the wall replay still starts from here
+
+
+def test_a_step_with_thousands_of_edges_is_flushed_in_segments() -> None:
+    recorder, clock = make_recorder()
+    recorder.gpu_timing = False
+    recorder.boundary()
+    edges = LOG_MAX  # entries are two per edge: two segments and a rest
+    for _ in range(edges // 2):
+        recorder.enter("inner")
+        clock.t += 0.001
+        recorder.exit("inner")
+        clock.t += 0.001
+    recorder.boundary()
+    raws = list(recorder.out)
+    assert [r[0] for r in raws][:-1] == [SEGMENT] * (len(raws) - 1) and len(raws) >= 2
+    assert all(len(r[1]) <= LOG_MAX for r in raws[:-1])
+
+
+def test_backward_entry_wakes_the_io_thread_once_a_round_is_due() -> None:
+    recorder, clock = make_recorder()
+    woken: list[float] = []
+    recorder.io_wake = lambda: woken.append(clock.t)
+    recorder.boundary()
+    recorder.io_due = clock.t + 1.0  # the next round is due in a second
+    recorder.enter_wake("backward")
+    recorder.exit("backward")
+    assert woken == []
+    clock.t += 2.0
+    recorder.enter_wake("backward")
+    recorder.exit("backward")
+    recorder.enter_wake("backward")  # once per round: the I/O thread sets the next one
+    assert woken == [clock.t]
+
+
+def test_gpu_replay_of_steps_ended_by_the_optimizer_exit() -> None:
+    # exit_boundary records one event for the optimizer's exit and the step's end
+    recorder, clock = make_recorder()
+    recorder.boundary()
+    for _ in range(3):
+        for phase in ("data", "forward", "backward"):
+            recorder.enter(phase)
+            clock.t += PHASE_GPU_PERIOD_S
+            recorder.exit(phase)
+        recorder.enter("optimizer")
+        clock.t += PHASE_GPU_PERIOD_S
+        recorder.exit_boundary("optimizer")
+    steps = list(recorder.out)
+    assert len(steps) == 3 and all(raw[4] is not None for raw in steps)
+    for raw in steps:
+        for k, event in enumerate(raw[4]):
+            event.at = float(k)  # one second of GPU time between consecutive events
+        times = replay_gpu(raw[3], raw[4], [])
+        assert set(times) >= {"data", "forward", "backward", "optimizer"}
+        assert abs(sum(times.values()) - (len(raw[4]) - 1)) < 1e-9

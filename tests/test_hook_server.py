@@ -57,16 +57,10 @@ def test_install_is_idempotent_and_socket_private(hook: gputui.hook.Hook) -> Non
     assert paths.list_sockets() == {os.getpid(): path}
 
 
-def test_phases_and_steps_in_process(hook: gputui.hook.Hook) -> None:
-    gputui.hook.set_batch_size(4)
-    gputui.hook.step()  # starts step 0
-    with gputui.hook.phase("load"):
-        time.sleep(0.03)
-        with gputui.hook.phase("inner"):
-            time.sleep(0.02)
-    gputui.hook.step()
+def _history(n: int) -> list[StepRecord]:
+    """The last ``n`` step records, as a viewer that subscribes now gets them."""
     client = HookClient.connect(os.getpid())
-    client.subscribe(history=10)
+    client.subscribe(history=n)
     client.start()
     steps: list[StepRecord] = []
     for ev in client.events(timeout=5):
@@ -75,12 +69,42 @@ def test_phases_and_steps_in_process(hook: gputui.hook.Hook) -> None:
         if isinstance(ev, Synced):
             break
     client.close()
+    return steps
+
+
+def test_phases_and_steps_in_process(hook: gputui.hook.Hook) -> None:
+    gputui.hook.set_batch_size(4)
+    gputui.hook.step()  # starts step 0
+    with gputui.hook.phase("load"):
+        time.sleep(0.03)
+        with gputui.hook.phase("inner"):
+            time.sleep(0.02)
+    gputui.hook.step()
+    steps = _history(10)
     assert [s.index for s in steps] == [0]
     s = steps[0]
     assert 0.03 <= s.phases["load"] < 0.3
     assert 0.02 <= s.phases["inner"] < 0.3
     assert abs(sum(s.phases.values()) - s.wall) < 1e-5  # exclusive attribution adds up
     assert s.samples == 4
+
+
+def test_a_step_too_long_for_one_edge_log_still_adds_up(hook: gputui.hook.Hook) -> None:
+    from gputui.hook._recorder import LOG_MAX
+
+    gputui.hook.step()  # starts step 0
+    for _ in range(LOG_MAX):  # two log entries per edge: two segments and a rest
+        with gputui.hook.phase("tiny"):
+            pass
+    with gputui.hook.phase("last"):
+        time.sleep(0.01)
+    gputui.hook.step()
+    steps = _history(10)
+    assert [s.index for s in steps] == [0]
+    s = steps[0]
+    assert set(s.phases) == {"tiny", "last", "other"}
+    assert s.phases["last"] >= 0.01
+    assert abs(sum(s.phases.values()) - s.wall) < 1e-5
 
 
 def test_other_uid_refused(hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gputui.hook._recorder import SEGMENT, replay, replay_gpu
 from gputui.protocol import framing, messages, paths
 
 if TYPE_CHECKING:
@@ -28,11 +29,24 @@ if TYPE_CHECKING:
 #: Step records kept for late or slow viewers (the issue asks for >= 10,000).
 HISTORY = 16384
 MEMORY_HISTORY = 1200  # 10 minutes at 2 Hz
-MEMORY_PERIOD_S = 0.5  # <= 2 Hz: memory_stats() costs 150-210 us per call
+MEMORY_PERIOD_S = 0.5  # <= 2 Hz
 STATUS_PERIOD_S = 1.0
-#: The I/O thread's cadence.  Every wake-up takes the GIL from the training thread;
-#: 10 Hz keeps a viewer's 4 Hz screen fed and the GPU event backlog small.
-TICK_S = 0.1
+#: The I/O thread's cadence.  It needs the GIL for its work, and taking it from a
+#: training thread that holds it is what costs that thread most: while we wait,
+#: every GIL release of the training loop (one per torch op) wakes us in vain, a
+#: futex wake-up paid on the training thread each time.  So the thread does all
+#: its periodic work in one round on a fixed schedule (not after each socket
+#: event): 5 Hz while a viewer is subscribed keeps its 4 Hz screen fed; without
+#: one, 2 Hz drains the training thread's queue (16 s deep at 1,000 steps/s) and
+#: samples memory.
+TICK_S = 0.2
+IDLE_TICK_S = 0.5
+#: ...and a round that is due waits, up to this share of the period, for the
+#: training thread to enter backward: on CUDA, backward runs on autograd's own
+#: threads while the training thread waits with the GIL released, so the round
+#: takes a free GIL and runs alongside backward, costing the training loop
+#: nothing.  (The backward hook wakes us: one socket write per round.)
+BACKWARD_WAIT_SHARE = 0.5
 STEPS_PER_FRAME = 512
 LOW_WATER = 256 * 1024  # refill a viewer's buffer with steps only below this
 MAX_OUT = 16 * 1024 * 1024  # a viewer this far behind on non-step frames is dropped
@@ -129,6 +143,11 @@ class Server:
         self.gpu_pending: collections.deque[tuple[Any, ...]] = collections.deque()
         self.memory: collections.deque[dict[str, Any]] = collections.deque(maxlen=MEMORY_HISTORY)
         self.expected_index: int | None = None
+        # Replaying the training thread's edge logs: the phases open between
+        # steps, and the phase times of a long step's first segments.
+        self.open_phases: list[str] = []
+        self.partial: dict[str, float] | None = None
+        self.partial_since = 0.0
         self.dropped = 0  # step records lost before reaching the ring (training-side overflow)
         self.refused = 0  # connections refused (other uid, too many viewers)
         self.bad_frames = 0
@@ -138,6 +157,8 @@ class Server:
         self.stopping = threading.Event()
         self.last_status = 0.0
         self.last_memory = 0.0
+        self.next_tick = 0.0  # time.perf_counter() of the next periodic round
+        self.period = IDLE_TICK_S
         self.memory_error: str | None = None
         self.thread = threading.Thread(target=self._run, name="gputui-hook-io", daemon=True)
 
@@ -180,8 +201,12 @@ class Server:
 
     def _run(self) -> None:
         try:
+            recorder = self.hook.recorder
+            recorder.io_wake = self.wake
             while not self.stopping.is_set():
-                timeout = TICK_S if self.viewers or self.gpu_pending else 2 * TICK_S
+                recorder.io_due = self.next_tick
+                grace = self.period * BACKWARD_WAIT_SHARE
+                timeout = max(0.0, self.next_tick + grace - time.perf_counter())
                 for key, mask in self.sel.select(timeout):
                     if key.fileobj is self.listener:
                         self._accept()
@@ -193,7 +218,13 @@ class Server:
                             self._read(viewer)
                         if mask & selectors.EVENT_WRITE and viewer.id in self.viewers:
                             self._flush(viewer)
-                self._tick()
+                self._deliver_outbox()  # capture progress and results: at once
+                now = time.perf_counter()
+                if now >= self.next_tick:
+                    self._tick(now)
+                    subscribed = any(v.subscribed for v in self.viewers.values())
+                    self.period = TICK_S if subscribed else IDLE_TICK_S
+                    self.next_tick = now + self.period
             self._shutdown()
         except Exception as exc:
             self.hook.report_error("I/O thread", exc)
@@ -320,6 +351,8 @@ class Server:
             replay["replay"] = True
             self._send(viewer, framing.encode_obj(replay))
         self._send(viewer, framing.encode(messages.SYNCED, steps=backlog_steps))
+        self.next_tick = min(self.next_tick, time.perf_counter() + TICK_S)
+        self.period = TICK_S
 
     def expected_index_minus_one(self) -> int | None:
         return None if self.expected_index is None else self.expected_index - 1
@@ -392,18 +425,22 @@ class Server:
         except (BlockingIOError, InterruptedError, OSError):
             pass
 
-    def _tick(self) -> None:
-        self._collect()
+    def _deliver_outbox(self) -> None:
+        if not self.hook.outbox:
+            return
+        self._collect()  # steps before a capture message reach viewers before it
         for target, obj in self.hook.take_outbox():
             if target is None:
                 self.broadcast(obj)
             else:
                 self.broadcast(obj, extra=target)
-        now = time.monotonic()
-        if now - self.last_memory >= MEMORY_PERIOD_S:
+
+    def _tick(self, now: float) -> None:
+        self._collect()
+        if now - self.last_memory >= MEMORY_PERIOD_S * 0.9:
             self.last_memory = now
             self._sample_memory()
-        if now - self.last_status >= STATUS_PERIOD_S:
+        if now - self.last_status >= STATUS_PERIOD_S * 0.9:
             self.last_status = now
             if any(v.subscribed for v in self.viewers.values()):
                 self.broadcast(self.hook.status(self))
@@ -415,52 +452,59 @@ class Server:
     def _collect(self) -> None:
         """Move finished steps from the training thread into the ring."""
         out = self.hook.recorder.out
+        pending = self.gpu_pending
         while out:
             try:
                 raw = out.popleft()
             except IndexError:
                 break
-            self.gpu_pending.append(raw)
-        pending = self.gpu_pending
+            pending.append(raw)
         while pending:
             raw = pending[0]
+            if raw[0] == SEGMENT:  # the first part of a long step's edge log
+                pending.popleft()
+                _, log, events, step_start = raw
+                since = step_start if self.partial is None else self.partial_since
+                self.partial = replay(since, log[-2], log, self.open_phases, self.partial)
+                self.partial_since = log[-2]
+                self._release(events, keep_last=False)
+                continue
             edges = raw[4]
             gpu: dict[str, float] | None = None
             if edges is not None:
-                if not _query(edges[-1][1]):
+                if not _query(edges[-1]):
                     if len(pending) < GPU_PENDING_MAX:
                         break
                     edges = None  # the GPU is hopelessly behind: give up on this step
                 else:
                     try:
-                        gpu = self._gpu_times(edges, raw[5])
+                        gpu = replay_gpu(raw[3], edges, self.open_phases)
                     except Exception:
                         gpu = None
+                    finally:
+                        self._release(edges, keep_last=raw[5])
             pending.popleft()
             self._finalize(raw, gpu)
 
-    def _gpu_times(self, edges: list[tuple[str | None, Any]], shared: bool) -> dict[str, float]:
-        times: dict[str, float] = {}
-        try:
-            for k in range(1, len(edges)):
-                phase = edges[k][0] or "other"
-                ms = edges[k - 1][1].elapsed_time(edges[k][1])
-                times[phase] = times.get(phase, 0.0) + ms / 1000.0
-        finally:
-            pool = self.hook.recorder.event_pool
-            keep = len(edges) - 1 if shared else len(edges)
-            for k in range(keep):
-                pool.append(edges[k][1])
-        return times
+    def _release(self, events: list[Any] | None, keep_last: bool) -> None:
+        """CUDA events back to the recorder's pool, except an end event that also
+        starts the next step."""
+        if not events:
+            return
+        pool = self.hook.recorder.event_pool
+        pool.extend(events[:-1] if keep_last else events)
 
     def _finalize(self, raw: tuple[Any, ...], gpu: dict[str, float] | None) -> None:
-        index = raw[0]
+        index, start, end, log, _edges, _shared, batch_size, batches, samples, flags = raw[:10]
         if self.expected_index is not None and index > self.expected_index:
             self.dropped += index - self.expected_index
         self.expected_index = index + 1
-        # The dict is built when a viewer (or the status) reads it: see Ring.  The
-        # CUDA events are not kept: they are back in the recorder's pool.
-        _, start, end, acc, _edges, _shared, batch_size, batches, samples, flags = raw[:10]
+        if self.partial is not None:  # the step's earlier segments
+            acc = replay(self.partial_since, end, log, self.open_phases, self.partial)
+            self.partial = None
+        else:
+            acc = replay(start, end, log, self.open_phases)
+        # The dict is built when a viewer (or the status) reads it: see Ring.
         timed = raw[10] if len(raw) > 10 else True
         self.ring.append((index, start, end, acc, gpu, timed, batch_size, batches, samples, flags))
         self.steps_total += 1
@@ -503,26 +547,51 @@ class Server:
         try:
             if not torch.cuda.is_initialized():
                 return
-            stats = torch.cuda.memory_stats(device)
+            sample = memory_sample(torch, device)
         except Exception as exc:
             self.memory_error = f"{type(exc).__name__}: {exc}"
             return
-        sample = {
-            "t": round(time.time(), 3),
-            "device": device,
-            "allocated": stats.get("allocated_bytes.all.current", 0),
-            "reserved": stats.get("reserved_bytes.all.current", 0),
-            "active": stats.get("active_bytes.all.current", 0),
-            "peak_allocated": stats.get("allocated_bytes.all.peak", 0),
-            "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
-            "alloc_retries": stats.get("num_alloc_retries", 0),
-            "ooms": stats.get("num_ooms", 0),
-        }
+        sample["t"] = round(time.time(), 3)
         self.memory.append(sample)
         frame = framing.encode(messages.MEMORY, samples=[sample])
         for viewer in list(self.viewers.values()):
             if viewer.subscribed and viewer.want_memory:
                 self._send(viewer, frame)
+
+
+def memory_sample(torch: Any, device: int) -> dict[str, Any]:
+    """The caching allocator's counters for one device.
+
+    ``torch.cuda.memory_stats()`` flattens the allocator's nested statistics into
+    a dict of ~100 keys in Python (150-210 µs, holding the GIL the training thread
+    needs); the nested form it starts from is read directly when torch has it."""
+    raw = getattr(getattr(torch, "_C", None), "_cuda_memoryStats", None)
+    if callable(raw):
+        try:
+            stats = raw(device)
+            return {
+                "device": device,
+                "allocated": int(stats["allocated_bytes"]["all"]["current"]),
+                "reserved": int(stats["reserved_bytes"]["all"]["current"]),
+                "active": int(stats["active_bytes"]["all"]["current"]),
+                "peak_allocated": int(stats["allocated_bytes"]["all"]["peak"]),
+                "peak_reserved": int(stats["reserved_bytes"]["all"]["peak"]),
+                "alloc_retries": int(stats.get("num_alloc_retries", 0)),
+                "ooms": int(stats.get("num_ooms", 0)),
+            }
+        except (KeyError, TypeError, ValueError):
+            pass  # another layout: the public route below
+    stats = torch.cuda.memory_stats(device)
+    return {
+        "device": device,
+        "allocated": stats.get("allocated_bytes.all.current", 0),
+        "reserved": stats.get("reserved_bytes.all.current", 0),
+        "active": stats.get("active_bytes.all.current", 0),
+        "peak_allocated": stats.get("allocated_bytes.all.peak", 0),
+        "peak_reserved": stats.get("reserved_bytes.all.peak", 0),
+        "alloc_retries": stats.get("num_alloc_retries", 0),
+        "ooms": stats.get("num_ooms", 0),
+    }
 
 
 def _query(event: Any) -> bool:

@@ -19,6 +19,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,8 @@ class TorchHooks:
         self._orig_next: Any = None
         self._is_compiling: Callable[[], bool] = lambda: False
         self.installed = False
+        self.suspended = False
+        self.root_refs: list[weakref.ref[Any]] = []  # the hooked roots, not kept alive
 
     # -- installation -------------------------------------------------------------
     def install(self, torch: Any) -> None:
@@ -60,10 +63,15 @@ class TorchHooks:
         self.installed = True
         self.torch = torch
         self.rec.torch = torch
+        # Hooks run while dynamo traces them (torch.compile): those calls must be
+        # skipped.  is_dynamo_compiling() is one frame (`return False`, which dynamo
+        # replaces by True while tracing); is_compiling() is two.
         compiler = getattr(torch, "compiler", None)
-        is_compiling = getattr(compiler, "is_compiling", None)
-        if callable(is_compiling):
-            self._is_compiling = is_compiling
+        for name in ("is_dynamo_compiling", "is_compiling"):
+            is_compiling = getattr(compiler, name, None)
+            if callable(is_compiling):
+                self._is_compiling = is_compiling
+                break
         self._install_optimizer()
         self._install_modules()
         self._install_backward()
@@ -95,7 +103,7 @@ class TorchHooks:
         def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
             if compiling():
                 return orig(*args, **kwargs)
-            rec.enter(BACKWARD)
+            rec.enter_wake(BACKWARD)
             try:
                 return orig(*args, **kwargs)
             finally:
@@ -117,17 +125,47 @@ class TorchHooks:
             rec.enter(DATA)
             try:
                 batch = orig(self)
-            finally:
+            except BaseException:  # StopIteration at the end of an epoch, mostly
                 rec.exit(DATA)
-            try:
-                rec.note_batch(batch)
-            except Exception:
-                pass
+                raise
+            rec.exit_batch(DATA, batch)
             return batch
 
         __next__._gputui_wrapped = True  # type: ignore[attr-defined]
         self._orig_next = orig
         cls.__next__ = __next__
+
+    def suspend(self) -> None:
+        """Take every hook point out, keeping what detection found, so that
+        ``resume()`` puts them back as they were (the overhead benchmark runs
+        steps with and without the hook in one process, many times)."""
+        if not self.installed or self.suspended:
+            return
+        if self.detecting:
+            self._finish_detection()  # the roots seen so far are hooked on resume
+        self.suspended = True
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        if self._orig_backward is not None:
+            self.torch.autograd._engine_run_backward = self._orig_backward
+        if self._orig_next is not None:
+            importlib.import_module(
+                "torch.utils.data.dataloader"
+            )._BaseDataLoaderIter.__next__ = self._orig_next
+
+    def resume(self) -> None:
+        if not self.installed or not self.suspended:
+            return
+        self.suspended = False
+        if self.rec.step_start is not None:
+            self.rec.step_start = self.rec.clock()  # the step goes on; the pause is not in it
+        self._orig_backward = self._orig_next = None
+        self._install_optimizer()
+        self._install_backward()
+        self._install_dataloader()
+        roots = [ref() for ref in self.root_refs]
+        self._hook_roots([m for m in roots if m is not None])
 
     def uninstall(self) -> None:
         for handle in self.handles + self.global_module_handles:
@@ -143,6 +181,7 @@ class TorchHooks:
             dl = importlib.import_module("torch.utils.data.dataloader")
             dl._BaseDataLoaderIter.__next__ = self._orig_next
         self.installed = False
+        self.suspended = False
 
     # -- step boundary ----------------------------------------------------------
     def boundary(self) -> None:
@@ -167,17 +206,25 @@ class TorchHooks:
 
     def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            if self._is_compiling():
-                return
+            # No is_compiling() here: a pre-hook that dynamo traced entered no
+            # phase, so the depth is 0 and this returns at once.
             if self.optimizer_depth == 0:
                 return
             self.optimizer_depth -= 1
             if self.optimizer_depth:
                 return  # an optimizer stepping inside another (wrappers): one phase
+            key = id(optimizer)
+            if key == self.lead_optimizer and not self.explicit_steps:
+                # The common case, first: the lead optimizer ends the step.
+                if self.stepped_since_boundary:
+                    self.stepped_since_boundary.clear()
+                if self.detecting and self.roots:
+                    self._finish_detection()
+                self.rec.exit_boundary(OPTIMIZER)
+                return
             self.rec.exit(OPTIMIZER)
             if self.explicit_steps:
                 return
-            key = id(optimizer)
             if self.lead_optimizer is None:
                 self.lead_optimizer = key
             if key == self.lead_optimizer:
@@ -222,17 +269,6 @@ class TorchHooks:
         except Exception as exc:
             self.report_error("forward hook", exc)
 
-    def _root_pre(self, module: Any, args: Any) -> None:
-        try:
-            if self._is_compiling():
-                self._note_compile()
-                return
-            if self.depth == 0:
-                self.rec.enter(FORWARD)
-            self.depth += 1
-        except Exception as exc:
-            self.report_error("forward pre-hook", exc)
-
     def _leave(self) -> None:
         if self.depth <= 0:
             return
@@ -245,19 +281,87 @@ class TorchHooks:
         for handle in self.global_module_handles:
             handle.remove()
         self.global_module_handles = []
-        for module in self.roots.values():
-            self.handles.append(module.register_forward_pre_hook(self._root_pre))
+        modules = list(self.roots.values())
+        self._hook_roots(modules)
+        self.root_refs = []
+        for module in modules:
             try:
-                handle = module.register_forward_hook(self._forward_post, always_call=True)
+                self.root_refs.append(weakref.ref(module))
             except TypeError:
-                handle = module.register_forward_hook(self._forward_post)
-            self.handles.append(handle)
+                pass
         # Keep only the count: holding the modules would keep a discarded model alive.
         self.roots = {key: None for key in self.roots}
+
+    def _hook_roots(self, modules: list[Any]) -> None:
+        pre, post = _RootPreHook(self), _RootPostHook(self)
+        for module in modules:
+            self.handles.append(module.register_forward_pre_hook(pre))
+            try:
+                handle = module.register_forward_hook(post, always_call=True)
+            except TypeError:
+                handle = module.register_forward_hook(post)
+            self.handles.append(handle)
 
     def _note_compile(self) -> None:
         self.compile_seen = True
         self.rec.flags |= FLAG_COMPILE
+
+
+#: What a copied or unpickled root hook becomes: callable with any arguments, a no-op.
+_INERT: Callable[..., None] = getattr(None, "__init__")  # noqa: B009
+
+
+class _PortableHook:
+    """A hook stored on the user's module: it must survive ``copy.deepcopy(model)``
+    and ``torch.save(model)`` (an EMA copy, a whole-model checkpoint) without
+    dragging the hook's sockets and threads along.  A copy or a pickle of it is
+    ``None.__init__``: a builtin that accepts any arguments, returns None (so
+    torch changes nothing) and unpickles anywhere, gputui installed or not."""
+
+    __slots__ = ("th",)
+
+    def __init__(self, th: TorchHooks) -> None:
+        self.th = th
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return (getattr, (None, "__init__"))
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return _INERT
+
+    def __copy__(self) -> Any:
+        return _INERT
+
+
+class _RootPreHook(_PortableHook):
+    __slots__ = ()
+
+    def __call__(self, module: Any, args: Any) -> None:
+        th = self.th
+        try:
+            if th._is_compiling():
+                th._note_compile()
+                return
+            if th.depth == 0:
+                th.rec.enter(FORWARD)
+            th.depth += 1
+        except Exception as exc:
+            th.report_error("forward pre-hook", exc)
+
+
+class _RootPostHook(_PortableHook):
+    __slots__ = ()
+
+    def __call__(self, module: Any, args: Any, output: Any) -> None:
+        th = self.th
+        try:
+            # As in _opt_post: a traced pre-hook left the depth at 0.
+            if th.depth > 0:
+                th.depth -= 1
+                if th.depth == 0:
+                    th.rec.exit(FORWARD)
+        except Exception as exc:
+            th.report_error("forward hook", exc)
 
 
 class TorchImportWatcher(importlib.abc.MetaPathFinder):
