@@ -3,12 +3,15 @@
     python bench/bench_hook.py --out bench-hook.json          # on a GPU machine
     python bench/bench_hook.py --cpu --out /tmp/bench.json    # small sizes, CPU only
 
-1. Overhead: the same training loop with no hook, the hook without a viewer, and
-   the hook with a viewer (a separate process at the default rates), in short
-   blocks that alternate many times; median step time per mode and the ratio to
-   "no hook", per cycle and over all steps, and the I/O thread's own CPU time per
-   step.  Two models: a launch-bound MLP (2-5 ms steps on an H100) and a ~50 ms
-   transformer.
+1. Overhead: the same training loop with and without the hook, in blocks of a
+   few steps that alternate many times, the hook installed once and its hook
+   points taken out and put back between blocks (see ``interleaved``), with an
+   A/A "control"; without and with a viewer (a separate process at the default
+   rates).  The median of the per-cycle ratios, their quartiles, and the I/O
+   thread's own CPU time per step, added in full for an upper bound.  Two
+   models: a launch-bound MLP (2-5 ms steps on an H100) and a ~50 ms
+   transformer.  ``--install-blocks`` adds the older method: the hook installed
+   before and removed after each block.
 2. Capture of 5 steps on the transformer: what our code adds to the step that
    ends the window beyond torch.profiler's own stop, the time until the table
    reaches a viewer after the window ends, and, in the same run, the
@@ -38,6 +41,7 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 import gputui.hook  # noqa: E402
 from gputui.collectors.hook_client import CaptureResult, HookClient  # noqa: E402
 from gputui.hook._reduce import reduce_events  # noqa: E402
+from gputui.hook._server import IDLE_TICK_S  # noqa: E402
 
 VIEWER = r"""
 import json, sys
@@ -323,6 +327,94 @@ def overhead(work: Workload, block: int, cycles: int) -> dict[str, Any]:
     }
 
 
+def interleaved(work: Workload, block: int, cycles: int, with_viewer: bool) -> dict[str, Any]:
+    """The hook installed once; its hook points taken out and put back between
+    blocks of a few steps (``TorchHooks.suspend``/``resume``, outside the timed
+    steps), so that a block with the hook and one without are a few milliseconds
+    apart and the VM's drift cancels in their ratio.  "control" is a block
+    without the hook compared with another one: the method's own noise.
+
+    The I/O thread's periodic rounds are held during the blocks, and its CPU
+    time per step (it may hold the GIL meanwhile) is measured on its own, over
+    a run of hooked steps, and added in full to the per-block ratio: an upper
+    bound, as if the training thread waited for all of it."""
+    hook = gputui.hook.install()
+    assert hook is not None
+    th = hook.torch_hooks
+    viewer = None
+    if with_viewer:
+        viewer = start_persistent_viewer()
+        if not attach_viewer(viewer, hook):
+            raise RuntimeError("viewer did not attach")
+    work.block(max(20, block))  # root detection, warm-up
+    modes = ["hook", "no_hook", "control"]
+    per_block: dict[str, list[float]] = {m: [] for m in modes}
+    server = hook.server
+    assert server is not None
+    # The I/O thread's rounds are held while the blocks alternate: a round that
+    # is due runs at the next backward, so it would always land in a hooked block
+    # and weigh on it as if every step had paid for it (the steps pile up in the
+    # training thread's deque meanwhile, well within its 16,384).
+    run_round = server._tick
+    server._tick = lambda now: None  # type: ignore[method-assign]
+    try:
+        for c in range(cycles):
+            for mode in modes[c % 3 :] + modes[: c % 3]:
+                # The same two toggles before every block, in the order that
+                # leaves the block's mode: each one changes classes and module
+                # globals, which costs the next steps a little (caches refill).
+                if mode == "hook":
+                    th.suspend()
+                    th.resume()
+                else:
+                    th.resume()
+                    th.suspend()
+                per_block[mode].append(work.block(block))
+        # The I/O thread's time per step, over a run of steps all hooked.
+        server._tick = run_round  # type: ignore[method-assign]
+        th.resume()
+        # First the held steps (thousands) are replayed, and sent to the viewer:
+        # not a steady-state cost, so a few rounds go by before measuring.
+        settle = time.perf_counter() + 4 * IDLE_TICK_S
+        while time.perf_counter() < settle:
+            work.step()
+        sync(work.device)
+        io_tid = io_thread_id()
+        # at least 2 s of steps: several of the I/O thread's rounds
+        io_steps = max(
+            int(cycles * block / 2), int(2.0 / statistics.median(per_block["no_hook"])) + 1
+        )
+        io0 = thread_cpu_ns(io_tid)
+        work.block(io_steps)
+        io_us = (thread_cpu_ns(io_tid) - io0) / io_steps / 1000
+    finally:
+        gputui.hook.uninstall()
+        if viewer is not None:
+            viewer.terminate()
+            viewer.wait()
+
+    def paired(mode: str) -> list[float]:
+        return [a / b for a, b in zip(per_block[mode], per_block["no_hook"], strict=True)]
+
+    base = statistics.median(per_block["no_hook"])
+    ratio = statistics.median(paired("hook"))
+    q = {m: statistics.quantiles(paired(m), n=4) for m in ("hook", "control")}
+    return {
+        "workload": work.name,
+        "viewer": with_viewer,
+        "steps_per_block": block,
+        "cycles": cycles,
+        "median_step_ms": {m: round(statistics.median(v) * 1000, 4) for m, v in per_block.items()},
+        "paired_ratio_median": {
+            m: round(statistics.median(paired(m)), 4) for m in ("hook", "control")
+        },
+        "paired_ratio_quartiles": {m: [round(q[m][0], 4), round(q[m][2], 4)] for m in q},
+        "io_thread_cpu_us_per_step": round(io_us, 2),
+        # the per-block ratio plus the whole I/O thread time per step
+        "overhead_upper_bound": round(ratio - 1 + io_us / 1e6 / base, 4),
+    }
+
+
 def io_thread_cost(work: Workload, steps: int) -> dict[str, float]:
     """What the hook's I/O thread spends per step (it holds the GIL meanwhile),
     without and with a viewer, over one long block each."""
@@ -439,11 +531,16 @@ def main() -> int:
     )
     p.add_argument("--cpu", action="store_true", help="small sizes on the CPU")
     p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--cycles", type=int, default=150, help="alternations of the three modes")
+    p.add_argument("--cycles", type=int, default=1500, help="MLP: cycles of the three modes")
     p.add_argument("--mlp-layers", type=int, default=16)
-    p.add_argument("--mlp-block", type=int, default=30, help="MLP steps per block")
-    p.add_argument("--tf-block", type=int, default=5, help="transformer steps per block")
+    p.add_argument("--mlp-block", type=int, default=5, help="MLP steps per block")
+    p.add_argument("--tf-block", type=int, default=2, help="transformer steps per block")
     p.add_argument("--tf-cycles", type=int, default=40)
+    p.add_argument(
+        "--install-blocks",
+        action="store_true",
+        help="also the older method: the hook installed before and removed after each block",
+    )
     args = p.parse_args()
     if not args.cpu and not torch.cuda.is_available():
         p.error("no CUDA device: use --cpu")
@@ -456,27 +553,35 @@ def main() -> int:
     }
     m = mlp(device, args.cpu, args.mlp_layers)
     tf = transformer(device, args.cpu)
-    results["overhead"] = [
-        overhead(m, args.mlp_block, args.cycles),
-        overhead(tf, args.tf_block, args.tf_cycles),
+    m.block(100)  # warm-up (allocator, cuBLAS handles)
+    tf.block(3)
+    results["interleaved"] = [
+        interleaved(m, args.mlp_block, args.cycles, with_viewer=False),
+        interleaved(m, args.mlp_block, args.cycles, with_viewer=True),
+        interleaved(tf, args.tf_block, args.tf_cycles, with_viewer=False),
+        interleaved(tf, args.tf_block, args.tf_cycles, with_viewer=True),
     ]
+    if args.install_blocks:
+        results["overhead"] = [overhead(m, 30, 150), overhead(tf, 5, args.tf_cycles)]
     results["capture"] = capture(tf, device)
     results["rate_1000"] = rate(1000.0, 5.0)
     print(
-        f"{'workload':<12} {'no hook ms':>11} {'hook ms':>9} {'+viewer ms':>11} "
-        f"{'hook/none':>10} {'+viewer/none':>13}  paired medians (quartiles), control; I/O"
+        f"{'workload':<12} {'viewer':>6} {'no hook ms':>11} {'hook/none':>10} "
+        f"{'quartiles':>18} {'control':>8} {'I/O us/step':>12} {'upper bound':>12}"
     )
-    for o in results["overhead"]:
-        med, ratio, pr = o["median_step_ms"], o["ratio"], o["paired_ratio_median"]
-        q, io = o["paired_ratio_quartiles"], o["io_thread_cpu_us_per_step"]
-        ps = o["per_step_ratio"]
+    for o in results["interleaved"]:
+        pr, q = o["paired_ratio_median"], o["paired_ratio_quartiles"]
         print(
-            f"{o['workload']:<12} {med['no_hook']:>11.3f} {med['hook']:>9.3f} "
-            f"{med['hook_viewer']:>11.3f} {ratio['hook']:>10.4f} {ratio['hook_viewer']:>13.4f}"
-            f"  hook {pr['hook']:.4f} {q['hook']}, +viewer {pr['hook_viewer']:.4f} "
-            f"{q['hook_viewer']}, control {pr['control']:.4f} {q['control']}; "
-            f"per step {ps['hook']:.4f} / {ps['hook_viewer']:.4f}; "
-            f"I/O {io['hook']} / {io['hook_viewer']} us/step"
+            f"{o['workload']:<12} {'yes' if o['viewer'] else 'no':>6} "
+            f"{o['median_step_ms']['no_hook']:>11.3f} {pr['hook']:>10.4f} "
+            f"{q['hook']!s:>18} {pr['control']:>8.4f} "
+            f"{o['io_thread_cpu_us_per_step']:>12.2f} {o['overhead_upper_bound']:>+12.2%}"
+        )
+    for o in results.get("overhead", []):
+        pr, q = o["paired_ratio_median"], o["paired_ratio_quartiles"]
+        print(
+            f"install per block, {o['workload']}: hook {pr['hook']:.4f} {q['hook']}, "
+            f"+viewer {pr['hook_viewer']:.4f} {q['hook_viewer']}, control {pr['control']:.4f}"
         )
     c = results["capture"]
     print(
