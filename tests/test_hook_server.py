@@ -230,3 +230,64 @@ def test_ring_builds_each_record_once_when_read_and_keeps_sequence_numbers() -> 
     assert [r["i"] for r in ring.last(3)] == [7, 8, 9]
     assert [r["i"] for r in ring.slice(6, 10)] == [6, 7, 8, 9]
     assert built == [6, 7, 8, 9]  # 7 was read twice, built once
+
+
+class _Clock:
+    t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class _GpuEvent:
+    """A CUDA event stand-in: it 'completes' at the fake clock's time, doubled
+    (GPU time is twice the wall time here, so the two cannot be confused)."""
+
+    clock: _Clock
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.at = 0.0
+
+    def record(self, stream: object = None) -> None:
+        self.at = 2 * self.clock.t
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: _GpuEvent) -> float:
+        return (end.at - self.at) * 1000.0
+
+
+def test_gpu_phase_times_reach_the_viewer(hook: gputui.hook.Hook) -> None:
+    from types import SimpleNamespace
+
+    clock = _Clock()
+    _GpuEvent.clock = clock
+    rec = hook.recorder
+    rec.clock = clock
+    rec.gpu_timing = True
+    rec.torch = SimpleNamespace(
+        cuda=SimpleNamespace(
+            is_initialized=lambda: True,
+            current_device=lambda: 0,
+            is_current_stream_capturing=lambda: False,
+            Event=_GpuEvent,
+        )
+    )
+    rec.boundary()  # step 0 starts: a long step, so every step is GPU-timed
+    for _ in range(3):
+        for phase, seconds in (("data", 0.25), ("forward", 0.5), ("backward", 1.0)):
+            rec.enter(phase)
+            clock.t += seconds
+            rec.exit(phase)
+        rec.enter("optimizer")
+        clock.t += 0.125
+        rec.exit_boundary("optimizer")  # the optimizer's exit ends the step
+    steps = _history(10)
+    assert [s.index for s in steps] == [0, 1, 2]
+    for s in steps:
+        assert s.phases == {"data": 0.25, "forward": 0.5, "backward": 1.0, "optimizer": 0.125}
+        assert s.gpu == {"data": 0.5, "forward": 1.0, "backward": 2.0, "optimizer": 0.25}
+        assert s.gpu_total == 3.75
+    # every event went back to the pool but the one that starts the next step
+    assert len(rec.event_pool) == rec.events_alive - 1

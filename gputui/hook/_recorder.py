@@ -388,8 +388,9 @@ def replay_gpu(log: list[Any], events: list[Any], stack: list[str]) -> dict[str,
     times: dict[str, float] = {}
     for k in range(len(events) - 1):
         seconds = events[k].elapsed_time(events[k + 1]) / 1000.0
-        cur = stack[-1] if stack else OTHER
-        times[cur] = times.get(cur, 0.0) + seconds
+        if seconds:  # as in replay(): an empty interval adds no phase
+            cur = stack[-1] if stack else OTHER
+            times[cur] = times.get(cur, 0.0) + seconds
         if k < len(log) // 2:
             _apply(stack, log[2 * k + 1])
     return times
