@@ -21,15 +21,33 @@ def _train(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) -> No
         opt.zero_grad()
 
 
-def test_deepcopy_and_save_of_a_hooked_model(hook: gputui.hook.Hook) -> None:
+@pytest.mark.parametrize("route", ["call", "hooks"])
+def test_deepcopy_and_save_of_a_hooked_model(
+    hook: gputui.hook.Hook, route: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputui.hook import _torch_hooks
+
+    if route == "hooks":  # the general route: forward hooks on the root
+        monkeypatch.setattr(_torch_hooks._CallRoute, "install", lambda th, module: None)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     _train(model, opt, 3)
-    assert hook.torch_hooks.roots and model._forward_hooks  # the root is hooked
+    assert hook.torch_hooks.roots
+    if route == "hooks":
+        assert model._forward_hooks and "_compiled_call_impl" not in vars(model)
+    else:
+        assert not model._forward_hooks
+        assert type(vars(model)["_compiled_call_impl"]) is _torch_hooks._RootCall
 
     ema = copy.deepcopy(model)
+    assert vars(ema).get("_compiled_call_impl") is None
+    log = hook.recorder.log
+    edges = len(log)
     out = ema(torch.randn(2, 8))  # the copy's hooks are inert no-ops
     assert out.shape == (2, 1)
+    assert hook.recorder.log is log and len(log) == edges  # the copy is not measured
+    model(torch.randn(2, 8))
+    assert log[edges + 1 :: 2] == ["forward", "\x00forward"]  # the original is
 
     buf = io.BytesIO()
     torch.save(model, buf)

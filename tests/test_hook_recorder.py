@@ -5,7 +5,16 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from gputui.hook._recorder import LOG_MAX, PHASE_GPU_PERIOD_S, SEGMENT, Recorder, replay, replay_gpu
+from gputui.hook._recorder import (
+    LOG_MAX,
+    PHASE_GPU_PERIOD_S,
+    SEGMENT,
+    Recorder,
+    Unpacked,
+    replay,
+    replay_gpu,
+    unpack,
+)
 
 
 class FakeEvent:
@@ -47,7 +56,7 @@ def make_recorder() -> tuple[Recorder, FakeClock]:
     return recorder, clock
 
 
-def run_steps(recorder: Recorder, clock: FakeClock, n: int, step_s: float) -> list[Any]:
+def run_steps(recorder: Recorder, clock: FakeClock, n: int, step_s: float) -> list[Unpacked]:
     recorder.boundary()  # the first boundary starts step 0
     for _ in range(n):
         for phase in ("data", "forward", "backward", "optimizer"):
@@ -55,17 +64,18 @@ def run_steps(recorder: Recorder, clock: FakeClock, n: int, step_s: float) -> li
             clock.t += step_s / 4
             recorder.exit(phase)
         recorder.boundary()
-    return list(recorder.out)
+    return [unpack(raw) for raw in recorder.out]
 
 
 def test_long_steps_time_every_phase_on_the_gpu() -> None:
     recorder, clock = make_recorder()
     steps = run_steps(recorder, clock, 10, step_s=2 * PHASE_GPU_PERIOD_S)
     assert len(steps) == 10
-    assert all(raw[10] for raw in steps)
+    assert [s.idx for s in steps] == list(range(10))
     # one event per edge: the (shared) start, each enter and exit of four phases,
     # the end
-    assert all(len(raw[4]) == 10 for raw in steps)
+    assert all(s.full and s.events is not None and len(s.events) == 10 for s in steps)
+    assert all(s.shared for s in steps)
 
 
 def test_short_steps_are_gpu_timed_on_a_sample_of_steps() -> None:
@@ -73,20 +83,19 @@ def test_short_steps_are_gpu_timed_on_a_sample_of_steps() -> None:
     recorded_before = FakeEvent.recorded
     step_s = PHASE_GPU_PERIOD_S / 10
     steps = run_steps(recorder, clock, 100, step_s=step_s)
-    timed = [raw for raw in steps if raw[10]]
-    untimed = [raw for raw in steps if not raw[10]]
+    timed = [s for s in steps if s.events is not None]
     # about one step in ten is GPU-timed, with an event at each edge; the others
-    # record no CUDA event at all
+    # are plain: no CUDA event at all, their log handed over as is
     assert 8 <= len(timed) <= 14
-    assert all(raw[4] is None for raw in untimed)
-    assert all(len(raw[4]) == 10 for raw in timed)
+    assert all(s.full and len(s.events or ()) == 10 for s in timed)
+    assert sum(not s.full for s in steps) >= 80
     assert FakeEvent.recorded - recorded_before <= 14 * 10
     # wall phases are still measured on every step and add up to the step
     open_phases: list[str] = []
-    for raw in steps:
-        _index, start, end, log = raw[:4]
-        acc = replay(start, end, log, open_phases)
-        assert abs(sum(acc.values()) - (end - start)) < 1e-9
+    assert [s.idx for s in steps] == list(range(100))
+    for s in steps:
+        acc = replay(s.start, s.end, s.log, open_phases)
+        assert abs(sum(acc.values()) - (s.end - s.start)) < 1e-9
         assert set(acc) >= {"data", "forward", "backward", "optimizer"}
 
 
@@ -154,23 +163,26 @@ def test_replay_gives_time_to_the_innermost_phase() -> None:
     recorder.exit("optimizer")
     clock.t += 1.0
     recorder.boundary()
-    first, second = list(recorder.out)
+    first, second = [unpack(raw) for raw in recorder.out]
     stack: list[str] = []
-    assert replay(first[1], first[2], first[3], stack) == {
+    assert replay(first.start, first.end, first.log, stack) == {
         "other": 1.0,
         "forward": 2.25,
         "loss": 0.5,
         "optimizer": 0.125,
     }
     assert stack == ["optimizer"]  # still open when the first step ended
-    assert replay(second[1], second[2], second[3], stack) == {"optimizer": 4.0, "other": 1.0}
+    assert replay(second.start, second.end, second.log, stack) == {
+        "optimizer": 4.0,
+        "other": 1.0,
+    }
     assert stack == []
 
 
 def test_replay_survives_an_exit_that_was_skipped() -> None:
     stack: list[str] = []
     # enter a, enter b, exit a (b's exit was skipped by an exception), exit c (never entered)
-    log = [1.0, "a", 2.0, "b", 3.0, "\x00a", 4.0, "\x00c"]
+    log = [0, 0.0, 1.0, "a", 2.0, "b", 3.0, "\x00a", 4.0, "\x00c"]
     acc = replay(0.0, 5.0, log, stack)
     assert acc == {"other": 1.0, "a": 1.0, "b": 3.0}
     assert stack == ["b"]
@@ -185,7 +197,7 @@ class TimedEvent:
 
 
 def test_replay_gpu_follows_the_phases_of_the_edge_log() -> None:
-    log = [1.0, "forward", 2.0, "\x00forward", 3.0, "optimizer", 4.0, "\x00optimizer"]
+    log = [0, 0.0, 1.0, "forward", 2.0, "\x00forward", 3.0, "optimizer", 4.0, "\x00optimizer"]
     events = [TimedEvent(t) for t in (0.0, 0.5, 3.5, 4.0, 4.25, 6.0)]
     stack: list[str] = []
     times = replay_gpu(log, events, stack)
@@ -205,8 +217,20 @@ def test_a_step_with_thousands_of_edges_is_flushed_in_segments() -> None:
         clock.t += 0.001
     recorder.boundary()
     raws = list(recorder.out)
-    assert [r[0] for r in raws][:-1] == [SEGMENT] * (len(raws) - 1) and len(raws) >= 2
-    assert all(len(r[1]) <= LOG_MAX for r in raws[:-1])
+    assert len(raws) >= 3
+    assert all(type(r) is tuple and r[0] == SEGMENT for r in raws[:-1])
+    assert all(len(r[1]) <= LOG_MAX + 2 for r in raws[:-1])
+    # the segments and the rest add up to the step, every edge counted once
+    last = unpack(raws[-1])
+    stack: list[str] = []
+    acc: dict[str, float] = {}
+    since = last.start
+    for _, log, _, until in raws[:-1]:
+        acc = replay(since, until, log, stack, acc)
+        since = until
+    acc = replay(since, last.end, last.log, stack, acc)
+    assert abs(acc["inner"] - edges // 2 * 0.001) < 1e-9
+    assert abs(sum(acc.values()) - (last.end - last.start)) < 1e-9
 
 
 def test_backward_entry_wakes_the_io_thread_once_a_round_is_due() -> None:
@@ -237,11 +261,13 @@ def test_gpu_replay_of_steps_ended_by_the_optimizer_exit() -> None:
         recorder.enter("optimizer")
         clock.t += PHASE_GPU_PERIOD_S
         recorder.exit_boundary("optimizer")
-    steps = list(recorder.out)
-    assert len(steps) == 3 and all(raw[4] is not None for raw in steps)
-    for raw in steps:
-        for k, event in enumerate(raw[4]):
+    steps = [unpack(raw) for raw in recorder.out]
+    assert len(steps) == 3
+    for step in steps:
+        events = step.events
+        assert events is not None
+        for k, event in enumerate(events):
             event.at = float(k)  # one second of GPU time between consecutive events
-        times = replay_gpu(raw[3], raw[4], [])
+        times = replay_gpu(step.log, events, [])
         assert set(times) >= {"data", "forward", "backward", "optimizer"}
-        assert abs(sum(times.values()) - (len(raw[4]) - 1)) < 1e-9
+        assert abs(sum(times.values()) - (len(events) - 1)) < 1e-9

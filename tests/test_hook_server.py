@@ -291,3 +291,45 @@ def test_gpu_phase_times_reach_the_viewer(hook: gputui.hook.Hook) -> None:
         assert s.gpu_total == 3.75
     # every event went back to the pool but the one that starts the next step
     assert len(rec.event_pool) == rec.events_alive - 1
+
+
+def test_samples_of_plain_steps_are_counted_from_the_batches_looked_into(
+    hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gputui.hook import _recorder
+
+    looked: list[int] = []
+    first_dim = _recorder._first_dim
+
+    def counting(batch: object) -> int:
+        looked.append(1)
+        return first_dim(batch)
+
+    monkeypatch.setattr(_recorder, "_first_dim", counting)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(TensorDataset(torch.randn(240, 4), torch.randn(240, 1)), batch_size=6)
+    for x, y in loader:  # 40 short steps: most are plain
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    steps = _history(100)
+    # step 0 starts at the first batch; the epoch's end (StopIteration) is in step 40
+    assert [s.index for s in steps] == list(range(40))
+    assert all(s.batches == 1 and s.samples == 6 and s.samples_inferred for s in steps)
+    assert 1 <= len(looked) < 20  # only full steps look into their batch
+
+
+def test_odd_phase_names_are_kept_apart_from_the_logs_own_tags(hook: gputui.hook.Hook) -> None:
+    gputui.hook.step()  # starts step 0
+    for name in ("", "\x00forward", "\x01end", 7):
+        with gputui.hook.phase(name):  # type: ignore[arg-type]
+            time.sleep(0.002)
+    gputui.hook.step()
+    steps = _history(10)
+    assert [s.index for s in steps] == [0]
+    assert {"unnamed", "forward", "end", "7"} <= set(steps[0].phases)
+    assert hook.recorder.enabled and not hook.errors

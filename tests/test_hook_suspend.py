@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import gputui.hook  # noqa: E402
-from gputui.hook._recorder import replay  # noqa: E402
+from gputui.hook._recorder import replay, unpack  # noqa: E402
 
 
 def test_suspend_and_resume(hook: gputui.hook.Hook) -> None:
@@ -39,21 +39,22 @@ def test_suspend_and_resume(hook: gputui.hook.Hook) -> None:
     assert type(batches).__next__ is original_next
     assert torch.autograd._engine_run_backward is original_backward
     assert not model._forward_hooks and not model._forward_pre_hooks
+    assert "_compiled_call_impl" not in vars(model)
     for _ in range(3):
         step()
     assert hook.recorder.index == index  # nothing was seen
 
     th.resume()
-    assert model._forward_hooks and model._forward_pre_hooks
+    assert vars(model)["_compiled_call_impl"] is not None  # the root's call route
     hook.recorder.out.clear()
     for _ in range(3):
         step()
     assert hook.recorder.index == index + 3
-    last = hook.recorder.out[-1]
-    phases = replay(last[1], last[2], last[3], [])
+    last = unpack(hook.recorder.out[-1])
+    phases = replay(last.start, last.end, last.log, [])
     assert {"data", "forward", "backward", "optimizer"} <= set(phases)
 
     gputui.hook.uninstall()
     assert type(batches).__next__ is original_next
     assert torch.autograd._engine_run_backward is original_backward
-    assert not model._forward_hooks
+    assert not model._forward_hooks and "_compiled_call_impl" not in vars(model)

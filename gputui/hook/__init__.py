@@ -137,7 +137,9 @@ class phase:
     __slots__ = ("_range", "name")
 
     def __init__(self, name: str) -> None:
-        self.name = str(name)
+        # The recorder's edge log tags exits and markers with a leading \x00 or
+        # \x01: a name cannot start with either, nor be empty.
+        self.name = str(name).lstrip("\x00\x01") or "unnamed"
         self._range: Any = None
 
     def __enter__(self) -> phase:

@@ -109,8 +109,11 @@ class CaptureController:
             "memory": bool(msg.get("memory", False)),
             "periodic": vid is None,
         }
-        # Arm last: from here the training thread may pick the request up.
+        # Arm last: from here the training thread may pick the request up, at
+        # the end of the step in progress (made a full step) or at worst of the
+        # next full one (a fraction of a second).
         self.hook.recorder.on_boundary = self.on_boundary
+        self.hook.recorder.want_full()
         return _status(messages.CAPTURE_ARMED, cid, steps=steps, warmup=warmup)
 
     def cancel(self, vid: int | None) -> dict[str, Any]:

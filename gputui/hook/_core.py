@@ -103,7 +103,7 @@ class Hook:
 
     def uninstall(self) -> None:
         self.shutdown()
-        self.recorder.enabled = False
+        self.recorder.disable()
         if self.watcher is not None:
             try:
                 sys.meta_path.remove(self.watcher)
@@ -119,7 +119,7 @@ class Hook:
     def after_fork_in_child(self) -> None:
         # A forked DataLoader worker inherits our state: it must not record steps,
         # serve viewers, or remove the parent's socket at exit.
-        self.recorder.enabled = False
+        self.recorder.disable()
         self.recorder.on_boundary = None
         server, self.server = self.server, None
         if server is not None:
@@ -175,16 +175,6 @@ class Hook:
 
     def _coarse(self) -> tuple[list[str], int | None]:
         reasons = []
-        if self.torch_hooks.compile_seen:
-            reasons.append(
-                "torch.compile traced through a hook point: phases inside compiled code "
-                "are merged into the enclosing phase (call gputui.hook.step() if steps stop)"
-            )
-        if self.recorder.capturing_graph:
-            reasons.append(
-                "CUDA graph capture seen: replayed graphs run no hooks, their time lands "
-                "in the enclosing phase; captured steps have no GPU times"
-            )
         graphs = None
         dynamo_utils = sys.modules.get("torch._dynamo.utils")
         counters = getattr(dynamo_utils, "counters", None)
@@ -193,6 +183,16 @@ class Hook:
                 graphs = int(dict.get(counters, "stats", {}).get("unique_graphs", 0))
             except Exception:
                 graphs = None
+        if self.torch_hooks.compile_seen or graphs:
+            reasons.append(
+                "torch.compile in use: phases inside compiled code are merged into the "
+                "enclosing phase (call gputui.hook.step() if steps stop)"
+            )
+        if self.recorder.capturing_graph:
+            reasons.append(
+                "CUDA graph capture seen: replayed graphs run no hooks, their time lands "
+                "in the enclosing phase; captured steps have no GPU times"
+            )
         return reasons, graphs
 
     def status(self, server: Server) -> dict[str, Any]:

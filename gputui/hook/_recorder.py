@@ -18,7 +18,7 @@ import collections
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 OTHER = "other"
 DATA = "data"
@@ -57,18 +57,62 @@ LOG_MAX = 4096
 #: ``EXIT + name`` (exit).
 EXIT = "\x00"
 
-# A raw step record, as appended by the training thread:
-# (index, start_perf, end_perf, log, events, last_event_shared, batch_size,
-#  batches, samples, flags, gpu_phases_timed); log is [t, tag, t, tag, ...];
-# events is None or [start event, one event per log edge..., end event].
-# A segment of a long step's log: (SEGMENT, log, events_to_release, step_start).
-RawStep = tuple
+#: The exit tags of the automatic phases, built once for the hot paths.
+X_DATA = EXIT + DATA
+X_FORWARD = EXIT + FORWARD
+X_BACKWARD = EXIT + BACKWARD
+X_OPTIMIZER = EXIT + OPTIMIZER
+
+#: Tags a marker: a ``(value, tag)`` pair in the log that is not a phase edge.
+MARK = "\x01"
+END = MARK + "end"  # (time, END): the step ended at that time (boundary())
+SAMPLES = MARK + "samples"  # (n, SAMPLES): the DataLoader batch just taken had n samples
+NO_BATCH = MARK + "nobatch"  # (0, NO_BATCH): the data phase just exited with no batch
+
+# What the training thread hands the I/O thread on ``Recorder.out``:
+# - a plain step: its edge log, a list ``[index, start, t, tag, t, tag, ...]``
+#   whose last pair is the step's end (the optimizer's exit, or END);
+# - a full step: ``(FULL, log, events, shared, batch_size, flags)``, where events
+#   is None or [start event, one event per edge of the log..., end event] (no end
+#   event when the last edge ended the step) and ``shared`` says that the end
+#   event also starts the next step;
+# - a segment of a long step: ``(SEGMENT, log, events, t)``, the log's edges up
+#   to ``t``; the rest of the step follows, with the same index and start.
+# ``unpack`` reads any of them.
+RawStep = Any
 SEGMENT = -1
+FULL = -2
+
+
+class Unpacked(NamedTuple):
+    idx: int  # the step index
+    start: float
+    end: float
+    log: list[Any]
+    events: list[Any] | None
+    shared: bool
+    batch_size: int | None
+    flags: int
+    full: bool  # a full step: batch_size and flags are as the step saw them
+
+
+def unpack(raw: RawStep) -> Unpacked:
+    """Any step entry of ``Recorder.out`` (not a segment) as named fields."""
+    if type(raw) is list:
+        return Unpacked(raw[0], raw[1], raw[-2], raw, None, False, None, 0, False)
+    _, log, events, shared, batch_size, flags = raw
+    return Unpacked(log[0], log[1], log[-2], log, events, shared, batch_size, flags, True)
 
 
 class Recorder:
     """Per-process phase/step bookkeeping.  Not thread-safe by design: only the
-    training thread calls the edge methods; the I/O thread only pops ``out``."""
+    training thread calls the edge methods; the I/O thread only pops ``out``.
+
+    Most steps are *plain*: their edges are a time and a tag appended to the log,
+    and their end hands the log over and starts a new one.  About every
+    PHASE_GPU_PERIOD_S a step is *full*: CUDA events at its edges (GPU time per
+    phase), the samples of its batches counted, the capture controller called at
+    its boundary; so are the steps of a capture and steps with a flag set."""
 
     def __init__(
         self,
@@ -76,16 +120,22 @@ class Recorder:
         report_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.report_error = report_error
+        #: The clock of every edge.  The torch hook points bind it when they are
+        #: installed: replace it before that, if at all.
         self.clock = time.perf_counter
         self.out: collections.deque[RawStep] = collections.deque(maxlen=RAW_CAPACITY)
         self.enabled = True
+        #: The step in progress is plain (see the class): an edge is two appends
+        #: to the log.  The hook points test this one flag and append a plain
+        #: step's edges themselves; otherwise they call the methods below.
+        self.plain = False
+        self.started = False  # the first step has started
+        #: Steps to end before the next full step (plain steps count it down).
+        self.countdown = 0
         self.index = 0  # index of the step in progress
-        self.step_start: float | None = None
-        self.log: list[Any] = []  # this step's edges: time, tag, time, tag, ...
+        self.log: list[Any] = [0, 0.0]  # [index, start, t, tag, t, tag, ...]
         self.batch_size: int | None = None
-        self.batches = 0  # DataLoader batches taken this step
-        self.samples = 0  # samples seen in those batches (first dim), when inferable
-        self.flags = 0
+        self.flags = 0  # flags of the step in progress (a full step)
         self.on_first_activity = on_first_activity
         self.on_boundary: Callable[[int], None] | None = None  # capture controller
         #: From this time.perf_counter() on, the I/O thread has a round due and
@@ -101,7 +151,6 @@ class Recorder:
         self.events_alive = 0
         self.pool_exhausted = 0
         self.capturing_graph = 0  # edges skipped because a CUDA graph was being captured
-        self.phase_gpu = True  # this step is GPU-timed: an event at every edge
         #: () -> (stream id, device index, device type) of the current stream, from
         #: torch's private bindings when present; see _current_stream
         self._stream_query: Callable[[], tuple[int, int, int]] | None = None
@@ -111,30 +160,72 @@ class Recorder:
         #: there is one (a Python frame less per edge), else ``Event.record``.
         self._record: Callable[[Any, Any], None] = _call_record
 
-    # -- phase edges ----------------------------------------------------------
+    # -- state ------------------------------------------------------------------
     def _start(self, t: float) -> None:
-        self.step_start = t
+        self.started = True
+        self.log = [self.index, t]
         if self.on_first_activity is not None:
             callback, self.on_first_activity = self.on_first_activity, None
             callback()
-        self._begin_gpu()
+        self._begin_full(None)
+
+    def _begin_full(self, shared: Any) -> None:
+        """The step in progress is a full one; ``shared`` is the event that ended
+        the previous step, if any, and so starts this one."""
+        self.plain = False
+        self.edges = None
+        if self._gpu_wanted():
+            if shared is not None:
+                self.edges = [shared]
+            else:
+                self.edges = []
+                self._gpu_edge()
+
+    def restart(self) -> None:
+        """The step in progress starts again now (the hook points were out for
+        a while: the pause is not part of it).  Its edges so far are dropped."""
+        if not self.started:
+            return
+        self.log = [self.index, self.clock()]
+        if self.edges is not None:  # its CUDA events go, and it starts with a new one
+            self.events_alive -= len(self.edges)
+            self._begin_full(None)
+
+    def want_full(self) -> None:
+        """Make the step in progress (and the next ones while a capture runs) a
+        full step: a capture was armed (from any thread; at worst the next full
+        step sees it)."""
+        if self.started and self.enabled:
+            self.plain = False
+
+    def mark(self, flag: int) -> None:
+        """Set a flag on the step in progress: its end goes the full way, which
+        carries flags (no CUDA events are added to it for that).  Called from
+        code that dynamo traces, too (only attribute stores, no list changes)."""
+        self.flags |= flag
+        self.want_full()
+
+    def disable(self) -> None:
+        """Stop recording for good (uninstall, a forked child, an error)."""
+        self.enabled = False
+        self.plain = False
 
     def _fail(self, where: str, exc: BaseException) -> None:
         # One error turns recording off for good: a half-working recorder would
         # produce wrong numbers, and the training loop must never see our errors.
-        self.enabled = False
+        self.disable()
         if self.report_error is not None:
             self.report_error(where, exc)
 
-    # The edge methods run several times per step inside the user's loop, where
-    # every Python call and attribute lookup runs cold: they are written flat,
-    # with the error guard inline rather than in a wrapper.
+    # -- phase edges --------------------------------------------------------------
+    # These run inside the user's loop, where every Python call and attribute
+    # lookup runs cold: written flat, with the error guard inline.
     def enter(self, name: str) -> None:
         if not self.enabled:
             return
         try:
             t = self.clock()
-            if self.step_start is None:
+            if not self.started:
                 self._start(t)
             log = self.log
             log.append(t)
@@ -142,7 +233,7 @@ class Recorder:
             if self.edges is not None:  # a GPU-timed step
                 self._gpu_edge()
             if len(log) >= LOG_MAX:
-                self._flush_segment()
+                self._flush_segment(t)
         except Exception as exc:
             self._fail("phase enter", exc)
 
@@ -150,18 +241,21 @@ class Recorder:
         """``enter(name)`` for a phase in which the training thread waits with the
         GIL released (backward): also wakes the I/O thread if it has a round due."""
         self.enter(name)
-        log = self.log
-        if log and log[-2] >= self.io_due:  # the time enter() just logged
-            self.io_due = math.inf
-            wake = self.io_wake
-            if wake is not None:
-                try:
-                    wake()
-                except Exception as exc:
-                    self._fail("waking the I/O thread", exc)
+        if self.clock() >= self.io_due:
+            self.wake_io()
+
+    def wake_io(self) -> None:
+        """Start the I/O thread's round that is due (see ``io_due``)."""
+        self.io_due = math.inf
+        wake = self.io_wake
+        if wake is not None:
+            try:
+                wake()
+            except Exception as exc:
+                self._fail("waking the I/O thread", exc)
 
     def exit(self, name: str) -> None:
-        if not self.enabled or self.step_start is None:
+        if not self.enabled or not self.started:
             return
         try:
             t = self.clock()
@@ -171,37 +265,56 @@ class Recorder:
             if self.edges is not None:
                 self._gpu_edge()
             if len(log) >= LOG_MAX:
-                self._flush_segment()
+                self._flush_segment(t)
         except Exception as exc:
             self._fail("phase exit", exc)
 
-    def _flush_segment(self) -> None:
+    def exit_batch(self, batch: Any) -> None:
+        """Exit the data phase with the DataLoader batch it produced, and count
+        its samples when no batch size was given (the hook point appends a
+        plain step's exit itself, without counting)."""
+        self.exit(DATA)
+        if self.batch_size is None and self.enabled and self.started:
+            try:
+                n = _first_dim(batch)
+            except Exception:
+                return
+            if n:
+                self.log.append(n)
+                self.log.append(SAMPLES)
+
+    def exit_no_batch(self) -> None:
+        """Exit the data phase that ended without a batch (StopIteration, mostly)."""
+        self.exit(DATA)
+        if self.enabled and self.started:
+            self.log.append(0)
+            self.log.append(NO_BATCH)
+
+    def _flush_segment(self, t: float) -> None:
         # Rare: thousands of edges in one step.  The I/O thread folds the segment
         # into the step; the rest of the step goes without GPU times.
-        self.out.append((SEGMENT, self.log, self.edges, self.step_start))
-        self.log = []
+        log = self.log
+        self.out.append((SEGMENT, log, self.edges, t))
+        self.log = [log[0], log[1]]
         self.edges = None
 
-    def exit_boundary(self, name: str) -> None:
-        """``exit(name)`` and the step's end at the same instant (the optimizer
-        step that ends a training step): the exit's CUDA event is the end's."""
-        self.exit(name)
-        if not self.enabled or self.step_start is None:
-            return
-        try:
-            log = self.log
-            self._end_step(log[-2] if log else self.clock())
-        except Exception as exc:
-            self._fail("step boundary", exc)
-
-    def boundary(self) -> None:
-        """End the step in progress and start the next one."""
-        if not self.enabled:
+    # -- step boundaries --------------------------------------------------------------
+    def close_step(self, tag: str) -> None:
+        """End the step in progress now, logging ``tag`` as its last edge: the
+        exit that ends it (the lead optimizer's, ``X_OPTIMIZER``), whose CUDA
+        event is the end's, or END."""
+        if not self.enabled or not self.started:
             return
         try:
             t = self.clock()
-            if self.step_start is None:
-                self._start(t)
+            log = self.log
+            log.append(t)
+            log.append(tag)
+            if self.plain and self.countdown > 1:
+                self.countdown -= 1
+                self.out.append(log)
+                self.index = index = self.index + 1
+                self.log = [index, t]
                 return
             if self.edges is not None:
                 self._gpu_edge()
@@ -209,69 +322,56 @@ class Recorder:
         except Exception as exc:
             self._fail("step boundary", exc)
 
-    def _end_step(self, t: float) -> None:
-        """The end of a step at ``t`` (its last GPU event, if timed, is recorded)."""
-        assert self.step_start is not None
-        edges = self.edges  # None if the step is not GPU-timed or an edge failed
-        wall = t - self.step_start
-        every = 1
-        if 0 < wall < PHASE_GPU_PERIOD_S:
-            every = min(PHASE_GPU_MAX_EVERY, int(PHASE_GPU_PERIOD_S / wall))
-        next_timed = (self.index + 1) % every == 0
-        if not next_timed:
-            next_gpu = False
-        elif self.device is not None:  # CUDA is initialised (it stays so)
-            next_gpu = self.gpu_timing
-        else:
-            next_gpu = self._gpu_wanted()
-        # The event that ends this step also starts the next one when both are
-        # timed: one record per boundary instead of two.
-        shared = edges is not None and next_gpu
-        self.out.append(
-            (
-                self.index,
-                self.step_start,
-                t,
-                self.log,
-                edges,
-                shared,
-                self.batch_size,
-                self.batches,
-                self.samples,
-                self.flags,
-                self.phase_gpu,
-            )
-        )
-        self.index += 1
-        self.phase_gpu = next_timed
-        self.step_start = t
-        self.log = []
-        self.batches = 0
-        self.samples = 0
-        self.flags = 0
-        if self.on_boundary is not None:
-            self.on_boundary(self.index)
-        if not next_gpu:
-            self.edges = None
-        elif shared:
-            assert edges is not None
-            self.edges = [edges[-1]]
-        else:
-            self.edges = []
-            self._gpu_edge()
+    def exit_boundary(self, name: str) -> None:
+        """``exit(name)`` and the step's end at the same instant."""
+        self.close_step(EXIT + name)
 
-    def exit_batch(self, name: str, batch: Any) -> None:
-        """``exit(name)`` for a phase that produced a DataLoader batch: also count
-        the batch and, when cheap to see and no batch size was given, its samples."""
-        self.exit(name)
+    def boundary(self) -> None:
+        """End the step in progress and start the next one."""
         if not self.enabled:
             return
-        self.batches += 1
-        if self.batch_size is None:
-            try:
-                self.samples += _first_dim(batch)
-            except Exception:
-                pass
+        if self.started:
+            self.close_step(END)
+            return
+        try:
+            self._start(self.clock())
+        except Exception as exc:
+            self._fail("step boundary", exc)
+
+    def _end_step(self, t: float) -> None:
+        """The end, at ``t``, of a full step or of the last plain step before one
+        (its end pair is logged and, if GPU-timed, its last event recorded)."""
+        log = self.log
+        edges = self.edges  # None if the step is not GPU-timed or an edge failed
+        countdown = self.countdown - 1
+        if countdown <= 0:  # the next step is a full one
+            wall = t - log[1]
+            countdown = 1
+            if 0 < wall < PHASE_GPU_PERIOD_S:
+                countdown = min(PHASE_GPU_MAX_EVERY, int(PHASE_GPU_PERIOD_S / wall))
+            next_full = True
+        else:
+            next_full = False
+        self.countdown = countdown
+        next_gpu = next_full and self._gpu_wanted()
+        # The event that ends this step also starts the next one when both are
+        # GPU-timed: one record per boundary instead of two.
+        shared = edges is not None and next_gpu
+        if self.plain and not shared:
+            self.out.append(log)
+        else:
+            self.out.append((FULL, log, edges, shared, self.batch_size, self.flags))
+        self.index = index = self.index + 1
+        self.log = [index, t]
+        self.flags = 0
+        if self.on_boundary is not None:
+            self.on_boundary(index)  # may set flags (a profiled step)
+            next_full = next_full or self.on_boundary is not None
+        if next_full:
+            self._begin_full(edges[-1] if shared and edges else None)
+        else:
+            self.plain = True
+            self.edges = None
 
     # -- CUDA events ------------------------------------------------------------
     def _gpu_wanted(self) -> bool:
@@ -293,12 +393,6 @@ class Recorder:
         ):
             self._record = record
         return self.gpu_timing
-
-    def _begin_gpu(self) -> None:
-        self.edges = None
-        if self._gpu_wanted():
-            self.edges = []
-            self._gpu_edge()
 
     def _gpu_edge(self) -> None:
         edges = self.edges
@@ -356,33 +450,53 @@ def replay(
     log: list[Any],
     stack: list[str],
     acc: dict[str, float] | None = None,
+    counts: list[int] | None = None,
 ) -> dict[str, float]:
     """Wall seconds per phase from a step's edge log (on the I/O thread).
 
     ``stack`` holds the phases open when the log starts and is left holding those
     open when it ends (a phase may span steps).  Each interval goes to the
-    innermost open phase; zero-length intervals add no phase."""
+    innermost open phase; zero-length intervals add no phase.  ``counts``, if
+    given, gets ``[batches, samples, batches with samples]`` added to it."""
     acc = {} if acc is None else acc
+    get = acc.get
     last = start
-    for i in range(0, len(log) - 1, 2):
+    for i in range(2, len(log) - 1, 2):
+        tag = log[i + 1]
+        if tag in _MARKS:
+            if counts is not None:
+                if tag == SAMPLES:
+                    counts[1] += log[i]
+                    counts[2] += 1
+                elif tag == NO_BATCH:
+                    counts[0] -= 1
+            continue
         t = log[i]
         if t != last:
             cur = stack[-1] if stack else OTHER
-            acc[cur] = acc.get(cur, 0.0) + (t - last)
+            acc[cur] = get(cur, 0.0) + (t - last)
             last = t
-        _apply(stack, log[i + 1])
+        if tag[0] == EXIT:
+            if tag == X_DATA and counts is not None:
+                counts[0] += 1
+            _exit(stack, tag)
+        else:
+            stack.append(tag)
+            if len(stack) > MAX_OPEN_PHASES:
+                del stack[0]
     if end != last:
         cur = stack[-1] if stack else OTHER
-        acc[cur] = acc.get(cur, 0.0) + (end - last)
+        acc[cur] = get(cur, 0.0) + (end - last)
     return acc
 
 
 def replay_gpu(log: list[Any], events: list[Any], stack: list[str]) -> dict[str, float]:
     """GPU seconds per phase between a step's CUDA events: ``events`` are the
-    step's start, one per edge of ``log``, and its end, unless the last edge
-    ended the step (``exit_boundary``: one event for both); ``stack`` as the
-    step started (a copy is used)."""
-    if not len(log) // 2 + 1 <= len(events) <= len(log) // 2 + 2:
+    step's start, one per edge of ``log`` (markers have none), and its end,
+    unless the last edge ended the step (``exit_boundary``: one event for both);
+    ``stack`` as the step started (a copy is used)."""
+    tags = [tag for tag in log[3::2] if tag not in _MARKS]
+    if not len(tags) + 1 <= len(events) <= len(tags) + 2:
         raise ValueError("CUDA events do not match the step's edges")
     stack = list(stack)
     times: dict[str, float] = {}
@@ -391,8 +505,8 @@ def replay_gpu(log: list[Any], events: list[Any], stack: list[str]) -> dict[str,
         if seconds:  # as in replay(): an empty interval adds no phase
             cur = stack[-1] if stack else OTHER
             times[cur] = times.get(cur, 0.0) + seconds
-        if k < len(log) // 2:
-            _apply(stack, log[2 * k + 1])
+        if k < len(tags):
+            _apply(stack, tags[k])
     return times
 
 
@@ -401,12 +515,20 @@ MAX_OPEN_PHASES = 64
 
 
 def _apply(stack: list[str], tag: str) -> None:
-    if not tag.startswith(EXIT):
-        stack.append(tag)
-        if len(stack) > MAX_OPEN_PHASES:
-            del stack[0]
+    if tag[0] == EXIT:
+        _exit(stack, tag)
         return
-    name = tag[1:]
+    stack.append(tag)
+    if len(stack) > MAX_OPEN_PHASES:
+        del stack[0]
+
+
+def _exit(stack: list[str], tag: str) -> None:
+    name = _EXIT_NAMES.get(tag)
+    if name is None:
+        name = tag[1:]
+        if len(_EXIT_NAMES) < 4096:
+            _EXIT_NAMES[tag] = name
     if stack and stack[-1] == name:
         stack.pop()
         return
@@ -416,6 +538,11 @@ def _apply(stack: list[str], tag: str) -> None:
         if stack[i] == name:
             del stack[i]
             return
+
+
+_MARKS = frozenset((END, SAMPLES, NO_BATCH))
+#: Exit tag -> phase name, for the replay (no slicing per edge).
+_EXIT_NAMES = {EXIT + name: name for name in (DATA, FORWARD, BACKWARD, OPTIMIZER)}
 
 
 def _call_record(event: Any, stream: Any) -> None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gputui.hook._recorder import SEGMENT, replay, replay_gpu
+from gputui.hook._recorder import SEGMENT, replay, replay_gpu, unpack
 from gputui.protocol import framing, messages, paths
 
 if TYPE_CHECKING:
@@ -148,6 +148,8 @@ class Server:
         self.open_phases: list[str] = []
         self.partial: dict[str, float] | None = None
         self.partial_since = 0.0
+        self.partial_counts = [0, 0, 0]
+        self.batch_samples = 0.0  # samples per DataLoader batch, as last looked into
         self.dropped = 0  # step records lost before reaching the ring (training-side overflow)
         self.refused = 0  # connections refused (other uid, too many viewers)
         self.bad_frames = 0
@@ -440,6 +442,10 @@ class Server:
         if now - self.last_memory >= MEMORY_PERIOD_S * 0.9:
             self.last_memory = now
             self._sample_memory()
+            try:
+                self.hook.torch_hooks.recheck_roots()
+            except Exception as exc:
+                self.hook.report_error("rechecking root modules", exc)
         if now - self.last_status >= STATUS_PERIOD_S * 0.9:
             self.last_status = now
             if any(v.subscribed for v in self.viewers.values()):
@@ -461,15 +467,25 @@ class Server:
             pending.append(raw)
         while pending:
             raw = pending[0]
+            if type(raw) is list:  # a plain step
+                pending.popleft()
+                self._finalize(raw[0], raw[1], raw[-2], raw, None, None, 0, False)
+                continue
             if raw[0] == SEGMENT:  # the first part of a long step's edge log
                 pending.popleft()
-                _, log, events, step_start = raw
-                since = step_start if self.partial is None else self.partial_since
-                self.partial = replay(since, log[-2], log, self.open_phases, self.partial)
-                self.partial_since = log[-2]
+                _, log, events, until = raw
+                if self.partial is None:
+                    since, self.partial_counts = log[1], [0, 0, 0]
+                else:
+                    since = self.partial_since
+                self.partial = replay(
+                    since, until, log, self.open_phases, self.partial, self.partial_counts
+                )
+                self.partial_since = until
                 self._release(events, keep_last=False)
                 continue
-            edges = raw[4]
+            step = unpack(raw)
+            edges = step.events
             gpu: dict[str, float] | None = None
             if edges is not None:
                 if not _query(edges[-1]):
@@ -478,13 +494,13 @@ class Server:
                     edges = None  # the GPU is hopelessly behind: give up on this step
                 else:
                     try:
-                        gpu = replay_gpu(raw[3], edges, self.open_phases)
+                        gpu = replay_gpu(step.log, edges, self.open_phases)
                     except Exception:
                         gpu = None
                     finally:
-                        self._release(edges, keep_last=raw[5])
+                        self._release(edges, keep_last=step.shared)
             pending.popleft()
-            self._finalize(raw, gpu)
+            self._finalize(*step[:4], gpu, step.batch_size, step.flags, True)
 
     def _release(self, events: list[Any] | None, keep_last: bool) -> None:
         """CUDA events back to the recorder's pool, except an end event that also
@@ -494,24 +510,47 @@ class Server:
         pool = self.hook.recorder.event_pool
         pool.extend(events[:-1] if keep_last else events)
 
-    def _finalize(self, raw: tuple[Any, ...], gpu: dict[str, float] | None) -> None:
-        index, start, end, log, _edges, _shared, batch_size, batches, samples, flags = raw[:10]
+    def _finalize(
+        self,
+        index: int,
+        start: float,
+        end: float,
+        log: list[Any],
+        gpu: dict[str, float] | None,
+        batch_size: int | None,
+        flags: int,
+        full: bool,
+    ) -> None:
+        """A whole step into the ring; ``batch_size`` and ``flags`` are as a
+        full step saw them (a plain step has neither)."""
         if self.expected_index is not None and index > self.expected_index:
             self.dropped += index - self.expected_index
         self.expected_index = index + 1
+        counts = [0, 0, 0]  # batches, samples seen, batches whose samples were seen
         if self.partial is not None:  # the step's earlier segments
-            acc = replay(self.partial_since, end, log, self.open_phases, self.partial)
+            counts = self.partial_counts
+            acc = replay(self.partial_since, end, log, self.open_phases, self.partial, counts)
             self.partial = None
         else:
-            acc = replay(start, end, log, self.open_phases)
+            acc = replay(start, end, log, self.open_phases, None, counts)
+        if not full:
+            batch_size = self.hook.recorder.batch_size
+        batches, samples, sampled = counts
+        if batch_size:
+            samples = 0  # the given batch size wins
+        elif sampled:
+            self.batch_samples = samples / sampled  # samples per batch, last seen
+        elif batches and self.batch_samples:
+            # A plain step: its batches are counted, not looked into; they are
+            # taken to be the size of the last batches seen.
+            samples = round(batches * self.batch_samples)
         # The dict is built when a viewer (or the status) reads it: see Ring.
-        timed = raw[10] if len(raw) > 10 else True
-        self.ring.append((index, start, end, acc, gpu, timed, batch_size, batches, samples, flags))
+        self.ring.append((index, start, end, acc, gpu, batch_size, batches, samples, flags))
         self.steps_total += 1
 
     def _record(self, item: tuple[Any, ...]) -> dict[str, Any]:
         """A step as the wire carries it (the ``steps`` message's records)."""
-        index, start, end, acc, gpu, phases_timed, batch_size, batches, samples, flags = item
+        index, start, end, acc, gpu, batch_size, batches, samples, flags = item
         rec: dict[str, Any] = {
             "i": index,
             "t": round(self.wall0 + (end - self.perf0), 4),
@@ -519,8 +558,7 @@ class Server:
             "phases": {k: round(v, 7) for k, v in acc.items()},
         }
         if gpu is not None:
-            if phases_timed:
-                rec["gpu"] = {k: round(v, 7) for k, v in gpu.items()}
+            rec["gpu"] = {k: round(v, 7) for k, v in gpu.items()}
             rec["gpu_total"] = round(sum(gpu.values()), 7)
         if batch_size:
             rec["samples"] = batch_size * max(1, batches)

@@ -4,13 +4,15 @@
   post hook ends a step, so a GAN's two optimizers make one step, not two);
 - forward: a temporary global module forward hook finds the top-level modules
   during the first step, then only those are hooked (global hooks cost ~12 us per
-  module call, +28% on a 2 ms step);
+  module call, +28% on a 2 ms step), through ``_compiled_call_impl`` where it
+  applies (``_CallRoute``), else with forward pre/post hooks;
 - backward: ``torch.autograd._engine_run_backward`` wrapped (the name that
   ``torch.autograd.backward`` and ``grad`` call);
 - data: ``_BaseDataLoaderIter.__next__`` wrapped.
 
 Every hook body is wrapped so that an error in gputui disables the recorder and
-is reported once; it never propagates into the training loop.
+is reported once; it never propagates into the training loop.  On a plain step
+(``Recorder.plain``) the hook points append their edges to the log themselves.
 """
 
 from __future__ import annotations
@@ -23,7 +25,19 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gputui.hook._recorder import BACKWARD, DATA, FLAG_COMPILE, FORWARD, OPTIMIZER, Recorder
+from gputui.hook._recorder import (
+    BACKWARD,
+    DATA,
+    FLAG_COMPILE,
+    FORWARD,
+    LOG_MAX,
+    OPTIMIZER,
+    X_BACKWARD,
+    X_DATA,
+    X_FORWARD,
+    X_OPTIMIZER,
+    Recorder,
+)
 
 #: Stop looking for top-level modules after this many top-level forward calls even
 #: if no step boundary came (an inference loop with no optimizer and no step()).
@@ -46,6 +60,7 @@ class TorchHooks:
         self.depth = 0
         self.explicit_steps = False  # step() was called: optimizer hooks no longer end steps
         self.lead_optimizer: int | None = None
+        self.fast_lead: int | None = None  # see _refresh_fast_lead
         self.stepped_since_boundary: set[int] = set()
         self.optimizer_depth = 0
         self.compile_seen = False
@@ -99,15 +114,31 @@ class TorchHooks:
             return
         rec = self.rec
         compiling = self._is_compiling
+        clock = rec.clock
 
+        # The hook points below append a plain step's edges themselves (see
+        # Recorder.plain): a Python call less per edge, on every step.
         def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
             if compiling():
                 return orig(*args, **kwargs)
-            rec.enter_wake(BACKWARD)
+            log = rec.log
+            if rec.plain and len(log) < LOG_MAX:
+                t = clock()
+                log.append(t)
+                log.append(BACKWARD)
+                if t >= rec.io_due:
+                    rec.wake_io()
+            else:
+                rec.enter_wake(BACKWARD)
             try:
                 return orig(*args, **kwargs)
             finally:
-                rec.exit(BACKWARD)
+                log = rec.log
+                if rec.plain and len(log) < LOG_MAX:
+                    log.append(clock())
+                    log.append(X_BACKWARD)
+                else:
+                    rec.exit(BACKWARD)
 
         _engine_run_backward._gputui_wrapped = True  # type: ignore[attr-defined]
         self._orig_backward = orig
@@ -120,15 +151,26 @@ class TorchHooks:
         if getattr(orig, "_gputui_wrapped", False):
             return
         rec = self.rec
+        clock = rec.clock
 
         def __next__(self: Any) -> Any:
-            rec.enter(DATA)
+            log = rec.log
+            if rec.plain and len(log) < LOG_MAX:
+                log.append(clock())
+                log.append(DATA)
+            else:
+                rec.enter(DATA)
             try:
                 batch = orig(self)
             except BaseException:  # StopIteration at the end of an epoch, mostly
-                rec.exit(DATA)
+                rec.exit_no_batch()
                 raise
-            rec.exit_batch(DATA, batch)
+            log = rec.log
+            if rec.plain and len(log) < LOG_MAX:
+                log.append(clock())
+                log.append(X_DATA)
+            else:
+                rec.exit_batch(batch)
             return batch
 
         __next__._gputui_wrapped = True  # type: ignore[attr-defined]
@@ -158,8 +200,7 @@ class TorchHooks:
         if not self.installed or not self.suspended:
             return
         self.suspended = False
-        if self.rec.step_start is not None:
-            self.rec.step_start = self.rec.clock()  # the step goes on; the pause is not in it
+        self.rec.restart()  # the step goes on; the pause is not in it
         self._orig_backward = self._orig_next = None
         self._install_optimizer()
         self._install_backward()
@@ -191,6 +232,7 @@ class TorchHooks:
 
     def explicit_step(self) -> None:
         self.explicit_steps = True
+        self.fast_lead = None
         self.boundary()
 
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -200,34 +242,49 @@ class TorchHooks:
                 return
             self.optimizer_depth += 1
             if self.optimizer_depth == 1:
-                self.rec.enter(OPTIMIZER)
+                rec = self.rec
+                log = rec.log
+                if rec.plain and len(log) < LOG_MAX:
+                    log.append(rec.clock())
+                    log.append(OPTIMIZER)
+                else:
+                    rec.enter(OPTIMIZER)
         except Exception as exc:
             self.report_error("optimizer pre-hook", exc)
 
     def _opt_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            # No is_compiling() here: a pre-hook that dynamo traced entered no
-            # phase, so the depth is 0 and this returns at once.
-            if self.optimizer_depth == 0:
+            # The common case, first: the lead optimizer ends the step.
+            if self.optimizer_depth == 1 and id(optimizer) == self.fast_lead:
+                self.optimizer_depth = 0
+                self.rec.close_step(X_OPTIMIZER)
                 return
-            self.optimizer_depth -= 1
-            if self.optimizer_depth:
-                return  # an optimizer stepping inside another (wrappers): one phase
-            key = id(optimizer)
-            if key == self.lead_optimizer and not self.explicit_steps:
-                # The common case, first: the lead optimizer ends the step.
-                if self.stepped_since_boundary:
-                    self.stepped_since_boundary.clear()
-                if self.detecting and self.roots:
-                    self._finish_detection()
-                self.rec.exit_boundary(OPTIMIZER)
-                return
+            self._opt_post_other(optimizer)
+        except Exception as exc:
+            self.report_error("optimizer post-hook", exc)
+
+    def _opt_post_other(self, optimizer: Any) -> None:
+        # No is_compiling() here: a pre-hook that dynamo traced entered no
+        # phase, so the depth is 0 and this returns at once.
+        if self.optimizer_depth == 0:
+            return
+        self.optimizer_depth -= 1
+        if self.optimizer_depth:
+            return  # an optimizer stepping inside another (wrappers): one phase
+        key = id(optimizer)
+        if key == self.lead_optimizer and not self.explicit_steps:
+            self.stepped_since_boundary.clear()
+            if self.detecting and self.roots:
+                self._finish_detection()
+            self.rec.close_step(X_OPTIMIZER)
+        else:
             self.rec.exit(OPTIMIZER)
             if self.explicit_steps:
-                return
-            if self.lead_optimizer is None:
+                pass
+            elif self.lead_optimizer is None:
                 self.lead_optimizer = key
-            if key == self.lead_optimizer:
+                self.boundary()
+            elif key == self.lead_optimizer:
                 self.stepped_since_boundary.clear()
                 self.boundary()
             elif key in self.stepped_since_boundary:
@@ -238,8 +295,14 @@ class TorchHooks:
                 self.boundary()
             else:
                 self.stepped_since_boundary.add(key)
-        except Exception as exc:
-            self.report_error("optimizer post-hook", exc)
+        self._refresh_fast_lead()
+
+    def _refresh_fast_lead(self) -> None:
+        """``fast_lead`` is the lead optimizer's id while its post hook needs no
+        more than ending the step: no other optimizer stepped since the last
+        boundary, root detection is over, and step() is not in use."""
+        plain = not (self.explicit_steps or self.detecting or self.stepped_since_boundary)
+        self.fast_lead = self.lead_optimizer if plain else None
 
     # -- forward ------------------------------------------------------------------
     def _global_pre(self, module: Any, args: Any) -> None:
@@ -278,6 +341,7 @@ class TorchHooks:
 
     def _finish_detection(self) -> None:
         self.detecting = False
+        self._refresh_fast_lead()
         for handle in self.global_module_handles:
             handle.remove()
         self.global_module_handles = []
@@ -293,18 +357,41 @@ class TorchHooks:
         self.roots = {key: None for key in self.roots}
 
     def _hook_roots(self, modules: list[Any]) -> None:
-        pre, post = _RootPreHook(self), _RootPostHook(self)
         for module in modules:
-            self.handles.append(module.register_forward_pre_hook(pre))
-            try:
-                handle = module.register_forward_hook(post, always_call=True)
-            except TypeError:
-                handle = module.register_forward_hook(post)
-            self.handles.append(handle)
+            route = _CallRoute.install(self, module)
+            if route is not None:
+                self.handles.append(route)
+            else:
+                self._hook_root(module)
+
+    def _hook_root(self, module: Any) -> None:
+        """Forward pre/post hooks on one root module (the general route)."""
+        pre, post = _RootPreHook(self), _RootPostHook(self)
+        try:
+            handle = module.register_forward_hook(post, always_call=True)
+        except TypeError:
+            handle = module.register_forward_hook(post)
+        self.handles.append(handle)
+        self.handles.append(module.register_forward_pre_hook(pre))
+
+    def recheck_roots(self) -> None:
+        """Called now and then off the training thread: a root whose call route
+        was replaced (``module.compile()`` after the first step) gets the hooks.
+        Registering a hook is a dict insertion, atomic under the GIL."""
+        for route in list(self.handles):
+            if type(route) is _CallRoute and not route.intact():
+                module = route.module()
+                route.remove()
+                try:
+                    self.handles.remove(route)
+                except ValueError:
+                    continue
+                if module is not None:
+                    self._hook_root(module)
 
     def _note_compile(self) -> None:
         self.compile_seen = True
-        self.rec.flags |= FLAG_COMPILE
+        self.rec.mark(FLAG_COMPILE)
 
 
 #: What a copied or unpickled root hook becomes: callable with any arguments, a no-op.
@@ -331,6 +418,122 @@ class _PortableHook:
 
     def __copy__(self) -> Any:
         return _INERT
+
+
+class _RootCall:
+    """The forward phase of a root module on the short route: set as the
+    module's ``_compiled_call_impl``, which ``Module.__call__`` calls instead of
+    ``_call_impl`` when set (``module.compile()`` uses it).  ``_call_impl`` then
+    takes its fast path (no hooks on the module) and this is one Python call per
+    forward, where forward hooks cost torch's slow path and two calls.
+
+    torch drops ``_compiled_call_impl`` when a module is pickled or deep-copied;
+    where it would not, a copy of this becomes ``None``: the copy calls its own
+    ``_call_impl`` as if never hooked."""
+
+    __slots__ = ("call", "th")
+
+    def __init__(self, th: TorchHooks, call: Callable[..., Any]) -> None:
+        self.th = th
+        self.call = call  # the module's bound _call_impl
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return (type(None), ())
+
+    def __deepcopy__(self, memo: Any) -> None:
+        return None
+
+    def __copy__(self) -> None:
+        return None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        th = self.th
+        if th._is_compiling():
+            th._note_compile()
+            return self.call(*args, **kwargs)
+        if th.depth:  # inside another root's forward: one phase
+            th.depth += 1
+            try:
+                return self.call(*args, **kwargs)
+            finally:
+                th.depth -= 1
+        rec = th.rec
+        log = rec.log
+        if rec.plain and len(log) < LOG_MAX:
+            log.append(rec.clock())
+            log.append(FORWARD)
+        else:
+            rec.enter(FORWARD)
+        th.depth = 1
+        try:
+            return self.call(*args, **kwargs)
+        finally:
+            th.depth = 0
+            log = rec.log
+            if rec.plain and len(log) < LOG_MAX:
+                log.append(rec.clock())
+                log.append(X_FORWARD)
+            else:
+                rec.exit(FORWARD)
+
+
+_MISSING = object()
+
+
+class _CallRoute:
+    """A root module on the ``_RootCall`` route; removable like a hook handle."""
+
+    __slots__ = ("call", "had_own", "module")
+
+    def __init__(self, module: Any, call: _RootCall, had_own: bool) -> None:
+        self.module = weakref.ref(module)
+        self.call = call
+        self.had_own = had_own  # the instance had its own None before
+
+    @classmethod
+    def install(cls, th: TorchHooks, module: Any) -> _CallRoute | None:
+        """Put ``module`` on the route, or None where it does not apply (old torch,
+        a module with its own ``__call__``, a compiled or scripted module)."""
+        nn_module = th.torch.nn.Module
+        wrapped = getattr(nn_module, "_wrapped_call_impl", None)
+        if wrapped is None or vars(nn_module).get("__call__") is not wrapped:
+            return None
+        if type(module).__call__ is not wrapped:
+            return None
+        script = getattr(getattr(th.torch, "jit", None), "ScriptModule", None)
+        if isinstance(script, type) and isinstance(module, script):
+            return None
+        own = vars(module).get("_compiled_call_impl", _MISSING)
+        if getattr(module, "_compiled_call_impl", _MISSING) is not None or own not in (
+            None,
+            _MISSING,
+        ):
+            return None
+        call_impl = getattr(module, "_call_impl", None)
+        if not callable(call_impl):
+            return None
+        call = _RootCall(th, call_impl)
+        try:
+            weakref.ref(module)
+        except TypeError:
+            return None
+        vars(module)["_compiled_call_impl"] = call
+        return cls(module, call, own is None)
+
+    def intact(self) -> bool:
+        module = self.module()
+        return module is None or vars(module).get("_compiled_call_impl") is self.call
+
+    def remove(self) -> None:
+        module = self.module()
+        if module is None:
+            return
+        attrs = vars(module)
+        if attrs.get("_compiled_call_impl") is self.call:
+            if self.had_own:
+                attrs["_compiled_call_impl"] = None
+            else:
+                del attrs["_compiled_call_impl"]
 
 
 class _RootPreHook(_PortableHook):

@@ -130,3 +130,14 @@ def start_phase_job(env: dict[str, str], directory: Path) -> Job:
         ["--steps", "0", "--data-sleep", "0.004", "--phase-sleep", "0.002"],
         via_run=True,
     )
+
+
+def wait_steps(hook: Any, n: int, timeout_s: float = 10.0) -> None:
+    """Wait until the in-process hook's I/O thread has moved ``n`` finished steps
+    into its ring (it does so 2-5 times a second), and check that it has."""
+    server = hook.server
+    assert server is not None
+    deadline = time.monotonic() + timeout_s
+    while server.steps_total < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.steps_total == n
