@@ -188,10 +188,12 @@ class Hook:
                 "torch.compile in use: phases inside compiled code are merged into the "
                 "enclosing phase (call gputui.hook.step() if steps stop)"
             )
-        if self.recorder.capturing_graph:
+        rec = self.recorder
+        if rec.capturing_graph or rec.graph_replays:
             reasons.append(
-                "CUDA graph capture seen: replayed graphs run no hooks, their time lands "
-                "in the enclosing phase; captured steps have no GPU times"
+                f"CUDA graphs in use ({rec.capturing_graph} captured, {rec.graph_replays} "
+                "replays): replayed graphs run no hooks, their time lands in the enclosing "
+                "phase; captured steps have no GPU times"
             )
         return reasons, graphs
 

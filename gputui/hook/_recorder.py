@@ -150,7 +150,8 @@ class Recorder:
         self.event_pool: collections.deque[Any] = collections.deque()
         self.events_alive = 0
         self.pool_exhausted = 0
-        self.capturing_graph = 0  # edges skipped because a CUDA graph was being captured
+        self.capturing_graph = 0  # CUDA graph captures begun, and edges skipped in one
+        self.graph_replays = 0  # CUDA graph replays (no hook runs inside them)
         #: () -> (stream id, device index, device type) of the current stream, from
         #: torch's private bindings when present; see _current_stream
         self._stream_query: Callable[[], tuple[int, int, int]] | None = None

@@ -29,6 +29,7 @@ from gputui.hook._recorder import (
     BACKWARD,
     DATA,
     FLAG_COMPILE,
+    FLAG_GRAPH_CAPTURE,
     FORWARD,
     LOG_MAX,
     OPTIMIZER,
@@ -65,6 +66,7 @@ class TorchHooks:
         self.optimizer_depth = 0
         self.compile_seen = False
         self._orig_backward: Any = None
+        self._graph_originals: list[tuple[type, str, Any]] = []
         self._orig_next: Any = None
         self._is_compiling: Callable[[], bool] = lambda: False
         self.installed = False
@@ -91,6 +93,43 @@ class TorchHooks:
         self._install_modules()
         self._install_backward()
         self._install_dataloader()
+        self._install_cuda_graphs()
+
+    def _install_cuda_graphs(self) -> None:
+        """Note CUDA graph captures and replays (``torch.cuda.CUDAGraph``, which
+        ``torch.cuda.graph`` and torch.compile's cudagraphs use): no hook runs
+        inside a replayed graph, so the phases of its work merge into the
+        enclosing one, and the status says so.  Called once per replay at most."""
+        graph_cls = getattr(getattr(self.torch, "cuda", None), "CUDAGraph", None)
+        if not isinstance(graph_cls, type):
+            return
+        rec = self.rec
+        begin = graph_cls.__dict__.get("capture_begin")
+        replay = graph_cls.__dict__.get("replay")
+        if callable(begin) and not getattr(begin, "_gputui_wrapped", False):
+
+            def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
+                rec.capturing_graph += 1
+                rec.mark(FLAG_GRAPH_CAPTURE)
+                return begin(self, *args, **kwargs)
+
+            capture_begin._gputui_wrapped = True  # type: ignore[attr-defined]
+            setattr(graph_cls, "capture_begin", capture_begin)  # noqa: B010
+            self._graph_originals.append((graph_cls, "capture_begin", begin))
+        if callable(replay) and not getattr(replay, "_gputui_wrapped", False):
+
+            def replay_graph(self: Any, *args: Any, **kwargs: Any) -> Any:
+                rec.graph_replays += 1
+                return replay(self, *args, **kwargs)
+
+            replay_graph._gputui_wrapped = True  # type: ignore[attr-defined]
+            setattr(graph_cls, "replay", replay_graph)  # noqa: B010
+            self._graph_originals.append((graph_cls, "replay", replay))
+
+    def _uninstall_cuda_graphs(self) -> None:
+        for cls, name, orig in self._graph_originals:
+            setattr(cls, name, orig)
+        self._graph_originals = []
 
     def _install_optimizer(self) -> None:
         opt = importlib.import_module("torch.optim.optimizer")
@@ -221,6 +260,7 @@ class TorchHooks:
         if self._orig_next is not None:
             dl = importlib.import_module("torch.utils.data.dataloader")
             dl._BaseDataLoaderIter.__next__ = self._orig_next
+        self._uninstall_cuda_graphs()
         self.installed = False
         self.suspended = False
 

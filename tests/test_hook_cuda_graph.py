@@ -1,0 +1,84 @@
+"""CUDA graphs: step times stay right, captures never see a timing event, and the
+status says that replayed work merges into the enclosing phase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hookutil  # noqa: E402
+
+import gputui.hook  # noqa: E402
+
+
+def test_graph_captures_and_replays_are_noted(
+    hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    class StandInGraph:  # what torch.cuda.CUDAGraph offers, without a GPU
+        def capture_begin(self, *args: Any, **kwargs: Any) -> None:
+            calls.append("begin")
+
+        def replay(self) -> None:
+            calls.append("replay")
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
+    hook.torch_hooks._install_cuda_graphs()
+    server = hook.server
+    assert server is not None
+    assert not any("CUDA graph" in r for r in hook.status(server)["coarse_reasons"])
+    gputui.hook.step()  # step 0
+    graph = StandInGraph()
+    graph.capture_begin()
+    gputui.hook.step()
+    for _ in range(3):
+        graph.replay()
+        gputui.hook.step()
+    assert calls == ["begin", "replay", "replay", "replay"]  # the originals still run
+    hookutil.wait_steps(hook, 4)
+    steps = server.ring.last(4)
+    assert steps[0].get("flags", 0) & 4  # the step that captured
+    assert not any(s.get("flags") for s in steps[1:])
+    status = hook.status(server)
+    assert status["phases_coarse"] is True
+    assert any("1 captured, 3 replays" in r for r in status["coarse_reasons"])
+    gputui.hook.uninstall()
+    assert StandInGraph.__dict__["replay"].__name__ == "replay"  # put back
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_graph_training_loop(hook: gputui.hook.Hook) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
+    ).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 64, device="cuda")
+    y = torch.randn(32, 1, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph wants
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):  # forward and backward captured; our hooks run
+        torch.nn.functional.mse_loss(model(x), y).backward()
+    for _ in range(10):
+        graph.replay()
+        opt.step()  # eager: each one still ends a step
+    torch.cuda.synchronize()
+    hookutil.wait_steps(hook, 13)
+    server = hook.server
+    assert server is not None
+    assert all(r["wall"] > 0 for r in server.ring.last(13))
+    status = hook.status(server)
+    assert status["enabled"] and not status["errors"]
+    assert any("1 captured, 10 replays" in r for r in status["coarse_reasons"])
