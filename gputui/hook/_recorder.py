@@ -4,8 +4,9 @@ Everything here runs on the user's training thread, inside their optimizer step,
 their forward call, their DataLoader ``__next__``, where every Python call and
 attribute lookup runs cold.  So an edge only reads the clock and appends the
 time and the phase to the step's edge log (plus a CUDA event from a pool on the
-steps that are GPU-timed), and a step boundary hands the log to the I/O thread
-in one tuple on a bounded deque.  No locks, no I/O, no dict updates.
+steps that are GPU-timed), and a step boundary hands the log itself to the I/O
+thread on a bounded deque (see ``Recorder.out``).  No locks, no I/O, no dict
+updates.
 
 The I/O thread replays the logs (``replay``): time is attributed exclusively to
 the innermost open phase, so the phases of a step always add up to its wall time

@@ -543,22 +543,16 @@ class _CallRoute:
         script = getattr(getattr(th.torch, "jit", None), "ScriptModule", None)
         if isinstance(script, type) and isinstance(module, script):
             return None
-        own = vars(module).get("_compiled_call_impl", _MISSING)
-        if getattr(module, "_compiled_call_impl", _MISSING) is not None or own not in (
-            None,
-            _MISSING,
-        ):
-            return None
+        if getattr(module, "_compiled_call_impl", _MISSING) is not None:
+            return None  # compiled with module.compile(), or a torch without the slot
         call_impl = getattr(module, "_call_impl", None)
         if not callable(call_impl):
             return None
+        attrs = vars(module)
         call = _RootCall(th, call_impl)
-        try:
-            weakref.ref(module)
-        except TypeError:
-            return None
-        vars(module)["_compiled_call_impl"] = call
-        return cls(module, call, own is None)
+        route = cls(module, call, "_compiled_call_impl" in attrs)
+        attrs["_compiled_call_impl"] = call
+        return route
 
     def intact(self) -> bool:
         module = self.module()
