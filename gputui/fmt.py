@@ -1,69 +1,133 @@
-"""Plain-text formatting of values shared by every view.  ``None`` is N/A."""
+"""Plain-text formatting shared by every view: units, bars, truncation, and the
+one sanitizer for text that comes from outside gputui.
+
+Everything here returns ``str`` and knows nothing of Rich or Textual (the TUI
+styles these strings in ``gputui.tui``).  ``None`` (and NaN) is always "N/A".
+
+Untrusted text: command lines, user and host names, GPU and driver names, what
+a hook says about itself, kernel and op names, error texts, file paths.  On a
+shared GPU server other users choose those strings, and the person running
+gputui may be root.  :func:`clean` makes any of them safe to write to a
+terminal: no control character or escape sequence gets through, a newline or
+tab shows as ``\\n`` / ``\\t`` and never splits a row, and the length is
+capped.  Every display path calls it; JSON output keeps the exact strings.
+"""
 
 from __future__ import annotations
 
+import unicodedata
+
 NA = "N/A"
 
-THROTTLE_LABELS = {
-    "gpu_idle": "idle",
-    "applications_clocks_setting": "app clocks",
-    "sw_power_cap": "POWER CAP",
-    "hw_slowdown": "HW SLOWDOWN",
-    "sync_boost": "sync boost",
-    "sw_thermal_slowdown": "THERMAL",
-    "hw_thermal_slowdown": "HW THERMAL",
-    "hw_power_brake_slowdown": "POWER BRAKE",
-    "display_clock_setting": "display clocks",
-}
+#: the longest untrusted string shown anywhere (a command line, a kernel name)
+MAX_TEXT = 1000
 
-#: throttle reasons that cost performance (the others are informational)
-SEVERE_THROTTLES = frozenset(
-    {
-        "sw_power_cap",
-        "hw_slowdown",
-        "sw_thermal_slowdown",
-        "hw_thermal_slowdown",
-        "hw_power_brake_slowdown",
-    }
-)
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+#: Unicode categories that are invisible or control the terminal or the text's
+#: direction: controls (C0, DEL, C1), formats (bidi overrides, zero-width marks),
+#: line/paragraph separators, surrogates, private use and unassigned code points.
+_UNSAFE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def clean(text: object, limit: int = MAX_TEXT) -> str:
+    """``text`` as one safe line for a terminal, at most ``limit`` characters.
+
+    Control characters (C0, DEL, C1 such as ``\\x9b``), escape sequences (their
+    ESC becomes the four characters ``\\x1b``), bidi overrides, zero-width and
+    other invisible characters are shown as visible escapes; a longer text is cut
+    and ends with ``…``.  ``None`` is "N/A".
+    """
+    if text is None:
+        return NA
+    if not isinstance(text, str):
+        text = str(text)
+    if len(text) > limit:
+        text = text[:limit]
+        cut = True
+    else:
+        cut = False
+    if not text.isascii() or not text.isprintable():
+        text = "".join(_escape(ch) for ch in text)
+        if len(text) > limit:
+            text = text[:limit]
+            cut = True
+    if cut:
+        text = text[: max(0, limit - 1)] + "…"
+    return text
+
+
+def _escape(ch: str) -> str:
+    if " " <= ch <= "~":
+        return ch
+    known = _ESCAPES.get(ch)
+    if known is not None:
+        return known
+    if unicodedata.category(ch) not in _UNSAFE:
+        return ch
+    code = ord(ch)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def clean_all(items: object, limit: int = MAX_TEXT) -> str:
+    """A command line (argv list) or any sequence of strings, cleaned and joined
+    with spaces; a plain string is cleaned as it is."""
+    if isinstance(items, str) or items is None:
+        return clean(items, limit)
+    try:
+        parts = [clean(item, limit) for item in items]  # type: ignore[attr-defined]
+    except TypeError:
+        return clean(items, limit)
+    return clean(" ".join(parts), limit)
+
+
+# -- numbers with units ------------------------------------------------------------------
+def _missing(value: float | None) -> bool:
+    return value is None or value != value
 
 
 def pct(value: float | None, width: int = 0) -> str:
-    text = NA if value is None or value != value else f"{value:.0f}%"
+    """A percentage without decimals: '88%'."""
+    text = NA if _missing(value) else f"{value:.0f}%"
     return text.rjust(width) if width else text
 
 
-def bytes_(value: float | None, width: int = 0) -> str:
-    """1536 MiB -> '1.5GiB'; binary units as nvidia-smi uses."""
-    if value is None:
+def size(value: float | None, width: int = 0) -> str:
+    """Bytes in binary units, as nvidia-smi counts them: '9.4GiB', '512MiB', '0B'."""
+    if _missing(value):
         text = NA
     else:
-        size = float(value)
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(size) < 1024 or unit == "TiB":
+        number = float(value)  # type: ignore[arg-type]
+        unit = "B"
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+            if abs(number) < 1024 or unit == "PiB":
                 break
-            size /= 1024
-        text = f"{size:.0f}{unit}" if unit in ("B", "KiB") or size >= 100 else f"{size:.1f}{unit}"
+            number /= 1024
+        text = f"{number:.0f}{unit}" if unit == "B" or abs(number) >= 100 else f"{number:.1f}{unit}"
     return text.rjust(width) if width else text
 
 
 def rate(value: float | None) -> str:
-    """Bytes per second, decimal units as link speeds are quoted."""
-    if value is None:
+    """Bytes per second in decimal units, as link speeds are quoted: '1.2GB/s'."""
+    if _missing(value):
         return NA
-    size = float(value)
-    for unit in ("B/s", "KB/s", "MB/s", "GB/s"):
-        if abs(size) < 1000 or unit == "GB/s":
+    number = float(value)  # type: ignore[arg-type]
+    unit = "B/s"
+    for unit in ("B/s", "KB/s", "MB/s", "GB/s", "TB/s"):
+        if abs(number) < 1000 or unit == "TB/s":
             break
-        size /= 1000
-    return f"{size:.0f}{unit}" if size >= 100 or unit == "B/s" else f"{size:.1f}{unit}"
+        number /= 1000
+    return f"{number:.0f}{unit}" if abs(number) >= 100 or unit == "B/s" else f"{number:.1f}{unit}"
 
 
 def duration(seconds: float | None) -> str:
-    """Compact elapsed time: 45s, 12:03, 3:04:05, 2d03h."""
-    if seconds is None or seconds < 0 or seconds != seconds:
+    """Elapsed time, compact: 45s, 12:03, 3:04:05, 2d03h."""
+    if _missing(seconds) or seconds < 0:  # type: ignore[operator]
         return NA
-    s = int(seconds)
+    s = int(seconds)  # type: ignore[arg-type]
     if s < 60:
         return f"{s}s"
     days, s = divmod(s, 86400)
@@ -76,46 +140,90 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}:{s:02d}"
 
 
+def ms(seconds: float | None, unit: bool = True) -> str:
+    """A short time in milliseconds with 3 significant digits: '12.3ms', '0.452ms',
+    '1234ms'.  ``unit=False`` leaves out the unit (table columns)."""
+    if _missing(seconds):
+        return "-"
+    value = float(seconds) * 1000.0  # type: ignore[arg-type]
+    if abs(value) >= 100:
+        text = f"{value:.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    elif abs(value) >= 1:
+        text = f"{value:.2f}"
+    else:
+        text = f"{value:.3f}"
+    return text + ("ms" if unit else "")
+
+
+def us(micros: float | None) -> str:
+    """A kernel or op time given in microseconds: '12.3us', '4.5ms', '120ms'."""
+    if _missing(micros):
+        return "-"
+    value = float(micros)  # type: ignore[arg-type]
+    if abs(value) >= 100_000:
+        return f"{value / 1000:.0f}ms"
+    if abs(value) >= 1000:
+        return f"{value / 1000:.1f}ms"
+    return f"{value:.1f}us"
+
+
 def temp(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f}C"
+    return NA if _missing(value) else f"{value:.0f}C"
 
 
 def watts(value: float | None) -> str:
-    return NA if value is None else f"{value:.0f}W"
+    return NA if _missing(value) else f"{value:.0f}W"
 
 
-def mhz(value: int | None) -> str:
-    return NA if value is None else f"{value}MHz"
+def mhz(value: float | None) -> str:
+    return NA if _missing(value) else f"{value:.0f}MHz"
 
 
-def throttles(reasons: tuple[str, ...] | None) -> str:
-    """Only the reasons that cost performance, or '' when none."""
-    if not reasons:
-        return ""
-    return ",".join(THROTTLE_LABELS.get(r, r) for r in reasons if r in SEVERE_THROTTLES)
+# -- bars and truncation ------------------------------------------------------------------
+_EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
-def bar(value: float | None, width: int, ascii_only: bool = False) -> str:
-    """A fixed-width bar for a percentage."""
+def bar(fraction: float | None, width: int, ascii_only: bool = False) -> str:
+    """The filled part of a ``width``-cell bar for ``fraction`` (0..1), padded with
+    spaces; '' for no width, dashes when the value is missing."""
     if width <= 0:
         return ""
-    if value is None:
-        return NA.center(width, " ")
-    frac = max(0.0, min(1.0, value / 100.0))
+    if _missing(fraction):
+        return "-" * width
+    frac = max(0.0, min(1.0, float(fraction)))  # type: ignore[arg-type]
     if ascii_only:
         full = round(frac * width)
-        return "#" * full + "." * (width - full)
+        return "|" * full + " " * (width - full)
     eighths = round(frac * width * 8)
     full, part = divmod(eighths, 8)
-    partial = " ▏▎▍▌▋▊▉"[part] if part and full < width else ""
+    partial = _EIGHTHS[part] if part and full < width else ""
     return ("█" * full + partial).ljust(width)
 
 
-def middle_truncate(text: str, width: int) -> str:
+def ellipsis(ascii_only: bool = False) -> str:
+    return "~" if ascii_only else "…"
+
+
+def truncate(text: str, width: int, ascii_only: bool = False) -> str:
+    """``text`` cut to ``width`` characters, ending with an ellipsis when cut."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + ellipsis(ascii_only)
+
+
+def middle(text: str, width: int, ascii_only: bool = False) -> str:
+    """``text`` cut in the middle to ``width`` characters (keeps both ends: a path's
+    file name, a command's arguments)."""
+    if width <= 0:
+        return ""
     if len(text) <= width:
         return text
     if width <= 3:
         return text[:width]
     head = (width - 1) // 2
     tail = width - 1 - head
-    return text[:head] + "…" + text[-tail:]
+    return text[:head] + ellipsis(ascii_only) + text[-tail:]

@@ -13,8 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui import fmt
+from gputui.analysis import throttle
 from gputui.collectors.source import SnapshotSource
 from gputui.model import DeviceSnapshot, Snapshot
+
+#: how a severity is coloured in the report (the TUI uses the same colours)
+SEVERITY_STYLE = {"crit": "bold red", "warn": "bold yellow", "info": "dim"}
 
 
 def print_snapshot(
@@ -90,7 +94,7 @@ def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
                 str(d.index), Text(f"{d.name} LOST", style="bold red"), "", "", "", "", ""
             )
             continue
-        mem = f"{fmt.bytes_(d.mem_used_bytes)}/{fmt.bytes_(d.mem_total_bytes)}"
+        mem = f"{fmt.size(d.mem_used_bytes)}/{fmt.size(d.mem_total_bytes)}"
         power = f"{fmt.watts(d.power_w)}/{fmt.watts(d.power_limit_w)}"
         table.add_row(
             str(d.index),
@@ -127,9 +131,10 @@ def _state_line(d: DeviceSnapshot, ascii_only: bool, instant: bool = False) -> T
         text.append(
             f"  PCIe {up}{fmt.rate(d.pcie_tx_bytes_per_s)}{down}{fmt.rate(d.pcie_rx_bytes_per_s)}"
         )
-    flags = fmt.throttles(d.throttle_reasons)
-    if flags:
-        text.append(f"  {flags}", style="bold red")
+    costly = throttle.costly(d.throttle_reasons)
+    if costly:
+        flags = ",".join(t.flag for t in costly)
+        text.append(f"  {flags}", style=SEVERITY_STYLE[throttle.worst(costly) or "warn"])
     if d.ecc_errors_uncorrected:
         text.append(f"  ECC uncorrected {d.ecc_errors_uncorrected}", style="bold red")
     if instant and len(text) == empty:
@@ -158,7 +163,7 @@ def _processes(s: Snapshot, box_style: box.Box) -> Table | Text:
             str(p.gpu_index),
             pid,
             p.user or fmt.NA,
-            fmt.bytes_(p.gpu_mem_bytes),
+            fmt.size(p.gpu_mem_bytes),
             fmt.pct(p.sm_pct),
             fmt.pct(p.cpu_pct),
             fmt.duration(runtime),
@@ -176,7 +181,7 @@ def _host(s: Snapshot) -> Text:
     )
     return Text(
         f"Host CPU {fmt.pct(h.cpu_pct)} ({h.cpu_count or '?'} cores)  "
-        f"mem {fmt.bytes_(h.mem_used_bytes)}/{fmt.bytes_(h.mem_total_bytes)}  "
-        f"swap {fmt.bytes_(h.swap_used_bytes)}/{fmt.bytes_(h.swap_total_bytes)}\n"
+        f"mem {fmt.size(h.mem_used_bytes)}/{fmt.size(h.mem_total_bytes)}  "
+        f"swap {fmt.size(h.swap_used_bytes)}/{fmt.size(h.swap_total_bytes)}\n"
         f"     load {load}  up {fmt.duration(h.uptime_s)}"
     )

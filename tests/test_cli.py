@@ -143,7 +143,7 @@ def test_replay_of_a_recording_once(tmp_path: Path) -> None:
     proc = run_cli("--replay", str(path), "--once")
     assert proc.returncode == 0, proc.stderr
     assert "REPLAY" in proc.stdout and "train.py" in proc.stdout
-    assert "POWER CAP" in proc.stdout
+    assert "PWR CAP" in proc.stdout
 
 
 def _imported_by(*argv: str, extra_path: Path | None = None) -> set[str]:

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
 import hookutil
 
 from gputui import cli
+from gputui.analysis.kernels import short_kernel_name
 from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.hook_client import (
     CaptureResult,
@@ -36,7 +37,6 @@ from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.model import AttachState, build_view, capture_progress, memory_growth
-from gputui.tui.attach.names import short_kernel_name
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.screens.monitor import MonitorScreen

@@ -9,12 +9,11 @@ utilization below 50% and peak memory above 90% of the device.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
+from gputui.analysis import throttle
+from gputui.analysis.finding import FINDINGS_WINDOW, Finding
+from gputui.analysis.severity import ORDER, Severity
 from gputui.model import DeviceSnapshot, Snapshot
-
-Severity = Literal["info", "warn", "crit"]
 
 #: GPU utilization below this with a compute process on the GPU is "low" (TensorBoard).
 LOW_UTIL_PCT = 50.0
@@ -28,37 +27,6 @@ NO_TENSOR_PCT = 5.0
 MEMBOUND_DRAM_PCT = 60.0
 MEMBOUND_SM_PCT = 50.0
 
-#: how many recent snapshots the utilization rules average over (flapping guard)
-HISTORY_WINDOW = 10
-
-_SEVERITY_ORDER = {"crit": 0, "warn": 1, "info": 2}
-
-#: decoded throttle reason -> (what people call it, severity)
-THROTTLE_REASONS: dict[str, tuple[str, Severity]] = {
-    "sw_power_cap": ("power cap (clocks lowered to stay under the power limit)", "warn"),
-    "sw_thermal_slowdown": ("thermal slowdown (software)", "warn"),
-    "hw_slowdown": ("hardware slowdown", "crit"),
-    "hw_thermal_slowdown": ("thermal slowdown (hardware)", "crit"),
-    "hw_power_brake_slowdown": ("power brake (external power brake assertion)", "crit"),
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One piece of advice about one GPU (or the whole machine when gpu_index is None)."""
-
-    severity: Severity
-    gpu_index: int | None
-    title: str
-    evidence: str
-    fix: str
-    #: stable rule name, for tests and filtering
-    rule: str = ""
-
-    @property
-    def where(self) -> str:
-        return "host" if self.gpu_index is None else f"GPU {self.gpu_index}"
-
 
 def findings(snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> list[Finding]:
     """All findings for ``snapshot``, most severe first.
@@ -67,16 +35,16 @@ def findings(snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> l
     be included); utilization rules use its average so one idle sample between two
     busy ones does not raise a finding.
     """
-    recent = list(history[-HISTORY_WINDOW:]) if history else []
+    recent = list(history[-FINDINGS_WINDOW:]) if history else []
     if not recent or recent[-1] is not snapshot:
         recent.append(snapshot)
     out: list[Finding] = []
     for device in snapshot.devices:
         if device.lost:
             out.append(
-                Finding(
+                _gpu(
+                    device,
                     "crit",
-                    device.index,
                     "GPU lost",
                     f"GPU {device.index} stopped answering the driver",
                     "check dmesg for Xid errors; the GPU usually needs a reset or reboot",
@@ -96,9 +64,7 @@ def findings(snapshot: Snapshot, history: Sequence[Snapshot] | None = None) -> l
         out.extend(memory_nearly_full(device))
         out.extend(throttling(device))
         out.extend(memory_bound(device))
-    out.sort(
-        key=lambda f: (_SEVERITY_ORDER[f.severity], -1 if f.gpu_index is None else f.gpu_index)
-    )
+    out.sort(key=lambda f: (ORDER[f.severity], -1 if f.gpu_index is None else f.gpu_index))
     return out
 
 
@@ -106,9 +72,9 @@ def low_utilization(device: DeviceSnapshot, util: float | None, has_compute: boo
     if not has_compute or util is None or util >= LOW_UTIL_PCT:
         return []
     return [
-        Finding(
+        _gpu(
+            device,
             "warn",
-            device.index,
             "low GPU utilization",
             f"GPU util {util:.0f}% (< {LOW_UTIL_PCT:.0f}%) with a compute process running",
             "likely data loading or CPU bound: more DataLoader workers, pin_memory=True, "
@@ -119,12 +85,12 @@ def low_utilization(device: DeviceSnapshot, util: float | None, has_compute: boo
 
 
 def throttling(device: DeviceSnapshot) -> list[Finding]:
-    reasons = [r for r in device.throttle_reasons or () if r in THROTTLE_REASONS]
-    if not reasons:
+    costly = throttle.costly(device.throttle_reasons)
+    worst = throttle.worst(costly)
+    if worst is None:
         return []
-    worst: Severity = "crit" if any(THROTTLE_REASONS[r][1] == "crit" for r in reasons) else "warn"
-    names = ", ".join(THROTTLE_REASONS[r][0] for r in reasons)
-    evidence = f"clock throttle: {names}"
+    reasons = {t.reason for t in costly}
+    evidence = "clock throttle: " + ", ".join(t.label for t in costly)
     if device.power_w is not None and device.power_limit_w:
         evidence += f"; power {device.power_w:.0f}/{device.power_limit_w:.0f} W"
     if device.temp_gpu_c is not None:
@@ -136,9 +102,9 @@ def throttling(device: DeviceSnapshot) -> list[Finding]:
         else "expected near the power limit under full load; lower power use or raise the "
         "limit (nvidia-smi -pl) if the clocks matter"
     )
-    if "hw_slowdown" in reasons or "hw_power_brake_slowdown" in reasons:
+    if reasons & {"hw_slowdown", "hw_power_brake_slowdown"}:
         fix = "hardware slowdown: check power supply, cooling and dmesg for Xid errors"
-    return [Finding(worst, device.index, "clocks throttled", evidence, fix, "throttle")]
+    return [_gpu(device, worst, "clocks throttled", evidence, fix, "throttle")]
 
 
 def memory_nearly_full(device: DeviceSnapshot) -> list[Finding]:
@@ -148,9 +114,9 @@ def memory_nearly_full(device: DeviceSnapshot) -> list[Finding]:
     used = (device.mem_used_bytes or 0) / 2**30
     total = (device.mem_total_bytes or 0) / 2**30
     return [
-        Finding(
+        _gpu(
+            device,
             "warn",
-            device.index,
             "memory nearly full",
             f"{used:.1f}/{total:.1f} GiB used ({pct:.0f}% > {MEM_FULL_PCT:.0f}%)",
             "close to out-of-memory: smaller batch, activation checkpointing, or "
@@ -168,9 +134,9 @@ def no_tensor_work(
     if util < BUSY_UTIL_PCT or tensor >= NO_TENSOR_PCT:
         return []
     return [
-        Finding(
+        _gpu(
+            device,
             "warn",
-            device.index,
             "busy but no tensor-core work",
             f"GPU util {util:.0f}% but tensor activity {tensor:.0f}%: the GPU is busy, "
             "the tensor cores are idle",
@@ -188,9 +154,9 @@ def memory_bound(device: DeviceSnapshot) -> list[Finding]:
     if gpm.dram_bw_util_pct < MEMBOUND_DRAM_PCT or gpm.sm_activity_pct >= MEMBOUND_SM_PCT:
         return []
     return [
-        Finding(
+        _gpu(
+            device,
             "info",
-            device.index,
             "memory-bandwidth bound",
             f"DRAM bandwidth {gpm.dram_bw_util_pct:.0f}% with SM activity "
             f"{gpm.sm_activity_pct:.0f}%",
@@ -204,9 +170,9 @@ def ecc_problems(device: DeviceSnapshot) -> list[Finding]:
     out: list[Finding] = []
     if device.ecc_errors_uncorrected:
         out.append(
-            Finding(
+            _gpu(
+                device,
                 "crit",
-                device.index,
                 "uncorrected ECC errors",
                 f"{device.ecc_errors_uncorrected} uncorrected ECC error(s)",
                 "drain the GPU and check remapped rows; a reset usually applies pending remaps",
@@ -216,9 +182,9 @@ def ecc_problems(device: DeviceSnapshot) -> list[Finding]:
     if device.remapped_rows_failed or device.remapped_rows_pending:
         what = "failed" if device.remapped_rows_failed else "pending"
         out.append(
-            Finding(
+            _gpu(
+                device,
                 "crit" if device.remapped_rows_failed else "warn",
-                device.index,
                 f"row remapping {what}",
                 f"remapped rows {what}",
                 "a GPU reset applies pending remaps; failed remapping needs service",
@@ -226,6 +192,21 @@ def ecc_problems(device: DeviceSnapshot) -> list[Finding]:
             )
         )
     return out
+
+
+def _gpu(
+    device: DeviceSnapshot, severity: Severity, title: str, evidence: str, fix: str, rule: str
+) -> Finding:
+    """A finding about one GPU."""
+    return Finding(
+        rule=rule,
+        severity=severity,
+        scope=f"GPU {device.index}",
+        title=title,
+        evidence=evidence,
+        fix=fix,
+        gpu_index=device.index,
+    )
 
 
 def _util(device: DeviceSnapshot) -> float | None:

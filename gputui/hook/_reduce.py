@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from gputui.hook.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of, kernel_class
+from gputui.analysis.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of, kernel_class
 
 TOP_ROWS = 30
 MAX_NAME = 600

@@ -19,15 +19,14 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 
-from gputui.analysis.monitor_findings import Finding, findings
+from gputui.analysis.finding import FINDINGS_WINDOW, Finding
+from gputui.analysis.monitor_findings import findings
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.model import ProcessSnapshot, Snapshot
 from gputui.tui.history import History
 
 #: the interval steps that + and - move through
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-#: how many recent snapshots the findings see
-FINDINGS_WINDOW = 10
 
 AttachFactory = Callable[[int], "Screen[object] | None"]
 

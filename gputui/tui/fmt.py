@@ -20,15 +20,6 @@ _EIGHTHS = " ▏▎▍▌▋▊▉█"
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"
 
-#: decoded throttle reason -> short flag shown on the device panel
-THROTTLE_FLAGS: dict[str, str] = {
-    "sw_power_cap": "PWR CAP",
-    "sw_thermal_slowdown": "THERMAL",
-    "hw_thermal_slowdown": "HW THERMAL",
-    "hw_slowdown": "HW SLOWDOWN",
-    "hw_power_brake_slowdown": "PWR BRAKE",
-}
-
 
 def level_style(pct: float | None) -> str:
     """Colour for a 0..100 load value: calm, busy, hot."""
@@ -147,10 +138,6 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
         present = [v for v in values[lo:hi] if v is not None]
         out.append(max(present) if present else None)
     return out
-
-
-def throttle_flags(reasons: tuple[str, ...] | None) -> list[str]:
-    return [THROTTLE_FLAGS[r] for r in reasons or () if r in THROTTLE_FLAGS]
 
 
 def short_gpu_name(name: str) -> str:

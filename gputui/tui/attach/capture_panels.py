@@ -8,32 +8,12 @@ import os
 
 from rich.text import Text
 
-from gputui.hook.kernels import KERNEL_CLASSES
+from gputui.analysis.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import fmt
 from gputui.tui.attach.model import AttachView
 from gputui.tui.attach.widgets import join_parts
 from gputui.tui.widgets.text_panel import TextPanel
 
-CLASS_LABELS = {
-    "gemm": "GEMM",
-    "attention": "attention",
-    "elementwise": "elementwise",
-    "reduction": "reduction",
-    "communication": "communication",
-    "memcpy": "memcpy",
-    "memset": "memset",
-    "other": "other",
-}
-CLASS_SHORT = {
-    "gemm": "GEMM",
-    "attention": "attn",
-    "elementwise": "elem",
-    "reduction": "reduce",
-    "communication": "comm",
-    "memcpy": "memcpy",
-    "memset": "memset",
-    "other": "other",
-}
 PERFETTO = "ui.perfetto.dev"
 
 

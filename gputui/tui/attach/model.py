@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.steps import StepStats, phase_order, step_stats
 from gputui.collectors.hook_client import (
     CaptureResult,
@@ -32,7 +33,6 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
-from gputui.tui.attach.names import short_kernel_name
 
 #: steps kept for the bars, the history graph and the statistics
 STEP_WINDOW = 2000

@@ -32,7 +32,7 @@ class FindingsPanel(TextPanel):
         for item in items:
             text.append("\n\n")
             text.append(f" {item.severity.upper()} ", style=SEVERITY_STYLE[item.severity])
-            text.append(f" {item.where}: {item.title}", style="bold")
+            text.append(f" {item.scope}: {item.title}", style="bold")
             text.append("\n   seen: ", style="dim")
             text.append(item.evidence)
             text.append("\n   fix:  ", style="dim")

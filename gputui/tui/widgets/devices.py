@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gputui.analysis import throttle
+from gputui.analysis.severity import CRIT
 from gputui.model import DeviceSnapshot, MigInstance
 from gputui.tui import fmt
 from gputui.tui.widgets.text_panel import TextPanel
@@ -26,10 +28,10 @@ def block_lines(device: DeviceSnapshot) -> int:
 
 def _flags(device: DeviceSnapshot, text: Text, ascii_only: bool) -> None:
     sign = "!" if ascii_only else "⚠"
-    for flag in fmt.throttle_flags(device.throttle_reasons):
-        style = "bold reverse red" if flag.startswith(("HW", "THERMAL")) else "bold reverse yellow"
+    for item in throttle.costly(device.throttle_reasons):
+        style = "bold reverse red" if item.severity == CRIT else "bold reverse yellow"
         text.append(" ")
-        text.append(f"{sign} {flag}", style=style)
+        text.append(f"{sign} {item.flag}", style=style)
     if device.ecc_errors_uncorrected:
         text.append(" ")
         text.append(f"{sign} ECC {device.ecc_errors_uncorrected}", style="bold reverse red")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from gputui.analysis.monitor_findings import Finding
+from gputui.analysis.finding import Finding
 from gputui.model import DeviceSnapshot, HostSnapshot, Snapshot
 from gputui.tui import fmt
 from gputui.tui.history import GPU_METRICS, History, tail
@@ -246,7 +246,7 @@ class FindingsBar(TextPanel):
         top = self.items[0]
         text = Text()
         text.append(f" {top.severity.upper()} ", style=SEVERITY_STYLE[top.severity])
-        text.append(f" {top.where}: {top.title}", style="bold")
+        text.append(f" {top.scope}: {top.title}", style="bold")
         text.append(f" - {top.evidence}")
         more = (
             f"  (+{len(self.items) - 1} more, f: all)" if len(self.items) > 1 else "  (f: details)"
