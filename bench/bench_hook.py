@@ -463,18 +463,18 @@ def capture(work: Workload, device: torch.device) -> dict[str, Any]:
     if not got:
         return {"error": "no capture result"}
     arrived, res = got[0]
-    raw = res.raw
+    window_end = res.window_end_wall or arrived
     out = {
-        "events": raw.get("events"),
-        "profiler_stop_ms": raw.get("stop_ms"),
-        "hook_stall_ms": raw.get("hook_stall_ms"),
-        "reduce_ms": raw.get("reduce_ms"),
-        "export_ms": raw.get("export_ms"),
-        "table_ready_after_window_ms": raw.get("ready_after_ms"),
-        "table_at_viewer_after_window_ms": round((arrived - raw["window_end_wall"]) * 1000, 1),
-        "trace_bytes": raw.get("trace_bytes"),
+        "events": res.events,
+        "profiler_stop_ms": res.stop_ms,
+        "hook_stall_ms": res.hook_stall_ms,
+        "reduce_ms": res.reduce_ms,
+        "export_ms": res.export_ms,
+        "table_ready_after_window_ms": res.ready_after_ms,
+        "table_at_viewer_after_window_ms": round((arrived - window_end) * 1000, 1),
+        "trace_bytes": res.trace_bytes,
         "step_ms_during": [round(x, 3) for x in step_ms],
-        "top_kernels": [k["name"][:80] for k in res.kernels[:5]],
+        "top_kernels": [k.name[:80] for k in res.kernels[:5]],
     }
     # The key_averages() route, same workload, same run: what we avoid.
     acts = [torch.profiler.ProfilerActivity.CPU]

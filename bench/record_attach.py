@@ -35,7 +35,7 @@ def main() -> None:
     p.add_argument("--note", default=None)
     args = p.parse_args()
     client = connect(args.pid, 120.0)
-    recorder = AttachRecorder(args.output, client.hello.raw, args.pid, note=args.note)
+    recorder = AttachRecorder(args.output, client.hello_raw, args.pid, note=args.note)
     results: list[CaptureResult] = []
 
     def on_event(event: object) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gputui import __version__
+from gputui.commands import args as types
 from gputui.errors import GputuiError
 
 #: sub-command name -> module under gputui.commands
@@ -51,27 +52,6 @@ class _Parser(argparse.ArgumentParser):
         raise GputuiError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
-def positive_interval(text: str) -> float:
-    """An interval in seconds, at least 0.1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 0.1 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"interval must be at least 0.1 s, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-    return value
-
-
 def build_monitor_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gputui",
@@ -90,23 +70,27 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         help="run live, or play the demo recording when no NVIDIA driver is found",
     )
     parser.add_argument(
-        "--speed", type=positive_float, default=1.0, metavar="X", help="replay speed (default 1)"
+        "--speed",
+        type=types.speed,
+        default=1.0,
+        metavar="X",
+        help="replay speed, 0.01-1000 (default 1)",
     )
     parser.add_argument(
         "--interval",
-        type=positive_interval,
+        type=types.interval,
         default=None,
         metavar="S",
-        help="sampling interval in seconds (default 1, or a recording's own; minimum 0.1)",
+        help="sampling interval in seconds, 0.1-30 (default 1, or a recording's own)",
     )
     parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
     parser.add_argument(
         "--window",
-        type=positive_interval,
+        type=types.seconds(0.1, 60.0),
         default=None,
         metavar="S",
         help="with --once: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
-        "at least 0.1; without it --once reads instant values only",
+        "0.1-60; without it --once reads instant values only",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")

@@ -32,15 +32,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--interval", "0.05"], "interval must be at least 0.1"),
+        (["--interval", "0.05"], "must be between 0.1 and 30 s"),
         (["--interval", "abc"], "not a number of seconds"),
-        (["--speed", "0"], "must be greater than 0"),
+        (["--speed", "0"], "must be between 0.01 and 1000"),
         (["--json"], "--json needs --once"),
         (["--replay", "/nonexistent/rec.gz", "--once"], "recording not found"),
         (["--bogus"], "unrecognized arguments"),
         (["--demo", "--replay", "x"], "not allowed with"),
         (["record"], "required: -o/--output"),
-        (["record", "-o", "x.gz", "--duration", "-1"], "must be greater than 0"),
+        (["record", "-o", "x.gz", "--duration", "-1"], "must be between 0.1 and"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

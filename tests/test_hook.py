@@ -117,7 +117,7 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
         assert all(s.phases["user_sleep"] >= PHASE_SLEEP for s in steps)
         assert all(s.batches == 1 for s in steps)
         client = HookClient.connect(job.pid)
-        assert client.hello.raw["lazy"] is True
+        assert client.hello.lazy is True
         assert "--workers" in client.hello.argv
         client.close()
     finally:
@@ -146,12 +146,12 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         assert result is not None and result.error is None
         assert states[:2] == ["armed", "busy"]
         assert {"warmup", "recording", "processing"} <= set(states)
-        names = [op["name"] for op in result.cpu_ops]
+        names = [op.name for op in result.cpu_ops]
         assert "aten::addmm" in names or "aten::linear" in names
         assert result.kernels == ()  # CPU only
         trace = json.loads(Path(result.trace_path or "").read_text())
         assert any(e.get("name", "").startswith("ProfilerStep#") for e in trace["traceEvents"])
-        assert result.raw["hook_stall_ms"] >= 0 and result.raw["stop_ms"] >= 0
+        assert (result.hook_stall_ms or 0) >= 0 and (result.stop_ms or 0) >= 0
         # the profiled steps are flagged so statistics can leave them out
         first, last = result.first_step, result.last_step
         assert first is not None and last is not None

@@ -31,7 +31,7 @@ def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.ho
     hookutil.wait_steps(hook, optimizer_steps)
     walls = [rec["wall"] for rec in server.ring.last(optimizer_steps)]
     assert all(w > 0 for w in walls)
-    status = hook.status(server)
+    status = hook.status()
     assert status["phases_coarse"] is True
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])
 
@@ -41,7 +41,7 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
     """The root found in the first steps is on the short call route; compiling
     it later keeps the step count, and the data says the phases got coarser
     (the forward is inside the compiled code now)."""
-    from gputui.hook import _torch_hooks
+    from gputui.hook import _roots
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -58,10 +58,10 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
     dynamo.reset()
     importlib.import_module("torch._dynamo.utils").counters.clear()  # earlier tests' graphs
     train(model, 3)
-    assert type(vars(model)["_compiled_call_impl"]) is _torch_hooks._RootCall
+    assert type(vars(model)["_compiled_call_impl"]) is _roots._RootCall
     server = hook.server
     assert server is not None
-    assert hook.status(server)["phases_coarse"] is False  # eager so far
+    assert hook.status()["phases_coarse"] is False  # eager so far
     if how == "module.compile":
         model.compile(backend="aot_eager")  # replaces the call route
         call: object = model
@@ -74,6 +74,6 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
     train(call, 3)
     hookutil.wait_steps(hook, 9)
     assert all(r["wall"] > 0 for r in server.ring.last(9))
-    status = hook.status(server)
+    status = hook.status()
     assert status["phases_coarse"] is True
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])

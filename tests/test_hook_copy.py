@@ -25,7 +25,7 @@ def _train(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) -> No
 def test_deepcopy_and_save_of_a_hooked_model(
     hook: gputui.hook.Hook, route: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gputui.hook import _torch_hooks
+    from gputui.hook import _roots, _torch_hooks
 
     if route == "hooks":  # the general route: forward hooks on the root
         monkeypatch.setattr(_torch_hooks._CallRoute, "install", lambda th, module: None)
@@ -37,7 +37,7 @@ def test_deepcopy_and_save_of_a_hooked_model(
         assert model._forward_hooks and "_compiled_call_impl" not in vars(model)
     else:
         assert not model._forward_hooks
-        assert type(vars(model)["_compiled_call_impl"]) is _torch_hooks._RootCall
+        assert type(vars(model)["_compiled_call_impl"]) is _roots._RootCall
 
     ema = copy.deepcopy(model)
     assert vars(ema).get("_compiled_call_impl") is None

@@ -30,7 +30,7 @@ def test_graph_captures_and_replays_are_noted(
     hook.torch_hooks._install_cuda_graphs()
     server = hook.server
     assert server is not None
-    assert not any("CUDA graph" in r for r in hook.status(server)["coarse_reasons"])
+    assert not any("CUDA graph" in r for r in hook.status()["coarse_reasons"])
     gputui.hook.step()  # step 0
     graph = StandInGraph()
     graph.capture_begin()
@@ -43,7 +43,7 @@ def test_graph_captures_and_replays_are_noted(
     steps = server.ring.last(4)
     assert steps[0].get("flags", 0) & 4  # the step that captured
     assert not any(s.get("flags") for s in steps[1:])
-    status = hook.status(server)
+    status = hook.status()
     assert status["phases_coarse"] is True
     assert any("1 captured, 3 replays" in r for r in status["coarse_reasons"])
     gputui.hook.uninstall()
@@ -79,6 +79,6 @@ def test_a_real_cuda_graph_training_loop(hook: gputui.hook.Hook) -> None:
     server = hook.server
     assert server is not None
     assert all(r["wall"] > 0 for r in server.ring.last(13))
-    status = hook.status(server)
+    status = hook.status()
     assert status["enabled"] and not status["errors"]
     assert any("1 captured, 10 replays" in r for r in status["coarse_reasons"])

@@ -100,18 +100,18 @@ def test_reduce_events_tables_and_gpu_split() -> None:
     ]
     out = reduce_events(events)
     assert out["events"] == 9
-    kernels = {k["name"]: k for k in out["kernels"]}
+    kernels = {k.name: k for k in out["kernels"]}
     assert "ProfilerStep#3" not in kernels
     gemm = kernels["ampere_sgemm_128x64_tn"]
-    assert (gemm["calls"], gemm["total_us"], gemm["min_us"], gemm["max_us"]) == (2, 400, 100, 300)
-    assert gemm["share"] == pytest.approx(400 / 700)
+    assert (gemm.calls, gemm.total_us, gemm.min_us, gemm.max_us) == (2, 400, 100, 300)
+    assert gemm.share == pytest.approx(400 / 700)
     assert out["by_class"] == {"gemm": 400.0, "communication": 200.0, "memset": 100.0}
     g = out["gpu_time"]
-    assert g["span_us"] == 800 and g["busy_us"] == 600 and g["idle_us"] == 200
-    assert g["compute_us"] == 400 and g["communication_us"] == 200
-    assert g["comm_compute_overlap"] == pytest.approx(0.5)  # 1.4-1.5 ms of 0.2 ms comm
-    ops = {o["name"]: o for o in out["cpu_ops"]}
+    assert g.span_us == 800 and g.busy_us == 600 and g.idle_us == 200
+    assert g.compute_us == 400 and g.communication_us == 200
+    assert g.comm_compute_overlap == pytest.approx(0.5)  # 1.4-1.5 ms of 0.2 ms comm
+    ops = {o.name: o for o in out["cpu_ops"]}
     assert "ProfilerStep#3" not in ops
-    assert ops["aten::linear"]["self_us"] == 100 and ops["aten::linear"]["total_us"] == 400
-    assert ops["aten::addmm"]["self_us"] == 290
-    assert ops["cudaLaunchKernel"]["self_us"] == 10
+    assert ops["aten::linear"].self_us == 100 and ops["aten::linear"].total_us == 400
+    assert ops["aten::addmm"].self_us == 290
+    assert ops["cudaLaunchKernel"].self_us == 10

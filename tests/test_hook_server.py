@@ -194,7 +194,7 @@ def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
     _steps(5)  # steps 0-3 complete
     assert hook.server is not None
     server = hook.server
-    _wait(lambda: server.steps_total >= 4)  # in the ring before anyone subscribes
+    _wait(lambda: server.collector.steps_total >= 4)  # in the ring before anyone subscribes
     a = HookClient.connect(os.getpid())
     b = HookClient.connect(os.getpid())
     for c in (a, b):
@@ -213,7 +213,7 @@ def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
 
 
 def test_ring_builds_each_record_once_when_read_and_keeps_sequence_numbers() -> None:
-    from gputui.hook._server import Ring
+    from gputui.hook._ring import Ring
 
     built: list[int] = []
 

@@ -60,7 +60,7 @@ def test_once_json_says_which_window_rates_span(
     ("argv", "message"),
     [
         (["--window", "0.5"], "--window needs --once"),
-        (["--once", "--window", "0.05"], "at least 0.1"),
+        (["--once", "--window", "0.05"], "must be between 0.1 and 60"),
         (["--once", "--window", "soon"], "not a number"),
     ],
 )

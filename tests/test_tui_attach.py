@@ -23,6 +23,7 @@ import hookutil
 
 from gputui import cli
 from gputui.analysis.kernels import short_kernel_name
+from gputui.analysis.memory import memory_growth
 from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.hook_client import (
     CaptureResult,
@@ -36,7 +37,7 @@ from gputui.collectors.hook_client import (
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
-from gputui.tui.attach.model import AttachState, build_view, capture_progress, memory_growth
+from gputui.tui.attach.model import AttachState, build_view, capture_progress
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.screens.monitor import MonitorScreen
@@ -244,7 +245,7 @@ async def test_demo_replay_values(utc: None) -> None:
         view = screen.view
         assert view is not None and view.capture is not None
         # "now" is the recording's own time, not this machine's clock.
-        assert abs(view.now_s - (ReplayFeed.demo().hello.raw["t"] + SNAPSHOT_AT_S)) < 1.0
+        assert abs(view.now_s - (ReplayFeed.demo().hello.status.t + SNAPSHOT_AT_S)) < 1.0
         assert len(view.capture.kernels) == 30 and view.capture.trace_path
         assert [c for c in view.columns if c.profiled] and [c for c in view.columns if c.slow]
         assert any(o.why == "warm-up" and o.index == 0 for o in view.outliers)
@@ -338,8 +339,7 @@ def test_capture_progress_follows_the_hook_states() -> None:
     state.set_capture_wanted("c1")
     seen = [capture_progress(state.snapshot())]
     for st, at in (("armed", None), ("warmup", 99), ("recording", 98), ("processing", None)):
-        raw = {"state": st, "id": "c1", "step": at, "steps": 5}
-        state.add(CaptureStatus(st, "c1", None, at, raw))
+        state.add(CaptureStatus(st, "c1", None, at, steps=5))
         seen.append(capture_progress(state.snapshot()))
     assert seen == [
         "capture requested, waiting for the hook",
@@ -348,10 +348,10 @@ def test_capture_progress_follows_the_hook_states() -> None:
         "capture recording: step 2/5 (from step 98)",
         "capture processing: stopping the profiler, reducing the trace",
     ]
-    state.add(CaptureResult.from_msg({"id": "c1", "first_step": 98, "last_step": 102}))
+    state.add(CaptureResult.from_wire({"id": "c1", "first_step": 98, "last_step": 102}))
     assert capture_progress(state.snapshot()) is None
     assert state.snapshot().capture_wanted is None
-    state.add(CaptureStatus("refused", "c2", "a profiler is already running", None, {}))
+    state.add(CaptureStatus("refused", "c2", "a profiler is already running"))
     assert capture_progress(state.snapshot()) == "capture refused: a profiler is already running"
 
 
@@ -375,11 +375,12 @@ def test_memory_growth_flags_a_leak_not_the_step_swing() -> None:
     gib = 2**30
     # Samples land anywhere in a step: the allocation swings by 2 GiB within each step.
     flat = [(sample(4 * gib + (i % 3) * gib), i * 10) for i in range(30)]
-    growth, span, growing = memory_growth(flat)
-    assert growth is not None and span > 0 and not growing
+    growth = memory_growth(flat)
+    assert growth is not None and growth.steps > 0 and not growth.growing
     leak = [(sample(4 * gib + (i % 3) * gib + i * 20 * 2**20), i * 10) for i in range(30)]
-    growth, span, growing = memory_growth(leak)
-    assert growing and growth is not None and 1.5 * 2**20 < growth < 2.5 * 2**20
+    growth = memory_growth(leak)
+    assert growth is not None and growth.growing
+    assert 1.5 * 2**20 < growth.per_step_bytes < 2.5 * 2**20
     state = AttachState()
     state.add(StepBatch((step(0, 0.01),), 0, False))
     state.add(MemoryBatch(tuple(sample(gib) for _ in range(3))))
@@ -392,9 +393,9 @@ def test_memory_growth_flags_a_leak_not_the_step_swing() -> None:
     [
         (["attach"], "give the pid"),
         (["attach", "--demo", "123"], "--demo plays a recording; a pid needs a job"),
-        (["attach", "--demo", "--once"], "--once needs a job"),
+        (["attach", "--demo", "--capture", "3"], "--capture needs a job"),
         (["attach", "--replay", "/nonexistent.jsonl.gz"], "recording not found"),
-        (["attach", "--demo", "--speed", "0"], "must be greater than 0"),
+        (["attach", "--demo", "--speed", "0"], "must be between 0.01 and 1000"),
         (["attach", "123", "--record", "x.gz", "--once"], "drop --once"),
         (["attach", "--demo", "--replay", "x"], "not allowed with argument"),
     ],

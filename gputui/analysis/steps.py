@@ -1,7 +1,7 @@
 """Step statistics from hook step records (pure functions, no I/O).
 
 Records are anything with the attributes of
-:class:`gputui.collectors.hook_client.StepRecord` (``wall``, ``phases``, ``gpu``,
+:class:`gputui.protocol.schema.StepRecord` (``wall``, ``phases``, ``gpu``,
 ``gpu_total``, ``samples``, ``samples_inferred``, ``flags``, ``index``).  Steps
 recorded while a profiler capture ran are left out by default: profiling slows a
 launch-bound step by 75-95%, which would swamp the percentiles.
@@ -14,10 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-#: Display order of the phases found without user code; user phases follow, then other.
-BUILTIN_PHASES = ("data", "forward", "backward", "optimizer")
-OTHER = "other"
-PROFILED_FLAG = 1
+from gputui.protocol.messages import BUILTIN_PHASES, OTHER, StepFlag
+
+PROFILED_FLAG = int(StepFlag.PROFILED)
+#: the first steps of a job are warm-up (allocator, cudnn autotune, compilation)
+WARMUP_STEPS = 3
+#: a step slower than this many times the median is an outlier (checkpoint, eval, GC)
+SLOW_FACTOR = 3.0
 
 
 class StepLike(Protocol):
@@ -163,3 +166,34 @@ def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> Step
         samples_per_s=samples_per_s,
         samples_inferred=any(s.samples_inferred for s in with_samples),
     )
+
+
+# -- outliers ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outlier:
+    index: int
+    wall_s: float
+    why: str  # "warm-up" or "slow"
+
+
+def is_warmup(index: int) -> bool:
+    return index < WARMUP_STEPS
+
+
+def is_slow(wall_s: float, p50_s: float | None) -> bool:
+    """Slower than :data:`SLOW_FACTOR` times the median step."""
+    return p50_s is not None and p50_s > 0 and wall_s > SLOW_FACTOR * p50_s
+
+
+def outliers(steps: Sequence[StepLike], p50_s: float | None, limit: int = 6) -> tuple[Outlier, ...]:
+    """The newest slow steps, newest first; those among the first steps are called
+    warm-up.  Profiled steps are slow by design: they are marked, not listed."""
+    found: list[Outlier] = []
+    for step in reversed(steps):
+        if step.flags & PROFILED_FLAG or not is_slow(step.wall, p50_s):
+            continue
+        why = "warm-up" if is_warmup(step.index) else "slow"
+        found.append(Outlier(step.index, step.wall, why))
+        if len(found) >= limit:
+            break
+    return tuple(found)

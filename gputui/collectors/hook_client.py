@@ -22,12 +22,52 @@ import pwd
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.errors import GputuiError
-from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, encode, messages, paths
+from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
+from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.fields import SchemaError
+from gputui.protocol.schema import (
+    Bye,
+    CaptureCancel,
+    CaptureRequest,
+    Hello,
+    HookError,
+    MemoryBatch,
+    MemorySample,
+    Ping,
+    Pong,
+    Status,
+    StepBatch,
+    StepRecord,
+    Subscribe,
+    Synced,
+)
+from gputui.protocol.wire import decode, encode_message
+
+__all__ = [
+    "AttachError",
+    "CaptureResult",
+    "CaptureStatus",
+    "Disconnected",
+    "Event",
+    "Hello",
+    "HookClient",
+    "HookError",
+    "Invalid",
+    "MemoryBatch",
+    "MemorySample",
+    "Pong",
+    "Status",
+    "StepBatch",
+    "StepRecord",
+    "Synced",
+    "parse_event",
+]
 
 
 class AttachError(GputuiError):
@@ -79,200 +119,23 @@ def _user_name(uid: int) -> str:
 
 
 # -- events -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Hello:
-    pid: int
-    argv: tuple[str, ...]
-    python: str
-    torch: str | None
-    cuda: str | None
-    cuda_in_use: bool
-    device: Mapping[str, Any] | None
-    rank: int | None
-    local_rank: int | None
-    world_size: int | None
-    hostname: str
-    hook_version: str
-    protocol: int
-    started: float
-    steps: int
-    recent_step_s: float | None
-    raw: Mapping[str, Any] = field(repr=False)
-
-    @classmethod
-    def from_msg(cls, msg: Mapping[str, Any]) -> Hello:
-        return cls(
-            pid=int(msg.get("pid", 0)),
-            argv=tuple(str(a) for a in msg.get("argv") or ()),
-            python=str(msg.get("python", "")),
-            torch=msg.get("torch"),
-            cuda=msg.get("cuda"),
-            cuda_in_use=bool(msg.get("cuda_in_use")),
-            device=msg.get("device"),
-            rank=msg.get("rank"),
-            local_rank=msg.get("local_rank"),
-            world_size=msg.get("world_size"),
-            hostname=str(msg.get("hostname", "")),
-            hook_version=str(msg.get("hook_version", "")),
-            protocol=int(msg.get("protocol", msg.get("v", 0))),
-            started=float(msg.get("started", 0.0)),
-            steps=int(msg.get("steps", 0)),
-            recent_step_s=msg.get("recent_step_s"),
-            raw=msg,
-        )
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """One training step.  Times in seconds; ``phases`` is wall time per phase
-    (they add up to ``wall``), ``gpu`` GPU time per phase when CUDA is in use."""
-
-    index: int
-    t: float  # wall-clock time the step ended (Unix seconds)
-    wall: float
-    phases: Mapping[str, float]
-    gpu: Mapping[str, float] | None = None
-    gpu_total: float | None = None
-    samples: int | None = None
-    samples_inferred: bool = False
-    batches: int = 0
-    flags: int = 0
-
-    @property
-    def profiled(self) -> bool:
-        return bool(self.flags & 1)
-
-    @classmethod
-    def from_wire(cls, rec: Mapping[str, Any]) -> StepRecord:
-        return cls(
-            index=int(rec["i"]),
-            t=float(rec.get("t", 0.0)),
-            wall=float(rec["wall"]),
-            phases=dict(rec.get("phases") or {}),
-            gpu=rec.get("gpu"),
-            gpu_total=rec.get("gpu_total"),
-            samples=rec.get("samples"),
-            samples_inferred=bool(rec.get("samples_inferred", False)),
-            batches=int(rec.get("batches", 0)),
-            flags=int(rec.get("flags", 0)),
-        )
-
-
-@dataclass(frozen=True)
-class StepBatch:
-    steps: tuple[StepRecord, ...]
-    missed: int  # step records this viewer will never get (before steps[0])
-    backlog: bool  # part of the history sent after subscribe
-
-
-@dataclass(frozen=True)
-class Synced:
-    """The backlog asked for in subscribe() has been delivered."""
-
-    steps: int
-
-
-@dataclass(frozen=True)
-class Status:
-    steps: int
-    last_step: int | None
-    recent_step_s: float | None
-    dropped: int
-    viewers: int
-    errors: tuple[str, ...]
-    phases_coarse: bool
-    coarse_reasons: tuple[str, ...]
-    capture: Mapping[str, Any]
-    raw: Mapping[str, Any] = field(repr=False)
-
-    @classmethod
-    def from_msg(cls, msg: Mapping[str, Any]) -> Status:
-        return cls(
-            steps=int(msg.get("steps", 0)),
-            last_step=msg.get("last_step"),
-            recent_step_s=msg.get("recent_step_s"),
-            dropped=int(msg.get("dropped", 0)),
-            viewers=int(msg.get("viewers", 0)),
-            errors=tuple(msg.get("errors") or ()),
-            phases_coarse=bool(msg.get("phases_coarse")),
-            coarse_reasons=tuple(msg.get("coarse_reasons") or ()),
-            capture=msg.get("capture") or {},
-            raw=msg,
-        )
-
-
-@dataclass(frozen=True)
-class MemorySample:
-    t: float
-    device: int
-    allocated: int
-    reserved: int
-    active: int
-    peak_allocated: int
-    peak_reserved: int
-    alloc_retries: int
-    ooms: int
-
-
-@dataclass(frozen=True)
-class MemoryBatch:
-    samples: tuple[MemorySample, ...]
-
-
-@dataclass(frozen=True)
-class CaptureStatus:
-    state: str  # armed, warmup, recording, processing, refused, busy, cancelled, failed
-    id: Any
-    reason: str | None
-    step: int | None
-    raw: Mapping[str, Any] = field(repr=False)
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    id: Any
-    first_step: int | None
-    last_step: int | None
-    kernels: tuple[Mapping[str, Any], ...]
-    cpu_ops: tuple[Mapping[str, Any], ...]
-    by_class: Mapping[str, float]
-    gpu_time: Mapping[str, Any] | None
-    trace_path: str | None
-    error: str | None
-    replay: bool  # a result from before this viewer connected
-    raw: Mapping[str, Any] = field(repr=False)
-
-    @classmethod
-    def from_msg(cls, msg: Mapping[str, Any]) -> CaptureResult:
-        return cls(
-            id=msg.get("id"),
-            first_step=msg.get("first_step"),
-            last_step=msg.get("last_step"),
-            kernels=tuple(msg.get("kernels") or ()),
-            cpu_ops=tuple(msg.get("cpu_ops") or ()),
-            by_class=msg.get("by_class") or {},
-            gpu_time=msg.get("gpu_time"),
-            trace_path=msg.get("trace_path"),
-            error=msg.get("error"),
-            replay=bool(msg.get("replay")),
-            raw=msg,
-        )
-
-
-@dataclass(frozen=True)
-class HookMessage:
-    """An ERROR from the hook (a request it could not serve) or a PONG."""
-
-    type: str
-    raw: Mapping[str, Any]
-
-
+# The hook's messages are the protocol's typed classes (re-exported here for the
+# viewers); two events are the client's own.
 @dataclass(frozen=True)
 class Disconnected:
     """Always the last event.  ``clean``: the job said bye (it is exiting)."""
 
     reason: str
     clean: bool
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A message that failed the schema: skipped, and shown once as a line
+    naming the field (``steps.steps[3].wall: expected a number, got 'x'``)."""
+
+    type: str
+    error: str
 
 
 Event = (
@@ -282,52 +145,28 @@ Event = (
     | MemoryBatch
     | CaptureStatus
     | CaptureResult
-    | HookMessage
+    | HookError
+    | Pong
+    | Invalid
     | Disconnected
 )
 
 
 def parse_event(msg: Mapping[str, Any]) -> Event | None:
-    kind = msg.get("type")
-    if kind == messages.STEPS:
-        steps = tuple(StepRecord.from_wire(r) for r in msg.get("steps") or ())
-        return StepBatch(steps, int(msg.get("missed", 0)), bool(msg.get("backlog")))
-    if kind == messages.STATUS:
-        return Status.from_msg(msg)
-    if kind == messages.MEMORY:
-        samples = []
-        for s in msg.get("samples") or ():
-            samples.append(
-                MemorySample(
-                    t=float(s.get("t", 0.0)),
-                    device=int(s.get("device", 0)),
-                    allocated=int(s.get("allocated", 0)),
-                    reserved=int(s.get("reserved", 0)),
-                    active=int(s.get("active", 0)),
-                    peak_allocated=int(s.get("peak_allocated", 0)),
-                    peak_reserved=int(s.get("peak_reserved", 0)),
-                    alloc_retries=int(s.get("alloc_retries", 0)),
-                    ooms=int(s.get("ooms", 0)),
-                )
-            )
-        return MemoryBatch(tuple(samples))
-    if kind == messages.SYNCED:
-        return Synced(int(msg.get("steps", 0)))
-    if kind == messages.CAPTURE_STATUS:
-        return CaptureStatus(
-            state=str(msg.get("state")),
-            id=msg.get("id"),
-            reason=msg.get("reason"),
-            step=msg.get("step"),
-            raw=msg,
-        )
-    if kind == messages.CAPTURE_RESULT:
-        return CaptureResult.from_msg(msg)
-    if kind == messages.BYE:
+    """The event of one received (or recorded) message; None for a message type
+    this version does not know.  A bye becomes :class:`Disconnected`; a message
+    that does not fit the schema becomes :class:`Invalid`."""
+    try:
+        decoded = decode(msg)
+    except SchemaError as exc:
+        return Invalid(str(msg.get("type"))[:32], str(exc))
+    if decoded is None or isinstance(decoded, Hello):
+        return None  # unknown, or a second hello (never sent): nothing to do
+    if isinstance(decoded, Bye):
         return Disconnected("the job is exiting", clean=True)
-    if kind in (messages.ERROR, messages.PONG):
-        return HookMessage(str(kind), msg)
-    return None  # a newer hook's message type: ignore
+    if isinstance(decoded, (Subscribe, CaptureRequest, CaptureCancel, Ping)):
+        return Invalid(str(msg.get("type")), "a viewer's request sent by the hook")
+    return decoded
 
 
 # -- client -------------------------------------------------------------------------
@@ -348,6 +187,8 @@ class HookClient:
         self._pending: list[Event] = []  # frames that arrived together with hello
         self._pending_raw: list[Mapping[str, Any]] = []
         self._on_raw: Callable[[Mapping[str, Any]], None] | None = None
+        #: the hello exactly as received (recordings keep it)
+        self.hello_raw: Mapping[str, Any] = hello.to_wire()
 
     @classmethod
     def connect(cls, pid: int, timeout: float = 5.0) -> HookClient:
@@ -395,26 +236,47 @@ class HookClient:
             raise AttachError(f"gputui attach: socket {path} is served by uid {uid}, not us")
         reader = FrameReader()
         try:
-            first = _read_one(sock, reader)
+            first = _read_one(sock, reader, time.monotonic() + timeout)
+        except TimeoutError:
+            sock.close()
+            raise AttachError(
+                f"gputui attach: the hook of process {pid} did not say hello within "
+                f"{timeout:g} s (the job may be stopped, or its hook stuck)"
+            ) from None
         except (OSError, FrameError) as exc:
             sock.close()
             raise AttachError(
                 f"gputui attach: the hook of process {pid} did not say hello ({exc})"
             ) from None
-        if first is None or first[0].get("type") != messages.HELLO:
+        if first is None:
             sock.close()
             raise AttachError(
                 f"gputui attach: the hook of process {pid} closed the connection before hello"
             )
         hello_msg, rest = first
+        kind = hello_msg.get("type")
+        if kind != messages.HELLO:
+            sock.close()
+            raise AttachError(
+                f"gputui attach: the socket of process {pid} sent a {str(kind)[:32]!r} frame "
+                "where a hello was due: not a gputui hook of this version"
+            )
         if hello_msg.get("v") != PROTOCOL_VERSION:
             sock.close()
             raise AttachError(
                 f"gputui attach: process {pid} speaks hook protocol {hello_msg.get('v')}, "
                 f"this gputui speaks {PROTOCOL_VERSION}; use matching gputui versions"
             )
+        try:
+            hello = Hello.from_wire(hello_msg)
+        except SchemaError as exc:
+            sock.close()
+            raise AttachError(
+                f"gputui attach: the hook of process {pid} sent an invalid hello ({exc})"
+            ) from None
         sock.settimeout(None)
-        client = cls(pid, sock, Hello.from_msg(hello_msg), reader)
+        client = cls(pid, sock, hello, reader)
+        client.hello_raw = hello_msg
         client._pending_raw = list(rest)
         for msg in rest:
             event = parse_event(msg)
@@ -423,8 +285,8 @@ class HookClient:
         return client
 
     # -- requests -------------------------------------------------------------------
-    def _send(self, msg_type: str, **fields: Any) -> None:
-        frame = encode(msg_type, **fields)
+    def _send(self, msg: Subscribe | CaptureRequest | CaptureCancel | Ping) -> None:
+        frame = encode_message(msg)
         with self._send_lock:
             try:
                 self._sock.sendall(frame)
@@ -433,7 +295,7 @@ class HookClient:
 
     def subscribe(self, history: int = 0, memory: bool = True) -> None:
         """Start the live stream, beginning with the last ``history`` steps."""
-        self._send(messages.SUBSCRIBE, history=int(history), memory=bool(memory))
+        self._send(Subscribe(history=max(0, int(history)), memory=bool(memory)))
 
     def request_capture(
         self,
@@ -447,21 +309,22 @@ class HookClient:
         (CaptureStatus/CaptureResult events carry it)."""
         cid = f"{os.getpid()}-{next(self._ids)}"
         self._send(
-            messages.CAPTURE,
-            id=cid,
-            steps=int(steps),
-            warmup=int(warmup),
-            shapes=bool(shapes),
-            stacks=bool(stacks),
-            memory=bool(memory),
+            CaptureRequest(
+                id=cid,
+                steps=int(steps),
+                warmup=int(warmup),
+                shapes=bool(shapes),
+                stacks=bool(stacks),
+                memory=bool(memory),
+            )
         )
         return cid
 
     def cancel_capture(self) -> None:
-        self._send(messages.CAPTURE_CANCEL)
+        self._send(CaptureCancel())
 
     def ping(self) -> None:
-        self._send(messages.PING)
+        self._send(Ping())
 
     # -- reading --------------------------------------------------------------------
     def start(
@@ -505,10 +368,7 @@ class HookClient:
                 for msg in self._reader.feed(data):
                     if self._on_raw is not None:
                         self._on_raw(msg)
-                    try:
-                        parsed = parse_event(msg)
-                    except (TypeError, ValueError, AttributeError):
-                        continue  # a malformed message: skip it, keep the stream
+                    parsed = parse_event(msg)
                     if parsed is None:
                         continue
                     if isinstance(parsed, Disconnected):
@@ -555,10 +415,16 @@ class HookClient:
 
 
 def _read_one(
-    sock: socket.socket, reader: FrameReader
+    sock: socket.socket, reader: FrameReader, deadline: float
 ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-    """Block until one whole frame arrives; also return any frames after it."""
+    """Wait, until ``deadline`` (monotonic), for one whole frame; also return any
+    frames after it.  None when the peer closes first; TimeoutError at the
+    deadline, however slowly the bytes trickle in."""
     while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no hello")
+        sock.settimeout(remaining)
         data = sock.recv(65536)
         if not data:
             return None

@@ -38,7 +38,7 @@ def collect() -> list[dict[str, Any]]:
                 "rank": hello.rank,
                 "local_rank": hello.local_rank,
                 "world_size": hello.world_size,
-                "device": hello.device,
+                "device": None if hello.device is None else hello.device.to_wire(),
                 "torch": hello.torch,
                 "python": hello.python,
             }

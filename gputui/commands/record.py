@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from gputui.cli import positive_float, positive_interval
+from gputui.commands import args as types
 
 
 def register(sub: Any) -> None:
@@ -24,14 +24,14 @@ def register(sub: Any) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="recording to write")
     parser.add_argument(
         "--interval",
-        type=positive_interval,
+        type=types.seconds(0.1, 3600.0),
         default=1.0,
         metavar="S",
-        help="sampling interval in seconds (default 1, minimum 0.1)",
+        help="sampling interval in seconds, 0.1-3600 (default 1)",
     )
     parser.add_argument(
         "--duration",
-        type=positive_float,
+        type=types.seconds(0.1, 366 * 86400.0),
         default=None,
         metavar="S",
         help="stop after S seconds (default: until Ctrl-C)",

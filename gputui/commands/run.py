@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 import gputui
+from gputui.commands import args as types
 from gputui.errors import GputuiError
 
 
@@ -44,26 +45,6 @@ def hook_env(
     return env
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value >= 1.0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be at least 1 s, got {text}")
-    return value
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
@@ -76,13 +57,16 @@ def register(subparsers: Any) -> None:
         epilog="example: gputui run --batch-size 64 -- python train.py --epochs 3",
     )
     parser.add_argument(
-        "--batch-size", type=_positive_int, metavar="N", help="samples per batch, for samples/s"
+        "--batch-size",
+        type=types.integer(1, 2**31 - 1),
+        metavar="N",
+        help="samples per batch, for samples/s",
     )
     parser.add_argument(
         "--capture-every",
-        type=_positive_seconds,
+        type=types.seconds(1.0, 86400.0),
         metavar="S",
-        help="take a 5-step profiler capture every S seconds (off by default)",
+        help="take a 5-step profiler capture every S seconds, 1-86400 (off by default)",
     )
     parser.add_argument(
         "--no-gpu-timing", action="store_true", help="do not record CUDA events at phase edges"

@@ -15,18 +15,18 @@ import glob
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from gputui.hook._recorder import FLAG_PROFILED
+from gputui.hook._recorder import FLAG_PROFILED, Recorder
 from gputui.hook._reduce import reduce_events
 from gputui.protocol import messages
+from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
+from gputui.protocol.schema import CaptureInfo, CaptureRequest
 
-if TYPE_CHECKING:
-    from gputui.hook._core import Hook
-
-MAX_STEPS = 200
-MAX_WARMUP = 20
 KEEP_TRACES = 50
+#: (viewer id or None for all, message object): how the controller reaches viewers
+Post = Callable[[int | None, dict[str, Any]], None]
 
 
 def traces_dir() -> str:
@@ -52,19 +52,23 @@ def user_profiler_active(torch: Any) -> bool:
         return False
 
 
-def _status(state: str, cid: Any, **extra: Any) -> dict[str, Any]:
-    msg: dict[str, Any] = {"v": messages.PROTOCOL_VERSION, "type": messages.CAPTURE_STATUS}
-    msg.update(state=state, id=cid, **extra)
-    return msg
+def _status(state: str, cid: str | None, **extra: Any) -> dict[str, Any]:
+    return CaptureStatus(state, cid, **extra).to_wire()
 
 
 class CaptureController:
-    def __init__(self, hook: Hook, every_s: float | None = None) -> None:
-        self.hook = hook
+    """Runs captures for viewers.  ``recorder`` is the training thread's side (the
+    controller is called from its step boundaries); ``post`` sends a message to a
+    viewer through the I/O thread."""
+
+    def __init__(self, recorder: Recorder, post: Post, every_s: float | None = None) -> None:
+        self.recorder = recorder
+        self.post = post
         self.every_s = every_s
         self.next_periodic: float | None = None
-        self.armed: dict[str, Any] | None = None  # request waiting for a step boundary
-        self.active: dict[str, Any] | None = None  # request being run (training thread)
+        self.armed: CaptureRequest | None = None  # request waiting for a step boundary
+        self.active: CaptureRequest | None = None  # request being run (training thread)
+        self.periodic_request = False  # the armed or active capture is a periodic one
         self.requester: int | None = None  # viewer id, None for periodic captures
         self.state: str | None = None  # None, warmup, recording, processing
         self.prof: Any = None
@@ -77,52 +81,36 @@ class CaptureController:
         self.count = 0
 
     # -- I/O thread -----------------------------------------------------------------
-    def request(self, vid: int | None, msg: dict[str, Any]) -> dict[str, Any] | None:
-        cid = msg.get("id")
-        torch = self.hook.recorder.torch
+    def request(self, vid: int | None, req: CaptureRequest) -> CaptureStatus:
+        """Arm a capture (I/O thread); the status says whether it will run.  The
+        request's ranges were checked when it was decoded."""
+        cid = req.id
+        torch = self.recorder.torch
         if torch is None:
-            return _status(messages.CAPTURE_REFUSED, cid, reason="torch is not imported yet")
-        if not self.hook.recorder.enabled:
-            return _status(messages.CAPTURE_REFUSED, cid, reason="the hook is disabled")
+            return CaptureStatus(messages.CAPTURE_REFUSED, cid, "torch is not imported yet")
+        if not self.recorder.enabled:
+            return CaptureStatus(messages.CAPTURE_REFUSED, cid, "the hook is disabled")
         if self.armed is not None or self.state is not None:
-            return _status(messages.CAPTURE_BUSY, cid, reason="a capture is already in progress")
+            return CaptureStatus(messages.CAPTURE_BUSY, cid, "a capture is already in progress")
         if user_profiler_active(torch):
-            return _status(messages.CAPTURE_REFUSED, cid, reason=_USER_PROFILER)
-        try:
-            steps = int(msg.get("steps", 5))
-            warmup = int(msg.get("warmup", 1))
-        except (TypeError, ValueError):
-            return _status(messages.CAPTURE_FAILED, cid, reason="steps and warmup must be integers")
-        if not 1 <= steps <= MAX_STEPS or not 0 <= warmup <= MAX_WARMUP:
-            return _status(
-                messages.CAPTURE_FAILED,
-                cid,
-                reason=f"steps must be 1-{MAX_STEPS} and warmup 0-{MAX_WARMUP}",
-            )
+            return CaptureStatus(messages.CAPTURE_REFUSED, cid, _USER_PROFILER)
         self.requester = vid
-        self.armed = {
-            "id": cid,
-            "steps": steps,
-            "warmup": warmup,
-            "shapes": bool(msg.get("shapes", False)),
-            "stacks": bool(msg.get("stacks", False)),
-            "memory": bool(msg.get("memory", False)),
-            "periodic": vid is None,
-        }
+        self.periodic_request = vid is None
+        self.armed = req
         # Arm last: from here the training thread may pick the request up, at
         # the end of the step in progress (made a full step) or at worst of the
         # next full one (a fraction of a second).
-        self.hook.recorder.on_boundary = self.on_boundary
-        self.hook.recorder.want_full()
-        return _status(messages.CAPTURE_ARMED, cid, steps=steps, warmup=warmup)
+        self.recorder.on_boundary = self.on_boundary
+        self.recorder.want_full()
+        return CaptureStatus(messages.CAPTURE_ARMED, cid, steps=req.steps, warmup=req.warmup)
 
-    def cancel(self, vid: int | None) -> dict[str, Any]:
+    def cancel(self, vid: int | None) -> CaptureStatus:
         armed = self.armed
         if armed is not None and self.state is None:
-            self.hook.recorder.on_boundary = None
+            self.recorder.on_boundary = None
             self.armed = None
-            return _status(messages.CAPTURE_CANCELLED, armed["id"])
-        return _status(messages.CAPTURE_BUSY, None, reason="no armed capture to cancel")
+            return CaptureStatus(messages.CAPTURE_CANCELLED, armed.id)
+        return CaptureStatus(messages.CAPTURE_NOT_ARMED, None, "no armed capture to cancel")
 
     def viewer_gone(self, vid: int) -> None:
         if self.requester == vid:
@@ -135,16 +123,17 @@ class CaptureController:
             self.next_periodic = now + self.every_s
         if now >= self.next_periodic and self.armed is None and self.state is None:
             self.next_periodic = now + self.every_s
-            self.request(None, {"id": f"periodic-{self.count + 1}"})
+            self.request(None, CaptureRequest(id=f"periodic-{self.count + 1}"))
 
-    def snapshot(self) -> dict[str, Any]:
-        armed = self.armed or {}
-        return {
-            "state": self.state or ("armed" if self.armed else None),
-            "id": armed.get("id"),
-            "every_s": self.every_s,
-            "count": self.count,
-        }
+    def info(self) -> CaptureInfo:
+        """What the status says about captures."""
+        armed = self.armed
+        return CaptureInfo(
+            state=self.state or (messages.CAPTURE_ARMED if armed else None),
+            id=None if armed is None else armed.id,
+            every_s=self.every_s,
+            count=self.count,
+        )
 
     # -- training thread --------------------------------------------------------------
     def on_boundary(self, index: int) -> None:
@@ -152,7 +141,7 @@ class CaptureController:
         if self.state is None:
             req = self.armed
             if req is None:  # cancelled before it started
-                self.hook.recorder.on_boundary = None
+                self.recorder.on_boundary = None
                 return
             self.active = req
         else:
@@ -161,29 +150,29 @@ class CaptureController:
         try:
             if self.state is None:
                 self._begin(req, index)
-            elif self.state == "warmup":
+            elif self.state == messages.CAPTURE_WARMUP:
                 self.warmup_left -= 1
                 if self.warmup_left <= 0:
                     self._start_recording(req, index)
                 else:
-                    self.hook.recorder.flags |= FLAG_PROFILED
-            elif self.state == "recording":
+                    self.recorder.flags |= FLAG_PROFILED
+            elif self.state == messages.CAPTURE_RECORDING:
                 self._exit_step_fn()
                 self.recorded += 1
-                if self.recorded >= req["steps"]:
+                if self.recorded >= req.steps:
                     self._finish(req, index, t0)
                 else:
                     self._enter_step_fn(index)
-                    self.hook.recorder.flags |= FLAG_PROFILED
+                    self.recorder.flags |= FLAG_PROFILED
         except Exception as exc:
             self._abort(req, exc)
 
-    def _begin(self, req: dict[str, Any], index: int) -> None:
-        torch = self.hook.recorder.torch
+    def _begin(self, req: CaptureRequest, index: int) -> None:
+        torch = self.recorder.torch
         if user_profiler_active(torch):
             self._clear()
-            self.hook.post(
-                self.requester, _status(messages.CAPTURE_REFUSED, req["id"], reason=_USER_PROFILER)
+            self.post(
+                self.requester, _status(messages.CAPTURE_REFUSED, req.id, reason=_USER_PROFILER)
             )
             return
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -191,36 +180,36 @@ class CaptureController:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.prof = torch.profiler.profile(
             activities=activities,
-            record_shapes=req["shapes"],
-            with_stack=req["stacks"],
-            profile_memory=req["memory"],
+            record_shapes=req.shapes,
+            with_stack=req.stacks,
+            profile_memory=req.memory,
         )
         self.prof.prepare_trace()
-        self.hook.recorder.flags |= FLAG_PROFILED
+        self.recorder.flags |= FLAG_PROFILED
         self.started_wall = time.time()
-        if req["warmup"] > 0:
-            self.state = "warmup"
-            self.warmup_left = req["warmup"]
-            self.hook.post(self.requester, _status(messages.CAPTURE_WARMUP, req["id"], step=index))
+        if req.warmup > 0:
+            self.state = messages.CAPTURE_WARMUP
+            self.warmup_left = req.warmup
+            self.post(self.requester, _status(messages.CAPTURE_WARMUP, req.id, step=index))
         else:
             self._start_recording(req, index)
 
-    def _start_recording(self, req: dict[str, Any], index: int) -> None:
+    def _start_recording(self, req: CaptureRequest, index: int) -> None:
         self.prof.start_trace()
-        self.state = "recording"
+        self.state = messages.CAPTURE_RECORDING
         self.recorded = 0
         self.first_step = index
         self._enter_step_fn(index)
-        self.hook.recorder.flags |= FLAG_PROFILED
-        self.hook.post(
+        self.recorder.flags |= FLAG_PROFILED
+        self.post(
             self.requester,
-            _status(messages.CAPTURE_RECORDING, req["id"], step=index, steps=req["steps"]),
+            _status(messages.CAPTURE_RECORDING, req.id, step=index, steps=req.steps),
         )
 
     def _enter_step_fn(self, index: int) -> None:
         # The same range name torch.profiler's own schedule uses, so Perfetto and
         # HTA see step boundaries in our traces too.
-        fn = self.hook.recorder.torch.profiler.record_function(f"ProfilerStep#{index}")
+        fn = self.recorder.torch.profiler.record_function(f"ProfilerStep#{index}")
         fn.__enter__()
         self.step_fn = fn
 
@@ -229,29 +218,29 @@ class CaptureController:
         if fn is not None:
             fn.__exit__(None, None, None)
 
-    def _finish(self, req: dict[str, Any], index: int, t0: float) -> None:
+    def _finish(self, req: CaptureRequest, index: int, t0: float) -> None:
         prof, self.prof = self.prof, None
         t_stop0 = time.perf_counter()
         prof.stop_trace()
         t_stop1 = time.perf_counter()
         meta = {
-            "id": req["id"],
+            "id": req.id,
             "requester": self.requester,
             "first_step": self.first_step,
             "last_step": index - 1,
-            "steps": req["steps"],
-            "warmup": req["warmup"],
-            "options": {k: req[k] for k in ("shapes", "stacks", "memory")},
-            "periodic": req["periodic"],
+            "steps": req.steps,
+            "warmup": req.warmup,
+            "options": CaptureOptions(req.shapes, req.stacks, req.memory),
+            "periodic": self.periodic_request,
             "started": round(self.started_wall, 3),
             "window_end_wall": time.time(),
             "window_end_perf": t_stop0,
             "stop_ms": round((t_stop1 - t_stop0) * 1000.0, 3),
         }
-        self.state = "processing"
+        self.state = messages.CAPTURE_PROCESSING
         self.armed = None
         self.active = None
-        self.hook.recorder.on_boundary = None
+        self.recorder.on_boundary = None
         stall_known = threading.Event()
         worker = threading.Thread(
             target=self._process,
@@ -260,14 +249,14 @@ class CaptureController:
             daemon=True,
         )
         worker.start()
-        self.hook.post(self.requester, _status(messages.CAPTURE_PROCESSING, req["id"]))
+        self.post(self.requester, _status(messages.CAPTURE_PROCESSING, req.id))
         # What this boundary cost the training thread beyond torch's own stop().
         meta["hook_stall_ms"] = round(
             ((time.perf_counter() - t0) - (t_stop1 - t_stop0)) * 1000.0, 3
         )
         stall_known.set()
 
-    def _abort(self, req: dict[str, Any], exc: BaseException) -> None:
+    def _abort(self, req: CaptureRequest, exc: BaseException) -> None:
         prof, self.prof = self.prof, None
         try:
             self._exit_step_fn()
@@ -279,13 +268,13 @@ class CaptureController:
             except Exception:
                 pass
         self._clear()
-        self.hook.post(
+        self.post(
             self.requester,
-            _status(messages.CAPTURE_FAILED, req["id"], reason=f"{type(exc).__name__}: {exc}"),
+            _status(messages.CAPTURE_FAILED, req.id, reason=f"{type(exc).__name__}: {exc}"),
         )
 
     def _clear(self) -> None:
-        self.hook.recorder.on_boundary = None
+        self.recorder.on_boundary = None
         self.armed = None
         self.active = None
         self.state = None
@@ -293,24 +282,19 @@ class CaptureController:
 
     # -- worker thread ----------------------------------------------------------------
     def _process(self, prof: Any, meta: dict[str, Any], stall_known: threading.Event) -> None:
-        result: dict[str, Any] = {
-            "v": messages.PROTOCOL_VERSION,
-            "type": messages.CAPTURE_RESULT,
-            "pid": os.getpid(),
-        }
         requester = meta.pop("requester")
         window_end_perf = meta.pop("window_end_perf")
+        fields: dict[str, Any] = {"pid": os.getpid()}
         # Start the heavy work only once the training thread has left the step
         # boundary, so our GIL use does not land in the stall we measure for it.
         stall_known.wait(5.0)
         try:
             t0 = time.perf_counter()
             events = prof.profiler.kineto_results.events()
-            result.update(reduce_events(events))
+            fields.update(reduce_events(events))
             del events
             t1 = time.perf_counter()
-            result["reduce_ms"] = round((t1 - t0) * 1000.0, 3)
-            result["trace_path"] = None
+            fields["reduce_ms"] = round((t1 - t0) * 1000.0, 3)
             try:
                 stamp = time.strftime("%Y%m%d-%H%M%S")
                 name = (
@@ -320,24 +304,25 @@ class CaptureController:
                 path = os.path.join(traces_dir(), name)
                 prof.export_chrome_trace(path)
                 os.chmod(path, 0o600)
-                result["trace_path"] = path
-                result["trace_bytes"] = os.path.getsize(path)
+                fields["trace_path"] = path
+                fields["trace_bytes"] = os.path.getsize(path)
                 _prune_traces(os.path.dirname(path))
             except Exception as exc:
-                result["trace_error"] = f"{type(exc).__name__}: {exc}"
-            result["export_ms"] = round((time.perf_counter() - t1) * 1000.0, 3)
-            result["ready_after_ms"] = round((time.perf_counter() - window_end_perf) * 1000.0, 3)
+                fields["trace_error"] = f"{type(exc).__name__}: {exc}"
+            fields["export_ms"] = round((time.perf_counter() - t1) * 1000.0, 3)
+            fields["ready_after_ms"] = round((time.perf_counter() - window_end_perf) * 1000.0, 3)
         except Exception as exc:
-            result["error"] = f"{type(exc).__name__}: {exc}"
+            fields["error"] = f"{type(exc).__name__}: {exc}"
         finally:
             del prof
-            result.update(meta)
-            result["window_end_wall"] = round(result["window_end_wall"], 3)
+            fields.update(meta)
+            fields["window_end_wall"] = round(fields["window_end_wall"], 3)
+            result = CaptureResult(**fields).to_wire()
             self.count += 1
             self.last_result = result
             self.state = None
             self.requester = None
-        self.hook.post(requester, result)
+        self.post(requester, result)
 
 
 def _prune_traces(directory: str) -> None:

@@ -4,7 +4,6 @@ controller and the I/O server together, and builds hello/status messages."""
 from __future__ import annotations
 
 import atexit
-import collections
 import os
 import socket
 import sys
@@ -14,10 +13,16 @@ from typing import Any
 
 import gputui
 from gputui.hook._capture import CaptureController
+from gputui.hook._collect import StepCollector
+from gputui.hook._import_watch import TorchImportWatcher
+from gputui.hook._memory import MemorySampler
+from gputui.hook._outbox import Outbox
 from gputui.hook._recorder import Recorder
-from gputui.hook._server import HISTORY, Server, python_version
-from gputui.hook._torch_hooks import TorchHooks, TorchImportWatcher
-from gputui.protocol import messages, paths
+from gputui.hook._ring import HISTORY
+from gputui.hook._server import Server
+from gputui.hook._torch_hooks import TorchHooks
+from gputui.protocol import paths
+from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, Status
 
 MAX_ARGS = 200
 MAX_ARG_CHARS = 1000
@@ -26,9 +31,10 @@ MAX_ARG_CHARS = 1000
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name)
     try:
-        return int(value) if value is not None else None
+        number = int(value) if value is not None else None
     except ValueError:
         return None
+    return number if number is not None and 0 <= number < 1 << 24 else None
 
 
 class Hook:
@@ -48,13 +54,15 @@ class Hook:
         self.recorder.batch_size = batch_size
         self.recorder.gpu_timing = gpu_timing
         self.torch_hooks = TorchHooks(self.recorder, self.report_error)
-        self.capture = CaptureController(self, capture_every_s)
+        self.outbox = Outbox()
+        self.capture = CaptureController(self.recorder, self.outbox.post, capture_every_s)
+        self.collector = StepCollector(self.recorder)
+        self.memory = MemorySampler()
         self.server: Server | None = None
         self.serve_error: str | None = None
-        self.outbox: collections.deque[tuple[int | None, dict[str, Any]]] = collections.deque()
         self.installed_at = time.time()
         self.watcher: TorchImportWatcher | None = None
-        self.device_info: dict[str, Any] | None = None
+        self.device_info: DeviceInfo | None = None
         self.active = True
 
     # -- setup ------------------------------------------------------------------
@@ -83,7 +91,18 @@ class Hook:
             return
         try:
             path = paths.socket_path(self.pid, create_dir=True)
-            server = Server(self, path)
+            server = Server(
+                path,
+                self.recorder,
+                self.collector,
+                self.memory,
+                self.capture,
+                self.outbox,
+                hello=self.hello,
+                status=self.status,
+                periodic=self.torch_hooks.recheck_roots,
+                report_error=self.report_error,
+            )
             server.start()
             self.server = server
         except (paths.SocketDirError, OSError) as exc:
@@ -134,24 +153,8 @@ class Hook:
         if os.environ.get("GPUTUI_HOOK_DEBUG"):
             traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
-    def post(self, target: int | None, obj: dict[str, Any]) -> None:
-        """Queue a message for the I/O thread (from the training or a worker thread)."""
-        self.outbox.append((target, obj))
-        server = self.server
-        if server is not None:
-            server.wake()
-
-    def take_outbox(self) -> list[tuple[int | None, dict[str, Any]]]:
-        items = []
-        while self.outbox:
-            try:
-                items.append(self.outbox.popleft())
-            except IndexError:
-                break
-        return items
-
     # -- messages -----------------------------------------------------------------
-    def _device(self) -> dict[str, Any] | None:
+    def _device(self) -> DeviceInfo | None:
         if self.device_info is not None:
             return self.device_info
         torch = self.recorder.torch
@@ -163,14 +166,15 @@ class Hook:
             if not torch.cuda.is_initialized():
                 return None
             props = torch.cuda.get_device_properties(index)
-            self.device_info = {
-                "index": index,
-                "name": props.name,
-                "total_memory": int(props.total_memory),
-            }
+            self.device_info = DeviceInfo(
+                index=index,
+                name=str(props.name),
+                total_memory_bytes=int(props.total_memory),
+                uuid=_nvml_uuid(getattr(props, "uuid", None)),
+            )
         except Exception as exc:
             self.report_error("device properties", exc)
-            self.device_info = {"index": index}
+            self.device_info = DeviceInfo(index=index)
         return self.device_info
 
     def _coarse(self) -> tuple[list[str], int | None]:
@@ -197,43 +201,48 @@ class Hook:
             )
         return reasons, graphs
 
-    def status(self, server: Server) -> dict[str, Any]:
+    def _status(self) -> Status:
         rec = self.recorder
         reasons, graphs = self._coarse()
-        return {
-            "v": messages.PROTOCOL_VERSION,
-            "type": messages.STATUS,
-            "t": round(time.time(), 3),
-            "steps": server.steps_total,
-            "last_step": server.expected_index_minus_one(),
-            "recent_step_s": server.recent_step_s(),
-            "dropped": server.dropped,
-            "viewers": len(server.viewers),
-            "refused": server.refused,
-            "bad_frames": server.bad_frames,
-            "enabled": rec.enabled,
-            "errors": list(self.errors.values()),
-            "phases_coarse": bool(reasons),
-            "coarse_reasons": reasons,
-            "compiled_graphs": graphs,
-            "torch_hooked": self.torch_hooks.installed,
-            "explicit_steps": self.torch_hooks.explicit_steps,
-            "root_modules": len(self.torch_hooks.roots),
-            "batch_size": rec.batch_size,
-            "gpu_timing": {
-                "enabled": rec.gpu_timing,
-                "active": rec.device is not None and rec.gpu_timing,
-                "events": rec.events_alive,
-                "pool_exhausted": rec.pool_exhausted,
-                "pending_steps": len(server.gpu_pending),
-            },
-            "memory_error": server.memory_error,
-            "capture": self.capture.snapshot(),
-        }
+        server = self.server
+        collector = self.collector
+        return Status(
+            t=round(time.time(), 3),
+            steps=collector.steps_total,
+            last_step=None if collector.expected_index is None else collector.last_index,
+            recent_step_s=collector.recent_step_s(),
+            dropped=collector.dropped,
+            viewers=0 if server is None else len(server.viewers),
+            refused=0 if server is None else server.refused,
+            bad_frames=0 if server is None else server.bad_frames,
+            enabled=rec.enabled,
+            errors=tuple(self.errors.values()),
+            phases_coarse=bool(reasons),
+            coarse_reasons=tuple(reasons),
+            compiled_graphs=graphs,
+            torch_hooked=self.torch_hooks.installed,
+            explicit_steps=self.torch_hooks.explicit_steps,
+            root_modules=len(self.torch_hooks.roots),
+            batch_size=rec.batch_size,
+            gpu_timing=GpuTiming(
+                enabled=rec.gpu_timing,
+                active=rec.device is not None and rec.gpu_timing,
+                events=rec.events_alive,
+                pool_exhausted=rec.pool_exhausted,
+                pending_steps=len(collector.gpu_pending),
+            ),
+            memory_error=self.memory.error,
+            capture=self.capture.info(),
+        )
 
-    def hello(self, server: Server) -> dict[str, Any]:
+    def status(self) -> dict[str, Any]:
+        """The status message (the I/O thread sends it about once a second)."""
+        return self._status().to_wire()
+
+    def hello(self) -> dict[str, Any]:
+        """The hello message: who this job is, and its status."""
         torch = self.recorder.torch
-        argv = [str(a)[:MAX_ARG_CHARS] for a in sys.argv[:MAX_ARGS]]
+        argv = tuple(str(a)[:MAX_ARG_CHARS] for a in sys.argv[:MAX_ARGS])
         cuda_in_use = False
         torch_version = cuda_version = None
         if torch is not None:
@@ -243,32 +252,42 @@ class Hook:
                 cuda_in_use = bool(torch.cuda.is_initialized())
             except Exception:
                 cuda_in_use = False
-        msg = self.status(server)
-        msg.update(
-            {
-                "type": messages.HELLO,
-                "protocol": messages.PROTOCOL_VERSION,
-                "hook_version": gputui.__version__,
-                "pid": self.pid,
-                "ppid": os.getppid(),
-                "argv": argv,
-                "cwd": _cwd(),
-                "hostname": socket.gethostname(),
-                "python": python_version(),
-                "executable": sys.executable,
-                "torch": torch_version,
-                "cuda": cuda_version,
-                "cuda_in_use": cuda_in_use,
-                "device": self._device(),
-                "rank": _env_int("RANK"),
-                "local_rank": _env_int("LOCAL_RANK"),
-                "world_size": _env_int("WORLD_SIZE"),
-                "started": round(self.installed_at, 3),
-                "lazy": self.lazy,
-                "history_capacity": HISTORY,
-            }
-        )
-        return msg
+        master = None
+        if os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT"):
+            master = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"[:512]
+        return Hello(
+            pid=self.pid,
+            argv=argv,
+            hook_version=gputui.__version__,
+            ppid=os.getppid(),
+            cwd=_cwd(),
+            hostname=socket.gethostname(),
+            python="{}.{}.{}".format(*sys.version_info[:3]),
+            executable=sys.executable,
+            torch=torch_version,
+            cuda=None if cuda_version is None else str(cuda_version),
+            cuda_in_use=cuda_in_use,
+            device=self._device(),
+            rank=_env_int("RANK"),
+            local_rank=_env_int("LOCAL_RANK"),
+            world_size=_env_int("WORLD_SIZE"),
+            run_id=(os.environ.get("TORCHELASTIC_RUN_ID") or None),
+            master=master,
+            started=round(self.installed_at, 3),
+            lazy=self.lazy,
+            history_capacity=HISTORY,
+            status=self._status(),
+        ).to_wire()
+
+
+def _nvml_uuid(uuid: Any) -> str | None:
+    """torch's device UUID in NVML's form ("GPU-" + the hex groups)."""
+    if uuid is None:
+        return None
+    text = str(uuid)
+    if not text or len(text) > 100:
+        return None
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
 def _cwd() -> str | None:

@@ -21,16 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-OTHER = "other"
-DATA = "data"
-FORWARD = "forward"
-BACKWARD = "backward"
-OPTIMIZER = "optimizer"
+from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
 
-# Step flags (bit set per step record).
-FLAG_PROFILED = 1  # a gputui capture was recording during this step (it is slower)
-FLAG_COMPILE = 2  # a hook point was reached while torch.compile was tracing
-FLAG_GRAPH_CAPTURE = 4  # a CUDA graph was being captured: no GPU times for the step
+# Step flags as plain ints: the hot paths or them into the step's flags.
+FLAG_PROFILED = int(StepFlag.PROFILED)
+FLAG_COMPILE = int(StepFlag.COMPILE)
+FLAG_GRAPH_CAPTURE = int(StepFlag.GRAPH_CAPTURE)
 
 #: Finished step records waiting for the I/O thread.  It drains them 2-5 times a
 #: second, so this only fills if that thread is starved for >16 s at 1000 steps/s;

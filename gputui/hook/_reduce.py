@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gputui.analysis.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of, kernel_class
+from gputui.protocol.capture import CpuOpRow, GpuTime, KernelRow
 
 TOP_ROWS = 30
 MAX_NAME = 600
@@ -141,20 +142,20 @@ def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> d
         classes[name] = cls
         by_class[cls] = by_class.get(cls, 0) + row[1]
     rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)
-    table = [
-        {
-            "name": name[:MAX_NAME],
-            "class": classes[name],
-            "calls": row[0],
-            "total_us": _us(row[1]),
-            "mean_us": _us(row[1] / row[0]),
-            "min_us": _us(row[2]),
-            "max_us": _us(row[3]),
-            "share": round(row[1] / grand, 6) if grand else 0.0,
-        }
+    table = tuple(
+        KernelRow(
+            name=name[:MAX_NAME],
+            kernel_class=classes[name],
+            calls=row[0],
+            total_us=_us(row[1]),
+            mean_us=_us(row[1] / row[0]),
+            min_us=_us(row[2]),
+            max_us=_us(row[3]),
+            share=round(row[1] / grand, 6) if grand else 0.0,
+        )
         for name, row in rows[:top]
-    ]
-    gpu_time: dict[str, Any] | None = None
+    )
+    gpu_time: GpuTime | None = None
     if device_time:
         # One device per process is the norm; with several, report the busiest.
         device = max(device_time, key=lambda d: device_time[d])
@@ -175,21 +176,21 @@ def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> d
         busy = _length(merged)
         unions = {cls: _union(iv) for cls, iv in spans.items()}
         comm = _length(unions[COMMUNICATION])
-        gpu_time = {
-            "device": device,
-            "span_us": _us(span),
-            "busy_us": _us(busy),
-            "idle_us": _us(span - busy),
-            "compute_us": _us(_length(unions[COMPUTE])),
-            "communication_us": _us(comm),
-            "memcpy_us": _us(_length(unions[MEMCPY])),
-            "memset_us": _us(_length(unions[MEMSET])),
-            "comm_compute_overlap": (
+        gpu_time = GpuTime(
+            device=device,
+            span_us=_us(span),
+            busy_us=_us(busy),
+            idle_us=_us(span - busy),
+            compute_us=_us(_length(unions[COMPUTE])),
+            communication_us=_us(comm),
+            memcpy_us=_us(_length(unions[MEMCPY])),
+            memset_us=_us(_length(unions[MEMSET])),
+            comm_compute_overlap=(
                 round(_intersection(unions[COMMUNICATION], unions[COMPUTE]) / comm, 6)
                 if comm
                 else None
             ),
-        }
+        )
     return {
         "kernels": table,
         "kernel_names": len(per_name),
@@ -230,24 +231,25 @@ def cpu_table(cpu: list[tuple[int, int, int, str, bool]], top: int = TOP_ROWS) -
     grand_self = sum(row[1] for row in per_name.values())
     rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)
     return {
-        "cpu_ops": [
-            {
-                "name": name[:MAX_NAME],
-                "calls": row[0],
-                "self_us": _us(row[1]),
-                "total_us": _us(row[2]),
-                "mean_self_us": _us(row[1] / row[0]),
-                "share": round(row[1] / grand_self, 6) if grand_self else 0.0,
-            }
+        "cpu_ops": tuple(
+            CpuOpRow(
+                name=name[:MAX_NAME],
+                calls=row[0],
+                self_us=_us(row[1]),
+                total_us=_us(row[2]),
+                mean_self_us=_us(row[1] / row[0]),
+                share=round(row[1] / grand_self, 6) if grand_self else 0.0,
+            )
             for name, row in rows[:top]
-        ],
+        ),
         "cpu_op_names": len(per_name),
         "cpu_self_total_us": _us(grand_self),
     }
 
 
 def reduce_events(events: Iterable[Any], top: int = TOP_ROWS) -> dict[str, Any]:
-    """Kernel table, CPU op table and GPU time split for one capture."""
+    """Kernel table, CPU op table and GPU time split for one capture: the
+    :class:`~gputui.protocol.capture.CaptureResult` fields they fill, by name."""
     cpu, gpu, total = extract(events)
     out: dict[str, Any] = {"events": total}
     out.update(kernel_table(gpu, top))

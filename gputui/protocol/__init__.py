@@ -1,11 +1,14 @@
 """Wire protocol between the in-job hook and its viewers (stdlib only).
 
 Imported by the hook inside training jobs, so it must never import anything
-outside the standard library.
+outside the standard library.  ``messages`` holds the vocabulary (types, phases,
+step flags, capture states), ``schema``/``capture`` the typed messages,
+``wire`` decoding, ``framing`` the frames, ``paths`` the private socket paths.
 """
 
 from __future__ import annotations
 
+from gputui.protocol.fields import SchemaError
 from gputui.protocol.framing import MAX_FRAME, FrameError, FrameReader, encode, encode_obj
 from gputui.protocol.messages import PROTOCOL_VERSION
 from gputui.protocol.paths import (
@@ -25,6 +28,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "FrameError",
     "FrameReader",
+    "SchemaError",
     "SocketDirError",
     "current_uid",
     "encode",

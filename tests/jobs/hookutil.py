@@ -138,6 +138,6 @@ def wait_steps(hook: Any, n: int, timeout_s: float = 10.0) -> None:
     server = hook.server
     assert server is not None
     deadline = time.monotonic() + timeout_s
-    while server.steps_total < n and time.monotonic() < deadline:
+    while server.collector.steps_total < n and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert server.steps_total == n
+    assert server.collector.steps_total == n

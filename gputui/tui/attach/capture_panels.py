@@ -8,6 +8,7 @@ import os
 
 from rich.text import Text
 
+from gputui import fmt as plain
 from gputui.analysis.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import fmt
 from gputui.tui.attach.model import AttachView
@@ -193,9 +194,9 @@ class FindingsLine(TextPanel):
         if not items:
             text.append("  no analyzer findings yet", style="dim")
             return text
-        severity, title, evidence = items[0]
-        text.append(f"  {severity.upper()} {title}", style="bold")
-        text.append(f" - {evidence}")
+        top = items[0]
+        text.append(f"  {top.severity.upper()} {plain.clean(top.title)}", style="bold")
+        text.append(f" - {plain.clean(top.evidence)}")
         if len(items) > 1:
             text.append(f"  (+{len(items) - 1} more)", style="dim")
         return text

@@ -21,7 +21,9 @@ from gputui.collectors.attach_recording import (
     read_attach_recording,
 )
 from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
+from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
+from gputui.protocol.fields import SchemaError
 from gputui.tui.attach.model import STEP_WINDOW, AttachState
 
 DEMO_RESOURCE = "attach_demo.jsonl.gz"
@@ -89,7 +91,7 @@ class LiveFeed:
             if self._recorder is None and self._record_path is not None:
                 # One file per session: a reconnect keeps writing to it.
                 self._recorder = AttachRecorder(
-                    self._record_path, client.hello.raw, self.pid, note="gputui attach --record"
+                    self._record_path, client.hello_raw, self.pid, note="gputui attach --record"
                 )
         state.set_hello(client.hello)
         recorder = self._recorder
@@ -132,7 +134,10 @@ class ReplayFeed:
         self.pid = recording.pid
         self.label = label
         self.speed = speed
-        self.hello = Hello.from_msg(recording.hello)
+        try:
+            self.hello = Hello.from_wire(recording.hello)
+        except SchemaError as exc:
+            raise RecordingError(f"{label}: the recorded hello is invalid ({exc})") from None
         self._position = 0
         self._played_t = 0.0
         self._state: AttachState | None = None
@@ -140,8 +145,7 @@ class ReplayFeed:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         # The recording's wall clock at its start: hello's own time, else the header's.
-        start = recording.hello.get("t")
-        self._t0 = float(start) if isinstance(start, (int, float)) else recording.created_s or 0.0
+        self._t0 = self.hello.status.t or recording.created_s or 0.0
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], speed: float = 1.0) -> ReplayFeed:
@@ -184,10 +188,8 @@ class ReplayFeed:
             self._thread.start()
 
     def _deliver(self, msg: Mapping[str, Any], state: AttachState) -> None:
-        try:
-            event = parse_event(msg)
-        except (TypeError, ValueError, AttributeError, KeyError):
-            return  # a damaged line in a recording: skip it, as the live client does
+        # A damaged message becomes an Invalid event: skipped, and counted, as live.
+        event = parse_event(msg)
         if event is not None:
             state.add(event)
 

@@ -17,15 +17,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
-from gputui.analysis.steps import StepStats, phase_order, step_stats
+from gputui.analysis.memory import MemoryGrowth, memory_growth
+from gputui.analysis.steps import (
+    Outlier,
+    StepStats,
+    is_slow,
+    is_warmup,
+    outliers,
+    phase_order,
+    step_stats,
+)
 from gputui.collectors.hook_client import (
     CaptureResult,
     CaptureStatus,
     Disconnected,
     Event,
     Hello,
-    HookMessage,
+    HookError,
+    Invalid,
     MemoryBatch,
     MemorySample,
     Status,
@@ -33,6 +44,8 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.protocol import messages
+from gputui.protocol.capture import CpuOpRow
 
 #: steps kept for the bars, the history graph and the statistics
 STEP_WINDOW = 2000
@@ -40,15 +53,6 @@ STEP_WINDOW = 2000
 STATS_WINDOW = 1000
 #: memory samples kept: ten minutes at the hook's 2 Hz
 MEMORY_POINTS = 1200
-#: the first steps of a job are warm-up (allocator, cudnn autotune, compilation)
-WARMUP_STEPS = 3
-#: a step slower than this many times the median is an outlier (checkpoint, eval, GC)
-SLOW_FACTOR = 3.0
-#: capture states that mean the profiler is working for some viewer
-CAPTURE_BUSY = ("armed", "warmup", "recording", "processing")
-CAPTURE_FAILED = ("refused", "busy", "cancelled", "failed")
-#: memory baseline growth this large over the window is flagged (bytes)
-GROWTH_FLAG_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class StateSnapshot:
     capture_wanted: str | None
     disconnected: Disconnected | None
     hook_messages: tuple[str, ...]
+    invalid: int  # messages that failed the schema (skipped)
     connect_error: str | None
     connecting: bool
 
@@ -98,6 +103,7 @@ class AttachState:
             self._capture_wanted: str | None = None
             self._disconnected: Disconnected | None = None
             self._hook_messages: deque[str] = deque(maxlen=5)
+            self._invalid = 0
             self._connect_error: str | None = None
             self._connecting = False
 
@@ -155,8 +161,13 @@ class AttachState:
             elif isinstance(event, Disconnected):
                 self._disconnected = event
                 self._capture_wanted = None
-            elif isinstance(event, HookMessage) and event.type == "error":
-                self._hook_messages.append(str(event.raw.get("message") or event.raw))
+            elif isinstance(event, HookError):
+                self._hook_messages.append(event.error)
+            elif isinstance(event, Invalid):
+                self._invalid += 1
+                self._hook_messages.append(
+                    f"skipped an invalid {event.type} message: {event.error}"
+                )
 
     # -- reader (UI thread) --------------------------------------------------------------
     def snapshot(self) -> StateSnapshot:
@@ -175,6 +186,7 @@ class AttachState:
                 capture_wanted=self._capture_wanted,
                 disconnected=self._disconnected,
                 hook_messages=tuple(self._hook_messages),
+                invalid=self._invalid,
                 connect_error=self._connect_error,
                 connecting=self._connecting,
             )
@@ -194,13 +206,6 @@ class StepColumn:
 
 
 @dataclass(frozen=True)
-class Outlier:
-    index: int
-    wall_s: float
-    why: str  # "warm-up", "profiled", "slow"
-
-
-@dataclass(frozen=True)
 class MemoryView:
     device: int
     total_bytes: int | None
@@ -208,29 +213,24 @@ class MemoryView:
     reserved: tuple[float, ...]
     peak: tuple[float, ...]
     latest: MemorySample
-    #: baseline growth of allocated bytes per step over the window (None: too few points)
-    growth_per_step: float | None
-    growth_steps: int
-    growing: bool
+    #: baseline growth of allocated bytes over the window (None: too few points)
+    growth: MemoryGrowth | None
+
+    @property
+    def growing(self) -> bool:
+        return self.growth is not None and self.growth.growing
 
 
 @dataclass(frozen=True)
-class KernelRow:
+class KernelView:
+    """A kernel table row as shown: the full name and its short form."""
+
     name: str
     short: str
-    kind: str
+    kernel_class: str
     calls: int
     total_us: float
     mean_us: float
-    share: float
-
-
-@dataclass(frozen=True)
-class CpuOpRow:
-    name: str
-    calls: int
-    self_us: float
-    total_us: float
     share: float
 
 
@@ -240,7 +240,7 @@ class CaptureView:
     first_step: int | None
     last_step: int | None
     started_s: float | None
-    kernels: tuple[KernelRow, ...]
+    kernels: tuple[KernelView, ...]
     cpu_ops: tuple[CpuOpRow, ...]
     #: (class, microseconds, share of kernel time), biggest first
     classes: tuple[tuple[str, float, float], ...]
@@ -271,8 +271,8 @@ class AttachView:
     memory: MemoryView | None
     capture: CaptureView | None
     capture_progress: str | None
-    #: analyzer findings (severity, title, evidence); empty until the analyzer lands
-    findings: tuple[tuple[str, str, str], ...] = field(default=())
+    #: analyzer findings, ranked
+    findings: tuple[Finding, ...] = field(default=())
 
     @property
     def has_gpu_times(self) -> bool:
@@ -331,9 +331,9 @@ def build_view(
                 index=step.index,
                 total_s=total,
                 segments=segs,
-                warmup=step.index < WARMUP_STEPS,
+                warmup=is_warmup(step.index),
                 profiled=step.profiled,
-                slow=_slow(step, p50),
+                slow=is_slow(step.wall, p50),
             )
         )
     history_wall = tuple(s.wall for s in steps)
@@ -370,24 +370,6 @@ def _same_tail(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return len(a) == len(b) and (not a or a[-1] is b[-1])
 
 
-def _slow(step: StepRecord, p50: float | None) -> bool:
-    return p50 is not None and p50 > 0 and step.wall > SLOW_FACTOR * p50
-
-
-def outliers(steps: Sequence[StepRecord], p50: float | None, limit: int = 6) -> tuple[Outlier, ...]:
-    """The newest slow steps, newest first; those among the first steps are called
-    warm-up.  Profiled steps are slow by design: the bars mark them instead."""
-    found: list[Outlier] = []
-    for step in reversed(steps):
-        if step.profiled or not _slow(step, p50):
-            continue
-        why = "warm-up" if step.index < WARMUP_STEPS else "slow"
-        found.append(Outlier(step.index, step.wall, why))
-        if len(found) >= limit:
-            break
-    return tuple(found)
-
-
 def memory_view(snap: StateSnapshot) -> MemoryView | None:
     if not snap.memory:
         return None
@@ -395,10 +377,8 @@ def memory_view(snap: StateSnapshot) -> MemoryView | None:
     device = latest.device
     points = [(s, at) for s, at in snap.memory if s.device == device]
     total = None
-    if snap.hello is not None and snap.hello.device:
-        raw_total = snap.hello.device.get("total_memory")
-        total = int(raw_total) if isinstance(raw_total, (int, float)) else None
-    growth, span, growing = memory_growth(points)
+    if snap.hello is not None and snap.hello.device is not None:
+        total = snap.hello.device.total_memory_bytes
     return MemoryView(
         device=device,
         total_bytes=total,
@@ -406,120 +386,83 @@ def memory_view(snap: StateSnapshot) -> MemoryView | None:
         reserved=tuple(float(s.reserved) for s, _ in points),
         peak=tuple(float(s.peak_allocated) for s, _ in points),
         latest=latest,
-        growth_per_step=growth,
-        growth_steps=span,
-        growing=growing,
+        growth=memory_growth(points),
     )
-
-
-def memory_growth(
-    points: Sequence[tuple[MemorySample, int | None]],
-) -> tuple[float | None, int, bool]:
-    """Growth of the allocated baseline per step: (bytes per step, steps spanned, flag).
-
-    Samples land anywhere inside a step (after forward the activations are live,
-    after the optimizer they are not), so single samples swing by gigabytes.  The
-    baseline is the minimum over the first and over the last third of the window:
-    a leak lifts the minimum, the forward/backward swing does not.
-    """
-    usable = [(s, at) for s, at in points if at is not None]
-    if len(usable) < 6:
-        return None, 0, False
-    third = len(usable) // 3
-    head, tail = usable[:third], usable[-third:]
-    base_head = min(s.allocated for s, _ in head)
-    base_tail = min(s.allocated for s, _ in tail)
-    head_step = head[len(head) // 2][1] or 0
-    tail_step = tail[len(tail) // 2][1] or 0
-    span = tail_step - head_step
-    if span <= 0:
-        return None, 0, False
-    grew = base_tail - base_head
-    growing = grew > GROWTH_FLAG_BYTES and grew > 0.05 * max(base_head, 1)
-    return grew / span, span, growing
 
 
 def capture_view(cap: CaptureResult | None) -> CaptureView | None:
     if cap is None:
         return None
-    raw = cap.raw
     kernels = tuple(
-        KernelRow(
-            name=str(k.get("name", "")),
-            short=short_kernel_name(str(k.get("name", ""))),
-            kind=str(k.get("class", "other")),
-            calls=int(k.get("calls", 0)),
-            total_us=float(k.get("total_us", 0.0)),
-            mean_us=float(k.get("mean_us", 0.0)),
-            share=float(k.get("share", 0.0)),
+        KernelView(
+            name=k.name,
+            short=short_kernel_name(k.name),
+            kernel_class=k.kernel_class,
+            calls=k.calls,
+            total_us=k.total_us,
+            mean_us=k.mean_us,
+            share=k.share,
         )
         for k in cap.kernels
     )
-    ops = tuple(
-        CpuOpRow(
-            name=str(o.get("name", "")),
-            calls=int(o.get("calls", 0)),
-            self_us=float(o.get("self_us", 0.0)),
-            total_us=float(o.get("total_us", 0.0)),
-            share=float(o.get("share", 0.0)),
-        )
-        for o in cap.cpu_ops
-    )
-    by_class = {str(k): float(v) for k, v in (cap.by_class or {}).items()}
+    by_class = {str(k): float(v) for k, v in cap.by_class.items()}
     class_total = math.fsum(by_class.values())
     classes = tuple(
         (name, us, us / class_total if class_total > 0 else 0.0)
         for name, us in sorted(by_class.items(), key=lambda item: -item[1])
     )
-    gpu = cap.gpu_time or {}
-    span = gpu.get("span_us")
-    busy = gpu.get("busy_us")
-    started = raw.get("started")
+    gpu = cap.gpu_time
     return CaptureView(
         id=cap.id,
         first_step=cap.first_step,
         last_step=cap.last_step,
-        started_s=float(started) if isinstance(started, (int, float)) else None,
+        started_s=cap.started,
         kernels=kernels,
-        cpu_ops=ops,
+        cpu_ops=cap.cpu_ops,
         classes=classes,
-        span_us=float(span) if isinstance(span, (int, float)) else None,
-        busy_us=float(busy) if isinstance(busy, (int, float)) else None,
-        kernel_calls=raw.get("kernel_calls") if isinstance(raw.get("kernel_calls"), int) else None,
-        events=raw.get("events") if isinstance(raw.get("events"), int) else None,
+        span_us=None if gpu is None else gpu.span_us,
+        busy_us=None if gpu is None else gpu.busy_us,
+        kernel_calls=cap.kernel_calls,
+        events=cap.events,
         trace_path=cap.trace_path,
-        trace_error=str(raw["trace_error"]) if raw.get("trace_error") else None,
+        trace_error=cap.trace_error,
         error=cap.error,
         replayed=cap.replay,
     )
 
 
 def capture_progress(snap: StateSnapshot) -> str | None:
-    """One line on the capture under way (or the last one that failed), else None."""
+    """One line on the capture under way (or the last one that ended without a
+    result), else None."""
     status = snap.capture_status
     if status is None:
         if snap.capture_wanted:
             return "capture requested, waiting for the hook"
         return None
     done = snap.capture is not None and snap.capture.id == status.id
-    if done and status.state not in CAPTURE_FAILED:
+    if done and status.active:
         return None
     state = status.state
-    raw = status.raw
-    if state == "armed":
+    if state == messages.CAPTURE_ARMED:
         return "capture armed: starts at the next step boundary"
-    if state == "warmup":
+    if state == messages.CAPTURE_WARMUP:
         return f"capture warm-up at step {status.step}"
-    if state == "recording":
-        wanted = raw.get("steps")
+    if state == messages.CAPTURE_RECORDING:
+        wanted = status.steps
         last = snap.steps[-1].index if snap.steps else None
-        if isinstance(wanted, int) and status.step is not None and last is not None:
+        if wanted is not None and status.step is not None and last is not None:
             got = max(0, min(wanted, last - status.step + 1))
             return f"capture recording: step {got}/{wanted} (from step {status.step})"
         return f"capture recording from step {status.step}"
-    if state == "processing":
+    if state == messages.CAPTURE_PROCESSING:
         return "capture processing: stopping the profiler, reducing the trace"
-    if state in CAPTURE_FAILED:
-        reason = f": {status.reason}" if status.reason else ""
-        return f"capture {state}{reason}"
-    return f"capture {state}"
+    reason = f": {status.reason}" if status.reason else ""
+    return f"capture {state.replace('_', ' ')}{reason}"
+
+
+def capture_busy(snap: StateSnapshot) -> bool:
+    """A capture asked for by this viewer, or under way for anyone, has no result
+    yet (a second one would be refused)."""
+    status = snap.capture_status
+    done = snap.capture is not None and status is not None and snap.capture.id == status.id
+    return bool(snap.capture_wanted) or (status is not None and status.active and not done)

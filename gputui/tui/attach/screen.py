@@ -26,7 +26,7 @@ from gputui.collectors.hook_client import HookClient
 from gputui.errors import GputuiError
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, FindingsLine, NameLine
 from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
-from gputui.tui.attach.model import CAPTURE_BUSY, AttachState, AttachView, build_view
+from gputui.tui.attach.model import AttachState, AttachView, build_view, capture_busy
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.widgets.panels import BannerPanel
@@ -253,11 +253,7 @@ class AttachScreen(Screen[object]):
         if snap.hello is None or snap.disconnected is not None:
             self.notify("not connected: r reconnects", severity="warning")
             return
-        status = snap.capture_status
-        done = snap.capture is not None and status is not None and snap.capture.id == status.id
-        if snap.capture_wanted or (
-            status is not None and status.state in CAPTURE_BUSY and not done
-        ):
+        if capture_busy(snap):
             self.notify("a capture is already under way", severity="warning")
             return
         self._capture_worker()

@@ -101,10 +101,13 @@ class CaptureTable(DataTable[Any]):
             for k in cap.kernels:
                 if k.name in self.full_names:
                     continue
-                self.full_names[k.name] = (f"{k.kind} kernel", k.name)
+                self.full_names[k.name] = (f"{k.kernel_class} kernel", k.name)
                 self.add_row(
                     " " + middle_truncate(k.short, name_w - 1),
-                    Text(" " + CLASS_SHORT.get(k.kind, k.kind), style=class_style(k.kind)),
+                    Text(
+                        " " + CLASS_SHORT.get(k.kernel_class, k.kernel_class),
+                        style=class_style(k.kernel_class),
+                    ),
                     _right(f"{k.calls:,}"),
                     _right(us_text(k.total_us)),
                     _right(us_text(k.mean_us)),

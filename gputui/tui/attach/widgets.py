@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from gputui.analysis.steps import SLOW_FACTOR
+from gputui.protocol import messages
 from gputui.tui import fmt
-from gputui.tui.attach.model import CAPTURE_BUSY, SLOW_FACTOR, AttachView, StepColumn
+from gputui.tui.attach.model import AttachView, StepColumn
 from gputui.tui.widgets.text_panel import TextPanel
 
 PHASE_STYLES = {
@@ -100,8 +102,8 @@ class AttachHeader(TextPanel):
         parts: list[tuple[str, str]] = []
         device = hello.device
         if device:
-            name = fmt.short_gpu_name(str(device.get("name", "GPU")))
-            parts.append((f"{name} (cuda:{device.get('index', 0)})", "bold"))
+            name = fmt.short_gpu_name(device.name or "GPU")
+            parts.append((f"{name} (cuda:{device.index})", "bold"))
         else:
             parts.append(("CPU (no CUDA device)", "bold"))
         parts.append((f"torch {hello.torch or '-'}", ""))
@@ -155,8 +157,7 @@ class AttachHeader(TextPanel):
         if status is not None:
             dropped = status.dropped + snap.missed
             parts.append((f"{dropped:,} dropped", "bold red" if dropped else "dim"))
-            state = (status.capture or {}).get("state")
-            if state in CAPTURE_BUSY:
+            if status.capture.state in messages.CAPTURE_ACTIVE:
                 parts.append(("profiler busy", "bold yellow"))
             else:
                 parts.append(("profiler idle", "dim"))
@@ -421,13 +422,13 @@ class MemoryPanel(TextPanel):
         total = mem.total_bytes
         of_total = f"/{fmt.size(total)}" if total else ""
         growth = Text()
-        if mem.growth_per_step is None:
+        if mem.growth is None:
             growth.append("growth: -", style="dim")
         else:
             style = "bold reverse red" if mem.growing else "dim"
             growth.append(
                 f"{'GROWING ' if mem.growing else 'growth '}"
-                f"{signed_size(mem.growth_per_step)}/step",
+                f"{signed_size(mem.growth.per_step_bytes)}/step",
                 style=style,
             )
         alarms = Text()
@@ -462,8 +463,8 @@ class MemoryPanel(TextPanel):
             lines.append(line)
         foot = Text()
         foot.append_text(growth)
-        if mem.growth_steps:
-            foot.append(f" ({mem.growth_steps:,} steps)", style="dim")
+        if mem.growth is not None:
+            foot.append(f" ({mem.growth.steps:,} steps)", style="dim")
         foot.append_text(alarms if len(alarms) else Text("  0 retries  0 OOMs", style="dim"))
         lines.append(foot)
         return Text("\n").join(lines)

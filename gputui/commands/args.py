@@ -1,0 +1,79 @@
+"""Argument types shared by the sub-commands and the monitor's own options.
+
+Each turns one command-line word into a value or raises
+``argparse.ArgumentTypeError`` with a short reason; the parser reports it as one
+line with exit status 2 (``gputui.cli``).  Ranges are checked here, before any
+work is done, so that a bad value never reaches a socket or a device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+#: a pid as Linux can have one (pid_max is at most 2^22)
+MAX_PID = 2**22
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}")
+    return value
+
+
+def seconds(lo: float, hi: float) -> Callable[[str], float]:
+    """A number of seconds in [lo, hi]."""
+
+    def parse(text: str) -> float:
+        value = _number(text, "a number of seconds")
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo:g} and {hi:g} s, got {text}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def integer(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
+    """An integer in [lo, hi]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {text}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def speed(text: str) -> float:
+    """A replay speed: 0.01 .. 1000."""
+    value = _number(text, "a number")
+    if not 0.01 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"must be between 0.01 and 1000, got {text}")
+    return value
+
+
+def pid(text: str) -> int:
+    """A process id: 1 .. 2^22."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if not 1 <= value <= MAX_PID:
+        raise argparse.ArgumentTypeError(f"not a process id: {text} (1..{MAX_PID})")
+    return value
+
+
+#: the sampling interval: at least 0.1 s (GPM needs that between readings), at
+#: most 30 s (what the + key reaches)
+interval = seconds(0.1, 30.0)
