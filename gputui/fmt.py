@@ -15,6 +15,7 @@ capped.  Every display path calls it; JSON output keeps the exact strings.
 
 from __future__ import annotations
 
+import time
 import unicodedata
 
 NA = "N/A"
@@ -84,6 +85,14 @@ def clean_all(items: object, limit: int = MAX_TEXT) -> str:
     return clean(" ".join(parts), limit)
 
 
+def command(argv: object, name: str | None = None, limit: int = MAX_TEXT) -> str:
+    """A process's command line (its argv, else its name), cleaned: another user
+    chose it."""
+    if argv:
+        return clean_all(argv, limit)
+    return clean(name, limit)
+
+
 # -- numbers with units ------------------------------------------------------------------
 def _missing(value: float | None) -> bool:
     return value is None or value != value
@@ -108,6 +117,23 @@ def size(value: float | None, width: int = 0) -> str:
             number /= 1024
         text = f"{number:.0f}{unit}" if unit == "B" or abs(number) >= 100 else f"{number:.1f}{unit}"
     return text.rjust(width) if width else text
+
+
+def size_pair(used: float | None, total: float | None) -> str:
+    """Used and total bytes in the total's unit, compactly: '28/80GiB',
+    '3.5/20GiB' (for narrow bars; ``size`` elsewhere)."""
+    if _missing(used) or _missing(total):
+        return f"{size(used)}/{size(total)}"
+    scale = 1.0
+    unit = "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(float(total)) < 1024 * scale or unit == "PiB":  # type: ignore[arg-type]
+            break
+        scale *= 1024
+    a, b = used / scale, total / scale  # type: ignore[operator]
+    left = f"{a:.0f}" if abs(a) >= 10 or a == int(a) else f"{a:.1f}"
+    right = f"{b:.0f}" if abs(b) >= 10 or b == int(b) else f"{b:.1f}"
+    return f"{left}/{right}{unit}"
 
 
 def rate(value: float | None) -> str:
@@ -141,19 +167,20 @@ def duration(seconds: float | None) -> str:
 
 
 def ms(seconds: float | None, unit: bool = True) -> str:
-    """A short time in milliseconds with 3 significant digits: '12.3ms', '0.452ms',
-    '1234ms'.  ``unit=False`` leaves out the unit (table columns)."""
+    """A step or phase time in milliseconds, three significant digits: '0.25ms',
+    '4.21ms', '45.2ms', '709ms'; ten seconds and more as '12.3s'.  ``unit=False``
+    leaves out 'ms' (table columns headed in ms)."""
     if _missing(seconds):
         return "-"
     value = float(seconds) * 1000.0  # type: ignore[arg-type]
+    if abs(value) >= 10000:
+        return f"{value / 1000:.1f}s"
     if abs(value) >= 100:
         text = f"{value:.0f}"
     elif abs(value) >= 10:
         text = f"{value:.1f}"
-    elif abs(value) >= 1:
-        text = f"{value:.2f}"
     else:
-        text = f"{value:.3f}"
+        text = f"{value:.2f}"
     return text + ("ms" if unit else "")
 
 
@@ -227,3 +254,26 @@ def middle(text: str, width: int, ascii_only: bool = False) -> str:
     head = (width - 1) // 2
     tail = width - 1 - head
     return text[:head] + ellipsis(ascii_only) + text[-tail:]
+
+
+# -- names and times ----------------------------------------------------------------------------
+def clock(timestamp_s: float | None, with_date: bool = False) -> str:
+    """A Unix time as local wall-clock time: '14:09:46' (or with the date)."""
+    if _missing(timestamp_s):
+        return NA
+    try:
+        return time.strftime(
+            "%Y-%m-%d %H:%M:%S" if with_date else "%H:%M:%S",
+            time.localtime(timestamp_s),  # type: ignore[arg-type]
+        )
+    except (OverflowError, OSError, ValueError):  # a hostile recording's 1e20
+        return NA
+
+
+def gpu_name(name: str | None) -> str:
+    """A GPU's marketing name without the vendor prefix, cleaned: 'H100 80GB HBM3'."""
+    text = clean(name or NA, 128)
+    for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return text

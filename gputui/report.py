@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich import box
@@ -55,7 +54,7 @@ def render(
         parts.append(Text(banner, style="bold black on yellow"))
     parts.append(_header(snapshot))
     if snapshot.error:
-        parts.append(Text(f"! {snapshot.error}", style="bold red"))
+        parts.append(Text(f"! {fmt.clean(snapshot.error)}", style="bold red"))
     parts.append(_devices(snapshot, box_style, ascii_only))
     for device in snapshot.devices:
         line = None if device.lost else _state_line(device, ascii_only, instant)
@@ -69,11 +68,12 @@ def render(
 
 
 def _header(s: Snapshot) -> Text:
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.timestamp_s))
+    when = fmt.clock(s.timestamp_s, with_date=True)
     text = Text()
-    text.append(s.host.hostname or "?", style="bold")
+    text.append(fmt.clean(s.host.hostname or "?", 128), style="bold")
     text.append(f"  {when}")
-    text.append(f"  driver {s.driver_version or fmt.NA}  CUDA {s.cuda_driver_version or fmt.NA}")
+    driver = fmt.clean(s.driver_version, 64)
+    text.append(f"  driver {driver}  CUDA {fmt.clean(s.cuda_driver_version, 64)}")
     if s.sample_latency_ms is not None:
         text.append(f"  sampled in {s.sample_latency_ms:.1f} ms", style="dim")
     return text
@@ -91,14 +91,20 @@ def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
     for d in s.devices:
         if d.lost:
             table.add_row(
-                str(d.index), Text(f"{d.name} LOST", style="bold red"), "", "", "", "", ""
+                str(d.index),
+                Text(f"{fmt.gpu_name(d.name)} LOST", style="bold red"),
+                "",
+                "",
+                "",
+                "",
+                "",
             )
             continue
         mem = f"{fmt.size(d.mem_used_bytes)}/{fmt.size(d.mem_total_bytes)}"
         power = f"{fmt.watts(d.power_w)}/{fmt.watts(d.power_limit_w)}"
         table.add_row(
             str(d.index),
-            _short_name(d.name),
+            Text(fmt.gpu_name(d.name)),
             fmt.pct(d.util_gpu_pct),
             mem,
             fmt.temp(d.temp_gpu_c),
@@ -106,10 +112,6 @@ def _devices(s: Snapshot, box_style: box.Box, ascii_only: bool) -> Table:
             fmt.mhz(d.clock_sm_mhz),
         )
     return table
-
-
-def _short_name(name: str) -> str:
-    return name.replace("NVIDIA ", "")
 
 
 def _state_line(d: DeviceSnapshot, ascii_only: bool, instant: bool = False) -> Text | None:
@@ -162,12 +164,12 @@ def _processes(s: Snapshot, box_style: box.Box) -> Table | Text:
         table.add_row(
             str(p.gpu_index),
             pid,
-            p.user or fmt.NA,
+            Text(fmt.clean(p.user, 64)),
             fmt.size(p.gpu_mem_bytes),
             fmt.pct(p.sm_pct),
             fmt.pct(p.cpu_pct),
             fmt.duration(runtime),
-            p.command + kind,
+            Text(fmt.command(p.cmdline, p.name, 300) + kind),
         )
     if any(p.hooked for p in rows):
         table.caption = "* carries the gputui hook: gputui attach PID"

@@ -6,8 +6,9 @@ import dataclasses
 
 from synthetic import make_snapshots
 
+from gputui import fmt
 from gputui.model import ProcessSnapshot
-from gputui.tui import fmt
+from gputui.tui import render
 from gputui.tui.history import MAX_PROCESSES, History
 from gputui.tui.proc_view import ProcFilter, SortSpec, build_rows, sort_processes, tree_rows
 
@@ -101,10 +102,10 @@ def test_build_rows_filters_before_sorting() -> None:
 def test_bars_and_sparklines_keep_their_width() -> None:
     for ascii_only in (False, True):
         for value in (None, 0.0, 0.33, 1.0, 1.7):
-            assert len(fmt.bar(value, 17, ascii_only, label="50%")) == 17
-        spark = fmt.sparkline([1.0, None, 50.0, 100.0] * 50, 30, 100.0, ascii_only)
+            assert len(render.bar(value, 17, ascii_only, label="50%")) == 17
+        spark = render.sparkline([1.0, None, 50.0, 100.0] * 50, 30, 100.0, ascii_only)
         assert len(spark) == 30
         assert spark.plain.isascii() == ascii_only or not ascii_only
-    assert fmt.bucketize([1.0, 9.0, 2.0, 3.0], 2) == [9.0, 3.0]
+    assert render.bucketize([1.0, 9.0, 2.0, 3.0], 2) == [9.0, 3.0]
     assert fmt.duration(59) == "59s" and fmt.duration(3661) == "1:01:01"
-    assert fmt.size(1.5 * 2**30) == "1.5G" and fmt.size(None) == "N/A"
+    assert fmt.size(1.5 * 2**30) == "1.5GiB" and fmt.size(None) == "N/A"

@@ -56,6 +56,9 @@ def main(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from gputui import fmt
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col, justify in (
@@ -68,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for job in jobs:
         if "error" in job:
-            table.add_row(str(job["pid"]), "", "", "", f"[red]{job['error']}[/red]")
+            table.add_row(str(job["pid"]), "", "", "", Text(fmt.clean(job["error"]), style="red"))
             continue
         rank = "" if job["rank"] is None else f"{job['rank']}/{job['world_size']}"
         step = job["recent_step_s"]
@@ -77,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
             rank,
             str(job["steps"]),
             "" if step is None else f"{step * 1000:.1f} ms",
-            " ".join(job["command"]),
+            Text(fmt.clean_all(job["command"])),
         )
     Console(highlight=False).print(table)
     return 0

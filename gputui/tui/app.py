@@ -8,22 +8,23 @@ the bounded history and the findings and tells the visible screen to redraw.
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 
-from gputui.analysis.finding import FINDINGS_WINDOW, Finding
+from gputui import fmt
+from gputui.analysis.finding import FINDINGS_WINDOW
 from gputui.analysis.monitor_findings import findings
+from gputui.collectors import processes
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.model import ProcessSnapshot, Snapshot
 from gputui.tui.history import History
+from gputui.tui.host import Current
 
 #: the interval steps that + and - move through
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -47,17 +48,6 @@ class SamplerFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
-
-
-@dataclass
-class Current:
-    """The newest data, shared by every screen."""
-
-    snapshot: Snapshot | None = None
-    #: the time the data describes: a recording's own time, else the sample time
-    data_time_s: float = 0.0
-    findings: list[Finding] = field(default_factory=list)
-    sampler_error: str | None = None
 
 
 class GputuiApp(App[None]):
@@ -167,10 +157,19 @@ class GputuiApp(App[None]):
 
     def _refresh_screens(self) -> None:
         # Only the top screen is drawn; screens below catch up when they resume.
+        # A snapshot can arrive while the app shuts down, after its screens are gone.
+        if not self.screen_stack:
+            return
         screen = self.screen
         refresh = getattr(screen, "refresh_data", None)
-        if refresh is not None:
+        if refresh is None:
+            return
+        try:
             refresh()
+        except NoMatches:
+            # ... or while the screen is being taken down: its panels are gone, and
+            # there is nothing left to draw (never worth a crash of the monitor).
+            return
 
     # -- actions -----------------------------------------------------------------
 
@@ -235,21 +234,9 @@ class GputuiApp(App[None]):
         self.push_screen(SignalDialog(proc), done)
 
     def send_signal(self, proc: ProcessSnapshot, signum: int) -> bool:
-        name = signal.Signals(signum).name
-        reused = _pid_reused(proc)
-        if reused:
-            self.notify(f"not sent: {reused}", severity="error")
-            return False
-        try:
-            os.kill(proc.pid, signum)
-        except ProcessLookupError:
-            self.notify(f"pid {proc.pid} has already exited", severity="warning")
-            return False
-        except PermissionError:
-            self.notify(f"not permitted to signal pid {proc.pid} ({proc.user})", severity="error")
-            return False
-        self.notify(f"sent {name} to pid {proc.pid}")
-        return True
+        outcome = processes.send_signal(proc.pid, signum, proc.start_time_s, proc.user)
+        self.notify(fmt.clean(outcome.message), severity=outcome.severity)  # type: ignore[arg-type]
+        return outcome.sent
 
     def request_attach(self, proc: ProcessSnapshot | None) -> None:
         if proc is None:
@@ -292,21 +279,6 @@ class GputuiApp(App[None]):
         monitor = getattr(screen, "palette_commands", None)
         if monitor is not None:
             yield from monitor()
-
-
-def _pid_reused(proc: ProcessSnapshot) -> str | None:
-    """Why ``proc.pid`` is no longer the process we saw, or None when it still is."""
-    if proc.start_time_s is None:
-        return None
-    try:
-        import psutil
-
-        started = psutil.Process(proc.pid).create_time()
-    except Exception:
-        return None
-    if abs(started - proc.start_time_s) > 2.0:
-        return f"pid {proc.pid} now belongs to another process"
-    return None
 
 
 def make_app(

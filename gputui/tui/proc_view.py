@@ -13,8 +13,9 @@ from typing import Any
 
 from rich.text import Text
 
+from gputui import fmt
 from gputui.model import ProcessSnapshot
-from gputui.tui import fmt
+from gputui.tui import render
 
 #: (key, label, width); width None = fit the content (the command takes the rest)
 COLUMNS: list[tuple[str, str, int | None]] = [
@@ -253,7 +254,9 @@ def cells(
     """The cells of one row, in COLUMNS order."""
     proc = row.proc
     if proc is None:
-        name = parent_name or "(parent, not on a GPU)"
+        name = (
+            fmt.clean(parent_name, MAX_COMMAND_CHARS) if parent_name else "(parent, not on a GPU)"
+        )
         return (
             "",
             "",
@@ -269,12 +272,12 @@ def cells(
             Text(row.prefix + name, style="dim"),
         )
     mark = ("@" if ascii_only else "◆") if proc.hooked else ""
-    command = fmt.truncate(row.prefix + proc.command, MAX_COMMAND_CHARS)
+    command = row.prefix + display_command(proc)
     return (
         Text(mark, style="bold magenta"),
         str(proc.gpu_index),
         str(proc.pid),
-        fmt.truncate(proc.user or fmt.NA, 8),
+        fmt.clean(proc.user, 64),
         TYPE_SHORT.get(proc.type, proc.type),
         Text(fmt.size(proc.gpu_mem_bytes), justify="right"),
         _pct_cell(proc.sm_pct),
@@ -289,7 +292,13 @@ def cells(
 def _pct_cell(value: float | None) -> Text:
     if value is None:
         return Text("-", style="dim", justify="right")
-    return Text(f"{value:.0f}", style=fmt.level_style(value), justify="right")
+    return Text(f"{value:.0f}", style=render.level_style(value), justify="right")
+
+
+def display_command(proc: ProcessSnapshot) -> str:
+    """A process's command line as shown: cleaned (another user chose it) and
+    capped; the table cuts it to the column with an ellipsis."""
+    return fmt.command(proc.cmdline, proc.name, MAX_COMMAND_CHARS)
 
 
 def build_rows(

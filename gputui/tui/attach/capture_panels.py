@@ -8,20 +8,18 @@ import os
 
 from rich.text import Text
 
-from gputui import fmt as plain
+from gputui import fmt
 from gputui.analysis.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
-from gputui.tui import fmt
+from gputui.tui import render
 from gputui.tui.attach.model import AttachView
-from gputui.tui.attach.widgets import join_parts
+from gputui.tui.render import join_parts
 from gputui.tui.widgets.text_panel import TextPanel
 
 PERFETTO = "ui.perfetto.dev"
 
 
 def us_text(us: float) -> str:
-    if us >= 1000:
-        return f"{us / 1000:.1f}ms" if us < 100000 else f"{us / 1000:.0f}ms"
-    return f"{us:.1f}us"
+    return fmt.us(us)
 
 
 # -- capture -------------------------------------------------------------------------------
@@ -73,7 +71,7 @@ class CapturePanel(TextPanel):
         if progress:
             parts.append((progress, "bold yellow"))
         elif cap.error:
-            parts.append((f"error: {cap.error}", "bold red"))
+            parts.append((f"error: {fmt.clean(cap.error)}", "bold red"))
         join_parts(
             first, [(" " + p, s) if i == 0 else (p, s) for i, (p, s) in enumerate(parts)], width
         )
@@ -90,10 +88,10 @@ class CapturePanel(TextPanel):
             trace.append("trace ", style="bold")
             hint = f"  open in {PERFETTO}"
             room = max(12, width - len(trace) - len(hint))
-            trace.append(_shorten_path(cap.trace_path, room))
+            trace.append(_shorten_path(fmt.clean(cap.trace_path), room))
             trace.append(hint, style="dim")
         elif cap.trace_error:
-            trace.append(f"trace not written: {cap.trace_error}", style="yellow")
+            trace.append(f"trace not written: {fmt.clean(cap.trace_error)}", style="yellow")
         if len(trace):
             lines.append(trace)
         return Text("\n").join(lines)
@@ -148,14 +146,14 @@ class ClassPanel(TextPanel):
             for name in KERNEL_CLASSES:
                 us, share = shares.get(name, (0.0, 0.0))
                 line = Text(f"{CLASS_LABELS.get(name, name):<14}")
-                line.append_text(fmt.bar(share, bar_w, self.ascii_only, style=class_style(name)))
+                line.append_text(render.bar(share, bar_w, self.ascii_only, style=class_style(name)))
                 line.append(f"{share * 100:5.1f}%{us_text(us):>8}", style="" if us else "dim")
                 lines.append(line)
         if cap.cpu_ops:
             lines.append(Text("Top CPU ops (self time)", style="bold"))
             name_w = max(8, width - 15)
             for op in cap.cpu_ops[: self.op_rows]:
-                line = Text(f"{fmt.truncate(op.name, name_w):<{name_w}}")
+                line = Text(f"{fmt.truncate(fmt.clean(op.name), name_w):<{name_w}}")
                 line.append(f"{us_text(op.self_us):>8}{op.share * 100:6.1f}%")
                 lines.append(line)
         return Text("\n").join(lines)
@@ -176,7 +174,7 @@ class NameLine(TextPanel):
             return Text("select a row for its full name", style="dim")
         text = Text()
         text.append(f"{self.kind}: " if self.kind else "", style="bold")
-        text.append(self.full_name)
+        text.append(fmt.clean(self.full_name))
         return text
 
 
@@ -195,8 +193,8 @@ class FindingsLine(TextPanel):
             text.append("  no analyzer findings yet", style="dim")
             return text
         top = items[0]
-        text.append(f"  {top.severity.upper()} {plain.clean(top.title)}", style="bold")
-        text.append(f" - {plain.clean(top.evidence)}")
+        text.append(f"  {top.severity.upper()} {fmt.clean(top.title)}", style="bold")
+        text.append(f" - {fmt.clean(top.evidence)}")
         if len(items) > 1:
             text.append(f"  (+{len(items) - 1} more)", style="dim")
         return text

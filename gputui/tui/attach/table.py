@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
-from gputui.tui import fmt
+from gputui import fmt
 from gputui.tui.attach.capture_panels import CLASS_SHORT, class_style, us_text
 from gputui.tui.attach.model import CaptureView
 
@@ -103,7 +103,8 @@ class CaptureTable(DataTable[Any]):
                     continue
                 self.full_names[k.name] = (f"{k.kernel_class} kernel", k.name)
                 self.add_row(
-                    " " + middle_truncate(k.short, name_w - 1),
+                    # Text, not str: DataTable reads markup in a string cell.
+                    Text(" " + shorten(fmt.clean(k.short), name_w - 1)),
                     Text(
                         " " + CLASS_SHORT.get(k.kernel_class, k.kernel_class),
                         style=class_style(k.kernel_class),
@@ -120,7 +121,7 @@ class CaptureTable(DataTable[Any]):
                     continue
                 self.full_names[op.name] = ("CPU op", op.name)
                 self.add_row(
-                    " " + middle_truncate(op.name, name_w - 1),
+                    Text(" " + shorten(fmt.clean(op.name), name_w - 1)),
                     _right(f"{op.calls:,}"),
                     _right(us_text(op.self_us)),
                     _right(us_text(op.total_us)),
@@ -149,17 +150,16 @@ class CaptureTable(DataTable[Any]):
         return [str(row.key.value) for row in self.ordered_rows]
 
 
-def middle_truncate(text: str, width: int) -> str:
-    """Cut from the middle: generated kernel names differ at both ends (the library
-    in front, the tile shape or layout such as ``_NNT`` / ``_NTT`` at the back)."""
+def shorten(text: str, width: int) -> str:
+    """A kernel or op name in ``width`` cells.  Cut from the middle: generated
+    kernel names differ at both ends (the library in front, the tile shape or
+    layout such as ``_NNT`` / ``_NTT`` at the back); but a short name with its
+    functor (``stem<functor>``) reads best from the front."""
     if len(text) <= width:
         return text
     if width < 8 or "<" in text:
-        # A short name with its functor (stem<functor>) reads best from the front.
         return fmt.truncate(text, width)
-    head = (width - 1) * 2 // 3
-    tail = width - 1 - head
-    return text[:head] + "~" + text[-tail:]
+    return fmt.middle(text, width)
 
 
 def _right(value: str) -> Text:

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from gputui import fmt
 from gputui.analysis.steps import SLOW_FACTOR
 from gputui.protocol import messages
-from gputui.tui import fmt
+from gputui.tui import render
 from gputui.tui.attach.model import AttachView, StepColumn
+from gputui.tui.render import join_parts
 from gputui.tui.widgets.text_panel import TextPanel
 
 PHASE_STYLES = {
@@ -36,26 +38,18 @@ def phase_style(name: str, order: Sequence[str]) -> str:
 
 def phase_letter(name: str) -> str:
     """The ASCII-mode fill of a phase: its initial (``:`` for other)."""
-    return ":" if name == "other" else (name[:1] or "?")
+    first = name[:1]
+    if name == "other":
+        return ":"
+    return first if first.isascii() and first.isprintable() and first != " " else "?"
 
 
 def ms(seconds: float | None) -> str:
-    """Seconds as milliseconds with three significant digits: 0.25, 4.21, 45.2, 709."""
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    value = seconds * 1000
-    if value >= 10000:
-        return f"{value / 1000:.1f}s"
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
+    return fmt.ms(seconds, unit=False)
 
 
 def ms_unit(seconds: float | None) -> str:
-    text = ms(seconds)
-    return text if text.endswith("s") or text == "-" else text + "ms"
+    return fmt.ms(seconds)
 
 
 def signed_size(value: float) -> str:
@@ -86,7 +80,7 @@ class AttachHeader(TextPanel):
         right = Text()
         if v is not None:
             right.append(" " + fmt.clock(v.now_s, with_date=self.is_replay) + " ")
-        command = " ".join(hello.argv) if hello else self.label
+        command = fmt.clean_all(hello.argv) if hello else fmt.clean(self.label)
         room = width - len(line1) - len(right)
         line1.append(fmt.truncate(command, room).ljust(max(0, room)))
         line1.append_text(right)
@@ -102,13 +96,13 @@ class AttachHeader(TextPanel):
         parts: list[tuple[str, str]] = []
         device = hello.device
         if device:
-            name = fmt.short_gpu_name(device.name or "GPU")
+            name = fmt.gpu_name(device.name or "GPU")
             parts.append((f"{name} (cuda:{device.index})", "bold"))
         else:
             parts.append(("CPU (no CUDA device)", "bold"))
-        parts.append((f"torch {hello.torch or '-'}", ""))
+        parts.append((f"torch {fmt.clean(hello.torch or '-', 64)}", ""))
         if hello.cuda:
-            parts.append((f"CUDA {hello.cuda}", ""))
+            parts.append((f"CUDA {fmt.clean(hello.cuda, 32)}", ""))
         if hello.world_size is not None or hello.rank is not None:
             rank = "?" if hello.rank is None else hello.rank
             world = "?" if hello.world_size is None else hello.world_size
@@ -117,7 +111,7 @@ class AttachHeader(TextPanel):
             parts.append(("rank -/-", "dim"))
         if hello.started:
             parts.append((f"up {fmt.duration(v.now_s - hello.started)}", ""))
-        parts.append((f"python {hello.python}", "dim"))
+        parts.append((f"python {fmt.clean(hello.python, 32)}", "dim"))
         join_parts(text, parts, width)
         return text
 
@@ -129,13 +123,13 @@ class AttachHeader(TextPanel):
             return text
         if snap.connect_error and snap.hello is None:
             text.append(" NOT CONNECTED ", style="bold reverse red")
-            text.append(f" {snap.connect_error}  r: retry", style="bold")
+            text.append(f" {fmt.clean(snap.connect_error)}  r: retry", style="bold")
             return text
         if snap.disconnected is not None and not self.is_replay:
             text.append(" DISCONNECTED ", style="bold reverse red")
-            text.append(f" {snap.disconnected.reason}; last data kept", style="bold")
+            text.append(f" {fmt.clean(snap.disconnected.reason)}; last data kept", style="bold")
             if snap.connect_error:
-                text.append(f"  (reconnect: {snap.connect_error})", style="red")
+                text.append(f"  (reconnect: {fmt.clean(snap.connect_error)})", style="red")
             text.append("  r: reconnect  esc: back", style="dim")
             return text
         assert v is not None
@@ -162,29 +156,17 @@ class AttachHeader(TextPanel):
             else:
                 parts.append(("profiler idle", "dim"))
             if status.errors:
-                parts.append((f"hook errors: {'; '.join(status.errors)}", "bold red"))
+                errors = fmt.clean("; ".join(status.errors))
+                parts.append((f"hook errors: {errors}", "bold red"))
             if status.phases_coarse:
-                reasons = ", ".join(status.coarse_reasons) or "see gputui attach --once"
+                reasons = fmt.clean(", ".join(status.coarse_reasons)) or "see gputui attach --once"
                 parts.append((f"coarse phases: {reasons}", "yellow"))
         for message in snap.hook_messages[-1:]:
-            parts.append((f"hook: {message}", "red"))
+            parts.append((f"hook: {fmt.clean(message)}", "red"))
         if stats.excluded_profiled:
             parts.append((f"{stats.excluded_profiled} profiled steps left out", "magenta"))
         join_parts(text, parts, width)
         return text
-
-
-def join_parts(text: Text, parts: list[tuple[str, str]], width: int) -> None:
-    for i, (part, style) in enumerate(parts):
-        sep = "  " if i else ""
-        if len(text) + len(sep) + len(part) > width:
-            room = width - len(text) - len(sep)
-            if room > 4:
-                text.append(sep)
-                text.append(fmt.truncate(part, room), style=style)
-            break
-        text.append(sep, style="dim")
-        text.append(part, style=style)
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -277,7 +259,7 @@ class StepBars(TextPanel):
         lines = []
         for label, values, style in rows[: self.history_rows]:
             line = Text(f"{label:<5}", style="bold")
-            line.append_text(fmt.sparkline(list(values), graph_w, top, self.ascii_only, style))
+            line.append_text(render.sparkline(list(values), graph_w, top, self.ascii_only, style))
             line.append(ms_unit(values[-1] if values else None).rjust(9))
             lines.append(line)
         return lines
@@ -347,7 +329,7 @@ def _column_cells(
             cells.append((phase_letter(name) if filled >= 4 else " ", style))
         else:
             eighths = round(filled)
-            cells.append((fmt._EIGHTHS[eighths if eighths > 0 else 1], style))
+            cells.append((render.EIGHTHS[eighths if eighths > 0 else 1], style))
     return cells
 
 
@@ -383,9 +365,9 @@ class PhaseTable(TextPanel):
             style = phase_style(d.name, v.phases)
             line = Text()
             line.append(swatch + " ", style=style)
-            line.append(f"{fmt.truncate(d.name, 10):<10}")
+            line.append(f"{fmt.truncate(fmt.clean(d.name, 64), 10):<10}")
             line.append(f"{ms(d.p50):>7}{ms(d.p90):>7}{ms(d.p99):>7}  ")
-            line.append_text(fmt.bar(d.share, bar_w, self.ascii_only, style=style))
+            line.append_text(render.bar(d.share, bar_w, self.ascii_only, style=style))
             line.append(f"{d.share * 100:5.1f}%")
             lines.append(line)
         if total is not None:
@@ -437,20 +419,24 @@ class MemoryPanel(TextPanel):
         if self.compact:
             line = Text()
             line.append("Mem ", style="bold")
-            line.append(f"alloc {fmt.size(m.allocated)} resv {fmt.size(m.reserved)}{of_total} ")
             # One line: a growing baseline or allocator trouble matter more than the peak.
+            parts = [
+                (f"alloc {fmt.size(m.allocated)}", ""),
+                (f"resv {fmt.size(m.reserved)}{of_total}", ""),
+            ]
             if mem.growing:
-                line.append_text(growth)
+                parts.append((growth.plain, "bold reverse red"))
             elif len(alarms):
-                line.append_text(alarms)
+                parts.append((alarms.plain.strip(), "bold red"))
             else:
-                line.append(f"peak {fmt.size(m.peak_allocated)}")
+                parts.append((f"peak {fmt.size(m.peak_allocated)}", ""))
+            join_parts(line, parts, width, self.ascii_only)
             return line
         title.append(f"  cuda:{mem.device}  reserved {fmt.size(m.reserved)}{of_total}")
         if total:
             title.append(f" ({m.reserved / total * 100:.0f}%)", style="dim")
         top = max([*mem.reserved, *mem.peak, 1.0])
-        graph_w = max(8, width - 12)
+        graph_w = max(8, width - 14)
         lines = [title]
         for label, values, value, style in (
             ("alloc", mem.allocated, m.allocated, "cyan"),
@@ -458,13 +444,17 @@ class MemoryPanel(TextPanel):
             ("peak", mem.peak, m.peak_allocated, "magenta"),
         ):
             line = Text(f"{label:<6}", style="bold")
-            line.append_text(fmt.sparkline(list(values), graph_w, top, self.ascii_only, style))
-            line.append(fmt.size(value).rjust(6))
+            line.append_text(render.sparkline(list(values), graph_w, top, self.ascii_only, style))
+            line.append(fmt.size(value).rjust(8))
             lines.append(line)
         foot = Text()
-        foot.append_text(growth)
+        parts = [(growth.plain, "bold reverse red" if mem.growing else "dim")]
         if mem.growth is not None:
-            foot.append(f" ({mem.growth.steps:,} steps)", style="dim")
-        foot.append_text(alarms if len(alarms) else Text("  0 retries  0 OOMs", style="dim"))
+            parts.append((f"({mem.growth.steps:,} steps)", "dim"))
+        if len(alarms):
+            parts.append((alarms.plain.strip(), "bold red"))
+        else:
+            parts.append(("0 retries  0 OOMs", "dim"))
+        join_parts(foot, parts, width, self.ascii_only)
         lines.append(foot)
         return Text("\n").join(lines)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass, field
+from typing import cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,14 +13,13 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gputui import fmt
 from gputui.model import ProcessSnapshot
-from gputui.tui import fmt
-from gputui.tui.proc_view import TYPE_SHORT, runtime_s
+from gputui.tui import render
+from gputui.tui.host import MonitorHost
+from gputui.tui.proc_view import TYPE_SHORT, display_command, runtime_s
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
-
-if TYPE_CHECKING:
-    from gputui.tui.app import GputuiApp
 
 #: per-process history series -> (label, unit)
 SERIES = {
@@ -30,48 +30,55 @@ SERIES = {
 }
 
 
+@dataclass
+class DetailValues:
+    """What the detail panel draws, handed down by its screen."""
+
+    proc: ProcessSnapshot
+    now_s: float = 0.0
+    gone: bool = False
+    other_gpus: list[int] = field(default_factory=list)
+    #: series name (SERIES) -> values, oldest first
+    series: dict[str, list[float | None]] = field(default_factory=dict)
+
+
 class DetailPanel(TextPanel):
     #: users copy command lines and numbers from here: keep mouse selection
     SELECTABLE = True
 
-    def __init__(self, app: GputuiApp, proc: ProcessSnapshot, *, id: str | None = None) -> None:
+    def __init__(self, values: DetailValues, ascii_only: bool, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.gapp = app
-        self.proc = proc
-        self.gone = False
+        self.values = values
+        self.ascii_only = ascii_only
 
     def build(self, width: int) -> Text:
-        proc = self.proc
-        app = self.gapp
-        ascii_only = app.ascii_only
-        now = app.current.data_time_s
+        v = self.values
+        proc = v.proc
+        ascii_only = self.ascii_only
         lines: list[Text] = []
         title = Text()
         title.append(f" Process {proc.pid} ", style="bold reverse")
-        title.append(f"  {proc.name or fmt.NA}  user {proc.user or fmt.NA}", style="bold")
+        name = fmt.clean(proc.name, 128)
+        title.append(f"  {name}  user {fmt.clean(proc.user, 64)}", style="bold")
         if proc.hooked:
             title.append("  gputui hook: press a to attach", style="bold magenta")
-        if self.gone:
+        if v.gone:
             title.append("  (exited: last values shown)", style="bold red")
         lines.append(title)
         lines.append(Text(""))
         lines.append(Text("Command line", style="bold"))
-        command = proc.command
+        command = display_command(proc)
         for chunk in textwrap.wrap(command, max(20, width - 4)) or [fmt.NA]:
             lines.append(Text("  " + chunk))
         lines.append(Text(""))
-        others = [
-            p.gpu_index
-            for p in (app.current.snapshot.processes if app.current.snapshot else ())
-            if p.pid == proc.pid and p.gpu_uuid != proc.gpu_uuid
-        ]
+        others = v.other_gpus
         facts = [
-            ("GPU", f"{proc.gpu_index}  {proc.gpu_uuid}"),
+            ("GPU", f"{proc.gpu_index}  {fmt.clean(proc.gpu_uuid, 100)}"),
             ("also on GPU", ", ".join(map(str, others)) if others else "-"),
             ("type", f"{proc.type} ({TYPE_SHORT.get(proc.type, proc.type)})"),
             ("parent pid", fmt.NA if proc.ppid is None else str(proc.ppid)),
             ("started", fmt.clock(proc.start_time_s, with_date=True)),
-            ("running for", fmt.duration(runtime_s(proc, now))),
+            ("running for", fmt.duration(runtime_s(proc, v.now_s))),
             ("GPU memory", fmt.size(proc.gpu_mem_bytes)),
             ("%SM", fmt.pct(proc.sm_pct, 0)),
             ("%mem-bw", fmt.pct(proc.mem_bw_pct, 0)),
@@ -84,13 +91,13 @@ class DetailPanel(TextPanel):
         lines.append(Text("History (newest right)", style="bold"))
         graph_w = max(10, width - 26)
         for series, (label, unit) in SERIES.items():
-            values = list(app.history.process_series(proc.key, series))
+            values = v.series.get(series, [])
             present = [v for v in values if v is not None]
             top = 100.0 if unit == "%" else (max(present) if present else None)
             if series == "cpu" and present:
                 top = max(100.0, *present)
             line = Text(f"  {label:<12}", style="bold")
-            line.append_text(fmt.sparkline(values, graph_w, top, ascii_only))
+            line.append_text(render.sparkline(values, graph_w, top, ascii_only))
             last = values[-1] if values else None
             if last is None:
                 shown = fmt.NA
@@ -116,28 +123,42 @@ class ProcessDetailScreen(Screen[object]):
         self.proc = proc
 
     @property
-    def gapp(self) -> GputuiApp:
-        return cast("GputuiApp", self.app)
+    def gapp(self) -> MonitorHost:
+        return cast(MonitorHost, self.app)
 
     def compose(self) -> ComposeResult:
         yield BannerPanel(id="banner")
         with VerticalScroll():
-            yield DetailPanel(self.gapp, self.proc, id="detail")
+            yield DetailPanel(self._values(), self.gapp.ascii_only, id="detail")
         yield Footer()
 
     def on_mount(self) -> None:
         self.refresh_data()
+
+    def _values(self, gone: bool = False) -> DetailValues:
+        app = self.gapp
+        proc = self.proc
+        snapshot = app.current.snapshot
+        others = [
+            p.gpu_index
+            for p in (snapshot.processes if snapshot else ())
+            if p.pid == proc.pid and p.gpu_uuid != proc.gpu_uuid
+        ]
+        series = {name: list(app.history.process_series(proc.key, name)) for name in SERIES}
+        return DetailValues(proc, app.current.data_time_s, gone, others, series)
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
         panel = self.query_one(DetailPanel)
         snapshot = self.gapp.current.snapshot
+        gone = panel.values.gone
         if snapshot is not None:
             match = next((p for p in snapshot.processes if p.key == self.proc.key), None)
-            panel.gone = match is None
+            gone = match is None
             if match is not None:
-                self.proc = panel.proc = match
+                self.proc = match
+        panel.values = self._values(gone)
         panel.redraw()
 
     def action_back(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,8 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from gputui import fmt
 from gputui.model import ProcessSnapshot
-from gputui.tui import fmt
+from gputui.tui.proc_view import display_command
 
 #: button id -> signal
 CHOICES = {
@@ -39,10 +41,13 @@ class SignalDialog(ModalScreen[int | None]):
     def compose(self) -> ComposeResult:
         proc = self.proc
         with Vertical(id="dialog"):
-            yield Label(f"Send a signal to pid {proc.pid} ({proc.user or 'N/A'})?", id="question")
-            yield Label(fmt.truncate(proc.command, 200), id="command")
+            # Text, not a string: Label would read markup in another user's command.
+            user = fmt.clean(proc.user, 64)
+            yield Label(Text(f"Send a signal to pid {proc.pid} ({user})?"), id="question")
+            yield Label(Text(fmt.truncate(display_command(proc), 200)), id="command")
             yield Label(
-                f"GPU {proc.gpu_index}  {fmt.size(proc.gpu_mem_bytes)} GPU memory", id="facts"
+                Text(f"GPU {proc.gpu_index}  {fmt.size(proc.gpu_mem_bytes)} GPU memory"),
+                id="facts",
             )
             with Horizontal(id="buttons"):
                 yield Button("TERM (t)", id="term", variant="warning")

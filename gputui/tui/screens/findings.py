@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -11,19 +11,26 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gputui.tui.widgets.panels import SEVERITY_STYLE, BannerPanel
+from gputui import fmt
+from gputui.analysis.finding import Finding
+from gputui.tui.host import MonitorHost
+from gputui.tui.render import SEVERITY_STYLE
+from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
-
-if TYPE_CHECKING:
-    from gputui.tui.app import GputuiApp
 
 
 class FindingsPanel(TextPanel):
+    """Every finding with its evidence, what it costs, the fix, how to confirm it
+    and where the rule comes from."""
+
     WRAP = True
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.items: list[Finding] = []
+
     def build(self, width: int) -> Text:
-        app = cast("GputuiApp", self.app)
-        items = app.current.findings
+        items = self.items
         text = Text()
         text.append(" Findings ", style="bold reverse")
         text.append(f"  {len(items)} now", style="dim")
@@ -32,11 +39,22 @@ class FindingsPanel(TextPanel):
         for item in items:
             text.append("\n\n")
             text.append(f" {item.severity.upper()} ", style=SEVERITY_STYLE[item.severity])
-            text.append(f" {item.scope}: {item.title}", style="bold")
+            text.append(f" {fmt.clean(item.scope, 80)}: {fmt.clean(item.title, 200)}", style="bold")
             text.append("\n   seen: ", style="dim")
-            text.append(item.evidence)
+            text.append(fmt.clean(item.evidence))
+            if item.impact_pct is not None:
+                text.append("\n   cost: ", style="dim")
+                text.append(f"about {item.impact_pct:.0f}% of the step time")
+                if item.impact_ms is not None:
+                    text.append(f" ({item.impact_ms:.1f} ms per step)")
             text.append("\n   fix:  ", style="dim")
-            text.append(item.fix)
+            text.append(fmt.clean(item.fix))
+            if item.confirm:
+                text.append("\n   then: ", style="dim")
+                text.append(fmt.clean(item.confirm))
+            if item.source:
+                text.append("\n   from: ", style="dim")
+                text.append(fmt.clean(item.source), style="dim")
         return text
 
 
@@ -54,7 +72,9 @@ class FindingsScreen(Screen[object]):
 
     def refresh_data(self) -> None:
         if self.is_mounted:
-            self.query_one(FindingsPanel).redraw()
+            panel = self.query_one(FindingsPanel)
+            panel.items = list(cast(MonitorHost, self.app).current.findings)
+            panel.redraw()
 
     def action_close(self) -> None:
         self.app.pop_screen()

@@ -12,7 +12,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from gputui.collectors import processes
 from gputui.tui.history import GPU_METRICS
+from gputui.tui.host import MonitorHost
 from gputui.tui.proc_view import SORTABLE, ProcFilter
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import (
@@ -28,8 +30,6 @@ from gputui.tui.widgets.text_panel import TextPanel
 
 if TYPE_CHECKING:
     from rich.text import Text
-
-    from gputui.tui.app import GputuiApp
 
 #: below this height the graphs are hidden and the host panel is one line
 SMALL_HEIGHT = 32
@@ -76,8 +76,8 @@ class MonitorScreen(Screen[object]):
         self._resolving = False
 
     @property
-    def gapp(self) -> GputuiApp:
-        return cast("GputuiApp", self.app)
+    def gapp(self) -> MonitorHost:
+        return cast("MonitorHost", self.app)
 
     def compose(self) -> ComposeResult:
         ascii_only = self.gapp.ascii_only
@@ -208,17 +208,8 @@ class MonitorScreen(Screen[object]):
 
     @work(thread=True, exclusive=True, group="parents")
     def _resolve_parents_worker(self, pids: list[int]) -> None:
-        names: dict[int, str] = {}
-        try:
-            import psutil
-        except ImportError:
-            return
-        for pid in pids:
-            try:
-                proc = psutil.Process(pid)
-                names[pid] = " ".join(proc.cmdline()) or proc.name()
-            except (psutil.Error, OSError):
-                names[pid] = "(exited or not readable)"
+        # Reading /proc of other processes can block: never on the UI thread.
+        names = processes.parent_commands(pids)
         self.app.call_from_thread(self._parents_resolved, names)
 
     def _resolve_parents(self) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gputui import fmt
 from gputui.analysis import throttle
-from gputui.analysis.severity import CRIT
 from gputui.model import DeviceSnapshot, MigInstance
-from gputui.tui import fmt
+from gputui.tui import render
+from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.text_panel import TextPanel
 
 #: lines of one GPU block in full mode (MIG instances add one each)
@@ -29,9 +30,8 @@ def block_lines(device: DeviceSnapshot) -> int:
 def _flags(device: DeviceSnapshot, text: Text, ascii_only: bool) -> None:
     sign = "!" if ascii_only else "⚠"
     for item in throttle.costly(device.throttle_reasons):
-        style = "bold reverse red" if item.severity == CRIT else "bold reverse yellow"
         text.append(" ")
-        text.append(f"{sign} {item.flag}", style=style)
+        text.append(f"{sign} {item.flag}", style=SEVERITY_STYLE[item.severity])
     if device.ecc_errors_uncorrected:
         text.append(" ")
         text.append(f"{sign} ECC {device.ecc_errors_uncorrected}", style="bold reverse red")
@@ -54,7 +54,7 @@ def _temp(device: DeviceSnapshot, ascii_only: bool) -> str:
 def _mem_label(device: DeviceSnapshot) -> str:
     if device.mem_used_bytes is None or device.mem_total_bytes is None:
         return "N/A"
-    return f"{fmt.size(device.mem_used_bytes, 'G')}/{fmt.size(device.mem_total_bytes, 'G')}"
+    return f"{fmt.size(device.mem_used_bytes)}/{fmt.size(device.mem_total_bytes)}"
 
 
 def _frac(value: float | None) -> float | None:
@@ -63,12 +63,13 @@ def _frac(value: float | None) -> float | None:
 
 def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Text]:
     if device.lost:
-        return [Text(f"GPU {device.index}  {device.name}  LOST: not answering", style="bold red")]
+        name = fmt.clean(device.name, 128)
+        return [Text(f"GPU {device.index}  {name}  LOST: not answering", style="bold red")]
     up, down = ("^", "v") if ascii_only else ("↑", "↓")
     # line 1: identity, thermals, power, clocks, throttle flags
     head = Text()
     head.append(f"GPU {device.index} ", style="bold")
-    head.append(device.name, style="bold cyan")
+    head.append(fmt.clean(device.name, 128), style="bold cyan")
     pstate = "P?" if device.pstate is None else f"P{device.pstate}"
     fan = "N/A" if device.fan_pct is None else f"{device.fan_pct:.0f}%"
     sm = fmt.NA if device.clock_sm_mhz is None else f"{device.clock_sm_mhz}"
@@ -83,12 +84,14 @@ def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Tex
     util = device.util_gpu_pct
     line2 = Text("  UTIL   ")
     line2.append_text(
-        fmt.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util))
+        render.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util, 4))
     )
     line2.append("   MEM   ")
     mem_pct = device.mem_used_pct
     line2.append_text(
-        fmt.bar(_frac(mem_pct), bar_w, ascii_only, label=f"{_mem_label(device)} {fmt.pct(mem_pct)}")
+        render.bar(
+            _frac(mem_pct), bar_w, ascii_only, label=f"{_mem_label(device)} {fmt.pct(mem_pct, 4)}"
+        )
     )
 
     gpm = device.gpm
@@ -97,11 +100,11 @@ def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Tex
         tensor = gpm.tensor_activity_pct
         line3.append("  TENSOR ", style="bold magenta")
         line3.append_text(
-            fmt.bar(_frac(tensor), bar_w, ascii_only, style="magenta", label=fmt.pct(tensor))
+            render.bar(_frac(tensor), bar_w, ascii_only, style="magenta", label=fmt.pct(tensor, 4))
         )
         line3.append(
-            f"   SM act {fmt.pct(gpm.sm_activity_pct)}  occ {fmt.pct(gpm.sm_occupancy_pct)}"
-            f"  DRAM bw {fmt.pct(gpm.dram_bw_util_pct)}"
+            f"   SM act {fmt.pct(gpm.sm_activity_pct, 4)}  occ {fmt.pct(gpm.sm_occupancy_pct, 4)}"
+            f"  DRAM bw {fmt.pct(gpm.dram_bw_util_pct, 4)}"
         )
     else:
         reason = "not supported on this GPU" if device.gpm_supported is False else "unavailable"
@@ -138,15 +141,25 @@ def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Tex
 def _mig_line(mig: MigInstance, bar_w: int, ascii_only: bool, last: bool) -> Text:
     tee = ("`-" if last else "|-") if ascii_only else ("└─" if last else "├─")
     line = Text(f"  {tee} ")
-    line.append(f"GI {mig.gpu_instance_id} {mig.name or 'MIG'}".ljust(_LABEL + 10), style="cyan")
+    name = fmt.clean(mig.name or "MIG", 64)
+    line.append(f"GI {mig.gpu_instance_id} {name}".ljust(_LABEL + 10), style="cyan")
     frac = (
         mig.mem_used_bytes / mig.mem_total_bytes
         if mig.mem_used_bytes is not None and mig.mem_total_bytes
         else None
     )
-    label = f"{fmt.size(mig.mem_used_bytes, 'G')}/{fmt.size(mig.mem_total_bytes, 'G')}"
+    label = f"{fmt.size(mig.mem_used_bytes)}/{fmt.size(mig.mem_total_bytes)}"
     line.append("mem ")
-    line.append_text(fmt.bar(frac, max(6, bar_w - 12), ascii_only, label=label))
+    pct = None if frac is None else frac * 100
+    line.append_text(
+        render.bar(
+            frac,
+            max(6, bar_w - 12),
+            ascii_only,
+            label=label,
+            fallback=(fmt.size_pair(mig.mem_used_bytes, mig.mem_total_bytes), fmt.pct(pct, 4)),
+        )
+    )
     if mig.sm_count is not None:
         line.append(f"  {mig.sm_count} SMs")
     return line
@@ -156,7 +169,7 @@ def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
     """One GPU on one line, 80 columns and up."""
     line = Text()
     line.append(f"{device.index:>2} ", style="bold")
-    line.append(fmt.truncate(fmt.short_gpu_name(device.name), 14).ljust(15), style="cyan")
+    line.append(fmt.truncate(fmt.gpu_name(device.name), 14, ascii_only).ljust(15), style="cyan")
     if device.lost:
         line.append("LOST: not answering", style="bold red")
         return line
@@ -164,17 +177,28 @@ def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
     tensor = gpm.tensor_activity_pct if gpm is not None and device.gpm_supported else None
     tail = Text()
     tail.append(" TC", style="magenta")
-    tail.append(fmt.pct(tensor) if tensor is not None else "  -", style="magenta")
+    tail.append(fmt.pct(tensor, 4) if tensor is not None else "  -", style="magenta")
     tail.append(f" {_temp(device, ascii_only):>4} {_power(device):>8}")
     _flags(device, tail, ascii_only)
     bar_w = max(6, (width - len(line) - len(tail) - 6) // 2)
     util = device.util_gpu_pct
     line.append("U")
-    line.append_text(fmt.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util)))
-    line.append(" M")
-    mem_label = f"{fmt.size(device.mem_used_bytes, 'G')}/{fmt.size(device.mem_total_bytes, 'G')}"
     line.append_text(
-        fmt.bar(_frac(device.mem_used_pct), bar_w, ascii_only, label=mem_label.replace(".0G", "G"))
+        render.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util, 4))
+    )
+    line.append(" M")
+    mem_pct = device.mem_used_pct
+    line.append_text(
+        render.bar(
+            _frac(mem_pct),
+            bar_w,
+            ascii_only,
+            label=_mem_label(device),
+            fallback=(
+                fmt.size_pair(device.mem_used_bytes, device.mem_total_bytes),
+                fmt.pct(mem_pct, 4),
+            ),
+        )
     )
     line.append_text(tail)
     return line

@@ -6,15 +6,16 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.model import DeviceSnapshot, HostSnapshot, Snapshot
-from gputui.tui import fmt
+from gputui.tui import render
 from gputui.tui.history import GPU_METRICS, History, tail
+from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.text_panel import TextPanel
 
 #: the history graphs cover at least this much time
 GRAPH_WINDOW_S = 300.0
-SEVERITY_STYLE = {"crit": "bold reverse red", "warn": "bold yellow", "info": "cyan"}
 
 
 @dataclass
@@ -45,7 +46,7 @@ class HeaderPanel(TextPanel):
         s = self.state
         text = Text()
         text.append(" gputui ", style="bold reverse")
-        text.append(f" {s.label} ", style="bold")
+        text.append(f" {fmt.clean(s.label, 200)} ", style="bold")
         right = Text()
         if s.readonly:
             right.append(" read-only ", style="bold")
@@ -71,7 +72,9 @@ class HeaderPanel(TextPanel):
         text.append_text(right)
         if s.error:
             text.append("\n")
-            text.append(f" {s.error} ", style="bold reverse red")
+            text.append(
+                f" {fmt.truncate(fmt.clean(s.error), width - 2)} ", style="bold reverse red"
+            )
         return text
 
 
@@ -84,7 +87,7 @@ class BannerPanel(TextPanel):
 
     def on_mount(self) -> None:
         message = getattr(self.app, "recording_banner", lambda: None)()
-        self.message = message or ""
+        self.message = fmt.clean(message or "")
         self.display = bool(message)
 
     def build(self, width: int) -> Text:
@@ -106,7 +109,7 @@ class HostPanel(TextPanel):
 
     def _mem(self, used: int | None, total: int | None) -> tuple[float | None, str]:
         frac = used / total if used is not None and total else None
-        return frac, f"{fmt.size(used, 'G')}/{fmt.size(total, 'G')}"
+        return frac, f"{fmt.size(used)}/{fmt.size(total)}"
 
     def build(self, width: int) -> Text:
         h = self.host
@@ -117,21 +120,32 @@ class HostPanel(TextPanel):
             if h.load_1 is None
             else f"{h.load_1:.1f} {h.load_5 or 0:.1f} {h.load_15 or 0:.1f}"
         )
-        cpu_label = fmt.pct(h.cpu_pct)
+        cpu_label = fmt.pct(h.cpu_pct, 4)
         if self.compact:
             bar_w = max(6, (width - 52) // 3)
             line = Text()
             line.append("CPU ", style="bold")
-            line.append_text(fmt.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label))
+            line.append_text(render.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label))
             line.append(" MEM ", style="bold")
-            line.append_text(fmt.bar(mem_frac, bar_w, self.ascii_only, label=mem_label))
+            line.append_text(
+                render.bar(
+                    mem_frac,
+                    bar_w,
+                    self.ascii_only,
+                    label=mem_label,
+                    fallback=(
+                        fmt.size_pair(h.mem_used_bytes, h.mem_total_bytes),
+                        fmt.pct(None if mem_frac is None else mem_frac * 100, 4),
+                    ),
+                )
+            )
             line.append(" SWP ", style="bold")
             line.append_text(
-                fmt.bar(
+                render.bar(
                     swap_frac,
                     bar_w,
                     self.ascii_only,
-                    label=fmt.pct(None if swap_frac is None else swap_frac * 100),
+                    label=fmt.pct(None if swap_frac is None else swap_frac * 100, 4),
                 )
             )
             line.append(f" load {load} up {fmt.duration(h.uptime_s)}")
@@ -139,18 +153,18 @@ class HostPanel(TextPanel):
         bar_w = max(6, width - 6)
         lines = [
             Text.assemble(
-                (f"{h.hostname or 'host'}", "bold"),
+                (fmt.clean(h.hostname or "host", 128), "bold"),
                 f"  {h.cpu_count or '?'} CPUs  up {fmt.duration(h.uptime_s)}",
             ),
             Text.assemble(
                 ("CPU  ", "bold"),
-                fmt.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label),
+                render.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label),
             ),
             Text.assemble(
-                ("MEM  ", "bold"), fmt.bar(mem_frac, bar_w, self.ascii_only, label=mem_label)
+                ("MEM  ", "bold"), render.bar(mem_frac, bar_w, self.ascii_only, label=mem_label)
             ),
             Text.assemble(
-                ("SWAP ", "bold"), fmt.bar(swap_frac, bar_w, self.ascii_only, label=swap_label)
+                ("SWAP ", "bold"), render.bar(swap_frac, bar_w, self.ascii_only, label=swap_label)
             ),
             Text(f"load {load}"),
         ]
@@ -210,14 +224,14 @@ class HistoryPanel(TextPanel):
                 lines.append(line)
                 continue
             style = "magenta" if self.metric == "tensor" else "cyan"
-            line.append_text(fmt.sparkline(values, graph_w, top, self.ascii_only, style))
+            line.append_text(render.sparkline(values, graph_w, top, self.ascii_only, style))
             line.append(_value(current, unit).rjust(6))
             lines.append(line)
         for name, series_name in (("CPU", "cpu"), ("MEM", "mem")):
             series = history.host.get(series_name)
             values = tail(series, points) if series is not None else []
             line = Text(f"{name:<6}", style="bold")
-            line.append_text(fmt.sparkline(values, graph_w, 100.0, self.ascii_only, "green"))
+            line.append_text(render.sparkline(values, graph_w, 100.0, self.ascii_only, "green"))
             line.append(_value(values[-1] if values else None, "%").rjust(6))
             lines.append(line)
         return Text("\n").join(lines)
@@ -246,23 +260,31 @@ class FindingsBar(TextPanel):
         top = self.items[0]
         text = Text()
         text.append(f" {top.severity.upper()} ", style=SEVERITY_STYLE[top.severity])
-        text.append(f" {top.scope}: {top.title}", style="bold")
-        text.append(f" - {top.evidence}")
+        text.append(f" {fmt.clean(top.scope, 80)}: {fmt.clean(top.title, 200)}", style="bold")
+        text.append(f" - {fmt.clean(top.evidence)}")
         more = (
             f"  (+{len(self.items) - 1} more, f: all)" if len(self.items) > 1 else "  (f: details)"
         )
         room = width - len(more)
         if len(text) > room:
             text.truncate(max(0, room - 1))
-            text.append("~")
+            text.append(fmt.ellipsis())
         text.append(more, style="dim")
         return text
 
 
 def header_state_from(snapshot: Snapshot, state: HeaderState) -> None:
-    state.hostname = snapshot.host.hostname
-    state.driver = snapshot.driver_version
-    state.cuda = snapshot.cuda_driver_version
+    """The header's values from a snapshot, cleaned: a recording's host name and
+    driver strings are whatever its file says."""
+    state.hostname = fmt.clean(snapshot.host.hostname, 128)
+    state.driver = (
+        None if snapshot.driver_version is None else fmt.clean(snapshot.driver_version, 64)
+    )
+    state.cuda = (
+        None
+        if snapshot.cuda_driver_version is None
+        else fmt.clean(snapshot.cuda_driver_version, 64)
+    )
     state.n_gpus = len(snapshot.devices)
     state.latency_ms = snapshot.sample_latency_ms
     state.error = snapshot.error

@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gputui import fmt
 from gputui.model import ProcessSnapshot
 from gputui.tui import proc_view
 from gputui.tui.proc_view import (
@@ -269,11 +270,14 @@ class ProcessTable(ScrollView, can_focus=True):
         line = Text(no_wrap=True, overflow="crop", end="")
         for column, value, width in zip(self._shown, values, self._widths, strict=True):
             text = value if isinstance(value, Text) else Text(str(value))
-            plain = text.plain
-            if len(plain) > width:
-                text = text[:width]
-                plain = text.plain
-            pad = " " * (width - len(plain))
+            cells = text.cell_len
+            if cells > width:
+                # Cut with an ellipsis, so a cut command never reads as a whole one.
+                text = text.copy()
+                text.truncate(max(0, width - 1))
+                text.append(fmt.ellipsis(self.ascii_only))
+                cells = text.cell_len
+            pad = " " * max(0, width - cells)
             if column in _RIGHT:
                 line.append(pad)
                 line.append_text(text)

@@ -1,0 +1,74 @@
+"""Process look-ups and signals for the monitor's process table (psutil, os).
+
+Kept out of the UI: the screens ask for values (a parent's command line) and
+outcomes (a signal sent or why not), and run these off the UI thread where they
+may block (reading /proc of many processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: a process started more than this apart from what we saw is another process
+PID_REUSE_TOLERANCE_S = 2.0
+
+
+def parent_commands(pids: Iterable[int]) -> dict[int, str]:
+    """pid -> its command line (or name), for processes shown only as parents in
+    the tree view; "(exited or not readable)" when it cannot be read.  Raw text:
+    the caller cleans it for display."""
+    names: dict[int, str] = {}
+    try:
+        import psutil
+    except ImportError:
+        return names
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            names[pid] = " ".join(proc.cmdline()) or proc.name()
+        except (psutil.Error, OSError):
+            names[pid] = "(exited or not readable)"
+    return names
+
+
+def pid_reused(pid: int, start_time_s: float | None) -> str | None:
+    """Why ``pid`` is no longer the process that started at ``start_time_s``, or
+    None when it still is (or its start time was never known)."""
+    if start_time_s is None:
+        return None
+    try:
+        import psutil
+
+        started = psutil.Process(pid).create_time()
+    except Exception:
+        return None
+    if abs(started - start_time_s) > PID_REUSE_TOLERANCE_S:
+        return f"pid {pid} now belongs to another process"
+    return None
+
+
+@dataclass(frozen=True)
+class SignalOutcome:
+    sent: bool
+    message: str
+    severity: str  # "information", "warning" or "error", as the UI notifies
+
+
+def send_signal(
+    pid: int, signum: int, start_time_s: float | None, user: str | None
+) -> SignalOutcome:
+    """Send ``signum`` to ``pid`` unless the pid now names another process."""
+    name = signal.Signals(signum).name
+    reused = pid_reused(pid, start_time_s)
+    if reused:
+        return SignalOutcome(False, f"not sent: {reused}", "error")
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return SignalOutcome(False, f"pid {pid} has already exited", "warning")
+    except PermissionError:
+        who = f" ({user})" if user else ""
+        return SignalOutcome(False, f"not permitted to signal pid {pid}{who}", "error")
+    return SignalOutcome(True, f"sent {name} to pid {pid}", "information")

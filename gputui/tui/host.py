@@ -1,0 +1,45 @@
+"""What the monitor's screens need from the app, as a small protocol.
+
+Screens are written against :class:`MonitorHost`, not the app class: the app
+implements it, and a test can hand a screen any object that does.  ``Current``
+is the newest data every screen draws from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gputui.analysis.finding import Finding
+from gputui.collectors.source import Sampler, SnapshotSource
+from gputui.model import ProcessSnapshot, Snapshot
+from gputui.tui.history import History
+
+
+@dataclass
+class Current:
+    """The newest data, shared by every screen."""
+
+    snapshot: Snapshot | None = None
+    #: the time the data describes: a recording's own time, else the sample time
+    data_time_s: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+    sampler_error: str | None = None
+
+
+class MonitorHost(Protocol):
+    """The monitor app, as its screens see it."""
+
+    current: Current
+    history: History
+    sampler: Sampler
+    source: SnapshotSource
+    banner: str | None
+    readonly: bool
+    ascii_only: bool
+
+    def request_signal(self, proc: ProcessSnapshot | None) -> None: ...
+
+    def request_attach(self, proc: ProcessSnapshot | None) -> None: ...
+
+    def recording_banner(self) -> str | None: ...
