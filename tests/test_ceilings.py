@@ -100,7 +100,7 @@ def _torch() -> Any:
 
 
 TINY = probes.Sizes(copy_bytes=1 << 16, matmul_n=32, pcie_bytes=1 << 16)
-TINY_PLAN = timing.Plan(warmup_s=0.0, target_rep_ms=0.5, reps=3, min_reps=2, max_s=0.5)
+TINY_PLAN = timing.Plan(warmup_s=0.0, target_rep_ms=0.5, reps=3, min_reps=2, max_s=0.2)
 
 
 def test_probes_run_on_the_cpu() -> None:
@@ -325,3 +325,43 @@ def test_loader_needs_no_torch(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.split() == ["780.0", "[]"]
+
+
+class _Props:
+    def __init__(self, uuid: object) -> None:
+        self.name = "NVIDIA H100 80GB HBM3"
+        self.uuid = uuid
+        self.major, self.minor = 9, 0
+        self.total_memory = 85017493504
+        self.multi_processor_count = 132
+
+
+class _RawUuid:
+    """torch's _CUuuid when its text is not the usual 8-4-4-4-12 form."""
+
+    bytes = bytes.fromhex(UUID[4:].replace("-", ""))
+
+    def __str__(self) -> str:
+        return "<uuid>"
+
+
+@pytest.mark.parametrize("raw", [UUID[4:], UUID, _RawUuid()])
+def test_gpu_identity_speaks_nvmls_uuid(raw: object) -> None:
+    fake = type("T", (), {})()
+    fake.cuda = type("C", (), {"get_device_properties": staticmethod(lambda i: _Props(raw))})
+    ident = runner.gpu_identity(fake, 0)
+    assert ident == {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": UUID,
+        "compute_capability": "9.0",
+        "memory_bytes": 85017493504,
+        "sm_count": 132,
+    }
+
+
+def test_gpu_identity_without_uuid_is_an_error() -> None:
+    fake = type("T", (), {})()
+    fake.cuda = type("C", (), {"get_device_properties": staticmethod(lambda i: _Props(None))})
+    with pytest.raises(GputuiError, match="no usable UUID"):
+        runner.gpu_identity(fake, 0)

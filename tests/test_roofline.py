@@ -284,6 +284,11 @@ def test_real_cpu_capture_gives_profiler_flops() -> None:
         {"traceEvents": [1, "x", {"cat": "cpu_op"}, {"cat": "cpu_op", "args": []}]},
         {"traceEvents": [{"cat": "cpu_op", "ts": "a", "dur": 1, "args": {"External id": 1}}]},
         {"traceEvents": [{"cat": "kernel", "dur": float("nan"), "args": {"correlation": 1}}]},
+        {
+            "traceEvents": [
+                {"cat": "cpu_op", "ts": 1, "dur": float("inf"), "args": {"External id": 1}}
+            ]
+        },
     ],
 )
 def test_malformed_traces_give_no_rows(trace: Any) -> None:
@@ -335,3 +340,29 @@ def test_view_places_ops_under_the_roof() -> None:
     assert "1" in "".join(lines)  # the op with the most GPU time is drawn, on top
     with pytest.raises(ValueError):
         roofline_view(report, 9, 16)
+
+
+def test_rows_cross_a_process_boundary_as_plain_json() -> None:
+    from gputui.analysis.op_rows import OpRow
+
+    rows = rows_from_chrome_trace(_load(HEALTHY_TRACE))
+    for row in rows:
+        wire = json.loads(json.dumps(row.to_dict()))
+        back = OpRow.from_dict(wire)
+        assert back is not None and back.to_dict() == row.to_dict()
+    good = rows[0].to_dict()
+    for field, bad in [
+        ("calls", 0),
+        ("calls", True),
+        ("device_us", float("nan")),
+        ("flops", "many"),
+        ("flops_source", "guess"),
+        ("name", None),
+        ("input_dims", [[1, "x"]]),
+    ]:
+        broken = OpRow.from_dict({**good, field: bad})
+        if field == "input_dims":  # a bad shape is dropped, not the row
+            assert broken is not None and broken.input_dims == (None,)
+        else:
+            assert broken is None, field
+    assert OpRow.from_dict([]) is None

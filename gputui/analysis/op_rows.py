@@ -56,6 +56,58 @@ class OpRow:
     def dtype_family(self) -> str | None:
         return op_costs.dtype_family(self.input_types)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values (tuples become lists), for a capture result."""
+        return {
+            "name": self.name,
+            "input_dims": [list(d) if d is not None else None for d in self.input_dims],
+            "input_types": list(self.input_types),
+            "calls": self.calls,
+            "device_us": round(self.device_us, 3),
+            "kernels": self.kernels,
+            "flops": self.flops,
+            "flops_source": self.flops_source,
+            "bytes_moved": self.bytes_moved,
+            "bytes_rule": self.bytes_rule,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> OpRow | None:
+        """A row sent by :meth:`to_dict` (from another process: checked), or None."""
+        if not isinstance(data, Mapping):
+            return None
+        name: Any = data.get("name")
+        calls: Any = data.get("calls")
+        kernels: Any = data.get("kernels")
+        device_us: Any = data.get("device_us")
+        rule: Any = data.get("bytes_rule")
+        if not isinstance(name, str) or not isinstance(rule, str):
+            return None
+        if not _count(calls) or not _count(kernels, zero=True) or not _number(device_us):
+            return None
+        flops, moved = data.get("flops"), data.get("bytes_moved")
+        if (flops is not None and not _number(flops)) or (moved is not None and not _number(moved)):
+            return None
+        source = data.get("flops_source")
+        if source not in (PROFILER, ESTIMATED, None):
+            return None
+        dims = _dims(data.get("input_dims"))
+        types = _strings(data.get("input_types"))
+        if len(dims) > 64 or len(types) > 64:
+            return None
+        return cls(
+            name=name[:1000],
+            input_dims=dims,
+            input_types=tuple(t[:100] for t in types),
+            calls=int(calls),
+            device_us=float(device_us),
+            kernels=int(kernels),
+            flops=None if flops is None else float(flops),
+            flops_source=source if flops is not None else None,
+            bytes_moved=None if moved is None else float(moved),
+            bytes_rule=rule[:20],
+        )
+
     def shapes_text(self) -> str:
         """``8192x1024 · 1024x3072``: the tensor inputs' shapes."""
         parts = []
@@ -63,6 +115,23 @@ class OpRow:
             if dims is not None and op_costs.is_tensor_type(t):
                 parts.append("x".join(str(d) for d in dims) if dims else "scalar")
         return " · ".join(parts)
+
+
+def _count(value: Any, zero: bool = False) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (value >= 0 if zero else value > 0)
+    )
+
+
+def _number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value >= 0
+        and value != float("inf")
+    )
 
 
 class _Op:
@@ -135,7 +204,9 @@ def _trace_details(args: Mapping[str, Any]) -> Any:
         _dims(args.get("Input Dims")),
         _strings(args.get("Input type")),
         _strings(args.get("Concrete Inputs")),
-        flops if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None,
+        flops
+        if isinstance(flops, (int, float)) and not isinstance(flops, bool) and flops > 0
+        else None,
     )
 
 
@@ -219,8 +290,8 @@ def _rows(
 
 
 def _ns(us: Any) -> int | None:
-    if isinstance(us, bool) or not isinstance(us, (int, float)) or us != us:
-        return None
+    if isinstance(us, bool) or not isinstance(us, (int, float)) or not -1e15 < us < 1e15:
+        return None  # also NaN and infinities
     return round(us * 1000.0)
 
 
@@ -264,16 +335,6 @@ def rows_from_chrome_trace(trace: Mapping[str, Any], top: int | None = None) -> 
     return _rows(ops, device, _trace_details, top)
 
 
-def _call(ev: Any, name: str, default: Any = None) -> Any:
-    fn = getattr(ev, name, None)
-    if fn is None:
-        return default
-    try:
-        return fn()
-    except Exception:
-        return default
-
-
 def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRow]:
     """Op rows of a finished capture's raw events
     (``prof.profiler.kineto_results.events()``, torch >= 2.1; checked on 2.13).
@@ -283,26 +344,32 @@ def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRo
     ops: list[_Op] = []
     device: dict[Any, list[int]] = {}
     for ev in events:
-        dt = _call(ev, "device_type")
-        kind = (getattr(dt, "name", None) or str(dt)).rsplit(".", 1)[-1].upper()
-        activity = str(_call(ev, "activity_type", "") or "")
-        if kind == "CPU":
-            # Runtime calls (cudaLaunchKernel) are CPU events linked to an op; user
-            # annotations and Python frames are ranges, not ops.
-            if _call(ev, "linked_correlation_id", 0) or activity != "cpu_op":
-                continue
-            if _call(ev, "is_async", False):
-                continue
-            start = int(_call(ev, "start_ns", 0) or 0)
-            dur = int(_call(ev, "duration_ns", 0) or 0)
-            tid = _call(ev, "start_thread_id", 0)
-            link = _call(ev, "correlation_id", None)
-            ops.append(_Op(tid, start, start + dur, str(_call(ev, "name", "")), link, ev))
-        elif activity in GPU_ACTIVITIES:
-            link = _call(ev, "linked_correlation_id", 0)
-            if not link:
-                continue
-            slot = device.setdefault(link, [0, 0])
-            slot[0] += int(_call(ev, "duration_ns", 0) or 0)
-            slot[1] += 1
+        # The activity type alone sorts events: ops are "cpu_op"; runtime calls
+        # (cudaLaunchKernel), user annotations and Python frames are other CPU
+        # kinds; GPU work is "kernel", "gpu_memcpy"...  One accessor call spared
+        # per event is ~10% of this pass on a 50k-event capture.
+        try:
+            activity = ev.activity_type()
+            if activity == "cpu_op":
+                if ev.is_async():
+                    continue
+                start = ev.start_ns()
+                op = _Op(
+                    ev.start_thread_id(),
+                    start,
+                    start + ev.duration_ns(),
+                    ev.name(),
+                    ev.correlation_id(),
+                    ev,
+                )
+                ops.append(op)
+            elif activity in GPU_ACTIVITIES:
+                link = ev.linked_correlation_id()
+                if not link:
+                    continue
+                slot = device.setdefault(link, [0, 0])
+                slot[0] += ev.duration_ns()
+                slot[1] += 1
+        except Exception:  # an event without the accessors of torch >= 2.1: skip it
+            continue
     return _rows(ops, device, _kineto_details, top)

@@ -14,6 +14,7 @@ from gputui import __version__
 from gputui.ceilings import model, probes
 from gputui.ceilings.datasheet import Datasheet, datasheet_for
 from gputui.ceilings.timing import Clock, MeasureError, Plan, measure, rate
+from gputui.errors import GputuiError
 
 #: the whole bench stops starting new measurements after this many seconds
 DEADLINE_S = 55.0
@@ -177,8 +178,13 @@ def gpu_identity(torch: Any, index: int) -> dict[str, Any]:
 
     raw_uuid = getattr(props, "uuid", None)
     uuid = normalize_uuid(raw_uuid)
+    raw_bytes = getattr(raw_uuid, "bytes", None)
+    if uuid is None and raw_bytes is not None and len(raw_bytes) == 16:
+        # torch's _CUuuid prints as 8-4-4-4-12 hex; its raw bytes say the same
+        h = bytes(raw_bytes).hex()
+        uuid = normalize_uuid(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
     if uuid is None:
-        raise RuntimeError(f"GPU {index} reports no usable UUID ({raw_uuid!r})")
+        raise GputuiError(f"gputui bench: GPU {index} reports no usable UUID ({raw_uuid!r})")
     return {
         "index": index,
         "name": str(props.name),

@@ -118,7 +118,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         def progress(label: str) -> None:
             print(f"  measuring {label}...", file=sys.stderr, flush=True)
 
-    return bench_gpu(torch, args.device, args.quick, driver_version(), progress)
+    try:
+        return bench_gpu(torch, args.device, args.quick, driver_version(), progress)
+    except RuntimeError as exc:  # CUDA failed outside a measurement (set-up, properties)
+        raise GputuiError(f"gputui bench: CUDA failed: {_line(exc)}") from None
 
 
 def main(args: argparse.Namespace) -> int:
