@@ -1,7 +1,7 @@
 """Command line entry point.
 
 ``gputui [options]`` starts the monitor (or prints one snapshot with ``--once``);
-sub-commands (``record``, ``run``, ``ls``, ``attach``) live in ``gputui.commands``.
+sub-commands (``record``, ``run``, ``ls``, ``attach``, ``bench``) live in ``gputui.commands``.
 Each sub-command module exposes ``register(subparsers)`` which adds its parser and
 sets ``func`` to a ``main(args) -> int``.  Imports stay lazy so that ``--once`` never
 pays for textual.
@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "run": "run",
     "ls": "ls",
     "attach": "attach",
+    "bench": "bench",
 }
 
 EPILOG = """\
@@ -35,6 +36,7 @@ sub-commands:
   run       start a Python job with the gputui hook loaded (gputui run -- python train.py)
   ls        list this user's attachable jobs
   attach    show a hooked job's step times and kernels (gputui attach PID)
+  bench     measure this GPU's ceilings: bandwidth, TFLOP/s, PCIe, launch time
 
 examples:
   gputui                      live monitor

@@ -1,0 +1,78 @@
+"""Datasheet figures for the GPUs gputui knows, to print beside the measured
+ceilings and to stand in for them when nothing was measured (stdlib only).
+
+Tensor-core figures are dense: the H100 and H200 datasheets print them "with
+sparsity", twice the dense rate a dense matrix product can reach, so they are
+halved here (H100 SXM bf16: 1,979 -> 989.5 TFLOP/s); the A100 datasheet prints
+both.  The PCIe
+figure is per direction: the datasheets give both directions added up (PCIe
+Gen5 x16: 128 GB/s, so 64 GB/s each way; Gen4 x16: 64 GB/s, 32 each way).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gputui.analysis.roofline import DATASHEET, Roof
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    model: str
+    fp32_tflops: float
+    tf32_tflops: float
+    bf16_tflops: float
+    fp16_tflops: float
+    fp8_tflops: float | None  #: None: no FP8 tensor cores
+    hbm_gbps: float
+    pcie_gbps_per_direction: float
+    source: str
+
+    def roof(self) -> Roof:
+        compute = (
+            ("fp32", self.fp32_tflops),
+            ("tf32", self.tf32_tflops),
+            ("bf16", self.bf16_tflops),
+            ("fp16", self.fp16_tflops),
+        ) + ((("fp8", self.fp8_tflops),) if self.fp8_tflops is not None else ())
+        return Roof(self.hbm_gbps, compute, DATASHEET, f"{self.model} datasheet")
+
+
+_H100 = "NVIDIA H100 datasheet, nvidia.com/en-us/data-center/h100"
+_H200 = "NVIDIA H200 datasheet, nvidia.com/en-us/data-center/h200"
+_A100 = "NVIDIA A100 datasheet, nvidia.com/en-us/data-center/a100"
+
+H100_SXM = Datasheet("H100 SXM5 80GB", 67.0, 494.5, 989.5, 989.5, 1979.0, 3350.0, 64.0, _H100)
+H100_PCIE = Datasheet("H100 PCIe 80GB", 51.0, 378.0, 756.5, 756.5, 1513.0, 2000.0, 64.0, _H100)
+H200_SXM = Datasheet("H200 SXM 141GB", 67.0, 494.5, 989.5, 989.5, 1979.0, 4800.0, 64.0, _H200)
+A100_SXM_80 = Datasheet("A100 SXM4 80GB", 19.5, 156.0, 312.0, 312.0, None, 2039.0, 32.0, _A100)
+A100_SXM_40 = Datasheet("A100 SXM4 40GB", 19.5, 156.0, 312.0, 312.0, None, 1555.0, 32.0, _A100)
+A100_PCIE_80 = Datasheet("A100 PCIe 80GB", 19.5, 156.0, 312.0, 312.0, None, 1935.0, 32.0, _A100)
+A100_PCIE_40 = Datasheet("A100 PCIe 40GB", 19.5, 156.0, 312.0, 312.0, None, 1555.0, 32.0, _A100)
+
+#: (pattern on the name NVML and torch report, sheet); the first match wins, so a
+#: variant (PCIe, NVL) is tried before its family.  NVL parts have other clocks
+#: and memory: no figures rather than wrong ones.
+_TABLE: tuple[tuple[re.Pattern[str], Datasheet | None], ...] = (
+    (re.compile(r"\bH100\b.*\bNVL\b"), None),
+    (re.compile(r"\bH100\b.*\bPCIe\b", re.I), H100_PCIE),
+    (re.compile(r"\bH100\b.*\b(SXM|HBM3)\b", re.I), H100_SXM),
+    (re.compile(r"\bH200\b.*\bNVL\b"), None),
+    (re.compile(r"\bH200\b"), H200_SXM),
+    (re.compile(r"\bA100\b.*\bPCIe\b.*80GB|\bA100\b.*80GB.*\bPCIe\b", re.I), A100_PCIE_80),
+    (re.compile(r"\bA100\b.*\bPCIe\b", re.I), A100_PCIE_40),
+    (re.compile(r"\bA100\b.*80GB", re.I), A100_SXM_80),
+    (re.compile(r"\bA100\b.*40GB", re.I), A100_SXM_40),
+)
+
+
+def datasheet_for(gpu_name: str | None) -> Datasheet | None:
+    """The datasheet of a GPU by the name NVML/torch report ("NVIDIA H100 80GB
+    HBM3"), or None for a GPU not in the table."""
+    if not gpu_name:
+        return None
+    for pattern, sheet in _TABLE:
+        if pattern.search(gpu_name):
+            return sheet
+    return None
