@@ -29,11 +29,12 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-## lint: ruff and mypy
+## lint: ruff, mypy and the import contracts
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check gputui tests bench
 	$(VENV)/bin/ruff format --check gputui tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 ## bench: the CPU-side benchmarks that run anywhere (GPU ones: see docs/benchmarks.md)
 bench: $(VENV)/.installed-test

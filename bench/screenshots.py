@@ -103,8 +103,7 @@ def make_source(args: argparse.Namespace) -> tuple[ReplaySource, str]:
             return ReplaySource.demo(), args.banner or DEMO_BANNER
         except RecordingError as exc:
             print(f"no demo recording ({exc}); using synthetic data", file=sys.stderr)
-    sys.path.insert(0, str(ROOT / "tests"))
-    from synthetic import make_snapshots, replay_source
+    from tests.helpers.synthetic import make_snapshots, replay_source
 
     snapshots = make_snapshots(n_gpus=4, n_procs=8, n_steps=120, seed=3)
     return replay_source(snapshots, "synthetic data"), args.banner or SYNTHETIC_BANNER

@@ -2,16 +2,13 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 # Test helpers (hookutil) and the jobs they start live in tests/jobs.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
 
 
 @functools.cache

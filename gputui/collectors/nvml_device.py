@@ -18,7 +18,6 @@ first that works is remembered and used from then on.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -38,11 +37,11 @@ from gputui.collectors.nvml_fields import (
     decode_throttle_reasons,
     field_number,
     latest_process_util,
-    max_known,
     memory_by_pid,
     to_float,
     to_int,
 )
+from gputui.collectors.nvml_procs import processes_of, read_mig
 from gputui.model import DeviceSnapshot, GpmMetrics, MigInstance, ProcessSnapshot
 
 Query = Callable[[], Any]
@@ -535,52 +534,16 @@ class DeviceReader:
                     free(sample)
         self._gpm_prev = self._gpm_spare = self._gpm_request = None
 
-    # ------------------------------------------------------------------- MIG
+    # ------------------------------------------------------- MIG, processes
 
     def _read_mig(self) -> tuple[MigInstance, ...]:
-        """One MigInstance per GPU instance; its compute instances' SMs summed."""
-        h = self.handle
-        by_gi: dict[int, MigInstance] = {}
-        for slot in range(int(self._static.get("mig_max") or 0)):
-            mig = self.call(
-                "mig_handle", self._bound("nvmlDeviceGetMigDeviceHandleByIndex", h, slot)
-            )
-            if mig is None:
-                continue
-            uuid = as_text(self.call("mig_uuid", self._bound("nvmlDeviceGetUUID", mig)))
-            static = self._mig_static.get(uuid or "")
-            if static is None:
-                gi = self.call("mig_gi", self._bound("nvmlDeviceGetGpuInstanceId", mig))
-                name = as_text(self.call("mig_name", self._bound("nvmlDeviceGetName", mig)))
-                attrs = self.call(
-                    "mig_attrs",
-                    self._bound("nvmlDeviceGetAttributes_v2", mig),
-                    self._bound("nvmlDeviceGetAttributes", mig),
-                )
-                sms = getattr(attrs, "multiprocessorCount", None)
-                static = (to_int(gi), name, to_int(sms))
-                if uuid:
-                    self._mig_static[uuid] = static
-            gi_id, name, sms = static
-            if gi_id is None:
-                continue
-            mem = self.call("mig_memory", self._bound("nvmlDeviceGetMemoryInfo", mig))
-            known = by_gi.get(gi_id)
-            if known is None:
-                by_gi[gi_id] = MigInstance(
-                    gpu_instance_id=gi_id,
-                    name=name,
-                    uuid=uuid,
-                    mem_used_bytes=to_int(getattr(mem, "used", None)),
-                    mem_total_bytes=to_int(getattr(mem, "total", None)),
-                    sm_count=sms,
-                )
-            elif sms is not None and known.sm_count is not None:
-                # compute instances of one GPU instance share its memory, not its SMs
-                by_gi[gi_id] = dataclasses.replace(known, sm_count=known.sm_count + sms)
-        return tuple(by_gi[gi] for gi in sorted(by_gi))
-
-    # ------------------------------------------------------------- processes
+        return read_mig(
+            self.call,
+            self._bound,
+            self.handle,
+            int(self._static.get("mig_max") or 0),
+            self._mig_static,
+        )
 
     def _read_processes(self, process_util: bool) -> list[ProcessSnapshot]:
         nv, h = self.nvml, self.handle
@@ -602,34 +565,7 @@ class DeviceReader:
             return []
         if process_util or self._proc_util is None:
             self._proc_util = self._read_process_util()
-        util = self._proc_util
-        processes: list[ProcessSnapshot] = []
-        for pid in sorted(compute_mem.keys() | graphics_mem.keys()):
-            in_compute, in_graphics = pid in compute_mem, pid in graphics_mem
-            if in_compute and in_graphics:
-                kind = "compute+graphics"
-                # the same allocation is reported in both lists: not a sum
-                memory = max_known(compute_mem[pid], graphics_mem[pid])
-            elif in_compute:
-                kind, memory = "compute", compute_mem[pid]
-            else:
-                kind, memory = "graphics", graphics_mem[pid]
-            sm_pct = mem_bw_pct = None
-            if util is not None:
-                # the query worked: a process without a sample did no work
-                sm_pct, mem_bw_pct = util.get(pid, (0.0, 0.0))
-            processes.append(
-                ProcessSnapshot(
-                    pid=pid,
-                    gpu_index=self.index,
-                    gpu_uuid=self.uuid,
-                    type=kind,
-                    gpu_mem_bytes=memory,
-                    sm_pct=sm_pct,
-                    mem_bw_pct=mem_bw_pct,
-                )
-            )
-        return processes
+        return processes_of(compute_mem, graphics_mem, self._proc_util, self.index, self.uuid)
 
     def _read_process_util(self) -> dict[int, tuple[float, float]] | None:
         """Latest SM% and memory% per pid since the last read (~2 ms: slow cadence)."""

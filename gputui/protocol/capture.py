@@ -12,19 +12,13 @@ from typing import Any
 
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
-from gputui.protocol.fields import MAX_PID, MAX_TIME_S, SchemaError
+from gputui.protocol.fields import MAX_PID, MAX_TIME_S, typed
 
 #: longest kernel or op name kept on the wire (demangled templates run long)
 MAX_NAME = 4096
 #: most table rows in a result
 MAX_ROWS = 1000
 _BIG = 1e15  # microseconds: a bound no real capture reaches
-
-
-def _typed(obj: Any, kind: str) -> Mapping[str, Any]:
-    if not isinstance(obj, Mapping):
-        raise SchemaError(kind, "expected a JSON object")
-    return obj
 
 
 @dataclass(frozen=True)
@@ -49,7 +43,7 @@ class CaptureStatus:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture_status") -> CaptureStatus:
-        obj = _typed(obj, where)
+        obj = typed(obj, where)
         return cls(
             state=f.text(obj, "state", where, 32),
             id=f.ident(obj, "id", where),
@@ -84,7 +78,7 @@ class KernelRow:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str) -> KernelRow:
-        obj = _typed(obj, where)
+        obj = typed(obj, where)
         return cls(
             name=f.text(obj, "name", where, MAX_NAME),
             kernel_class=f.text(obj, "class", where, 32, default="other"),
@@ -122,7 +116,7 @@ class CpuOpRow:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str) -> CpuOpRow:
-        obj = _typed(obj, where)
+        obj = typed(obj, where)
         return cls(
             name=f.text(obj, "name", where, MAX_NAME),
             calls=f.integer(obj, "calls", where),
@@ -166,7 +160,7 @@ class GpuTime:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "gpu_time") -> GpuTime:
-        obj = _typed(obj, where)
+        obj = typed(obj, where)
         return cls(
             device=f.integer(obj, "device", where, 0, 1 << 16, default=0),
             span_us=f.number(obj, "span_us", where, hi=_BIG),
@@ -251,7 +245,7 @@ class CaptureResult:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture_result") -> CaptureResult:
-        obj = _typed(obj, where)
+        obj = typed(obj, where)
         options = f.child(obj, "options", where)
         gpu = f.child(obj, "gpu_time", where)
         by_class = f.child(obj, "by_class", where) or {}

@@ -221,3 +221,17 @@ def ident(obj: Mapping[str, Any], key: str, where: str) -> str | None:
     if isinstance(value, str) and len(value) <= 200:
         return value
     raise SchemaError(f"{where}.{key}", f"expected a short string id, got {_describe(value)}")
+
+
+def typed(obj: Any, kind: str) -> Mapping[str, Any]:
+    """``obj`` as a JSON object, or a SchemaError naming ``kind``."""
+    if not isinstance(obj, Mapping):
+        raise SchemaError(kind, "expected a JSON object")
+    return obj
+
+
+def header(kind: str) -> dict[str, Any]:
+    """The start of a message of type ``kind``: protocol version and type."""
+    from gputui.protocol.messages import PROTOCOL_VERSION
+
+    return {"v": PROTOCOL_VERSION, "type": kind}

@@ -16,20 +16,17 @@ from typing import Any
 from gputui.protocol import messages as m
 from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.framing import encode_obj
-from gputui.protocol.schema import (
+from gputui.protocol.hello import Hello, Status
+from gputui.protocol.requests import (
     Bye,
     CaptureCancel,
     CaptureRequest,
-    Hello,
     HookError,
-    MemoryBatch,
     Ping,
     Pong,
-    Status,
-    StepBatch,
     Subscribe,
-    Synced,
 )
+from gputui.protocol.steps import MemoryBatch, StepBatch, Synced
 
 #: what the hook sends
 HookMessage = (

@@ -52,6 +52,7 @@ def main() -> int:
     p.add_argument("--batch-size-hint", type=int)
     p.add_argument("--device", default="cpu")
     p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
+    p.add_argument("--tag", action="append", default=[], help="ignored: carries any text in argv")
     args = p.parse_args()
     if args.user_profiler:
         from torch.profiler import ProfilerActivity, profile

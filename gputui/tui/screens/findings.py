@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -71,10 +72,12 @@ class FindingsScreen(Screen[object]):
         self.refresh_data()
 
     def refresh_data(self) -> None:
-        if self.is_mounted:
+        try:
             panel = self.query_one(FindingsPanel)
-            panel.items = list(cast(MonitorHost, self.app).current.findings)
-            panel.redraw()
+        except NoMatches:  # not composed yet, or already taken down
+            return
+        panel.items = list(cast(MonitorHost, self.app).current.findings)
+        panel.redraw()
 
     def action_close(self) -> None:
         self.app.pop_screen()

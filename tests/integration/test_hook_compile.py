@@ -8,9 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import hookutil  # noqa: E402
-
 import gputui.hook  # noqa: E402
+from tests.helpers import hookutil  # noqa: E402
 
 
 def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.hook.Hook) -> None:

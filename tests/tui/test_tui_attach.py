@@ -8,18 +8,12 @@ Pinned screens: update only after looking at them
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from synthetic import live_like_source, make_snapshots, replay_source, wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
-
-import hookutil
 
 from gputui import cli
 from gputui.analysis.kernels import short_kernel_name
@@ -42,6 +36,8 @@ from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.screens.monitor import MonitorScreen
 from gputui.tui.widgets.processes import ProcessTable
+from tests.helpers import hookutil
+from tests.helpers.synthetic import live_like_source, make_snapshots, replay_source, wait_for
 
 DEMO_BANNER = "DEMO: a recording of a real training job on an H100, not this machine"
 #: the moment of the recording the pinned screens show: just after the capture,

@@ -6,7 +6,16 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from fake_nvml import (
+
+from gputui.collectors import nvml as nvml_module
+from gputui.collectors.nvml import GpuSample, NvmlCollector, probe
+from gputui.collectors.nvml_fields import (
+    CounterRate,
+    cuda_version_string,
+    decode_throttle_reasons,
+)
+from gputui.errors import NvmlUnavailable
+from tests.helpers.fake_nvml import (
     DRIVER_NOT_LOADED,
     FUNCTION_NOT_FOUND,
     GIB,
@@ -25,15 +34,6 @@ from fake_nvml import (
     real,
     v100,
 )
-
-from gputui.collectors import nvml as nvml_module
-from gputui.collectors.nvml import GpuSample, NvmlCollector, probe
-from gputui.collectors.nvml_fields import (
-    CounterRate,
-    cuda_version_string,
-    decode_throttle_reasons,
-)
-from gputui.errors import NvmlUnavailable
 
 
 class Clock:

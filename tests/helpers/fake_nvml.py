@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pynvml as real  # type: ignore[import-untyped]
-from fake_gpus import (
+
+from tests.helpers.fake_gpus import (
     GIB,
     MIB,
     FakeGpu,

@@ -30,7 +30,7 @@ from gputui.analysis.roofline import (
 )
 from gputui.ceilings.datasheet import H100_SXM
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 FP32_TRACE = DATA / "h100_fp32_matmul_flops.pt.trace.json.gz"
 HEALTHY_TRACE = DATA / "h100_healthy_flops_step11.pt.trace.json.gz"
 ROOF = H100_SXM.roof()

@@ -15,7 +15,7 @@ from gputui.cli import main
 from gputui.collectors.replay import ReplaySource
 from gputui.commands.monitor import DEMO_BANNER
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -132,9 +132,8 @@ def test_json_from_demo_matches_golden_and_schema() -> None:
 
 
 def test_replay_of_a_recording_once(tmp_path: Path) -> None:
-    from test_replay import make_snapshot
-
     from gputui.collectors.replay import RecordingWriter
+    from tests.unit.test_replay import make_snapshot
 
     path = tmp_path / "r.jsonl.gz"
     writer = RecordingWriter(path, interval_s=1.0)

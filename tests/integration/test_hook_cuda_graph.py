@@ -9,9 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import hookutil  # noqa: E402
-
 import gputui.hook  # noqa: E402
+from tests.helpers import hookutil  # noqa: E402
 
 
 def test_graph_captures_and_replays_are_noted(

@@ -11,12 +11,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 from gputui.collectors.host import SWAP_EVERY, HostCollector
 from gputui.collectors.nvml import NvmlCollector
 from gputui.collectors.source import LiveSource
 from gputui.model import ProcessSnapshot
+from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 
 class NoSuchProcess(Exception):

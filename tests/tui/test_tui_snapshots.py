@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from synthetic import make_snapshots, replay_source, wait_for
 
 from gputui.tui.app import GputuiApp, make_app
 from gputui.tui.screens.detail import ProcessDetailScreen
 from gputui.tui.widgets.processes import ProcessTable
+from tests.helpers.synthetic import make_snapshots, replay_source, wait_for
 
 BANNER = "SYNTHETIC DATA - generated for tests, not this machine"
 

@@ -29,7 +29,7 @@ from gputui.protocol.schema import (
 )
 from gputui.protocol.wire import decode
 
-DATA = Path(__file__).resolve().parents[1] / "gputui" / "data"
+DATA = Path(__file__).resolve().parents[2] / "gputui" / "data"
 
 
 def hello(**extra: Any) -> dict[str, Any]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from synthetic import make_snapshots
-
 from gputui import fmt
 from gputui.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.history import MAX_PROCESSES, History
 from gputui.tui.proc_view import ProcFilter, SortSpec, build_rows, sort_processes, tree_rows
+from tests.helpers.synthetic import make_snapshots
 
 
 def proc(pid: int, ppid: int | None = 1, gpu: int = 0, **kw: object) -> ProcessSnapshot:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 from gputui import cli
 from gputui.collectors import nvml
 from gputui.report import RATES_HINT
+from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 
 @pytest.fixture

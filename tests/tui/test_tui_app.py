@@ -9,7 +9,6 @@ from typing import Any
 
 import psutil
 import pytest
-from synthetic import live_like_source, make_snapshots, replay_source, wait_for, with_processes
 from textual.widgets import Input
 
 from gputui.model import ProcessSnapshot
@@ -21,6 +20,13 @@ from gputui.tui.screens.monitor import MonitorScreen
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, HostPanel
 from gputui.tui.widgets.processes import ProcessTable
+from tests.helpers.synthetic import (
+    live_like_source,
+    make_snapshots,
+    replay_source,
+    wait_for,
+    with_processes,
+)
 
 SNAPSHOTS = make_snapshots(n_gpus=4, n_procs=8, n_steps=12)
 BANNER = "DEMO - recording of a real H100 session, not this machine"

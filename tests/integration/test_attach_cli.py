@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
-
-import hookutil
+from tests.helpers import hookutil
 
 
 @pytest.fixture(scope="module")

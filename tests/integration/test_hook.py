@@ -12,10 +12,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))
-
-import hookutil
-
 from gputui.collectors.hook_client import (
     CaptureResult,
     CaptureStatus,
@@ -25,6 +21,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from tests.helpers import hookutil
 
 DATA_SLEEP = 0.02
 PHASE_SLEEP = 0.01

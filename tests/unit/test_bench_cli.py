@@ -18,7 +18,7 @@ from gputui.ceilings import model, runner
 from gputui.cli import main
 from gputui.commands import bench
 
-PACKAGE = Path(__file__).resolve().parent.parent / "gputui"
+PACKAGE = Path(__file__).resolve().parents[2] / "gputui"
 UUID = "GPU-3f2c6d8e-1a2b-4c5d-8e9f-0123456789ab"
 
 

@@ -1,0 +1,104 @@
+"""MIG instances and GPU processes of one device, from what NVML returns.
+
+The device reader makes the NVML calls (failsafe, see ``nvml_device``); these
+functions turn their results into snapshot values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from gputui.collectors.nvml_fields import as_text, max_known, to_int
+from gputui.model import MigInstance, ProcessSnapshot
+
+Call = Callable[..., Any]
+Bound = Callable[..., Callable[[], Any]]
+
+
+def read_mig(
+    call: Call,
+    bound: Bound,
+    handle: Any,
+    slots: int,
+    cache: dict[str, tuple[int | None, str | None, int | None]],
+) -> tuple[MigInstance, ...]:
+    """One MigInstance per GPU instance; its compute instances' SMs summed.
+    ``cache`` keeps each MIG device's static facts by UUID between samples."""
+    h = handle
+    by_gi: dict[int, MigInstance] = {}
+    for slot in range(slots):
+        mig = call("mig_handle", bound("nvmlDeviceGetMigDeviceHandleByIndex", h, slot))
+        if mig is None:
+            continue
+        uuid = as_text(call("mig_uuid", bound("nvmlDeviceGetUUID", mig)))
+        static = cache.get(uuid or "")
+        if static is None:
+            gi = call("mig_gi", bound("nvmlDeviceGetGpuInstanceId", mig))
+            name = as_text(call("mig_name", bound("nvmlDeviceGetName", mig)))
+            attrs = call(
+                "mig_attrs",
+                bound("nvmlDeviceGetAttributes_v2", mig),
+                bound("nvmlDeviceGetAttributes", mig),
+            )
+            sms = getattr(attrs, "multiprocessorCount", None)
+            static = (to_int(gi), name, to_int(sms))
+            if uuid:
+                cache[uuid] = static
+        gi_id, name, sms = static
+        if gi_id is None:
+            continue
+        mem = call("mig_memory", bound("nvmlDeviceGetMemoryInfo", mig))
+        known = by_gi.get(gi_id)
+        if known is None:
+            by_gi[gi_id] = MigInstance(
+                gpu_instance_id=gi_id,
+                name=name,
+                uuid=uuid,
+                mem_used_bytes=to_int(getattr(mem, "used", None)),
+                mem_total_bytes=to_int(getattr(mem, "total", None)),
+                sm_count=sms,
+            )
+        elif sms is not None and known.sm_count is not None:
+            # compute instances of one GPU instance share its memory, not its SMs
+            by_gi[gi_id] = dataclasses.replace(known, sm_count=known.sm_count + sms)
+    return tuple(by_gi[gi] for gi in sorted(by_gi))
+
+
+def processes_of(
+    compute_mem: dict[int, int | None],
+    graphics_mem: dict[int, int | None],
+    util: dict[int, tuple[float, float]] | None,
+    index: int,
+    uuid: str,
+) -> list[ProcessSnapshot]:
+    """The device's processes from its compute and graphics lists (pid -> memory)
+    and the process utilization samples (None when that query does not work)."""
+    processes: list[ProcessSnapshot] = []
+    for pid in sorted(compute_mem.keys() | graphics_mem.keys()):
+        in_compute, in_graphics = pid in compute_mem, pid in graphics_mem
+        if in_compute and in_graphics:
+            kind = "compute+graphics"
+            # the same allocation is reported in both lists: not a sum
+            memory = max_known(compute_mem[pid], graphics_mem[pid])
+        elif in_compute:
+            kind, memory = "compute", compute_mem[pid]
+        else:
+            kind, memory = "graphics", graphics_mem[pid]
+        sm_pct = mem_bw_pct = None
+        if util is not None:
+            # the query worked: a process without a sample did no work
+            sm_pct, mem_bw_pct = util.get(pid, (0.0, 0.0))
+        processes.append(
+            ProcessSnapshot(
+                pid=pid,
+                gpu_index=index,
+                gpu_uuid=uuid,
+                type=kind,
+                gpu_mem_bytes=memory,
+                sm_pct=sm_pct,
+                mem_bw_pct=mem_bw_pct,
+            )
+        )
+    return processes

@@ -1,0 +1,31 @@
+"""The text a Textual app shows, as lines (from its SVG screenshot)."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import defaultdict
+from typing import Any
+
+_TEXT = re.compile(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>')
+#: one terminal cell in Rich's SVG export
+_CELL_PX = 12.2
+
+
+def screen_lines(app: Any) -> list[str]:
+    """The screen as plain lines: each SVG text run placed at its cell."""
+    rows: dict[float, list[tuple[float, str]]] = defaultdict(list)
+    for m in _TEXT.finditer(str(app.export_screenshot())):
+        rows[float(m.group(2))].append((float(m.group(1)), html.unescape(m.group(3))))
+    lines = []
+    for y in sorted(rows):
+        line = ""
+        for x, text in sorted(rows[y]):
+            col = round(x / _CELL_PX)
+            line = line.ljust(col)[:col] + text
+        lines.append(line.replace("\xa0", " "))
+    return lines
+
+
+def screen_text(app: Any) -> str:
+    return "\n".join(screen_lines(app))

@@ -1,0 +1,179 @@
+"""The package's layering, checked on the source and in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gputui"
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def modules_under(*parts: str) -> list[Path]:
+    return sorted(PACKAGE.joinpath(*parts).rglob("*.py"))
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_only_tui_imports_textual() -> None:
+    offenders = [
+        str(path.relative_to(PACKAGE))
+        for path in modules_under()
+        if "tui" not in path.relative_to(PACKAGE).parts[:1]
+        and any(top(m) == "textual" for m in imported_modules(path))
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("layer", ["hook", "protocol"])
+def test_hook_and_protocol_import_only_stdlib_torch_and_protocol(layer: str) -> None:
+    allowed_third_party = {"torch"}
+    for path in modules_under(layer):
+        for name in imported_modules(path):
+            if name == "gputui":
+                # only for __version__: the package's __init__ imports nothing
+                assert imported_modules(PACKAGE / "__init__.py") == set()
+            elif top(name) == "gputui":
+                assert name.startswith(
+                    ("gputui.protocol", "gputui.hook", "gputui.analysis.kernels")
+                ), (
+                    path,
+                    name,
+                )
+            elif top(name) not in sys.stdlib_module_names:
+                assert top(name) in allowed_third_party, (path, name)
+
+
+def test_collection_and_analysis_never_import_the_ui() -> None:
+    for layer in ("collectors", "analysis", "protocol", "hook"):
+        for path in modules_under(layer):
+            assert not any(m.startswith("gputui.tui") for m in imported_modules(path)), path
+
+
+def test_once_path_does_not_load_textual() -> None:
+    code = (
+        "import sys; from gputui.cli import main; "
+        "rc = main(['--demo', '--once']); "
+        "bad = [m for m in ('textual', 'torch') if m in sys.modules]; "
+        "print('LOADED', bad); sys.exit(rc)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED []" in proc.stdout
+
+
+# -- structure: no import cycles, no large modules ---------------------------------------
+MAX_LINES = 600
+
+
+def module_names(package: Path) -> dict[str, Path]:
+    names: dict[str, Path] = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """module -> modules of the package it imports, counting every import
+    statement: module level, under TYPE_CHECKING, inside functions; relative ones
+    resolved.  ``from a import b`` counts a.b when that is a module, else a."""
+    names = module_names(package)
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for name, path in names.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = name.split(".")[: None if is_package else -1]
+                    parts = parts[: len(parts) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.append(full if full in names else base)
+            for target in targets:
+                while target not in names and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in names and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg import b\n")
+    (pkg / "b.py").write_text("def f():\n    from . import c\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n"
+    )
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_no_import_cycles_in_the_package() -> None:
+    assert cycles(import_graph(PACKAGE)) == []
+
+
+def test_no_module_over_600_lines() -> None:
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in modules_under()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
