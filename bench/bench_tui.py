@@ -39,9 +39,15 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
-def start_in_tmux(command: str, width: int = 120, height: int = 40) -> psutil.Process:
+def start_in_tmux(
+    command: str, width: int = 120, height: int = 40, tree: Path = ROOT
+) -> psutil.Process:
     subprocess.run(["tmux", "kill-session", "-t", SESSION_T], capture_output=True)
-    env = f"cd {shlex.quote(str(ROOT))} && exec env TERM=xterm-256color {command}"
+    # The tree's own gputui: `python -m` puts the working directory first on the path.
+    env = (
+        f"cd {shlex.quote(str(tree))} && exec env TERM=xterm-256color "
+        f"PYTHONPATH={shlex.quote(str(tree))} {command}"
+    )
     tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), env)
     pid = int(tmux("display-message", "-p", "-t", PANE_T, "#{pane_pid}").strip())
     return psutil.Process(pid)
@@ -83,8 +89,8 @@ class Window:
     rss_mb: float
 
 
-def measure(command: str, tool: str, warmup_s: float, seconds: float) -> Window:
-    proc = start_in_tmux(command)
+def measure(command: str, tool: str, warmup_s: float, seconds: float, tree: Path = ROOT) -> Window:
+    proc = start_in_tmux(command, tree=tree)
     try:
         time.sleep(warmup_s)
         cpu0, t0 = tree_cpu_s(proc), time.monotonic()
@@ -162,19 +168,28 @@ def big_recording(path: Path, gpus: int, procs: int) -> None:
     writer.close()
 
 
+def trees(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """(label, checkout) pairs to compare in one run: this checkout by default, or
+    ``--tree LABEL=PATH`` given several times (before/after a change)."""
+    if not args.tree:
+        return [("gputui", ROOT)]
+    out = []
+    for item in args.tree:
+        label, _, path = item.partition("=")
+        out.append((label, Path(path).resolve()))
+    return out
+
+
 def mode_replay(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(tmp) / "big.jsonl.gz"
         big_recording(rec, args.gpus, args.procs)
-        windows = [
-            measure(
-                gputui_cmd(f"--replay {rec} --interval 1"),
-                "gputui-replay",
-                args.warmup,
-                args.seconds,
-            )
-            for _ in range(args.rounds)
-        ]
+        windows = []
+        for _ in range(args.rounds):  # interleaved: the machine's drift hits both alike
+            for label, tree in trees(args):
+                command = gputui_cmd(f"--replay {rec} --interval 1")
+                windows.append(measure(command, label, args.warmup, args.seconds, tree))
+                print(windows[-1], file=sys.stderr)
     return {
         "mode": "replay",
         "gpus": args.gpus,
@@ -185,24 +200,27 @@ def mode_replay(args: argparse.Namespace) -> dict[str, object]:
 
 def mode_launch(args: argparse.Namespace) -> dict[str, object]:
     source = "--demo" if args.demo else ""
-    times = []
+    times: dict[str, list[float]] = {label: [] for label, _ in trees(args)}
     for _ in range(args.rounds):
-        t0 = time.monotonic()
-        start_in_tmux(gputui_cmd(f"{source} --interval 1"))
-        try:
-            deadline = t0 + 10
-            while time.monotonic() < deadline:
-                text = pane_text()
-                # A full frame: device panel and process table both populated.
-                if args.marker in text and "PID" in text and "%" in text:
-                    times.append(time.monotonic() - t0)
-                    break
-                time.sleep(0.01)
-        finally:
-            stop_tmux()
+        for label, tree in trees(args):
+            t0 = time.monotonic()
+            start_in_tmux(gputui_cmd(f"{source} --interval 1"), tree=tree)
+            try:
+                deadline = t0 + 10
+                while time.monotonic() < deadline:
+                    text = pane_text()
+                    # A full frame: device panel and process table both populated.
+                    if args.marker in text and "PID" in text and "%" in text:
+                        times[label].append(time.monotonic() - t0)
+                        break
+                    time.sleep(0.01)
+            finally:
+                stop_tmux()
     return {
         "mode": "launch",
-        "first_frame_s_median": statistics.median(times) if times else None,
+        "first_frame_s_median": {
+            label: statistics.median(runs) if runs else None for label, runs in times.items()
+        },
         "runs": times,
     }
 
@@ -255,6 +273,12 @@ def main() -> None:
     p.add_argument("--demo", action="store_true", help="launch: time the demo, not live")
     p.add_argument("--marker", default="H100", help="launch: text that marks a full frame")
     p.add_argument("--out", type=Path)
+    p.add_argument(
+        "--tree",
+        action="append",
+        metavar="LABEL=PATH",
+        help="replay/launch: compare checkouts in one run (give it once per checkout)",
+    )
     args = p.parse_args()
     os.environ.setdefault("TERM", "xterm-256color")
     result = {
