@@ -15,7 +15,9 @@ code of ``--baseline`` (a git ref, unpacked to a temporary directory), in turns:
   (VmHWM) at that moment;
 - ``bomb``: ``--once`` on a 2 MB gzip file that inflates to 2 GiB (a header
   line, then zeros without a newline): time to exit and peak RSS.  The
-  baseline is given ``--bomb-timeout`` seconds, then killed.
+  baseline is given ``--bomb-timeout`` seconds, then killed;
+- ``demo_once``, ``demo_frame``: the same two for ``--demo`` (its start-up must
+  stay fast).
 
 Each measurement runs ``--rounds`` times per code, alternating; the table shows
 medians.  Needs tmux for ``frame``.
@@ -218,6 +220,8 @@ def main() -> None:
             ),
             ("frame", lambda d: first_frame(d, ["--replay", str(rec)], args.timeout)),
             ("bomb", lambda d: run_once(d, ["--replay", str(bomb), "--once"], args.bomb_timeout)),
+            ("demo_once", lambda d: run_once(d, ["--demo", "--once"], args.timeout)),
+            ("demo_frame", lambda d: first_frame(d, ["--demo"], args.timeout)),
         ]
         for _ in range(args.rounds):
             for name, measure in plan:
@@ -230,7 +234,7 @@ def main() -> None:
     summary: dict[str, dict[str, Any]] = {}
     for code, by_name in runs.items():
         for name, results in by_name.items():
-            time_key = "first_frame_s" if name == "frame" else "wall_s"
+            time_key = "first_frame_s" if name.endswith("frame") else "wall_s"
             summary.setdefault(code, {})[name] = {
                 "time_s_median": median_of(results, time_key),
                 "peak_rss_mb_median": median_of(results, "peak_rss_mb"),

@@ -99,7 +99,11 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="sampling interval in seconds (default 1, or a recording's own; minimum 0.1)",
     )
-    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="print one snapshot and exit (of a recording: its first)",
+    )
     parser.add_argument(
         "--window",
         type=positive_interval,

@@ -57,6 +57,8 @@ DEMO_RESOURCE = "demo.jsonl.gz"
 MAX_WHOLE_BYTES = 256 * 2**20
 #: a recording's cadence outside (0, this] is not believed (the replay's own pace)
 MAX_INTERVAL_S = 3600.0
+#: the monitor's replay starts counting the snapshots this long after its first one
+COUNT_DELAY_S = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +260,7 @@ class _ListPlayer:
     def restart(self) -> None:
         self._index = 0
 
-    def start_counting(self) -> None:
+    def start_counting(self, delay_s: float = 0.0) -> None:
         pass
 
     def close(self) -> None:
@@ -338,16 +340,19 @@ class _StreamPlayer:
         self._pending.clear()
         self._open_pass()
 
-    def start_counting(self) -> None:
+    def start_counting(self, delay_s: float = 0.0) -> None:
         if self._counter is None:
             self._counter = threading.Thread(
-                target=self._count, name="gputui-replay-count", daemon=True
+                target=self._count, args=(delay_s,), name="gputui-replay-count", daemon=True
             )
             self._counter.start()
 
-    def _count(self) -> None:
+    def _count(self, delay_s: float) -> None:
         # Lines, not decoded snapshots: decompressing is most of it, and the zlib
-        # module releases the GIL while it inflates.
+        # module releases the GIL while it inflates.  The delay keeps it off the
+        # monitor's first frame (a pause, interrupted by close: no synchronisation).
+        if delay_s > 0 and self._closed.wait(delay_s):
+            return
         lines = 0
         try:
             with self._opener(self._max_total) as reader:
@@ -431,8 +436,9 @@ class ReplaySource:
         return self._player.total
 
     def progress(self) -> ReplayProgress:
-        """Where the replay is; the first call starts counting the snapshots."""
-        self._player.start_counting()
+        """Where the replay is; the first call starts counting the snapshots (after
+        ``COUNT_DELAY_S``: the first frame is drawn meanwhile)."""
+        self._player.start_counting(COUNT_DELAY_S)
         return ReplayProgress(self.position, self._player.total, self.loops)
 
     def count(self, timeout_s: float = 60.0) -> int | None:
