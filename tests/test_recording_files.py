@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -418,3 +419,31 @@ def test_attach_messages_carry_no_infinity_nan_or_huge_integer() -> None:
     recording = read_attach_bytes(b"\n".join(lines) + b"\n", "a")
     assert recording.pid is None and recording.hello == {"type": "hello", "x": None}
     assert recording.messages == [(1.0, {"a": None, "b": None, "c": None, "d": 2})]
+
+
+def test_gputui_record_writes_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from synthetic import make_snapshots, replay_source
+
+    import gputui.collectors.source
+    from gputui.commands import record
+
+    snapshots = make_snapshots(n_steps=3)
+    monkeypatch.setattr(gputui.collectors.source, "LiveSource", lambda: replay_source(snapshots))
+    # the command's SIGTERM handler must not outlive the test
+    monkeypatch.setattr(signal, "signal", lambda *_args: None)
+    out = tmp_path / "session.jsonl.gz"
+    out.write_bytes(b"")
+    out.chmod(0o644)
+    args = argparse.Namespace(output=str(out), interval=0.1, duration=0.1, note=None, quiet=True)
+    assert record.main(args) == 0
+    assert _mode(out) == 0o600
+    assert read_recording(out)[1][0] == snapshots[0]
+
+
+def test_each_kind_of_recording_names_the_other_command() -> None:
+    with pytest.raises(RecordingError, match="gputui attach --replay"):
+        ReplaySource.from_file(SAMPLES / "attach-v1.jsonl.gz")
+    with pytest.raises(RecordingError, match="gputui --replay"):
+        read_attach_recording(SAMPLES / "monitor-v1.jsonl.gz")

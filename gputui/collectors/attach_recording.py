@@ -121,6 +121,8 @@ def _parse(reader: LineReader) -> AttachRecording:
     except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("type") != ATTACH_RECORDING_TYPE:
+        if isinstance(header, dict) and header.get("type") == "gputui-recording":
+            raise RecordingError(f"{name}: a monitor recording: play it with 'gputui --replay'")
         raise RecordingError(f"{name}: not a gputui attach recording")
     version = header.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:

@@ -157,6 +157,10 @@ def _parse_header(lines: Iterator[tuple[int, bytes]], name: str) -> RecordingHea
     except ValueError:
         raise RecordingError(f"{name}: not a gputui recording") from None
     if not isinstance(head, dict) or head.get("type") != RECORDING_TYPE:
+        if isinstance(head, dict) and head.get("type") == "gputui-attach-recording":
+            raise RecordingError(
+                f"{name}: an attach session recording: play it with 'gputui attach --replay'"
+            )
         raise RecordingError(f"{name}: not a gputui recording")
     try:
         schema = check_schema(head.get("schema"), "recording")
