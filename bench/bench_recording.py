@@ -17,7 +17,8 @@ code of ``--baseline`` (a git ref, unpacked to a temporary directory), in turns:
   line, then zeros without a newline): time to exit and peak RSS.  The
   baseline is given ``--bomb-timeout`` seconds, then killed;
 - ``demo_once``, ``demo_frame``: the same two for ``--demo`` (its start-up must
-  stay fast).
+  stay fast);
+- ``decode``: decoding one demo snapshot from parsed JSON, best of 5 passes.
 
 Each measurement runs ``--rounds`` times per code, alternating; the table shows
 medians.  Needs tmux for ``frame``.
@@ -93,6 +94,36 @@ def make_bomb(path: Path, inflated: int = 2 * 2**30) -> int:
             f.write(comp.compress(chunk))
         f.write(comp.flush())
     return path.stat().st_size
+
+
+DECODE = """
+import gzip, json, time
+from importlib import resources
+from gputui.codec import snapshot_from_json
+raw = resources.files("gputui.data").joinpath("demo.jsonl.gz").read_bytes()
+objs = [json.loads(line) for line in gzip.decompress(raw).splitlines()[1:]]
+best = None
+for _ in range(5):
+    t = time.perf_counter()
+    for obj in objs:
+        snapshot_from_json(obj)
+    per = (time.perf_counter() - t) / len(objs)
+    best = per if best is None else min(best, per)
+print(best * 1000)
+"""
+
+
+def decode_ms(code_dir: Path) -> dict[str, Any]:
+    """Decoding one demo snapshot from its parsed JSON, best of 5 passes (ms)."""
+    out = subprocess.run(
+        [sys.executable, "-c", DECODE],
+        cwd=code_dir,
+        env=code_env(code_dir),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {"wall_s": float(out) / 1000.0, "ms_per_snapshot": round(float(out), 3)}
 
 
 def code_env(code_dir: Path) -> dict[str, str]:
@@ -222,6 +253,7 @@ def main() -> None:
             ("bomb", lambda d: run_once(d, ["--replay", str(bomb), "--once"], args.bomb_timeout)),
             ("demo_once", lambda d: run_once(d, ["--demo", "--once"], args.timeout)),
             ("demo_frame", lambda d: first_frame(d, ["--demo"], args.timeout)),
+            ("decode", decode_ms),
         ]
         for _ in range(args.rounds):
             for name, measure in plan:
