@@ -96,8 +96,7 @@ class BannerPanel(TextPanel):
         right = f" {status} " if status else ""
         room = max(0, width - len(right))
         text = Text(fmt.truncate(self.message, room).ljust(room), style="bold reverse yellow")
-        if right:
-            text.append(right[:width], style="bold reverse yellow")
+        text.append(right[:width])  # in the text's own style, as the message
         return text
 
 
