@@ -447,3 +447,22 @@ def test_each_kind_of_recording_names_the_other_command() -> None:
         ReplaySource.from_file(SAMPLES / "attach-v1.jsonl.gz")
     with pytest.raises(RecordingError, match="gputui --replay"):
         read_attach_recording(SAMPLES / "monitor-v1.jsonl.gz")
+
+
+def test_every_number_in_the_model_has_a_range() -> None:
+    import dataclasses
+    import typing
+
+    from gputui import codec, model
+
+    classes = [model.Snapshot, model.HostSnapshot, model.DeviceSnapshot, model.ProcessSnapshot]
+    classes += [model.GpmMetrics, model.MigInstance]
+    missing = []
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            text = str(hints[field.name])
+            if ("float" in text or "int" in text) and "Snapshot" not in text:
+                if codec._range_of(f"{cls.__name__}.{field.name}") is None:
+                    missing.append(f"{cls.__name__}.{field.name}")
+    assert missing == []
