@@ -462,7 +462,7 @@ def test_every_number_in_the_model_has_a_range() -> None:
         hints = typing.get_type_hints(cls)
         for field in dataclasses.fields(cls):
             text = str(hints[field.name])
-            if ("float" in text or "int" in text) and "Snapshot" not in text:
-                if codec._range_of(f"{cls.__name__}.{field.name}") is None:
-                    missing.append(f"{cls.__name__}.{field.name}")
+            numeric = ("float" in text or "int" in text) and "Snapshot" not in text
+            if numeric and codec._range_of(f"{cls.__name__}.{field.name}") is None:
+                missing.append(f"{cls.__name__}.{field.name}")
     assert missing == []
