@@ -118,7 +118,7 @@ async def render(
         source, interval, banner=banner, ascii_only=ascii_only, autostart=False
     )
     async with app.run_test(size=size) as pilot:
-        app.advance(min(args.at or WARMUP_SAMPLES, len(source.snapshots)))
+        app.advance(min(args.at or WARMUP_SAMPLES, source.count() or 1))
         await pilot.pause()
         await setup(pilot)
         await pilot.pause()

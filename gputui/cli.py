@@ -85,7 +85,11 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="sampling interval in seconds, 0.1-30 (default 1, or a recording's own)",
     )
-    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="print one snapshot and exit (of a recording: its first)",
+    )
     parser.add_argument(
         "--window",
         type=types.seconds(0.1, 60.0),

@@ -2,20 +2,34 @@
 
 The JSON form is the dataclass fields by name.  Reading is tolerant so that
 recordings stay playable across versions: unknown keys are ignored, missing
-keys take the field's default.
+keys take the field's default.  Reading is also strict about what it accepts: a
+recording is untrusted input, so every value is type- and range-checked
+(``gputui.model.UNIT_RANGES``) and a value out of range is N/A, or an error
+where the field cannot be N/A.  Writing never emits NaN or an infinity.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import types
 import typing
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar, Union
 
-from gputui.model import SCHEMA_VERSION, Snapshot
+from gputui.model import (
+    FIELD_RANGES,
+    FLOAT_RANGE,
+    INT_RANGE,
+    MAX_ITEMS,
+    MAX_STR_CHARS,
+    SCHEMA_VERSION,
+    UNIT_RANGES,
+    Snapshot,
+)
 
 T = TypeVar("T")
 
@@ -30,7 +44,7 @@ def to_json(value: Any) -> Any:
         return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
         return [to_json(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
+    if isinstance(value, float) and not math.isfinite(value):  # NaN, inf are not JSON
         return None
     return value
 
@@ -63,80 +77,178 @@ def print_document(
 ) -> None:
     """Write :func:`snapshot_document` to standard output (strict JSON: no NaN)."""
     doc = snapshot_document(snapshot, label, is_recording, rate_window_s)
-    json.dump(doc, sys.stdout, indent=1, allow_nan=False)
-    sys.stdout.write("\n")
+    # Encoded whole before anything is written: an error leaves no half document.
+    text = json.dumps(doc, indent=1, allow_nan=False)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
+def check_schema(value: Any, what: str) -> int:
+    """``value`` as a schema version this gputui reads; DecodeError with the reason."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DecodeError(f"{what} schema {_short(value)} is not a schema version")
+    if value > SCHEMA_VERSION:
+        raise DecodeError(
+            f"{what} schema {value} is newer than this gputui understands ({SCHEMA_VERSION})"
+        )
+    return value
+
+
 def snapshot_from_json(data: Any) -> Snapshot:
+    """A Snapshot from its JSON form, every value type- and range-checked.
+
+    Raises DecodeError (and nothing else) for anything that is not a snapshot.
+    """
     if not isinstance(data, dict):
         raise DecodeError("snapshot is not a JSON object")
-    schema = data.get("schema", SCHEMA_VERSION)
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
-        raise DecodeError(
-            f"snapshot schema {schema!r} is newer than this gputui understands ({SCHEMA_VERSION})"
-        )
+    check_schema(data.get("schema", SCHEMA_VERSION), "snapshot")
     return from_json(Snapshot, data)
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def from_json(cls: type[T], data: Any) -> T:
-    """Build dataclass ``cls`` from ``data``, checking types on the way."""
-    if not isinstance(data, dict):
-        raise DecodeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    hints = _hints(cls)  # type: ignore[arg-type]
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{cls.__name__}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise DecodeError(f"{cls.__name__}: missing field {f.name!r}")
-    return cls(**kwargs)
+    """Build dataclass ``cls`` from ``data``, checking types and ranges on the way.
+
+    A number, string or list outside its field's range (``gputui.model``) is
+    None where the field allows None, else a DecodeError.
+    """
+    convert: Converter = _dataclass_converter(cls)  # type: ignore[arg-type]
+    result: T = convert(data)
+    return result
 
 
-def _convert(tp: Any, value: Any, where: str) -> Any:
+Converter = Callable[[Any], Any]
+
+
+class _OutOfRange(DecodeError):
+    """A value of the right type outside its field's range (None where allowed)."""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@cache
+def _dataclass_converter(cls: type) -> Converter:
+    hints = typing.get_type_hints(cls)
+    plan: list[tuple[str, Converter]] = []
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        plan.append((f.name, _converter(hints[f.name], f"{cls.__name__}.{f.name}")))
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    name = cls.__name__
+
+    def convert(data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise DecodeError(f"{name}: expected an object, got {_json_type(data)}")
+        for key in required:
+            if key not in data:
+                raise DecodeError(f"{name}: missing field {key!r}")
+        kwargs = {key: conv(data[key]) for key, conv in plan if key in data}
+        return cls(**kwargs)
+
+    return convert
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false"}.get(
+        type(value), "a number"
+    )
+
+
+def _range_of(where: str) -> tuple[float, float] | None:
+    if where in FIELD_RANGES:
+        return FIELD_RANGES[where]
+    field_name = where.rsplit(".", 1)[-1]
+    # the longest unit suffix wins: "_bytes_per_s" before "_s"
+    for unit in sorted(UNIT_RANGES, key=len, reverse=True):
+        if field_name.endswith(unit):
+            return UNIT_RANGES[unit]
+    return None
+
+
+def _converter(tp: Any, where: str) -> Converter:
     origin = typing.get_origin(tp)
     if origin is Union or origin is types.UnionType:
-        args = typing.get_args(tp)
-        if value is None:
-            if type(None) in args:
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"{where}: unsupported type {tp!r}")
+        convert = _converter(inner[0], where)
+
+        def optional(value: Any) -> Any:
+            if value is None:
                 return None
-            raise DecodeError(f"{where}: null not allowed")
-        inner = [a for a in args if a is not type(None)]
-        errors = []
-        for a in inner:
             try:
-                return _convert(a, value, where)
-            except DecodeError as exc:
-                errors.append(str(exc))
-        raise DecodeError(errors[0])
+                return convert(value)
+            except _OutOfRange:
+                return None  # N/A: the field allows it
+
+        return optional
     if origin is tuple:
-        if not isinstance(value, list):
-            raise DecodeError(f"{where}: expected a list")
-        (item_type, _ellipsis) = typing.get_args(tp)
-        return tuple(_convert(item_type, v, where) for v in value)
+        item_type, _ellipsis = typing.get_args(tp)
+        item = _converter(item_type, where)
+        limit = MAX_ITEMS.get(where, 4096)
+
+        def sequence(value: Any) -> Any:
+            if not isinstance(value, list):
+                raise DecodeError(f"{where}: expected a list, got {_json_type(value)}")
+            if len(value) > limit:
+                raise _OutOfRange(f"{where}: {len(value)} items, at most {limit} allowed")
+            return tuple(item(v) for v in value)
+
+        return _not_null(sequence, where)
     if dataclasses.is_dataclass(tp):
-        return from_json(tp, value)  # type: ignore[arg-type]
+        return _not_null(_dataclass_converter(tp), where)  # type: ignore[arg-type]
     if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise DecodeError(f"{where}: expected a number")
+        return _not_null(_number(where, float), where)
     if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise DecodeError(f"{where}: expected an integer")
+        return _not_null(_number(where, int), where)
     if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise DecodeError(f"{where}: expected true or false")
+
+        def boolean(value: Any) -> bool:
+            if isinstance(value, bool):
+                return value
+            raise DecodeError(f"{where}: expected true or false, got {_json_type(value)}")
+
+        return _not_null(boolean, where)
     if tp is str:
-        if isinstance(value, str):
+
+        def string(value: Any) -> str:
+            if not isinstance(value, str):
+                raise DecodeError(f"{where}: expected a string, got {_json_type(value)}")
+            if len(value) > MAX_STR_CHARS:
+                raise _OutOfRange(f"{where}: a string of {len(value)} characters")
             return value
-        raise DecodeError(f"{where}: expected a string")
-    if tp is Any:
-        return value
-    raise DecodeError(f"{where}: unsupported type {tp!r}")
+
+        return _not_null(string, where)
+    raise TypeError(f"{where}: unsupported type {tp!r}")
+
+
+def _not_null(convert: Converter, where: str) -> Converter:
+    def required(value: Any) -> Any:
+        if value is None:
+            raise DecodeError(f"{where}: null not allowed")
+        return convert(value)
+
+    return required
+
+
+def _number(where: str, kind: type) -> Converter:
+    lo, hi = _range_of(where) or (FLOAT_RANGE if kind is float else INT_RANGE)
+    want = "a number" if kind is float else "an integer"
+
+    def number(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DecodeError(f"{where}: expected {want}, got {_json_type(value)}")
+        if isinstance(value, float) and kind is int and not math.isinf(value):
+            raise DecodeError(f"{where}: expected {want}, got {_short(value)}")
+        # int against float compares exactly in Python: no overflow for big ints; NaN
+        # fails both comparisons
+        if not lo <= value <= hi:
+            raise _OutOfRange(f"{where}: {_short(value)} is out of range ({lo:g} to {hi:g})")
+        return kind(value)
+
+    return number

@@ -14,6 +14,68 @@ from typing import Any
 #: Version of the snapshot schema written to recordings and ``--json`` output.
 SCHEMA_VERSION = 1
 
+#: The valid range of every number a snapshot may hold, by the unit its field's
+#: name ends with; ``FIELD_RANGES`` overrides it for one field.  Decoding (a
+#: recording is untrusted input) turns a value outside its range into N/A
+#: (None) where the field allows it and refuses it otherwise; the bounds are
+#: wide enough for any real machine, tight enough that every view can show them.
+#: Unix times: up to 2^33 s (the year 2242), so that clocks and dates always format.
+UNIX_TIME_MAX_S = float(2**33)
+UNIT_RANGES: dict[str, tuple[float, float]] = {
+    # a device's own counters (GPM) may overshoot 100% by a little: not N/A
+    "_pct": (0.0, 110.0),
+    "_bytes": (0.0, float(2**60)),
+    "_bytes_per_s": (0.0, float(2**50)),
+    "_mhz": (0.0, 1e5),
+    "_c": (-100.0, 300.0),
+    "_w": (0.0, 1e5),
+    "_j": (0.0, 1e15),
+    "_ms": (0.0, 1e9),
+    "_s": (0.0, UNIX_TIME_MAX_S),
+}
+#: numbers without a unit in their name, and exceptions to the units' ranges
+FIELD_RANGES: dict[str, tuple[float, float]] = {
+    # NVML may report a fan above 100% of its rated speed
+    "DeviceSnapshot.fan_pct": (0.0, 255.0),
+    # a process's CPU time over the interval, summed over its threads: many cores
+    "ProcessSnapshot.cpu_pct": (0.0, 100.0 * 2**16),
+    "HostSnapshot.uptime_s": (0.0, 1e10),
+    "HostSnapshot.cpu_count": (1, 2**16),
+    "HostSnapshot.load_1": (0.0, 1e7),
+    "HostSnapshot.load_5": (0.0, 1e7),
+    "HostSnapshot.load_15": (0.0, 1e7),
+    "DeviceSnapshot.index": (0, 2**16),
+    "DeviceSnapshot.pstate": (0, 32),
+    "DeviceSnapshot.pcie_gen": (0, 64),
+    "DeviceSnapshot.pcie_gen_max": (0, 64),
+    "DeviceSnapshot.pcie_width": (0, 64),
+    "DeviceSnapshot.pcie_width_max": (0, 64),
+    "DeviceSnapshot.nvlink_links_active": (0, 1024),
+    "DeviceSnapshot.ecc_errors_corrected": (0, 2**63),
+    "DeviceSnapshot.ecc_errors_uncorrected": (0, 2**63),
+    "DeviceSnapshot.remapped_rows_correctable": (0, 2**32),
+    "DeviceSnapshot.remapped_rows_uncorrectable": (0, 2**32),
+    "MigInstance.gpu_instance_id": (0, 2**32),
+    "MigInstance.sm_count": (0, 2**20),
+    "ProcessSnapshot.pid": (0, 2**31 - 1),
+    "ProcessSnapshot.ppid": (0, 2**31 - 1),
+    "ProcessSnapshot.gpu_index": (0, 2**16),
+}
+#: any other number (a test checks that every numeric field has a range above)
+INT_RANGE: tuple[float, float] = (0, 2**63)
+FLOAT_RANGE: tuple[float, float] = (-1e15, 1e15)
+#: the longest string a snapshot may hold (a command-line argument: Linux allows 128 KiB)
+MAX_STR_CHARS = 2**17
+#: the most items a list may hold (devices, processes, per-core CPU, command-line words)
+MAX_ITEMS: dict[str, int] = {
+    "Snapshot.devices": 4096,
+    "Snapshot.processes": 2**17,
+    "HostSnapshot.cpu_per_core_pct": 2**16,
+    "DeviceSnapshot.throttle_reasons": 64,
+    "DeviceSnapshot.mig_instances": 1024,
+    "ProcessSnapshot.cmdline": 2**16,
+}
+
 
 class _Value:
     """Equality, hashing and repr over the dataclass fields, for every class here.

@@ -4,7 +4,8 @@ Format: gzip-compressed JSON lines.  Line 1 is a header
 ``{"type": "gputui-attach-recording", "version": 1, "created_s", "pid", "note"}``;
 line 2 the hook's hello; then ``{"t": seconds_since_start, "msg": {...}}`` per
 message.  Replaying feeds the same messages through ``hook_client.parse_event``,
-so the attach screen sees exactly what it saw live.
+so the attach screen sees exactly what it saw live.  Recordings are written
+0600 and read as a bounded stream (``gputui.collectors.recording_io``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,27 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from gputui.collectors.replay import RecordingError, _decode_bytes
+from gputui.collectors.recording_io import (
+    LineReader,
+    RecordingError,
+    load_message_line,
+    open_private,
+    open_regular,
+    reader_for_bytes,
+)
+from gputui.fmt import clean
+from gputui.model import UNIX_TIME_MAX_S
 
 ATTACH_RECORDING_TYPE = "gputui-attach-recording"
 VERSION = 1
+#: the most an attach recording may hold, decompressed: about two hours of a busy
+#: training job (its messages are kept in memory, about six times this)
+MAX_ATTACH_BYTES = 64 * 2**20
+#: the longest session a recording's times may describe (a year, in seconds)
+MAX_SESSION_S = 366 * 86400.0
+MAX_PID = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -45,10 +60,8 @@ class AttachRecorder:
         pid: int,
         note: str | None = None,
     ) -> None:
-        try:
-            raw = open(path, "wb")  # closed in close()
-        except OSError as exc:
-            raise RecordingError(f"cannot write recording {path}: {exc.strerror}") from None
+        # 0600: the messages hold command lines and captures
+        raw = open_private(path)  # closed in close()
         self._raw = raw
         self._file = gzip.GzipFile(fileobj=raw, mode="wb")
         self._lock = threading.Lock()
@@ -81,41 +94,91 @@ class AttachRecorder:
 
 
 def read_attach_recording(path: str | os.PathLike[str]) -> AttachRecording:
-    """Parse a whole attach recording; RecordingError with one line if it is not one."""
-    name = str(path)
+    """Read an attach recording; RecordingError with one line if it is not one.
+
+    Streamed with bounds (``recording_io``): a regular file only, lines of at most
+    ``MAX_LINE_BYTES``, at most ``MAX_ATTACH_BYTES`` decompressed (the messages
+    are kept in memory, about six times that).  Numbers that no message holds
+    (NaN, infinities, integers of more than 24 digits) read as null.
+    """
+    name = clean(os.fspath(path))
+    with LineReader(open_regular(path), name, MAX_ATTACH_BYTES) as reader:
+        return _parse(reader)
+
+
+def read_attach_bytes(data: bytes, name: str) -> AttachRecording:
+    """The same from bytes in memory (an embedded demo)."""
+    with reader_for_bytes(data, name, MAX_ATTACH_BYTES) as reader:
+        return _parse(reader)
+
+
+def _parse(reader: LineReader) -> AttachRecording:
+    name = reader.name
+    lines = iter(reader)
+    first = next(lines, None)
     try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise RecordingError(f"recording not found: {name}") from None
-    except OSError as exc:
-        raise RecordingError(f"cannot read recording {name}: {exc.strerror}") from None
-    lines = [line for line in _decode_bytes(raw, name) if line.strip()]
-    try:
-        header = json.loads(lines[0]) if lines else None
-    except json.JSONDecodeError:
+        header = load_message_line(first[1]) if first else None
+    except ValueError:
         header = None
     if not isinstance(header, dict) or header.get("type") != ATTACH_RECORDING_TYPE:
+        if isinstance(header, dict) and header.get("type") == "gputui-recording":
+            raise RecordingError(f"{name}: a monitor recording: play it with 'gputui --replay'")
         raise RecordingError(f"{name}: not a gputui attach recording")
-    if not isinstance(header.get("version"), int) or header["version"] > VERSION:
-        raise RecordingError(f"{name}: attach recording version is newer than this gputui")
+    version = header.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordingError(f"{name}: attach recording version {_short(version)} is not valid")
+    if version > VERSION:
+        raise RecordingError(
+            f"{name}: attach recording version {version} is newer than this gputui reads "
+            f"({VERSION}); upgrade gputui"
+        )
+    second = next(lines, None)
     try:
-        hello = json.loads(lines[1])
-    except (IndexError, json.JSONDecodeError):
-        raise RecordingError(f"{name}: the recording has no hello message") from None
+        hello = load_message_line(second[1]) if second else None
+    except ValueError:
+        hello = None
+    if not isinstance(hello, dict) or hello.get("type") != "hello":
+        raise RecordingError(f"{name}: the recording has no hello message")
     messages: list[tuple[float, dict[str, Any]]] = []
-    for number, line in enumerate(lines[2:], start=3):
+    for number, line in lines:
         try:
-            item = json.loads(line)
-            messages.append((float(item["t"]), dict(item["msg"])))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            if number == len(lines):
+            item = load_message_line(line)
+        except ValueError:
+            item = None
+        message = _message(item)
+        if message is None:
+            if not reader.complete:
                 break  # a cut-off last line
-            raise RecordingError(f"{name}: line {number} is not a recorded message") from None
+            raise RecordingError(f"{name}: line {number} is not a recorded message")
+        messages.append(message)
     pid = header.get("pid")
+    note = header.get("note")
     return AttachRecording(
-        pid=pid if isinstance(pid, int) else None,
-        note=header.get("note") if isinstance(header.get("note"), str) else None,
-        created_s=header.get("created_s") if isinstance(header.get("created_s"), float) else None,
-        hello=hello if isinstance(hello, dict) else {},
+        pid=pid if isinstance(pid, int) and _in_range(pid, 1, MAX_PID) is not None else None,
+        note=note if isinstance(note, str) and len(note) <= 4096 else None,
+        created_s=_in_range(header.get("created_s"), 0.0, UNIX_TIME_MAX_S),
+        hello=hello,
         messages=messages,
     )
+
+
+def _message(item: Any) -> tuple[float, dict[str, Any]] | None:
+    """``{"t": seconds, "msg": {...}}`` as (t, msg), or None if it is not one."""
+    if not isinstance(item, dict):
+        return None
+    t, msg = _in_range(item.get("t"), 0.0, MAX_SESSION_S), item.get("msg")
+    if t is None or not isinstance(msg, dict):
+        return None
+    return t, msg
+
+
+def _in_range(value: Any, lo: float, hi: float) -> float | None:
+    """``value`` as a float if it is a number from ``lo`` to ``hi``, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if lo <= value <= hi else None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -4,34 +4,61 @@ Format: gzip-compressed JSON lines.  The first line is a header
 ``{"type": "gputui-recording", "schema": N, ...}``; every following line is one
 snapshot (``gputui.codec.snapshot_to_json``).  A truncated tail (a recorder killed
 mid-write) loses only the last partial line.
+
+A recording is read as a stream (``gputui.collectors.recording_io``): opening
+one reads its header and first snapshot only, so ``--once`` and the monitor's
+first frame cost the same for a minute or a day of data.  The replay decodes
+each snapshot as it plays it, goes back to the start at the end, and counts
+the snapshots on a thread of its own for the progress it shows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import io
-import itertools
 import json
 import os
 import socket
+import threading
 import time
-import zlib
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import Any
 
 from gputui import __version__
-from gputui.codec import DecodeError, snapshot_from_json, snapshot_to_json
-from gputui.errors import GputuiError
-from gputui.model import SCHEMA_VERSION, Snapshot
+from gputui.codec import DecodeError, check_schema, snapshot_from_json, snapshot_to_json
+from gputui.collectors.recording_io import (
+    MAX_TOTAL_BYTES,
+    LineReader,
+    RecordingError,
+    load_line,
+    open_private,
+    open_regular,
+    reader_for_bytes,
+)
+from gputui.fmt import clean
+from gputui.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot
+
+__all__ = [
+    "DEMO_RESOURCE",
+    "RECORDING_TYPE",
+    "RecordingError",
+    "RecordingHeader",
+    "RecordingWriter",
+    "ReplayProgress",
+    "ReplaySource",
+    "read_demo",
+    "read_recording",
+]
 
 RECORDING_TYPE = "gputui-recording"
 DEMO_RESOURCE = "demo.jsonl.gz"
-
-
-class RecordingError(GputuiError):
-    """A recording that is missing, unreadable or not a gputui recording."""
+#: what ``read_recording`` (a whole recording in memory) reads at most, decompressed
+MAX_WHOLE_BYTES = 256 * 2**20
+#: a recording's cadence outside (0, this] is not believed (the replay's own pace)
+MAX_INTERVAL_S = 3600.0
+#: the monitor's replay starts counting the snapshots this long after its first one
+COUNT_DELAY_S = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,17 +71,26 @@ class RecordingHeader:
     note: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplayProgress:
+    """Where a replay is: the snapshot shown (1-based) of ``total`` (None while
+    still counting), and how many times it went back to the start."""
+
+    position: int
+    total: int | None
+    loops: int
+
+
 class RecordingWriter:
-    """Appends snapshots to a new recording; flushes every few snapshots."""
+    """Appends snapshots to a new recording (mode 0600); flushes every few snapshots."""
 
     def __init__(
         self, path: str | os.PathLike[str], interval_s: float, note: str | None = None
     ) -> None:
+        import gzip
+
         self.path = Path(path)
-        try:
-            raw = open(self.path, "wb")  # closed in close()
-        except OSError as exc:
-            raise RecordingError(f"cannot write recording {self.path}: {exc.strerror}") from None
+        raw = open_private(self.path)  # closed in close()
         self._file = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9)
         self._raw = raw
         self.count = 0
@@ -89,146 +125,255 @@ class RecordingWriter:
         self._raw.close()
 
 
-def _open_text(path: Path) -> IO[str]:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise RecordingError(f"recording not found: {path}") from None
-    except IsADirectoryError:
-        raise RecordingError(f"recording is a directory: {path}") from None
-    except OSError as exc:
-        raise RecordingError(f"cannot read recording {path}: {exc.strerror}") from None
-    return _decode_bytes(raw, str(path))
+# -- reading ---------------------------------------------------------------------------
 
 
-def _decode_bytes(raw: bytes, name: str) -> IO[str]:
-    if raw[:2] == b"\x1f\x8b":
-        # Decompress what is there; a recorder killed mid-write leaves a stream
-        # without its end marker, and everything before that is still good.
-        decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            data = decomp.decompress(raw)
-        except zlib.error:
-            raise RecordingError(f"{name}: corrupt compressed data") from None
-        return io.StringIO(data.decode("utf-8", errors="replace"))
-    return io.StringIO(raw.decode("utf-8", errors="replace"))
+def _file_opener(path: str | os.PathLike[str]) -> Callable[[int], LineReader]:
+    name = clean(os.fspath(path))
+
+    def open_reader(max_total: int) -> LineReader:
+        return LineReader(open_regular(path), name, max_total)
+
+    return open_reader
 
 
-def read_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[Snapshot]]:
-    """Parse a whole recording; raise RecordingError with a one-line reason."""
-    path = Path(path)
-    return _parse(_open_text(path), str(path))
-
-
-def read_demo() -> tuple[RecordingHeader, list[Snapshot]]:
-    return _parse(_demo_text(), "demo recording")
-
-
-def _demo_text() -> IO[str]:
+def _demo_opener() -> Callable[[int], LineReader]:
     from importlib import resources
 
     try:
         raw = resources.files("gputui.data").joinpath(DEMO_RESOURCE).read_bytes()
     except (FileNotFoundError, OSError):
         raise RecordingError("the embedded demo recording is missing from this install") from None
-    return _decode_bytes(raw, "demo recording")
+    return lambda max_total: reader_for_bytes(raw, "demo recording", max_total)
 
 
-class _LazySnapshots(Sequence[Snapshot]):
-    """A recording's snapshots, each decoded when first played.
-
-    Decoding every snapshot up front costs ~0.4 ms each (~90 ms for the demo), all
-    of it before the first frame; played one per second, the cost disappears.
-    Only for recordings known to decode (the embedded demo, checked by the tests):
-    a user's file is decoded whole at open, so that a bad line is reported there.
-    """
-
-    def __init__(self, lines: list[str], name: str) -> None:
-        self._lines = lines
-        self._decoded: list[Snapshot | None] = [None] * len(lines)
-        self._name = name
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    @overload
-    def __getitem__(self, index: int) -> Snapshot: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Snapshot]: ...
-
-    def __getitem__(self, index: int | slice) -> Snapshot | list[Snapshot]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        snapshot = self._decoded[index]
-        if snapshot is None:
-            try:
-                snapshot = snapshot_from_json(json.loads(self._lines[index]))
-            except (json.JSONDecodeError, DecodeError) as exc:
-                number = (index if index >= 0 else len(self) + index) + 2
-                raise RecordingError(f"{self._name}: line {number}: {exc}") from None
-            self._decoded[index] = snapshot
-        return snapshot
-
-
-def _parse(text: IO[str], name: str) -> tuple[RecordingHeader, list[Snapshot]]:
-    lines = _lines(text)
-    header = _parse_header(lines, name)
-    snapshots: list[Snapshot] = []
-    for number, line in enumerate(lines, start=2):
-        try:
-            snapshots.append(snapshot_from_json(json.loads(line)))
-        except json.JSONDecodeError:
-            # Only a cut-off last line is forgiven.
-            if next(lines, None) is None:
-                break
-            raise RecordingError(f"{name}: line {number} is not valid JSON") from None
-        except DecodeError as exc:
-            raise RecordingError(f"{name}: line {number}: {exc}") from None
-    if not snapshots:
-        raise RecordingError(f"{name}: the recording holds no snapshots")
-    return header, snapshots
-
-
-def _parse_header(lines: Iterator[str], name: str) -> RecordingHeader:
+def _parse_header(lines: Iterator[tuple[int, bytes]], name: str) -> RecordingHeader:
     """Read and check the header line (the first of ``lines``)."""
     first = next(lines, None)
     if first is None:
         raise RecordingError(f"{name}: empty file, not a gputui recording")
     try:
-        head = json.loads(first)
-    except json.JSONDecodeError:
+        head = load_line(first[1])
+    except ValueError:
         raise RecordingError(f"{name}: not a gputui recording") from None
     if not isinstance(head, dict) or head.get("type") != RECORDING_TYPE:
+        if isinstance(head, dict) and head.get("type") == "gputui-attach-recording":
+            raise RecordingError(
+                f"{name}: an attach session recording: play it with 'gputui attach --replay'"
+            )
         raise RecordingError(f"{name}: not a gputui recording")
-    schema = head.get("schema")
-    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
-        raise RecordingError(
-            f"{name}: recording schema {schema!r} is newer than this gputui reads "
-            f"({SCHEMA_VERSION}); upgrade gputui"
-        )
+    try:
+        schema = check_schema(head.get("schema"), "recording")
+    except DecodeError as exc:
+        upgrade = "; upgrade gputui" if "newer" in str(exc) else ""
+        raise RecordingError(f"{name}: {exc}{upgrade}") from None
     return RecordingHeader(
         schema=schema,
-        created_s=_num(head.get("created_s")),
-        interval_s=_num(head.get("interval_s")),
-        hostname=head.get("hostname") if isinstance(head.get("hostname"), str) else None,
-        gputui_version=head.get("gputui_version")
-        if isinstance(head.get("gputui_version"), str)
-        else None,
-        note=head.get("note") if isinstance(head.get("note"), str) else None,
+        created_s=_num(head.get("created_s"), 0.0, UNIX_TIME_MAX_S),
+        interval_s=_num(head.get("interval_s"), 0.0, MAX_INTERVAL_S, open_low=True),
+        hostname=_text(head.get("hostname")),
+        gputui_version=_text(head.get("gputui_version")),
+        note=_text(head.get("note")),
     )
 
 
-def _lines(text: IO[str]) -> Iterator[str]:
-    for line in text:
-        if line.strip():
-            yield line
+def _snapshots(
+    reader: LineReader, lines: Iterator[tuple[int, bytes]]
+) -> Iterator[Snapshot | RecordingError]:
+    """The snapshots of ``lines`` (a reader's lines after the header), decoded.
+
+    A line that is not a snapshot comes out as a RecordingError (not raised: the
+    caller decides, and the next line follows); an error of the stream itself
+    (corrupt, over a bound) comes out last.  Only a last line cut off by the end
+    of the file is forgiven (a recorder killed mid-write).
+    """
+    try:
+        for number, line in lines:
+            try:
+                yield snapshot_from_json(load_line(line))
+            except DecodeError as exc:
+                if not reader.complete:
+                    return
+                yield RecordingError(f"{reader.name}: line {number}: {exc}")
+            except ValueError as exc:  # not JSON: JSONDecodeError, UnicodeDecodeError, ...
+                if not reader.complete:
+                    return
+                reason = str(exc).split(":")[0]
+                yield RecordingError(f"{reader.name}: line {number} is not valid JSON ({reason})")
+    except RecordingError as exc:
+        yield exc
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
+def _read_whole(
+    opener: Callable[[int], LineReader], max_total: int
+) -> tuple[RecordingHeader, list[Snapshot]]:
+    with opener(max_total) as reader:
+        lines = iter(reader)
+        header = _parse_header(lines, reader.name)
+        snapshots: list[Snapshot] = []
+        for item in _snapshots(reader, lines):
+            if isinstance(item, RecordingError):
+                raise item
+            snapshots.append(item)
+        if not snapshots:
+            raise RecordingError(f"{reader.name}: the recording holds no snapshots")
+    return header, snapshots
+
+
+def read_recording(
+    path: str | os.PathLike[str], max_total: int = MAX_WHOLE_BYTES
+) -> tuple[RecordingHeader, list[Snapshot]]:
+    """A whole recording in memory (at most ``max_total`` bytes decompressed);
+    RecordingError with a one-line reason.  The replay streams instead."""
+    return _read_whole(_file_opener(path), max_total)
+
+
+def read_demo() -> tuple[RecordingHeader, list[Snapshot]]:
+    return _read_whole(_demo_opener(), MAX_WHOLE_BYTES)
+
+
+def _num(value: Any, lo: float, hi: float, open_low: bool = False) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not lo <= value <= hi or (open_low and value == lo):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and len(value) <= 4096 else None
+
+
+# -- playing ---------------------------------------------------------------------------
+
+
+class _ListPlayer:
+    """Snapshots already in memory (tests, synthetic data)."""
+
+    def __init__(self, snapshots: Sequence[Snapshot]) -> None:
+        self.snapshots = snapshots
+        self.total: int | None = len(snapshots)
+        self._index = 0
+
+    def next_in_pass(self) -> Snapshot | None:
+        if self._index >= len(self.snapshots):
+            return None
+        self._index += 1
+        return self.snapshots[self._index - 1]
+
+    def restart(self) -> None:
+        self._index = 0
+
+    def start_counting(self, delay_s: float = 0.0) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _StreamPlayer:
+    """A recording read as it plays: one decompressed chunk and one line in memory.
+
+    Opening reads the header and the first snapshot (errors there are the file's
+    errors: one line, exit 2).  Each pass reopens the file.  ``start_counting``
+    counts the snapshots on a daemon thread (the progress's total).
+    """
+
+    def __init__(self, opener: Callable[[int], LineReader], max_total: int) -> None:
+        self._opener = opener
+        self._max_total = max_total
+        self.total: int | None = None
+        self.count_error: str | None = None
+        self._closed = threading.Event()
+        self._counter: threading.Thread | None = None
+        self._reader: LineReader | None = None
+        self._iter: Iterator[Snapshot | RecordingError] = iter(())
+        #: read ahead: the first snapshot (opening checks it), perhaps the second
+        self._pending: deque[Snapshot | RecordingError] = deque()
+        self.header = self._open_pass()
+        first = next(self._iter, None)
+        if not isinstance(first, Snapshot):
+            name = self.name
+            self.close()
+            if isinstance(first, RecordingError):
+                raise first
+            raise RecordingError(f"{name}: the recording holds no snapshots")
+        self._pending.append(first)
+
+    def _open_pass(self) -> RecordingHeader:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self._iter = iter(())
+        reader = self._opener(self._max_total)
+        try:
+            lines = iter(reader)
+            header = _parse_header(lines, reader.name)
+        except BaseException:
+            reader.close()
+            raise
+        self._reader = reader
+        self._iter = _snapshots(reader, lines)
+        return header
+
+    @property
+    def name(self) -> str:
+        return self._reader.name if self._reader else "recording"
+
+    @property
+    def first(self) -> Snapshot | None:
+        item = self._pending[0] if self._pending else None
+        return item if isinstance(item, Snapshot) else None
+
+    def peek_second(self) -> Snapshot | None:
+        """The second snapshot, read ahead (a cadence when the header has none)."""
+        if len(self._pending) == 1:
+            second = next(self._iter, None)
+            if second is not None:
+                self._pending.append(second)
+        item = self._pending[1] if len(self._pending) > 1 else None
+        return item if isinstance(item, Snapshot) else None
+
+    def next_in_pass(self) -> Snapshot | None:
+        item = self._pending.popleft() if self._pending else next(self._iter, None)
+        if isinstance(item, RecordingError):
+            raise item
+        return item
+
+    def restart(self) -> None:
+        self._pending.clear()
+        self._open_pass()
+
+    def start_counting(self, delay_s: float = 0.0) -> None:
+        if self._counter is None:
+            self._counter = threading.Thread(
+                target=self._count, args=(delay_s,), name="gputui-replay-count", daemon=True
+            )
+            self._counter.start()
+
+    def _count(self, delay_s: float) -> None:
+        # Lines, not decoded snapshots: decompressing is most of it, and the zlib
+        # module releases the GIL while it inflates.  The delay keeps it off the
+        # monitor's first frame (a pause, interrupted by close: no synchronisation).
+        if delay_s > 0 and self._closed.wait(delay_s):
+            return
+        lines = 0
+        try:
+            with self._opener(self._max_total) as reader:
+                for _ in reader:
+                    lines += 1
+                    if self._closed.is_set():
+                        return
+        except RecordingError as exc:
+            self.count_error = str(exc)
+            return
+        if self.total is None:
+            self.total = max(0, lines - 1)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._reader is not None:
+            self._reader.close()
 
 
 class ReplaySource:
@@ -236,7 +381,8 @@ class ReplaySource:
 
     Snapshots keep their recorded timestamps (so process run times stay true);
     a view that plots history should order by arrival, since time jumps back
-    when the recording loops.  ``loops`` counts completed passes.
+    when the recording loops.  ``loops`` counts the returns to the start: the
+    snapshot that ``sample`` returns right after ``loops`` grew is the first one.
     """
 
     is_recording = True
@@ -247,49 +393,87 @@ class ReplaySource:
         snapshots: Sequence[Snapshot],
         label: str,
         speed: float = 1.0,
+        *,
+        player: _ListPlayer | _StreamPlayer | None = None,
     ) -> None:
-        if not snapshots:
-            raise RecordingError("the recording holds no snapshots")
+        if player is None:
+            if not snapshots:
+                raise RecordingError("the recording holds no snapshots")
+            player = _ListPlayer(snapshots)
+        self._player = player
         self.header = header
-        self.snapshots = snapshots
         self.label = label
         self.speed = speed
+        #: the snapshot last returned, 1-based within the current pass
         self.position = 0
         self.loops = 0
-        interval = header.interval_s or _median_gap(snapshots) or 1.0
+        interval = header.interval_s or self._first_gap(snapshots) or 1.0
         self.natural_interval_s: float | None = max(0.1, interval / speed)
+
+    def _first_gap(self, snapshots: Sequence[Snapshot]) -> float | None:
+        player = self._player
+        if isinstance(player, _StreamPlayer):
+            first, second = player.first, player.peek_second()
+            pair = [first, second] if first is not None and second is not None else []
+        else:
+            pair = list(snapshots[:2])
+        if len(pair) < 2:
+            return None
+        gap = pair[1].timestamp_s - pair[0].timestamp_s
+        return gap if 0 < gap <= MAX_INTERVAL_S else None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], speed: float = 1.0) -> ReplaySource:
-        header, snapshots = read_recording(path)
-        return cls(header, snapshots, f"recording: {Path(path).name}", speed)
+        player = _StreamPlayer(_file_opener(path), MAX_TOTAL_BYTES)
+        return cls(player.header, (), f"recording: {clean(Path(path).name)}", speed, player=player)
 
     @classmethod
     def demo(cls, speed: float = 1.0) -> ReplaySource:
-        # Decoded as played: the demo's first frame does not wait for all of it.
-        name = "demo recording"
-        lines = _lines(_demo_text())
-        header = _parse_header(lines, name)
-        snapshots = _LazySnapshots(list(lines), name)
-        where = f" of {header.note}" if header.note else ""
-        return cls(header, snapshots, f"DEMO: recording{where}", speed)
+        player = _StreamPlayer(_demo_opener(), MAX_TOTAL_BYTES)
+        header = player.header
+        where = f" of {clean(header.note)}" if header.note else ""
+        return cls(header, (), f"DEMO: recording{where}", speed, player=player)
+
+    @property
+    def total(self) -> int | None:
+        """How many snapshots one pass plays; None while they are being counted."""
+        return self._player.total
+
+    def progress(self) -> ReplayProgress:
+        """Where the replay is; the first call starts counting the snapshots (after
+        ``COUNT_DELAY_S``: the first frame is drawn meanwhile)."""
+        self._player.start_counting(COUNT_DELAY_S)
+        return ReplayProgress(self.position, self._player.total, self.loops)
+
+    def count(self, timeout_s: float = 60.0) -> int | None:
+        """The number of snapshots, waiting up to ``timeout_s`` for the count."""
+        self._player.start_counting()
+        player = self._player
+        if isinstance(player, _StreamPlayer) and player._counter is not None:
+            player._counter.join(timeout_s)
+        return player.total
 
     def sample(self) -> Snapshot:
-        snapshot = self.snapshots[self.position]
-        self.position += 1
-        if self.position == len(self.snapshots):
+        player = self._player
+        try:
+            snapshot = player.next_in_pass()
+        except RecordingError:
+            # A damaged line: skipped, and said (the sampler shows the error).
+            self.position += 1
+            raise
+        if snapshot is None:
+            # The end: one pass is exactly what was played (the count may have
+            # included a cut-off last line).
+            if self.position:
+                player.total = self.position
+            player.restart()
             self.position = 0
             self.loops += 1
+            snapshot = player.next_in_pass()
+            if snapshot is None:
+                raise RecordingError(f"{self.label}: the recording holds no snapshots")
+        self.position += 1
         return snapshot
 
     def close(self) -> None:
-        pass
-
-
-def _median_gap(snapshots: Sequence[Snapshot]) -> float | None:
-    gaps = sorted(
-        b.timestamp_s - a.timestamp_s
-        for a, b in itertools.pairwise(snapshots)
-        if b.timestamp_s > a.timestamp_s
-    )
-    return gaps[len(gaps) // 2] if gaps else None
+        self._player.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -26,6 +27,9 @@ from gputui.model import ProcessSnapshot, Snapshot
 from gputui.tui.history import History
 from gputui.tui.host import Current
 
+if TYPE_CHECKING:  # the live monitor never imports the replay module
+    from gputui.collectors.replay import ReplayProgress
+
 #: the interval steps that + and - move through
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -35,10 +39,16 @@ AttachFactory = Callable[[int], "Screen[object] | None"]
 class SnapshotReady(Message):
     """A new snapshot from the sampler thread; a newer one replaces an unhandled one."""
 
-    def __init__(self, snapshot: Snapshot, recorded_at_s: float | None) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        recorded_at_s: float | None,
+        replay: ReplayProgress | None = None,
+    ) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.recorded_at_s = recorded_at_s
+        self.replay = replay
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)
@@ -90,6 +100,15 @@ class GputuiApp(App[None]):
         if ascii_only:
             self.add_class("-ascii")
 
+    def replay_status(self) -> str | None:
+        """Where a replay is, for the banner: '1,234/86,400', then '... pass 2'."""
+        replay = self.current.replay
+        if replay is None:
+            return None
+        total = "?" if replay.total is None else f"{replay.total:,}"
+        text = f"{replay.position:,}/{total}"
+        return f"{text}  pass {replay.loops + 1}" if replay.loops else text
+
     def recording_banner(self) -> str | None:
         """The line every screen shows while the data is not this machine now."""
         if not (self.banner or self.source.is_recording):
@@ -120,21 +139,35 @@ class GputuiApp(App[None]):
         # Runs on the sampler thread, right after sample(): the source's notion of the
         # recorded time belongs to this very snapshot.
         recorded_at = getattr(self.source, "recorded_at_s", None)
-        self.post_message(SnapshotReady(snapshot, recorded_at))
+        self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress()))
+
+    def _replay_progress(self) -> ReplayProgress | None:
+        progress = getattr(self.source, "progress", None)
+        return progress() if callable(progress) else None
 
     def _on_sample_error(self, exc: BaseException) -> None:
         self.post_message(SamplerFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        self.ingest(message.snapshot, message.recorded_at_s)
+        self.ingest(message.snapshot, message.recorded_at_s, message.replay)
 
     def on_sampler_failed(self, message: SamplerFailed) -> None:
         self.current.sampler_error = message.error
         self._refresh_screens()
 
-    def ingest(self, snapshot: Snapshot, recorded_at_s: float | None = None) -> None:
+    def ingest(
+        self,
+        snapshot: Snapshot,
+        recorded_at_s: float | None = None,
+        replay: ReplayProgress | None = None,
+    ) -> None:
         """Take one snapshot: history, findings, then redraw the visible screen."""
         data_time = recorded_at_s if recorded_at_s is not None else snapshot.timestamp_s
+        previous = self.current.replay
+        self.current.replay = replay
+        if replay is not None and previous is not None and replay.loops > previous.loops:
+            # The history graphs break here too (time went back: History.add).
+            self.notify("replay restarted from the beginning", timeout=3)
         self.snapshot_count += 1
         step = self.source.natural_interval_s or self.sampler.interval_s
         self.history.add(snapshot, data_time, step)
@@ -153,7 +186,8 @@ class GputuiApp(App[None]):
         """
         for _ in range(count):
             snapshot = self.source.sample()
-            self.ingest(snapshot, getattr(self.source, "recorded_at_s", None))
+            recorded_at = getattr(self.source, "recorded_at_s", None)
+            self.ingest(snapshot, recorded_at, self._replay_progress())
 
     def _refresh_screens(self) -> None:
         # Only the top screen is drawn; screens below catch up when they resume.

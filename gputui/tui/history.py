@@ -66,6 +66,8 @@ class History:
     #: snapshot data times (recorded time for recordings), parallel to host series
     times: Series = field(default_factory=lambda: _series(SERIES_POINTS))
     samples: int = 0
+    #: the data time last given to ``add`` (the axis may have moved it forward)
+    _last_input_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.times.maxlen != self.series_points:
@@ -74,11 +76,18 @@ class History:
     def add(self, snapshot: Snapshot, data_time_s: float, step_s: float = 1.0) -> None:
         """Append one snapshot; ``step_s`` is the time step used when time goes backwards.
 
-        A looping recording jumps back to its start: the graphs' time axis keeps going
-        forward by one sampling step instead, so the window stays the right length.
+        A looping recording jumps back to its start (and a clock can be set back):
+        the graphs' time axis keeps going forward by one sampling step instead, so
+        the window stays the right length, and one empty point goes in first, so
+        that no graph joins the end of a recording to its start.
         """
         self.samples += 1
+        went_back = self._last_input_s is not None and data_time_s < self._last_input_s
+        self._last_input_s = data_time_s
         last = self.times[-1] if self.times else None
+        if last is not None and went_back:
+            self._gap(last + step_s)
+            last += step_s
         if last is not None and data_time_s <= last:
             data_time_s = last + step_s
         self.times.append(data_time_s)
@@ -98,7 +107,7 @@ class History:
                 series = {name: _series(self.series_points) for name in GPU_METRICS}
                 # A GPU that appears late is padded so that all graphs share one time axis.
                 for s in series.values():
-                    s.extend([None] * min(self.samples - 1, self.series_points))
+                    s.extend([None] * min(len(self.times) - 1, self.series_points))
                 self.gpu[device.uuid] = series
             gpm = device.gpm
             series["util"].append(device.util_gpu_pct)
@@ -111,6 +120,18 @@ class History:
                 for s in series.values():
                     s.append(None)
         self._add_processes(snapshot)
+
+    def _gap(self, data_time_s: float) -> None:
+        """One empty point on every series: a break in the graphs."""
+        self.times.append(data_time_s)
+        for series in self.host.values():
+            series.append(None)
+        for by_metric in self.gpu.values():
+            for series in by_metric.values():
+                series.append(None)
+        for entry in self.processes.values():
+            for series in entry.series.values():
+                series.append(None)
 
     def _host(self, name: str) -> Series:
         series = self.host.get(name)

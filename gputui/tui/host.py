@@ -8,12 +8,15 @@ is the newest data every screen draws from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gputui.analysis.finding import Finding
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.model import ProcessSnapshot, Snapshot
 from gputui.tui.history import History
+
+if TYPE_CHECKING:  # the live monitor never imports the replay module
+    from gputui.collectors.replay import ReplayProgress
 
 
 @dataclass
@@ -25,6 +28,8 @@ class Current:
     data_time_s: float = 0.0
     findings: list[Finding] = field(default_factory=list)
     sampler_error: str | None = None
+    #: where a replay is (position, total, loops); None for live data
+    replay: ReplayProgress | None = None
 
 
 class MonitorHost(Protocol):

@@ -151,11 +151,11 @@ def test_missing_recording(tmp_path: Path) -> None:
 def test_plain_uncompressed_recordings_are_read(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl.gz"
     writer = RecordingWriter(path, interval_s=1.0)
-    writer.write(make_snapshot(5.0))
+    writer.write(make_snapshot(1_700_000_005.0))
     writer.close()
     plain = tmp_path / "rec.jsonl"
     plain.write_bytes(gzip.decompress(path.read_bytes()))
-    assert read_recording(plain)[1] == [make_snapshot(5.0)]
+    assert read_recording(plain)[1] == [make_snapshot(1_700_000_005.0)]
 
 
 def test_embedded_demo_is_a_real_recording_under_2_mb() -> None:
@@ -174,11 +174,12 @@ def test_embedded_demo_is_a_real_recording_under_2_mb() -> None:
 
 
 def test_demo_source_decodes_as_it_plays_the_same_snapshots() -> None:
-    # The demo source decodes lazily (launch time); it must play what read_demo reads.
+    # The demo source streams (launch time); it must play what read_demo reads.
     header, snaps = read_demo()
     source = ReplaySource.demo()
     assert source.natural_interval_s == header.interval_s
-    assert len(source.snapshots) == len(snaps)
+    assert source.count() == len(snaps)
     assert [source.sample() for _ in range(len(snaps))] == snaps
-    assert source.loops == 1
+    assert source.loops == 0 and source.position == len(snaps)
     assert source.sample() == snaps[0]
+    assert source.loops == 1 and source.position == 1

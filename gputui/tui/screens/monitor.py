@@ -167,6 +167,7 @@ class MonitorScreen(Screen[object]):
         if current.sampler_error:
             state.error = current.sampler_error
         header.redraw()
+        self.query_one(BannerPanel).redraw()
         if snapshot is None:
             return
         devices = self.query_one(DevicePanel)

@@ -79,7 +79,8 @@ class HeaderPanel(TextPanel):
 
 
 class BannerPanel(TextPanel):
-    """Says, at all times, that the data is a recording and not this machine."""
+    """Says, at all times, that the data is a recording and not this machine; on
+    the right, where a replay is (snapshot/total, the pass after it looped)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -89,9 +90,17 @@ class BannerPanel(TextPanel):
         message = getattr(self.app, "recording_banner", lambda: None)()
         self.message = fmt.clean(message or "")
         self.display = bool(message)
+        if message and callable(getattr(self.app, "replay_status", None)):
+            # The progress moves on under every screen, not only the monitor's.
+            self.set_interval(1.0, self.redraw)
 
     def build(self, width: int) -> Text:
-        return Text(fmt.truncate(self.message, width).ljust(width), style="bold reverse yellow")
+        status = getattr(self.app, "replay_status", lambda: None)()
+        right = f" {status} " if status else ""
+        room = max(0, width - len(right))
+        text = Text(fmt.truncate(self.message, room).ljust(room), style="bold reverse yellow")
+        text.append(right[:width])  # in the text's own style, as the message
+        return text
 
 
 class HostPanel(TextPanel):

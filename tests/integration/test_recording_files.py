@@ -1,0 +1,467 @@
+"""Recording files as untrusted input: what is not a file, bombs, hostile values,
+bounds, file modes, and the formats users already have on disk."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tracemalloc
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.codec import snapshot_to_json
+from gputui.collectors.attach_recording import (
+    AttachRecorder,
+    read_attach_bytes,
+    read_attach_recording,
+)
+from gputui.collectors.recording_io import MAX_LINE_BYTES, LineReader, reader_for_bytes
+from gputui.collectors.replay import (
+    RecordingError,
+    RecordingWriter,
+    ReplaySource,
+    read_demo,
+    read_recording,
+)
+from gputui.model import SCHEMA_VERSION
+from tests.unit.test_replay import make_snapshot
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_767_225_600.0
+HEADER = {"type": "gputui-recording", "schema": 1, "interval_s": 1.0}
+
+
+def run_cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("GPUTUI_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def write_lines(path: Path, lines: list[Any], compress: bool = True) -> Path:
+    """A recording of raw lines: dicts are JSON-encoded as Python would (NaN allowed)."""
+    text = b"".join(
+        (line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines
+    )
+    path.write_bytes(gzip.compress(text) if compress else text)
+    return path
+
+
+def good(t: float = T0, **changes: Any) -> dict[str, Any]:
+    data = snapshot_to_json(make_snapshot(t))
+    data.update(changes)
+    return data
+
+
+# -- not a regular file ----------------------------------------------------------------
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_only_regular_files_are_read(kind: str, fifo: Path, tmp_path: Path) -> None:
+    path = {"fifo": fifo, "device": Path("/dev/zero"), "directory": tmp_path}[kind]
+    word = {"fifo": "FIFO", "device": "device", "directory": "directory"}[kind]
+    # A FIFO with no writer would block an ordinary open forever: this returns.
+    for read in (read_recording, ReplaySource.from_file, read_attach_recording):
+        with pytest.raises(RecordingError, match=word):
+            read(path)
+
+
+def test_cli_refuses_a_fifo_at_once(fifo: Path) -> None:
+    proc = run_cli("--replay", str(fifo), "--once", timeout=30)
+    assert proc.returncode == 2
+    assert "FIFO" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# -- bounds ----------------------------------------------------------------------------
+
+
+def _bomb(path: Path, zeros: int) -> Path:
+    comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"\0" * 2**20
+    with open(path, "wb") as f:
+        f.write(comp.compress(json.dumps(HEADER).encode() + b"\n"))
+        for _ in range(zeros // len(chunk)):
+            f.write(comp.compress(chunk))
+        f.write(comp.flush())
+    return path
+
+
+def test_a_gzip_bomb_is_refused_with_bounded_memory(tmp_path: Path) -> None:
+    path = _bomb(tmp_path / "bomb.gz", 64 * 2**20)
+    assert path.stat().st_size < 200_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordingError, match="longer than"):
+            ReplaySource.from_file(path)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # one line at most, plus a decompressed chunk: never the 64 MiB
+    assert peak < 2 * MAX_LINE_BYTES + 2**20
+
+
+def test_empty_lines_are_bounded(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.gz", [HEADER, good(), *([b""] * 10_000), good(T0 + 1)])
+    with pytest.raises(RecordingError, match="empty lines"):
+        read_recording(path)
+    # a few, as a hand-edited file may have, are skipped
+    path = write_lines(tmp_path / "r.gz", [HEADER, good(), b"", b"  ", good(T0 + 1), b""])
+    assert len(read_recording(path)[1]) == 2
+
+
+def test_total_size_is_bounded(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.gz", [HEADER, *[good(T0 + i) for i in range(50)]])
+    with pytest.raises(RecordingError, match="once decompressed"):
+        read_recording(path, max_total=20_000)
+
+
+def test_line_reader_keeps_lines_across_chunks_and_members() -> None:
+    lines = [b"x" * n for n in (1, 70_000, 300_000, 5)]
+    body = b"\n".join(lines) + b"\n"
+    two_members = gzip.compress(body[:100_000]) + gzip.compress(body[100_000:])
+    for data in (body, gzip.compress(body), two_members):
+        with reader_for_bytes(data, "t") as reader:
+            assert [line for _n, line in reader] == lines
+
+
+def test_a_stream_cut_mid_line_marks_the_last_line_incomplete() -> None:
+    with reader_for_bytes(b"one\ntwo", "t") as reader:
+        got = list(reader)
+        assert got == [(1, b"one"), (2, b"two")] and not reader.complete
+
+
+def test_corrupt_compressed_data_names_where(tmp_path: Path) -> None:
+    data = bytearray(gzip.compress(json.dumps(HEADER).encode() + b"\n" + b"x" * 100_000))
+    data[40:60] = b"\xff" * 20
+    reader = LineReader(open(_write(tmp_path / "c.gz", bytes(data)), "rb"), "c")
+    with reader, pytest.raises(RecordingError, match="corrupt compressed data"):
+        list(reader)
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# -- hostile values --------------------------------------------------------------------
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    node: Any = data
+    *parents, last = dotted.split(".")
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[last] = value
+    return data
+
+
+# (path in the snapshot, value, the value decoded: None = N/A; "error" = refused)
+HOSTILE = [
+    ("timestamp_s", 1e20, "error"),
+    ("timestamp_s", float("inf"), "error"),
+    ("timestamp_s", float("nan"), "error"),
+    ("timestamp_s", -5.0, "error"),
+    ("processes.0.start_time_s", 1e20, None),
+    ("processes.0.start_time_s", float("nan"), None),
+    ("processes.0.ppid", 10**400, None),
+    ("processes.0.pid", 10**400, "error"),
+    ("processes.0.pid", -1, "error"),
+    ("devices.0.util_gpu_pct", 1e9, None),
+    ("devices.0.util_gpu_pct", -3.0, None),
+    ("devices.0.mem_used_bytes", -1, None),
+    ("devices.0.mem_total_bytes", 10**30, None),
+    ("devices.0.power_w", float("-inf"), None),
+    ("devices.0.gpm.tensor_activity_pct", 1e300, None),
+    ("devices.0.name", "x" * 300_000, "error"),
+    ("devices.0.bus_id", "x" * 300_000, None),
+    ("processes.0.cmdline", ["a"] * 100_000, None),
+    ("devices.0.throttle_reasons", ["x"] * 1000, None),
+    ("host.cpu_per_core_pct", [1e9], "error"),
+    ("host.cpu_count", 0, None),
+    ("host.uptime_s", 1e300, None),
+    ("sample_latency_ms", float("inf"), None),
+    ("devices.0.index", True, "error"),
+    ("schema", None, "error"),
+    ("schema", "1", "error"),
+    ("schema", -1, "error"),
+]
+
+
+def _get(snapshot: Any, dotted: str) -> Any:
+    node = snapshot
+    for key in dotted.split("."):
+        node = node[int(key)] if isinstance(node, tuple) else getattr(node, key)
+    return node
+
+
+@pytest.mark.parametrize(("where", "value", "expected"), HOSTILE)
+def test_hostile_values_are_na_or_one_clear_error(
+    tmp_path: Path, where: str, value: Any, expected: Any
+) -> None:
+    path = write_lines(tmp_path / "h.gz", [HEADER, _set(good(), where, value)])
+    if expected == "error":
+        with pytest.raises(RecordingError) as info:
+            read_recording(path)
+        assert "line 2" in str(info.value) and "\n" not in str(info.value)
+        assert len(str(info.value)) < 300
+    else:
+        snapshot = read_recording(path)[1][0]
+        assert _get(snapshot, where) is expected
+
+
+def test_cli_on_hostile_recordings_exits_0_or_2_and_json_is_always_valid(
+    tmp_path: Path,
+) -> None:
+    # One subprocess per case would be slow: the cases that decode go in one file
+    # each pass; every refused one is checked through the library above.
+    na_cases = [(w, v) for w, v, e in HOSTILE if e != "error"]
+    snapshot = good()
+    for where, value in na_cases:
+        _set(snapshot, where, value)
+    path = write_lines(tmp_path / "all.gz", [HEADER, snapshot])
+    proc = run_cli("--replay", str(path), "--once", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["processes"][0]["start_time_s"] is None
+    assert doc["devices"][0]["util_gpu_pct"] is None
+    text = run_cli("--replay", str(path), "--once")
+    assert text.returncode == 0 and "Traceback" not in text.stderr, text.stderr
+    bad = write_lines(tmp_path / "bad.gz", [HEADER, good(timestamp_s=1e20)])
+    for extra in ((), ("--json",)):
+        proc = run_cli("--replay", str(bad), "--once", *extra)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and "out of range" in proc.stderr
+
+
+def test_deep_nesting_is_not_json_not_a_crash(tmp_path: Path) -> None:
+    deep = b'{"timestamp_s": 1, "host": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    path = write_lines(tmp_path / "d.gz", [HEADER, good(), deep, good(T0 + 1)])
+    with pytest.raises(RecordingError, match="line 3 is not valid JSON"):
+        read_recording(path)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (None, "is not a schema version"),
+        ("2", "is not a schema version"),
+        (-4, "is not a schema version"),
+        (0, "is not a schema version"),
+        (True, "is not a schema version"),
+        (SCHEMA_VERSION + 1, "newer than this gputui"),
+    ],
+)
+def test_header_schema_is_checked(tmp_path: Path, schema: Any, message: str) -> None:
+    path = write_lines(tmp_path / "s.gz", [{**HEADER, "schema": schema}, good()])
+    with pytest.raises(RecordingError, match=message):
+        read_recording(path)
+
+
+def test_header_values_out_of_range_are_ignored(tmp_path: Path) -> None:
+    head = {**HEADER, "interval_s": 1e300, "created_s": float("nan"), "note": 5}
+    path = write_lines(tmp_path / "s.gz", [head, good(), good(T0 + 2)])
+    header, _ = read_recording(path)
+    assert header.interval_s is None and header.created_s is None and header.note is None
+    # the cadence then comes from the snapshots' own times
+    assert ReplaySource.from_file(path).natural_interval_s == 2.0
+
+
+# -- streaming -------------------------------------------------------------------------
+
+
+def test_opening_reads_only_the_first_snapshot(tmp_path: Path) -> None:
+    # A bad line later on is met when it is played, not at open: --once does not read it.
+    path = write_lines(tmp_path / "r.gz", [HEADER, good(), good(T0 + 1), b"{oops", good(T0 + 3)])
+    proc = run_cli("--replay", str(path), "--once", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["timestamp_s"] == T0
+    source = ReplaySource.from_file(path)
+    assert source.sample().timestamp_s == T0
+    assert source.sample().timestamp_s == T0 + 1
+    with pytest.raises(RecordingError, match="line 4 is not valid JSON"):
+        source.sample()
+    # the replay goes on after a damaged line, then loops
+    assert source.sample().timestamp_s == T0 + 3
+    assert source.sample().timestamp_s == T0 and source.loops == 1
+    assert source.progress().total == 4
+    source.close()
+
+
+def test_progress_counts_the_snapshots(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.gz", [HEADER, *[good(T0 + i) for i in range(7)]])
+    source = ReplaySource.from_file(path)
+    assert source.count() == 7
+    source.sample()
+    assert source.progress().position == 1 and source.progress().total == 7
+    source.close()
+
+
+# -- file modes ------------------------------------------------------------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_recordings_are_written_0600_even_over_an_existing_file(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        fresh = tmp_path / "new.jsonl.gz"
+        writer = RecordingWriter(fresh, interval_s=1.0)
+        writer.write(make_snapshot(T0))
+        writer.close()
+        assert _mode(fresh) == 0o600
+        existing = tmp_path / "old.jsonl.gz"
+        existing.write_bytes(b"")
+        existing.chmod(0o644)
+        recorder = AttachRecorder(existing, {"type": "hello", "v": 1}, pid=123)
+        recorder.write({"type": "status"})
+        recorder.close()
+        assert _mode(existing) == 0o600
+        assert read_attach_recording(existing).messages[0][1] == {"type": "status"}
+    finally:
+        os.umask(old)
+
+
+# -- formats users have --------------------------------------------------------------
+
+
+def test_monitor_recording_format_1_still_replays() -> None:
+    header, snapshots = read_recording(SAMPLES / "monitor-v1.jsonl.gz")
+    assert header.schema == 1 and header.interval_s == 0.5 and len(snapshots) == 30
+    assert all(s.devices and s.devices[0].name == "NVIDIA H100 80GB HBM3" for s in snapshots)
+    # every value of the real recording is in range: nothing became N/A on the way
+    raw = gzip.decompress((SAMPLES / "monitor-v1.jsonl.gz").read_bytes()).splitlines()
+    for line, snapshot in zip(raw[1:], snapshots, strict=True):
+        written = json.loads(line)
+        written.pop("schema")
+        assert snapshot_to_json(snapshot) | {"schema": 1} == written | {"schema": 1}
+    source = ReplaySource.from_file(SAMPLES / "monitor-v1.jsonl.gz")
+    assert [source.sample() for _ in range(30)] == snapshots
+    source.close()
+
+
+def test_embedded_demos_decode_unchanged() -> None:
+    from importlib import resources
+
+    _header, snapshots = read_demo()
+    raw = resources.files("gputui.data").joinpath("demo.jsonl.gz").read_bytes()
+    lines = gzip.decompress(raw).splitlines()[1:]
+    assert len(lines) == len(snapshots)
+    for line, snapshot in zip(lines, snapshots, strict=True):
+        assert snapshot_to_json(snapshot) == json.loads(line) | {"schema": 1}
+    attach = resources.files("gputui.data").joinpath("attach_demo.jsonl.gz").read_bytes()
+    recording = read_attach_bytes(attach, "attach demo")
+    assert len(recording.messages) == len(gzip.decompress(attach).splitlines()) - 2
+
+
+def test_attach_recording_format_1_still_replays() -> None:
+    recording = read_attach_recording(SAMPLES / "attach-v1.jsonl.gz")
+    assert recording.pid and recording.hello["type"] == "hello"
+    kinds = {msg["type"] for _t, msg in recording.messages}
+    assert {"steps", "memory", "capture_result"} <= kinds
+    times = [t for t, _msg in recording.messages]
+    assert times == sorted(times) and times[-1] > 10
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([], "not a gputui attach recording"),
+        ([{"type": "gputui-attach-recording", "version": None}], "is not valid"),
+        ([{"type": "gputui-attach-recording", "version": 9}], "newer"),
+        ([{"type": "gputui-attach-recording", "version": 1}, [1]], "no hello"),
+        (
+            [
+                {"type": "gputui-attach-recording", "version": 1},
+                {"type": "hello"},
+                {"t": 1e300, "msg": {}},
+                {"t": 1, "msg": {}},
+            ],
+            "line 3 is not a recorded message",
+        ),
+    ],
+)
+def test_bad_attach_recordings_give_one_line(lines: list[Any], message: str) -> None:
+    data = gzip.compress(b"".join(json.dumps(x).encode() + b"\n" for x in lines))
+    with pytest.raises(RecordingError, match=message):
+        read_attach_bytes(data, "a")
+
+
+def test_attach_messages_carry_no_infinity_nan_or_huge_integer() -> None:
+    lines = [
+        b'{"type": "gputui-attach-recording", "version": 1, "pid": 1e999}',
+        b'{"type": "hello", "x": NaN}',
+        b'{"t": 1, "msg": {"a": 1e999, "b": -Infinity, "c": ' + b"9" * 400 + b', "d": 2}}',
+    ]
+    recording = read_attach_bytes(b"\n".join(lines) + b"\n", "a")
+    assert recording.pid is None and recording.hello == {"type": "hello", "x": None}
+    assert recording.messages == [(1.0, {"a": None, "b": None, "c": None, "d": 2})]
+
+
+def test_gputui_record_writes_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    import gputui.collectors.source
+    from gputui.commands import record
+    from tests.helpers.synthetic import make_snapshots, replay_source
+
+    snapshots = make_snapshots(n_steps=3)
+    monkeypatch.setattr(gputui.collectors.source, "LiveSource", lambda: replay_source(snapshots))
+    # the command's SIGTERM handler must not outlive the test
+    monkeypatch.setattr(signal, "signal", lambda *_args: None)
+    out = tmp_path / "session.jsonl.gz"
+    out.write_bytes(b"")
+    out.chmod(0o644)
+    args = argparse.Namespace(output=str(out), interval=0.1, duration=0.1, note=None, quiet=True)
+    assert record.main(args) == 0
+    assert _mode(out) == 0o600
+    assert read_recording(out)[1][0] == snapshots[0]
+
+
+def test_each_kind_of_recording_names_the_other_command() -> None:
+    with pytest.raises(RecordingError, match="gputui attach --replay"):
+        ReplaySource.from_file(SAMPLES / "attach-v1.jsonl.gz")
+    with pytest.raises(RecordingError, match="gputui --replay"):
+        read_attach_recording(SAMPLES / "monitor-v1.jsonl.gz")
+
+
+def test_every_number_in_the_model_has_a_range() -> None:
+    import dataclasses
+    import typing
+
+    from gputui import codec, model
+
+    classes = [model.Snapshot, model.HostSnapshot, model.DeviceSnapshot, model.ProcessSnapshot]
+    classes += [model.GpmMetrics, model.MigInstance]
+    missing = []
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            text = str(hints[field.name])
+            numeric = ("float" in text or "int" in text) and "Snapshot" not in text
+            if numeric and codec._range_of(f"{cls.__name__}.{field.name}") is None:
+                missing.append(f"{cls.__name__}.{field.name}")
+    assert missing == []

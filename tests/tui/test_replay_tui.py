@@ -1,0 +1,66 @@
+"""The monitor on a replay: progress and a loop marker in the banner, a break in
+the history graphs where the recording starts over."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from gputui.collectors.replay import ReplaySource
+from gputui.tui.app import make_app
+from gputui.tui.history import History
+from gputui.tui.widgets.panels import BannerPanel
+from tests.helpers.synthetic import make_snapshots, replay_source, write_recording
+
+
+def test_history_breaks_where_time_goes_back_and_never_joins_end_to_start() -> None:
+    snaps = make_snapshots(n_gpus=1, n_procs=1, n_steps=3, seed=2)
+    history = History()
+    for snap in [*snaps, *snaps]:
+        history.add(snap, snap.timestamp_s)
+    uuid = snaps[0].devices[0].uuid
+    util = list(history.gpu_series(uuid, "util"))
+    first = [s.devices[0].util_gpu_pct for s in snaps]
+    assert util == [*first, None, *first]
+    assert list(history.host["cpu"])[3] is None
+    times = list(history.times)
+    assert all(b > a for a, b in itertools.pairwise(times))
+    assert len(times) == len(util)
+
+
+def test_history_of_one_repeated_snapshot_has_no_breaks() -> None:
+    snap = make_snapshots(n_gpus=1, n_procs=1, n_steps=1, seed=2)[0]
+    history = History()
+    for _ in range(4):
+        history.add(snap, snap.timestamp_s)
+    assert None not in history.gpu_series(snap.devices[0].uuid, "util")
+
+
+async def test_banner_shows_position_and_marks_the_loop() -> None:
+    source = replay_source(make_snapshots(n_gpus=1, n_procs=2, n_steps=5, seed=1))
+    app = make_app(source, interval_s=1.0, banner="REPLAY: r, not this machine", autostart=False)
+    async with app.run_test(size=(100, 40)) as pilot:
+        app.advance(5)
+        await pilot.pause()
+        banner = app.screen.query_one(BannerPanel).plain
+        assert banner.rstrip().endswith("5/5") and "pass" not in banner
+        assert not app._notifications
+        app.advance(2)
+        await pilot.pause()
+        assert app.screen.query_one(BannerPanel).plain.rstrip().endswith("2/5  pass 2")
+        assert [n.message for n in app._notifications] == ["replay restarted from the beginning"]
+        uuid = source.sample().devices[0].uuid
+        assert list(app.history.gpu_series(uuid, "util"))[5] is None
+
+
+async def test_banner_keeps_the_progress_at_80_columns(tmp_path: Path) -> None:
+    path = write_recording(tmp_path / "r.jsonl.gz", make_snapshots(n_steps=12, seed=4))
+    source = ReplaySource.from_file(path)
+    long_banner = "REPLAY: " + "very-long-directory-name/" * 6 + "r.jsonl.gz, not this machine"
+    app = make_app(source, interval_s=1.0, banner=long_banner, autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        source.count()
+        app.advance(3)
+        await pilot.pause()
+        banner = app.screen.query_one(BannerPanel).plain
+        assert len(banner) == 80 and banner.rstrip().endswith("3/12")

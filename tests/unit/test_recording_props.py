@@ -1,0 +1,180 @@
+"""Property tests of recording decoding: whatever the bytes, the readers return a
+value or raise RecordingError (a GputuiError: one line, exit 2), nothing else;
+what they return is in range, encodes as strict JSON and renders."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+import json
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from gputui import report
+from gputui.codec import snapshot_to_json
+from gputui.collectors.attach_recording import read_attach_bytes
+from gputui.collectors.recording_io import MAX_TOTAL_BYTES, reader_for_bytes
+from gputui.collectors.replay import (
+    RecordingError,
+    RecordingHeader,
+    ReplaySource,
+    _read_whole,
+    _StreamPlayer,
+)
+from gputui.errors import GputuiError
+from tests.unit.test_replay import make_snapshot
+
+EXAMPLES = int(os.environ.get("GPUTUI_PROPERTY_EXAMPLES", "120"))
+PROPS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+T0 = 1_767_225_600.0
+BASE = snapshot_to_json(make_snapshot(T0))
+MONITOR_HEADER = {"type": "gputui-recording", "schema": 1, "interval_s": 1.0}
+ATTACH_HEADER = {"type": "gputui-attach-recording", "version": 1, "pid": 42}
+
+# Numbers at and around every range's edges, and the ones JSON readers mishandle.
+NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, -1, 2**31, 2**63, 2**64, 10**24, 10**25, 10**400, -(10**400)]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e20, 1e308, -1e308, 5e-324, 100.0, 100.5, 110.0, 2.0**33, 2.0**33 + 1]),
+)
+SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, st.text(max_size=20))
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+PATHS = _paths(BASE)
+
+
+@st.composite
+def mutated_snapshot(draw: st.DrawFn) -> Any:
+    """A real snapshot with a few values (anywhere in it) replaced by any JSON."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(JSON)  # sometimes not a snapshot at all
+    data = copy.deepcopy(BASE)
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(PATHS))
+        node = data
+        try:  # an earlier change may have replaced a parent of this path
+            for key in path[:-1]:
+                node = node[key]
+            if draw(st.integers(0, 5)) == 0 and isinstance(node, dict):
+                node.pop(path[-1], None)
+            else:
+                node[path[-1]] = draw(JSON)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return data
+
+
+def _line(value: Any) -> bytes:
+    # Python's encoder writes NaN, Infinity and huge integers as a careless writer would.
+    return json.dumps(value).encode()
+
+
+@st.composite
+def recording_bytes(draw: st.DrawFn, header: Any, body: st.SearchStrategy[Any]) -> bytes:
+    lines = [_line(draw(st.one_of(st.just(header), JSON)) if draw(st.booleans()) else header)]
+    lines += [_line(draw(body)) for _ in range(draw(st.integers(0, 4)))]
+    if draw(st.integers(0, 4)) == 0:
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.binary(max_size=40)))
+    data = b"\n".join(lines) + draw(st.sampled_from([b"\n", b""]))
+    if draw(st.booleans()):
+        data = gzip.compress(data, mtime=0)
+    if draw(st.integers(0, 3)) == 0:
+        data = data[: draw(st.integers(0, len(data)))]  # cut anywhere, compressed or not
+    if draw(st.integers(0, 5)) == 0:
+        at = draw(st.integers(0, max(0, len(data) - 1)))
+        data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
+    return data
+
+
+def _render(snapshot: Any) -> None:
+    source = ReplaySource(
+        RecordingHeader(1, None, 1.0, None, None, None), [snapshot], "recording: t"
+    )
+    console = Console(width=100, file=io.StringIO(), color_system=None)
+    console.print(report.render(snapshot, source, "REPLAY", False, True))
+
+
+@PROPS
+@given(recording_bytes(MONITOR_HEADER, mutated_snapshot()))
+def test_monitor_recording_decoding_raises_only_recording_error(data: bytes) -> None:
+    assert issubclass(RecordingError, GputuiError)
+    try:
+        _header, snapshots = _read_whole(
+            lambda max_total: reader_for_bytes(data, "p", max_total), MAX_TOTAL_BYTES
+        )
+    except RecordingError as exc:
+        assert "\n" not in str(exc)
+        return
+    for snapshot in snapshots:
+        # what decodes is in range: strict JSON out, and every view can show it
+        json.dumps(snapshot_to_json(snapshot), allow_nan=False)
+        _render(snapshot)
+
+
+@PROPS
+@given(recording_bytes(MONITOR_HEADER, mutated_snapshot()), st.integers(1, 12))
+def test_monitor_replay_raises_only_recording_error(data: bytes, samples: int) -> None:
+    try:
+        player = _StreamPlayer(lambda max_total: reader_for_bytes(data, "p", max_total), 2**20)
+        source = ReplaySource(player.header, (), "recording: p", player=player)
+    except RecordingError:
+        return
+    for _ in range(samples):
+        try:
+            source.sample()
+        except RecordingError as exc:
+            assert "\n" not in str(exc)
+    assert source.count(timeout_s=10) is not None or player.count_error is not None
+    source.close()
+
+
+MESSAGE = st.fixed_dictionaries(
+    {"t": st.one_of(NUMBERS, SCALARS), "msg": st.one_of(JSON, st.just({"type": "steps"}))}
+)
+
+
+@PROPS
+@given(
+    recording_bytes(
+        ATTACH_HEADER,
+        st.one_of(st.just({"type": "hello", "v": 1}), MESSAGE, JSON),
+    )
+)
+def test_attach_recording_decoding_raises_only_recording_error(data: bytes) -> None:
+    try:
+        recording = read_attach_bytes(data, "a")
+    except RecordingError as exc:
+        assert "\n" not in str(exc)
+        return
+    # what the replay will be fed is plain, finite JSON
+    json.dumps([recording.hello, recording.messages], allow_nan=False)
+    assert all(t >= 0 for t, _msg in recording.messages)
