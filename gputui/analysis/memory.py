@@ -19,11 +19,18 @@ class MemoryLike(Protocol):
     def allocated(self) -> int: ...
 
 
+#: a leak grows in both halves of the window: each must show at least this
+#: share of the whole growth (a warm-up ramp grows once, then stays flat)
+SUSTAINED_SHARE = 0.25
+
+
 @dataclass(frozen=True)
 class MemoryGrowth:
-    per_step_bytes: float  # growth of the allocated baseline per step
+    per_step_bytes: float  # growth of the allocated baseline per step, over the window
     steps: int  # steps the window spans
-    growing: bool  # large enough to be a leak, not noise
+    growing: bool  # large and sustained enough to be a leak, not noise or a ramp
+    #: growth per step over the window's second half (what the near future holds)
+    recent_per_step_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -36,21 +43,36 @@ def memory_growth(points: Sequence[tuple[MemoryLike, int | None]]) -> MemoryGrow
 
     Samples land anywhere inside a step (after forward the activations are live,
     after the optimizer they are not), so single samples swing by gigabytes.  The
-    baseline is the minimum over the first and over the last third of the window:
-    a leak lifts the minimum, the forward/backward swing does not.
+    baseline is the minimum over each third of the window: a leak lifts the
+    minimum, the forward/backward swing does not; and a leak lifts it in both
+    halves, where the first steps' ramp (optimizer state, allocator caches)
+    lifts only the first.
     """
     usable = [(s, at) for s, at in points if at is not None]
     if len(usable) < MIN_POINTS:
         return None
     third = len(usable) // 3
-    head, tail = usable[:third], usable[-third:]
+    head, middle, tail = usable[:third], usable[third : len(usable) - third], usable[-third:]
     base_head = min(s.allocated for s, _ in head)
+    base_middle = min(s.allocated for s, _ in middle)
     base_tail = min(s.allocated for s, _ in tail)
     head_step = head[len(head) // 2][1] or 0
+    middle_step = middle[len(middle) // 2][1] or 0
     tail_step = tail[len(tail) // 2][1] or 0
     span = tail_step - head_step
     if span <= 0:
         return None
     grew = base_tail - base_head
-    growing = grew > GROWTH_FLAG_BYTES and grew > GROWTH_FLAG_SHARE * max(base_head, 1)
-    return MemoryGrowth(grew / span, span, growing)
+    # A leak keeps growing: the second half grows too, not only the start (the
+    # allocator and optimizer state filling up during the first steps).
+    sustained = (
+        grew > 0
+        and base_middle - base_head >= SUSTAINED_SHARE * grew
+        and base_tail - base_middle >= SUSTAINED_SHARE * grew
+    )
+    growing = (
+        sustained and grew > GROWTH_FLAG_BYTES and grew > GROWTH_FLAG_SHARE * max(base_head, 1)
+    )
+    recent_span = tail_step - middle_step
+    recent = (base_tail - base_middle) / recent_span if recent_span > 0 else 0.0
+    return MemoryGrowth(grew / span, span, growing, recent)

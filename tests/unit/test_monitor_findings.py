@@ -53,7 +53,7 @@ def test_healthy_gpu_has_no_findings() -> None:
 
 def test_low_utilization_with_compute_process() -> None:
     items = findings(snap(device(util_gpu_pct=30.0)))
-    low = [f for f in items if f.rule == "low_util"]
+    low = [f for f in items if f.rule == "device.low_util"]
     assert len(low) == 1
     assert low[0].severity == "warn" and low[0].gpu_index == 0
     assert "30%" in low[0].evidence
@@ -61,27 +61,27 @@ def test_low_utilization_with_compute_process() -> None:
 
 
 def test_low_utilization_needs_a_compute_process() -> None:
-    assert "low_util" not in rules(findings(snap(device(util_gpu_pct=10.0), procs=())))
+    assert "device.low_util" not in rules(findings(snap(device(util_gpu_pct=10.0), procs=())))
     graphics_only = (proc("graphics"),)
-    assert "low_util" not in rules(findings(snap(device(util_gpu_pct=10.0), graphics_only)))
+    assert "device.low_util" not in rules(findings(snap(device(util_gpu_pct=10.0), graphics_only)))
 
 
 def test_low_utilization_threshold_is_50_percent() -> None:
-    assert "low_util" not in rules(findings(snap(device(util_gpu_pct=50.0))))
-    assert "low_util" in rules(findings(snap(device(util_gpu_pct=49.0))))
+    assert "device.low_util" not in rules(findings(snap(device(util_gpu_pct=50.0))))
+    assert "device.low_util" in rules(findings(snap(device(util_gpu_pct=49.0))))
 
 
 def test_low_utilization_uses_the_history_average() -> None:
     busy = [snap(device(util_gpu_pct=95.0)) for _ in range(9)]
     one_dip = snap(device(util_gpu_pct=5.0))
-    assert "low_util" not in rules(findings(one_dip, [*busy, one_dip]))
+    assert "device.low_util" not in rules(findings(one_dip, [*busy, one_dip]))
     idle = [snap(device(util_gpu_pct=5.0)) for _ in range(9)]
-    assert "low_util" in rules(findings(one_dip, idle))
+    assert "device.low_util" in rules(findings(one_dip, idle))
 
 
 def test_power_cap_throttling_is_a_warning() -> None:
     items = findings(snap(device(throttle_reasons=("sw_power_cap",), power_w=699.0)))
-    throttle = [f for f in items if f.rule == "throttle"]
+    throttle = [f for f in items if f.rule == "device.throttled"]
     assert len(throttle) == 1 and throttle[0].severity == "warn"
     assert "power cap" in throttle[0].evidence and "699/700 W" in throttle[0].evidence
 
@@ -89,32 +89,32 @@ def test_power_cap_throttling_is_a_warning() -> None:
 def test_hardware_and_thermal_throttling_is_critical() -> None:
     for reason in ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"):
         items = findings(snap(device(throttle_reasons=(reason,))))
-        assert [f.severity for f in items if f.rule == "throttle"] == ["crit"], reason
+        assert [f.severity for f in items if f.rule == "device.throttled"] == ["crit"], reason
     thermal = findings(snap(device(throttle_reasons=("sw_thermal_slowdown",))))
-    assert any(f.rule == "throttle" and "cooling" in f.fix for f in thermal)
+    assert any(f.rule == "device.throttled" and "cooling" in f.fix for f in thermal)
 
 
 def test_harmless_clock_reasons_are_not_throttling() -> None:
     for reasons in ((), ("gpu_idle",), ("applications_clocks_setting",), None):
-        assert "throttle" not in rules(findings(snap(device(throttle_reasons=reasons))))
+        assert "device.throttled" not in rules(findings(snap(device(throttle_reasons=reasons))))
 
 
 def test_memory_nearly_full_above_90_percent() -> None:
     items = findings(snap(device(mem_used_bytes=int(76 * GIB))))  # 95%
-    full = [f for f in items if f.rule == "mem_full"]
+    full = [f for f in items if f.rule == "device.memory_full"]
     assert len(full) == 1 and "95%" in full[0].evidence
 
 
 def test_memory_at_90_percent_or_unknown_is_fine() -> None:
-    assert "mem_full" not in rules(findings(snap(device(mem_used_bytes=72 * GIB))))
-    assert "mem_full" not in rules(findings(snap(device(mem_used_bytes=None))))
-    assert "mem_full" not in rules(findings(snap(device(mem_total_bytes=0))))
+    assert "device.memory_full" not in rules(findings(snap(device(mem_used_bytes=72 * GIB))))
+    assert "device.memory_full" not in rules(findings(snap(device(mem_used_bytes=None))))
+    assert "device.memory_full" not in rules(findings(snap(device(mem_total_bytes=0))))
 
 
 def test_busy_without_tensor_work_on_gpm_gpu() -> None:
     gpm = GpmMetrics(sm_activity_pct=97.0, tensor_activity_pct=4.0, dram_bw_util_pct=30.0)
     items = findings(snap(device(util_gpu_pct=100.0, gpm=gpm)))
-    assert items[0].rule == "no_tensor"  # the headline finding comes first
+    assert items[0].rule == "device.no_tensor_work"  # the headline finding comes first
     assert "100%" in items[0].evidence and "4%" in items[0].evidence
     assert "autocast" in items[0].fix and "TF32" in items[0].fix
 
@@ -122,29 +122,35 @@ def test_busy_without_tensor_work_on_gpm_gpu() -> None:
 def test_tensor_rule_negatives() -> None:
     gpm_low = GpmMetrics(sm_activity_pct=97.0, tensor_activity_pct=4.0)
     # not busy
-    assert "no_tensor" not in rules(findings(snap(device(util_gpu_pct=70.0, gpm=gpm_low))))
+    assert "device.no_tensor_work" not in rules(
+        findings(snap(device(util_gpu_pct=70.0, gpm=gpm_low)))
+    )
     # tensor cores in use
     gpm_ok = GpmMetrics(sm_activity_pct=97.0, tensor_activity_pct=5.0)
-    assert "no_tensor" not in rules(findings(snap(device(util_gpu_pct=100.0, gpm=gpm_ok))))
+    assert "device.no_tensor_work" not in rules(
+        findings(snap(device(util_gpu_pct=100.0, gpm=gpm_ok)))
+    )
     # an older GPU without GPM: no claim either way
     old = device(util_gpu_pct=100.0, gpm_supported=False, gpm=None)
-    assert "no_tensor" not in rules(findings(snap(old)))
+    assert "device.no_tensor_work" not in rules(findings(snap(old)))
 
 
 def test_memory_bound_hint() -> None:
     gpm = GpmMetrics(sm_activity_pct=40.0, tensor_activity_pct=0.0, dram_bw_util_pct=78.0)
     items = findings(snap(device(util_gpu_pct=70.0, gpm=gpm)))
-    assert [f.severity for f in items if f.rule == "mem_bound"] == ["info"]
+    assert [f.severity for f in items if f.rule == "device.memory_bound"] == ["info"]
     busy_sm = dataclasses.replace(gpm, sm_activity_pct=90.0)
-    assert "mem_bound" not in rules(findings(snap(device(util_gpu_pct=70.0, gpm=busy_sm))))
+    assert "device.memory_bound" not in rules(
+        findings(snap(device(util_gpu_pct=70.0, gpm=busy_sm)))
+    )
 
 
 def test_ecc_and_lost_gpu_are_critical() -> None:
     items = findings(snap(device(ecc_errors_uncorrected=2)))
-    assert any(f.rule == "ecc" and f.severity == "crit" for f in items)
-    assert "ecc" not in rules(findings(snap(device(ecc_errors_corrected=5))))
+    assert any(f.rule == "device.ecc" and f.severity == "crit" for f in items)
+    assert "device.ecc" not in rules(findings(snap(device(ecc_errors_corrected=5))))
     lost = findings(snap(device(lost=True)))
-    assert [f.rule for f in lost] == ["lost"]
+    assert [f.rule for f in lost] == ["device.lost"]
 
 
 def test_findings_are_sorted_most_severe_first() -> None:

@@ -1,0 +1,313 @@
+"""What the analyzer's rules read: frozen values gathered from a job (its steps,
+memory, latest capture and GPU) or from a trace.
+
+Builders here turn the raw inputs (step records, memory samples, a capture
+result, device snapshots) into the few numbers rules compare with thresholds,
+so that every rule sees the same definitions.  Pure: no I/O, no UI.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gputui.analysis import kernels
+from gputui.analysis.memory import MemoryGrowth, memory_growth
+from gputui.analysis.steps import StepStats, is_warmup, step_stats
+from gputui.model import DeviceSnapshot
+from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+from gputui.protocol.messages import StepFlag
+from gputui.protocol.schema import MemorySample, StepRecord
+
+#: rules about steps stay silent until this many ordinary steps were seen
+#: (warm-up and profiled steps are not ordinary)
+MIN_STEPS = 20
+#: a GPU window needs this many samples before GPU rules speak
+MIN_GPU_SAMPLES = 3
+#: kernels shorter than this are "tiny": launch overhead dominates them
+TINY_KERNEL_US = 10.0
+
+
+# -- the job's GPU -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuWindow:
+    """One GPU over a window of monitor samples: means, and how often each clock
+    event (throttle reason) was active."""
+
+    samples: int
+    index: int | None = None
+    name: str | None = None
+    util_pct: float | None = None
+    util_stdev_pct: float | None = None
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_pct: float | None = None
+    dram_pct: float | None = None
+    fp16_pct: float | None = None
+    fp32_pct: float | None = None
+    fp64_pct: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    clock_sm_mhz: float | None = None
+    clock_sm_max_mhz: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    #: reason -> share of samples (0..1) in which it was active
+    throttle_share: Mapping[str, float] = field(default_factory=dict)
+    gpm: bool = False  # GPM metrics were available
+
+    @classmethod
+    def of(cls, devices: Sequence[DeviceSnapshot]) -> GpuWindow | None:
+        """The window over snapshots of one GPU, oldest first; None when empty."""
+        live = [d for d in devices if not d.lost]
+        if not live:
+            return None
+        last = live[-1]
+        gpms = [d.gpm for d in live if d.gpm is not None]
+        utils = [d.util_gpu_pct for d in live if d.util_gpu_pct is not None]
+        reasons: dict[str, int] = {}
+        counted = 0
+        for d in live:
+            if d.throttle_reasons is None:
+                continue
+            counted += 1
+            for reason in d.throttle_reasons:
+                reasons[reason] = reasons.get(reason, 0) + 1
+        return cls(
+            samples=len(live),
+            index=last.index,
+            name=last.name,
+            util_pct=_mean(utils),
+            util_stdev_pct=statistics.pstdev(utils) if len(utils) >= 2 else None,
+            sm_active_pct=_mean(g.sm_activity_pct for g in gpms),
+            sm_occupancy_pct=_mean(g.sm_occupancy_pct for g in gpms),
+            tensor_pct=_mean(g.tensor_activity_pct for g in gpms),
+            dram_pct=_mean(g.dram_bw_util_pct for g in gpms),
+            fp16_pct=_mean(g.fp16_activity_pct for g in gpms),
+            fp32_pct=_mean(g.fp32_activity_pct for g in gpms),
+            fp64_pct=_mean(g.fp64_activity_pct for g in gpms),
+            power_w=_mean(d.power_w for d in live),
+            power_limit_w=last.power_limit_w,
+            temp_c=_mean(d.temp_gpu_c for d in live),
+            clock_sm_mhz=_mean(d.clock_sm_mhz for d in live),
+            clock_sm_max_mhz=last.clock_sm_max_mhz,
+            pcie_rx_bytes_per_s=_mean(d.pcie_rx_bytes_per_s for d in live),
+            pcie_tx_bytes_per_s=_mean(d.pcie_tx_bytes_per_s for d in live),
+            mem_used_bytes=last.mem_used_bytes,
+            mem_total_bytes=last.mem_total_bytes,
+            throttle_share={r: n / counted for r, n in reasons.items()} if counted else {},
+            gpm=bool(gpms),
+        )
+
+
+def _mean(values: Iterable[float | int | None]) -> float | None:
+    present = [float(v) for v in values if v is not None and v == v]
+    return math.fsum(present) / len(present) if present else None
+
+
+# -- a capture ---------------------------------------------------------------------------------
+#: CPU-side calls that wait for the GPU (the host synchronises)
+SYNC_CALLS = (
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaStreamWaitEvent",
+)
+#: CPU ops that copy a GPU value to the host, and so wait for the GPU
+READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
+_PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \(Pageable", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CaptureView:
+    """A capture's (or a trace's) tables, with the derived numbers rules use.
+    Times are microseconds over the whole capture window of ``steps`` steps."""
+
+    steps: int
+    span_us: float | None
+    busy_us: float | None
+    kernel_total_us: float
+    kernel_calls: int
+    by_class_us: Mapping[str, float]
+    kernels: tuple[KernelRow, ...]
+    cpu_ops: tuple[CpuOpRow, ...]
+    comm_compute_overlap: float | None = None
+    trace_path: str | None = None
+
+    @classmethod
+    def of(cls, cap: CaptureResult) -> CaptureView:
+        steps = 1
+        if cap.first_step is not None and cap.last_step is not None:
+            steps = max(1, cap.last_step - cap.first_step + 1)
+        gpu = cap.gpu_time
+        return cls(
+            steps=steps,
+            span_us=None if gpu is None else gpu.span_us,
+            busy_us=None if gpu is None else gpu.busy_us,
+            kernel_total_us=cap.kernel_total_us,
+            kernel_calls=cap.kernel_calls,
+            by_class_us=dict(cap.by_class),
+            kernels=cap.kernels,
+            cpu_ops=cap.cpu_ops,
+            comm_compute_overlap=None if gpu is None else gpu.comm_compute_overlap,
+            trace_path=cap.trace_path,
+        )
+
+    # -- derived numbers --------------------------------------------------------------------
+    @property
+    def idle_share(self) -> float | None:
+        """GPU idle over the capture span (HTA: span minus the union of activity)."""
+        if not self.span_us or self.busy_us is None:
+            return None
+        return max(0.0, 1.0 - self.busy_us / self.span_us)
+
+    def class_share(self, *classes: str) -> float:
+        """Share of all kernel time in these kernel classes (0..1)."""
+        total = self.kernel_total_us
+        if total <= 0:
+            return 0.0
+        return sum(self.by_class_us.get(c, 0.0) for c in classes) / total
+
+    def span_share(self, us: float) -> float | None:
+        """``us`` microseconds as a share of the capture span."""
+        return us / self.span_us if self.span_us else None
+
+    @property
+    def kernels_per_step(self) -> float:
+        return self.kernel_calls / self.steps if self.steps else 0.0
+
+    @property
+    def mean_kernel_us(self) -> float | None:
+        return self.kernel_total_us / self.kernel_calls if self.kernel_calls else None
+
+    def tiny_kernel_share(self) -> float | None:
+        """Share of the top kernels' launches that are shorter than TINY_KERNEL_US
+        on average (the top rows cover most launches of a step)."""
+        calls = sum(k.calls for k in self.kernels if k.kernel_class not in _NOT_KERNELS)
+        if not calls:
+            return None
+        tiny = sum(
+            k.calls
+            for k in self.kernels
+            if k.kernel_class not in _NOT_KERNELS and k.mean_us < TINY_KERNEL_US
+        )
+        return tiny / calls
+
+    def op(self, name: str) -> CpuOpRow | None:
+        return next((o for o in self.cpu_ops if o.name == name), None)
+
+    def ops_us(self, names: Iterable[str]) -> tuple[float, int]:
+        """Self time (us) and calls of the CPU ops with these names."""
+        wanted = set(names)
+        rows = [o for o in self.cpu_ops if o.name in wanted]
+        return sum(o.self_us for o in rows), sum(o.calls for o in rows)
+
+    def pageable_copies(self) -> tuple[float, int]:
+        """GPU time (us) and count of copies from or to pageable host memory."""
+        rows = [k for k in self.kernels if _PAGEABLE.match(k.name)]
+        return sum(k.total_us for k in rows), sum(k.calls for k in rows)
+
+    def fp32_gemm_share(self) -> float:
+        """Share of kernel time in FP32 GEMMs on the CUDA cores (SIMT sgemm, the
+        f32 xmma kernels cuBLAS picks when TF32 is off)."""
+        total = self.kernel_total_us
+        if total <= 0:
+            return 0.0
+        fp32 = sum(k.total_us for k in self.kernels if is_fp32_gemm(k.name))
+        return fp32 / total
+
+
+_NOT_KERNELS = frozenset({kernels.MEMCPY, kernels.MEMSET})
+_FP32_GEMM = re.compile(
+    r"sgemm|gemm_f32f32_f32f32_f32|_simt_sgemm|cutlass_80_simt_s|volta_sgemm|ampere_sgemm",
+    re.IGNORECASE,
+)
+_TF32 = re.compile(r"tf32|tensorop_s1688|s1688|xmma_gemm_tf32", re.IGNORECASE)
+
+
+def is_fp32_gemm(name: str) -> bool:
+    """A GEMM kernel that runs in full FP32 on the CUDA cores (not TF32 on the
+    tensor cores)."""
+    return bool(_FP32_GEMM.search(name)) and not _TF32.search(name)
+
+
+# -- the job ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobEvidence:
+    """Everything known about one job over the analyzer's window."""
+
+    #: statistics over ordinary steps (warm-up and profiled steps left out)
+    stats: StepStats
+    #: all steps in the window, in order (outlier rules read them)
+    steps: tuple[StepRecord, ...] = ()
+    cuda: bool = False
+    phases_coarse: bool = False
+    batch_size: int | None = None
+    memory: MemorySample | None = None
+    growth: MemoryGrowth | None = None
+    device_total_bytes: int | None = None
+    capture: CaptureView | None = None
+    gpu: GpuWindow | None = None
+    #: evidence of the other ranks of the job (multi-rank rules); () for one rank
+    ranks: tuple[JobEvidence, ...] = ()
+
+    @property
+    def enough_steps(self) -> bool:
+        return self.stats.count >= MIN_STEPS
+
+    @property
+    def step_s(self) -> float | None:
+        """The typical (median) ordinary step time, seconds."""
+        return self.stats.wall.p50 if self.stats.wall is not None else None
+
+    def phase_share(self, name: str, gpu: bool = False) -> float:
+        dists = self.stats.gpu_phases if gpu else self.stats.phases
+        return next((d.share for d in dists if d.name == name), 0.0)
+
+    def phase_p50(self, name: str) -> float | None:
+        return next((d.p50 for d in self.stats.phases if d.name == name), None)
+
+    def phase_mean(self, name: str, gpu: bool = False) -> float | None:
+        dists = self.stats.gpu_phases if gpu else self.stats.phases
+        return next((d.mean for d in dists if d.name == name), None)
+
+
+def ordinary(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """Steps that say how the job normally runs: not warm-up, not profiled,
+    not captured into a CUDA graph."""
+    skip = StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE
+    return [s for s in steps if not is_warmup(s.index) and not (s.flags & skip)]
+
+
+def job_evidence(
+    steps: Sequence[StepRecord],
+    memory: Sequence[tuple[MemorySample, int | None]] = (),
+    capture: CaptureResult | None = None,
+    gpu: Sequence[DeviceSnapshot] = (),
+    *,
+    cuda: bool = False,
+    phases_coarse: bool = False,
+    batch_size: int | None = None,
+    device_total_bytes: int | None = None,
+    window: int = 1000,
+) -> JobEvidence:
+    """The evidence over the newest ``window`` steps."""
+    recent = tuple(steps[-window:])
+    return JobEvidence(
+        stats=step_stats(ordinary(recent), exclude_profiled=False),
+        steps=recent,
+        cuda=cuda,
+        phases_coarse=phases_coarse,
+        batch_size=batch_size,
+        memory=memory[-1][0] if memory else None,
+        growth=memory_growth(memory),
+        device_total_bytes=device_total_bytes,
+        capture=None if capture is None else CaptureView.of(capture),
+        gpu=GpuWindow.of(gpu),
+    )

@@ -1,0 +1,108 @@
+"""The analyzer's registry: every rule, and how a finding's impact sets its
+severity.
+
+A rule is a pure function ``JobEvidence -> iterable of Finding`` registered with
+:func:`rule` (the modules of :mod:`gputui.analysis.rules` register theirs on
+import); it says nothing when its evidence is missing or too thin.
+:mod:`gputui.analysis.engine` runs them.
+
+Severity follows the estimated impact (the share of step time the fix could
+recover): crit from :data:`CRIT_IMPACT_PCT`, warn from :data:`WARN_IMPACT_PCT`,
+info below; rules without an impact estimate choose their severity themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.severity import CRIT, INFO, WARN, Severity
+
+#: impact (% of the step) from which a finding is a warning, and critical
+WARN_IMPACT_PCT = 10.0
+CRIT_IMPACT_PCT = 30.0
+
+#: a rule's check: evidence (JobEvidence for a job rule, DeviceEvidence for a
+#: device rule) in, findings out
+Check = Callable[[Any], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    family: str  # data, sync, launch, copy, precision, kernels, memory, steps, gpu, comm
+    check: Check
+    #: where the rule comes from (a bottleneck table row, a tool's rule)
+    source: str
+    #: the evidence it needs: "steps", "memory", "capture", "gpu", "ranks",
+    #: "snapshot" (for the docs)
+    needs: tuple[str, ...]
+    #: "job" (over JobEvidence: attach, analyze) or "device" (over DeviceEvidence:
+    #: the monitor, one GPU at a time)
+    scope: str = "job"
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def rule(
+    rule_id: str, family: str, source: str, needs: tuple[str, ...], scope: str = "job"
+) -> Callable[[Check], Check]:
+    """Register ``check`` as rule ``rule_id``."""
+
+    def register(check: Check) -> Check:
+        if rule_id in REGISTRY:
+            raise ValueError(f"rule {rule_id} registered twice")
+        REGISTRY[rule_id] = Rule(rule_id, family, check, source, needs, scope)
+        return check
+
+    return register
+
+
+def severity_of(impact_pct: float | None, floor: Severity = INFO) -> Severity:
+    """The severity an impact estimate earns (never below ``floor``)."""
+    order = {INFO: 0, WARN: 1, CRIT: 2}
+    earned: Severity = INFO
+    if impact_pct is not None:
+        if impact_pct >= CRIT_IMPACT_PCT:
+            earned = CRIT
+        elif impact_pct >= WARN_IMPACT_PCT:
+            earned = WARN
+    return earned if order[earned] >= order[floor] else floor
+
+
+def finding(
+    ev: JobEvidence,
+    rule_id: str,
+    title: str,
+    evidence: str,
+    fix: str,
+    confirm: str,
+    *,
+    share: float | None = None,
+    scope: str = "job",
+    severity: Severity | None = None,
+) -> Finding:
+    """A finding of rule ``rule_id``; ``share`` (0..1 of the step) sets the impact
+    in % and in ms per step (from the job's median step) and, unless given, the
+    severity."""
+    impact_pct = None if share is None else round(100.0 * max(0.0, min(1.0, share)), 1)
+    step_s = ev.step_s
+    impact_ms = None
+    if impact_pct is not None and step_s:
+        impact_ms = round(impact_pct / 100.0 * step_s * 1000.0, 2)
+    return Finding(
+        rule=rule_id,
+        severity=severity or severity_of(impact_pct),
+        scope=scope,
+        title=title,
+        evidence=evidence,
+        fix=fix,
+        confirm=confirm,
+        source=REGISTRY[rule_id].source if rule_id in REGISTRY else "",
+        impact_pct=impact_pct,
+        impact_ms=impact_ms,
+    )

@@ -1,0 +1,194 @@
+"""Rules over device memory: growth, nearly full, allocator retries and OOMs,
+fragmentation, allocations inside the loop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gputui import fmt
+from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.registry import finding, rule
+from gputui.analysis.severity import CRIT, INFO, WARN
+
+#: peak memory over this share of the device (TensorBoard's advice threshold)
+NEAR_FULL = 0.90
+#: a growing baseline that reaches the device's end within this many seconds is critical
+OOM_SOON_S = 600.0
+#: reserved beyond allocated by this factor and this many bytes: fragmentation
+FRAGMENT_FACTOR = 1.5
+FRAGMENT_BYTES = 2 * 2**30
+#: cudaMalloc/cudaFree per step from which the caching allocator is not caching
+MALLOC_PER_STEP = 1.0
+
+
+def _total(ev: JobEvidence) -> int | None:
+    if ev.device_total_bytes:
+        return ev.device_total_bytes
+    return ev.gpu.mem_total_bytes if ev.gpu is not None else None
+
+
+@rule(
+    "memory.growth",
+    "memory",
+    "bottleneck tables: memory grows over time (a leak); SageMaker Debugger: memory creep",
+    ("steps", "memory"),
+)
+def growth(ev: JobEvidence) -> Iterable[Finding]:
+    g = ev.growth
+    if g is None or not g.growing or ev.memory is None:
+        return []
+    evidence = (
+        f"allocated memory's baseline grew {fmt.size(g.total_bytes)} over {g.steps:,} steps "
+        f"({fmt.size(g.per_step_bytes)} per step)"
+    )
+    severity = WARN
+    total = _total(ev)
+    steps_per_s = ev.stats.steps_per_s
+    rate = g.recent_per_step_bytes or g.per_step_bytes
+    if total and steps_per_s and rate > 0:
+        left = max(0, total - ev.memory.reserved)
+        seconds = left / (rate * steps_per_s)
+        evidence += f"; at this rate the device is full in about {fmt.duration(seconds)}"
+        if seconds < OOM_SOON_S:
+            severity = CRIT
+    return [
+        finding(
+            ev,
+            "memory.growth",
+            "device memory keeps growing",
+            evidence,
+            "something keeps tensors alive across steps: a list of losses or outputs stored "
+            "without .item()/.detach(), a cache keyed by step, hooks that keep activations; "
+            "a memory snapshot (gputui attach PID --memory-snapshot N) names the allocation site",
+            "the growth per step on the attach screen falls to about zero",
+            severity=severity,
+        )
+    ]
+
+
+@rule(
+    "memory.near_full",
+    "memory",
+    "TensorBoard profiler: peak memory over 90% of the device; memory usage near 100%: "
+    "reduce the batch",
+    ("memory",),
+)
+def near_full(ev: JobEvidence) -> Iterable[Finding]:
+    m, total = ev.memory, _total(ev)
+    if m is None or not total:
+        return []
+    peak = max(m.peak_reserved, m.reserved)
+    if peak < NEAR_FULL * total:
+        return []
+    return [
+        finding(
+            ev,
+            "memory.near_full",
+            "device memory is nearly full",
+            f"peak reserved {fmt.size(peak)} of {fmt.size(total)} ({peak / total * 100:.0f}%)",
+            "leave headroom against an out-of-memory error: a smaller micro-batch with gradient "
+            "accumulation, activation checkpointing, bf16 activations, or "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation",
+            "peak reserved stays under 90% of the device",
+            severity=WARN,
+        )
+    ]
+
+
+@rule(
+    "memory.alloc_retries",
+    "memory",
+    "gputui: the caching allocator's retry and OOM counters (no tool reports them live)",
+    ("memory",),
+)
+def alloc_retries(ev: JobEvidence) -> Iterable[Finding]:
+    m = ev.memory
+    if m is None or (not m.alloc_retries and not m.ooms):
+        return []
+    if m.ooms:
+        return [
+            finding(
+                ev,
+                "memory.alloc_retries",
+                "the job hit out-of-memory errors",
+                f"{m.ooms} out-of-memory error(s) and {m.alloc_retries} allocation retries so far",
+                "the job caught an OOM (or a library did): lower the batch or sequence length, "
+                "use activation checkpointing; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "when reserved memory is much larger than allocated",
+                "the OOM counter stays where it is",
+                severity=CRIT,
+            )
+        ]
+    return [
+        finding(
+            ev,
+            "memory.alloc_retries",
+            "the allocator had to free its cache and retry",
+            f"{m.alloc_retries} allocation retries: each frees cached blocks and synchronizes "
+            "the device before allocating again",
+            "reduce peak memory (smaller micro-batch, checkpointing) or set "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to cut fragmentation",
+            "the retry counter stops rising",
+            severity=WARN,
+        )
+    ]
+
+
+@rule(
+    "memory.fragmentation",
+    "memory",
+    "bottleneck tables: out of memory despite a small model (fragmentation)",
+    ("memory",),
+)
+def fragmentation(ev: JobEvidence) -> Iterable[Finding]:
+    m = ev.memory
+    if m is None or not m.allocated:
+        return []
+    spare = m.reserved - m.allocated
+    if m.reserved < FRAGMENT_FACTOR * m.allocated or spare < FRAGMENT_BYTES:
+        return []
+    return [
+        finding(
+            ev,
+            "memory.fragmentation",
+            "reserved memory is much larger than allocated",
+            f"reserved {fmt.size(m.reserved)} for {fmt.size(m.allocated)} allocated "
+            f"({fmt.size(spare)} cached but unused)",
+            "normal after a peak; if the job runs close to the device's end, set "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so freed blocks can be reused for "
+            "other sizes",
+            "reserved tracks allocated more closely",
+            severity=INFO,
+        )
+    ]
+
+
+@rule(
+    "memory.malloc_in_loop",
+    "memory",
+    "Nsight Systems: cudaMalloc calls during training (the caching allocator should serve them)",
+    ("capture",),
+)
+def malloc_in_loop(ev: JobEvidence) -> Iterable[Finding]:
+    cap = ev.capture
+    if cap is None:
+        return []
+    us, calls = cap.ops_us(("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync"))
+    if calls / cap.steps < MALLOC_PER_STEP:
+        return []
+    share = cap.span_share(us)
+    return [
+        finding(
+            ev,
+            "memory.malloc_in_loop",
+            "device memory is allocated inside the training loop",
+            f"{calls} cudaMalloc/cudaFree calls over {cap.steps} captured steps "
+            f"({fmt.us(us)} of CPU time)",
+            "usually the allocator freeing and re-reserving under memory pressure: lower the peak "
+            "(smaller micro-batch) or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
+            "avoid empty_cache() in the loop",
+            "a new capture shows no cudaMalloc/cudaFree between steps",
+            share=share,
+        )
+    ]

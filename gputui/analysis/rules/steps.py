@@ -1,0 +1,295 @@
+"""Rules over the step records: data loading, the balance of forward, backward
+and optimizer, slow steps and the warm-up."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from gputui import fmt
+from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.registry import finding, rule
+from gputui.analysis.severity import INFO
+from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
+from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
+
+#: the TensorBoard profiler's advice threshold: data loading over 5% of the step
+DATA_SHARE = 0.05
+#: forward slower than this times backward points at a synchronisation in it
+FORWARD_OVER_BACKWARD = 1.5
+#: backward over this times forward: activation checkpointing, or a slow backward
+BACKWARD_OVER_FORWARD = 3.0
+#: the optimizer taking this share of the step is worth a look
+OPTIMIZER_SHARE = 0.15
+#: time outside every phase from this share on is worth naming
+OTHER_SHARE = 0.25
+#: slow steps must add at least this share of the time to be reported
+OUTLIER_SHARE = 0.02
+#: the warm-up is reported when its steps took this many times the median
+WARMUP_FACTOR = 5.0
+
+
+@rule(
+    "data.loader_wait",
+    "data",
+    "TensorBoard profiler: DataLoader over 5% of the step; bottleneck tables: GPU idle "
+    "while the CPU is busy, GPU utilization under 70-80% with idle gaps",
+    ("steps",),
+)
+def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
+    share = ev.phase_share(DATA)
+    if not ev.enough_steps or share < DATA_SHARE:
+        return []
+    p50 = ev.phase_p50(DATA)
+    evidence = (
+        f"the training loop waits {share * 100:.0f}% of the time for the next batch "
+        f"(data p50 {fmt.ms(p50)} of a {fmt.ms(ev.step_s)} step)"
+    )
+    gpu = ev.gpu
+    if gpu is not None and gpu.util_pct is not None:
+        evidence += f"; GPU util {gpu.util_pct:.0f}%"
+    return [
+        finding(
+            ev,
+            "data.loader_wait",
+            "data loading holds the GPU back",
+            evidence,
+            "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
+            "free CPU cores, pin_memory=True, persistent_workers=True, prefetch_factor=4); move "
+            "decoding and augmentation into the workers or onto the GPU (e.g. NVIDIA DALI)",
+            "the data phase falls under 5% of the step on the attach screen and GPU "
+            "utilization rises",
+            share=share,
+        )
+    ]
+
+
+@rule(
+    "steps.forward_slower_than_backward",
+    "sync",
+    "profiler observations: forward time much above backward time points at a "
+    "synchronisation (.item(), print(tensor), .cpu()) in the forward pass",
+    ("steps",),
+)
+def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
+    forward, backward = ev.phase_mean(FORWARD), ev.phase_mean(BACKWARD)
+    if not ev.enough_steps or ev.phases_coarse or not forward or not backward:
+        return []
+    if forward < FORWARD_OVER_BACKWARD * backward:
+        return []
+    gpu_forward, gpu_backward = ev.phase_mean(FORWARD, gpu=True), ev.phase_mean(BACKWARD, gpu=True)
+    if gpu_forward and gpu_backward and gpu_forward >= FORWARD_OVER_BACKWARD * gpu_backward:
+        return []  # the GPU work itself is forward-heavy: not a synchronisation
+    # Backward usually takes about twice the forward; the excess over that is the
+    # most a synchronisation in the forward can be costing.
+    share = max(0.0, forward - backward / 2.0) / ev.step_s if ev.step_s else None
+    return [
+        finding(
+            ev,
+            "steps.forward_slower_than_backward",
+            "forward is slower than backward",
+            f"forward {fmt.ms(forward)} against backward {fmt.ms(backward)} per step "
+            "(backward usually takes about twice as long as forward)",
+            "look for host synchronisation in forward: .item(), .cpu(), .tolist(), "
+            "print(tensor), data-dependent shapes (nonzero, masked_select); keep values on "
+            "the GPU and read them every N steps",
+            "forward drops below backward; a capture (p) shows fewer cudaStreamSynchronize calls",
+            share=share,
+        )
+    ]
+
+
+@rule(
+    "steps.backward_heavy",
+    "steps",
+    "profiler observations: backward over twice the forward means activation "
+    "checkpointing (expected) or an inefficient backward",
+    ("steps",),
+)
+def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
+    gpu = bool(ev.stats.gpu_phases)  # wall times mislead on a GPU-bound job (see above)
+    forward, backward = ev.phase_mean(FORWARD, gpu=gpu), ev.phase_mean(BACKWARD, gpu=gpu)
+    if not ev.enough_steps or ev.phases_coarse or not forward or not backward:
+        return []
+    if backward < BACKWARD_OVER_FORWARD * forward:
+        return []
+    return [
+        finding(
+            ev,
+            "steps.backward_heavy",
+            "backward takes much longer than forward",
+            f"backward {fmt.ms(backward)} is {backward / forward:.1f}x forward "
+            f"({fmt.ms(forward)}); about 2x is usual",
+            "expected with activation checkpointing (recomputation); otherwise capture (p) and "
+            "look for slow backward kernels or a gradient all-reduce that is not overlapped",
+            "the top kernels of a capture in backward are the model's own GEMMs and attention",
+            severity=INFO,
+        )
+    ]
+
+
+@rule(
+    "steps.optimizer_heavy",
+    "launch",
+    "TorchTidy: a single-tensor optimizer where foreach or fused kernels exist",
+    ("steps",),
+)
+def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
+    # GPU time when the steps have it: on a GPU-bound job the CPU blocks wherever the
+    # launch queue is full, often inside optimizer.step(), which inflates its wall time.
+    gpu = bool(ev.stats.gpu_phases)
+    share = ev.phase_share(OPTIMIZER, gpu=gpu)
+    if not ev.enough_steps or share < OPTIMIZER_SHARE:
+        return []
+    foreach = None
+    cap = ev.capture
+    if cap is not None:
+        foreach = any(o.name.startswith("aten::_foreach_") for o in cap.cpu_ops) or any(
+            "multi_tensor_apply" in k.name or "fused_adam" in k.name.lower() for k in cap.kernels
+        )
+    detail = ""
+    if foreach is False:
+        detail = "; the capture shows no foreach or fused optimizer kernels"
+    # foreach/fused optimizers typically cut this time to a third or less
+    return [
+        finding(
+            ev,
+            "steps.optimizer_heavy",
+            "the optimizer step takes a large share of the step",
+            f"optimizer {share * 100:.0f}% of the step's {'GPU' if gpu else 'wall'} time "
+            f"({fmt.ms(ev.phase_mean(OPTIMIZER, gpu=gpu))} mean)" + detail,
+            "use the multi-tensor or fused implementation: torch.optim.AdamW(..., fused=True) "
+            "(or foreach=True); with many small parameters, also consider torch.compile on "
+            "the optimizer step",
+            "the optimizer phase shrinks on the attach screen",
+            share=share * 0.66,
+        )
+    ]
+
+
+@rule(
+    "steps.outside_phases",
+    "steps",
+    "gputui: time outside data, forward, backward and optimizer is work the loop "
+    "does between steps (logging, metrics, checkpoints)",
+    ("steps",),
+)
+def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
+    share = ev.phase_share(OTHER)
+    if not ev.enough_steps or ev.phases_coarse or share < OTHER_SHARE:
+        return []
+    # Informational: the time may be GPU work issued outside a module's forward
+    # (it then costs nothing) or host work that the GPU waits for (then the
+    # capture's and the GPU's rules measure its cost).
+    return [
+        finding(
+            ev,
+            "steps.outside_phases",
+            "much of the step is outside the known phases",
+            f"{share * 100:.0f}% of the step ({fmt.ms(ev.phase_p50(OTHER))} p50) is spent "
+            "outside data loading, forward, backward and optimizer",
+            "find out what runs there (logging, metrics, evaluation, Python between steps): "
+            "wrap it in gputui.hook.phase('name') to see it as its own phase; log every N "
+            "steps instead of every step",
+            "the named phases show where the time goes; 'other' shrinks",
+            severity=INFO,
+        )
+    ]
+
+
+@rule(
+    "steps.slow_outliers",
+    "steps",
+    "bottleneck tables: one step much slower than others; SageMaker Debugger: step outliers",
+    ("steps",),
+)
+def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
+    p50 = ev.step_s
+    if not ev.enough_steps or not p50:
+        return []
+    skip = StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE
+    ordinary = [s for s in ev.steps if not is_warmup(s.index) and not (s.flags & skip)]
+    slow = [s for s in ordinary if is_slow(s.wall, p50)]
+    total = sum(s.wall for s in ordinary)
+    if not slow or not total:
+        return []
+    excess = sum(s.wall - p50 for s in slow)
+    share = excess / total
+    if share < OUTLIER_SHARE:
+        return []
+    every = ""
+    if len(slow) >= 2:
+        gaps = [b.index - a.index for a, b in itertools.pairwise(slow)]
+        spread = max(gaps) - min(gaps)
+        if spread <= max(1, min(gaps) // 10):
+            every = f", every {min(gaps)} steps"
+    worst = max(slow, key=lambda s: s.wall)
+    return [
+        finding(
+            ev,
+            "steps.slow_outliers",
+            "some steps are much slower than the rest",
+            f"{len(slow)} of {len(ordinary)} steps took over {SLOW_FACTOR:g}x the median "
+            f"{fmt.ms(p50)}{every} (slowest: step {worst.index}, {fmt.ms(worst.wall)})",
+            "find what runs on those steps: checkpoint saving (save asynchronously or less "
+            "often), evaluation, logging flushes, Python garbage collection (gc.freeze() after "
+            "start-up), dataloader worker restarts (persistent_workers=True)",
+            "the outliers list on the attach screen empties or the slow steps get shorter",
+            share=share,
+        )
+    ]
+
+
+@rule(
+    "steps.warmup",
+    "steps",
+    "bottleneck tables: first iterations much slower (JIT, cudnn autotuning, first "
+    "allocations); benchmarks exclude warm-up",
+    ("steps",),
+)
+def warmup(ev: JobEvidence) -> Iterable[Finding]:
+    p50 = ev.step_s
+    if not ev.enough_steps or not p50:
+        return []
+    early = [s for s in ev.steps if is_warmup(s.index)]
+    slow = [s for s in early if s.wall > WARMUP_FACTOR * p50]
+    if not slow:
+        return []
+    total = sum(s.wall for s in early)
+    return [
+        finding(
+            ev,
+            "steps.warmup",
+            "the first steps were slow (warm-up)",
+            f"the first {len(early)} steps took {fmt.ms(total)} in all, against a median "
+            f"step of {fmt.ms(p50)}; they are left out of the statistics",
+            "expected once per run (CUDA context, cuDNN autotuning, torch.compile, first "
+            "allocations); exclude them from benchmarks, or run a dummy step before timing",
+            "only the first steps are marked as warm-up on the step bars",
+            severity=INFO,
+        )
+    ]
+
+
+@rule(
+    "steps.coarse_phases",
+    "steps",
+    "gputui: with torch.compile or CUDA graphs the hook cannot see inside compiled code",
+    ("steps",),
+)
+def coarse(ev: JobEvidence) -> Iterable[Finding]:
+    if not ev.phases_coarse or not ev.enough_steps:
+        return []
+    return [
+        finding(
+            ev,
+            "steps.coarse_phases",
+            "phase times are coarse (compiled code)",
+            "torch.compile or CUDA graphs run code the hook cannot see into: their time lands "
+            "in the enclosing phase",
+            "use a capture (p) for the GPU-side breakdown; phases of eager code stay exact",
+            "the capture's kernel table shows the compiled work",
+            severity=INFO,
+        )
+    ]

@@ -1,0 +1,158 @@
+"""Builders of analyzer evidence for rule tests: steps with chosen phase times,
+captures with chosen kernels and CPU ops, GPU windows with chosen GPM values."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gputui.analysis.evidence import JobEvidence, job_evidence
+from gputui.model import DeviceSnapshot, GpmMetrics
+from gputui.protocol.capture import CaptureResult, CpuOpRow, GpuTime, KernelRow
+from gputui.protocol.schema import MemorySample, StepRecord
+
+GIB = 2**30
+
+
+def steps(
+    n: int = 60,
+    phases: Mapping[str, float] | None = None,
+    gpu: Mapping[str, float] | None = None,
+    start: int = 0,
+    walls: Sequence[float] | None = None,
+) -> list[StepRecord]:
+    """``n`` steps with these wall phase times (seconds); ``walls`` overrides the
+    wall time of each step (the phases are scaled to it)."""
+    base = dict(phases or {"forward": 0.01, "backward": 0.02, "optimizer": 0.004, "other": 0.002})
+    out = []
+    for k in range(n):
+        wall = sum(base.values())
+        ph = dict(base)
+        if walls is not None:
+            scale = walls[k] / wall
+            ph = {name: t * scale for name, t in base.items()}
+            wall = walls[k]
+        g = dict(gpu) if gpu is not None else None
+        out.append(
+            StepRecord(
+                index=start + k,
+                t=1_700_000_000.0 + k * wall,
+                wall=wall,
+                phases=ph,
+                gpu=g,
+                gpu_total=None if g is None else sum(g.values()),
+            )
+        )
+    return out
+
+
+def kernel(name: str, cls: str, calls: int, total_us: float, share: float = 0.0) -> KernelRow:
+    return KernelRow(name, cls, calls, total_us, total_us / calls, share=share)
+
+
+def op(name: str, calls: int, self_us: float) -> CpuOpRow:
+    return CpuOpRow(name, calls, self_us, self_us)
+
+
+def capture(
+    kernels: Sequence[KernelRow] = (),
+    ops: Sequence[CpuOpRow] = (),
+    span_us: float = 100_000.0,
+    busy_us: float | None = None,
+    n_steps: int = 5,
+    overlap: float | None = None,
+    **by_class: float,
+) -> CaptureResult:
+    total = sum(k.total_us for k in kernels)
+    classes: dict[str, float] = {}
+    for k in kernels:
+        classes[k.kernel_class] = classes.get(k.kernel_class, 0.0) + k.total_us
+    classes.update(by_class)
+    rows = tuple(
+        dataclasses.replace(k, share=k.total_us / total if total else 0.0)
+        for k in sorted(kernels, key=lambda k: -k.total_us)
+    )
+    busy = total if busy_us is None else busy_us
+    comm = classes.get("communication", 0.0)
+    return CaptureResult(
+        id="c",
+        first_step=100,
+        last_step=100 + n_steps - 1,
+        kernels=rows,
+        kernel_calls=sum(k.calls for k in kernels),
+        kernel_total_us=total,
+        by_class=classes,
+        gpu_time=GpuTime(
+            0, span_us, busy, span_us - busy, communication_us=comm, comm_compute_overlap=overlap
+        ),
+        cpu_ops=tuple(ops),
+    )
+
+
+def gpu_samples(n: int = 10, **kw: Any) -> list[DeviceSnapshot]:
+    """``n`` identical snapshots of one H100 with these fields; GPM fields given
+    as ``sm``, ``occ``, ``tensor``, ``dram``, ``fp32``."""
+    gpm = GpmMetrics(
+        sm_activity_pct=kw.pop("sm", 90.0),
+        sm_occupancy_pct=kw.pop("occ", 40.0),
+        tensor_activity_pct=kw.pop("tensor", 60.0),
+        dram_bw_util_pct=kw.pop("dram", 30.0),
+        fp32_activity_pct=kw.pop("fp32", 5.0),
+    )
+    base: dict[str, Any] = dict(
+        index=0,
+        name="NVIDIA H100 80GB HBM3",
+        uuid="GPU-0",
+        util_gpu_pct=95.0,
+        mem_used_bytes=20 * GIB,
+        mem_total_bytes=80 * GIB,
+        power_w=500.0,
+        power_limit_w=700.0,
+        temp_gpu_c=60.0,
+        clock_sm_mhz=1980,
+        clock_sm_max_mhz=1980,
+        throttle_reasons=(),
+        gpm_supported=True,
+        gpm=gpm,
+    )
+    base.update(kw)
+    return [DeviceSnapshot(**base) for _ in range(n)]
+
+
+def memory(points: Sequence[tuple[int, int]], reserved: int | None = None, **kw: int) -> list:
+    """(allocated bytes, step index) pairs as memory samples."""
+    return [
+        (
+            MemorySample(
+                t=float(i),
+                device=0,
+                allocated=a,
+                reserved=reserved or a,
+                peak_allocated=kw.get("peak", a),
+                peak_reserved=kw.get("peak_reserved", reserved or a),
+                alloc_retries=kw.get("retries", 0),
+                ooms=kw.get("ooms", 0),
+            ),
+            at,
+        )
+        for i, (a, at) in enumerate(points)
+    ]
+
+
+def evidence(
+    step_list: Sequence[StepRecord] | None = None,
+    mem: Sequence[Any] = (),
+    cap: CaptureResult | None = None,
+    gpu: Sequence[DeviceSnapshot] = (),
+    **kw: Any,
+) -> JobEvidence:
+    return job_evidence(
+        steps() if step_list is None else step_list,
+        mem,
+        cap,
+        gpu,
+        cuda=True,
+        device_total_bytes=kw.pop("total", 80 * GIB),
+        **kw,
+    )

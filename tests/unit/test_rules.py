@@ -1,0 +1,329 @@
+"""Each analyzer rule fires on evidence that should fire it and stays quiet on
+evidence that should not; the engine ranks findings and survives a broken rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from gputui.analysis import engine
+from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.registry import REGISTRY
+from tests.helpers.evidence import (
+    GIB,
+    capture,
+    evidence,
+    gpu_samples,
+    kernel,
+    memory,
+    op,
+    steps,
+)
+
+DEFAULT = {"forward": 0.01, "backward": 0.02, "optimizer": 0.004, "other": 0.002}
+GEMM_BF16 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+
+
+def with_phases(**changes: float) -> list:
+    return steps(phases={**DEFAULT, **changes})
+
+
+def leak(per_step: int) -> list:
+    return memory([(4 * GIB + per_step * 10 * i, 10 * i + 10) for i in range(60)])
+
+
+def ramp_then_flat() -> list:
+    return memory([(min(4 * GIB + 200 * 2**20 * i, 5 * GIB), 10 * i + 10) for i in range(60)])
+
+
+def slow_every_tenth() -> list:
+    return steps(walls=[0.18 if k % 10 == 5 else 0.036 for k in range(60)])
+
+
+def gemm_capture(**kw: object) -> object:
+    return capture([kernel(GEMM_BF16, "gemm", 100, 80_000.0)], busy_us=95_000, **kw)  # type: ignore[arg-type]
+
+
+def spiky_gpu() -> list:
+    return [s for k in range(10) for s in gpu_samples(1, util_gpu_pct=10.0 if k % 2 else 90.0)]
+
+
+Factory = Callable[[], JobEvidence]
+CASES: dict[str, tuple[Factory, Factory]] = {
+    "data.loader_wait": (
+        lambda: evidence(with_phases(data=0.02)),
+        lambda: evidence(with_phases(data=0.001)),
+    ),
+    "steps.forward_slower_than_backward": (
+        lambda: evidence(with_phases(forward=0.03, backward=0.01)),
+        lambda: evidence(
+            steps(
+                phases={**DEFAULT, "forward": 0.03, "backward": 0.01},
+                gpu={"forward": 0.03, "backward": 0.01},
+            )
+        ),
+    ),
+    "steps.backward_heavy": (
+        lambda: evidence(with_phases(forward=0.005, backward=0.02)),
+        lambda: evidence(with_phases()),
+    ),
+    "steps.optimizer_heavy": (
+        lambda: evidence(with_phases(optimizer=0.012)),
+        lambda: evidence(
+            steps(phases={**DEFAULT, "optimizer": 0.012}, gpu={"forward": 0.01, "optimizer": 0.001})
+        ),
+    ),
+    "steps.outside_phases": (
+        lambda: evidence(with_phases(other=0.03)),
+        lambda: evidence(with_phases()),
+    ),
+    "steps.slow_outliers": (
+        lambda: evidence(slow_every_tenth()),
+        lambda: evidence(with_phases()),
+    ),
+    "steps.warmup": (
+        lambda: evidence(steps(walls=[0.9, 0.5, 0.4] + [0.036] * 57)),
+        lambda: evidence(steps(start=10)),
+    ),
+    "steps.coarse_phases": (
+        lambda: evidence(phases_coarse=True),
+        lambda: evidence(phases_coarse=False),
+    ),
+    "memory.growth": (
+        lambda: evidence(mem=leak(8 * 2**20)),
+        lambda: evidence(mem=ramp_then_flat()),
+    ),
+    "memory.near_full": (
+        lambda: evidence(mem=memory([(40 * GIB, 10)], reserved=60 * GIB, peak_reserved=75 * GIB)),
+        lambda: evidence(mem=memory([(40 * GIB, 10)], reserved=41 * GIB)),
+    ),
+    "memory.alloc_retries": (
+        lambda: evidence(mem=memory([(GIB, 10)], retries=3)),
+        lambda: evidence(mem=memory([(GIB, 10)])),
+    ),
+    "memory.fragmentation": (
+        lambda: evidence(mem=memory([(4 * GIB, 10)], reserved=10 * GIB)),
+        lambda: evidence(mem=memory([(4 * GIB, 10)], reserved=int(4.5 * GIB))),
+    ),
+    "memory.malloc_in_loop": (
+        lambda: evidence(cap=capture(ops=[op("cudaMalloc", 20, 2000.0)])),
+        lambda: evidence(cap=capture(ops=[op("cudaMalloc", 2, 200.0)])),
+    ),
+    "gpu.throttled": (
+        lambda: evidence(gpu=gpu_samples(throttle_reasons=("sw_power_cap",), clock_sm_mhz=1500)),
+        lambda: evidence(gpu=gpu_samples()),
+    ),
+    "gpu.spiky": (lambda: evidence(gpu=spiky_gpu()), lambda: evidence(gpu=gpu_samples())),
+    "gpu.no_tensor_work": (
+        lambda: evidence(gpu=gpu_samples(tensor=0.0, fp32=70.0)),
+        lambda: evidence(gpu=gpu_samples(tensor=60.0)),
+    ),
+    "gpu.sm_underused": (
+        lambda: evidence(gpu=gpu_samples(sm=30.0)),
+        lambda: evidence(gpu=gpu_samples(sm=90.0)),
+    ),
+    "gpu.low_occupancy": (
+        lambda: evidence(gpu=gpu_samples(occ=15.0, tensor=0.0)),
+        lambda: evidence(gpu=gpu_samples(occ=40.0)),
+    ),
+    "gpu.memory_bound": (
+        lambda: evidence(gpu=gpu_samples(dram=85.0, tensor=0.0)),
+        lambda: evidence(gpu=gpu_samples(dram=30.0)),
+    ),
+    "gpu.low_util": (
+        lambda: evidence(gpu=gpu_samples(util_gpu_pct=30.0)),
+        lambda: evidence(gpu=gpu_samples(util_gpu_pct=90.0)),
+    ),
+    "sync.host_sync": (
+        lambda: evidence(
+            cap=capture(
+                [kernel(GEMM_BF16, "gemm", 50, 50_000.0)],
+                [op("cudaStreamSynchronize", 50, 30_000.0), op("aten::item", 50, 500.0)],
+            )
+        ),
+        lambda: evidence(
+            cap=capture(
+                [kernel(GEMM_BF16, "gemm", 50, 50_000.0)], [op("cudaDeviceSynchronize", 1, 900.0)]
+            )
+        ),
+    ),
+    "launch.overhead": (
+        lambda: evidence(
+            cap=capture([kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)])
+        ),
+        lambda: evidence(cap=gemm_capture()),
+    ),
+    "launch.idle_gaps": (
+        lambda: evidence(cap=capture([kernel(GEMM_BF16, "gemm", 100, 50_000.0)])),
+        lambda: evidence(cap=gemm_capture()),
+    ),
+    "copy.pageable": (
+        lambda: evidence(
+            cap=capture([kernel("Memcpy HtoD (Pageable -> Device)", "memcpy", 5, 30_000.0)])
+        ),
+        lambda: evidence(
+            cap=capture([kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 5, 30_000.0)])
+        ),
+    ),
+    "copy.transfers": (
+        lambda: evidence(
+            cap=capture([kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 5, 20_000.0)])
+        ),
+        lambda: evidence(
+            cap=capture([kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 5, 2_000.0)])
+        ),
+    ),
+    "copy.frequent_casts": (
+        lambda: evidence(
+            cap=capture(ops=[op("aten::to", 600, 3000.0), op("aten::mm", 50, 5000.0)])
+        ),
+        lambda: evidence(cap=capture(ops=[op("aten::to", 20, 100.0), op("aten::mm", 50, 5000.0)])),
+    ),
+    "copy.sync_memcpy": (
+        lambda: evidence(cap=capture(ops=[op("cudaMemcpy", 10, 500.0)])),
+        lambda: evidence(cap=capture(ops=[op("cudaMemcpyAsync", 10, 500.0)])),
+    ),
+    "precision.fp32_matmul": (
+        lambda: evidence(cap=capture([kernel("ampere_sgemm_128x64_nn", "gemm", 100, 80_000.0)])),
+        lambda: evidence(cap=gemm_capture()),
+    ),
+    "kernels.elementwise_bound": (
+        lambda: evidence(
+            cap=capture(
+                [kernel("vectorized_elementwise_kernel<mul>", "elementwise", 100, 80_000.0)],
+                busy_us=90_000,
+            )
+        ),
+        lambda: evidence(cap=gemm_capture()),
+    ),
+    "kernels.top_kernel": (
+        lambda: evidence(cap=gemm_capture()),
+        lambda: evidence(
+            cap=capture([kernel(f"{GEMM_BF16}_{k}", "gemm", 10, 8_000.0) for k in range(10)])
+        ),
+    ),
+    "steps.zero_grad_zeros": (
+        lambda: evidence(cap=capture(ops=[op("aten::zero_", 200, 1000.0)])),
+        lambda: evidence(cap=capture(ops=[op("aten::zero_", 5, 20.0)])),
+    ),
+    "comm.share": (
+        lambda: evidence(
+            cap=capture(
+                [kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "communication", 10, 30_000.0)],
+                overlap=0.2,
+            )
+        ),
+        lambda: evidence(
+            cap=capture(
+                [kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "communication", 10, 2_000.0)],
+                overlap=0.2,
+            )
+        ),
+    ),
+    "comm.poor_overlap": (
+        lambda: evidence(
+            cap=capture(
+                [kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "communication", 10, 7_000.0)],
+                overlap=0.2,
+            )
+        ),
+        lambda: evidence(
+            cap=capture(
+                [kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "communication", 10, 7_000.0)],
+                overlap=0.9,
+            )
+        ),
+    ),
+}
+
+
+def fired(rule_id: str, ev: JobEvidence) -> list[Finding]:
+    return [f for f in engine.analyze(ev) if f.rule == rule_id]
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires(rule_id: str) -> None:
+    found = fired(rule_id, CASES[rule_id][0]())
+    assert len(found) == 1, found
+    f = found[0]
+    assert f.title and f.evidence and f.fix and f.confirm and f.source
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_stays_quiet(rule_id: str) -> None:
+    assert fired(rule_id, CASES[rule_id][1]()) == []
+
+
+def test_every_job_rule_has_cases() -> None:
+    assert set(engine.job_rules()) == set(CASES)
+
+
+def test_rules_are_silent_until_enough_steps() -> None:
+    ev = evidence(steps(n=10, phases={**DEFAULT, "data": 0.05}))
+    assert fired("data.loader_wait", ev) == []
+
+
+def test_warmup_and_profiled_steps_are_left_out() -> None:
+    profiled = steps(n=30, phases={**DEFAULT, "data": 0.5})
+    profiled = [type(s)(**{**s.__dict__, "flags": 1}) for s in profiled]
+    ev = evidence([*profiled, *steps(n=30, start=30)])
+    assert ev.stats.count == 30 and fired("data.loader_wait", ev) == []
+
+
+def test_impact_sets_severity_and_ranks() -> None:
+    ev = evidence(
+        with_phases(data=0.04),
+        cap=capture([kernel("ampere_sgemm_64x64", "gemm", 10, 30_000.0)], busy_us=95_000),
+    )
+    found = engine.analyze(ev)
+    impacts = [f.impact_pct for f in found if f.impact_pct is not None]
+    assert impacts == sorted(impacts, reverse=True)
+    data = next(f for f in found if f.rule == "data.loader_wait")
+    assert data.severity == "crit" and data.impact_pct == pytest.approx(52.6, abs=0.1)
+    assert data.impact_ms == pytest.approx(0.526 * ev.step_s * 1000, rel=1e-3)  # type: ignore[operator]
+
+
+def test_memory_growth_is_critical_when_the_device_fills_soon() -> None:
+    ev = evidence(mem=leak(512 * 2**20), total=10 * GIB)
+    (f,) = fired("memory.growth", ev)
+    assert f.severity == "crit" and "full in about" in f.evidence
+
+
+def test_idle_time_is_bounded_by_what_nvml_saw_unprofiled() -> None:
+    cap = capture([kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)])
+    profiled_only = fired("launch.overhead", evidence(cap=cap))[0]
+    busy_gpu = fired("launch.overhead", evidence(cap=cap, gpu=gpu_samples(util_gpu_pct=70.0)))[0]
+    assert profiled_only.impact_pct == pytest.approx(85.0)
+    assert busy_gpu.impact_pct == pytest.approx(30.0)
+
+
+def test_a_broken_rule_does_not_hide_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(_ev: JobEvidence) -> list[Finding]:
+        raise RuntimeError("bug")
+
+    entry = REGISTRY["data.loader_wait"]
+    monkeypatch.setitem(
+        REGISTRY, "data.loader_wait", type(entry)(**{**entry.__dict__, "check": boom})
+    )
+    found = engine.analyze(evidence(with_phases(data=0.02, other=0.03)))
+    assert any(f.rule == "analyzer.rule_failed" and "bug" in f.evidence for f in found)
+    assert any(f.rule == "steps.outside_phases" for f in found)
+
+
+def test_finding_json_shape() -> None:
+    (f,) = fired("data.loader_wait", CASES["data.loader_wait"][0]())
+    doc = f.to_json()
+    assert set(doc) == {
+        "rule",
+        "severity",
+        "scope",
+        "title",
+        "evidence",
+        "impact_pct",
+        "impact_ms",
+        "fix",
+        "confirm",
+        "source",
+    }
