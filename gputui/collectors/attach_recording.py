@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.codec import DecodeError, from_json, to_json
 from gputui.collectors.recording_io import (
     LineReader,
     RecordingError,
@@ -28,10 +29,12 @@ from gputui.collectors.recording_io import (
     reader_for_bytes,
 )
 from gputui.fmt import clean
-from gputui.model import UNIX_TIME_MAX_S
+from gputui.model import UNIX_TIME_MAX_S, DeviceSnapshot
 
 ATTACH_RECORDING_TYPE = "gputui-attach-recording"
 VERSION = 1
+#: a message of the recording's own: the job's GPU as the viewer sampled it
+GPU_SAMPLE = "gpu_sample"
 #: the most an attach recording may hold, decompressed: about two hours of a busy
 #: training job (its messages are kept in memory, about six times this)
 MAX_ATTACH_BYTES = 64 * 2**20
@@ -86,6 +89,11 @@ class AttachRecorder:
                 return
             self._line({"t": round(time.monotonic() - self._start, 4), "msg": dict(msg)})
             self.count += 1
+
+    def write_gpu(self, device: DeviceSnapshot) -> None:
+        """One sample of the job's GPU, as the viewer saw it (a message of the
+        recording's own, type ``gpu_sample``: hooks never send it)."""
+        self.write({"v": 1, "type": GPU_SAMPLE, "device": to_json(device)})
 
     def close(self) -> None:
         with self._lock:
@@ -160,6 +168,17 @@ def _parse(reader: LineReader) -> AttachRecording:
         hello=hello,
         messages=messages,
     )
+
+
+def gpu_sample(msg: Mapping[str, Any]) -> DeviceSnapshot | None:
+    """The GPU sample a ``gpu_sample`` message carries; None for any other
+    message or a damaged one (skipped, like any damaged line)."""
+    if msg.get("type") != GPU_SAMPLE:
+        return None
+    try:
+        return from_json(DeviceSnapshot, msg.get("device"))
+    except (DecodeError, TypeError, ValueError, RecursionError):
+        return None
 
 
 def _message(item: Any) -> tuple[float, dict[str, Any]] | None:

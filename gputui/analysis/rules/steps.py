@@ -151,7 +151,9 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     detail = ""
     if foreach is False:
         detail = "; the capture shows no foreach or fused optimizer kernels"
-    # foreach/fused optimizers typically cut this time to a third or less
+    # From per-parameter kernels, foreach/fused implementations cut the time to a
+    # third or less; from foreach to fused, by about 40%.
+    saved = 0.4 if foreach else 0.66
     return [
         finding(
             ev,
@@ -163,7 +165,7 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
             "(or foreach=True); with many small parameters, also consider torch.compile on "
             "the optimizer step",
             "the optimizer phase shrinks on the attach screen",
-            share=share * 0.66,
+            share=share * saved,
         )
     ]
 

@@ -176,25 +176,3 @@ class NameLine(TextPanel):
         text.append(f"{self.kind}: " if self.kind else "", style="bold")
         text.append(fmt.clean(self.full_name))
         return text
-
-
-class FindingsLine(TextPanel):
-    """Analyzer findings; honest about there being none until the analyzer exists."""
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.view: AttachView | None = None
-
-    def build(self, width: int) -> Text:
-        text = Text()
-        text.append(" Findings ", style="bold reverse")
-        items = self.view.findings if self.view else ()
-        if not items:
-            text.append("  no analyzer findings yet", style="dim")
-            return text
-        top = items[0]
-        text.append(f"  {top.severity.upper()} {fmt.clean(top.title)}", style="bold")
-        text.append(f" - {fmt.clean(top.evidence)}")
-        if len(items) > 1:
-            text.append(f"  (+{len(items) - 1} more)", style="dim")
-        return text

@@ -18,11 +18,14 @@ from typing import Any, Protocol
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     AttachRecording,
+    gpu_sample,
     read_attach_recording,
 )
+from gputui.collectors.gpu_watch import GpuWatch
 from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
 from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
+from gputui.model import DeviceSnapshot
 from gputui.protocol.fields import SchemaError
 from gputui.tui.attach.model import STEP_WINDOW, AttachState
 
@@ -69,6 +72,9 @@ class LiveFeed:
         self._live: HookClient | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._gpu_watch: GpuWatch | None = None
+        #: sample the job's GPU while attached (tests without NVML turn it off)
+        self.watch_gpu = True
 
     @property
     def recorder(self) -> AttachRecorder | None:
@@ -97,6 +103,34 @@ class LiveFeed:
         recorder = self._recorder
         client.start(on_event=state.add, on_raw=recorder.write if recorder else None)
         client.subscribe(history=self.history, memory=True)
+        self._watch_gpu(client, state, recorder)
+
+    def _watch_gpu(
+        self, client: HookClient, state: AttachState, recorder: AttachRecorder | None
+    ) -> None:
+        """Sample the job's GPU (by the UUID its hook reported) while attached."""
+        device = client.hello.device
+        with self._lock:
+            old, self._gpu_watch = self._gpu_watch, None
+        if old is not None:
+            old.stop()
+        if device is None or not self.watch_gpu:
+            state.set_gpu_reason("the job uses no CUDA device" if device is None else None)
+            return
+
+        def sampled(sample: DeviceSnapshot) -> None:
+            state.add_gpu(sample)
+            if recorder is not None:
+                recorder.write_gpu(sample)
+
+        watch = GpuWatch(
+            device.uuid, device.index, on_sample=sampled, on_reason=state.set_gpu_reason
+        )
+        with self._lock:
+            if self._closed:
+                return
+            self._gpu_watch = watch
+        watch.start()
 
     def now(self) -> float:
         return time.time()
@@ -111,6 +145,9 @@ class LiveFeed:
         with self._lock:
             self._closed = True
             client, self._live = self._live, None
+            watch, self._gpu_watch = self._gpu_watch, None
+        if watch is not None:
+            watch.stop()
         if client is not None:
             client.close()
         if self._recorder is not None:
@@ -188,6 +225,10 @@ class ReplayFeed:
             self._thread.start()
 
     def _deliver(self, msg: Mapping[str, Any], state: AttachState) -> None:
+        sample = gpu_sample(msg)
+        if sample is not None:  # the job's GPU, as the recording viewer saw it
+            state.add_gpu(sample)
+            return
         # A damaged message becomes an Invalid event: skipped, and counted, as live.
         event = parse_event(msg)
         if event is not None:

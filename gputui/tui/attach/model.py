@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.analysis.engine import analyze
+from gputui.analysis.evidence import JobEvidence, job_evidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.memory import MemoryGrowth, memory_growth
@@ -44,6 +46,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.model import DeviceSnapshot
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
 
@@ -53,6 +56,10 @@ STEP_WINDOW = 2000
 STATS_WINDOW = 1000
 #: memory samples kept: ten minutes at the hook's 2 Hz
 MEMORY_POINTS = 1200
+#: samples of the job's GPU kept: two minutes at 1 Hz
+GPU_POINTS = 120
+#: the analyzer reads this many of the newest GPU samples (about 30 s)
+GPU_WINDOW = 30
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ class StateSnapshot:
     invalid: int  # messages that failed the schema (skipped)
     connect_error: str | None
     connecting: bool
+    #: the job's GPU as NVML/GPM saw it while attached, oldest first
+    gpu: tuple[DeviceSnapshot, ...] = ()
+    #: why there are no GPU samples (no driver, a CPU job, GPU not found)
+    gpu_reason: str | None = None
 
 
 class AttachState:
@@ -104,6 +115,8 @@ class AttachState:
             self._disconnected: Disconnected | None = None
             self._hook_messages: deque[str] = deque(maxlen=5)
             self._invalid = 0
+            self._gpu: deque[DeviceSnapshot] = deque(maxlen=GPU_POINTS)
+            self._gpu_reason: str | None = None
             self._connect_error: str | None = None
             self._connecting = False
 
@@ -126,6 +139,16 @@ class AttachState:
             self._connecting = connecting
             self._connect_error = error
             self._version += 1
+
+    def add_gpu(self, device: DeviceSnapshot) -> None:
+        """One sample of the job's GPU (from the GPU watch's thread, or a replay)."""
+        with self._lock:
+            self._gpu.append(device)
+            self._version += 1
+
+    def set_gpu_reason(self, reason: str | None) -> None:
+        with self._lock:
+            self._gpu_reason = reason
 
     def set_capture_wanted(self, capture_id: str | None) -> None:
         with self._lock:
@@ -189,6 +212,8 @@ class AttachState:
                 invalid=self._invalid,
                 connect_error=self._connect_error,
                 connecting=self._connecting,
+                gpu=tuple(self._gpu),
+                gpu_reason=self._gpu_reason,
             )
 
 
@@ -348,6 +373,15 @@ def build_view(
         capture = previous.capture
     else:
         capture = capture_view(snap.capture)
+    if (
+        reuse_stats
+        and previous is not None
+        and previous.snap.capture is snap.capture
+        and previous.snap.hello is snap.hello
+    ):
+        advice = previous.findings  # rules run with the statistics, once a second
+    else:
+        advice = tuple(analyze(evidence(snap)))
     return AttachView(
         snap=snap,
         now_s=now_s,
@@ -362,6 +396,24 @@ def build_view(
         memory=memory,
         capture=capture,
         capture_progress=capture_progress(snap),
+        findings=advice,
+    )
+
+
+def evidence(snap: StateSnapshot) -> JobEvidence:
+    """What the analyzer reads of a session: its steps, memory, latest capture
+    and the job's GPU over the last :data:`GPU_WINDOW` samples."""
+    hello, status = snap.hello, snap.status
+    device = hello.device if hello is not None else None
+    return job_evidence(
+        snap.steps[-STATS_WINDOW:],
+        snap.memory,
+        snap.capture,
+        snap.gpu[-GPU_WINDOW:],
+        cuda=bool(hello is not None and hello.cuda_in_use),
+        phases_coarse=bool(status is not None and status.phases_coarse),
+        batch_size=None if status is None else status.batch_size,
+        device_total_bytes=None if device is None else device.total_memory_bytes,
     )
 
 

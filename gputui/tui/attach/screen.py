@@ -24,8 +24,9 @@ from textual.widgets import DataTable, Footer
 
 from gputui.collectors.hook_client import HookClient
 from gputui.errors import GputuiError
-from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, FindingsLine, NameLine
+from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
+from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
 from gputui.tui.attach.model import AttachState, AttachView, build_view, capture_busy
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
@@ -47,6 +48,7 @@ class AttachScreen(Screen[object]):
         Binding("g", "toggle_gpu", "Wall/GPU"),
         Binding("o", "toggle_table", "Kernels/ops"),
         Binding("r", "reconnect", "Reconnect"),
+        Binding("f", "findings", "Findings"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -82,7 +84,7 @@ class AttachScreen(Screen[object]):
             yield CaptureTable(id="att-table")
             yield ClassPanel(id="att-classes", ascii_only=ascii_only)
         yield NameLine(id="att-name")
-        yield FindingsLine(id="att-findings")
+        yield FindingsPanel(id="att-findings")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -123,6 +125,7 @@ class AttachScreen(Screen[object]):
         bars.bar_rows = 4 if short else 9
         bars.history_rows = 1 if short else 2
         self.query_one(MemoryPanel).compact = short
+        self.query_one(FindingsPanel).rows = 1 if short else 3
         self.query_one(CapturePanel).show_classes = not wide
         classes = self.query_one(ClassPanel)
         classes.display = wide
@@ -212,7 +215,7 @@ class AttachScreen(Screen[object]):
         if new_capture:
             panels.append(self.query_one(ClassPanel))
         if before is None or view.findings != before.findings:
-            panels.append(self.query_one(FindingsLine))
+            panels.append(self.query_one(FindingsPanel))
         for panel in panels:
             panel.view = view
             panel.redraw()
@@ -267,6 +270,10 @@ class AttachScreen(Screen[object]):
             self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
         self.state.set_capture_wanted(capture_id)
+
+    def action_findings(self) -> None:
+        findings = self.view.findings if self.view is not None else ()
+        self.app.push_screen(FindingsScreen(findings))
 
     def action_toggle_gpu(self) -> None:
         if not self.gpu_mode and (self.view is None or not self.view.has_gpu_times):
