@@ -26,6 +26,8 @@ SUBCOMMANDS = {
     "run": "run",
     "ls": "ls",
     "attach": "attach",
+    "exporter": "exporter",
+    "cluster": "cluster",
 }
 
 EPILOG = """\
@@ -34,6 +36,8 @@ sub-commands:
   run       start a Python job with the gputui hook loaded (gputui run -- python train.py)
   ls        list this user's attachable jobs
   attach    show a hooked job's step times and kernels (gputui attach PID)
+  exporter  serve GPU and training metrics to Prometheus (gputui exporter)
+  cluster   every node of a cluster, read from Prometheus (gputui cluster --prometheus URL)
 
 examples:
   gputui                      live monitor
