@@ -1,0 +1,216 @@
+"""The cluster view's source: the PromQL it sends and the snapshot it builds.
+
+Every GPU query asks for gputui's series ``or`` dcgm-exporter's, so one round
+trip serves clusters that run either (the model keeps gputui's where both
+exist).  Queries run a few at a time on a small thread pool; the whole refresh
+is one :meth:`ClusterSource.fetch` call, made off the UI thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from gputui.analysis.severity import INFO
+from gputui.analysis.throttle import THROTTLES
+from gputui.cluster.client import PrometheusClient, PrometheusError, RangeSeries, Series, escape_label
+from gputui.cluster.model import (
+    ClusterSnapshot,
+    GpuKey,
+    build_gpus,
+    build_jobs,
+    build_nodes,
+    host_of,
+    pick_gpu_values,
+)
+
+#: rates are taken over this window (PromQL range)
+RATE_WINDOW = "1m"
+#: the GPU history window and its resolution
+HISTORY_S = 600.0
+HISTORY_STEP_S = 10.0
+#: at most this many queries in flight at once
+PARALLEL_QUERIES = 4
+
+COSTLY_REASONS = "|".join(t.reason for t in THROTTLES.values() if t.severity != INFO)
+
+
+def normalize_selector(selector: str | None) -> str:
+    """``{cluster="a"}`` or ``cluster="a"`` -> ``cluster="a"``; refuses braces inside."""
+    text = (selector or "").strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    if "{" in text or "}" in text:
+        raise PrometheusError(
+            f"gputui cluster: --selector takes label matchers, e.g. 'cluster=\"a\"', not {selector!r}"
+        )
+    return text
+
+
+def _sel(selector: str, *more: str) -> str:
+    parts = [p for p in (selector, *more) if p]
+    return "{" + ",".join(parts) + "}"
+
+
+def gpu_queries(selector: str) -> dict[str, str]:
+    """Field -> PromQL: gputui's name, or dcgm-exporter's converted to base units."""
+    s = _sel(selector)
+    return {
+        "util_ratio": f"gputui_gpu_utilization_ratio{s} or DCGM_FI_DEV_GPU_UTIL{s} / 100",
+        "sm_active_ratio": f"gputui_gpu_sm_active_ratio{s} or DCGM_FI_PROF_SM_ACTIVE{s}",
+        "tensor_active_ratio": (
+            f"gputui_gpu_tensor_active_ratio{s} or DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{s}"
+        ),
+        "dram_active_ratio": f"gputui_gpu_dram_active_ratio{s} or DCGM_FI_PROF_DRAM_ACTIVE{s}",
+        "power_w": f"gputui_gpu_power_watts{s} or DCGM_FI_DEV_POWER_USAGE{s}",
+        # dcgm-exporter reports frame-buffer memory in MiB
+        "mem_used_bytes": f"gputui_gpu_memory_used_bytes{s} or DCGM_FI_DEV_FB_USED{s} * 1048576",
+        "mem_total_bytes": (
+            f"gputui_gpu_memory_total_bytes{s} or "
+            f"(DCGM_FI_DEV_FB_USED{s} + DCGM_FI_DEV_FB_FREE{s}) * 1048576"
+        ),
+        "temp_c": f"gputui_gpu_temperature_celsius{s} or DCGM_FI_DEV_GPU_TEMP{s}",
+        "throttled_ratio": (
+            "sum without (reason) (rate(gputui_gpu_clock_event_seconds_total"
+            f"{_sel(selector, f'reason=~{chr(34)}{COSTLY_REASONS}{chr(34)}')}[{RATE_WINDOW}]))"
+        ),
+    }
+
+
+def target_query(selector: str) -> str:
+    """Scrape targets that served GPU series in the last hour, with their hostname."""
+    s = _sel(selector)
+    return (
+        f"group by (instance, hostname) (last_over_time(gputui_exporter_build_info{s}[1h])) or "
+        f"group by (instance, Hostname) (last_over_time(DCGM_FI_DEV_GPU_UTIL{s}[1h]))"
+    )
+
+
+def job_queries(selector: str) -> dict[str, str]:
+    s = _sel(selector)
+    w = RATE_WINDOW
+    return {
+        "info": f"gputui_train_info{s}",
+        "steps_rate": f"rate(gputui_train_steps_total{s}[{w}])",
+        "step_sum_rate": f"rate(gputui_train_step_duration_seconds_sum{s}[{w}])",
+        "phase_rate": f"rate(gputui_train_phase_seconds_total{s}[{w}])",
+        "last_step": f"gputui_train_last_step_timestamp_seconds{s}",
+    }
+
+
+def history_query(selector: str, hosts: Sequence[str] | None) -> str:
+    if hosts is None:
+        return gpu_queries(selector)["util_ratio"]
+    pattern = "|".join(_regex_escape(h) for h in hosts)
+    a = _sel(selector, f'hostname=~"{escape_label(pattern)}"')
+    b = _sel(selector, f'Hostname=~"{escape_label(pattern)}"')
+    return f"gputui_gpu_utilization_ratio{a} or DCGM_FI_DEV_GPU_UTIL{b} / 100"
+
+
+def _regex_escape(text: str) -> str:
+    # RE2 metacharacters; re.escape would also escape characters RE2 rejects escaped
+    return "".join("\\" + c if c in ".^$*+?()[]{}|\\" else c for c in text)
+
+
+class NoSeries(PrometheusError):
+    """Prometheus answered, but holds no gputui or dcgm-exporter series."""
+
+
+class ClusterSource:
+    """Reads the cluster from one Prometheus server."""
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        selector: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.selector = normalize_selector(selector)
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(PARALLEL_QUERIES, thread_name_prefix="gputui-prom")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def fetch(self, history_hosts: Sequence[str] | None = ()) -> ClusterSnapshot:
+        """One refresh.  ``history_hosts``: the hosts whose GPU history to read
+        (None: every host; empty: none).  Raises PrometheusError, NoSeries."""
+        start = time.perf_counter()
+        now = self._clock()
+        instant: dict[str, str] = {"up": f"up{_sel(self.selector)}", "targets": target_query(self.selector)}
+        gq = gpu_queries(self.selector)
+        jq = job_queries(self.selector)
+        instant.update({f"gpu:{k}": v for k, v in gq.items()})
+        instant.update({f"job:{k}": v for k, v in jq.items()})
+        futures = {name: self._pool.submit(self.client.query, q, now) for name, q in instant.items()}
+        history_future = None
+        if history_hosts is None or history_hosts:
+            history_future = self._pool.submit(
+                self.client.query_range,
+                history_query(self.selector, history_hosts),
+                now - HISTORY_S,
+                now,
+                HISTORY_STEP_S,
+            )
+        results: dict[str, list[Series]] = {name: f.result() for name, f in futures.items()}
+        history = _history(history_future.result(), now) if history_future is not None else {}
+        rows = {name: [(s.labels, s.value) for s in series] for name, series in results.items()}
+        values = {k: pick_gpu_values(rows[f"gpu:{k}"]) for k in gq}
+        gpus = build_gpus(values, history)
+        instances: dict[str, str] = {}
+        for labels, _ in rows["targets"]:
+            host = host_of(labels)
+            if host is not None and "instance" in labels:
+                instances[labels["instance"]] = host
+        up = {labels["instance"]: value == 1 for labels, value in rows["up"] if "instance" in labels}
+        jobs = build_jobs(
+            rows["job:info"],
+            rows["job:steps_rate"],
+            rows["job:step_sum_rate"],
+            rows["job:phase_rate"],
+            rows["job:last_step"],
+            now,
+        )
+        nodes = build_nodes(gpus, instances, up)
+        if not nodes and not jobs:
+            where = f" matching {{{self.selector}}}" if self.selector else ""
+            raise NoSeries(
+                f"gputui cluster: {self.client.base} holds no gputui or dcgm-exporter series{where} "
+                "(is 'gputui exporter' scraped?)"
+            )
+        return ClusterSnapshot(
+            url=self.client.base,
+            selector=self.selector,
+            taken_at_s=now,
+            latency_s=time.perf_counter() - start,
+            nodes=tuple(nodes),
+            jobs=tuple(jobs),
+            history_s=HISTORY_S if history_future is not None else 0.0,
+            history_step_s=HISTORY_STEP_S if history_future is not None else 0.0,
+        )
+
+
+def _history(series: Sequence[RangeSeries], now: float) -> Mapping[GpuKey, tuple[float | None, ...]]:
+    """(host, gpu) -> values on the fixed grid ending now (None where absent)."""
+    n = int(HISTORY_S / HISTORY_STEP_S) + 1
+    start = now - HISTORY_S
+    picked: dict[GpuKey, tuple[dict[str, str], tuple[tuple[float, float], ...]]] = {}
+    for s in series:
+        host, gpu = host_of(s.labels), s.labels.get("gpu")
+        if host is None or gpu is None:
+            continue
+        key = (host, gpu)
+        if key in picked and "hostname" in picked[key][0] and "hostname" not in s.labels:
+            continue
+        picked[key] = (dict(s.labels), s.points)
+    out: dict[GpuKey, tuple[float | None, ...]] = {}
+    for key, (_, points) in picked.items():
+        grid: list[float | None] = [None] * n
+        for t, v in points:
+            i = round((t - start) / HISTORY_STEP_S)
+            if 0 <= i < n and v == v:
+                grid[i] = v
+        out[key] = tuple(grid)
+    return out
