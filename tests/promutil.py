@@ -82,7 +82,7 @@ def exporters(
                 )
             )
             targets.append(f"127.0.0.1:{port}")
-        for target, proc in zip(targets, procs):
+        for target, proc in zip(targets, procs, strict=True):
 
             def ready(target: str = target, proc: subprocess.Popen[bytes] = proc) -> bool:
                 if proc.poll() is not None:

@@ -73,7 +73,9 @@ class PrometheusClient:
             token = base64.b64encode(f"{user}:{password}".encode()).decode()
             self._auth = f"Basic {token}"
             netloc = netloc.rsplit("@", 1)[1]
-        self.base = urllib.parse.urlunsplit((parsed.scheme, netloc, parsed.path.rstrip("/"), "", ""))
+        self.base = urllib.parse.urlunsplit(
+            (parsed.scheme, netloc, parsed.path.rstrip("/"), "", "")
+        )
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
 
@@ -84,7 +86,9 @@ class PrometheusClient:
             form["time"] = f"{at_s:.3f}"
         data = self._post("/api/v1/query", form)
         if data.get("resultType") == "scalar":
-            return [Series({}, _float((data.get("result") or [0, "NaN"])[1]))]
+            scalar = data.get("result")
+            value = scalar[1] if isinstance(scalar, list) and len(scalar) == 2 else "NaN"
+            return [Series({}, _float(value))]
         out = []
         for item in _result_list(data, "vector"):
             value = item.get("value")
@@ -136,7 +140,9 @@ class PrometheusClient:
                 ) from None
             message = _api_error(raw)
             if exc.code in (400, 422) and message:
-                raise PrometheusError(f"gputui cluster: query rejected by {where}: {message}") from None
+                raise PrometheusError(
+                    f"gputui cluster: query rejected by {where}: {message}"
+                ) from None
             raise PrometheusError(
                 f"gputui cluster: {where} answered HTTP {exc.code}"
                 + (f": {message}" if message else " (is this a Prometheus server?)")
@@ -160,7 +166,9 @@ class PrometheusClient:
             ) from None
         if not isinstance(doc, dict) or doc.get("status") != "success":
             message = doc.get("error") if isinstance(doc, dict) else None
-            raise PrometheusError(f"gputui cluster: query failed at {where}: {message or 'no data'}")
+            raise PrometheusError(
+                f"gputui cluster: query failed at {where}: {message or 'no data'}"
+            )
         data = doc.get("data")
         if not isinstance(data, dict):
             raise PrometheusError(f"gputui cluster: {where} answered without data")

@@ -220,12 +220,12 @@ def build_nodes(
     nodes = []
     for host in sorted(by_host):
         members = by_host[host]
-        instance = host_instance.get(host)
-        state = up.get(instance) if instance is not None else None
+        target = host_instance.get(host)
+        state = up.get(target) if target is not None else None
         nodes.append(
             Node(
                 hostname=host,
-                instance=instance,
+                instance=target,
                 up=state if state is not None else (True if members else None),
                 source=members[0].source if members else None,
                 gpus=tuple(members),

@@ -54,7 +54,8 @@ def node_line(node: Node) -> str:
         f"{fmt.clean(node.hostname, 24):<24} {state:>4} {len(node.gpus):>4} "
         f"{_ratio(node.util_mean):>5} {_ratio(node.sm_active_mean):>5} "
         f"{_ratio(node.tensor_active_mean):>6} {_ratio(node.dram_active_mean):>5} "
-        f"{_power(node.power_w):>7} {fmt.size(node.mem_used_bytes):>8}/{fmt.size(node.mem_total_bytes):<8} "
+        f"{_power(node.power_w):>7} "
+        f"{fmt.size(node.mem_used_bytes):>8}/{fmt.size(node.mem_total_bytes):<8} "
         f"{throttled}"
     ).rstrip()
 
@@ -65,7 +66,8 @@ def _power(watts: float | None) -> str:
 
 def job_lines(job: Job) -> list[str]:
     share = "  ".join(
-        f"{fmt.clean(p, 16)} {v * 100:.0f}%" for p, v in sorted(job.phase_share.items(), key=lambda kv: -kv[1])
+        f"{fmt.clean(p, 16)} {v * 100:.0f}%"
+        for p, v in sorted(job.phase_share.items(), key=lambda kv: -kv[1])
     )
     head = (
         f"job {fmt.clean(job.job_id, 48)}  ranks {len(job.ranks)}"

@@ -14,7 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gputui.analysis.severity import INFO
 from gputui.analysis.throttle import THROTTLES
-from gputui.cluster.client import PrometheusClient, PrometheusError, RangeSeries, Series, escape_label
+from gputui.cluster.client import (
+    PrometheusClient,
+    PrometheusError,
+    RangeSeries,
+    Series,
+    escape_label,
+)
 from gputui.cluster.model import (
     ClusterSnapshot,
     GpuKey,
@@ -43,7 +49,8 @@ def normalize_selector(selector: str | None) -> str:
         text = text[1:-1].strip()
     if "{" in text or "}" in text:
         raise PrometheusError(
-            f"gputui cluster: --selector takes label matchers, e.g. 'cluster=\"a\"', not {selector!r}"
+            "gputui cluster: --selector takes label matchers, e.g. 'cluster=\"a\"', "
+            f"not {selector!r}"
         )
     return text
 
@@ -139,12 +146,17 @@ class ClusterSource:
         (None: every host; empty: none).  Raises PrometheusError, NoSeries."""
         start = time.perf_counter()
         now = self._clock()
-        instant: dict[str, str] = {"up": f"up{_sel(self.selector)}", "targets": target_query(self.selector)}
+        instant: dict[str, str] = {
+            "up": f"up{_sel(self.selector)}",
+            "targets": target_query(self.selector),
+        }
         gq = gpu_queries(self.selector)
         jq = job_queries(self.selector)
         instant.update({f"gpu:{k}": v for k, v in gq.items()})
         instant.update({f"job:{k}": v for k, v in jq.items()})
-        futures = {name: self._pool.submit(self.client.query, q, now) for name, q in instant.items()}
+        futures = {
+            name: self._pool.submit(self.client.query, q, now) for name, q in instant.items()
+        }
         history_future = None
         if history_hosts is None or history_hosts:
             history_future = self._pool.submit(
@@ -164,7 +176,9 @@ class ClusterSource:
             host = host_of(labels)
             if host is not None and "instance" in labels:
                 instances[labels["instance"]] = host
-        up = {labels["instance"]: value == 1 for labels, value in rows["up"] if "instance" in labels}
+        up = {
+            labels["instance"]: value == 1 for labels, value in rows["up"] if "instance" in labels
+        }
         jobs = build_jobs(
             rows["job:info"],
             rows["job:steps_rate"],
@@ -177,7 +191,8 @@ class ClusterSource:
         if not nodes and not jobs:
             where = f" matching {{{self.selector}}}" if self.selector else ""
             raise NoSeries(
-                f"gputui cluster: {self.client.base} holds no gputui or dcgm-exporter series{where} "
+                f"gputui cluster: {self.client.base} holds no gputui or dcgm-exporter "
+                f"series{where} "
                 "(is 'gputui exporter' scraped?)"
             )
         return ClusterSnapshot(
@@ -192,7 +207,9 @@ class ClusterSource:
         )
 
 
-def _history(series: Sequence[RangeSeries], now: float) -> Mapping[GpuKey, tuple[float | None, ...]]:
+def _history(
+    series: Sequence[RangeSeries], now: float
+) -> Mapping[GpuKey, tuple[float | None, ...]]:
     """(host, gpu) -> values on the fixed grid ending now (None where absent)."""
     n = int(HISTORY_S / HISTORY_STEP_S) + 1
     start = now - HISTORY_S

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
             else:
                 report.print_text(snapshot)
             return 0
-        from gputui.tui.cluster.app import make_cluster_app
+        from gputui.tui.cluster.screen import make_cluster_app
 
         app = make_cluster_app(source, interval_s=args.interval, ascii_only=args.ascii)
         app.run()

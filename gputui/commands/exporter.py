@@ -70,7 +70,9 @@ def register(sub: Any) -> None:
     source.add_argument(
         "--demo", action="store_true", help="serve the embedded recording of a real GPU session"
     )
-    source.add_argument("--replay", metavar="FILE", help="serve a recording made by 'gputui record'")
+    source.add_argument(
+        "--replay", metavar="FILE", help="serve a recording made by 'gputui record'"
+    )
     parser.set_defaults(func=main)
 
 
@@ -122,8 +124,11 @@ def main(args: argparse.Namespace) -> int:
     )
     what = source.label if source is not None else "GPU series off"
     server = make_server(
-        args.listen, args.port, collector.render, f"{hostname}: {what}; hooked jobs "
-        f"{'followed' if jobs is not None else 'not followed (recording)'}"
+        args.listen,
+        args.port,
+        collector.render,
+        f"{hostname}: {what}; hooked jobs "
+        f"{'followed' if jobs is not None else 'not followed (recording)'}",
     )
     sampler = None
     if source is not None:

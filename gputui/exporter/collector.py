@@ -101,9 +101,11 @@ class ExporterCollector:
 
     def _health(self, snapshot: Snapshot | None, n_jobs: int) -> list[Family]:
         host = self._host
-        build = Family("gputui_exporter_build_info", INFO, "The exporter's version; the value is 1.")
+        build = Family(
+            "gputui_exporter_build_info", INFO, "The exporter's version; the value is 1."
+        )
         build.add(
-            host + (("version", __version__), ("python_version", platform.python_version())), 1
+            host.extend(("version", __version__), ("python_version", platform.python_version())), 1
         )
         enabled = Family(
             "gputui_exporter_collector_enabled",
@@ -134,7 +136,7 @@ class ExporterCollector:
         jobs_count = Family(
             "gputui_exporter_jobs", GAUGE, "Hooked training processes followed right now."
         )
-        gpu = host + (("collector", "gpu"),)
+        gpu = host.extend(("collector", "gpu"))
         enabled.add(gpu, 1 if self.gpu_enabled else 0)
         if self.gpu_enabled:
             fresh = (
@@ -148,7 +150,7 @@ class ExporterCollector:
             stamp.add(gpu, self._arrived_wall_s)
             passes.add(gpu, self.collections)
             errors.add(gpu, self.collection_errors)
-        job_lab = host + (("collector", "jobs"),)
+        job_lab = host.extend(("collector", "jobs"))
         enabled.add(job_lab, 1 if self.jobs is not None else 0)
         if self.jobs is not None:
             watcher = self.jobs

@@ -55,7 +55,8 @@ class Labels:
     def as_dict(self) -> dict[str, str]:
         return dict(self.pairs)
 
-    def __add__(self, more: tuple[tuple[str, str], ...]) -> Labels:
+    def extend(self, *more: tuple[str, str]) -> Labels:
+        """These labels and ``more`` after them."""
         return labels(self.pairs + more)
 
     def __repr__(self) -> str:
@@ -116,7 +117,9 @@ class Family:
         kind = GAUGE if self.type == INFO else self.type
         out.append(f"# HELP {name} {_escape_help(self.help)}\n# TYPE {name} {kind}\n")
         fmt = format_value
-        out.extend([f"{name}{suffix}{lab.text} {fmt(value)}\n" for suffix, lab, value in self.samples])
+        out.extend(
+            [f"{name}{suffix}{lab.text} {fmt(value)}\n" for suffix, lab, value in self.samples]
+        )
 
 
 def render(families: Iterable[Family]) -> bytes:

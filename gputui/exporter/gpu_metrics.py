@@ -110,9 +110,21 @@ _GPM_GAUGES: tuple[tuple[str, str, str], ...] = (
         "Device memory bandwidth used, as a fraction of the peak (GPM).",
         "dram_bw_util_pct",
     ),
-    ("gputui_gpu_fp16_active_ratio", "Fraction of cycles the FP16 pipe was busy (GPM).", "fp16_activity_pct"),
-    ("gputui_gpu_fp32_active_ratio", "Fraction of cycles the FP32 pipe was busy (GPM).", "fp32_activity_pct"),
-    ("gputui_gpu_fp64_active_ratio", "Fraction of cycles the FP64 pipe was busy (GPM).", "fp64_activity_pct"),
+    (
+        "gputui_gpu_fp16_active_ratio",
+        "Fraction of cycles the FP16 pipe was busy (GPM).",
+        "fp16_activity_pct",
+    ),
+    (
+        "gputui_gpu_fp32_active_ratio",
+        "Fraction of cycles the FP32 pipe was busy (GPM).",
+        "fp32_activity_pct",
+    ),
+    (
+        "gputui_gpu_fp64_active_ratio",
+        "Fraction of cycles the FP64 pipe was busy (GPM).",
+        "fp64_activity_pct",
+    ),
 )
 
 _REASON_OK = re.compile(r"^[a-z0-9_]{1,64}$")
@@ -201,31 +213,35 @@ def gpu_families(
     for device in snapshot.devices:
         lab = device_labels(device, host)
         info.add(
-            lab + (("driver_version", driver), ("cuda_version", cuda), ("mig_mode", _flag(device.mig_enabled))),
+            lab.extend(
+                ("driver_version", driver),
+                ("cuda_version", cuda),
+                ("mig_mode", _flag(device.mig_enabled)),
+            ),
             1,
         )
         lost.add(lab, 1 if device.lost else 0)
         if device.lost:
             continue
-        for family, (_, _, attr, scale) in zip(gauges, _DEVICE_GAUGES):
+        for family, (_, _, attr, scale) in zip(gauges, _DEVICE_GAUGES, strict=True):
             value = getattr(device, attr)
             if value is not None:
                 family.add(lab, _scaled(value, scale))
         if device.gpm is not None:
-            for family, (_, _, attr) in zip(gpm, _GPM_GAUGES):
+            for family, (_, _, attr) in zip(gpm, _GPM_GAUGES, strict=True):
                 value = getattr(device.gpm, attr)
                 if value is not None:
                     family.add(lab, value / 100.0)
         energy.add(lab, device.energy_j)
-        ecc.add(lab + (("type", "corrected"),), device.ecc_errors_corrected)
-        ecc.add(lab + (("type", "uncorrected"),), device.ecc_errors_uncorrected)
+        ecc.add(lab.extend(("type", "corrected")), device.ecc_errors_corrected)
+        ecc.add(lab.extend(("type", "uncorrected")), device.ecc_errors_uncorrected)
         if clock_events is not None and device.throttle_reasons is not None:
             seconds = clock_events.seconds
             for reason in clock_events.reasons_of(device.uuid):
-                events.add(lab + (("reason", reason),), seconds.get((device.uuid, reason), 0.0))
+                events.add(lab.extend(("reason", reason)), seconds.get((device.uuid, reason), 0.0))
         for mig in device.mig_instances:
             profile = (mig.name or "").removeprefix("MIG ").strip()
-            mig_lab = lab + (("GPU_I_PROFILE", profile), ("GPU_I_ID", str(mig.gpu_instance_id)))
+            mig_lab = lab.extend(("GPU_I_PROFILE", profile), ("GPU_I_ID", str(mig.gpu_instance_id)))
             mig_used.add(mig_lab, mig.mem_used_bytes)
             mig_total.add(mig_lab, mig.mem_total_bytes)
     families = [info, lost, *gauges, *gpm, energy, ecc, events, mig_used, mig_total]

@@ -35,10 +35,10 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = 1 << 18
     server: ExporterServer
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server dispatches to
+    def do_GET(self) -> None:  # the name http.server dispatches to
         self._answer(send_body=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._answer(send_body=False)
 
     def _answer(self, send_body: bool) -> None:
@@ -64,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
         if send_body:
             self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per scrape on stderr would drown everything else
 
 

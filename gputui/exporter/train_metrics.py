@@ -88,15 +88,17 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         )
         if cmdline:
             extra += (("command", " ".join(job.argv)[:MAX_COMMAND_CHARS]),)
-        info.add(lab + extra, 1)
+        info.add(lab.extend(*extra), 1)
         steps.add(lab, job.steps_total)
         for phase, seconds in sorted(job.phase_seconds.items()):
-            phases.add(lab + (("phase", phase),), seconds)
+            phases.add(lab.extend(("phase", phase)), seconds)
         for phase, seconds in sorted(job.phase_gpu_seconds.items()):
-            gpu_phases.add(lab + (("phase", phase),), seconds)
+            gpu_phases.add(lab.extend(("phase", phase)), seconds)
         if job.recent_step_seconds:
-            for q, value in zip(QUANTILES, quantiles(job.recent_step_seconds, QUANTILES)):
-                duration.add(lab + (("quantile", str(q)),), value)
+            for q, value in zip(
+                QUANTILES, quantiles(job.recent_step_seconds, QUANTILES), strict=True
+            ):
+                duration.add(lab.extend(("quantile", str(q))), value)
         duration.add(lab, job.step_seconds_sum, "_sum")
         duration.add(lab, job.steps_total, "_count")
         samples.add(lab, job.samples_total)

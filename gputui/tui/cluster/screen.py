@@ -1,0 +1,268 @@
+"""The cluster screen (``gputui cluster --prometheus URL``) and the app that runs it.
+
+Data flow: a timer asks for a refresh every interval; a thread worker runs the
+queries (``ClusterSource.fetch``, never on the UI thread) and posts the snapshot
+as a message that collapses with an older one still queued.  Refreshes never
+overlap: one that comes due while another is in flight is folded into it.  The
+screen turns the snapshot's values into table rows and updates the tables by
+row key, so the cursor stays on its node or rank.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from gputui import fmt
+from gputui.cluster.model import ClusterSnapshot, Node
+from gputui.errors import GputuiError
+from gputui.tui.cluster.rows import (
+    GPU_COLUMNS,
+    JOB_COLUMNS,
+    NODE_COLUMNS,
+    Row,
+    gpu_rows,
+    job_rows,
+    node_rows,
+)
+from gputui.tui.fmt import clock
+
+
+class ClusterReady(Message):
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ClusterReady)
+
+
+class ClusterFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class ClusterScreen(Screen[object]):
+    CSS_PATH = "cluster.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "refresh_now", "Refresh"),
+        Binding("tab", "app.focus_next", "Next table", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, source: Any, interval_s: float, *, autostart: bool = True) -> None:
+        super().__init__()
+        self.source = source
+        self.interval_s = interval_s
+        self.autostart = autostart
+        self.snapshot: ClusterSnapshot | None = None
+        self.error: str | None = None
+        self.selected_host: str | None = None
+        self.refreshes = 0
+        self._in_flight = False
+        self._again = False
+
+    @property
+    def ascii_only(self) -> bool:
+        return bool(getattr(self.app, "ascii_only", False))
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="cl-header")
+        yield Static(id="cl-status")
+        yield DataTable(id="cl-nodes", cursor_type="row", zebra_stripes=True)
+        yield Static(id="cl-gpus-title", classes="cl-title")
+        yield DataTable(id="cl-gpus", cursor_type="row")
+        yield Static("Jobs and ranks", id="cl-jobs-title", classes="cl-title")
+        yield DataTable(id="cl-jobs", cursor_type="row")
+        yield Footer()
+
+    def on_unmount(self) -> None:
+        for table in self.query(DataTable):
+            _SHOWN.pop(id(table), None)
+
+    def on_mount(self) -> None:
+        for table_id, columns in (
+            ("#cl-nodes", NODE_COLUMNS),
+            ("#cl-gpus", GPU_COLUMNS),
+            ("#cl-jobs", JOB_COLUMNS),
+        ):
+            table = self.query_one(table_id, DataTable)
+            for column in columns:
+                table.add_column(column, key=column)
+        self._show_header()
+        self.query_one("#cl-status", Static).update(
+            Text(f"reading {fmt.clean(self.source.client.base)} ...", style="dim")
+        )
+        if self.autostart:
+            self.set_interval(self.interval_s, self.action_refresh_now)
+            self.action_refresh_now()
+
+    # -- refreshing ----------------------------------------------------------------------
+    def action_refresh_now(self) -> None:
+        if self._in_flight:
+            self._again = True
+            return
+        self._in_flight = True
+        self._fetch(self.selected_host)
+
+    @work(thread=True, group="cluster-fetch")
+    def _fetch(self, host: str | None) -> None:
+        try:
+            snapshot = self.source.fetch(history_hosts=[host] if host else ())
+        except GputuiError as exc:
+            self.post_message(ClusterFailed(str(exc)))
+        except Exception as exc:  # never a traceback on screen: one line
+            self.post_message(
+                ClusterFailed(f"gputui cluster: internal error: {type(exc).__name__}: {exc}")
+            )
+        else:
+            self.post_message(ClusterReady(snapshot))
+
+    def _done(self) -> None:
+        self._in_flight = False
+        if self._again:
+            self._again = False
+            self.action_refresh_now()
+
+    def on_cluster_ready(self, message: ClusterReady) -> None:
+        self.show(message.snapshot)
+        self._done()
+
+    def on_cluster_failed(self, message: ClusterFailed) -> None:
+        self.error = message.error
+        self.query_one("#cl-status", Static).update(
+            Text(fmt.clean(message.error), style="bold red")
+            + Text("  (showing the last data read)" if self.snapshot else "", style="dim")
+        )
+        self._done()
+
+    # -- showing ------------------------------------------------------------------------
+    def show(self, snapshot: ClusterSnapshot) -> None:
+        """Put one snapshot's values on screen (also what tests call)."""
+        self.snapshot = snapshot
+        self.error = None
+        self.refreshes += 1
+        ascii_only = self.ascii_only
+        _sync(self.query_one("#cl-nodes", DataTable), node_rows(snapshot.nodes, ascii_only))
+        if self.selected_host is None and snapshot.nodes:
+            self.selected_host = snapshot.nodes[0].hostname
+            if not any(g.util_history for n in snapshot.nodes for g in n.gpus):
+                self._again = True  # read the first node's history at once
+        self._show_gpus()
+        _sync(self.query_one("#cl-jobs", DataTable), job_rows(snapshot.jobs))
+        self._show_header()
+        gpus = sum(len(n.gpus) for n in snapshot.nodes)
+        down = [n.hostname for n in snapshot.nodes if n.up is False]
+        status = Text(
+            f"{len(snapshot.nodes)} nodes, {gpus} GPUs, {len(snapshot.jobs)} jobs"
+            f"  read {clock(snapshot.taken_at_s)} in {snapshot.latency_s * 1000:.0f} ms",
+            style="dim",
+        )
+        if down:
+            status.append(f"  down: {fmt.clean(', '.join(down), 80)}", style="bold red")
+        self.query_one("#cl-status", Static).update(status)
+
+    def _show_header(self) -> None:
+        base = fmt.clean(self.source.client.base)
+        selector = fmt.clean(self.source.selector)
+        text = Text("gputui cluster ", style="bold")
+        text.append(base)
+        if selector:
+            text.append(f"  {{{selector}}}", style="cyan")
+        text.append(f"  every {self.interval_s:g} s", style="dim")
+        self.query_one("#cl-header", Static).update(text)
+
+    def _node(self, host: str | None) -> Node | None:
+        if self.snapshot is None or host is None:
+            return None
+        return next((n for n in self.snapshot.nodes if n.hostname == host), None)
+
+    def _show_gpus(self) -> None:
+        node = self._node(self.selected_host)
+        title = self.query_one("#cl-gpus-title", Static)
+        table = self.query_one("#cl-gpus", DataTable)
+        if node is None:
+            title.update(Text("GPUs", style="bold"))
+            _sync(table, [])
+            return
+        title.update(
+            Text("GPUs of ", style="bold")
+            + Text(fmt.clean(node.hostname, 60), style="bold cyan")
+            + Text(f"  ({node.source or 'no series'})", style="dim")
+        )
+        width = max(10, min(60, self.size.width - 95))
+        _sync(table, gpu_rows(node.gpus, self.ascii_only, width))
+
+    @on(DataTable.RowHighlighted, "#cl-nodes")
+    def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        host = event.row_key.value if event.row_key is not None else None
+        if host is None or host == self.selected_host:
+            return
+        self.selected_host = host
+        self._show_gpus()
+        if self.autostart:
+            self.action_refresh_now()  # this node's history
+
+
+#: the cells each table shows now, by row key (so unchanged cells are not redrawn)
+_SHOWN: dict[int, dict[str, tuple[Text, ...]]] = {}
+
+
+def _sync(table: DataTable[Any], rows: Sequence[Row]) -> None:
+    """Make the table show ``rows``: changed cells updated in place when the keys
+    are the same, else rebuilt with the cursor kept on its key."""
+    keys = [key for key, _ in rows]
+    current = [str(k.value) for k in table.rows]
+    shown = _SHOWN.setdefault(id(table), {})
+    if keys == current:
+        columns = list(table.columns)
+        for key, cells in rows:
+            before = shown.get(key, ())
+            for i, (column, cell) in enumerate(zip(columns, cells, strict=True)):
+                if i >= len(before) or before[i] != cell:
+                    table.update_cell(key, column, cell, update_width=True)
+            shown[key] = cells
+        return
+    shown.clear()
+    shown.update(rows)
+    cursor_key = None
+    if table.row_count and 0 <= table.cursor_row < table.row_count:
+        cursor_key = current[table.cursor_row]
+    table.clear()
+    for key, cells in rows:
+        table.add_row(*cells, key=key)
+    if cursor_key in keys:
+        table.move_cursor(row=keys.index(cursor_key), animate=False)
+
+
+class ClusterApp(App[None]):
+    TITLE = "gputui cluster"
+
+    def __init__(
+        self, source: Any, interval_s: float, ascii_only: bool = False, autostart: bool = True
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.interval_s = interval_s
+        self.ascii_only = ascii_only
+        self.autostart = autostart
+        self.started_s = time.monotonic()
+
+    def get_default_screen(self) -> Screen[object]:
+        return ClusterScreen(self.source, self.interval_s, autostart=self.autostart)
+
+
+def make_cluster_app(
+    source: Any, interval_s: float = 5.0, ascii_only: bool = False, autostart: bool = True
+) -> ClusterApp:
+    return ClusterApp(source, interval_s, ascii_only=ascii_only, autostart=autostart)
