@@ -5,9 +5,11 @@ GPU values come from gputui's series where a node has them, else from
 dcgm-exporter's (``Hostname`` label, percent utilization); a GPU is keyed by
 (host, gpu index), so a node that runs both exporters is counted once.
 
-Stragglers: a rank's compute time per step is its step time minus the time in
-data loading and in communication phases (phases named like ``comm``, ``nccl``,
-``allreduce``); its skew is that time over the median of the job's ranks.  A
+Stragglers: a rank's compute time per step is its step time minus the time it
+waited: data loading, communication phases (named like ``comm``, ``nccl``,
+``allreduce``) and, under DDP, the part of backward spent waiting in the
+gradient all-reduce (:func:`compute_times`); its skew is that time over the
+median of the job's ranks.  A
 skew of 1.3 says the rank computes 30% longer per step than the typical rank,
 and the other ranks wait for it at every collective.
 """
@@ -297,17 +299,14 @@ def build_jobs(
         if key is not None and phase is not None and math.isfinite(value):
             phases.setdefault(key, {})[phase] = value
     ranks: list[Rank] = []
-    for key in sorted(set(infos) | set(rates), key=lambda k: (k[1], _index(k[2]), k[0])):
+    # only ranks whose info series is there now: a finished job leaves at once
+    for key in sorted(infos, key=lambda k: (k[1], _index(k[2]), k[0])):
         labels = infos.get(key, {})
         per_s = rates.get(key)
         step_s = sums[key] / per_s if per_s and key in sums else None
         phase_s = {p: v / per_s for p, v in phases.get(key, {}).items()} if per_s else {}
         total = sum(phase_s.values())
         share = {p: v / total for p, v in phase_s.items()} if total > 0 else {}
-        compute = None
-        if step_s is not None:
-            waiting = sum(v for p, v in phase_s.items() if p == DATA_PHASE or is_comm(p))
-            compute = max(0.0, step_s - waiting)
         last = lasts.get(key)
         ranks.append(
             Rank(
@@ -322,11 +321,30 @@ def build_jobs(
                 step_s=step_s,
                 phase_s=phase_s,
                 phase_share=share,
-                compute_s=compute,
                 last_step_age_s=max(0.0, now_s - last) if last is not None else None,
             )
         )
     return _group_jobs(ranks)
+
+
+def compute_times(ranks: Sequence[Rank]) -> list[float | None]:
+    """Compute time per step of each rank of one job: its step time less the time
+    it waited.  Waiting is data loading, communication phases, and the backward
+    time beyond the job's shortest backward: the hook does not time collectives
+    on their own, and under DDP the gradient all-reduce runs inside backward, so
+    a rank that waits there for a slower peer shows it as a longer backward."""
+    backwards = [r.phase_s["backward"] for r in ranks if "backward" in r.phase_s]
+    fastest = min(backwards) if len(backwards) == len(ranks) and len(ranks) > 1 else None
+    out: list[float | None] = []
+    for r in ranks:
+        if r.step_s is None:
+            out.append(None)
+            continue
+        waiting = sum(v for p, v in r.phase_s.items() if p == DATA_PHASE or is_comm(p))
+        if fastest is not None:
+            waiting += max(0.0, r.phase_s["backward"] - fastest)
+        out.append(max(0.0, r.step_s - waiting))
+    return out
 
 
 def _group_jobs(ranks: Sequence[Rank]) -> list[Job]:
@@ -335,7 +353,10 @@ def _group_jobs(ranks: Sequence[Rank]) -> list[Job]:
         by_job.setdefault(rank.job_id, []).append(rank)
     jobs = []
     for job_id in sorted(by_job):
-        members = by_job[job_id]
+        members = [
+            replace(r, compute_s=c)
+            for r, c in zip(by_job[job_id], compute_times(by_job[job_id]), strict=True)
+        ]
         computes = [r.compute_s for r in members if r.compute_s is not None]
         median = statistics.median(computes) if computes else None
         with_skew = []
