@@ -114,12 +114,22 @@ class Family:
         if not self.samples:
             return
         name = self.name
-        kind = GAUGE if self.type == INFO else self.type
-        out.append(f"# HELP {name} {_escape_help(self.help)}\n# TYPE {name} {kind}\n")
+        key = (name, self.type, self.help)
+        header = _HEADERS.get(key)
+        if header is None:
+            kind = GAUGE if self.type == INFO else self.type
+            header = _HEADERS[key] = (
+                f"# HELP {name} {_escape_help(self.help)}\n# TYPE {name} {kind}\n"
+            )
+        out.append(header)
         fmt = format_value
         out.extend(
             [f"{name}{suffix}{lab.text} {fmt(value)}\n" for suffix, lab, value in self.samples]
         )
+
+
+#: the HELP and TYPE lines of each family, written once (a fixed set of names)
+_HEADERS: dict[tuple[str, str, str], str] = {}
 
 
 def render(families: Iterable[Family]) -> bytes:
