@@ -350,3 +350,34 @@ def test_cli_bad_port_and_port_in_use(capsys: pytest.CaptureFixture[str]) -> Non
         assert err.startswith("gputui exporter: cannot listen on 127.0.0.1:") and "\n" not in err
     finally:
         blocker.server_close()
+
+
+def test_server_refuses_what_it_does_not_serve() -> None:
+    import socket
+
+    collector = collector_with(make_snapshots(n_gpus=1, n_procs=1, n_steps=1))
+    server = make_server("127.0.0.1", 0, collector.render, "x")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def ask(raw: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as s:
+            s.sendall(raw)
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+            return data
+
+    try:
+        assert ask(b"POST /metrics HTTP/1.1\r\nConnection: close\r\n\r\n").startswith(
+            b"HTTP/1.1 405"
+        )
+        assert ask(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 414")
+        assert ask(b"GET /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").startswith(
+            b"HTTP/1.1 400"
+        )
+        assert ask(b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
+        head = ask(b"HEAD /metrics HTTP/1.0\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -131,11 +131,13 @@ class ClusterSource:
         self,
         client: PrometheusClient,
         selector: str = "",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.client = client
         self.selector = normalize_selector(selector)
-        self._clock = clock
+        #: the evaluation time of every query: now, or a fixed moment (``--at``)
+        self._clock = clock or time.time
+        self.fixed_time = clock is not None
         self._pool = ThreadPoolExecutor(PARALLEL_QUERIES, thread_name_prefix="gputui-prom")
 
     def close(self) -> None:

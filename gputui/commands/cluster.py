@@ -48,9 +48,31 @@ def register(sub: Any) -> None:
         help="seconds to wait for each answer from Prometheus (default 5)",
     )
     parser.add_argument(
+        "--at",
+        type=_unix_time,
+        default=None,
+        metavar="TIME",
+        help="show the cluster as it was at TIME (Unix seconds, or YYYY-MM-DDTHH:MM[:SS] local)",
+    )
+    parser.add_argument(
         "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
     )
     parser.set_defaults(func=main)
+
+
+def _unix_time(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    import datetime
+
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (Unix seconds, or e.g. 2026-05-01T14:30)"
+        ) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -60,7 +82,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.json and not args.once:
         raise GputuiError("gputui cluster: --json needs --once")
-    source = ClusterSource(PrometheusClient(args.prometheus, timeout_s=args.timeout), args.selector)
+    clock = (lambda: args.at) if args.at is not None else None
+    source = ClusterSource(
+        PrometheusClient(args.prometheus, timeout_s=args.timeout), args.selector, clock=clock
+    )
     try:
         if args.once:
             from gputui.cluster import report

@@ -152,7 +152,7 @@ def _ms(seconds: float | None) -> Text:
 def _phases(shares: Mapping[str, float]) -> Text:
     items = sorted(shares.items(), key=lambda kv: -kv[1])
     text = Text()
-    for name, share in items[:5]:
+    for name, share in items[:4]:
         label = PHASE_ABBREV.get(name, fmt.clean(name, 10))
         style = "bold yellow" if name == "data" and share > 0.05 else ""
         text.append(f"{label} {share * 100:.0f}%  ", style=style)
@@ -172,17 +172,17 @@ def job_rows(jobs: Sequence[Job]) -> list[Row]:
         size = f"{len(job.ranks)}/{job.world_size}" if job.world_size else str(len(job.ranks))
         straggler = ""
         if job.straggler is not None and (job.max_skew or 0) >= STRAGGLER_SKEW:
-            straggler = f"  straggler: rank {job.straggler.rank} ({job.max_skew:.2f}x)"
+            straggler = f"rank {job.straggler.rank} {job.max_skew:.2f}x"
         rows.append(
             (
                 f"job:{job.job_id}",
                 (
-                    Text(f"{fmt.clean(job.job_id, 40)}  [{size} ranks]", style="bold"),
+                    Text(f"{fmt.middle(fmt.clean(job.job_id), 28)}  [{size}]", style="bold"),
                     Text(fmt.clean(", ".join(job.hosts), 30)),
                     Text(""),
                     _ms(job.step_s),
                     Text(""),
-                    Text(straggler.strip(), style="bold red") if straggler else Text(""),
+                    _right(straggler, "bold red") if straggler else Text(""),
                     _phases(job.phase_share),
                 ),
             )

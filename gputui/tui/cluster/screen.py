@@ -200,7 +200,8 @@ class ClusterScreen(Screen[object]):
             + Text(fmt.clean(node.hostname, 60), style="bold cyan")
             + Text(f"  ({node.source or 'no series'})", style="dim")
         )
-        width = max(10, min(60, self.size.width - 95))
+        # what the other columns leave (about 105 cells), so the table never scrolls sideways
+        width = max(8, min(60, self.size.width - 108))
         _sync(table, gpu_rows(node.gpus, self.ascii_only, width))
 
     @on(DataTable.RowHighlighted, "#cl-nodes")
