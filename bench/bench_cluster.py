@@ -19,6 +19,7 @@ Needs Debian's ``prometheus`` (prometheus, promtool) and tmux.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
 import shutil
@@ -43,7 +44,7 @@ PHASES = ("data", "forward", "backward", "optimizer")
 
 def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, ranks: int) -> int:
     rng = random.Random(7)
-    times = list(range(end_s - HISTORY_S, end_s + 1, STEP_S))
+    times = list(range(end_s - HISTORY_S, end_s - STEP_S + 1, STEP_S))
     lines = 0
     with path.open("w") as out:
 
@@ -51,8 +52,15 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
             out.write(f"# TYPE {name} {kind}\n")
 
         def series(name: str, labels: str, values: list[float]) -> None:
+            # Prometheus spreads its targets over the scrape interval: node n is
+            # scraped n/nodes of an interval after node 0
+            a, b = labels.split('instance="10.0.', 1)[1].split(":", 1)[0].split(".")
+            offset = (int(a) * 256 + int(b)) * STEP_S / nodes
             nonlocal lines
-            out.writelines(f"{name}{{{labels}}} {v:.6g} {t}\n" for t, v in zip(times, values, strict=True))
+            out.writelines(
+                f"{name}{{{labels}}} {v:.6g} {t + offset:.3f}\n"
+                for t, v in zip(times, values, strict=True)
+            )
             lines += len(values)
 
         def host_labels(n: int) -> str:
@@ -68,19 +76,25 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
         load = {(n, g): rng.uniform(0.2, 1.0) for n in range(nodes) for g in range(gpus)}
         family("up", "gauge")
         for n in range(nodes):
-            series("up", f'instance="10.0.{n // 256}.{n % 256}:9445",job="gputui"', [1.0] * len(times))
+            series(
+                "up", f'instance="10.0.{n // 256}.{n % 256}:9445",job="gputui"', [1.0] * len(times)
+            )
         family("gputui_exporter_build_info", "gauge")
         for n in range(nodes):
-            series("gputui_exporter_build_info", f'{host_labels(n)},version="0.1.0"', [1.0] * len(times))
+            series(
+                "gputui_exporter_build_info",
+                f'{host_labels(n)},version="0.1.0"',
+                [1.0] * len(times),
+            )
         gauges = {
             "gputui_gpu_utilization_ratio": lambda x: min(1.0, x + rng.uniform(-0.05, 0.05)),
-            "gputui_gpu_sm_active_ratio": lambda x: x * 0.9,
-            "gputui_gpu_tensor_active_ratio": lambda x: x * 0.5,
-            "gputui_gpu_dram_active_ratio": lambda x: x * 0.4,
-            "gputui_gpu_power_watts": lambda x: 100 + 600 * x,
-            "gputui_gpu_memory_used_bytes": lambda x: float(int(x * 80e9)),
+            "gputui_gpu_sm_active_ratio": lambda x: x * rng.uniform(0.85, 0.95),
+            "gputui_gpu_tensor_active_ratio": lambda x: x * rng.uniform(0.4, 0.6),
+            "gputui_gpu_dram_active_ratio": lambda x: x * rng.uniform(0.3, 0.5),
+            "gputui_gpu_power_watts": lambda x: 100 + 600 * x + rng.uniform(-5, 5),
+            "gputui_gpu_memory_used_bytes": lambda x: float(int(x * 80e9 + rng.uniform(0, 1e8))),
             "gputui_gpu_memory_total_bytes": lambda x: 85520809984.0,
-            "gputui_gpu_temperature_celsius": lambda x: 35 + 40 * x,
+            "gputui_gpu_temperature_celsius": lambda x: 35 + 40 * x + rng.uniform(-1, 1),
         }
         for name, fn in gauges.items():
             family(name, "gauge")
@@ -115,7 +129,11 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
         steps_per_s = 10.0
         family("gputui_train_steps", "counter")
         for j, r, n, _ in train:
-            series("gputui_train_steps_total", rank_labels(j, r, n), [steps_per_s * STEP_S * i for i in range(len(times))])
+            series(
+                "gputui_train_steps_total",
+                rank_labels(j, r, n),
+                [steps_per_s * STEP_S * i for i in range(len(times))],
+            )
         family("gputui_train_step_duration_seconds", "summary")
         for j, r, n, _ in train:
             series(
@@ -131,7 +149,12 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
         family("gputui_train_phase_seconds", "counter")
         for j, r, n, _ in train:
             slow = 0.02 if r == 3 else 0.0
-            per_step = {"data": 0.01, "forward": 0.03 + slow, "backward": 0.05 - slow, "optimizer": 0.01}
+            per_step = {
+                "data": 0.01,
+                "forward": 0.03 + slow,
+                "backward": 0.05 - slow,
+                "optimizer": 0.01,
+            }
             for phase in PHASES:
                 series(
                     "gputui_train_phase_seconds_total",
@@ -140,7 +163,11 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
                 )
         family("gputui_train_last_step_timestamp_seconds", "gauge")
         for j, r, n, _ in train:
-            series("gputui_train_last_step_timestamp_seconds", rank_labels(j, r, n), [float(t) for t in times])
+            series(
+                "gputui_train_last_step_timestamp_seconds",
+                rank_labels(j, r, n),
+                [float(t) for t in times],
+            )
         out.write("# EOF\n")
     return lines
 
@@ -152,7 +179,9 @@ def cpu_s(pid: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=8)
@@ -190,7 +219,7 @@ def main() -> int:
             snap = source.fetch(["gpu-node-000"])
             latencies.append(snap.latency_s)
         source.close()
-        gpus = sum(len(n.gpus) for n in snap.nodes)
+        gpus = sum(n.gpu_count for n in snap.nodes)
         ranks = sum(len(j.ranks) for j in snap.jobs)
         print(
             f"refresh ({len(snap.nodes)} nodes, {gpus} GPUs, {len(snap.jobs)} jobs, {ranks} ranks, "
@@ -198,9 +227,7 @@ def main() -> int:
             f"{statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
         )
         session = f"gputui-bench-{os.getpid()}"
-        cmd = (
-            f"{sys.executable} -m gputui cluster --prometheus {url} --interval 1 --at {end}"
-        )
+        cmd = f"{sys.executable} -m gputui cluster --prometheus {url} --interval 1 --at {end}"
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", cmd],
             check=True,
@@ -221,17 +248,51 @@ def main() -> int:
             time.sleep(args.viewer_seconds)
             c1, w1 = cpu_s(pid), time.monotonic()
             screen = subprocess.run(
-                ["tmux", "capture-pane", "-t", session, "-p"], capture_output=True, text=True, check=True
+                ["tmux", "capture-pane", "-t", session, "-p"],
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
         finally:
             subprocess.run(["tmux", "kill-session", "-t", session], check=False)
         shown = sum(1 for line in screen.splitlines() if "gpu-node-" in line)
         status = next((ln.strip() for ln in screen.splitlines() if " nodes, " in ln), "?")
-        print(f"viewer: {100 * (c1 - c0) / (w1 - w0):.2f}% of a core over {w1 - w0:.0f} s at 1 refresh/s")
+        print(
+            f"viewer: {100 * (c1 - c0) / (w1 - w0):.2f}% of a core over {w1 - w0:.0f} s at 1 refresh/s"
+        )
         print(f"screen: {status}; {shown} node lines visible")
+        for speed, what in (
+            (1.0, "time moving at its own pace"),
+            (15.0, "every value new at every refresh"),
+        ):
+            moving = asyncio.run(viewer_moving(url, float(end), args.viewer_seconds / 2, speed))
+            print(f"viewer headless, {what}: {moving:.2f}% of a core")
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+async def viewer_moving(url: str, end: float, seconds: float, speed: float) -> float:
+    """The screen at 1 refresh/s with its clock running through the history at
+    ``speed`` (1: as it was, each node's values changing once per 15 s scrape;
+    15: one scrape interval per refresh, every value new): CPU of this process."""
+    from gputui.cluster.client import PrometheusClient
+    from gputui.cluster.source import ClusterSource
+    from gputui.tui.cluster.screen import make_cluster_app
+
+    t0 = time.monotonic()
+    start = end - 300.0
+    source = ClusterSource(
+        PrometheusClient(url, timeout_s=30), clock=lambda: start + speed * (time.monotonic() - t0)
+    )
+    app = make_cluster_app(source, interval_s=1.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause(4.0)
+        c0, w0 = time.process_time(), time.monotonic()
+        await pilot.pause(seconds)
+        c1, w1 = time.process_time(), time.monotonic()
+    source.close()
+    return 100 * (c1 - c0) / (w1 - w0)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,17 @@ def measure(
 
 
 def gputui_cmd(port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "gputui", "exporter", "--listen", "127.0.0.1", "--port", str(port), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "gputui",
+        "exporter",
+        "--listen",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
+    ]
 
 
 def render_baseline(recording: Path, processes: bool, rounds: int) -> dict[str, float]:
@@ -150,7 +160,10 @@ def render_baseline(recording: Path, processes: bool, rounds: int) -> dict[str, 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PrometheusClientCollector(collector))  # type: ignore[arg-type]
     out = {}
-    for label, fn in (("gputui", collector.render), ("prometheus_client", lambda: generate_latest(registry))):
+    for label, fn in (
+        ("gputui", collector.render),
+        ("prometheus_client", lambda: generate_latest(registry)),
+    ):
         fn()
         start = time.process_time()
         for _ in range(rounds):
@@ -170,7 +183,9 @@ def cmd_replay(args: argparse.Namespace) -> list[dict[str, Any]]:
         rows = []
         for processes in (False, True):
             port = free_port()
-            extra = ["--replay", str(recording), "--interval", "1"] + (["--processes"] if processes else [])
+            extra = ["--replay", str(recording), "--interval", "1"] + (
+                ["--processes"] if processes else []
+            )
             row = measure(
                 "gputui" + (" --processes" if processes else ""),
                 gputui_cmd(port, *extra),
@@ -193,19 +208,33 @@ def cmd_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     for _ in range(args.rounds):
         port = free_port()
         rows.append(
-            measure("gputui", gputui_cmd(port, "--interval", "1"), port, args.quiet, args.scrapes, args.pause)
+            measure(
+                "gputui",
+                gputui_cmd(port, "--interval", "1"),
+                port,
+                args.quiet,
+                args.scrapes,
+                args.pause,
+            )
         )
         port = free_port()
         nvitop = shutil.which("nvitop-exporter")
-        cmd = (
-            [nvitop] if nvitop else [sys.executable, "-m", "nvitop_exporter"]
-        ) + ["--bind-address", "127.0.0.1", "--port", str(port), "--interval", "1"]
+        cmd = ([nvitop] if nvitop else [sys.executable, "-m", "nvitop_exporter"]) + [
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--interval",
+            "1",
+        ]
         rows.append(measure("nvitop-exporter", cmd, port, args.quiet, args.scrapes, args.pause))
     return rows
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("mode", choices=["replay", "compare"])
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds without scrapes")
     parser.add_argument("--scrapes", type=int, default=2000)

@@ -249,9 +249,9 @@ class FakeSource:
         self.threads: list[str] = []
         self.hosts: list[Any] = []
 
-    def fetch(self, history_hosts: Any = ()) -> ClusterSnapshot:
+    def fetch(self, hosts: Any = ()) -> ClusterSnapshot:
         self.threads.append(threading.current_thread().name)
-        self.hosts.append(history_hosts)
+        self.hosts.append(hosts)
         item = self.snapshots[min(len(self.threads) - 1, len(self.snapshots) - 1)]
         if isinstance(item, Exception):
             raise item
@@ -262,8 +262,7 @@ class FakeSource:
 
 
 async def test_screen_shows_values_collected_off_the_ui_thread() -> None:
-    from textual.widgets import DataTable
-
+    from gputui.tui.cluster.rowlist import RowList
     from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app
 
     source = FakeSource([snapshot_with(HOSTILE)])
@@ -272,14 +271,18 @@ async def test_screen_shows_values_collected_off_the_ui_thread() -> None:
         screen = app.screen
         assert isinstance(screen, ClusterScreen)
         await wait_for(pilot, lambda: screen.refreshes >= 1)
-        nodes = screen.query_one("#cl-nodes", DataTable)
-        cell = str(nodes.get_row_at(0)[0])
-        assert "\x1b" not in cell and cell.startswith("evil\\x1b")
-        gpus = screen.query_one("#cl-gpus", DataTable)
-        assert gpus.row_count == 1
-        assert threading.main_thread().name not in source.threads
-        # the first node's history is read right after the first refresh
+        nodes = screen.query_one("#cl-nodes", RowList)
+        row = nodes.row_plain(0)
+        assert "\x1b" not in row and row.strip().startswith("evil\\x1b")
+        # the first node's GPUs and history are read right after the first refresh
         await wait_for(pilot, lambda: [HOSTILE] in source.hosts)
+        gpus = screen.query_one("#cl-gpus", RowList)
+        assert len(gpus.keys) == 1
+        rendered = nodes.renders
+        screen.show(snapshot_with(HOSTILE))  # the same values again: nothing re-rendered
+        await pilot.pause()
+        assert nodes.renders == rendered
+        assert threading.main_thread().name not in source.threads
 
 
 async def test_screen_shows_errors_on_one_line() -> None:

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gputui.errors import GputuiError
 
@@ -31,15 +31,13 @@ class PrometheusError(GputuiError):
     """Prometheus could not be read; the message says why, in one line."""
 
 
-@dataclass(frozen=True)
-class Series:
-    labels: Mapping[str, str]
+class Series(NamedTuple):
+    labels: dict[str, str]
     value: float
 
 
-@dataclass(frozen=True)
-class RangeSeries:
-    labels: Mapping[str, str]
+class RangeSeries(NamedTuple):
+    labels: dict[str, str]
     points: tuple[tuple[float, float], ...]  # (unix time, value)
 
 
@@ -93,8 +91,9 @@ class PrometheusClient:
         for item in _result_list(data, "vector"):
             value = item.get("value")
             labels = item.get("metric") or {}
+            # label values are JSON strings: used as they are (no per-series copy)
             if isinstance(value, list) and len(value) == 2 and isinstance(labels, dict):
-                out.append(Series(_str_labels(labels), _float(value[1])))
+                out.append(Series(labels, _float(value[1])))
         return out
 
     def query_range(
@@ -116,7 +115,7 @@ class PrometheusClient:
             points = tuple(
                 (_float(p[0]), _float(p[1])) for p in values if isinstance(p, list) and len(p) == 2
             )
-            out.append(RangeSeries(_str_labels(labels), points))
+            out.append(RangeSeries(labels, points))
         return out
 
     # -- transport ---------------------------------------------------------------------
@@ -180,10 +179,6 @@ def _result_list(data: Mapping[str, object], kind: str) -> list[dict]:  # type: 
     if data.get("resultType") != kind or not isinstance(result, list):
         return []
     return [item for item in result if isinstance(item, dict)]
-
-
-def _str_labels(labels: dict) -> dict[str, str]:  # type: ignore[type-arg]
-    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _read_error_body(exc: urllib.error.HTTPError, limit: int) -> bytes:

@@ -53,7 +53,10 @@ class Node:
     instance: str | None
     up: bool | None
     source: str | None
+    #: the GPUs read one by one (the selected node's in the viewer; every node's
+    #: with ``--once --json``); the aggregates below cover all of the node's GPUs
     gpus: tuple[Gpu, ...]
+    gpu_count: int
     util_mean: float | None
     sm_active_mean: float | None
     tensor_active_mean: float | None
@@ -158,13 +161,19 @@ GPU_FIELDS = (
 def build_gpus(
     values: Mapping[str, Mapping[GpuKey, tuple[Mapping[str, str], float | None]]],
     history: Mapping[GpuKey, tuple[float | None, ...]] | None = None,
+    identity: Mapping[GpuKey, tuple[Mapping[str, str], float | None]] | None = None,
 ) -> list[Gpu]:
-    """GPUs from per-field picks (``values[field][key]``); every GPU any field saw."""
+    """GPUs from per-field picks (``values[field][key]``); every GPU any field saw.
+    ``identity`` has each GPU's labels (UUID, modelName) where the fields were
+    reduced to their node and index."""
     keys: dict[GpuKey, Mapping[str, str]] = {}
     for name in GPU_FIELDS:
         for key, (labels, _) in values.get(name, {}).items():
             if key not in keys or source_of(labels) == "gputui":
                 keys[key] = labels
+    for key, (labels, _) in (identity or {}).items():
+        if key in keys and (source_of(labels) == source_of(keys[key])):
+            keys[key] = labels
     gpus = []
     for key in sorted(keys, key=lambda k: (k[0], _index(k[1]))):
         labels = keys[key]
@@ -204,16 +213,48 @@ def _sum(values: Iterable[float | None]) -> float | None:
 THROTTLED_MIN_RATIO = 0.01
 
 
+NODE_FIELDS = (
+    "util_mean",
+    "sm_active_mean",
+    "tensor_active_mean",
+    "dram_active_mean",
+    "power_w",
+    "mem_used_bytes",
+    "mem_total_bytes",
+    "gpu_count",
+    "throttled_gpus",
+)
+NodeValues = Mapping[str, tuple[Mapping[str, str], float | None]]
+
+
+def pick_node_values(series: Iterable[tuple[Mapping[str, str], float]]) -> NodeValues:
+    """host -> (labels, value), gputui's series winning over dcgm-exporter's."""
+    out: dict[str, tuple[Mapping[str, str], float | None]] = {}
+    for labels, value in series:
+        host = host_of(labels)
+        if host is None:
+            continue
+        if host in out and source_of(out[host][0]) == "gputui" and source_of(labels) == "dcgm":
+            continue
+        out[host] = (labels, _finite(value))
+    return out
+
+
 def build_nodes(
     gpus: Sequence[Gpu],
     instances: Mapping[str, str],
     up: Mapping[str, bool],
+    aggregates: Mapping[str, NodeValues] | None = None,
 ) -> list[Node]:
-    """Nodes from their GPUs; ``instances`` maps a scrape target to its hostname, ``up``
-    a target to its up state, so a node whose exporter is down still shows."""
+    """Nodes from their GPUs, or from per-node ``aggregates`` (``[field][host]``) where
+    given; ``instances`` maps a scrape target to its hostname, ``up`` a target to
+    its up state, so a node whose exporter is down still shows."""
     by_host: dict[str, list[Gpu]] = {}
     for gpu in gpus:
         by_host.setdefault(gpu.hostname, []).append(gpu)
+    for values in (aggregates or {}).values():
+        for host in values:
+            by_host.setdefault(host, [])
     host_instance: dict[str, str] = {}
     for instance, host in sorted(instances.items()):
         host_instance.setdefault(host, instance)
@@ -224,26 +265,44 @@ def build_nodes(
         members = by_host[host]
         target = host_instance.get(host)
         state = up.get(target) if target is not None else None
+        if aggregates is not None:
+            fields = {f: _agg(aggregates, f, host) for f in NODE_FIELDS}
+            source = next((source_of(v[host][0]) for v in aggregates.values() if host in v), None)
+        else:
+            fields = {
+                "util_mean": _mean(g.util_ratio for g in members),
+                "sm_active_mean": _mean(g.sm_active_ratio for g in members),
+                "tensor_active_mean": _mean(g.tensor_active_ratio for g in members),
+                "dram_active_mean": _mean(g.dram_active_ratio for g in members),
+                "power_w": _sum(g.power_w for g in members),
+                "mem_used_bytes": _sum(g.mem_used_bytes for g in members),
+                "mem_total_bytes": _sum(g.mem_total_bytes for g in members),
+                "gpu_count": len(members),
+                "throttled_gpus": sum(
+                    1 for g in members if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO
+                ),
+            }
+            source = members[0].source if members else None
+        count = int(fields.pop("gpu_count") or 0)
+        throttled = int(fields.pop("throttled_gpus") or 0)
         nodes.append(
             Node(
                 hostname=host,
                 instance=target,
-                up=state if state is not None else (True if members else None),
-                source=members[0].source if members else None,
+                up=state if state is not None else (True if count else None),
+                source=source,
                 gpus=tuple(members),
-                util_mean=_mean(g.util_ratio for g in members),
-                sm_active_mean=_mean(g.sm_active_ratio for g in members),
-                tensor_active_mean=_mean(g.tensor_active_ratio for g in members),
-                dram_active_mean=_mean(g.dram_active_ratio for g in members),
-                power_w=_sum(g.power_w for g in members),
-                mem_used_bytes=_sum(g.mem_used_bytes for g in members),
-                mem_total_bytes=_sum(g.mem_total_bytes for g in members),
-                throttled_gpus=sum(
-                    1 for g in members if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO
-                ),
+                gpu_count=count,
+                throttled_gpus=throttled,
+                **fields,  # type: ignore[arg-type]
             )
         )
     return nodes
+
+
+def _agg(aggregates: Mapping[str, NodeValues], field_name: str, host: str) -> float | None:
+    picked = aggregates.get(field_name, {}).get(host)
+    return picked[1] if picked is not None else None
 
 
 # -- jobs and ranks ---------------------------------------------------------------------

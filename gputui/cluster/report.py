@@ -51,7 +51,7 @@ def node_line(node: Node) -> str:
     state = {True: "up", False: "DOWN", None: "?"}[node.up]
     throttled = f"{node.throttled_gpus} throttled" if node.throttled_gpus else ""
     return (
-        f"{fmt.clean(node.hostname, 24):<24} {state:>4} {len(node.gpus):>4} "
+        f"{fmt.clean(node.hostname, 24):<24} {state:>4} {node.gpu_count:>4} "
         f"{_ratio(node.util_mean):>5} {_ratio(node.sm_active_mean):>5} "
         f"{_ratio(node.tensor_active_mean):>6} {_ratio(node.dram_active_mean):>5} "
         f"{_power(node.power_w):>7} "
@@ -89,7 +89,7 @@ def print_text(snapshot: ClusterSnapshot) -> None:
     out = [
         f"{fmt.clean(snapshot.url)}"
         + (f"  {{{fmt.clean(snapshot.selector)}}}" if snapshot.selector else "")
-        + f"  {len(snapshot.nodes)} nodes, {sum(len(n.gpus) for n in snapshot.nodes)} GPUs,"
+        + f"  {len(snapshot.nodes)} nodes, {sum(n.gpu_count for n in snapshot.nodes)} GPUs,"
         f" {len(snapshot.jobs)} jobs  (read in {snapshot.latency_s * 1000:.0f} ms)",
         f"{'NODE':<24} {'UP':>4} {'GPUS':>4} {'UTIL':>5} {'SM':>5} {'TENSOR':>6} {'DRAM':>5} "
         f"{'POWER':>7} {'MEMORY':>17}",

@@ -18,10 +18,11 @@ from gputui.cluster.client import (
     PrometheusClient,
     PrometheusError,
     RangeSeries,
-    Series,
     escape_label,
 )
 from gputui.cluster.model import (
+    NODE_FIELDS,
+    THROTTLED_MIN_RATIO,
     ClusterSnapshot,
     GpuKey,
     build_gpus,
@@ -29,6 +30,7 @@ from gputui.cluster.model import (
     build_nodes,
     host_of,
     pick_gpu_values,
+    pick_node_values,
 )
 
 #: rates are taken over this window (PromQL range)
@@ -60,29 +62,112 @@ def _sel(selector: str, *more: str) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def gpu_queries(selector: str) -> dict[str, str]:
-    """Field -> PromQL: gputui's name, or dcgm-exporter's converted to base units."""
-    s = _sel(selector)
+def gpu_queries(selector: str, hosts: Sequence[str] | None = None) -> dict[str, str]:
+    """Field -> PromQL: gputui's name, or dcgm-exporter's converted to base units;
+    with ``hosts``, only those nodes' GPUs."""
+    s, d = _sel(selector, _hosts("hostname", hosts)), _sel(selector, _hosts("Hostname", hosts))
+    throttled = _sel(selector, _hosts("hostname", hosts), f'reason=~"{COSTLY_REASONS}"')
     return {
-        "util_ratio": f"gputui_gpu_utilization_ratio{s} or DCGM_FI_DEV_GPU_UTIL{s} / 100",
-        "sm_active_ratio": f"gputui_gpu_sm_active_ratio{s} or DCGM_FI_PROF_SM_ACTIVE{s}",
+        "util_ratio": f"gputui_gpu_utilization_ratio{s} or DCGM_FI_DEV_GPU_UTIL{d} / 100",
+        "sm_active_ratio": f"gputui_gpu_sm_active_ratio{s} or DCGM_FI_PROF_SM_ACTIVE{d}",
         "tensor_active_ratio": (
-            f"gputui_gpu_tensor_active_ratio{s} or DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{s}"
+            f"gputui_gpu_tensor_active_ratio{s} or DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{d}"
         ),
-        "dram_active_ratio": f"gputui_gpu_dram_active_ratio{s} or DCGM_FI_PROF_DRAM_ACTIVE{s}",
-        "power_w": f"gputui_gpu_power_watts{s} or DCGM_FI_DEV_POWER_USAGE{s}",
+        "dram_active_ratio": f"gputui_gpu_dram_active_ratio{s} or DCGM_FI_PROF_DRAM_ACTIVE{d}",
+        "power_w": f"gputui_gpu_power_watts{s} or DCGM_FI_DEV_POWER_USAGE{d}",
         # dcgm-exporter reports frame-buffer memory in MiB
-        "mem_used_bytes": f"gputui_gpu_memory_used_bytes{s} or DCGM_FI_DEV_FB_USED{s} * 1048576",
+        "mem_used_bytes": f"gputui_gpu_memory_used_bytes{s} or DCGM_FI_DEV_FB_USED{d} * 1048576",
         "mem_total_bytes": (
             f"gputui_gpu_memory_total_bytes{s} or "
-            f"(DCGM_FI_DEV_FB_USED{s} + DCGM_FI_DEV_FB_FREE{s}) * 1048576"
+            f"(DCGM_FI_DEV_FB_USED{d} + DCGM_FI_DEV_FB_FREE{d}) * 1048576"
         ),
-        "temp_c": f"gputui_gpu_temperature_celsius{s} or DCGM_FI_DEV_GPU_TEMP{s}",
+        "temp_c": f"gputui_gpu_temperature_celsius{s} or DCGM_FI_DEV_GPU_TEMP{d}",
         "throttled_ratio": (
-            "sum without (reason) (rate(gputui_gpu_clock_event_seconds_total"
-            f"{_sel(selector, f'reason=~{chr(34)}{COSTLY_REASONS}{chr(34)}')}[{RATE_WINDOW}]))"
+            "sum without (reason) "
+            f"(rate(gputui_gpu_clock_event_seconds_total{throttled}[{RATE_WINDOW}]))"
         ),
     }
+
+
+def _hosts(label: str, hosts: Sequence[str] | None) -> str:
+    if hosts is None:
+        return ""
+    pattern = "|".join(_regex_escape(h) for h in hosts)
+    return f'{label}=~"{escape_label(pattern)}"'
+
+
+#: node field -> how its GPUs' values combine
+NODE_AGGREGATES = {
+    "util_mean": ("avg", "util_ratio"),
+    "sm_active_mean": ("avg", "sm_active_ratio"),
+    "tensor_active_mean": ("avg", "tensor_active_ratio"),
+    "dram_active_mean": ("avg", "dram_active_ratio"),
+    "power_w": ("sum", "power_w"),
+    "mem_used_bytes": ("sum", "mem_used_bytes"),
+    "mem_total_bytes": ("sum", "mem_total_bytes"),
+    "gpu_count": ("count", "util_ratio"),
+}
+
+
+def node_query(selector: str) -> str:
+    """Every node's aggregates in one query (the node table needs no per-GPU series)."""
+    by = "hostname, Hostname"
+    q = gpu_queries(selector)
+    parts = [
+        tagged(f, f"{op} by ({by}) ({q[field]})") for f, (op, field) in NODE_AGGREGATES.items()
+    ]
+    parts.append(
+        tagged(
+            "throttled_gpus",
+            f"count by ({by}) ({q['throttled_ratio']} >= {THROTTLED_MIN_RATIO})",
+        )
+    )
+    return " or ".join(parts)
+
+
+#: the label that says which field a series of a combined query answers
+FIELD = "gputui_field"
+
+
+def tagged(field: str, expr: str) -> str:
+    return f'label_replace({expr}, "{FIELD}", "{field}", "__name__", ".*")'
+
+
+def gpu_query(selector: str, hosts: Sequence[str] | None) -> str:
+    """Every GPU field in one query: each reduced to (node, gpu) and tagged with
+    its field, plus one series per GPU that carries its UUID and model."""
+    s, d = _sel(selector, _hosts("hostname", hosts)), _sel(selector, _hosts("Hostname", hosts))
+    by = "hostname, Hostname, gpu"
+    parts = [tagged(f, f"max by ({by}) ({q})") for f, q in gpu_queries(selector, hosts).items()]
+    ident = f"group by ({by}, UUID, modelName) (gputui_gpu_info{s} or DCGM_FI_DEV_GPU_UTIL{d})"
+    parts.append(tagged("id", ident))
+    return " or ".join(parts)
+
+
+def meta_query(selector: str) -> str:
+    """The scrape targets' up, and which of them served GPU series in the last hour."""
+    return f"{tagged('up', f'up{_sel(selector)}')} or {tagged('target', target_query(selector))}"
+
+
+def job_query(selector: str) -> str:
+    s = _sel(selector)
+    w = RATE_WINDOW
+    key = "hostname, job_id, rank"
+    return " or ".join(
+        [
+            tagged("info", f"gputui_train_info{s}"),
+            tagged("steps_rate", f"sum by ({key}) (rate(gputui_train_steps_total{s}[{w}]))"),
+            tagged(
+                "step_sum_rate",
+                f"sum by ({key}) (rate(gputui_train_step_duration_seconds_sum{s}[{w}]))",
+            ),
+            tagged(
+                "phase_rate",
+                f"sum by ({key}, phase) (rate(gputui_train_phase_seconds_total{s}[{w}]))",
+            ),
+            tagged("last_step", f"max by ({key}) (gputui_train_last_step_timestamp_seconds{s})"),
+        ]
+    )
 
 
 def target_query(selector: str) -> str:
@@ -107,12 +192,7 @@ def job_queries(selector: str) -> dict[str, str]:
 
 
 def history_query(selector: str, hosts: Sequence[str] | None) -> str:
-    if hosts is None:
-        return gpu_queries(selector)["util_ratio"]
-    pattern = "|".join(_regex_escape(h) for h in hosts)
-    a = _sel(selector, f'hostname=~"{escape_label(pattern)}"')
-    b = _sel(selector, f'Hostname=~"{escape_label(pattern)}"')
-    return f"gputui_gpu_utilization_ratio{a} or DCGM_FI_DEV_GPU_UTIL{b} / 100"
+    return gpu_queries(selector, hosts)["util_ratio"]
 
 
 def _regex_escape(text: str) -> str:
@@ -143,53 +223,60 @@ class ClusterSource:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def fetch(self, history_hosts: Sequence[str] | None = ()) -> ClusterSnapshot:
-        """One refresh.  ``history_hosts``: the hosts whose GPU history to read
-        (None: every host; empty: none).  Raises PrometheusError, NoSeries."""
+    def fetch(self, hosts: Sequence[str] | None = ()) -> ClusterSnapshot:
+        """One refresh: every node's aggregates and every job, and the GPUs (with
+        their history) of ``hosts`` (None: every node's; empty: none).  Raises
+        PrometheusError, NoSeries."""
         start = time.perf_counter()
         now = self._clock()
-        instant: dict[str, str] = {
-            "up": f"up{_sel(self.selector)}",
-            "targets": target_query(self.selector),
+        queries = {
+            "meta": meta_query(self.selector),
+            "node": node_query(self.selector),
+            "job": job_query(self.selector),
         }
-        gq = gpu_queries(self.selector)
-        jq = job_queries(self.selector)
-        instant.update({f"gpu:{k}": v for k, v in gq.items()})
-        instant.update({f"job:{k}": v for k, v in jq.items()})
+        if hosts is None or hosts:
+            queries["gpu"] = gpu_query(self.selector, hosts)
         futures = {
-            name: self._pool.submit(self.client.query, q, now) for name, q in instant.items()
+            name: self._pool.submit(self.client.query, q, now) for name, q in queries.items()
         }
         history_future = None
-        if history_hosts is None or history_hosts:
+        if hosts is None or hosts:
             history_future = self._pool.submit(
                 self.client.query_range,
-                history_query(self.selector, history_hosts),
+                history_query(self.selector, hosts),
                 now - HISTORY_S,
                 now,
                 HISTORY_STEP_S,
             )
-        results: dict[str, list[Series]] = {name: f.result() for name, f in futures.items()}
+        rows: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for name, future in futures.items():
+            for labels, value in future.result():
+                field = labels.pop(FIELD, None)
+                if field is not None:
+                    rows.setdefault(f"{name}:{field}", []).append((labels, value))
         history = _history(history_future.result(), now) if history_future is not None else {}
-        rows = {name: [(s.labels, s.value) for s in series] for name, series in results.items()}
-        values = {k: pick_gpu_values(rows[f"gpu:{k}"]) for k in gq}
-        gpus = build_gpus(values, history)
+        values = {k: pick_gpu_values(rows.get(f"gpu:{k}", ())) for k in gpu_queries("")}
+        gpus = build_gpus(values, history, identity=pick_gpu_values(rows.get("gpu:id", ())))
         instances: dict[str, str] = {}
-        for labels, _ in rows["targets"]:
+        for labels, _ in rows.get("meta:target", ()):
             host = host_of(labels)
             if host is not None and "instance" in labels:
                 instances[labels["instance"]] = host
         up = {
-            labels["instance"]: value == 1 for labels, value in rows["up"] if "instance" in labels
+            labels["instance"]: value == 1
+            for labels, value in rows.get("meta:up", ())
+            if "instance" in labels
         }
         jobs = build_jobs(
-            rows["job:info"],
-            rows["job:steps_rate"],
-            rows["job:step_sum_rate"],
-            rows["job:phase_rate"],
-            rows["job:last_step"],
+            rows.get("job:info", []),
+            rows.get("job:steps_rate", []),
+            rows.get("job:step_sum_rate", []),
+            rows.get("job:phase_rate", []),
+            rows.get("job:last_step", []),
             now,
         )
-        nodes = build_nodes(gpus, instances, up)
+        aggregates = {f: pick_node_values(rows.get(f"node:{f}", ())) for f in NODE_FIELDS}
+        nodes = build_nodes(gpus, instances, up, aggregates)
         if not nodes and not jobs:
             where = f" matching {{{self.selector}}}" if self.selector else ""
             raise NoSeries(

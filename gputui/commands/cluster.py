@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
         if args.once:
             from gputui.cluster import report
 
-            snapshot = source.fetch(history_hosts=None if args.json else ())
+            snapshot = source.fetch(None if args.json else ())
             if args.json:
                 report.print_json(snapshot)
             else:

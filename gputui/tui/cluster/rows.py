@@ -16,31 +16,41 @@ from gputui.tui.fmt import bar, level_style, short_gpu_name, sparkline
 
 Row = tuple[str, tuple[Text, ...]]
 
+# (label, width): fixed widths, so that new values never make the table re-measure
+# its columns (that layout pass was most of a refresh's CPU on a large cluster)
 NODE_COLUMNS = (
-    "node",
-    "up",
-    "GPUs",
-    "util",
-    "SM",
-    "tensor",
-    "DRAM",
-    "power",
-    "memory",
-    "throttled",
+    ("node", 24),
+    ("up", 4),
+    ("GPUs", 4),
+    ("util", 10),
+    ("SM", 4),
+    ("tensor", 6),
+    ("DRAM", 4),
+    ("power", 7),
+    ("memory", 17),
+    ("throttled", 9),
 )
 GPU_COLUMNS = (
-    "GPU",
-    "model",
-    "util",
-    "SM",
-    "tensor",
-    "DRAM",
-    "power",
-    "memory",
-    "temp",
-    "util, 10 min",
+    ("GPU", 3),
+    ("model", 28),
+    ("util", 10),
+    ("SM", 4),
+    ("tensor", 6),
+    ("DRAM", 4),
+    ("power", 6),
+    ("memory", 17),
+    ("temp", 4),
 )
-JOB_COLUMNS = ("job / rank", "host", "GPU", "step", "compute", "skew", "phases per step")
+HISTORY_COLUMN = "util, 10 min"
+JOB_COLUMNS = (
+    ("job / rank", 36),
+    ("host", 20),
+    ("GPU", 3),
+    ("step", 9),
+    ("compute", 9),
+    ("skew", 13),
+    ("phases per step", 44),
+)
 
 #: a rank this much slower than the job's median is marked
 STRAGGLER_SKEW = 1.1
@@ -95,9 +105,9 @@ def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[Row]:
             (
                 node.hostname,
                 (
-                    Text(fmt.clean(node.hostname, 32)),
+                    Text(fmt.clean(node.hostname, 24)),
                     up,
-                    _right(str(len(node.gpus))),
+                    _right(str(node.gpu_count)),
                     util,
                     _ratio_text(node.sm_active_mean),
                     _ratio_text(node.tensor_active_mean),
@@ -120,7 +130,7 @@ def gpu_rows(gpus: Sequence[Gpu], ascii_only: bool, spark_width: int = 30) -> li
     for gpu in gpus:
         history = [None if v is None else v * 100 for v in gpu.util_history]
         temp = fmt.NA if gpu.temp_c is None else f"{gpu.temp_c:.0f}C"
-        name = short_gpu_name(fmt.clean(gpu.model, 40))
+        name = short_gpu_name(fmt.clean(gpu.model, 40))[:16]
         if (gpu.throttled_ratio or 0) >= 0.01:
             name += " (throttled)"
         rows.append(
@@ -177,8 +187,8 @@ def job_rows(jobs: Sequence[Job]) -> list[Row]:
             (
                 f"job:{job.job_id}",
                 (
-                    Text(f"{fmt.middle(fmt.clean(job.job_id), 28)}  [{size}]", style="bold"),
-                    Text(fmt.clean(", ".join(job.hosts), 30)),
+                    Text(f"{fmt.middle(fmt.clean(job.job_id), 28)} [{size}]", style="bold"),
+                    Text(fmt.clean(", ".join(job.hosts), 20)),
                     Text(""),
                     _ms(job.step_s),
                     Text(""),
@@ -193,7 +203,7 @@ def job_rows(jobs: Sequence[Job]) -> list[Row]:
                     f"rank:{job.job_id}/{rank.hostname}/{rank.rank}",
                     (
                         Text(f"  rank {rank.rank}"),
-                        Text(fmt.clean(rank.hostname, 30)),
+                        Text(fmt.clean(rank.hostname, 20)),
                         _right(fmt.clean(rank.gpu, 6)),
                         _ms(rank.step_s),
                         _ms(rank.compute_s),

@@ -11,7 +11,6 @@ row key, so the cursor stays on its node or rank.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -20,16 +19,17 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from gputui import fmt
 from gputui.cluster.model import ClusterSnapshot, Node
 from gputui.errors import GputuiError
+from gputui.tui.cluster.rowlist import RowList, header_text
 from gputui.tui.cluster.rows import (
     GPU_COLUMNS,
+    HISTORY_COLUMN,
     JOB_COLUMNS,
     NODE_COLUMNS,
-    Row,
     gpu_rows,
     job_rows,
     node_rows,
@@ -69,6 +69,7 @@ class ClusterScreen(Screen[object]):
         self.error: str | None = None
         self.selected_host: str | None = None
         self.refreshes = 0
+        self.history_width = 30
         self._in_flight = False
         self._again = False
 
@@ -77,28 +78,22 @@ class ClusterScreen(Screen[object]):
         return bool(getattr(self.app, "ascii_only", False))
 
     def compose(self) -> ComposeResult:
+        # the history takes what the other columns leave, so nothing scrolls sideways
+        self.history_width = max(8, min(60, self.app.size.width - 108))
+        gpu_columns = (*GPU_COLUMNS, (HISTORY_COLUMN, self.history_width))
         yield Static(id="cl-header")
         yield Static(id="cl-status")
-        yield DataTable(id="cl-nodes", cursor_type="row", zebra_stripes=True)
+        yield Static(header_text(NODE_COLUMNS), classes="cl-head")
+        yield RowList(NODE_COLUMNS, id="cl-nodes")
         yield Static(id="cl-gpus-title", classes="cl-title")
-        yield DataTable(id="cl-gpus", cursor_type="row")
+        yield Static(header_text(gpu_columns), classes="cl-head")
+        yield RowList(gpu_columns, id="cl-gpus")
         yield Static("Jobs and ranks", id="cl-jobs-title", classes="cl-title")
-        yield DataTable(id="cl-jobs", cursor_type="row")
+        yield Static(header_text(JOB_COLUMNS), classes="cl-head")
+        yield RowList(JOB_COLUMNS, id="cl-jobs")
         yield Footer()
 
-    def on_unmount(self) -> None:
-        for table in self.query(DataTable):
-            _SHOWN.pop(id(table), None)
-
     def on_mount(self) -> None:
-        for table_id, columns in (
-            ("#cl-nodes", NODE_COLUMNS),
-            ("#cl-gpus", GPU_COLUMNS),
-            ("#cl-jobs", JOB_COLUMNS),
-        ):
-            table = self.query_one(table_id, DataTable)
-            for column in columns:
-                table.add_column(column, key=column)
         self._show_header()
         self.query_one("#cl-status", Static).update(
             Text(f"reading {fmt.clean(self.source.client.base)} ...", style="dim")
@@ -118,7 +113,7 @@ class ClusterScreen(Screen[object]):
     @work(thread=True, group="cluster-fetch")
     def _fetch(self, host: str | None) -> None:
         try:
-            snapshot = self.source.fetch(history_hosts=[host] if host else ())
+            snapshot = self.source.fetch([host] if host else ())
         except GputuiError as exc:
             self.post_message(ClusterFailed(str(exc)))
         except Exception as exc:  # never a traceback on screen: one line
@@ -149,19 +144,24 @@ class ClusterScreen(Screen[object]):
     # -- showing ------------------------------------------------------------------------
     def show(self, snapshot: ClusterSnapshot) -> None:
         """Put one snapshot's values on screen (also what tests call)."""
-        self.snapshot = snapshot
+        before, self.snapshot = self.snapshot, snapshot
         self.error = None
         self.refreshes += 1
         ascii_only = self.ascii_only
-        _sync(self.query_one("#cl-nodes", DataTable), node_rows(snapshot.nodes, ascii_only))
+        # Prometheus' values change once per scrape interval (often 15 s) while the
+        # view refreshes every few seconds: rows are rebuilt only when values moved.
+        if before is None or before.nodes != snapshot.nodes:
+            self.query_one("#cl-nodes", RowList).set_rows(node_rows(snapshot.nodes, ascii_only))
         if self.selected_host is None and snapshot.nodes:
             self.selected_host = snapshot.nodes[0].hostname
             if not any(g.util_history for n in snapshot.nodes for g in n.gpus):
-                self._again = True  # read the first node's history at once
-        self._show_gpus()
-        _sync(self.query_one("#cl-jobs", DataTable), job_rows(snapshot.jobs))
+                self._again = True  # read the first node's GPUs and history at once
+        if before is None or self._node(self.selected_host) != _node_in(before, self.selected_host):
+            self._show_gpus()
+        if before is None or before.jobs != snapshot.jobs:
+            self.query_one("#cl-jobs", RowList).set_rows(job_rows(snapshot.jobs))
         self._show_header()
-        gpus = sum(len(n.gpus) for n in snapshot.nodes)
+        gpus = sum(n.gpu_count for n in snapshot.nodes)
         down = [n.hostname for n in snapshot.nodes if n.up is False]
         status = Text(
             f"{len(snapshot.nodes)} nodes, {gpus} GPUs, {len(snapshot.jobs)} jobs"
@@ -190,24 +190,22 @@ class ClusterScreen(Screen[object]):
     def _show_gpus(self) -> None:
         node = self._node(self.selected_host)
         title = self.query_one("#cl-gpus-title", Static)
-        table = self.query_one("#cl-gpus", DataTable)
+        table = self.query_one("#cl-gpus", RowList)
         if node is None:
             title.update(Text("GPUs", style="bold"))
-            _sync(table, [])
+            table.set_rows([])
             return
         title.update(
             Text("GPUs of ", style="bold")
             + Text(fmt.clean(node.hostname, 60), style="bold cyan")
             + Text(f"  ({node.source or 'no series'})", style="dim")
         )
-        # what the other columns leave (about 105 cells), so the table never scrolls sideways
-        width = max(8, min(60, self.size.width - 108))
-        _sync(table, gpu_rows(node.gpus, self.ascii_only, width))
+        table.set_rows(gpu_rows(node.gpus, self.ascii_only, self.history_width))
 
-    @on(DataTable.RowHighlighted, "#cl-nodes")
-    def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        host = event.row_key.value if event.row_key is not None else None
-        if host is None or host == self.selected_host:
+    @on(RowList.Highlighted, "#cl-nodes")
+    def _node_highlighted(self, event: RowList.Highlighted) -> None:
+        host = event.key
+        if host == self.selected_host:
             return
         self.selected_host = host
         self._show_gpus()
@@ -215,35 +213,8 @@ class ClusterScreen(Screen[object]):
             self.action_refresh_now()  # this node's history
 
 
-#: the cells each table shows now, by row key (so unchanged cells are not redrawn)
-_SHOWN: dict[int, dict[str, tuple[Text, ...]]] = {}
-
-
-def _sync(table: DataTable[Any], rows: Sequence[Row]) -> None:
-    """Make the table show ``rows``: changed cells updated in place when the keys
-    are the same, else rebuilt with the cursor kept on its key."""
-    keys = [key for key, _ in rows]
-    current = [str(k.value) for k in table.rows]
-    shown = _SHOWN.setdefault(id(table), {})
-    if keys == current:
-        columns = list(table.columns)
-        for key, cells in rows:
-            before = shown.get(key, ())
-            for i, (column, cell) in enumerate(zip(columns, cells, strict=True)):
-                if i >= len(before) or before[i] != cell:
-                    table.update_cell(key, column, cell, update_width=True)
-            shown[key] = cells
-        return
-    shown.clear()
-    shown.update(rows)
-    cursor_key = None
-    if table.row_count and 0 <= table.cursor_row < table.row_count:
-        cursor_key = current[table.cursor_row]
-    table.clear()
-    for key, cells in rows:
-        table.add_row(*cells, key=key)
-    if cursor_key in keys:
-        table.move_cursor(row=keys.index(cursor_key), animate=False)
+def _node_in(snapshot: ClusterSnapshot, host: str | None) -> Node | None:
+    return next((n for n in snapshot.nodes if n.hostname == host), None)
 
 
 class ClusterApp(App[None]):
