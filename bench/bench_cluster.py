@@ -64,7 +64,8 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
             lines += len(values)
 
         def host_labels(n: int) -> str:
-            return f'instance="10.0.{n // 256}.{n % 256}:9445",job="gputui",hostname="gpu-node-{n:03d}"'
+            target = f"10.0.{n // 256}.{n % 256}:9445"
+            return f'instance="{target}",job="gputui",hostname="gpu-node-{n:03d}"'
 
         def gpu_labels(n: int, g: int) -> str:
             return (
@@ -123,7 +124,8 @@ def write_openmetrics(path: Path, nodes: int, gpus: int, end_s: int, jobs: int, 
         for j, r, n, g in train:
             series(
                 "gputui_train_info",
-                f'{rank_labels(j, r, n)},local_rank="{g}",world_size="{ranks}",pid="{4000 + r}",gpu="{g}"',
+                f'{rank_labels(j, r, n)},local_rank="{g}",world_size="{ranks}",'
+                f'pid="{4000 + r}",gpu="{g}"',
                 [1.0] * len(times),
             )
         steps_per_s = 10.0
@@ -258,7 +260,8 @@ def main() -> int:
         shown = sum(1 for line in screen.splitlines() if "gpu-node-" in line)
         status = next((ln.strip() for ln in screen.splitlines() if " nodes, " in ln), "?")
         print(
-            f"viewer: {100 * (c1 - c0) / (w1 - w0):.2f}% of a core over {w1 - w0:.0f} s at 1 refresh/s"
+            f"viewer: {100 * (c1 - c0) / (w1 - w0):.2f}% of a core "
+            f"over {w1 - w0:.0f} s at 1 refresh/s"
         )
         print(f"screen: {status}; {shown} node lines visible")
         for speed, what in (

@@ -1,7 +1,8 @@
 """What an exporter costs: CPU per scrape, and CPU in the background between scrapes.
 
     .venv/bin/python bench/bench_exporter.py replay            # here: 8 GPUs x 40 processes
-    python3 bench/bench_exporter.py compare --seconds 60        # on a GPU: vs nvitop-exporter
+    python3 bench/bench_exporter.py compare \\
+        --load "python3 bench/jobs/gpu_load.py --plan bf16mm:900"   # on a GPU
 
 Each exporter runs as its own process.  Its CPU time (user + system, all threads,
 from /proc/PID/stat) is read around a quiet period (background: the sampling
@@ -204,6 +205,20 @@ def cmd_replay(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def cmd_compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    load = None
+    if args.load:
+        # one busy GPU process for the whole comparison, as in the reference figures
+        load = subprocess.Popen(args.load, shell=True, cwd=str(ROOT), stdout=subprocess.DEVNULL)
+        time.sleep(10)
+    try:
+        return _compare_rounds(args)
+    finally:
+        if load is not None:
+            load.terminate()
+            load.wait(30)
+
+
+def _compare_rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for _ in range(args.rounds):
         port = free_port()
@@ -240,6 +255,7 @@ def main() -> int:
     parser.add_argument("--scrapes", type=int, default=2000)
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between scrapes")
     parser.add_argument("--rounds", type=int, default=2, help="compare: alternating rounds")
+    parser.add_argument("--load", metavar="CMD", help="compare: a GPU job to run meanwhile")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = parser.parse_args()
     rows = cmd_replay(args) if args.mode == "replay" else cmd_compare(args)

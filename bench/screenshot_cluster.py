@@ -1,6 +1,7 @@
 """Render the cluster screen from a real Prometheus into screenshots/.
 
-    .venv/bin/python bench/cluster_lab.py --nodes 4 --gpus 8 --demo-node --live --url-file /tmp/lab.url &
+    .venv/bin/python bench/cluster_lab.py --nodes 4 --gpus 8 --demo-node --live \\
+        --url-file /tmp/lab.url &
     gputui run -- torchrun --standalone --nproc-per-node 2 bench/jobs/train_ddp_cpu.py \\
         --slow-rank 1 --slow-s 0.01 --data-sleep 0.004 --steps 0 &
     # ... a few minutes later, so that the GPU history fills:
@@ -22,11 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from screenshots import to_png  # noqa: E402
-
 from gputui.cluster.client import PrometheusClient  # noqa: E402
 from gputui.cluster.source import ClusterSource  # noqa: E402
 from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app  # noqa: E402
+from screenshots import to_png  # noqa: E402
 
 
 async def render(url: str, out: Path, size: tuple[int, int], name: str) -> Path:

@@ -25,7 +25,7 @@ from gputui.cluster.model import (
     pick_gpu_values,
 )
 from gputui.cluster.report import print_text, to_json
-from gputui.cluster.source import ClusterSource, gpu_queries, normalize_selector
+from gputui.cluster.source import gpu_queries, normalize_selector
 
 HOSTILE = "evil\x1b[2Jhost\nname"
 

@@ -68,7 +68,7 @@ def test_gpu_families_have_dcgm_labels_and_base_units() -> None:
     assert set(util) == {"0", "1", "2", "3"}
     for device in last.devices:
         s = util[str(device.index)]
-        assert DCGM_LABELS <= set(s.labels)
+        assert set(s.labels) >= DCGM_LABELS
         assert s.labels["UUID"] == device.uuid
         assert s.labels["device"] == f"nvidia{device.index}"
         assert s.labels["pci_bus_id"] == device.bus_id

@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,7 +96,8 @@ def test_promql_sees_every_exporter_with_its_hostname(lab: Lab) -> None:
     # the power-capped GPU accumulates clock-event seconds, and rate() reads them
     capped = wait_for_series(
         lab.url,
-        'rate(gputui_gpu_clock_event_seconds_total{hostname="node-b",reason="sw_power_cap"}[10s]) > 0.5',
+        "rate(gputui_gpu_clock_event_seconds_total"
+        '{hostname="node-b",reason="sw_power_cap"}[10s]) > 0.5',
         1,
     )
     assert {s["metric"]["gpu"] for s in capped} >= {"0"}
@@ -112,7 +112,8 @@ def test_hooked_cpu_job_data_phase_dominates(lab: Lab) -> None:
     wait_for_series(lab.url, 'gputui_train_info{hostname="node-c"}', 1)
     shares = wait_for_series(
         lab.url,
-        'rate(gputui_train_phase_seconds_total{hostname="node-c"}[20s]) / ignoring(phase) group_left '
+        'rate(gputui_train_phase_seconds_total{hostname="node-c"}[20s]) '
+        "/ ignoring(phase) group_left "
         'sum without (phase) (rate(gputui_train_phase_seconds_total{hostname="node-c"}[20s]))',
         3,
     )
