@@ -50,16 +50,20 @@ class RowList(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     RowList {
         height: 1fr;
+        overflow-x: hidden;
     }
-    RowList > .rowlist--cursor {
-        background: $accent 40%;
-    }
-    RowList:focus > .rowlist--cursor {
-        background: $accent;
+    RowList > .rowlist--header {
+        background: $panel;
         text-style: bold;
     }
+    RowList > .rowlist--cursor {
+        background: $primary 30%;
+    }
+    RowList:focus > .rowlist--cursor {
+        background: $primary;
+    }
     """
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"rowlist--cursor"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"rowlist--cursor", "rowlist--header"}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "move(-1)", "Up", show=False),
         Binding("down", "move(1)", "Down", show=False),
@@ -88,8 +92,12 @@ class RowList(ScrollView, can_focus=True):
         self._cells: dict[str, tuple[Text, ...]] = {}
         self._strips: dict[tuple[str, bool], Strip] = {}
         self.cursor = 0
+        self._header: Strip | None = None
         #: rows rendered into strips since the start (what a change costs)
         self.renders = 0
+
+    def on_mount(self) -> None:
+        self.virtual_size = Size(self.line_width, 1)  # the header, before any row
 
     # -- data -----------------------------------------------------------------------------
     @property
@@ -116,7 +124,7 @@ class RowList(ScrollView, can_focus=True):
                 self._strips.pop((key, False), None)
                 self._strips.pop((key, True), None)
             self.keys = keys
-            self.virtual_size = Size(self.line_width, len(keys))
+            self.virtual_size = Size(self.line_width, len(keys) + 1)  # + the header
             changed = True
         if old_key in keys:
             self.cursor = keys.index(old_key)  # type: ignore[arg-type]
@@ -144,7 +152,7 @@ class RowList(ScrollView, can_focus=True):
 
     def scroll_to_region_of(self, index: int) -> None:
         top = int(self.scroll_offset.y)
-        height = self.scrollable_content_region.height or 1
+        height = max(1, self.scrollable_content_region.height - 1)  # under the header
         if index < top:
             self.scroll_to(y=index, animate=False)
         elif index >= top + height:
@@ -154,15 +162,26 @@ class RowList(ScrollView, can_focus=True):
         self.move_to(self.cursor + delta)
 
     def action_page(self, direction: int) -> None:
-        self.move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
+        self.move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 2))
 
     def on_click(self, event: events.Click) -> None:
-        self.move_to(int(self.scroll_offset.y) + event.y)
+        if event.y >= 1:  # not the header
+            self.move_to(int(self.scroll_offset.y) + event.y - 1)
 
     # -- drawing ----------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
-        index = int(self.scroll_offset.y) + y
         width = self.scrollable_content_region.width
+        if y == 0:  # the header stays put while the rows scroll under it
+            if self._header is None:
+                segments = list(header_text(self.columns).render(self.app.console))
+                self._header = (
+                    Strip(segments)
+                    .extend_cell_length(self.line_width)
+                    .apply_style(self.get_component_rich_style("rowlist--header"))
+                    .apply_style(self.rich_style)
+                )
+            return self._header.crop(0, width)
+        index = int(self.scroll_offset.y) + y - 1
         if not 0 <= index < len(self.keys):
             return Strip.blank(width, self.rich_style)
         key = self.keys[index]
@@ -172,9 +191,11 @@ class RowList(ScrollView, can_focus=True):
             self.renders += 1
             text = self.texts[key]
             segments = list(text.render(self.app.console))
-            strip = Strip(segments).extend_cell_length(self.line_width).apply_style(self.rich_style)
+            strip = Strip(segments).extend_cell_length(self.line_width)
+            # styles apply underneath: the cursor's first, so it wins over the background
             if is_cursor:
                 strip = strip.apply_style(self.get_component_rich_style("rowlist--cursor"))
+            strip = strip.apply_style(self.rich_style)
             self._strips[(key, is_cursor)] = strip
         return strip.crop(0, width) if width < strip.cell_length else strip
 

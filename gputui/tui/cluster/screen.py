@@ -24,7 +24,7 @@ from textual.widgets import Footer, Static
 from gputui import fmt
 from gputui.cluster.model import ClusterSnapshot, Node
 from gputui.errors import GputuiError
-from gputui.tui.cluster.rowlist import RowList, header_text
+from gputui.tui.cluster.rowlist import RowList
 from gputui.tui.cluster.rows import (
     GPU_COLUMNS,
     HISTORY_COLUMN,
@@ -83,17 +83,15 @@ class ClusterScreen(Screen[object]):
         gpu_columns = (*GPU_COLUMNS, (HISTORY_COLUMN, self.history_width))
         yield Static(id="cl-header")
         yield Static(id="cl-status")
-        yield Static(header_text(NODE_COLUMNS), classes="cl-head")
         yield RowList(NODE_COLUMNS, id="cl-nodes")
         yield Static(id="cl-gpus-title", classes="cl-title")
-        yield Static(header_text(gpu_columns), classes="cl-head")
         yield RowList(gpu_columns, id="cl-gpus")
         yield Static("Jobs and ranks", id="cl-jobs-title", classes="cl-title")
-        yield Static(header_text(JOB_COLUMNS), classes="cl-head")
         yield RowList(JOB_COLUMNS, id="cl-jobs")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#cl-nodes", RowList).focus()
         self._show_header()
         self.query_one("#cl-status", Static).update(
             Text(f"reading {fmt.clean(self.source.client.base)} ...", style="dim")
