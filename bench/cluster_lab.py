@@ -11,6 +11,7 @@ Then: ``gputui cluster --prometheus URL``.  Needs Debian's ``prometheus``.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -34,6 +35,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=None, help="stop after S seconds")
     parser.add_argument("--url-file", help="write the Prometheus URL here once it is up")
     args = parser.parse_args()
+    # SIGTERM ends the lab like Ctrl-C: the exporters and Prometheus are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if prometheus_binary() is None:
         print("prometheus is not installed (apt-get install prometheus)", file=sys.stderr)
         return 2
