@@ -300,3 +300,25 @@ async def test_screen_shows_errors_on_one_line() -> None:
         await wait_for(pilot, lambda: screen.error is not None)
         status = screen.query_one("#cl-status", Static)
         assert "Connection refused" in str(status.render())
+
+
+async def test_moving_the_node_cursor_reads_that_nodes_gpus() -> None:
+    from gputui.tui.cluster.rowlist import RowList
+    from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app
+
+    util = pick_gpu_values([(gputui_labels("a", "0"), 0.5), (gputui_labels("b", "0"), 0.7)])
+    gpus = build_gpus({"util_ratio": util})
+    snap = ClusterSnapshot("http://p:9090", "", 0.0, 0.01, tuple(build_nodes(gpus, {}, {})), ())
+    source = FakeSource([snap])
+    app = make_cluster_app(source, interval_s=60)
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ClusterScreen)
+        await wait_for(pilot, lambda: ["a"] in source.hosts)
+        nodes = screen.query_one("#cl-nodes", RowList)
+        assert nodes.has_focus and nodes.cursor_key == "a"
+        await pilot.press("down")
+        await wait_for(pilot, lambda: ["b"] in source.hosts)
+        assert screen.selected_host == "b"
+        gpu_rows = screen.query_one("#cl-gpus", RowList)
+        assert [k for k in gpu_rows.keys] == ["b/0"]

@@ -381,3 +381,44 @@ def test_server_refuses_what_it_does_not_serve() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_driverless_node_serves_jobs_and_says_gpu_series_are_off(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from conftest import _gpu_reason
+    from promutil import REPO, free_port, http_get
+
+    if _gpu_reason() is None:
+        pytest.skip("this machine has a GPU: the exporter serves it")
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), GPUTUI_SOCKET_DIR=str(tmp_path / "s"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", "exporter", "--listen", "127.0.0.1", "--port", str(port)],
+        cwd=str(REPO),
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        second = proc.stderr.readline()
+        assert first.startswith("gputui exporter: GPU series are off (") and "training-job" in first
+        assert second.startswith(f"gputui exporter: serving http://127.0.0.1:{port}/metrics")
+        body = http_get(f"http://127.0.0.1:{port}/metrics")
+        assert body is not None
+        families = parse(body)
+        assert not any(name.startswith("gputui_gpu_") for name in families)
+        enabled = {
+            s.labels["collector"]: s.value
+            for s in families["gputui_exporter_collector_enabled"].samples
+        }
+        assert enabled == {"gpu": 0, "jobs": 1}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()
