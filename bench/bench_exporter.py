@@ -65,7 +65,8 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"exporter exited with {proc.returncode}")
+            err = proc.stderr.read().decode(errors="replace")[-500:] if proc.stderr else ""
+            raise SystemExit(f"exporter exited with {proc.returncode}: {err}")
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             conn.request("GET", "/metrics")
