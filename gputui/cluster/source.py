@@ -8,6 +8,7 @@ is one :meth:`ClusterSource.fetch` call, made off the UI thread.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -240,12 +241,15 @@ class ClusterSource:
             name: self._pool.submit(self.client.query, q, now) for name, q in queries.items()
         }
         history_future = None
+        # the history's grid is aligned to its step, so that it moves (and its rows
+        # are redrawn) once per step, not at every refresh
+        history_end = math.floor(now / HISTORY_STEP_S) * HISTORY_STEP_S
         if hosts is None or hosts:
             history_future = self._pool.submit(
                 self.client.query_range,
                 history_query(self.selector, hosts),
-                now - HISTORY_S,
-                now,
+                history_end - HISTORY_S,
+                history_end,
                 HISTORY_STEP_S,
             )
         rows: dict[str, list[tuple[dict[str, str], float]]] = {}
@@ -254,7 +258,9 @@ class ClusterSource:
                 field = labels.pop(FIELD, None)
                 if field is not None:
                     rows.setdefault(f"{name}:{field}", []).append((labels, value))
-        history = _history(history_future.result(), now) if history_future is not None else {}
+        history = (
+            _history(history_future.result(), history_end) if history_future is not None else {}
+        )
         values = {k: pick_gpu_values(rows.get(f"gpu:{k}", ())) for k in gpu_queries("")}
         gpus = build_gpus(values, history, identity=pick_gpu_values(rows.get("gpu:id", ())))
         instances: dict[str, str] = {}

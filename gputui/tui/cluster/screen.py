@@ -11,6 +11,7 @@ row key, so the cursor stays on its node or rank.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -24,7 +25,7 @@ from textual.widgets import Footer, Static
 from gputui import fmt
 from gputui.cluster.model import ClusterSnapshot, Node
 from gputui.errors import GputuiError
-from gputui.tui.cluster.rowlist import RowList
+from gputui.tui.cluster.rowlist import Row, RowList
 from gputui.tui.cluster.rows import (
     GPU_COLUMNS,
     HISTORY_COLUMN,
@@ -70,6 +71,7 @@ class ClusterScreen(Screen[object]):
         self.selected_host: str | None = None
         self.refreshes = 0
         self.history_width = 30
+        self._row_cache: dict[str, tuple[Node, Row]] = {}
         self._in_flight = False
         self._again = False
 
@@ -145,11 +147,10 @@ class ClusterScreen(Screen[object]):
         before, self.snapshot = self.snapshot, snapshot
         self.error = None
         self.refreshes += 1
-        ascii_only = self.ascii_only
         # Prometheus' values change once per scrape interval (often 15 s) while the
         # view refreshes every few seconds: rows are rebuilt only when values moved.
         if before is None or before.nodes != snapshot.nodes:
-            self.query_one("#cl-nodes", RowList).set_rows(node_rows(snapshot.nodes, ascii_only))
+            self.query_one("#cl-nodes", RowList).set_rows(self._node_rows(snapshot.nodes))
         if self.selected_host is None and snapshot.nodes:
             self.selected_host = snapshot.nodes[0].hostname
             if not any(g.util_history for n in snapshot.nodes for g in n.gpus):
@@ -158,7 +159,6 @@ class ClusterScreen(Screen[object]):
             self._show_gpus()
         if before is None or before.jobs != snapshot.jobs:
             self.query_one("#cl-jobs", RowList).set_rows(job_rows(snapshot.jobs))
-        self._show_header()
         gpus = sum(n.gpu_count for n in snapshot.nodes)
         down = [n.hostname for n in snapshot.nodes if n.up is False]
         status = Text(
@@ -169,6 +169,22 @@ class ClusterScreen(Screen[object]):
         if down:
             status.append(f"  down: {fmt.clean(', '.join(down), 80)}", style="bold red")
         self.query_one("#cl-status", Static).update(status)
+
+    def _node_rows(self, nodes: Sequence[Node]) -> list[Row]:
+        """Rows of ``nodes``, reusing the row of every node whose values did not move
+        (Prometheus updates a node once per scrape, a few nodes per refresh)."""
+        cache = self._row_cache
+        rows = []
+        for node in nodes:
+            cached = cache.get(node.hostname)
+            if cached is None or cached[0] != node:
+                cached = cache[node.hostname] = (node, node_rows([node], self.ascii_only)[0])
+            rows.append(cached[1])
+        if len(cache) > 2 * len(nodes) + 16:  # forget nodes that left
+            live = {n.hostname for n in nodes}
+            for host in [h for h in cache if h not in live]:
+                del cache[host]
+        return rows
 
     def _show_header(self) -> None:
         base = fmt.clean(self.source.client.base)
