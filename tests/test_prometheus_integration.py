@@ -150,7 +150,8 @@ def test_every_dashboard_query_runs(lab: Lab) -> None:
 
 def test_cluster_once_json_matches_the_exporters(lab: Lab) -> None:
     wait_for_series(lab.url, "rate(gputui_train_steps_total[1m]) > 0", 1)
-    wait_for_series(lab.url, "gputui_gpu_info", 5)
+    # the history's grid ends on a multiple of its 10 s step: wait for samples that old
+    wait_for_series(lab.url, "gputui_gpu_info offset 10s", 5)
     proc = subprocess.run(
         [sys.executable, "-m", "gputui", "cluster", "--prometheus", lab.url, "--once", "--json"],
         cwd=str(REPO),
