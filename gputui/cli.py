@@ -28,6 +28,8 @@ SUBCOMMANDS = {
     "ls": "ls",
     "attach": "attach",
     "bench": "bench",
+    "exporter": "exporter",
+    "cluster": "cluster",
 }
 
 EPILOG = """\
@@ -37,6 +39,8 @@ sub-commands:
   ls        list this user's attachable jobs
   attach    show a hooked job's step times and kernels (gputui attach PID)
   bench     measure this GPU's ceilings: bandwidth, TFLOP/s, PCIe, launch time
+  exporter  serve GPU and training metrics to Prometheus (gputui exporter)
+  cluster   every node of a cluster, read from Prometheus (gputui cluster --prometheus URL)
 
 examples:
   gputui                      live monitor

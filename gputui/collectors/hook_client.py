@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.collectors.processes import read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
 from gputui.protocol.capture import CaptureResult, CaptureStatus
@@ -81,27 +82,13 @@ def not_hooked_message(pid: int) -> str:
         "gputui.hook.install()' to it; on Python >= 3.14 'gputui attach --inject "
         f"{pid}' loads the hook into the running job"
     )
-    if _env_of(pid).get("GPUTUI_RUN") == "1":
+    if read_environ(pid).get("GPUTUI_RUN") == "1":
         hint = (
             f"gputui attach: process {pid} was started by 'gputui run' but has not "
             "started training yet (the hook opens its socket at the first step, "
             "data batch or forward); try again in a moment"
         )
     return hint
-
-
-def _env_of(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return {}
-    env: dict[str, str] = {}
-    for item in data.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return env
 
 
 def _owner(pid: int) -> int | None:

@@ -72,3 +72,23 @@ def send_signal(
         who = f" ({user})" if user else ""
         return SignalOutcome(False, f"not permitted to signal pid {pid}{who}", "error")
     return SignalOutcome(True, f"sent {name} to pid {pid}", "information")
+
+
+#: the most of a process's environment read (a job's environment is its own
+#: business: gputui reads only the launcher's variables from it)
+MAX_ENVIRON_BYTES = 1 << 20
+
+
+def read_environ(pid: int, limit: int = MAX_ENVIRON_BYTES) -> dict[str, str]:
+    """The environment a process started with; {} when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            data = fh.read(limit)
+    except OSError:
+        return {}
+    env: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env

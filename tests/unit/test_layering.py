@@ -177,3 +177,32 @@ def test_no_module_over_600_lines() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_only_the_jobs_module_talks_to_hooks() -> None:
+    """The exporter reaches hooks through one module (a small, listed surface)."""
+    for path in [*modules_under("exporter"), *modules_under("cluster")]:
+        hook_facing = {
+            m
+            for m in imported_modules(path)
+            if m.startswith(("gputui.collectors.hook_client", "gputui.protocol"))
+        }
+        if path.name == "jobs.py" and path.parent.name == "exporter":
+            assert hook_facing <= {
+                "gputui.collectors.hook_client",
+                "gputui.protocol",
+                "gputui.protocol.messages",
+            }
+        else:
+            assert hook_facing == set(), path
+
+
+def test_exporter_and_cluster_core_stay_headless() -> None:
+    code = (
+        "import sys; import gputui.exporter.collector, gputui.exporter.server, "
+        "gputui.cluster.source, gputui.cluster.report; "
+        "print('LOADED', [m for m in ('textual', 'rich', 'torch', 'pynvml') if m in sys.modules])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED []" in proc.stdout

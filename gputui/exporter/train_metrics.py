@@ -1,0 +1,125 @@
+"""Training series of the hooked jobs: steps, phase seconds, step durations,
+samples, device memory, allocator retries and OOMs.
+
+Every series carries ``hostname``, ``job_id`` and ``rank``, so that PromQL can
+group ranks into jobs and divide one counter by another
+(``rate(gputui_train_phase_seconds_total[1m]) / ignoring(phase)
+group_left rate(gputui_train_steps_total[1m])`` is seconds of each phase per
+step).  ``gputui_train_info`` adds ``local_rank``, ``world_size``, ``pid`` and the
+GPU (and, with ``--cmdline``, the command).  Counters count from when the
+exporter started following the job: a restarted exporter starts them at zero
+again, which ``rate()`` reads as a counter reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputui.exporter.exposition import COUNTER, GAUGE, INFO, SUMMARY, Family, labels, quantiles
+from gputui.exporter.gpu_metrics import MAX_COMMAND_CHARS
+from gputui.exporter.jobs import JobSnapshot
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) -> list[Family]:
+    info = Family(
+        "gputui_train_info",
+        INFO,
+        "A hooked training process (one rank of a job); the value is 1.",
+    )
+    steps = Family(
+        "gputui_train_steps_total", COUNTER, "Training steps seen since the exporter connected."
+    )
+    phases = Family(
+        "gputui_train_phase_seconds_total",
+        COUNTER,
+        "Wall time spent in each step phase (data, forward, backward, optimizer, user "
+        "phases, other); the phases of a step add up to its duration.",
+    )
+    gpu_phases = Family(
+        "gputui_train_phase_gpu_seconds_total",
+        COUNTER,
+        "GPU time of each step phase, for jobs that time their steps on the GPU.",
+    )
+    duration = Family(
+        "gputui_train_step_duration_seconds",
+        SUMMARY,
+        "Step duration; quantiles over the last 256 steps (profiled steps left out).",
+    )
+    samples = Family(
+        "gputui_train_samples_total",
+        COUNTER,
+        "Training samples processed (when the job's batch size is known).",
+    )
+    last = Family(
+        "gputui_train_last_step_timestamp_seconds",
+        GAUGE,
+        "When the last step ended (Unix time).",
+    )
+    allocated = Family(
+        "gputui_train_memory_allocated_bytes", GAUGE, "Device memory held by tensors (torch)."
+    )
+    reserved = Family(
+        "gputui_train_memory_reserved_bytes",
+        GAUGE,
+        "Device memory reserved by torch's caching allocator.",
+    )
+    peak = Family(
+        "gputui_train_memory_peak_allocated_bytes",
+        GAUGE,
+        "Peak device memory held by tensors since the job started (or its last reset).",
+    )
+    retries = Family(
+        "gputui_train_alloc_retries_total",
+        COUNTER,
+        "Allocations torch's caching allocator retried after freeing its cache.",
+    )
+    ooms = Family(
+        "gputui_train_ooms_total", COUNTER, "Out-of-memory errors raised by torch's allocator."
+    )
+    for job in jobs:
+        lab = labels((("hostname", hostname), ("job_id", job.job_id), ("rank", str(job.rank))))
+        extra: tuple[tuple[str, str], ...] = (
+            ("local_rank", str(job.local_rank)),
+            ("world_size", str(job.world_size)),
+            ("pid", str(job.pid)),
+            ("gpu", "" if job.device_index is None else str(job.device_index)),
+        )
+        if cmdline:
+            extra += (("command", " ".join(job.argv)[:MAX_COMMAND_CHARS]),)
+        info.add(lab.extend(*extra), 1)
+        steps.add(lab, job.steps_total)
+        for phase, seconds in sorted(job.phase_seconds.items()):
+            phases.add(lab.extend(("phase", phase)), seconds)
+        for phase, seconds in sorted(job.phase_gpu_seconds.items()):
+            gpu_phases.add(lab.extend(("phase", phase)), seconds)
+        if job.recent_step_seconds:
+            for q, value in zip(
+                QUANTILES, quantiles(job.recent_step_seconds, QUANTILES), strict=True
+            ):
+                duration.add(lab.extend(("quantile", str(q))), value)
+        duration.add(lab, job.step_seconds_sum, "_sum")
+        duration.add(lab, job.steps_total, "_count")
+        samples.add(lab, job.samples_total)
+        last.add(lab, job.last_step_time_s)
+        if job.memory is not None:
+            allocated.add(lab, job.memory.allocated_bytes)
+            reserved.add(lab, job.memory.reserved_bytes)
+            peak.add(lab, job.memory.peak_allocated_bytes)
+            retries.add(lab, job.memory.alloc_retries)
+            ooms.add(lab, job.memory.ooms)
+    return [
+        info,
+        steps,
+        phases,
+        gpu_phases,
+        duration,
+        samples,
+        last,
+        allocated,
+        reserved,
+        peak,
+        retries,
+        ooms,
+    ]

@@ -1,0 +1,1 @@
+"""The cluster screen: nodes, GPUs and training jobs read from Prometheus."""
