@@ -27,6 +27,9 @@ from gputui.protocol.schema import MemorySample, StepRecord
 MIN_STEPS = 20
 #: a GPU window needs this many samples before GPU rules speak
 MIN_GPU_SAMPLES = 3
+#: the GPU rules read this many of the newest samples of the job's GPU (about
+#: 30 s at the viewer's 1 Hz)
+GPU_WINDOW = 30
 #: kernels shorter than this are "tiny": launch overhead dominates them
 TINY_KERNEL_US = 10.0
 

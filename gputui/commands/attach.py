@@ -71,6 +71,13 @@ def register(subparsers: Any) -> None:
         help=f"statistics over the last N steps, 1-{MAX_WINDOW} (1000)",
     )
     parser.add_argument(
+        "--gpu-seconds",
+        type=types.seconds(0.0, 60.0),
+        default=1.0,
+        metavar="S",
+        help="with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
+    )
+    parser.add_argument(
         "--timeout",
         type=types.seconds(0.1, 3600.0),
         default=300.0,
@@ -183,7 +190,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 # -- --once -------------------------------------------------------------------------------
 def once(args: argparse.Namespace, client: HookClient) -> int:
-    got = report.collect_live(client, args.window, args.timeout)
+    got = report.Collected(client.hello)
+    gpu = report.GpuSampling(got, args.gpu_seconds)
+    report.collect_live(client, args.window, args.timeout, got)
     if args.capture is not None:
         request = {
             "steps": args.capture,
@@ -193,16 +202,18 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
             "memory": args.memory,
         }
         report.capture_live(client, got, request, args.timeout, quiet=args.json)
+    gpu.finish()
     stats = report.stats_of(got, args.window)
     if args.json:
-        report.print_json(report.report_dict(client.pid, got, stats))
+        report.print_json(report.report_dict(client.pid, got, stats, args.window))
     else:
-        report.print_report(got, stats)
+        report.print_report(got, stats, window=args.window)
     return 0
 
 
 def replay_once(args: argparse.Namespace) -> int:
     """The report of a recorded session, as if attached when it ended."""
+    from gputui.collectors.attach_recording import gpu_sample
     from gputui.collectors.replay import RecordingError
     from gputui.tui.attach.feeds import ReplayFeed
 
@@ -212,15 +223,21 @@ def replay_once(args: argparse.Namespace) -> int:
         raise GputuiError(f"gputui attach: {exc}") from None
     got = report.Collected(feed.hello)
     for _t, msg in feed.recording.messages:
+        sample = gpu_sample(msg)
+        if sample is not None:  # the job's GPU, as the recording viewer saw it
+            got.add_gpu(sample)
+            continue
         event = parse_event(msg)
         if event is not None:
             got.add(event)
+    if not got.gpu and got.hello.cuda_in_use:
+        got.gpu_note = "the recording holds no samples of the job's GPU"
     stats = report.stats_of(got, args.window)
     if args.json:
-        doc = report.report_dict(feed.pid, got, stats)
+        doc = report.report_dict(feed.pid, got, stats, args.window)
         doc["recording"] = {"label": feed.label, "demo": bool(args.demo)}
         report.print_json(doc)
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
-        report.print_report(got, stats, banner=banner)
+        report.print_report(got, stats, banner=banner, window=args.window)
     return 0

@@ -116,6 +116,7 @@ def _once_writer(
     """What prints the ``--once`` output: the codec for ``--json`` (no Rich), the
     Rich report otherwise.  Its last argument says the snapshot has no rates."""
     if args.json:
+        from gputui.analysis.monitor_findings import findings
         from gputui.codec import print_document
 
         window = args.window
@@ -125,6 +126,7 @@ def _once_writer(
             source.label,
             source.is_recording,
             rate_window_s=None if source.is_recording else window,
+            findings=[f.to_json() for f in findings(snapshot)],
         )
     with without_attrs():
         from gputui import report

@@ -12,19 +12,15 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from gputui import fmt
+from gputui import findings_text, fmt
 
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"
 #: eighths of a cell, for the step bars' partial tops
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 
-#: how a finding's or a throttle's severity is coloured, everywhere
-SEVERITY_STYLE = {
-    "crit": "bold reverse red",
-    "warn": "bold reverse yellow",
-    "info": "bold reverse cyan",
-}
+# how a finding's or a throttle's severity is coloured: one table for every view
+SEVERITY_STYLE = findings_text.SEVERITY_STYLE
 
 
 def level_style(pct: float | None) -> str:

@@ -48,6 +48,9 @@ def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     assert phases["data"]["p50"] >= 0.004 and phases["user_sleep"]["p50"] >= 0.002
     assert abs(sum(p["share"] for p in phases.values()) - 1.0) < 1e-4
     assert report["hello"]["pid"] == job.pid and report["memory"] is None
+    # the analyzer ran on the live job (a CPU job: no GPU to sample, said so)
+    assert isinstance(report["findings"], list) and report["gpu_samples"] == 0
+    assert all(f["rule"] and f["fix"] for f in report["findings"])
 
 
 def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:

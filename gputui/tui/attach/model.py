@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import JobEvidence, job_evidence
+from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.memory import MemoryGrowth, memory_growth
@@ -58,8 +58,6 @@ STATS_WINDOW = 1000
 MEMORY_POINTS = 1200
 #: samples of the job's GPU kept: two minutes at 1 Hz
 GPU_POINTS = 120
-#: the analyzer reads this many of the newest GPU samples (about 30 s)
-GPU_WINDOW = 30
 
 
 @dataclass(frozen=True)
