@@ -257,6 +257,32 @@ async def test_demo_replay_values(utc: None) -> None:
         assert "CUDA 13.0" in header and "samples/s" in header and "replay 32/70s" in header
 
 
+async def test_a_capture_result_is_shown_at_once_not_at_the_next_tick(utc: None) -> None:
+    """The reader thread wakes the screen: the capture's kernels and findings are
+    on screen without waiting for the refresh timer (stopped here)."""
+    import dataclasses
+    import threading
+
+    app = demo_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await play(pilot)
+        screen = screen_of(app)
+        assert screen.view is not None and screen.view.capture is not None
+        assert screen._timer is not None
+        screen._timer.pause()
+        before = screen.refreshes
+        old = screen.state.snapshot().capture
+        assert old is not None
+        fresh = dataclasses.replace(old, id="later", kernels=old.kernels[:3])
+        reader = threading.Thread(target=screen.state.add, args=(fresh,))
+        reader.start()
+        reader.join(5)
+        await until(pilot, lambda: screen.refreshes > before, timeout_s=5)
+        view = screen.view
+        assert view is not None and view.snap.capture is fresh
+        assert len(view.capture.kernels) == 3 if view.capture else False
+
+
 # -- pure parts ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "short"),

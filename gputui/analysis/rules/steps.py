@@ -7,12 +7,12 @@ import itertools
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import JobEvidence, ordinary
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
-from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
+from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER
 
 #: the TensorBoard profiler's advice threshold: data loading over 5% of the step
 DATA_SHARE = 0.05
@@ -210,10 +210,9 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
     if not ev.enough_steps or not p50:
         return []
-    skip = StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE
-    ordinary = [s for s in ev.steps if not is_warmup(s.index) and not (s.flags & skip)]
-    slow = [s for s in ordinary if is_slow(s.wall, p50)]
-    total = sum(s.wall for s in ordinary)
+    usual = ordinary(ev.steps)
+    slow = [s for s in usual if is_slow(s.wall, p50)]
+    total = sum(s.wall for s in usual)
     if not slow or not total:
         return []
     excess = sum(s.wall - p50 for s in slow)
@@ -232,7 +231,7 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
             ev,
             "steps.slow_outliers",
             "some steps are much slower than the rest",
-            f"{len(slow)} of {len(ordinary)} steps took over {SLOW_FACTOR:g}x the median "
+            f"{len(slow)} of {len(usual)} steps took over {SLOW_FACTOR:g}x the median "
             f"{fmt.ms(p50)}{every} (slowest: step {worst.index}, {fmt.ms(worst.wall)})",
             "find what runs on those steps: checkpoint saving (save asynchronously or less "
             "often), evaluation, logging flushes, Python garbage collection (gc.freeze() after "

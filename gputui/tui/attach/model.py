@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,9 @@ class AttachState:
         self._lock = threading.Lock()
         self._step_window = step_window
         self._memory_points = memory_points
+        #: called (on the reader thread, outside the lock) when a capture result
+        #: arrives: the screen rebuilds at once instead of at its next tick
+        self.on_capture: Callable[[], None] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -155,6 +158,12 @@ class AttachState:
 
     def add(self, event: Event) -> None:
         """Take one event (called on the reader thread)."""
+        self._add(event)
+        callback = self.on_capture
+        if callback is not None and isinstance(event, CaptureResult):
+            callback()
+
+    def _add(self, event: Event) -> None:
         with self._lock:
             self._version += 1
             if isinstance(event, StepBatch):

@@ -18,6 +18,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer
@@ -39,6 +40,10 @@ CAPTURE_STEPS = 5
 SHORT_HEIGHT = 34
 #: from this width the class rollup and CPU ops get their own column
 WIDE_WIDTH = 110
+
+
+class CaptureArrived(Message):
+    """A capture result reached the state (posted from the reader thread)."""
 
 
 class AttachScreen(Screen[object]):
@@ -98,11 +103,21 @@ class AttachScreen(Screen[object]):
         self.query_one(CaptureTable).focus()
         self._apply_layout()
         self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
+        # post_message is thread-safe: the kernel table and the findings show the
+        # capture at once, not at the next tick
+        self.state.on_capture = self._wake
         if self.autostart:
             self._start_feed()
         self.refresh_view()
 
+    def _wake(self) -> None:
+        self.post_message(CaptureArrived())
+
+    def on_capture_arrived(self, _message: CaptureArrived) -> None:
+        self.refresh_view()
+
     def on_unmount(self) -> None:
+        self.state.on_capture = None
         # Leaving the screen (escape back to the monitor, or quitting) ends the session.
         if self._timer is not None:
             self._timer.stop()
