@@ -326,4 +326,5 @@ def test_finding_json_shape() -> None:
         "fix",
         "confirm",
         "source",
+        "gpu",
     }
