@@ -119,8 +119,23 @@ def build_subcommand_parser(name: str) -> argparse.ArgumentParser:
     return parser
 
 
+#: the monitor's display options that the full-screen sub-commands share: given
+#: before the sub-command (``gputui --ascii attach --demo``) they apply to it
+SHARED_FLAGS = ("--ascii",)
+
+
+def _shared_flags_last(args: list[str]) -> list[str]:
+    """``--ascii attach ...`` read as ``attach ... --ascii``."""
+    lead = 0
+    while lead < len(args) and args[lead] in SHARED_FLAGS:
+        lead += 1
+    if lead and lead < len(args) and args[lead] in SUBCOMMANDS:
+        return args[lead:] + args[:lead]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = _shared_flags_last(list(sys.argv[1:] if argv is None else argv))
     try:
         if args_list and args_list[0] in SUBCOMMANDS:
             parser = build_subcommand_parser(args_list[0])

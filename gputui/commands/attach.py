@@ -17,6 +17,7 @@ from typing import Any
 from gputui.collectors.hook_client import HookClient, parse_event
 from gputui.commands import args as types
 from gputui.commands import attach_report as report
+from gputui.commands.tty import need_terminal
 from gputui.errors import GputuiError
 from gputui.protocol import messages
 
@@ -145,10 +146,7 @@ def main(args: argparse.Namespace) -> int:
 
 # -- live screen ------------------------------------------------------------------------
 def _need_terminal(instead: str) -> None:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise GputuiError(
-            f"gputui attach: the live screen needs a terminal; for a printed report use '{instead}'"
-        )
+    need_terminal("gputui attach", instead)
 
 
 def run_live(client: HookClient, args: argparse.Namespace) -> int:
@@ -179,7 +177,11 @@ def run_replay(args: argparse.Namespace) -> int:
         raise GputuiError(f"gputui attach: {exc}") from None
     if not feed.recording.messages:
         raise GputuiError(f"gputui attach: {args.replay} holds no messages")
-    _need_terminal("gputui attach PID --once")
+    _need_terminal(
+        "gputui attach --demo --once"
+        if args.demo
+        else f"gputui attach --replay {args.replay} --once"
+    )
     app = make_attach_app(feed, ascii_only=args.ascii, banner=banner)
     try:
         app.run()

@@ -41,6 +41,10 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
 
 
 def main(args: argparse.Namespace) -> int:
+    if not args.once:
+        from gputui.commands.tty import need_terminal
+
+        need_terminal("gputui", "gputui --once" + (" --demo" if args.demo else ""))
     live: SampleAhead | None = None
     if args.demo or args.replay:
         source, banner = open_recording(args)
