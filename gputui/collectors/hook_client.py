@@ -342,6 +342,7 @@ class HookClient:
         reason = "the job closed the connection"
         clean = False
         try:
+            self._reader.raise_pending()  # a bad frame right after the hello
             while True:
                 try:
                     data = self._sock.recv(262144)
@@ -362,6 +363,7 @@ class HookClient:
                         reason, clean = parsed.reason, True
                         continue
                     deliver(parsed)
+                self._reader.raise_pending()
         except FrameError as exc:
             reason = f"bad data from the hook: {exc}"
         if self._closed:
