@@ -140,3 +140,24 @@ def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
             attach.kill()
     assert attach.returncode == 1
     assert f"job {victim.pid} exited" in err and "Traceback" not in err
+
+
+def test_attaching_to_a_dataloader_worker_names_the_job(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A worker never gets a hook: say whose worker it is, not "try again"."""
+    import psutil
+
+    job = hookutil.start_job(
+        env, tmp_path, ["--steps", "0", "--workers", "2", "--data-sleep", "0.01"], via_run=True
+    )
+    try:
+        workers = hookutil.wait_for(
+            lambda: psutil.Process(job.pid).children(), 60, "the DataLoader workers"
+        )
+        out = hookutil.gputui(env, "attach", str(workers[0].pid), "--once")
+        assert out.returncode == 2
+        assert f"child of the hooked job {job.pid}" in out.stderr
+        assert f"gputui attach {job.pid}" in out.stderr and "try again" not in out.stderr
+    finally:
+        job.stop()

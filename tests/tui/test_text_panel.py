@@ -27,7 +27,6 @@ async def test_a_changed_first_line_is_repainted_under_a_border() -> None:
     repainted on a real terminal: the capture panel kept "0s ago" for minutes."""
     from rich.text import Text
     from textual.app import App, ComposeResult
-    from textual.geometry import Region
 
     from gputui.tui.widgets.text_panel import TextPanel
 

@@ -98,6 +98,7 @@ class AttachScreen(Screen[object]):
         header = self.query_one(AttachHeader)
         header.pid = self.feed.pid
         header.label = self.feed.label
+        header.can_go_back = len(self.app.screen_stack) > 1
         header.is_replay = self.feed.is_replay
         self.query_one(CapturePanel).is_replay = self.feed.is_replay
         self.query_one(CaptureTable).focus()
@@ -154,12 +155,21 @@ class AttachScreen(Screen[object]):
     @work(thread=True, exclusive=True, group="attach-connect")
     def _connect_worker(self) -> None:
         # HookClient.connect blocks on the socket and the hello: never on the UI thread.
+        before = self.feed.pid
         try:
             self.feed.connect(self.state)
         except GputuiError as exc:
             self.state.set_connecting(False, str(exc))
+            return
         except OSError as exc:
             self.state.set_connecting(False, f"cannot connect: {exc}")
+            return
+        if before is not None and self.feed.pid != before:
+            self.app.call_from_thread(
+                self.notify,
+                f"process {before} has exited; the same command runs as pid "
+                f"{self.feed.pid}: attached to it",
+            )
 
     def replay_to(self, seconds: float = math.inf) -> None:
         """Play a recording up to ``seconds`` on this thread and draw it (tests,
