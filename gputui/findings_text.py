@@ -15,11 +15,12 @@ from rich.text import Text
 from gputui import fmt
 from gputui.analysis.finding import Finding
 
-#: how a finding's or a throttle's severity is coloured, everywhere
+#: how a finding's or a throttle's severity is coloured, everywhere; explicit
+#: colours, not "reverse", so a light theme reads them as well as a dark one
 SEVERITY_STYLE = {
-    "crit": "bold reverse red",
-    "warn": "bold reverse yellow",
-    "info": "bold reverse cyan",
+    "crit": "bold white on red",
+    "warn": "bold black on yellow",
+    "info": "bold black on cyan",
 }
 
 

@@ -24,6 +24,7 @@ from gputui.analysis.monitor_findings import findings
 from gputui.collectors import processes
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.model import ProcessSnapshot, Snapshot
+from gputui.tui import ascii
 from gputui.tui.history import History
 from gputui.tui.host import Current
 
@@ -62,6 +63,7 @@ class SamplerFailed(Message):
 
 class GputuiApp(App[None]):
     CSS_PATH = "gputui.tcss"
+    CSS = ascii.CSS
     TITLE = "gputui"
 
     BINDINGS = [
@@ -98,7 +100,7 @@ class GputuiApp(App[None]):
         self._recent: deque[Snapshot] = deque(maxlen=FINDINGS_WINDOW)
         self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
         if ascii_only:
-            self.add_class("-ascii")
+            ascii.use_ascii(self)
 
     def replay_status(self) -> str | None:
         """Where a replay is, for the banner: '1,234/86,400', then '... pass 2'."""
@@ -113,9 +115,11 @@ class GputuiApp(App[None]):
         """The line every screen shows while the data is not this machine now."""
         if not (self.banner or self.source.is_recording):
             return None
-        text = self.banner or f"RECORDING, not this machine: {self.source.label}"
-        if self.banner and self.source.label not in self.banner:
-            text += f"  ({self.source.label})"
+        label = self.source.label
+        text = self.banner or f"RECORDING, not this machine: {label}"
+        if self.banner and label not in self.banner:
+            # "DEMO: ..." under a "DEMO: ..." banner: say DEMO once
+            text += f": {label.removeprefix('DEMO: ')}"
         return " " + text
 
     # -- lifecycle ---------------------------------------------------------------
@@ -282,14 +286,23 @@ class GputuiApp(App[None]):
                 severity="warning",
             )
             return
-        if self.attach_factory is None:
-            # A recording's pids are not this machine's: there is nothing to attach to.
-            title = (
-                f"cannot attach: pid {proc.pid} is a recorded process, not one on this machine"
-                if self.source.is_recording
-                else ""
+        if self.attach_factory is None and self.source.is_recording:
+            # A recording's pids are not this machine's. The demo's hooked job was
+            # recorded by its attach screen too: play that session.
+            if self.source.label.startswith("DEMO"):
+                from gputui.tui.attach import AttachScreen, ReplayFeed
+
+                self.push_screen(AttachScreen(ReplayFeed.demo()))
+                return
+            self.notify(
+                f"pid {proc.pid} is a recorded process, not one on this machine; a session "
+                "saved with 'gputui attach PID --record FILE' plays with "
+                "'gputui attach --replay FILE'",
+                severity="warning",
             )
-            self.notify("attach screen not available", title=title, severity="warning")
+            return
+        if self.attach_factory is None:
+            self.notify("attach screen not available", severity="warning")
             return
         screen = self.attach_factory(proc.pid)
         if screen is None:

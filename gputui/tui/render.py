@@ -115,7 +115,7 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
 
 
 def join_parts(
-    text: Text, parts: list[tuple[str, str]], width: int, ascii_only: bool = False
+    text: Text, parts: list[tuple[str, str]], width: int, ascii_only: bool | None = None
 ) -> None:
     """Append ``(part, style)`` pairs separated by two spaces while they fit in
     ``width``; the first that does not is cut with an ellipsis (if there is room

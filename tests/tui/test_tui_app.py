@@ -372,7 +372,27 @@ async def test_attach_hook_point() -> None:
         t = table(app)
         t.select_key(next(k for k in t.order if t._rows[k].proc.hooked))  # type: ignore[union-attr]
         await pilot.press("a")
-        assert "attach screen not available" in seen
+        assert any("is a recorded process, not one on this machine" in n for n in seen)
+
+
+async def test_attach_in_the_demo_plays_the_recorded_attach_session() -> None:
+    """The demo's hooked job was recorded by its attach screen as well: a on it
+    opens that session instead of a dead end."""
+    from gputui.collectors.replay import ReplaySource
+    from gputui.tui.attach import AttachScreen, ReplayFeed
+
+    app = make_app(ReplaySource.demo(), 3600.0, autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.advance(3)
+        await pilot.pause()
+        t = table(app)
+        t.select_key(next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, AttachScreen) and isinstance(app.screen.feed, ReplayFeed)
+        assert app.screen.feed.pid == 471  # the same job, recorded by both views
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AttachScreen)
 
 
 async def test_help_lists_every_binding() -> None:
@@ -443,3 +463,24 @@ async def test_sampler_thread_feeds_the_app(count: int) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: app.snapshot_count >= 3)
         assert app.history.samples == app.snapshot_count
+
+
+async def test_ascii_mode_draws_nothing_but_ascii() -> None:
+    """--ascii covers what Textual draws too: scrollbars, the footer, cut texts."""
+    from gputui.collectors.replay import ReplaySource
+    from gputui.tui.attach import ReplayFeed, make_attach_app
+
+    monitor = make_app(ReplaySource.demo(), 3600.0, ascii_only=True, autostart=False)
+    async with monitor.run_test(size=(80, 24)) as pilot:
+        monitor.advance(120)  # both processes: the table scrolls
+        await pilot.pause()
+        drawn = "\n".join(s.text for s in monitor.screen._compositor.render_strips())
+        assert "GPU" in drawn and drawn.isascii(), sorted({c for c in drawn if not c.isascii()})
+    attach = make_attach_app(ReplayFeed.demo(), ascii_only=True, autostart=False)
+    async with attach.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        attach.attach_screen.replay_to(40.0)
+        await pilot.pause()
+        drawn = "\n".join(s.text for s in attach.screen._compositor.render_strips())
+        assert "Capture" in drawn and "connected" not in drawn
+        assert drawn.isascii(), sorted({c for c in drawn if not c.isascii()})

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Footer
 
 from gputui.collectors.hook_client import HookClient
 from gputui.errors import GputuiError
+from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
@@ -265,8 +266,6 @@ class AttachScreen(Screen[object]):
         if action == "back":
             # Only when pushed over another screen (the monitor); alone, q quits.
             return len(self.app.screen_stack) > 1
-        if action == "capture" and self.feed.is_replay:
-            return None
         return True
 
     def action_back(self) -> None:
@@ -331,6 +330,7 @@ class AttachApp(App[None]):
     # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
     # default screen: the app names the same file.
     CSS_PATH = "attach.tcss"
+    CSS = ascii.CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("d", "toggle_theme", "Theme", show=False),
@@ -349,6 +349,8 @@ class AttachApp(App[None]):
         self.ascii_only = ascii_only
         self.banner = banner
         self.autostart = autostart
+        if ascii_only:
+            ascii.use_ascii(self)
 
     def recording_banner(self) -> str | None:
         """Read by BannerPanel: a replay is never this machine now."""

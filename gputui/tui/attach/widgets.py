@@ -163,7 +163,8 @@ class AttachHeader(TextPanel):
         if self.is_replay:
             parts.append((self.replay_note or "replay", "bold yellow"))
         else:
-            parts.append(("● connected" if snap.synced else "● connecting", "green"))
+            dot = "*" if getattr(self.app, "ascii_only", False) else "●"
+            parts.append((f"{dot} connected" if snap.synced else f"{dot} connecting", "green"))
         if status is not None:
             dropped = status.dropped + snap.missed
             parts.append((f"{dropped:,} dropped", "bold red" if dropped else "dim"))
@@ -376,10 +377,11 @@ class PhaseTable(TextPanel):
         total = stats.gpu if v.gpu_mode else stats.wall
         lines = [head]
         bar_w = max(4, width - 41)
-        swatch = "#" if self.ascii_only else "█"
         for d in phases:
             style = phase_style(d.name, v.phases)
             line = Text()
+            # the legend shows each phase as the chart draws it
+            swatch = phase_letter(d.name) if self.ascii_only else "█"
             line.append(swatch + " ", style=style)
             line.append(f"{fmt.truncate(fmt.clean(d.name, 64), 10):<10}")
             line.append(f"{ms(d.p50):>7}{ms(d.p90):>7}{ms(d.p99):>7}  ")
