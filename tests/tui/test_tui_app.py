@@ -16,7 +16,7 @@ from gputui.tui.app import GputuiApp, SnapshotReady, make_app
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog
 from gputui.tui.screens.help import HelpScreen, help_text
-from gputui.tui.screens.monitor import MonitorScreen
+from gputui.tui.screens.monitor import MonitorScreen, StatusLine
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, HostPanel
 from gputui.tui.widgets.processes import ProcessTable
@@ -146,6 +146,11 @@ async def test_filter_by_text_user_gpu_and_type() -> None:
         t.move_cursor(0)
         await pilot.press("u")  # the selected process's user
         assert t.proc_filter.users == ("alice",)
+        await pilot.press("escape", "slash", *"nosuchjob type:bogus")
+        await pilot.pause()
+        status = app.screen.query_one(StatusLine).plain
+        assert "Processes 0/8" in status and "no process matches" in status
+        assert "type: is compute or graphics, not 'bogus'" in status
 
 
 async def test_tree_view_groups_children_under_parents() -> None:
@@ -155,6 +160,8 @@ async def test_tree_view_groups_children_under_parents() -> None:
         await pilot.press("t")
         order = t.order
         assert "parent|4000" in order  # the launcher is not a GPU process
+        # ... nor counted as one
+        assert "Processes 8/8" in app.screen.query_one(StatusLine).plain
         rows = t._rows
         children = rows["parent|4000"].children
         assert children and all(
