@@ -20,7 +20,7 @@ from gputui.analysis.steps import StepStats, is_warmup, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.messages import StepFlag
-from gputui.protocol.schema import MemorySample, StepRecord
+from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
 
 #: rules about steps stay silent until this many ordinary steps were seen
 #: (warm-up and profiled steps are not ordinary)
@@ -257,6 +257,8 @@ class JobEvidence:
     device_total_bytes: int | None = None
     capture: CaptureView | None = None
     gpu: GpuWindow | None = None
+    #: the DataLoader being iterated, as the hook saw it (None: none, or unknown)
+    loader: LoaderInfo | None = None
     #: evidence of the other ranks of the job (multi-rank rules); () for one rank
     ranks: tuple[JobEvidence, ...] = ()
 
@@ -302,6 +304,7 @@ def job_evidence(
     batch_size: int | None = None,
     device_total_bytes: int | None = None,
     window: int = 1000,
+    loader: LoaderInfo | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps."""
     recent = tuple(steps[-window:])
@@ -316,4 +319,5 @@ def job_evidence(
         device_total_bytes=device_total_bytes,
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),
+        loader=loader,
     )

@@ -111,6 +111,7 @@ class Collected:
             batch_size=None if status is None else status.batch_size,
             device_total_bytes=None if device is None else device.total_memory_bytes,
             window=window,
+            loader=None if status is None else status.loader,
         )
         return analyze(ev)
 

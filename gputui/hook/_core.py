@@ -22,7 +22,7 @@ from gputui.hook._ring import HISTORY
 from gputui.hook._server import Server
 from gputui.hook._torch_hooks import TorchHooks
 from gputui.protocol import paths
-from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, Status
+from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, LoaderInfo, Status
 
 MAX_ARGS = 200
 MAX_ARG_CHARS = 1000
@@ -233,6 +233,7 @@ class Hook:
             ),
             memory_error=self.memory.error,
             capture=self.capture.info(),
+            loader=None if rec.loader is None else LoaderInfo(*rec.loader),
         )
 
     def status(self) -> dict[str, Any]:

@@ -73,6 +73,34 @@ class GpuTiming:
 
 
 @dataclass(frozen=True)
+class LoaderInfo:
+    """The DataLoader the training loop iterates (the newest one seen): what
+    the data-loading rules name in their fix."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any], where: str = "loader") -> LoaderInfo:
+        return cls(
+            num_workers=f.integer(obj, "num_workers", where, 0, 4096, default=0),
+            pin_memory=f.flag(obj, "pin_memory", where),
+            persistent_workers=f.flag(obj, "persistent_workers", where),
+            prefetch_factor=f.opt_integer(obj, "prefetch_factor", where, 0, 1 << 16),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+            "persistent_workers": self.persistent_workers,
+            "prefetch_factor": self.prefetch_factor,
+        }
+
+
+@dataclass(frozen=True)
 class CaptureInfo:
     """The capture controller's state, as the status reports it."""
 
@@ -118,12 +146,15 @@ class Status:
     gpu_timing: GpuTiming | None = None
     memory_error: str | None = None
     capture: CaptureInfo = field(default_factory=CaptureInfo)
+    #: the DataLoader being iterated; None before the first batch, or without one
+    loader: LoaderInfo | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "status") -> Status:
         obj = typed(obj, where)
         timing = f.child(obj, "gpu_timing", where)
         capture = f.child(obj, "capture", where)
+        loader = f.child(obj, "loader", where)
         return cls(
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
             steps=f.integer(obj, "steps", where, default=0),
@@ -149,6 +180,7 @@ class Status:
             capture=CaptureInfo()
             if capture is None
             else CaptureInfo.from_wire(capture, where + ".capture"),
+            loader=None if loader is None else LoaderInfo.from_wire(loader, where + ".loader"),
         )
 
     def fields_wire(self) -> dict[str, Any]:
@@ -174,6 +206,7 @@ class Status:
             "gpu_timing": None if self.gpu_timing is None else self.gpu_timing.to_wire(),
             "memory_error": self.memory_error,
             "capture": self.capture.to_wire(),
+            "loader": None if self.loader is None else self.loader.to_wire(),
         }
 
     def to_wire(self) -> dict[str, Any]:

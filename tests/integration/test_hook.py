@@ -116,6 +116,9 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
         client = HookClient.connect(job.pid)
         assert client.hello.lazy is True
         assert "--workers" in client.hello.argv
+        # the DataLoader's settings reach the viewer (the data rules name them)
+        loader = client.hello.status.loader
+        assert loader is not None and loader.num_workers == 2 and loader.pin_memory is False
         client.close()
     finally:
         job.stop()

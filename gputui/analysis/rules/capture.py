@@ -225,6 +225,16 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     share = cap.span_share(us)
     if share is None or share < PAGEABLE_SHARE:
         return []
+    fix = (
+        "pin the host side: DataLoader(pin_memory=True), or tensor.pin_memory() once for "
+        "reused buffers, then .to('cuda', non_blocking=True); better, keep the data on the GPU"
+    )
+    if ev.loader is not None and not ev.loader.pin_memory:
+        fix = (
+            "the DataLoader runs with pin_memory=False: set DataLoader(pin_memory=True) and "
+            "copy with .to('cuda', non_blocking=True); pin other reused host buffers once "
+            "with tensor.pin_memory()"
+        )
     return [
         finding(
             ev,
@@ -233,9 +243,7 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
             f"{calls} copies from or to pageable host memory take {fmt.us(us)} of GPU time "
             f"({share * 100:.0f}% of the capture); such copies block the CPU and cannot "
             "overlap with compute",
-            "pin the host side: DataLoader(pin_memory=True), or tensor.pin_memory() once for "
-            "reused buffers, then .to('cuda', non_blocking=True); better, keep the data on the "
-            "GPU",
+            fix,
             "the capture's copies read 'Pinned -> Device' and overlap with kernels",
             share=share,
         )

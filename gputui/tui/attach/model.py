@@ -421,6 +421,7 @@ def evidence(snap: StateSnapshot) -> JobEvidence:
         phases_coarse=bool(status is not None and status.phases_coarse),
         batch_size=None if status is None else status.batch_size,
         device_total_bytes=None if device is None else device.total_memory_bytes,
+        loader=None if status is None else status.loader,
     )
 
 
