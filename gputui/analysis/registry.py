@@ -43,20 +43,27 @@ class Rule:
     #: "job" (over JobEvidence: attach, analyze) or "device" (over DeviceEvidence:
     #: the monitor, one GPU at a time)
     scope: str = "job"
+    #: when it fires, with its thresholds, in words (docs/analyzer.md)
+    trigger: str = ""
 
 
 REGISTRY: dict[str, Rule] = {}
 
 
 def rule(
-    rule_id: str, family: str, source: str, needs: tuple[str, ...], scope: str = "job"
+    rule_id: str,
+    family: str,
+    source: str,
+    needs: tuple[str, ...],
+    scope: str = "job",
+    trigger: str = "",
 ) -> Callable[[Check], Check]:
     """Register ``check`` as rule ``rule_id``."""
 
     def register(check: Check) -> Check:
         if rule_id in REGISTRY:
             raise ValueError(f"rule {rule_id} registered twice")
-        REGISTRY[rule_id] = Rule(rule_id, family, check, source, needs, scope)
+        REGISTRY[rule_id] = Rule(rule_id, family, check, source, needs, scope, trigger)
         return check
 
     return register

@@ -36,6 +36,10 @@ WARMUP_FACTOR = 5.0
     "TensorBoard profiler: DataLoader over 5% of the step; bottleneck tables: GPU idle "
     "while the CPU is busy, GPU utilization under 70-80% with idle gaps",
     ("steps",),
+    trigger=(
+        "the data phase (waiting in DataLoader.__next__) >= 5% of the step (TensorBoard's"
+        " threshold)"
+    ),
 )
 def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(DATA)
@@ -93,6 +97,10 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     "profiler observations: forward time much above backward time points at a "
     "synchronisation (.item(), print(tensor), .cpu()) in the forward pass",
     ("steps",),
+    trigger=(
+        "forward >= 1.5x backward on the CPU clock while the GPU's own forward is not (a "
+        "sync in the forward)"
+    ),
 )
 def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     forward, backward = ev.phase_mean(FORWARD), ev.phase_mean(BACKWARD)
@@ -128,6 +136,7 @@ def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     "profiler observations: backward over twice the forward means activation "
     "checkpointing (expected) or an inefficient backward",
     ("steps",),
+    trigger="backward >= 3x forward (info: checkpointing, or a slow backward)",
 )
 def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     gpu = bool(ev.stats.gpu_phases)  # wall times mislead on a GPU-bound job (see above)
@@ -156,6 +165,7 @@ def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     "launch",
     "TorchTidy: a single-tensor optimizer where foreach or fused kernels exist",
     ("steps",),
+    trigger="the optimizer >= 15% of the step; cost: 40% of it when foreach/fused kernels are off",
 )
 def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     # GPU time when the steps have it: on a GPU-bound job the CPU blocks wherever the
@@ -198,6 +208,7 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     "gputui: time outside data, forward, backward and optimizer is work the loop "
     "does between steps (logging, metrics, checkpoints)",
     ("steps",),
+    trigger="time outside data, forward, backward and optimizer >= 25% of the step (info)",
 )
 def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(OTHER)
@@ -227,6 +238,10 @@ def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     "steps",
     "bottleneck tables: one step much slower than others; SageMaker Debugger: step outliers",
     ("steps",),
+    trigger=(
+        "ordinary steps over 3x the median adding >= 2% of the time; periodic ones are "
+        "named (checkpoints, evaluation)"
+    ),
 )
 def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
@@ -270,6 +285,7 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: first iterations much slower (JIT, cudnn autotuning, first "
     "allocations); benchmarks exclude warm-up",
     ("steps",),
+    trigger="one of the first 3 steps over 5x the median (info)",
 )
 def warmup(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
@@ -300,6 +316,7 @@ def warmup(ev: JobEvidence) -> Iterable[Finding]:
     "steps",
     "gputui: with torch.compile or CUDA graphs the hook cannot see inside compiled code",
     ("steps",),
+    trigger="torch.compile or CUDA graphs hide the phases inside compiled code (info)",
 )
 def coarse(ev: JobEvidence) -> Iterable[Finding]:
     if not ev.phases_coarse or not ev.enough_steps:
