@@ -9,7 +9,7 @@ the bounded history and the findings and tells the visible screen to redraw.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
@@ -29,6 +29,7 @@ from gputui.tui.history import History
 from gputui.tui.host import Current
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
+    from gputui.ceilings.model import Ceilings
     from gputui.collectors.replay import ReplayProgress
 
 #: the interval steps that + and - move through
@@ -45,11 +46,13 @@ class SnapshotReady(Message):
         snapshot: Snapshot,
         recorded_at_s: float | None,
         replay: ReplayProgress | None = None,
+        ceilings: Mapping[str, Ceilings] | None = None,
     ) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.recorded_at_s = recorded_at_s
         self.replay = replay
+        self.ceilings = ceilings
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)
@@ -98,6 +101,9 @@ class GputuiApp(App[None]):
         self.current = Current()
         self.snapshot_count = 0
         self._recent: deque[Snapshot] = deque(maxlen=FINDINGS_WINDOW)
+        #: measured ceilings per GPU UUID, and the UUIDs already looked up
+        self._ceilings: Mapping[str, Ceilings] = {}
+        self._ceilings_tried: set[str] = set()
         self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
         if ascii_only:
             ascii.use_ascii(self)
@@ -143,7 +149,25 @@ class GputuiApp(App[None]):
         # Runs on the sampler thread, right after sample(): the source's notion of the
         # recorded time belongs to this very snapshot.
         recorded_at = getattr(self.source, "recorded_at_s", None)
-        self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress()))
+        ceilings = None if self.source.is_recording else self._ceilings_of(snapshot)
+        self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress(), ceilings))
+
+    def _ceilings_of(self, snapshot: Snapshot) -> Mapping[str, Ceilings]:
+        """The measured ceilings of this machine's GPUs (``gputui bench`` saves
+        them per UUID): read on the sampler thread, once per GPU."""
+        known = self._ceilings
+        new = [d.uuid for d in snapshot.devices if d.uuid and d.uuid not in self._ceilings_tried]
+        if new:
+            from gputui.ceilings.cache import load_ceilings
+
+            found = dict(known)
+            for uuid in new:
+                self._ceilings_tried.add(uuid)
+                measured = load_ceilings(uuid)
+                if measured is not None:
+                    found[uuid] = measured
+            self._ceilings = known = found
+        return known
 
     def _replay_progress(self) -> ReplayProgress | None:
         progress = getattr(self.source, "progress", None)
@@ -153,6 +177,8 @@ class GputuiApp(App[None]):
         self.post_message(SamplerFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        if message.ceilings is not None:
+            self.current.ceilings = message.ceilings
         self.ingest(message.snapshot, message.recorded_at_s, message.replay)
 
     def on_sampler_failed(self, message: SamplerFailed) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -491,3 +492,41 @@ async def test_ascii_mode_draws_nothing_but_ascii() -> None:
         drawn = "\n".join(s.text for s in attach.screen._compositor.render_strips())
         assert "Capture" in drawn and "connected" not in drawn
         assert drawn.isascii(), sorted({c for c in drawn if not c.isascii()})
+
+
+async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU that `gputui bench` measured: DRAM bandwidth in bytes next to the
+    measured copy bandwidth, PCIe next to the measured pinned copies; another
+    GPU, never measured, shows neither; a recording never reads this machine's."""
+    from gputui.ceilings import cache
+    from tests.helpers.synthetic import live_like_source
+    from tests.unit.test_ceilings import _document
+
+    import dataclasses
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    uuid = "GPU-12345678-1234-1234-1234-123456789abc"
+    snapshots = [
+        dataclasses.replace(
+            s, devices=(dataclasses.replace(s.devices[0], uuid=uuid), *s.devices[1:])
+        )
+        for s in SNAPSHOTS
+    ]
+    cache.save(_document(name=snapshots[0].devices[0].name or "", uuid=uuid), uuid)
+    app = make_app(live_like_source(snapshots), 3600.0)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: uuid in app.current.ceilings, 10)
+        app.screen.refresh_data()  # type: ignore[attr-defined]
+        panel = app.screen.query_one(DevicePanel)
+        first, second = panel.plain.split("GPU 1 ", 1)
+        # 45% of the H100's 3.35 TB/s datasheet peak, beside the 2.95 TB/s copy
+        assert "DRAM bw  45% = 1.5TB/s of 3.0TB/s measured" in first
+        assert "(measured max ↓55.0GB/s)" in first  # host to device only was measured
+        assert "measured" not in second
+    replay = app_for()
+    async with replay.run_test(size=(140, 50)) as pilot:
+        await started(pilot)
+        assert replay.current.ceilings == {}

@@ -179,6 +179,7 @@ class MonitorScreen(Screen[object]):
         devices = self.query_one(DevicePanel)
         grew = len(snapshot.devices) != len(devices.devices)
         devices.devices = snapshot.devices
+        devices.ceilings = current.ceilings
         if grew:
             self._apply_layout()
         devices.redraw()
