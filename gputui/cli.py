@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "run": "run",
     "ls": "ls",
     "attach": "attach",
+    "analyze": "analyze",
 }
 
 EPILOG = """\
@@ -35,6 +36,7 @@ sub-commands:
   run       start a Python job with the gputui hook loaded (gputui run -- python train.py)
   ls        list this user's attachable jobs
   attach    show a hooked job's step times and kernels (gputui attach PID)
+  analyze   what torch.profiler traces say (gputui analyze TRACE_DIR)
 
 examples:
   gputui                      live monitor
