@@ -132,3 +132,9 @@ def test_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert code == 2 and "no such file or directory" in err
     code, _, err = run(capsys, str(DATA), "--top", "0")
     assert code == 2 and "--top" in err
+
+
+def test_copies_keep_their_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """A pageable copy says so in the table: its name is not shortened."""
+    _, out, _ = run(capsys, str(DATA / "hook-pageable_copy.pt.trace.json.gz"), "--top", "3")
+    assert "memcpy   Memcpy HtoD (Pageable -> Device)" in out

@@ -222,3 +222,39 @@ def test_odd_but_valid_events(tmp_path: Path) -> None:
     assert tl.gpu[1].correlation == -1
     assert tl.skipped == 2
     assert any(r.name == "" for r in tl.ranges)
+
+
+def test_older_capitalised_categories(tmp_path: Path) -> None:
+    t = reference_trace()
+    renames = {
+        "kernel": "Kernel",
+        "gpu_memcpy": "Memcpy",
+        "cuda_runtime": "Runtime",
+        "cpu_op": "Operator",
+    }
+    for ev in t.events:
+        ev["cat"] = renames.get(ev["cat"], ev["cat"])
+    old = read_trace(t.write(tmp_path / "old.json")).timeline
+    same(old, reference_timeline(tmp_path))
+
+
+def test_tensorboard_trace_handler_directory(tmp_path: Path) -> None:
+    """What torch.profiler writes for TensorBoard (here on the CPU), as a directory."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    model = torch.nn.Linear(32, 32)
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(str(tmp_path), use_gzip=True),
+    ) as prof:
+        for _ in range(5):
+            model(torch.randn(8, 32)).sum().backward()
+            prof.step()
+    files = find_traces([str(tmp_path)])
+    assert len(files) == 1 and files[0].name.endswith(".pt.trace.json.gz")
+    tf = read_trace(files[0])
+    steps = [r.name for r in tf.timeline.step_ranges()]
+    assert len(steps) == 3 and all(s.startswith("ProfilerStep#") for s in steps)
+    assert any(r.name == "aten::addmm" for r in tf.timeline.ranges)

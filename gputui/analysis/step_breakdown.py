@@ -36,8 +36,8 @@ from gputui.analysis.timeline import (
     RUNTIME,
     GpuActivity,
     Interval,
+    KernelTypes,
     Timeline,
-    hta_kernel_type,
     intersect,
     length,
     merge,
@@ -146,10 +146,11 @@ def _role_ranges(timeline: Timeline) -> dict[str, list[Interval]]:
     collective_ids = {
         r.external_id for r in timeline.ranges if r.name in COLLECTIVE_OPS and r.external_id >= 0
     }
+    types = KernelTypes()
     for a in timeline.gpu:
         iv = (a.start_us, a.end_us)
         if a.kind == KERNEL:
-            comm = a.external_id in collective_ids or hta_kernel_type(a.name) == HTA_COMMUNICATION
+            comm = a.external_id in collective_ids or types(a.name) == HTA_COMMUNICATION
             roles["communication" if comm else "kernel"].append(iv)
         elif a.kind == MEMCPY:
             roles["memcpy"].append(iv)

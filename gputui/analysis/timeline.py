@@ -192,13 +192,17 @@ def length(merged: Iterable[Interval]) -> int:
 def intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
     """The intersection of two merged interval lists (merged)."""
     out: list[Interval] = []
+    append = out.append
     i = j = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
+        a0, a1 = a[i]
+        b0, b1 = b[j]
+        lo = a0 if a0 > b0 else b0
+        hi = a1 if a1 < b1 else b1
         if hi > lo:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
+            append((lo, hi))
+        if a1 < b1:
             i += 1
         else:
             j += 1
@@ -208,21 +212,27 @@ def intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
 def subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
     """``a`` minus ``b``, both merged."""
     out: list[Interval] = []
+    append = out.append
     j = 0
+    nb = len(b)
     for start, end in a:
         cur = start
-        while j < len(b) and b[j][1] <= cur:
+        while j < nb and b[j][1] <= cur:
             j += 1
         k = j
-        while k < len(b) and b[k][0] < end:
-            if b[k][0] > cur:
-                out.append((cur, b[k][0]))
-            cur = max(cur, b[k][1])
+        while k < nb:
+            b0, b1 = b[k]
+            if b0 >= end:
+                break
+            if b0 > cur:
+                append((cur, b0))
+            if b1 > cur:
+                cur = b1
             if cur >= end:
                 break
             k += 1
         if cur < end:
-            out.append((cur, end))
+            append((cur, end))
     return out
 
 

@@ -60,14 +60,19 @@ RATIO_FLOOR = 64 << 20
 #: the most files one command reads
 MAX_FILES = 4096
 CHUNK = 1 << 20
+#: cuts tried per batch before decoding one event at a time
+BATCH_ATTEMPTS = 8
 #: the longest single JSON value (an event, a metadata block) we wait for
 MAX_VALUE_CHARS = 64 << 20
 
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 JSON_GLOBS = ("*.json", "*.json.gz")
 
+#: categories, lower-cased (older traces say "Kernel", "Memcpy", "Runtime")
 _GPU_KINDS = {
     "kernel": KERNEL,
+    "concurrent_kernel": KERNEL,
+    "mtia_ccp_events": KERNEL,
     "gpu_memcpy": MEMCPY,
     "memcpy": MEMCPY,
     "gpu_memset": MEMSET,
@@ -279,28 +284,38 @@ class _Stream:
                 raise self.fail(f"a JSON value of more than {MAX_VALUE_CHARS} characters")
             raise self.fail(f"invalid JSON: {msg}") from None
 
-    def _batch(self, each: Callable[[Any], None]) -> bool:
-        """Decode the whole elements between here and the last ``},`` in the
-        buffer in one call (the C decoder at full speed, keys shared), if that
-        text is a valid run of elements.  A ``},`` inside a string makes the run
-        invalid, never wrong: then the elements up to it go one by one."""
+    def _batch(self, each: Callable[[list[Any]], None]) -> bool:
+        """Decode the whole elements between here and the last ``},`` that is
+        followed by ``{`` in one call (the C decoder at full speed, keys shared),
+        if that text is a valid run of elements.  A ``},`` inside a string (a
+        kernel name's ``{lambda()#1}, ...``) makes the run invalid, never wrong:
+        an earlier cut is tried, and after a few the elements go one by one."""
         if self.base + self.pos < self.one_by_one_until:
             return False
-        cut = self.buf.rfind("},", self.pos)
-        if cut <= self.pos:
-            return False
-        try:
-            items = _DECODER.decode("[" + self.buf[self.pos : cut + 1] + "]")
-        except json.JSONDecodeError:
-            self.one_by_one_until = self.base + cut + 2
-            return False
-        for item in items:
-            each(item)
-        self.pos = cut + 2
-        return True
+        buf, pos = self.buf, self.pos
+        end = len(buf)
+        for _attempt in range(BATCH_ATTEMPTS):
+            cut = buf.rfind("},", pos, end)
+            if cut <= pos:
+                return False
+            end = cut
+            m = _WS.match(buf, cut + 2)
+            nxt = m.end() if m else cut + 2
+            if nxt >= len(buf) or buf[nxt] != "{":
+                continue  # not between two objects: inside a string
+            try:
+                items = _DECODER.decode("[" + buf[pos : cut + 1] + "]")
+            except json.JSONDecodeError:
+                continue
+            each(items)
+            self.pos = cut + 2
+            return True
+        self.one_by_one_until = self.base + end + 2
+        return False
 
-    def array(self, each: Callable[[Any], None]) -> None:
-        """Call ``each`` on every item of the array starting here."""
+    def array(self, each: Callable[[list[Any]], None]) -> None:
+        """Call ``each`` on the items of the array starting here, in order, a
+        list of them at a time."""
         self.expect("[", "'['")
         if self.char() == "]":
             self.pos += 1
@@ -316,7 +331,7 @@ class _Stream:
                     return
                 continue
             obj, end = self._decode(self.pos)
-            each(obj)
+            each([obj])
             m = sep(self.buf, end)
             if m is None or m.end() == len(self.buf):
                 self.pos = end
@@ -335,7 +350,7 @@ class _Stream:
                 self.pos += 1  # a trailing comma
                 return
 
-    def document(self, each: Callable[[Any], None]) -> dict[str, Any]:
+    def document(self, each: Callable[[list[Any]], None]) -> dict[str, Any]:
         """Stream a trace: either ``{"traceEvents": [...], ...}`` or a bare array
         of events.  Returns the other top-level keys."""
         if self.char() == "\ufeff":
@@ -395,6 +410,7 @@ class _Builder:
         self.threads: dict[Any, int] = {}
 
     def thread(self, tid: Any) -> int:
+        """A thread id as an int (some writers use strings)."""
         if type(tid) is int:
             return tid
         got = self.threads.get(tid)
@@ -402,84 +418,79 @@ class _Builder:
             got = self.threads[tid] = -2 - len(self.threads)
         return got
 
-    def add(self, ev: Any) -> None:
+    def add(self, events: list[Any]) -> None:
+        """Turn a list of trace events into records.  Locals, not attributes, in
+        the loop: a large trace has millions of events."""
         tl = self.timeline
-        tl.events += 1
-        if type(ev) is not dict:
-            tl.skipped += 1
-            return
-        dur = ev.get("dur")
-        cat = ev.get("cat")
-        # HTA reads complete events only (flow, instant and metadata events have
-        # no duration), and never the profiler's own "Trace" span.
-        if dur is None or cat is None or cat == "Trace":
-            return
-        ts = ev.get("ts")
-        if type(ts) not in (float, int) or type(dur) not in (float, int) or ts != ts or dur != dur:
-            tl.skipped += 1
-            return
-        name = ev.get("name")
-        if type(name) is not str:
-            name = "" if name is None else str(name)
-        name = self.names.setdefault(name, name)
-        args = ev.get("args")
-        if type(args) is not dict:
-            args = {}
-        corr = args.get("correlation", -1)
-        if type(corr) is not int:
-            corr = _int(corr)
-        stream = args.get("stream", -1)
-        if type(stream) is not int:
-            stream = _int(stream)
-        ext = args.get("External id", args.get("external id", -1))
-        if type(ext) is not int:
-            ext = _int(ext)
-        start = ceil(cast(float, ts))  # a number: checked above
-        end = floor(ts + dur)
-        if end < start:
-            end = start
-        if stream >= 0 or name in SYNC_NAMES:
-            # HTA's GPU events: on a stream (with a correlation id, normally), or a
-            # device-wide sync.
-            device = args.get("device")
-            if type(device) is not int:
-                device = _int(ev.get("pid"), 0)
-            tl.gpu.append(
-                GpuActivity(
-                    start,
-                    end,
-                    round(dur * 1000),
-                    _GPU_KINDS.get(cat, GPU_OTHER),
-                    name,
-                    stream,
-                    device,
-                    corr,
-                    ext,
+        names = self.names
+        thread = self.thread
+        gpu_append = tl.gpu.append
+        runtime_append = tl.runtime.append
+        range_append = tl.ranges.append
+        new = tuple.__new__  # a NamedTuple without its Python-level __new__
+        gpu_kinds, host_kinds, runtime_cats = _GPU_KINDS, _HOST_KINDS, _RUNTIME_CATS
+        sync_names = SYNC_NAMES
+        number = (float, int)
+        skipped = 0
+        for ev in events:
+            if type(ev) is not dict:
+                skipped += 1
+                continue
+            dur = ev.get("dur")
+            cat = ev.get("cat")
+            # HTA reads complete events only (flow, instant and metadata events
+            # have no duration), and never the profiler's own "Trace" span.
+            if dur is None or cat is None or cat == "Trace":
+                continue
+            if type(cat) is not str:
+                cat = str(cat)
+            ts = ev.get("ts")
+            if type(ts) not in number or type(dur) not in number or ts != ts or dur != dur:
+                skipped += 1
+                continue
+            name = ev.get("name")
+            if type(name) is not str:
+                name = "" if name is None else str(name)
+            name = names.setdefault(name, name)
+            args = ev.get("args")
+            if type(args) is not dict:
+                args = {}
+            corr = args.get("correlation", -1)
+            if type(corr) is not int:
+                corr = _int(corr)
+            stream = args.get("stream", -1)
+            if type(stream) is not int:
+                stream = _int(stream)
+            ext = args.get("External id")
+            if type(ext) is not int:
+                ext = _int(args.get("external id") if ext is None else ext)
+            start = ceil(cast(float, ts))  # a number: checked above
+            end = floor(ts + dur)
+            if end < start:
+                end = start
+            if stream >= 0 or name in sync_names:
+                # HTA's GPU events: on a stream (with a correlation id, normally),
+                # or a device-wide sync.
+                device = args.get("device")
+                if type(device) is not int:
+                    device = _int(ev.get("pid"), 0)
+                kind = gpu_kinds.get(cat) or gpu_kinds.get(cat.lower(), GPU_OTHER)
+                gpu_append(
+                    new(
+                        GpuActivity,
+                        (start, end, round(dur * 1000), kind, name, stream, device, corr, ext),
+                    )
                 )
-            )
-        elif corr >= 0:
-            tl.runtime.append(
-                RuntimeCall(
-                    start,
-                    end,
-                    name,
-                    self.thread(ev.get("tid")),
-                    corr,
-                    ext,
-                    RUNTIME if cat in _RUNTIME_CATS else DRIVER,
-                )
-            )
-        else:
-            tl.ranges.append(
-                HostRange(
-                    start,
-                    end,
-                    name,
-                    self.thread(ev.get("tid")),
-                    _HOST_KINDS.get(cat, HOST_OTHER),
-                    ext,
-                )
-            )
+            elif corr >= 0:
+                kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
+                tid = thread(ev.get("tid"))
+                runtime_append(new(RuntimeCall, (start, end, name, tid, corr, ext, kind)))
+            else:
+                kind = host_kinds.get(cat) or host_kinds.get(cat.lower(), HOST_OTHER)
+                tid = thread(ev.get("tid"))
+                range_append(new(HostRange, (start, end, name, tid, kind, ext)))
+        tl.events += len(events)
+        tl.skipped += skipped
 
 
 def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
