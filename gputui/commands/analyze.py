@@ -11,10 +11,12 @@ ops, and the findings of the trace rules.  docs/analyze.md has the definitions.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +77,31 @@ def _device(tf: TraceFile) -> tuple[str | None, int | None, str | None]:
     return dev.name, dev.total_memory_bytes, dev.compute_capability
 
 
+@contextlib.contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """A trace becomes millions of small records without cycles: reference
+    counting frees them, and the cyclic collector would only walk them again
+    and again (about a fifth of the run time on a 50 MB trace)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load(
     paths: Sequence[str], include_last_step: bool = False, top: int = 30
 ) -> list[TraceSummary]:
     """Every trace file named by ``paths``, summarized, by rank."""
+    with _without_cyclic_gc():
+        return _load(find_traces(paths), include_last_step, top)
+
+
+def _load(files: Sequence[Path], include_last_step: bool, top: int) -> list[TraceSummary]:
     out: list[TraceSummary] = []
-    for position, path in enumerate(find_traces(paths)):
+    for position, path in enumerate(files):
         tf = read_trace(path)
         name, memory, cc = _device(tf)
         if tf.rank is not None:
