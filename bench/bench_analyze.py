@@ -117,39 +117,44 @@ def tile(source: Path, target: Path, megabytes: float) -> dict[str, Any]:
     return {"copies": copies, "steps": copies * steps_per_copy, "bytes": target.stat().st_size}
 
 
+#: Runs the measured command and reports its own peak RSS.  A child's
+#: ``ru_maxrss`` counts the memory it shared with its parent before ``exec``, so
+#: the command is started from this small fresh interpreter, not from the
+#: benchmark process, which holds the source trace in memory.
+LAUNCHER = r"""
+import json, os, subprocess, sys, time
+t0 = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps({
+    "wall_s": round(time.perf_counter() - t0, 3),
+    "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    "rc": os.waitstatus_to_exitcode(status),
+    "error": (err.decode(errors="replace").strip().splitlines() or [None])[-1] if status else None,
+}))
+"""
+
+
 def measure_rss(cmd: list[str], timeout: float) -> dict[str, Any]:
-    """Run ``cmd``: its wall time, its own peak RSS (``wait4``), exit status."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
+    """Run ``cmd`` through :data:`LAUNCHER`: its wall time, its own peak RSS
+    (``wait4``), exit status; killed after ``timeout`` seconds."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, *cmd],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=str(REPO),
         start_new_session=True,
     )
-    deadline = t0 + timeout
-    status = rusage = None
-    timed_out = False
-    while True:
-        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pid, status, rusage = os.wait4(proc.pid, 0)
-            timed_out = True
-            break
-        time.sleep(0.05)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    return {
-        "wall_s": round(wall, 3),
-        "peak_rss_mib": round(rusage.ru_maxrss / 1024, 1),
-        "rc": proc.returncode,
-        "timed_out": timed_out,
-        "error": err.strip().splitlines()[-1] if proc.returncode and err.strip() else None,
-    }
+    try:
+        out, _ = launcher.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.communicate()
+        return {"wall_s": timeout, "peak_rss_mib": None, "rc": None, "timed_out": True}
+    got: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    got["timed_out"] = False
+    return got
 
 
 def main() -> int:
@@ -199,7 +204,8 @@ def main() -> int:
             for name in ("gputui", "hta"):
                 ok = [g["wall_s"] for g in row[name] if g["rc"] == 0]
                 row[f"{name}_median_s"] = statistics.median(ok) if ok else None
-                row[f"{name}_peak_rss_mib"] = max(g["peak_rss_mib"] for g in row[name])
+                rss = [g["peak_rss_mib"] for g in row[name] if g["peak_rss_mib"] is not None]
+                row[f"{name}_peak_rss_mib"] = max(rss) if rss else None
             if row["gputui_median_s"] and row["hta_median_s"]:
                 row["speedup"] = round(row["hta_median_s"] / row["gputui_median_s"], 1)
             print(
