@@ -192,7 +192,7 @@ def render(summary: TraceSummary, findings: Sequence[Finding] = (), top: int = 1
     out.extend(_hta(summary))
     out.extend(_kernels(summary, top))
     out.extend(_cpu_ops(summary, top))
-    return [line[:WIDTH] for line in out]
+    return [line[:WIDTH].rstrip() for line in out]
 
 
 def _findings(findings: Sequence[Finding]) -> list[str]:
