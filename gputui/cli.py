@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "bench": "bench",
     "exporter": "exporter",
     "cluster": "cluster",
+    "analyze": "analyze",
 }
 
 EPILOG = """\
@@ -41,6 +42,7 @@ sub-commands:
   bench     measure this GPU's ceilings: bandwidth, TFLOP/s, PCIe, launch time
   exporter  serve GPU and training metrics to Prometheus (gputui exporter)
   cluster   every node of a cluster, read from Prometheus (gputui cluster --prometheus URL)
+  analyze   what torch.profiler traces say (gputui analyze TRACE_DIR)
 
 examples:
   gputui                      live monitor

@@ -178,8 +178,9 @@ class CaptureView:
         return sum(self.by_class_us.get(c, 0.0) for c in classes) / total
 
     def span_share(self, us: float) -> float | None:
-        """``us`` microseconds as a share of the capture span."""
-        return us / self.span_us if self.span_us else None
+        """``us`` microseconds as a share of the capture span (at most all of it:
+        a copy that started before the window counts only inside it)."""
+        return min(1.0, us / self.span_us) if self.span_us else None
 
     @property
     def kernels_per_step(self) -> float:
@@ -261,10 +262,13 @@ class JobEvidence:
     loader: LoaderInfo | None = None
     #: evidence of the other ranks of the job (multi-rank rules); () for one rank
     ranks: tuple[JobEvidence, ...] = ()
+    #: read from a profiler trace (``gputui analyze``): its few steps are all
+    #: there is, and every one of them was profiled
+    from_trace: bool = False
 
     @property
     def enough_steps(self) -> bool:
-        return self.stats.count >= MIN_STEPS
+        return self.stats.count >= (1 if self.from_trace else MIN_STEPS)
 
     @property
     def step_s(self) -> float | None:

@@ -500,11 +500,11 @@ async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
     """A GPU that `gputui bench` measured: DRAM bandwidth in bytes next to the
     measured copy bandwidth, PCIe next to the measured pinned copies; another
     GPU, never measured, shows neither; a recording never reads this machine's."""
+    import dataclasses
+
     from gputui.ceilings import cache
     from tests.helpers.synthetic import live_like_source
     from tests.unit.test_ceilings import _document
-
-    import dataclasses
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     uuid = "GPU-12345678-1234-1234-1234-123456789abc"
