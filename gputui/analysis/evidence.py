@@ -19,6 +19,7 @@ from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.steps import StepStats, is_warmup, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.schema import MemorySample, StepRecord
 
@@ -256,6 +257,8 @@ class JobEvidence:
     gpu: GpuWindow | None = None
     #: evidence of the other ranks of the job (multi-rank rules); () for one rank
     ranks: tuple[JobEvidence, ...] = ()
+    #: the latest memory snapshot's summary (allocation sites, growing ones)
+    memory_snapshot: MemorySnapshotResult | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -296,6 +299,7 @@ def job_evidence(
     batch_size: int | None = None,
     device_total_bytes: int | None = None,
     window: int = 1000,
+    memory_snapshot: MemorySnapshotResult | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps."""
     recent = tuple(steps[-window:])
@@ -310,4 +314,5 @@ def job_evidence(
         device_total_bytes=device_total_bytes,
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),
+        memory_snapshot=memory_snapshot,
     )

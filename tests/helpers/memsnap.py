@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.hook import _memsnap
+from gputui.hook._memsummary import summarize
+from gputui.protocol.memsnap import MemorySnapshotResult
 
 TORCH_DIR = "/venv/lib/python3.11/site-packages/torch/"
 STDLIB_DIR = "/usr/lib/python3.11/"
@@ -135,10 +137,11 @@ LEAK_FILE = "/home/u/leaky.py"
 LEAK_LINE = 42
 
 
-def planted_leak(steps: int = 5, leak_bytes: int = 4 * MIB) -> dict[str, Any]:
+def planted_leak(steps: int = 5, leak_bytes: int = 4 * MIB, leak: bool = True) -> dict[str, Any]:
     """``steps`` steps of a job that keeps one tensor per step (``LEAK_FILE:LEAK_LINE``)
     and frees its activations and gradients within each step; parameters
-    allocated before the window stay alive."""
+    allocated before the window stay alive.  ``leak=False``: the same job that
+    frees the tensor within the step too."""
     snap = Snapshot()
     params = [snap.alloc(8 * MIB, None) for _ in range(2)]  # before the history: no frames
     snap.trace.clear()  # ... and not in the trace
@@ -149,10 +152,43 @@ def planted_leak(steps: int = 5, leak_bytes: int = 4 * MIB) -> dict[str, Any]:
             snap.alloc(16 * MIB, user_stack("/home/u/model.py", 30 + i, "forward"))
             for i in range(3)
         ]
-        snap.alloc(leak_bytes, user_stack(LEAK_FILE, LEAK_LINE, "remember"))
+        kept = snap.alloc(leak_bytes, user_stack(LEAK_FILE, LEAK_LINE, "remember"))
         grads = [snap.alloc(2 * MIB, []) for _ in range(2)]  # autograd's thread: no Python frame
-        for addr in acts + grads:
+        for addr in acts + grads + ([] if leak else [kept]):
             snap.free(addr)
         del k
         snap.marker()
     return snap.build()
+
+
+def result(snapshot: dict[str, Any], **meta: Any) -> MemorySnapshotResult:
+    """The result the hook would send for ``snapshot`` (steps 100.. by default)."""
+    fields = summarize(
+        snapshot,
+        0,
+        _memsnap.is_marker,
+        skip_roots=(TORCH_DIR, "/site-packages/gputui/"),
+        stdlib_roots=(STDLIB_DIR,),
+    )
+    boundaries = fields["boundaries"]
+    base: dict[str, Any] = {
+        "id": "m1",
+        "pid": 4242,
+        "device": 0,
+        "first_step": 100,
+        "last_step": 100 + max(0, boundaries - 2),
+        "steps": max(1, boundaries - 1),
+        "started": 1_700_000_000.0,
+        "window_end_wall": 1_700_000_002.5,
+        "max_entries": 100_000,
+        "start_ms": 0.4,
+        "stop_ms": 38.2,
+        "summary_ms": 12.5,
+        "dump_ms": 80.1,
+        "ready_after_ms": 95.0,
+        "snapshot_path": "/home/u/.cache/gputui/memory/4242-20260101-120000-steps100-104.pickle",
+        "snapshot_bytes": 1_234_567,
+    }
+    base.update(fields)
+    base.update(meta)
+    return MemorySnapshotResult(**base)
