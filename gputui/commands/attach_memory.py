@@ -213,12 +213,12 @@ def print_result(result: MemorySnapshotResult, found: list[Finding]) -> None:
         for col in ("size", "requested", "pool", "site"):
             table.add_column(col, justify="left" if col == "site" else "right")
         for b in result.largest_blocks:
-            where = _site(b.site) if b.in_window or b.site is not None else None
+            known = b.in_window or b.site is not None
             table.add_row(
                 fmt.size(b.bytes),
                 fmt.size(b.requested_bytes),
                 fmt.clean(b.segment_type, 8),
-                where if where is not None else Text("allocated before the window", style="dim"),
+                _site(b.site) if known else Text("allocated before the window", style="dim"),
             )
         console.print(table)
     for f in found:
