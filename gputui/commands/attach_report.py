@@ -30,6 +30,7 @@ from gputui.collectors.hook_client import (
     Invalid,
     MemoryBatch,
     MemorySample,
+    MemorySnapshotResult,
     Status,
     StepBatch,
     StepRecord,
@@ -59,6 +60,7 @@ class Collected:
         self.status: Status | None = None
         self.memory: list[tuple[MemorySample, int | None]] = []
         self.capture: CaptureResult | None = None
+        self.memory_snapshot: MemorySnapshotResult | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
 
@@ -74,6 +76,8 @@ class Collected:
             del self.memory[:-MEMORY_POINTS]
         elif isinstance(event, CaptureResult):
             self.capture = event
+        elif isinstance(event, MemorySnapshotResult):
+            self.memory_snapshot = event
         elif isinstance(event, Disconnected):
             self.disconnected = event
         elif isinstance(event, HookError):
@@ -169,9 +173,20 @@ def report_dict(pid: int | None, got: Collected, stats: StepStats) -> dict[str, 
             "memory": None if memory is None else memory.to_wire(),
             "memory_growth": None if growth is None else dataclasses.asdict(growth),
             "capture": None if got.capture is None else got.capture.to_wire(),
+            "memory_snapshot": _memory_snapshot(got.memory_snapshot),
             "problems": list(got.problems),
         }
     )
+
+
+def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | None:
+    """The latest memory snapshot, as ``attach --memory-snapshot --json`` prints it."""
+    if result is None:
+        return None
+    doc = result.to_wire()
+    doc.pop("v", None)
+    doc.pop("type", None)
+    return doc
 
 
 def _finite(obj: Any) -> Any:
@@ -253,6 +268,18 @@ def print_report(got: Collected, stats: StepStats, banner: str | None = None) ->
         console.print(Text(line))
     if got.capture is not None:
         _print_capture(console, got.capture, Table, Text)
+    snap = got.memory_snapshot
+    if snap is not None:
+        about = Text(
+            f"memory snapshot steps {snap.first_step}..{snap.last_step}: "
+            f"{len(snap.growing)} growing allocation site(s)"
+        )
+        if snap.growing and snap.growing[0].site is not None:
+            top = snap.growing[0].site
+            about.append(f", top {fmt.clean(top.file)}:{top.line}")
+        if snap.snapshot_path:
+            about.append(f"; file {fmt.clean(snap.snapshot_path)}")
+        console.print(about)
 
 
 def _labelled(label: str, value: str, style: str) -> Any:

@@ -4,11 +4,15 @@ frames innermost first), and a planted leak built from them."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from gputui.collectors.attach_recording import AttachRecorder
 from gputui.hook import _memsnap
 from gputui.hook._memsummary import summarize
-from gputui.protocol.memsnap import MemorySnapshotResult
+from gputui.protocol import memsnap as ms
+from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
+from gputui.protocol.schema import DeviceInfo, Hello, StepBatch, StepRecord
 
 TORCH_DIR = "/venv/lib/python3.11/site-packages/torch/"
 STDLIB_DIR = "/usr/lib/python3.11/"
@@ -192,3 +196,34 @@ def result(snapshot: dict[str, Any], **meta: Any) -> MemorySnapshotResult:
     base.update(fields)
     base.update(meta)
     return MemorySnapshotResult(**base)
+
+
+HELLO = Hello(
+    pid=4242,
+    argv=("python", "leaky.py"),
+    torch="2.13.0",
+    cuda="13.0",
+    cuda_in_use=True,
+    device=DeviceInfo(0, "NVIDIA H100 80GB HBM3", 80 * 2**30, "GPU-1"),
+)
+
+
+def step_batch(first: int, n: int) -> dict[str, Any]:
+    records = tuple(
+        StepRecord(i, 1_700_000_000.0 + i * 0.05, 0.05, {"forward": 0.02, "backward": 0.03})
+        for i in range(first, first + n)
+    )
+    return StepBatch(records).to_wire()
+
+
+def record_session(path: Path, with_snapshot: bool = True) -> None:
+    """An attach recording: steps, then a memory snapshot of steps 100..104."""
+    rec = AttachRecorder(path, HELLO.to_wire(), 4242, note="test")
+    rec.write(step_batch(0, 100))
+    if with_snapshot:
+        rec.write(MemorySnapshotStatus(ms.RECORDING, "m1", step=100, steps=5).to_wire())
+        rec.write(step_batch(100, 5))
+        rec.write(MemorySnapshotStatus(ms.PROCESSING, "m1").to_wire())
+        rec.write(result(planted_leak()).to_wire())
+    rec.write(step_batch(105, 20))
+    rec.close()

@@ -8,46 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
+from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.hook_client import StepBatch, StepRecord, parse_event
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import MemorySnapshotStatus
-from gputui.protocol.schema import DeviceInfo, Hello
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
 from gputui.tui.attach.memory_view import MemoryPanel, MemoryScreen, memory_text, progress
 from gputui.tui.attach.model import AttachState
 from tests.helpers import memsnap as h
 from tests.helpers.synthetic import wait_for
-
-HELLO = Hello(
-    pid=4242,
-    argv=("python", "leaky.py"),
-    torch="2.13.0",
-    cuda="13.0",
-    cuda_in_use=True,
-    device=DeviceInfo(0, "NVIDIA H100 80GB HBM3", 80 * 2**30, "GPU-1"),
-)
-
-
-def steps(first: int, n: int) -> dict[str, Any]:
-    records = tuple(
-        StepRecord(i, 1_700_000_000.0 + i * 0.05, 0.05, {"forward": 0.02, "backward": 0.03})
-        for i in range(first, first + n)
-    )
-    return StepBatch(records).to_wire()
-
-
-def record_session(path: Path, with_snapshot: bool = True) -> None:
-    """An attach recording: steps, then a memory snapshot of steps 100..104."""
-    rec = AttachRecorder(path, HELLO.to_wire(), 4242, note="test")
-    rec.write(steps(0, 100))
-    if with_snapshot:
-        rec.write(MemorySnapshotStatus(ms.RECORDING, "m1", step=100, steps=5).to_wire())
-        rec.write(steps(100, 5))
-        rec.write(MemorySnapshotStatus(ms.PROCESSING, "m1").to_wire())
-        rec.write(h.result(h.planted_leak()).to_wire())
-    rec.write(steps(105, 20))
-    rec.close()
 
 
 def panel_text(app: Any) -> str:
@@ -58,7 +27,7 @@ def panel_text(app: Any) -> str:
 
 async def test_a_recorded_snapshot_is_shown_with_m(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl.gz"
-    record_session(path)
+    h.record_session(path)
     app = make_attach_app(ReplayFeed.from_file(path), autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -96,7 +65,7 @@ async def test_an_old_recording_without_one_says_so() -> None:
 
 def test_recordings_keep_the_messages_as_sent(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl.gz"
-    record_session(path)
+    h.record_session(path)
     recording = read_attach_recording(path)
     kinds = [msg["type"] for _, msg in recording.messages]
     assert kinds.count("memory_snapshot_result") == 1
@@ -121,7 +90,7 @@ class AnsweringFeed:
 
     def connect(self, state: AttachState) -> None:
         self.state = state
-        state.set_hello(HELLO)
+        state.set_hello(h.HELLO)
         state.add(
             StepBatch(tuple(StepRecord(i, float(i), 0.05, {"forward": 0.05}) for i in range(30)))
         )
@@ -180,7 +149,7 @@ async def test_live_refusal_is_shown_and_does_not_block_the_next_try() -> None:
 
 def test_progress_lines_follow_the_hook_states() -> None:
     state = AttachState()
-    state.set_hello(HELLO)
+    state.set_hello(h.HELLO)
     state.add(StepBatch(tuple(StepRecord(i, float(i), 0.05, {}) for i in range(12))))
     state.set_memsnap_wanted("m1")
     assert progress(state.snapshot()) == (
@@ -198,7 +167,7 @@ def test_progress_lines_follow_the_hook_states() -> None:
 
 def test_job_text_is_cleaned_in_the_view() -> None:
     state = AttachState()
-    state.set_hello(HELLO)
+    state.set_hello(h.HELLO)
     evil = h.Snapshot()
     evil.marker()
     for _ in range(4):

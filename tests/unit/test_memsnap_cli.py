@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from gputui.cli import main
 from gputui.commands import attach_memory
 from tests.helpers import memsnap as h
 
@@ -61,3 +63,23 @@ def test_job_text_is_cleaned_in_print_and_exact_in_json(capsys: pytest.CaptureFi
     assert back["memory_snapshot"]["snapshot_path"] == "/tmp/\x1b[1mx.pickle"
     assert "type" not in back["memory_snapshot"] and back["pid"] == 4242
     assert [f["rule"] for f in back["findings"]] == ["memory.leak_site"]
+
+
+def test_replay_once_reports_the_recorded_snapshot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.jsonl.gz"
+    h.record_session(path)
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    top = doc["memory_snapshot"]["growing"][0]["site"]
+    assert (top["file"], top["line"]) == (h.LEAK_FILE, h.LEAK_LINE)
+    assert main(["attach", "--replay", str(path), "--once"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # (the report wraps at 80 columns)
+    assert "memory snapshot steps 100..104: 1 growing allocation site(s)" in out
+    assert f"top {h.LEAK_FILE}:{h.LEAK_LINE}" in out
+    # a recording without one still replays, with null in its place
+    old = tmp_path / "old.jsonl.gz"
+    h.record_session(old, with_snapshot=False)
+    assert main(["attach", "--replay", str(old), "--once", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_snapshot"] is None
