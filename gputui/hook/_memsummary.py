@@ -39,6 +39,8 @@ from gputui.protocol.memsnap import (
     SiteStats,
 )
 
+_UNSEEN = object()
+_MARKER = object()
 _PACKAGES = re.compile(r"[/\\](site|dist)-packages[/\\]")
 #: a site: (file, line, function) of its frame, or None (no Python frame)
 SiteKey = tuple[str, int, str] | None
@@ -58,17 +60,22 @@ def _size(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-class Sites:
-    """Turns frame lists into sites, once per distinct list.
+def stack_key(frames: list[Any]) -> tuple[int, ...]:
+    """The identity of a stack: torch builds one dict per distinct frame and
+    shares it between the stacks that hold it, so equal stacks give equal keys
+    (and a key is valid while the snapshot dict keeps the frames alive)."""
+    return tuple(map(id, frames))
 
-    torch shares one list between all events with the same stack, so the cache
-    keyed by the list's identity saves the walk for almost every event; the
-    snapshot dict keeps the lists alive while this object lives."""
+
+class Sites:
+    """Turns frame lists into sites, once per distinct stack (see
+    :func:`stack_key`): the walk is done for a few hundred stacks, not for every
+    one of a hundred thousand events."""
 
     def __init__(self, skip_roots: Sequence[str], stdlib_roots: Sequence[str] = ()) -> None:
         self.skip_roots = tuple(r for r in skip_roots if r)
         self.stdlib_roots = tuple(r for r in stdlib_roots if r)
-        self.cache: dict[int, SiteKey] = {}
+        self.cache: dict[tuple[int, ...], SiteKey] = {}
         self.sites: dict[tuple[str, int, str], AllocSite] = {}
 
     def _skipped(self, filename: str) -> bool:
@@ -81,7 +88,7 @@ class Sites:
     def key(self, frames: Any) -> SiteKey:
         if not frames or not isinstance(frames, list):
             return None
-        ident = id(frames)
+        ident = stack_key(frames)
         if ident in self.cache:
             return self.cache[ident]
         chosen = 0
@@ -163,35 +170,41 @@ def summarize(
     alive: dict[SiteKey, list[int]] = {}  # site -> [bytes, count] alive now
     at_boundary: list[dict[SiteKey, tuple[int, int]]] = []
     markers: set[int] = set()
-    marker_cache: dict[int, bool] = {}
+    #: stack -> its site, or _MARKER: one lookup per event (see stack_key)
+    keys: dict[tuple[int, ...], Any] = {}
     alloc_count = alloc_bytes = 0
     for event in trace:
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):
             continue
         action = event.get("action")
-        addr = event.get("addr")
         if action == "alloc":
+            addr = event.get("addr")
             frames = event.get("frames")
-            ident = id(frames)
-            marker = marker_cache.get(ident)
-            if marker is None:
-                marker = marker_cache[ident] = bool(frames) and is_marker(frames)
-            if marker:
+            ident = tuple(map(id, frames)) if type(frames) is list else ()
+            key = keys.get(ident, _UNSEEN)
+            if key is _UNSEEN:
+                key = keys[ident] = _MARKER if ident and is_marker(frames) else sites.key(frames)
+            if key is _MARKER:
                 markers.add(addr)  # type: ignore[arg-type]
                 at_boundary.append({k: (v[0], v[1]) for k, v in alive.items() if v[1]})
                 continue
-            key = sites.key(frames)
-            size = _size(event.get("size"))
+            size = event.get("size")
+            if type(size) is not int or size < 0:
+                size = _size(size)
             live[addr] = (key, size)  # type: ignore[index]
-            row = total.setdefault(key, [0, 0])
+            row = total.get(key)
+            if row is None:
+                row = total[key] = [0, 0]
+                alive[key] = [0, 0]
             row[0] += size
             row[1] += 1
-            now = alive.setdefault(key, [0, 0])
+            now = alive[key]
             now[0] += size
             now[1] += 1
             alloc_count += 1
             alloc_bytes += size
         elif action == "free_requested":
+            addr = event.get("addr")
             if addr in markers:
                 continue
             item = live.pop(addr, None)  # type: ignore[arg-type]
@@ -199,8 +212,8 @@ def summarize(
                 now = alive[item[0]]
                 now[0] -= item[1]
                 now[1] -= 1
-        elif action == "free_completed" and addr in markers:
-            markers.discard(addr)  # type: ignore[arg-type]
+        elif action == "free_completed":
+            markers.discard(event.get("addr"))  # type: ignore[arg-type]
 
     truncated = bool(max_entries) and len(trace) >= (max_entries or 0)
     if truncated:

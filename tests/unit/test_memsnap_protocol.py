@@ -85,7 +85,7 @@ results = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(results)
 def test_result_round_trips_through_a_frame(result: MemorySnapshotResult) -> None:
     frame = framing.encode_obj(result.to_wire())
