@@ -216,16 +216,15 @@ def _ms(value: float | None) -> str:
 class MemoryPanel(TextPanel):
     SELECTABLE = True  # users copy the snapshot's path from here
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, state: AttachState, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.snap: StateSnapshot | None = None
+        self.state = state
         self.live = True
         self.ascii_only = False
 
     def build(self, width: int) -> Text:
-        if self.snap is None:
-            return Text("connecting...", style="dim")
-        return memory_text(self.snap, width, self.ascii_only, self.live)
+        # Every redraw (a refresh, a resize) draws the state as it is now.
+        return memory_text(self.state.snapshot(), width, self.ascii_only, self.live)
 
 
 class MemoryScreen(Screen[object]):
@@ -252,7 +251,7 @@ class MemoryScreen(Screen[object]):
     def compose(self) -> ComposeResult:
         yield BannerPanel(id="mem-banner")  # a replay says so on every screen
         with VerticalScroll(id="mem-scroll"):
-            yield MemoryPanel(id="mem-panel")
+            yield MemoryPanel(self.state, id="mem-panel")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -276,9 +275,7 @@ class MemoryScreen(Screen[object]):
         if not force and version == self._version:
             return
         self._version = version
-        panel = self.query_one(MemoryPanel)
-        panel.snap = self.state.snapshot()
-        panel.redraw()
+        self.query_one(MemoryPanel).redraw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "snapshot" and self.feed.is_replay:
