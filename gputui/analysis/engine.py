@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY
-from gputui.analysis.rules import capture, device, gpu, memory, steps
+from gputui.analysis.rules import capture, device, gpu, memory, roofline, steps
 from gputui.analysis.rules.device import DeviceEvidence
 from gputui.analysis.severity import INFO, ORDER
 
 #: the modules whose rules the engine runs (imported above for that)
-RULE_MODULES = (capture, device, gpu, memory, steps)
+RULE_MODULES = (capture, device, gpu, memory, roofline, steps)
 
 
 def _run(rule_id: str, ev: object) -> list[Finding]:

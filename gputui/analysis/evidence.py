@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 
 from gputui.analysis import kernels
 from gputui.analysis.memory import MemoryGrowth, memory_growth
+from gputui.analysis.roofline import Roof, RooflineReport
+from gputui.analysis.roofline import analyze as place_on_roof
 from gputui.analysis.steps import StepStats, is_warmup, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import StepFlag
+from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
 
 #: rules about steps stay silent until this many ordinary steps were seen
@@ -33,6 +36,8 @@ MIN_GPU_SAMPLES = 3
 GPU_WINDOW = 30
 #: kernels shorter than this are "tiny": launch overhead dominates them
 TINY_KERNEL_US = 10.0
+#: ops placed on the roofline (by GPU time)
+ROOFLINE_TOP = 10
 
 
 # -- the job's GPU -----------------------------------------------------------------------------
@@ -268,6 +273,8 @@ class JobEvidence:
     from_trace: bool = False
     #: the latest memory snapshot's summary (allocation sites, growing ones)
     memory_snapshot: MemorySnapshotResult | None = None
+    #: the latest capture's top ops on the GPU's roofline (captures with FLOPs)
+    roofline: RooflineReport | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -300,6 +307,14 @@ def ordinary(steps: Sequence[StepRecord]) -> list[StepRecord]:
 _NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE)
 
 
+def roofline_of(rows: Sequence[OpRow], roof: Roof | None) -> RooflineReport | None:
+    """The top op rows (of a capture with FLOPs, or a trace with shapes) on the
+    GPU's roofline; None without rows or roof."""
+    if not rows or roof is None:
+        return None
+    return place_on_roof(rows, roof, top=ROOFLINE_TOP)
+
+
 def job_evidence(
     steps: Sequence[StepRecord],
     memory: Sequence[tuple[MemorySample, int | None]] = (),
@@ -313,6 +328,7 @@ def job_evidence(
     window: int = 1000,
     loader: LoaderInfo | None = None,
     memory_snapshot: MemorySnapshotResult | None = None,
+    roof: Roof | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps."""
     recent = tuple(steps[-window:])
@@ -329,4 +345,5 @@ def job_evidence(
         gpu=GpuWindow.of(gpu),
         loader=loader,
         memory_snapshot=memory_snapshot,
+        roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
     )

@@ -23,115 +23,15 @@ launcher itself.  Calls are then summed per (name, input shapes, dtypes).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.analysis import op_costs
 from gputui.analysis.op_costs import Shape
+from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, OpRow
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-PROFILER = "profiler"
-ESTIMATED = "estimated"
-MAX_DIMS = 16
-
-
-@dataclass(frozen=True)
-class OpRow:
-    """One op with one input signature, summed over its calls."""
-
-    name: str
-    input_dims: tuple[Shape | None, ...]
-    input_types: tuple[str, ...]
-    calls: int
-    device_us: float  #: GPU time of the kernels it (or an op under it) launched
-    kernels: int
-    flops: float | None  #: total over the calls
-    flops_source: str | None  #: "profiler" (torch's count) or "estimated" (op_costs)
-    bytes_moved: float | None  #: total over the calls, estimated (op_costs)
-    bytes_rule: str
-
-    @property
-    def dtype_family(self) -> str | None:
-        return op_costs.dtype_family(self.input_types)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (tuples become lists), for a capture result."""
-        return {
-            "name": self.name,
-            "input_dims": [list(d) if d is not None else None for d in self.input_dims],
-            "input_types": list(self.input_types),
-            "calls": self.calls,
-            "device_us": round(self.device_us, 3),
-            "kernels": self.kernels,
-            "flops": self.flops,
-            "flops_source": self.flops_source,
-            "bytes_moved": self.bytes_moved,
-            "bytes_rule": self.bytes_rule,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any) -> OpRow | None:
-        """A row sent by :meth:`to_dict` (from another process: checked), or None."""
-        if not isinstance(data, Mapping):
-            return None
-        name: Any = data.get("name")
-        calls: Any = data.get("calls")
-        kernels: Any = data.get("kernels")
-        device_us: Any = data.get("device_us")
-        rule: Any = data.get("bytes_rule")
-        if not isinstance(name, str) or not isinstance(rule, str):
-            return None
-        if not _count(calls) or not _count(kernels, zero=True) or not _number(device_us):
-            return None
-        flops, moved = data.get("flops"), data.get("bytes_moved")
-        if (flops is not None and not _number(flops)) or (moved is not None and not _number(moved)):
-            return None
-        source = data.get("flops_source")
-        if source not in (PROFILER, ESTIMATED, None):
-            return None
-        dims = _dims(data.get("input_dims"))
-        types = _strings(data.get("input_types"))
-        if len(dims) > 64 or len(types) > 64:
-            return None
-        return cls(
-            name=name[:1000],
-            input_dims=dims,
-            input_types=tuple(t[:100] for t in types),
-            calls=int(calls),
-            device_us=float(device_us),
-            kernels=int(kernels),
-            flops=None if flops is None else float(flops),
-            flops_source=source if flops is not None else None,
-            bytes_moved=None if moved is None else float(moved),
-            bytes_rule=rule[:20],
-        )
-
-    def shapes_text(self) -> str:
-        """``8192x1024 · 1024x3072``: the tensor inputs' shapes."""
-        parts = []
-        for dims, t in zip(self.input_dims, self.input_types, strict=False):
-            if dims is not None and op_costs.is_tensor_type(t):
-                parts.append("x".join(str(d) for d in dims) if dims else "scalar")
-        return " · ".join(parts)
-
-
-def _count(value: Any, zero: bool = False) -> bool:
-    return (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and (value >= 0 if zero else value > 0)
-    )
-
-
-def _number(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and value >= 0
-        and value != float("inf")
-    )
 
 
 class _Op:
@@ -295,44 +195,83 @@ def _ns(us: Any) -> int | None:
     return round(us * 1000.0)
 
 
+#: a trace whose first cpu ops carry no input shapes was recorded without
+#: ``record_shapes``: its ops are not kept (no FLOPs or bytes can be estimated)
+SHAPES_PROBE_OPS = 10_000
+
+
+class ChromeTraceOps:
+    """Op rows of a Chrome trace fed one list of events at a time (a streaming
+    reader calls :meth:`add` for each chunk; :func:`rows_from_chrome_trace` with
+    the whole list).  An op's arguments are kept only when they carry shapes."""
+
+    def __init__(self) -> None:
+        self.ops: list[_Op] = []
+        self.launch_to_op: dict[Any, Any] = {}  # correlation -> External id of the op
+        self.activities: list[tuple[Any, Any, int]] = []  # (correlation, External id, ns)
+        self.has_shapes = False
+        self.given_up = False
+
+    def add(self, events: Iterable[Any]) -> None:
+        if self.given_up:
+            return
+        ops, launch_to_op, activities = self.ops, self.launch_to_op, self.activities
+        for ev in events:
+            if not isinstance(ev, dict):
+                continue
+            cat = ev.get("cat")
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                continue
+            if cat == "cpu_op":
+                start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
+                ext = args.get("External id")
+                if start is None or dur is None or ext is None:
+                    continue
+                shaped = "Input Dims" in args
+                if shaped:
+                    self.has_shapes = True
+                elif not self.has_shapes and len(ops) >= SHAPES_PROBE_OPS:
+                    self._give_up()
+                    return
+                tid = (ev.get("pid"), ev.get("tid"))
+                name = str(ev.get("name", ""))
+                ops.append(_Op(tid, start, start + dur, name, ext, args if shaped else {}))
+            elif cat in _LAUNCH_CATS:
+                if "correlation" in args and "External id" in args:
+                    launch_to_op[args["correlation"]] = args["External id"]
+            elif cat in GPU_ACTIVITIES:
+                dur = _ns(ev.get("dur"))
+                if dur is not None:
+                    activities.append((args.get("correlation"), args.get("External id"), dur))
+
+    def _give_up(self) -> None:
+        self.given_up = True
+        self.ops, self.launch_to_op, self.activities = [], {}, []
+
+    def rows(self, top: int | None = None) -> list[OpRow]:
+        if self.given_up or not self.has_shapes:
+            return []
+        device: dict[Any, list[int]] = {}
+        for corr, ext, dur in self.activities:
+            link = self.launch_to_op.get(corr, ext)
+            if link is None:
+                continue
+            slot = device.setdefault(link, [0, 0])
+            slot[0] += dur
+            slot[1] += 1
+        return _rows(self.ops, device, _trace_details, top)
+
+
 def rows_from_chrome_trace(trace: Mapping[str, Any], top: int | None = None) -> list[OpRow]:
-    """Op rows of a Chrome trace written by torch.profiler (parsed JSON)."""
+    """Op rows of a Chrome trace written by torch.profiler (parsed JSON); none for
+    a trace recorded without ``record_shapes``."""
     events = trace.get("traceEvents") if isinstance(trace, Mapping) else None
     if not isinstance(events, list):
         return []
-    ops: list[_Op] = []
-    launch_to_op: dict[Any, Any] = {}  # correlation -> External id of the launching op
-    activities: list[tuple[Any, Any, int]] = []  # (correlation, External id, dur ns)
-    for ev in events:
-        if not isinstance(ev, dict):
-            continue
-        cat = ev.get("cat")
-        args = ev.get("args")
-        if not isinstance(args, dict):
-            continue
-        if cat == "cpu_op":
-            start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
-            ext = args.get("External id")
-            if start is None or dur is None or ext is None:
-                continue
-            tid = (ev.get("pid"), ev.get("tid"))
-            ops.append(_Op(tid, start, start + dur, str(ev.get("name", "")), ext, args))
-        elif cat in _LAUNCH_CATS:
-            if "correlation" in args and "External id" in args:
-                launch_to_op[args["correlation"]] = args["External id"]
-        elif cat in GPU_ACTIVITIES:
-            dur = _ns(ev.get("dur"))
-            if dur is not None:
-                activities.append((args.get("correlation"), args.get("External id"), dur))
-    device: dict[Any, list[int]] = {}
-    for corr, ext, dur in activities:
-        link = launch_to_op.get(corr, ext)
-        if link is None:
-            continue
-        slot = device.setdefault(link, [0, 0])
-        slot[0] += dur
-        slot[1] += 1
-    return _rows(ops, device, _trace_details, top)
+    collector = ChromeTraceOps()
+    collector.add(events)
+    return collector.rows(top)
 
 
 def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRow]:

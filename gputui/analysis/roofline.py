@@ -22,8 +22,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gputui.analysis import op_costs
 from gputui.analysis.op_costs import FP32, TF32
-from gputui.analysis.op_rows import OpRow
+from gputui.protocol.op_rows import OpRow
 
 MEMORY = "memory"
 COMPUTE = "compute"
@@ -89,12 +90,21 @@ class RooflineReport:
     rows: int
 
 
+def shapes_text(row: OpRow) -> str:
+    """``8192x1024 · 1024x3072``: the tensor inputs' shapes."""
+    parts = []
+    for dims, t in zip(row.input_dims, row.input_types, strict=False):
+        if dims is not None and op_costs.is_tensor_type(t):
+            parts.append("x".join(str(d) for d in dims) if dims else "scalar")
+    return " · ".join(parts)
+
+
 def _place(row: OpRow, roof: Roof, total_us: float) -> OpRoofline:
     seconds = row.device_us / 1e6
     tflops = row.flops / seconds / 1e12 if row.flops is not None and seconds > 0 else None
     gbps = row.bytes_moved / seconds / 1e9 if row.bytes_moved and seconds > 0 else None
     intensity = row.flops / row.bytes_moved if row.flops is not None and row.bytes_moved else None
-    family = row.dtype_family
+    family = op_costs.dtype_family(row.input_types)
     ceiling = family
     peak = roof.tflops(family)
     if (
@@ -119,7 +129,7 @@ def _place(row: OpRow, roof: Roof, total_us: float) -> OpRoofline:
         pct = 100.0 * gbps / roof.bandwidth_gbps if gbps is not None else None
     return OpRoofline(
         name=row.name,
-        shapes=row.shapes_text(),
+        shapes=shapes_text(row),
         dtype=family,
         calls=row.calls,
         device_us=row.device_us,

@@ -14,8 +14,9 @@ no NVML samples and no memory counters, so the GPU and memory rules stay quiet.
 from __future__ import annotations
 
 from gputui.analysis import engine
-from gputui.analysis.evidence import CaptureView, JobEvidence
+from gputui.analysis.evidence import CaptureView, JobEvidence, roofline_of
 from gputui.analysis.finding import Finding
+from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import step_stats
 from gputui.analysis.trace_summary import TraceSummary
 from gputui.protocol.messages import DATA
@@ -70,7 +71,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
     )
 
 
-def trace_evidence(summary: TraceSummary) -> JobEvidence:
+def trace_evidence(summary: TraceSummary, roof: Roof | None = None) -> JobEvidence:
     steps = trace_steps(summary)
     return JobEvidence(
         stats=step_stats(steps, exclude_profiled=False),
@@ -79,9 +80,11 @@ def trace_evidence(summary: TraceSummary) -> JobEvidence:
         capture=trace_capture(summary),
         device_total_bytes=summary.device_memory_bytes,
         from_trace=True,
+        roofline=roofline_of(summary.op_rows, roof),
     )
 
 
-def trace_job_findings(summary: TraceSummary) -> list[Finding]:
-    """The analyzer's job rules on one rank's trace, ranked."""
-    return engine.analyze(trace_evidence(summary))
+def trace_job_findings(summary: TraceSummary, roof: Roof | None = None) -> list[Finding]:
+    """The analyzer's job rules on one rank's trace (its op rows against ``roof``
+    when it has both), ranked."""
+    return engine.analyze(trace_evidence(summary, roof))

@@ -29,6 +29,7 @@ from gputui.analysis.timeline import (
 )
 from gputui.analysis.trace_metrics import compute
 from gputui.protocol.capture import CpuOpRow, KernelRow
+from gputui.protocol.op_rows import OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
 
 TOP_ROWS = 30
@@ -71,6 +72,8 @@ class TraceSummary:
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
     cpu_self_total_us: float = 0.0
+    #: per op and input signature, most GPU time first (traces with shapes)
+    op_rows: tuple[OpRow, ...] = ()
 
     @property
     def step_us_mean(self) -> float | None:
@@ -200,6 +203,7 @@ def summarize(
     compute_capability: str | None = None,
     include_last_step: bool = False,
     top: int = TOP_ROWS,
+    op_rows: Sequence[OpRow] = (),
 ) -> TraceSummary:
     """The summary of one rank (the device fields: what the trace says of its GPU)."""
     kernels, names, total, by_class = kernel_rows(timeline, top)
@@ -224,6 +228,7 @@ def summarize(
         cpu_ops=ops,
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,
+        op_rows=tuple(op_rows),
     )
 
 

@@ -16,6 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from gputui.analysis.roofline import Roof
+from gputui.ceilings.datasheet import datasheet_for
 from gputui.ceilings.model import Ceilings
 from gputui.errors import GputuiError
 
@@ -151,3 +153,23 @@ def cached_documents(directory: Path | None = None) -> list[tuple[Path, dict[str
             found.append((folder / name, data))
     found.sort(key=lambda pd: str(pd[1]["ceilings"].get("measured_at", "")))
     return found
+
+
+def roof_for(uuid: str | None, gpu_name: str | None, directory: Path | None = None) -> Roof | None:
+    """The roofline of a GPU: its ceilings measured by ``gputui bench`` when they are
+    cached for ``uuid`` (or, with no UUID -- a trace --, the newest measurement of a
+    GPU of the same name), else the datasheet of ``gpu_name``, else None (a GPU
+    neither measured nor in the datasheet table).  Reads files: keep it off the UI
+    thread."""
+    measured = load_ceilings(uuid, directory) if uuid else None
+    if measured is None and not uuid and gpu_name:
+        for _, data in reversed(cached_documents(directory)):
+            found = Ceilings.from_dict(data.get("ceilings"))
+            if found is not None and found.gpu_name == gpu_name:
+                measured = found
+                break
+    roof = measured.roof() if measured is not None else None
+    if roof is not None:
+        return roof
+    sheet = datasheet_for(gpu_name)
+    return sheet.roof() if sheet is not None else None

@@ -309,9 +309,11 @@ class HookClient:
         shapes: bool = False,
         stacks: bool = False,
         memory: bool = False,
+        flops: bool = False,
     ) -> str:
         """Ask for a profiler capture of the next ``steps`` steps; returns its id
-        (CaptureStatus/CaptureResult events carry it)."""
+        (CaptureStatus/CaptureResult events carry it).  ``flops`` adds torch's FLOP
+        counts and shapes, and the result's op rows (the roofline)."""
         cid = f"{os.getpid()}-{next(self._ids)}"
         self._send(
             CaptureRequest(
@@ -321,6 +323,7 @@ class HookClient:
                 shapes=bool(shapes),
                 stacks=bool(stacks),
                 memory=bool(memory),
+                flops=bool(flops),
             )
         )
         return cid

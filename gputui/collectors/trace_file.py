@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from gputui import fmt
+from gputui.analysis.op_rows import ChromeTraceOps
 from gputui.analysis.timeline import (
     ANNOTATION,
     DRIVER,
@@ -51,6 +52,7 @@ from gputui.analysis.timeline import (
     Timeline,
 )
 from gputui.errors import GputuiError
+from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
 
 MAX_FILE_BYTES = 2 << 30
 MAX_JSON_BYTES = 4 << 30
@@ -121,6 +123,8 @@ class TraceFile:
     json_bytes: int = 0  # decompressed size
     file_bytes: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    #: per op and input signature (traces recorded with shapes; the roofline)
+    op_rows: tuple[OpRow, ...] = ()
 
 
 # -- finding and opening files -------------------------------------------------------------
@@ -527,7 +531,13 @@ def read_trace(path: str | Path) -> TraceFile:
     counter = [0]
     with raw:
         stream = _Stream(_text_chunks(raw, file_bytes, where, counter), where)
-        meta = stream.document(builder.add)
+        ops = ChromeTraceOps()
+
+        def each(events: list[Any]) -> None:
+            builder.add(events)
+            ops.add(events)
+
+        meta = stream.document(each)
     info = meta.get("distributedInfo")
     rank = world = None
     if isinstance(info, dict):
@@ -543,4 +553,5 @@ def read_trace(path: str | Path) -> TraceFile:
         json_bytes=counter[0],
         file_bytes=file_bytes,
         meta={k: v for k, v in meta.items() if k != "deviceProperties"},
+        op_rows=tuple(ops.rows(MAX_OP_ROWS)),
     )

@@ -20,11 +20,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import __version__, fmt
+from gputui import __version__, fmt, roofline_text
+from gputui.analysis.evidence import roofline_of
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.kernels import CLASS_LABELS, CLASS_SHORT, short_kernel_name
+from gputui.analysis.roofline import Roof
 from gputui.analysis.trace_evidence import trace_job_findings
 from gputui.analysis.trace_summary import TraceSummary, summarize, summary_json, trace_findings
+from gputui.ceilings.cache import roof_for
 from gputui.collectors.trace_file import TraceFile, find_traces, read_trace
 from gputui.commands import args as types
 from gputui.protocol.trace_metrics import STEP_CATEGORIES
@@ -121,6 +124,7 @@ def _load(files: Sequence[Path], include_last_step: bool, top: int) -> list[Trac
                 compute_capability=cc,
                 include_last_step=include_last_step,
                 top=top,
+                op_rows=tf.op_rows,
             )
         )
         del tf  # one file's events at a time
@@ -132,20 +136,26 @@ def main(args: argparse.Namespace) -> int:
     summaries = load(
         args.paths, args.include_last_step, max(args.top, 30) if args.json else args.top
     )
-    findings = [ranked([*trace_findings(s), *trace_job_findings(s)]) for s in summaries]
+    roofs = roofs_of(summaries)
+    findings = [
+        ranked([*trace_findings(s), *trace_job_findings(s, roof)])
+        for s, roof in zip(summaries, roofs, strict=True)
+    ]
     if args.json:
-        doc = {
-            "version": JSON_VERSION,
-            "gputui": __version__,
-            "ranks": [summary_json(s, f) for s, f in zip(summaries, findings, strict=True)],
-        }
+        ranks = []
+        for s, f, roof in zip(summaries, findings, roofs, strict=True):
+            doc_rank = summary_json(s, f)
+            report = roofline_of(s.op_rows, roof)
+            doc_rank["roofline"] = None if report is None else roofline_text.to_json(report)
+            ranks.append(doc_rank)
+        doc = {"version": JSON_VERSION, "gputui": __version__, "ranks": ranks}
         print(json.dumps(doc, indent=2))
         return 0
     lines: list[str] = []
-    for summary, found in zip(summaries, findings, strict=True):
+    for summary, found, roof in zip(summaries, findings, roofs, strict=True):
         if lines:
             lines.append("")
-        lines.extend(render(summary, found, args.top))
+        lines.extend(render(summary, found, args.top, roof))
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -167,7 +177,22 @@ def _steps_text(steps: Sequence[int]) -> str:
     return f"{len(steps)} steps (ProfilerStep#{steps[0]}–{steps[-1]})"
 
 
-def render(summary: TraceSummary, findings: Sequence[Finding] = (), top: int = 10) -> list[str]:
+def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:
+    """Each rank's roof: ``gputui bench``'s ceilings of a GPU of the trace's device
+    name measured on this machine, else that GPU's datasheet."""
+    by_name: dict[str | None, Roof | None] = {}
+    for s in summaries:
+        if s.device_name not in by_name:
+            by_name[s.device_name] = roof_for(None, s.device_name)
+    return [by_name[s.device_name] for s in summaries]
+
+
+def render(
+    summary: TraceSummary,
+    findings: Sequence[Finding] = (),
+    top: int = 10,
+    roof: Roof | None = None,
+) -> list[str]:
     """The text report of one rank, in at most :data:`WIDTH` columns."""
     m = summary.metrics
     title = f"rank {summary.rank}" + (f"/{summary.world_size}" if summary.world_size else "")
@@ -192,6 +217,7 @@ def render(summary: TraceSummary, findings: Sequence[Finding] = (), top: int = 1
     out.extend(_step_breakdown(summary))
     out.extend(_hta(summary))
     out.extend(_kernels(summary, top))
+    out.extend(_roofline(summary, roof, top))
     out.extend(_cpu_ops(summary, top))
     return [line[:WIDTH].rstrip() for line in out]
 
@@ -265,6 +291,22 @@ def _hta(summary: TraceSummary) -> list[str]:
             f"> 100us: {_count(ls.launch_delay_outliers)}"
         )
     return out
+
+
+def _roofline(summary: TraceSummary, roof: Roof | None, top: int) -> list[str]:
+    if not summary.op_rows:
+        if summary.kernel_total_us <= 0:
+            return []
+        return [
+            "",
+            "Roofline: the trace has no input shapes (profile with record_shapes=True and "
+            "with_flops=True)",
+        ]
+    report = roofline_of(summary.op_rows, roof)
+    if report is None:
+        device = fmt.clean(summary.device_name or "an unnamed GPU", 60)
+        return ["", f"Roofline: no ceilings known for {device}: run gputui bench on it"]
+    return ["", *roofline_text.lines(report, WIDTH, top)]
 
 
 def _kernels(summary: TraceSummary, top: int) -> list[str]:

@@ -68,6 +68,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--stacks", action="store_true", help="capture: record Python stacks")
     parser.add_argument("--memory", action="store_true", help="capture: profile allocations")
     parser.add_argument(
+        "--flops",
+        action="store_true",
+        help="capture: record FLOPs and shapes; print each top op's achieved TFLOP/s and "
+        "bandwidth on this GPU's roofline (gputui bench's ceilings, else the datasheet)",
+    )
+    parser.add_argument(
         "--memory-snapshot",
         type=types.integer(1, memsnap.MAX_STEPS),
         metavar="N",
@@ -146,6 +152,21 @@ def main(args: argparse.Namespace) -> int:
         return replay_once(args) if args.once else run_replay(args)
     if args.pid is None:
         raise GputuiError("gputui attach: give the pid of a hooked job (or --demo, --replay FILE)")
+    options = [
+        flag
+        for flag, given in (
+            ("--shapes", args.shapes),
+            ("--stacks", args.stacks),
+            ("--memory", args.memory),
+            ("--flops", args.flops),
+        )
+        if given
+    ]
+    if options and (args.capture is None or not args.once):
+        raise GputuiError(
+            f"gputui attach: {options[0]} is a capture option: add --once --capture N "
+            "(on the live screen, l opens the roofline and captures with FLOPs)"
+        )
     if args.record is not None and args.once:
         raise GputuiError("gputui attach: --record saves the live screen's session; drop --once")
     snapshot = args.memory_snapshot is not None
@@ -230,6 +251,7 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
             "shapes": args.shapes,
             "stacks": args.stacks,
             "memory": args.memory,
+            "flops": args.flops,
         }
         report.capture_live(client, got, request, args.timeout, quiet=args.json)
     gpu.finish()

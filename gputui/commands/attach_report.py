@@ -15,12 +15,20 @@ import sys
 import time
 from typing import Any
 
-from gputui import fmt
+from gputui import fmt, roofline_text
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import GPU_WINDOW, MIN_GPU_SAMPLES, MIN_STEPS, job_evidence
+from gputui.analysis.evidence import (
+    GPU_WINDOW,
+    MIN_GPU_SAMPLES,
+    MIN_STEPS,
+    job_evidence,
+    roofline_of,
+)
 from gputui.analysis.finding import Finding
 from gputui.analysis.memory import memory_growth
+from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import Dist, StepStats, step_stats
+from gputui.ceilings.cache import roof_for
 from gputui.collectors.hook_client import (
     AttachError,
     CaptureResult,
@@ -71,6 +79,9 @@ class Collected:
         self.memory_snapshot: MemorySnapshotResult | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
+        #: the job's GPU's ceilings (measured by gputui bench, else the datasheet)
+        device = hello.device
+        self.roof: Roof | None = None if device is None else roof_for(device.uuid, device.name)
 
     def add(self, event: Event) -> None:
         if isinstance(event, StepBatch):
@@ -117,8 +128,13 @@ class Collected:
             window=window,
             loader=None if status is None else status.loader,
             memory_snapshot=self.memory_snapshot,
+            roof=self.roof,
         )
         return analyze(ev)
+
+    @property
+    def roofline(self) -> RooflineReport | None:
+        return roofline_of(self.capture.op_rows if self.capture else (), self.roof)
 
     def analysis_notes(self, stats: StepStats) -> list[str]:
         """What the analyzer could not look at, so a short list reads right."""
@@ -270,6 +286,7 @@ def report_dict(
             "memory": None if memory is None else memory.to_wire(),
             "memory_growth": None if growth is None else dataclasses.asdict(growth),
             "capture": None if got.capture is None else got.capture.to_wire(),
+            "roofline": None if got.roofline is None else roofline_text.to_json(got.roofline),
             "gpu_samples": len(got.gpu),
             "findings": [f.to_json() for f in got.findings(window)],
             "analysis_notes": got.analysis_notes(stats),
@@ -370,6 +387,10 @@ def print_report(
         console.print(Text(line))
     if got.capture is not None:
         _print_capture(console, got.capture, Table, Text)
+        if got.roofline is not None:
+            console.print(Text("\n".join(roofline_text.lines(got.roofline))))
+        elif got.capture.op_rows:
+            console.print(Text("roofline: no ceilings known for this GPU: run gputui bench"))
     snap = got.memory_snapshot
     if snap is not None:
         about = Text(

@@ -22,6 +22,7 @@ from gputui.hook._recorder import FLAG_PROFILED, Recorder
 from gputui.hook._reduce import reduce_events
 from gputui.protocol import messages
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
+from gputui.protocol.op_rows import MAX_OP_ROWS
 from gputui.protocol.schema import CaptureInfo, CaptureRequest
 
 KEEP_TRACES = 50
@@ -182,9 +183,10 @@ class CaptureController:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.prof = torch.profiler.profile(
             activities=activities,
-            record_shapes=req.shapes,
+            record_shapes=req.shapes or req.flops,
             with_stack=req.stacks,
             profile_memory=req.memory,
+            with_flops=req.flops,
         )
         self.prof.prepare_trace()
         self.recorder.flags |= FLAG_PROFILED
@@ -232,7 +234,7 @@ class CaptureController:
             "last_step": index - 1,
             "steps": req.steps,
             "warmup": req.warmup,
-            "options": CaptureOptions(req.shapes, req.stacks, req.memory),
+            "options": CaptureOptions(req.shapes or req.flops, req.stacks, req.memory, req.flops),
             "periodic": self.periodic_request,
             "started": round(self.started_wall, 3),
             "window_end_wall": time.time(),
@@ -294,9 +296,17 @@ class CaptureController:
             t0 = time.perf_counter()
             events = prof.profiler.kineto_results.events()
             fields.update(reduce_events(events))
-            del events
             t1 = time.perf_counter()
             fields["reduce_ms"] = round((t1 - t0) * 1000.0, 3)
+            if meta["options"].flops:
+                # Only captures with FLOPs need it: the hook stays small otherwise.
+                from gputui.analysis.op_rows import rows_from_kineto
+
+                fields["op_rows"] = tuple(rows_from_kineto(events, top=MAX_OP_ROWS))
+                t2 = time.perf_counter()
+                fields["op_rows_ms"] = round((t2 - t1) * 1000.0, 3)
+                t1 = t2
+            del events
             try:
                 stamp = time.strftime("%Y%m%d-%H%M%S")
                 name = (

@@ -14,6 +14,7 @@ from typing import Any
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, typed
+from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
 
 #: longest kernel or op name kept on the wire (demangled templates run long)
@@ -194,6 +195,7 @@ class CaptureOptions:
     shapes: bool = False
     stacks: bool = False
     memory: bool = False
+    flops: bool = False
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any], where: str = "options") -> CaptureOptions:
@@ -201,10 +203,16 @@ class CaptureOptions:
             shapes=f.flag(obj, "shapes", where),
             stacks=f.flag(obj, "stacks", where),
             memory=f.flag(obj, "memory", where),
+            flops=f.flag(obj, "flops", where),
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {"shapes": self.shapes, "stacks": self.stacks, "memory": self.memory}
+        return {
+            "shapes": self.shapes,
+            "stacks": self.stacks,
+            "memory": self.memory,
+            "flops": self.flops,
+        }
 
 
 @dataclass(frozen=True)
@@ -241,6 +249,10 @@ class CaptureResult:
     #: the timeline metrics (HTA breakdowns, launch statistics, step breakdown);
     #: None from a hook that predates them, or when they could not be computed
     trace_metrics: TraceMetrics | None = None
+    #: per op and input signature: FLOPs, bytes moved, GPU time (captures with
+    #: ``flops``; the roofline), most GPU time first
+    op_rows: tuple[OpRow, ...] = ()
+    op_rows_ms: float | None = None  # what building them cost the capture thread
     trace_path: str | None = None
     trace_bytes: int | None = None
     trace_error: str | None = None
@@ -295,6 +307,11 @@ class CaptureResult:
             trace_metrics=None
             if metrics is None
             else TraceMetrics.from_wire(metrics, where + ".trace_metrics"),
+            op_rows=tuple(
+                OpRow.from_wire(o, f"{where}.op_rows[{i}]")
+                for i, o in enumerate(f.items(obj, "op_rows", where, MAX_OP_ROWS))
+            ),
+            op_rows_ms=f.opt_number(obj, "op_rows_ms", where, hi=_BIG),
             trace_path=f.opt_text(obj, "trace_path", where),
             trace_bytes=f.opt_integer(obj, "trace_bytes", where),
             trace_error=f.opt_text(obj, "trace_error", where),
@@ -331,6 +348,8 @@ class CaptureResult:
             cpu_op_names=self.cpu_op_names,
             cpu_self_total_us=self.cpu_self_total_us,
             trace_metrics=None if self.trace_metrics is None else self.trace_metrics.to_wire(),
+            op_rows=[o.to_wire() for o in self.op_rows],
+            op_rows_ms=self.op_rows_ms,
             trace_path=self.trace_path,
             trace_bytes=self.trace_bytes,
             trace_error=self.trace_error,

@@ -93,6 +93,8 @@ class CaptureRequest:
     shapes: bool = False
     stacks: bool = False
     memory: bool = False
+    #: torch's FLOP counts and op rows for the roofline (implies shapes)
+    flops: bool = False
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture") -> CaptureRequest:
@@ -104,6 +106,7 @@ class CaptureRequest:
             shapes=f.flag(obj, "shapes", where),
             stacks=f.flag(obj, "stacks", where),
             memory=f.flag(obj, "memory", where),
+            flops=f.flag(obj, "flops", where),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -115,6 +118,7 @@ class CaptureRequest:
             shapes=self.shapes,
             stacks=self.stacks,
             memory=self.memory,
+            flops=self.flops,
         )
         return out
 

@@ -7,9 +7,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gputui.analysis import op_costs
 from gputui.analysis.evidence import JobEvidence, job_evidence
 from gputui.model import DeviceSnapshot, GpmMetrics
-from gputui.protocol.capture import CaptureResult, CpuOpRow, GpuTime, KernelRow
+from gputui.protocol.capture import CaptureOptions, CaptureResult, CpuOpRow, GpuTime, KernelRow
+from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import MemorySample, StepRecord
 
 GIB = 2**30
@@ -62,6 +64,7 @@ def capture(
     busy_us: float | None = None,
     n_steps: int = 5,
     overlap: float | None = None,
+    op_rows: Sequence[OpRow] = (),
     **by_class: float,
 ) -> CaptureResult:
     total = sum(k.total_us for k in kernels)
@@ -87,6 +90,31 @@ def capture(
             0, span_us, busy, span_us - busy, communication_us=comm, comm_compute_overlap=overlap
         ),
         cpu_ops=tuple(ops),
+        op_rows=tuple(op_rows),
+        options=CaptureOptions(shapes=bool(op_rows), flops=bool(op_rows)),
+    )
+
+
+def op_row(
+    name: str, dims: Sequence[Sequence[int]], dtype: str, calls: int, device_us: float
+) -> OpRow:
+    """An op row as a capture with FLOPs gives it: FLOPs and bytes from the shapes
+    with gputui's own estimates, over ``calls`` calls."""
+    shapes = tuple(tuple(d) for d in dims)
+    types = (dtype,) * len(shapes)
+    flops = op_costs.estimate_flops(name, shapes, types, ())
+    moved, rule = op_costs.estimate_bytes(name, shapes, types, ())
+    return OpRow(
+        name=name,
+        input_dims=shapes,
+        input_types=types,
+        calls=calls,
+        device_us=device_us,
+        kernels=calls,
+        flops=None if flops is None else flops * calls,
+        flops_source=None if flops is None else "estimated",
+        bytes_moved=None if moved is None else moved * calls,
+        bytes_rule=rule,
     )
 
 

@@ -173,3 +173,48 @@ def test_analyze_finds_nothing_costly_in_a_healthy_trace(
     assert main(["analyze", str(DATA / "healthy.pt.trace.json.gz"), "--json"]) == 0
     (rank,) = json.loads(capsys.readouterr().out)["ranks"]
     assert [f for f in rank["findings"] if f["severity"] != "info"] == []
+
+
+FLOPS_TRACE = DATA.parent / "h100_healthy_flops_step11.pt.trace.json.gz"
+
+
+def test_roofline_of_a_trace_with_shapes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real H100 trace recorded with shapes: the top ops on the H100 datasheet's
+    roof (no gputui bench results here), the same numbers in text and JSON."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no measured ceilings
+    code, out, _ = run(capsys, str(FLOPS_TRACE))
+    assert code == 0
+    assert "Roofline: the top ops against H100 SXM5 80GB datasheet" in out
+    line = next(x for x in out.splitlines() if "aten::mm 8192x1024 · 1024x4096" in x)
+    assert "bf16" in line and "compute" in line
+    code, out, _ = run(capsys, "--json", str(FLOPS_TRACE))
+    roof = json.loads(out)["ranks"][0]["roofline"]
+    assert roof["roof"]["source"] == "datasheet" and roof["roof"]["bandwidth_gbps"] == 3350.0
+    mm = next(o for o in roof["ops"] if o["shapes"] == "8192x1024 · 1024x4096")
+    # achieved = FLOPs / GPU time of its kernels, and it is what the text shows
+    assert mm["achieved_tflops"] == pytest.approx(mm["flops"] / mm["device_us"] / 1e6)
+    assert f"{mm['achieved_tflops']:8.1f}" in line
+    assert mm["bound"] == "compute" and 60 < mm["pct_of_ceiling"] < 90
+
+
+def test_roofline_uses_the_measured_ceilings_of_a_gpu_of_that_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputui.ceilings import cache
+    from tests.unit.test_ceilings import UUID, _document
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache.save(_document(), UUID)  # an H100 of the trace's name: 2,950 GB/s, bf16 780
+    _, out, _ = run(capsys, "--json", str(FLOPS_TRACE))
+    roof = json.loads(out)["ranks"][0]["roofline"]["roof"]
+    assert roof["source"] == "measured" and roof["bandwidth_gbps"] == 2950.0
+    assert roof["compute_tflops"]["bf16"] == 780.0
+
+
+def test_trace_without_shapes_says_how_to_get_a_roofline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, str(DATA / "healthy.pt.trace.json.gz"))
+    assert code == 0 and "Roofline: the trace has no input shapes (profile with" in out

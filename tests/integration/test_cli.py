@@ -41,6 +41,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--demo", "--replay", "x"], "not allowed with"),
         (["record"], "required: -o/--output"),
         (["record", "-o", "x.gz", "--duration", "-1"], "must be between 0.1 and"),
+        (["attach", "1", "--flops"], "--flops is a capture option: add --once --capture N"),
+        (["attach", "1", "--once", "--shapes"], "--shapes is a capture option"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

@@ -115,13 +115,15 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         yield hookutil.make_env(*dirs)
 
 
-def _capture(env: dict[str, str], tmp_path: Path, device: str) -> CaptureResult:
+def _capture(
+    env: dict[str, str], tmp_path: Path, device: str, flops: bool = False
+) -> CaptureResult:
     job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--device", device])
     try:
         client = HookClient.connect(job.pid)
         client.subscribe(history=0)
         client.start()
-        cid = client.request_capture(steps=3, warmup=1)
+        cid = client.request_capture(steps=3, warmup=1, flops=flops)
         result = None
         for ev in client.events(timeout=60):
             if isinstance(ev, CaptureResult) and ev.id == cid:
@@ -188,3 +190,38 @@ def test_cuda_capture_metrics_match_its_trace(env: dict[str, str], tmp_path: Pat
     assert live is not None and live.temporal is not None and live.launch is not None
     assert live.launch.launches > 0
     _agree(live, compute(read_trace(result.trace_path or "").timeline))
+
+
+def _rows_agree(result: CaptureResult) -> None:
+    """The op rows the hook sent are those ``gputui analyze`` reads from the same
+    capture's trace file (GPU times rounded from ns in one, from us in the other)."""
+    assert result.options.flops and result.options.shapes and result.op_rows
+    assert result.op_rows_ms is not None
+    traced = {(r.name, r.input_dims): r for r in read_trace(result.trace_path or "").op_rows}
+    assert traced
+    for row in result.op_rows[:10]:
+        other = traced[(row.name, row.input_dims)]
+        assert (other.calls, other.kernels, other.input_types) == (
+            row.calls,
+            row.kernels,
+            row.input_types,
+        )
+        assert other.device_us == pytest.approx(row.device_us, rel=1e-3, abs=0.01)
+        if row.flops_source == "estimated":
+            assert other.flops == pytest.approx(row.flops)
+
+
+def test_cpu_capture_with_flops_sends_op_rows(env: dict[str, str], tmp_path: Path) -> None:
+    result = _capture(env, tmp_path, "cpu", flops=True)
+    rows = {r.name: r for r in result.op_rows}
+    # the job's nn.Linear layers: torch's own FLOP count, from the raw events
+    assert "aten::addmm" in rows and rows["aten::addmm"].flops_source == "profiler"
+    _rows_agree(result)
+
+
+@pytest.mark.gpu
+def test_cuda_capture_with_flops_sends_op_rows(env: dict[str, str], tmp_path: Path) -> None:
+    result = _capture(env, tmp_path, "cuda", flops=True)
+    top = result.op_rows[0]
+    assert top.device_us > 0 and top.kernels > 0
+    _rows_agree(result)

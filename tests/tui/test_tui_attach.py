@@ -31,7 +31,7 @@ from gputui.collectors.hook_client import (
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
-from gputui.tui.attach.model import AttachState, build_view, capture_progress
+from gputui.tui.attach.model import AttachState, build_view, capture_busy, capture_progress
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.screens.monitor import MonitorScreen
@@ -471,3 +471,15 @@ def test_cli_live_screen_needs_a_terminal(capsys: pytest.CaptureFixture[str]) ->
     assert not os.isatty(1) or not os.isatty(0)
     assert cli.main(["attach", "--demo"]) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+def test_a_capture_answered_before_the_request_call_returns_is_not_left_pending() -> None:
+    from gputui.protocol.capture import CaptureResult
+
+    state = AttachState()
+    state.add(CaptureResult(id="c7"))  # the reader delivered it first
+    state.set_capture_wanted("c7")
+    snap = state.snapshot()
+    assert snap.capture_wanted is None and not capture_busy(snap)
+    state.set_capture_wanted("c8")
+    assert capture_busy(state.snapshot())

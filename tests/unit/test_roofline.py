@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gputui.analysis import op_costs
 from gputui.analysis.op_rows import ESTIMATED, PROFILER, rows_from_chrome_trace, rows_from_kineto
 from gputui.analysis.roofline import (
     COMPUTE,
@@ -27,6 +28,7 @@ from gputui.analysis.roofline import (
     analyze,
     grid_lines,
     roofline_view,
+    shapes_text,
 )
 from gputui.ceilings.datasheet import H100_SXM
 
@@ -45,7 +47,7 @@ def _load(path: Path) -> dict[str, Any]:
 def test_fp32_matmul_trace() -> None:
     rows = rows_from_chrome_trace(_load(FP32_TRACE))
     top = rows[0]
-    assert (top.name, top.shapes_text(), top.dtype_family) == (
+    assert (top.name, shapes_text(top), op_costs.dtype_family(top.input_types)) == (
         "aten::mm",
         "4096x4096 · 4096x4096",
         "fp32",
@@ -300,7 +302,7 @@ def _roof(bw: float = 1000.0) -> Roof:
 
 
 def test_an_fp32_op_faster_than_fp32_ran_on_tf32() -> None:
-    from gputui.analysis.op_rows import OpRow
+    from gputui.protocol.op_rows import OpRow
 
     def fp32_mm(device_us: float) -> OpRow:
         n = 4096
@@ -342,27 +344,30 @@ def test_view_places_ops_under_the_roof() -> None:
         roofline_view(report, 9, 16)
 
 
-def test_rows_cross_a_process_boundary_as_plain_json() -> None:
-    from gputui.analysis.op_rows import OpRow
+def test_rows_cross_a_process_boundary_as_checked_wire_values() -> None:
+    from gputui.protocol.fields import SchemaError
+    from gputui.protocol.op_rows import OpRow
 
     rows = rows_from_chrome_trace(_load(HEALTHY_TRACE))
     for row in rows:
-        wire = json.loads(json.dumps(row.to_dict()))
-        back = OpRow.from_dict(wire)
-        assert back is not None and back.to_dict() == row.to_dict()
-    good = rows[0].to_dict()
+        wire = json.loads(json.dumps(row.to_wire()))
+        back = OpRow.from_wire(wire)
+        assert back.to_wire() == row.to_wire()
+    good = rows[0].to_wire()
     for field, bad in [
         ("calls", 0),
         ("calls", True),
         ("device_us", float("nan")),
         ("flops", "many"),
+        ("flops", float("inf")),
         ("flops_source", "guess"),
         ("name", None),
         ("input_dims", [[1, "x"]]),
+        ("input_dims", [[-1]]),
+        ("input_types", [3]),
     ]:
-        broken = OpRow.from_dict({**good, field: bad})
-        if field == "input_dims":  # a bad shape is dropped, not the row
-            assert broken is not None and broken.input_dims == (None,)
-        else:
-            assert broken is None, field
-    assert OpRow.from_dict([]) is None
+        with pytest.raises(SchemaError) as err:
+            OpRow.from_wire({**good, field: bad})
+        assert field in str(err.value), field
+    with pytest.raises(SchemaError):
+        OpRow.from_wire([])

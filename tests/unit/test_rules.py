@@ -11,6 +11,8 @@ from gputui.analysis import engine
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
+from gputui.ceilings.datasheet import H100_SXM
+from gputui.protocol.op_rows import OpRow
 from tests.helpers import memsnap
 from tests.helpers.evidence import (
     GIB,
@@ -20,6 +22,7 @@ from tests.helpers.evidence import (
     kernel,
     memory,
     op,
+    op_row,
     steps,
 )
 
@@ -51,8 +54,44 @@ def spiky_gpu() -> list:
     return [s for k in range(10) for s in gpu_samples(1, util_gpu_pct=10.0 if k % 2 else 90.0)]
 
 
+ROOF = H100_SXM.roof()
+SQUARE = [[4096, 4096], [4096, 4096]]
+
+
+def roofline_case(*rows: OpRow, roof: bool = True) -> JobEvidence:
+    """A capture with FLOPs of these op rows, on the H100 datasheet roof."""
+    total = sum(r.device_us for r in rows)
+    cap = capture(
+        [kernel(GEMM_BF16, "gemm", 100, total)],
+        span_us=total * 1.1,
+        op_rows=rows,
+    )
+    return evidence(cap=cap, roof=ROOF if roof else None)
+
+
 Factory = Callable[[], JobEvidence]
 CASES: dict[str, tuple[Factory, Factory]] = {
+    # 2*1000*4095*1000 FLOPs per call, 100 calls in 4.095 ms: 200 TFLOP/s, 20% of the
+    # 989.5 bf16 roof at an intensity of ~446 FLOP/B (compute-bound); 4095 misaligned
+    "roofline.below_roof": (
+        lambda: roofline_case(
+            op_row("aten::mm", [[1000, 4095], [4095, 1000]], "c10::BFloat16", 100, 4_095.0)
+        ),
+        lambda: roofline_case(op_row("aten::mm", SQUARE, "c10::BFloat16", 100, 19_000.0)),
+    ),
+    # an add over 4096^2 bf16 tensors moves 3 x 32 MiB per call: 100 calls in 4 ms are
+    # 2.5 TB/s, 75% of the bandwidth roof (so below_roof is quiet), and 68% of the
+    # ops' time: the step is memory-bound (one with a larger GEMM is not)
+    "roofline.memory_bound": (
+        lambda: roofline_case(
+            op_row("aten::add", SQUARE, "c10::BFloat16", 100, 4_000.0),
+            op_row("aten::mm", SQUARE, "c10::BFloat16", 10, 1_900.0),
+        ),
+        lambda: roofline_case(
+            op_row("aten::add", SQUARE, "c10::BFloat16", 100, 4_000.0),
+            op_row("aten::mm", SQUARE, "c10::BFloat16", 100, 19_000.0),
+        ),
+    ),
     "data.loader_wait": (
         lambda: evidence(with_phases(data=0.02)),
         lambda: evidence(with_phases(data=0.001)),

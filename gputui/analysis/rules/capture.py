@@ -409,7 +409,8 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger=(
         "capture: elementwise + reduction kernels >= 75% of kernel time with the GPU >= "
-        "50% busy (and no GPM DRAM numbers: then gpu.memory_bound speaks)"
+        "50% busy (and no GPM DRAM numbers: then gpu.memory_bound speaks; no roofline: "
+        "then roofline.memory_bound speaks)"
     ),
 )
 def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
@@ -419,6 +420,8 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     gpu = ev.gpu
     if gpu is not None and gpu.dram_pct is not None and gpu.samples >= 3:
         return []  # gpu.memory_bound speaks, with the DRAM numbers
+    if ev.roofline is not None:
+        return []  # the roofline rules speak, with each op's bytes and FLOPs
     share = cap.class_share(kernels.ELEMENTWISE, kernels.REDUCTION)
     busy = 1.0 - (cap.idle_share or 0.0)
     if share < ELEMENTWISE_SHARE or busy < 0.5:

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gputui import fmt
+from gputui.analysis.roofline import Roof
+from gputui.ceilings.cache import roof_for
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     AttachRecording,
@@ -47,13 +49,23 @@ class AttachFeed(Protocol):
     def now(self) -> float:
         """The time the data describes (a recording's own time when replaying)."""
 
-    def request_capture(self, steps: int) -> str:
-        """Ask for a profiler capture; returns its id (raises GputuiError)."""
+    def request_capture(self, steps: int, flops: bool = False) -> str:
+        """Ask for a profiler capture (``flops``: with FLOPs and shapes, for the
+        roofline); returns its id (raises GputuiError)."""
 
     def request_memory_snapshot(self, steps: int) -> str:
         """Ask for a memory snapshot; returns its id (raises GputuiError)."""
 
     def close(self) -> None: ...
+
+
+def roof_of(hello: Hello) -> Roof | None:
+    """The roof of the job's GPU: measured by ``gputui bench`` on it, else its
+    datasheet (reads a small cache file: call it off the UI thread)."""
+    device = hello.device
+    if device is None:
+        return None
+    return roof_for(device.uuid, device.name)
 
 
 class LiveFeed:
@@ -131,6 +143,7 @@ class LiveFeed:
                 )
         self._last_hello = client.hello
         state.set_hello(client.hello)
+        state.set_roof(roof_of(client.hello))
         recorder = self._recorder
         client.start(on_event=state.add, on_raw=recorder.write if recorder else None)
         client.subscribe(history=self.history, memory=True)
@@ -166,11 +179,11 @@ class LiveFeed:
     def now(self) -> float:
         return time.time()
 
-    def request_capture(self, steps: int) -> str:
+    def request_capture(self, steps: int, flops: bool = False) -> str:
         client = self._live
         if client is None:
             raise AttachError("gputui attach: not connected")
-        return client.request_capture(steps=steps, warmup=1)
+        return client.request_capture(steps=steps, warmup=1, flops=flops)
 
     def request_memory_snapshot(self, steps: int) -> str:
         client = self._live
@@ -230,6 +243,7 @@ class ReplayFeed:
             self.hello = Hello.from_wire(recording.hello)
         except SchemaError as exc:
             raise RecordingError(f"{label}: the recorded hello is invalid ({exc})") from None
+        self.roof = roof_of(self.hello)
         self._position = 0
         self._played_t = 0.0
         self._state: AttachState | None = None
@@ -272,6 +286,7 @@ class ReplayFeed:
             self._state = state
         state.reset()
         state.set_hello(self.hello)
+        state.set_roof(self.roof)
         if autoplay:
             self._stop = threading.Event()
             self._thread = threading.Thread(
@@ -324,7 +339,7 @@ class ReplayFeed:
     def now(self) -> float:
         return self._t0 + self._played_t
 
-    def request_capture(self, steps: int) -> str:
+    def request_capture(self, steps: int, flops: bool = False) -> str:
         raise GputuiError("this is a recording: captures need a live job")
 
     def request_memory_snapshot(self, steps: int) -> str:

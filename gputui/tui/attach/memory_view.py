@@ -17,23 +17,18 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer
 
 from gputui import fmt
 from gputui.analysis.rules.memory import site_label
-from gputui.errors import GputuiError
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
-from gputui.tui.attach.feeds import AttachFeed
-from gputui.tui.attach.model import AttachState, StateSnapshot
+from gputui.tui.attach.model import StateSnapshot
+from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
 from gputui.tui.render import bar, sparkline
 from gputui.tui.widgets.panels import BannerPanel
-from gputui.tui.widgets.text_panel import TextPanel
 
 SNAPSHOT_STEPS = 5
-REFRESH_S = 0.25
 MEMORY_VIZ = "https://pytorch.org/memory_viz"
 NO_FRAME = "(no Python frame: backward or C++)"
 
@@ -213,24 +208,20 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
 
 
-class MemoryPanel(TextPanel):
+class MemoryPanel(StatePanel):
     SELECTABLE = True  # users copy the snapshot's path from here
-
-    def __init__(self, state: AttachState, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.state = state
-        self.live = True
-        self.ascii_only = False
 
     def build(self, width: int) -> Text:
         # Every redraw (a refresh, a resize) draws the state as it is now.
         return memory_text(self.state.snapshot(), width, self.ascii_only, self.live)
 
 
-class MemoryScreen(Screen[object]):
+class MemoryScreen(PanelScreen):
     """A memory snapshot: asked for on open when the job has none (live), and
     shown as it progresses."""
 
+    PANEL = MemoryPanel
+    REQUEST_ACTION = "snapshot"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "snapshot", "Snapshot"),
         Binding("escape,m,q", "close", "Back"),
@@ -240,70 +231,28 @@ class MemoryScreen(Screen[object]):
     MemoryScreen #mem-panel { padding: 0 1; }
     """
 
-    def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
-        super().__init__()
-        self.state = state
-        self.feed = feed
-        self.autostart = autostart
-        self._version = -1
-        self._timer: Timer | None = None
-
     def compose(self) -> ComposeResult:
         yield BannerPanel(id="mem-banner")  # a replay says so on every screen
         with VerticalScroll(id="mem-scroll"):
             yield MemoryPanel(self.state, id="mem-panel")
         yield Footer()
 
-    def on_mount(self) -> None:
-        panel = self.query_one(MemoryPanel)
-        panel.live = not self.feed.is_replay
-        panel.ascii_only = bool(getattr(self.app, "ascii_only", False))
-        self._timer = self.set_interval(REFRESH_S, self.refresh_view)
-        snap = self.state.snapshot()
-        if self.autostart and not self.feed.is_replay and snap.memsnap is None:
-            self.action_snapshot()
-        self.refresh_view(force=True)
-
-    def on_unmount(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-
-    def refresh_view(self, force: bool = False) -> None:
-        if not self.is_mounted:
-            return
-        version = self.state.version
-        if not force and version == self._version:
-            return
-        self._version = version
-        self.query_one(MemoryPanel).redraw()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "snapshot" and self.feed.is_replay:
-            return None
-        return True
+    def wants_request(self, snap: StateSnapshot) -> bool:
+        return snap.memsnap is None
 
     def action_snapshot(self) -> None:
-        if self.feed.is_replay:
-            self.notify("this is a recording: memory snapshots need a live job", severity="warning")
-            return
-        snap = self.state.snapshot()
-        if snap.hello is None or snap.disconnected is not None:
-            self.notify("not connected", severity="warning")
-            return
-        if memsnap_busy(snap):
-            self.notify("a memory snapshot is already under way", severity="warning")
+        refusal = request_refusal(
+            self.feed, self.state.snapshot(), "memory snapshots", memsnap_busy
+        )
+        if refusal is not None:
+            self.notify(refusal, severity="warning")
             return
         self._request_worker()
 
     @work(thread=True, exclusive=True, group="attach-memsnap")
     def _request_worker(self) -> None:
-        # A socket write: off the UI thread, like every other hook I/O.
-        try:
-            snapshot_id = self.feed.request_memory_snapshot(SNAPSHOT_STEPS)
-        except GputuiError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.state.set_memsnap_wanted(snapshot_id)
-
-    def action_close(self) -> None:
-        self.app.pop_screen()
+        send_request(
+            self,
+            lambda: self.feed.request_memory_snapshot(SNAPSHOT_STEPS),
+            self.state.set_memsnap_wanted,
+        )

@@ -22,6 +22,7 @@ from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.memory import MemoryGrowth, memory_growth
+from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
     Outlier,
     StepStats,
@@ -90,6 +91,8 @@ class StateSnapshot:
     memsnap_status: MemorySnapshotStatus | None = None
     memsnap: MemorySnapshotResult | None = None
     memsnap_wanted: str | None = None
+    #: the job's GPU's ceilings (measured, else datasheet): the roofline's roof
+    roof: Roof | None = None
 
 
 class AttachState:
@@ -128,6 +131,7 @@ class AttachState:
             self._connecting = False
             self._memsnap_status: MemorySnapshotStatus | None = None
             self._memsnap: MemorySnapshotResult | None = None
+            self._roof: Roof | None = None
             self._memsnap_wanted: str | None = None
 
     @property
@@ -142,6 +146,11 @@ class AttachState:
             self._connect_error = None
             self._connecting = False
             self._synced = False
+            self._version += 1
+
+    def set_roof(self, roof: Roof | None) -> None:
+        with self._lock:
+            self._roof = roof
             self._version += 1
 
     def set_connecting(self, connecting: bool, error: str | None = None) -> None:
@@ -161,8 +170,14 @@ class AttachState:
             self._gpu_reason = reason
 
     def set_capture_wanted(self, capture_id: str | None) -> None:
+        """This viewer asked for capture ``capture_id`` (its answer may already be
+        here: the reader thread can deliver it before the request call returns)."""
         with self._lock:
-            self._capture_wanted = capture_id
+            status, result = self._capture_status, self._capture
+            answered = (result is not None and result.id == capture_id) or (
+                status is not None and status.id == capture_id and status.ended
+            )
+            self._capture_wanted = None if answered else capture_id
             self._version += 1
 
     def set_memsnap_wanted(self, snapshot_id: str | None) -> None:
@@ -253,6 +268,7 @@ class AttachState:
                 memsnap_status=self._memsnap_status,
                 memsnap=self._memsnap,
                 memsnap_wanted=self._memsnap_wanted,
+                roof=self._roof,
             )
 
 
@@ -456,6 +472,7 @@ def evidence(snap: StateSnapshot) -> JobEvidence:
         device_total_bytes=None if device is None else device.total_memory_bytes,
         loader=None if status is None else status.loader,
         memory_snapshot=snap.memsnap,
+        roof=snap.roof,
     )
 
 

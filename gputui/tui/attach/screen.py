@@ -31,6 +31,8 @@ from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
 from gputui.tui.attach.memory_view import MemoryScreen
 from gputui.tui.attach.model import AttachState, AttachView, build_view, capture_busy
+from gputui.tui.attach.roofline_view import RooflineScreen
+from gputui.tui.attach.subscreen import request_refusal, send_request
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.widgets.panels import BannerPanel
@@ -57,6 +59,7 @@ class AttachScreen(Screen[object]):
         Binding("r", "reconnect", "Reconnect"),
         Binding("f", "findings", "Findings"),
         Binding("m", "memory", "Memory"),
+        Binding("l", "roofline", "Roofline"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -275,30 +278,26 @@ class AttachScreen(Screen[object]):
             self.app.pop_screen()
 
     def action_capture(self) -> None:
-        if self.feed.is_replay:
-            self.notify("this is a recording: captures need a live job", severity="warning")
-            return
         snap = self.state.snapshot()
-        if snap.hello is None or snap.disconnected is not None:
-            self.notify("not connected: r reconnects", severity="warning")
-            return
-        if capture_busy(snap):
-            self.notify("a capture is already under way", severity="warning")
+        refusal = request_refusal(
+            self.feed, snap, "captures", capture_busy, not_connected="not connected: r reconnects"
+        )
+        if refusal is not None:
+            self.notify(refusal, severity="warning")
             return
         self._capture_worker()
 
     @work(thread=True, exclusive=True, group="attach-capture")
     def _capture_worker(self) -> None:
-        # A socket write: off the UI thread, like every other hook I/O.
-        try:
-            capture_id = self.feed.request_capture(CAPTURE_STEPS)
-        except GputuiError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error")
-            return
-        self.state.set_capture_wanted(capture_id)
+        send_request(
+            self, lambda: self.feed.request_capture(CAPTURE_STEPS), self.state.set_capture_wanted
+        )
 
     def action_memory(self) -> None:
         self.app.push_screen(MemoryScreen(self.state, self.feed))
+
+    def action_roofline(self) -> None:
+        self.app.push_screen(RooflineScreen(self.state, self.feed))
 
     def action_findings(self) -> None:
         findings = self.view.findings if self.view is not None else ()

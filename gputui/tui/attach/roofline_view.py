@@ -1,0 +1,117 @@
+"""The roofline screen of ``gputui attach`` (key ``l``): the top ops of the latest
+capture recorded with FLOPs and shapes, each with its achieved TFLOP/s, bandwidth,
+arithmetic intensity and % of what the GPU's roof allows, and the ops placed on a
+log-log plot under the ceilings.
+
+On a live job with no such capture yet, opening it asks for one
+(:data:`CAPTURE_STEPS` steps; ``p`` asks again).  The roof is the GPU's ceilings
+measured by ``gputui bench`` (cached per UUID), else its datasheet.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import Footer
+
+from gputui import fmt, roofline_text
+from gputui.analysis.evidence import roofline_of
+from gputui.tui.attach.model import StateSnapshot, capture_busy, capture_progress
+from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
+from gputui.tui.widgets.panels import BannerPanel
+
+CAPTURE_STEPS = 5
+TOP = 10
+_BOUND_STYLE = {"memory": "yellow", "compute": "green"}
+
+
+def roofline_text_of(snap: StateSnapshot, width: int, ascii_only: bool, live: bool) -> Text:
+    """The screen's text for one state snapshot (plain values in, Rich text out)."""
+    text = Text()
+    progress = capture_progress(snap)
+    if progress:
+        text.append(fmt.clean(progress) + "\n\n", style="cyan")
+    cap = snap.capture
+    if snap.roof is None:
+        device = snap.hello.device if snap.hello is not None else None
+        name = fmt.clean(device.name or "this GPU", 60) if device is not None else "a CPU job"
+        text.append(f"no ceilings known for {name}: ", style="yellow")
+        text.append("run gputui bench on its machine (or the job uses no CUDA device)")
+        return text
+    if cap is None or not cap.op_rows:
+        if cap is not None and not cap.options.flops:
+            text.append("the latest capture was recorded without FLOPs and shapes. ")
+        if live:
+            text.append("p captures ", style="bold")
+            text.append(f"{CAPTURE_STEPS} steps with FLOPs and shapes for the roofline")
+        else:
+            text.append("this recording has no capture with FLOPs", style="yellow")
+        return text
+    report = roofline_of(cap.op_rows, snap.roof)
+    assert report is not None
+    steps = f"steps {cap.first_step}..{cap.last_step}"
+    text.append(f"capture {steps}: {len(cap.op_rows)} op signatures\n", style="dim")
+    lines = roofline_text.lines(report, max(60, width), TOP)
+    header_rows = len(roofline_text.header(report)) + 1
+    for i, line in enumerate(lines):
+        if ascii_only:
+            line = line.replace("·", "*")
+        style = ""
+        if i < header_rows:
+            style = "bold" if i == 0 or i == header_rows - 1 else ""
+        else:
+            for bound, colour in _BOUND_STYLE.items():
+                if f" {bound} " in line and line[:3].strip().isdigit():
+                    style = colour
+        text.append(line + "\n", style=style)
+    return text
+
+
+class RooflinePanel(StatePanel):
+    def build(self, width: int) -> Text:
+        return roofline_text_of(self.state.snapshot(), width, self.ascii_only, self.live)
+
+
+class RooflineScreen(PanelScreen):
+    """The latest capture's top ops on the roofline; asks for a capture with FLOPs
+    on open when there is none (live)."""
+
+    PANEL = RooflinePanel
+    REQUEST_ACTION = "capture"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "capture", "Capture with FLOPs"),
+        Binding("escape,l,q", "close", "Back"),
+    ]
+    DEFAULT_CSS = """
+    RooflineScreen #roof-scroll { height: 1fr; }
+    RooflineScreen #roof-panel { padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield BannerPanel(id="roof-banner")
+        with VerticalScroll(id="roof-scroll"):
+            yield RooflinePanel(self.state, id="roof-panel")
+        yield Footer()
+
+    def wants_request(self, snap: StateSnapshot) -> bool:
+        return snap.roof is not None and (snap.capture is None or not snap.capture.op_rows)
+
+    def action_capture(self) -> None:
+        refusal = request_refusal(self.feed, self.state.snapshot(), "captures", capture_busy)
+        if refusal is not None:
+            self.notify(refusal, severity="warning")
+            return
+        self._capture_worker()
+
+    @work(thread=True, exclusive=True, group="attach-capture")
+    def _capture_worker(self) -> None:
+        send_request(
+            self,
+            lambda: self.feed.request_capture(CAPTURE_STEPS, flops=True),
+            self.state.set_capture_wanted,
+        )

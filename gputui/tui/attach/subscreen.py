@@ -1,0 +1,110 @@
+"""What the attach screen's sub-screens (memory snapshot, roofline) share: one text
+panel redrawn from the session's state when it changes, a request to the hook
+that is refused in a replay or without a connection, and the request itself sent
+off the UI thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.screen import Screen
+from textual.timer import Timer
+
+from gputui.errors import GputuiError
+from gputui.tui.attach.feeds import AttachFeed
+from gputui.tui.attach.model import AttachState, StateSnapshot
+from gputui.tui.widgets.text_panel import TextPanel
+
+REFRESH_S = 0.25
+
+
+def request_refusal(
+    feed: AttachFeed,
+    snap: StateSnapshot,
+    what: str,
+    busy: Callable[[StateSnapshot], bool],
+    not_connected: str = "not connected",
+) -> str | None:
+    """Why a request for ``what`` ("captures", "memory snapshots") cannot be sent
+    now, or None."""
+    if feed.is_replay:
+        return f"this is a recording: {what} need a live job"
+    if snap.hello is None or snap.disconnected is not None:
+        return not_connected
+    if busy(snap):
+        return f"a {what.rstrip('s')} is already under way"
+    return None
+
+
+def send_request(
+    screen: Screen[object], send: Callable[[], str], done: Callable[[str], None]
+) -> None:
+    """Run ``send`` (a socket write; call this from a worker thread) and hand its
+    id to ``done``, or show its error."""
+    try:
+        ident = send()
+    except GputuiError as exc:
+        screen.app.call_from_thread(screen.notify, str(exc), severity="error")
+        return
+    done(ident)
+
+
+class StatePanel(TextPanel):
+    """A text panel drawn from the session's state as it is at each redraw."""
+
+    def __init__(self, state: AttachState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.live = True
+        self.ascii_only = False
+
+
+class PanelScreen(Screen[object]):
+    """A screen of one :class:`TextPanel` drawn from ``state``; subclasses name the
+    panel's class and the request key's action."""
+
+    PANEL: type[StatePanel]
+    #: the action that asks the hook for something: refused (hidden) in a replay
+    REQUEST_ACTION = ""
+
+    def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
+        super().__init__()
+        self.state = state
+        self.feed = feed
+        self.autostart = autostart
+        self._version = -1
+        self._timer: Timer | None = None
+
+    def on_mount(self) -> None:
+        panel = self.query_one(self.PANEL)
+        panel.live = not self.feed.is_replay
+        panel.ascii_only = bool(getattr(self.app, "ascii_only", False))
+        self._timer = self.set_interval(REFRESH_S, self.refresh_view)
+        if self.autostart and not self.feed.is_replay and self.wants_request(self.state.snapshot()):
+            getattr(self, f"action_{self.REQUEST_ACTION}")()
+        self.refresh_view(force=True)
+
+    def wants_request(self, snap: StateSnapshot) -> bool:
+        """Whether opening the screen on a live job asks the hook at once."""
+        return False
+
+    def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+
+    def refresh_view(self, force: bool = False) -> None:
+        if not self.is_mounted:
+            return
+        version = self.state.version
+        if not force and version == self._version:
+            return
+        self._version = version
+        self.query_one(self.PANEL).redraw()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == self.REQUEST_ACTION and self.feed.is_replay:
+            return None
+        return True
+
+    def action_close(self) -> None:
+        self.app.pop_screen()
