@@ -165,6 +165,10 @@ class Server:
                 sock.close()
             except OSError:
                 pass
+        try:
+            self.sel.close()  # the epoll descriptor too: the child must not keep it
+        except (OSError, ValueError):
+            pass
         self.viewers = {}
 
     def _run(self) -> None:
