@@ -97,16 +97,26 @@ class Server:
         self.pid = os.getpid()
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Bound under a temporary name and renamed once it listens: a viewer that
+        # finds the socket file (gputui attach right after the job starts) never
+        # gets "connection refused" from a socket that is not listening yet.
+        pending = path + ".new"
         try:
-            if os.path.exists(path):
-                os.unlink(path)  # our pid's name: left by an earlier process with this pid
-            self.listener.bind(path)
+            for stale in (path, pending):  # our pid's names: left by an earlier process
+                if os.path.lexists(stale):
+                    os.unlink(stale)
+            self.listener.bind(pending)
             # The 0700 directory already shuts others out between bind and chmod.
-            os.chmod(path, 0o600)
+            os.chmod(pending, 0o600)
             self.listener.listen(16)
+            os.rename(pending, path)
             self.listener.setblocking(False)
         except OSError:
             self.listener.close()
+            try:
+                os.unlink(pending)
+            except OSError:
+                pass
             raise
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
