@@ -83,7 +83,9 @@ def viewers_main(path: str, count: int, read: bool) -> int:
         s.connect(path)
         s.setblocking(False)
         socks.append(s)
-    state = {s.fileno(): {"buf": b"", "first": None, "steps_frames": 0, "bytes": 0} for s in socks}
+    state: dict[int, dict[str, Any]] = {
+        s.fileno(): {"buf": b"", "first": None, "steps_frames": 0, "bytes": 0} for s in socks
+    }
     print("connected", flush=True)  # each subscribes once its first frame is a hello
     subscribed: set[int] = set()
     reading = list(socks)
@@ -91,9 +93,10 @@ def viewers_main(path: str, count: int, read: bool) -> int:
         ready, _, _ = select.select([sys.stdin, *reading], [], [], 0.5)
         if sys.stdin in ready and not sys.stdin.readline():
             break
-        for s in ready:
-            if s is sys.stdin:
+        for item in ready:
+            if not isinstance(item, socket.socket):
                 continue
+            s = item
             st = state[s.fileno()]
             try:
                 data = s.recv(1 << 20)
@@ -112,8 +115,9 @@ def viewers_main(path: str, count: int, read: bool) -> int:
                     break
                 payload, buf = buf[4 : 4 + n], buf[4 + n :]
                 if st["first"] is None:
-                    st["first"] = json.loads(payload)  # hello or the refusal
-                    if st["first"].get("type") == "hello":
+                    first = json.loads(payload)  # hello or the refusal
+                    st["first"] = first
+                    if first.get("type") == "hello":
                         s.setblocking(True)
                         s.sendall(subscribe)
                         s.setblocking(False)
