@@ -63,7 +63,7 @@ rc=${PIPESTATUS[0]}; echo "rc=$rc"; [ $rc -eq 0 ] || status=1
 step "gpu tests"
 if "$py" -c 'import pytest' 2>/dev/null; then
     timeout 300 "$py" -m pytest -q -m gpu -p no:cacheprovider \
-        tests/test_ceilings_gpu.py 2>&1 | tail -n 30 | tee "$out/pytest.txt"
+        tests/integration/test_ceilings_gpu.py 2>&1 | tail -n 30 | tee "$out/pytest.txt"
     rc=${PIPESTATUS[0]}; echo "rc=$rc"; [ $rc -eq 0 ] || status=1
 else
     echo "pytest is not installed for $py: skipped" | tee "$out/pytest.txt"

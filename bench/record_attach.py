@@ -40,6 +40,9 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=40.0)
     p.add_argument("--capture-at", type=float, default=10.0)
     p.add_argument("--capture-steps", type=int, default=5)
+    p.add_argument(
+        "--flops", action="store_true", help="the capture records FLOPs and shapes (the roofline)"
+    )
     p.add_argument("--memory-at", type=float, default=None, help="ask for a memory snapshot")
     p.add_argument("--memory-steps", type=int, default=8)
     p.add_argument("--note", default=None)
@@ -64,7 +67,7 @@ def main() -> None:
     memory_asked = args.memory_at is None
     while time.monotonic() - start < args.seconds:
         if not asked and time.monotonic() - start >= args.capture_at:
-            client.request_capture(steps=args.capture_steps)
+            client.request_capture(steps=args.capture_steps, flops=args.flops)
             asked = True
         if not memory_asked and time.monotonic() - start >= args.memory_at:
             client.request_memory_snapshot(args.memory_steps)

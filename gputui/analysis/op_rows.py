@@ -22,16 +22,19 @@ launcher itself.  Calls are then summed per (name, input shapes, dtypes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gputui.analysis import op_costs
 from gputui.analysis.op_costs import Shape
+from gputui.analysis.timeline import infer_activity
 from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, OpRow
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+_STEP_MARK = re.compile(r"^(ProfilerStep#\d+|## )")
 
 
 class _Op:
@@ -98,11 +101,20 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple("" if v is None else str(v) for v in value)
 
 
+def _no_list_shapes(dims: tuple[Shape | None, ...], types: tuple[str, ...]) -> Any:
+    """A tensor list has no one shape: traces write its shapes nested or as an
+    empty list, raw events an empty list (which would read as a scalar)."""
+    return tuple(
+        None if i < len(types) and types[i] == "TensorList" else d for i, d in enumerate(dims)
+    )
+
+
 def _trace_details(args: Mapping[str, Any]) -> Any:
     flops = args.get("flops")
+    types = _strings(args.get("Input type"))
     return (
-        _dims(args.get("Input Dims")),
-        _strings(args.get("Input type")),
+        _no_list_shapes(_dims(args.get("Input Dims")), types),
+        types,
         _strings(args.get("Concrete Inputs")),
         flops
         if isinstance(flops, (int, float)) and not isinstance(flops, bool) and flops > 0
@@ -119,9 +131,10 @@ def _kineto_details(ev: Any) -> Any:
             return None
 
     flops = call("flops")
+    types = _strings(call("dtypes"))
     return (
-        _dims(call("shapes")),
-        _strings(call("dtypes")),
+        _no_list_shapes(_dims(call("shapes")), types),
+        types,
         _strings(call("concrete_inputs")),
         flops if isinstance(flops, (int, float)) and flops > 0 else None,
     )
@@ -274,6 +287,18 @@ def rows_from_chrome_trace(trace: Mapping[str, Any], top: int | None = None) -> 
     return collector.rows(top)
 
 
+def _untyped_activity(ev: Any) -> str:
+    """The activity type of an event of a torch without ``activity_type()``."""
+    name = ev.name()
+    on_gpu = getattr(ev.device_type(), "name", "CPU") != "CPU"
+    if ev.is_user_annotation() or _STEP_MARK.match(name):
+        return "user_annotation"
+    activity = infer_activity(name, on_gpu)
+    if activity == "cpu_op" and ev.linked_correlation_id():
+        return "cuda_runtime"  # a host event that links to an op launches its work
+    return activity or "kernel"
+
+
 def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRow]:
     """Op rows of a finished capture's raw events
     (``prof.profiler.kineto_results.events()``, torch >= 2.1; checked on 2.13).
@@ -286,9 +311,11 @@ def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRo
         # The activity type alone sorts events: ops are "cpu_op"; runtime calls
         # (cudaLaunchKernel), user annotations and Python frames are other CPU
         # kinds; GPU work is "kernel", "gpu_memcpy"...  One accessor call spared
-        # per event is ~10% of this pass on a 50k-event capture.
+        # per event is ~10% of this pass on a 50k-event capture.  torch 2.11's
+        # events have no activity type: the device and the name tell instead.
         try:
-            activity = ev.activity_type()
+            typed = getattr(ev, "activity_type", None)
+            activity = typed() if typed is not None else _untyped_activity(ev)
             if activity == "cpu_op":
                 if ev.is_async():
                     continue

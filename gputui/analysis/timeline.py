@@ -47,6 +47,33 @@ DRIVER = "driver"  # cuda_driver: cuLaunchKernel (Triton), ...
 
 #: device-wide synchronisations HTA counts as GPU events whatever their stream
 SYNC_NAMES = frozenset({"Event Sync", "Context Sync"})
+#: host events of the profiler itself, not of the job
+OVERHEAD_NAMES = frozenset({"Activity Buffer Request"})
+_RUNTIME_NAME = re.compile(r"^cuda[A-Z]")
+_DRIVER_NAME = re.compile(r"^cu[A-Z]")
+
+
+def infer_activity(name: str, on_gpu: bool) -> str:
+    """The activity type of a raw profiler event from a torch whose events have no
+    ``activity_type()`` (2.11 has none; 2.13 has it), told from its name: copies
+    and fills on the GPU, CUDA runtime and driver calls and the profiler's own
+    events on the host; "" when the name does not tell (a kernel or a GPU
+    annotation on the GPU, an op or an annotation on the host)."""
+    if on_gpu:
+        if name.startswith("Memcpy"):
+            return "gpu_memcpy"
+        if name.startswith("Memset"):
+            return "gpu_memset"
+        return ""
+    if _RUNTIME_NAME.match(name):
+        return "cuda_runtime"
+    if _DRIVER_NAME.match(name):
+        return "cuda_driver"
+    if name in OVERHEAD_NAMES:
+        return "overhead"
+    return "cpu_op"
+
+
 STEP_MARK = "ProfilerStep"
 _STEP_ID = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 

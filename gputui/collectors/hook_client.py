@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputui import fmt
 from gputui.collectors.processes import ancestors, read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
@@ -205,9 +206,10 @@ class HookClient:
                 raise AttachError(f"gputui attach: no process with pid {pid}")
             owner = _owner(pid)
             if owner is not None and owner != os.getuid():
+                name = fmt.clean(_user_name(owner))
                 raise AttachError(
-                    f"gputui attach: process {pid} belongs to user {_user_name(owner)}; "
-                    "gputui only attaches to your own jobs"
+                    f"gputui attach: process {pid} belongs to user {name}; gputui only "
+                    f"attaches to your own jobs (as that user: sudo -u {name} gputui attach {pid})"
                 )
             raise AttachError(not_hooked_message(pid))
         if not paths.pid_alive(pid):
@@ -258,6 +260,15 @@ class HookClient:
             )
         hello_msg, rest = first
         kind = hello_msg.get("type")
+        if kind == messages.ERROR:  # the hook said why it will not serve us
+            sock.close()
+            try:
+                why = HookError.from_wire(hello_msg).error
+            except SchemaError as exc:
+                why = f"an invalid error message ({exc})"
+            raise AttachError(
+                f"gputui attach: the hook of process {pid} refused the connection: {fmt.clean(why)}"
+            )
         if kind != messages.HELLO:
             sock.close()
             raise AttachError(

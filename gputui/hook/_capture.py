@@ -20,7 +20,8 @@ from typing import Any
 
 from gputui.hook._recorder import FLAG_PROFILED, Recorder
 from gputui.hook._reduce import reduce_events
-from gputui.protocol import messages
+from gputui.hook._trace_export import TraceNotWritten, export_trace, prune_oldest
+from gputui.protocol import messages, paths
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
 from gputui.protocol.op_rows import MAX_OP_ROWS
 from gputui.protocol.schema import CaptureInfo, CaptureRequest
@@ -33,7 +34,10 @@ Post = Callable[[int | None, dict[str, Any]], None]
 def traces_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "gputui", "traces")
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise TraceNotWritten(f"cannot create the trace directory {path}: {exc.strerror}") from None
     try:
         os.chmod(path, 0o700)  # traces hold the job's argv, shapes, stacks: keep them private
     except OSError:
@@ -313,12 +317,13 @@ class CaptureController:
                     f"{os.getpid()}-{stamp}-steps{meta['first_step']}-{meta['last_step']}"
                     ".pt.trace.json"
                 )
-                path = os.path.join(traces_dir(), name)
-                prof.export_chrome_trace(path)
-                os.chmod(path, 0o600)
+                directory = traces_dir()
+                path, size = export_trace(prof, directory, name)
                 fields["trace_path"] = path
-                fields["trace_bytes"] = os.path.getsize(path)
-                _prune_traces(os.path.dirname(path))
+                fields["trace_bytes"] = size
+                _prune_traces(directory)
+            except TraceNotWritten as exc:
+                fields["trace_error"] = str(exc)
             except Exception as exc:
                 fields["trace_error"] = f"{type(exc).__name__}: {exc}"
             fields["export_ms"] = round((time.perf_counter() - t1) * 1000.0, 3)
@@ -338,19 +343,16 @@ class CaptureController:
 
 
 def _prune_traces(directory: str) -> None:
-    files = sorted(glob.glob(os.path.join(directory, "*-steps*.pt.trace.json")), key=_mtime)
-    for path in files[:-KEEP_TRACES]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    stale = [
+        path  # partial exports of jobs killed while writing them
+        for path in glob.glob(os.path.join(directory, "*-steps*.pt.trace.json.tmp"))
+        if _dead_pid(os.path.basename(path).split("-", 1)[0])
+    ]
+    prune_oldest(directory, "*-steps*.pt.trace.json", KEEP_TRACES, stale)
 
 
-def _mtime(path: str) -> float:
-    try:
-        return os.path.getmtime(path)
-    except OSError:
-        return 0.0
+def _dead_pid(text: str) -> bool:
+    return text.isdigit() and int(text) < 2**31 and not paths.pid_alive(int(text))
 
 
 _USER_PROFILER = (

@@ -224,6 +224,7 @@ class Hook:
             viewers=0 if server is None else len(server.viewers),
             refused=0 if server is None else server.refused,
             bad_frames=0 if server is None else server.bad_frames,
+            stuck_viewers=0 if server is None else server.stuck_viewers,
             enabled=rec.enabled,
             errors=tuple(self.errors.values()),
             phases_coarse=bool(reasons),

@@ -13,7 +13,6 @@ opens, into a private directory.  gputui never reads such a file back.
 
 from __future__ import annotations
 
-import glob
 import os
 import sysconfig
 import threading
@@ -24,6 +23,7 @@ from typing import Any
 import gputui
 from gputui.hook._memsummary import summarize
 from gputui.hook._recorder import FLAG_PROFILED, Recorder
+from gputui.hook._trace_export import prune_oldest
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import (
     MemorySnapshotRequest,
@@ -361,16 +361,4 @@ class MemorySnapshotController:
 
 
 def _prune(directory: str) -> None:
-    files = sorted(glob.glob(os.path.join(directory, "*-steps*.pickle")), key=_mtime)
-    for path in files[:-KEEP_SNAPSHOTS]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.path.getmtime(path)
-    except OSError:
-        return 0.0
+    prune_oldest(directory, "*-steps*.pickle", KEEP_SNAPSHOTS)

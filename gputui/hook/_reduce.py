@@ -82,7 +82,8 @@ def _fields(ev: Any, kinds: dict[Any, str]) -> tuple[str, int, int, str, bool, s
         name = ev.name()
         start = ev.start_ns()
         dur = ev.duration_ns()
-        activity = ev.activity_type()
+        typed = getattr(ev, "activity_type", None)
+        activity = typed() if typed is not None else tl.infer_activity(name, kind != "CPU")
         user_ann = ev.is_user_annotation()
         if (
             type(name) is str
@@ -94,13 +95,16 @@ def _fields(ev: Any, kinds: dict[Any, str]) -> tuple[str, int, int, str, bool, s
             return name, start, dur, activity, user_ann, kind
     except Exception:
         pass
+    name = str(_call(ev, "name", "") or "")
+    kind = _device_kind(ev)
+    activity = _call(ev, "activity_type")
     return (
-        str(_call(ev, "name", "") or ""),
+        name,
         int(_call(ev, "start_ns", 0) or 0),
         int(_call(ev, "duration_ns", 0) or 0),
-        str(_call(ev, "activity_type", "") or ""),
+        str(activity) if activity else tl.infer_activity(name, kind != "CPU"),
         bool(_call(ev, "is_user_annotation", False)),
-        _device_kind(ev),
+        kind,
     )
 
 

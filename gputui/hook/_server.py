@@ -101,16 +101,26 @@ class Server:
         self.pid = os.getpid()
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Bound under a temporary name and renamed once it listens: a viewer that
+        # finds the socket file (gputui attach right after the job starts) never
+        # gets "connection refused" from a socket that is not listening yet.
+        pending = path + ".new"
         try:
-            if os.path.exists(path):
-                os.unlink(path)  # our pid's name: left by an earlier process with this pid
-            self.listener.bind(path)
+            for stale in (path, pending):  # our pid's names: left by an earlier process
+                if os.path.lexists(stale):
+                    os.unlink(stale)
+            self.listener.bind(pending)
             # The 0700 directory already shuts others out between bind and chmod.
-            os.chmod(path, 0o600)
+            os.chmod(pending, 0o600)
             self.listener.listen(16)
+            os.rename(pending, path)
             self.listener.setblocking(False)
         except OSError:
             self.listener.close()
+            try:
+                os.unlink(pending)
+            except OSError:
+                pass
             raise
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
@@ -121,6 +131,7 @@ class Server:
         self.next_vid = 1
         self.refused = 0  # connections refused (other uid, too many viewers)
         self.bad_frames = 0
+        self.stuck_viewers = 0  # dropped for leaving MAX_OUT unread
         self.stopping = threading.Event()
         self.last_status = 0.0
         self.last_memory = 0.0
@@ -168,6 +179,10 @@ class Server:
                 sock.close()
             except OSError:
                 pass
+        try:
+            self.sel.close()  # the epoll descriptor too: the child must not keep it
+        except (OSError, ValueError):
+            pass
         self.viewers = {}
 
     def _run(self) -> None:
@@ -184,11 +199,7 @@ class Server:
                     elif key.fileobj is self.wake_r:
                         self._drain_wake()
                     else:
-                        viewer = key.data
-                        if mask & selectors.EVENT_READ:
-                            self._read(viewer)
-                        if mask & selectors.EVENT_WRITE and viewer.id in self.viewers:
-                            self._flush(viewer)
+                        self._serve(key.data, mask)
                 self._deliver_outbox()  # capture progress and results: at once
                 now = time.perf_counter()
                 if now >= self.next_tick:
@@ -204,10 +215,27 @@ class Server:
             except Exception:
                 pass
 
+    def _serve(self, viewer: Viewer, mask: int) -> None:
+        # One viewer's request must never end the thread that serves the others
+        # (and drains the training thread's queue): a failure is that viewer's.
+        try:
+            if mask & selectors.EVENT_READ:
+                self._read(viewer)
+            if mask & selectors.EVENT_WRITE and viewer.id in self.viewers:
+                self._flush(viewer)
+        except Exception as exc:
+            self.report_error("serving a viewer", exc)
+            self._drop(viewer)
+
     def _shutdown(self) -> None:
         self.collector.collect()
         bye = framing.encode_obj(Bye(pid=self.pid, steps=self.collector.steps_total).to_wire())
         for viewer in list(self.viewers.values()):
+            # The job's last steps (since the last round) go out before the bye,
+            # all that the ring still holds for this viewer: none is lost uncounted.
+            self._pump_steps(viewer, limit=MAX_OUT)
+            if viewer.id not in self.viewers:
+                continue
             viewer.out += bye
             try:
                 viewer.sock.setblocking(True)
@@ -234,9 +262,15 @@ class Server:
             except OSError:
                 return
             uid = paths.peer_uid(conn)
-            if (uid is not None and uid != paths.current_uid()) or len(self.viewers) >= MAX_VIEWERS:
-                self.refused += 1
-                conn.close()
+            if uid is not None and uid != paths.current_uid():
+                self._refuse(conn, f"refused: uid {uid} is not this job's user")
+                continue
+            if len(self.viewers) >= MAX_VIEWERS:
+                self._refuse(
+                    conn,
+                    f"too many viewers: {len(self.viewers)} are connected, the most this "
+                    "job serves; close one and try again",
+                )
                 continue
             conn.setblocking(False)
             viewer = Viewer(self.next_vid, conn)
@@ -245,6 +279,19 @@ class Server:
             self.sel.register(conn, selectors.EVENT_READ, viewer)
             self.collector.collect()
             self._send(viewer, framing.encode_obj(self.hello()))
+
+    def _refuse(self, conn: socket.socket, reason: str) -> None:
+        """Close a connection we will not serve, saying why in one frame instead of
+        the hello (so the viewer need not guess from a closed socket).  The frame
+        is small enough for an empty socket buffer; if even that fails, closing
+        says enough."""
+        self.refused += 1
+        try:
+            conn.setblocking(False)
+            conn.send(framing.encode_obj(HookError(reason).to_wire()))
+        except OSError:
+            pass
+        conn.close()
 
     def _drop(self, viewer: Viewer) -> None:
         if self.viewers.pop(viewer.id, None) is None:
@@ -356,6 +403,7 @@ class Server:
         if viewer.id not in self.viewers:
             return
         if len(viewer.out) > MAX_OUT:
+            self.stuck_viewers += 1
             self._drop(viewer)  # not reading at all: a dead or stuck viewer
             return
         viewer.out += frame
@@ -383,9 +431,9 @@ class Server:
             if viewer.subscribed or viewer.id == extra:
                 self._send(viewer, frame)
 
-    def _pump_steps(self, viewer: Viewer, backlog: bool = False) -> None:
+    def _pump_steps(self, viewer: Viewer, backlog: bool = False, limit: int = LOW_WATER) -> None:
         ring = self.collector.ring
-        while viewer.subscribed and len(viewer.out) < LOW_WATER and viewer.id in self.viewers:
+        while viewer.subscribed and len(viewer.out) < limit and viewer.id in self.viewers:
             if viewer.cursor < ring.start:
                 viewer.cursor = ring.start  # aged out: counted as missed below
             if viewer.cursor >= ring.end:

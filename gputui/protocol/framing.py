@@ -61,6 +61,10 @@ def decode_payload(data: bytes) -> dict[str, Any]:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(f"frame is not UTF-8 JSON: {exc}") from None
+    except RecursionError:
+        # json raises this, not a ValueError, for deep nesting ("[[[[...") that
+        # fits well inside one frame: it must cost the peer its connection only.
+        raise FrameError("frame is nested too deeply") from None
     if not isinstance(obj, dict):
         raise FrameError("frame is not a JSON object")
     if not isinstance(obj.get("type"), str):
@@ -102,9 +106,11 @@ class FrameReader:
                 del self._buf[:end]
                 out.append(decode_payload(payload))
         except FrameError as exc:
+            # the stream cannot be resynchronised after a bad frame: it stays broken
+            self._buf.clear()
+            self._error = exc
             if not out:
                 raise
-            self._error = exc
         return out
 
     def raise_pending(self) -> None:

@@ -134,6 +134,7 @@ class Status:
     viewers: int = 0
     refused: int = 0  # connections refused (another uid, too many viewers)
     bad_frames: int = 0
+    stuck_viewers: int = 0  # viewers dropped for leaving too much unread
     enabled: bool = True
     errors: tuple[str, ...] = ()
     phases_coarse: bool = False
@@ -164,6 +165,7 @@ class Status:
             viewers=f.integer(obj, "viewers", where, default=0),
             refused=f.integer(obj, "refused", where, default=0),
             bad_frames=f.integer(obj, "bad_frames", where, default=0),
+            stuck_viewers=f.integer(obj, "stuck_viewers", where, default=0),
             enabled=f.flag(obj, "enabled", where, default=True),
             errors=f.texts(obj, "errors", where, 100),
             phases_coarse=f.flag(obj, "phases_coarse", where),
@@ -194,6 +196,7 @@ class Status:
             "viewers": self.viewers,
             "refused": self.refused,
             "bad_frames": self.bad_frames,
+            "stuck_viewers": self.stuck_viewers,
             "enabled": self.enabled,
             "errors": list(self.errors),
             "phases_coarse": self.phases_coarse,

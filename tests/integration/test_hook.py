@@ -17,6 +17,7 @@ from gputui.collectors.hook_client import (
     CaptureStatus,
     HookClient,
     MemoryBatch,
+    Status,
     StepBatch,
     StepRecord,
     Synced,
@@ -180,8 +181,24 @@ def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
         client.close()
         assert isinstance(ev, CaptureStatus) and ev.state == "refused"
         assert "profiler" in (ev.reason or "")
+        before = client.hello.status.last_step or 0
+        # the command line says so in one line, exit 1
+        out = hookutil.gputui(env, "attach", str(job.pid), "--capture", "2", "--once")
+        assert out.returncode == 1
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gputui attach: capture refused:")
+        assert "torch profiler session is already running" in lines[0]
+        # ...and the job trains on, with nothing left armed
+        hookutil.wait_for(lambda: (_status(job.pid).last_step or 0) > before + 2, 30, "steps")
+        assert _status(job.pid).capture.state is None
     finally:
         job.stop()
+
+
+def _status(pid: int) -> Status:
+    client = HookClient.connect(pid)
+    client.close()
+    return client.hello.status
 
 
 def test_loop_without_optimizer(env: dict[str, str], tmp_path: Path) -> None:

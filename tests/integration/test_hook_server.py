@@ -57,6 +57,35 @@ def test_install_is_idempotent_and_socket_private(hook: gputui.hook.Hook) -> Non
     assert paths.list_sockets() == {os.getpid(): path}
 
 
+def test_the_socket_file_appears_only_once_it_listens(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
+    """A viewer that finds the file can connect: never "connection refused"
+    from a socket bound but not yet listening."""
+    sock_dir = os.path.join(str(tmp_path), "sock")
+    monkeypatch.setenv(paths.ENV_SOCKET_DIR, sock_dir)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    at_listen: list[list[str]] = []
+    listen = socket.socket.listen
+
+    def spy(self: socket.socket, *args: int) -> None:
+        if self.family == socket.AF_UNIX:
+            at_listen.append(sorted(os.listdir(sock_dir)))
+        listen(self, *args)
+
+    monkeypatch.setattr(socket.socket, "listen", spy)
+    hook = gputui.hook.install()
+    try:
+        assert hook is not None and hook.server is not None
+        assert at_listen == [[f"{os.getpid()}.sock.new"]]  # not under the name viewers find
+        assert os.listdir(sock_dir) == [f"{os.getpid()}.sock"]
+        assert paths.list_sockets() == {os.getpid(): hook.server.path}
+        HookClient.connect(os.getpid()).close()
+    finally:
+        gputui.hook.uninstall()
+    assert os.listdir(sock_dir) == []
+
+
 def _history(n: int) -> list[StepRecord]:
     """The last ``n`` step records, as a viewer that subscribes now gets them."""
     client = HookClient.connect(os.getpid())

@@ -9,6 +9,12 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
 --linger-file F  after training, wait until F exists (the test has read the hook)
 --ready-file F   written with the pid once training has started
 --no-optimizer   plain loop with gputui.hook.step() instead of an optimizer
+--workers N      DataLoader workers, started with --mp-context (default fork; a
+                 list such as spawn,forkserver takes turns by epoch), the first
+                 through torch.multiprocessing.set_start_method with
+                 --set-start-method
+--fsize-limit B  cap the size of files the job writes (RLIMIT_FSIZE, SIGXFSZ
+                 ignored): writes past B bytes fail as on a full disk
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ def main() -> int:
     p.add_argument("--data-sleep", type=float, default=0.0)
     p.add_argument("--phase-sleep", type=float, default=0.0)
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--mp-context", default="fork", help="fork, spawn, forkserver; or a list")
+    p.add_argument("--set-start-method", action="store_true")
+    p.add_argument("--fsize-limit", type=int)
     p.add_argument("--ready-file")
     p.add_argument("--linger-file")
     p.add_argument("--no-optimizer", action="store_true")
@@ -54,6 +63,12 @@ def main() -> int:
     p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
     p.add_argument("--tag", action="append", default=[], help="ignored: carries any text in argv")
     args = p.parse_args()
+    if args.fsize_limit is not None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize_limit, args.fsize_limit))
     if args.user_profiler:
         from torch.profiler import ProfilerActivity, profile
 
@@ -79,14 +94,24 @@ def train(args: argparse.Namespace) -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     total = args.steps if args.steps > 0 else 10**9
     data = SleepyBatches(min(total, 10**6), args.batch, args.data_sleep)
-    loader = DataLoader(
-        data,
-        batch_size=None,
-        num_workers=args.workers,
-        multiprocessing_context="fork" if args.workers else None,
-    )
+    # One loader per start method, taking turns by epoch: each epoch starts its
+    # workers afresh.  With --set-start-method the first method is made the
+    # process-wide one and its loader names none.
+    contexts: list[str | None] = list(args.mp_context.split(",")) if args.workers else [None]
+    if args.workers and args.set_start_method:
+        torch.multiprocessing.set_start_method(contexts[0], force=True)
+        contexts[0] = None
+    if len(contexts) > 1:
+        data = SleepyBatches(max(1, total // len(contexts)), args.batch, args.data_sleep)
+    loaders = [
+        DataLoader(data, batch_size=None, num_workers=args.workers, multiprocessing_context=c)
+        for c in contexts
+    ]
     done = 0
+    epoch = 0
     while done < total:
+        loader = loaders[epoch % len(loaders)]
+        epoch += 1
         for x, y in loader:
             x, y = x.to(device), y.to(device)
             loss = torch.nn.functional.mse_loss(model(x), y)

@@ -27,6 +27,7 @@ from gputui.collectors.replay import (
     _StreamPlayer,
 )
 from gputui.errors import GputuiError
+from tests.helpers.wire_strategies import mutated_message
 from tests.unit.test_replay import make_snapshot
 
 EXAMPLES = int(os.environ.get("GPUTUI_PROPERTY_EXAMPLES", "120"))
@@ -178,3 +179,79 @@ def test_attach_recording_decoding_raises_only_recording_error(data: bytes) -> N
     # what the replay will be fed is plain, finite JSON
     json.dumps([recording.hello, recording.messages], allow_nan=False)
     assert all(t >= 0 for t, _msg in recording.messages)
+
+
+# -- attach recordings of real messages, mutated: the report and the screen take them ---------
+def _demo_lines() -> tuple[Any, Any, list[Any]]:
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[2] / "gputui" / "data" / "attach_demo.jsonl.gz"
+    lines = [json.loads(line) for line in gzip.open(demo, "rt").read().splitlines()]
+    header, hello, rest = lines[0], lines[1], lines[2:]
+    # a few of each kind: the capture, its statuses, steps, memory, status, GPU samples
+    by_kind: dict[str, list[Any]] = {}
+    for item in rest:
+        by_kind.setdefault(item["msg"]["type"], []).append(item)
+    keep = [item for items in by_kind.values() for item in items[:3]]
+    return header, hello, keep
+
+
+DEMO_HEADER, DEMO_HELLO, DEMO_MESSAGES = _demo_lines()
+
+
+@st.composite
+def mutated_attach_recording(draw: st.DrawFn) -> bytes:
+    hello = draw(mutated_message()) if draw(st.integers(0, 4)) == 0 else DEMO_HELLO
+    if isinstance(hello, dict) and draw(st.booleans()):
+        hello = dict(hello, type="hello")
+    items = []
+    for _ in range(draw(st.integers(1, 8))):
+        item = copy.deepcopy(draw(st.sampled_from(DEMO_MESSAGES)))
+        if draw(st.booleans()):
+            msg = draw(mutated_message())
+            if isinstance(msg, dict) and draw(st.booleans()):
+                msg["type"] = item["msg"]["type"]  # the same kind, damaged
+            item["msg"] = msg
+        items.append(item)
+    lines = [_line(DEMO_HEADER), _line(hello), *(_line(i) for i in items)]
+    return gzip.compress(b"\n".join(lines) + b"\n", mtime=0)
+
+
+@PROPS
+@given(mutated_attach_recording())
+def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> None:
+    """What ``attach --replay FILE --once`` and the attach screen do with a
+    recording: every message becomes an event (or is skipped), the report
+    prints and its JSON is strict, the screen's model builds its view."""
+    import contextlib
+
+    from gputui.collectors.attach_recording import gpu_sample
+    from gputui.collectors.hook_client import parse_event
+    from gputui.commands import attach_report as report_mod
+    from gputui.protocol.fields import SchemaError
+    from gputui.protocol.schema import Hello
+    from gputui.tui.attach.model import AttachState, build_view
+
+    try:
+        recording = read_attach_bytes(data, "a")
+        hello = Hello.from_wire(recording.hello)
+    except (RecordingError, SchemaError):
+        return
+    got = report_mod.Collected(hello)
+    state = AttachState()
+    state.set_hello(hello)
+    for _t, msg in recording.messages:
+        sample = gpu_sample(msg)
+        if sample is not None:
+            got.add_gpu(sample)
+            state.add_gpu(sample)
+            continue
+        event = parse_event(msg)
+        if event is not None:
+            got.add(event)
+            state.add(event)
+    stats = report_mod.stats_of(got, 1000)
+    json.dumps(report_mod.report_dict(42, got, stats), allow_nan=False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        report_mod.print_report(got, stats, window=1000)
+    build_view(state.snapshot(), now_s=T0, gpu_mode=True, columns=80)

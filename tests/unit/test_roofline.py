@@ -371,3 +371,65 @@ def test_rows_cross_a_process_boundary_as_checked_wire_values() -> None:
         assert field in str(err.value), field
     with pytest.raises(SchemaError):
         OpRow.from_wire([])
+
+
+def test_raw_events_without_activity_types_as_torch_2_11_gives_them() -> None:
+    """torch 2.11's raw events have no ``activity_type()`` (checked on the H100
+    machine's torch): the device and the name tell ops, launch calls, the
+    profiler's own events, copies and annotations apart."""
+    cpu, gpu = _Kind("CPU"), _Kind("CUDA")
+
+    def host(name: str, corr: int, start: int, end: int, **kw: Any) -> FakeEvent:
+        base = dict(
+            name=name, device_type=cpu, linked_correlation_id=0, correlation_id=corr,
+            is_async=False, is_user_annotation=False, start_thread_id=7, start_ns=start,
+            duration_ns=end - start, shapes=[], dtypes=[], concrete_inputs=[], flops=0,
+        )  # fmt: skip
+        base.update(kw)
+        return FakeEvent(**base)
+
+    def device(name: str, corr: int, link: int, dur: int, **kw: Any) -> FakeEvent:
+        return FakeEvent(
+            name=name, device_type=gpu, correlation_id=corr, linked_correlation_id=link,
+            is_user_annotation=kw.get("annotation", False), start_ns=0, duration_ns=dur,
+        )  # fmt: skip
+
+    events = [
+        host("ProfilerStep#3", 1, 0, 1000, is_user_annotation=True),
+        host("aten::mm", 2, 20, 400, shapes=[[64, 32], [32, 16]], dtypes=["float", "float"]),
+        host("Activity Buffer Request", 2, 25, 35),  # the same correlation id as the op
+        host("cuLaunchKernelEx", 14, 30, 40, linked_correlation_id=2),
+        host("aten::copy_", 3, 600, 700, shapes=[[8], [8]], dtypes=["float", "float"]),
+        host("cudaMemcpyAsync", 15, 610, 690, linked_correlation_id=3),
+        device("nvjet_sm90_tst_128x64", 14, 2, 2000),
+        device("Memcpy DtoD (Device -> Device)", 15, 3, 100),
+        device("ProfilerStep#3", 0, 1, 9999, annotation=True),
+    ]
+    rows = {r.name: r for r in rows_from_kineto(events)}
+    assert set(rows) == {"aten::mm", "aten::copy_"}
+    mm = rows["aten::mm"]
+    assert (mm.flops, mm.flops_source, mm.kernels, mm.device_us) == (
+        2 * 64 * 32 * 16,
+        ESTIMATED,
+        1,
+        2.0,
+    )
+    assert rows["aten::copy_"].device_us == 0.1
+
+
+def test_a_tensor_list_input_has_no_shape_in_raw_events_as_in_the_trace() -> None:
+    cpu, gpu = _Kind("CPU"), _Kind("CUDA")
+    events = [
+        FakeEvent(
+            name="aten::_foreach_add_", device_type=cpu, activity_type="cpu_op",
+            linked_correlation_id=0, correlation_id=5, is_async=False, start_thread_id=1,
+            start_ns=0, duration_ns=100, shapes=[[], [], []],
+            dtypes=["TensorList", "TensorList", "Scalar"], concrete_inputs=[], flops=0,
+        ),
+        FakeEvent(
+            name="multi_tensor_apply_kernel", device_type=gpu, activity_type="kernel",
+            linked_correlation_id=5, start_ns=10, duration_ns=50,
+        ),
+    ]  # fmt: skip
+    (row,) = rows_from_kineto(events)
+    assert row.input_dims == (None, None, ())  # as rows_from_chrome_trace reads the trace

@@ -1,0 +1,109 @@
+"""Hypothesis strategies for the wire: real messages of every type (from the
+embedded demo recording, plus the viewer's requests) and damaged copies."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from gputui.protocol import messages
+from gputui.protocol.wire import _DECODERS
+
+DEMO = Path(__file__).resolve().parents[2] / "gputui" / "data" / "attach_demo.jsonl.gz"
+
+
+def real_messages() -> list[dict[str, Any]]:
+    """One message of every type a real job sent (the embedded demo), plus the
+    viewer's requests: the starting points the mutations below work on."""
+    lines = gzip.open(DEMO, "rt").read().splitlines()
+    found: dict[str, dict[str, Any]] = {"hello": json.loads(lines[1])}
+    for line in lines[2:]:
+        msg = json.loads(line)["msg"]
+        found.setdefault(msg["type"], msg)
+    found.update(
+        {
+            messages.SUBSCRIBE: {"v": 1, "type": "subscribe", "history": 100, "memory": True},
+            messages.CAPTURE: {"v": 1, "type": "capture", "id": "1-1", "steps": 5, "warmup": 1},
+            messages.CAPTURE_CANCEL: {"v": 1, "type": "capture_cancel"},
+            messages.PING: {"v": 1, "type": "ping"},
+            messages.PONG: {"v": 1, "type": "pong", "t": 1.5},
+            messages.BYE: {"v": 1, "type": "bye", "pid": 7, "steps": 3},
+            messages.ERROR: {"v": 1, "type": "error", "message": "x"},
+        }
+    )
+    # the memory snapshot's messages, as the hook builds them from a snapshot of a
+    # planted leak (the demo predates them)
+    from gputui.protocol import memsnap as ms
+    from tests.helpers import memsnap
+
+    found.setdefault(messages.MEMSNAP, ms.MemorySnapshotRequest(id="1-m1", steps=5).to_wire())
+    found.setdefault(
+        messages.MEMSNAP_STATUS, ms.MemorySnapshotStatus(ms.RECORDING, "1-m1", step=9).to_wire()
+    )
+    found.setdefault(
+        messages.MEMSNAP_RESULT, memsnap.result(memsnap.planted_leak(), id="1-m1").to_wire()
+    )
+    return list(found.values())
+
+
+REAL = real_messages()
+TYPES = sorted(_DECODERS)
+
+NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, -1, 2**31, 2**63, 2**64, 10**24, 10**400]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e20, 1e308, -1e308, 5e-324, 1e11, 1e8 + 1]),
+)
+SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, st.text(max_size=20), st.sampled_from(TYPES))
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node[:3]):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+@st.composite
+def mutated_message(draw: st.DrawFn) -> Any:
+    """A real message with a few values anywhere in it replaced by any JSON
+    (a type swapped for another sometimes), or any JSON object at all."""
+    if draw(st.integers(0, 9)) == 0:
+        value = draw(JSON)
+        if isinstance(value, dict) and draw(st.booleans()):
+            value["type"] = draw(st.sampled_from(TYPES))
+        return value
+    data = copy.deepcopy(draw(st.sampled_from(REAL)))
+    if draw(st.integers(0, 7)) == 0:
+        data["type"] = draw(st.sampled_from(TYPES))
+    paths = _paths(data)
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(paths))
+        node = data
+        try:  # an earlier change may have replaced a parent of this path
+            for key in path[:-1]:
+                node = node[key]
+            if draw(st.integers(0, 5)) == 0 and isinstance(node, dict):
+                node.pop(path[-1], None)
+            else:
+                node[path[-1]] = draw(JSON)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return data
