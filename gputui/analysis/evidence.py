@@ -19,7 +19,7 @@ from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.steps import StepStats, is_warmup, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
-from gputui.protocol.messages import StepFlag
+from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.schema import MemorySample, StepRecord
 
 #: rules about steps stay silent until this many ordinary steps were seen
@@ -311,3 +311,67 @@ def job_evidence(
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),
     )
+
+
+# -- the ranks of a multi-rank job --------------------------------------------------------------
+@dataclass(frozen=True)
+class RankEvidence:
+    """One local rank of a multi-rank job: its own evidence, and where it is."""
+
+    pid: int
+    job: JobEvidence
+    rank: int | None = None
+    local_rank: int | None = None
+    #: index of its newest finished step (None before the first)
+    last_step: int | None = None
+    #: False once it exited or its hook stopped answering
+    connected: bool = True
+    #: the phase it is in now and for how long (from its hook's status)
+    phase_now: str | None = None
+    phase_now_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
+    @property
+    def step_mean_s(self) -> float | None:
+        wall = self.job.stats.wall
+        return wall.mean if wall is not None else None
+
+    @property
+    def comm_mean_s(self) -> float:
+        """Mean seconds per step in collectives (0 when none was timed)."""
+        return self.job.phase_mean(COMM) or 0.0
+
+    @property
+    def compute_mean_s(self) -> float | None:
+        """Mean step time less the time spent waiting in collectives: what
+        this rank itself needs per step."""
+        step = self.step_mean_s
+        return None if step is None else max(0.0, step - self.comm_mean_s)
+
+
+@dataclass(frozen=True)
+class RanksEvidence:
+    """The local ranks of one multi-rank job (ordered by rank)."""
+
+    ranks: tuple[RankEvidence, ...]
+    world_size: int | None = None
+
+    @property
+    def missing(self) -> int:
+        """Ranks of the job not seen here (other nodes)."""
+        world = self.world_size
+        return 0 if world is None else max(0, world - len(self.ranks))
+
+    @property
+    def ready(self) -> tuple[RankEvidence, ...]:
+        """Ranks with enough ordinary steps for rules about steps."""
+        return tuple(r for r in self.ranks if r.job.enough_steps)
+
+    @property
+    def step_s(self) -> float | None:
+        """The job's typical step: the median over ranks of their median step."""
+        steps = [r.job.step_s for r in self.ready if r.job.step_s]
+        return statistics.median(steps) if steps else None

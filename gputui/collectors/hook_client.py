@@ -291,10 +291,13 @@ class HookClient:
         shapes: bool = False,
         stacks: bool = False,
         memory: bool = False,
+        start_step: int | None = None,
+        capture_id: str | None = None,
     ) -> str:
-        """Ask for a profiler capture of the next ``steps`` steps; returns its id
-        (CaptureStatus/CaptureResult events carry it)."""
-        cid = f"{os.getpid()}-{next(self._ids)}"
+        """Ask for a profiler capture of the next ``steps`` steps (from step
+        ``start_step`` on, when given: every rank of a job profiles the same
+        steps); returns its id (CaptureStatus/CaptureResult events carry it)."""
+        cid = capture_id or f"{os.getpid()}-{next(self._ids)}"
         self._send(
             CaptureRequest(
                 id=cid,
@@ -303,6 +306,7 @@ class HookClient:
                 shapes=bool(shapes),
                 stacks=bool(stacks),
                 memory=bool(memory),
+                start_step=None if start_step is None else max(0, int(start_step)),
             )
         )
         return cid

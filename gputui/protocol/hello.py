@@ -95,6 +95,33 @@ class CaptureInfo:
 
 
 @dataclass(frozen=True)
+class CommInfo:
+    """How the hook measures communication time (docs/hook.md, "Communication")."""
+
+    #: explicit torch.distributed collectives (and Work.wait) are timed as "comm"
+    collectives: bool = False
+    #: DDP models whose gradient all-reduce wait at the end of backward is timed
+    ddp_models: int = 0
+    #: what is not timed, and why (a DDP model with its own hook at construction, ...)
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any], where: str = "comm") -> CommInfo:
+        return cls(
+            collectives=f.flag(obj, "collectives", where),
+            ddp_models=f.integer(obj, "ddp_models", where, 0, 1 << 20, default=0),
+            notes=f.texts(obj, "notes", where, 20),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "collectives": self.collectives,
+            "ddp_models": self.ddp_models,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
 class Status:
     """About once a second: the hook's counters and state."""
 
@@ -118,12 +145,20 @@ class Status:
     gpu_timing: GpuTiming | None = None
     memory_error: str | None = None
     capture: CaptureInfo = field(default_factory=CaptureInfo)
+    #: the phase the training thread is in now (innermost; "other" between
+    #: phases), how long since its last phase edge, and since the step in
+    #: progress began: a rank stuck in a collective or a data loader shows here
+    phase_now: str | None = None
+    phase_now_s: float | None = None
+    step_now_s: float | None = None
+    comm: CommInfo | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "status") -> Status:
         obj = typed(obj, where)
         timing = f.child(obj, "gpu_timing", where)
         capture = f.child(obj, "capture", where)
+        comm = f.child(obj, "comm", where)
         return cls(
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
             steps=f.integer(obj, "steps", where, default=0),
@@ -149,6 +184,10 @@ class Status:
             capture=CaptureInfo()
             if capture is None
             else CaptureInfo.from_wire(capture, where + ".capture"),
+            phase_now=f.opt_text(obj, "phase_now", where, 256),
+            phase_now_s=f.opt_number(obj, "phase_now_s", where),
+            step_now_s=f.opt_number(obj, "step_now_s", where),
+            comm=None if comm is None else CommInfo.from_wire(comm, where + ".comm"),
         )
 
     def fields_wire(self) -> dict[str, Any]:
@@ -174,6 +213,10 @@ class Status:
             "gpu_timing": None if self.gpu_timing is None else self.gpu_timing.to_wire(),
             "memory_error": self.memory_error,
             "capture": self.capture.to_wire(),
+            "phase_now": self.phase_now,
+            "phase_now_s": self.phase_now_s,
+            "step_now_s": self.step_now_s,
+            "comm": None if self.comm is None else self.comm.to_wire(),
         }
 
     def to_wire(self) -> dict[str, Any]:

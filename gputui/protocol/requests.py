@@ -93,6 +93,9 @@ class CaptureRequest:
     shapes: bool = False
     stacks: bool = False
     memory: bool = False
+    #: record from this step index on (warm-up before it), so that every rank of a
+    #: job profiles the same steps; None: from the next step boundary
+    start_step: int | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture") -> CaptureRequest:
@@ -104,6 +107,7 @@ class CaptureRequest:
             shapes=f.flag(obj, "shapes", where),
             stacks=f.flag(obj, "stacks", where),
             memory=f.flag(obj, "memory", where),
+            start_step=f.opt_integer(obj, "start_step", where, 0, 1 << 62),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -116,6 +120,8 @@ class CaptureRequest:
             stacks=self.stacks,
             memory=self.memory,
         )
+        if self.start_step is not None:
+            out["start_step"] = self.start_step
         return out
 
 

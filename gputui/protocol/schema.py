@@ -25,7 +25,7 @@ from gputui.protocol.capture import (
     KernelRow,
 )
 from gputui.protocol.fields import SchemaError
-from gputui.protocol.hello import CaptureInfo, DeviceInfo, GpuTiming, Hello, Status
+from gputui.protocol.hello import CaptureInfo, CommInfo, DeviceInfo, GpuTiming, Hello, Status
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.requests import (
     Bye,
@@ -46,6 +46,7 @@ __all__ = [
     "CaptureRequest",
     "CaptureResult",
     "CaptureStatus",
+    "CommInfo",
     "CpuOpRow",
     "DeviceInfo",
     "GpuTime",

@@ -1,0 +1,586 @@
+"""The rank view: every local rank of a multi-rank job in one table, the
+straggler and communication findings, synchronized captures.
+
+Each rank's connection fills its own :class:`AttachState` on its own thread
+(:mod:`gputui.tui.attach.rank_feeds`).  A 4 Hz timer looks at the states'
+versions; when something changed, and at most once a second after the first
+full view (statistics over 1,000 steps of every rank are the costly part), it
+builds a :class:`RanksSummary` of plain values and hands it to the panels.
+Enter opens the selected rank's own attach screen on the same state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer
+
+from gputui import fmt
+from gputui.analysis.engine import analyze_ranks
+from gputui.analysis.finding import Finding
+from gputui.analysis.kernels import short_kernel_name
+from gputui.analysis.ranks import EXITED, STALLED, RankRow, RanksSummary, enough_steps, summarize
+from gputui.errors import GputuiError
+from gputui.tui.attach.findings import FindingsScreen, headline
+from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
+from gputui.tui.attach.screen import AttachScreen
+from gputui.tui.attach.widgets import phase_style
+from gputui.tui.widgets.panels import BannerPanel
+from gputui.tui.widgets.text_panel import TextPanel
+
+REFRESH_HZ = 4.0
+#: statistics and rules are recomputed at most this often once the view is full
+STATS_PERIOD_S = 1.0
+CAPTURE_STEPS = 5
+PHASE_BAR = 16
+#: the NOW column gives the time in the current phase from this long on
+NOW_SHOWN_S = 1.0
+
+RanksFeed = LiveRanksFeed | ReplayRanksFeed
+
+#: (column key, header, sort key of a row or None when not sortable)
+COLUMNS: tuple[tuple[str, str, Callable[[RankRow], Any] | None], ...] = (
+    ("rank", "RANK", lambda r: (r.rank if r.rank is not None else 1 << 30, r.pid)),
+    ("pid", "PID", lambda r: r.pid),
+    ("state", "STATE", lambda r: r.state),
+    ("step", "STEP", lambda r: -1 if r.last_step is None else r.last_step),
+    ("behind", "BEHIND", lambda r: -1 if r.behind is None else r.behind),
+    ("p50", "P50", lambda r: r.step_p50_s or 0.0),
+    ("p90", "P90", lambda r: r.step_p90_s or 0.0),
+    ("comm", "COMM", lambda r: r.comm_s or 0.0),
+    ("compute", "COMPUTE", lambda r: r.compute_s or 0.0),
+    ("phases", "PHASES (wall)", None),
+    ("mem", "MEM", lambda r: r.mem_allocated_bytes or 0),
+    ("gpu", "GPU", lambda r: r.gpu_util_pct or 0.0),
+    ("now", "NOW", lambda r: r.phase_now_s or 0.0),
+)
+SORTABLE = [key for key, _h, sort in COLUMNS if sort is not None]
+
+
+def _cells(row: RankRow, ascii_only: bool) -> list[Text]:
+    state_style = {EXITED: "bold red", STALLED: "bold yellow"}.get(row.state, "green")
+    comm = "-"
+    if row.comm_s is not None:
+        comm = fmt.ms(row.comm_s)
+        if row.comm_share is not None:
+            comm += f" {row.comm_share * 100:.0f}%"
+    gpu = "-"
+    if row.gpu_util_pct is not None:
+        gpu = f"{row.gpu_util_pct:.0f}%"
+        if row.gpu_sm_clock_mhz:
+            gpu += f" {row.gpu_sm_clock_mhz:.0f}MHz"
+        if row.gpu_throttle:
+            gpu += "!"
+    elif row.gpu_uuid:
+        gpu = fmt.middle(fmt.clean(row.gpu_uuid, 64), 14, ascii_only)
+    now = "-"
+    if row.phase_now is not None:
+        # Where it is right now flickers between phases; how long matters once
+        # it is seconds (a rank stuck, or waiting for one).
+        now = fmt.clean(row.phase_now, 24)
+        if row.phase_now_s is not None and row.phase_now_s >= NOW_SHOWN_S:
+            now += f" {fmt.duration(row.phase_now_s)}"
+    return [
+        Text("-" if row.rank is None else str(row.rank), justify="right"),
+        Text(str(row.pid), justify="right"),
+        Text(row.state, style=state_style),
+        Text("-" if row.last_step is None else str(row.last_step), justify="right"),
+        Text(
+            "-" if row.behind is None else str(row.behind),
+            justify="right",
+            style="bold yellow" if row.behind else "",
+        ),
+        Text(fmt.ms(row.step_p50_s), justify="right"),
+        Text(fmt.ms(row.step_p90_s), justify="right"),
+        Text(comm, justify="right"),
+        Text(fmt.ms(row.compute_s), justify="right"),
+        phase_bar(row, PHASE_BAR, ascii_only),
+        Text(fmt.size(row.mem_allocated_bytes) if row.mem_allocated_bytes else "-"),
+        Text(gpu),
+        Text(now),
+    ]
+
+
+def phase_bar(row: RankRow, width: int, ascii_only: bool) -> Text:
+    """The rank's wall time split by phase, as one bar (a letter per phase in
+    ASCII mode)."""
+    text = Text()
+    shares = [(name, share) for name, share in row.phase_shares if share > 0]
+    if not shares:
+        return Text("-" * width, style="dim")
+    order = [name for name, _s in shares]
+    used = 0
+    for k, (name, share) in enumerate(shares):
+        cells = width - used if k == len(shares) - 1 else round(share * width)
+        cells = max(0, min(cells, width - used))
+        if not cells:
+            continue
+        fill = (name[:1] or "?") if ascii_only else "█"
+        text.append(fill * cells, style=phase_style(name, order))
+        used += cells
+    return text
+
+
+class RanksHeader(TextPanel):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.label = ""
+        self.command = ""
+        self.summary: RanksSummary | None = None
+        self.note = ""
+
+    def build(self, width: int) -> Text:
+        text = Text()
+        text.append(" gputui attach ", style="bold reverse")
+        text.append(f" {fmt.clean(self.label)}", style="bold")
+        if self.note:
+            text.append(f"  {self.note}", style="dim")
+        text.append("\n ")
+        text.append(fmt.clean(self.command), style="dim")
+        s = self.summary
+        text.append("\n ")
+        if s is None:
+            text.append("connecting to the ranks...", style="dim")
+        else:
+            running = sum(1 for r in s.rows if r.state not in (EXITED,))
+            text.append(f"{running} of {s.local} local ranks connected")
+            if s.leader_step is not None:
+                text.append(f", leading step {s.leader_step}")
+            if s.missing:
+                text.append(f", {s.missing} on other nodes", style="yellow")
+        return text
+
+
+class AlertPanel(TextPanel):
+    """A stalled job or a rank gone; the ranks on other nodes."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.summary: RanksSummary | None = None
+
+    def build(self, width: int) -> Text:
+        s = self.summary
+        lines: list[Text] = []
+        if s is not None and s.alert:
+            lines.append(Text(" " + fmt.clean(s.alert), style="bold red"))
+        text = None if s is None else s.missing_text()
+        if text:
+            lines.append(Text(" " + text, style="yellow"))
+        return Text("\n").join(lines) if lines else Text()
+
+
+class RankFindings(TextPanel):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.findings: tuple[Finding, ...] = ()
+        self.ready = False
+        self.rows = 3
+
+    def build(self, width: int) -> Text:
+        title = Text()
+        title.append(" Findings across ranks ", style="bold reverse")
+        if not self.ready:
+            title.append("  the rank rules wait for 20 ordinary steps on two ranks", style="dim")
+            return title
+        if not self.findings:
+            title.append("  the ranks keep pace with each other", style="dim green")
+            return title
+        more = len(self.findings) - self.rows
+        title.append(
+            f"  {len(self.findings)} ranked by the step time a fix could recover"
+            + (f" (+{more} more)" if more > 0 else "")
+            + "   f: details",
+            style="dim",
+        )
+        return Text("\n").join([title] + [headline(f, width) for f in self.findings[: self.rows]])
+
+
+class RankCapturePanel(TextPanel):
+    """The synchronized capture's state, and the highlighted rank's kernels."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.row: RankRow | None = None
+        self.progress = ""
+        self.is_replay = False
+        self.kernel_rows = 6
+
+    def build(self, width: int) -> Text:
+        text = Text()
+        text.append(" Capture ", style="bold reverse")
+        if self.progress:
+            text.append(f"  {self.progress}", style="yellow")
+        row = self.row
+        cap = None if row is None else row.capture
+        if cap is None:
+            hint = (
+                "  none recorded" if self.is_replay else "  p: profile the same steps on every rank"
+            )
+            text.append(hint, style="dim")
+            return text
+        assert row is not None
+        text.append(f"  {row.label}: steps {cap.first_step}..{cap.last_step}")
+        if cap.busy_pct is not None:
+            text.append(f", GPU busy {cap.busy_pct:.0f}%")
+        if cap.comm_span_share is not None:
+            text.append(f", comm kernels {cap.comm_span_share * 100:.0f}% of the span")
+        if cap.overlap is not None:
+            text.append(f", overlapped {cap.overlap * 100:.0f}%")
+        if not cap.kernels:
+            text.append(
+                "\n no GPU kernels (a CPU job): Enter shows the rank's CPU ops", style="dim"
+            )
+            return text
+        table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+        for col, justify in (("kernel", "left"), ("class", "left"), ("calls", "right")):
+            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column("total", justify="right")
+        table.add_column("share", justify="right")
+        for k in cap.kernels[: self.kernel_rows]:
+            table.add_row(
+                Text(fmt.truncate(fmt.clean(short_kernel_name(k.name)), max(10, width - 40))),
+                Text(fmt.clean(k.kernel_class, 14)),
+                str(k.calls),
+                fmt.us(k.total_us),
+                f"{k.share * 100:.0f}%",
+            )
+        return Text("\n").join([text, *_table_lines(table, width)])
+
+
+def _table_lines(table: Table, width: int) -> list[Text]:
+    from rich.console import Console
+
+    console = Console(width=max(20, width), no_color=False, record=False)
+    lines = console.render_lines(table, console.options.update(width=max(20, width)))
+    out = []
+    for segments in lines:
+        line = Text()
+        for seg in segments:
+            line.append(seg.text, seg.style)
+        out.append(line)
+    return out
+
+
+class RanksScreen(Screen[object]):
+    DEFAULT_CSS = """
+    RanksScreen { layout: vertical; }
+    RanksScreen #ranks-header { height: 3; background: $panel; }
+    RanksScreen #ranks-banner { height: 1; }
+    RanksScreen #ranks-table { height: auto; max-height: 50%; }
+    RanksScreen #ranks-findings { margin-top: 1; }
+    RanksScreen #ranks-capture { margin-top: 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_rank", "Open rank"),
+        Binding("s", "sort", "Sort"),
+        Binding("S", "reverse", "Reverse", show=False),
+        Binding("p", "capture", "Capture all"),
+        Binding("f", "findings", "Findings"),
+        Binding("r", "reconnect", "Reconnect"),
+    ]
+
+    def __init__(self, feed: RanksFeed, *, autostart: bool = True) -> None:
+        super().__init__()
+        self.feed = feed
+        self.autostart = autostart
+        self.summary: RanksSummary | None = None
+        self.findings: tuple[Finding, ...] = ()
+        self.sort_key = "rank"
+        self.sort_reverse = False
+        self.refreshes = 0
+        self.first_full_at: float | None = None  # monotonic time of the first full view
+        self._started = time.monotonic()
+        self._versions: tuple[int, ...] = ()
+        self._built_at = 0.0
+        self._order: list[int] = []
+        self._timer: Timer | None = None
+        self._capture_note = ""
+
+    @property
+    def ascii_only(self) -> bool:
+        return bool(getattr(self.app, "ascii_only", False))
+
+    def compose(self) -> ComposeResult:
+        yield RanksHeader(id="ranks-header")
+        yield BannerPanel(id="ranks-banner")
+        yield AlertPanel(id="ranks-alert")
+        table: DataTable[Any] = DataTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield RankFindings(id="ranks-findings")
+        yield RankCapturePanel(id="ranks-capture")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        header = self.query_one(RanksHeader)
+        header.label = self.feed.label
+        first = self.feed.links[0].hello if self.feed.links else None
+        header.command = "" if first is None else fmt.clean_all(first.argv)
+        self.query_one(RankCapturePanel).is_replay = self.feed.is_replay
+        table = self.query_one(DataTable)
+        for key, title, _sort in COLUMNS:
+            table.add_column(title, key=key, width=PHASE_BAR if key == "phases" else None)
+        table.focus()
+        self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
+        if self.autostart:
+            self._connect_worker()
+        self.refresh_view(force=True)
+
+    def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self.feed.close()
+
+    @work(thread=True, exclusive=True, group="ranks-connect")
+    def _connect_worker(self) -> None:
+        # Sockets and hellos block: never on the UI thread.
+        try:
+            self.feed.connect()
+        except GputuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+
+    def replay_to(self, seconds: float) -> None:
+        """Play a recording up to ``seconds`` on this thread and draw it (tests,
+        screenshots)."""
+        feed = self.feed
+        if not isinstance(feed, ReplayRanksFeed):
+            raise TypeError("replay_to needs a ReplayRanksFeed")
+        if feed.played_s == 0.0 and feed.finished is False:
+            feed.connect(autoplay=False)
+        feed.advance_to(seconds)
+        self.refresh_view(force=True)
+
+    # -- refreshing ------------------------------------------------------------------------
+    def _full(self) -> bool:
+        """Every rank has sent its history (or is known to be gone)."""
+        for link in self.feed.links:
+            snap = link.state.snapshot()
+            gone = snap.disconnected is not None or snap.connect_error is not None
+            if not (snap.synced or gone):
+                return False
+        return bool(self.feed.links)
+
+    def refresh_view(self, force: bool = False) -> None:
+        if not self.is_mounted:
+            return
+        versions = tuple(link.state.version for link in self.feed.links)
+        tick = time.monotonic()
+        changed = versions != self._versions
+        full = self.first_full_at is not None
+        if not force and not changed and tick - self._built_at < STATS_PERIOD_S:
+            return
+        if not force and full and tick - self._built_at < STATS_PERIOD_S:
+            return  # the costly part once a second once the view is full
+        self._versions = versions
+        self._built_at = tick
+        snaps = [(link.state.snapshot(), link.hello) for link in self.feed.links]
+        inputs = [rank_input(snap, hello) for snap, hello in snaps]
+        summary = summarize(inputs, self.feed.now())
+        self.summary = summary
+        self.findings = tuple(analyze_ranks(summary.evidence))
+        self.refreshes += 1
+        if self.first_full_at is None and self._full():
+            self.first_full_at = tick
+        self._show(summary)
+
+    def _show(self, summary: RanksSummary) -> None:
+        header = self.query_one(RanksHeader)
+        header.summary = summary
+        feed = self.feed
+        if isinstance(feed, ReplayRanksFeed):
+            header.note = f"replay {feed.played_s:.0f}/{feed.duration_s:.0f}s" + (
+                " ended (r: again)" if feed.finished else ""
+            )
+        header.redraw()
+        alert = self.query_one(AlertPanel)
+        alert.summary = summary
+        alert.redraw()
+        self._fill_table(summary)
+        panel = self.query_one(RankFindings)
+        panel.findings = self.findings
+        panel.ready = enough_steps(summary)
+        panel.redraw()
+        self._show_capture()
+
+    def _sorted(self, rows: tuple[RankRow, ...]) -> list[RankRow]:
+        sort = next(s for key, _h, s in COLUMNS if key == self.sort_key)
+        assert sort is not None
+        return sorted(rows, key=sort, reverse=self.sort_reverse)
+
+    def _fill_table(self, summary: RanksSummary) -> None:
+        table = self.query_one(DataTable)
+        rows = self._sorted(summary.rows)
+        order = [r.pid for r in rows]
+        ascii_only = self.ascii_only
+        selected = self.selected_pid()
+        if order != self._order:
+            table.clear()
+            for row in rows:
+                table.add_row(*_cells(row, ascii_only), key=str(row.pid))
+            self._order = order
+            if selected is not None and selected in order:
+                table.move_cursor(row=order.index(selected))
+            return
+        for row in rows:
+            for (key, _h, _s), cell in zip(COLUMNS, _cells(row, ascii_only), strict=True):
+                table.update_cell(str(row.pid), key, cell)
+
+    def selected_pid(self) -> int | None:
+        table = self.query_one(DataTable)
+        if not self._order or table.cursor_row is None:
+            return None
+        index = table.cursor_row
+        return self._order[index] if 0 <= index < len(self._order) else None
+
+    def _selected_row(self) -> RankRow | None:
+        pid = self.selected_pid()
+        summary = self.summary
+        if summary is None or pid is None:
+            return None
+        return next((r for r in summary.rows if r.pid == pid), None)
+
+    def _show_capture(self) -> None:
+        panel = self.query_one(RankCapturePanel)
+        panel.row = self._selected_row()
+        panel.progress = self._capture_progress()
+        panel.redraw()
+
+    def _capture_progress(self) -> str:
+        waiting = sum(1 for link in self.feed.links if link.state.snapshot().capture_wanted)
+        if not waiting:
+            self._capture_note = ""
+            return ""
+        return f"{self._capture_note}: waiting for {waiting} ranks' results"
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        if self.summary is not None:
+            self._show_capture()
+
+    @on(DataTable.RowSelected)
+    def _selected(self, _event: DataTable.RowSelected) -> None:
+        self.action_open_rank()
+
+    # -- actions ---------------------------------------------------------------------------
+    def action_open_rank(self) -> None:
+        pid = self.selected_pid()
+        link = next((lk for lk in self.feed.links if lk.pid == pid), None)
+        if link is None:
+            return
+        self.app.push_screen(
+            AttachScreen(
+                self.feed.rank_feed(link), autostart=not self.feed.is_replay, state=link.state
+            )
+        )
+
+    def action_sort(self) -> None:
+        index = SORTABLE.index(self.sort_key) if self.sort_key in SORTABLE else -1
+        self.sort_key = SORTABLE[(index + 1) % len(SORTABLE)]
+        self.notify(f"sorted by {self.sort_key}", timeout=1.5)
+        self.refresh_view(force=True)
+
+    def action_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.refresh_view(force=True)
+
+    def action_findings(self) -> None:
+        self.app.push_screen(FindingsScreen(self.findings))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "capture" and self.feed.is_replay:
+            return None
+        return True
+
+    def action_capture(self) -> None:
+        if self.feed.is_replay:
+            self.notify("this is a recording: captures need a live job", severity="warning")
+            return
+        if any(link.state.snapshot().capture_wanted for link in self.feed.links):
+            self.notify("a capture is already under way", severity="warning")
+            return
+        self._capture_worker()
+
+    @work(thread=True, exclusive=True, group="ranks-capture")
+    def _capture_worker(self) -> None:
+        # Socket writes: off the UI thread.
+        try:
+            ask = self.feed.request_capture(CAPTURE_STEPS)
+        except GputuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        note = f"steps {ask.start_step}..{ask.start_step + CAPTURE_STEPS - 1} on {ask.asked} ranks"
+        if ask.errors:
+            note += f" ({len(ask.errors)} not asked: {fmt.clean(ask.errors[0])})"
+        self._capture_note = f"capture of {note}"
+        self.app.call_from_thread(self.notify, f"capture asked: {note}")
+
+    def action_reconnect(self) -> None:
+        feed = self.feed
+        if isinstance(feed, ReplayRanksFeed):
+            feed.connect()
+            self.first_full_at = None
+            self.refresh_view(force=True)
+            return
+        self._reconnect_worker()
+
+    @work(thread=True, exclusive=True, group="ranks-connect")
+    def _reconnect_worker(self) -> None:
+        feed = self.feed
+        if not isinstance(feed, LiveRanksFeed):
+            return
+        for link in feed.links:
+            snap = link.state.snapshot()
+            if snap.disconnected is not None or snap.connect_error is not None:
+                feed.reconnect(link)
+
+
+class RanksApp(App[None]):
+    """``gputui attach PID`` for a multi-rank job: the rank view first."""
+
+    TITLE = "gputui attach"
+    CSS_PATH = "attach.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("d", "toggle_theme", "Theme", show=False),
+    ]
+
+    def __init__(
+        self,
+        feed: RanksFeed,
+        *,
+        ascii_only: bool = False,
+        banner: str | None = None,
+        autostart: bool = True,
+    ) -> None:
+        super().__init__()
+        self.feed = feed
+        self.ascii_only = ascii_only
+        self.banner = banner
+        self.autostart = autostart
+
+    def recording_banner(self) -> str | None:
+        if self.banner:
+            return " " + self.banner
+        if self.feed.is_replay:
+            return f" RECORDING, not this machine: {self.feed.label}"
+        return None
+
+    def get_default_screen(self) -> Screen[object]:
+        return RanksScreen(self.feed, autostart=self.autostart)
+
+    @property
+    def ranks_screen(self) -> RanksScreen:
+        screen = self.screen_stack[0] if self.screen_stack else self.screen
+        assert isinstance(screen, RanksScreen)
+        return screen
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
