@@ -12,8 +12,8 @@ looks like.  ``--steps 0`` trains until killed.
 
 Failure modes, for the tests: ``--hang-rank R --hang-file F`` makes rank R's
 data loading sleep for good once F exists (the others then wait in the
-all-reduce); ``--stop-rank R --stop-after N`` makes rank R leave the loop after
-N steps and exit (uneven inputs: the others wait for it forever).
+all-reduce); ``--stop-rank R --stop-file F`` makes rank R leave the loop once
+F exists and exit (uneven inputs: the others wait for it forever).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main() -> int:
     parser.add_argument("--hang-rank", type=int, default=-1)
     parser.add_argument("--hang-file")
     parser.add_argument("--stop-rank", type=int, default=-1)
-    parser.add_argument("--stop-after", type=int, default=0)
+    parser.add_argument("--stop-file")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -80,8 +80,7 @@ def main() -> int:
     model = DistributedDataParallel(Model(args.slow_s if slow else 0.0))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     total = args.steps if args.steps > 0 else 10**9
-    if rank == args.stop_rank and args.stop_after > 0:
-        total = args.stop_after
+    stop = args.stop_file if rank == args.stop_rank else None
     sleep = args.data_sleep + (args.slow_data_s if slow else 0.0)
     hang = args.hang_file if rank == args.hang_rank else None
     loader = DataLoader(SleepyBatches(min(total, 10**6), sleep, hang), batch_size=None)
@@ -93,7 +92,8 @@ def main() -> int:
             opt.step()
             opt.zero_grad()
             done += 1
-            if done >= total:
+            if done >= total or (stop and os.path.exists(stop)):
+                total = done
                 break
     if rank == args.stop_rank:
         print(f"rank {rank} (pid {os.getpid()}) leaves after {done} steps", flush=True)

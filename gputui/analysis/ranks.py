@@ -36,6 +36,8 @@ STALL_FACTOR = 10.0
 WAIT_PHASES = frozenset({COMM, BACKWARD})
 #: steps each rank's statistics cover (the newest)
 WINDOW = 1000
+#: steps of compute history per rank (the view's sparklines)
+HISTORY = 240
 #: kernel rows and CPU-op rows kept per rank's capture
 TOP_KERNELS = 10
 TOP_OPS = 5
@@ -131,6 +133,8 @@ class RankRow:
     phase_now: str | None
     phase_now_s: float | None
     capture: RankCapture | None
+    #: the newest steps' compute time (wall less comm), oldest first
+    compute_history: tuple[float, ...] = ()
 
     @property
     def label(self) -> str:
@@ -190,6 +194,8 @@ class RanksSummary:
     #: one line when the job is stuck or a rank is gone, else None
     alert: str | None
     evidence: RanksEvidence
+    #: the job's ranks on this node (LOCAL_WORLD_SIZE), when the ranks say
+    local_world_size: int | None = None
 
     @property
     def local(self) -> int:
@@ -197,18 +203,41 @@ class RanksSummary:
 
     @property
     def missing(self) -> int:
+        """Ranks of the job not shown here."""
         return self.evidence.missing
 
+    @property
+    def remote(self) -> int:
+        """Ranks on other nodes (all the missing ones when the node's count is
+        not known)."""
+        world, local_world = self.world_size, self.local_world_size
+        if world is None:
+            return 0
+        if local_world is None:
+            return self.missing
+        return max(0, world - local_world)
+
+    @property
+    def local_missing(self) -> int:
+        """Ranks of this node that are not shown (gone before we looked)."""
+        return max(0, self.missing - self.remote)
+
     def missing_text(self) -> str | None:
-        """What the view says about ranks it cannot see (other nodes)."""
-        if not self.missing:
-            return None
-        return (
-            f"{self.missing} of {self.world_size} ranks run on other nodes: only the "
-            f"{self.local} local ranks are visible here (their hooks serve local sockets); "
-            "'gputui cluster --prometheus URL' shows every rank's steps and phases from "
-            "each node's 'gputui exporter'"
-        )
+        """What the view says about ranks it cannot see."""
+        parts = []
+        if self.remote:
+            parts.append(
+                f"{self.remote} of {self.world_size} ranks run on other nodes: only the "
+                f"{self.local} local ranks are visible here (their hooks serve local sockets); "
+                "'gputui cluster --prometheus URL' shows every rank's steps and phases from "
+                "each node's 'gputui exporter'"
+            )
+        if self.local_missing:
+            parts.append(
+                f"{self.local_missing} of this node's {self.local_world_size} ranks have no "
+                "hook socket (exited, or not started through 'gputui run')"
+            )
+        return "; ".join(parts) if parts else None
 
 
 def _last_step(inp: RankInput) -> int | None:
@@ -246,12 +275,16 @@ def _row(
     stalled = None
     if inp.gone is not None:
         state, note = EXITED, inp.gone
+    elif last is None:
+        # The first step (compilation, autotuning, data warm-up) takes long:
+        # said, not called a stall.
+        state, note = STARTING, None
+        if step_s is not None and step_s >= STALL_S:
+            note = f"first step running for {step_s:.0f} s (in {phase_now})"
     elif step_s is not None and step_s >= max(STALL_S, STALL_FACTOR * (usual or 0.0)):
         state, stalled = STALLED, step_s
         waiting = phase_now in WAIT_PHASES
         note = f"in {phase_now} for {step_s:.0f} s" + (" (waiting for peers?)" if waiting else "")
-    elif last is None:
-        state, note = STARTING, None
     else:
         state, note = RUNNING, None
     mem = inp.memory[-1][0] if inp.memory else None
@@ -284,6 +317,9 @@ def _row(
             phase_now=phase_now,
             phase_now_s=phase_s,
             capture=None if inp.capture is None else RankCapture.of(inp.capture),
+            compute_history=tuple(
+                max(0.0, s.wall - s.phases.get(COMM, 0.0)) for s in inp.steps[-HISTORY:]
+            ),
         ),
         stalled,
     )
@@ -365,12 +401,14 @@ def summarize(inputs: Sequence[RankInput], now_s: float) -> RanksSummary:
             stalled[row.pid] = stuck
     worlds = [i.hello.world_size for i in inputs if i.hello.world_size]
     world = max(worlds) if worlds else None
+    locals_ = [i.hello.local_world_size for i in inputs if i.hello.local_world_size]
     return RanksSummary(
         rows=tuple(rows),
         world_size=world,
         leader_step=leader,
         alert=_alert(rows, stalled),
         evidence=RanksEvidence(evidence, world),
+        local_world_size=max(locals_) if locals_ else None,
     )
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gputui.collectors.hook_client import AttachError, Hello, hook_summary
+from gputui.collectors.processes import read_environ
 from gputui.protocol import list_sockets
 
 #: torchrun's run id when no rendezvous id was given (every such job has it)
@@ -53,6 +54,12 @@ class JobGroup:
     @property
     def local_ranks(self) -> tuple[int | None, ...]:
         return tuple(h.local_rank for h in self.hellos)
+
+    @property
+    def local_world_size(self) -> int | None:
+        """Ranks of the job on this node (torchrun's LOCAL_WORLD_SIZE)."""
+        sizes = [h.local_world_size for h in self.hellos if h.local_world_size is not None]
+        return max(sizes) if sizes else None
 
     @property
     def missing(self) -> int:
@@ -177,11 +184,21 @@ def list_jobs(
     return group_jobs(hellos), errors
 
 
+def world_size_of(pid: int) -> int:
+    """WORLD_SIZE in a process's environment (1 when absent or unreadable)."""
+    value = read_environ(pid).get("WORLD_SIZE", "1")
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return 1
+
+
 def find_job(
     pid: int,
     sockets: Mapping[int, str] | None = None,
     summary: Summary | None = None,
     parent_of: Callable[[int], int | None] = parent_pid,
+    world_size: Callable[[int], int] | None = None,
 ) -> JobGroup | None:
     """The job ``pid`` belongs to: the local ranks of its multi-rank job when
     ``pid`` is one of them or their launcher (the torchrun agent, which has no
@@ -191,8 +208,9 @@ def find_job(
     if sockets is None:
         sockets = list_sockets()
     if pid in sockets:
-        hellos, _ = read_hellos([pid], summary)
-        if not hellos or (hellos[0].world_size or 1) <= 1:
+        # One connection less for the common single-process job: the hook
+        # takes its world size from the same variable.
+        if (world_size or world_size_of)(pid) <= 1:
             return None
         jobs, _ = list_jobs(sockets, summary)
         return next((j for j in jobs if pid in j.pids), None)

@@ -186,6 +186,8 @@ def _ranks_recording(args: argparse.Namespace) -> int | None:
         recording = read_attach_recording(args.replay)
         if not recording.ranks:
             return None
+        if not args.once:
+            _need_terminal("gputui attach --replay FILE --once")
         from gputui.commands import attach_ranks
 
         banner = f"REPLAY: {args.replay}, not this machine"

@@ -180,10 +180,8 @@ def replay(args: argparse.Namespace, recording: AttachRecording, label: str, ban
 
     feed = ReplayRanksFeed(recording, label, speed=args.speed)
     if not args.once:
-        from gputui.commands.attach import _need_terminal
         from gputui.tui.attach.ranks import RanksApp
 
-        _need_terminal("gputui attach --replay FILE --once")
         app = RanksApp(feed, ascii_only=args.ascii, banner=banner)
         try:
             app.run()
@@ -220,7 +218,9 @@ def ranks_json(
         "job": {
             "world_size": summary.world_size,
             "local_ranks": summary.local,
+            "local_world_size": summary.local_world_size,
             "missing_ranks": summary.missing,
+            "remote_ranks": summary.remote,
             "missing_note": summary.missing_text(),
             "launcher_pid": job.launcher_pid,
             "run_id": job.run_id,

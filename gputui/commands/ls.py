@@ -57,6 +57,7 @@ def job_entry(job: JobGroup) -> dict[str, Any]:
             "run_id": job.run_id,
             "master": job.master,
             "local_ranks": len(job.hellos),
+            "local_world_size": job.local_world_size,
             "missing_ranks": job.missing,
             "ranks": [_process(h) for h in job.hellos],
         }

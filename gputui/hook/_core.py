@@ -284,6 +284,7 @@ class Hook:
             rank=_env_int("RANK"),
             local_rank=_env_int("LOCAL_RANK"),
             world_size=_env_int("WORLD_SIZE"),
+            local_world_size=_env_int("LOCAL_WORLD_SIZE") or None,
             run_id=(os.environ.get("TORCHELASTIC_RUN_ID") or None),
             master=master,
             started=round(self.installed_at, 3),

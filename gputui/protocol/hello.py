@@ -245,6 +245,8 @@ class Hello:
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    #: ranks of the job on this node (LOCAL_WORLD_SIZE): the rest are on others
+    local_world_size: int | None = None
     #: torchrun's TORCHELASTIC_RUN_ID, and MASTER_ADDR:MASTER_PORT: the ranks of
     #: one job share them
     run_id: str | None = None
@@ -275,6 +277,7 @@ class Hello:
             rank=f.opt_integer(obj, "rank", where, 0, 1 << 24),
             local_rank=f.opt_integer(obj, "local_rank", where, 0, 1 << 24),
             world_size=f.opt_integer(obj, "world_size", where, 1, 1 << 24),
+            local_world_size=f.opt_integer(obj, "local_world_size", where, 1, 1 << 24),
             run_id=f.opt_text(obj, "run_id", where, 256),
             master=f.opt_text(obj, "master", where, 512),
             started=f.number(obj, "started", where, hi=MAX_TIME_S, default=0.0),
@@ -304,6 +307,7 @@ class Hello:
                 "rank": self.rank,
                 "local_rank": self.local_rank,
                 "world_size": self.world_size,
+                "local_world_size": self.local_world_size,
                 "run_id": self.run_id,
                 "master": self.master,
                 "started": self.started,

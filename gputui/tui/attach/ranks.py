@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -30,6 +30,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.ranks import EXITED, STALLED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.errors import GputuiError
+from gputui.tui import render
 from gputui.tui.attach.findings import FindingsScreen, headline
 from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.tui.attach.screen import AttachScreen
@@ -44,24 +45,27 @@ CAPTURE_STEPS = 5
 PHASE_BAR = 16
 #: the NOW column gives the time in the current phase from this long on
 NOW_SHOWN_S = 1.0
+#: below this height: no compute lines, one finding, three capture rows
+SHORT_HEIGHT = 34
 
 RanksFeed = LiveRanksFeed | ReplayRanksFeed
 
-#: (column key, header, sort key of a row or None when not sortable)
+#: (column key, header, sort key of a row or None when not sortable); the ones
+#: that tell ranks apart come first, so that 80 columns show them
 COLUMNS: tuple[tuple[str, str, Callable[[RankRow], Any] | None], ...] = (
     ("rank", "RANK", lambda r: (r.rank if r.rank is not None else 1 << 30, r.pid)),
-    ("pid", "PID", lambda r: r.pid),
     ("state", "STATE", lambda r: r.state),
-    ("step", "STEP", lambda r: -1 if r.last_step is None else r.last_step),
-    ("behind", "BEHIND", lambda r: -1 if r.behind is None else r.behind),
     ("p50", "P50", lambda r: r.step_p50_s or 0.0),
-    ("p90", "P90", lambda r: r.step_p90_s or 0.0),
     ("comm", "COMM", lambda r: r.comm_s or 0.0),
     ("compute", "COMPUTE", lambda r: r.compute_s or 0.0),
-    ("phases", "PHASES (wall)", None),
+    ("behind", "BEHIND", lambda r: -1 if r.behind is None else r.behind),
+    ("phases", "PHASES", None),
+    ("now", "NOW", lambda r: r.phase_now_s or 0.0),
+    ("p90", "P90", lambda r: r.step_p90_s or 0.0),
+    ("step", "STEP", lambda r: -1 if r.last_step is None else r.last_step),
     ("mem", "MEM", lambda r: r.mem_allocated_bytes or 0),
     ("gpu", "GPU", lambda r: r.gpu_util_pct or 0.0),
-    ("now", "NOW", lambda r: r.phase_now_s or 0.0),
+    ("pid", "PID", lambda r: r.pid),
 )
 SORTABLE = [key for key, _h, sort in COLUMNS if sort is not None]
 
@@ -89,25 +93,26 @@ def _cells(row: RankRow, ascii_only: bool) -> list[Text]:
         now = fmt.clean(row.phase_now, 24)
         if row.phase_now_s is not None and row.phase_now_s >= NOW_SHOWN_S:
             now += f" {fmt.duration(row.phase_now_s)}"
-    return [
-        Text("-" if row.rank is None else str(row.rank), justify="right"),
-        Text(str(row.pid), justify="right"),
-        Text(row.state, style=state_style),
-        Text("-" if row.last_step is None else str(row.last_step), justify="right"),
-        Text(
+    cells = {
+        "rank": Text("-" if row.rank is None else str(row.rank), justify="right"),
+        "state": Text(row.state, style=state_style),
+        "p50": Text(fmt.ms(row.step_p50_s), justify="right"),
+        "comm": Text(comm, justify="right"),
+        "compute": Text(fmt.ms(row.compute_s), justify="right"),
+        "behind": Text(
             "-" if row.behind is None else str(row.behind),
             justify="right",
             style="bold yellow" if row.behind else "",
         ),
-        Text(fmt.ms(row.step_p50_s), justify="right"),
-        Text(fmt.ms(row.step_p90_s), justify="right"),
-        Text(comm, justify="right"),
-        Text(fmt.ms(row.compute_s), justify="right"),
-        phase_bar(row, PHASE_BAR, ascii_only),
-        Text(fmt.size(row.mem_allocated_bytes) if row.mem_allocated_bytes else "-"),
-        Text(gpu),
-        Text(now),
-    ]
+        "phases": phase_bar(row, PHASE_BAR, ascii_only),
+        "now": Text(now),
+        "p90": Text(fmt.ms(row.step_p90_s), justify="right"),
+        "step": Text("-" if row.last_step is None else str(row.last_step), justify="right"),
+        "mem": Text(fmt.size(row.mem_allocated_bytes) if row.mem_allocated_bytes else "-"),
+        "gpu": Text(gpu),
+        "pid": Text(str(row.pid), justify="right"),
+    }
+    return [cells[key] for key, _h, _s in COLUMNS]
 
 
 def phase_bar(row: RankRow, width: int, ascii_only: bool) -> Text:
@@ -155,8 +160,8 @@ class RanksHeader(TextPanel):
             text.append(f"{running} of {s.local} local ranks connected")
             if s.leader_step is not None:
                 text.append(f", leading step {s.leader_step}")
-            if s.missing:
-                text.append(f", {s.missing} on other nodes", style="yellow")
+            if s.remote:
+                text.append(f", {s.remote} on other nodes", style="yellow")
         return text
 
 
@@ -176,6 +181,39 @@ class AlertPanel(TextPanel):
         if text:
             lines.append(Text(" " + text, style="yellow"))
         return Text("\n").join(lines) if lines else Text()
+
+
+class ComputePanel(TextPanel):
+    """Each rank's compute time per step (its step less its comm wait) over the
+    newest steps: the straggler's line sits above the others."""
+
+    def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
+        super().__init__(id=id)
+        self.summary: RanksSummary | None = None
+        self.ascii_only = ascii_only
+        self.rows = 8
+
+    def build(self, width: int) -> Text:
+        title = Text()
+        title.append(" Compute per step ", style="bold reverse")
+        title.append("  each rank's step less its time in collectives, newest right", style="dim")
+        s = self.summary
+        if s is None or not any(r.compute_history for r in s.rows):
+            return title
+        top = max((max(r.compute_history) for r in s.rows if r.compute_history), default=1.0)
+        lines = [title]
+        shown = sorted(s.rows, key=lambda r: -(r.compute_s or 0.0))[: self.rows]
+        spark = max(8, width - 24)
+        for row in shown:
+            line = Text(f" {row.label:<9}", style="bold")
+            line.append_text(
+                render.sparkline(row.compute_history, spark, top, self.ascii_only, style="cyan")
+            )
+            line.append(f" {fmt.ms(row.compute_s):>8}")
+            lines.append(line)
+        if len(s.rows) > len(shown):
+            lines.append(Text(f" +{len(s.rows) - len(shown)} more ranks", style="dim"))
+        return Text("\n").join(lines)
 
 
 class RankFindings(TextPanel):
@@ -210,6 +248,8 @@ class RankCapturePanel(TextPanel):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.row: RankRow | None = None
+        #: ranks whose latest capture covers the same steps as this row's
+        self.same_steps = 0
         self.progress = ""
         self.is_replay = False
         self.kernel_rows = 6
@@ -229,18 +269,27 @@ class RankCapturePanel(TextPanel):
             return text
         assert row is not None
         text.append(f"  {row.label}: steps {cap.first_step}..{cap.last_step}")
+        if self.same_steps > 1:
+            text.append(f" (the same steps on {self.same_steps} ranks)", style="dim")
         if cap.busy_pct is not None:
             text.append(f", GPU busy {cap.busy_pct:.0f}%")
         if cap.comm_span_share is not None:
             text.append(f", comm kernels {cap.comm_span_share * 100:.0f}% of the span")
         if cap.overlap is not None:
             text.append(f", overlapped {cap.overlap * 100:.0f}%")
-        if not cap.kernels:
-            text.append(
-                "\n no GPU kernels (a CPU job): Enter shows the rank's CPU ops", style="dim"
-            )
-            return text
-        table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+        if not cap.kernels:  # a CPU job: its top CPU ops
+            table = Table(box=None, show_header=True, header_style="bold")
+            table.add_column("CPU op (no GPU kernels)")
+            table.add_column("calls", justify="right")
+            table.add_column("self", justify="right")
+            for op in cap.cpu_ops[: self.kernel_rows]:
+                table.add_row(
+                    Text(fmt.truncate(fmt.clean(op.name), max(10, width - 30))),
+                    str(op.calls),
+                    fmt.us(op.self_us),
+                )
+            return Text("\n").join([text, *_table_lines(table, width)])
+        table = Table(box=None, show_header=True, header_style="bold")
         for col, justify in (("kernel", "left"), ("class", "left"), ("calls", "right")):
             table.add_column(col, justify=justify)  # type: ignore[arg-type]
         table.add_column("total", justify="right")
@@ -254,6 +303,11 @@ class RankCapturePanel(TextPanel):
                 f"{k.share * 100:.0f}%",
             )
         return Text("\n").join([text, *_table_lines(table, width)])
+
+
+def _span(row: RankRow) -> tuple[int | None, int | None] | None:
+    cap = row.capture
+    return None if cap is None else (cap.first_step, cap.last_step)
 
 
 def _table_lines(table: Table, width: int) -> list[Text]:
@@ -277,7 +331,11 @@ class RanksScreen(Screen[object]):
     RanksScreen #ranks-banner { height: 1; }
     RanksScreen #ranks-table { height: auto; max-height: 50%; }
     RanksScreen #ranks-findings { margin-top: 1; }
-    RanksScreen #ranks-capture { margin-top: 1; }
+    RanksScreen #ranks-compute { margin-top: 1; }
+    RanksScreen #ranks-capture { margin-top: 1; padding: 0 1 0 0; }
+    RanksScreen.-short #ranks-findings { margin-top: 0; }
+    RanksScreen.-short #ranks-capture { margin-top: 0; }
+    RanksScreen.-short #ranks-compute { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_rank", "Open rank"),
@@ -313,9 +371,16 @@ class RanksScreen(Screen[object]):
         yield RanksHeader(id="ranks-header")
         yield BannerPanel(id="ranks-banner")
         yield AlertPanel(id="ranks-alert")
-        table: DataTable[Any] = DataTable(id="ranks-table", cursor_type="row", zebra_stripes=True)
+        # The cells' own colours (the phase bars) stay visible under the cursor.
+        table: DataTable[Any] = DataTable(
+            id="ranks-table",
+            cursor_type="row",
+            zebra_stripes=True,
+            cursor_foreground_priority="renderable",
+        )
         yield table
         yield RankFindings(id="ranks-findings")
+        yield ComputePanel(id="ranks-compute", ascii_only=self.ascii_only)
         yield RankCapturePanel(id="ranks-capture")
         yield Footer()
 
@@ -329,6 +394,7 @@ class RanksScreen(Screen[object]):
         for key, title, _sort in COLUMNS:
             table.add_column(title, key=key, width=PHASE_BAR if key == "phases" else None)
         table.focus()
+        self._apply_layout()
         self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
         if self.autostart:
             self._connect_worker()
@@ -338,6 +404,18 @@ class RanksScreen(Screen[object]):
         if self._timer is not None:
             self._timer.stop()
         self.feed.close()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self._apply_layout()
+
+    def _apply_layout(self) -> None:
+        height = self.size.height or self.app.size.height
+        short = height < SHORT_HEIGHT
+        self.set_class(short, "-short")
+        self.query_one(RankFindings).rows = 1 if short else 3
+        self.query_one(RankCapturePanel).kernel_rows = 3 if short else 6
+        if self.summary is not None:
+            self._show(self.summary)
 
     @work(thread=True, exclusive=True, group="ranks-connect")
     def _connect_worker(self) -> None:
@@ -408,6 +486,9 @@ class RanksScreen(Screen[object]):
         panel.findings = self.findings
         panel.ready = enough_steps(summary)
         panel.redraw()
+        compute = self.query_one(ComputePanel)
+        compute.summary = summary
+        compute.redraw()
         self._show_capture()
 
     def _sorted(self, rows: tuple[RankRow, ...]) -> list[RankRow]:
@@ -449,7 +530,10 @@ class RanksScreen(Screen[object]):
 
     def _show_capture(self) -> None:
         panel = self.query_one(RankCapturePanel)
-        panel.row = self._selected_row()
+        row = panel.row = self._selected_row()
+        span = None if row is None or row.capture is None else _span(row)
+        rows = () if self.summary is None else self.summary.rows
+        panel.same_steps = sum(1 for r in rows if span is not None and _span(r) == span)
         panel.progress = self._capture_progress()
         panel.redraw()
 
