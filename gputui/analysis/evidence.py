@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from gputui.analysis import kernels
 from gputui.analysis.memory import MemoryGrowth, memory_growth
-from gputui.analysis.steps import StepStats, is_warmup, step_stats
+from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.messages import COMM, StepFlag
@@ -278,11 +278,16 @@ class JobEvidence:
         return next((d.mean for d in dists if d.name == name), None)
 
 
+#: flags of steps that do not say how the job normally runs (a plain int: the
+#: test runs once per step of every window, and IntFlag's & is a Python call)
+_NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE)
+
+
 def ordinary(steps: Sequence[StepRecord]) -> list[StepRecord]:
     """Steps that say how the job normally runs: not warm-up, not profiled,
     not captured into a CUDA graph."""
-    skip = StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE
-    return [s for s in steps if not is_warmup(s.index) and not (s.flags & skip)]
+    skip, warmup = _NOT_ORDINARY, WARMUP_STEPS  # is_warmup(), inline
+    return [s for s in steps if not (s.flags & skip) and s.index >= warmup]
 
 
 def job_evidence(

@@ -325,11 +325,11 @@ def _row(
     )
 
 
-def rank_evidence(inp: RankInput, gpu_window: int = 30) -> RankEvidence:
-    """One rank's evidence for the rules (its newest :data:`WINDOW` steps)."""
+def rank_evidence(inp: RankInput, gpu_window: int = 30, window: int = WINDOW) -> RankEvidence:
+    """One rank's evidence for the rules (its newest ``window`` steps)."""
     h, st = inp.hello, inp.status
     job = job_evidence(
-        inp.steps[-WINDOW:],
+        inp.steps[-window:],
         inp.memory,
         inp.capture,
         inp.gpu[-gpu_window:],
@@ -386,10 +386,13 @@ def _phases(rows: Sequence[RankRow]) -> str:
     return "/".join(sorted({r.phase_now or "?" for r in rows}))
 
 
-def summarize(inputs: Sequence[RankInput], now_s: float) -> RanksSummary:
+def summarize(
+    inputs: Sequence[RankInput], now_s: float, window: int = WINDOW
+) -> RanksSummary:
     """The rank view's values for these ranks (in the order given), at ``now_s``
-    (Unix seconds: a recording's own time when replaying)."""
-    evidence = tuple(rank_evidence(inp) for inp in inputs)
+    (Unix seconds: a recording's own time when replaying), statistics over each
+    rank's newest ``window`` steps."""
+    evidence = tuple(rank_evidence(inp, window=window) for inp in inputs)
     lasts = [e.last_step for e in evidence if e.last_step is not None]
     leader = max(lasts) if lasts else None
     rows: list[RankRow] = []

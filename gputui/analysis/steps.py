@@ -116,13 +116,15 @@ def phase_order(names: Iterable[str]) -> list[str]:
 
 
 def _per_phase(steps: Sequence[StepLike], get: Any, denominator: float) -> tuple[Dist, ...]:
+    maps = [get(s) for s in steps]
     names: set[str] = set()
-    for s in steps:
-        names.update(get(s))
+    for m in maps:
+        names.update(m)
     # A phase absent from a step took 0 s in it: percentiles are over all steps.
+    # (List comprehensions: this runs per phase over every step of the window,
+    # for each rank of a multi-rank view, once a second.)
     return tuple(
-        dist(name, (get(s).get(name, 0.0) for s in steps), denominator)
-        for name in phase_order(names)
+        dist(name, [m.get(name, 0.0) for m in maps], denominator) for name in phase_order(names)
     )
 
 

@@ -101,7 +101,7 @@ async def test_sorting_keeps_the_selected_rank() -> None:
             await pilot.press("s")
         await pilot.press("S")  # most waiting first
         await pilot.pause()
-        assert screen._order == [screen.feed.links[0].pid, screen.feed.links[1].pid]
+        assert screen.order == [screen.feed.links[0].pid, screen.feed.links[1].pid]
         assert screen.selected_pid() == screen.feed.links[1].pid
 
 

@@ -12,8 +12,7 @@ Enter opens the selected rank's own attach screen on the same state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -22,117 +21,35 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer
+from textual.widgets import Footer
 
 from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
-from gputui.analysis.ranks import EXITED, STALLED, RankRow, RanksSummary, enough_steps, summarize
+from gputui.analysis.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.errors import GputuiError
 from gputui.tui import render
 from gputui.tui.attach.findings import FindingsScreen, headline
 from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
+from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachScreen
-from gputui.tui.attach.widgets import phase_style
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
 REFRESH_HZ = 4.0
-#: statistics and rules are recomputed at most this often once the view is full
+#: statistics and rules are recomputed at most this often once the view is
+#: full, and every RANKS_PER_SECOND ranks add a second to that (at 8 ranks of
+#: 100 steps/s they are most of the view's cost)
 STATS_PERIOD_S = 1.0
+RANKS_PER_SECOND = 4
+#: steps of each rank the view's statistics cover (the newest)
+VIEW_WINDOW = 500
 CAPTURE_STEPS = 5
-PHASE_BAR = 16
-#: the NOW column gives the time in the current phase from this long on
-NOW_SHOWN_S = 1.0
 #: below this height: no compute lines, one finding, three capture rows
 SHORT_HEIGHT = 34
 
 RanksFeed = LiveRanksFeed | ReplayRanksFeed
-
-#: (column key, header, sort key of a row or None when not sortable); the ones
-#: that tell ranks apart come first, so that 80 columns show them
-COLUMNS: tuple[tuple[str, str, Callable[[RankRow], Any] | None], ...] = (
-    ("rank", "RANK", lambda r: (r.rank if r.rank is not None else 1 << 30, r.pid)),
-    ("state", "STATE", lambda r: r.state),
-    ("p50", "P50", lambda r: r.step_p50_s or 0.0),
-    ("comm", "COMM", lambda r: r.comm_s or 0.0),
-    ("compute", "COMPUTE", lambda r: r.compute_s or 0.0),
-    ("behind", "BEHIND", lambda r: -1 if r.behind is None else r.behind),
-    ("phases", "PHASES", None),
-    ("now", "NOW", lambda r: r.phase_now_s or 0.0),
-    ("p90", "P90", lambda r: r.step_p90_s or 0.0),
-    ("step", "STEP", lambda r: -1 if r.last_step is None else r.last_step),
-    ("mem", "MEM", lambda r: r.mem_allocated_bytes or 0),
-    ("gpu", "GPU", lambda r: r.gpu_util_pct or 0.0),
-    ("pid", "PID", lambda r: r.pid),
-)
-SORTABLE = [key for key, _h, sort in COLUMNS if sort is not None]
-
-
-def _cells(row: RankRow, ascii_only: bool) -> list[Text]:
-    state_style = {EXITED: "bold red", STALLED: "bold yellow"}.get(row.state, "green")
-    comm = "-"
-    if row.comm_s is not None:
-        comm = fmt.ms(row.comm_s)
-        if row.comm_share is not None:
-            comm += f" {row.comm_share * 100:.0f}%"
-    gpu = "-"
-    if row.gpu_util_pct is not None:
-        gpu = f"{row.gpu_util_pct:.0f}%"
-        if row.gpu_sm_clock_mhz:
-            gpu += f" {row.gpu_sm_clock_mhz:.0f}MHz"
-        if row.gpu_throttle:
-            gpu += "!"
-    elif row.gpu_uuid:
-        gpu = fmt.middle(fmt.clean(row.gpu_uuid, 64), 14, ascii_only)
-    now = "-"
-    if row.phase_now is not None:
-        # Where it is right now flickers between phases; how long matters once
-        # it is seconds (a rank stuck, or waiting for one).
-        now = fmt.clean(row.phase_now, 24)
-        if row.phase_now_s is not None and row.phase_now_s >= NOW_SHOWN_S:
-            now += f" {fmt.duration(row.phase_now_s)}"
-    cells = {
-        "rank": Text("-" if row.rank is None else str(row.rank), justify="right"),
-        "state": Text(row.state, style=state_style),
-        "p50": Text(fmt.ms(row.step_p50_s), justify="right"),
-        "comm": Text(comm, justify="right"),
-        "compute": Text(fmt.ms(row.compute_s), justify="right"),
-        "behind": Text(
-            "-" if row.behind is None else str(row.behind),
-            justify="right",
-            style="bold yellow" if row.behind else "",
-        ),
-        "phases": phase_bar(row, PHASE_BAR, ascii_only),
-        "now": Text(now),
-        "p90": Text(fmt.ms(row.step_p90_s), justify="right"),
-        "step": Text("-" if row.last_step is None else str(row.last_step), justify="right"),
-        "mem": Text(fmt.size(row.mem_allocated_bytes) if row.mem_allocated_bytes else "-"),
-        "gpu": Text(gpu),
-        "pid": Text(str(row.pid), justify="right"),
-    }
-    return [cells[key] for key, _h, _s in COLUMNS]
-
-
-def phase_bar(row: RankRow, width: int, ascii_only: bool) -> Text:
-    """The rank's wall time split by phase, as one bar (a letter per phase in
-    ASCII mode)."""
-    text = Text()
-    shares = [(name, share) for name, share in row.phase_shares if share > 0]
-    if not shares:
-        return Text("-" * width, style="dim")
-    order = [name for name, _s in shares]
-    used = 0
-    for k, (name, share) in enumerate(shares):
-        cells = width - used if k == len(shares) - 1 else round(share * width)
-        cells = max(0, min(cells, width - used))
-        if not cells:
-            continue
-        fill = (name[:1] or "?") if ascii_only else "█"
-        text.append(fill * cells, style=phase_style(name, order))
-        used += cells
-    return text
 
 
 class RanksHeader(TextPanel):
@@ -329,7 +246,7 @@ class RanksScreen(Screen[object]):
     RanksScreen { layout: vertical; }
     RanksScreen #ranks-header { height: 3; background: $panel; }
     RanksScreen #ranks-banner { height: 1; }
-    RanksScreen #ranks-table { height: auto; max-height: 50%; }
+    RanksScreen #ranks-table { height: auto; max-height: 50%; overflow-y: auto; }
     RanksScreen #ranks-findings { margin-top: 1; }
     RanksScreen #ranks-compute { margin-top: 1; }
     RanksScreen #ranks-capture { margin-top: 1; padding: 0 1 0 0; }
@@ -339,6 +256,10 @@ class RanksScreen(Screen[object]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_rank", "Open rank"),
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "cursor(-10)", show=False),
+        Binding("pagedown", "cursor(10)", show=False),
         Binding("s", "sort", "Sort"),
         Binding("S", "reverse", "Reverse", show=False),
         Binding("p", "capture", "Capture all"),
@@ -352,14 +273,11 @@ class RanksScreen(Screen[object]):
         self.autostart = autostart
         self.summary: RanksSummary | None = None
         self.findings: tuple[Finding, ...] = ()
-        self.sort_key = "rank"
-        self.sort_reverse = False
         self.refreshes = 0
         self.first_full_at: float | None = None  # monotonic time of the first full view
         self._started = time.monotonic()
         self._versions: tuple[int, ...] = ()
         self._built_at = 0.0
-        self._order: list[int] = []
         self._timer: Timer | None = None
         self._capture_note = ""
 
@@ -371,14 +289,7 @@ class RanksScreen(Screen[object]):
         yield RanksHeader(id="ranks-header")
         yield BannerPanel(id="ranks-banner")
         yield AlertPanel(id="ranks-alert")
-        # The cells' own colours (the phase bars) stay visible under the cursor.
-        table: DataTable[Any] = DataTable(
-            id="ranks-table",
-            cursor_type="row",
-            zebra_stripes=True,
-            cursor_foreground_priority="renderable",
-        )
-        yield table
+        yield RankTable(id="ranks-table", ascii_only=self.ascii_only)
         yield RankFindings(id="ranks-findings")
         yield ComputePanel(id="ranks-compute", ascii_only=self.ascii_only)
         yield RankCapturePanel(id="ranks-capture")
@@ -390,10 +301,6 @@ class RanksScreen(Screen[object]):
         first = self.feed.links[0].hello if self.feed.links else None
         header.command = "" if first is None else fmt.clean_all(first.argv)
         self.query_one(RankCapturePanel).is_replay = self.feed.is_replay
-        table = self.query_one(DataTable)
-        for key, title, _sort in COLUMNS:
-            table.add_column(title, key=key, width=PHASE_BAR if key == "phases" else None)
-        table.focus()
         self._apply_layout()
         self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
         if self.autostart:
@@ -453,21 +360,23 @@ class RanksScreen(Screen[object]):
         tick = time.monotonic()
         changed = versions != self._versions
         full = self.first_full_at is not None
-        if not force and not changed and tick - self._built_at < STATS_PERIOD_S:
+        period = max(STATS_PERIOD_S, len(versions) / RANKS_PER_SECOND)
+        if not force and not changed and tick - self._built_at < period:
             return
-        if not force and full and tick - self._built_at < STATS_PERIOD_S:
-            return  # the costly part once a second once the view is full
+        if not force and full and tick - self._built_at < period:
+            return  # the costly part once a period once the view is full
         self._versions = versions
         self._built_at = tick
         snaps = [(link.state.snapshot(), link.hello) for link in self.feed.links]
         inputs = [rank_input(snap, hello) for snap, hello in snaps]
-        summary = summarize(inputs, self.feed.now())
+        summary = summarize(inputs, self.feed.now(), VIEW_WINDOW)
         self.summary = summary
         self.findings = tuple(analyze_ranks(summary.evidence))
         self.refreshes += 1
-        if self.first_full_at is None and self._full():
-            self.first_full_at = tick
+        full_now = self.first_full_at is None and self._full()
         self._show(summary)
+        if full_now:
+            self.first_full_at = time.monotonic()  # drawn from every rank's history
 
     def _show(self, summary: RanksSummary) -> None:
         header = self.query_one(RanksHeader)
@@ -491,35 +400,24 @@ class RanksScreen(Screen[object]):
         compute.redraw()
         self._show_capture()
 
-    def _sorted(self, rows: tuple[RankRow, ...]) -> list[RankRow]:
-        sort = next(s for key, _h, s in COLUMNS if key == self.sort_key)
-        assert sort is not None
-        return sorted(rows, key=sort, reverse=self.sort_reverse)
-
     def _fill_table(self, summary: RanksSummary) -> None:
-        table = self.query_one(DataTable)
-        rows = self._sorted(summary.rows)
-        order = [r.pid for r in rows]
-        ascii_only = self.ascii_only
-        selected = self.selected_pid()
-        if order != self._order:
-            table.clear()
-            for row in rows:
-                table.add_row(*_cells(row, ascii_only), key=str(row.pid))
-            self._order = order
-            if selected is not None and selected in order:
-                table.move_cursor(row=order.index(selected))
-            return
-        for row in rows:
-            for (key, _h, _s), cell in zip(COLUMNS, _cells(row, ascii_only), strict=True):
-                table.update_cell(str(row.pid), key, cell)
+        self.query_one(RankTable).show(summary.rows)
+
+    @property
+    def sort_key(self) -> str:
+        return self.query_one(RankTable).sort_key
+
+    @property
+    def sort_reverse(self) -> bool:
+        return self.query_one(RankTable).sort_reverse
+
+    @property
+    def order(self) -> list[int]:
+        """The ranks' pids in the order shown."""
+        return self.query_one(RankTable).order
 
     def selected_pid(self) -> int | None:
-        table = self.query_one(DataTable)
-        if not self._order or table.cursor_row is None:
-            return None
-        index = table.cursor_row
-        return self._order[index] if 0 <= index < len(self._order) else None
+        return self.query_one(RankTable).selected
 
     def _selected_row(self) -> RankRow | None:
         pid = self.selected_pid()
@@ -544,13 +442,8 @@ class RanksScreen(Screen[object]):
             return ""
         return f"{self._capture_note}: waiting for {waiting} ranks' results"
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, _event: DataTable.RowHighlighted) -> None:
-        if self.summary is not None:
-            self._show_capture()
-
-    @on(DataTable.RowSelected)
-    def _selected(self, _event: DataTable.RowSelected) -> None:
+    @on(RankTable.Selected)
+    def _clicked(self, event: RankTable.Selected) -> None:
         self.action_open_rank()
 
     # -- actions ---------------------------------------------------------------------------
@@ -565,15 +458,26 @@ class RanksScreen(Screen[object]):
             )
         )
 
+    def action_cursor(self, delta: int) -> None:
+        self.query_one(RankTable).move(delta)
+        if self.summary is not None:
+            self._show_capture()
+
+    def _resort(self) -> None:
+        table = self.query_one(RankTable)
+        if self.summary is not None:
+            table.show(self.summary.rows)
+
     def action_sort(self) -> None:
-        index = SORTABLE.index(self.sort_key) if self.sort_key in SORTABLE else -1
-        self.sort_key = SORTABLE[(index + 1) % len(SORTABLE)]
-        self.notify(f"sorted by {self.sort_key}", timeout=1.5)
-        self.refresh_view(force=True)
+        table = self.query_one(RankTable)
+        index = SORTABLE.index(table.sort_key) if table.sort_key in SORTABLE else -1
+        table.sort_key = SORTABLE[(index + 1) % len(SORTABLE)]
+        self._resort()
 
     def action_reverse(self) -> None:
-        self.sort_reverse = not self.sort_reverse
-        self.refresh_view(force=True)
+        table = self.query_one(RankTable)
+        table.sort_reverse = not table.sort_reverse
+        self._resort()
 
     def action_findings(self) -> None:
         self.app.push_screen(FindingsScreen(self.findings))
