@@ -592,9 +592,7 @@ def main() -> int:
     p.add_argument("--tf-cycles", type=int, default=40)
     p.add_argument("--ddp", action="store_true", help="also the MLP under DDP (gloo, 1 rank)")
     p.add_argument("--tree", help="measure the gputui package of this checkout")
-    p.add_argument(
-        "--interleaved-only", action="store_true", help="no capture, no throughput run"
-    )
+    p.add_argument("--interleaved-only", action="store_true", help="no capture, no throughput run")
     p.add_argument(
         "--install-blocks",
         action="store_true",

@@ -386,9 +386,7 @@ def _phases(rows: Sequence[RankRow]) -> str:
     return "/".join(sorted({r.phase_now or "?" for r in rows}))
 
 
-def summarize(
-    inputs: Sequence[RankInput], now_s: float, window: int = WINDOW
-) -> RanksSummary:
+def summarize(inputs: Sequence[RankInput], now_s: float, window: int = WINDOW) -> RanksSummary:
     """The rank view's values for these ranks (in the order given), at ``now_s``
     (Unix seconds: a recording's own time when replaying), statistics over each
     rank's newest ``window`` steps."""

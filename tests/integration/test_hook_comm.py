@@ -25,9 +25,7 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distribut
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[None]:
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1
-    )
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 

@@ -191,9 +191,7 @@ async def test_the_rank_view_while_a_rank_hangs(
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.ranks_screen
         await wait_for(pilot, lambda: screen.first_full_at is not None, 20)
-        await wait_for(
-            pilot, lambda: any(f.rule == "ranks.straggler" for f in screen.findings), 20
-        )
+        await wait_for(pilot, lambda: any(f.rule == "ranks.straggler" for f in screen.findings), 20)
         assert screen.summary is not None and len(screen.summary.rows) == 2
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen), 5)

@@ -117,10 +117,7 @@ def test_a_throttled_gpu_is_the_likely_cause() -> None:
 
 def test_imbalanced_inputs_are_the_likely_cause() -> None:
     def with_samples(r: int, phases: Mapping[str, float], n: int) -> RankEvidence:
-        recs = [
-            type(s)(**{**s.__dict__, "samples": n})
-            for s in steps(phases={**BASE, **phases})
-        ]
+        recs = [type(s)(**{**s.__dict__, "samples": n}) for s in steps(phases={**BASE, **phases})]
         return RankEvidence(pid=100 + r, job=evidence(recs), rank=r, last_step=59)
 
     ev = ranks(with_samples(0, {"comm": 0.021}, 32), with_samples(1, {"forward": 0.025}, 64))
@@ -130,7 +127,7 @@ def test_imbalanced_inputs_are_the_likely_cause() -> None:
 
 def test_rank_findings_are_ranked_and_one_rank_is_not_enough() -> None:
     found = engine.analyze_ranks(straggling())
-    assert [f.rule for f in found][0] == "ranks.straggler"
+    assert found[0].rule == "ranks.straggler"
     alone = engine.analyze_ranks(ranks(rank(0, {"comm": 0.021})))
     assert [f.rule for f in alone] == ["ranks.comm_bound"]  # no straggler without peers
     assert "ranks.straggler" not in engine.job_rules()
