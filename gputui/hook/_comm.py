@@ -123,7 +123,7 @@ class _DdpTiming:
     """One DDP model's registered hook state: the default reduction or the
     user's hook, and where launches are noted."""
 
-    __slots__ = ("__weakref__", "default", "process_group", "reducer", "timer", "user")
+    __slots__ = ("default", "process_group", "reducer", "timer", "user")
 
     def __init__(self, timer: CommTimer, process_group: Any, default: Any, reducer: Any) -> None:
         self.timer = timer
