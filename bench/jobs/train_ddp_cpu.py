@@ -1,4 +1,5 @@
-"""A real multi-rank DDP job on CPU (gloo), with one rank made slower.
+"""A real multi-rank DDP job on CPU (gloo), with one rank made slower
+(``--device cuda``: on GPUs with NCCL, one GPU per rank).
 
     gputui run -- torchrun --standalone --nproc-per-node 2 bench/jobs/train_ddp_cpu.py \
         --slow-rank 1 --slow-data-s 0.02 --data-sleep 0.004 --steps 0
@@ -72,12 +73,17 @@ def main() -> int:
     parser.add_argument("--hang-file")
     parser.add_argument("--stop-rank", type=int, default=-1)
     parser.add_argument("--stop-file")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank = dist.get_rank()
     slow = rank == args.slow_rank
-    model = DistributedDataParallel(Model(args.slow_s if slow else 0.0))
+    device = torch.device("cuda") if cuda else torch.device("cpu")
+    model = DistributedDataParallel(Model(args.slow_s if slow else 0.0).to(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     total = args.steps if args.steps > 0 else 10**9
     stop = args.stop_file if rank == args.stop_rank else None
@@ -87,6 +93,7 @@ def main() -> int:
     done = 0
     while done < total:
         for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
             opt.step()
