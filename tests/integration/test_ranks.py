@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from gputui.analysis import ranks as ranks_model
+from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.job_group import parent_pid
 from gputui.protocol import list_sockets
 from tests.helpers import hookutil
@@ -176,7 +177,7 @@ def test_the_same_steps_are_profiled_on_every_rank(two: Torchrun) -> None:
 
 
 async def test_the_rank_view_while_a_rank_hangs(
-    two: Torchrun, monkeypatch: pytest.MonkeyPatch
+    two: Torchrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from gputui.collectors.job_group import find_job
     from gputui.tui.attach.rank_feeds import LiveRanksFeed
@@ -185,7 +186,8 @@ async def test_the_rank_view_while_a_rank_hangs(
 
     job = find_job(two.launcher)
     assert job is not None and job.multi_rank
-    feed = LiveRanksFeed(job)
+    record = tmp_path / "ranks.jsonl.gz"
+    feed = LiveRanksFeed(job, record_path=record)
     feed.watch_gpu = False
     app = RanksApp(feed)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -215,6 +217,11 @@ async def test_the_rank_view_while_a_rank_hangs(
         rows = {r.rank: r for r in screen.summary.rows}
         assert rows[1].state == ranks_model.STALLED and rows[0].state == ranks_model.STALLED
     feed.close()
+    # The session was recorded rank by rank, and plays back as the same job.
+    recording = read_attach_recording(record)
+    assert sorted(r.pid for r in recording.ranks) == sorted(job.pids)
+    for stream in recording.ranks:
+        assert any(m["type"] == "steps" and m["steps"] for _t, m in stream.messages)
 
 
 # -- four ranks -------------------------------------------------------------------------------
