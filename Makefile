@@ -40,8 +40,9 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-test
 	$(PY) bench/bench_tui.py replay --rounds 1
 	$(PY) bench/bench_tui.py launch --demo --rounds 3
-	$(PY) bench/bench_hook.py --cpu --rounds 3
-	$(PY) bench/bench_attach.py
+	$(PY) bench/bench_hook.py --cpu
+	$(PY) bench/bench_attach.py --modes headless
+	$(PY) bench/bench_findings.py
 
 ## screenshots: render screenshots/ from the embedded demo recording
 screenshots: $(VENV)/.installed-dev

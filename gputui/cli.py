@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "bench": "bench",
     "exporter": "exporter",
     "cluster": "cluster",
+    "analyze": "analyze",
 }
 
 EPILOG = """\
@@ -41,6 +42,7 @@ sub-commands:
   bench     measure this GPU's ceilings: bandwidth, TFLOP/s, PCIe, launch time
   exporter  serve GPU and training metrics to Prometheus (gputui exporter)
   cluster   every node of a cluster, read from Prometheus (gputui cluster --prometheus URL)
+  analyze   what torch.profiler traces say (gputui analyze TRACE_DIR)
 
 examples:
   gputui                      live monitor
@@ -119,8 +121,23 @@ def build_subcommand_parser(name: str) -> argparse.ArgumentParser:
     return parser
 
 
+#: the monitor's display options that the full-screen sub-commands share: given
+#: before the sub-command (``gputui --ascii attach --demo``) they apply to it
+SHARED_FLAGS = ("--ascii",)
+
+
+def _shared_flags_last(args: list[str]) -> list[str]:
+    """``--ascii attach ...`` read as ``attach ... --ascii``."""
+    lead = 0
+    while lead < len(args) and args[lead] in SHARED_FLAGS:
+        lead += 1
+    if lead and lead < len(args) and args[lead] in SUBCOMMANDS:
+        return args[lead:] + args[:lead]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = _shared_flags_last(list(sys.argv[1:] if argv is None else argv))
     try:
         if args_list and args_list[0] in SUBCOMMANDS:
             parser = build_subcommand_parser(args_list[0])

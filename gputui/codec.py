@@ -56,7 +56,11 @@ def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
 
 
 def snapshot_document(
-    snapshot: Snapshot, label: str, is_recording: bool, rate_window_s: float | None = None
+    snapshot: Snapshot,
+    label: str,
+    is_recording: bool,
+    rate_window_s: float | None = None,
+    findings: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``--once --json`` document: the snapshot plus where it came from.
 
@@ -69,14 +73,20 @@ def snapshot_document(
         "is_recording": is_recording,
         "rate_window_s": rate_window_s,
     }
+    if findings is not None:
+        doc["findings"] = findings
     return doc
 
 
 def print_document(
-    snapshot: Snapshot, label: str, is_recording: bool, rate_window_s: float | None = None
+    snapshot: Snapshot,
+    label: str,
+    is_recording: bool,
+    rate_window_s: float | None = None,
+    findings: list[dict[str, Any]] | None = None,
 ) -> None:
     """Write :func:`snapshot_document` to standard output (strict JSON: no NaN)."""
-    doc = snapshot_document(snapshot, label, is_recording, rate_window_s)
+    doc = snapshot_document(snapshot, label, is_recording, rate_window_s, findings)
     # Encoded whole before anything is written: an error leaves no half document.
     text = json.dumps(doc, indent=1, allow_nan=False)
     sys.stdout.write(text + "\n")

@@ -53,7 +53,7 @@ def clean(text: object, limit: int = MAX_TEXT) -> str:
             text = text[:limit]
             cut = True
     if cut:
-        text = text[: max(0, limit - 1)] + "…"
+        text = text[: max(0, limit - 1)] + ellipsis()
     return text
 
 
@@ -229,11 +229,22 @@ def bar(fraction: float | None, width: int, ascii_only: bool = False) -> str:
     return ("█" * full + partial).ljust(width)
 
 
-def ellipsis(ascii_only: bool = False) -> str:
-    return "~" if ascii_only else "…"
+#: ``--ascii``: the whole process draws for a plain terminal (``use_ascii``);
+#: every cut text then ends with "~" unless a caller says otherwise
+_ASCII_ONLY = False
 
 
-def truncate(text: str, width: int, ascii_only: bool = False) -> str:
+def use_ascii(on: bool = True) -> None:
+    """Cut texts end with "~", not "…", from now on (the ``--ascii`` option)."""
+    global _ASCII_ONLY
+    _ASCII_ONLY = on
+
+
+def ellipsis(ascii_only: bool | None = None) -> str:
+    return "~" if (_ASCII_ONLY if ascii_only is None else ascii_only) else "…"
+
+
+def truncate(text: str, width: int, ascii_only: bool | None = None) -> str:
     """``text`` cut to ``width`` characters, ending with an ellipsis when cut."""
     if width <= 0:
         return ""
@@ -242,7 +253,7 @@ def truncate(text: str, width: int, ascii_only: bool = False) -> str:
     return text[: width - 1] + ellipsis(ascii_only)
 
 
-def middle(text: str, width: int, ascii_only: bool = False) -> str:
+def middle(text: str, width: int, ascii_only: bool | None = None) -> str:
     """``text`` cut in the middle to ``width`` characters (keeps both ends: a path's
     file name, a command's arguments)."""
     if width <= 0:

@@ -11,12 +11,13 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from gputui import fmt
-from gputui.analysis import throttle
+from gputui import findings_text, fmt
+from gputui.analysis import monitor_findings, throttle
+from gputui.analysis.finding import Finding
 from gputui.collectors.source import SnapshotSource
 from gputui.model import DeviceSnapshot, Snapshot
 
-#: how a severity is coloured in the report (the TUI uses the same colours)
+#: how a throttle flag is coloured inline (findings use findings_text's styles)
 SEVERITY_STYLE = {"crit": "bold red", "warn": "bold yellow", "info": "dim"}
 
 
@@ -64,7 +65,17 @@ def render(
         parts.append(Text(RATES_HINT, style="dim"))
     parts.append(_processes(snapshot, box_style))
     parts.append(_host(snapshot))
+    parts.append(_findings(monitor_findings.findings(snapshot)))
     return Group(*parts)
+
+
+def _findings(items: list[Finding]) -> Text:
+    if not items:
+        return Text("Findings: nothing to report", style="dim")
+    text = Text(f"Findings ({len(items)})", style="bold")
+    text.append("\n")
+    text.append_text(findings_text.blocks(items))
+    return text
 
 
 def _header(s: Snapshot) -> Text:

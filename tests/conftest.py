@@ -55,3 +55,16 @@ def hook(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> Iterato
     gputui.hook.uninstall()
     if os.path.isdir(sock_dir):
         os.rmdir(sock_dir)
+
+
+@pytest.fixture(autouse=True)
+def _drawing_mode_reset() -> Iterator[None]:
+    """``--ascii`` is process-wide (the terminal is): an app started with it in
+    one test must not change how the next test draws."""
+    yield
+    from textual.scrollbar import ScrollBar, ScrollBarRender
+
+    from gputui import fmt
+
+    fmt.use_ascii(False)
+    ScrollBar.renderer = ScrollBarRender

@@ -20,13 +20,16 @@ from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.messages import COMM, StepFlag
-from gputui.protocol.schema import MemorySample, StepRecord
+from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
 
 #: rules about steps stay silent until this many ordinary steps were seen
 #: (warm-up and profiled steps are not ordinary)
 MIN_STEPS = 20
 #: a GPU window needs this many samples before GPU rules speak
 MIN_GPU_SAMPLES = 3
+#: the GPU rules read this many of the newest samples of the job's GPU (about
+#: 30 s at the viewer's 1 Hz)
+GPU_WINDOW = 30
 #: kernels shorter than this are "tiny": launch overhead dominates them
 TINY_KERNEL_US = 10.0
 
@@ -175,8 +178,9 @@ class CaptureView:
         return sum(self.by_class_us.get(c, 0.0) for c in classes) / total
 
     def span_share(self, us: float) -> float | None:
-        """``us`` microseconds as a share of the capture span."""
-        return us / self.span_us if self.span_us else None
+        """``us`` microseconds as a share of the capture span (at most all of it:
+        a copy that started before the window counts only inside it)."""
+        return min(1.0, us / self.span_us) if self.span_us else None
 
     @property
     def kernels_per_step(self) -> float:
@@ -254,12 +258,17 @@ class JobEvidence:
     device_total_bytes: int | None = None
     capture: CaptureView | None = None
     gpu: GpuWindow | None = None
+    #: the DataLoader being iterated, as the hook saw it (None: none, or unknown)
+    loader: LoaderInfo | None = None
     #: evidence of the other ranks of the job (multi-rank rules); () for one rank
     ranks: tuple[JobEvidence, ...] = ()
+    #: read from a profiler trace (``gputui analyze``): its few steps are all
+    #: there is, and every one of them was profiled
+    from_trace: bool = False
 
     @property
     def enough_steps(self) -> bool:
-        return self.stats.count >= MIN_STEPS
+        return self.stats.count >= (1 if self.from_trace else MIN_STEPS)
 
     @property
     def step_s(self) -> float | None:
@@ -301,6 +310,7 @@ def job_evidence(
     batch_size: int | None = None,
     device_total_bytes: int | None = None,
     window: int = 1000,
+    loader: LoaderInfo | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps."""
     recent = tuple(steps[-window:])
@@ -315,6 +325,7 @@ def job_evidence(
         device_total_bytes=device_total_bytes,
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),
+        loader=loader,
     )
 
 

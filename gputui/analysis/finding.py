@@ -53,6 +53,7 @@ class Finding:
             "fix": self.fix,
             "confirm": self.confirm,
             "source": self.source,
+            "gpu": self.gpu_index,
         }
 
 

@@ -224,6 +224,9 @@ def _drop_parens(text: str) -> str:
 
 def short_kernel_name(name: str) -> str:
     text = name.strip()
+    if text.startswith(("Memcpy", "Memset")):
+        # "Memcpy HtoD (Pageable -> Device)": the part in brackets is the point
+        return text
     if text.startswith("void "):
         text = text[5:]
     text = text.replace("(anonymous namespace)::", "")

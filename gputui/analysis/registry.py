@@ -44,20 +44,27 @@ class Rule:
     #: the monitor, one GPU at a time) or "ranks" (over RanksEvidence: the local
     #: ranks of a multi-rank job)
     scope: str = "job"
+    #: when it fires, with its thresholds, in words (docs/analyzer.md)
+    trigger: str = ""
 
 
 REGISTRY: dict[str, Rule] = {}
 
 
 def rule(
-    rule_id: str, family: str, source: str, needs: tuple[str, ...], scope: str = "job"
+    rule_id: str,
+    family: str,
+    source: str,
+    needs: tuple[str, ...],
+    scope: str = "job",
+    trigger: str = "",
 ) -> Callable[[Check], Check]:
     """Register ``check`` as rule ``rule_id``."""
 
     def register(check: Check) -> Check:
         if rule_id in REGISTRY:
             raise ValueError(f"rule {rule_id} registered twice")
-        REGISTRY[rule_id] = Rule(rule_id, family, check, source, needs, scope)
+        REGISTRY[rule_id] = Rule(rule_id, family, check, source, needs, scope, trigger)
         return check
 
     return register

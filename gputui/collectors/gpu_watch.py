@@ -64,6 +64,11 @@ class GpuWatch:
         self._thread = threading.Thread(target=self._run, name="gputui-gpu-watch", daemon=True)
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Sampling now (False before start, after stop, and when it gave up)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def samples(self) -> tuple[DeviceSnapshot, ...]:
         with self._lock:
             return tuple(self._samples)

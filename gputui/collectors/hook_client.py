@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.collectors.processes import read_environ
+from gputui.collectors.processes import ancestors, read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
 from gputui.protocol.capture import CaptureResult, CaptureStatus
@@ -82,6 +82,13 @@ def not_hooked_message(pid: int) -> str:
         "gputui.hook.install()' to it; on Python >= 3.14 'gputui attach --inject "
         f"{pid}' loads the hook into the running job"
     )
+    hooked_parent = next((p for p in ancestors(pid) if paths.find_socket(p)), None)
+    if hooked_parent is not None:
+        return (
+            f"gputui attach: process {pid} is a child of the hooked job {hooked_parent} "
+            "(a DataLoader worker or another helper process: the hook runs in the "
+            f"training process); use 'gputui attach {hooked_parent}'"
+        )
     if read_environ(pid).get("GPUTUI_RUN") == "1":
         hint = (
             f"gputui attach: process {pid} was started by 'gputui run' but has not "
@@ -346,6 +353,7 @@ class HookClient:
         reason = "the job closed the connection"
         clean = False
         try:
+            self._reader.raise_pending()  # a bad frame right after the hello
             while True:
                 try:
                     data = self._sock.recv(262144)
@@ -366,6 +374,7 @@ class HookClient:
                         reason, clean = parsed.reason, True
                         continue
                     deliver(parsed)
+                self._reader.raise_pending()
         except FrameError as exc:
             reason = f"bad data from the hook: {exc}"
         if self._closed:

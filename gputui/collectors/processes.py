@@ -92,3 +92,32 @@ def read_environ(pid: int, limit: int = MAX_ENVIRON_BYTES) -> dict[str, str]:
         if sep:
             env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
     return env
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` from /proc (None when gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read(4096)
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after it
+    _, _, rest = data.rpartition(b")")
+    fields = rest.split()
+    try:
+        ppid = int(fields[1])
+    except (IndexError, ValueError):
+        return None
+    return ppid if ppid > 0 else None
+
+
+def ancestors(pid: int, limit: int = 8) -> list[int]:
+    """The parent, grandparent, ... of ``pid`` (at most ``limit``, not init)."""
+    out: list[int] = []
+    current: int | None = pid
+    while len(out) < limit:
+        current = parent_pid(current) if current is not None else None
+        if current is None or current <= 1 or current in out:
+            break
+        out.append(current)
+    return out

@@ -17,6 +17,7 @@ from typing import Any
 from gputui.collectors.hook_client import HookClient, parse_event
 from gputui.commands import args as types
 from gputui.commands import attach_report as report
+from gputui.commands.tty import need_terminal
 from gputui.errors import GputuiError
 from gputui.protocol import messages
 
@@ -73,6 +74,13 @@ def register(subparsers: Any) -> None:
         default=1000,
         metavar="N",
         help=f"statistics over the last N steps, 1-{MAX_WINDOW} (1000)",
+    )
+    parser.add_argument(
+        "--gpu-seconds",
+        type=types.seconds(0.0, 60.0),
+        default=1.0,
+        metavar="S",
+        help="with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
     )
     parser.add_argument(
         "--timeout",
@@ -155,10 +163,7 @@ def main(args: argparse.Namespace) -> int:
 
 # -- live screen ------------------------------------------------------------------------
 def _need_terminal(instead: str) -> None:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise GputuiError(
-            f"gputui attach: the live screen needs a terminal; for a printed report use '{instead}'"
-        )
+    need_terminal("gputui attach", instead)
 
 
 def run_live(client: HookClient, args: argparse.Namespace) -> int:
@@ -213,7 +218,11 @@ def run_replay(args: argparse.Namespace) -> int:
         raise GputuiError(f"gputui attach: {exc}") from None
     if not feed.recording.messages:
         raise GputuiError(f"gputui attach: {args.replay} holds no messages")
-    _need_terminal("gputui attach PID --once")
+    _need_terminal(
+        "gputui attach --demo --once"
+        if args.demo
+        else f"gputui attach --replay {args.replay} --once"
+    )
     app = make_attach_app(feed, ascii_only=args.ascii, banner=banner)
     try:
         app.run()
@@ -224,7 +233,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 # -- --once -------------------------------------------------------------------------------
 def once(args: argparse.Namespace, client: HookClient) -> int:
-    got = report.collect_live(client, args.window, args.timeout)
+    got = report.Collected(client.hello)
+    gpu = report.GpuSampling(got, args.gpu_seconds)
+    report.collect_live(client, args.window, args.timeout, got)
     if args.capture is not None:
         request = {
             "steps": args.capture,
@@ -234,16 +245,18 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
             "memory": args.memory,
         }
         report.capture_live(client, got, request, args.timeout, quiet=args.json)
+    gpu.finish()
     stats = report.stats_of(got, args.window)
     if args.json:
-        report.print_json(report.report_dict(client.pid, got, stats))
+        report.print_json(report.report_dict(client.pid, got, stats, args.window))
     else:
-        report.print_report(got, stats)
+        report.print_report(got, stats, window=args.window)
     return 0
 
 
 def replay_once(args: argparse.Namespace) -> int:
     """The report of a recorded session, as if attached when it ended."""
+    from gputui.collectors.attach_recording import gpu_sample
     from gputui.collectors.replay import RecordingError
     from gputui.tui.attach.feeds import ReplayFeed
 
@@ -256,15 +269,21 @@ def replay_once(args: argparse.Namespace) -> int:
         raise GputuiError(f"gputui attach: {exc}") from None
     got = report.Collected(feed.hello)
     for _t, msg in feed.recording.messages:
+        sample = gpu_sample(msg)
+        if sample is not None:  # the job's GPU, as the recording viewer saw it
+            got.add_gpu(sample)
+            continue
         event = parse_event(msg)
         if event is not None:
             got.add(event)
+    if not got.gpu and got.hello.cuda_in_use:
+        got.gpu_note = "the recording holds no samples of the job's GPU"
     stats = report.stats_of(got, args.window)
     if args.json:
-        doc = report.report_dict(feed.pid, got, stats)
+        doc = report.report_dict(feed.pid, got, stats, args.window)
         doc["recording"] = {"label": feed.label, "demo": bool(args.demo)}
         report.print_json(doc)
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
-        report.print_report(got, stats, banner=banner)
+        report.print_report(got, stats, banner=banner, window=args.window)
     return 0

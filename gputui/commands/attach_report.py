@@ -16,6 +16,9 @@ import time
 from typing import Any
 
 from gputui import fmt
+from gputui.analysis.engine import analyze
+from gputui.analysis.evidence import GPU_WINDOW, MIN_GPU_SAMPLES, MIN_STEPS, job_evidence
+from gputui.analysis.finding import Finding
 from gputui.analysis.memory import memory_growth
 from gputui.analysis.steps import Dist, StepStats, step_stats
 from gputui.collectors.hook_client import (
@@ -35,6 +38,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.model import DeviceSnapshot
 
 #: how long the hook may take to send its history
 SYNC_TIMEOUT_S = 10.0
@@ -59,6 +63,10 @@ class Collected:
         self.status: Status | None = None
         self.memory: list[tuple[MemorySample, int | None]] = []
         self.capture: CaptureResult | None = None
+        #: the job's GPU as NVML saw it while attached (or as recorded)
+        self.gpu: list[DeviceSnapshot] = []
+        #: why there are no GPU samples, when there are none
+        self.gpu_note: str | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
 
@@ -81,15 +89,57 @@ class Collected:
         elif isinstance(event, Invalid):
             self.problems.append(f"skipped an invalid {event.type} message: {event.error}")
 
+    def add_gpu(self, sample: DeviceSnapshot) -> None:
+        self.gpu.append(sample)
+        del self.gpu[:-GPU_WINDOW]
+
     @property
     def latest_memory(self) -> MemorySample | None:
         return self.memory[-1][0] if self.memory else None
 
+    def findings(self, window: int) -> list[Finding]:
+        """The analyzer's findings over the newest ``window`` steps, ranked."""
+        hello, status = self.hello, self.status
+        device = hello.device
+        ev = job_evidence(
+            self.steps,
+            self.memory,
+            self.capture,
+            self.gpu[-GPU_WINDOW:],
+            cuda=hello.cuda_in_use,
+            phases_coarse=bool(status is not None and status.phases_coarse),
+            batch_size=None if status is None else status.batch_size,
+            device_total_bytes=None if device is None else device.total_memory_bytes,
+            window=window,
+            loader=None if status is None else status.loader,
+        )
+        return analyze(ev)
+
+    def analysis_notes(self, stats: StepStats) -> list[str]:
+        """What the analyzer could not look at, so a short list reads right."""
+        notes = []
+        if stats.count < MIN_STEPS:
+            notes.append(findings_waiting(stats.count))
+        if self.hello.cuda_in_use and len(self.gpu) < MIN_GPU_SAMPLES:
+            why = f" ({self.gpu_note})" if self.gpu_note else ""
+            notes.append(f"GPU rules need {MIN_GPU_SAMPLES} samples of the job's GPU{why}")
+        if self.capture is None:
+            notes.append("kernel-level rules need a capture: --capture N")
+        return notes
+
+
+def findings_waiting(seen: int) -> str:
+    from gputui.findings_text import waiting
+
+    return waiting(seen, MIN_STEPS)
+
 
 # -- collecting -------------------------------------------------------------------------------
-def collect_live(client: HookClient, window: int, timeout: float) -> Collected:
+def collect_live(
+    client: HookClient, window: int, timeout: float, got: Collected | None = None
+) -> Collected:
     """Subscribe and read the job's history until the hook says it is all sent."""
-    got = Collected(client.hello)
+    got = got or Collected(client.hello)
     client.subscribe(history=window, memory=True)
     client.start()
     deadline = time.monotonic() + min(timeout, SYNC_TIMEOUT_S)
@@ -149,12 +199,58 @@ def capture_live(
             return
 
 
+class GpuSampling:
+    """The job's GPU (by the UUID its hook reports) sampled while the report is
+    collected, for the analyzer's GPU rules: started before the history is read,
+    so the two overlap; :meth:`finish` waits out the rest of ``seconds``.
+    Nothing to sample (a CPU job, no driver) is said in ``got.gpu_note``."""
+
+    def __init__(self, got: Collected, seconds: float, open_collector: Any = None) -> None:
+        from gputui.collectors.gpu_watch import GpuWatch
+
+        self.got = got
+        self.seconds = seconds
+        self.watch: GpuWatch | None = None
+        self.started = time.monotonic()
+        hello = got.hello
+        if not hello.cuda_in_use or hello.device is None:
+            got.gpu_note = "the job uses no CUDA device"
+        elif seconds <= 0:
+            got.gpu_note = "not sampled (--gpu-seconds 0)"
+        else:
+            # MIN_GPU_SAMPLES readings with rates need one more reading (GPM
+            # and PCIe rates are differences)
+            self.watch = GpuWatch(
+                hello.device.uuid,
+                hello.device.index,
+                interval_s=max(0.1, seconds / MIN_GPU_SAMPLES),
+                open_collector=open_collector,
+            )
+            self.watch.start()
+
+    def finish(self) -> None:
+        watch = self.watch
+        if watch is None:
+            return
+        deadline = self.started + self.seconds + 0.15
+        try:
+            while watch.running and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            watch.stop()
+        for sample in watch.samples():
+            self.got.add_gpu(sample)
+        self.got.gpu_note = watch.reason
+
+
 # -- the report ----------------------------------------------------------------------------------
 def stats_of(got: Collected, window: int) -> StepStats:
     return step_stats(got.steps[-window:])
 
 
-def report_dict(pid: int | None, got: Collected, stats: StepStats) -> dict[str, Any]:
+def report_dict(
+    pid: int | None, got: Collected, stats: StepStats, window: int = 1000
+) -> dict[str, Any]:
     """The ``--json`` document (docs/json.md: "attach --once --json")."""
     growth = memory_growth(got.memory)
     memory = got.latest_memory
@@ -169,6 +265,9 @@ def report_dict(pid: int | None, got: Collected, stats: StepStats) -> dict[str, 
             "memory": None if memory is None else memory.to_wire(),
             "memory_growth": None if growth is None else dataclasses.asdict(growth),
             "capture": None if got.capture is None else got.capture.to_wire(),
+            "gpu_samples": len(got.gpu),
+            "findings": [f.to_json() for f in got.findings(window)],
+            "analysis_notes": got.analysis_notes(stats),
             "problems": list(got.problems),
         }
     )
@@ -189,7 +288,9 @@ def print_json(doc: dict[str, Any]) -> None:
     print(json.dumps(doc, indent=2, allow_nan=False))
 
 
-def print_report(got: Collected, stats: StepStats, banner: str | None = None) -> None:
+def print_report(
+    got: Collected, stats: StepStats, banner: str | None = None, window: int = 1000
+) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -253,6 +354,26 @@ def print_report(got: Collected, stats: StepStats, banner: str | None = None) ->
         console.print(Text(line))
     if got.capture is not None:
         _print_capture(console, got.capture, Table, Text)
+    _print_findings(console, got.findings(window), got.analysis_notes(stats))
+
+
+def _print_findings(console: Any, items: list[Finding], notes: list[str]) -> None:
+    from rich.text import Text
+
+    from gputui import findings_text
+
+    head = Text("findings", style="bold")
+    head.append(
+        f" ({len(items)}, ranked by the step time a fix could recover)"
+        if items
+        else ": nothing found that costs this job time",
+        style="" if items else "green",
+    )
+    console.print(head)
+    for note in notes:
+        console.print(Text(f"  ({note})", style="dim"))
+    if items:
+        console.print(findings_text.blocks(items))
 
 
 def _labelled(label: str, value: str, style: str) -> Any:

@@ -82,6 +82,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.json and not args.once:
         raise GputuiError("gputui cluster: --json needs --once")
+    if not args.once:
+        from gputui.commands.tty import need_terminal
+
+        need_terminal("gputui cluster", f"gputui cluster --prometheus {args.prometheus} --once")
     clock = (lambda: args.at) if args.at is not None else None
     source = ClusterSource(
         PrometheusClient(args.prometheus, timeout_s=args.timeout), args.selector, clock=clock

@@ -41,6 +41,10 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
 
 
 def main(args: argparse.Namespace) -> int:
+    if not args.once:
+        from gputui.commands.tty import need_terminal
+
+        need_terminal("gputui", "gputui --once" + (" --demo" if args.demo else ""))
     live: SampleAhead | None = None
     if args.demo or args.replay:
         source, banner = open_recording(args)
@@ -116,6 +120,7 @@ def _once_writer(
     """What prints the ``--once`` output: the codec for ``--json`` (no Rich), the
     Rich report otherwise.  Its last argument says the snapshot has no rates."""
     if args.json:
+        from gputui.analysis.monitor_findings import findings
         from gputui.codec import print_document
 
         window = args.window
@@ -125,6 +130,7 @@ def _once_writer(
             source.label,
             source.is_recording,
             rate_window_s=None if source.is_recording else window,
+            findings=[f.to_json() for f in findings(snapshot)],
         )
     with without_attrs():
         from gputui import report

@@ -23,7 +23,7 @@ from gputui.hook._ring import HISTORY
 from gputui.hook._server import Server
 from gputui.hook._torch_hooks import TorchHooks
 from gputui.protocol import paths
-from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, Status
+from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, LoaderInfo, Status
 
 MAX_ARGS = 200
 MAX_ARG_CHARS = 1000
@@ -246,6 +246,7 @@ class Hook:
             phase_now_s=phase_now_s,
             step_now_s=step_now_s,
             comm=self.comm.info() if self.comm.torch is not None else None,
+            loader=None if rec.loader is None else LoaderInfo(*rec.loader),
         )
 
     def status(self) -> dict[str, Any]:

@@ -134,6 +134,9 @@ class Recorder:
         self.index = 0  # index of the step in progress
         self.log: list[Any] = [0, 0.0]  # [index, start, t, tag, t, tag, ...]
         self.batch_size: int | None = None
+        #: the DataLoader iterator last seen (its id) and its settings
+        self.loader_iter = 0
+        self.loader: tuple[int, bool, bool, int | None] | None = None
         self.flags = 0  # flags of the step in progress (a full step)
         self.on_first_activity = on_first_activity
         self.on_boundary: Callable[[int], None] | None = None  # capture controller

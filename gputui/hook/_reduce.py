@@ -14,7 +14,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import gputui.analysis.timeline as tl
 from gputui.analysis.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of, kernel_class
+from gputui.analysis.step_breakdown import COLLECTIVE_OPS
+from gputui.analysis.trace_metrics import compute as compute_trace_metrics
 from gputui.protocol.capture import CpuOpRow, GpuTime, KernelRow
 
 TOP_ROWS = 30
@@ -43,44 +46,158 @@ def _device_kind(ev: Any) -> str:
     return name.rsplit(".", 1)[-1].upper()
 
 
+#: raw-event activity types of host-side launch/runtime calls, GPU activity and
+#: host ranges, as timeline kinds
+_RUNTIME_KINDS = {"cuda_runtime": tl.RUNTIME, "cuda_driver": tl.DRIVER}
+_GPU_KINDS = {
+    "kernel": tl.KERNEL,
+    "concurrent_kernel": tl.KERNEL,
+    "gpu_memcpy": tl.MEMCPY,
+    "gpu_memset": tl.MEMSET,
+    "cuda_sync": tl.SYNC,
+}
+_HOST_KINDS = {"cpu_op": tl.OP, "user_annotation": tl.ANNOTATION, "python_function": tl.PYTHON}
+
+
+def _int_call(ev: Any, name: str, default: int = -1) -> int:
+    value = _call(ev, name)
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def _fields(ev: Any, kinds: dict[Any, str]) -> tuple[str, int, int, str, bool, str]:
+    """``(name, start_ns, duration_ns, activity type, is user annotation, device
+    kind)`` of one raw event.  Direct calls first (a profile has 50-70k events
+    and each guarded call costs more than the call itself); any problem, and the
+    guarded reads take over."""
+    try:
+        dt = ev.device_type()
+        kind = kinds.get(dt)
+        if kind is None:
+            kind = kinds[dt] = _device_kind(ev)
+        name = ev.name()
+        start = ev.start_ns()
+        dur = ev.duration_ns()
+        activity = ev.activity_type()
+        user_ann = ev.is_user_annotation()
+        if (
+            type(name) is str
+            and type(start) is int
+            and type(dur) is int
+            and type(activity) is str
+            and type(user_ann) is bool
+        ):
+            return name, start, dur, activity, user_ann, kind
+    except Exception:
+        pass
+    return (
+        str(_call(ev, "name", "") or ""),
+        int(_call(ev, "start_ns", 0) or 0),
+        int(_call(ev, "duration_ns", 0) or 0),
+        str(_call(ev, "activity_type", "") or ""),
+        bool(_call(ev, "is_user_annotation", False)),
+        _device_kind(ev),
+    )
+
+
 def extract(
     events: Iterable[Any],
-) -> tuple[list[tuple[int, int, int, str, bool]], list[tuple[int, int, int, str]], int]:
+) -> tuple[
+    list[tuple[int, int, int, str, bool]], list[tuple[int, int, int, str]], int, tl.Timeline
+]:
     """Split raw events into CPU records ``(thread, start_ns, end_ns, name, is_op)``
     and GPU activity records ``(device, start_ns, end_ns, name)``; also the total
-    number of events seen."""
+    number of events seen, and the same events as a timeline for the trace
+    metrics.  Correlation ids and streams are read only where they are used
+    (launch calls and GPU activity), to keep this pass cheap."""
     cpu: list[tuple[int, int, int, str, bool]] = []
-    gpu_raw: list[tuple[int, int, int, str, str, bool]] = []
+    gpu_raw: list[tuple[int, int, int, str, str, bool, int, int, int]] = []
+    timeline = tl.Timeline()
+    runtime_calls = timeline.runtime
+    ranges = timeline.ranges
     annotation_names: set[str] = set()
+    kinds: dict[Any, str] = {}
     total = 0
     for ev in events:
         total += 1
-        name = _call(ev, "name", "") or ""
-        start = int(_call(ev, "start_ns", 0) or 0)
-        dur = int(_call(ev, "duration_ns", 0) or 0)
-        activity = str(_call(ev, "activity_type", "") or "")
-        user_ann = bool(_call(ev, "is_user_annotation", False))
-        kind = _device_kind(ev)
+        name, start, dur, activity, user_ann, kind = _fields(ev, kinds)
         if kind == "CPU":
             if user_ann or activity == "user_annotation":
                 annotation_names.add(name)
             is_op = not user_ann and activity not in _CPU_SKIP
-            if is_op and _call(ev, "is_python_function", False):
-                is_op = False
-            tid = int(_call(ev, "start_thread_id", 0) or 0)
+            try:
+                if is_op and ev.is_python_function():
+                    is_op = False
+                tid = ev.start_thread_id()
+                if type(tid) is not int:
+                    tid = int(tid or 0)
+            except Exception:
+                if is_op and _call(ev, "is_python_function", False):
+                    is_op = False
+                tid = int(_call(ev, "start_thread_id", 0) or 0)
             cpu.append((tid, start, start + dur, name, is_op))
+            # HTA's rounding (timeline.round_ns), inline: this loop is hot
+            start_us = -(-start // 1000)
+            end_us = (start + dur) // 1000
+            if end_us < start_us:
+                end_us = start_us
+            runtime_kind = _RUNTIME_KINDS.get(activity)
+            if runtime_kind is not None:
+                corr = _int_call(ev, "correlation_id")
+                runtime_calls.append(
+                    tl.RuntimeCall(start_us, end_us, name, tid, corr, -1, runtime_kind)
+                )
+            else:
+                host_kind = tl.ANNOTATION if user_ann else _HOST_KINDS.get(activity, tl.HOST_OTHER)
+                # a collective's id joins it to its kernels (step breakdown)
+                ext = _int_call(ev, "correlation_id") if name in COLLECTIVE_OPS else -1
+                ranges.append(tl.HostRange(start_us, end_us, name, tid, host_kind, ext))
         else:
-            device = int(_call(ev, "device_index", 0) or 0)
-            gpu_raw.append((device, start, start + dur, name, activity, user_ann))
+            gpu_raw.append(
+                (
+                    int(_call(ev, "device_index", 0) or 0),
+                    start,
+                    start + dur,
+                    name,
+                    activity,
+                    user_ann,
+                    # for GPU activity the resource is the stream
+                    _int_call(ev, "device_resource_id", 0),
+                    _int_call(ev, "correlation_id"),
+                    _int_call(ev, "linked_correlation_id"),
+                )
+            )
+    timeline.events = total
     gpu: list[tuple[int, int, int, str]] = []
-    for device, start, end, name, activity, user_ann in gpu_raw:
+    for device, start, end, name, activity, user_ann, stream, corr, ext in gpu_raw:
+        start_us, end_us = tl.round_ns(start, end - start)
         if activity:
+            if activity == "gpu_user_annotation":
+                ranges.append(tl.HostRange(start_us, end_us, name, device, tl.GPU_ANNOTATION, -1))
+            elif activity in _GPU_KINDS or name in tl.SYNC_NAMES:
+                gpu_kind = _GPU_KINDS.get(activity, tl.SYNC)
+                timeline.gpu.append(
+                    tl.GpuActivity(
+                        start_us, end_us, end - start, gpu_kind, name, stream, device, corr, ext
+                    )
+                )
             if activity not in _GPU_KEEP:
                 continue
         elif user_ann or name in annotation_names or _ANNOTATION_NAME.match(name):
+            ranges.append(tl.HostRange(start_us, end_us, name, device, tl.GPU_ANNOTATION, -1))
             continue
+        else:  # an older torch without activity types: a kernel
+            timeline.gpu.append(
+                tl.GpuActivity(
+                    start_us, end_us, end - start, tl.KERNEL, name, stream, device, corr, ext
+                )
+            )
         gpu.append((device, start, end, name))
-    return cpu, gpu, total
+    return cpu, gpu, total, timeline
 
 
 def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -250,8 +367,12 @@ def cpu_table(cpu: list[tuple[int, int, int, str, bool]], top: int = TOP_ROWS) -
 def reduce_events(events: Iterable[Any], top: int = TOP_ROWS) -> dict[str, Any]:
     """Kernel table, CPU op table and GPU time split for one capture: the
     :class:`~gputui.protocol.capture.CaptureResult` fields they fill, by name."""
-    cpu, gpu, total = extract(events)
+    cpu, gpu, total, timeline = extract(events)
     out: dict[str, Any] = {"events": total}
     out.update(kernel_table(gpu, top))
     out.update(cpu_table(cpu, top))
+    try:
+        out["trace_metrics"] = compute_trace_metrics(timeline)
+    except Exception:  # the tables above are worth sending without the metrics
+        out["trace_metrics"] = None
     return out

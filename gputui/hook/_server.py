@@ -276,6 +276,11 @@ class Server:
             if viewer.id not in self.viewers:
                 return
             self._handle(viewer, msg)
+        try:
+            viewer.reader.raise_pending()  # a bad frame after good ones: served those first
+        except framing.FrameError:
+            self.bad_frames += 1
+            self._drop(viewer)
 
     def _handle(self, viewer: Viewer, msg: dict[str, Any]) -> None:
         kind = msg.get("type")

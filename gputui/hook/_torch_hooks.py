@@ -193,6 +193,11 @@ class TorchHooks:
         clock = rec.clock
 
         def __next__(self: Any) -> Any:
+            # Once per iterator (an epoch): which loader this is. By id: a
+            # reference would keep a finished iterator and its workers alive.
+            if rec.loader_iter != id(self):
+                rec.loader_iter = id(self)
+                rec.loader = _loader_info(self)
             log = rec.log
             if rec.plain and len(log) < LOG_MAX:
                 log.append(clock())
@@ -432,3 +437,16 @@ class TorchHooks:
     def _note_compile(self) -> None:
         self.compile_seen = True
         self.rec.mark(FLAG_COMPILE)
+
+
+def _loader_info(it: Any) -> tuple[int, bool, bool, int | None] | None:
+    """(num_workers, pin_memory, persistent_workers, prefetch_factor) of a
+    DataLoader iterator; None when its attributes are not as torch names them."""
+    try:
+        workers = int(it._num_workers)
+        pin = bool(it._pin_memory)
+        persistent = bool(getattr(it, "_persistent_workers", False))
+        prefetch = getattr(it, "_prefetch_factor", None)
+        return workers, pin, persistent, prefetch if isinstance(prefetch, int) else None
+    except Exception:  # another torch's internals: say nothing rather than break a step
+        return None

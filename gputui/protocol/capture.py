@@ -1,5 +1,6 @@
 """Typed capture messages: a capture's progress, and its result with the kernel
-table, the CPU-op table and the GPU time split (standard library only).
+table, the CPU-op table, the GPU time split and the trace metrics (standard
+library only).
 
 See :mod:`gputui.protocol.schema` for the conventions.
 """
@@ -13,6 +14,7 @@ from typing import Any
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, typed
+from gputui.protocol.trace_metrics import TraceMetrics
 
 #: longest kernel or op name kept on the wire (demangled templates run long)
 MAX_NAME = 4096
@@ -236,6 +238,9 @@ class CaptureResult:
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
     cpu_self_total_us: float = 0.0
+    #: the timeline metrics (HTA breakdowns, launch statistics, step breakdown);
+    #: None from a hook that predates them, or when they could not be computed
+    trace_metrics: TraceMetrics | None = None
     trace_path: str | None = None
     trace_bytes: int | None = None
     trace_error: str | None = None
@@ -249,6 +254,7 @@ class CaptureResult:
         options = f.child(obj, "options", where)
         gpu = f.child(obj, "gpu_time", where)
         by_class = f.child(obj, "by_class", where) or {}
+        metrics = f.child(obj, "trace_metrics", where)
         return cls(
             id=f.ident(obj, "id", where),
             pid=f.opt_integer(obj, "pid", where, 1, MAX_PID),
@@ -286,6 +292,9 @@ class CaptureResult:
             ),
             cpu_op_names=f.integer(obj, "cpu_op_names", where, default=0),
             cpu_self_total_us=f.number(obj, "cpu_self_total_us", where, hi=_BIG, default=0.0),
+            trace_metrics=None
+            if metrics is None
+            else TraceMetrics.from_wire(metrics, where + ".trace_metrics"),
             trace_path=f.opt_text(obj, "trace_path", where),
             trace_bytes=f.opt_integer(obj, "trace_bytes", where),
             trace_error=f.opt_text(obj, "trace_error", where),
@@ -321,6 +330,7 @@ class CaptureResult:
             cpu_ops=[o.to_wire() for o in self.cpu_ops],
             cpu_op_names=self.cpu_op_names,
             cpu_self_total_us=self.cpu_self_total_us,
+            trace_metrics=None if self.trace_metrics is None else self.trace_metrics.to_wire(),
             trace_path=self.trace_path,
             trace_bytes=self.trace_bytes,
             trace_error=self.trace_error,

@@ -81,21 +81,41 @@ class FrameReader:
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
         self._max = max_frame
+        self._error: FrameError | None = None
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
+        """The whole messages now in. A bad frame raises FrameError; one that
+        follows good frames in the same bytes is held back until those are
+        taken: the next :meth:`feed` or :meth:`raise_pending` raises it."""
+        self.raise_pending()
         self._buf += data
         out: list[dict[str, Any]] = []
-        while len(self._buf) >= HEADER_SIZE:
-            (length,) = _HEADER.unpack_from(self._buf, 0)
-            if length > self._max:
-                raise FrameError(f"frame of {length} bytes exceeds the {self._max}-byte limit")
-            end = HEADER_SIZE + length
-            if len(self._buf) < end:
-                break
-            payload = bytes(self._buf[HEADER_SIZE:end])
-            del self._buf[:end]
-            out.append(decode_payload(payload))
+        try:
+            while len(self._buf) >= HEADER_SIZE:
+                (length,) = _HEADER.unpack_from(self._buf, 0)
+                if length > self._max:
+                    raise FrameError(f"frame of {length} bytes exceeds the {self._max}-byte limit")
+                end = HEADER_SIZE + length
+                if len(self._buf) < end:
+                    break
+                payload = bytes(self._buf[HEADER_SIZE:end])
+                del self._buf[:end]
+                out.append(decode_payload(payload))
+        except FrameError as exc:
+            if not out:
+                raise
+            self._error = exc
         return out
+
+    def raise_pending(self) -> None:
+        """Raise the bad frame held back by :meth:`feed`, if any; a stream is not
+        read past a bad frame, so every later call raises it again."""
+        error, self._error = self._error, None
+        if error is not None:
+            # the stream cannot be resynchronised after a bad frame: stay broken
+            self._buf.clear()
+            self._error = error
+            raise error
 
     @property
     def pending(self) -> int:

@@ -73,6 +73,34 @@ class GpuTiming:
 
 
 @dataclass(frozen=True)
+class LoaderInfo:
+    """The DataLoader the training loop iterates (the newest one seen): what
+    the data-loading rules name in their fix."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any], where: str = "loader") -> LoaderInfo:
+        return cls(
+            num_workers=f.integer(obj, "num_workers", where, 0, 4096, default=0),
+            pin_memory=f.flag(obj, "pin_memory", where),
+            persistent_workers=f.flag(obj, "persistent_workers", where),
+            prefetch_factor=f.opt_integer(obj, "prefetch_factor", where, 0, 1 << 16),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+            "persistent_workers": self.persistent_workers,
+            "prefetch_factor": self.prefetch_factor,
+        }
+
+
+@dataclass(frozen=True)
 class CaptureInfo:
     """The capture controller's state, as the status reports it."""
 
@@ -152,6 +180,8 @@ class Status:
     phase_now_s: float | None = None
     step_now_s: float | None = None
     comm: CommInfo | None = None
+    #: the DataLoader being iterated; None before the first batch, or without one
+    loader: LoaderInfo | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "status") -> Status:
@@ -159,6 +189,7 @@ class Status:
         timing = f.child(obj, "gpu_timing", where)
         capture = f.child(obj, "capture", where)
         comm = f.child(obj, "comm", where)
+        loader = f.child(obj, "loader", where)
         return cls(
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
             steps=f.integer(obj, "steps", where, default=0),
@@ -188,6 +219,7 @@ class Status:
             phase_now_s=f.opt_number(obj, "phase_now_s", where),
             step_now_s=f.opt_number(obj, "step_now_s", where),
             comm=None if comm is None else CommInfo.from_wire(comm, where + ".comm"),
+            loader=None if loader is None else LoaderInfo.from_wire(loader, where + ".loader"),
         )
 
     def fields_wire(self) -> dict[str, Any]:
@@ -217,6 +249,7 @@ class Status:
             "phase_now_s": self.phase_now_s,
             "step_now_s": self.step_now_s,
             "comm": None if self.comm is None else self.comm.to_wire(),
+            "loader": None if self.loader is None else self.loader.to_wire(),
         }
 
     def to_wire(self) -> dict[str, Any]:

@@ -25,7 +25,15 @@ from gputui.protocol.capture import (
     KernelRow,
 )
 from gputui.protocol.fields import SchemaError
-from gputui.protocol.hello import CaptureInfo, CommInfo, DeviceInfo, GpuTiming, Hello, Status
+from gputui.protocol.hello import (
+    CaptureInfo,
+    CommInfo,
+    DeviceInfo,
+    GpuTiming,
+    Hello,
+    LoaderInfo,
+    Status,
+)
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.requests import (
     Bye,
@@ -54,6 +62,7 @@ __all__ = [
     "Hello",
     "HookError",
     "KernelRow",
+    "LoaderInfo",
     "MemoryBatch",
     "MemorySample",
     "Ping",

@@ -9,7 +9,7 @@ the bounded history and the findings and tells the visible screen to redraw.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
@@ -24,10 +24,12 @@ from gputui.analysis.monitor_findings import findings
 from gputui.collectors import processes
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.model import ProcessSnapshot, Snapshot
+from gputui.tui import ascii
 from gputui.tui.history import History
 from gputui.tui.host import Current
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
+    from gputui.ceilings.model import Ceilings
     from gputui.collectors.replay import ReplayProgress
 
 #: the interval steps that + and - move through
@@ -44,11 +46,13 @@ class SnapshotReady(Message):
         snapshot: Snapshot,
         recorded_at_s: float | None,
         replay: ReplayProgress | None = None,
+        ceilings: Mapping[str, Ceilings] | None = None,
     ) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.recorded_at_s = recorded_at_s
         self.replay = replay
+        self.ceilings = ceilings
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)
@@ -62,6 +66,7 @@ class SamplerFailed(Message):
 
 class GputuiApp(App[None]):
     CSS_PATH = "gputui.tcss"
+    CSS = ascii.CSS
     TITLE = "gputui"
 
     BINDINGS = [
@@ -96,9 +101,12 @@ class GputuiApp(App[None]):
         self.current = Current()
         self.snapshot_count = 0
         self._recent: deque[Snapshot] = deque(maxlen=FINDINGS_WINDOW)
+        #: measured ceilings per GPU UUID, and the UUIDs already looked up
+        self._ceilings: Mapping[str, Ceilings] = {}
+        self._ceilings_tried: set[str] = set()
         self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
         if ascii_only:
-            self.add_class("-ascii")
+            ascii.use_ascii(self)
 
     def replay_status(self) -> str | None:
         """Where a replay is, for the banner: '1,234/86,400', then '... pass 2'."""
@@ -113,9 +121,11 @@ class GputuiApp(App[None]):
         """The line every screen shows while the data is not this machine now."""
         if not (self.banner or self.source.is_recording):
             return None
-        text = self.banner or f"RECORDING, not this machine: {self.source.label}"
-        if self.banner and self.source.label not in self.banner:
-            text += f"  ({self.source.label})"
+        label = self.source.label
+        text = self.banner or f"RECORDING, not this machine: {label}"
+        if self.banner and label not in self.banner:
+            # "DEMO: ..." under a "DEMO: ..." banner: say DEMO once
+            text += f": {label.removeprefix('DEMO: ')}"
         return " " + text
 
     # -- lifecycle ---------------------------------------------------------------
@@ -139,7 +149,25 @@ class GputuiApp(App[None]):
         # Runs on the sampler thread, right after sample(): the source's notion of the
         # recorded time belongs to this very snapshot.
         recorded_at = getattr(self.source, "recorded_at_s", None)
-        self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress()))
+        ceilings = None if self.source.is_recording else self._ceilings_of(snapshot)
+        self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress(), ceilings))
+
+    def _ceilings_of(self, snapshot: Snapshot) -> Mapping[str, Ceilings]:
+        """The measured ceilings of this machine's GPUs (``gputui bench`` saves
+        them per UUID): read on the sampler thread, once per GPU."""
+        known = self._ceilings
+        new = [d.uuid for d in snapshot.devices if d.uuid and d.uuid not in self._ceilings_tried]
+        if new:
+            from gputui.ceilings.cache import load_ceilings
+
+            found = dict(known)
+            for uuid in new:
+                self._ceilings_tried.add(uuid)
+                measured = load_ceilings(uuid)
+                if measured is not None:
+                    found[uuid] = measured
+            self._ceilings = known = found
+        return known
 
     def _replay_progress(self) -> ReplayProgress | None:
         progress = getattr(self.source, "progress", None)
@@ -149,6 +177,8 @@ class GputuiApp(App[None]):
         self.post_message(SamplerFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        if message.ceilings is not None:
+            self.current.ceilings = message.ceilings
         self.ingest(message.snapshot, message.recorded_at_s, message.replay)
 
     def on_sampler_failed(self, message: SamplerFailed) -> None:
@@ -282,14 +312,23 @@ class GputuiApp(App[None]):
                 severity="warning",
             )
             return
-        if self.attach_factory is None:
-            # A recording's pids are not this machine's: there is nothing to attach to.
-            title = (
-                f"cannot attach: pid {proc.pid} is a recorded process, not one on this machine"
-                if self.source.is_recording
-                else ""
+        if self.attach_factory is None and self.source.is_recording:
+            # A recording's pids are not this machine's. The demo's hooked job was
+            # recorded by its attach screen too: play that session.
+            if self.source.label.startswith("DEMO"):
+                from gputui.tui.attach import AttachScreen, ReplayFeed
+
+                self.push_screen(AttachScreen(ReplayFeed.demo()))
+                return
+            self.notify(
+                f"pid {proc.pid} is a recorded process, not one on this machine; a session "
+                "saved with 'gputui attach PID --record FILE' plays with "
+                "'gputui attach --replay FILE'",
+                severity="warning",
             )
-            self.notify("attach screen not available", title=title, severity="warning")
+            return
+        if self.attach_factory is None:
+            self.notify("attach screen not available", severity="warning")
             return
         screen = self.attach_factory(proc.pid)
         if screen is None:

@@ -7,6 +7,7 @@ is the newest data every screen draws from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -16,6 +17,7 @@ from gputui.model import ProcessSnapshot, Snapshot
 from gputui.tui.history import History
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
+    from gputui.ceilings.model import Ceilings
     from gputui.collectors.replay import ReplayProgress
 
 
@@ -30,6 +32,8 @@ class Current:
     sampler_error: str | None = None
     #: where a replay is (position, total, loops); None for live data
     replay: ReplayProgress | None = None
+    #: GPU UUID -> the ceilings `gputui bench` measured on it (live data only)
+    ceilings: Mapping[str, Ceilings] = field(default_factory=dict)
 
 
 class MonitorHost(Protocol):

@@ -55,6 +55,8 @@ class ProcFilter:
     users: tuple[str, ...] = ()
     gpus: tuple[int, ...] = ()
     kind: str | None = None
+    #: terms that were not understood (said on the status line, not applied)
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> ProcFilter:
@@ -62,18 +64,28 @@ class ProcFilter:
         users: list[str] = []
         gpus: list[int] = []
         kind: str | None = None
+        problems: list[str] = []
         for token in text.split():
             name, sep, value = token.partition(":")
             name = name.lower()
             if sep and value and name in ("user", "u"):
                 users.append(value)
-            elif sep and value and name in ("gpu", "g") and value.isdigit():
-                gpus.append(int(value))
+            elif sep and value and name in ("gpu", "g"):
+                if value.isdigit() and len(value) <= 4:
+                    gpus.append(int(value))
+                else:
+                    problems.append(f"gpu: takes a GPU index, not {value[:20]!r}")
             elif sep and value and name in ("type", "t"):
-                kind = "graphics" if value.lower().startswith("g") else "compute"
+                wanted = value.lower()
+                if "compute".startswith(wanted):
+                    kind = "compute"
+                elif "graphics".startswith(wanted):
+                    kind = "graphics"
+                else:
+                    problems.append(f"type: is compute or graphics, not {value[:20]!r}")
             else:
                 words.append(token.lower())
-        return cls(tuple(words), tuple(users), tuple(gpus), kind)
+        return cls(tuple(words), tuple(users), tuple(gpus), kind, tuple(problems))
 
     def to_text(self) -> str:
         parts = [f"user:{u}" for u in self.users]

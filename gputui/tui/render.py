@@ -12,19 +12,15 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from gputui import fmt
+from gputui import findings_text, fmt
 
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"
 #: eighths of a cell, for the step bars' partial tops
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 
-#: how a finding's or a throttle's severity is coloured, everywhere
-SEVERITY_STYLE = {
-    "crit": "bold reverse red",
-    "warn": "bold reverse yellow",
-    "info": "bold reverse cyan",
-}
+# how a finding's or a throttle's severity is coloured: one table for every view
+SEVERITY_STYLE = findings_text.SEVERITY_STYLE
 
 
 def level_style(pct: float | None) -> str:
@@ -119,7 +115,7 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
 
 
 def join_parts(
-    text: Text, parts: list[tuple[str, str]], width: int, ascii_only: bool = False
+    text: Text, parts: list[tuple[str, str]], width: int, ascii_only: bool | None = None
 ) -> None:
     """Append ``(part, style)`` pairs separated by two spaces while they fit in
     ``width``; the first that does not is cut with an ellipsis (if there is room

@@ -48,6 +48,9 @@ def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     assert phases["data"]["p50"] >= 0.004 and phases["user_sleep"]["p50"] >= 0.002
     assert abs(sum(p["share"] for p in phases.values()) - 1.0) < 1e-4
     assert report["hello"]["pid"] == job.pid and report["memory"] is None
+    # the analyzer ran on the live job (a CPU job: no GPU to sample, said so)
+    assert isinstance(report["findings"], list) and report["gpu_samples"] == 0
+    assert all(f["rule"] and f["fix"] for f in report["findings"])
 
 
 def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
@@ -137,3 +140,24 @@ def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
             attach.kill()
     assert attach.returncode == 1
     assert f"job {victim.pid} exited" in err and "Traceback" not in err
+
+
+def test_attaching_to_a_dataloader_worker_names_the_job(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A worker never gets a hook: say whose worker it is, not "try again"."""
+    import psutil
+
+    job = hookutil.start_job(
+        env, tmp_path, ["--steps", "0", "--workers", "2", "--data-sleep", "0.01"], via_run=True
+    )
+    try:
+        workers = hookutil.wait_for(
+            lambda: psutil.Process(job.pid).children(), 60, "the DataLoader workers"
+        )
+        out = hookutil.gputui(env, "attach", str(workers[0].pid), "--once")
+        assert out.returncode == 2
+        assert f"child of the hooked job {job.pid}" in out.stderr
+        assert f"gputui attach {job.pid}" in out.stderr and "try again" not in out.stderr
+    finally:
+        job.stop()

@@ -207,3 +207,35 @@ def test_without_attrs_hides_attrs_from_rich_pretty_then_restores_it(tmp_path: P
 def test_once_json_imports_no_rich() -> None:
     imported = _imported_by("--demo", "--once", "--json")
     assert "rich" not in imported and "textual" not in imported
+
+
+@pytest.mark.parametrize(
+    ("args", "instead"),
+    [
+        (["--demo"], "gputui --once --demo"),
+        ([], "gputui --once"),
+        (["attach", "--demo"], "gputui attach --demo --once"),
+        (["--ascii", "attach", "--demo"], "gputui attach --demo --once"),
+        (["cluster", "--prometheus", "http://127.0.0.1:1"], "--once"),
+    ],
+)
+def test_a_live_screen_without_a_terminal_refuses_at_once(args: list[str], instead: str) -> None:
+    """Without a terminal (cron, a pipe) the screens would draw into the pipe
+    forever: one line naming the printed form, exit status 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert "the live screen needs a terminal" in line and instead in line
+
+
+def test_display_flags_before_a_sub_command_apply_to_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--ascii", "attach", "--demo", "--once"]) == 0
+    assert "pid 471" in capsys.readouterr().out

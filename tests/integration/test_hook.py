@@ -116,6 +116,9 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
         client = HookClient.connect(job.pid)
         assert client.hello.lazy is True
         assert "--workers" in client.hello.argv
+        # the DataLoader's settings reach the viewer (the data rules name them)
+        loader = client.hello.status.loader
+        assert loader is not None and loader.num_workers == 2 and loader.pin_memory is False
         client.close()
     finally:
         job.stop()
@@ -200,7 +203,9 @@ def test_hook_imports_nothing_heavy() -> None:
         "bad = [m for m in ('textual', 'rich', 'pynvml', 'psutil', 'torch') if m in sys.modules]\n"
         "assert not bad, bad\n"
         "bad = [m for m in sys.modules if m.startswith('gputui.') and not "
-        "m.startswith(('gputui.hook', 'gputui.protocol', 'gputui.analysis.kernels')) "
+        "m.startswith(('gputui.hook', 'gputui.protocol', 'gputui.analysis.kernels', "
+        "'gputui.analysis.timeline', 'gputui.analysis.trace_metrics', "
+        "'gputui.analysis.step_breakdown')) "
         "and m != 'gputui.analysis']\n"
         "assert not bad, bad\n"
     )
@@ -264,7 +269,7 @@ def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path
         assert s.gpu is not None and s.gpu.get("forward", 0) > 0 and s.gpu.get("backward", 0) > 0
         assert memory is not None and memory.allocated > 0 and memory.reserved >= memory.allocated
         assert result is not None and result.kernels and result.gpu_time is not None
-        assert not any(k["name"].startswith("ProfilerStep#") for k in result.kernels)
+        assert not any(k.name.startswith("ProfilerStep#") for k in result.kernels)
         assert "gemm" in result.by_class
     finally:
         job.stop()

@@ -19,3 +19,38 @@ async def test_findings_bar_draws_the_finding_it_holds() -> None:
         assert "clocks throttled" in bar.plain
         assert "clocks throttled" in bar.render_line(0).text
         assert "clocks&#160;throttled" in app.export_screenshot()
+
+
+async def test_a_changed_first_line_is_repainted_under_a_border() -> None:
+    """Regression: with a border or padding the repaint of a changed line landed
+    one row lower (the gutter was added twice), so a panel's first line never
+    repainted on a real terminal: the capture panel kept "0s ago" for minutes."""
+    from rich.text import Text
+    from textual.app import App, ComposeResult
+
+    from gputui.tui.widgets.text_panel import TextPanel
+
+    class Panel(TextPanel):
+        DEFAULT_CSS = "Panel { border-top: solid red; padding: 0 1; }"
+        first = "first 0"
+
+        def build(self, width: int) -> Text:
+            return Text(f"{self.first}\nsecond\nthird")
+
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Panel()
+
+    app = Host()
+    async with app.run_test(size=(40, 10)) as pilot:
+        panel = app.query_one(Panel)
+        panel.redraw()
+        await pilot.pause()
+        panel._repaint_regions.clear()
+        panel.first = "first 1"
+        panel.redraw()
+        # the first content row sits under the one-row border
+        rows = {(r.y, r.height) for r in panel._repaint_regions}
+        assert rows == {(1, 1)}, panel._repaint_regions
+        await pilot.pause()
+        assert "first 1" in app.export_screenshot().replace("&#160;", " ")

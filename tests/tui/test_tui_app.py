@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -16,7 +17,7 @@ from gputui.tui.app import GputuiApp, SnapshotReady, make_app
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog
 from gputui.tui.screens.help import HelpScreen, help_text
-from gputui.tui.screens.monitor import MonitorScreen
+from gputui.tui.screens.monitor import MonitorScreen, StatusLine
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, HostPanel
 from gputui.tui.widgets.processes import ProcessTable
@@ -146,6 +147,11 @@ async def test_filter_by_text_user_gpu_and_type() -> None:
         t.move_cursor(0)
         await pilot.press("u")  # the selected process's user
         assert t.proc_filter.users == ("alice",)
+        await pilot.press("escape", "slash", *"nosuchjob type:bogus")
+        await pilot.pause()
+        status = app.screen.query_one(StatusLine).plain
+        assert "Processes 0/8" in status and "no process matches" in status
+        assert "type: is compute or graphics, not 'bogus'" in status
 
 
 async def test_tree_view_groups_children_under_parents() -> None:
@@ -155,6 +161,8 @@ async def test_tree_view_groups_children_under_parents() -> None:
         await pilot.press("t")
         order = t.order
         assert "parent|4000" in order  # the launcher is not a GPU process
+        # ... nor counted as one
+        assert "Processes 8/8" in app.screen.query_one(StatusLine).plain
         rows = t._rows
         children = rows["parent|4000"].children
         assert children and all(
@@ -372,7 +380,27 @@ async def test_attach_hook_point() -> None:
         t = table(app)
         t.select_key(next(k for k in t.order if t._rows[k].proc.hooked))  # type: ignore[union-attr]
         await pilot.press("a")
-        assert "attach screen not available" in seen
+        assert any("is a recorded process, not one on this machine" in n for n in seen)
+
+
+async def test_attach_in_the_demo_plays_the_recorded_attach_session() -> None:
+    """The demo's hooked job was recorded by its attach screen as well: a on it
+    opens that session instead of a dead end."""
+    from gputui.collectors.replay import ReplaySource
+    from gputui.tui.attach import AttachScreen, ReplayFeed
+
+    app = make_app(ReplaySource.demo(), 3600.0, autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.advance(3)
+        await pilot.pause()
+        t = table(app)
+        t.select_key(next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, AttachScreen) and isinstance(app.screen.feed, ReplayFeed)
+        assert app.screen.feed.pid == 471  # the same job, recorded by both views
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AttachScreen)
 
 
 async def test_help_lists_every_binding() -> None:
@@ -443,3 +471,62 @@ async def test_sampler_thread_feeds_the_app(count: int) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: app.snapshot_count >= 3)
         assert app.history.samples == app.snapshot_count
+
+
+async def test_ascii_mode_draws_nothing_but_ascii() -> None:
+    """--ascii covers what Textual draws too: scrollbars, the footer, cut texts."""
+    from gputui.collectors.replay import ReplaySource
+    from gputui.tui.attach import ReplayFeed, make_attach_app
+
+    monitor = make_app(ReplaySource.demo(), 3600.0, ascii_only=True, autostart=False)
+    async with monitor.run_test(size=(80, 24)) as pilot:
+        monitor.advance(120)  # both processes: the table scrolls
+        await pilot.pause()
+        drawn = "\n".join(s.text for s in monitor.screen._compositor.render_strips())
+        assert "GPU" in drawn and drawn.isascii(), sorted({c for c in drawn if not c.isascii()})
+    attach = make_attach_app(ReplayFeed.demo(), ascii_only=True, autostart=False)
+    async with attach.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        attach.attach_screen.replay_to(40.0)
+        await pilot.pause()
+        drawn = "\n".join(s.text for s in attach.screen._compositor.render_strips())
+        assert "Capture" in drawn and "connected" not in drawn
+        assert drawn.isascii(), sorted({c for c in drawn if not c.isascii()})
+
+
+async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU that `gputui bench` measured: DRAM bandwidth in bytes next to the
+    measured copy bandwidth, PCIe next to the measured pinned copies; another
+    GPU, never measured, shows neither; a recording never reads this machine's."""
+    import dataclasses
+
+    from gputui.ceilings import cache
+    from tests.helpers.synthetic import live_like_source
+    from tests.unit.test_ceilings import _document
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    uuid = "GPU-12345678-1234-1234-1234-123456789abc"
+    snapshots = [
+        dataclasses.replace(
+            s, devices=(dataclasses.replace(s.devices[0], uuid=uuid), *s.devices[1:])
+        )
+        for s in SNAPSHOTS
+    ]
+    cache.save(_document(name=snapshots[0].devices[0].name or "", uuid=uuid), uuid)
+    app = make_app(live_like_source(snapshots), 3600.0)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await started(pilot)
+        await wait_for(pilot, lambda: uuid in app.current.ceilings, 10)
+        app.screen.refresh_data()  # type: ignore[attr-defined]
+        panel = app.screen.query_one(DevicePanel)
+        first, second = panel.plain.split("GPU 1 ", 1)
+        # 45% of the H100's 3.35 TB/s datasheet peak, beside the 2.95 TB/s copy
+        assert "DRAM bw  45% = 1.5TB/s of 3.0TB/s measured" in first
+        assert "(measured max ↓55.0GB/s)" in first  # host to device only was measured
+        assert "measured" not in second
+    replay = app_for()
+    async with replay.run_test(size=(140, 50)) as pilot:
+        await started(pilot)
+        assert replay.current.ceilings == {}

@@ -158,8 +158,7 @@ async def test_job_exit_shows_disconnected(env: dict[str, str], tmp_path: Path) 
             assert len(screen.view.columns) >= steps_before  # type: ignore[union-attr]
             assert "Step wall" in screen.query_one(StepBars).plain
             await pilot.press("r")
-            await until(pilot, lambda: "reconnect:" in header.plain)
-            assert "no process" in header.plain
+            await until(pilot, lambda: f"process {victim.pid} has exited" in header.plain)
     finally:
         victim.stop()
 
@@ -255,6 +254,70 @@ async def test_demo_replay_values(utc: None) -> None:
         header = screen.query_one(AttachHeader).plain
         assert "H100 80GB HBM3" in header and "torch 2.11.0+cu130" in header
         assert "CUDA 13.0" in header and "samples/s" in header and "replay 32/70s" in header
+
+
+async def test_a_capture_result_is_shown_at_once_not_at_the_next_tick(utc: None) -> None:
+    """The reader thread wakes the screen: the capture's kernels and findings are
+    on screen without waiting for the refresh timer (stopped here)."""
+    import dataclasses
+    import threading
+
+    app = demo_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await play(pilot)
+        screen = screen_of(app)
+        assert screen.view is not None and screen.view.capture is not None
+        assert screen._timer is not None
+        screen._timer.pause()
+        before = screen.refreshes
+        old = screen.state.snapshot().capture
+        assert old is not None
+        fresh = dataclasses.replace(old, id="later", kernels=old.kernels[:3])
+        reader = threading.Thread(target=screen.state.add, args=(fresh,))
+        reader.start()
+        reader.join(5)
+        await until(pilot, lambda: screen.refreshes > before, timeout_s=5)
+        view = screen.view
+        assert view is not None and view.snap.capture is fresh
+        assert len(view.capture.kernels) == 3 if view.capture else False
+
+
+async def test_r_follows_a_restarted_job_or_says_it_is_gone(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The job was restarted (same command, new pid): r attaches to the new one
+    and says so; with no such job, r says the process is gone, in one line that
+    keeps its keys visible."""
+    args = ["--steps", "0", "--data-sleep", "0.01"]
+    first = hookutil.start_job(env, tmp_path, args, via_run=True)
+    feed = LiveFeed(first.pid)
+    feed.watch_gpu = False
+    app = make_attach_app(feed)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = screen_of(app)
+            await until(pilot, lambda: screen.state.snapshot().synced)
+            first.stop()
+            await until(pilot, lambda: screen.state.snapshot().disconnected is not None)
+            second = hookutil.start_job(env, tmp_path, args, via_run=True)
+            try:
+                await pilot.press("r")
+                await until(pilot, lambda: feed.pid == second.pid)
+                await until(pilot, lambda: screen.state.snapshot().synced)
+                await until(
+                    pilot, lambda: f"pid {second.pid}" in screen.query_one(AttachHeader).plain
+                )
+            finally:
+                second.stop()
+            await until(pilot, lambda: screen.state.snapshot().disconnected is not None)
+            await pilot.press("r")
+            header = screen.query_one(AttachHeader)
+            await until(pilot, lambda: "has exited, and no hooked job" in header.plain)
+            line = header.plain.splitlines()[2]
+            assert line.rstrip().endswith("r: reconnect") and "esc" not in line
+            assert len(line) <= 120
+    finally:
+        first.stop()
 
 
 # -- pure parts ---------------------------------------------------------------------------

@@ -67,6 +67,14 @@ def test_filter_parsing_and_matching() -> None:
     assert not flt.matches(dataclasses.replace(p, user="alice"))
     assert not ProcFilter.parse("type:compute").matches(p)
     assert ProcFilter.parse("5").matches(p)  # pid
+    # prefixes read as the type they start; other values are said, not guessed
+    assert ProcFilter.parse("type:g").kind == "graphics"
+    bogus = ProcFilter.parse("type:bogus gpu:x")
+    assert bogus.kind is None and bogus.gpus == () and bogus.active is False
+    assert bogus.problems == (
+        "type: is compute or graphics, not 'bogus'",
+        "gpu: takes a GPU index, not 'x'",
+    )
 
 
 def test_sort_puts_unknown_values_last_both_ways() -> None:

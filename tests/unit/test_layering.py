@@ -23,6 +23,15 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
+#: the analysis modules the hook may import inside a job: pure, stdlib only
+HOOK_ANALYSIS = (
+    "gputui.analysis.kernels",
+    "gputui.analysis.timeline",
+    "gputui.analysis.trace_metrics",
+    "gputui.analysis.step_breakdown",
+)
+
+
 def modules_under(*parts: str) -> list[Path]:
     return sorted(PACKAGE.joinpath(*parts).rglob("*.py"))
 
@@ -50,14 +59,23 @@ def test_hook_and_protocol_import_only_stdlib_torch_and_protocol(layer: str) -> 
                 # only for __version__: the package's __init__ imports nothing
                 assert imported_modules(PACKAGE / "__init__.py") == set()
             elif top(name) == "gputui":
-                assert name.startswith(
-                    ("gputui.protocol", "gputui.hook", "gputui.analysis.kernels")
-                ), (
+                assert name.startswith(("gputui.protocol", "gputui.hook", *HOOK_ANALYSIS)), (
                     path,
                     name,
                 )
             elif top(name) not in sys.stdlib_module_names:
                 assert top(name) in allowed_third_party, (path, name)
+
+
+def test_analysis_the_hook_imports_is_stdlib_only() -> None:
+    """What the hook loads from analysis/ must load in any job's interpreter."""
+    for module in HOOK_ANALYSIS:
+        path = PACKAGE / (module.removeprefix("gputui.").replace(".", "/") + ".py")
+        for name in imported_modules(path):
+            if top(name) == "gputui":
+                assert name.startswith(("gputui.protocol", *HOOK_ANALYSIS)), (path, name)
+            else:
+                assert top(name) in sys.stdlib_module_names, (path, name)
 
 
 def test_collection_and_analysis_never_import_the_ui() -> None:

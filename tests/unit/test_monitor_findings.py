@@ -163,3 +163,34 @@ def test_findings_are_sorted_most_severe_first() -> None:
     order = {"crit": 0, "warn": 1, "info": 2}
     assert severities == sorted(severities, key=order.__getitem__)
     assert severities[0] == "crit" and severities[-1] == "info"
+
+
+#: one snapshot that fires each device rule (docs/analyzer.md shows what it says)
+DEVICE_CASES = {
+    "device.lost": lambda: snap(device(lost=True)),
+    "device.ecc": lambda: snap(device(ecc_errors_uncorrected=2)),
+    "device.no_tensor_work": lambda: snap(
+        device(
+            util_gpu_pct=100.0,
+            gpm=GpmMetrics(sm_activity_pct=97.0, tensor_activity_pct=2.0, dram_bw_util_pct=30.0),
+        )
+    ),
+    "device.low_util": lambda: snap(device(util_gpu_pct=30.0)),
+    "device.memory_full": lambda: snap(device(mem_used_bytes=int(76 * GIB))),
+    "device.throttled": lambda: snap(device(throttle_reasons=("sw_power_cap",), power_w=699.0)),
+    "device.memory_bound": lambda: snap(
+        device(
+            util_gpu_pct=70.0,
+            gpm=GpmMetrics(sm_activity_pct=40.0, tensor_activity_pct=0.0, dram_bw_util_pct=78.0),
+        )
+    ),
+}
+
+
+def test_every_device_rule_has_a_case_that_fires_it() -> None:
+    from gputui.analysis.registry import REGISTRY
+
+    device_rules = {r for r, rule in REGISTRY.items() if rule.scope == "device"}
+    assert set(DEVICE_CASES) == device_rules
+    for rule_id, case in DEVICE_CASES.items():
+        assert rule_id in rules(findings(case())), rule_id

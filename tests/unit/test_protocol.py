@@ -147,3 +147,16 @@ def test_peer_uid_of_socketpair() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_good_frames_before_a_bad_one_are_delivered_then_the_error() -> None:
+    """A hello and a bad frame in one read: the hello is taken, the error comes
+    next, and the stream stays broken (it cannot be resynchronised)."""
+    reader = framing.FrameReader()
+    bad = struct.pack(">I", 5) + b"{bad}"
+    msgs = reader.feed(framing.encode("hello", pid=1) + bad)
+    assert [m["type"] for m in msgs] == ["hello"]
+    with pytest.raises(framing.FrameError, match="not UTF-8 JSON"):
+        reader.raise_pending()
+    with pytest.raises(framing.FrameError):
+        reader.feed(framing.encode("steps", steps=[]))

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.collectors.hook_client import AttachError, HookClient, Invalid, parse_event
+from gputui.collectors.hook_client import (
+    AttachError,
+    Disconnected,
+    HookClient,
+    Invalid,
+    parse_event,
+)
 from gputui.protocol import framing, messages
 from gputui.protocol.capture import CaptureResult, CaptureStatus, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.fields import SchemaError
@@ -225,3 +231,20 @@ def test_a_malformed_steps_frame_is_skipped_and_reported(
     out = capsys.readouterr().out
     assert "skipped an invalid steps message: steps.steps[0].phases.forward" in out
     assert "steps 1..1 (1)" in out
+
+
+def test_a_bad_frame_right_after_the_hello_ends_the_session_with_its_reason(
+    sock_dir: Path,
+) -> None:
+    """Not "connecting" forever, not "no hello": the hello is read, then the
+    session ends saying the hook sent bad data."""
+    fake = FakeHook(sock_dir, our_pid(), [framing.encode_obj(hello()) + b"\x00\x00\x00\x05{bad}"])
+    try:
+        client = HookClient.connect(our_pid(), timeout=2)
+        assert client.hello.pid == 1234
+        client.start()
+        event = client.get(timeout=5)
+        assert isinstance(event, Disconnected) and "bad data from the hook" in event.reason
+        client.close()
+    finally:
+        fake.close()

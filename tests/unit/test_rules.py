@@ -326,4 +326,31 @@ def test_finding_json_shape() -> None:
         "fix",
         "confirm",
         "source",
+        "gpu",
     }
+
+
+def test_the_data_fixes_name_the_loaders_own_settings() -> None:
+    """The hook reports the DataLoader's settings: the fix says which to change."""
+    import dataclasses
+
+    from gputui.protocol.schema import LoaderInfo
+
+    waiting = evidence(with_phases(data=0.02))
+    (generic,) = fired("data.loader_wait", waiting)
+    (no_workers,) = fired(
+        "data.loader_wait", dataclasses.replace(waiting, loader=LoaderInfo(num_workers=0))
+    )
+    assert "num_workers=0" in no_workers.fix and "num_workers=0" in no_workers.evidence
+    (some,) = fired(
+        "data.loader_wait",
+        dataclasses.replace(waiting, loader=LoaderInfo(num_workers=4, pin_memory=True)),
+    )
+    assert "the 4 worker(s) cannot keep up" in some.fix and some.fix != generic.fix
+    pageable = evidence(
+        cap=capture([kernel("Memcpy HtoD (Pageable -> Device)", "memcpy", 5, 30_000.0)])
+    )
+    (unpinned,) = fired(
+        "copy.pageable", dataclasses.replace(pageable, loader=LoaderInfo(num_workers=2))
+    )
+    assert unpinned.fix.startswith("the DataLoader runs with pin_memory=False")

@@ -109,6 +109,11 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     "bottleneck tables: training slower after adding logging (.item() syncs), CPU-GPU "
     "synchronization; Nsight Systems: host synchronization APIs",
     ("capture",),
+    trigger=(
+        "capture: >= 2 CUDA synchronizations (cudaStreamSynchronize, "
+        "cudaDeviceSynchronize, ...) per step; cost: the GPU's idle share net of data "
+        "loading (bounded by unprofiled NVML utilization)"
+    ),
 )
 def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -149,6 +154,10 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: many tiny GPU kernels (under 10 us), launch overhead; timeline "
     "pattern: many short GPU kernels with gaps",
     ("capture",),
+    trigger=(
+        "capture: kernels average < 20 us or half of them are < 10 us, and the GPU idles "
+        ">= 15% of the step (>= 35% when only the profiled capture saw it); no host syncs"
+    ),
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -186,6 +195,10 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     "profiler observations: large gaps between GPU kernels come from CPU-side overhead "
     "(Python, data loading); Nsight Systems: low GPU utilization",
     ("capture",),
+    trigger=(
+        "capture: the GPU idles >= 15% of the step (35% profiled only) though kernels are"
+        " not tiny and there are no host syncs"
+    ),
 )
 def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -216,6 +229,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     "Nsight Systems: asynchronous memcpy from pageable memory (it runs synchronously); "
     "timeline pattern: long cudaMemcpyAsync blocks",
     ("capture",),
+    trigger="capture: Memcpy HtoD/DtoH from pageable memory >= 3% of the GPU timeline",
 )
 def pageable(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -225,6 +239,16 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     share = cap.span_share(us)
     if share is None or share < PAGEABLE_SHARE:
         return []
+    fix = (
+        "pin the host side: DataLoader(pin_memory=True), or tensor.pin_memory() once for "
+        "reused buffers, then .to('cuda', non_blocking=True); better, keep the data on the GPU"
+    )
+    if ev.loader is not None and not ev.loader.pin_memory:
+        fix = (
+            "the DataLoader runs with pin_memory=False: set DataLoader(pin_memory=True) and "
+            "copy with .to('cuda', non_blocking=True); pin other reused host buffers once "
+            "with tensor.pin_memory()"
+        )
     return [
         finding(
             ev,
@@ -233,9 +257,7 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
             f"{calls} copies from or to pageable host memory take {fmt.us(us)} of GPU time "
             f"({share * 100:.0f}% of the capture); such copies block the CPU and cannot "
             "overlap with compute",
-            "pin the host side: DataLoader(pin_memory=True), or tensor.pin_memory() once for "
-            "reused buffers, then .to('cuda', non_blocking=True); better, keep the data on the "
-            "GPU",
+            fix,
             "the capture's copies read 'Pinned -> Device' and overlap with kernels",
             share=share,
         )
@@ -248,6 +270,10 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: aten::copy_ dominates (excessive CPU-GPU transfer); Nsight "
     "Systems: long cudaMemcpy",
     ("capture",),
+    trigger=(
+        "capture: other host-device copies >= 10% of the GPU timeline, or aten::copy_ >= "
+        "15% of CPU op time"
+    ),
 )
 def transfers(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -281,6 +307,7 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
     "copy",
     "profiler observations: aten::to appears frequently (repeated dtype or device casting)",
     ("capture",),
+    trigger="capture: >= 50 aten::to/_to_copy calls per step taking >= 10% of CPU op time",
 )
 def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -311,6 +338,7 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     "sync",
     "Nsight Systems: synchronous memcpy and memset",
     ("capture",),
+    trigger="capture: >= 1 synchronous cudaMemcpy/cudaMemset per step",
 )
 def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -339,6 +367,9 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     "TorchTidy: FP32 matmul on Ampere or newer without TF32; TensorBoard profiler: "
     "tensor-core-eligible ops without tensor cores",
     ("capture",),
+    trigger=(
+        "capture: FP32 GEMMs on the CUDA cores >= 20% of kernel time; cost: 75% of their busy time"
+    ),
 )
 def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -376,6 +407,10 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: high memory use but low compute (memory-bound kernels); roofline: "
     "elementwise and reduction ops sit far under the balance point",
     ("capture",),
+    trigger=(
+        "capture: elementwise + reduction kernels >= 75% of kernel time with the GPU >= "
+        "50% busy (and no GPM DRAM numbers: then gpu.memory_bound speaks)"
+    ),
 )
 def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -409,6 +444,10 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     "kernels",
     "workflow: focus on the top kernels by GPU time; Nsight Compute for a deep dive",
     ("capture",),
+    trigger=(
+        "capture: one compute kernel >= 25% of kernel time (info: the deep dive and the "
+        "ncu command)"
+    ),
 )
 def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -440,6 +479,7 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
     "launch",
     "TorchTidy: zero_grad writing zeros instead of setting gradients to None",
     ("capture",),
+    trigger="capture: >= 20 zero-fill calls per step (zero_grad writing zeros)",
 )
 def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -472,6 +512,10 @@ def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: communication over 10% of the step; bottleneck tables: NCCL "
     "communication overhead",
     ("capture",),
+    trigger=(
+        "capture: NCCL kernels >= 10% of the GPU timeline; cost: the part not overlapped "
+        "with compute"
+    ),
 )
 def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -509,6 +553,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     "timeline patterns: NCCL calls between backward and the optimizer (DDP sync not "
     "overlapped); HTA: comm/compute overlap",
     ("capture",),
+    trigger="capture: NCCL kernels present with comm/compute overlap < 50%",
 )
 def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)

@@ -83,6 +83,7 @@ def _finding(
     "gputui: NVML reports the GPU lost (GpuIsLost, reset required)",
     ("snapshot",),
     scope="device",
+    trigger="NVML: the GPU is lost (crit)",
 )
 def lost(ev: DeviceEvidence) -> Iterable[Finding]:
     if not ev.device.lost:
@@ -106,6 +107,7 @@ def lost(ev: DeviceEvidence) -> Iterable[Finding]:
     "gputui: uncorrected ECC errors and row remapping (NVML)",
     ("snapshot",),
     scope="device",
+    trigger="NVML: uncorrected ECC errors (crit), row remapping pending (warn) or failed (crit)",
 )
 def ecc(ev: DeviceEvidence) -> Iterable[Finding]:
     d = ev.device
@@ -147,6 +149,7 @@ def ecc(ev: DeviceEvidence) -> Iterable[Finding]:
     "activity is the witness); gputui: busy GPU with idle tensor cores",
     ("snapshot",),
     scope="device",
+    trigger="GPM over the last 10 samples: utilization >= 80% with tensor activity < 5%",
 )
 def no_tensor_work(ev: DeviceEvidence) -> Iterable[Finding]:
     w, d = ev.window, ev.device
@@ -176,6 +179,7 @@ def no_tensor_work(ev: DeviceEvidence) -> Iterable[Finding]:
     "under 70% means data loading or CPU preprocessing",
     ("snapshot",),
     scope="device",
+    trigger="the last 10 samples: utilization < 50% while a compute process is on the GPU",
 )
 def low_util(ev: DeviceEvidence) -> Iterable[Finding]:
     w, d = ev.window, ev.device
@@ -203,6 +207,7 @@ def low_util(ev: DeviceEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: memory over 90% of the device",
     ("snapshot",),
     scope="device",
+    trigger="memory used > 90% of the device",
 )
 def memory_full(ev: DeviceEvidence) -> Iterable[Finding]:
     d = ev.device
@@ -230,6 +235,10 @@ def memory_full(ev: DeviceEvidence) -> Iterable[Finding]:
     "gputui: clock throttling and power caps (NVML clock-event reasons)",
     ("snapshot",),
     scope="device",
+    trigger=(
+        "NVML clock-event reasons that cost performance (power cap, thermal, hardware "
+        "slowdown) active now"
+    ),
 )
 def throttled(ev: DeviceEvidence) -> Iterable[Finding]:
     d = ev.device
@@ -271,6 +280,7 @@ def throttled(ev: DeviceEvidence) -> Iterable[Finding]:
     "bottleneck tables: high memory utilization but low compute (memory-bandwidth bound)",
     ("snapshot",),
     scope="device",
+    trigger="GPM: DRAM bandwidth >= 60% with SM activity < 50%",
 )
 def memory_bound(ev: DeviceEvidence) -> Iterable[Finding]:
     gpm = ev.device.gpm

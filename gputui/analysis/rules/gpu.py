@@ -60,6 +60,10 @@ def _scope(gpu: GpuWindow) -> str:
     "gputui: clock throttling and power caps while busy (NVML clock-event reasons); GPUs "
     "throttle above about 83C",
     ("gpu",),
+    trigger=(
+        "the job's GPU >= 80% busy with a costly clock-event reason in >= 30% of the "
+        "samples, or >= 83C; cost: the clock deficit"
+    ),
 )
 def throttled(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -120,6 +124,9 @@ def throttled(ev: JobEvidence) -> Iterable[Finding]:
     "sync",
     "bottleneck tables: spiky GPU utilization from CPU-GPU synchronization or the GIL",
     ("gpu",),
+    trigger=(
+        "the job's GPU utilization swings (standard deviation >= 25 points) with a mean under 80%"
+    ),
 )
 def spiky(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -150,6 +157,10 @@ def spiky(ev: JobEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: time in tensor-core-eligible ops with 0% tensor-core kernels "
     "(GPM tensor activity is the witness); gputui: busy GPU with idle tensor cores",
     ("gpu",),
+    trigger=(
+        "GPM: the job's GPU >= 80% busy, tensor activity < 5%, FP32 activity >= 10% (a "
+        "capture with FP32 GEMMs defers to precision.fp32_matmul)"
+    ),
 )
 def no_tensor_work(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -185,6 +196,7 @@ def no_tensor_work(ev: JobEvidence) -> Iterable[Finding]:
     "Nsight Compute metrics as whole-GPU GPM thresholds: SM throughput under 50% "
     "(DCGM: SM activity below 0.5 is ineffective use)",
     ("gpu",),
+    trigger="GPM: the job's GPU >= 80% busy but SM activity < 50% (kernels too small to fill it)",
 )
 def sm_underused(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -215,6 +227,7 @@ def sm_underused(ev: JobEvidence) -> Iterable[Finding]:
     "kernels",
     "Nsight Compute metrics as whole-GPU GPM thresholds: achieved occupancy under 25%",
     ("gpu",),
+    trigger="GPM: SM activity >= 50% with achieved occupancy < 25% and tensor activity < 30%",
 )
 def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -246,6 +259,7 @@ def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: high memory utilization but low compute (memory-bandwidth "
     "bound); roofline: arithmetic intensity under the balance point",
     ("gpu",),
+    trigger="GPM: DRAM bandwidth >= 75% with tensor activity < 30%",
 )
 def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -283,6 +297,10 @@ def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: GPU utilization under 50%; bottleneck tables: GPU utilization "
     "under 70-80% means the GPU waits for the CPU",
     ("gpu",),
+    trigger=(
+        "the job's GPU < 50% utilized, with no capture and data loading < 5% (those rules"
+        " name the cause)"
+    ),
 )
 def low_util(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)

@@ -33,6 +33,10 @@ def _total(ev: JobEvidence) -> int | None:
     "memory",
     "bottleneck tables: memory grows over time (a leak); SageMaker Debugger: memory creep",
     ("steps", "memory"),
+    trigger=(
+        "the allocated baseline (the minimum between steps) keeps growing; crit when it "
+        "reaches the device's end within 10 minutes"
+    ),
 )
 def growth(ev: JobEvidence) -> Iterable[Finding]:
     g = ev.growth
@@ -73,6 +77,7 @@ def growth(ev: JobEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: peak memory over 90% of the device; memory usage near 100%: "
     "reduce the batch",
     ("memory",),
+    trigger="peak allocated > 90% of the device",
 )
 def near_full(ev: JobEvidence) -> Iterable[Finding]:
     m, total = ev.memory, _total(ev)
@@ -101,6 +106,7 @@ def near_full(ev: JobEvidence) -> Iterable[Finding]:
     "memory",
     "gputui: the caching allocator's retry and OOM counters (no tool reports them live)",
     ("memory",),
+    trigger="the caching allocator's retry counter (warn) or OOM counter (crit) is above 0",
 )
 def alloc_retries(ev: JobEvidence) -> Iterable[Finding]:
     m = ev.memory
@@ -140,6 +146,7 @@ def alloc_retries(ev: JobEvidence) -> Iterable[Finding]:
     "memory",
     "bottleneck tables: out of memory despite a small model (fragmentation)",
     ("memory",),
+    trigger="reserved >= 1.5x allocated and >= 2 GiB more (info)",
 )
 def fragmentation(ev: JobEvidence) -> Iterable[Finding]:
     m = ev.memory
@@ -169,6 +176,7 @@ def fragmentation(ev: JobEvidence) -> Iterable[Finding]:
     "memory",
     "Nsight Systems: cudaMalloc calls during training (the caching allocator should serve them)",
     ("capture",),
+    trigger="capture: >= 1 cudaMalloc/cudaFree per step",
 )
 def malloc_in_loop(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture

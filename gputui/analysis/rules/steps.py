@@ -7,12 +7,12 @@ import itertools
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import JobEvidence, ordinary
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
-from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
+from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER
 
 #: the TensorBoard profiler's advice threshold: data loading over 5% of the step
 DATA_SHARE = 0.05
@@ -36,6 +36,10 @@ WARMUP_FACTOR = 5.0
     "TensorBoard profiler: DataLoader over 5% of the step; bottleneck tables: GPU idle "
     "while the CPU is busy, GPU utilization under 70-80% with idle gaps",
     ("steps",),
+    trigger=(
+        "the data phase (waiting in DataLoader.__next__) >= 5% of the step (TensorBoard's"
+        " threshold)"
+    ),
 )
 def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(DATA)
@@ -49,15 +53,37 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     gpu = ev.gpu
     if gpu is not None and gpu.util_pct is not None:
         evidence += f"; GPU util {gpu.util_pct:.0f}%"
+    loader = ev.loader
+    if loader is not None:
+        evidence += (
+            f"; DataLoader(num_workers={loader.num_workers}, pin_memory={loader.pin_memory})"
+        )
+    if loader is not None and loader.num_workers == 0:
+        fix = (
+            "the DataLoader loads every batch in the training process (num_workers=0): set "
+            "num_workers=N (N up to the free CPU cores, e.g. 4-8 per GPU), "
+            "persistent_workers=True and pin_memory=True so batches are ready before the "
+            "step asks"
+        )
+    elif loader is not None:
+        fix = (
+            f"the {loader.num_workers} worker(s) cannot keep up: raise num_workers (up to the "
+            "free CPU cores) and prefetch_factor, make each sample cheaper (decode and "
+            "augment once, cache, or on the GPU with e.g. NVIDIA DALI)"
+        )
+    else:
+        fix = (
+            "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
+            "free CPU cores, pin_memory=True, persistent_workers=True, prefetch_factor=4); move "
+            "decoding and augmentation into the workers or onto the GPU (e.g. NVIDIA DALI)"
+        )
     return [
         finding(
             ev,
             "data.loader_wait",
             "data loading holds the GPU back",
             evidence,
-            "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
-            "free CPU cores, pin_memory=True, persistent_workers=True, prefetch_factor=4); move "
-            "decoding and augmentation into the workers or onto the GPU (e.g. NVIDIA DALI)",
+            fix,
             "the data phase falls under 5% of the step on the attach screen and GPU "
             "utilization rises",
             share=share,
@@ -71,6 +97,10 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     "profiler observations: forward time much above backward time points at a "
     "synchronisation (.item(), print(tensor), .cpu()) in the forward pass",
     ("steps",),
+    trigger=(
+        "forward >= 1.5x backward on the CPU clock while the GPU's own forward is not (a "
+        "sync in the forward)"
+    ),
 )
 def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     forward, backward = ev.phase_mean(FORWARD), ev.phase_mean(BACKWARD)
@@ -106,6 +136,7 @@ def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     "profiler observations: backward over twice the forward means activation "
     "checkpointing (expected) or an inefficient backward",
     ("steps",),
+    trigger="backward >= 3x forward (info: checkpointing, or a slow backward)",
 )
 def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     gpu = bool(ev.stats.gpu_phases)  # wall times mislead on a GPU-bound job (see above)
@@ -134,6 +165,7 @@ def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     "launch",
     "TorchTidy: a single-tensor optimizer where foreach or fused kernels exist",
     ("steps",),
+    trigger="the optimizer >= 15% of the step; cost: 40% of it when foreach/fused kernels are off",
 )
 def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     # GPU time when the steps have it: on a GPU-bound job the CPU blocks wherever the
@@ -176,6 +208,7 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     "gputui: time outside data, forward, backward and optimizer is work the loop "
     "does between steps (logging, metrics, checkpoints)",
     ("steps",),
+    trigger="time outside data, forward, backward and optimizer >= 25% of the step (info)",
 )
 def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(OTHER)
@@ -205,15 +238,18 @@ def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     "steps",
     "bottleneck tables: one step much slower than others; SageMaker Debugger: step outliers",
     ("steps",),
+    trigger=(
+        "ordinary steps over 3x the median adding >= 2% of the time; periodic ones are "
+        "named (checkpoints, evaluation)"
+    ),
 )
 def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
     if not ev.enough_steps or not p50:
         return []
-    skip = StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE
-    ordinary = [s for s in ev.steps if not is_warmup(s.index) and not (s.flags & skip)]
-    slow = [s for s in ordinary if is_slow(s.wall, p50)]
-    total = sum(s.wall for s in ordinary)
+    usual = ordinary(ev.steps)
+    slow = [s for s in usual if is_slow(s.wall, p50)]
+    total = sum(s.wall for s in usual)
     if not slow or not total:
         return []
     excess = sum(s.wall - p50 for s in slow)
@@ -232,7 +268,7 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
             ev,
             "steps.slow_outliers",
             "some steps are much slower than the rest",
-            f"{len(slow)} of {len(ordinary)} steps took over {SLOW_FACTOR:g}x the median "
+            f"{len(slow)} of {len(usual)} steps took over {SLOW_FACTOR:g}x the median "
             f"{fmt.ms(p50)}{every} (slowest: step {worst.index}, {fmt.ms(worst.wall)})",
             "find what runs on those steps: checkpoint saving (save asynchronously or less "
             "often), evaluation, logging flushes, Python garbage collection (gc.freeze() after "
@@ -249,6 +285,7 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: first iterations much slower (JIT, cudnn autotuning, first "
     "allocations); benchmarks exclude warm-up",
     ("steps",),
+    trigger="one of the first 3 steps over 5x the median (info)",
 )
 def warmup(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
@@ -279,6 +316,7 @@ def warmup(ev: JobEvidence) -> Iterable[Finding]:
     "steps",
     "gputui: with torch.compile or CUDA graphs the hook cannot see inside compiled code",
     ("steps",),
+    trigger="torch.compile or CUDA graphs hide the phases inside compiled code (info)",
 )
 def coarse(ev: JobEvidence) -> Iterable[Finding]:
     if not ev.phases_coarse or not ev.enough_steps:

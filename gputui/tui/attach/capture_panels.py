@@ -85,11 +85,21 @@ class CapturePanel(TextPanel):
             lines.append(classes)
         trace = Text()
         if cap.trace_path:
+            # The path is what the user copies: always whole (folded onto more
+            # lines when it must be); the Perfetto hint goes first when short of room.
             trace.append("trace ", style="bold")
+            path = _home_short(fmt.clean(cap.trace_path))
             hint = f"  open in {PERFETTO}"
-            room = max(12, width - len(trace) - len(hint))
-            trace.append(_shorten_path(fmt.clean(cap.trace_path), room))
-            trace.append(hint, style="dim")
+            room = max(12, width - len(trace))
+            if len(path) + len(hint) <= room:
+                trace.append(path)
+                trace.append(hint, style="dim")
+            else:
+                chunks = [path[i : i + room] for i in range(0, len(path), room)]
+                trace.append(chunks[0])
+                for chunk in chunks[1:]:
+                    lines.append(trace)
+                    trace = Text(" " * len("trace ") + chunk)
         elif cap.trace_error:
             trace.append(f"trace not written: {fmt.clean(cap.trace_error)}", style="yellow")
         if len(trace):
@@ -109,17 +119,12 @@ def class_style(name: str) -> str:
     }.get(name, "bright_black")
 
 
-def _shorten_path(path: str, room: int) -> str:
+def _home_short(path: str) -> str:
+    """``~/...`` for a path under the home directory (a shell expands it back)."""
     home = os.path.expanduser("~")
     if home not in ("", "/") and path.startswith(home + os.sep):
-        path = "~" + path[len(home) :]
-    if len(path) <= room:
-        return path
-    # Keep the file name (it says pid, time and steps); cut the directories.
-    name = os.path.basename(path)
-    if len(name) + 4 <= room:
-        return ".../" + name
-    return fmt.truncate(name, room)
+        return "~" + path[len(home) :]
+    return path
 
 
 class ClassPanel(TextPanel):

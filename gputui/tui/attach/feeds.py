@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
+from gputui import fmt
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     AttachRecording,
@@ -26,6 +27,7 @@ from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_
 from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
 from gputui.model import DeviceSnapshot
+from gputui.protocol import paths
 from gputui.protocol.fields import SchemaError
 from gputui.tui.attach.model import STEP_WINDOW, AttachState
 
@@ -75,6 +77,31 @@ class LiveFeed:
         self._gpu_watch: GpuWatch | None = None
         #: sample the job's GPU while attached (tests without NVML turn it off)
         self.watch_gpu = True
+        #: the hello of the last connection: a restarted job is found by it
+        self._last_hello: Hello | None = client.hello if client is not None else None
+
+    def _connect_or_follow(self) -> HookClient:
+        """Connect to the job; when its process has exited and one hooked job of
+        ours now runs the very same command (a restart), connect to that one."""
+        assert self.pid is not None
+        try:
+            return HookClient.connect(self.pid)
+        except AttachError:
+            last = self._last_hello
+            if last is None or paths.pid_alive(self.pid):
+                raise
+            gone = self.pid
+        same = restarted_job(last, exclude=gone)
+        if same is None:
+            command = fmt.truncate(fmt.clean_all(last.argv), 60)
+            raise AttachError(
+                f"gputui attach: process {gone} has exited, and no hooked job of yours "
+                f"runs its command ({command}) now; start it again, then r"
+            )
+        client = HookClient.connect(same)
+        self.pid = same
+        self.label = f"pid {same}"
+        return client
 
     @property
     def recorder(self) -> AttachRecorder | None:
@@ -88,7 +115,7 @@ class LiveFeed:
         if old is not None:
             old.close()
         if client is None:
-            client = HookClient.connect(self.pid)
+            client = self._connect_or_follow()
         with self._lock:
             if self._closed:
                 client.close()
@@ -99,6 +126,7 @@ class LiveFeed:
                 self._recorder = AttachRecorder(
                     self._record_path, client.hello_raw, self.pid, note="gputui attach --record"
                 )
+        self._last_hello = client.hello
         state.set_hello(client.hello)
         recorder = self._recorder
         client.start(on_event=state.add, on_raw=recorder.write if recorder else None)
@@ -152,6 +180,24 @@ class LiveFeed:
             client.close()
         if self._recorder is not None:
             self._recorder.close()
+
+
+def restarted_job(hello: Hello, exclude: int, timeout_s: float = 1.0) -> int | None:
+    """The one hooked job of ours, other than ``exclude``, that runs the same
+    command in the same directory as ``hello`` said; None when none or several."""
+    from gputui.collectors.hook_client import hook_summary
+
+    found = []
+    for pid in sorted(paths.list_sockets()):
+        if pid == exclude:
+            continue
+        try:
+            other = hook_summary(pid, timeout=timeout_s)
+        except (GputuiError, OSError):
+            continue
+        if other.argv == hello.argv and other.cwd == hello.cwd:
+            found.append(pid)
+    return found[0] if len(found) == 1 else None
 
 
 class ReplayFeed:

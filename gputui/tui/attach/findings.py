@@ -14,29 +14,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 from textual.widgets.option_list import Option
 
-from gputui import fmt
+from gputui import findings_text
 from gputui.analysis.evidence import MIN_STEPS
 from gputui.analysis.finding import Finding
 from gputui.tui.attach.model import AttachView
-from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.text_panel import TextPanel
-
-
-def impact_text(f: Finding) -> str:
-    """'52%' of the step the fix could recover, or '' when the rule cannot say."""
-    return "" if f.impact_pct is None else f"{f.impact_pct:.0f}%"
-
-
-def headline(f: Finding, width: int) -> Text:
-    """One finding on one line: severity, what it costs, title, evidence."""
-    text = Text()
-    text.append(f" {f.severity.upper():4} ", style=SEVERITY_STYLE[f.severity])
-    cost = impact_text(f)
-    text.append(f" {cost:>4} " if cost else "      ", style="bold")
-    text.append(fmt.clean(f.title, 200), style="bold")
-    text.append(f"  {fmt.clean(f.evidence)}", style="dim")
-    text.truncate(max(1, width))
-    return text
 
 
 class FindingsPanel(TextPanel):
@@ -54,11 +36,7 @@ class FindingsPanel(TextPanel):
         items = v.findings if v else ()
         if v is None or v.stats.count < MIN_STEPS:
             seen = 0 if v is None else v.stats.count
-            title.append(
-                f"  the analyzer waits for {MIN_STEPS} ordinary steps ({seen} so far; warm-up "
-                "and profiled steps do not count)",
-                style="dim",
-            )
+            title.append("  " + findings_text.waiting(seen, MIN_STEPS), style="dim")
             return title
         if not items:
             title.append("  nothing found that costs this job time", style="dim green")
@@ -72,33 +50,13 @@ class FindingsPanel(TextPanel):
             + "   f: details",
             style="dim",
         )
-        lines = [title] + [headline(f, width) for f in items[: self.rows]]
+        lines = [title] + [findings_text.headline(f, width) for f in items[: self.rows]]
         return Text("\n").join(lines)
 
 
 def detail(f: Finding) -> Text:
     """A finding in full: every field, labelled."""
-    text = Text()
-    text.append(f" {f.severity.upper()} ", style=SEVERITY_STYLE[f.severity])
-    text.append(f"  {fmt.clean(f.title, 200)}", style="bold")
-    text.append(f"   {fmt.clean(f.scope, 80)} · {fmt.clean(f.rule, 80)}", style="dim")
-    for label, value in (
-        ("seen", f.evidence),
-        (
-            "cost",
-            ""
-            if f.impact_pct is None
-            else f"about {f.impact_pct:.0f}% of the step time"
-            + ("" if f.impact_ms is None else f" ({f.impact_ms:.2f} ms per step)"),
-        ),
-        ("fix", f.fix),
-        ("then", f.confirm),
-        ("from", f.source),
-    ):
-        if value:
-            text.append(f"\n\n {label:<5} ", style="bold")
-            text.append(fmt.clean(value))
-    return text
+    return findings_text.block(f, spaced=True)
 
 
 class FindingDetail(TextPanel):
@@ -129,9 +87,9 @@ class FindingsScreen(Screen[object]):
         self.findings = findings
 
     def compose(self) -> ComposeResult:
-        options = [Option(headline(f, 200), id=str(i)) for i, f in enumerate(self.findings)] or [
-            Option(Text("no findings", style="dim"), disabled=True)
-        ]
+        options = [
+            Option(findings_text.headline(f, 200), id=str(i)) for i, f in enumerate(self.findings)
+        ] or [Option(Text("no findings", style="dim"), disabled=True)]
         yield OptionList(*options, id="finding-list")
         with VerticalScroll():
             yield FindingDetail(id="finding-detail")

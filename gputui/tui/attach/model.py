@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import JobEvidence, job_evidence
+from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.memory import MemoryGrowth, memory_growth
@@ -58,8 +58,6 @@ STATS_WINDOW = 1000
 MEMORY_POINTS = 1200
 #: samples of the job's GPU kept: two minutes at 1 Hz
 GPU_POINTS = 120
-#: the analyzer reads this many of the newest GPU samples (about 30 s)
-GPU_WINDOW = 30
 
 
 @dataclass(frozen=True)
@@ -95,6 +93,9 @@ class AttachState:
         self._lock = threading.Lock()
         self._step_window = step_window
         self._memory_points = memory_points
+        #: called (on the reader thread, outside the lock) when a capture result
+        #: arrives: the screen rebuilds at once instead of at its next tick
+        self.on_capture: Callable[[], None] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -157,6 +158,12 @@ class AttachState:
 
     def add(self, event: Event) -> None:
         """Take one event (called on the reader thread)."""
+        self._add(event)
+        callback = self.on_capture
+        if callback is not None and isinstance(event, CaptureResult):
+            callback()
+
+    def _add(self, event: Event) -> None:
         with self._lock:
             self._version += 1
             if isinstance(event, StepBatch):
@@ -414,6 +421,7 @@ def evidence(snap: StateSnapshot) -> JobEvidence:
         phases_coarse=bool(status is not None and status.phases_coarse),
         batch_size=None if status is None else status.batch_size,
         device_total_bytes=None if device is None else device.total_memory_bytes,
+        loader=None if status is None else status.loader,
     )
 
 

@@ -29,8 +29,9 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.errors import GputuiError
+from gputui.findings_text import headline
 from gputui.tui import render
-from gputui.tui.attach.findings import FindingsScreen, headline
+from gputui.tui.attach.findings import FindingsScreen
 from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachScreen

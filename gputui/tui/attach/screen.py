@@ -18,12 +18,14 @@ from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer
 
 from gputui.collectors.hook_client import HookClient
 from gputui.errors import GputuiError
+from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
@@ -39,6 +41,10 @@ CAPTURE_STEPS = 5
 SHORT_HEIGHT = 34
 #: from this width the class rollup and CPU ops get their own column
 WIDE_WIDTH = 110
+
+
+class CaptureArrived(Message):
+    """A capture result reached the state (posted from the reader thread)."""
 
 
 class AttachScreen(Screen[object]):
@@ -96,16 +102,27 @@ class AttachScreen(Screen[object]):
         header = self.query_one(AttachHeader)
         header.pid = self.feed.pid
         header.label = self.feed.label
+        header.can_go_back = len(self.app.screen_stack) > 1
         header.is_replay = self.feed.is_replay
         self.query_one(CapturePanel).is_replay = self.feed.is_replay
         self.query_one(CaptureTable).focus()
         self._apply_layout()
         self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
+        # post_message is thread-safe: the kernel table and the findings show the
+        # capture at once, not at the next tick
+        self.state.on_capture = self._wake
         if self.autostart:
             self._start_feed()
         self.refresh_view()
 
+    def _wake(self) -> None:
+        self.post_message(CaptureArrived())
+
+    def on_capture_arrived(self, _message: CaptureArrived) -> None:
+        self.refresh_view()
+
     def on_unmount(self) -> None:
+        self.state.on_capture = None
         # Leaving the screen (escape back to the monitor, or quitting) ends the session.
         if self._timer is not None:
             self._timer.stop()
@@ -142,12 +159,21 @@ class AttachScreen(Screen[object]):
     @work(thread=True, exclusive=True, group="attach-connect")
     def _connect_worker(self) -> None:
         # HookClient.connect blocks on the socket and the hello: never on the UI thread.
+        before = self.feed.pid
         try:
             self.feed.connect(self.state)
         except GputuiError as exc:
             self.state.set_connecting(False, str(exc))
+            return
         except OSError as exc:
             self.state.set_connecting(False, f"cannot connect: {exc}")
+            return
+        if before is not None and self.feed.pid != before:
+            self.app.call_from_thread(
+                self.notify,
+                f"process {before} has exited; the same command runs as pid "
+                f"{self.feed.pid}: attached to it",
+            )
 
     def replay_to(self, seconds: float = math.inf) -> None:
         """Play a recording up to ``seconds`` on this thread and draw it (tests,
@@ -243,8 +269,6 @@ class AttachScreen(Screen[object]):
         if action == "back":
             # Only when pushed over another screen (the monitor); alone, q quits.
             return len(self.app.screen_stack) > 1
-        if action == "capture" and self.feed.is_replay:
-            return None
         return True
 
     def action_back(self) -> None:
@@ -309,6 +333,7 @@ class AttachApp(App[None]):
     # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
     # default screen: the app names the same file.
     CSS_PATH = "attach.tcss"
+    CSS = ascii.CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("d", "toggle_theme", "Theme", show=False),
@@ -327,6 +352,8 @@ class AttachApp(App[None]):
         self.ascii_only = ascii_only
         self.banner = banner
         self.autostart = autostart
+        if ascii_only:
+            ascii.use_ascii(self)
 
     def recording_banner(self) -> str | None:
         """Read by BannerPanel: a replay is never this machine now."""

@@ -67,6 +67,8 @@ class AttachHeader(TextPanel):
         self.view: AttachView | None = None
         self.label = ""
         self.pid: int | None = None
+        #: esc goes back to the monitor (this screen was opened from it)
+        self.can_go_back = False
         self.is_replay = False
         self.replay_note = ""
 
@@ -81,7 +83,8 @@ class AttachHeader(TextPanel):
         right = Text()
         if v is not None:
             right.append(" " + fmt.clock(v.now_s, with_date=self.is_replay) + " ")
-        command = fmt.clean_all(hello.argv) if hello else fmt.clean(self.label)
+        label = "" if self.label == f"pid {pid}" else fmt.clean(self.label)
+        command = fmt.clean_all(hello.argv) if hello else label
         room = width - len(line1) - len(right)
         line1.append(fmt.truncate(command, room).ljust(max(0, room)))
         line1.append_text(right)
@@ -124,14 +127,27 @@ class AttachHeader(TextPanel):
             return text
         if snap.connect_error and snap.hello is None:
             text.append(" NOT CONNECTED ", style="bold reverse red")
-            text.append(f" {fmt.clean(snap.connect_error)}  r: retry", style="bold")
+            keys = "  r: retry" + ("  esc: back" if self.can_go_back else "")
+            why = fmt.clean(snap.connect_error).removeprefix("gputui attach: ")
+            text.append(fmt.truncate(f" {why}", max(10, width - len(text) - len(keys) - 1)))
+            text.append(keys, style="dim")
             return text
         if snap.disconnected is not None and not self.is_replay:
             text.append(" DISCONNECTED ", style="bold reverse red")
-            text.append(f" {fmt.clean(snap.disconnected.reason)}; last data kept", style="bold")
+            keys = "  r: reconnect" + ("  esc: back" if self.can_go_back else "")
+            # The reason, then why a reconnect failed, fitted before the keys: the
+            # keys are what the user needs next, so they are never cut.
+            room = max(10, width - len(text) - len(keys) - 1)
+            reason = fmt.clean(snap.disconnected.reason)
             if snap.connect_error:
-                text.append(f"  (reconnect: {fmt.clean(snap.connect_error)})", style="red")
-            text.append("  r: reconnect  esc: back", style="dim")
+                why = fmt.clean(snap.connect_error).removeprefix("gputui attach: ")
+                line = f" {why} (last data kept)"
+                style = "bold red"
+            else:
+                line = f" {reason}; last data kept"
+                style = "bold"
+            text.append(fmt.truncate(line, room), style=style)
+            text.append(keys, style="dim")
             return text
         assert v is not None
         parts: list[tuple[str, str]] = []
@@ -148,7 +164,8 @@ class AttachHeader(TextPanel):
         if self.is_replay:
             parts.append((self.replay_note or "replay", "bold yellow"))
         else:
-            parts.append(("● connected" if snap.synced else "● connecting", "green"))
+            dot = "*" if getattr(self.app, "ascii_only", False) else "●"
+            parts.append((f"{dot} connected" if snap.synced else f"{dot} connecting", "green"))
         if status is not None:
             dropped = status.dropped + snap.missed
             parts.append((f"{dropped:,} dropped", "bold red" if dropped else "dim"))
@@ -361,10 +378,11 @@ class PhaseTable(TextPanel):
         total = stats.gpu if v.gpu_mode else stats.wall
         lines = [head]
         bar_w = max(4, width - 41)
-        swatch = "#" if self.ascii_only else "█"
         for d in phases:
             style = phase_style(d.name, v.phases)
             line = Text()
+            # the legend shows each phase as the chart draws it
+            swatch = phase_letter(d.name) if self.ascii_only else "█"
             line.append(swatch + " ", style=style)
             line.append(f"{fmt.truncate(fmt.clean(d.name, 64), 10):<10}")
             line.append(f"{ms(d.p50):>7}{ms(d.p90):>7}{ms(d.p99):>7}  ")

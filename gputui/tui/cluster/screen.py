@@ -26,6 +26,7 @@ from gputui import fmt
 from gputui.cluster.model import ClusterSnapshot, Node
 from gputui.errors import GputuiError
 from gputui.fmt import clock
+from gputui.tui import ascii
 from gputui.tui.cluster.rowlist import Row, RowList
 from gputui.tui.cluster.rows import (
     GPU_COLUMNS,
@@ -233,6 +234,7 @@ def _node_in(snapshot: ClusterSnapshot, host: str | None) -> Node | None:
 
 class ClusterApp(App[None]):
     TITLE = "gputui cluster"
+    CSS = ascii.CSS
 
     def __init__(
         self, source: Any, interval_s: float, ascii_only: bool = False, autostart: bool = True
@@ -243,6 +245,8 @@ class ClusterApp(App[None]):
         self.ascii_only = ascii_only
         self.autostart = autostart
         self.started_s = time.monotonic()
+        if ascii_only:
+            ascii.use_ascii(self)
 
     def get_default_screen(self) -> Screen[object]:
         return ClusterScreen(self.source, self.interval_s, autostart=self.autostart)

@@ -12,10 +12,9 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gputui import fmt
+from gputui import findings_text
 from gputui.analysis.finding import Finding
 from gputui.tui.host import MonitorHost
-from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -39,23 +38,7 @@ class FindingsPanel(TextPanel):
             text.append("\n\n  nothing to report", style="green")
         for item in items:
             text.append("\n\n")
-            text.append(f" {item.severity.upper()} ", style=SEVERITY_STYLE[item.severity])
-            text.append(f" {fmt.clean(item.scope, 80)}: {fmt.clean(item.title, 200)}", style="bold")
-            text.append("\n   seen: ", style="dim")
-            text.append(fmt.clean(item.evidence))
-            if item.impact_pct is not None:
-                text.append("\n   cost: ", style="dim")
-                text.append(f"about {item.impact_pct:.0f}% of the step time")
-                if item.impact_ms is not None:
-                    text.append(f" ({item.impact_ms:.1f} ms per step)")
-            text.append("\n   fix:  ", style="dim")
-            text.append(fmt.clean(item.fix))
-            if item.confirm:
-                text.append("\n   then: ", style="dim")
-                text.append(fmt.clean(item.confirm))
-            if item.source:
-                text.append("\n   from: ", style="dim")
-                text.append(fmt.clean(item.source), style="dim")
+            text.append_text(findings_text.block(item, with_rule=False))
         return text
 
 

@@ -101,7 +101,13 @@ class MonitorScreen(Screen[object]):
         if app.ascii_only:
             self.add_class("-ascii")
         header = self.query_one(HeaderPanel)
-        header.state.label = app.source.label
+        # A recording's full label is on the banner line under the header: the
+        # header says only which kind of data this is, so host and clock fit.
+        header.state.label = (
+            ("DEMO" if app.source.label.startswith("DEMO") else "REPLAY")
+            if app.source.is_recording
+            else app.source.label
+        )
         header.state.is_recording = app.source.is_recording
         header.state.banner = app.banner
         header.state.readonly = app.readonly
@@ -173,6 +179,7 @@ class MonitorScreen(Screen[object]):
         devices = self.query_one(DevicePanel)
         grew = len(snapshot.devices) != len(devices.devices)
         devices.devices = snapshot.devices
+        devices.ceilings = current.ceilings
         if grew:
             self._apply_layout()
         devices.redraw()
@@ -193,7 +200,7 @@ class MonitorScreen(Screen[object]):
         arrow = "desc" if spec.descending else "asc"
         parts: list[tuple[str, str]] = [
             (" Processes ", "bold"),
-            (f"{len(table.order)}/{table.total}", ""),
+            (f"{table.shown}/{table.total}", ""),
             (f"   sort {spec.column} {arrow}", "dim"),
         ]
         if table.tree_view:
@@ -201,6 +208,10 @@ class MonitorScreen(Screen[object]):
         if table.proc_filter.active:
             parts.append(("   filter: ", "dim"))
             parts.append((table.proc_filter.to_text(), "bold yellow"))
+            if table.total and not table.shown:
+                parts.append(("   no process matches (esc clears)", "bold"))
+        for problem in table.proc_filter.problems:
+            parts.append((f"   {problem}", "bold red"))
         if self.gapp.readonly:
             parts.append(("   read-only", "dim"))
         status = self.query_one(StatusLine)

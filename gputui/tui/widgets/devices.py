@@ -7,10 +7,14 @@ glance.  Throttle reasons are flagged in reverse video on the GPU's first line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.text import Text
 
 from gputui import fmt
 from gputui.analysis import throttle
+from gputui.ceilings.datasheet import datasheet_for
+from gputui.ceilings.model import Ceilings
 from gputui.model import DeviceSnapshot, MigInstance
 from gputui.tui import render
 from gputui.tui.render import SEVERITY_STYLE
@@ -61,7 +65,9 @@ def _frac(value: float | None) -> float | None:
     return None if value is None else value / 100.0
 
 
-def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Text]:
+def full_block(
+    device: DeviceSnapshot, width: int, ascii_only: bool, ceilings: Ceilings | None = None
+) -> list[Text]:
     if device.lost:
         name = fmt.clean(device.name, 128)
         return [Text(f"GPU {device.index}  {name}  LOST: not answering", style="bold red")]
@@ -106,6 +112,7 @@ def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Tex
             f"   SM act {fmt.pct(gpm.sm_activity_pct, 4)}  occ {fmt.pct(gpm.sm_occupancy_pct, 4)}"
             f"  DRAM bw {fmt.pct(gpm.dram_bw_util_pct, 4)}"
         )
+        line3.append(_dram_against_ceiling(device, gpm.dram_bw_util_pct, ceilings), style="dim")
     else:
         reason = "not supported on this GPU" if device.gpm_supported is False else "unavailable"
         line3.append("  TENSOR ", style="dim")
@@ -117,6 +124,15 @@ def full_block(device: DeviceSnapshot, width: int, ascii_only: bool) -> list[Tex
         f"PCIe{gen} {up}{fmt.rate(device.pcie_tx_bytes_per_s)} "
         f"{down}{fmt.rate(device.pcie_rx_bytes_per_s)}"
     )
+    if ceilings is not None:
+        # NVML's TX is what the GPU sends (device to host), RX what it receives
+        maxima = [
+            f"{arrow}{_gbps(value)}"
+            for arrow, value in ((up, ceilings.d2h_pinned_gbps), (down, ceilings.h2d_pinned_gbps))
+            if value
+        ]
+        if maxima:
+            line4.append(f" (measured max {' '.join(maxima)})", style="dim")
     if device.nvlink_links_active:
         line4.append(
             f"   NVLink x{device.nvlink_links_active} {up}{fmt.rate(device.nvlink_tx_bytes_per_s)}"
@@ -204,6 +220,24 @@ def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
     return line
 
 
+def _gbps(value: float | None) -> str:
+    return fmt.rate(None if value is None else value * 1e9)
+
+
+def _dram_against_ceiling(
+    device: DeviceSnapshot, dram_pct: float | None, ceilings: Ceilings | None
+) -> str:
+    """' = 1.84TB/s of 2.95TB/s measured': GPM's DRAM bandwidth share (of the
+    datasheet peak) as bytes per second, beside what `gputui bench` reached."""
+    if ceilings is None or not ceilings.hbm_copy_gbps or dram_pct is None:
+        return ""
+    sheet = datasheet_for(device.name)
+    if sheet is None:
+        return f" (measured max {_gbps(ceilings.hbm_copy_gbps)})"
+    now = dram_pct / 100.0 * sheet.hbm_gbps
+    return f" = {_gbps(now)} of {_gbps(ceilings.hbm_copy_gbps)} measured"
+
+
 class DevicePanel(TextPanel):
     """All GPUs; ``compact`` is set by the screen (auto by height, or by the user)."""
 
@@ -212,6 +246,8 @@ class DevicePanel(TextPanel):
         self.devices: tuple[DeviceSnapshot, ...] = ()
         self.compact = False
         self.ascii_only = ascii_only
+        #: GPU UUID -> its measured ceilings (`gputui bench`), live data only
+        self.ceilings: Mapping[str, Ceilings] = {}
 
     def show(self, devices: tuple[DeviceSnapshot, ...]) -> None:
         self.devices = devices
@@ -232,5 +268,6 @@ class DevicePanel(TextPanel):
                     for i, m in enumerate(device.mig_instances)
                 ]
             else:
-                lines.extend(full_block(device, width, self.ascii_only))
+                measured = self.ceilings.get(device.uuid) if device.uuid else None
+                lines.extend(full_block(device, width, self.ascii_only, measured))
         return Text("\n").join(lines)

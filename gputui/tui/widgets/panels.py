@@ -51,7 +51,7 @@ class HeaderPanel(TextPanel):
         if s.readonly:
             right.append(" read-only ", style="bold")
         if s.paused:
-            right.append(" PAUSED ", style="bold reverse yellow")
+            right.append(" PAUSED ", style="bold black on yellow")
         if s.data_time_s is not None:
             right.append(" " + fmt.clock(s.data_time_s, with_date=s.is_recording) + " ")
         parts = []
@@ -98,7 +98,7 @@ class BannerPanel(TextPanel):
         status = getattr(self.app, "replay_status", lambda: None)()
         right = f" {status} " if status else ""
         room = max(0, width - len(right))
-        text = Text(fmt.truncate(self.message, room).ljust(room), style="bold reverse yellow")
+        text = Text(fmt.truncate(self.message, room).ljust(room), style="bold black on yellow")
         text.append(right[:width])  # in the text's own style, as the message
         return text
 

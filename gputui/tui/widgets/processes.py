@@ -100,6 +100,7 @@ class ProcessTable(ScrollView, can_focus=True):
         #: names of parent processes that are not GPU processes (tree view), by pid
         self.parent_names: dict[int, str] = {}
         self.total = 0
+        self.shown = 0
         self.cursor_row = 0
         self._procs: tuple[ProcessSnapshot, ...] = ()
         self._now_s = 0.0
@@ -197,6 +198,8 @@ class ProcessTable(ScrollView, can_focus=True):
             self.ascii_only,
         )
         self.total = len(self._procs)
+        # GPU processes shown: a tree's parent rows are not GPU processes
+        self.shown = sum(1 for row in rows if row.proc is not None)
         indices = [COLUMN_KEYS.index(k) for k in self._shown]
         cells: dict[str, tuple[Any, ...]] = {}
         for row in rows:

@@ -115,7 +115,8 @@ class TextPanel(Widget):
             # the lines it drew before; repaint all of it.
             self.refresh()
             return
-        top = self.styles.gutter.top
+        # Regions are relative to the content area: Widget.refresh adds the
+        # gutter (border, padding) itself.
         y = 0
         count = len(lines)
         strips = self._strips
@@ -127,7 +128,7 @@ class TextPanel(Widget):
             while y < count and lines[y] != old[y]:
                 strips[y] = None
                 y += 1
-            self.refresh(Region(0, top + start, full, y - start))
+            self.refresh(Region(0, start, full, y - start))
 
     def render(self) -> Text:
         return self._text

@@ -1,0 +1,156 @@
+"""Write the generated parts of docs/analyzer.md from the code and real data.
+
+    .venv/bin/python bench/analyzer_doc.py           # rewrite the generated sections
+    .venv/bin/python bench/analyzer_doc.py --check   # exit 1 when the file is stale
+
+- ``rules``: one row per registered rule: its trigger and thresholds (the
+  registry's own words), what it said on the test case that fires it (evidence
+  and fix, run now), its source, and that test.
+- ``scenarios``: what the analyzer says about each planted-bottleneck job
+  recorded on an H100 (tests/data/h100/, bench/scenarios/): the top findings
+  with their cost and fix, computed now from the recordings.
+
+Each section sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``;
+the rest of the page is written by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from gputui.analysis import engine  # noqa: E402
+from gputui.analysis.finding import Finding  # noqa: E402
+from gputui.analysis.monitor_findings import findings as device_findings  # noqa: E402
+from gputui.analysis.registry import REGISTRY  # noqa: E402
+
+DOC = REPO / "docs" / "analyzer.md"
+#: the scenarios recorded on the H100, the cause planted in each, and what it is
+SCENARIOS = [
+    ("dataloader", "data.loader_wait", "DataLoader without workers, slow decode"),
+    ("host_sync", "sync.host_sync", "loss.item() and torch.cuda.synchronize() every step"),
+    ("launch_bound", "launch.overhead", "a deep stack of tiny layers, batch 8"),
+    ("pageable_copy", "copy.pageable", "large host batches from pageable memory"),
+    ("fp32_matmul", "precision.fp32_matmul", "FP32 matmuls with TF32 off"),
+    ("elementwise", "gpu.memory_bound", "a chain of elementwise ops on large tensors"),
+    ("memory_growth", "memory.growth", "activations kept in a list every step"),
+    ("healthy", None, "a bf16 transformer, done right"),
+]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _test_names() -> dict[str, str]:
+    """rule id -> the test that fires it."""
+    from tests.unit.test_monitor_findings import DEVICE_CASES
+    from tests.unit.test_rules import CASES
+
+    names = {r: f"`test_rules.py::test_rule_fires[{r}]`" for r in CASES}
+    names.update({r: "`test_monitor_findings.py::DEVICE_CASES`" for r in DEVICE_CASES})
+    return names
+
+
+def _examples() -> dict[str, Finding]:
+    """rule id -> what it says on its firing test case."""
+    from tests.unit.test_monitor_findings import DEVICE_CASES
+    from tests.unit.test_rules import CASES
+
+    out: dict[str, Finding] = {}
+    for rule_id, (fires, _quiet) in CASES.items():
+        out[rule_id] = next(f for f in engine.analyze(fires()) if f.rule == rule_id)
+    for rule_id, case in DEVICE_CASES.items():
+        out[rule_id] = next(f for f in device_findings(case()) if f.rule == rule_id)
+    return out
+
+
+def rules_section() -> str:
+    tests = _test_names()
+    examples = _examples()
+    lines = []
+    families = sorted({r.family for r in REGISTRY.values()})
+    for scope, title in (("job", "Job rules"), ("device", "Device rules (the monitor)")):
+        lines.append(f"### {title}\n")
+        lines.append("| rule | fires when | says (on its test case) | fix | source | test |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for family in families:
+            for r in sorted(
+                (r for r in REGISTRY.values() if r.scope == scope and r.family == family),
+                key=lambda r: r.id,
+            ):
+                ex = examples.get(r.id)
+                says = "" if ex is None else f"**{ex.severity}** {ex.title}: {ex.evidence}"
+                lines.append(
+                    f"| `{r.id}` | {_cell(r.trigger)} | {_cell(says)} | "
+                    f"{_cell(ex.fix if ex else '')} | {_cell(r.source)} | "
+                    f"{tests.get(r.id, '**none**')} |"
+                )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def scenarios_section() -> str:
+    from gputui.collectors.replay import read_recording
+    from tests.integration.test_analyzer_h100 import DATA, scenario
+
+    _header, snaps = read_recording(DATA / "monitor-scenarios.jsonl.gz")
+    snapshots = list(snaps)
+    lines = [
+        "| scenario (planted) | gputui's findings, ranked | cost (% / ms per step) | first fix |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, cause, planted in SCENARIOS:
+        found = engine.analyze(scenario(name, snapshots))
+        shown = [f for f in found if f.severity != "info" or f.rule == cause][:3]
+        ranked = "<br>".join(
+            f"{i + 1}. `{f.rule}` ({f.severity}): {_cell(f.evidence)}" for i, f in enumerate(shown)
+        )
+        top = shown[0] if shown else None
+        cost = (
+            ""
+            if top is None or top.impact_pct is None
+            else f"{top.impact_pct:.0f}% / {top.impact_ms:.1f} ms"
+        )
+        first = "nothing costly: no warn or crit finding" if top is None else _cell(top.fix)
+        lines.append(f"| **{name}** ({planted}) | {ranked or 'none'} | {cost} | {first} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS: dict[str, Callable[[], str]] = {"rules": rules_section, "scenarios": scenarios_section}
+
+
+def render(text: str) -> str:
+    for name, build in SECTIONS.items():
+        start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+        head, _, rest = text.partition(start)
+        _, _, tail = rest.partition(end)
+        if not rest:
+            raise SystemExit(f"{DOC}: no {start} marker")
+        text = f"{head}{start}\n{build()}{end}{tail}"
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
+    args = parser.parse_args()
+    current = DOC.read_text()
+    fresh = render(current)
+    if args.check:
+        if fresh != current:
+            print(f"{DOC} is stale: run python bench/analyzer_doc.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(fresh)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,546 @@
+"""Read Chrome traces written by torch.profiler into timelines (standard library).
+
+Accepts ``export_chrome_trace`` files, ``tensorboard_trace_handler`` directories
+(``*.pt.trace.json[.gz]``), any ``.json`` / ``.json.gz`` trace, and gputui's own
+capture traces.  Several files are several ranks (the rank from the trace's
+``distributedInfo`` when it has one).
+
+The file is parsed as a stream -- the top-level object key by key, then the
+``traceEvents`` array one event at a time, each turned into a small
+:mod:`gputui.analysis.timeline` record at once -- so a 500 MB trace never sits
+in memory as a list of dicts.  Bounded: only regular files, at most
+:data:`MAX_FILE_BYTES` on disk and :data:`MAX_JSON_BYTES` of JSON, no
+decompression ratio beyond :data:`MAX_RATIO`.  Anything else -- a truncated
+file, a foreign format -- is a :class:`TraceError` with one line naming the
+file and the problem.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import os
+import re
+import stat
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from math import ceil, floor
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+from gputui import fmt
+from gputui.analysis.timeline import (
+    ANNOTATION,
+    DRIVER,
+    GPU_ANNOTATION,
+    GPU_OTHER,
+    HOST_OTHER,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    OP,
+    PYTHON,
+    RUNTIME,
+    SYNC,
+    SYNC_NAMES,
+    GpuActivity,
+    HostRange,
+    RuntimeCall,
+    Timeline,
+)
+from gputui.errors import GputuiError
+
+MAX_FILE_BYTES = 2 << 30
+MAX_JSON_BYTES = 4 << 30
+#: JSON traces compress 10-20x; beyond this (once past RATIO_FLOOR) it is a bomb
+MAX_RATIO = 100
+RATIO_FLOOR = 64 << 20
+#: the most files one command reads
+MAX_FILES = 4096
+CHUNK = 1 << 20
+#: cuts tried per batch before decoding one event at a time
+BATCH_ATTEMPTS = 8
+#: the longest single JSON value (an event, a metadata block) we wait for
+MAX_VALUE_CHARS = 64 << 20
+
+TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
+JSON_GLOBS = ("*.json", "*.json.gz")
+
+#: categories, lower-cased (older traces say "Kernel", "Memcpy", "Runtime")
+_GPU_KINDS = {
+    "kernel": KERNEL,
+    "concurrent_kernel": KERNEL,
+    "mtia_ccp_events": KERNEL,
+    "gpu_memcpy": MEMCPY,
+    "memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "memset": MEMSET,
+    "cuda_sync": SYNC,
+}
+_HOST_KINDS = {
+    "cpu_op": OP,
+    "operator": OP,
+    "python": OP,
+    "user_annotation": ANNOTATION,
+    "gpu_user_annotation": GPU_ANNOTATION,
+    "python_function": PYTHON,
+}
+_RUNTIME_CATS = frozenset({"cuda_runtime", "runtime"})
+_SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+#: the C scanner itself: raw_decode adds a Python frame per event
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+class TraceError(GputuiError):
+    """A trace file that cannot be read: one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class DeviceProps:
+    """A GPU as the trace's ``deviceProperties`` describe it."""
+
+    index: int
+    name: str | None = None
+    total_memory_bytes: int | None = None
+    compute_capability: str | None = None  # "9.0"
+
+
+@dataclass
+class TraceFile:
+    """One file's timeline and what its header says."""
+
+    path: str
+    timeline: Timeline
+    rank: int | None = None  # distributedInfo.rank
+    world_size: int | None = None
+    devices: tuple[DeviceProps, ...] = ()
+    json_bytes: int = 0  # decompressed size
+    file_bytes: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# -- finding and opening files -------------------------------------------------------------
+def find_traces(paths: Sequence[str]) -> list[Path]:
+    """The trace files named by ``paths``: files as given, directories by their
+    ``*.pt.trace.json[.gz]`` files (else any ``*.json[.gz]``), sorted by name."""
+    found: list[Path] = []
+    for arg in paths:
+        path = Path(arg)
+        if path.is_dir():
+            inside: list[Path] = []
+            for globs in (TRACE_GLOBS, JSON_GLOBS):
+                inside = sorted({p for g in globs for p in path.glob(g) if p.is_file()})
+                if inside:
+                    break
+            if not inside:
+                raise TraceError(f"{fmt.clean(arg)}: no trace files (*.pt.trace.json[.gz], *.json)")
+            found.extend(inside)
+        elif path.exists() or path.is_symlink():
+            found.append(path)
+        else:
+            raise TraceError(f"{fmt.clean(arg)}: no such file or directory")
+        if len(found) > MAX_FILES:
+            raise TraceError(f"more than {MAX_FILES} trace files given")
+    return found
+
+
+def _open_regular(path: Path) -> tuple[BinaryIO, int]:
+    """Open ``path`` for reading if it is a regular file of a sane size.  The
+    check is on the opened descriptor (no race), non-blocking so a FIFO cannot
+    hang the open."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise TraceError(f"{fmt.clean(str(path))}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(f"{fmt.clean(str(path))}: not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise TraceError(
+                f"{fmt.clean(str(path))}: {fmt.size(st.st_size)} is more than the "
+                f"{fmt.size(MAX_FILE_BYTES)} a trace may be"
+            )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _text_chunks(raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) -> Iterator[str]:
+    """Decoded text of a plain or gzip-compressed file, chunk by chunk, counting
+    (and bounding) the JSON bytes."""
+    head = raw.read(2)
+    raw.seek(0)
+    compressed = head == b"\x1f\x8b"
+    stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    total = 0
+    while True:
+        try:
+            data = stream.read(CHUNK)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            if isinstance(exc, EOFError):
+                raise TraceError(f"{where}: truncated (the compressed stream ends early)") from None
+            raise TraceError(f"{where}: not a readable gzip file ({exc})") from None
+        if not data:
+            break
+        total += len(data)
+        counter[0] = total
+        if total > MAX_JSON_BYTES:
+            raise TraceError(
+                f"{where}: more than {fmt.size(MAX_JSON_BYTES)} of JSON; refusing to read it"
+            )
+        if compressed and total > RATIO_FLOOR and total > MAX_RATIO * max(file_bytes, 1):
+            raise TraceError(
+                f"{where}: decompresses to more than {MAX_RATIO}x its size; refusing to read it"
+            )
+        try:
+            yield decoder.decode(data)
+        except UnicodeDecodeError:
+            raise TraceError(f"{where}: not UTF-8 text; not a JSON trace") from None
+    try:
+        yield decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise TraceError(f"{where}: truncated inside a UTF-8 character") from None
+
+
+# -- a streaming reader of one JSON document ------------------------------------------------
+class _Stream:
+    """A window on the text: values are decoded with the standard decoder as
+    soon as they are complete, and the consumed text is dropped."""
+
+    def __init__(self, chunks: Iterator[str], where: str) -> None:
+        self.chunks = chunks
+        self.where = where
+        self.buf = ""
+        self.pos = 0
+        self.base = 0  # offset in the text of buf[0]
+        self.one_by_one_until = 0  # (an offset in the text) no batch before it
+        self.eof = False
+
+    def fill(self) -> bool:
+        if self.eof:
+            return False
+        for chunk in self.chunks:
+            if chunk:
+                self.base += self.pos
+                self.buf = self.buf[self.pos :] + chunk
+                self.pos = 0
+                return True
+        self.eof = True
+        return False
+
+    def fail(self, problem: str) -> TraceError:
+        return TraceError(f"{self.where}: {problem}")
+
+    def char(self) -> str:
+        """The next non-blank character (not consumed); '' at the end."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.fill():
+                return ""
+
+    def expect(self, ch: str, what: str) -> None:
+        got = self.char()
+        if got != ch:
+            if not got:
+                raise self.fail(f"truncated (expected {what})")
+            raise self.fail(f"not a JSON trace (expected {what} at character {self.pos})")
+        self.pos += 1
+
+    def value(self) -> Any:
+        self.char()
+        obj, self.pos = self._decode(self.pos)
+        return obj
+
+    def _decode(self, pos: int) -> tuple[Any, int]:
+        """The JSON value at ``pos`` and where it ends, reading on while the
+        text ends inside it."""
+        while True:
+            try:
+                return _SCAN(self.buf, pos)  # type: ignore[no-any-return]
+            except StopIteration as stop:  # no value starts here
+                err_pos, msg = stop.value, "Expecting value"
+            except json.JSONDecodeError as exc:
+                err_pos, msg = exc.pos, exc.msg
+            incomplete = err_pos >= len(self.buf) - 8 or msg.startswith("Unterminated")
+            if incomplete and len(self.buf) - pos < MAX_VALUE_CHARS:
+                self.pos = pos
+                if self.fill():
+                    pos = self.pos
+                    continue
+            self.pos = pos
+            if incomplete and self.eof:
+                raise self.fail("truncated (the JSON ends inside a value)") from None
+            if incomplete:
+                raise self.fail(f"a JSON value of more than {MAX_VALUE_CHARS} characters")
+            raise self.fail(f"invalid JSON: {msg}") from None
+
+    def _batch(self, each: Callable[[list[Any]], None]) -> bool:
+        """Decode the whole elements between here and the last ``},`` that is
+        followed by ``{`` in one call (the C decoder at full speed, keys shared),
+        if that text is a valid run of elements.  A ``},`` inside a string (a
+        kernel name's ``{lambda()#1}, ...``) makes the run invalid, never wrong:
+        an earlier cut is tried, and after a few the elements go one by one."""
+        if self.base + self.pos < self.one_by_one_until:
+            return False
+        buf, pos = self.buf, self.pos
+        end = len(buf)
+        for _attempt in range(BATCH_ATTEMPTS):
+            cut = buf.rfind("},", pos, end)
+            if cut <= pos:
+                return False
+            end = cut
+            m = _WS.match(buf, cut + 2)
+            nxt = m.end() if m else cut + 2
+            if nxt >= len(buf) or buf[nxt] != "{":
+                continue  # not between two objects: inside a string
+            try:
+                items = _DECODER.decode("[" + buf[pos : cut + 1] + "]")
+            except json.JSONDecodeError:
+                continue
+            each(items)
+            self.pos = cut + 2
+            return True
+        self.one_by_one_until = self.base + end + 2
+        return False
+
+    def array(self, each: Callable[[list[Any]], None]) -> None:
+        """Call ``each`` on the items of the array starting here, in order, a
+        list of them at a time."""
+        self.expect("[", "'['")
+        if self.char() == "]":
+            self.pos += 1
+            return
+        sep = _SEP.match
+        while True:
+            if self._batch(each):
+                nxt = self.char()
+                if not nxt:
+                    raise self.fail("truncated (the event list does not end)")
+                if nxt == "]":  # a trailing comma, as some writers leave
+                    self.pos += 1
+                    return
+                continue
+            obj, end = self._decode(self.pos)
+            each([obj])
+            m = sep(self.buf, end)
+            if m is None or m.end() == len(self.buf):
+                self.pos = end
+                while m is None or m.end() == len(self.buf):
+                    if not self.fill():
+                        break
+                    m = sep(self.buf, self.pos)
+                if m is None:
+                    if self.eof and self.pos >= len(self.buf.rstrip()):
+                        raise self.fail("truncated (the event list does not end)")
+                    raise self.fail(f"invalid JSON: expected ',' or ']' at character {self.pos}")
+            self.pos = m.end()
+            if m.group(1) == "]":
+                return
+            if self.pos < len(self.buf) and self.buf[self.pos] == "]":
+                self.pos += 1  # a trailing comma
+                return
+
+    def document(self, each: Callable[[list[Any]], None]) -> dict[str, Any]:
+        """Stream a trace: either ``{"traceEvents": [...], ...}`` or a bare array
+        of events.  Returns the other top-level keys."""
+        if self.char() == "\ufeff":
+            self.pos += 1
+        first = self.char()
+        meta: dict[str, Any] = {}
+        if first == "[":
+            self.array(each)
+        elif first == "{":
+            self.pos += 1
+            seen_events = False
+            while True:
+                if self.char() == "}":
+                    self.pos += 1
+                    break
+                key = self.value()
+                if not isinstance(key, str):
+                    raise self.fail("not a JSON trace (an object key that is not a string)")
+                self.expect(":", "':'")
+                if key == "traceEvents":
+                    self.array(each)
+                    seen_events = True
+                else:
+                    meta[key] = self.value()
+                nxt = self.char()
+                if nxt == ",":
+                    self.pos += 1
+                elif nxt != "}":
+                    raise self.fail("truncated" if not nxt else "invalid JSON: expected ',' or '}'")
+            if not seen_events:
+                raise self.fail("no traceEvents: not a Chrome trace")
+        elif not first:
+            raise self.fail("empty file")
+        else:
+            raise self.fail("not a JSON trace")
+        if self.char():
+            raise self.fail(f"invalid JSON: extra data after the trace at character {self.pos}")
+        return meta
+
+
+# -- events to timeline records -----------------------------------------------------------------
+def _int(value: Any, default: int = -1) -> int:
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+class _Builder:
+    """Turns trace events into timeline records (HTA's reading of them)."""
+
+    def __init__(self) -> None:
+        self.timeline = Timeline()
+        self.names: dict[str, str] = {}
+        self.threads: dict[Any, int] = {}
+
+    def thread(self, tid: Any) -> int:
+        """A thread id as an int (some writers use strings)."""
+        if type(tid) is int:
+            return tid
+        got = self.threads.get(tid)
+        if got is None:
+            got = self.threads[tid] = -2 - len(self.threads)
+        return got
+
+    def add(self, events: list[Any]) -> None:
+        """Turn a list of trace events into records.  Locals, not attributes, in
+        the loop: a large trace has millions of events."""
+        tl = self.timeline
+        names = self.names
+        thread = self.thread
+        gpu_append = tl.gpu.append
+        runtime_append = tl.runtime.append
+        range_append = tl.ranges.append
+        new = tuple.__new__  # a NamedTuple without its Python-level __new__
+        gpu_kinds, host_kinds, runtime_cats = _GPU_KINDS, _HOST_KINDS, _RUNTIME_CATS
+        sync_names = SYNC_NAMES
+        number = (float, int)
+        skipped = 0
+        for ev in events:
+            if type(ev) is not dict:
+                skipped += 1
+                continue
+            dur = ev.get("dur")
+            cat = ev.get("cat")
+            # HTA reads complete events only (flow, instant and metadata events
+            # have no duration), and never the profiler's own "Trace" span.
+            if dur is None or cat is None or cat == "Trace":
+                continue
+            if type(cat) is not str:
+                cat = str(cat)
+            ts = ev.get("ts")
+            if type(ts) not in number or type(dur) not in number or ts != ts or dur != dur:
+                skipped += 1
+                continue
+            name = ev.get("name")
+            if type(name) is not str:
+                name = "" if name is None else str(name)
+            name = names.setdefault(name, name)
+            args = ev.get("args")
+            if type(args) is not dict:
+                args = {}
+            corr = args.get("correlation", -1)
+            if type(corr) is not int:
+                corr = _int(corr)
+            stream = args.get("stream", -1)
+            if type(stream) is not int:
+                stream = _int(stream)
+            ext = args.get("External id")
+            if type(ext) is not int:
+                ext = _int(args.get("external id") if ext is None else ext)
+            start = ceil(cast(float, ts))  # a number: checked above
+            end = floor(ts + dur)
+            if end < start:
+                end = start
+            if stream >= 0 or name in sync_names:
+                # HTA's GPU events: on a stream (with a correlation id, normally),
+                # or a device-wide sync.
+                device = args.get("device")
+                if type(device) is not int:
+                    device = _int(ev.get("pid"), 0)
+                kind = gpu_kinds.get(cat) or gpu_kinds.get(cat.lower(), GPU_OTHER)
+                gpu_append(
+                    new(
+                        GpuActivity,
+                        (start, end, round(dur * 1000), kind, name, stream, device, corr, ext),
+                    )
+                )
+            elif corr >= 0:
+                kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
+                tid = thread(ev.get("tid"))
+                runtime_append(new(RuntimeCall, (start, end, name, tid, corr, ext, kind)))
+            else:
+                kind = host_kinds.get(cat) or host_kinds.get(cat.lower(), HOST_OTHER)
+                tid = thread(ev.get("tid"))
+                range_append(new(HostRange, (start, end, name, tid, kind, ext)))
+        tl.events += len(events)
+        tl.skipped += skipped
+
+
+def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
+    props = meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return ()
+    out: list[DeviceProps] = []
+    for p in props[:64]:
+        if not isinstance(p, dict):
+            continue
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        mem = p.get("totalGlobalMem")
+        name = p.get("name")
+        out.append(
+            DeviceProps(
+                index=_int(p.get("id"), len(out)),
+                name=name if isinstance(name, str) else None,
+                total_memory_bytes=mem if type(mem) is int and mem >= 0 else None,
+                compute_capability=f"{major}.{minor}"
+                if type(major) is int and type(minor) is int
+                else None,
+            )
+        )
+    return tuple(out)
+
+
+def read_trace(path: str | Path) -> TraceFile:
+    """One trace file as a :class:`TraceFile`; :class:`TraceError` if it is not
+    a readable Chrome trace."""
+    path = Path(path)
+    where = fmt.clean(str(path), 300)
+    raw, file_bytes = _open_regular(path)
+    builder = _Builder()
+    counter = [0]
+    with raw:
+        stream = _Stream(_text_chunks(raw, file_bytes, where, counter), where)
+        meta = stream.document(builder.add)
+    info = meta.get("distributedInfo")
+    rank = world = None
+    if isinstance(info, dict):
+        rank_v, world_v = info.get("rank"), info.get("world_size")
+        rank = rank_v if type(rank_v) is int and rank_v >= 0 else None
+        world = world_v if type(world_v) is int and world_v > 0 else None
+    return TraceFile(
+        path=str(path),
+        timeline=builder.timeline,
+        rank=rank,
+        world_size=world,
+        devices=_devices(meta),
+        json_bytes=counter[0],
+        file_bytes=file_bytes,
+        meta={k: v for k, v in meta.items() if k != "deviceProperties"},
+    )

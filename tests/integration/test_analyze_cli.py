@@ -1,0 +1,175 @@
+"""``gputui analyze``: the report, its JSON, hostile names, bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputui.cli import main
+from tests.helpers.tracegen import TraceBuilder, reference_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["analyze", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_report_of_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(DATA / "dataloader.pt.trace.json.gz"))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert lines[0].startswith("── rank 0")
+    assert "NVIDIA H100 80GB HBM3" in lines[1]
+    assert "3 steps (ProfilerStep#10–12); HTA's breakdowns leave out the last step" in out
+    assert "GPU utilization 6.7%" in out
+    dataloader = next(line for line in lines if line.strip().startswith("DataLoader"))
+    assert "72.9%" in dataloader
+    assert "compute 6.7%   non-compute 0.1%   idle 93.2%" in out
+    assert "host wait 99.3%" in out
+    assert "no communication kernels" in out
+    assert "Top GPU activities" in out and "GEMM" in out
+    assert "cudaLaunchKernel" in out
+
+
+def test_json_per_rank(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for rank in (1, 0):
+        t = reference_trace()
+        t.meta["distributedInfo"] = {"rank": rank, "world_size": 2}
+        t.write(tmp_path / f"worker{1 - rank}.pt.trace.json.gz")
+    code, out, _ = run(capsys, str(tmp_path), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    ranks = doc["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert [Path(r["path"]).name for r in ranks] == [
+        "worker1.pt.trace.json.gz",
+        "worker0.pt.trace.json.gz",
+    ]
+    r = ranks[0]
+    assert r["rank_from"] == "distributedInfo" and r["world_size"] == 2
+    assert r["temporal"]["idle_pct"] == 51.18 and r["temporal"]["compute_pct"] == 40.0
+    assert r["temporal"]["non_compute_pct"] == 8.82
+    assert r["idle_breakdown"]["host_wait_pct"] == 54.35
+    assert r["idle_breakdown"]["kernel_wait_pct"] == 2.17
+    assert r["idle_breakdown"]["other_pct"] == 43.48
+    assert r["comm_compute_overlap_pct"] == 75.0
+    assert r["launch"]["launches"] == 6
+    assert r["step_breakdown"]["steps"] == 2 and r["step_breakdown"]["gpu_utilization_pct"] == 36.5
+    gemm = next(k for k in r["kernels"] if k["class"] == "gemm")
+    assert gemm["short_name"] == "ampere_sgemm_128x64_tn"
+    # a tiny synthetic trace, half idle with 2-us kernels: the analyzer says so
+    assert {f["rule"] for f in r["findings"]} >= {"launch.overhead"}
+    assert all(f["fix"] and f["source"] for f in r["findings"])
+    assert r["steps"] == [1, 2, 3]
+
+
+def test_files_without_rank_are_numbered_in_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a = reference_trace().write(tmp_path / "b.json")
+    b = reference_trace().write(tmp_path / "a.json")
+    _, out, _ = run(capsys, str(a), str(b), "--json")
+    ranks = json.loads(out)["ranks"]
+    assert [(r["rank"], r["rank_from"], Path(r["path"]).name) for r in ranks] == [
+        (0, "order", "b.json"),
+        (1, "order", "a.json"),
+    ]
+
+
+def test_hostile_names_are_shown_escaped_and_kept_exact_in_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    evil = "\x1b]0;pwned\x07\x1b[2J\nkernel\u202e"
+    t = TraceBuilder()
+    t.step(1, 0.0, 100.0)
+    t.op(evil + "op", 1.0, 50.0)
+    t.launch(2.0, 5.0, evil, 10.0, 20.0)
+    path = t.write(tmp_path / ("name\x1b[31m.json"))
+    code, out, _ = run(capsys, str(path))
+    assert code == 0
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b" in out
+    assert all(len(line) <= 100 for line in out.splitlines())
+    _, out, _ = run(capsys, str(path), "--json")
+    rank = json.loads(out)["ranks"][0]
+    assert rank["kernels"][0]["name"] == evil
+    assert any(o["name"] == evil + "op" for o in rank["cpu_ops"])
+
+
+def test_cpu_only_trace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    t = TraceBuilder()
+    t.step(1, 0.0, 100.0)
+    t.op("aten::mm", 10.0, 50.0)
+    code, out, _ = run(capsys, str(t.write(tmp_path / "cpu.json")))
+    assert code == 0
+    assert "no GPU activity in the trace" in out
+    assert "CPU op" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"traceEvents": [{"ph": "X"', "truncated"),
+        (b"<html>", "not a JSON trace"),
+    ],
+)
+def test_bad_file_is_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "bad.pt.trace.json"
+    path.write_bytes(content)
+    code, out, err = run(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err and "bad.pt.trace.json" in err
+
+
+def test_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, str(tmp_path / "missing"))
+    assert code == 2 and "no such file or directory" in err
+    code, _, err = run(capsys, str(DATA), "--top", "0")
+    assert code == 2 and "--top" in err
+
+
+def test_copies_keep_their_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """A pageable copy says so in the table: its name is not shortened."""
+    _, out, _ = run(capsys, str(DATA / "hook-pageable_copy.pt.trace.json.gz"), "--top", "3")
+    assert "memcpy   Memcpy HtoD (Pageable -> Device)" in out
+
+
+PLANTED = {
+    "dataloader": "data.loader_wait",
+    "elementwise": "kernels.elementwise_bound",
+    "fp32_matmul": "precision.fp32_matmul",
+    "host_sync": "sync.host_sync",
+    "launch_bound": "launch.overhead",
+    "pageable_copy": "copy.pageable",
+    "hook-pageable_copy": "copy.pageable",
+    "hook-host_sync": "sync.host_sync",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_analyze_ranks_the_planted_cause_first(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The analyzer's own rules on H100 traces of the planted-bottleneck jobs
+    (torch.profiler's and gputui's captures alike): the planted cause first."""
+    assert main(["analyze", str(DATA / f"{name}.pt.trace.json.gz"), "--json"]) == 0
+    (rank,) = json.loads(capsys.readouterr().out)["ranks"]
+    top = rank["findings"][0]
+    assert top["rule"] == PLANTED[name], [f["rule"] for f in rank["findings"]]
+    assert top["severity"] in ("warn", "crit") and 10 <= top["impact_pct"] <= 100
+
+
+def test_analyze_finds_nothing_costly_in_a_healthy_trace(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["analyze", str(DATA / "healthy.pt.trace.json.gz"), "--json"]) == 0
+    (rank,) = json.loads(capsys.readouterr().out)["ranks"]
+    assert [f for f in rank["findings"] if f["severity"] != "info"] == []

@@ -1,0 +1,260 @@
+"""Reading Chrome traces: every shape torch writes, and one clear line for the rest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gputui.collectors import trace_file
+from gputui.collectors.trace_file import TraceError, find_traces, read_trace
+from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def reference_timeline(tmp_path: Path) -> trace_file.Timeline:
+    return read_trace(reference_trace().write(tmp_path / "ref.json")).timeline
+
+
+def same(a: trace_file.Timeline, b: trace_file.Timeline) -> None:
+    assert (a.gpu, a.runtime, a.ranges, a.events) == (b.gpu, b.runtime, b.ranges, b.events)
+
+
+def test_records_and_header(tmp_path: Path) -> None:
+    t = reference_trace()
+    t.meta["distributedInfo"] = {"backend": "nccl", "rank": 3, "world_size": 8}
+    tf = read_trace(t.write(tmp_path / "r.pt.trace.json.gz"))
+    assert (tf.rank, tf.world_size) == (3, 8)
+    assert tf.devices[0].name == "NVIDIA H100 80GB HBM3"
+    assert tf.devices[0].compute_capability == "9.0"
+    tl = tf.timeline
+    # flow, metadata and the profiler's own span are not records
+    assert len(tl.gpu) == 7 and len(tl.runtime) == 7 and len(tl.ranges) == 5
+    memcpy = next(a for a in tl.gpu if a.kind == "memcpy")
+    assert (memcpy.start_us, memcpy.end_us, memcpy.stream, memcpy.device) == (80, 90, 7, 0)
+    call = next(r for r in tl.runtime if r.correlation == memcpy.correlation)
+    assert call.name == "cudaMemcpyAsync" and call.kind == "runtime"
+    assert tf.json_bytes > tf.file_bytes > 0
+
+
+@pytest.mark.parametrize("form", ["gzip", "compact", "bare-array", "bom", "trailing-comma"])
+def test_every_layout_reads_the_same(tmp_path: Path, form: str) -> None:
+    doc = reference_trace().document()
+    if form == "gzip":
+        path = tmp_path / "t.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    elif form == "compact":  # torch's own writer: one event per line, no spaces
+        events = ",\n".join(json.dumps(e, separators=(",", ":")) for e in doc.pop("traceEvents"))
+        head = json.dumps(doc)[:-1]
+        path = tmp_path / "t.json"
+        path.write_text(head + ',"traceEvents":[\n' + events + "\n]}\n")
+    elif form == "bare-array":
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps(doc["traceEvents"]))
+    elif form == "bom":
+        path = tmp_path / "t.json"
+        path.write_text("\ufeff" + json.dumps(doc))
+    else:
+        text = json.dumps(doc)
+        path = tmp_path / "t.json"
+        path.write_text(
+            text.replace(
+                '"name": "PyTorch Profiler (0)", "args": {"Op count": 0}}]',
+                '"name": "PyTorch Profiler (0)", "args": {"Op count": 0}},]',
+            )
+        )
+        assert ",]" in path.read_text()
+    same(read_trace(path).timeline, reference_timeline(tmp_path))
+
+
+def test_tiny_chunks_and_braces_inside_strings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values split across reads, and names holding '},' (which a batch decode
+    must not cut at) read the same as with whole-file decoding."""
+    t = reference_trace()
+    t.op('weird},{"name": "x"},', 300.0, 1.0)
+    t.launch(301.0, 1.0, 'kernel<"},">', 302.0, 1.0)
+    path = t.write(tmp_path / "t.json")
+    whole = read_trace(path).timeline
+    for chunk in (1, 7, 64):
+        monkeypatch.setattr(trace_file, "CHUNK", chunk)
+        same(read_trace(path).timeline, whole)
+    assert any(r.name == 'weird},{"name": "x"},' for r in whole.ranges)
+
+
+def test_real_traces_read_like_json_load() -> None:
+    """On real H100 traces the streaming reader sees every event json.load sees."""
+    for path in sorted(DATA.glob("*.gz"))[:4]:
+        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        timeline = read_trace(path).timeline
+        assert timeline.events == len(events)
+        complete = [e for e in events if "dur" in e and "cat" in e and e["cat"] != "Trace"]
+        assert len(timeline.gpu) + len(timeline.runtime) + len(timeline.ranges) == len(complete)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "empty file"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8"),
+        (b"hello world", "not a JSON trace"),
+        (b'{"schemaVersion": 1, "deviceProperties": []}', "no traceEvents"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}', "truncated"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1, "du', "truncated"),
+        (b'{"traceEvents": [{"ph": "X" "ts": 1}]}', "invalid JSON"),
+        (b'{"traceEvents": []} trailing', "extra data"),
+        (b"[1, 2", "truncated"),
+    ],
+)
+def test_bad_files_are_one_clear_line(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError) as err:
+        read_trace(path)
+    assert problem in str(err.value)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_truncated_gzip(tmp_path: Path) -> None:
+    data = gzip.compress(json.dumps(reference_trace().document()).encode())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match="truncated"):
+        read_trace(path)
+    path.write_bytes(b"\x1f\x8b" + b"\x00" * 40)
+    with pytest.raises(TraceError, match="gzip"):
+        read_trace(path)
+
+
+def test_not_a_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    done = threading.Event()
+    errors: list[str] = []
+
+    def read() -> None:
+        try:
+            read_trace(fifo)
+        except TraceError as exc:
+            errors.append(str(exc))
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert done.wait(10), "reading a FIFO must not block"
+    assert errors and "not a regular file" in errors[0]
+    with pytest.raises(TraceError, match="not a regular file"):
+        read_trace("/dev/null")
+    with pytest.raises(TraceError, match="No such file"):
+        read_trace(tmp_path / "missing.json")
+
+
+def test_size_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = reference_trace().write(tmp_path / "t.json")
+    monkeypatch.setattr(trace_file, "MAX_FILE_BYTES", 100)
+    with pytest.raises(TraceError, match="more than the"):
+        read_trace(path)
+    monkeypatch.setattr(trace_file, "MAX_FILE_BYTES", 1 << 30)
+    monkeypatch.setattr(trace_file, "MAX_JSON_BYTES", 1000)
+    with pytest.raises(TraceError, match="of JSON"):
+        read_trace(path)
+
+
+def test_decompression_bomb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = reference_trace().document()
+    doc["padding"] = " " * 2_000_000  # compresses about 1000x
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    monkeypatch.setattr(trace_file, "RATIO_FLOOR", 1 << 20)
+    with pytest.raises(TraceError, match="decompresses to more than"):
+        read_trace(path)
+    monkeypatch.setattr(trace_file, "MAX_RATIO", 10_000)
+    assert read_trace(path).timeline.gpu
+
+
+def test_find_traces(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("b.pt.trace.json.gz", "a.pt.trace.json", "notes.json", "x.txt"):
+        (run / name).write_text("{}")
+    assert [p.name for p in find_traces([str(run)])] == ["a.pt.trace.json", "b.pt.trace.json.gz"]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "trace.json").write_text("{}")
+    (other / "more.json.gz").write_text("{}")
+    assert [p.name for p in find_traces([str(other)])] == ["more.json.gz", "trace.json"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TraceError, match="no trace files"):
+        find_traces([str(empty)])
+    with pytest.raises(TraceError, match="no such file"):
+        find_traces([str(tmp_path / "nope")])
+
+
+def test_odd_but_valid_events(tmp_path: Path) -> None:
+    """Strings where numbers are expected, missing fields, a stream without a
+    correlation id: read, not refused."""
+    t = TraceBuilder()
+    t.launch(0.0, 5.0, GEMM, 10.0, 5.0)
+    t.events[-3]["args"]["stream"] = "7"  # the kernel (before the two flow events)
+    t.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "no_corr",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20.0,
+            "dur": 1.0,
+            "args": {"stream": 7, "device": 0},
+        }
+    )
+    t.events.append({"ph": "X", "cat": "cpu_op", "ts": "soon", "dur": 1.0, "name": "x"})
+    t.events.append({"ph": "X", "cat": "cpu_op", "ts": 5.0, "dur": 1.0, "name": None})
+    t.events.append(["not", "an", "event"])  # type: ignore[arg-type]
+    tl = read_trace(t.write(tmp_path / "t.json")).timeline
+    assert [a.stream for a in tl.gpu] == [7, 7]
+    assert tl.gpu[1].correlation == -1
+    assert tl.skipped == 2
+    assert any(r.name == "" for r in tl.ranges)
+
+
+def test_older_capitalised_categories(tmp_path: Path) -> None:
+    t = reference_trace()
+    renames = {
+        "kernel": "Kernel",
+        "gpu_memcpy": "Memcpy",
+        "cuda_runtime": "Runtime",
+        "cpu_op": "Operator",
+    }
+    for ev in t.events:
+        ev["cat"] = renames.get(ev["cat"], ev["cat"])
+    old = read_trace(t.write(tmp_path / "old.json")).timeline
+    same(old, reference_timeline(tmp_path))
+
+
+def test_tensorboard_trace_handler_directory(tmp_path: Path) -> None:
+    """What torch.profiler writes for TensorBoard (here on the CPU), as a directory."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+    model = torch.nn.Linear(32, 32)
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(str(tmp_path), use_gzip=True),
+    ) as prof:
+        for _ in range(5):
+            model(torch.randn(8, 32)).sum().backward()
+            prof.step()
+    files = find_traces([str(tmp_path)])
+    assert len(files) == 1 and files[0].name.endswith(".pt.trace.json.gz")
+    tf = read_trace(files[0])
+    steps = [r.name for r in tf.timeline.step_ranges()]
+    assert len(steps) == 3 and all(s.startswith("ProfilerStep#") for s in steps)
+    assert any(r.name == "aten::addmm" for r in tf.timeline.ranges)
