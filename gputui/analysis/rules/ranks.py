@@ -129,6 +129,11 @@ def _cause(slow: RankEvidence, others: list[RankEvidence], phase: str) -> tuple[
     "straggler (compute per step against the job's median)",
     ("ranks", "steps"),
     scope="ranks",
+    trigger=(
+        "ranks: >= 2 ranks with 20 ordinary steps; one rank's compute per step (its step less "
+        "its comm) >= 1.1x the others' median, and the others' comm beyond its own >= 5% of "
+        "their step; cost: that wait's share of the step"
+    ),
 )
 def straggler(ev: RanksEvidence) -> Iterable[Finding]:
     ready = [r for r in ev.ready if r.compute_mean_s is not None]
@@ -187,6 +192,10 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
     "between backward and optimizer (DDP gradient sync not overlapped)",
     ("ranks", "steps"),
     scope="ranks",
+    trigger=(
+        "ranks: even the rank that waits least spends >= 10% of its step in comm (explicit "
+        "collectives, DDP's all-reduce wait at the end of backward); cost: that share"
+    ),
 )
 def comm_bound(ev: RanksEvidence) -> Iterable[Finding]:
     ready = [r for r in ev.ready if r.step_mean_s]
@@ -226,6 +235,11 @@ def comm_bound(ev: RanksEvidence) -> Iterable[Finding]:
     "tables: backward kernels with large gaps (compute not overlapping the all-reduce)",
     ("ranks", "capture"),
     scope="ranks",
+    trigger=(
+        "ranks' captures: communication kernels >= 10% of a rank's GPU span, and < 50% of their "
+        "time overlapping compute kernels (HTA's ratio); cost: the exposed share, span share x "
+        "(1 - overlap), of the worst rank"
+    ),
 )
 def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
     worst: tuple[float, RankEvidence, float, float] | None = None
@@ -268,6 +282,11 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
     "in distributed training)",
     ("ranks", "gpu"),
     scope="ranks",
+    trigger=(
+        "ranks: every rank's GPU (>= 3 NVML samples) at >= 80% utilization, and communication "
+        ">= 10% of the work per step (median over ranks of the capture's communication kernel "
+        "share, else the comm phase's share of the step); always warn"
+    ),
 )
 def poor_scaling(ev: RanksEvidence) -> Iterable[Finding]:
     ready = [r for r in ev.ready if r.job.gpu is not None and r.job.gpu.samples >= MIN_GPU_SAMPLES]
