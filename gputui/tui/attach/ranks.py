@@ -306,7 +306,8 @@ class RanksScreen(Screen[object]):
         self._timer = self.set_interval(1.0 / REFRESH_HZ, self.refresh_view)
         if self.autostart:
             self._connect_worker()
-        self.refresh_view(force=True)
+        # is_mounted turns true only after on_mount returns: draw right after.
+        self.call_after_refresh(self.refresh_view, True)
 
     def on_unmount(self) -> None:
         if self._timer is not None:
@@ -342,7 +343,10 @@ class RanksScreen(Screen[object]):
         if feed.played_s == 0.0 and feed.finished is False:
             feed.connect(autoplay=False)
         feed.advance_to(seconds)
-        self.refresh_view(force=True)
+        if self.is_mounted:
+            self.refresh_view(force=True)
+        else:  # called before the screen was mounted: draw once it is
+            self.call_after_refresh(self.refresh_view, True)
 
     # -- refreshing ------------------------------------------------------------------------
     def _full(self) -> bool:
