@@ -252,22 +252,43 @@ def test_a_rank_that_exits(four: Torchrun, monkeypatch: pytest.MonkeyPatch) -> N
             snaps = [(link.state.snapshot(), link.hello) for link in feed.links]
             return ranks_model.summarize([rank_input(s, h) for s, h in snaps], feed.now())
 
-        def gone_and_waiting() -> ranks_model.RanksSummary | None:
+        first: list[ranks_model.RanksSummary] = []
+
+        def gone() -> ranks_model.RanksSummary | None:
             s = summary()
             states = {r.rank: r.state for r in s.rows}
-            done = states[3] == ranks_model.EXITED and all(
-                states[r] == ranks_model.STALLED for r in (0, 1, 2)
-            )
-            return s if done else None
+            if states[3] != ranks_model.EXITED:
+                return None
+            if not first:
+                first.append(s)
+            # Rank 3 left without its collectives: the others wait for it in
+            # the all-reduce until gloo sees its connections close and ends
+            # them too (how soon depends on the machine's load).
+            settled = all(states[r] in (ranks_model.STALLED, ranks_model.EXITED) for r in (0, 1, 2))
+            return s if settled else None
 
-        s = hookutil.wait_for(gone_and_waiting, 30, "rank 3 gone and the others waiting")
-        assert s.alert is not None
-        assert "rank 3 exited (the job is exiting)" in s.alert
-        assert "ranks 0,1,2 waiting in backward" in s.alert
+        s = hookutil.wait_for(gone, 30, "rank 3 gone and the others waiting or gone")
+        assert first[0].alert is not None
+        assert "rank 3 exited (the job is exiting)" in first[0].alert
+        assert s.alert is not None and "rank 3 exited (the job is exiting)" in s.alert
+        stalled = [r.rank for r in s.rows if r.state == ranks_model.STALLED]
+        if stalled == [0, 1, 2]:
+            assert "ranks 0,1,2 waiting in backward" in s.alert
+        elif stalled:
+            assert "waiting in backward" in s.alert
     finally:
         feed.close()
-    # Afterwards, the launcher's job has three ranks and says one of its four is gone.
-    report = four.gputui("attach", str(four.launcher), "--once", "--json")
-    assert len(report["ranks"]) == 3 and report["job"]["missing_ranks"] == 1
-    assert report["job"]["remote_ranks"] == 0
-    assert "1 of this node's 4 ranks have no hook socket" in report["job"]["missing_note"]
+    # Afterwards the launcher's pid reads the ranks left, and says how many of
+    # its four have gone; once gloo has ended them all, the job is gone and
+    # attach says so on one line.
+    out = hookutil.gputui(four.env, "attach", str(four.launcher), "--once", "--json")
+    if out.returncode == 0:
+        report = json.loads(out.stdout)
+        left = len(report["ranks"])
+        assert 1 <= left <= 3 and report["job"]["missing_ranks"] == 4 - left, report["job"]
+        assert report["job"]["remote_ranks"] == 0
+        note = report["job"]["missing_note"]
+        assert f"{4 - left} of this node's 4 ranks have no hook socket" in note
+    else:
+        assert out.returncode == 2, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
