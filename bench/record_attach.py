@@ -1,6 +1,8 @@
-"""Record an attach session with a hooked job: the live stream plus one capture.
+"""Record an attach session with a hooked job: the live stream plus one capture
+(and, with ``--memory-at``, one memory snapshot).
 
 Usage: python bench/record_attach.py PID -o attach.jsonl.gz [--seconds 40] [--capture-at 10]
+       [--memory-at 20 --memory-steps 8]
 Waits for the job's socket to appear (the hook opens it when training starts).
 """
 
@@ -11,7 +13,13 @@ import sys
 import time
 
 from gputui.collectors.attach_recording import AttachRecorder
-from gputui.collectors.hook_client import AttachError, CaptureResult, HookClient
+from gputui.collectors.hook_client import (
+    AttachError,
+    CaptureResult,
+    HookClient,
+    MemorySnapshotResult,
+    MemorySnapshotStatus,
+)
 
 
 def connect(pid: int, wait_s: float) -> HookClient:
@@ -32,32 +40,53 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=40.0)
     p.add_argument("--capture-at", type=float, default=10.0)
     p.add_argument("--capture-steps", type=int, default=5)
+    p.add_argument("--memory-at", type=float, default=None, help="ask for a memory snapshot")
+    p.add_argument("--memory-steps", type=int, default=8)
     p.add_argument("--note", default=None)
     args = p.parse_args()
     client = connect(args.pid, 120.0)
     recorder = AttachRecorder(args.output, client.hello_raw, args.pid, note=args.note)
     results: list[CaptureResult] = []
+    snapshots: list[object] = []
 
     def on_event(event: object) -> None:
         if isinstance(event, CaptureResult):
             results.append(event)
+        if isinstance(event, MemorySnapshotResult) or (
+            isinstance(event, MemorySnapshotStatus) and event.ended
+        ):
+            snapshots.append(event)
 
     client.start(on_event=on_event, on_raw=recorder.write)
     client.subscribe(history=2000, memory=True)
     start = time.monotonic()
     asked = False
+    memory_asked = args.memory_at is None
     while time.monotonic() - start < args.seconds:
         if not asked and time.monotonic() - start >= args.capture_at:
             client.request_capture(steps=args.capture_steps)
             asked = True
+        if not memory_asked and time.monotonic() - start >= args.memory_at:
+            client.request_memory_snapshot(args.memory_steps)
+            memory_asked = True
         time.sleep(0.2)
     client.close()
     recorder.close()
     print(
         f"recorded {recorder.count} messages; captures: "
-        + ", ".join(f"{len(r.kernels)} kernels, trace {r.trace_path}" for r in results),
+        + ", ".join(f"{len(r.kernels)} kernels, trace {r.trace_path}" for r in results)
+        + "".join(f"; memory snapshot: {_memory_line(m)}" for m in snapshots),
         file=sys.stderr,
     )
+
+
+def _memory_line(event: object) -> str:
+    if isinstance(event, MemorySnapshotResult):
+        top = event.growing[0].site if event.growing else None
+        grows = "none growing" if top is None else f"growing: {top.file}:{top.line}"
+        return f"{len(event.sites)} sites, {grows}, file {event.snapshot_path}"
+    assert isinstance(event, MemorySnapshotStatus)
+    return f"{event.state}: {event.reason}"
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ The attach views (``attach-*``) play the embedded attach recording
 (gputui/data/attach_demo.jsonl.gz: a real bf16 transformer training job on an
 H100) up to just after its profiler capture.  The rank views (``ranks-*``) play
 tests/samples/attach-ranks-v2.jsonl.gz, a real 2-rank DDP job on CPU recorded
-with bench/record_ranks.py, after its synchronized capture.
+with bench/record_ranks.py, after its synchronized capture.  The memory
+snapshot views (``memory-*``) need an attach recording that holds one
+(``--memory-recording FILE``, e.g. from ``bench/record_attach.py
+--memory-at``): played to its end, then key m.
 
 Without ``--replay``/``--synthetic`` it uses gputui/data/demo.jsonl.gz and falls back
 to synthetic data when that file is missing.  Each view plays up to five minutes
@@ -95,6 +98,12 @@ RANKS_VIEWS: dict[str, tuple[int, int]] = {
     "ranks-80x24": (80, 24),
 }
 
+#: name -> size of the memory snapshot views (with --memory-recording)
+MEMORY_VIEWS: dict[str, tuple[int, int]] = {
+    "memory-120x40": (120, 40),
+    "memory-80x24": (80, 24),
+}
+
 #: name -> (size, setup, ascii_only)
 VIEWS: dict[str, tuple[tuple[int, int], Setup, bool]] = {
     "main-120x40": ((120, 40), _nothing, False),
@@ -153,6 +162,26 @@ async def render_attach(args: argparse.Namespace, name: str, size: tuple[int, in
     return path
 
 
+async def render_memory(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.tui.attach import ReplayFeed, make_attach_app
+    from gputui.tui.attach.memory_view import MemoryScreen
+
+    feed = ReplayFeed.from_file(args.memory_recording)
+    banner = args.banner or f"RECORDING, not this machine: {args.memory_recording.name}"
+    app = make_attach_app(feed, banner=banner, autostart=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.attach_screen.replay_to()
+        await pilot.press("m")
+        while not isinstance(app.screen, MemoryScreen):
+            await pilot.pause(0.01)
+        await pilot.pause()
+        svg = app.export_screenshot(title=f"gputui {name}")
+    path = args.out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
 def to_png(svg_path: Path) -> Path | None:
     png = svg_path.with_suffix(".png")
     svg = svg_path.read_text().replace("Fira Code", PNG_FONT)
@@ -195,9 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--banner", help="the banner line (default: says what the data is)")
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots", help="output folder")
     parser.add_argument(
+        "--memory-recording",
+        type=Path,
+        metavar="FILE",
+        help="an attach recording holding a memory snapshot: render the memory-* views",
+    )
+    parser.add_argument(
         "--only",
         nargs="*",
-        choices=sorted([*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS]),
+        choices=sorted([*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *MEMORY_VIEWS]),
         help="render only these",
     )
     parser.add_argument(
@@ -231,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name not in args.only:
             continue
         svg = asyncio.run(render_ranks(args, name, size))
+        png = to_png(svg)
+        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    for name, size in MEMORY_VIEWS.items():
+        if args.memory_recording is None or (args.only and name not in args.only):
+            continue
+        svg = asyncio.run(render_memory(args, name, size))
         png = to_png(svg)
         print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
     return 0

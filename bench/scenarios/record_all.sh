@@ -26,6 +26,14 @@ args_for() {
     esac
 }
 
+# the attach session of the leaking job also takes a memory snapshot (key m's)
+attach_args_for() {
+    case $1 in
+    memory_growth) echo "--memory-at $((seconds / 4)) --memory-steps 8" ;;
+    *) echo "" ;;
+    esac
+}
+
 total=$(( (seconds + 14) * ${#scenarios[@]} + 10 ))
 $py -m gputui record -o "$work/monitor.jsonl.gz" --interval 0.5 --duration "$total" --quiet \
     --note "$gpu: planted-bottleneck scenarios ${scenarios[*]}" >"$work/logs/record.log" 2>&1 &
@@ -37,7 +45,8 @@ for s in "${scenarios[@]}"; do
     $py -m gputui run -- $py "$here/$s.py" --seconds "$seconds" $(args_for "$s") \
         >"$work/logs/$s.run.log" 2>&1 &
     job=$!
-    $py bench/record_attach.py "$job" -o "$work/attach/$s.jsonl.gz" \
+    # shellcheck disable=SC2046
+    $py bench/record_attach.py "$job" -o "$work/attach/$s.jsonl.gz" $(attach_args_for "$s") \
         --seconds $((seconds - 8)) --capture-at $((seconds / 2)) --capture-steps 3 \
         --note "$gpu: scenario $s" >"$work/logs/$s.attach.log" 2>&1
     wait "$job"

@@ -19,6 +19,7 @@ from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
 
@@ -265,6 +266,8 @@ class JobEvidence:
     #: read from a profiler trace (``gputui analyze``): its few steps are all
     #: there is, and every one of them was profiled
     from_trace: bool = False
+    #: the latest memory snapshot's summary (allocation sites, growing ones)
+    memory_snapshot: MemorySnapshotResult | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -311,6 +314,7 @@ def job_evidence(
     device_total_bytes: int | None = None,
     window: int = 1000,
     loader: LoaderInfo | None = None,
+    memory_snapshot: MemorySnapshotResult | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps."""
     recent = tuple(steps[-window:])
@@ -326,6 +330,7 @@ def job_evidence(
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),
         loader=loader,
+        memory_snapshot=memory_snapshot,
     )
 
 

@@ -32,6 +32,11 @@ from gputui.errors import GputuiError
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
 from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.fields import SchemaError
+from gputui.protocol.memsnap import (
+    MemorySnapshotRequest,
+    MemorySnapshotResult,
+    MemorySnapshotStatus,
+)
 from gputui.protocol.schema import (
     Bye,
     CaptureCancel,
@@ -62,6 +67,8 @@ __all__ = [
     "Invalid",
     "MemoryBatch",
     "MemorySample",
+    "MemorySnapshotResult",
+    "MemorySnapshotStatus",
     "Pong",
     "Status",
     "StepBatch",
@@ -139,6 +146,8 @@ Event = (
     | MemoryBatch
     | CaptureStatus
     | CaptureResult
+    | MemorySnapshotStatus
+    | MemorySnapshotResult
     | HookError
     | Pong
     | Invalid
@@ -158,7 +167,7 @@ def parse_event(msg: Mapping[str, Any]) -> Event | None:
         return None  # unknown, or a second hello (never sent): nothing to do
     if isinstance(decoded, Bye):
         return Disconnected("the job is exiting", clean=True)
-    if isinstance(decoded, (Subscribe, CaptureRequest, CaptureCancel, Ping)):
+    if isinstance(decoded, (Subscribe, CaptureRequest, CaptureCancel, Ping, MemorySnapshotRequest)):
         return Invalid(str(msg.get("type")), "a viewer's request sent by the hook")
     return decoded
 
@@ -279,7 +288,9 @@ class HookClient:
         return client
 
     # -- requests -------------------------------------------------------------------
-    def _send(self, msg: Subscribe | CaptureRequest | CaptureCancel | Ping) -> None:
+    def _send(
+        self, msg: Subscribe | CaptureRequest | CaptureCancel | Ping | MemorySnapshotRequest
+    ) -> None:
         frame = encode_message(msg)
         with self._send_lock:
             try:
@@ -317,6 +328,16 @@ class HookClient:
             )
         )
         return cid
+
+    def request_memory_snapshot(self, steps: int, max_entries: int | None = None) -> str:
+        """Ask for a memory snapshot of the next ``steps`` steps; returns its id
+        (MemorySnapshotStatus/MemorySnapshotResult events carry it)."""
+        sid = f"{os.getpid()}-m{next(self._ids)}"
+        request = MemorySnapshotRequest(id=sid, steps=int(steps))
+        if max_entries is not None:
+            request = MemorySnapshotRequest(id=sid, steps=int(steps), max_entries=int(max_entries))
+        self._send(request)
+        return sid
 
     def cancel_capture(self) -> None:
         self._send(CaptureCancel())

@@ -19,7 +19,7 @@ from gputui.commands import args as types
 from gputui.commands import attach_report as report
 from gputui.commands.tty import need_terminal
 from gputui.errors import GputuiError
-from gputui.protocol import messages
+from gputui.protocol import memsnap, messages
 
 #: the longest wait for a job's hello, whatever --timeout allows for a capture
 HELLO_TIMEOUT_S = 10.0
@@ -36,8 +36,9 @@ def register(subparsers: Any) -> None:
             "examples:\n"
             "  gputui attach 12345 --once               step statistics, memory\n"
             "  gputui attach 12345 --capture 5 --once   profile 5 steps, print top kernels\n"
+            "  gputui attach 12345 --memory-snapshot 5  allocation sites and leaks of 5 steps\n"
             "  gputui attach --inject 12345 --once      load the hook first (Python >= 3.14)\n"
-            "  gputui attach 12345                      the live screen (p: capture)\n"
+            "  gputui attach 12345                      the live screen (p: capture, m: memory)\n"
             "  gputui attach 12345 --record s.jsonl.gz  the live screen, saving the session\n"
             "  gputui attach --replay s.jsonl.gz        play a saved session\n"
             "  gputui attach --replay s.jsonl.gz --once the report of a saved session\n"
@@ -51,7 +52,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("pid", type=types.pid, nargs="?", help="process id of the job")
     parser.add_argument("--once", action="store_true", help="print a report and exit")
-    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="with --once or --memory-snapshot: print JSON"
+    )
     parser.add_argument(
         "--capture",
         type=types.integer(1, messages.CAPTURE_MAX_STEPS),
@@ -68,6 +71,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--shapes", action="store_true", help="capture: record input shapes")
     parser.add_argument("--stacks", action="store_true", help="capture: record Python stacks")
     parser.add_argument("--memory", action="store_true", help="capture: profile allocations")
+    parser.add_argument(
+        "--memory-snapshot",
+        type=types.integer(1, memsnap.MAX_STEPS),
+        metavar="N",
+        help=f"record CUDA allocation history for the next N steps, 1-{memsnap.MAX_STEPS}; "
+        "print allocation sites, growing ones, fragmentation and the snapshot file",
+    )
+    parser.add_argument(
+        "--memory-entries",
+        type=types.integer(memsnap.MIN_ENTRIES, memsnap.MAX_ENTRIES),
+        default=memsnap.DEFAULT_ENTRIES,
+        metavar="M",
+        help=f"with --memory-snapshot: allocator events kept, {memsnap.MIN_ENTRIES:,}-"
+        f"{memsnap.MAX_ENTRIES:,} ({memsnap.DEFAULT_ENTRIES:,})",
+    )
     parser.add_argument(
         "--window",
         type=types.integer(1, MAX_WINDOW),
@@ -121,12 +139,13 @@ DEMO_BANNER = "DEMO: a recording of a real training job on an H100, not this mac
 
 def main(args: argparse.Namespace) -> int:
     playing = args.replay is not None or args.demo
-    if args.json and not args.once:
-        raise GputuiError("gputui attach: --json needs --once")
+    if args.json and not args.once and args.memory_snapshot is None:
+        raise GputuiError("gputui attach: --json needs --once (or --memory-snapshot)")
     if playing:
         for flag, given in (
             ("a pid", args.pid is not None),
             ("--capture", args.capture is not None),
+            ("--memory-snapshot", args.memory_snapshot is not None),
             ("--inject", args.inject),
             ("--record", args.record is not None),
         ):
@@ -138,7 +157,10 @@ def main(args: argparse.Namespace) -> int:
         raise GputuiError("gputui attach: give the pid of a hooked job (or --demo, --replay FILE)")
     if args.record is not None and args.once:
         raise GputuiError("gputui attach: --record saves the live screen's session; drop --once")
-    if not args.once:
+    snapshot = args.memory_snapshot is not None
+    if snapshot and (args.capture is not None or args.record is not None):
+        raise GputuiError("gputui attach: --memory-snapshot runs alone (no --capture, --record)")
+    if not args.once and not snapshot:
         _need_terminal(f"gputui attach {args.pid} --once")
     if args.inject:
         from gputui.commands.inject import inject
@@ -154,6 +176,12 @@ def main(args: argparse.Namespace) -> int:
             return attach_ranks.main(args, job)
     client = HookClient.connect(args.pid, timeout=min(args.timeout, HELLO_TIMEOUT_S))
     try:
+        if snapshot:
+            from gputui.commands import attach_memory
+
+            return attach_memory.main(
+                client, args.memory_snapshot, args.memory_entries, args.timeout, args.json
+            )
         if not args.once:
             return run_live(client, args)
         return once(args, client)

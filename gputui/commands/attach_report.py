@@ -33,6 +33,7 @@ from gputui.collectors.hook_client import (
     Invalid,
     MemoryBatch,
     MemorySample,
+    MemorySnapshotResult,
     Status,
     StepBatch,
     StepRecord,
@@ -67,6 +68,7 @@ class Collected:
         self.gpu: list[DeviceSnapshot] = []
         #: why there are no GPU samples, when there are none
         self.gpu_note: str | None = None
+        self.memory_snapshot: MemorySnapshotResult | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
 
@@ -82,6 +84,8 @@ class Collected:
             del self.memory[:-MEMORY_POINTS]
         elif isinstance(event, CaptureResult):
             self.capture = event
+        elif isinstance(event, MemorySnapshotResult):
+            self.memory_snapshot = event
         elif isinstance(event, Disconnected):
             self.disconnected = event
         elif isinstance(event, HookError):
@@ -112,6 +116,7 @@ class Collected:
             device_total_bytes=None if device is None else device.total_memory_bytes,
             window=window,
             loader=None if status is None else status.loader,
+            memory_snapshot=self.memory_snapshot,
         )
         return analyze(ev)
 
@@ -268,9 +273,20 @@ def report_dict(
             "gpu_samples": len(got.gpu),
             "findings": [f.to_json() for f in got.findings(window)],
             "analysis_notes": got.analysis_notes(stats),
+            "memory_snapshot": _memory_snapshot(got.memory_snapshot),
             "problems": list(got.problems),
         }
     )
+
+
+def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | None:
+    """The latest memory snapshot, as ``attach --memory-snapshot --json`` prints it."""
+    if result is None:
+        return None
+    doc = result.to_wire()
+    doc.pop("v", None)
+    doc.pop("type", None)
+    return doc
 
 
 def _finite(obj: Any) -> Any:
@@ -354,6 +370,18 @@ def print_report(
         console.print(Text(line))
     if got.capture is not None:
         _print_capture(console, got.capture, Table, Text)
+    snap = got.memory_snapshot
+    if snap is not None:
+        about = Text(
+            f"memory snapshot steps {snap.first_step}..{snap.last_step}: "
+            f"{len(snap.growing)} growing allocation site(s)"
+        )
+        if snap.growing and snap.growing[0].site is not None:
+            top = snap.growing[0].site
+            about.append(f", top {fmt.clean(top.file)}:{top.line}")
+        if snap.snapshot_path:
+            about.append(f"; file {fmt.clean(snap.snapshot_path)}")
+        console.print(about)
     _print_findings(console, got.findings(window), got.analysis_notes(stats))
 
 

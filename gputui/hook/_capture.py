@@ -92,6 +92,8 @@ class CaptureController:
             return CaptureStatus(messages.CAPTURE_REFUSED, cid, "the hook is disabled")
         if self.armed is not None or self.state is not None:
             return CaptureStatus(messages.CAPTURE_BUSY, cid, "a capture is already in progress")
+        if self.recorder.on_boundary is not None:  # the step boundary is taken
+            return CaptureStatus(messages.CAPTURE_BUSY, cid, "a memory snapshot is in progress")
         if user_profiler_active(torch):
             return CaptureStatus(messages.CAPTURE_REFUSED, cid, _USER_PROFILER)
         self.requester = vid

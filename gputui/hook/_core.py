@@ -17,6 +17,7 @@ from gputui.hook._collect import StepCollector
 from gputui.hook._comm import CommTimer
 from gputui.hook._import_watch import TorchImportWatcher
 from gputui.hook._memory import MemorySampler
+from gputui.hook._memsnap import MemorySnapshotController
 from gputui.hook._outbox import Outbox
 from gputui.hook._recorder import Recorder
 from gputui.hook._ring import HISTORY
@@ -58,6 +59,12 @@ class Hook:
         self.comm = CommTimer(self.recorder, self.report_error)
         self.outbox = Outbox()
         self.capture = CaptureController(self.recorder, self.outbox.post, capture_every_s)
+        capture = self.capture
+        self.memsnap = MemorySnapshotController(
+            self.recorder,
+            self.outbox.post,
+            capture_busy=lambda: capture.armed is not None or capture.state is not None,
+        )
         self.collector = StepCollector(self.recorder)
         self.memory = MemorySampler()
         self.server: Server | None = None
@@ -109,6 +116,7 @@ class Hook:
                 status=self.status,
                 periodic=self.torch_hooks.recheck_roots,
                 report_error=self.report_error,
+                memsnap=self.memsnap,
             )
             server.start()
             self.server = server
@@ -130,6 +138,7 @@ class Hook:
     def uninstall(self) -> None:
         self.shutdown()
         self.recorder.disable()
+        self.memsnap.stop()
         if self.watcher is not None:
             try:
                 sys.meta_path.remove(self.watcher)

@@ -21,11 +21,13 @@ from typing import Any
 from gputui.hook._capture import CaptureController
 from gputui.hook._collect import StepCollector
 from gputui.hook._memory import MEMORY_PERIOD_S, MemorySampler
+from gputui.hook._memsnap import MemorySnapshotController
 from gputui.hook._outbox import Outbox
 from gputui.hook._recorder import Recorder
 from gputui.protocol import framing, messages, paths
 from gputui.protocol.capture import CaptureStatus
 from gputui.protocol.fields import SchemaError
+from gputui.protocol.memsnap import FAILED, MemorySnapshotRequest, MemorySnapshotStatus
 from gputui.protocol.schema import Bye, CaptureRequest, HookError, Pong, Subscribe
 from gputui.protocol.wire import decode
 
@@ -83,8 +85,10 @@ class Server:
         status: Callable[[], dict[str, Any]],
         periodic: Callable[[], None],
         report_error: Callable[[str, BaseException], None],
+        memsnap: MemorySnapshotController | None = None,
     ) -> None:
         self.path = path
+        self.memsnap = memsnap
         self.recorder = recorder
         self.collector = collector
         self.memory = memory
@@ -254,6 +258,8 @@ class Server:
         except OSError:
             pass
         self.capture.viewer_gone(viewer.id)
+        if self.memsnap is not None:
+            self.memsnap.viewer_gone(viewer.id)
 
     def _read(self, viewer: Viewer) -> None:
         try:
@@ -292,6 +298,10 @@ class Server:
                 cid = msg.get("id") if isinstance(msg.get("id"), str) else None
                 reply = CaptureStatus(messages.CAPTURE_FAILED, cid, f"invalid request: {exc}")
                 self._send(viewer, framing.encode_obj(reply.to_wire()))
+            elif kind == messages.MEMSNAP:  # so does the requester of a memory snapshot
+                cid = msg.get("id") if isinstance(msg.get("id"), str) else None
+                failed = MemorySnapshotStatus(FAILED, cid, f"invalid request: {exc}")
+                self._send(viewer, framing.encode_obj(failed.to_wire()))
             else:
                 error = HookError(f"invalid {kind} request: {exc}")
                 self._send(viewer, framing.encode_obj(error.to_wire()))
@@ -302,6 +312,9 @@ class Server:
             status = self.capture.request(viewer.id, request)
             if status is not None:
                 self._send(viewer, framing.encode_obj(status.to_wire()))
+        elif isinstance(request, MemorySnapshotRequest) and self.memsnap is not None:
+            armed = self.memsnap.request(viewer.id, request)
+            self._send(viewer, framing.encode_obj(armed.to_wire()))
         elif kind == messages.CAPTURE_CANCEL:
             status = self.capture.cancel(viewer.id)
             self._send(viewer, framing.encode_obj(status.to_wire()))
@@ -326,11 +339,14 @@ class Server:
         if viewer.want_memory and self.memory.samples:
             self._send(viewer, framing.encode(messages.MEMORY, samples=list(self.memory.samples)))
         self._send(viewer, framing.encode_obj(self.status()))
-        last = self.capture.last_result
-        if last is not None:
-            replay = dict(last)
-            replay["replay"] = True
-            self._send(viewer, framing.encode_obj(replay))
+        for last in (
+            self.capture.last_result,
+            None if self.memsnap is None else self.memsnap.last_result,
+        ):
+            if last is not None:
+                replay = dict(last)
+                replay["replay"] = True
+                self._send(viewer, framing.encode_obj(replay))
         self._send(viewer, framing.encode(messages.SYNCED, steps=backlog_steps))
         self.next_tick = min(self.next_tick, time.perf_counter() + TICK_S)
         self.period = TICK_S

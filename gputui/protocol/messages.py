@@ -26,17 +26,36 @@ CAPTURE_RESULT = "capture_result"  # reduced tables + Chrome trace path
 ERROR = "error"  # a request the hook could not serve; the connection stays open
 BYE = "bye"  # the job is exiting; the socket goes away next
 PONG = "pong"  # the answer to PING
+#: progress of a memory snapshot (``protocol.memsnap``): armed/recording/...
+MEMSNAP_STATUS = "memory_snapshot_status"
+#: a memory snapshot's summary and the path of torch's snapshot file
+MEMSNAP_RESULT = "memory_snapshot_result"
 
 # viewer -> hook
 SUBSCRIBE = "subscribe"  # {"history": n, "memory": bool}: start the live stream
 CAPTURE = "capture"  # {"steps": n, "warmup": k, "shapes", "stacks", "memory", "id"}
 CAPTURE_CANCEL = "capture_cancel"  # cancel an armed capture that has not started
 PING = "ping"  # answered with PONG; lets a viewer check the hook is responsive
+#: {"id", "steps", "max_entries"}: record CUDA allocation history for N steps
+MEMSNAP = "memory_snapshot"
 
 HOOK_TYPES = frozenset(
-    {HELLO, STEPS, SYNCED, STATUS, MEMORY, CAPTURE_STATUS, CAPTURE_RESULT, ERROR, BYE, PONG}
+    {
+        HELLO,
+        STEPS,
+        SYNCED,
+        STATUS,
+        MEMORY,
+        CAPTURE_STATUS,
+        CAPTURE_RESULT,
+        ERROR,
+        BYE,
+        PONG,
+        MEMSNAP_STATUS,
+        MEMSNAP_RESULT,
+    }
 )
-VIEWER_TYPES = frozenset({SUBSCRIBE, CAPTURE, CAPTURE_CANCEL, PING})
+VIEWER_TYPES = frozenset({SUBSCRIBE, CAPTURE, CAPTURE_CANCEL, PING, MEMSNAP})
 
 # -- phases ---------------------------------------------------------------------------------
 #: The phases the hook finds without user code.  User-named phases (``phase("x")``)

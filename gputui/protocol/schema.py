@@ -10,8 +10,9 @@ so the shape of a message is written down once.
 Wire keys are kept as the first protocol version sent them (recordings of that
 version still replay); Python names add units where the wire is terse.  This
 module gathers them all; they are defined by kind in ``hello`` (hello, status),
-``steps`` (steps, memory), ``capture`` (capture progress and result) and
-``requests`` (the viewer's requests and the hook's small replies).
+``steps`` (steps, memory), ``capture`` (capture progress and result),
+``memsnap`` (memory snapshots) and ``requests`` (the viewer's requests and the
+hook's small replies).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ from gputui.protocol.hello import (
     Hello,
     LoaderInfo,
     Status,
+)
+from gputui.protocol.memsnap import (
+    MemorySnapshotRequest,
+    MemorySnapshotResult,
+    MemorySnapshotStatus,
 )
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.requests import (
@@ -65,6 +71,9 @@ __all__ = [
     "LoaderInfo",
     "MemoryBatch",
     "MemorySample",
+    "MemorySnapshotRequest",
+    "MemorySnapshotResult",
+    "MemorySnapshotStatus",
     "Ping",
     "Pong",
     "SchemaError",

@@ -17,6 +17,11 @@ from gputui.protocol import messages as m
 from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.framing import encode_obj
 from gputui.protocol.hello import Hello, Status
+from gputui.protocol.memsnap import (
+    MemorySnapshotRequest,
+    MemorySnapshotResult,
+    MemorySnapshotStatus,
+)
 from gputui.protocol.requests import (
     Bye,
     CaptureCancel,
@@ -40,9 +45,11 @@ HookMessage = (
     | HookError
     | Pong
     | Bye
+    | MemorySnapshotStatus
+    | MemorySnapshotResult
 )
 #: what a viewer sends
-ViewerMessage = Subscribe | CaptureRequest | CaptureCancel | Ping
+ViewerMessage = Subscribe | CaptureRequest | CaptureCancel | Ping | MemorySnapshotRequest
 Message = HookMessage | ViewerMessage
 
 _DECODERS: dict[str, Callable[[Any, str], Any]] = {
@@ -60,6 +67,9 @@ _DECODERS: dict[str, Callable[[Any, str], Any]] = {
     m.CAPTURE: CaptureRequest.from_wire,
     m.CAPTURE_CANCEL: CaptureCancel.from_wire,
     m.PING: Ping.from_wire,
+    m.MEMSNAP: MemorySnapshotRequest.from_wire,
+    m.MEMSNAP_STATUS: MemorySnapshotStatus.from_wire,
+    m.MEMSNAP_RESULT: MemorySnapshotResult.from_wire,
 }
 
 

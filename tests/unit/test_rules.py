@@ -11,6 +11,7 @@ from gputui.analysis import engine
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
+from tests.helpers import memsnap
 from tests.helpers.evidence import (
     GIB,
     capture,
@@ -90,6 +91,10 @@ CASES: dict[str, tuple[Factory, Factory]] = {
     "steps.coarse_phases": (
         lambda: evidence(phases_coarse=True),
         lambda: evidence(phases_coarse=False),
+    ),
+    "memory.leak_site": (
+        lambda: evidence(memory_snapshot=memsnap.result(memsnap.planted_leak())),
+        lambda: evidence(memory_snapshot=memsnap.result(memsnap.planted_leak(leak=False))),
     ),
     "memory.growth": (
         lambda: evidence(mem=leak(8 * 2**20)),

@@ -1,5 +1,6 @@
 """Rules over device memory: growth, nearly full, allocator retries and OOMs,
-fragmentation, allocations inside the loop."""
+fragmentation, allocations inside the loop, and the allocation sites a memory
+snapshot found growing."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import CRIT, INFO, WARN
+from gputui.protocol.memsnap import AllocSite
 
 #: peak memory over this share of the device (TensorBoard's advice threshold)
 NEAR_FULL = 0.90
@@ -198,5 +200,69 @@ def malloc_in_loop(ev: JobEvidence) -> Iterable[Finding]:
             "avoid empty_cache() in the loop",
             "a new capture shows no cudaMalloc/cudaFree between steps",
             share=share,
+        )
+    ]
+
+
+def site_label(site: AllocSite | None) -> str:
+    """``file.py:42 (function)`` of an allocation site, the file by its name only
+    (the full path is in the snapshot view); untrusted text, cleaned where shown."""
+    if site is None:
+        return "allocations with no Python frame (autograd's backward or C++ code)"
+    name = site.file.replace("\\", "/").rsplit("/", 1)[-1] or site.file
+    return f"{name}:{site.line}" + (f" ({site.function})" if site.function else "")
+
+
+@rule(
+    "memory.leak_site",
+    "memory",
+    "bottleneck tables: memory grows over time (a leak); PyTorch's memory snapshots "
+    "(_record_memory_history, memory_viz) show which allocations stay alive",
+    ("snapshot",),
+)
+def leak_site(ev: JobEvidence) -> Iterable[Finding]:
+    snap = ev.memory_snapshot
+    if snap is None or not snap.growing:
+        return []
+    top = snap.growing[0]
+    window = ""
+    if snap.first_step is not None and snap.last_step is not None:
+        window = f" of steps {snap.first_step}..{snap.last_step}"
+    kept = top.live_count[-1] if top.live_count else None
+    evidence = (
+        f"a memory snapshot{window}: allocations from {site_label(top.site)} stayed alive and "
+        f"grew at the step boundaries, +{fmt.size(top.per_step_bytes)} per step"
+        + (f" ({kept} kept at the end)" if kept else "")
+    )
+    others = snap.growing[1:]
+    if others:
+        evidence += "; also growing: " + ", ".join(site_label(g.site) for g in others[:2])
+        if len(others) > 2:
+            evidence += f" and {len(others) - 2} more"
+    severity = WARN
+    rate = sum(g.per_step_bytes for g in snap.growing)
+    total = _total(ev)
+    steps_per_s = ev.stats.steps_per_s
+    reserved = ev.memory.reserved if ev.memory is not None else None
+    if reserved is None and snap.fragmentation is not None:
+        reserved = snap.fragmentation.reserved_bytes
+    if total and steps_per_s and rate > 0 and reserved is not None:
+        seconds = max(0, total - reserved) / (rate * steps_per_s)
+        evidence += f"; at this rate the device is full in about {fmt.duration(seconds)}"
+        if seconds < OOM_SOON_S:
+            severity = CRIT
+    where = "" if top.site is None else f" (at {site_label(top.site)})"
+    return [
+        finding(
+            ev,
+            "memory.leak_site",
+            "allocations from one site survive every step and keep growing",
+            evidence,
+            "stop keeping references to tensors across steps, e.g. loss.item() / .detach()"
+            f"{where}: store Python numbers (or detached CPU copies) in lists, logs and "
+            "caches instead of the step's tensors, which keep their memory and their graph",
+            "a new memory snapshot (m on the attach screen, or gputui attach PID "
+            "--memory-snapshot N) lists no growing allocation",
+            severity=severity,
         )
     ]

@@ -50,6 +50,9 @@ class AttachFeed(Protocol):
     def request_capture(self, steps: int) -> str:
         """Ask for a profiler capture; returns its id (raises GputuiError)."""
 
+    def request_memory_snapshot(self, steps: int) -> str:
+        """Ask for a memory snapshot; returns its id (raises GputuiError)."""
+
     def close(self) -> None: ...
 
 
@@ -168,6 +171,12 @@ class LiveFeed:
         if client is None:
             raise AttachError("gputui attach: not connected")
         return client.request_capture(steps=steps, warmup=1)
+
+    def request_memory_snapshot(self, steps: int) -> str:
+        client = self._live
+        if client is None:
+            raise AttachError("gputui attach: not connected")
+        return client.request_memory_snapshot(steps)
 
     def close(self) -> None:
         with self._lock:
@@ -317,6 +326,9 @@ class ReplayFeed:
 
     def request_capture(self, steps: int) -> str:
         raise GputuiError("this is a recording: captures need a live job")
+
+    def request_memory_snapshot(self, steps: int) -> str:
+        raise GputuiError("this is a recording: memory snapshots need a live job")
 
     def _halt(self) -> None:
         self._stop.set()

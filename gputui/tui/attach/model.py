@@ -41,6 +41,8 @@ from gputui.collectors.hook_client import (
     Invalid,
     MemoryBatch,
     MemorySample,
+    MemorySnapshotResult,
+    MemorySnapshotStatus,
     Status,
     StepBatch,
     StepRecord,
@@ -84,6 +86,10 @@ class StateSnapshot:
     gpu: tuple[DeviceSnapshot, ...] = ()
     #: why there are no GPU samples (no driver, a CPU job, GPU not found)
     gpu_reason: str | None = None
+    #: the latest memory snapshot's progress and result (key m)
+    memsnap_status: MemorySnapshotStatus | None = None
+    memsnap: MemorySnapshotResult | None = None
+    memsnap_wanted: str | None = None
 
 
 class AttachState:
@@ -120,6 +126,9 @@ class AttachState:
             self._gpu_reason: str | None = None
             self._connect_error: str | None = None
             self._connecting = False
+            self._memsnap_status: MemorySnapshotStatus | None = None
+            self._memsnap: MemorySnapshotResult | None = None
+            self._memsnap_wanted: str | None = None
 
     @property
     def version(self) -> int:
@@ -156,6 +165,17 @@ class AttachState:
             self._capture_wanted = capture_id
             self._version += 1
 
+    def set_memsnap_wanted(self, snapshot_id: str | None) -> None:
+        """This viewer asked for snapshot ``snapshot_id`` (its answer may already be
+        here: the reader thread can deliver it before the request call returns)."""
+        with self._lock:
+            status, result = self._memsnap_status, self._memsnap
+            answered = (result is not None and result.id == snapshot_id) or (
+                status is not None and status.id == snapshot_id and status.ended
+            )
+            self._memsnap_wanted = None if answered else snapshot_id
+            self._version += 1
+
     def add(self, event: Event) -> None:
         """Take one event (called on the reader thread)."""
         self._add(event)
@@ -186,11 +206,20 @@ class AttachState:
                 self._capture = event
                 if event.id == self._capture_wanted:
                     self._capture_wanted = None
+            elif isinstance(event, MemorySnapshotStatus):
+                self._memsnap_status = event
+                if event.ended and event.id == self._memsnap_wanted:
+                    self._memsnap_wanted = None  # refused: no result will come
+            elif isinstance(event, MemorySnapshotResult):
+                self._memsnap = event
+                if event.id == self._memsnap_wanted:
+                    self._memsnap_wanted = None
             elif isinstance(event, Synced):
                 self._synced = True
             elif isinstance(event, Disconnected):
                 self._disconnected = event
                 self._capture_wanted = None
+                self._memsnap_wanted = None
             elif isinstance(event, HookError):
                 self._hook_messages.append(event.error)
             elif isinstance(event, Invalid):
@@ -221,6 +250,9 @@ class AttachState:
                 connecting=self._connecting,
                 gpu=tuple(self._gpu),
                 gpu_reason=self._gpu_reason,
+                memsnap_status=self._memsnap_status,
+                memsnap=self._memsnap,
+                memsnap_wanted=self._memsnap_wanted,
             )
 
 
@@ -385,6 +417,7 @@ def build_view(
         and previous is not None
         and previous.snap.capture is snap.capture
         and previous.snap.hello is snap.hello
+        and previous.snap.memsnap is snap.memsnap
     ):
         advice = previous.findings  # rules run with the statistics, once a second
     else:
@@ -422,6 +455,7 @@ def evidence(snap: StateSnapshot) -> JobEvidence:
         batch_size=None if status is None else status.batch_size,
         device_total_bytes=None if device is None else device.total_memory_bytes,
         loader=None if status is None else status.loader,
+        memory_snapshot=snap.memsnap,
     )
 
 

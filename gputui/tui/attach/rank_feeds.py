@@ -107,6 +107,14 @@ class RankFeed:
             raise GputuiError("this is a recording: captures need a live job")
         return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP)
 
+    def request_memory_snapshot(self, steps: int) -> str:
+        if not isinstance(self.parent, LiveRanksFeed):
+            raise GputuiError("this is a recording: memory snapshots need a live job")
+        client = self.link.client
+        if client is None:
+            raise GputuiError(f"gputui attach: {self.link.label} is not connected")
+        return client.request_memory_snapshot(steps)
+
     def close(self) -> None:
         """The rank view owns the connection: nothing to close here."""
 

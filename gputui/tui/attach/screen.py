@@ -29,6 +29,7 @@ from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
+from gputui.tui.attach.memory_view import MemoryScreen
 from gputui.tui.attach.model import AttachState, AttachView, build_view, capture_busy
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
@@ -55,6 +56,7 @@ class AttachScreen(Screen[object]):
         Binding("o", "toggle_table", "Kernels/ops"),
         Binding("r", "reconnect", "Reconnect"),
         Binding("f", "findings", "Findings"),
+        Binding("m", "memory", "Memory"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -297,6 +299,9 @@ class AttachScreen(Screen[object]):
             self.app.call_from_thread(self.notify, str(exc), severity="error")
             return
         self.state.set_capture_wanted(capture_id)
+
+    def action_memory(self) -> None:
+        self.app.push_screen(MemoryScreen(self.state, self.feed))
 
     def action_findings(self) -> None:
         findings = self.view.findings if self.view is not None else ()

@@ -1,0 +1,309 @@
+"""The attach screen's memory snapshot view (key m): a snapshot's progress, then
+what the job's allocator held and where it came from.
+
+Live, ``m`` asks the hook to record CUDA allocation history for the next
+:data:`SNAPSHOT_STEPS` steps (``s`` asks again); in a replay it shows the snapshot
+the recording holds.  The view is built from plain values (the protocol's frozen
+result) by :func:`memory_text`; every file and function name in it comes from
+the job and is cleaned before display.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer
+
+from gputui import fmt
+from gputui.analysis.rules.memory import site_label
+from gputui.errors import GputuiError
+from gputui.protocol import memsnap as ms
+from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
+from gputui.tui.attach.feeds import AttachFeed
+from gputui.tui.attach.model import AttachState, StateSnapshot
+from gputui.tui.render import bar, sparkline
+from gputui.tui.widgets.panels import BannerPanel
+from gputui.tui.widgets.text_panel import TextPanel
+
+SNAPSHOT_STEPS = 5
+REFRESH_S = 0.25
+MEMORY_VIZ = "https://pytorch.org/memory_viz"
+NO_FRAME = "(no Python frame: backward or C++)"
+
+
+def memsnap_busy(snap: StateSnapshot) -> bool:
+    """A snapshot asked for by this viewer, or under way for anyone, has no result yet."""
+    status = snap.memsnap_status
+    done = snap.memsnap is not None and status is not None and snap.memsnap.id == status.id
+    return bool(snap.memsnap_wanted) or (status is not None and status.active and not done)
+
+
+def progress(snap: StateSnapshot) -> tuple[str, str] | None:
+    """(style, line) on the snapshot under way, or on the last one that ended
+    without a result; None when there is nothing to say."""
+    status = snap.memsnap_status
+    if status is None or (snap.memsnap is not None and snap.memsnap.id == status.id):
+        if snap.memsnap_wanted:
+            return "yellow", "memory snapshot requested, waiting for the hook"
+        return None
+    state = status.state
+    if state == ms.ARMED:
+        return "yellow", "memory snapshot armed: the history starts at the next step boundary"
+    if state == ms.RECORDING:
+        last = snap.steps[-1].index if snap.steps else None
+        if status.steps is not None and status.step is not None and last is not None:
+            got = max(0, min(status.steps, last - status.step + 1))
+            return "yellow", (
+                f"recording allocation history: step {got}/{status.steps} (from step {status.step})"
+            )
+        return "yellow", f"recording allocation history from step {status.step}"
+    if state == ms.PROCESSING:
+        return "yellow", "processing: summarising the snapshot and writing its file in the job"
+    reason = f": {status.reason}" if status.reason else ""
+    return "red", f"memory snapshot {state}{reason}"
+
+
+def _site(site: AllocSite | None, width: int) -> str:
+    return fmt.middle(NO_FRAME if site is None else fmt.clean(site_label(site)), max(8, width))
+
+
+def _section(text: Text, title: str, note: str = "") -> None:
+    text.append("\n\n")
+    text.append(f" {title} ", style="bold reverse")
+    if note:
+        text.append(f"  {note}", style="dim")
+
+
+def memory_text(snap: StateSnapshot, width: int, ascii_only: bool, live: bool) -> Text:
+    """The whole view as one text: progress, then the latest snapshot's summary."""
+    width = max(40, width)
+    text = Text()
+    text.append(" Memory snapshot ", style="bold reverse")
+    keys = f"  s: snapshot {SNAPSHOT_STEPS} steps   esc: back" if live else "  esc: back"
+    text.append(keys, style="dim")
+    line = progress(snap)
+    if line is not None:
+        text.append("\n ")
+        text.append(fmt.clean(line[1]), style=line[0])
+    result = snap.memsnap
+    if result is None:
+        text.append("\n ")
+        if live:
+            text.append(
+                f"no memory snapshot yet: s records the allocation history of the next "
+                f"{SNAPSHOT_STEPS} steps (CUDA jobs)",
+                style="dim",
+            )
+        else:
+            text.append(
+                "this recording holds no memory snapshot (record one with --record and m)",
+                style="dim",
+            )
+        return text
+    _summary(text, result, width, ascii_only)
+    return text
+
+
+def _summary(text: Text, r: MemorySnapshotResult, width: int, ascii_only: bool) -> None:
+    window = f"steps {r.first_step}..{r.last_step}"
+    text.append("\n ")
+    text.append(f"{window} ({r.steps} steps) on device {r.device}", style="bold")
+    text.append(f", {r.alloc_count:,} allocations, {r.trace_entries:,} allocator events")
+    if r.replay:
+        text.append(" (taken before this viewer attached)", style="dim")
+    if r.truncated:
+        text.append("\n ring full: the oldest events were overwritten", style="yellow")
+    text.append(
+        f"\n cost: {_ms(r.stop_ms)} at the last step boundary; summary {_ms(r.summary_ms)} "
+        f"and file {_ms(r.dump_ms)} off the training thread",
+        style="dim",
+    )
+    if r.error:
+        text.append(f"\n failed: {fmt.clean(r.error)}", style="red")
+    frag = r.fragmentation
+    if frag is not None:
+        _section(text, "Allocator", f"{frag.segments} segments")
+        bar_w = max(10, min(40, width - 50))
+        used = frag.allocated_bytes / frag.reserved_bytes if frag.reserved_bytes else None
+        text.append("\n reserved ")
+        text.append_text(
+            bar(
+                used,
+                bar_w,
+                ascii_only,
+                style="cyan",
+                label=fmt.pct(None if used is None else used * 100),
+            )
+        )
+        text.append(
+            f" {fmt.size(frag.allocated_bytes)} allocated of {fmt.size(frag.reserved_bytes)}"
+        )
+        text.append(
+            f"\n free blocks in split segments: {frag.inactive_split_blocks} "
+            f"({fmt.size(frag.inactive_split_bytes)}), largest free block "
+            f"{fmt.size(frag.largest_inactive_bytes)}"
+            f"\n allocated before the window: {fmt.size(frag.before_window_bytes)}"
+        )
+    site_w = max(20, width - 46)
+    if not r.growth_checked:
+        _section(text, "Growing allocations")
+        text.append(
+            f"\n not judged: {r.boundaries} step boundaries found, "
+            f"{ms.MIN_GROWTH_BOUNDARIES + 1} needed",
+            style="yellow",
+        )
+    elif not r.growing:
+        _section(text, "Growing allocations")
+        text.append("\n none: no allocation site grew across the steps", style="green")
+    else:
+        _section(text, "Growing allocations", "alive at every step boundary, and growing")
+        text.append(f"\n {'site':<{site_w}} {'per step':>9} {'at boundaries':<16} {'kept':>5}")
+        for g in r.growing:
+            kept = g.live_count[-1] if g.live_count else 0
+            text.append("\n ")
+            text.append(f"{_site(g.site, site_w):<{site_w}}", style="bold red")
+            text.append(f" {'+' + fmt.size(g.per_step_bytes):>9} ")
+            spark = sparkline(
+                [float(v) for v in g.live_bytes],
+                16,
+                maximum=None,
+                ascii_only=ascii_only,
+                style="red",
+            )
+            text.append_text(spark)
+            text.append(f" {kept:>5}")
+        top = r.growing[0].site
+        if top is not None:
+            for frame in top.frames:
+                where = fmt.middle(fmt.clean(f"{frame.file}:{frame.line}"), max(20, width - 30))
+                text.append(f"\n   at {where} in {fmt.clean(frame.function, 60)}", style="dim")
+    if r.sites:
+        _section(text, "Top allocation sites", f"during the window, {r.site_count} sites")
+        text.append(f"\n {'site':<{site_w}} {'allocated':>10} {'count':>7} {'alive at end':>14}")
+        for s in r.sites[:10]:
+            alive = f"{fmt.size(s.live_bytes)} ({s.live_count})" if s.live_count else "-"
+            text.append(f"\n {_site(s.site, site_w):<{site_w}}")
+            text.append(f" {fmt.size(s.bytes):>10} {s.count:>7,} {alive:>14}")
+    if r.largest_blocks:
+        _section(text, "Largest live blocks")
+        for b in r.largest_blocks:
+            text.append(f"\n {fmt.size(b.bytes):>9} {fmt.clean(b.segment_type, 6):<6} ")
+            if b.in_window or b.site is not None:
+                text.append(_site(b.site, site_w))
+            else:
+                text.append("allocated before the window", style="dim")
+    for note in r.notes:
+        text.append(f"\n note: {fmt.clean(note)}", style="yellow")
+    text.append("\n\n file: ", style="bold")
+    if r.snapshot_path:
+        text.append(fmt.clean(r.snapshot_path))
+        text.append(f"\n       open it at {MEMORY_VIZ}", style="dim")
+    else:
+        text.append(fmt.clean(r.snapshot_error or "not written"), style="yellow")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+class MemoryPanel(TextPanel):
+    SELECTABLE = True  # users copy the snapshot's path from here
+
+    def __init__(self, state: AttachState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.state = state
+        self.live = True
+        self.ascii_only = False
+
+    def build(self, width: int) -> Text:
+        # Every redraw (a refresh, a resize) draws the state as it is now.
+        return memory_text(self.state.snapshot(), width, self.ascii_only, self.live)
+
+
+class MemoryScreen(Screen[object]):
+    """A memory snapshot: asked for on open when the job has none (live), and
+    shown as it progresses."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "snapshot", "Snapshot"),
+        Binding("escape,m,q", "close", "Back"),
+    ]
+    DEFAULT_CSS = """
+    MemoryScreen #mem-scroll { height: 1fr; }
+    MemoryScreen #mem-panel { padding: 0 1; }
+    """
+
+    def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
+        super().__init__()
+        self.state = state
+        self.feed = feed
+        self.autostart = autostart
+        self._version = -1
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield BannerPanel(id="mem-banner")  # a replay says so on every screen
+        with VerticalScroll(id="mem-scroll"):
+            yield MemoryPanel(self.state, id="mem-panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        panel = self.query_one(MemoryPanel)
+        panel.live = not self.feed.is_replay
+        panel.ascii_only = bool(getattr(self.app, "ascii_only", False))
+        self._timer = self.set_interval(REFRESH_S, self.refresh_view)
+        snap = self.state.snapshot()
+        if self.autostart and not self.feed.is_replay and snap.memsnap is None:
+            self.action_snapshot()
+        self.refresh_view(force=True)
+
+    def on_unmount(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+
+    def refresh_view(self, force: bool = False) -> None:
+        if not self.is_mounted:
+            return
+        version = self.state.version
+        if not force and version == self._version:
+            return
+        self._version = version
+        self.query_one(MemoryPanel).redraw()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "snapshot" and self.feed.is_replay:
+            return None
+        return True
+
+    def action_snapshot(self) -> None:
+        if self.feed.is_replay:
+            self.notify("this is a recording: memory snapshots need a live job", severity="warning")
+            return
+        snap = self.state.snapshot()
+        if snap.hello is None or snap.disconnected is not None:
+            self.notify("not connected", severity="warning")
+            return
+        if memsnap_busy(snap):
+            self.notify("a memory snapshot is already under way", severity="warning")
+            return
+        self._request_worker()
+
+    @work(thread=True, exclusive=True, group="attach-memsnap")
+    def _request_worker(self) -> None:
+        # A socket write: off the UI thread, like every other hook I/O.
+        try:
+            snapshot_id = self.feed.request_memory_snapshot(SNAPSHOT_STEPS)
+        except GputuiError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error")
+            return
+        self.state.set_memsnap_wanted(snapshot_id)
+
+    def action_close(self) -> None:
+        self.app.pop_screen()

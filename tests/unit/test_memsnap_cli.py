@@ -1,0 +1,85 @@
+"""The printed and JSON forms of a memory snapshot result (``attach --memory-snapshot``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputui.cli import main
+from gputui.commands import attach_memory
+from tests.helpers import memsnap as h
+
+EVIL = "/home/u/\x1b[2J\x1b]0;pwned\x07evil[bold]x[/bold].py"
+
+
+def hostile_leak() -> h.MemorySnapshotResult:
+    snap = h.Snapshot()
+    snap.marker()
+    for _ in range(4):
+        snap.alloc(2**20, h.user_stack(EVIL, 7, "keep\x1b[31m"))
+        snap.marker()
+    return h.result(snap.build(), snapshot_path="/tmp/\x1b[1mx.pickle", notes=("n\x1b[0m",))
+
+
+def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
+    result = h.result(h.planted_leak())
+    attach_memory.print_result(result, attach_memory.findings(result))
+    out = capsys.readouterr().out
+    assert "memory snapshot of job 4242, device 0: steps 100..104 (5 steps)" in out
+    assert "snapshot and off 38.2 ms at the last step boundary" in out
+    assert "growing allocations" in out and "leaky.py:42 (remember)" in out
+    assert "+4.0MiB" in out and "4.0MiB → 20.0MiB" in out
+    assert f"at {h.LEAK_FILE}:42 in remember" in out  # the stack of the top leak
+    assert "top allocation sites" in out and "model.py:30 (forward)" in out
+    assert "largest live blocks" in out and "allocated before the window" in out
+    assert "WARN allocations from one site survive" in out and "loss.item()" in out
+    assert "snapshot file: /home/u/.cache/gputui/memory/" in out and "memory_viz" in out
+
+
+def test_text_report_without_a_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    result = h.result(h.planted_leak(steps=2))
+    attach_memory.print_result(result, attach_memory.findings(result))
+    out = capsys.readouterr().out
+    assert "not judged" in out and "at least 3 steps" in out
+    clean = h.result(h.planted_leak(leak=False))
+    attach_memory.print_result(clean, attach_memory.findings(clean))
+    assert "growing allocations: none" in capsys.readouterr().out
+
+
+def test_job_text_is_cleaned_in_print_and_exact_in_json(capsys: pytest.CaptureFixture[str]) -> None:
+    result = hostile_leak()
+    found = attach_memory.findings(result)
+    attach_memory.print_result(result, found)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b" in out  # shown as a visible escape
+    assert "[bold]" in out  # not taken for markup
+    doc = attach_memory.json_doc(4242, result, found)
+    text = json.dumps(doc)
+    back = json.loads(text)
+    assert back["memory_snapshot"]["growing"][0]["site"]["file"] == EVIL
+    assert back["memory_snapshot"]["snapshot_path"] == "/tmp/\x1b[1mx.pickle"
+    assert "type" not in back["memory_snapshot"] and back["pid"] == 4242
+    assert [f["rule"] for f in back["findings"]] == ["memory.leak_site"]
+
+
+def test_replay_once_reports_the_recorded_snapshot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.jsonl.gz"
+    h.record_session(path)
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    top = doc["memory_snapshot"]["growing"][0]["site"]
+    assert (top["file"], top["line"]) == (h.LEAK_FILE, h.LEAK_LINE)
+    assert main(["attach", "--replay", str(path), "--once"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # (the report wraps at 80 columns)
+    assert "memory snapshot steps 100..104: 1 growing allocation site(s)" in out
+    assert f"top {h.LEAK_FILE}:{h.LEAK_LINE}" in out
+    # a recording without one still replays, with null in its place
+    old = tmp_path / "old.jsonl.gz"
+    h.record_session(old, with_snapshot=False)
+    assert main(["attach", "--replay", str(old), "--once", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_snapshot"] is None
