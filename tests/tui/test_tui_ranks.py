@@ -19,6 +19,7 @@ import pytest
 
 from gputui import cli
 from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
+from gputui.errors import GputuiError
 from gputui.tui.attach.rank_feeds import ReplayRanksFeed
 from gputui.tui.attach.ranks import AlertPanel, RankCapturePanel, RanksApp, RanksScreen
 from gputui.tui.attach.screen import AttachScreen
@@ -84,6 +85,8 @@ async def test_enter_opens_the_rank_and_escape_comes_back() -> None:
         assert rank.view is not None and rank.view.snap.hello is not None
         assert rank.view.snap.hello.rank == 1 and rank.state is screen.feed.links[1].state
         assert {d.name for d in rank.view.stats.phases} >= {"data", "comm", "backward"}
+        with pytest.raises(GputuiError, match="memory snapshots need a live job"):
+            rank.feed.request_memory_snapshot(5)
         await pilot.press("escape")
         await wait_for(pilot, lambda: the_app.screen is screen)
         assert screen.feed.links[1].state.snapshot().steps  # the rank's state stays
