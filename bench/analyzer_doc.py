@@ -3,9 +3,9 @@
     .venv/bin/python bench/analyzer_doc.py           # rewrite the generated sections
     .venv/bin/python bench/analyzer_doc.py --check   # exit 1 when the file is stale
 
-- ``rules``: one row per registered rule: its trigger and thresholds (the
-  registry's own words), what it said on the test case that fires it (evidence
-  and fix, run now), its source, and that test.
+- ``rules``: one row per registered rule (job, device and rank rules): its
+  trigger and thresholds (the registry's own words), what it said on the test
+  case that fires it (evidence and fix, run now), its source, and that test.
 - ``scenarios``: what the analyzer says about each planted-bottleneck job
   recorded on an H100 (tests/data/h100/, bench/scenarios/): the top findings
   with their cost and fix, computed now from the recordings.
@@ -51,16 +51,19 @@ def _cell(text: str) -> str:
 def _test_names() -> dict[str, str]:
     """rule id -> the test that fires it."""
     from tests.unit.test_monitor_findings import DEVICE_CASES
+    from tests.unit.test_rank_rules import CASES as RANK_CASES
     from tests.unit.test_rules import CASES
 
     names = {r: f"`test_rules.py::test_rule_fires[{r}]`" for r in CASES}
     names.update({r: "`test_monitor_findings.py::DEVICE_CASES`" for r in DEVICE_CASES})
+    names.update({r: f"`test_rank_rules.py::test_rank_rule_fires[{r}]`" for r in RANK_CASES})
     return names
 
 
 def _examples() -> dict[str, Finding]:
     """rule id -> what it says on its firing test case."""
     from tests.unit.test_monitor_findings import DEVICE_CASES
+    from tests.unit.test_rank_rules import CASES as RANK_CASES
     from tests.unit.test_rules import CASES
 
     out: dict[str, Finding] = {}
@@ -68,6 +71,8 @@ def _examples() -> dict[str, Finding]:
         out[rule_id] = next(f for f in engine.analyze(fires()) if f.rule == rule_id)
     for rule_id, case in DEVICE_CASES.items():
         out[rule_id] = next(f for f in device_findings(case()) if f.rule == rule_id)
+    for rule_id, (fires, _quiet) in RANK_CASES.items():
+        out[rule_id] = next(f for f in engine.analyze_ranks(fires()) if f.rule == rule_id)
     return out
 
 
@@ -76,7 +81,12 @@ def rules_section() -> str:
     examples = _examples()
     lines = []
     families = sorted({r.family for r in REGISTRY.values()})
-    for scope, title in (("job", "Job rules"), ("device", "Device rules (the monitor)")):
+    scopes = (
+        ("job", "Job rules"),
+        ("device", "Device rules (the monitor)"),
+        ("ranks", "Rank rules (the local ranks of a multi-rank job)"),
+    )
+    for scope, title in scopes:
         lines.append(f"### {title}\n")
         lines.append("| rule | fires when | says (on its test case) | fix | source | test |")
         lines.append("| --- | --- | --- | --- | --- | --- |")

@@ -18,6 +18,13 @@
    ``key_averages()`` route vs. our raw-event reduction on the same profile.
 3. 1,000 steps/s to a connected viewer: every record delivered, or the dropped
    count exact.
+
+``--ddp`` adds the MLP under DistributedDataParallel (one rank, gloo, in this
+process): the hook's blocks train a DDP model built after the hook was
+installed (its gradient all-reduce timed as "comm"), the other blocks a twin
+built before (DDP's own C++ all-reduce).  ``--tree PATH`` measures the gputui
+package of another checkout (before/after a change: see bench_hook_trees.py);
+``--interleaved-only`` skips the capture and throughput parts.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# --tree PATH: the gputui package of that checkout (read before importing it)
+TREE = Path(sys.argv[sys.argv.index("--tree") + 1]) if "--tree" in sys.argv[:-1] else REPO
+sys.path.insert(0, str(TREE))
 
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
@@ -66,7 +75,7 @@ print(json.dumps({"received": received, "missed": missed, "last": last}), flush=
 
 
 def start_viewer(target: int = -1) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(TREE))
     proc = subprocess.Popen(
         [sys.executable, "-c", VIEWER, str(os.getpid()), str(target)],
         env=env,
@@ -162,6 +171,43 @@ def mlp(device: torch.device, cpu: bool, layers: int) -> Workload:
     )
 
 
+class DdpPair(Workload):
+    """The MLP under DistributedDataParallel, twice: ``plain`` built before the
+    hook is installed (DDP's C++ all-reduce), ``timed`` after (the hook times
+    its all-reduce wait); ``use`` picks the one the next block trains."""
+
+    def __init__(self, base: Workload) -> None:
+        import copy
+        import socket
+
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not dist.is_initialized():
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            dist.init_process_group(
+                "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1
+            )
+        self.__dict__.update(base.__dict__)
+        self.name = f"ddp-{base.name}"
+        self._ddp = DistributedDataParallel
+        self._twin = copy.deepcopy(base.model)
+        self.plain = (DistributedDataParallel(base.model), self.opt)
+        self.timed: tuple[Any, Any] | None = None
+        self.model, self.opt = self.plain
+
+    def prepare_hooked(self) -> None:
+        if self.timed is None:
+            model = self._ddp(self._twin)
+            self.timed = (model, torch.optim.AdamW(model.parameters(), lr=1e-4))
+
+    def use(self, hooked: bool) -> None:
+        assert self.timed is not None
+        self.model, self.opt = self.timed if hooked else self.plain
+
+
 def transformer(device: torch.device, cpu: bool) -> Workload:
     d, layers, seq, batch = (64, 2, 32, 4) if cpu else (1024, 6, 512, 8)
     layer = torch.nn.TransformerEncoderLayer(
@@ -211,7 +257,7 @@ for _ in sys.stdin:
 
 
 def start_persistent_viewer() -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(TREE))
     proc = subprocess.Popen(
         [sys.executable, "-c", PERSISTENT_VIEWER, str(os.getpid())],
         env=env,
@@ -342,6 +388,10 @@ def interleaved(work: Workload, block: int, cycles: int, with_viewer: bool) -> d
     hook = gputui.hook.install()
     assert hook is not None
     th = hook.torch_hooks
+    pair = work if isinstance(work, DdpPair) else None
+    if pair is not None:
+        pair.prepare_hooked()
+        pair.use(True)
     viewer = None
     if with_viewer:
         viewer = start_persistent_viewer()
@@ -370,10 +420,14 @@ def interleaved(work: Workload, block: int, cycles: int, with_viewer: bool) -> d
                 else:
                     th.resume()
                     th.suspend()
+                if pair is not None:
+                    pair.use(mode == "hook")
                 per_block[mode].append(work.block(block))
         # The I/O thread's time per step, over a run of steps all hooked.
         server._tick = run_round  # type: ignore[method-assign]
         th.resume()
+        if pair is not None:
+            pair.use(True)
         # First the held steps (thousands) are replayed, and sent to the viewer:
         # not a steady-state cost, so a few rounds go by before measuring.
         settle = time.perf_counter() + 4 * IDLE_TICK_S
@@ -544,6 +598,9 @@ def main() -> int:
     p.add_argument("--mlp-block", type=int, default=5, help="MLP steps per block")
     p.add_argument("--tf-block", type=int, default=2, help="transformer steps per block")
     p.add_argument("--tf-cycles", type=int, default=40)
+    p.add_argument("--ddp", action="store_true", help="also the MLP under DDP (gloo, 1 rank)")
+    p.add_argument("--tree", help="measure the gputui package of this checkout")
+    p.add_argument("--interleaved-only", action="store_true", help="no capture, no throughput run")
     p.add_argument(
         "--install-blocks",
         action="store_true",
@@ -558,6 +615,7 @@ def main() -> int:
         "device": "cpu" if args.cpu else torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "python": sys.version.split()[0],
+        "tree": str(TREE),
     }
     m = mlp(device, args.cpu, args.mlp_layers)
     tf = transformer(device, args.cpu)
@@ -569,8 +627,20 @@ def main() -> int:
         interleaved(tf, args.tf_block, args.tf_cycles, with_viewer=False),
         interleaved(tf, args.tf_block, args.tf_cycles, with_viewer=True),
     ]
+    if args.ddp:
+        pair = DdpPair(mlp(device, args.cpu, args.mlp_layers))
+        pair.block(100)
+        results["interleaved"] += [
+            interleaved(pair, args.mlp_block, args.cycles, with_viewer=False),
+            interleaved(pair, args.mlp_block, args.cycles, with_viewer=True),
+        ]
     if args.install_blocks:
         results["overhead"] = [overhead(m, 30, 150), overhead(tf, 5, args.tf_cycles)]
+    if args.interleaved_only:
+        print(json.dumps(results["interleaved"]) if not args.out else "", end="")
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2))
+        return 0
     results["capture"] = capture(tf, device)
     results["rate_1000"] = rate(1000.0, 5.0)
     print(

@@ -6,10 +6,12 @@
 
 The attach views (``attach-*``) play the embedded attach recording
 (gputui/data/attach_demo.jsonl.gz: a real bf16 transformer training job on an
-H100) up to just after its profiler capture.  The memory snapshot views
-(``memory-*``) need an attach recording that holds one (``--memory-recording
-FILE``, e.g. from ``bench/record_attach.py --memory-at``): played to its end,
-then key m.
+H100) up to just after its profiler capture.  The rank views (``ranks-*``) play
+tests/samples/attach-ranks-v2.jsonl.gz, a real 2-rank DDP job on CPU recorded
+with bench/record_ranks.py, after its synchronized capture.  The memory
+snapshot views (``memory-*``) need an attach recording that holds one
+(``--memory-recording FILE``, e.g. from ``bench/record_attach.py
+--memory-at``): played to its end, then key m.
 
 Without ``--replay``/``--synthetic`` it uses gputui/data/demo.jsonl.gz and falls back
 to synthetic data when that file is missing.  Each view plays up to five minutes
@@ -85,6 +87,15 @@ ATTACH_BANNER = "DEMO - recording of a real training job on an H100, not this ma
 ATTACH_VIEWS: dict[str, tuple[int, int]] = {
     "attach-120x40": (120, 40),
     "attach-80x24": (80, 24),
+}
+
+#: the rank views: a recording of a real 2-rank job, at this second of it
+RANKS_RECORDING = ROOT / "tests" / "samples" / "attach-ranks-v2.jsonl.gz"
+RANKS_AT_S = 20.0
+RANKS_BANNER = "REPLAY of a 2-rank CPU job (gloo DDP), not this machine"
+RANKS_VIEWS: dict[str, tuple[int, int]] = {
+    "ranks-120x40": (120, 40),
+    "ranks-80x24": (80, 24),
 }
 
 #: name -> size of the memory snapshot views (with --memory-recording)
@@ -189,6 +200,22 @@ def to_png(svg_path: Path) -> Path | None:
     return None
 
 
+async def render_ranks(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.tui.attach.rank_feeds import ReplayRanksFeed
+    from gputui.tui.attach.ranks import RanksApp
+
+    feed = ReplayRanksFeed.from_file(RANKS_RECORDING)
+    app = RanksApp(feed, banner=RANKS_BANNER, autostart=False)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        app.ranks_screen.replay_to(RANKS_AT_S)
+        await pilot.pause()
+        svg = app.export_screenshot(title=f"gputui {name}")
+    path = args.out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group()
@@ -205,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="*",
-        choices=sorted([*VIEWS, *ATTACH_VIEWS, *MEMORY_VIEWS]),
+        choices=sorted([*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *MEMORY_VIEWS]),
         help="render only these",
     )
     parser.add_argument(
@@ -233,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name not in args.only:
             continue
         svg = asyncio.run(render_attach(args, name, size))
+        png = to_png(svg)
+        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    for name, size in RANKS_VIEWS.items():
+        if args.only and name not in args.only:
+            continue
+        svg = asyncio.run(render_ranks(args, name, size))
         png = to_png(svg)
         print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
     for name, size in MEMORY_VIEWS.items():

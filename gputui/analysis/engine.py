@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # The rule modules register their rules on import.
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY
-from gputui.analysis.rules import capture, device, gpu, memory, roofline, steps
+from gputui.analysis.rules import capture, device, gpu, memory, ranks, roofline, steps
 from gputui.analysis.rules.device import DeviceEvidence
 from gputui.analysis.severity import INFO, ORDER
 
 #: the modules whose rules the engine runs (imported above for that)
-RULE_MODULES = (capture, device, gpu, memory, roofline, steps)
+RULE_MODULES = (capture, device, gpu, memory, ranks, roofline, steps)
 
 
 def _run(rule_id: str, ev: object) -> list[Finding]:
@@ -49,6 +49,15 @@ def analyze(ev: JobEvidence, rules: Iterable[str] | None = None) -> list[Finding
     out: list[Finding] = []
     for rule_id in rules if rules is not None else job_rules():
         out.extend(_run(rule_id, ev))
+    return ranked(out)
+
+
+def analyze_ranks(ev: RanksEvidence) -> list[Finding]:
+    """Every rule about the ranks of a multi-rank job, ranked by what they cost."""
+    out: list[Finding] = []
+    for rule_id, r in REGISTRY.items():
+        if r.scope == "ranks":
+            out.extend(_run(rule_id, ev))
     return ranked(out)
 
 

@@ -18,11 +18,11 @@ from gputui.analysis import kernels
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
-from gputui.analysis.steps import StepStats, is_warmup, step_stats
+from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.memsnap import MemorySnapshotResult
-from gputui.protocol.messages import StepFlag
+from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
 
@@ -297,14 +297,16 @@ class JobEvidence:
         return next((d.mean for d in dists if d.name == name), None)
 
 
+#: flags of steps that do not say how the job normally runs (a plain int: the
+#: test runs once per step of every window, and IntFlag's & is a Python call)
+_NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE)
+
+
 def ordinary(steps: Sequence[StepRecord]) -> list[StepRecord]:
     """Steps that say how the job normally runs: not warm-up, not profiled,
     not captured into a CUDA graph."""
-    return [s for s in steps if not (s.flags & _NOT_ORDINARY) and not is_warmup(s.index)]
-
-
-# a plain int: IntFlag arithmetic per step costs more than the rest of the test
-_NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE)
+    skip, warmup = _NOT_ORDINARY, WARMUP_STEPS  # is_warmup(), inline
+    return [s for s in steps if not (s.flags & skip) and s.index >= warmup]
 
 
 def roofline_of(rows: Sequence[OpRow], roof: Roof | None) -> RooflineReport | None:
@@ -347,3 +349,67 @@ def job_evidence(
         memory_snapshot=memory_snapshot,
         roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
     )
+
+
+# -- the ranks of a multi-rank job --------------------------------------------------------------
+@dataclass(frozen=True)
+class RankEvidence:
+    """One local rank of a multi-rank job: its own evidence, and where it is."""
+
+    pid: int
+    job: JobEvidence
+    rank: int | None = None
+    local_rank: int | None = None
+    #: index of its newest finished step (None before the first)
+    last_step: int | None = None
+    #: False once it exited or its hook stopped answering
+    connected: bool = True
+    #: the phase it is in now and for how long (from its hook's status)
+    phase_now: str | None = None
+    phase_now_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
+    @property
+    def step_mean_s(self) -> float | None:
+        wall = self.job.stats.wall
+        return wall.mean if wall is not None else None
+
+    @property
+    def comm_mean_s(self) -> float:
+        """Mean seconds per step in collectives (0 when none was timed)."""
+        return self.job.phase_mean(COMM) or 0.0
+
+    @property
+    def compute_mean_s(self) -> float | None:
+        """Mean step time less the time spent waiting in collectives: what
+        this rank itself needs per step."""
+        step = self.step_mean_s
+        return None if step is None else max(0.0, step - self.comm_mean_s)
+
+
+@dataclass(frozen=True)
+class RanksEvidence:
+    """The local ranks of one multi-rank job (ordered by rank)."""
+
+    ranks: tuple[RankEvidence, ...]
+    world_size: int | None = None
+
+    @property
+    def missing(self) -> int:
+        """Ranks of the job not seen here (other nodes)."""
+        world = self.world_size
+        return 0 if world is None else max(0, world - len(self.ranks))
+
+    @property
+    def ready(self) -> tuple[RankEvidence, ...]:
+        """Ranks with enough ordinary steps for rules about steps."""
+        return tuple(r for r in self.ranks if r.job.enough_steps)
+
+    @property
+    def step_s(self) -> float | None:
+        """The job's typical step: the median over ranks of their median step."""
+        steps = [r.job.step_s for r in self.ready if r.job.step_s]
+        return statistics.median(steps) if steps else None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 
@@ -40,8 +40,9 @@ class Rule:
     #: the evidence it needs: "steps", "memory", "capture", "gpu", "ranks",
     #: "snapshot" (for the docs)
     needs: tuple[str, ...]
-    #: "job" (over JobEvidence: attach, analyze) or "device" (over DeviceEvidence:
-    #: the monitor, one GPU at a time)
+    #: "job" (over JobEvidence: attach, analyze), "device" (over DeviceEvidence:
+    #: the monitor, one GPU at a time) or "ranks" (over RanksEvidence: the local
+    #: ranks of a multi-rank job)
     scope: str = "job"
     #: when it fires, with its thresholds, in words (docs/analyzer.md)
     trigger: str = ""
@@ -82,7 +83,7 @@ def severity_of(impact_pct: float | None, floor: Severity = INFO) -> Severity:
 
 
 def finding(
-    ev: JobEvidence,
+    ev: JobEvidence | RanksEvidence,
     rule_id: str,
     title: str,
     evidence: str,

@@ -6,6 +6,11 @@ line 2 the hook's hello; then ``{"t": seconds_since_start, "msg": {...}}`` per
 message.  Replaying feeds the same messages through ``hook_client.parse_event``,
 so the attach screen sees exactly what it saw live.  Recordings are written
 0600 and read as a bounded stream (``gputui.collectors.recording_io``).
+
+A session with several ranks of one job is version 2: the header adds
+``"ranks": [pid, ...]`` (one stream per connection, in that order), line 2 is
+stream 0's hello, and a message line of another stream carries ``"s": k``; the
+first message of stream k is its hello.  Version 1 files read as before.
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ from gputui.fmt import clean
 from gputui.model import UNIX_TIME_MAX_S, DeviceSnapshot
 
 ATTACH_RECORDING_TYPE = "gputui-attach-recording"
-VERSION = 1
+#: the newest version this gputui reads and writes (2: several ranks' streams)
+VERSION = 2
+#: what a one-connection session is written as (readable by older gputui)
+SINGLE_VERSION = 1
+#: the most streams (ranks) one recording may hold
+MAX_STREAMS = 1024
 #: a message of the recording's own: the job's GPU as the viewer sampled it
 GPU_SAMPLE = "gpu_sample"
 #: the most an attach recording may hold, decompressed: about two hours of a busy
@@ -51,6 +61,9 @@ class AttachRecording:
     hello: dict[str, Any]
     #: (seconds since the recording started, message)
     messages: list[tuple[float, dict[str, Any]]]
+    #: a multi-rank session: every stream as a recording of its own (stream 0,
+    #: which the fields above describe, first); () for one connection
+    ranks: tuple[AttachRecording, ...] = ()
 
 
 class AttachRecorder:
@@ -62,7 +75,10 @@ class AttachRecorder:
         hello: Mapping[str, Any],
         pid: int,
         note: str | None = None,
+        ranks: list[int] | None = None,
     ) -> None:
+        """``ranks``: the pids of a multi-rank session's streams, stream 0 (whose
+        hello this is) first; their hellos are written with ``write(msg, k)``."""
         # 0600: the messages hold command lines and captures
         raw = open_private(path)  # closed in close()
         self._raw = raw
@@ -70,30 +86,35 @@ class AttachRecorder:
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self.count = 0
-        header = {
+        header: dict[str, Any] = {
             "type": ATTACH_RECORDING_TYPE,
-            "version": VERSION,
+            "version": SINGLE_VERSION if ranks is None else VERSION,
             "created_s": time.time(),
             "pid": pid,
             "note": note,
         }
+        if ranks is not None:
+            header["ranks"] = list(ranks)
         self._line(header)
         self._line(dict(hello))
 
     def _line(self, obj: Any) -> None:
         self._file.write((json.dumps(obj, separators=(",", ":")) + "\n").encode())
 
-    def write(self, msg: Mapping[str, Any]) -> None:
+    def write(self, msg: Mapping[str, Any], stream: int = 0) -> None:
+        line: dict[str, Any] = {"t": round(time.monotonic() - self._start, 4), "msg": dict(msg)}
+        if stream:
+            line["s"] = stream
         with self._lock:
             if self._file.closed:
                 return
-            self._line({"t": round(time.monotonic() - self._start, 4), "msg": dict(msg)})
+            self._line(line)
             self.count += 1
 
-    def write_gpu(self, device: DeviceSnapshot) -> None:
+    def write_gpu(self, device: DeviceSnapshot, stream: int = 0) -> None:
         """One sample of the job's GPU, as the viewer saw it (a message of the
         recording's own, type ``gpu_sample``: hooks never send it)."""
-        self.write({"v": 1, "type": GPU_SAMPLE, "device": to_json(device)})
+        self.write({"v": 1, "type": GPU_SAMPLE, "device": to_json(device)}, stream)
 
     def close(self) -> None:
         with self._lock:
@@ -147,27 +168,68 @@ def _parse(reader: LineReader) -> AttachRecording:
         hello = None
     if not isinstance(hello, dict) or hello.get("type") != "hello":
         raise RecordingError(f"{name}: the recording has no hello message")
-    messages: list[tuple[float, dict[str, Any]]] = []
+    pids = _stream_pids(header, name) if version >= 2 else None
+    streams: list[list[tuple[float, dict[str, Any]]]] = [[] for _ in pids or [0]]
     for number, line in lines:
         try:
             item = load_message_line(line)
         except ValueError:
             item = None
         message = _message(item)
-        if message is None:
+        stream = _stream(item, len(streams))
+        if message is None or stream is None:
             if not reader.complete:
                 break  # a cut-off last line
             raise RecordingError(f"{name}: line {number} is not a recorded message")
-        messages.append(message)
+        streams[stream].append(message)
     pid = header.get("pid")
     note = header.get("note")
-    return AttachRecording(
+    created = _in_range(header.get("created_s"), 0.0, UNIX_TIME_MAX_S)
+    note = note if isinstance(note, str) and len(note) <= 4096 else None
+    main = AttachRecording(
         pid=pid if isinstance(pid, int) and _in_range(pid, 1, MAX_PID) is not None else None,
-        note=note if isinstance(note, str) and len(note) <= 4096 else None,
-        created_s=_in_range(header.get("created_s"), 0.0, UNIX_TIME_MAX_S),
+        note=note,
+        created_s=created,
         hello=hello,
-        messages=messages,
+        messages=streams[0],
     )
+    if pids is None:
+        return main
+    ranks = [main]
+    for k in range(1, len(streams)):
+        # A stream's hello is its first message; one never connected has none.
+        messages = streams[k]
+        start = next((i for i, (_t, m) in enumerate(messages) if m.get("type") == "hello"), None)
+        if start is None:
+            continue
+        ranks.append(
+            AttachRecording(pids[k], note, created, messages[start][1], messages[start + 1 :])
+        )
+    return AttachRecording(main.pid, note, created, hello, streams[0], tuple(ranks))
+
+
+def _stream_pids(header: Mapping[str, Any], name: str) -> list[int]:
+    """A version-2 header's stream pids."""
+    pids = header.get("ranks")
+    if (
+        not isinstance(pids, list)
+        or not 1 <= len(pids) <= MAX_STREAMS
+        or not all(isinstance(p, int) and not isinstance(p, bool) for p in pids)
+        or not all(1 <= p <= MAX_PID for p in pids)
+    ):
+        raise RecordingError(f"{name}: the header's ranks are not a list of pids")
+    return list(pids)
+
+
+def _stream(item: Any, streams: int) -> int | None:
+    """The stream a message line belongs to (``"s"``, 0 when absent), or None
+    when it names no stream of the recording."""
+    if not isinstance(item, dict):
+        return None
+    stream = item.get("s", 0)
+    if isinstance(stream, bool) or not isinstance(stream, int) or not 0 <= stream < streams:
+        return None
+    return stream
 
 
 def gpu_sample(msg: Mapping[str, Any]) -> DeviceSnapshot | None:

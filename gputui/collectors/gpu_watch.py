@@ -124,3 +124,83 @@ def _nvml_collector() -> Any:
     from gputui.collectors.nvml import NvmlCollector
 
     return NvmlCollector()
+
+
+class GpuWatches:
+    """The GPUs of several ranks, sampled together: one NVML pass a second for
+    all of them (a watch per rank would sample every GPU once per rank), each
+    sample handed to the callbacks of the ranks on that GPU (by UUID)."""
+
+    def __init__(
+        self,
+        interval_s: float = INTERVAL_S,
+        open_collector: Callable[[], Any] | None = None,
+    ) -> None:
+        self.interval_s = max(0.1, interval_s)
+        self._open = open_collector or _nvml_collector
+        self._targets: list[
+            tuple[str, Callable[[DeviceSnapshot], None], Callable[[str | None], None]]
+        ] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(
+        self,
+        uuid: str | None,
+        on_sample: Callable[[DeviceSnapshot], None],
+        on_reason: Callable[[str | None], None],
+    ) -> None:
+        """Watch ``uuid`` for one rank (None: the rank uses no CUDA device)."""
+        if uuid is None:
+            on_reason("the job uses no CUDA device")
+            return
+        with self._lock:
+            self._targets.append((uuid, on_sample, on_reason))
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="gputui-gpu-watches", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+    def _tell(self, reason: str) -> None:
+        with self._lock:
+            targets = list(self._targets)
+        for _uuid, _sample, on_reason in targets:
+            on_reason(reason)
+
+    def _run(self) -> None:
+        try:
+            collector = self._open()
+        except NvmlUnavailable as exc:
+            self._tell(str(exc).split(";")[0])
+            return
+        except Exception as exc:
+            self._tell(f"cannot read the GPU: {type(exc).__name__}: {exc}")
+            return
+        try:
+            while not self._stop.is_set():
+                devices = {d.uuid: d for d in collector.sample().devices if d.uuid}
+                with self._lock:
+                    targets = list(self._targets)
+                for uuid, on_sample, on_reason in targets:
+                    device = devices.get(uuid)
+                    if device is None:
+                        on_reason(f"no GPU with UUID {uuid} on this machine")
+                    else:
+                        on_reason(None)
+                        on_sample(device)
+                self._stop.wait(self.interval_s)
+        except Exception as exc:
+            self._tell(f"GPU sampling stopped: {type(exc).__name__}: {exc}")
+        finally:
+            try:
+                collector.close()
+            except Exception:
+                pass

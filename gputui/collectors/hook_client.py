@@ -321,11 +321,15 @@ class HookClient:
         stacks: bool = False,
         memory: bool = False,
         flops: bool = False,
+        start_step: int | None = None,
+        capture_id: str | None = None,
     ) -> str:
-        """Ask for a profiler capture of the next ``steps`` steps; returns its id
-        (CaptureStatus/CaptureResult events carry it).  ``flops`` adds torch's FLOP
-        counts and shapes, and the result's op rows (the roofline)."""
-        cid = f"{os.getpid()}-{next(self._ids)}"
+        """Ask for a profiler capture of the next ``steps`` steps (from step
+        ``start_step`` on, when given: every rank of a job profiles the same
+        steps); returns its id (CaptureStatus/CaptureResult events carry it).
+        ``flops`` adds torch's FLOP counts and shapes, and the result's op rows
+        (the roofline)."""
+        cid = capture_id or f"{os.getpid()}-{next(self._ids)}"
         self._send(
             CaptureRequest(
                 id=cid,
@@ -335,6 +339,7 @@ class HookClient:
                 stacks=bool(stacks),
                 memory=bool(memory),
                 flops=bool(flops),
+                start_step=None if start_step is None else max(0, int(start_step)),
             )
         )
         return cid

@@ -42,7 +42,11 @@ def register(subparsers: Any) -> None:
             "  gputui attach 12345 --record s.jsonl.gz  the live screen, saving the session\n"
             "  gputui attach --replay s.jsonl.gz        play a saved session\n"
             "  gputui attach --replay s.jsonl.gz --once the report of a saved session\n"
-            "  gputui attach --demo                     a real H100 training job, recorded"
+            "  gputui attach --demo                     a real H100 training job, recorded\n"
+            "\n"
+            "A rank of a multi-rank job (torchrun), or its launcher's pid, attaches to every\n"
+            "local rank of the job: the rank view (Enter: one rank), or with --once the\n"
+            "ranks side by side; --single attaches to that one process only."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -112,6 +116,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--inject", action="store_true", help="load the hook into a running job (Python >= 3.14)"
     )
+    parser.add_argument(
+        "--single",
+        action="store_true",
+        help="attach to this process only, not to the other ranks of its job",
+    )
     parser.add_argument("--record", metavar="FILE", help="live screen: save the session to FILE")
     played = parser.add_mutually_exclusive_group()
     played.add_argument("--replay", metavar="FILE", help="play a session saved with --record")
@@ -178,6 +187,14 @@ def main(args: argparse.Namespace) -> int:
         from gputui.commands.inject import inject
 
         inject(args.pid, timeout=min(args.timeout, 30.0))
+    elif not args.single:
+        from gputui.collectors.job_group import find_job
+
+        job = find_job(args.pid)
+        if job is not None and job.multi_rank:
+            from gputui.commands import attach_ranks
+
+            return attach_ranks.main(args, job)
     client = HookClient.connect(args.pid, timeout=min(args.timeout, HELLO_TIMEOUT_S))
     try:
         if snapshot:
@@ -212,10 +229,34 @@ def run_live(client: HookClient, args: argparse.Namespace) -> int:
     return int(app.return_code or 0)
 
 
+def _ranks_recording(args: argparse.Namespace) -> int | None:
+    """A recording of several ranks plays in the rank view (or its report)."""
+    if args.demo:
+        return None
+    from gputui.collectors.attach_recording import read_attach_recording
+    from gputui.collectors.replay import RecordingError
+
+    try:
+        recording = read_attach_recording(args.replay)
+        if not recording.ranks:
+            return None
+        if not args.once:
+            _need_terminal("gputui attach --replay FILE --once")
+        from gputui.commands import attach_ranks
+
+        banner = f"REPLAY: {args.replay}, not this machine"
+        return attach_ranks.replay(args, recording, f"replay of {args.replay}", banner)
+    except RecordingError as exc:
+        raise GputuiError(f"gputui attach: {exc}") from None
+
+
 def run_replay(args: argparse.Namespace) -> int:
     from gputui.collectors.replay import RecordingError
     from gputui.tui.attach import ReplayFeed, make_attach_app
 
+    ranks = _ranks_recording(args)
+    if ranks is not None:
+        return ranks
     try:
         if args.demo:
             feed, banner = ReplayFeed.demo(speed=args.speed), DEMO_BANNER
@@ -269,6 +310,9 @@ def replay_once(args: argparse.Namespace) -> int:
     from gputui.collectors.replay import RecordingError
     from gputui.tui.attach.feeds import ReplayFeed
 
+    ranks = _ranks_recording(args)
+    if ranks is not None:
+        return ranks
     try:
         feed = ReplayFeed.demo() if args.demo else ReplayFeed.from_file(args.replay)
     except RecordingError as exc:

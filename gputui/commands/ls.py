@@ -1,4 +1,5 @@
-"""``gputui ls``: this user's jobs that have the hook loaded."""
+"""``gputui ls``: this user's jobs that have the hook loaded, the ranks of a
+multi-rank job (torchrun) shown once as one job."""
 
 from __future__ import annotations
 
@@ -7,43 +8,90 @@ import json
 import sys
 from typing import Any
 
-from gputui.collectors.hook_client import AttachError, hook_summary
-from gputui.protocol import list_sockets
+from gputui.collectors.hook_client import Hello
+from gputui.collectors.job_group import JobGroup, list_jobs
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "ls",
         help="list this user's attachable jobs",
-        description="List this user's running jobs that have the gputui hook loaded.",
+        description=(
+            "List this user's running jobs that have the gputui hook loaded; the local "
+            "ranks of a multi-rank job (torchrun) are listed once, as one job."
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=main)
 
 
+def _process(hello: Hello) -> dict[str, Any]:
+    return {
+        "pid": hello.pid,
+        "command": list(hello.argv),
+        "steps": hello.steps,
+        "recent_step_s": hello.recent_step_s,
+        "rank": hello.rank,
+        "local_rank": hello.local_rank,
+        "world_size": hello.world_size,
+        "device": None if hello.device is None else hello.device.to_wire(),
+        "torch": hello.torch,
+        "python": hello.python,
+    }
+
+
+def job_entry(job: JobGroup) -> dict[str, Any]:
+    """One job of ``ls --json`` (docs/json.md): a process's keys, and for a
+    multi-rank job its ranks besides."""
+    entry = _process(job.first)
+    if not job.multi_rank:
+        return entry
+    steps = [h.steps for h in job.hellos]
+    recent = [h.recent_step_s for h in job.hellos if h.recent_step_s is not None]
+    entry.update(
+        {
+            # the job as a whole: the slowest rank sets its pace
+            "steps": min(steps),
+            "recent_step_s": max(recent) if recent else None,
+            "launcher_pid": job.launcher_pid,
+            "run_id": job.run_id,
+            "master": job.master,
+            "local_ranks": len(job.hellos),
+            "local_world_size": job.local_world_size,
+            "missing_ranks": job.missing,
+            "ranks": [_process(h) for h in job.hellos],
+        }
+    )
+    return entry
+
+
 def collect() -> list[dict[str, Any]]:
-    jobs: list[dict[str, Any]] = []
-    for pid in sorted(list_sockets()):
-        try:
-            hello = hook_summary(pid, timeout=2.0)
-        except AttachError as exc:
-            jobs.append({"pid": pid, "error": str(exc)})
-            continue
-        jobs.append(
-            {
-                "pid": pid,
-                "command": list(hello.argv),
-                "steps": hello.steps,
-                "recent_step_s": hello.recent_step_s,
-                "rank": hello.rank,
-                "local_rank": hello.local_rank,
-                "world_size": hello.world_size,
-                "device": None if hello.device is None else hello.device.to_wire(),
-                "torch": hello.torch,
-                "python": hello.python,
-            }
-        )
-    return jobs
+    jobs, errors = list_jobs()
+    entries = [job_entry(job) for job in jobs]
+    entries += [{"pid": pid, "error": error} for pid, error in sorted(errors.items())]
+    return entries
+
+
+def _ranks_text(job: dict[str, Any]) -> str:
+    if "ranks" not in job:
+        return "" if job["rank"] is None else f"{job['rank']}/{job['world_size']}"
+    ranks = [r["rank"] for r in job["ranks"]]
+    shown = _spans(ranks) if all(r is not None for r in ranks) else f"{len(ranks)} local"
+    text = f"{shown}/{job['world_size']}"
+    if job["missing_ranks"]:
+        text += f" (+{job['missing_ranks']} elsewhere)"
+    return text
+
+
+def _spans(numbers: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -73,11 +121,13 @@ def main(args: argparse.Namespace) -> int:
         if "error" in job:
             table.add_row(str(job["pid"]), "", "", "", Text(fmt.clean(job["error"]), style="red"))
             continue
-        rank = "" if job["rank"] is None else f"{job['rank']}/{job['world_size']}"
         step = job["recent_step_s"]
+        pid = str(job.get("launcher_pid") or job["pid"])
+        if "ranks" in job:  # the launcher's pid, then the ranks'
+            pid += "\n" + ",".join(str(r["pid"]) for r in job["ranks"])
         table.add_row(
-            str(job["pid"]),
-            rank,
+            Text(pid),
+            _ranks_text(job),
             str(job["steps"]),
             "" if step is None else f"{step * 1000:.1f} ms",
             Text(fmt.clean_all(job["command"])),

@@ -109,7 +109,9 @@ class CaptureController:
         # next full one (a fraction of a second).
         self.recorder.on_boundary = self.on_boundary
         self.recorder.want_full()
-        return CaptureStatus(messages.CAPTURE_ARMED, cid, steps=req.steps, warmup=req.warmup)
+        return CaptureStatus(
+            messages.CAPTURE_ARMED, cid, step=req.start_step, steps=req.steps, warmup=req.warmup
+        )
 
     def cancel(self, vid: int | None) -> CaptureStatus:
         armed = self.armed
@@ -150,6 +152,8 @@ class CaptureController:
             if req is None:  # cancelled before it started
                 self.recorder.on_boundary = None
                 return
+            if req.start_step is not None and index < req.start_step - req.warmup:
+                return  # a synchronized capture: not yet (it stays armed)
             self.active = req
         else:
             req = self.active
@@ -195,9 +199,12 @@ class CaptureController:
         self.prof.prepare_trace()
         self.recorder.flags |= FLAG_PROFILED
         self.started_wall = time.time()
-        if req.warmup > 0:
+        warmup = req.warmup
+        if req.start_step is not None:  # record from start_step on (or now, if late)
+            warmup = max(0, min(warmup, req.start_step - index))
+        if warmup > 0:
             self.state = messages.CAPTURE_WARMUP
-            self.warmup_left = req.warmup
+            self.warmup_left = warmup
             self.post(self.requester, _status(messages.CAPTURE_WARMUP, req.id, step=index))
         else:
             self._start_recording(req, index)

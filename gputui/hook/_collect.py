@@ -14,8 +14,9 @@ import collections
 import time
 from typing import Any
 
-from gputui.hook._recorder import SEGMENT, Recorder, replay, replay_gpu, unpack
+from gputui.hook._recorder import _MARKS, SEGMENT, Recorder, _apply, replay, replay_gpu, unpack
 from gputui.hook._ring import HISTORY, Ring
+from gputui.protocol.messages import OTHER
 from gputui.protocol.schema import StepRecord
 
 GPU_PENDING_MAX = 4096  # steps waiting for CUDA events before we stop waiting
@@ -158,6 +159,32 @@ class StepCollector:
             inferred,
             batches,
             flags,
+        )
+
+    def now(self) -> tuple[str | None, float | None, float | None]:
+        """Where the training thread is now: its innermost open phase, seconds
+        since its last phase edge, and since the step in progress began (None
+        before the first step).  Read on the I/O thread after ``collect()``: the
+        step's log so far, replayed on the phases open when it began."""
+        rec = self.recorder
+        if not rec.started:
+            return None, None, None
+        log = list(rec.log)  # one atomic copy: the training thread keeps appending
+        if len(log) < 2:
+            return None, None, None
+        stack = list(self.open_phases) if self.partial is None else []
+        last = float(log[1])
+        for i in range(2, len(log) - 1, 2):
+            tag = log[i + 1]
+            if tag in _MARKS:
+                continue
+            last = float(log[i])
+            _apply(stack, tag)
+        now = rec.clock()
+        return (
+            stack[-1] if stack else OTHER,
+            round(max(0.0, now - last), 4),
+            round(max(0.0, now - float(log[1])), 4),
         )
 
     def recent_step_s(self, count: int = 20) -> float | None:

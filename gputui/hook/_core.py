@@ -14,6 +14,7 @@ from typing import Any
 import gputui
 from gputui.hook._capture import CaptureController
 from gputui.hook._collect import StepCollector
+from gputui.hook._comm import CommTimer
 from gputui.hook._import_watch import TorchImportWatcher
 from gputui.hook._memory import MemorySampler
 from gputui.hook._memsnap import MemorySnapshotController
@@ -55,6 +56,7 @@ class Hook:
         self.recorder.batch_size = batch_size
         self.recorder.gpu_timing = gpu_timing
         self.torch_hooks = TorchHooks(self.recorder, self.report_error)
+        self.comm = CommTimer(self.recorder, self.report_error)
         self.outbox = Outbox()
         self.capture = CaptureController(self.recorder, self.outbox.post, capture_every_s)
         capture = self.capture
@@ -89,6 +91,11 @@ class Hook:
             self.torch_hooks.install(torch)
         except Exception as exc:
             self.report_error("installing torch hooks", exc)
+            return
+        try:
+            self.comm.install(torch, self.torch_hooks._is_compiling)
+        except Exception as exc:
+            self.report_error("installing communication timing", exc)
 
     def serve(self) -> None:
         """Open the socket and start the I/O thread (once)."""
@@ -139,6 +146,7 @@ class Hook:
                 pass
         if self.torch_hooks.installed:
             self.torch_hooks.uninstall()
+        self.comm.uninstall()
         try:
             atexit.unregister(self.shutdown)
         except Exception:
@@ -215,6 +223,7 @@ class Hook:
         reasons, graphs = self._coarse()
         server = self.server
         collector = self.collector
+        phase_now, phase_now_s, step_now_s = collector.now()
         return Status(
             t=round(time.time(), 3),
             steps=collector.steps_total,
@@ -243,6 +252,10 @@ class Hook:
             ),
             memory_error=self.memory.error,
             capture=self.capture.info(),
+            phase_now=phase_now,
+            phase_now_s=phase_now_s,
+            step_now_s=step_now_s,
+            comm=self.comm.info() if self.comm.torch is not None else None,
             loader=None if rec.loader is None else LoaderInfo(*rec.loader),
         )
 
@@ -282,6 +295,7 @@ class Hook:
             rank=_env_int("RANK"),
             local_rank=_env_int("LOCAL_RANK"),
             world_size=_env_int("WORLD_SIZE"),
+            local_world_size=_env_int("LOCAL_WORLD_SIZE") or None,
             run_id=(os.environ.get("TORCHELASTIC_RUN_ID") or None),
             master=master,
             started=round(self.installed_at, 3),

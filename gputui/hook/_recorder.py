@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import collections
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
+from gputui.protocol.messages import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
 
 # Step flags as plain ints: the hot paths or them into the step's flags.
 FLAG_PROFILED = int(StepFlag.PROFILED)
@@ -59,6 +60,7 @@ X_DATA = EXIT + DATA
 X_FORWARD = EXIT + FORWARD
 X_BACKWARD = EXIT + BACKWARD
 X_OPTIMIZER = EXIT + OPTIMIZER
+X_COMM = EXIT + COMM
 
 #: Tags a marker: a ``(value, tag)`` pair in the log that is not a phase edge.
 MARK = "\x01"
@@ -138,6 +140,14 @@ class Recorder:
         self.flags = 0  # flags of the step in progress (a full step)
         self.on_first_activity = on_first_activity
         self.on_boundary: Callable[[int], None] | None = None  # capture controller
+        #: the thread that started recording (the training loop's): collectives
+        #: called from other threads are not its phases
+        self.thread: int | None = None
+        #: perf_counter() when DDP last launched a gradient all-reduce in this
+        #: backward, and a CUDA event recorded there (set by _comm, any thread;
+        #: the backward hook turns them into the "comm" phase at its exit)
+        self.comm_since = 0.0
+        self.comm_event: Any = None
         #: From this time.perf_counter() on, the I/O thread has a round due and
         #: wants waking at the next backward (see _server.BACKWARD_WAIT_SHARE).
         self.io_due = math.inf
@@ -164,6 +174,7 @@ class Recorder:
     # -- state ------------------------------------------------------------------
     def _start(self, t: float) -> None:
         self.started = True
+        self.thread = threading.get_ident()
         self.log = [self.index, t]
         if self.on_first_activity is not None:
             callback, self.on_first_activity = self.on_first_activity, None
@@ -543,7 +554,7 @@ def _exit(stack: list[str], tag: str) -> None:
 
 _MARKS = frozenset((END, SAMPLES, NO_BATCH))
 #: Exit tag -> phase name, for the replay (no slicing per edge).
-_EXIT_NAMES = {EXIT + name: name for name in (DATA, FORWARD, BACKWARD, OPTIMIZER)}
+_EXIT_NAMES = {EXIT + name: name for name in (DATA, FORWARD, BACKWARD, COMM, OPTIMIZER)}
 
 
 def _call_record(event: Any, stream: Any) -> None:

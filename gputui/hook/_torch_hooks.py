@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from gputui.hook._comm import close_comm
 from gputui.hook._recorder import (
     BACKWARD,
     DATA,
@@ -169,6 +170,8 @@ class TorchHooks:
             try:
                 return orig(*args, **kwargs)
             finally:
+                if rec.comm_since:  # DDP launched an all-reduce in this backward
+                    close_comm(rec)
                 log = rec.log
                 if rec.plain and len(log) < LOG_MAX:
                     log.append(clock())

@@ -123,6 +123,33 @@ class CaptureInfo:
 
 
 @dataclass(frozen=True)
+class CommInfo:
+    """How the hook measures communication time (docs/hook.md, "Communication")."""
+
+    #: explicit torch.distributed collectives (and Work.wait) are timed as "comm"
+    collectives: bool = False
+    #: DDP models whose gradient all-reduce wait at the end of backward is timed
+    ddp_models: int = 0
+    #: what is not timed, and why (a DDP model with its own hook at construction, ...)
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any], where: str = "comm") -> CommInfo:
+        return cls(
+            collectives=f.flag(obj, "collectives", where),
+            ddp_models=f.integer(obj, "ddp_models", where, 0, 1 << 20, default=0),
+            notes=f.texts(obj, "notes", where, 20),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "collectives": self.collectives,
+            "ddp_models": self.ddp_models,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
 class Status:
     """About once a second: the hook's counters and state."""
 
@@ -147,6 +174,13 @@ class Status:
     gpu_timing: GpuTiming | None = None
     memory_error: str | None = None
     capture: CaptureInfo = field(default_factory=CaptureInfo)
+    #: the phase the training thread is in now (innermost; "other" between
+    #: phases), how long since its last phase edge, and since the step in
+    #: progress began: a rank stuck in a collective or a data loader shows here
+    phase_now: str | None = None
+    phase_now_s: float | None = None
+    step_now_s: float | None = None
+    comm: CommInfo | None = None
     #: the DataLoader being iterated; None before the first batch, or without one
     loader: LoaderInfo | None = None
 
@@ -155,6 +189,7 @@ class Status:
         obj = typed(obj, where)
         timing = f.child(obj, "gpu_timing", where)
         capture = f.child(obj, "capture", where)
+        comm = f.child(obj, "comm", where)
         loader = f.child(obj, "loader", where)
         return cls(
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
@@ -182,6 +217,10 @@ class Status:
             capture=CaptureInfo()
             if capture is None
             else CaptureInfo.from_wire(capture, where + ".capture"),
+            phase_now=f.opt_text(obj, "phase_now", where, 256),
+            phase_now_s=f.opt_number(obj, "phase_now_s", where),
+            step_now_s=f.opt_number(obj, "step_now_s", where),
+            comm=None if comm is None else CommInfo.from_wire(comm, where + ".comm"),
             loader=None if loader is None else LoaderInfo.from_wire(loader, where + ".loader"),
         )
 
@@ -209,6 +248,10 @@ class Status:
             "gpu_timing": None if self.gpu_timing is None else self.gpu_timing.to_wire(),
             "memory_error": self.memory_error,
             "capture": self.capture.to_wire(),
+            "phase_now": self.phase_now,
+            "phase_now_s": self.phase_now_s,
+            "step_now_s": self.step_now_s,
+            "comm": None if self.comm is None else self.comm.to_wire(),
             "loader": None if self.loader is None else self.loader.to_wire(),
         }
 
@@ -238,6 +281,8 @@ class Hello:
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
+    #: ranks of the job on this node (LOCAL_WORLD_SIZE): the rest are on others
+    local_world_size: int | None = None
     #: torchrun's TORCHELASTIC_RUN_ID, and MASTER_ADDR:MASTER_PORT: the ranks of
     #: one job share them
     run_id: str | None = None
@@ -268,6 +313,7 @@ class Hello:
             rank=f.opt_integer(obj, "rank", where, 0, 1 << 24),
             local_rank=f.opt_integer(obj, "local_rank", where, 0, 1 << 24),
             world_size=f.opt_integer(obj, "world_size", where, 1, 1 << 24),
+            local_world_size=f.opt_integer(obj, "local_world_size", where, 1, 1 << 24),
             run_id=f.opt_text(obj, "run_id", where, 256),
             master=f.opt_text(obj, "master", where, 512),
             started=f.number(obj, "started", where, hi=MAX_TIME_S, default=0.0),
@@ -297,6 +343,7 @@ class Hello:
                 "rank": self.rank,
                 "local_rank": self.local_rank,
                 "world_size": self.world_size,
+                "local_world_size": self.local_world_size,
                 "run_id": self.run_id,
                 "master": self.master,
                 "started": self.started,

@@ -64,9 +64,12 @@ DATA = "data"
 FORWARD = "forward"
 BACKWARD = "backward"
 OPTIMIZER = "optimizer"
+#: time spent waiting in collectives: explicit ``torch.distributed`` calls, and the
+#: end of a DDP backward waiting for its gradient all-reduce (docs/hook.md)
+COMM = "comm"
 OTHER = "other"
 #: Display order of the automatic phases (user phases follow, OTHER comes last).
-BUILTIN_PHASES = (DATA, FORWARD, BACKWARD, OPTIMIZER)
+BUILTIN_PHASES = (DATA, FORWARD, BACKWARD, COMM, OPTIMIZER)
 
 
 # -- step flags -------------------------------------------------------------------------------

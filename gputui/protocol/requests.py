@@ -95,6 +95,9 @@ class CaptureRequest:
     memory: bool = False
     #: torch's FLOP counts and op rows for the roofline (implies shapes)
     flops: bool = False
+    #: record from this step index on (warm-up before it), so that every rank of a
+    #: job profiles the same steps; None: from the next step boundary
+    start_step: int | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture") -> CaptureRequest:
@@ -107,6 +110,7 @@ class CaptureRequest:
             stacks=f.flag(obj, "stacks", where),
             memory=f.flag(obj, "memory", where),
             flops=f.flag(obj, "flops", where),
+            start_step=f.opt_integer(obj, "start_step", where, 0, 1 << 62),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -120,6 +124,8 @@ class CaptureRequest:
             memory=self.memory,
             flops=self.flops,
         )
+        if self.start_step is not None:
+            out["start_step"] = self.start_step
         return out
 
 

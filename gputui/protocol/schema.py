@@ -26,7 +26,15 @@ from gputui.protocol.capture import (
     KernelRow,
 )
 from gputui.protocol.fields import SchemaError
-from gputui.protocol.hello import CaptureInfo, DeviceInfo, GpuTiming, Hello, LoaderInfo, Status
+from gputui.protocol.hello import (
+    CaptureInfo,
+    CommInfo,
+    DeviceInfo,
+    GpuTiming,
+    Hello,
+    LoaderInfo,
+    Status,
+)
 from gputui.protocol.memsnap import (
     MemorySnapshotRequest,
     MemorySnapshotResult,
@@ -52,6 +60,7 @@ __all__ = [
     "CaptureRequest",
     "CaptureResult",
     "CaptureStatus",
+    "CommInfo",
     "CpuOpRow",
     "DeviceInfo",
     "GpuTime",

@@ -63,11 +63,14 @@ class AttachScreen(Screen[object]):
         Binding("escape", "back", "Back"),
     ]
 
-    def __init__(self, feed: AttachFeed, *, autostart: bool = True) -> None:
+    def __init__(
+        self, feed: AttachFeed, *, autostart: bool = True, state: AttachState | None = None
+    ) -> None:
         super().__init__()
         self.feed = feed
         self.autostart = autostart
-        self.state = AttachState()
+        # A rank of the rank view brings the state its connection already fills.
+        self.state = state if state is not None else AttachState()
         self.gpu_mode = False
         self.view: AttachView | None = None
         self.refreshes = 0

@@ -22,6 +22,7 @@ PHASE_STYLES = {
     "data": "yellow",
     "forward": "green",
     "backward": "cyan",
+    "comm": "blue",
     "optimizer": "magenta",
     "other": "bright_black",
 }

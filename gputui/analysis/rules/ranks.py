@@ -1,0 +1,329 @@
+"""Rules over the local ranks of a multi-rank job: the straggler, steps bound by
+communication, comm/compute overlap, and good utilization with poor scaling.
+
+In data-parallel training every rank waits at each gradient all-reduce for
+the slowest one, so a rank's time in "comm" is the sum of the transfer itself
+and the wait for its peers.  A rank's *compute* time (its step less its comm
+time) is what it needs itself; the rank whose compute is longest sets the pace,
+and the others' extra comm time is what its slowness costs them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from gputui import fmt
+from gputui.analysis.evidence import MIN_GPU_SAMPLES, RankEvidence, RanksEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.kernels import COMMUNICATION
+from gputui.analysis.registry import finding, rule
+from gputui.analysis.severity import WARN
+from gputui.protocol.messages import COMM, DATA, OTHER
+
+#: a rank whose compute time per step is this many times the others' median is
+#: slow (the cluster view marks stragglers the same way)
+STRAGGLER_SKEW = 1.1
+#: ...and the others must wait at least this share of their step for it
+STRAGGLER_WAIT_SHARE = 0.05
+#: communication above this share of the step (TensorBoard profiler's advice)
+COMM_SHARE = 0.10
+#: comm kernels overlapped with compute less than this (HTA's ratio) is poor
+OVERLAP_MIN = 0.5
+#: comm kernels under this share of the capture span are not worth overlapping
+OVERLAP_COMM_SPAN = 0.10
+#: "good utilization": NVML utilization at or above this on every rank's GPU
+BUSY_UTIL_PCT = 80.0
+#: a GPU clock this much below the other ranks' median counts as slower
+SLOW_CLOCK = 0.95
+#: clock-event reasons that lower a busy GPU's clocks
+THROTTLE_REASONS = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+     "hw_power_brake_slowdown"}
+)  # fmt: skip
+#: a straggler whose samples per step exceed the others' by this much has more input
+INPUT_SKEW = 1.1
+#: a step time spread (p90 / p50) above this points at inputs of varying size
+SPREAD = 1.3
+
+
+def _median(values: Iterable[float]) -> float | None:
+    data = [v for v in values if v is not None]
+    return statistics.median(data) if data else None
+
+
+def _phase_means(r: RankEvidence) -> dict[str, float]:
+    return {d.name: d.mean for d in r.job.stats.phases if d.name != COMM}
+
+
+def _samples_per_step(r: RankEvidence) -> float | None:
+    stats = r.job.stats
+    if not stats.samples_per_s or not stats.steps_per_s:
+        return None
+    return stats.samples_per_s / stats.steps_per_s
+
+
+def _ranks(ranks: Iterable[RankEvidence]) -> str:
+    labels = [r.label for r in ranks]
+    return ", ".join(labels[:6]) + (f" (+{len(labels) - 6})" if len(labels) > 6 else "")
+
+
+def _cause(slow: RankEvidence, others: list[RankEvidence], phase: str) -> tuple[str, str]:
+    """The likely cause (what was seen) and the fix, for the straggler's slowest
+    phase."""
+    if phase == DATA:
+        return (
+            f"{slow.label} waits longer for its batches than the others",
+            f"look at {slow.label}'s data loading: give its DataLoader workers "
+            "(num_workers, persistent_workers=True, pin_memory=True), check its node's CPU and "
+            "disk (other processes, a slower file system) and whether its shard of the data is "
+            "bigger or slower to decode",
+        )
+    gpu = slow.job.gpu
+    peers = [o.job.gpu for o in others if o.job.gpu is not None]
+    if gpu is not None and gpu.samples >= MIN_GPU_SAMPLES:
+        reasons = sorted(r for r, share in gpu.throttle_share.items() if r in THROTTLE_REASONS)
+        clock = gpu.clock_sm_mhz
+        peer_clock = _median(p.clock_sm_mhz for p in peers if p.clock_sm_mhz is not None)
+        if reasons or (clock and peer_clock and clock < SLOW_CLOCK * peer_clock):
+            seen = f"its GPU runs at {clock:.0f} MHz" if clock else "its GPU is throttled"
+            if peer_clock:
+                seen += f" against {peer_clock:.0f} MHz on the others"
+            if reasons:
+                seen += f" (clock events: {', '.join(reasons)})"
+            return (
+                seen,
+                f"{slow.label}'s GPU is slower: check its cooling and power (nvidia-smi -q -d "
+                "PERFORMANCE,TEMPERATURE,POWER on that GPU), its application clocks, and other "
+                "jobs on it; move the job off that GPU if it stays throttled",
+            )
+    mine = _samples_per_step(slow)
+    theirs = _median(s for s in (_samples_per_step(o) for o in others) if s is not None)
+    if mine and theirs and mine > INPUT_SKEW * theirs:
+        return (
+            f"it gets {mine:.0f} samples per step against {theirs:.0f} on the others",
+            "balance the inputs: give every rank the same number of samples per step "
+            "(DistributedSampler with drop_last=True, equal shards)",
+        )
+    wall = slow.job.stats.wall
+    if wall is not None and wall.p50 > 0 and wall.p90 / wall.p50 > SPREAD:
+        return (
+            f"its steps vary (p90 {fmt.ms(wall.p90)} against p50 {fmt.ms(wall.p50)}), as inputs "
+            "of varying size do",
+            "balance the work per step: bucket samples by length (sequence length, image size) "
+            "so that every rank gets a similar amount of work in each step",
+        )
+    return (
+        f"its {phase} takes longer with no slower GPU or bigger inputs in sight",
+        f"look for CPU contention on {slow.label}'s cores (other processes, too many threads: "
+        "OMP_NUM_THREADS, DataLoader workers competing with the training thread) and for work "
+        "only this rank does (logging, evaluation, checkpoints on rank 0: do them less often "
+        "or in the background)",
+    )
+
+
+@rule(
+    "ranks.straggler",
+    "comm",
+    "bottleneck tables: GPU idle and CPU idle waiting at an NCCL barrier; the cluster view's "
+    "straggler (compute per step against the job's median)",
+    ("ranks", "steps"),
+    scope="ranks",
+    trigger=(
+        "ranks: >= 2 ranks with 20 ordinary steps; one rank's compute per step (its step less "
+        "its comm) >= 1.1x the others' median, and the others' comm beyond its own >= 5% of "
+        "their step; cost: that wait's share of the step"
+    ),
+)
+def straggler(ev: RanksEvidence) -> Iterable[Finding]:
+    ready = [r for r in ev.ready if r.compute_mean_s is not None]
+    if len(ready) < 2:
+        return []
+    slow = max(ready, key=lambda r: r.compute_mean_s or 0.0)
+    others = [r for r in ready if r is not slow]
+    slow_compute = slow.compute_mean_s or 0.0
+    peer_compute = _median(o.compute_mean_s or 0.0 for o in others) or 0.0
+    # What the others wait for it: their comm time beyond the straggler's own.
+    waits = [max(0.0, o.comm_mean_s - slow.comm_mean_s) for o in others]
+    wait = statistics.median(waits)
+    step = _median(o.step_mean_s or 0.0 for o in others) or 0.0
+    if (
+        not step
+        or slow_compute < STRAGGLER_SKEW * peer_compute
+        or wait < STRAGGLER_WAIT_SHARE * step
+    ):
+        return []
+    mine = _phase_means(slow)
+    theirs: dict[str, list[float]] = {}
+    for o in others:
+        for name, seconds in _phase_means(o).items():
+            theirs.setdefault(name, []).append(seconds)
+    excess = {
+        name: seconds - (statistics.median(theirs[name]) if name in theirs else 0.0)
+        for name, seconds in mine.items()
+    }
+    phase = max(excess, key=lambda n: excess[n]) if excess else OTHER
+    seen, fix = _cause(slow, others, phase)
+    evidence = (
+        f"{slow.label} needs {fmt.ms(slow_compute)} per step against {fmt.ms(peer_compute)} on "
+        f"the others ({phase} +{fmt.ms(max(0.0, excess.get(phase, 0.0)))}); "
+        f"{_ranks(others)} {'waits' if len(others) == 1 else 'wait'} {fmt.ms(wait)} per step "
+        f"for it in communication; {seen}"
+    )
+    return [
+        finding(
+            ev,
+            "ranks.straggler",
+            f"{slow.label} is the straggler: the other ranks wait for it",
+            evidence,
+            fix,
+            "the ranks' compute times level out in the rank view, and the others' comm time "
+            "drops to what the transfer itself takes",
+            share=wait / step,
+            scope=slow.label,
+        )
+    ]
+
+
+@rule(
+    "ranks.comm_bound",
+    "comm",
+    "TensorBoard profiler: communication over 10% of the step; bottleneck tables: NCCL calls "
+    "between backward and optimizer (DDP gradient sync not overlapped)",
+    ("ranks", "steps"),
+    scope="ranks",
+    trigger=(
+        "ranks: even the rank that waits least spends >= 10% of its step in comm (explicit "
+        "collectives, DDP's all-reduce wait at the end of backward); cost: that share"
+    ),
+)
+def comm_bound(ev: RanksEvidence) -> Iterable[Finding]:
+    ready = [r for r in ev.ready if r.step_mean_s]
+    if not ready:
+        return []
+    # The least-waiting rank (the straggler, if any) shows what communication
+    # costs by itself: its comm time is not spent waiting for a slower peer.
+    least = min(ready, key=lambda r: r.comm_mean_s / (r.step_mean_s or 1.0))
+    share = least.comm_mean_s / (least.step_mean_s or 1.0)
+    if share < COMM_SHARE:
+        return []
+    return [
+        finding(
+            ev,
+            "ranks.comm_bound",
+            "steps are bound by communication",
+            f"even {least.label}, which waits least, spends {share * 100:.0f}% of its step "
+            f"({fmt.ms(least.comm_mean_s)} of {fmt.ms(least.step_mean_s)}) in collectives, "
+            "after its own backward is done",
+            "overlap more of the gradient all-reduce with backward and send less: "
+            "DistributedDataParallel(bucket_cap_mb=...) (smaller buckets start earlier, larger "
+            "ones cost fewer launches), gradient_as_bucket_view=True (no copies), "
+            "static_graph=True when the graph does not change, model.no_sync() on gradient "
+            "accumulation steps, a compression hook (bf16_compress_hook, PowerSGD), or a "
+            "larger batch per rank",
+            "the comm phase falls under 10% of the step in the rank view",
+            share=share,
+            scope="job",
+        )
+    ]
+
+
+@rule(
+    "ranks.poor_overlap",
+    "comm",
+    "Holistic Trace Analysis: comm/compute overlap (time both run / comm time); bottleneck "
+    "tables: backward kernels with large gaps (compute not overlapping the all-reduce)",
+    ("ranks", "capture"),
+    scope="ranks",
+    trigger=(
+        "ranks' captures: communication kernels >= 10% of a rank's GPU span, and < 50% of their "
+        "time overlapping compute kernels (HTA's ratio); cost: the exposed share, span share x "
+        "(1 - overlap), of the worst rank"
+    ),
+)
+def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
+    worst: tuple[float, RankEvidence, float, float] | None = None
+    for r in ev.ranks:
+        cap = r.job.capture
+        if cap is None or cap.comm_compute_overlap is None or not cap.span_us:
+            continue
+        comm_us = cap.by_class_us.get(COMMUNICATION, 0.0)
+        span_share = comm_us / cap.span_us
+        if span_share < OVERLAP_COMM_SPAN or cap.comm_compute_overlap >= OVERLAP_MIN:
+            continue
+        exposed = span_share * (1.0 - cap.comm_compute_overlap)
+        if worst is None or exposed > worst[0]:
+            worst = (exposed, r, span_share, cap.comm_compute_overlap)
+    if worst is None:
+        return []
+    exposed, r, span_share, overlap = worst
+    return [
+        finding(
+            ev,
+            "ranks.poor_overlap",
+            "communication kernels run alone, not alongside compute",
+            f"in {r.label}'s capture, communication kernels take {span_share * 100:.0f}% of the "
+            f"GPU span and only {overlap * 100:.0f}% of their time overlaps compute kernels",
+            "let DDP start all-reduces during backward: smaller bucket_cap_mb so the first "
+            "buckets are ready early, no find_unused_parameters=True unless needed, "
+            "static_graph=True; avoid synchronising (.item(), torch.cuda.synchronize()) between "
+            "backward and the optimizer step; with FSDP, keep forward/backward prefetch on",
+            "a new synchronized capture (p on the rank view) shows the overlap above 50%",
+            share=exposed,
+            scope=r.label,
+        )
+    ]
+
+
+@rule(
+    "ranks.busy_but_poor_scaling",
+    "comm",
+    "bottleneck tables: good GPU utilization but poor scaling (NCCL communication overhead "
+    "in distributed training)",
+    ("ranks", "gpu"),
+    scope="ranks",
+    trigger=(
+        "ranks: every rank's GPU (>= 3 NVML samples) at >= 80% utilization, and communication "
+        ">= 10% of the work per step (median over ranks of the capture's communication kernel "
+        "share, else the comm phase's share of the step); always warn"
+    ),
+)
+def poor_scaling(ev: RanksEvidence) -> Iterable[Finding]:
+    ready = [r for r in ev.ready if r.job.gpu is not None and r.job.gpu.samples >= MIN_GPU_SAMPLES]
+    if len(ready) < 2 or len(ready) < len(ev.ready):
+        return []
+    utils = [r.job.gpu.util_pct for r in ready if r.job.gpu is not None]
+    if any(u is None or u < BUSY_UTIL_PCT for u in utils):
+        return []
+    # What the GPUs spend on communication: the capture's NCCL kernels where a
+    # rank has one, else the comm phase's share of the step.
+    shares: list[float] = []
+    for r in ready:
+        cap = r.job.capture
+        if cap is not None and cap.kernel_total_us > 0:
+            shares.append(cap.class_share(COMMUNICATION))
+        elif r.step_mean_s:
+            shares.append(r.comm_mean_s / r.step_mean_s)
+    share = _median(shares)
+    if share is None or share < COMM_SHARE:
+        return []
+    util = min(u for u in utils if u is not None)
+    return [
+        finding(
+            ev,
+            "ranks.busy_but_poor_scaling",
+            "the GPUs are busy, but much of it is communication: more GPUs add less",
+            f"GPU utilization is {util:.0f}% or more on every rank, yet {share * 100:.0f}% of "
+            "the work per step is gradient communication; each added rank adds that overhead",
+            "send less per step and use the fastest links: gradient compression "
+            "(bf16_compress_hook, PowerSGD), a larger batch per GPU or gradient accumulation with "
+            "no_sync(), check the topology (nvidia-smi topo -m: NVLink between the ranks of a "
+            "node, InfiniBand/RoCE between nodes; NCCL_DEBUG=INFO shows what NCCL picked), and "
+            "hybrid sharding so that most traffic stays inside a node",
+            "throughput per GPU stays close to the single-GPU figure as ranks are added; the comm "
+            "share falls",
+            share=share,
+            severity=WARN,
+            scope="job",
+        )
+    ]

@@ -1,0 +1,209 @@
+"""The rank rules fire on evidence that should fire them and stay quiet
+otherwise; the rank summary says who is behind, stuck, gone or elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+
+from gputui.analysis import engine
+from gputui.analysis.evidence import RankEvidence, RanksEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.ranks import (
+    EXITED,
+    RUNNING,
+    STALLED,
+    STARTING,
+    RankInput,
+    summarize,
+    sync_start,
+)
+from gputui.analysis.registry import REGISTRY
+from gputui.protocol.schema import Hello, Status
+from tests.helpers.evidence import capture, evidence, gpu_samples, kernel, steps
+
+BASE = {"data": 0.002, "forward": 0.005, "backward": 0.01, "optimizer": 0.002, "other": 0.001}
+
+
+def rank(r: int, phases: Mapping[str, float], **kw: object) -> RankEvidence:
+    job = evidence(steps(phases={**BASE, **phases}), **kw)  # type: ignore[arg-type]
+    return RankEvidence(pid=100 + r, job=job, rank=r, local_rank=r, last_step=59)
+
+
+def ranks(*members: RankEvidence, world: int | None = None) -> RanksEvidence:
+    return RanksEvidence(tuple(members), world or len(members))
+
+
+def straggling() -> RanksEvidence:
+    # rank 1 loads its data 20 ms slower; ranks 0 and 2 wait for it in comm
+    fast = {"comm": 0.021}
+    return ranks(rank(0, fast), rank(1, {"data": 0.022, "comm": 0.001}), rank(2, fast))
+
+
+def even(comm: float = 0.001) -> RanksEvidence:
+    return ranks(*(rank(r, {"comm": comm}) for r in range(3)))
+
+
+def comm_capture(overlap: float) -> object:
+    return capture(
+        [kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication", 10, 30_000.0)],
+        span_us=100_000.0,
+        busy_us=90_000.0,
+        overlap=overlap,
+    )
+
+
+def busy(util: float) -> list:
+    return gpu_samples(util_gpu_pct=util)
+
+
+Factory = Callable[[], RanksEvidence]
+CASES: dict[str, tuple[Factory, Factory]] = {
+    "ranks.straggler": (straggling, even),
+    "ranks.comm_bound": (lambda: even(comm=0.01), even),
+    "ranks.poor_overlap": (
+        lambda: ranks(rank(0, {}, cap=comm_capture(0.2)), rank(1, {})),
+        lambda: ranks(rank(0, {}, cap=comm_capture(0.8)), rank(1, {})),
+    ),
+    "ranks.busy_but_poor_scaling": (
+        lambda: ranks(*(rank(r, {"comm": 0.01}, gpu=busy(95.0)) for r in range(2))),
+        lambda: ranks(*(rank(r, {"comm": 0.01}, gpu=busy(40.0)) for r in range(2))),
+    ),
+}
+
+
+def fired(rule_id: str, ev: RanksEvidence) -> list[Finding]:
+    return list(REGISTRY[rule_id].check(ev))
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rank_rule_fires(rule_id: str) -> None:
+    found = fired(rule_id, CASES[rule_id][0]())
+    assert len(found) == 1
+    f = found[0]
+    assert f.title and f.evidence and f.fix and f.confirm and f.source
+    assert f.impact_pct is not None and f.impact_pct > 0
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rank_rule_stays_quiet(rule_id: str) -> None:
+    assert fired(rule_id, CASES[rule_id][1]()) == []
+
+
+def test_every_rank_rule_has_cases() -> None:
+    assert {k for k, r in REGISTRY.items() if r.scope == "ranks"} == set(CASES)
+
+
+def test_the_straggler_is_named_with_its_phase_and_what_the_others_wait() -> None:
+    (f,) = fired("ranks.straggler", straggling())
+    assert f.scope == "rank 1" and "rank 1 is the straggler" in f.title
+    assert "data +20.0ms" in f.evidence and "rank 0, rank 2 wait 20.0ms" in f.evidence
+    assert "data loading" in f.fix
+    step = 0.002 + 0.005 + 0.01 + 0.002 + 0.001 + 0.021
+    assert f.impact_pct == pytest.approx(100 * 0.020 / step, abs=0.1)
+
+
+def test_a_throttled_gpu_is_the_likely_cause() -> None:
+    slow_gpu = gpu_samples(throttle_reasons=("hw_thermal_slowdown",), clock_sm_mhz=1400)
+    ev = ranks(
+        rank(0, {"comm": 0.021}, gpu=busy(95.0)),
+        rank(1, {"forward": 0.025, "comm": 0.001}, gpu=slow_gpu),
+    )
+    (f,) = fired("ranks.straggler", ev)
+    assert "1400 MHz against 1980 MHz" in f.evidence and "hw_thermal_slowdown" in f.evidence
+    assert "cooling and power" in f.fix
+
+
+def test_imbalanced_inputs_are_the_likely_cause() -> None:
+    def with_samples(r: int, phases: Mapping[str, float], n: int) -> RankEvidence:
+        recs = [type(s)(**{**s.__dict__, "samples": n}) for s in steps(phases={**BASE, **phases})]
+        return RankEvidence(pid=100 + r, job=evidence(recs), rank=r, last_step=59)
+
+    ev = ranks(with_samples(0, {"comm": 0.021}, 32), with_samples(1, {"forward": 0.025}, 64))
+    (f,) = fired("ranks.straggler", ev)
+    assert "64 samples per step against 32" in f.evidence and "balance the inputs" in f.fix
+
+
+def test_rank_findings_are_ranked_and_one_rank_is_not_enough() -> None:
+    found = engine.analyze_ranks(straggling())
+    assert found[0].rule == "ranks.straggler"
+    alone = engine.analyze_ranks(ranks(rank(0, {"comm": 0.021})))
+    assert [f.rule for f in alone] == ["ranks.comm_bound"]  # no straggler without peers
+    assert "ranks.straggler" not in engine.job_rules()
+
+
+# -- the summary --------------------------------------------------------------------------------
+def hello(r: int, **kw: object) -> Hello:
+    base: dict[str, object] = dict(
+        pid=100 + r, rank=r, local_rank=r, world_size=2, local_world_size=2, argv=("t.py",)
+    )
+    base.update(kw)
+    return Hello(**base)  # type: ignore[arg-type]
+
+
+def status(phase: str, in_step_s: float, last: int, t: float = 1000.0) -> Status:
+    return Status(t=t, last_step=last, phase_now=phase, phase_now_s=in_step_s, step_now_s=in_step_s)
+
+
+def test_summary_rows_and_steps_behind() -> None:
+    s = summarize(
+        [
+            RankInput(hello(0), steps(n=60), status("forward", 0.01, 59)),
+            RankInput(hello(1), steps(n=57), status("data", 0.01, 56)),
+        ],
+        now_s=1000.0,
+    )
+    assert [r.state for r in s.rows] == [RUNNING, RUNNING]
+    assert [r.behind for r in s.rows] == [0, 3] and s.leader_step == 59
+    assert s.alert is None and s.missing_text() is None
+    row = s.rows[0].to_json()
+    assert row["rank"] == 0 and row["steps_behind"] == 0 and row["state"] == RUNNING
+    assert row["step_p50_s"] == pytest.approx(0.036) and row["comm_s"] == 0.0
+    assert set(row["phase_shares"]) == {"forward", "backward", "optimizer", "other"}
+
+
+def test_a_stuck_rank_is_named_and_the_waiting_ones_said() -> None:
+    s = summarize(
+        [
+            RankInput(hello(0), steps(n=60), status("backward", 7.0, 59, t=998.0)),
+            RankInput(hello(1), steps(n=60), status("data", 7.0, 59, t=998.0)),
+        ],
+        now_s=1000.0,
+    )
+    assert [r.state for r in s.rows] == [STALLED, STALLED]
+    assert s.rows[1].note == "in data for 9 s"  # the status is 2 s old: time went on
+    assert s.alert == (
+        "no step finished for 9 s: rank 1 stuck in data; rank 0 waiting in backward (collectives)"
+    )
+
+
+def test_a_rank_gone_and_ranks_elsewhere() -> None:
+    s = summarize(
+        [
+            RankInput(hello(0, world_size=8, local_world_size=4), steps(n=60)),
+            RankInput(hello(1, world_size=8, local_world_size=4), steps(n=60), gone="bye"),
+            RankInput(hello(2, world_size=8, local_world_size=4), steps(n=0)),
+        ],
+        now_s=1000.0,
+    )
+    assert [r.state for r in s.rows] == [RUNNING, EXITED, STARTING]
+    assert s.alert is not None and s.alert.startswith("rank 1 exited (bye)")
+    assert s.remote == 4 and s.local_missing == 1
+    text = s.missing_text()
+    assert text is not None
+    assert "4 of 8 ranks run on other nodes" in text and "gputui cluster" in text
+    assert "1 of this node's 4 ranks have no hook socket" in text
+
+
+@pytest.mark.parametrize(
+    ("lasts", "step_s", "warmup", "start"),
+    [
+        ([10, 12], 0.001, 1, 12 + 1 + 1 + 500),  # fast steps: half a second ahead, capped
+        ([10, 12], 0.1, 1, 12 + 1 + 1 + 5),
+        ([10, None], None, 0, 10 + 1 + 0 + 2),
+        ([None], 1.0, 2, 0 + 2 + 2),
+    ],
+)
+def test_sync_start(lasts: list[int | None], step_s: float | None, warmup: int, start: int) -> None:
+    assert sync_start(lasts, step_s, warmup) == start
