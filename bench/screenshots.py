@@ -98,10 +98,21 @@ RANKS_VIEWS: dict[str, tuple[int, int]] = {
     "ranks-80x24": (80, 24),
 }
 
+#: a real attach session of a leaking job on an H100, with a memory snapshot
+MEMORY_RECORDING = ROOT / "tests" / "data" / "h100" / "memory_snapshot.jsonl.gz"
 #: name -> size of the memory snapshot views (with --memory-recording)
 MEMORY_VIEWS: dict[str, tuple[int, int]] = {
     "memory-120x40": (120, 40),
     "memory-80x24": (80, 24),
+}
+
+#: a real attach session of a bf16 transformer on an H100 with a 5-step capture with
+#: FLOPs and shapes (the embedded demo's capture predates them)
+ROOFLINE_RECORDING = ROOT / "tests" / "data" / "h100" / "transformer_flops.jsonl.gz"
+ROOFLINE_BANNER = "RECORDING of a real training job on an H100, not this machine"
+#: name -> size of the roofline views
+ROOFLINE_VIEWS: dict[str, tuple[int, int]] = {
+    "roofline-120x40": (120, 40),
 }
 
 #: name -> (size, setup, ascii_only)
@@ -162,24 +173,50 @@ async def render_attach(args: argparse.Namespace, name: str, size: tuple[int, in
     return path
 
 
-async def render_memory(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+async def render_subscreen(
+    args: argparse.Namespace,
+    name: str,
+    size: tuple[int, int],
+    recording: Path,
+    banner: str,
+    key: str,
+    ready: Callable[[Any], bool],
+) -> Path:
+    """An attach recording played to its end, then ``key``; drawn once ``ready``."""
     from gputui.tui.attach import ReplayFeed, make_attach_app
-    from gputui.tui.attach.memory_view import MemoryScreen
 
-    feed = ReplayFeed.from_file(args.memory_recording)
-    banner = args.banner or f"RECORDING, not this machine: {args.memory_recording.name}"
-    app = make_attach_app(feed, banner=banner, autostart=False)
+    app = make_attach_app(ReplayFeed.from_file(recording), banner=banner, autostart=False)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         app.attach_screen.replay_to()
-        await pilot.press("m")
-        while not isinstance(app.screen, MemoryScreen):
+        await pilot.press(key)
+        while not ready(app.screen):
             await pilot.pause(0.01)
         await pilot.pause()
         svg = app.export_screenshot(title=f"gputui {name}")
     path = args.out / f"{name}.svg"
     path.write_text(svg)
     return path
+
+
+async def render_memory(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.tui.attach.memory_view import MemoryScreen
+
+    banner = args.banner or f"RECORDING, not this machine: {args.memory_recording.name}"
+    return await render_subscreen(
+        args, name, size, args.memory_recording, banner, "m",
+        lambda screen: isinstance(screen, MemoryScreen),
+    )  # fmt: skip
+
+
+async def render_roofline(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.tui.attach.roofline_view import RooflinePanel, RooflineScreen
+
+    return await render_subscreen(
+        args, name, size, ROOFLINE_RECORDING, ROOFLINE_BANNER, "l",
+        lambda screen: isinstance(screen, RooflineScreen)
+        and "Roofline" in screen.query_one(RooflinePanel).plain,
+    )  # fmt: skip
 
 
 def to_png(svg_path: Path) -> Path | None:
@@ -227,12 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-recording",
         type=Path,
         metavar="FILE",
-        help="an attach recording holding a memory snapshot: render the memory-* views",
+        default=MEMORY_RECORDING,
+        help="an attach recording holding a memory snapshot, for the memory-* views "
+        "(default: the H100 recording in tests/data)",
     )
     parser.add_argument(
         "--only",
         nargs="*",
-        choices=sorted([*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *MEMORY_VIEWS]),
+        choices=sorted([*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *ROOFLINE_VIEWS, *MEMORY_VIEWS]),
         help="render only these",
     )
     parser.add_argument(
@@ -266,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and name not in args.only:
             continue
         svg = asyncio.run(render_ranks(args, name, size))
+        png = to_png(svg)
+        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    for name, size in ROOFLINE_VIEWS.items():
+        if args.only and name not in args.only:
+            continue
+        svg = asyncio.run(render_roofline(args, name, size))
         png = to_png(svg)
         print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
     for name, size in MEMORY_VIEWS.items():

@@ -15,6 +15,9 @@ from gputui.protocol import messages
 from gputui.protocol.wire import _DECODERS
 
 DEMO = Path(__file__).resolve().parents[2] / "gputui" / "data" / "attach_demo.jsonl.gz"
+MEMORY_RECORDING = (
+    Path(__file__).resolve().parents[1] / "data" / "h100" / "memory_snapshot.jsonl.gz"
+)
 
 
 def real_messages() -> list[dict[str, Any]]:
@@ -36,17 +39,15 @@ def real_messages() -> list[dict[str, Any]]:
             messages.ERROR: {"v": 1, "type": "error", "message": "x"},
         }
     )
-    # the memory snapshot's messages, as the hook builds them from a snapshot of a
-    # planted leak (the demo predates them)
-    from gputui.protocol import memsnap as ms
-    from tests.helpers import memsnap
-
-    found.setdefault(messages.MEMSNAP, ms.MemorySnapshotRequest(id="1-m1", steps=5).to_wire())
+    # the memory snapshot's messages, from a real job on an H100 (the demo
+    # predates them)
+    memory = gzip.open(MEMORY_RECORDING, "rt").read().splitlines()
+    for line in memory[2:]:
+        msg = json.loads(line)["msg"]
+        if msg["type"].startswith("memory_snapshot"):
+            found.setdefault(msg["type"], msg)
     found.setdefault(
-        messages.MEMSNAP_STATUS, ms.MemorySnapshotStatus(ms.RECORDING, "1-m1", step=9).to_wire()
-    )
-    found.setdefault(
-        messages.MEMSNAP_RESULT, memsnap.result(memsnap.planted_leak(), id="1-m1").to_wire()
+        messages.MEMSNAP, {"v": 1, "type": "memory_snapshot", "id": "1-m1", "steps": 5}
     )
     return list(found.values())
 

@@ -147,3 +147,20 @@ def test_monitor_once_on_a_healthy_recording_says_so(capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out)["findings"] == []
     assert cli.main(["--demo", "--once"]) == 0
     assert "Findings: nothing to report" in capsys.readouterr().out
+
+
+def test_replayed_capture_with_flops_prints_its_roofline(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no measured ceilings here
+    path = str(DATA / "transformer_flops.jsonl.gz")
+    assert cli.main(["attach", "--replay", path, "--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["capture"]["options"]["flops"] and len(doc["capture"]["op_rows"]) == 50
+    roof = doc["roofline"]
+    assert roof["roof"]["source"] == "datasheet" and len(roof["ops"]) == 10
+    for op in roof["ops"]:
+        if op["flops"] and op["device_us"]:
+            assert op["achieved_tflops"] == pytest.approx(op["flops"] / op["device_us"] / 1e6)
+    assert cli.main(["attach", "--replay", path, "--once"]) == 0
+    assert "Roofline: the top ops against H100 SXM5 80GB datasheet" in capsys.readouterr().out

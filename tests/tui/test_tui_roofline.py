@@ -143,3 +143,19 @@ def test_no_roof_and_no_flops_are_explained() -> None:
     state.add(dataclasses.replace(result(), options=CaptureOptions(), op_rows=()))
     text = roofline_text_of(state.snapshot(), 100, False, live=True).plain
     assert "recorded without FLOPs and shapes" in text and "p captures 5 steps" in text
+
+
+async def test_a_real_h100_capture_with_flops_on_the_roofline() -> None:
+    """A session recorded on an H100 (bf16 transformer, 5-step capture with FLOPs):
+    its op rows replay onto the H100's roof."""
+    path = Path(__file__).parents[1] / "data" / "h100" / "transformer_flops.jsonl.gz"
+    app = make_attach_app(ReplayFeed.from_file(path), autostart=False)
+    async with app.run_test(size=(120, 50)) as pilot:
+        await pilot.pause()
+        app.screen.replay_to()  # type: ignore[attr-defined]
+        await pilot.press("l")
+        await wait_for(pilot, lambda: "Roofline: the top ops against H100" in panel_text(app))
+        text = panel_text(app)
+        assert "op signatures" in text and "/ memory roof" in text
+        rows = [line for line in text.splitlines() if line[:3].strip().isdigit()]
+        assert len(rows) == 10 and any("compute" in r for r in rows)
