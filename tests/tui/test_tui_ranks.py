@@ -163,3 +163,16 @@ def test_snapshot_ranks_120x40(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app(), terminal_size=(120, 40), run_before=run_before)
+
+
+async def test_ascii_applies_to_the_rank_view() -> None:
+    """``--ascii`` reaches the rank view as it does the single-job screen: no
+    block, box-drawing scrollbar or bullet glyph is drawn."""
+    for ascii_only in (False, True):
+        the_app = app(ascii_only=ascii_only)
+        async with the_app.run_test(size=(120, 40)) as pilot:
+            screen_of(the_app).replay_to(AT_S)
+            await pilot.pause()
+            svg = the_app.export_screenshot()
+        drawn = {ch for ch in "▏▎▍▌▋▊▉█●▇▄" if ch in svg}
+        assert bool(drawn) is not ascii_only, drawn

@@ -17,7 +17,7 @@ from typing import ClassVar
 from rich.table import Table
 from rich.text import Text
 from textual import events, on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.timer import Timer
@@ -34,7 +34,7 @@ from gputui.tui import render
 from gputui.tui.attach.findings import FindingsScreen
 from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
-from gputui.tui.attach.screen import AttachScreen
+from gputui.tui.attach.screen import AttachAppBase, AttachScreen
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -535,36 +535,10 @@ class RanksScreen(Screen[object]):
                 feed.reconnect(link)
 
 
-class RanksApp(App[None]):
+class RanksApp(AttachAppBase):
     """``gputui attach PID`` for a multi-rank job: the rank view first."""
 
-    TITLE = "gputui attach"
-    CSS_PATH = "attach.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("d", "toggle_theme", "Theme", show=False),
-    ]
-
-    def __init__(
-        self,
-        feed: RanksFeed,
-        *,
-        ascii_only: bool = False,
-        banner: str | None = None,
-        autostart: bool = True,
-    ) -> None:
-        super().__init__()
-        self.feed = feed
-        self.ascii_only = ascii_only
-        self.banner = banner
-        self.autostart = autostart
-
-    def recording_banner(self) -> str | None:
-        if self.banner:
-            return " " + self.banner
-        if self.feed.is_replay:
-            return f" RECORDING, not this machine: {self.feed.label}"
-        return None
+    feed: RanksFeed
 
     def get_default_screen(self) -> Screen[object]:
         return RanksScreen(self.feed, autostart=self.autostart)
@@ -574,6 +548,3 @@ class RanksApp(App[None]):
         screen = self.screen_stack[0] if self.screen_stack else self.screen
         assert isinstance(screen, RanksScreen)
         return screen
-
-    def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"

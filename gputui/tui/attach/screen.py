@@ -330,8 +330,9 @@ class AttachScreen(Screen[object]):
         self._start_feed()
 
 
-class AttachApp(App[None]):
-    """``gputui attach`` on its own: the attach screen is the only screen."""
+class AttachAppBase(App[None]):
+    """What the attach apps share (one job, or every rank of one): the CSS, the keys,
+    ``--ascii`` and the banner of a replay."""
 
     TITLE = "gputui attach"
     # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
@@ -345,7 +346,7 @@ class AttachApp(App[None]):
 
     def __init__(
         self,
-        feed: AttachFeed,
+        feed: Any,
         *,
         ascii_only: bool = False,
         banner: str | None = None,
@@ -367,6 +368,15 @@ class AttachApp(App[None]):
             return f" RECORDING, not this machine: {self.feed.label}"
         return None
 
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+
+class AttachApp(AttachAppBase):
+    """``gputui attach`` on its own: the attach screen is the only screen."""
+
+    feed: AttachFeed
+
     def get_default_screen(self) -> Screen[object]:
         return AttachScreen(self.feed, autostart=self.autostart)
 
@@ -375,9 +385,6 @@ class AttachApp(App[None]):
         screen = self.screen
         assert isinstance(screen, AttachScreen)
         return screen
-
-    def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
 
 def make_attach_app(
