@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # GPU activity kinds
 KERNEL = "kernel"
@@ -321,3 +321,35 @@ def by_stream(activities: Iterable[GpuActivity]) -> Iterator[tuple[int, list[Gpu
         items = groups[stream]
         items.sort(key=lambda a: a.start_us)
         yield stream, items
+
+
+def self_times(
+    by_thread: Mapping[Any, list[tuple[int, int, str, bool]]],
+) -> dict[str, list[int]]:
+    """Per op name ``[calls, self time, inclusive time]`` from host ranges
+    ``(start, end, name, is_op)`` grouped by thread (any one time unit): an op's
+    self time is its duration less its direct children's.  Ranges that are not
+    ops (annotations) take part in the nesting but are not counted.  Sorts each
+    thread's list in place."""
+    per_name: dict[str, list[int]] = {}
+    for items in by_thread.values():
+        items.sort(key=lambda it: (it[0], -it[1]))
+        child = [0] * len(items)
+        stack: list[int] = []
+        for idx, (start, end, _name, _op) in enumerate(items):
+            while stack and items[stack[-1]][1] <= start:
+                stack.pop()
+            if stack:
+                child[stack[-1]] += end - start
+            stack.append(idx)
+        for idx, (start, end, name, is_op) in enumerate(items):
+            if not is_op:
+                continue
+            dur = end - start
+            row = per_name.get(name)
+            if row is None:
+                row = per_name[name] = [0, 0, 0]
+            row[0] += 1
+            row[1] += max(0, dur - child[idx])
+            row[2] += dur
+    return per_name

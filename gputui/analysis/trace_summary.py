@@ -25,6 +25,7 @@ from gputui.analysis.timeline import (
     OP,
     RUNTIME,
     Timeline,
+    self_times,
     step_id,
 )
 from gputui.analysis.trace_metrics import compute
@@ -155,26 +156,7 @@ def cpu_op_rows(timeline: Timeline, top: int = TOP_ROWS) -> tuple[tuple[CpuOpRow
     for c in timeline.runtime:
         if c.kind in (RUNTIME, DRIVER):
             by_thread.setdefault(c.thread, []).append((c.start_us, c.end_us, c.name, True))
-    per_name: dict[str, list[int]] = {}  # name -> [calls, self, total] (µs)
-    for items in by_thread.values():
-        items.sort(key=lambda it: (it[0], -it[1]))
-        child = [0] * len(items)
-        stack: list[int] = []
-        for idx, (start, end, _name, _op) in enumerate(items):
-            while stack and items[stack[-1]][1] <= start:
-                stack.pop()
-            if stack:
-                child[stack[-1]] += end - start
-            stack.append(idx)
-        for idx, (start, end, name, is_op) in enumerate(items):
-            if not is_op:
-                continue
-            row = per_name.get(name)
-            if row is None:
-                row = per_name[name] = [0, 0, 0]
-            row[0] += 1
-            row[1] += max(0, end - start - child[idx])
-            row[2] += end - start
+    per_name = self_times(by_thread)  # name -> [calls, self, total] (µs)
     grand = sum(row[1] for row in per_name.values())
     rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)[:top]
     table = tuple(

@@ -328,27 +328,7 @@ def cpu_table(cpu: list[tuple[int, int, int, str, bool]], top: int = TOP_ROWS) -
     by_thread: dict[int, list[tuple[int, int, str, bool]]] = {}
     for tid, start, end, name, is_op in cpu:
         by_thread.setdefault(tid, []).append((start, end, name, is_op))
-    per_name: dict[str, list[int]] = {}  # name -> [calls, self, total]
-    for items in by_thread.values():
-        items.sort(key=lambda it: (it[0], -it[1]))
-        child = [0] * len(items)
-        stack: list[int] = []
-        for idx, (start, end, _name, _op) in enumerate(items):
-            while stack and items[stack[-1]][1] <= start:
-                stack.pop()
-            if stack:
-                child[stack[-1]] += end - start
-            stack.append(idx)
-        for idx, (start, end, name, is_op) in enumerate(items):
-            if not is_op:
-                continue
-            dur = end - start
-            row = per_name.get(name)
-            if row is None:
-                row = per_name[name] = [0, 0, 0]
-            row[0] += 1
-            row[1] += max(0, dur - child[idx])
-            row[2] += dur
+    per_name = tl.self_times(by_thread)  # name -> [calls, self, total] (ns)
     grand_self = sum(row[1] for row in per_name.values())
     rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)
     return {
