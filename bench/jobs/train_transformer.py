@@ -8,11 +8,17 @@ after start, so a recording shows what a data-starved GPU looks like.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+
+# the scenarios' transformer: the same model everywhere a bf16 LM is measured
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scenarios"))
+from models import TinyLM
 
 
 class RandomTokens(Dataset[torch.Tensor]):
@@ -28,36 +34,6 @@ class RandomTokens(Dataset[torch.Tensor]):
             if self.starve[0] <= elapsed < self.starve[1]:
                 time.sleep(0.02)  # a slow disk / decode step
         return torch.randint(0, self.vocab, (self.seq + 1,))
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
-        self.ln2 = nn.LayerNorm(d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = self.ln1(x)
-        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
-        return x + self.mlp(self.ln2(x))
-
-
-class TinyLM(nn.Module):
-    def __init__(self, vocab: int, d: int, heads: int, layers: int, seq: int) -> None:
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.pos = nn.Parameter(torch.zeros(seq, d))
-        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
-        self.head = nn.Linear(d, vocab)
-        self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.emb(tokens) + self.pos[: tokens.shape[1]]
-        for block in self.blocks:
-            x = block(x, self.mask)
-        return self.head(x)
 
 
 def main() -> None:
