@@ -62,23 +62,33 @@ NUMBERS = st.one_of(
     st.sampled_from([1e20, 1e308, -1e308, 5e-324, 1e11, 1e8 + 1]),
 )
 SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, st.text(max_size=20), st.sampled_from(TYPES))
-JSON = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def json_values(scalars: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Any JSON value (small lists and objects) built from ``scalars``."""
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+JSON = json_values(SCALARS)
+
+
+def paths(
+    node: Any, prefix: tuple[Any, ...] = (), per_list: int | None = None
+) -> list[tuple[Any, ...]]:
+    """Every key path into ``node`` (the first ``per_list`` items of each list)."""
     out = [prefix] if prefix else []
     if isinstance(node, dict):
         for key, value in node.items():
-            out += _paths(value, (*prefix, key))
+            out += paths(value, (*prefix, key), per_list)
     elif isinstance(node, list):
-        for i, value in enumerate(node[:3]):
-            out += _paths(value, (*prefix, i))
+        for i, value in enumerate(node[:per_list]):
+            out += paths(value, (*prefix, i), per_list)
     return out
 
 
@@ -94,9 +104,9 @@ def mutated_message(draw: st.DrawFn) -> Any:
     data = copy.deepcopy(draw(st.sampled_from(REAL)))
     if draw(st.integers(0, 7)) == 0:
         data["type"] = draw(st.sampled_from(TYPES))
-    paths = _paths(data)
+    found = paths(data, per_list=3)
     for _ in range(draw(st.integers(1, 4))):
-        path = draw(st.sampled_from(paths))
+        path = draw(st.sampled_from(found))
         node = data
         try:  # an earlier change may have replaced a parent of this path
             for key in path[:-1]:

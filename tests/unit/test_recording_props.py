@@ -27,7 +27,7 @@ from gputui.collectors.replay import (
     _StreamPlayer,
 )
 from gputui.errors import GputuiError
-from tests.helpers.wire_strategies import mutated_message
+from tests.helpers.wire_strategies import json_values, mutated_message, paths
 from tests.unit.test_replay import make_snapshot
 
 EXAMPLES = int(os.environ.get("GPUTUI_PROPERTY_EXAMPLES", "120"))
@@ -50,27 +50,10 @@ NUMBERS = st.one_of(
     st.sampled_from([1e20, 1e308, -1e308, 5e-324, 100.0, 100.5, 110.0, 2.0**33, 2.0**33 + 1]),
 )
 SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, st.text(max_size=20))
-JSON = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+JSON = json_values(SCALARS)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
-
-PATHS = _paths(BASE)
+PATHS = paths(BASE)
 
 
 @st.composite
