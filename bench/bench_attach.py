@@ -41,31 +41,7 @@ sys.path.insert(0, str(REPO))
 from gputui.collectors.attach_recording import read_attach_recording  # noqa: E402
 from gputui.protocol import find_socket  # noqa: E402
 
-JOB = r"""
-import sys, time
-import gputui.hook
-rate, seconds, out = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-gputui.hook.install(batch_size=32)
-period = 1.0 / rate
-steps = 0
-t0 = time.perf_counter()
-next_t = t0
-while time.perf_counter() - t0 < seconds:
-    with gputui.hook.phase("work"):
-        next_t += period
-        # Pace by the clock (sleep for long gaps, spin for the last bit), like a
-        # job whose step takes 1 ms.
-        while (left := next_t - time.perf_counter()) > 0.002:
-            time.sleep(left - 0.002)
-        while time.perf_counter() < next_t:
-            pass
-    gputui.hook.step()
-    steps += 1
-with open(out + ".tmp", "w") as fh:
-    fh.write(str(steps))
-import os
-os.replace(out + ".tmp", out)
-"""
+FIXED_RATE = REPO / "bench" / "jobs" / "fixed_rate.py"
 
 SIZE = (120, 40)
 
@@ -74,7 +50,9 @@ def start_job(rate: float, seconds: float, work: Path) -> tuple[subprocess.Popen
     done = work / f"job-{rate:g}.steps"
     env = dict(os.environ, PYTHONPATH=str(REPO), GPUTUI_SOCKET_DIR=str(work / "sock"))
     proc = subprocess.Popen(
-        [sys.executable, "-c", JOB, str(rate), str(seconds), str(done)], env=env, cwd=str(REPO)
+        [sys.executable, str(FIXED_RATE), str(rate), str(seconds), str(done), "--spin"],
+        env=env,
+        cwd=str(REPO),
     )
     os.environ["GPUTUI_SOCKET_DIR"] = env["GPUTUI_SOCKET_DIR"]
     deadline = time.monotonic() + 30
@@ -87,7 +65,7 @@ def start_job(rate: float, seconds: float, work: Path) -> tuple[subprocess.Popen
 
 def finish_job(proc: subprocess.Popen[bytes], done: Path) -> int:
     proc.wait(timeout=120)
-    return int(done.read_text())
+    return int(done.read_text().split()[0])
 
 
 async def headless(rate: float, window: float, work: Path) -> dict[str, Any]:

@@ -36,29 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-JOB = r"""
-import os, sys, time
-import gputui.hook
-rate, seconds, out = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-gputui.hook.install(batch_size=32)
-period = 1.0 / rate
-calls = 0
-t0 = time.perf_counter()
-next_t = t0
-while time.perf_counter() - t0 < seconds:
-    with gputui.hook.phase("work"):
-        next_t += period
-        left = next_t - time.perf_counter()
-        if left > 0:
-            time.sleep(left)  # an absolute schedule: late wake-ups catch up
-    gputui.hook.step()
-    calls += 1
-elapsed = time.perf_counter() - t0
-with open(out + ".tmp", "w") as fh:
-    fh.write(f"{calls} {elapsed}")
-os.replace(out + ".tmp", out)
-time.sleep(3.0)  # idle: the viewer takes the last steps, then the job says bye
-"""
+FIXED_RATE = REPO / "bench" / "jobs" / "fixed_rate.py"
 
 
 # -- the viewer (its own process: --viewer) ------------------------------------------------
@@ -198,7 +176,8 @@ def run(minutes: float, rate: float, reconnect_s: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(REPO), GPUTUI_SOCKET_DIR=str(work / "sock"))
     done = work / "job.steps"
     job = subprocess.Popen(
-        [sys.executable, "-c", JOB, str(rate), str(minutes * 60), str(done)], env=env
+        [sys.executable, str(FIXED_RATE), str(rate), str(minutes * 60), str(done), "--linger", "3"],
+        env=env,
     )
     from gputui.protocol import find_socket
 
