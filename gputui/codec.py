@@ -138,27 +138,69 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+class _Complex:
+    """No JSON value has this type: a field of it always takes its converter."""
+
+
+#: a field's plan: key, the type its common values have, their range (a string's
+#: length), whether null is allowed (N/A), and the converter that decides the rest
+_FieldPlan = tuple[str, type, float, float, bool, Converter]
+
+
 @cache
 def _dataclass_converter(cls: type) -> Converter:
     hints = typing.get_type_hints(cls)
-    plan: list[tuple[str, Converter]] = []
+    plan: list[_FieldPlan] = []
     required: list[str] = []
     for f in dataclasses.fields(cls):
-        plan.append((f.name, _converter(hints[f.name], f"{cls.__name__}.{f.name}")))
+        where = f"{cls.__name__}.{f.name}"
+        plan.append((f.name, *_fast_check(hints[f.name], where), _converter(hints[f.name], where)))
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             required.append(f.name)
     name = cls.__name__
 
     def convert(data: Any) -> Any:
-        if not isinstance(data, dict):
+        if type(data) is not dict:
             raise DecodeError(f"{name}: expected an object, got {_json_type(data)}")
         for key in required:
             if key not in data:
                 raise DecodeError(f"{name}: missing field {key!r}")
-        kwargs = {key: conv(data[key]) for key, conv in plan if key in data}
+        kwargs: dict[str, Any] = {}
+        # The common case inline (a snapshot holds thousands of values): a value
+        # of the field's own type and in range, or null where N/A is allowed, is
+        # taken as it is.  Everything else, errors included, is the converter's.
+        for key, kind, lo, hi, nullable, conv in plan:
+            if key in data:
+                value: Any = data[key]
+                if value is None:
+                    kwargs[key] = None if nullable else conv(value)
+                elif type(value) is kind and (
+                    kind is bool or lo <= (len(value) if kind is str else value) <= hi  # type: ignore[operator, arg-type]
+                ):
+                    kwargs[key] = value
+                else:
+                    kwargs[key] = conv(value)
         return cls(**kwargs)
 
     return convert
+
+
+def _fast_check(tp: Any, where: str) -> tuple[type, float, float, bool]:
+    """What ``convert`` takes as it is for a field of type ``tp``: (type, low,
+    high, nullable).  An int is a valid float too, but becomes a float: that is
+    the converter's work, so a float field's common type is float alone."""
+    nullable = False
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        nullable, tp = True, inner[0] if len(inner) == 1 else _Complex
+    if tp is float or tp is int:
+        lo, hi = _range_of(where) or (FLOAT_RANGE if tp is float else INT_RANGE)
+        return tp, lo, hi, nullable
+    if tp is str:
+        return str, 0, MAX_STR_CHARS, nullable
+    if tp is bool:
+        return bool, 0, 0, nullable
+    return _Complex, 0, 0, nullable
 
 
 def _json_type(value: Any) -> str:
@@ -207,7 +249,7 @@ def _converter(tp: Any, where: str) -> Converter:
                 raise DecodeError(f"{where}: expected a list, got {_json_type(value)}")
             if len(value) > limit:
                 raise _OutOfRange(f"{where}: {len(value)} items, at most {limit} allowed")
-            return tuple(item(v) for v in value)
+            return tuple(map(item, value))
 
         return _not_null(sequence, where)
     if dataclasses.is_dataclass(tp):
