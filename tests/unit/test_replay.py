@@ -11,6 +11,8 @@ from gputui.collectors.replay import (
     RecordingError,
     RecordingWriter,
     ReplaySource,
+    _file_opener,
+    _StreamPlayer,
     read_demo,
     read_recording,
 )
@@ -183,3 +185,66 @@ def test_demo_source_decodes_as_it_plays_the_same_snapshots() -> None:
     assert source.loops == 0 and source.position == len(snaps)
     assert source.sample() == snaps[0]
     assert source.loops == 1 and source.position == 1
+
+
+def _stream_source(path: Path, **player_args: int) -> tuple[ReplaySource, _StreamPlayer]:
+    player = _StreamPlayer(_file_opener(path), 2**30, **player_args)
+    return ReplaySource(player.header, (), "recording: rec", player=player), player
+
+
+def _write(path: Path, snaps: list[Snapshot]) -> None:
+    writer = RecordingWriter(path, interval_s=1.0)
+    for snap in snaps:
+        writer.write(snap)
+    writer.close()
+
+
+def test_a_small_recording_is_decoded_once_then_plays_from_memory(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1_700_000_000.0 + i, util=float(i)) for i in range(12)]
+    _write(path, snaps)
+    source, player = _stream_source(path)
+    # Five played from the stream; the preload arrives mid-pass.
+    played = [source.sample() for _ in range(5)]
+    source.count()
+    player.join(10)
+    assert player.preloaded == tuple(snaps) and source.total == 12
+    # The file is no longer read: gone, the replay plays on, in order, pass after pass.
+    path.unlink()
+    played += [source.sample() for _ in range(7 + 12 + 3)]
+    assert played == snaps + snaps + snaps[:3]
+    assert source.loops == 2 and source.position == 3
+
+
+def test_a_recording_over_the_preload_size_streams_every_pass(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1_700_000_000.0 + i) for i in range(4)]
+    _write(path, snaps)
+    source, player = _stream_source(path, preload_max=100)
+    source.count()
+    player.join(10)
+    assert player.preloaded is None and source.total == 4
+    assert [source.sample() for _ in range(6)] == snaps + snaps[:2]
+    path.unlink()  # the next pass reopens the file
+    source.sample(), source.sample()
+    with pytest.raises(RecordingError):
+        source.sample()
+
+
+def test_a_recording_with_a_damaged_line_is_not_preloaded(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1_700_000_000.0 + i) for i in range(3)]
+    _write(path, snaps)
+    lines = gzip.decompress(path.read_bytes()).splitlines(keepends=True)
+    lines.insert(2, b'{"timestamp_s": "x"}\n')
+    path.write_bytes(gzip.compress(b"".join(lines)))
+    source, player = _stream_source(path)
+    source.count()
+    player.join(10)
+    assert player.preloaded is None
+    # The damaged line is said on every pass, as before.
+    for _ in range(2):
+        assert source.sample() == snaps[0]
+        with pytest.raises(RecordingError, match="line 3"):
+            source.sample()
+        assert [source.sample(), source.sample()] == snaps[1:]
