@@ -88,26 +88,56 @@ class GpuWindow:
             counted += 1
             for reason in d.throttle_reasons:
                 reasons[reason] = reasons.get(reason, 0) + 1
+        # One column per metric (a tuple per sample, transposed): the monitor runs
+        # this for every GPU at every sample.
+        gpm_rows = [
+            (
+                g.sm_activity_pct,
+                g.sm_occupancy_pct,
+                g.tensor_activity_pct,
+                g.dram_bw_util_pct,
+                g.fp16_activity_pct,
+                g.fp32_activity_pct,
+                g.fp64_activity_pct,
+            )
+            for g in gpms
+        ]
+        sm, occupancy, tensor, dram, fp16, fp32, fp64 = (
+            list(zip(*gpm_rows, strict=True)) if gpm_rows else [()] * 7
+        )
+        power, temp, clock, rx, tx = zip(
+            *[
+                (
+                    d.power_w,
+                    d.temp_gpu_c,
+                    d.clock_sm_mhz,
+                    d.pcie_rx_bytes_per_s,
+                    d.pcie_tx_bytes_per_s,
+                )
+                for d in live
+            ],
+            strict=True,
+        )
         return cls(
             samples=len(live),
             index=last.index,
             name=last.name,
             util_pct=_mean(utils),
-            util_stdev_pct=statistics.pstdev(utils) if len(utils) >= 2 else None,
-            sm_active_pct=_mean(g.sm_activity_pct for g in gpms),
-            sm_occupancy_pct=_mean(g.sm_occupancy_pct for g in gpms),
-            tensor_pct=_mean(g.tensor_activity_pct for g in gpms),
-            dram_pct=_mean(g.dram_bw_util_pct for g in gpms),
-            fp16_pct=_mean(g.fp16_activity_pct for g in gpms),
-            fp32_pct=_mean(g.fp32_activity_pct for g in gpms),
-            fp64_pct=_mean(g.fp64_activity_pct for g in gpms),
-            power_w=_mean(d.power_w for d in live),
+            util_stdev_pct=_pstdev(utils) if len(utils) >= 2 else None,
+            sm_active_pct=_mean(sm),
+            sm_occupancy_pct=_mean(occupancy),
+            tensor_pct=_mean(tensor),
+            dram_pct=_mean(dram),
+            fp16_pct=_mean(fp16),
+            fp32_pct=_mean(fp32),
+            fp64_pct=_mean(fp64),
+            power_w=_mean(power),
             power_limit_w=last.power_limit_w,
-            temp_c=_mean(d.temp_gpu_c for d in live),
-            clock_sm_mhz=_mean(d.clock_sm_mhz for d in live),
+            temp_c=_mean(temp),
+            clock_sm_mhz=_mean(clock),
             clock_sm_max_mhz=last.clock_sm_max_mhz,
-            pcie_rx_bytes_per_s=_mean(d.pcie_rx_bytes_per_s for d in live),
-            pcie_tx_bytes_per_s=_mean(d.pcie_tx_bytes_per_s for d in live),
+            pcie_rx_bytes_per_s=_mean(rx),
+            pcie_tx_bytes_per_s=_mean(tx),
             mem_used_bytes=last.mem_used_bytes,
             mem_total_bytes=last.mem_total_bytes,
             throttle_share={r: n / counted for r, n in reasons.items()} if counted else {},
@@ -115,9 +145,21 @@ class GpuWindow:
         )
 
 
-def _mean(values: Iterable[float | int | None]) -> float | None:
-    present = [float(v) for v in values if v is not None and v == v]
+def _mean(values: Sequence[float | int | None]) -> float | None:
+    """The mean of the values that are there (not None, not NaN); None if none is."""
+    if values and None not in values:
+        total = math.fsum(values)  # type: ignore[arg-type]
+        if total == total:  # no NaN among them: the common case, without a list
+            return total / len(values)
+    present = [v for v in values if v is not None and v == v]
     return math.fsum(present) / len(present) if present else None
+
+
+def _pstdev(values: Sequence[float | int]) -> float:
+    """The population standard deviation, in floats (``statistics.pstdev``
+    computes in exact fractions: ten times the cost, for digits no rule reads)."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
 
 
 # -- a capture ---------------------------------------------------------------------------------

@@ -42,16 +42,17 @@ class DeviceEvidence:
 
 def device_evidence(snapshot: Snapshot, recent: Sequence[Snapshot]) -> list[DeviceEvidence]:
     """One DeviceEvidence per GPU of ``snapshot``, averaged over ``recent``."""
-    out = []
-    for device in snapshot.devices:
-        series = [
-            d for snap in recent for d in snap.devices if d.uuid == device.uuid and not d.lost
-        ]
-        has_compute = any(
-            p.gpu_index == device.index and "compute" in p.type for p in snapshot.processes
-        )
-        out.append(DeviceEvidence(device, GpuWindow.of(series), has_compute))
-    return out
+    by_uuid: dict[str, list[DeviceSnapshot]] = {d.uuid: [] for d in snapshot.devices}
+    for snap in recent:
+        for d in snap.devices:
+            series = by_uuid.get(d.uuid)
+            if series is not None and not d.lost:
+                series.append(d)
+    computing = {p.gpu_index for p in snapshot.processes if "compute" in p.type}
+    return [
+        DeviceEvidence(device, GpuWindow.of(by_uuid[device.uuid]), device.index in computing)
+        for device in snapshot.devices
+    ]
 
 
 def _finding(
