@@ -271,9 +271,16 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _line(self, values: tuple[Any, ...], style: Style | None) -> Text:
         line = Text(no_wrap=True, overflow="crop", end="")
-        for column, value, width in zip(self._shown, values, self._widths, strict=True):
+        columns = zip(self._shown, values, self._widths, strict=True)
+        for i, (column, value, width) in enumerate(columns):
+            if i:
+                # Between columns only: a space after the last one made every line a
+                # cell too wide, and cropping a line with a non-ASCII character (an
+                # ellipsis) costs Rich a walk over each character.
+                line.append(" ")
             text = value if isinstance(value, Text) else Text(str(value))
-            cells = text.cell_len
+            plain = text.plain
+            cells = len(plain) if plain.isascii() else text.cell_len
             if cells > width:
                 # Cut with an ellipsis, so a cut command never reads as a whole one.
                 text = text.copy()
@@ -287,7 +294,6 @@ class ProcessTable(ScrollView, can_focus=True):
             else:
                 line.append_text(text)
                 line.append(pad)
-            line.append(" ")
         if style is not None:
             # Under the cells' own colours, so a red %SM stays red on the cursor row.
             line.stylize_before(style)
