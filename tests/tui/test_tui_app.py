@@ -530,3 +530,25 @@ async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
     async with replay.run_test(size=(140, 50)) as pilot:
         await started(pilot)
         assert replay.current.ceilings == {}
+
+
+async def test_start_up_objects_leave_the_cyclic_collector_outside_tests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    import gputui.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "GC_FREEZE_AFTER_S", 0.01)
+    app = app_for()
+    assert gc.get_freeze_count() == 0
+    async with app.run_test() as pilot:
+        await started(pilot)
+        await pilot.pause(0.1)
+        # headless (tests, screenshots): many apps share one process, nothing frozen
+        assert gc.get_freeze_count() == 0
+        try:
+            app._freeze_startup_objects()
+            assert gc.get_freeze_count() > 0
+        finally:
+            gc.unfreeze()
