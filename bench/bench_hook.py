@@ -48,10 +48,11 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import gputui.hook  # noqa: E402
-from gputui.analysis.trace_metrics import compute as compute_trace_metrics  # noqa: E402
-from gputui.collectors.hook_client import CaptureResult, HookClient  # noqa: E402
-from gputui.hook._reduce import extract, reduce_events  # noqa: E402
+from gputui.collectors.hook_client import HookClient  # noqa: E402
 from gputui.hook._server import IDLE_TICK_S  # noqa: E402
+
+# The capture part's imports are in capture(): the interleaved part also runs
+# against older checkouts (--tree), which lack some of them.
 
 VIEWER = r"""
 import json, sys
@@ -492,6 +493,10 @@ def io_thread_cost(work: Workload, steps: int) -> dict[str, float]:
 
 
 def capture(work: Workload, device: torch.device) -> dict[str, Any]:
+    from gputui.analysis.trace_metrics import compute as compute_trace_metrics
+    from gputui.collectors.hook_client import CaptureResult
+    from gputui.hook._reduce import extract, reduce_events
+
     hook = gputui.hook.install()
     assert hook is not None
     client = HookClient.connect(os.getpid())

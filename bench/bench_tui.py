@@ -44,9 +44,11 @@ def start_in_tmux(
 ) -> psutil.Process:
     subprocess.run(["tmux", "kill-session", "-t", SESSION_T], capture_output=True)
     # The tree's own gputui: `python -m` puts the working directory first on the path.
+    # Packages installed beside the interpreter's own (PYTHONPATH) come after it.
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
     env = (
         f"cd {shlex.quote(str(tree))} && exec env TERM=xterm-256color "
-        f"PYTHONPATH={shlex.quote(str(tree))} {command}"
+        f"PYTHONPATH={shlex.quote(path)} {command}"
     )
     tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), env)
     pid = int(tmux("display-message", "-p", "-t", PANE_T, "#{pane_pid}").strip())
@@ -119,22 +121,25 @@ def summarize(windows: list[Window]) -> dict[str, dict[str, float]]:
 
 
 def mode_live(args: argparse.Namespace) -> dict[str, object]:
-    tools = {"gputui": gputui_cmd("--interval 1")}
+    # gputui of each checkout (--tree), then nvitop, in every round
+    tools = [(label, gputui_cmd("--interval 1"), tree) for label, tree in trees(args)]
     try:
         import nvitop  # noqa: F401
 
-        tools["nvitop"] = f"{shlex.quote(sys.executable)} -m nvitop --interval 1"
+        nvitop_cmd = f"{shlex.quote(sys.executable)} -m nvitop --interval 1"
+        tools.append(("nvitop", nvitop_cmd, ROOT))
     except ImportError:
         print("nvitop not importable: measuring gputui alone", file=sys.stderr)
     windows = []
     for _ in range(args.rounds):
-        for tool, command in tools.items():
-            windows.append(measure(command, tool, args.warmup, args.seconds))
+        for tool, command, tree in tools:
+            windows.append(measure(command, tool, args.warmup, args.seconds, tree))
             print(windows[-1], file=sys.stderr)
     summary = summarize(windows)
     if "nvitop" in summary:
-        summary["ratio_gputui_over_nvitop"] = {
-            "cpu": summary["gputui"]["cpu_pct_median"] / summary["nvitop"]["cpu_pct_median"]
+        summary["ratio_over_nvitop"] = {
+            label: summary[label]["cpu_pct_median"] / summary["nvitop"]["cpu_pct_median"]
+            for label, _tree in trees(args)
         }
     return {"mode": "live", "summary": summary, "windows": [dataclasses.asdict(w) for w in windows]}
 
@@ -277,7 +282,7 @@ def main() -> None:
         "--tree",
         action="append",
         metavar="LABEL=PATH",
-        help="replay/launch: compare checkouts in one run (give it once per checkout)",
+        help="live/replay/launch: compare checkouts in one run (give it once per checkout)",
     )
     args = p.parse_args()
     os.environ.setdefault("TERM", "xterm-256color")

@@ -12,6 +12,11 @@
 #   memsnap      bench/bench_memsnap.py: what recording allocation history costs the job
 #   findings     bench/bench_findings.py: the analyzer's cost on this host
 #   exporter     bench/bench_exporter.py compare: against nvitop-exporter
+#   tui          bench/bench_tui.py live in tmux with a bf16 product loop on the GPU:
+#                gputui (and the checkout in $BEFORE, if set) against nvitop
+#   hook-trees   bench/bench_hook_trees.py: the hook of $BEFORE against this one
+#
+# BEFORE: a directory holding an earlier gputui package (git archive REV gputui).
 #
 #   bash bench/gpu_session.sh OUT STAGE...
 set -uo pipefail
@@ -101,6 +106,23 @@ for stage in "$@"; do
             --json "$out/exporter_compare.json" >"$out/exporter.log" 2>&1
         check $?
         tail -n 30 "$out/exporter.log"
+        ;;
+    tui)
+        "$py" bench/jobs/gpu_load.py --plan bf16mm:450 >"$out/tui-load.log" 2>&1 &
+        load=$!
+        sleep 5
+        timeout 450 "$py" bench/bench_tui.py live ${BEFORE:+--tree "before=$BEFORE" --tree after=.} \
+            --seconds 30 --rounds 3 --out "$out/tui_live.json" >"$out/tui.log" 2>&1
+        check $?
+        kill "$load" 2>/dev/null
+        grep -v '^ ' "$out/tui.log" | tail -n 12
+        ;;
+    hook-trees)
+        timeout 540 "$py" bench/bench_hook_trees.py --tree "before=${BEFORE:?set BEFORE}" \
+            --tree after=. --rounds 2 --out "$out/hook_trees.json" \
+            -- --cycles 300 --tf-cycles 12 >"$out/hook-trees.log" 2>&1
+        check $?
+        tail -n 12 "$out/hook-trees.log"
         ;;
     *) echo "unknown stage $stage"; status=2 ;;
     esac
