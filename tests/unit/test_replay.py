@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,37 @@ def test_a_recording_with_a_damaged_line_is_not_preloaded(tmp_path: Path) -> Non
         with pytest.raises(RecordingError, match="line 3"):
             source.sample()
         assert [source.sample(), source.sample()] == snaps[1:]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("util_gpu_pct", 50), ("util_gpu_pct", 50.0), ("util_gpu_pct", 111.0),
+        ("util_gpu_pct", float("nan")), ("util_gpu_pct", True), ("util_gpu_pct", "50"),
+        ("index", 3), ("index", 3.0), ("index", -1), ("index", False), ("index", None),
+        ("name", "H100"), ("name", "x" * (2**17 + 1)), ("name", 7), ("name", None),
+        ("gpm_supported", True), ("gpm_supported", 1), ("gpm_supported", None),
+        ("fan_pct", None), ("fan_pct", 2**70),
+    ],
+    ids=lambda value: repr(value)[:16],
+)  # fmt: skip
+def test_codec_inline_values_decode_as_the_field_converter_does(field: str, value: object) -> None:
+    # The common value is taken inline; it must give exactly what the field's own
+    # converter gives (type included: an int in a float field becomes a float),
+    # and everything else the same result or the same error.
+    import typing
+
+    from gputui.codec import _converter, from_json
+
+    hint = typing.get_type_hints(DeviceSnapshot)[field]
+    convert = _converter(hint, f"DeviceSnapshot.{field}")
+    data = snapshot_to_json(make_snapshot(1.0))["devices"][0]
+    data[field] = value
+    try:
+        expected: object = convert(value)
+    except DecodeError as exc:
+        with pytest.raises(DecodeError, match=re.escape(str(exc))):
+            from_json(DeviceSnapshot, data)
+        return
+    got = getattr(from_json(DeviceSnapshot, data), field)
+    assert got == expected and type(got) is type(expected)
