@@ -141,6 +141,9 @@ class LineReader:
         #: compressed (file) bytes read so far
         self.consumed = 0
         self.complete = True
+        #: False when compressed data stopped before its end marker: a recorder
+        #: still writing (or killed)
+        self.ended = True
         self._number = 0
         self._blank = 0
 
@@ -189,7 +192,9 @@ class LineReader:
             if not pending:
                 pending = self._read()
                 if not pending:
-                    # No end marker: a recorder killed mid-write.  What came out is good.
+                    # No end marker: a recorder killed mid-write, or still writing.
+                    # What came out is good.
+                    self.ended = False
                     return
 
     def _read(self) -> bytes:

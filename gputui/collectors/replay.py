@@ -61,7 +61,7 @@ MAX_WHOLE_BYTES = 256 * 2**20
 MAX_INTERVAL_S = 3600.0
 #: the monitor's replay starts counting the snapshots this long after its first one
 COUNT_DELAY_S = 1.0
-#: a recording whose snapshot lines come to at most this many bytes (decompressed)
+#: a finished recording whose lines come to at most this many bytes (decompressed)
 #: is decoded whole after it is counted, and plays from memory (about 10 minutes of
 #: 8 GPUs with 40 processes at 1 s, or hours of a smaller machine)
 PRELOAD_MAX_BYTES = 24 * 2**20
@@ -407,7 +407,8 @@ class _StreamPlayer:
             self._preload()
 
     def _count_lines(self, delay_s: float) -> int | None:
-        """Count the lines (the total); their size in bytes, None if stopped or failed."""
+        """Count the lines (the total); their size in bytes, or None: stopped, failed,
+        or a recording still being written (each pass reopens it: new lines play)."""
         # Lines, not decoded snapshots: decompressing is most of it, and the zlib
         # module releases the GIL while it inflates.  The delay keeps it off the
         # monitor's first frame (a pause, interrupted by close: no synchronisation).
@@ -420,7 +421,7 @@ class _StreamPlayer:
                     lines += 1
                     if self._closed.is_set():
                         return None
-                size = reader.total
+                size = reader.total if reader.ended else None
         except RecordingError as exc:
             self.count_error = str(exc)
             return None

@@ -283,3 +283,23 @@ def test_codec_inline_values_decode_as_the_field_converter_does(field: str, valu
         return
     got = getattr(from_json(DeviceSnapshot, data), field)
     assert got == expected and type(got) is type(expected)
+
+
+def test_a_recording_still_being_written_is_not_preloaded_and_grows(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1_700_000_000.0 + i) for i in range(6)]
+    writer = RecordingWriter(path, interval_s=1.0)
+    for snap in snaps[:3]:
+        writer.write(snap)
+    writer.flush()  # readable, no end marker yet: the recorder is still at work
+    source, player = _stream_source(path)
+    source.count()
+    player.join(10)
+    assert player.preloaded is None
+    assert [source.sample() for _ in range(3)] == snaps[:3]
+    for snap in snaps[3:]:
+        writer.write(snap)
+    writer.close()
+    # What was written meanwhile plays (in this pass, or the next: it reopens the file).
+    played = [source.sample() for _ in range(9)]
+    assert all(snap in played for snap in snaps[3:])
