@@ -104,7 +104,18 @@ def mutated_message(draw: st.DrawFn) -> Any:
     data = copy.deepcopy(draw(st.sampled_from(REAL)))
     if draw(st.integers(0, 7)) == 0:
         data["type"] = draw(st.sampled_from(TYPES))
-    found = paths(data, per_list=3)
+    return mutate(draw, data, paths(data, per_list=3))
+
+
+def mutate(
+    draw: st.DrawFn,
+    data: Any,
+    found: list[tuple[Any, ...]],
+    values: st.SearchStrategy[Any] | None = None,
+) -> Any:
+    """``data`` (changed in place) with 1 to 4 of the values at ``found``'s paths
+    replaced by one of ``values`` (any JSON by default), or their key dropped."""
+    values = JSON if values is None else values
     for _ in range(draw(st.integers(1, 4))):
         path = draw(st.sampled_from(found))
         node = data
@@ -114,7 +125,7 @@ def mutated_message(draw: st.DrawFn) -> Any:
             if draw(st.integers(0, 5)) == 0 and isinstance(node, dict):
                 node.pop(path[-1], None)
             else:
-                node[path[-1]] = draw(JSON)
+                node[path[-1]] = draw(values)
         except (KeyError, IndexError, TypeError):
             continue
     return data

@@ -27,7 +27,7 @@ from gputui.collectors.replay import (
     _StreamPlayer,
 )
 from gputui.errors import GputuiError
-from tests.helpers.wire_strategies import json_values, mutated_message, paths
+from tests.helpers.wire_strategies import json_values, mutate, mutated_message, paths
 from tests.unit.test_replay import make_snapshot
 
 EXAMPLES = int(os.environ.get("GPUTUI_PROPERTY_EXAMPLES", "120"))
@@ -61,20 +61,7 @@ def mutated_snapshot(draw: st.DrawFn) -> Any:
     """A real snapshot with a few values (anywhere in it) replaced by any JSON."""
     if draw(st.integers(0, 9)) == 0:
         return draw(JSON)  # sometimes not a snapshot at all
-    data = copy.deepcopy(BASE)
-    for _ in range(draw(st.integers(1, 4))):
-        path = draw(st.sampled_from(PATHS))
-        node = data
-        try:  # an earlier change may have replaced a parent of this path
-            for key in path[:-1]:
-                node = node[key]
-            if draw(st.integers(0, 5)) == 0 and isinstance(node, dict):
-                node.pop(path[-1], None)
-            else:
-                node[path[-1]] = draw(JSON)
-        except (KeyError, IndexError, TypeError):
-            continue
-    return data
+    return mutate(draw, copy.deepcopy(BASE), PATHS, JSON)
 
 
 def _line(value: Any) -> bytes:
