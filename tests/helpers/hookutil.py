@@ -141,3 +141,24 @@ def wait_steps(hook: Any, n: int, timeout_s: float = 10.0) -> None:
     while server.collector.steps_total < n and time.monotonic() < deadline:
         time.sleep(0.01)
     assert server.collector.steps_total == n
+
+
+def steps(n: int) -> None:
+    """``n`` step boundaries of this process's hook."""
+    import gputui.hook
+
+    for _ in range(n):
+        gputui.hook.step()
+
+
+def indices_until_synced(client: Any) -> list[int]:
+    """The step indices a subscribed client receives until the hook says Synced."""
+    from gputui.collectors.hook_client import StepBatch, Synced
+
+    indices: list[int] = []
+    for ev in client.events(timeout=10):
+        if isinstance(ev, StepBatch):
+            indices += [s.index for s in ev.steps]
+        if isinstance(ev, Synced):
+            return indices
+    raise AssertionError("no Synced")

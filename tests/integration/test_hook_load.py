@@ -12,26 +12,11 @@ from typing import Any
 import pytest
 
 import gputui.hook
-from gputui.collectors.hook_client import AttachError, HookClient, StepBatch, Synced
+from gputui.collectors.hook_client import AttachError, HookClient, StepBatch
 from gputui.hook import _server
 from gputui.protocol import framing
 from gputui.protocol.schema import Status
-from tests.helpers.hookutil import wait_for, wait_steps
-
-
-def _steps(n: int) -> None:
-    for _ in range(n):
-        gputui.hook.step()
-
-
-def _until_synced(client: HookClient) -> list[int]:
-    indices: list[int] = []
-    for ev in client.events(timeout=10):
-        if isinstance(ev, StepBatch):
-            indices += [s.index for s in ev.steps]
-        if isinstance(ev, Synced):
-            return indices
-    raise AssertionError("no Synced")
+from tests.helpers.hookutil import indices_until_synced, steps, wait_for, wait_steps
 
 
 def _raw_subscriber(path: str, history: int = 0) -> socket.socket:
@@ -47,7 +32,7 @@ def _raw_subscriber(path: str, history: int = 0) -> socket.socket:
 
 def test_more_viewers_than_the_limit_are_refused_with_a_reason(hook: Any) -> None:
     server = hook.server
-    _steps(11)  # 10 finished steps
+    steps(11)  # 10 finished steps
     wait_steps(hook, 10)
     admitted: list[HookClient] = []
     refusals: list[str] = []
@@ -66,7 +51,7 @@ def test_more_viewers_than_the_limit_are_refused_with_a_reason(hook: Any) -> Non
             client.subscribe(history=100)
             client.start()
         for client in admitted:
-            assert _until_synced(client) == list(range(10))
+            assert indices_until_synced(client) == list(range(10))
         assert server.refused == len(refusals)
     finally:
         for client in admitted:
@@ -87,10 +72,10 @@ def test_a_viewer_that_never_reads_costs_only_itself(hook: Any) -> None:
     healthy = HookClient.connect(os.getpid())
     healthy.subscribe(history=0)
     healthy.start()
-    assert _until_synced(healthy) == []
+    assert indices_until_synced(healthy) == []
     total = 60_000  # far beyond the ring (16,384) and the socket buffers
     for _ in range(total // 5_000):
-        _steps(5_000)
+        steps(5_000)
         # its queue stays bounded: unsent steps wait in the shared ring, not here
         assert len(viewer.out) < _server.LOW_WATER + 512 * 1024
     received = missed = 0
@@ -157,12 +142,12 @@ def test_a_request_that_breaks_the_handler_costs_only_that_viewer(
     victim.close()
     assert type(last).__name__ == "Disconnected"
     # the I/O thread lives on: a new viewer is served and steps still flow
-    _steps(4)
+    steps(4)
     wait_for(lambda: server_alive(hook), 5, "the server")
     client = HookClient.connect(os.getpid())
     client.subscribe(history=10)
     client.start()
-    assert len(_until_synced(client)) == 3
+    assert len(indices_until_synced(client)) == 3
     client.close()
     assert any("serving a viewer" in e and "handler bug" in e for e in hook.errors.values())
 
@@ -193,8 +178,8 @@ def test_the_last_steps_reach_a_viewer_before_the_bye(hook: Any) -> None:
     client = HookClient.connect(os.getpid())
     client.subscribe(history=0)
     client.start()
-    assert _until_synced(client) == []
-    _steps(3_001)  # 3,000 steps end; no round has run since (5 a second)
+    assert indices_until_synced(client) == []
+    steps(3_001)  # 3,000 steps end; no round has run since (5 a second)
     gputui.hook.uninstall()
     indices: list[int] = []
     missed = 0

@@ -22,6 +22,7 @@ from gputui.collectors.hook_client import (
     Synced,
 )
 from gputui.protocol import framing, paths
+from tests.helpers.hookutil import indices_until_synced, steps
 
 
 def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
@@ -30,21 +31,6 @@ def _wait(pred, timeout: float = 10.0):  # type: ignore[no-untyped-def]
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
     return value
-
-
-def _steps(n: int) -> None:
-    for _ in range(n):
-        gputui.hook.step()
-
-
-def _collect_until_synced(client: HookClient) -> list[int]:
-    indices: list[int] = []
-    for ev in client.events(timeout=10):
-        if isinstance(ev, StepBatch):
-            indices += [s.index for s in ev.steps]
-        if isinstance(ev, Synced):
-            return indices
-    raise AssertionError("no Synced")
 
 
 def test_install_is_idempotent_and_socket_private(hook: gputui.hook.Hook) -> None:
@@ -165,25 +151,25 @@ def test_garbage_leaves_hook_serving(hook: gputui.hook.Hook, junk: bytes) -> Non
     if junk[:4] == b"\x00\x00\x00\x05" or junk[:4] == b"\xff\xff\xff\xff":
         _wait(lambda: raw.recv(65536) == b"")  # dropped by the hook
     raw.close()
-    _steps(3)
+    steps(3)
     client = HookClient.connect(os.getpid())
     client.subscribe(history=100)
     client.start()
-    assert len(_collect_until_synced(client)) >= 2
+    assert len(indices_until_synced(client)) >= 2
     client.close()
 
 
 def test_viewer_dies_mid_stream(hook: gputui.hook.Hook) -> None:
-    _steps(20000)
+    steps(20000)
     for _ in range(3):
         dying = HookClient.connect(os.getpid())
         dying.subscribe(history=20000)  # megabytes queued for it...
         dying.close()  # ...and it is gone before reading them
-    _steps(10)
+    steps(10)
     client = HookClient.connect(os.getpid())
     client.subscribe(history=5)
     client.start()
-    assert len(_collect_until_synced(client)) == 5
+    assert len(indices_until_synced(client)) == 5
     client.close()
 
 
@@ -203,7 +189,7 @@ def test_slow_viewer_told_exactly_what_it_missed(hook: gputui.hook.Hook) -> None
     slow.start(on_event)
     assert synced.wait(10)
     total = 60000  # far more than the ring (16384) plus socket buffers hold
-    _steps(total + 1)  # the first call starts step 0
+    steps(total + 1)  # the first call starts step 0
     go.set()
     received = missed = 0
     last = -1
@@ -220,7 +206,7 @@ def test_slow_viewer_told_exactly_what_it_missed(hook: gputui.hook.Hook) -> None
 
 
 def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
-    _steps(5)  # steps 0-3 complete
+    steps(5)  # steps 0-3 complete
     assert hook.server is not None
     server = hook.server
     _wait(lambda: server.collector.steps_total >= 4)  # in the ring before anyone subscribes
@@ -229,7 +215,7 @@ def test_several_viewers_and_bye(hook: gputui.hook.Hook) -> None:
     for c in (a, b):
         c.subscribe(history=100)
         c.start()
-    assert _collect_until_synced(a) == _collect_until_synced(b) == [0, 1, 2, 3]
+    assert indices_until_synced(a) == indices_until_synced(b) == [0, 1, 2, 3]
     assert hook.server is not None
     path = hook.server.path
     gputui.hook.uninstall()
