@@ -311,7 +311,15 @@ def _pct_cell(value: float | None) -> Text:
 def display_command(proc: ProcessSnapshot) -> str:
     """A process's command line as shown: cleaned (another user chose it) and
     capped; the table cuts it to the column with an ellipsis."""
-    return _command_text(proc.cmdline, proc.name)
+    cmdline, name = proc.cmdline, proc.name
+    if len(name or "") + sum(map(len, cmdline or ())) > CACHED_COMMAND_CHARS:
+        # Not kept: a cache of other users' megabyte command lines is theirs to fill.
+        return fmt.command(cmdline, name, MAX_COMMAND_CHARS)
+    return _command_text(cmdline, name)
+
+
+#: the longest command line (with the name) that the table's cache keeps
+CACHED_COMMAND_CHARS = 4096
 
 
 @lru_cache(maxsize=1024)

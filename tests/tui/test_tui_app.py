@@ -552,3 +552,20 @@ async def test_start_up_objects_leave_the_cyclic_collector_outside_tests(
             assert gc.get_freeze_count() > 0
         finally:
             gc.unfreeze()
+
+
+def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
+    from gputui.tui import proc_view
+
+    proc_view._command_text.cache_clear()
+    short = ProcessSnapshot(
+        pid=1, gpu_index=0, gpu_uuid="GPU-0", type="compute", cmdline=("python", "train.py\x1b[2J")
+    )
+    long = ProcessSnapshot(
+        pid=2, gpu_index=0, gpu_uuid="GPU-0", type="compute", cmdline=("x" * 5000,)
+    )
+    for _ in range(3):
+        assert proc_view.display_command(short) == "python train.py\\x1b[2J"
+        assert proc_view.display_command(long).startswith("xxx")
+    info = proc_view._command_text.cache_info()
+    assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
