@@ -493,9 +493,9 @@ def io_thread_cost(work: Workload, steps: int) -> dict[str, float]:
 
 
 def capture(work: Workload, device: torch.device) -> dict[str, Any]:
-    from gputui.analysis.trace_metrics import compute as compute_trace_metrics
     from gputui.collectors.hook_client import CaptureResult
     from gputui.hook._reduce import extract, reduce_events
+    from gputui.trace.trace_metrics import compute as compute_trace_metrics
 
     hook = gputui.hook.install()
     assert hook is not None

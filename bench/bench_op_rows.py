@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.analysis.op_rows import rows_from_kineto
 from gputui.hook._reduce import reduce_events
+from gputui.trace.op_rows import rows_from_kineto
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.analysis.op_rows import OpRow, rows_from_chrome_trace, rows_from_kineto
+from gputui.trace.op_rows import OpRow, rows_from_chrome_trace, rows_from_kineto
 
 CASES = (("bfloat16", 8192), ("float16", 4096), ("float32", 4096))
 

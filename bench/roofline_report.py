@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gputui import fmt
-from gputui.analysis.op_rows import rows_from_chrome_trace
 from gputui.analysis.roofline import analyze, grid_lines, roofline_view
 from gputui.ceilings import datasheet_for, load_ceilings
+from gputui.trace.op_rows import rows_from_chrome_trace
 
 
 def _f(value: float | None, spec: str) -> str:

@@ -14,7 +14,6 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gputui.analysis import kernels
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
@@ -25,6 +24,7 @@ from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
+from gputui.trace import kernels
 
 #: rules about steps stay silent until this many ordinary steps were seen
 #: (warm-up and profiled steps are not ordinary)

@@ -21,11 +21,11 @@ from gputui.analysis.evidence import (
     RanksEvidence,
     job_evidence,
 )
-from gputui.analysis.kernels import COMMUNICATION
 from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.messages import BACKWARD, COMM
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
+from gputui.trace.kernels import COMMUNICATION
 
 #: a step in progress for this long, and STALL_FACTOR times the rank's usual
 #: step, is stalled (a hang, a rank waiting for one that hangs)

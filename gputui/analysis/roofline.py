@@ -10,8 +10,8 @@ memory ceiling; above it, compute-bound, measured against the FLOP/s ceiling of
 its dtype.  Ceilings come from ``gputui bench`` (measured on this GPU) or, when
 there is no measurement, from the datasheet (:class:`Roof` says which).
 
-Op rows (FLOPs, bytes, GPU time) come from :mod:`gputui.analysis.op_rows`; the
-byte estimates and their limits are described in :mod:`gputui.analysis.op_costs`.
+Op rows (FLOPs, bytes, GPU time) come from :mod:`gputui.trace.op_rows`; the
+byte estimates and their limits are described in :mod:`gputui.trace.op_costs`.
 :func:`roofline_view` places the top ops on a log-log grid of any size for a
 terminal plot, as numbers only: the screens draw it.
 """
@@ -22,9 +22,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputui.analysis import op_costs
-from gputui.analysis.op_costs import FP32, TF32
 from gputui.protocol.op_rows import OpRow
+from gputui.trace import op_costs
+from gputui.trace.op_costs import FP32, TF32
 
 MEMORY = "memory"
 COMPUTE = "compute"

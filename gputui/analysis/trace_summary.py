@@ -1,7 +1,7 @@
 """What one rank's trace says, as values: the input of the trace rules and of
 ``gputui analyze`` (pure).
 
-:func:`summarize` turns a :class:`~gputui.analysis.timeline.Timeline` into a
+:func:`summarize` turns a :class:`~gputui.trace.timeline.Timeline` into a
 :class:`TraceSummary`: the trace metrics (HTA breakdowns, launch statistics,
 the TensorBoard plugin's step breakdown), the top kernels and CPU ops in the
 same row types a capture result carries (so a rule reads a trace file and a
@@ -15,8 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.finding import Finding, ranked
-from gputui.analysis.kernels import kernel_class, short_kernel_name
-from gputui.analysis.timeline import (
+from gputui.protocol.capture import CpuOpRow, KernelRow
+from gputui.protocol.op_rows import OpRow
+from gputui.protocol.trace_metrics import TraceMetrics
+from gputui.trace import tables
+from gputui.trace.kernels import short_kernel_name
+from gputui.trace.tables import TOP_ROWS
+from gputui.trace.timeline import (
     DRIVER,
     GPU_ANNOTATION,
     KERNEL,
@@ -28,12 +33,8 @@ from gputui.analysis.timeline import (
     self_times,
     step_id,
 )
-from gputui.analysis.trace_metrics import compute
-from gputui.protocol.capture import CpuOpRow, KernelRow
-from gputui.protocol.op_rows import OpRow
-from gputui.protocol.trace_metrics import TraceMetrics
+from gputui.trace.trace_metrics import compute
 
-TOP_ROWS = 30
 _TABLE_KINDS = frozenset({KERNEL, MEMCPY, MEMSET})
 
 
@@ -49,7 +50,7 @@ class TraceSummary:
       same value a capture result carries (``temporal``, ``idle_breakdown``,
       ``comm_compute_overlap_pct``, ``launch``, ``step_breakdown``).
     - ``kernels``: the top GPU activities by total time (kernels, memcpy,
-      memset; ``kernel_class`` from :mod:`gputui.analysis.kernels`), over the
+      memset; ``kernel_class`` from :mod:`gputui.trace.kernels`), over the
       whole trace; ``kernel_us_by_class`` totals every activity per class.
     - ``cpu_ops``: the top host ops and runtime calls by self time (a
       ``cudaStreamSynchronize`` row is a host sync), over the whole trace.
@@ -98,51 +99,15 @@ def trace_findings(
     return ranked(found)
 
 
-def _us(ns: float) -> float:
-    return round(ns / 1000.0, 3)
-
-
 def kernel_rows(
     timeline: Timeline, top: int = TOP_ROWS
 ) -> tuple[tuple[KernelRow, ...], int, float, dict[str, float]]:
     """Top GPU activities by total time, the number of names, the total (µs),
     and the total per kernel class (µs, biggest first)."""
-    per_name: dict[str, list[int]] = {}  # name -> [calls, total, min, max] (ns)
-    for a in timeline.gpu:
-        if a.kind not in _TABLE_KINDS:
-            continue
-        row = per_name.get(a.name)
-        dur = a.dur_ns
-        if row is None:
-            per_name[a.name] = [1, dur, dur, dur]
-        else:
-            row[0] += 1
-            row[1] += dur
-            if dur < row[2]:
-                row[2] = dur
-            if dur > row[3]:
-                row[3] = dur
-    grand = sum(row[1] for row in per_name.values())
-    by_class: dict[str, float] = {}
-    classes = {name: kernel_class(name) for name in per_name}
-    for name, row in per_name.items():
-        by_class[classes[name]] = by_class.get(classes[name], 0) + row[1]
-    rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)[:top]
-    table = tuple(
-        KernelRow(
-            name=name,
-            kernel_class=classes[name],
-            calls=row[0],
-            total_us=_us(row[1]),
-            mean_us=_us(row[1] / row[0]),
-            min_us=_us(row[2]),
-            max_us=_us(row[3]),
-            share=round(row[1] / grand, 6) if grand else 0.0,
-        )
-        for name, row in rows
+    table = tables.kernel_table(
+        tables.tally((a.name, a.dur_ns) for a in timeline.gpu if a.kind in _TABLE_KINDS), top
     )
-    ordered = dict(sorted(((c, _us(ns)) for c, ns in by_class.items()), key=lambda kv: -kv[1]))
-    return table, len(per_name), _us(grand), ordered
+    return table.rows, table.names, table.total_us, table.by_class_us
 
 
 def cpu_op_rows(timeline: Timeline, top: int = TOP_ROWS) -> tuple[tuple[CpuOpRow, ...], int, float]:
@@ -156,21 +121,9 @@ def cpu_op_rows(timeline: Timeline, top: int = TOP_ROWS) -> tuple[tuple[CpuOpRow
     for c in timeline.runtime:
         if c.kind in (RUNTIME, DRIVER):
             by_thread.setdefault(c.thread, []).append((c.start_us, c.end_us, c.name, True))
-    per_name = self_times(by_thread)  # name -> [calls, self, total] (µs)
-    grand = sum(row[1] for row in per_name.values())
-    rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)[:top]
-    table = tuple(
-        CpuOpRow(
-            name=name,
-            calls=row[0],
-            self_us=float(row[1]),
-            total_us=float(row[2]),
-            mean_self_us=round(row[1] / row[0], 3),
-            share=round(row[1] / grand, 6) if grand else 0.0,
-        )
-        for name, row in rows
-    )
-    return table, len(per_name), float(grand)
+    # name -> [calls, self, total] (µs)
+    table = tables.cpu_op_table(self_times(by_thread), top, per_us=1.0)
+    return table.rows, table.names, table.self_total_us
 
 
 def summarize(

@@ -39,7 +39,7 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
     LAUNCH: ("kernel launch, back to back", US),
 }
 
-#: matmul measurement key -> dtype family (as gputui.analysis.op_costs names them)
+#: matmul measurement key -> dtype family (as gputui.trace.op_costs names them)
 MATMUL_FAMILY = {
     MATMUL_FP32: "fp32",
     MATMUL_TF32: "tf32",

@@ -7,7 +7,7 @@ capture traces.  Several files are several ranks (the rank from the trace's
 
 The file is parsed as a stream -- the top-level object key by key, then the
 ``traceEvents`` array one event at a time, each turned into a small
-:mod:`gputui.analysis.timeline` record at once -- so a 500 MB trace never sits
+:mod:`gputui.trace.timeline` record at once -- so a 500 MB trace never sits
 in memory as a list of dicts.  Bounded: only regular files, at most
 :data:`MAX_FILE_BYTES` on disk and :data:`MAX_JSON_BYTES` of JSON, no
 decompression ratio beyond :data:`MAX_RATIO`.  Anything else -- a truncated
@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from gputui import fmt
-from gputui.analysis.op_rows import ChromeTraceOps
-from gputui.analysis.timeline import (
+from gputui.errors import GputuiError
+from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
+from gputui.trace.op_rows import ChromeTraceOps
+from gputui.trace.timeline import (
     ANNOTATION,
     DRIVER,
     GPU_ANNOTATION,
@@ -51,8 +53,6 @@ from gputui.analysis.timeline import (
     RuntimeCall,
     Timeline,
 )
-from gputui.errors import GputuiError
-from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
 
 MAX_FILE_BYTES = 2 << 30
 MAX_JSON_BYTES = 4 << 30

@@ -23,7 +23,6 @@ from typing import Any
 from gputui import __version__, fmt, roofline_text
 from gputui.analysis.evidence import roofline_of
 from gputui.analysis.finding import Finding, ranked
-from gputui.analysis.kernels import CLASS_LABELS, CLASS_SHORT, short_kernel_name
 from gputui.analysis.roofline import Roof
 from gputui.analysis.trace_evidence import trace_job_findings
 from gputui.analysis.trace_summary import TraceSummary, summarize, summary_json, trace_findings
@@ -31,6 +30,7 @@ from gputui.ceilings.cache import roof_for
 from gputui.collectors.trace_file import TraceFile, find_traces, read_trace
 from gputui.commands import args as types
 from gputui.protocol.trace_metrics import STEP_CATEGORIES
+from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, short_kernel_name
 
 WIDTH = 100
 JSON_VERSION = 1

@@ -311,7 +311,7 @@ class CaptureController:
             fields["reduce_ms"] = round((t1 - t0) * 1000.0, 3)
             if meta["options"].flops:
                 # Only captures with FLOPs need it: the hook stays small otherwise.
-                from gputui.analysis.op_rows import rows_from_kineto
+                from gputui.trace.op_rows import rows_from_kineto
 
                 fields["op_rows"] = tuple(rows_from_kineto(events, top=MAX_OP_ROWS))
                 t2 = time.perf_counter()

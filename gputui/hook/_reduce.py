@@ -14,13 +14,14 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-import gputui.analysis.timeline as tl
-from gputui.analysis.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of, kernel_class
-from gputui.analysis.step_breakdown import COLLECTIVE_OPS
-from gputui.analysis.trace_metrics import compute as compute_trace_metrics
-from gputui.protocol.capture import CpuOpRow, GpuTime, KernelRow
+import gputui.trace.timeline as tl
+from gputui.protocol.capture import GpuTime
+from gputui.trace import tables
+from gputui.trace.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of
+from gputui.trace.step_breakdown import COLLECTIVE_OPS
+from gputui.trace.tables import TOP_ROWS, us
+from gputui.trace.trace_metrics import compute as compute_trace_metrics
 
-TOP_ROWS = 30
 MAX_NAME = 600
 
 _GPU_KEEP = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
@@ -233,49 +234,16 @@ def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
     return total
 
 
-def _us(ns: float) -> float:
-    return round(ns / 1000.0, 3)
-
-
 def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> dict[str, Any]:
     """Top GPU activities by total time, totals per class, and union-based GPU time
     split (HTA definitions: idle = span - union of all activity)."""
-    per_name: dict[str, list[int]] = {}  # name -> [calls, total, min, max]
     device_time: dict[int, int] = {}
-    for device, start, end, name in gpu:
-        dur = end - start
-        device_time[device] = device_time.get(device, 0) + dur
-        row = per_name.get(name)
-        if row is None:
-            per_name[name] = [1, dur, dur, dur]
-        else:
-            row[0] += 1
-            row[1] += dur
-            if dur < row[2]:
-                row[2] = dur
-            if dur > row[3]:
-                row[3] = dur
-    grand = sum(row[1] for row in per_name.values())
-    by_class: dict[str, float] = {}
-    classes: dict[str, str] = {}
-    for name, row in per_name.items():
-        cls = kernel_class(name)
-        classes[name] = cls
-        by_class[cls] = by_class.get(cls, 0) + row[1]
-    rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)
-    table = tuple(
-        KernelRow(
-            name=name[:MAX_NAME],
-            kernel_class=classes[name],
-            calls=row[0],
-            total_us=_us(row[1]),
-            mean_us=_us(row[1] / row[0]),
-            min_us=_us(row[2]),
-            max_us=_us(row[3]),
-            share=round(row[1] / grand, 6) if grand else 0.0,
-        )
-        for name, row in rows[:top]
+    for device, start, end, _name in gpu:
+        device_time[device] = device_time.get(device, 0) + end - start
+    table = tables.kernel_table(
+        tables.tally((name, end - start) for _d, start, end, name in gpu), top, MAX_NAME
     )
+    classes = table.classes
     gpu_time: GpuTime | None = None
     if device_time:
         # One device per process is the norm; with several, report the busiest.
@@ -299,13 +267,13 @@ def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> d
         comm = _length(unions[COMMUNICATION])
         gpu_time = GpuTime(
             device=device,
-            span_us=_us(span),
-            busy_us=_us(busy),
-            idle_us=_us(span - busy),
-            compute_us=_us(_length(unions[COMPUTE])),
-            communication_us=_us(comm),
-            memcpy_us=_us(_length(unions[MEMCPY])),
-            memset_us=_us(_length(unions[MEMSET])),
+            span_us=us(span),
+            busy_us=us(busy),
+            idle_us=us(span - busy),
+            compute_us=us(_length(unions[COMPUTE])),
+            communication_us=us(comm),
+            memcpy_us=us(_length(unions[MEMCPY])),
+            memset_us=us(_length(unions[MEMSET])),
             comm_compute_overlap=(
                 round(_intersection(unions[COMMUNICATION], unions[COMPUTE]) / comm, 6)
                 if comm
@@ -313,11 +281,11 @@ def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> d
             ),
         )
     return {
-        "kernels": table,
-        "kernel_names": len(per_name),
-        "kernel_calls": sum(row[0] for row in per_name.values()),
-        "kernel_total_us": _us(grand),
-        "by_class": {cls: _us(ns) for cls, ns in sorted(by_class.items(), key=lambda kv: -kv[1])},
+        "kernels": table.rows,
+        "kernel_names": table.names,
+        "kernel_calls": table.calls,
+        "kernel_total_us": table.total_us,
+        "by_class": table.by_class_us,
         "gpu_time": gpu_time,
     }
 
@@ -328,23 +296,12 @@ def cpu_table(cpu: list[tuple[int, int, int, str, bool]], top: int = TOP_ROWS) -
     by_thread: dict[int, list[tuple[int, int, str, bool]]] = {}
     for tid, start, end, name, is_op in cpu:
         by_thread.setdefault(tid, []).append((start, end, name, is_op))
-    per_name = tl.self_times(by_thread)  # name -> [calls, self, total] (ns)
-    grand_self = sum(row[1] for row in per_name.values())
-    rows = sorted(per_name.items(), key=lambda item: item[1][1], reverse=True)
+    # name -> [calls, self, total] (ns)
+    table = tables.cpu_op_table(tl.self_times(by_thread), top, max_name=MAX_NAME)
     return {
-        "cpu_ops": tuple(
-            CpuOpRow(
-                name=name[:MAX_NAME],
-                calls=row[0],
-                self_us=_us(row[1]),
-                total_us=_us(row[2]),
-                mean_self_us=_us(row[1] / row[0]),
-                share=round(row[1] / grand_self, 6) if grand_self else 0.0,
-            )
-            for name, row in rows[:top]
-        ),
-        "cpu_op_names": len(per_name),
-        "cpu_self_total_us": _us(grand_self),
+        "cpu_ops": table.rows,
+        "cpu_op_names": table.names,
+        "cpu_self_total_us": table.self_total_us,
     }
 
 

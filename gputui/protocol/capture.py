@@ -71,7 +71,7 @@ class KernelRow:
     """One GPU activity name (kernel, memcpy, memset) summed over the capture."""
 
     name: str
-    kernel_class: str  # one of analysis.kernels.KERNEL_CLASSES ("class" on the wire)
+    kernel_class: str  # one of trace.kernels.KERNEL_CLASSES ("class" on the wire)
     calls: int
     total_us: float
     mean_us: float

@@ -4,7 +4,7 @@ library only).
 One row is one op with one input signature (name, input shapes, dtypes) summed
 over its calls: the GPU time of the kernels it launched, its FLOPs (torch's count
 or gputui's estimate) and the bytes it moved (estimated from shapes and dtypes).
-:mod:`gputui.analysis.op_rows` builds them; :mod:`gputui.analysis.roofline`
+:mod:`gputui.trace.op_rows` builds them; :mod:`gputui.analysis.roofline`
 places them against the GPU's ceilings.
 """
 
@@ -18,7 +18,7 @@ from gputui.protocol.fields import SchemaError, typed
 
 #: where a row's FLOPs come from
 PROFILER = "profiler"  # torch's own count (``with_flops``)
-ESTIMATED = "estimated"  # gputui's formula from the shapes (analysis.op_costs)
+ESTIMATED = "estimated"  # gputui's formula from the shapes (trace.op_costs)
 FLOPS_SOURCES = (PROFILER, ESTIMATED)
 #: most rows in a capture result
 MAX_OP_ROWS = 50
@@ -43,7 +43,7 @@ class OpRow:
     flops: float | None  #: total over the calls
     flops_source: str | None  #: PROFILER or ESTIMATED
     bytes_moved: float | None  #: total over the calls, estimated
-    bytes_rule: str  #: which estimate gave ``bytes_moved`` (analysis.op_costs)
+    bytes_rule: str  #: which estimate gave ``bytes_moved`` (trace.op_costs)
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "op_row") -> OpRow:

@@ -2,7 +2,7 @@
 TensorBoard profiler plugin compute, as a capture result carries them and as
 ``gputui analyze`` reports them (standard library only).
 
-Computed by :mod:`gputui.analysis.trace_metrics` (definitions there and in
+Computed by :mod:`gputui.trace.trace_metrics` (definitions there and in
 docs/analyze.md).  Times are microseconds; every ``*_pct`` is a property derived
 from them (sent on the wire for readers, ignored when read back).  See
 :mod:`gputui.protocol.schema` for the conventions.

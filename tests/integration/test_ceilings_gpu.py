@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gputui.analysis.op_rows import PROFILER, rows_from_chrome_trace, rows_from_kineto
 from gputui.ceilings import load_ceilings, model
+from gputui.trace.op_rows import PROFILER, rows_from_chrome_trace, rows_from_kineto
 
 pytestmark = pytest.mark.gpu
 

@@ -220,10 +220,7 @@ def test_hook_imports_nothing_heavy() -> None:
         "bad = [m for m in ('textual', 'rich', 'pynvml', 'psutil', 'torch') if m in sys.modules]\n"
         "assert not bad, bad\n"
         "bad = [m for m in sys.modules if m.startswith('gputui.') and not "
-        "m.startswith(('gputui.hook', 'gputui.protocol', 'gputui.analysis.kernels', "
-        "'gputui.analysis.timeline', 'gputui.analysis.trace_metrics', "
-        "'gputui.analysis.step_breakdown')) "
-        "and m != 'gputui.analysis']\n"
+        "m.startswith(('gputui.hook', 'gputui.protocol', 'gputui.trace'))]\n"
         "assert not bad, bad\n"
     )
     subprocess.run(

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.memory import memory_growth
 from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.hook_client import (
@@ -28,6 +27,7 @@ from gputui.collectors.hook_client import (
     StepBatch,
     StepRecord,
 )
+from gputui.trace.kernels import short_kernel_name
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from gputui.analysis.op_rows import rows_from_chrome_trace
 from gputui.ceilings.datasheet import H100_SXM
 from gputui.collectors.hook_client import StepBatch, StepRecord
 from gputui.protocol import messages
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
+from gputui.trace.op_rows import rows_from_chrome_trace
 from gputui.tui.attach import ReplayFeed, make_attach_app
 from gputui.tui.attach.model import AttachState
 from gputui.tui.attach.roofline_view import RooflinePanel, RooflineScreen, roofline_text_of

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from gputui.analysis.kernels import coarse_class, kernel_class
 from gputui.hook._reduce import reduce_events
+from gputui.trace.kernels import coarse_class, kernel_class
 
 GELU = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl("

@@ -23,17 +23,6 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-#: the analysis modules the hook may import inside a job: pure, stdlib only
-HOOK_ANALYSIS = (
-    "gputui.analysis.kernels",
-    "gputui.analysis.timeline",
-    "gputui.analysis.trace_metrics",
-    "gputui.analysis.step_breakdown",
-    "gputui.analysis.op_rows",
-    "gputui.analysis.op_costs",
-)
-
-
 def modules_under(*parts: str) -> list[Path]:
     return sorted(PACKAGE.joinpath(*parts).rglob("*.py"))
 
@@ -52,39 +41,32 @@ def test_only_tui_imports_textual() -> None:
     assert offenders == []
 
 
-@pytest.mark.parametrize("layer", ["hook", "protocol"])
-def test_hook_and_protocol_import_only_stdlib_torch_and_protocol(layer: str) -> None:
-    allowed_third_party = {"torch"}
+@pytest.mark.parametrize("layer", ["hook", "trace", "protocol"])
+def test_hook_trace_and_protocol_import_only_stdlib_torch_and_the_layers_below(
+    layer: str,
+) -> None:
+    """What the hook loads must load in any job's interpreter: the hook imports
+    the trace math and the protocol, the trace math the protocol, the protocol
+    nothing of gputui."""
+    below = {
+        "hook": ("gputui.hook", "gputui.trace", "gputui.protocol"),
+        "trace": ("gputui.trace", "gputui.protocol"),
+        "protocol": ("gputui.protocol",),
+    }[layer]
+    allowed_third_party = {"torch"} if layer == "hook" else set()
     for path in modules_under(layer):
         for name in imported_modules(path):
             if name == "gputui":
                 # only for __version__: the package's __init__ imports nothing
                 assert imported_modules(PACKAGE / "__init__.py") == set()
             elif top(name) == "gputui":
-                assert name.startswith(("gputui.protocol", "gputui.hook", *HOOK_ANALYSIS)), (
-                    path,
-                    name,
-                )
+                assert name.startswith(below), (path, name)
             elif top(name) not in sys.stdlib_module_names:
                 assert top(name) in allowed_third_party, (path, name)
 
 
-def test_analysis_the_hook_imports_is_stdlib_only() -> None:
-    """What the hook loads from analysis/ must load in any job's interpreter."""
-    for module in HOOK_ANALYSIS:
-        path = PACKAGE / (module.removeprefix("gputui.").replace(".", "/") + ".py")
-        for name in imported_modules(path):
-            if top(name) == "gputui":
-                # ``from gputui.analysis import op_costs`` names the package
-                assert name == "gputui.analysis" or name.startswith(
-                    ("gputui.protocol", *HOOK_ANALYSIS)
-                ), (path, name)
-            else:
-                assert top(name) in sys.stdlib_module_names, (path, name)
-
-
 def test_collection_and_analysis_never_import_the_ui() -> None:
-    for layer in ("collectors", "analysis", "protocol", "hook"):
+    for layer in ("collectors", "analysis", "trace", "protocol", "hook"):
         for path in modules_under(layer):
             assert not any(m.startswith("gputui.tui") for m in imported_modules(path)), path
 

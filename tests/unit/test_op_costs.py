@@ -1,4 +1,4 @@
-"""FLOP and byte estimates from op shapes (gputui.analysis.op_costs).
+"""FLOP and byte estimates from op shapes (gputui.trace.op_costs).
 
 The FLOP formulas are checked against torch's own counts: a real CPU capture
 with ``with_flops=True`` records ``flops()`` on the raw events for the ops torch
@@ -11,8 +11,8 @@ import warnings
 
 import pytest
 
-from gputui.analysis import op_costs
-from gputui.analysis.op_costs import estimate_bytes, estimate_flops
+from gputui.trace import op_costs
+from gputui.trace.op_costs import estimate_bytes, estimate_flops
 
 F32 = "float"
 BF16 = "c10::BFloat16"

@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from gputui.analysis import op_costs
-from gputui.analysis.op_rows import ESTIMATED, PROFILER, rows_from_chrome_trace, rows_from_kineto
 from gputui.analysis.roofline import (
     COMPUTE,
     DATASHEET,
@@ -31,6 +29,8 @@ from gputui.analysis.roofline import (
     shapes_text,
 )
 from gputui.ceilings.datasheet import H100_SXM
+from gputui.trace import op_costs
+from gputui.trace.op_rows import ESTIMATED, PROFILER, rows_from_chrome_trace, rows_from_kineto
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FP32_TRACE = DATA / "h100_fp32_matmul_flops.pt.trace.json.gz"

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis import kernels
 from gputui.analysis.evidence import READBACK_OPS, SYNC_CALLS, CaptureView, JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import INFO, WARN
 from gputui.protocol.messages import DATA
+from gputui.trace import kernels
 
 #: synchronizing calls (or read-backs) per step from which syncs explain the idle time
 SYNC_PER_STEP = 2.0

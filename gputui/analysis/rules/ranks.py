@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from gputui import fmt
 from gputui.analysis.evidence import MIN_GPU_SAMPLES, RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.kernels import COMMUNICATION
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import WARN
 from gputui.protocol.messages import COMM, DATA, OTHER
+from gputui.trace.kernels import COMMUNICATION
 
 #: a rank whose compute time per step is this many times the others' median is
 #: slow (the cluster view marks stragglers the same way)

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis import op_costs
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.roofline import COMPUTE, MEMORY, OpRoofline, RooflineReport
 from gputui.analysis.severity import INFO
+from gputui.trace import op_costs
 
 #: an op with this share of the ranked ops' GPU time is worth a look
 OP_SHARE = 0.15

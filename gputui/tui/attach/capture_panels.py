@@ -9,7 +9,7 @@ import os
 from rich.text import Text
 
 from gputui import fmt
-from gputui.analysis.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
+from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import render
 from gputui.tui.attach.model import AttachView
 from gputui.tui.render import join_parts

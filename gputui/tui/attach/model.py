@@ -20,7 +20,6 @@ from typing import Any
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
@@ -52,6 +51,7 @@ from gputui.collectors.hook_client import (
 from gputui.model import DeviceSnapshot
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
+from gputui.trace.kernels import short_kernel_name
 
 #: steps kept for the bars, the history graph and the statistics
 STEP_WINDOW = 2000

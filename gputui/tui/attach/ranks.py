@@ -26,10 +26,10 @@ from textual.widgets import Footer
 from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
-from gputui.analysis.kernels import short_kernel_name
 from gputui.analysis.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.errors import GputuiError
 from gputui.findings_text import headline
+from gputui.trace.kernels import short_kernel_name
 from gputui.tui import render
 from gputui.tui.attach.findings import FindingsScreen
 from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input

@@ -25,7 +25,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from gputui.analysis.timeline import (
+from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepBreakdown
+from gputui.trace.timeline import (
     ANNOTATION,
     HTA_COMMUNICATION,
     KERNEL,
@@ -44,7 +45,6 @@ from gputui.analysis.timeline import (
     step_id,
     subtract,
 )
-from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepBreakdown
 
 #: host ops the plugin treats as collectives
 COLLECTIVE_OPS = frozenset(

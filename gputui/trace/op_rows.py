@@ -26,10 +26,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gputui.analysis import op_costs
-from gputui.analysis.op_costs import Shape
-from gputui.analysis.timeline import infer_activity
 from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, OpRow
+from gputui.trace import op_costs
+from gputui.trace.op_costs import Shape
+from gputui.trace.timeline import infer_activity
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})

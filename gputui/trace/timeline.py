@@ -3,7 +3,7 @@ it (standard library only: the hook imports this inside the training job).
 
 Two readers fill a :class:`Timeline`: :mod:`gputui.collectors.trace_file` from a
 Chrome trace (``export_chrome_trace``, ``tensorboard_trace_handler``), and the
-hook from torch's raw kineto events.  :mod:`gputui.analysis.trace_metrics`
+hook from torch's raw kineto events.  :mod:`gputui.trace.trace_metrics`
 computes the metrics over it.
 
 Times are whole microseconds, rounded the way Holistic Trace Analysis (HTA)

@@ -1,21 +1,28 @@
 """Timeline metrics with the definitions of Holistic Trace Analysis 0.5.0 (pure,
 standard library only: the hook computes them inside the job).
 
-Each function reads a :class:`~gputui.analysis.timeline.Timeline` (or its
+Each function reads a :class:`~gputui.trace.timeline.Timeline` (or its
 parts) and returns a value of :mod:`gputui.protocol.trace_metrics`.  The
 definitions follow HTA's source (``hta/analyzers/breakdown_analysis.py``,
 ``communication_analysis.py``, ``cuda_kernel_analysis.py``, and its trace
 parser), so the numbers agree with what HTA prints for the same trace; the
 tests compare both on real H100 traces.  The TensorBoard plugin's step
-breakdown is in :mod:`gputui.analysis.step_breakdown`.
+breakdown is in :mod:`gputui.trace.step_breakdown`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputui.analysis.step_breakdown import step_breakdown
-from gputui.analysis.timeline import (
+from gputui.protocol.trace_metrics import (
+    IdleBreakdown,
+    LaunchStats,
+    StreamIdle,
+    TemporalBreakdown,
+    TraceMetrics,
+)
+from gputui.trace.step_breakdown import step_breakdown
+from gputui.trace.timeline import (
     HTA_COMMUNICATION,
     HTA_COMPUTATION,
     KERNEL,
@@ -30,13 +37,6 @@ from gputui.analysis.timeline import (
     intersect,
     length,
     merge,
-)
-from gputui.protocol.trace_metrics import (
-    IdleBreakdown,
-    LaunchStats,
-    StreamIdle,
-    TemporalBreakdown,
-    TraceMetrics,
 )
 
 #: HTA's ``consecutive_kernel_delay``: documented as 30 ns, compared with its
