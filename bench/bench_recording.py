@@ -99,7 +99,7 @@ def make_bomb(path: Path, inflated: int = 2 * 2**30) -> int:
 DECODE = """
 import gzip, json, time
 from importlib import resources
-from gputui.codec import snapshot_from_json
+from gputui.snapshot.codec import snapshot_from_json
 raw = resources.files("gputui.data").joinpath("demo.jsonl.gz").read_bytes()
 objs = [json.loads(line) for line in gzip.decompress(raw).splitlines()[1:]]
 best = None

@@ -1,6 +1,6 @@
 """One-shot output: ``gputui --once`` (Rich, fits 80 columns).
 
-``--json`` is written by :func:`gputui.codec.print_document`, without Rich."""
+``--json`` is written by :func:`gputui.snapshot.codec.print_document`, without Rich."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gputui import findings_text, fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
 from gputui.collectors.source import SnapshotSource
-from gputui.model import DeviceSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, Snapshot
 
 #: how a throttle flag is coloured inline (findings use findings_text's styles)
 SEVERITY_STYLE = {"crit": "bold red", "warn": "bold yellow", "info": "dim"}

@@ -18,12 +18,12 @@ from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
 from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
-from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
+from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace import kernels
 
 #: rules about steps stay silent until this many ordinary steps were seen

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from gputui.analysis.engine import analyze_devices
 from gputui.analysis.finding import FINDINGS_WINDOW, Finding
 from gputui.analysis.rules.device import device_evidence
-from gputui.model import Snapshot
+from gputui.snapshot.model import Snapshot
 
 __all__ = ["Finding", "findings"]
 

@@ -21,10 +21,10 @@ from gputui.analysis.evidence import (
     RanksEvidence,
     job_evidence,
 )
-from gputui.model import DeviceSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.messages import BACKWARD, COMM
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
+from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace.kernels import COMMUNICATION
 
 #: a step in progress for this long, and STALL_FACTOR times the rank's usual

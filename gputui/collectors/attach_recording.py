@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.codec import DecodeError, from_json, to_json
 from gputui.collectors.recording_io import (
     LineReader,
     RecordingError,
@@ -34,7 +33,8 @@ from gputui.collectors.recording_io import (
     reader_for_bytes,
 )
 from gputui.fmt import clean
-from gputui.model import UNIX_TIME_MAX_S, DeviceSnapshot
+from gputui.snapshot.codec import DecodeError, from_json, to_json
+from gputui.snapshot.model import UNIX_TIME_MAX_S, DeviceSnapshot
 
 ATTACH_RECORDING_TYPE = "gputui-attach-recording"
 #: the newest version this gputui reads and writes (2: several ranks' streams)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.errors import NvmlUnavailable
-from gputui.model import DeviceSnapshot
+from gputui.snapshot.model import DeviceSnapshot
 
 #: seconds between samples (GPM needs 0.1 s at least between readings)
 INTERVAL_S = 1.0

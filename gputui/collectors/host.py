@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputui.model import HostSnapshot, ProcessSnapshot
+from gputui.snapshot.model import HostSnapshot, ProcessSnapshot
 
 #: swap changes slowly and psutil reads two files for it: read it every Nth sample
 SWAP_EVERY = 10

@@ -25,7 +25,7 @@ from typing import Any
 from gputui.collectors.nvml_device import DeviceLost, DeviceReader
 from gputui.collectors.nvml_fields import ErrorCodes, as_text, cuda_version_string
 from gputui.errors import NvmlUnavailable
-from gputui.model import DeviceSnapshot, ProcessSnapshot
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot
 
 _TRY_DEMO = "try 'gputui --demo'"
 

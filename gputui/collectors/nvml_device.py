@@ -42,7 +42,7 @@ from gputui.collectors.nvml_fields import (
     to_int,
 )
 from gputui.collectors.nvml_procs import processes_of, read_mig
-from gputui.model import DeviceSnapshot, GpmMetrics, MigInstance, ProcessSnapshot
+from gputui.snapshot.model import DeviceSnapshot, GpmMetrics, MigInstance, ProcessSnapshot
 
 Query = Callable[[], Any]
 

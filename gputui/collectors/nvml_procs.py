@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collectors.nvml_fields import as_text, max_known, to_int
-from gputui.model import MigInstance, ProcessSnapshot
+from gputui.snapshot.model import MigInstance, ProcessSnapshot
 
 Call = Callable[..., Any]
 Bound = Callable[..., Callable[[], Any]]

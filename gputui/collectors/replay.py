@@ -2,7 +2,7 @@
 
 Format: gzip-compressed JSON lines.  The first line is a header
 ``{"type": "gputui-recording", "schema": N, ...}``; every following line is one
-snapshot (``gputui.codec.snapshot_to_json``).  A truncated tail (a recorder killed
+snapshot (``gputui.snapshot.codec.snapshot_to_json``).  A truncated tail (a recorder killed
 mid-write) loses only the last partial line.
 
 A recording is read as a stream (``gputui.collectors.recording_io``): opening
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from gputui import __version__
-from gputui.codec import DecodeError, check_schema, snapshot_from_json, snapshot_to_json
 from gputui.collectors.recording_io import (
     MAX_TOTAL_BYTES,
     LineReader,
@@ -39,7 +38,8 @@ from gputui.collectors.recording_io import (
     reader_for_bytes,
 )
 from gputui.fmt import clean
-from gputui.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot
+from gputui.snapshot.codec import DecodeError, check_schema, snapshot_from_json, snapshot_to_json
+from gputui.snapshot.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot
 
 __all__ = [
     "DEMO_RESOURCE",

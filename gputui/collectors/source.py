@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from gputui.model import Snapshot
+from gputui.snapshot.model import Snapshot
 
 
 class SnapshotSource(Protocol):

@@ -47,7 +47,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
-from gputui.model import DeviceSnapshot
+from gputui.snapshot.model import DeviceSnapshot
 
 #: how long the hook may take to send its history
 SYNC_TIMEOUT_S = 10.0

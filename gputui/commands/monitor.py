@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 from gputui.collectors.source import LiveSource, SampleAhead, SnapshotSource
 from gputui.errors import GputuiError, NvmlUnavailable
-from gputui.model import Snapshot
+from gputui.snapshot.model import Snapshot
 
 DEMO_BANNER = "DEMO: a recording of a real GPU session, not this machine"
 
@@ -121,7 +121,7 @@ def _once_writer(
     Rich report otherwise.  Its last argument says the snapshot has no rates."""
     if args.json:
         from gputui.analysis.monitor_findings import findings
-        from gputui.codec import print_document
+        from gputui.snapshot.codec import print_document
 
         window = args.window
 

@@ -20,7 +20,7 @@ from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, labels, ren
 from gputui.exporter.gpu_metrics import ClockEventCounters, GpuOptions, gpu_families
 from gputui.exporter.jobs import JobWatcher
 from gputui.exporter.train_metrics import train_families
-from gputui.model import Snapshot
+from gputui.snapshot.model import Snapshot
 
 #: a GPU snapshot older than this many sampling intervals is stale: its series are
 #: still served (the last values), but collection_success says 0

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, Labels, labels
-from gputui.model import DeviceSnapshot, ProcessSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 
 #: ``--processes`` exports at most this many processes (the most GPU memory first):
 #: every pid is a new series in the TSDB, so a node with a churn of short jobs must

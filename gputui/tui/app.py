@@ -24,7 +24,7 @@ from gputui.analysis.finding import FINDINGS_WINDOW
 from gputui.analysis.monitor_findings import findings
 from gputui.collectors import processes
 from gputui.collectors.source import Sampler, SnapshotSource
-from gputui.model import ProcessSnapshot, Snapshot
+from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui import ascii
 from gputui.tui.history import History
 from gputui.tui.host import Current

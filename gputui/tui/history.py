@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
 
-from gputui.model import Snapshot
+from gputui.snapshot.model import Snapshot
 
 #: points per GPU/host series: 3600 covers an hour at 1 s and 6 minutes at 0.1 s
 SERIES_POINTS = 3600

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gputui.analysis.finding import Finding
 from gputui.collectors.source import Sampler, SnapshotSource
-from gputui.model import ProcessSnapshot, Snapshot
+from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui.history import History
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module

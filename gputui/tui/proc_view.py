@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from gputui import fmt
-from gputui.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 
 #: (key, label, width); width None = fit the content (the command takes the rest)

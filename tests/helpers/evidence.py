@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gputui.analysis.evidence import JobEvidence, job_evidence
-from gputui.model import DeviceSnapshot, GpmMetrics
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import MemorySample, StepRecord
+from gputui.snapshot.model import DeviceSnapshot, GpmMetrics
 from gputui.trace import op_costs
 
 GIB = 2**30

@@ -15,7 +15,7 @@ import random
 from pathlib import Path
 
 from gputui.collectors.replay import RecordingHeader, RecordingWriter, ReplaySource
-from gputui.model import (
+from gputui.snapshot.model import (
     DeviceSnapshot,
     GpmMetrics,
     HostSnapshot,

@@ -19,9 +19,9 @@ from gputui.analysis.finding import Finding
 from gputui.collectors import nvml
 from gputui.collectors.attach_recording import ATTACH_RECORDING_TYPE
 from gputui.collectors.replay import RecordingWriter, ReplaySource
-from gputui.model import ProcessSnapshot
 from gputui.protocol.capture import CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.schema import Hello, Status, StepBatch, StepRecord
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app
 from gputui.tui.screens.detail import ProcessDetailScreen

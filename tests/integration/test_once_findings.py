@@ -14,8 +14,8 @@ from gputui import cli
 from gputui.collectors import nvml
 from gputui.collectors.hook_client import Hello
 from gputui.commands.attach_report import Collected, GpuSampling
-from gputui.model import DeviceSnapshot
 from gputui.protocol.hello import DeviceInfo
+from gputui.snapshot.model import DeviceSnapshot
 from tests.helpers.fake_nvml import FakeNvml, h100
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h100"

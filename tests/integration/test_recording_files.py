@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from gputui.codec import snapshot_to_json
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     read_attach_bytes,
@@ -31,7 +30,8 @@ from gputui.collectors.replay import (
     read_demo,
     read_recording,
 )
-from gputui.model import SCHEMA_VERSION
+from gputui.snapshot.codec import snapshot_to_json
+from gputui.snapshot.model import SCHEMA_VERSION
 from tests.unit.test_replay import make_snapshot
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -452,7 +452,7 @@ def test_every_number_in_the_model_has_a_range() -> None:
     import dataclasses
     import typing
 
-    from gputui import codec, model
+    from gputui.snapshot import codec, model
 
     classes = [model.Snapshot, model.HostSnapshot, model.DeviceSnapshot, model.ProcessSnapshot]
     classes += [model.GpmMetrics, model.MigInstance]

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from textual.widgets import Input
 
-from gputui.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.app import GputuiApp, SnapshotReady, make_app
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog

@@ -24,8 +24,8 @@ from gputui.exporter.collector import ExporterCollector, ExporterOptions
 from gputui.exporter.exposition import format_value
 from gputui.exporter.jobs import JobWatcher, job_id_for, job_id_of
 from gputui.exporter.server import make_server
-from gputui.model import ProcessSnapshot, Snapshot
 from gputui.protocol.hello import DeviceInfo, Hello
+from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from tests.helpers.synthetic import make_snapshots
 
 DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname"}

@@ -15,7 +15,7 @@ import pytest
 from gputui.collectors.host import SWAP_EVERY, HostCollector
 from gputui.collectors.nvml import NvmlCollector
 from gputui.collectors.source import LiveSource
-from gputui.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from gputui.analysis.monitor_findings import Finding, findings
-from gputui.model import DeviceSnapshot, GpmMetrics, ProcessSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, GpmMetrics, ProcessSnapshot, Snapshot
 
 GIB = 2**30
 UUID = "GPU-test-0"

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from gputui import report
-from gputui.codec import snapshot_to_json
 from gputui.collectors.attach_recording import read_attach_bytes
 from gputui.collectors.recording_io import MAX_TOTAL_BYTES, reader_for_bytes
 from gputui.collectors.replay import (
@@ -27,6 +26,7 @@ from gputui.collectors.replay import (
     _StreamPlayer,
 )
 from gputui.errors import GputuiError
+from gputui.snapshot.codec import snapshot_to_json
 from tests.helpers.wire_strategies import json_values, mutate, mutated_message, paths
 from tests.unit.test_replay import make_snapshot
 

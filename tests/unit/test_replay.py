@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from gputui.codec import DecodeError, snapshot_from_json, snapshot_to_json
 from gputui.collectors.replay import (
     RecordingError,
     RecordingWriter,
@@ -17,7 +16,8 @@ from gputui.collectors.replay import (
     read_demo,
     read_recording,
 )
-from gputui.model import (
+from gputui.snapshot.codec import DecodeError, snapshot_from_json, snapshot_to_json
+from gputui.snapshot.model import (
     SCHEMA_VERSION,
     DeviceSnapshot,
     GpmMetrics,
@@ -269,7 +269,7 @@ def test_codec_inline_values_decode_as_the_field_converter_does(field: str, valu
     # and everything else the same result or the same error.
     import typing
 
-    from gputui.codec import _converter, from_json
+    from gputui.snapshot.codec import _converter, from_json
 
     hint = typing.get_type_hints(DeviceSnapshot)[field]
     convert = _converter(hint, f"DeviceSnapshot.{field}")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gputui.collectors.source import SampleAhead
-from gputui.model import HostSnapshot, Snapshot
+from gputui.snapshot.model import HostSnapshot, Snapshot
 
 
 class FakeLive:

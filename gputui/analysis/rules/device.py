@@ -18,7 +18,7 @@ from gputui.analysis.evidence import GpuWindow
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY, rule
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
-from gputui.model import DeviceSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, Snapshot
 
 #: GPU utilization below this with a compute process on the GPU is "low" (TensorBoard)
 LOW_UTIL_PCT = 50.0

@@ -28,9 +28,9 @@ from gputui.collectors.gpu_watch import GpuWatch
 from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
 from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
-from gputui.model import DeviceSnapshot
 from gputui.protocol import paths
 from gputui.protocol.fields import SchemaError
+from gputui.snapshot.model import DeviceSnapshot
 from gputui.tui.attach.model import STEP_WINDOW, AttachState
 
 DEMO_RESOURCE = "attach_demo.jsonl.gz"

@@ -48,9 +48,9 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
-from gputui.model import DeviceSnapshot
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
+from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace.kernels import short_kernel_name
 
 #: steps kept for the bars, the history graph and the statistics

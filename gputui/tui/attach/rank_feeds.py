@@ -32,8 +32,8 @@ from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_
 from gputui.collectors.job_group import JobGroup, group_jobs
 from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
-from gputui.model import DeviceSnapshot
 from gputui.protocol.fields import SchemaError
+from gputui.snapshot.model import DeviceSnapshot
 from gputui.tui.attach.feeds import roof_of
 from gputui.tui.attach.model import STEP_WINDOW, AttachState, StateSnapshot
 

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
-from gputui.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.host import MonitorHost
 from gputui.tui.proc_view import TYPE_SHORT, display_command, runtime_s

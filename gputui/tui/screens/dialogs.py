@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from gputui import fmt
-from gputui.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.proc_view import display_command
 
 #: button id -> signal

@@ -15,7 +15,7 @@ from gputui import fmt
 from gputui.analysis import throttle
 from gputui.ceilings.datasheet import datasheet_for
 from gputui.ceilings.model import Ceilings
-from gputui.model import DeviceSnapshot, MigInstance
+from gputui.snapshot.model import DeviceSnapshot, MigInstance
 from gputui.tui import render
 from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.text_panel import TextPanel

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
-from gputui.model import DeviceSnapshot, HostSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, HostSnapshot, Snapshot
 from gputui.tui import render
 from gputui.tui.history import GPU_METRICS, History, tail
 from gputui.tui.render import SEVERITY_STYLE

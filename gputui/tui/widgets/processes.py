@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputui import fmt
-from gputui.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import proc_view
 from gputui.tui.proc_view import (
     COLUMN_KEYS,

@@ -4,7 +4,7 @@ The JSON form is the dataclass fields by name.  Reading is tolerant so that
 recordings stay playable across versions: unknown keys are ignored, missing
 keys take the field's default.  Reading is also strict about what it accepts: a
 recording is untrusted input, so every value is type- and range-checked
-(``gputui.model.UNIT_RANGES``) and a value out of range is N/A, or an error
+(``gputui.snapshot.model.UNIT_RANGES``) and a value out of range is N/A, or an error
 where the field cannot be N/A.  Writing never emits NaN or an infinity.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar, Union
 
-from gputui.model import (
+from gputui.snapshot.model import (
     FIELD_RANGES,
     FLOAT_RANGE,
     INT_RANGE,
@@ -118,7 +118,7 @@ def snapshot_from_json(data: Any) -> Snapshot:
 def from_json(cls: type[T], data: Any) -> T:
     """Build dataclass ``cls`` from ``data``, checking types and ranges on the way.
 
-    A number, string or list outside its field's range (``gputui.model``) is
+    A number, string or list outside its field's range (``gputui.snapshot.model``) is
     None where the field allows None, else a DecodeError.
     """
     convert: Converter = _dataclass_converter(cls)  # type: ignore[arg-type]

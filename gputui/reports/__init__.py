@@ -1,0 +1,1 @@
+"""Every printed report, one module per report, on one text layer (:mod:`.text`)."""
