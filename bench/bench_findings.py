@@ -39,11 +39,11 @@ sys.path.insert(0, str(REPO / "bench"))
 import bench_attach  # noqa: E402
 
 from gputui.analysis.engine import analyze  # noqa: E402
-from gputui.tui.attach import model  # noqa: E402
+from gputui.session import attach as model  # noqa: E402
 
 
 def _demo_state_snapshot() -> model.StateSnapshot:
-    from gputui.tui.attach.feeds import ReplayFeed
+    from gputui.session.feeds import ReplayFeed
 
     feed = ReplayFeed.demo()
     state = model.AttachState()

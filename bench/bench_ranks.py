@@ -116,7 +116,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 async def headless(n: int, rate: float, history_s: float, window: float) -> dict[str, Any]:
     from gputui.collectors.job_group import find_job
-    from gputui.tui.attach.rank_feeds import LiveRanksFeed
+    from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.ranks import RanksApp
 
     procs = start_ranks(n, rate, os.environ["GPUTUI_SOCKET_DIR"])

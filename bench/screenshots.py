@@ -238,7 +238,7 @@ def to_png(svg_path: Path) -> Path | None:
 
 
 async def render_ranks(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
-    from gputui.tui.attach.rank_feeds import ReplayRanksFeed
+    from gputui.session.rank_feeds import ReplayRanksFeed
     from gputui.tui.attach.ranks import RanksApp
 
     feed = ReplayRanksFeed.from_file(RANKS_RECORDING)

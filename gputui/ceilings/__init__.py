@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from gputui.ceilings.cache import load_ceilings
 from gputui.ceilings.datasheet import Datasheet, datasheet_for
-from gputui.ceilings.model import Ceilings, Measurement
+from gputui.ceilings.measured import Ceilings, Measurement
 
 __all__ = ["Ceilings", "Datasheet", "Measurement", "datasheet_for", "load_ceilings"]

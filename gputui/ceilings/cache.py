@@ -18,7 +18,7 @@ from typing import Any
 
 from gputui.analysis.roofline import Roof
 from gputui.ceilings.datasheet import datasheet_for
-from gputui.ceilings.model import Ceilings
+from gputui.ceilings.measured import Ceilings
 from gputui.errors import GputuiError
 
 FORMAT = "gputui-ceilings"

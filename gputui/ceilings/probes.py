@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.ceilings import model
+from gputui.ceilings import measured
 
 MIB = 1 << 20
 
@@ -218,17 +218,17 @@ def launch(torch: Any, device: str, sizes: Sizes) -> Probe:
 
 #: key -> probe factory, in the order they run
 PROBES: dict[str, Callable[[Any, str, Sizes], Probe]] = {
-    model.HBM_COPY: hbm_copy,
-    model.MATMUL_FP32: matmul_fp32,
-    model.MATMUL_TF32: matmul_tf32,
-    model.MATMUL_BF16: matmul_bf16,
-    model.MATMUL_FP16: matmul_fp16,
-    model.MATMUL_FP8: matmul_fp8,
-    model.H2D_PINNED: h2d_pinned,
-    model.D2H_PINNED: d2h_pinned,
-    model.H2D_PAGEABLE: h2d_pageable,
-    model.D2H_PAGEABLE: d2h_pageable,
-    model.LAUNCH: launch,
+    measured.HBM_COPY: hbm_copy,
+    measured.MATMUL_FP32: matmul_fp32,
+    measured.MATMUL_TF32: matmul_tf32,
+    measured.MATMUL_BF16: matmul_bf16,
+    measured.MATMUL_FP16: matmul_fp16,
+    measured.MATMUL_FP8: matmul_fp8,
+    measured.H2D_PINNED: h2d_pinned,
+    measured.D2H_PINNED: d2h_pinned,
+    measured.H2D_PAGEABLE: h2d_pageable,
+    measured.D2H_PAGEABLE: d2h_pageable,
+    measured.LAUNCH: launch,
 }
 
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gputui import __version__
-from gputui.ceilings import model, probes
+from gputui.ceilings import measured, probes
 from gputui.ceilings.datasheet import Datasheet, datasheet_for
 from gputui.ceilings.timing import Clock, MeasureError, Plan, measure, rate
 from gputui.errors import GputuiError
@@ -30,7 +30,7 @@ def measure_probe(
     plan: Plan,
     clock: Clock,
     factory: Callable[[Any, str, probes.Sizes], probes.Probe] | None = None,
-) -> model.Measurement:
+) -> measured.Measurement:
     """One measurement; a failure becomes its ``error``, never an exception."""
     make = factory or probes.PROBES[key]
     probe = None
@@ -40,9 +40,9 @@ def measure_probe(
             timing = measure(probe.run, clock, plan)
         reps = len(timing.samples_ms)
         size = f"{probe.size} x{timing.inner}" if timing.inner > 1 else probe.size
-        if key == model.LAUNCH:
+        if key == measured.LAUNCH:
             # A time, not a rate: the worst is the slowest repetition.
-            return model.Measurement(
+            return measured.Measurement(
                 key,
                 timing.per_run_median_s * 1e6,
                 timing.per_run_max_s * 1e6,
@@ -50,15 +50,15 @@ def measure_probe(
                 reps,
                 size,
             )
-        unit = model.MEASUREMENTS[key][1]
-        value, worst, best = rate(probe.work, timing, 1e12 if unit == model.TFLOPS else 1e9)
-        return model.Measurement(key, value, worst, best, reps, size)
+        unit = measured.MEASUREMENTS[key][1]
+        value, worst, best = rate(probe.work, timing, 1e12 if unit == measured.TFLOPS else 1e9)
+        return measured.Measurement(key, value, worst, best, reps, size)
     except probes.NotSupported as exc:
-        return model.Measurement(key, None, None, None, 0, "", f"not supported: {exc}")
+        return measured.Measurement(key, None, None, None, 0, "", f"not supported: {exc}")
     except MeasureError as exc:
-        return model.Measurement(key, None, None, None, 0, "", f"failed: {exc}")
+        return measured.Measurement(key, None, None, None, 0, "", f"failed: {exc}")
     except Exception as exc:
-        return model.Measurement(key, None, None, None, 0, "", f"failed: {_line(exc)}")
+        return measured.Measurement(key, None, None, None, 0, "", f"failed: {_line(exc)}")
     finally:
         del probe
         gc.collect()
@@ -80,19 +80,19 @@ def run_probes(
     keys: tuple[str, ...] | None = None,
     deadline_s: float = DEADLINE_S,
     now: Callable[[], float] = time.perf_counter,
-) -> list[model.Measurement]:
+) -> list[measured.Measurement]:
     started = now()
     results = []
     for key in keys or tuple(probes.PROBES):
         if now() - started > deadline_s:
             results.append(
-                model.Measurement(
+                measured.Measurement(
                     key, None, None, None, 0, "", f"skipped: past the {deadline_s:.0f} s budget"
                 )
             )
             continue
         if progress is not None:
-            progress(model.MEASUREMENTS[key][0])
+            progress(measured.MEASUREMENTS[key][0])
         results.append(measure_probe(key, torch, device, sizes, plan, clock))
     return results
 
@@ -101,17 +101,22 @@ def datasheet_value(sheet: Datasheet | None, key: str) -> float | None:
     """The datasheet figure to set beside a measurement (None: no such figure)."""
     if sheet is None:
         return None
-    if key == model.HBM_COPY:
+    if key == measured.HBM_COPY:
         return sheet.hbm_gbps
-    if key in model.MATMUL_FAMILY:
-        value: float | None = getattr(sheet, f"{model.MATMUL_FAMILY[key]}_tflops")
+    if key in measured.MATMUL_FAMILY:
+        value: float | None = getattr(sheet, f"{measured.MATMUL_FAMILY[key]}_tflops")
         return value
-    if key in (model.H2D_PINNED, model.D2H_PINNED, model.H2D_PAGEABLE, model.D2H_PAGEABLE):
+    if key in (
+        measured.H2D_PINNED,
+        measured.D2H_PINNED,
+        measured.H2D_PAGEABLE,
+        measured.D2H_PAGEABLE,
+    ):
         return sheet.pcie_gbps_per_direction
     return None
 
 
-def measurement_dict(m: model.Measurement, sheet: Datasheet | None) -> dict[str, Any]:
+def measurement_dict(m: measured.Measurement, sheet: Datasheet | None) -> dict[str, Any]:
     figure = datasheet_value(sheet, m.key)
     return {
         "key": m.key,
@@ -135,7 +140,7 @@ def _round(value: float | None) -> float | None:
 
 
 def document(
-    measurements: list[model.Measurement],
+    measurements: list[measured.Measurement],
     gpu: dict[str, Any],
     software: dict[str, Any],
     quick: bool,
@@ -147,7 +152,7 @@ def document(
     when = (measured_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
     stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
     sheet = datasheet_for(gpu.get("name"))
-    ceilings = model.ceilings_from(
+    ceilings = measured.ceilings_from(
         measurements,
         gpu_uuid=str(gpu["uuid"]),
         gpu_name=str(gpu["name"]),

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from gputui import fmt
-from gputui.cluster.model import ClusterSnapshot, Job, Node
+from gputui.cluster.view import ClusterSnapshot, Job, Node
 
 JSON_SCHEMA = 1
 

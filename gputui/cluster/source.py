@@ -21,7 +21,7 @@ from gputui.cluster.client import (
     RangeSeries,
     escape_label,
 )
-from gputui.cluster.model import (
+from gputui.cluster.view import (
     NODE_FIELDS,
     THROTTLED_MIN_RATIO,
     ClusterSnapshot,

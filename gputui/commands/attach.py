@@ -308,7 +308,7 @@ def replay_once(args: argparse.Namespace) -> int:
     """The report of a recorded session, as if attached when it ended."""
     from gputui.collectors.attach_recording import gpu_sample
     from gputui.collectors.replay import RecordingError
-    from gputui.tui.attach.feeds import ReplayFeed
+    from gputui.session.feeds import ReplayFeed
 
     ranks = _ranks_recording(args)
     if ranks is not None:

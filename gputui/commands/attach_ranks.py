@@ -22,11 +22,11 @@ from typing import Any
 from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
-from gputui.analysis.ranks import RankInput, RanksSummary, summarize, sync_start
 from gputui.collectors.attach_recording import AttachRecording
 from gputui.collectors.hook_client import AttachError, HookClient
 from gputui.collectors.job_group import JobGroup
 from gputui.commands import attach_report as report
+from gputui.session.ranks import RankInput, RanksSummary, summarize, sync_start
 
 #: the longest wait for a rank's hello
 HELLO_TIMEOUT_S = 10.0
@@ -40,6 +40,9 @@ def rank_input(got: report.Collected, window: int) -> RankInput:
         status=got.status,
         memory=got.memory,
         capture=got.capture,
+        gpu=got.gpu,
+        memory_snapshot=got.memory_snapshot,
+        roof=got.roof,
         gone=None if gone is None else gone.reason,
         gone_clean=bool(gone is not None and gone.clean),
     )
@@ -53,7 +56,7 @@ def main(args: argparse.Namespace, job: JobGroup) -> int:
 
 
 def run_live(args: argparse.Namespace, job: JobGroup) -> int:
-    from gputui.tui.attach.rank_feeds import LiveRanksFeed
+    from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.ranks import RanksApp
 
     feed = LiveRanksFeed(job, record_path=args.record)
@@ -175,8 +178,8 @@ def _capture(
 # -- replay -------------------------------------------------------------------------------
 def replay(args: argparse.Namespace, recording: AttachRecording, label: str, banner: str) -> int:
     """A recorded multi-rank session: the rank view, or its report (``--once``)."""
-    from gputui.tui.attach.rank_feeds import ReplayRanksFeed
-    from gputui.tui.attach.rank_feeds import rank_input as state_input
+    from gputui.session.rank_feeds import ReplayRanksFeed
+    from gputui.session.rank_feeds import rank_input as state_input
 
     feed = ReplayRanksFeed(recording, label, speed=args.speed)
     if not args.once:

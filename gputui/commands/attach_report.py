@@ -21,7 +21,6 @@ from gputui.analysis.evidence import (
     GPU_WINDOW,
     MIN_GPU_SAMPLES,
     MIN_STEPS,
-    job_evidence,
     roofline_of,
 )
 from gputui.analysis.finding import Finding
@@ -47,6 +46,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.session.evidence import evidence
 from gputui.snapshot.model import DeviceSnapshot
 
 #: how long the hook may take to send its history
@@ -114,21 +114,16 @@ class Collected:
 
     def findings(self, window: int) -> list[Finding]:
         """The analyzer's findings over the newest ``window`` steps, ranked."""
-        hello, status = self.hello, self.status
-        device = hello.device
-        ev = job_evidence(
+        ev = evidence(
+            self.hello,
+            self.status,
             self.steps,
             self.memory,
             self.capture,
-            self.gpu[-GPU_WINDOW:],
-            cuda=hello.cuda_in_use,
-            phases_coarse=bool(status is not None and status.phases_coarse),
-            batch_size=None if status is None else status.batch_size,
-            device_total_bytes=None if device is None else device.total_memory_bytes,
-            window=window,
-            loader=None if status is None else status.loader,
+            self.gpu,
             memory_snapshot=self.memory_snapshot,
             roof=self.roof,
+            window=window,
         )
         return analyze(ev)
 

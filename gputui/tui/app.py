@@ -24,13 +24,13 @@ from gputui.analysis.finding import FINDINGS_WINDOW
 from gputui.analysis.monitor_findings import findings
 from gputui.collectors import processes
 from gputui.collectors.source import Sampler, SnapshotSource
+from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui import ascii
-from gputui.tui.history import History
-from gputui.tui.host import Current
+from gputui.tui.monitor_host import Current
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
-    from gputui.ceilings.model import Ceilings
+    from gputui.ceilings.measured import Ceilings
     from gputui.collectors.replay import ReplayProgress
 
 #: the interval steps that + and - move through

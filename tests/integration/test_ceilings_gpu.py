@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gputui.ceilings import load_ceilings, model
+from gputui.ceilings import load_ceilings, measured
 from gputui.trace.op_rows import PROFILER, rows_from_chrome_trace, rows_from_kineto
 
 pytestmark = pytest.mark.gpu
@@ -65,17 +65,17 @@ def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any
 def test_every_ceiling_is_measured(quick_bench: tuple[dict[str, Any], Path]) -> None:
     doc, _home = quick_bench
     by = {m["key"]: m for m in doc["measurements"]}
-    assert list(by) == list(model.MEASUREMENTS)
+    assert list(by) == list(measured.MEASUREMENTS)
     cc = tuple(int(x) for x in doc["gpu"]["compute_capability"].split("."))
     for key, m in by.items():
-        if key == model.MATMUL_FP8 and cc < (8, 9):
+        if key == measured.MATMUL_FP8 and cc < (8, 9):
             assert m["error"].startswith("not supported: "), m
             continue
         assert m["error"] is None, m
         assert m["value"] > 0 and m["repetitions"] >= 3, m
-    assert by[model.MATMUL_TF32]["value"] > 2 * by[model.MATMUL_FP32]["value"]
-    assert by[model.MATMUL_BF16]["value"] > 2 * by[model.MATMUL_FP32]["value"]
-    assert by[model.HBM_COPY]["value"] > by[model.H2D_PINNED]["value"]
+    assert by[measured.MATMUL_TF32]["value"] > 2 * by[measured.MATMUL_FP32]["value"]
+    assert by[measured.MATMUL_BF16]["value"] > 2 * by[measured.MATMUL_FP32]["value"]
+    assert by[measured.HBM_COPY]["value"] > by[measured.H2D_PINNED]["value"]
 
 
 def test_saved_under_the_uuid_nvml_reports(quick_bench: tuple[dict[str, Any], Path]) -> None:

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from gputui.analysis import ranks as ranks_model
 from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.job_group import parent_pid
 from gputui.protocol import list_sockets
+from gputui.session import ranks as ranks_model
 from tests.helpers import hookutil
 from tests.helpers.synthetic import wait_for
 
@@ -180,7 +180,7 @@ async def test_the_rank_view_while_a_rank_hangs(
     two: Torchrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from gputui.collectors.job_group import find_job
-    from gputui.tui.attach.rank_feeds import LiveRanksFeed
+    from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.ranks import AlertPanel, RanksApp
     from gputui.tui.attach.screen import AttachScreen
 
@@ -234,7 +234,7 @@ def test_four_ranks(four: Torchrun) -> None:
 
 def test_a_rank_that_exits(four: Torchrun, monkeypatch: pytest.MonkeyPatch) -> None:
     from gputui.collectors.job_group import find_job
-    from gputui.tui.attach.rank_feeds import LiveRanksFeed, rank_input
+    from gputui.session.rank_feeds import LiveRanksFeed, rank_input
 
     job = find_job(four.launcher)
     assert job is not None and len(job.pids) == 4

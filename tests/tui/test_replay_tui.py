@@ -7,8 +7,8 @@ import itertools
 from pathlib import Path
 
 from gputui.collectors.replay import ReplaySource
+from gputui.snapshot.history import History
 from gputui.tui.app import make_app
-from gputui.tui.history import History
 from gputui.tui.widgets.panels import BannerPanel
 from tests.helpers.synthetic import make_snapshots, replay_source, write_recording
 

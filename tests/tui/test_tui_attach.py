@@ -27,11 +27,11 @@ from gputui.collectors.hook_client import (
     StepBatch,
     StepRecord,
 )
+from gputui.session.attach import AttachState, build_view, capture_busy, capture_progress
 from gputui.trace.kernels import short_kernel_name
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
-from gputui.tui.attach.model import AttachState, build_view, capture_busy, capture_progress
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.screens.monitor import MonitorScreen

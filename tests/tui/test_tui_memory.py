@@ -12,9 +12,9 @@ from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.hook_client import StepBatch, StepRecord, parse_event
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import MemorySnapshotStatus
+from gputui.session.attach import AttachState
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
 from gputui.tui.attach.memory_view import MemoryPanel, MemoryScreen, memory_text, progress
-from gputui.tui.attach.model import AttachState
 from tests.helpers import memsnap as h
 from tests.helpers.synthetic import wait_for
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from gputui import fmt
+from gputui.snapshot.history import MAX_PROCESSES, History
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
-from gputui.tui.history import MAX_PROCESSES, History
 from gputui.tui.proc_view import ProcFilter, SortSpec, build_rows, sort_processes, tree_rows
 from tests.helpers.synthetic import make_snapshots
 

@@ -20,7 +20,7 @@ import pytest
 from gputui import cli
 from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
 from gputui.errors import GputuiError
-from gputui.tui.attach.rank_feeds import ReplayRanksFeed
+from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.attach.ranks import AlertPanel, RankCapturePanel, RanksApp, RanksScreen
 from gputui.tui.attach.screen import AttachScreen
 from tests.helpers.synthetic import wait_for

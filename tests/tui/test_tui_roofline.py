@@ -16,9 +16,9 @@ from gputui.ceilings.datasheet import H100_SXM
 from gputui.collectors.hook_client import StepBatch, StepRecord
 from gputui.protocol import messages
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
+from gputui.session.attach import AttachState
 from gputui.trace.op_rows import rows_from_chrome_trace
 from gputui.tui.attach import ReplayFeed, make_attach_app
-from gputui.tui.attach.model import AttachState
 from gputui.tui.attach.roofline_view import RooflinePanel, RooflineScreen, roofline_text_of
 from tests.helpers import memsnap as h
 from tests.helpers.synthetic import wait_for

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gputui.ceilings import model, runner
+from gputui.ceilings import measured, runner
 from gputui.cli import main
 from gputui.commands import bench
 
@@ -25,15 +25,17 @@ UUID = "GPU-3f2c6d8e-1a2b-4c5d-8e9f-0123456789ab"
 def _doc(name: str = "NVIDIA H100 80GB HBM3", fail_all: bool = False) -> dict[str, Any]:
     if fail_all:
         ms = [
-            model.Measurement(k, None, None, None, 0, "", "failed: boom")
-            for k in model.MEASUREMENTS
+            measured.Measurement(k, None, None, None, 0, "", "failed: boom")
+            for k in measured.MEASUREMENTS
         ]
     else:
         ms = [
-            model.Measurement(model.HBM_COPY, 2950.0, 2900.0, 2960.0, 15, "1.00GiB copy x20"),
-            model.Measurement(model.MATMUL_BF16, 781.2, 770.0, 790.0, 15, "8192^3 bf16 x36"),
-            model.Measurement(model.MATMUL_FP8, None, None, None, 0, "", "not supported: why"),
-            model.Measurement(model.LAUNCH, 4.5, 5.0, 4.2, 12, "1-element add_ x9000"),
+            measured.Measurement(measured.HBM_COPY, 2950.0, 2900.0, 2960.0, 15, "1.00GiB copy x20"),
+            measured.Measurement(measured.MATMUL_BF16, 781.2, 770.0, 790.0, 15, "8192^3 bf16 x36"),
+            measured.Measurement(
+                measured.MATMUL_FP8, None, None, None, 0, "", "not supported: why"
+            ),
+            measured.Measurement(measured.LAUNCH, 4.5, 5.0, 4.2, 12, "1-element add_ x9000"),
         ]
     gpu = {"index": 0, "name": name, "uuid": UUID, "compute_capability": "9.0"}
     sw = {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.159.04"}

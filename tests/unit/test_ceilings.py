@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gputui.ceilings import cache, model, probes, runner, timing
+from gputui.ceilings import cache, measured, probes, runner, timing
 from gputui.ceilings.datasheet import A100_SXM_80, H100_PCIE, H100_SXM, datasheet_for
 from gputui.errors import GputuiError
 
@@ -110,16 +110,16 @@ def test_probes_run_on_the_cpu() -> None:
         torch, "cpu", TINY, TINY_PLAN, timing.WallClock(), progress=seen.append
     )
     assert [m.key for m in results] == list(probes.PROBES)
-    assert seen == [model.MEASUREMENTS[k][0] for k in probes.PROBES]
+    assert seen == [measured.MEASUREMENTS[k][0] for k in probes.PROBES]
     by = {m.key: m for m in results}
-    fp8 = by.pop(model.MATMUL_FP8)
+    fp8 = by.pop(measured.MATMUL_FP8)
     assert fp8.value is None and fp8.error.startswith("not supported: ")  # type: ignore[union-attr]
     for m in by.values():
         assert m.error is None, m
         assert m.value is not None and m.value > 0 and m.repetitions >= 2
         assert m.worst is not None and m.best is not None
-    assert by[model.LAUNCH].worst >= by[model.LAUNCH].best  # type: ignore[operator]
-    assert by[model.HBM_COPY].worst <= by[model.HBM_COPY].best  # type: ignore[operator]
+    assert by[measured.LAUNCH].worst >= by[measured.LAUNCH].best  # type: ignore[operator]
+    assert by[measured.HBM_COPY].worst <= by[measured.HBM_COPY].best  # type: ignore[operator]
 
 
 def test_fp32_precision_is_put_back() -> None:
@@ -143,29 +143,35 @@ def test_a_failing_probe_is_one_error_line_and_the_others_go_on() -> None:
         raise RuntimeError("CUDA out of memory.\nTried to allocate 2.00 GiB")
 
     failed = runner.measure_probe(
-        model.HBM_COPY, torch, "cpu", TINY, TINY_PLAN, timing.WallClock(), factory=broken
+        measured.HBM_COPY, torch, "cpu", TINY, TINY_PLAN, timing.WallClock(), factory=broken
     )
     assert failed.value is None
     assert failed.error == "failed: RuntimeError: CUDA out of memory."
 
     zero = runner.run_probes(
-        torch, "cpu", TINY, TINY_PLAN, ScriptedClock([0.0]), keys=(model.LAUNCH,)
+        torch, "cpu", TINY, TINY_PLAN, ScriptedClock([0.0]), keys=(measured.LAUNCH,)
     )
     assert zero[0].error == "failed: the device clock gave 0.0 ms"
     late = runner.run_probes(
-        torch, "cpu", TINY, TINY_PLAN, timing.WallClock(), keys=(model.LAUNCH,), deadline_s=-1.0
+        torch,
+        "cpu",
+        TINY,
+        TINY_PLAN,
+        timing.WallClock(),
+        keys=(measured.LAUNCH,),
+        deadline_s=-1.0,
     )
     assert late[0].error == "skipped: past the -1 s budget"
 
 
-def _measurements() -> list[model.Measurement]:
+def _measurements() -> list[measured.Measurement]:
     return [
-        model.Measurement(model.HBM_COPY, 2950.0, 2900.0, 2960.0, 15, "1.00GiB copy x20"),
-        model.Measurement(model.MATMUL_BF16, 780.0, 770.0, 790.0, 15, "8192^3 bf16 x36"),
-        model.Measurement(model.MATMUL_FP32, 51.0, 50.0, 52.0, 15, "8192^3 fp32 x3"),
-        model.Measurement(model.MATMUL_FP8, None, None, None, 0, "", "not supported: why"),
-        model.Measurement(model.H2D_PINNED, 55.0, 54.0, 56.0, 15, "256MiB pinned x4"),
-        model.Measurement(model.LAUNCH, 4.5, 5.0, 4.2, 15, "1-element add_ x9000"),
+        measured.Measurement(measured.HBM_COPY, 2950.0, 2900.0, 2960.0, 15, "1.00GiB copy x20"),
+        measured.Measurement(measured.MATMUL_BF16, 780.0, 770.0, 790.0, 15, "8192^3 bf16 x36"),
+        measured.Measurement(measured.MATMUL_FP32, 51.0, 50.0, 52.0, 15, "8192^3 fp32 x3"),
+        measured.Measurement(measured.MATMUL_FP8, None, None, None, 0, "", "not supported: why"),
+        measured.Measurement(measured.H2D_PINNED, 55.0, 54.0, 56.0, 15, "256MiB pinned x4"),
+        measured.Measurement(measured.LAUNCH, 4.5, 5.0, 4.2, 15, "1-element add_ x9000"),
     ]
 
 
@@ -288,7 +294,7 @@ def test_normalize_uuid() -> None:
 
 def test_ceilings_from_dict_rejects_wrong_types() -> None:
     good = _document()["ceilings"]
-    assert model.Ceilings.from_dict(good) is not None
+    assert measured.Ceilings.from_dict(good) is not None
     for field, value in [
         ("hbm_copy_gbps", True),
         ("hbm_copy_gbps", -1.0),
@@ -297,8 +303,8 @@ def test_ceilings_from_dict_rejects_wrong_types() -> None:
         ("gpu_name", ""),
         ("torch_version", 2),
     ]:
-        assert model.Ceilings.from_dict({**good, field: value}) is None, field
-    assert model.Ceilings.from_dict([]) is None
+        assert measured.Ceilings.from_dict({**good, field: value}) is None, field
+    assert measured.Ceilings.from_dict([]) is None
 
 
 def test_datasheets() -> None:

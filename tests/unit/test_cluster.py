@@ -13,7 +13,9 @@ import pytest
 
 from gputui.cli import main
 from gputui.cluster.client import PrometheusClient, PrometheusError
-from gputui.cluster.model import (
+from gputui.cluster.report import print_text, to_json
+from gputui.cluster.source import gpu_queries, normalize_selector
+from gputui.cluster.view import (
     ClusterSnapshot,
     Rank,
     build_gpus,
@@ -22,8 +24,6 @@ from gputui.cluster.model import (
     compute_times,
     pick_gpu_values,
 )
-from gputui.cluster.report import print_text, to_json
-from gputui.cluster.source import gpu_queries, normalize_selector
 from tests.helpers.promutil import free_port
 from tests.helpers.synthetic import wait_for
 

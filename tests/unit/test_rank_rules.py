@@ -10,7 +10,9 @@ import pytest
 from gputui.analysis import engine
 from gputui.analysis.evidence import RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.ranks import (
+from gputui.analysis.registry import REGISTRY
+from gputui.protocol.schema import Hello, Status
+from gputui.session.ranks import (
     EXITED,
     RUNNING,
     STALLED,
@@ -19,8 +21,6 @@ from gputui.analysis.ranks import (
     summarize,
     sync_start,
 )
-from gputui.analysis.registry import REGISTRY
-from gputui.protocol.schema import Hello, Status
 from tests.helpers.evidence import capture, evidence, gpu_samples, kernel, steps
 
 BASE = {"data": 0.002, "forward": 0.005, "backward": 0.01, "optimizer": 0.002, "other": 0.001}

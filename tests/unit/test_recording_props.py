@@ -200,7 +200,7 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
     from gputui.commands import attach_report as report_mod
     from gputui.protocol.fields import SchemaError
     from gputui.protocol.schema import Hello
-    from gputui.tui.attach.model import AttachState, build_view
+    from gputui.session.attach import AttachState, build_view
 
     try:
         recording = read_attach_bytes(data, "a")

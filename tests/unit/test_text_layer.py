@@ -72,8 +72,16 @@ def test_to_ascii_leaves_only_ascii() -> None:
 
 def test_table_fits_the_width_and_elides_only_the_name_column() -> None:
     rows = [
-        ["void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", "12", "1.5 ms"],
-        ["void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>", "3", "0.2 ms"],
+        [
+            "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>",
+            "12",
+            "1.5 ms",
+        ],
+        [
+            "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>",
+            "3",
+            "0.2 ms",
+        ],
     ]
     for width in (60, 80, 200):
         lines = text.table(["kernel", "calls", "time"], rows, width, right=[False, True, True])

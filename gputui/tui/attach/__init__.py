@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
+from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui.attach.screen import (
     AttachApp,
     AttachScreen,

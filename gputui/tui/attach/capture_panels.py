@@ -9,9 +9,9 @@ import os
 from rich.text import Text
 
 from gputui import fmt
+from gputui.session.attach import AttachView
 from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import render
-from gputui.tui.attach.model import AttachView
 from gputui.tui.render import join_parts
 from gputui.tui.widgets.text_panel import TextPanel
 

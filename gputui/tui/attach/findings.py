@@ -17,7 +17,7 @@ from textual.widgets.option_list import Option
 from gputui import findings_text
 from gputui.analysis.evidence import MIN_STEPS
 from gputui.analysis.finding import Finding
-from gputui.tui.attach.model import AttachView
+from gputui.session.attach import AttachView
 from gputui.tui.widgets.text_panel import TextPanel
 
 

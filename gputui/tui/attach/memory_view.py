@@ -23,7 +23,7 @@ from gputui import fmt
 from gputui.analysis.rules.memory import site_label
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
-from gputui.tui.attach.model import StateSnapshot
+from gputui.session.attach import StateSnapshot
 from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
 from gputui.tui.render import bar, sparkline
 from gputui.tui.widgets.panels import BannerPanel

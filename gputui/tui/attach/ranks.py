@@ -2,7 +2,7 @@
 straggler and communication findings, synchronized captures.
 
 Each rank's connection fills its own :class:`AttachState` on its own thread
-(:mod:`gputui.tui.attach.rank_feeds`).  A 4 Hz timer looks at the states'
+(:mod:`gputui.session.rank_feeds`).  A 4 Hz timer looks at the states'
 versions; when something changed, and at most once a second after the first
 full view (statistics over 1,000 steps of every rank are the costly part), it
 builds a :class:`RanksSummary` of plain values and hands it to the panels.
@@ -26,13 +26,13 @@ from textual.widgets import Footer
 from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
-from gputui.analysis.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.errors import GputuiError
 from gputui.findings_text import headline
+from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
+from gputui.session.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.trace.kernels import short_kernel_name
 from gputui.tui import render
 from gputui.tui.attach.findings import FindingsScreen
-from gputui.tui.attach.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachAppBase, AttachScreen
 from gputui.tui.widgets.panels import BannerPanel

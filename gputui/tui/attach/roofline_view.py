@@ -21,7 +21,7 @@ from textual.widgets import Footer
 
 from gputui import fmt, roofline_text
 from gputui.analysis.evidence import roofline_of
-from gputui.tui.attach.model import StateSnapshot, capture_busy, capture_progress
+from gputui.session.attach import StateSnapshot, capture_busy, capture_progress
 from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
 from gputui.tui.widgets.panels import BannerPanel
 

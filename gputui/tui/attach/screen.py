@@ -25,12 +25,12 @@ from textual.widgets import DataTable, Footer
 
 from gputui.collectors.hook_client import HookClient
 from gputui.errors import GputuiError
+from gputui.session.attach import AttachState, AttachView, build_view, capture_busy
+from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
-from gputui.tui.attach.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
 from gputui.tui.attach.memory_view import MemoryScreen
-from gputui.tui.attach.model import AttachState, AttachView, build_view, capture_busy
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.subscreen import request_refusal, send_request
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable

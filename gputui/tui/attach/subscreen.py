@@ -11,8 +11,8 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from gputui.errors import GputuiError
-from gputui.tui.attach.feeds import AttachFeed
-from gputui.tui.attach.model import AttachState, StateSnapshot
+from gputui.session.attach import AttachState, StateSnapshot
+from gputui.session.feeds import AttachFeed
 from gputui.tui.widgets.text_panel import TextPanel
 
 REFRESH_S = 0.25

@@ -16,8 +16,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from gputui import fmt
+from gputui.session.attach import CaptureView
 from gputui.tui.attach.capture_panels import CLASS_SHORT, class_style, us_text
-from gputui.tui.attach.model import CaptureView
 
 KERNELS = "kernels"
 CPU_OPS = "cpu_ops"

@@ -13,8 +13,8 @@ from rich.text import Text
 from gputui import fmt
 from gputui.analysis.steps import SLOW_FACTOR
 from gputui.protocol import messages
+from gputui.session.attach import AttachView, StepColumn
 from gputui.tui import render
-from gputui.tui.attach.model import AttachView, StepColumn
 from gputui.tui.render import join_parts
 from gputui.tui.widgets.text_panel import TextPanel
 

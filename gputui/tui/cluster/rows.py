@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from rich.text import Text
 
 from gputui import fmt
-from gputui.cluster.model import Gpu, Job, Node, Rank
+from gputui.cluster.view import Gpu, Job, Node, Rank
 from gputui.tui.render import bar, level_style, sparkline
 
 Row = tuple[str, tuple[Text, ...]]

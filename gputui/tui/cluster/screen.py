@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gputui import fmt
-from gputui.cluster.model import ClusterSnapshot, Node
+from gputui.cluster.view import ClusterSnapshot, Node
 from gputui.errors import GputuiError
 from gputui.fmt import clock
 from gputui.tui import ascii

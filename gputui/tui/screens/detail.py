@@ -16,7 +16,7 @@ from textual.widgets import Footer
 from gputui import fmt
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
-from gputui.tui.host import MonitorHost
+from gputui.tui.monitor_host import MonitorHost
 from gputui.tui.proc_view import TYPE_SHORT, display_command, runtime_s
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel

@@ -14,7 +14,7 @@ from textual.widgets import Footer
 
 from gputui import findings_text
 from gputui.analysis.finding import Finding
-from gputui.tui.host import MonitorHost
+from gputui.tui.monitor_host import MonitorHost
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 

@@ -13,8 +13,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from gputui.collectors import processes
-from gputui.tui.history import GPU_METRICS
-from gputui.tui.host import MonitorHost
+from gputui.snapshot.history import GPU_METRICS
+from gputui.tui.monitor_host import MonitorHost
 from gputui.tui.proc_view import SORTABLE, ProcFilter
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import (

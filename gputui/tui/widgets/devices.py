@@ -14,7 +14,7 @@ from rich.text import Text
 from gputui import fmt
 from gputui.analysis import throttle
 from gputui.ceilings.datasheet import datasheet_for
-from gputui.ceilings.model import Ceilings
+from gputui.ceilings.measured import Ceilings
 from gputui.snapshot.model import DeviceSnapshot, MigInstance
 from gputui.tui import render
 from gputui.tui.render import SEVERITY_STYLE

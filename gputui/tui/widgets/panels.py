@@ -8,9 +8,9 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
+from gputui.snapshot.history import GPU_METRICS, History, tail
 from gputui.snapshot.model import DeviceSnapshot, HostSnapshot, Snapshot
 from gputui.tui import render
-from gputui.tui.history import GPU_METRICS, History, tail
 from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.text_panel import TextPanel
 

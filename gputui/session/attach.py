@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
+from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof
@@ -50,13 +50,14 @@ from gputui.collectors.hook_client import (
 )
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
+from gputui.session.evidence import STATS_WINDOW
+from gputui.session.evidence import evidence as session_evidence
 from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace.kernels import short_kernel_name
 
 #: steps kept for the bars, the history graph and the statistics
 STEP_WINDOW = 2000
 #: steps the percentiles and shares are computed over (the newest)
-STATS_WINDOW = 1000
 #: memory samples kept: ten minutes at the hook's 2 Hz
 MEMORY_POINTS = 1200
 #: samples of the job's GPU kept: two minutes at 1 Hz
@@ -457,20 +458,14 @@ def build_view(
 
 
 def evidence(snap: StateSnapshot) -> JobEvidence:
-    """What the analyzer reads of a session: its steps, memory, latest capture
-    and the job's GPU over the last :data:`GPU_WINDOW` samples."""
-    hello, status = snap.hello, snap.status
-    device = hello.device if hello is not None else None
-    return job_evidence(
-        snap.steps[-STATS_WINDOW:],
+    """What the analyzer reads of a session (:func:`gputui.session.evidence.evidence`)."""
+    return session_evidence(
+        snap.hello,
+        snap.status,
+        snap.steps,
         snap.memory,
         snap.capture,
-        snap.gpu[-GPU_WINDOW:],
-        cuda=bool(hello is not None and hello.cuda_in_use),
-        phases_coarse=bool(status is not None and status.phases_coarse),
-        batch_size=None if status is None else status.batch_size,
-        device_total_bytes=None if device is None else device.total_memory_bytes,
-        loader=None if status is None else status.loader,
+        snap.gpu,
         memory_snapshot=snap.memsnap,
         roof=snap.roof,
     )

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputui.analysis.ranks import RankInput, sync_start
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     AttachRecording,
@@ -33,9 +32,10 @@ from gputui.collectors.job_group import JobGroup, group_jobs
 from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
 from gputui.protocol.fields import SchemaError
+from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
+from gputui.session.feeds import roof_of
+from gputui.session.ranks import RankInput, sync_start
 from gputui.snapshot.model import DeviceSnapshot
-from gputui.tui.attach.feeds import roof_of
-from gputui.tui.attach.model import STEP_WINDOW, AttachState, StateSnapshot
 
 #: connections opened at once when attaching to a job's ranks
 CONNECT_THREADS = 16
@@ -60,7 +60,7 @@ class RankLink:
 
 
 def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
-    """What :func:`gputui.analysis.ranks.summarize` reads of one rank's state."""
+    """What :func:`gputui.session.ranks.summarize` reads of one rank's state."""
     gone = None
     if snap.disconnected is not None:
         gone = snap.disconnected.reason
@@ -73,6 +73,8 @@ def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
         memory=snap.memory,
         capture=snap.capture,
         gpu=snap.gpu,
+        memory_snapshot=snap.memsnap,
+        roof=snap.roof,
         gone=gone,
         gone_clean=bool(snap.disconnected is not None and snap.disconnected.clean),
     )

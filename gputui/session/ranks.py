@@ -19,11 +19,13 @@ from gputui.analysis.evidence import (
     MIN_STEPS,
     RankEvidence,
     RanksEvidence,
-    job_evidence,
 )
+from gputui.analysis.roofline import Roof
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import BACKWARD, COMM
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
+from gputui.session.evidence import evidence
 from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace.kernels import COMMUNICATION
 
@@ -64,6 +66,9 @@ class RankInput:
     memory: Sequence[tuple[MemorySample, int | None]] = ()
     capture: CaptureResult | None = None
     gpu: Sequence[DeviceSnapshot] = ()
+    memory_snapshot: MemorySnapshotResult | None = None
+    #: the rank's GPU's ceilings (measured by gputui bench, else the datasheet)
+    roof: Roof | None = None
     #: why the connection ended (None while connected), and whether the job said bye
     gone: str | None = None
     gone_clean: bool = False
@@ -328,15 +333,17 @@ def _row(
 def rank_evidence(inp: RankInput, gpu_window: int = 30, window: int = WINDOW) -> RankEvidence:
     """One rank's evidence for the rules (its newest ``window`` steps)."""
     h, st = inp.hello, inp.status
-    job = job_evidence(
-        inp.steps[-window:],
+    job = evidence(
+        h,
+        st,
+        inp.steps,
         inp.memory,
         inp.capture,
-        inp.gpu[-gpu_window:],
-        cuda=h.cuda_in_use,
-        phases_coarse=bool(st is not None and st.phases_coarse),
-        batch_size=None if st is None else st.batch_size,
-        device_total_bytes=None if h.device is None else h.device.total_memory_bytes,
+        inp.gpu,
+        memory_snapshot=inp.memory_snapshot,
+        roof=inp.roof,
+        window=window,
+        gpu_window=gpu_window,
     )
     return RankEvidence(
         pid=h.pid,

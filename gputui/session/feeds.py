@@ -30,8 +30,8 @@ from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
 from gputui.protocol import paths
 from gputui.protocol.fields import SchemaError
+from gputui.session.attach import STEP_WINDOW, AttachState
 from gputui.snapshot.model import DeviceSnapshot
-from gputui.tui.attach.model import STEP_WINDOW, AttachState
 
 DEMO_RESOURCE = "attach_demo.jsonl.gz"
 

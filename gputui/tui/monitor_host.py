@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from gputui.analysis.finding import Finding
 from gputui.collectors.source import Sampler, SnapshotSource
+from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.tui.history import History
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
-    from gputui.ceilings.model import Ceilings
+    from gputui.ceilings.measured import Ceilings
     from gputui.collectors.replay import ReplayProgress
 
 

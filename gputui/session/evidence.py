@@ -1,0 +1,54 @@
+"""The one place a session's messages become the analyzer's evidence.
+
+The attach screen, ``attach --once``, ``--replay`` and the rank view all hold
+the same things of a job -- its hello and status, its steps, memory samples,
+latest capture, memory snapshot, GPU samples and roof -- and hand them here, so
+a rule sees the same evidence wherever it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
+from gputui.analysis.roofline import Roof
+from gputui.protocol.capture import CaptureResult
+from gputui.protocol.memsnap import MemorySnapshotResult
+from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
+from gputui.snapshot.model import DeviceSnapshot
+
+#: steps the statistics and the rules look at (the newest)
+STATS_WINDOW = 1000
+
+
+def evidence(
+    hello: Hello | None,
+    status: Status | None,
+    steps: Sequence[StepRecord],
+    memory: Sequence[tuple[MemorySample, int | None]] = (),
+    capture: CaptureResult | None = None,
+    gpu: Sequence[DeviceSnapshot] = (),
+    *,
+    memory_snapshot: MemorySnapshotResult | None = None,
+    roof: Roof | None = None,
+    window: int = STATS_WINDOW,
+    gpu_window: int = GPU_WINDOW,
+) -> JobEvidence:
+    """What the analyzer reads of one job: its newest ``window`` steps, its
+    memory, latest capture and memory snapshot, and its GPU over the newest
+    ``gpu_window`` samples."""
+    device = hello.device if hello is not None else None
+    return job_evidence(
+        steps[-window:],
+        memory,
+        capture,
+        gpu[-gpu_window:],
+        cuda=bool(hello is not None and hello.cuda_in_use),
+        phases_coarse=bool(status is not None and status.phases_coarse),
+        batch_size=None if status is None else status.batch_size,
+        device_total_bytes=None if device is None else device.total_memory_bytes,
+        window=window,
+        loader=None if status is None else status.loader,
+        memory_snapshot=memory_snapshot,
+        roof=roof,
+    )

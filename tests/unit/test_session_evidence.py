@@ -1,0 +1,78 @@
+"""One evidence builder: the attach screen, ``attach --once`` and the rank view
+hand the analyzer the same evidence of the same job."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gputui.analysis.engine import analyze
+from gputui.analysis.roofline import Roof
+from gputui.commands.attach_report import Collected
+from gputui.protocol.hello import LoaderInfo, Status
+from gputui.protocol.schema import DeviceInfo, Hello, MemoryBatch, MemorySample, StepBatch
+from gputui.protocol.steps import StepRecord
+from gputui.session import attach, ranks
+from gputui.session.rank_feeds import rank_input
+from tests.helpers import memsnap
+
+HELLO = Hello(
+    pid=4242,
+    argv=("python", "train.py"),
+    torch="2.13.0",
+    cuda="13.0",
+    cuda_in_use=True,
+    device=DeviceInfo(0, "NVIDIA H100 80GB HBM3", 80 * 2**30, "GPU-1"),
+    rank=0,
+    local_rank=0,
+    world_size=2,
+)
+ROOF = Roof(3350.0, (("bf16", 989.0),), "datasheet", "H100 SXM5 datasheet")
+
+
+def events() -> list[object]:
+    """A job that waits on a loader without workers, with a memory snapshot."""
+    steps = tuple(
+        StepRecord(
+            i, 1_700_000_000.0 + i * 0.1, 0.1, {"data": 0.06, "forward": 0.02, "backward": 0.02}
+        )
+        for i in range(60)
+    )
+    sample = MemorySample(t=1_700_000_006.0, device=0, allocated=2**30, reserved=2**31)
+    return [
+        StepBatch(steps, 0, False),
+        MemoryBatch((sample,)),
+        Status(t=1_700_000_006.0, steps=60, last_step=59, loader=LoaderInfo(num_workers=0)),
+        memsnap.result(memsnap.planted_leak()),
+    ]
+
+
+def test_the_rank_view_sees_what_the_single_job_view_sees() -> None:
+    state = attach.AttachState()
+    state.set_hello(HELLO)
+    state.set_roof(ROOF)
+    for event in events():
+        state.add(event)  # type: ignore[arg-type]
+    snap = state.snapshot()
+    single = attach.evidence(snap)
+    in_ranks = ranks.rank_evidence(rank_input(snap, HELLO)).job
+    assert single.loader is not None and single.memory_snapshot is not None
+    assert single.roofline == in_ranks.roofline
+    assert in_ranks == single
+    assert [f.rule for f in analyze(in_ranks)] == [f.rule for f in analyze(single)]
+
+
+def test_attach_once_sees_what_the_screen_sees() -> None:
+    got = Collected(HELLO)
+    got.roof = ROOF
+    for event in events():
+        got.add(event)  # type: ignore[arg-type]
+    state = attach.AttachState()
+    state.set_hello(HELLO)
+    state.set_roof(ROOF)
+    for event in events():
+        state.add(event)  # type: ignore[arg-type]
+    screen = attach.evidence(state.snapshot())
+    once = got.findings(1000)
+    assert [f.rule for f in once] == [f.rule for f in analyze(screen)]
+    assert any(f.rule == "data.loader_wait" for f in once), [f.rule for f in once]
+    assert dataclasses.replace(screen) == screen
