@@ -455,3 +455,11 @@ class RanksEvidence:
         """The job's typical step: the median over ranks of their median step."""
         steps = [r.job.step_s for r in self.ready if r.job.step_s]
         return statistics.median(steps) if steps else None
+
+
+def findings_waiting(seen: int, needed: int = MIN_STEPS) -> str:
+    """Why the analyzer is silent before it has enough steps."""
+    return (
+        f"the analyzer waits for {needed} ordinary steps ({seen} so far; warm-up "
+        "and profiled steps do not count)"
+    )

@@ -16,10 +16,11 @@ from typing import Any
 
 from gputui.collectors.hook_client import HookClient, parse_event
 from gputui.commands import args as types
-from gputui.commands import attach_report as report
 from gputui.commands.tty import need_terminal
 from gputui.errors import GputuiError
 from gputui.protocol import memsnap, messages
+from gputui.reports import attach as attach_report
+from gputui.session import oneshot
 
 #: the longest wait for a job's hello, whatever --timeout allows for a capture
 HELLO_TIMEOUT_S = 10.0
@@ -282,9 +283,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 # -- --once -------------------------------------------------------------------------------
 def once(args: argparse.Namespace, client: HookClient) -> int:
-    got = report.Collected(client.hello)
-    gpu = report.GpuSampling(got, args.gpu_seconds)
-    report.collect_live(client, args.window, args.timeout, got)
+    got = oneshot.Collected(client.hello)
+    gpu = oneshot.GpuSampling(got, args.gpu_seconds)
+    oneshot.collect_live(client, args.window, args.timeout, got)
     if args.capture is not None:
         request = {
             "steps": args.capture,
@@ -294,13 +295,13 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
             "memory": args.memory,
             "flops": args.flops,
         }
-        report.capture_live(client, got, request, args.timeout, quiet=args.json)
+        oneshot.capture_live(client, got, request, args.timeout, quiet=args.json)
     gpu.finish()
-    stats = report.stats_of(got, args.window)
+    stats = oneshot.stats_of(got, args.window)
     if args.json:
-        report.print_json(report.report_dict(client.pid, got, stats, args.window))
+        attach_report.print_json(attach_report.report_dict(client.pid, got, stats, args.window))
     else:
-        report.print_report(got, stats, window=args.window)
+        attach_report.print_report(got, stats, window=args.window)
     return 0
 
 
@@ -317,7 +318,7 @@ def replay_once(args: argparse.Namespace) -> int:
         feed = ReplayFeed.demo() if args.demo else ReplayFeed.from_file(args.replay)
     except RecordingError as exc:
         raise GputuiError(f"gputui attach: {exc}") from None
-    got = report.Collected(feed.hello)
+    got = oneshot.Collected(feed.hello)
     for _t, msg in feed.recording.messages:
         sample = gpu_sample(msg)
         if sample is not None:  # the job's GPU, as the recording viewer saw it
@@ -328,12 +329,12 @@ def replay_once(args: argparse.Namespace) -> int:
             got.add(event)
     if not got.gpu and got.hello.cuda_in_use:
         got.gpu_note = "the recording holds no samples of the job's GPU"
-    stats = report.stats_of(got, args.window)
+    stats = oneshot.stats_of(got, args.window)
     if args.json:
-        doc = report.report_dict(feed.pid, got, stats, args.window)
+        doc = attach_report.report_dict(feed.pid, got, stats, args.window)
         doc["recording"] = {"label": feed.label, "demo": bool(args.demo)}
-        report.print_json(doc)
+        attach_report.print_json(doc)
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
-        report.print_report(got, stats, banner=banner, window=args.window)
+        attach_report.print_report(got, stats, banner=banner, window=args.window)
     return 0

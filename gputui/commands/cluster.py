@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         if args.once:
-            from gputui.cluster import report
+            from gputui.reports import cluster as report
 
             snapshot = source.fetch(None if args.json else ())
             if args.json:

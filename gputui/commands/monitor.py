@@ -133,7 +133,7 @@ def _once_writer(
             findings=[f.to_json() for f in findings(snapshot)],
         )
     with without_attrs():
-        from gputui import report
+        from gputui.reports import monitor as report
 
     return lambda snapshot, source, banner, instant: report.print_snapshot(
         snapshot, source, banner, ascii_only=args.ascii, instant=instant

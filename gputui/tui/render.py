@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from gputui import findings_text, fmt
+from gputui import fmt
+from gputui.reports import findings as findings_text
 
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gputui import report
 from gputui.cli import main
 from gputui.collectors.replay import ReplaySource
 from gputui.commands.monitor import DEMO_BANNER
+from gputui.reports import monitor as report
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

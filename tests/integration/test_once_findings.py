@@ -13,8 +13,8 @@ import pytest
 from gputui import cli
 from gputui.collectors import nvml
 from gputui.collectors.hook_client import Hello
-from gputui.commands.attach_report import Collected, GpuSampling
 from gputui.protocol.hello import DeviceInfo
+from gputui.session.oneshot import Collected, GpuSampling
 from gputui.snapshot.model import DeviceSnapshot
 from tests.helpers.fake_nvml import FakeNvml, h100
 
@@ -64,8 +64,9 @@ def test_attach_replay_once_text_shows_the_findings(capsys: pytest.CaptureFixtur
 
 def test_a_short_session_says_the_analyzer_waits(capsys: pytest.CaptureFixture[str]) -> None:
     from gputui.collectors.hook_client import StepBatch
-    from gputui.commands.attach_report import print_report, report_dict, stats_of
     from gputui.protocol.schema import StepRecord
+    from gputui.reports.attach import print_report, report_dict
+    from gputui.session.oneshot import stats_of
 
     got = Collected(Hello(pid=7, argv=("python", "t.py")))
     got.add(

@@ -9,7 +9,7 @@ import pytest
 
 from gputui import cli
 from gputui.collectors import nvml
-from gputui.report import RATES_HINT
+from gputui.reports.monitor import RATES_HINT
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 

@@ -13,7 +13,6 @@ import pytest
 
 from gputui.cli import main
 from gputui.cluster.client import PrometheusClient, PrometheusError
-from gputui.cluster.report import print_text, to_json
 from gputui.cluster.source import gpu_queries, normalize_selector
 from gputui.cluster.view import (
     ClusterSnapshot,
@@ -24,6 +23,7 @@ from gputui.cluster.view import (
     compute_times,
     pick_gpu_values,
 )
+from gputui.reports.cluster import print_text, to_json
 from tests.helpers.promutil import free_port
 from tests.helpers.synthetic import wait_for
 

@@ -16,8 +16,9 @@ from gputui.collectors.job_group import (
     read_hellos,
     world_size_of,
 )
-from gputui.commands.ls import _spans, job_entry
+from gputui.commands.ls import job_entry
 from gputui.protocol.schema import Hello
+from gputui.reports.ls import _spans
 
 LAUNCHER = 500
 

@@ -205,7 +205,7 @@ def test_only_the_jobs_module_talks_to_hooks() -> None:
 def test_exporter_and_cluster_core_stay_headless() -> None:
     code = (
         "import sys; import gputui.exporter.collector, gputui.exporter.server, "
-        "gputui.cluster.source, gputui.cluster.report; "
+        "gputui.cluster.source, gputui.reports.cluster; "
         "print('LOADED', [m for m in ('textual', 'rich', 'torch', 'pynvml') if m in sys.modules])"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

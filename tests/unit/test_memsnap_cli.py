@@ -9,6 +9,7 @@ import pytest
 
 from gputui.cli import main
 from gputui.commands import attach_memory
+from gputui.reports import memory as memory_report
 from tests.helpers import memsnap as h
 
 EVIL = "/home/u/\x1b[2J\x1b]0;pwned\x07evil[bold]x[/bold].py"
@@ -25,7 +26,7 @@ def hostile_leak() -> h.MemorySnapshotResult:
 
 def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
     result = h.result(h.planted_leak())
-    attach_memory.print_result(result, attach_memory.findings(result))
+    memory_report.print_result(result, attach_memory.findings(result))
     out = capsys.readouterr().out
     assert "memory snapshot of job 4242, device 0: steps 100..104 (5 steps)" in out
     assert "snapshot and off 38.2 ms at the last step boundary" in out
@@ -40,23 +41,23 @@ def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_text_report_without_a_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     result = h.result(h.planted_leak(steps=2))
-    attach_memory.print_result(result, attach_memory.findings(result))
+    memory_report.print_result(result, attach_memory.findings(result))
     out = capsys.readouterr().out
     assert "not judged" in out and "at least 3 steps" in out
     clean = h.result(h.planted_leak(leak=False))
-    attach_memory.print_result(clean, attach_memory.findings(clean))
+    memory_report.print_result(clean, attach_memory.findings(clean))
     assert "growing allocations: none" in capsys.readouterr().out
 
 
 def test_job_text_is_cleaned_in_print_and_exact_in_json(capsys: pytest.CaptureFixture[str]) -> None:
     result = hostile_leak()
     found = attach_memory.findings(result)
-    attach_memory.print_result(result, found)
+    memory_report.print_result(result, found)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b" in out  # shown as a visible escape
     assert "[bold]" in out  # not taken for markup
-    doc = attach_memory.json_doc(4242, result, found)
+    doc = memory_report.json_doc(4242, result, found)
     text = json.dumps(doc)
     back = json.loads(text)
     assert back["memory_snapshot"]["growing"][0]["site"]["file"] == EVIL

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from gputui import report
 from gputui.collectors.attach_recording import read_attach_bytes
 from gputui.collectors.recording_io import MAX_TOTAL_BYTES, reader_for_bytes
 from gputui.collectors.replay import (
@@ -26,6 +25,7 @@ from gputui.collectors.replay import (
     _StreamPlayer,
 )
 from gputui.errors import GputuiError
+from gputui.reports import monitor as report
 from gputui.snapshot.codec import snapshot_to_json
 from tests.helpers.wire_strategies import json_values, mutate, mutated_message, paths
 from tests.unit.test_replay import make_snapshot
@@ -197,9 +197,10 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
 
     from gputui.collectors.attach_recording import gpu_sample
     from gputui.collectors.hook_client import parse_event
-    from gputui.commands import attach_report as report_mod
     from gputui.protocol.fields import SchemaError
     from gputui.protocol.schema import Hello
+    from gputui.reports import attach as attach_report
+    from gputui.session import oneshot
     from gputui.session.attach import AttachState, build_view
 
     try:
@@ -207,7 +208,7 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
         hello = Hello.from_wire(recording.hello)
     except (RecordingError, SchemaError):
         return
-    got = report_mod.Collected(hello)
+    got = oneshot.Collected(hello)
     state = AttachState()
     state.set_hello(hello)
     for _t, msg in recording.messages:
@@ -220,8 +221,8 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
         if event is not None:
             got.add(event)
             state.add(event)
-    stats = report_mod.stats_of(got, 1000)
-    json.dumps(report_mod.report_dict(42, got, stats), allow_nan=False)
+    stats = oneshot.stats_of(got, 1000)
+    json.dumps(attach_report.report_dict(42, got, stats), allow_nan=False)
     with contextlib.redirect_stdout(io.StringIO()):
-        report_mod.print_report(got, stats, window=1000)
+        attach_report.print_report(got, stats, window=1000)
     build_view(state.snapshot(), now_s=T0, gpu_mode=True, columns=80)

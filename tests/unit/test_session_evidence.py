@@ -7,11 +7,11 @@ import dataclasses
 
 from gputui.analysis.engine import analyze
 from gputui.analysis.roofline import Roof
-from gputui.commands.attach_report import Collected
 from gputui.protocol.hello import LoaderInfo, Status
 from gputui.protocol.schema import DeviceInfo, Hello, MemoryBatch, MemorySample, StepBatch
 from gputui.protocol.steps import StepRecord
 from gputui.session import attach, ranks
+from gputui.session.oneshot import Collected
 from gputui.session.rank_feeds import rank_input
 from tests.helpers import memsnap
 

@@ -14,9 +14,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 from textual.widgets.option_list import Option
 
-from gputui import findings_text
-from gputui.analysis.evidence import MIN_STEPS
+from gputui.analysis.evidence import MIN_STEPS, findings_waiting
 from gputui.analysis.finding import Finding
+from gputui.reports import findings as findings_text
 from gputui.session.attach import AttachView
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -36,7 +36,7 @@ class FindingsPanel(TextPanel):
         items = v.findings if v else ()
         if v is None or v.stats.count < MIN_STEPS:
             seen = 0 if v is None else v.stats.count
-            title.append("  " + findings_text.waiting(seen, MIN_STEPS), style="dim")
+            title.append("  " + findings_waiting(seen, MIN_STEPS), style="dim")
             return title
         if not items:
             title.append("  nothing found that costs this job time", style="dim green")

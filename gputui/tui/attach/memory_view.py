@@ -23,14 +23,13 @@ from gputui import fmt
 from gputui.analysis.rules.memory import site_label
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
+from gputui.reports.memory import MEMORY_VIZ, NO_FRAME
 from gputui.session.attach import StateSnapshot
 from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
 from gputui.tui.render import bar, sparkline
 from gputui.tui.widgets.panels import BannerPanel
 
 SNAPSHOT_STEPS = 5
-MEMORY_VIZ = "https://pytorch.org/memory_viz"
-NO_FRAME = "(no Python frame: backward or C++)"
 
 
 def memsnap_busy(snap: StateSnapshot) -> bool:

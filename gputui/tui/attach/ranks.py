@@ -27,7 +27,7 @@ from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
 from gputui.errors import GputuiError
-from gputui.findings_text import headline
+from gputui.reports.findings import headline
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.session.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.trace.kernels import short_kernel_name

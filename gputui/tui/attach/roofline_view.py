@@ -19,8 +19,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer
 
-from gputui import fmt, roofline_text
+from gputui import fmt
 from gputui.analysis.evidence import roofline_of
+from gputui.reports import roofline as roofline_text
 from gputui.session.attach import StateSnapshot, capture_busy, capture_progress
 from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
 from gputui.tui.widgets.panels import BannerPanel

@@ -12,8 +12,8 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gputui import findings_text
 from gputui.analysis.finding import Finding
+from gputui.reports import findings as findings_text
 from gputui.tui.monitor_host import MonitorHost
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel

@@ -77,11 +77,3 @@ def block(f: Finding, spaced: bool = False, with_rule: bool = True) -> Text:
 def blocks(findings: Sequence[Finding]) -> Text:
     """Several findings in full, a blank line between them."""
     return Text("\n\n").join(block(f) for f in findings)
-
-
-def waiting(seen: int, needed: int) -> str:
-    """Why the analyzer is silent before it has enough steps."""
-    return (
-        f"the analyzer waits for {needed} ordinary steps ({seen} so far; warm-up "
-        "and profiled steps do not count)"
-    )

@@ -11,10 +11,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from gputui import findings_text, fmt
+from gputui import fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
 from gputui.collectors.source import SnapshotSource
+from gputui.reports import findings as findings_text
 from gputui.snapshot.model import DeviceSnapshot, Snapshot
 
 #: how a throttle flag is coloured inline (findings use findings_text's styles)
