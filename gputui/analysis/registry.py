@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
+
+if TYPE_CHECKING:  # the monitor's device rules load without the job's evidence
+    from gputui.analysis.evidence import JobEvidence, RanksEvidence
 
 #: impact (% of the step) from which a finding is a warning, and critical
 WARN_IMPACT_PCT = 10.0
@@ -114,3 +116,22 @@ def finding(
         impact_pct=impact_pct,
         impact_ms=impact_ms,
     )
+
+
+def run_rule(rule_id: str, ev: object) -> list[Finding]:
+    """Rule ``rule_id``'s findings over ``ev``; a rule that raises becomes one
+    info finding that says so (a rule's bug must not hide the other findings)."""
+    try:
+        return list(REGISTRY[rule_id].check(ev))
+    except Exception as exc:
+        return [
+            Finding(
+                rule="analyzer.rule_failed",
+                severity=INFO,
+                scope="gputui",
+                title=f"rule {rule_id} could not run",
+                evidence=f"{type(exc).__name__}: {exc}",
+                fix="report this to the gputui maintainers with the job's recording",
+                source="gputui",
+            )
+        ]

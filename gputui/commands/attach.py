@@ -11,12 +11,11 @@ loads the hook into a running job that was started without it (Python >= 3.14,
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from gputui.collectors.hook_client import HookClient, parse_event
 from gputui.commands import args as types
-from gputui.commands.tty import need_terminal
+from gputui.commands.tty import need_terminal, run_screen
 from gputui.errors import GputuiError
 from gputui.protocol import memsnap, messages
 from gputui.reports import attach as attach_report
@@ -220,14 +219,7 @@ def run_live(client: HookClient, args: argparse.Namespace) -> int:
     from gputui.tui.attach import LiveFeed, make_attach_app
 
     feed = LiveFeed(client.pid, client=client, record_path=args.record)
-    app = make_attach_app(feed, ascii_only=args.ascii)
-    try:
-        app.run()
-    finally:
-        feed.close()
-    if feed.recorder is not None:
-        print(f"saved {feed.recorder.count} messages to {args.record}", file=sys.stderr)
-    return int(app.return_code or 0)
+    return run_screen(make_attach_app(feed, ascii_only=args.ascii), feed, args.record)
 
 
 def _ranks_recording(args: argparse.Namespace) -> int | None:

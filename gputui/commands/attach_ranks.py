@@ -24,6 +24,7 @@ from gputui.analysis.engine import analyze_ranks
 from gputui.collectors.attach_recording import AttachRecording
 from gputui.collectors.hook_client import AttachError, HookClient
 from gputui.collectors.job_group import JobGroup
+from gputui.commands.tty import run_screen
 from gputui.reports import attach as attach_report
 from gputui.reports.ranks import print_ranks, ranks_json
 from gputui.session import oneshot
@@ -61,14 +62,7 @@ def run_live(args: argparse.Namespace, job: JobGroup) -> int:
     from gputui.tui.attach.ranks import RanksApp
 
     feed = LiveRanksFeed(job, record_path=args.record)
-    app = RanksApp(feed, ascii_only=args.ascii)
-    try:
-        app.run()
-    finally:
-        feed.close()
-    if feed.recorder is not None:
-        print(f"saved {feed.recorder.count} messages to {args.record}", file=sys.stderr)
-    return int(app.return_code or 0)
+    return run_screen(RanksApp(feed, ascii_only=args.ascii), feed, args.record)
 
 
 def _connect(pid: int, timeout: float) -> HookClient | str:

@@ -8,6 +8,7 @@ once instead, with one line that names the printed form of the same view.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from gputui.errors import GputuiError
 
@@ -25,3 +26,16 @@ def _isatty(stream: object) -> bool:
         return bool(stream is not None and stream.isatty())  # type: ignore[attr-defined]
     except (ValueError, OSError):  # a closed stream
         return False
+
+
+def run_screen(app: Any, feed: Any, record_path: object = None) -> int:
+    """Run a live screen until it quits; close its feed whatever happens; say
+    where the session was recorded.  Returns the app's exit status."""
+    try:
+        app.run()
+    finally:
+        feed.close()
+    recorder = getattr(feed, "recorder", None)
+    if recorder is not None:
+        print(f"saved {recorder.count} messages to {record_path}", file=sys.stderr)
+    return int(app.return_code or 0)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, typed
 from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
+from gputui.protocol.progress import Progress
 from gputui.protocol.trace_metrics import TraceMetrics
 
 #: longest kernel or op name kept on the wire (demangled templates run long)
@@ -25,45 +26,18 @@ _BIG = 1e15  # microseconds: a bound no real capture reaches
 
 
 @dataclass(frozen=True)
-class CaptureStatus:
+class CaptureStatus(Progress):
     """Progress of one capture: a state of ``messages.CAPTURE_STATES``."""
 
-    state: str
-    id: str | None = None
-    reason: str | None = None  # why it was refused, failed, ...
-    step: int | None = None  # the step it started (warm-up or recording) at
-    steps: int | None = None  # steps to record
+    TYPE: ClassVar[str] = m.CAPTURE_STATUS
+    ACTIVE: ClassVar[frozenset[str]] = frozenset(m.CAPTURE_ACTIVE)
+    EXTRA: ClassVar[tuple[str, ...]] = ("warmup",)
+
     warmup: int | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.state in m.CAPTURE_ACTIVE
-
-    @property
-    def ended(self) -> bool:
-        """Over without a result (refused, busy, cancelled, failed, ...)."""
-        return not self.active
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture_status") -> CaptureStatus:
-        obj = typed(obj, where)
-        return cls(
-            state=f.text(obj, "state", where, 32),
-            id=f.ident(obj, "id", where),
-            reason=f.opt_text(obj, "reason", where),
-            step=f.opt_integer(obj, "step", where),
-            steps=f.opt_integer(obj, "steps", where),
-            warmup=f.opt_integer(obj, "warmup", where),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"v": m.PROTOCOL_VERSION, "type": m.CAPTURE_STATUS}
-        out.update(state=self.state, id=self.id)
-        for key in ("reason", "step", "steps", "warmup"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        return out
+        return cls(**cls._fields(obj, where))
 
 
 @dataclass(frozen=True)

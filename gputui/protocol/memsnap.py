@@ -14,11 +14,12 @@ See :mod:`gputui.protocol.schema` for the conventions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, SchemaError, header, typed
+from gputui.protocol.progress import Progress
 
 # -- limits (the hook refuses other requests; viewers check them first) ---------------------------
 DEFAULT_STEPS = 5
@@ -78,43 +79,15 @@ class MemorySnapshotRequest:
 
 
 @dataclass(frozen=True)
-class MemorySnapshotStatus:
+class MemorySnapshotStatus(Progress):
     """Progress of one memory snapshot: a state of :data:`STATES`."""
 
-    state: str
-    id: str | None = None
-    reason: str | None = None  # why it is unsupported, refused, busy or failed
-    step: int | None = None  # the step the history started at
-    steps: int | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE
-
-    @property
-    def ended(self) -> bool:
-        """Over without a result."""
-        return not self.active
+    TYPE: ClassVar[str] = m.MEMSNAP_STATUS
+    ACTIVE: ClassVar[frozenset[str]] = ACTIVE
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "memory_snapshot_status") -> MemorySnapshotStatus:
-        obj = typed(obj, where)
-        return cls(
-            state=f.text(obj, "state", where, 32),
-            id=f.ident(obj, "id", where),
-            reason=f.opt_text(obj, "reason", where),
-            step=f.opt_integer(obj, "step", where),
-            steps=f.opt_integer(obj, "steps", where),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        out = header(m.MEMSNAP_STATUS)
-        out.update(state=self.state, id=self.id)
-        for key in ("reason", "step", "steps"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        return out
+        return cls(**cls._fields(obj, where))
 
 
 # -- the summary --------------------------------------------------------------------------------

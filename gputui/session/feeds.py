@@ -222,7 +222,33 @@ def restarted_job(hello: Hello, exclude: int, timeout_s: float = 1.0) -> int | N
     return found[0] if len(found) == 1 else None
 
 
-class ReplayFeed:
+class Playback:
+    """The pacing thread of a recording's replay (one at a time): started over on
+    each connect, stopped and joined (up to 2 s) on close."""
+
+    _thread: threading.Thread | None
+    _stop: threading.Event
+
+    def _start_playing(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._play, name=name, daemon=True)
+        self._thread.start()
+
+    def _play(self) -> None:
+        raise NotImplementedError
+
+    def _halt(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=2.0)
+        self._thread = None
+
+    def close(self) -> None:
+        self._halt()
+
+
+class ReplayFeed(Playback):
     """Plays an attach recording at its own pace (times ``speed``) from a thread.
 
     ``advance_to(t)`` plays it synchronously instead (tests, screenshots): the
@@ -288,11 +314,7 @@ class ReplayFeed:
         state.set_hello(self.hello)
         state.set_roof(self.roof)
         if autoplay:
-            self._stop = threading.Event()
-            self._thread = threading.Thread(
-                target=self._play, name="gputui-attach-replay", daemon=True
-            )
-            self._thread.start()
+            self._start_playing("gputui-attach-replay")
 
     def _deliver(self, msg: Mapping[str, Any], state: AttachState) -> None:
         sample = gpu_sample(msg)
@@ -344,13 +366,3 @@ class ReplayFeed:
 
     def request_memory_snapshot(self, steps: int) -> str:
         raise GputuiError("this is a recording: memory snapshots need a live job")
-
-    def _halt(self) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
-        self._thread = None
-
-    def close(self) -> None:
-        self._halt()

@@ -33,7 +33,7 @@ from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
 from gputui.protocol.fields import SchemaError
 from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
-from gputui.session.feeds import roof_of
+from gputui.session.feeds import Playback, roof_of
 from gputui.session.ranks import RankInput, sync_start
 from gputui.snapshot.model import DeviceSnapshot
 
@@ -322,7 +322,7 @@ def _job_label(job: JobGroup) -> str:
     return text
 
 
-class ReplayRanksFeed:
+class ReplayRanksFeed(Playback):
     """A recorded multi-rank session, played into the ranks' states at its own
     pace (times ``speed``) from a thread, or up to a moment with ``advance_to``
     (tests, screenshots)."""
@@ -388,11 +388,7 @@ class ReplayRanksFeed:
             link.state.reset()
             link.state.set_hello(link.hello)
         if autoplay:
-            self._stop = threading.Event()
-            self._thread = threading.Thread(
-                target=self._play, name="gputui-ranks-replay", daemon=True
-            )
-            self._thread.start()
+            self._start_playing("gputui-ranks-replay")
 
     def advance_to(self, t: float) -> None:
         """Deliver every message recorded up to ``t`` seconds, on this thread."""
@@ -424,16 +420,6 @@ class ReplayRanksFeed:
 
     def request_capture(self, steps: int) -> CaptureAsk:
         raise GputuiError("this is a recording: captures need a live job")
-
-    def _halt(self) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
-        self._thread = None
-
-    def close(self) -> None:
-        self._halt()
 
 
 def _deliver(msg: Mapping[str, Any], state: AttachState) -> None:

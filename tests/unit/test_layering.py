@@ -211,3 +211,28 @@ def test_exporter_and_cluster_core_stay_headless() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "LOADED []" in proc.stdout
+
+
+def test_the_monitor_once_loads_only_the_device_rules() -> None:
+    """``gputui --once`` runs the device rules alone: no job rule, no protocol, no
+    roofline, no trace math is imported for it."""
+    code = (
+        "import sys; from gputui.cli import main; "
+        "rc = main(['--demo', '--once']); "
+        "heavy = ('gputui.protocol', 'gputui.trace', 'gputui.session', 'gputui.hook', "
+        "'gputui.analysis.engine', 'gputui.analysis.evidence', 'gputui.analysis.roofline', "
+        "'gputui.analysis.rules.steps', 'gputui.analysis.rules.capture'); "
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(heavy))); sys.exit(rc)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED []" in proc.stdout, proc.stdout
+    assert (
+        "gputui.analysis.rules.device"
+        in subprocess.run(
+            [sys.executable, "-c", code.replace("heavy))", "('gputui.analysis.rules',)))")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from gputui import fmt
 from gputui.analysis import throttle
-from gputui.analysis.evidence import GpuWindow
 from gputui.analysis.finding import Finding
+from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 from gputui.snapshot.model import DeviceSnapshot, Snapshot
