@@ -77,20 +77,8 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run live, or play the demo recording when no NVIDIA driver is found",
     )
-    parser.add_argument(
-        "--speed",
-        type=types.speed,
-        default=1.0,
-        metavar="X",
-        help="replay speed, 0.01-1000 (default 1)",
-    )
-    parser.add_argument(
-        "--interval",
-        type=types.interval,
-        default=None,
-        metavar="S",
-        help="sampling interval in seconds, 0.1-30 (default 1, or a recording's own)",
-    )
+    types.add_speed(parser)
+    types.add_interval(parser)
     parser.add_argument(
         "--once",
         action="store_true",
@@ -106,9 +94,7 @@ def build_monitor_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
-    parser.add_argument(
-        "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
-    )
+    types.add_ascii(parser)
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
     return parser
 

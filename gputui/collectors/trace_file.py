@@ -52,6 +52,7 @@ from gputui.trace.timeline import (
     HostRange,
     RuntimeCall,
     Timeline,
+    as_int,
 )
 
 MAX_FILE_BYTES = 2 << 30
@@ -396,15 +397,6 @@ class _Stream:
 
 
 # -- events to timeline records -----------------------------------------------------------------
-def _int(value: Any, default: int = -1) -> int:
-    if type(value) is int:
-        return value
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return default
-
-
 class _Builder:
     """Turns trace events into timeline records (HTA's reading of them)."""
 
@@ -461,13 +453,13 @@ class _Builder:
                 args = {}
             corr = args.get("correlation", -1)
             if type(corr) is not int:
-                corr = _int(corr)
+                corr = as_int(corr)
             stream = args.get("stream", -1)
             if type(stream) is not int:
-                stream = _int(stream)
+                stream = as_int(stream)
             ext = args.get("External id")
             if type(ext) is not int:
-                ext = _int(args.get("external id") if ext is None else ext)
+                ext = as_int(args.get("external id") if ext is None else ext)
             start = ceil(cast(float, ts))  # a number: checked above
             end = floor(ts + dur)
             if end < start:
@@ -477,7 +469,7 @@ class _Builder:
                 # or a device-wide sync.
                 device = args.get("device")
                 if type(device) is not int:
-                    device = _int(ev.get("pid"), 0)
+                    device = as_int(ev.get("pid"), 0)
                 kind = gpu_kinds.get(cat) or gpu_kinds.get(cat.lower(), GPU_OTHER)
                 gpu_append(
                     new(
@@ -510,7 +502,7 @@ def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
         name = p.get("name")
         out.append(
             DeviceProps(
-                index=_int(p.get("id"), len(out)),
+                index=as_int(p.get("id"), len(out)),
                 name=name if isinstance(name, str) else None,
                 total_memory_bytes=mem if type(mem) is int and mem >= 0 else None,
                 compute_capability=f"{major}.{minor}"

@@ -77,3 +77,31 @@ def pid(text: str) -> int:
 #: the sampling interval: at least 0.1 s (GPM needs that between readings), at
 #: most 30 s (what the + key reaches)
 interval = seconds(0.1, 30.0)
+
+
+# -- flags several commands share, said once ----------------------------------------------------
+def add_speed(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--speed",
+        type=speed,
+        default=1.0,
+        metavar="X",
+        help="replay speed, 0.01-1000 (default 1)",
+    )
+
+
+def add_interval(parser: argparse.ArgumentParser) -> None:
+    """The monitor's and the exporter's sampling interval (the range the type checks)."""
+    parser.add_argument(
+        "--interval",
+        type=interval,
+        default=None,
+        metavar="S",
+        help="sampling interval in seconds, 0.1-30 (default 1, or a recording's own)",
+    )
+
+
+def add_ascii(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
+    )

@@ -19,6 +19,7 @@ from gputui.commands.tty import need_terminal, run_screen
 from gputui.errors import GputuiError
 from gputui.protocol import memsnap, messages
 from gputui.reports import attach as attach_report
+from gputui.reports.jsondoc import print_json
 from gputui.session import oneshot
 
 #: the longest wait for a job's hello, whatever --timeout allows for a capture
@@ -127,16 +128,8 @@ def register(subparsers: Any) -> None:
     played.add_argument(
         "--demo", action="store_true", help="play the embedded recording of a real H100 job"
     )
-    parser.add_argument(
-        "--speed",
-        type=types.speed,
-        default=1.0,
-        metavar="X",
-        help="replay speed, 0.01-1000 (default 1)",
-    )
-    parser.add_argument(
-        "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
-    )
+    types.add_speed(parser)
+    types.add_ascii(parser)
     parser.set_defaults(func=main)
 
 
@@ -291,7 +284,7 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
     gpu.finish()
     stats = oneshot.stats_of(got, args.window)
     if args.json:
-        attach_report.print_json(attach_report.report_dict(client.pid, got, stats, args.window))
+        print_json(attach_report.report_dict(client.pid, got, stats, args.window))
     else:
         attach_report.print_report(got, stats, window=args.window)
     return 0
@@ -325,7 +318,7 @@ def replay_once(args: argparse.Namespace) -> int:
     if args.json:
         doc = attach_report.report_dict(feed.pid, got, stats, args.window)
         doc["recording"] = {"label": feed.label, "demo": bool(args.demo)}
-        attach_report.print_json(doc)
+        print_json(doc)
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
         attach_report.print_report(got, stats, banner=banner, window=args.window)

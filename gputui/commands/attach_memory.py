@@ -24,7 +24,7 @@ from gputui.collectors.hook_client import (
 )
 from gputui.errors import GputuiError
 from gputui.protocol import memsnap as ms
-from gputui.reports.attach import print_json
+from gputui.reports.jsondoc import print_json
 from gputui.reports.memory import json_doc, print_result
 from gputui.session.oneshot import JobFailed
 

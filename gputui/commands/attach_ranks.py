@@ -26,6 +26,7 @@ from gputui.collectors.hook_client import AttachError, HookClient
 from gputui.collectors.job_group import JobGroup
 from gputui.commands.tty import run_screen
 from gputui.reports import attach as attach_report
+from gputui.reports.jsondoc import print_json
 from gputui.reports.ranks import print_ranks, ranks_json
 from gputui.session import oneshot
 from gputui.session.ranks import RankInput, summarize, sync_start
@@ -99,7 +100,7 @@ def once(args: argparse.Namespace, job: JobGroup) -> int:
         got = collected[named]
         doc = attach_report.report_dict(args.pid, got, oneshot.stats_of(got, args.window))
         doc.update(ranks_json(job, summary, findings, problems))
-        attach_report.print_json(doc)
+        print_json(doc)
     else:
         print_ranks(job, summary, findings, problems)
     return 0
@@ -203,7 +204,7 @@ def replay(args: argparse.Namespace, recording: AttachRecording, label: str, ban
         )
         doc.update(ranks_json(feed.job, summary, findings, []))
         doc["recording"] = {"label": label, "demo": False}
-        attach_report.print_json(doc)
+        print_json(doc)
     else:
         print_ranks(feed.job, summary, findings, [], banner=banner)
     return 0

@@ -54,9 +54,7 @@ def register(sub: Any) -> None:
         metavar="TIME",
         help="show the cluster as it was at TIME (Unix seconds, or YYYY-MM-DDTHH:MM[:SS] local)",
     )
-    parser.add_argument(
-        "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
-    )
+    types.add_ascii(parser)
     parser.set_defaults(func=main)
 
 

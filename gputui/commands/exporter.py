@@ -49,13 +49,7 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="the hostname label (default: this machine's name; set it in containers)",
     )
-    parser.add_argument(
-        "--interval",
-        type=types.interval,
-        default=None,
-        metavar="S",
-        help="sampling interval in seconds (default 1, or a recording's own; minimum 0.1)",
-    )
+    types.add_interval(parser)
     parser.add_argument(
         "--processes",
         action="store_true",

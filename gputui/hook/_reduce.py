@@ -61,13 +61,7 @@ _HOST_KINDS = {"cpu_op": tl.OP, "user_annotation": tl.ANNOTATION, "python_functi
 
 
 def _int_call(ev: Any, name: str, default: int = -1) -> int:
-    value = _call(ev, name)
-    if type(value) is int:
-        return value
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return default
+    return tl.as_int(_call(ev, name), default)
 
 
 def _fields(ev: Any, kinds: dict[Any, str]) -> tuple[str, int, int, str, bool, str]:

@@ -9,8 +9,6 @@ keeps it exact.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from typing import Any
 
 from gputui import fmt
@@ -22,6 +20,7 @@ from gputui.collectors.hook_client import (
     MemorySnapshotResult,
 )
 from gputui.reports import roofline as roofline_text
+from gputui.reports.jsondoc import finite
 from gputui.session.oneshot import Collected
 
 
@@ -31,7 +30,7 @@ def report_dict(
     """The ``--json`` document (docs/json.md: "attach --once --json")."""
     growth = memory_growth(got.memory)
     memory = got.latest_memory
-    return _finite(
+    return finite(
         {
             "pid": pid,
             "hello": got.hello.to_wire(),
@@ -60,21 +59,6 @@ def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | No
     doc.pop("v", None)
     doc.pop("type", None)
     return doc
-
-
-def _finite(obj: Any) -> Any:
-    """JSON-safe copy: NaN and infinities (empty distributions) become null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def print_json(doc: dict[str, Any]) -> None:
-    print(json.dumps(doc, indent=2, allow_nan=False))
 
 
 def print_report(

@@ -8,35 +8,24 @@ strings and plain numbers in base units.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from typing import Any
 
 from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Job, Node
+from gputui.reports import jsondoc
+from gputui.reports.jsondoc import finite
 
 JSON_SCHEMA = 1
 
 
 def to_json(snapshot: ClusterSnapshot) -> dict[str, Any]:
     doc = dataclasses.asdict(snapshot)
-    doc = _finite(doc)
+    doc = finite(doc)
     return {"schema": JSON_SCHEMA, "type": "gputui-cluster", **doc}
 
 
-def _finite(value: Any) -> Any:
-    """NaN and infinities are not JSON: they become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def print_json(snapshot: ClusterSnapshot) -> None:
-    print(json.dumps(to_json(snapshot), indent=1, allow_nan=False))
+    jsondoc.print_json(to_json(snapshot), indent=1)
 
 
 def _ratio(value: float | None) -> str:

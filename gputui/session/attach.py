@@ -95,6 +95,10 @@ class StateSnapshot:
     #: the job's GPU's ceilings (measured, else datasheet): the roofline's roof
     roof: Roof | None = None
 
+    @property
+    def memory_snapshot(self) -> MemorySnapshotResult | None:
+        return self.memsnap
+
 
 class AttachState:
     """Thread-safe accumulator of one attach session's events."""
@@ -459,16 +463,7 @@ def build_view(
 
 def evidence(snap: StateSnapshot) -> JobEvidence:
     """What the analyzer reads of a session (:func:`gputui.session.evidence.evidence`)."""
-    return session_evidence(
-        snap.hello,
-        snap.status,
-        snap.steps,
-        snap.memory,
-        snap.capture,
-        snap.gpu,
-        memory_snapshot=snap.memsnap,
-        roof=snap.roof,
-    )
+    return session_evidence(snap)
 
 
 def _same_tail(a: Sequence[Any], b: Sequence[Any]) -> bool:

@@ -9,6 +9,7 @@ a rule sees the same evidence wherever it runs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
 from gputui.analysis.roofline import Roof
@@ -21,34 +22,47 @@ from gputui.snapshot.model import DeviceSnapshot
 STATS_WINDOW = 1000
 
 
+class JobRecord(Protocol):
+    """What a session holds of one job: the attach model's snapshot, the one-shot
+    report's :class:`~gputui.session.oneshot.Collected` and a rank's input all are."""
+
+    @property
+    def hello(self) -> Hello | None: ...
+    @property
+    def status(self) -> Status | None: ...
+    @property
+    def steps(self) -> Sequence[StepRecord]: ...
+    @property
+    def memory(self) -> Sequence[tuple[MemorySample, int | None]]: ...
+    @property
+    def capture(self) -> CaptureResult | None: ...
+    @property
+    def gpu(self) -> Sequence[DeviceSnapshot]: ...
+    @property
+    def memory_snapshot(self) -> MemorySnapshotResult | None: ...
+    @property
+    def roof(self) -> Roof | None: ...
+
+
 def evidence(
-    hello: Hello | None,
-    status: Status | None,
-    steps: Sequence[StepRecord],
-    memory: Sequence[tuple[MemorySample, int | None]] = (),
-    capture: CaptureResult | None = None,
-    gpu: Sequence[DeviceSnapshot] = (),
-    *,
-    memory_snapshot: MemorySnapshotResult | None = None,
-    roof: Roof | None = None,
-    window: int = STATS_WINDOW,
-    gpu_window: int = GPU_WINDOW,
+    job: JobRecord, *, window: int = STATS_WINDOW, gpu_window: int = GPU_WINDOW
 ) -> JobEvidence:
     """What the analyzer reads of one job: its newest ``window`` steps, its
     memory, latest capture and memory snapshot, and its GPU over the newest
     ``gpu_window`` samples."""
+    hello, status = job.hello, job.status
     device = hello.device if hello is not None else None
     return job_evidence(
-        steps[-window:],
-        memory,
-        capture,
-        gpu[-gpu_window:],
+        job.steps[-window:],
+        job.memory,
+        job.capture,
+        job.gpu[-gpu_window:],
         cuda=bool(hello is not None and hello.cuda_in_use),
         phases_coarse=bool(status is not None and status.phases_coarse),
         batch_size=None if status is None else status.batch_size,
         device_total_bytes=None if device is None else device.total_memory_bytes,
         window=window,
         loader=None if status is None else status.loader,
-        memory_snapshot=memory_snapshot,
-        roof=roof,
+        memory_snapshot=job.memory_snapshot,
+        roof=job.roof,
     )

@@ -108,17 +108,7 @@ class Collected:
 
     def findings(self, window: int) -> list[Finding]:
         """The analyzer's findings over the newest ``window`` steps, ranked."""
-        ev = evidence(
-            self.hello,
-            self.status,
-            self.steps,
-            self.memory,
-            self.capture,
-            self.gpu,
-            memory_snapshot=self.memory_snapshot,
-            roof=self.roof,
-            window=window,
-        )
+        ev = evidence(self, window=window)
         return analyze(ev)
 
     @property

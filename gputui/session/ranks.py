@@ -333,18 +333,7 @@ def _row(
 def rank_evidence(inp: RankInput, gpu_window: int = 30, window: int = WINDOW) -> RankEvidence:
     """One rank's evidence for the rules (its newest ``window`` steps)."""
     h, st = inp.hello, inp.status
-    job = evidence(
-        h,
-        st,
-        inp.steps,
-        inp.memory,
-        inp.capture,
-        inp.gpu,
-        memory_snapshot=inp.memory_snapshot,
-        roof=inp.roof,
-        window=window,
-        gpu_window=gpu_window,
-    )
+    job = evidence(inp, window=window, gpu_window=gpu_window)
     return RankEvidence(
         pid=h.pid,
         job=job,

@@ -353,3 +353,14 @@ def self_times(
             row[1] += max(0, dur - child[idx])
             row[2] += dur
     return per_name
+
+
+def as_int(value: Any, default: int = -1) -> int:
+    """``value`` as an int (a trace's or a raw event's id, stream, device), else
+    ``default``."""
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
