@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY, run_rule
-from gputui.analysis.rules import capture, device, gpu, memory, ranks, roofline, steps
+from gputui.analysis.rules import account, capture, device, gpu, memory, ranks, roofline, steps
+from gputui.analysis.severity import CRIT, WARN
 
 #: the modules whose rules the engine runs (imported above for that)
-RULE_MODULES = (capture, device, gpu, memory, ranks, roofline, steps)
+RULE_MODULES = (account, capture, device, gpu, memory, ranks, roofline, steps)
 
 
 def job_rules() -> list[str]:
@@ -30,7 +31,18 @@ def analyze(ev: JobEvidence, rules: Iterable[str] | None = None) -> list[Finding
     out: list[Finding] = []
     for rule_id in rules if rules is not None else job_rules():
         out.extend(run_rule(rule_id, ev))
-    return ranked(out)
+    return ranked(suppress(out))
+
+
+def suppress(found: list[Finding]) -> list[Finding]:
+    """Leave out each finding whose rule is ``suppressed_by`` a rule that spoke
+    with a warning or worse on the same evidence."""
+    spoke = {f.rule for f in found if f.severity in (WARN, CRIT)}
+    return [
+        f
+        for f in found
+        if f.rule not in REGISTRY or not spoke.intersection(REGISTRY[f.rule].suppressed_by)
+    ]
 
 
 def analyze_ranks(ev: RanksEvidence) -> list[Finding]:

@@ -23,8 +23,9 @@ from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
+from gputui.protocol.trace_metrics import StepAccount
 from gputui.snapshot.model import DeviceSnapshot
-from gputui.trace import kernels
+from gputui.trace import account, kernels
 
 #: rules about steps stay silent until this many ordinary steps were seen
 #: (warm-up and profiled steps are not ordinary)
@@ -42,12 +43,7 @@ ROOFLINE_TOP = 10
 
 # -- a capture ---------------------------------------------------------------------------------
 #: CPU-side calls that wait for the GPU (the host synchronises)
-SYNC_CALLS = (
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "cudaStreamWaitEvent",
-)
+SYNC_CALLS = tuple(sorted(account.SYNC_CALLS))
 #: CPU ops that copy a GPU value to the host, and so wait for the GPU
 READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
 _PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \(Pageable", re.IGNORECASE)
@@ -68,6 +64,8 @@ class CaptureView:
     cpu_ops: tuple[CpuOpRow, ...]
     comm_compute_overlap: float | None = None
     trace_path: str | None = None
+    #: the step's time account over the captured steps (None: an older hook's)
+    account: StepAccount | None = None
 
     @classmethod
     def of(cls, cap: CaptureResult) -> CaptureView:
@@ -86,9 +84,22 @@ class CaptureView:
             cpu_ops=cap.cpu_ops,
             comm_compute_overlap=None if gpu is None else gpu.comm_compute_overlap,
             trace_path=cap.trace_path,
+            account=None if cap.trace_metrics is None else cap.trace_metrics.account,
         )
 
     # -- derived numbers --------------------------------------------------------------------
+    @property
+    def busy_share(self) -> float | None:
+        """The share of the step the GPU is busy: from the step's time account
+        (GPU activity inside the profiled steps) where there is one, else from
+        HTA's span (first to last GPU activity, which leaves out the host time
+        before the first kernel)."""
+        acct = self.account
+        if acct is not None and acct.gpu_busy_us is not None and acct.step_us > 0:
+            return acct.gpu_busy_share
+        idle = self.idle_share
+        return None if idle is None else 1.0 - idle
+
     @property
     def idle_share(self) -> float | None:
         """GPU idle over the capture span (HTA: span minus the union of activity)."""
@@ -195,6 +206,8 @@ class JobEvidence:
     memory_snapshot: MemorySnapshotResult | None = None
     #: the latest capture's top ops on the GPU's roofline (captures with FLOPs)
     roofline: RooflineReport | None = None
+    #: the GPU's compute capability ("9.0"), where known (a trace's device properties)
+    compute_capability: str | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -251,6 +264,7 @@ def job_evidence(
     loader: LoaderInfo | None = None,
     memory_snapshot: MemorySnapshotResult | None = None,
     roof: Roof | None = None,
+    compute_capability: str | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps."""
     recent = tuple(steps[-window:])
@@ -268,6 +282,7 @@ def job_evidence(
         loader=loader,
         memory_snapshot=memory_snapshot,
         roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
+        compute_capability=compute_capability,
     )
 
 

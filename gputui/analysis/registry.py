@@ -48,6 +48,9 @@ class Rule:
     scope: str = "job"
     #: when it fires, with its thresholds, in words (docs/analyzer.md)
     trigger: str = ""
+    #: rules whose warn or crit finding on the same evidence silences this one
+    #: (they name the same time more precisely)
+    suppressed_by: tuple[str, ...] = ()
 
 
 REGISTRY: dict[str, Rule] = {}
@@ -60,13 +63,16 @@ def rule(
     needs: tuple[str, ...],
     scope: str = "job",
     trigger: str = "",
+    suppressed_by: tuple[str, ...] = (),
 ) -> Callable[[Check], Check]:
     """Register ``check`` as rule ``rule_id``."""
 
     def register(check: Check) -> Check:
         if rule_id in REGISTRY:
             raise ValueError(f"rule {rule_id} registered twice")
-        REGISTRY[rule_id] = Rule(rule_id, family, check, source, needs, scope, trigger)
+        REGISTRY[rule_id] = Rule(
+            rule_id, family, check, source, needs, scope, trigger, suppressed_by
+        )
         return check
 
     return register

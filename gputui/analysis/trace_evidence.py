@@ -68,6 +68,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         cpu_ops=summary.cpu_ops,
         comm_compute_overlap=None if overlap is None else overlap / 100.0,
         trace_path=summary.path,
+        account=summary.metrics.account,
     )
 
 
@@ -81,6 +82,7 @@ def trace_evidence(summary: TraceSummary, roof: Roof | None = None) -> JobEviden
         device_total_bytes=summary.device_memory_bytes,
         from_trace=True,
         roofline=roofline_of(summary.op_rows, roof),
+        compute_capability=summary.compute_capability,
     )
 
 

@@ -91,6 +91,21 @@ _HOST_KINDS = {
     "python_function": PYTHON,
 }
 _RUNTIME_CATS = frozenset({"cuda_runtime", "runtime"})
+#: host-side categories: never GPU activity, even with a stream in their args
+#: (Triton's host-side launcher ops carry ``args.stream``; HTA counts them as
+#: GPU work, which they are not)
+_HOST_CATS = frozenset(
+    {
+        "cpu_op",
+        "operator",
+        "python",
+        "user_annotation",
+        "python_function",
+        "cuda_runtime",
+        "runtime",
+        "cuda_driver",
+    }
+)
 _SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -425,6 +440,7 @@ class _Builder:
         range_append = tl.ranges.append
         new = tuple.__new__  # a NamedTuple without its Python-level __new__
         gpu_kinds, host_kinds, runtime_cats = _GPU_KINDS, _HOST_KINDS, _RUNTIME_CATS
+        host_cats = _HOST_CATS
         sync_names = SYNC_NAMES
         number = (float, int)
         skipped = 0
@@ -464,7 +480,9 @@ class _Builder:
             end = floor(ts + dur)
             if end < start:
                 end = start
-            if stream >= 0 or name in sync_names:
+            if (stream >= 0 and cat not in host_cats and cat.lower() not in host_cats) or (
+                name in sync_names
+            ):
                 # HTA's GPU events: on a stream (with a correlation id, normally),
                 # or a device-wide sync.
                 device = args.get("device")
@@ -530,6 +548,13 @@ def read_trace(path: str | Path) -> TraceFile:
             ops.add(events)
 
         meta = stream.document(each)
+    tl = builder.timeline
+    if not tl.events:
+        raise TraceError(f"{where}: a trace with no events")
+    if tl.skipped == tl.events:
+        raise TraceError(
+            f"{where}: not a Chrome trace (none of its {tl.events:,} entries is an event object)"
+        )
     info = meta.get("distributedInfo")
     rank = world = None
     if isinstance(info, dict):

@@ -32,7 +32,8 @@ from gputui.commands import args as types
 from gputui.reports import roofline as roofline_text
 from gputui.reports.analyze import render
 
-JSON_VERSION = 1
+#: 2 adds each rank's step account (``account``); every key of 1 stays
+JSON_VERSION = 2
 
 
 def register(subparsers: Any) -> None:

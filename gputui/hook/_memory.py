@@ -20,14 +20,19 @@ class MemorySampler:
         self.samples: collections.deque[dict[str, Any]] = collections.deque(maxlen=MEMORY_HISTORY)
         self.error: str | None = None
 
-    def sample(self, torch: Any, device: int | None) -> dict[str, Any] | None:
-        """A new sample's wire object, or None (no CUDA yet, or it failed once)."""
+    def sample(
+        self, torch: Any, device: int | None, step: int | None = None
+    ) -> dict[str, Any] | None:
+        """A new sample's wire object, stamped with the newest finished step, or
+        None (no CUDA yet, or it failed once)."""
         if torch is None or device is None or self.error is not None:
             return None
         try:
             if not torch.cuda.is_initialized():
                 return None
             wire = memory_sample(torch, device, round(time.time(), 3)).to_wire()
+            if step is not None and step >= 0:
+                wire["step"] = step
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             return None

@@ -484,7 +484,9 @@ class Server:
                 self._pump_steps(viewer)
 
     def _sample_memory(self) -> None:
-        sample = self.memory.sample(self.recorder.torch, self.recorder.device)
+        sample = self.memory.sample(
+            self.recorder.torch, self.recorder.device, self.collector.last_index
+        )
         if sample is None:
             return
         frame = framing.encode(messages.MEMORY, samples=[sample])

@@ -207,6 +207,9 @@ class MemorySample:
     peak_reserved: int = 0
     alloc_retries: int = 0
     ooms: int = 0
+    #: the index of the newest finished step when the sample was taken (None:
+    #: before the first step, or a hook that does not say)
+    step: int | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "sample") -> MemorySample:
@@ -221,10 +224,11 @@ class MemorySample:
             peak_reserved=f.integer(obj, "peak_reserved", where, default=0),
             alloc_retries=f.integer(obj, "alloc_retries", where, default=0),
             ooms=f.integer(obj, "ooms", where, default=0),
+            step=f.opt_integer(obj, "step", where, lo=-1),
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "t": self.t,
             "device": self.device,
             "allocated": self.allocated,
@@ -235,6 +239,9 @@ class MemorySample:
             "alloc_retries": self.alloc_retries,
             "ooms": self.ooms,
         }
+        if self.step is not None:
+            out["step"] = self.step
+        return out
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,86 @@ class StepBreakdown:
         return out
 
 
+#: the step's time account's buckets, in the order they claim time (DESIGN §10):
+#: data wait, user phases, communication, host sync wait, kernel launch, torch
+#: dispatch, and Python outside torch (what no other bucket claimed)
+ACCOUNT_BUCKETS = ("data", "phase", "comm", "sync", "launch", "dispatch", "python")
+ACCOUNT_LABELS = {
+    "data": "data wait",
+    "phase": "user phases",
+    "comm": "communication",
+    "sync": "host sync wait",
+    "launch": "kernel launch",
+    "dispatch": "torch dispatch",
+    "python": "Python outside torch",
+}
+
+
+@dataclass(frozen=True)
+class StepAccount:
+    """Where a step's wall time goes, as exclusive buckets that sum to the step:
+    each bucket takes only time no earlier bucket (:data:`ACCOUNT_BUCKETS`)
+    claimed.  Means per step, microseconds, over ``steps`` profiled steps.  The
+    GPU side: the union of GPU activity inside the step (busy) and the rest.
+    Definitions in docs/analyzer.md ("The step's time account")."""
+
+    steps: int
+    step_us: float
+    data_us: float = 0.0
+    phase_us: float = 0.0
+    comm_us: float = 0.0
+    sync_us: float = 0.0
+    launch_us: float = 0.0
+    dispatch_us: float = 0.0
+    python_us: float = 0.0
+    gpu_busy_us: float | None = None
+    #: calls per step of the synchronizing and the launching runtime calls
+    sync_calls_per_step: float = 0.0
+    launch_calls_per_step: float = 0.0
+
+    def bucket_us(self, bucket: str) -> float:
+        return float(getattr(self, f"{bucket}_us"))
+
+    def share(self, bucket: str) -> float:
+        """The bucket's share of the step, 0..1."""
+        return self.bucket_us(bucket) / self.step_us if self.step_us > 0 else 0.0
+
+    @property
+    def largest(self) -> str:
+        """The bucket that holds most of the step."""
+        return max(ACCOUNT_BUCKETS, key=self.bucket_us)
+
+    @property
+    def gpu_busy_share(self) -> float | None:
+        if self.gpu_busy_us is None or self.step_us <= 0:
+            return None
+        return min(1.0, self.gpu_busy_us / self.step_us)
+
+    @classmethod
+    def from_wire(cls, obj: Any, where: str = "account") -> StepAccount:
+        obj = _typed(obj, where)
+        return cls(
+            steps=f.integer(obj, "steps", where, 0, MAX_STEPS, default=0),
+            step_us=_us(obj, "step_us", where),
+            **{f"{b}_us": _us(obj, f"{b}_us", where) for b in ACCOUNT_BUCKETS},
+            gpu_busy_us=_opt_us(obj, "gpu_busy_us", where),
+            sync_calls_per_step=f.number(obj, "sync_calls_per_step", where, hi=_BIG, default=0.0),
+            launch_calls_per_step=f.number(
+                obj, "launch_calls_per_step", where, hi=_BIG, default=0.0
+            ),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"steps": self.steps, "step_us": self.step_us}
+        for b in ACCOUNT_BUCKETS:
+            out[f"{b}_us"] = self.bucket_us(b)
+            out[f"{b}_pct"] = _pct(self.bucket_us(b), self.step_us)
+        out["gpu_busy_us"] = self.gpu_busy_us
+        out["sync_calls_per_step"] = self.sync_calls_per_step
+        out["launch_calls_per_step"] = self.launch_calls_per_step
+        return out
+
+
 @dataclass(frozen=True)
 class TraceMetrics:
     """All of a trace's (or a capture's) timeline metrics.  A part is None where
@@ -324,6 +404,8 @@ class TraceMetrics:
     comm_compute_overlap_pct: float | None = None
     launch: LaunchStats | None = None
     step_breakdown: StepBreakdown | None = None
+    #: the step's time account (absent from captures of an older hook)
+    account: StepAccount | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "trace_metrics") -> TraceMetrics:
@@ -332,6 +414,7 @@ class TraceMetrics:
         idle = f.child(obj, "idle_breakdown", where)
         launch = f.child(obj, "launch", where)
         steps = f.child(obj, "step_breakdown", where)
+        account = f.child(obj, "account", where)
         return cls(
             steps_total=f.integer(obj, "steps_total", where, default=0),
             last_step_dropped=f.flag(obj, "last_step_dropped", where),
@@ -348,6 +431,7 @@ class TraceMetrics:
             step_breakdown=None
             if steps is None
             else StepBreakdown.from_wire(steps, where + ".step_breakdown"),
+            account=None if account is None else StepAccount.from_wire(account, where + ".account"),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -363,4 +447,5 @@ class TraceMetrics:
             "step_breakdown": None
             if self.step_breakdown is None
             else self.step_breakdown.to_wire(),
+            "account": None if self.account is None else self.account.to_wire(),
         }

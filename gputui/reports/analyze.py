@@ -13,6 +13,7 @@ from gputui.analysis.roofline import Roof
 from gputui.analysis.trace_summary import TraceSummary
 from gputui.protocol.trace_metrics import STEP_CATEGORIES
 from gputui.reports import roofline as roofline_text
+from gputui.reports.account import lines as account_lines
 from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, short_kernel_name
 
 
@@ -74,6 +75,8 @@ def render(
         steps += "; HTA's breakdowns leave out the last step"
     out.append("   " + steps)
     out.extend(_findings(findings))
+    if m.account is not None:
+        out.extend(["", *account_lines(m.account)])
     out.extend(_step_breakdown(summary))
     out.extend(_hta(summary))
     out.extend(_kernels(summary, top))

@@ -20,6 +20,7 @@ from gputui.collectors.hook_client import (
     MemorySnapshotResult,
 )
 from gputui.reports import roofline as roofline_text
+from gputui.reports.account import lines as account_lines
 from gputui.reports.jsondoc import finite
 from gputui.session.oneshot import Collected
 
@@ -218,6 +219,10 @@ def _print_capture(console: Any, cap: CaptureResult, table_cls: Any, text_cls: A
                 f"{k.share * 100:.1f}%",
             )
         console.print(table)
+    metrics = cap.trace_metrics
+    if metrics is not None and metrics.account is not None:
+        for line in account_lines(metrics.account, "captured"):
+            console.print(text_cls(line))
     g = cap.gpu_time
     if g is not None:
         console.print(

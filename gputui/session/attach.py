@@ -215,9 +215,10 @@ class AttachState:
                         self._last_index = step.index
                         self._received += 1
             elif isinstance(event, MemoryBatch):
+                # each sample's own step; an older hook's: the newest step seen
                 at = self._last_index if self._last_index >= 0 else None
                 for sample in event.samples:
-                    self._memory.append((sample, at))
+                    self._memory.append((sample, at if sample.step is None else sample.step))
             elif isinstance(event, Status):
                 self._status = event
             elif isinstance(event, CaptureStatus):

@@ -21,6 +21,7 @@ from gputui.protocol.trace_metrics import (
     TemporalBreakdown,
     TraceMetrics,
 )
+from gputui.trace.account import step_account
 from gputui.trace.step_breakdown import step_breakdown
 from gputui.trace.timeline import (
     HTA_COMMUNICATION,
@@ -75,6 +76,7 @@ def compute(timeline: Timeline, include_last_step: bool = False) -> TraceMetrics
         comm_compute_overlap_pct=comm_compute_overlap_pct(part.gpu, types),
         launch=launch_stats(part.gpu, part.runtime),
         step_breakdown=step_breakdown(timeline),
+        account=step_account(timeline),
     )
 
 

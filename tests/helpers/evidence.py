@@ -11,6 +11,7 @@ from gputui.analysis.evidence import JobEvidence, job_evidence
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import MemorySample, StepRecord
+from gputui.protocol.trace_metrics import StepAccount, TraceMetrics
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics
 from gputui.trace import op_costs
 
@@ -65,6 +66,7 @@ def capture(
     n_steps: int = 5,
     overlap: float | None = None,
     op_rows: Sequence[OpRow] = (),
+    account: StepAccount | None = None,
     **by_class: float,
 ) -> CaptureResult:
     total = sum(k.total_us for k in kernels)
@@ -92,6 +94,22 @@ def capture(
         cpu_ops=tuple(ops),
         op_rows=tuple(op_rows),
         options=CaptureOptions(shapes=bool(op_rows), flops=bool(op_rows)),
+        trace_metrics=None if account is None else TraceMetrics(account=account),
+    )
+
+
+def account(
+    step_us: float = 10_000.0, gpu_busy: float | None = 0.2, **shares: float
+) -> StepAccount:
+    """A step account from bucket shares (0..1); Python outside torch is the rest."""
+    buckets = ("data", "phase", "comm", "sync", "launch", "dispatch")
+    us = {f"{b}_us": shares.get(b, 0.0) * step_us for b in buckets}
+    return StepAccount(
+        steps=5,
+        step_us=step_us,
+        python_us=step_us - sum(us.values()),
+        gpu_busy_us=None if gpu_busy is None else gpu_busy * step_us,
+        **us,
     )
 
 

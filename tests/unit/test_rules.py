@@ -16,6 +16,7 @@ from gputui.protocol.op_rows import OpRow
 from tests.helpers import memsnap
 from tests.helpers.evidence import (
     GIB,
+    account,
     capture,
     evidence,
     gpu_samples,
@@ -26,6 +27,8 @@ from tests.helpers.evidence import (
     steps,
 )
 
+#: a step account whose Python share is the rest: 26% or 24% with sync 0.14 or 0.16
+AROUND_PYTHON = {"dispatch": 0.16, "launch": 0.04, "data": 0.2, "comm": 0.2}
 DEFAULT = {"forward": 0.01, "backward": 0.02, "optimizer": 0.004, "other": 0.002}
 GEMM_BF16 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 
@@ -198,6 +201,12 @@ CASES: dict[str, tuple[Factory, Factory]] = {
             cap=capture([kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)])
         ),
         lambda: evidence(cap=gemm_capture()),
+    ),
+    # the step's account: Python outside torch holds 30% of the step (the largest
+    # CPU-side share) while the GPU idles; quiet at 24%
+    "cpu.python": (
+        lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.14))),  # 26%
+        lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.16))),  # 24%
     ),
     "launch.idle_gaps": (
         lambda: evidence(cap=capture([kernel(GEMM_BF16, "gemm", 100, 50_000.0)])),

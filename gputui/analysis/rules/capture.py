@@ -14,9 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis.evidence import READBACK_OPS, SYNC_CALLS, CaptureView, JobEvidence
+from gputui.analysis.evidence import (
+    READBACK_OPS,
+    SYNC_CALLS,
+    CaptureView,
+    JobEvidence,
+    is_fp32_gemm,
+)
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
+from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
 from gputui.analysis.severity import INFO, WARN
 from gputui.protocol.messages import DATA
 from gputui.trace import kernels
@@ -52,6 +59,18 @@ COMM_SHARE = 0.10
 OVERLAP = 0.5
 #: zero-filling calls per step that look like zero_grad() writing zeros
 ZERO_PER_STEP = 20.0
+
+
+def tensor_core_fp32(ev: JobEvidence) -> bool:
+    """TF32 and bf16 tensor cores exist (compute capability 8.0 or newer, or
+    not known: a live job's GPU is told by the GPM tensor activity instead)."""
+    cc = ev.compute_capability
+    if not cc:
+        return True
+    try:
+        return float(cc) >= 8.0
+    except ValueError:
+        return True
 
 
 def _capture(ev: JobEvidence) -> CaptureView | None:
@@ -156,7 +175,9 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger=(
         "capture: kernels average < 20 us or half of them are < 10 us, and the GPU idles "
-        ">= 15% of the step (>= 35% when only the profiled capture saw it); no host syncs"
+        ">= 15% of the step (>= 35% when only the profiled capture saw it); no host syncs; "
+        "with a step account, kernel launch + torch dispatch >= 40% of the step and the "
+        "largest CPU-side share; cost: the idle share, at most launch + dispatch"
     ),
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
@@ -166,6 +187,14 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     idle = attributable_idle(ev, cap)
     if idle is None or idle < idle_floor(ev):
         return []
+    acct = cap.account
+    if acct is not None and acct.step_us > 0:
+        # Launch-bound means issuing ops holds the step: launch calls and torch
+        # dispatch, not Python outside torch, a sync or the data loader.
+        issuing = acct.share("launch") + acct.share("dispatch")
+        if issuing < LAUNCH_SHARE or cpu_side_largest(acct) != "launch":
+            return []
+        idle = min(idle, issuing)
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
     evidence = (
@@ -197,8 +226,9 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger=(
         "capture: the GPU idles >= 15% of the step (35% profiled only) though kernels are"
-        " not tiny and there are no host syncs"
+        " not tiny and there are no host syncs (silent when cpu.python names the time)"
     ),
+    suppressed_by=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
 )
 def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
@@ -376,10 +406,10 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None:
         return []
     share = cap.fp32_gemm_share()
-    if share < FP32_GEMM_SHARE:
+    if share < FP32_GEMM_SHARE or not tensor_core_fp32(ev):
         return []
-    top = max((k for k in cap.kernels if k.total_us), key=lambda k: k.total_us)
-    busy = 1.0 - (cap.idle_share or 0.0)
+    top = max((k for k in cap.kernels if is_fp32_gemm(k.name)), key=lambda k: k.total_us)
+    busy = cap.busy_share or 0.0
     evidence = f"FP32 GEMMs on the CUDA cores take {share * 100:.0f}% of kernel time"
     if ev.gpu is not None and ev.gpu.tensor_pct is not None:
         evidence += f"; tensor cores {ev.gpu.tensor_pct:.0f}% active"
@@ -423,7 +453,7 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     if ev.roofline is not None:
         return []  # the roofline rules speak, with each op's bytes and FLOPs
     share = cap.class_share(kernels.ELEMENTWISE, kernels.REDUCTION)
-    busy = 1.0 - (cap.idle_share or 0.0)
+    busy = cap.busy_share or 0.0
     if share < ELEMENTWISE_SHARE or busy < 0.5:
         return []
     return [
@@ -525,7 +555,8 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None or not cap.span_us:
         return []
     comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)
-    share = comm_us / cap.span_us
+    # kernels on several streams can add up past the span: a share is at most all of it
+    share = cap.span_share(comm_us) or 0.0
     if share < COMM_SHARE:
         return []
     overlap = cap.comm_compute_overlap

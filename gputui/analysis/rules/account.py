@@ -1,0 +1,103 @@
+"""Rules that follow the step's time account (DESIGN §10): the diagnosis goes to
+the bucket that holds most of the step, and each rule claims only time from its
+own bucket.
+
+- ``cpu.python``: the step's largest share is CPU time outside torch ops (Python
+  on the training thread: preprocessing, augmentation, logging, a Python loop
+  over tensors), and the GPU -- when there is one -- waits for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gputui import fmt
+from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.finding import Finding
+from gputui.analysis.registry import finding, rule
+from gputui.protocol.trace_metrics import ACCOUNT_LABELS, StepAccount
+
+#: Python outside torch from this share of the step is worth a finding ...
+PYTHON_SHARE = 0.25
+#: ... when the GPU (if any) idles at least this share of the step meanwhile
+GPU_IDLE_SHARE = 0.15
+#: launch + dispatch from this share of the step make a step launch-bound
+LAUNCH_SHARE = 0.40
+
+
+def account_of(ev: JobEvidence) -> StepAccount | None:
+    cap = ev.capture
+    acct = None if cap is None else cap.account
+    return acct if acct is not None and acct.step_us > 0 and acct.steps > 0 else None
+
+
+def shares_text(acct: StepAccount, *buckets: str) -> str:
+    """``python 71%, torch dispatch 12%`` for the named buckets."""
+    return ", ".join(
+        f"{ACCOUNT_LABELS[b]} {acct.share(b) * 100:.0f}%" for b in buckets if acct.share(b) > 0
+    )
+
+
+def cpu_side_largest(acct: StepAccount) -> str:
+    """Which CPU-side cause holds most of the step: "python", "launch" (launch
+    and dispatch together: the cost of issuing ops), "sync", "data" or "comm"."""
+    groups = {
+        "python": acct.share("python"),
+        "launch": acct.share("launch") + acct.share("dispatch"),
+        "sync": acct.share("sync"),
+        "data": acct.share("data"),
+        "comm": acct.share("comm"),
+        "phase": acct.share("phase"),
+    }
+    return max(groups, key=lambda k: groups[k])
+
+
+@rule(
+    "cpu.python",
+    "cpu",
+    "gputui's step account: CPU time outside torch ops (numpy/PIL preprocessing, "
+    "logging, Python loops) on the training thread; bottleneck tables: low GPU "
+    "utilization with the CPU busy",
+    ("capture",),
+    trigger=(
+        "capture or trace: Python outside torch >= 25% of the step and the largest "
+        "CPU-side share (ahead of launch + dispatch, sync, data, communication), with "
+        "the GPU idle >= 15% of the step (or no GPU); cost: that share (with a GPU: at "
+        "most its idle share)"
+    ),
+)
+def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
+    acct = account_of(ev)
+    if acct is None:
+        return []
+    share = acct.share("python")
+    if share < PYTHON_SHARE or cpu_side_largest(acct) != "python":
+        return []
+    busy = acct.gpu_busy_share if ev.cuda or acct.gpu_busy_us is not None else None
+    if busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
+        return []  # the GPU is kept busy: the Python time is hidden behind it
+    recoverable = share if busy is None else min(share, 1.0 - busy)
+    step_ms = acct.step_us / 1000.0
+    evidence = (
+        f"{share * 100:.0f}% of the step ({fmt.ms(share * step_ms / 1000.0)} of "
+        f"{fmt.ms(step_ms / 1000.0)}) is CPU time outside torch ops; "
+        + shares_text(acct, "dispatch", "launch", "sync", "data")
+        + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
+        + f" ({acct.steps} profiled steps)"
+    )
+    where = "the trace" if ev.from_trace else "the job"
+    return [
+        finding(
+            ev,
+            "cpu.python",
+            "Python outside torch holds the step",
+            evidence,
+            "move the host-side work out of the training loop: data preprocessing and "
+            "augmentation into DataLoader workers (num_workers > 0) or onto the GPU as torch "
+            "ops; vectorise Python loops over tensors; log and checkpoint every N steps. "
+            f"A Python profiler names the function ({where}'s stack: py-spy dump, or "
+            "torch.profiler with with_stack=True)",
+            "a new capture shows the Python share of the step fall and the GPU busy share rise",
+            share=recoverable,
+        )
+    ]

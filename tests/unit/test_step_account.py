@@ -1,0 +1,177 @@
+"""The step's time account: exclusive buckets that sum to the step, claimed in
+precedence, the same from a trace file as from a capture; the rules that
+follow it; and the trace reader's fixes it rests on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputui.analysis import engine
+from gputui.analysis.trace_evidence import trace_job_findings
+from gputui.analysis.trace_summary import summarize
+from gputui.collectors.trace_file import TraceError, read_trace
+from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, StepAccount, TraceMetrics
+from gputui.trace.account import step_account
+from tests.helpers.evidence import account, capture, evidence, kernel
+from tests.helpers.tracegen import ADD, TraceBuilder
+
+
+def one_step() -> TraceBuilder:
+    """A 1,000 µs step with one interval of each bucket, all on the main thread
+    but a backward op on the autograd thread."""
+    t = TraceBuilder()
+    t.step(1, 0, 1000)
+    t.op(
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 100, cat="user_annotation"
+    )
+    t.op("nccl:all_reduce", 100, 100)
+    t.op("aten::item", 250, 200)  # 200 µs, of which 100 waiting in the sync below
+    t.launch(
+        300,
+        100,
+        "Memcpy DtoH (Device -> Pageable)",
+        300,
+        90,
+        cat="gpu_memcpy",
+        call="cudaStreamSynchronize",
+    )
+    t.op("aten::add", 480, 80)  # 80 µs, of which 20 launching
+    t.launch(500, 20, ADD, 520, 10)
+    t.launch(600, 50, ADD, 650, 5, call="cudaStreamWaitEvent")  # returns at once: not a sync
+    t.launch(700, 50, ADD, 760, 5, call="hipDeviceSynchronize")  # HIP's twin: a sync
+    t.op("autograd::engine::evaluate_function: AddBackward0", 800, 50, tid=101)
+    return t
+
+
+def account_of(t: TraceBuilder, tmp_path: Path) -> StepAccount:
+    acct = step_account(read_trace(t.write(tmp_path / "t.json")).timeline)
+    assert acct is not None
+    return acct
+
+
+def test_buckets_sum_to_the_step_in_precedence(tmp_path: Path) -> None:
+    acct = account_of(one_step(), tmp_path)
+    assert acct.steps == 1 and acct.step_us == 1000
+    assert acct.data_us == 100 and acct.comm_us == 100
+    assert acct.sync_us == 100 + 50  # cudaStreamSynchronize + hipDeviceSynchronize
+    assert acct.launch_us == 20
+    # aten::item's 100 µs outside the sync, aten::add's 60 outside the launch, the
+    # cudaStreamWaitEvent call (torch's own overhead) and the backward op on its thread
+    assert acct.dispatch_us == 100 + 60 + 50 + 50
+    assert acct.python_us == 1000 - 100 - 100 - 150 - 20 - 260
+    assert sum(acct.bucket_us(b) for b in ACCOUNT_BUCKETS) == pytest.approx(acct.step_us)
+    assert acct.sync_calls_per_step == 2  # the wait-event is not counted
+    assert acct.largest == "python"
+
+
+def test_an_async_copy_from_pageable_memory_is_host_sync(tmp_path: Path) -> None:
+    t = TraceBuilder()
+    t.step(1, 0, 1000)
+    t.op("aten::copy_", 100, 800)
+    t.launch(
+        100,
+        800,
+        "Memcpy HtoD (Pageable -> Device)",
+        120,
+        780,
+        cat="gpu_memcpy",
+        call="cudaMemcpyAsync",
+    )
+    acct = account_of(t, tmp_path)
+    assert acct.sync_us == 800 and acct.launch_us == 0 and acct.launch_calls_per_step == 0
+
+
+def test_the_account_round_trips_the_wire_and_older_captures_have_none() -> None:
+    acct = account(python=0.5, dispatch=0.3)
+    metrics = TraceMetrics(account=acct)
+    assert TraceMetrics.from_wire(json.loads(json.dumps(metrics.to_wire()))) == metrics
+    old = metrics.to_wire()
+    del old["account"]
+    assert TraceMetrics.from_wire(old).account is None
+
+
+def numpy_bound(tmp_path: Path, python_us: float) -> Path:
+    """Steps of 10 ms: many tiny kernels launched in ``10_000 - python_us`` µs, the
+    rest of the step a Python function outside torch (no op, no launch)."""
+    t = TraceBuilder()
+    launch_us = 10_000 - python_us
+    for n in range(3):
+        base = n * 10_000
+        t.step(n + 1, base, 10_000)
+        for i in range(int(launch_us // 10)):
+            ts = base + python_us + i * 10
+            t.op("aten::add", ts, 9)
+            t.launch(ts + 1, 6, ADD, ts + 7, 2)
+    return t.write(tmp_path / f"numpy_{python_us:.0f}.json")
+
+
+def findings(path: Path) -> list[str]:
+    tf = read_trace(path)
+    summary = summarize(tf.timeline, 0, "order", str(path), compute_capability="9.0")
+    return [f.rule for f in trace_job_findings(summary) if f.severity != "info"]
+
+
+def test_a_step_held_by_python_is_not_called_launch_bound(tmp_path: Path) -> None:
+    """Tiny kernels, the GPU idle: what holds the step decides the finding."""
+    python = findings(numpy_bound(tmp_path, 9_000))
+    assert python[:1] == ["cpu.python"] and "launch.overhead" not in python
+    launching = findings(numpy_bound(tmp_path, 500))
+    assert launching[:1] == ["launch.overhead"] and "cpu.python" not in launching
+
+
+def test_kernel_rules_claim_only_gpu_busy_time() -> None:
+    """A step whose GPU is busy 1% cannot lose half of it to elementwise kernels."""
+    cap = capture(
+        [kernel(ADD, "elementwise", 10, 11.0)],
+        span_us=11.0,
+        account=account(step_us=33_700.0, gpu_busy=11.0 / 33_700.0, dispatch=0.1),
+    )
+    rules = {f.rule: f for f in engine.analyze(evidence(cap=cap))}
+    assert "kernels.elementwise_bound" not in rules
+    assert rules["cpu.python"].impact_pct is not None and rules["cpu.python"].impact_pct > 80
+
+
+def test_communication_share_never_reads_over_100_percent() -> None:
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    cap = capture(
+        [kernel(nccl, "communication", 10, 127_000.0)], span_us=100_000.0, busy_us=100_000.0
+    )
+    (f,) = [f for f in engine.analyze(evidence(cap=cap)) if f.rule == "comm.share"]
+    assert "100% of the capture" in f.evidence and (f.impact_pct or 0) <= 100
+
+
+def test_no_tf32_advice_below_ampere() -> None:
+    sgemm = "volta_sgemm_128x64_nn"
+    cap = capture([kernel(sgemm, "gemm", 100, 50_000.0)], busy_us=90_000.0)
+    assert "precision.fp32_matmul" in [f.rule for f in engine.analyze(evidence(cap=cap))]
+    v100 = evidence(cap=cap, compute_capability="7.0")
+    assert "precision.fp32_matmul" not in [f.rule for f in engine.analyze(v100)]
+
+
+def test_host_side_ops_with_a_stream_are_not_gpu_activity(tmp_path: Path) -> None:
+    t = TraceBuilder()
+    t.step(1, 0, 1000)
+    t.op("triton_poi_fused_add_0", 100, 50)
+    t.events[-1]["args"]["stream"] = 0  # Triton's host-side launcher carries one
+    t.launch(160, 10, "triton_poi_fused_add_0", 175, 2, call="cuLaunchKernel")
+    tl = read_trace(t.write(tmp_path / "triton.json")).timeline
+    assert [a.name for a in tl.gpu] == ["triton_poi_fused_add_0"]
+    assert tl.gpu[0].dur_ns == 2000
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("[[-1, 1, 37888, 7], [-1, 1, 512, 7]]", "none of its 2 entries is an event object"),
+        ("[]", "a trace with no events"),
+        ('{"traceEvents": []}', "a trace with no events"),
+    ],
+)
+def test_json_that_is_not_a_trace_is_refused(tmp_path: Path, content: str, says: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_text(content)
+    with pytest.raises(TraceError, match=says):
+        read_trace(path)
