@@ -133,7 +133,67 @@ def scenarios_section() -> str:
     return "\n".join(lines) + "\n"
 
 
-SECTIONS: dict[str, Callable[[], str]] = {"rules": rules_section, "scenarios": scenarios_section}
+#: jobs recorded on an H100 by bench/jobs/analyzer_cases.py (tests/data/h100-cases)
+CASES = [
+    ("numpy_preproc", "numpy augmentation on the training thread"),
+    ("numpy_workers", "the same augmentation in 8 DataLoader workers"),
+    ("hand_attention", "softmax(q @ k^T / sqrt(d)) @ v, T = 4096, bf16"),
+    ("sdpa_math", "F.scaled_dot_product_attention forced onto the math backend"),
+    ("lightning", "a Lightning Trainer fitting a small MLP"),
+    ("compiled", "torch.compile with a print in forward (a graph break)"),
+]
+
+
+def cases_section() -> str:
+    """What ``gputui analyze`` says of each case's trace, with its step account."""
+    from gputui.analysis.trace_evidence import trace_job_findings
+    from gputui.analysis.trace_summary import summarize, trace_findings
+    from gputui.collectors.trace_file import read_trace
+    from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS
+
+    lines = [
+        "| job (planted) | step account (largest shares) | gputui's warn/crit findings |",
+        "| --- | --- | --- |",
+    ]
+    for name, planted in CASES:
+        path = REPO / "tests" / "data" / "h100-cases" / f"{name}.pt.trace.json.gz"
+        tf = read_trace(path)
+        dev = tf.devices[0] if tf.devices else None
+        summary = summarize(
+            tf.timeline,
+            0,
+            "order",
+            str(path),
+            compute_capability=None if dev is None else dev.compute_capability,
+        )
+        found = [
+            f
+            for f in [*trace_findings(summary), *trace_job_findings(summary)]
+            if f.severity != "info"
+        ]
+        acct = summary.metrics.account
+        shares = ""
+        if acct is not None:
+            top = sorted(ACCOUNT_BUCKETS, key=lambda b: -acct.bucket_us(b))[:3]
+            shares = ", ".join(f"{ACCOUNT_LABELS[b]} {acct.share(b) * 100:.0f}%" for b in top)
+            busy = acct.gpu_busy_share
+            if busy is not None:
+                shares += f"; GPU busy {busy * 100:.0f}%"
+        said = "<br>".join(
+            f"`{f.rule}` ({f.severity}, ~{f.impact_pct:.0f}%): {_cell(f.title)}"
+            if f.impact_pct is not None
+            else f"`{f.rule}` ({f.severity}): {_cell(f.title)}"
+            for f in found
+        )
+        lines.append(f"| **{name}** ({planted}) | {shares} | {said or 'none'} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTIONS: dict[str, Callable[[], str]] = {
+    "rules": rules_section,
+    "scenarios": scenarios_section,
+    "cases": cases_section,
+}
 
 
 def render(text: str) -> str:

@@ -15,11 +15,21 @@ from collections.abc import Iterable
 from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY, run_rule
-from gputui.analysis.rules import account, capture, device, gpu, memory, ranks, roofline, steps
+from gputui.analysis.rules import (
+    account,
+    attention,
+    capture,
+    device,
+    gpu,
+    memory,
+    ranks,
+    roofline,
+    steps,
+)
 from gputui.analysis.severity import CRIT, WARN
 
 #: the modules whose rules the engine runs (imported above for that)
-RULE_MODULES = (account, capture, device, gpu, memory, ranks, roofline, steps)
+RULE_MODULES = (account, attention, capture, device, gpu, memory, ranks, roofline, steps)
 
 
 def job_rules() -> list[str]:

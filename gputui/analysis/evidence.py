@@ -66,6 +66,8 @@ class CaptureView:
     trace_path: str | None = None
     #: the step's time account over the captured steps (None: an older hook's)
     account: StepAccount | None = None
+    #: every op with its input shapes (captures and traces recorded with shapes)
+    op_rows: tuple[OpRow, ...] = ()
 
     @classmethod
     def of(cls, cap: CaptureResult) -> CaptureView:
@@ -85,6 +87,7 @@ class CaptureView:
             comm_compute_overlap=None if gpu is None else gpu.comm_compute_overlap,
             trace_path=cap.trace_path,
             account=None if cap.trace_metrics is None else cap.trace_metrics.account,
+            op_rows=cap.op_rows,
         )
 
     # -- derived numbers --------------------------------------------------------------------

@@ -69,6 +69,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         comm_compute_overlap=None if overlap is None else overlap / 100.0,
         trace_path=summary.path,
         account=summary.metrics.account,
+        op_rows=summary.op_rows,
     )
 
 

@@ -31,6 +31,7 @@ from gputui.collectors.trace_file import TraceFile, find_traces, read_trace
 from gputui.commands import args as types
 from gputui.reports import roofline as roofline_text
 from gputui.reports.analyze import render
+from gputui.trace.tables import TOP_ROWS
 
 #: 2 adds each rank's step account (``account``); every key of 1 stays
 JSON_VERSION = 2
@@ -124,7 +125,11 @@ def _load(files: Sequence[Path], include_last_step: bool, top: int) -> list[Trac
 
 def main(args: argparse.Namespace) -> int:
     summaries = load(
-        args.paths, args.include_last_step, max(args.top, 30) if args.json else args.top
+        # the rules read every row the tables keep, whatever --top shows: text and
+        # JSON give the same findings
+        args.paths,
+        args.include_last_step,
+        max(args.top, TOP_ROWS),
     )
     roofs = roofs_of(summaries)
     findings = [

@@ -29,6 +29,12 @@ def lines(acct: StepAccount, where: str = "profiled", ascii_only: bool = False) 
             + fmt.bar(share, BAR, ascii_only).rstrip()
         )
     busy = acct.gpu_busy_share
-    if busy is not None:
+    gpu_us = acct.gpu_busy_us
+    if busy is not None and gpu_us is not None and gpu_us > acct.step_us * 1.05:
+        out.append(
+            f"  the GPU works {fmt.ms(gpu_us / 1e6)} per step, {gpu_us / acct.step_us:.1f}x "
+            "the CPU's: the GPU sets the pace"
+        )
+    elif busy is not None:
         out.append(f"  GPU busy {busy * 100:.0f}% of the step (kernels, copies and sets)")
     return out

@@ -13,7 +13,7 @@ torch.  Standard library only: the hook computes it inside the job.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from gputui.protocol.trace_metrics import StepAccount
 from gputui.trace.step_breakdown import COLLECTIVE_OPS, is_dataloader
@@ -26,6 +26,7 @@ from gputui.trace.timeline import (
     SYNC,
     Interval,
     Timeline,
+    length,
     merge,
     subtract,
 )
@@ -184,8 +185,7 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         mine = subtract(merge(raw[bucket]), claimed)
         exclusive[bucket] = _Clipped(mine)
         claimed = merge([*claimed, *mine])
-    busy = _Clipped(merge(_gpu_intervals(timeline)))
-    has_gpu = bool(busy.starts)
+    launched = _Launched(timeline)
     totals = dict.fromkeys(exclusive, 0)
     wall = 0
     gpu = 0
@@ -193,7 +193,7 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         wall += hi - lo
         for bucket, clipped in exclusive.items():
             totals[bucket] += clipped.within(lo, hi)
-        gpu += busy.within(lo, hi)
+        gpu += launched.busy(lo, hi)
     n = len(windows)
     claimed_total = sum(totals.values())
     return StepAccount(
@@ -201,7 +201,7 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         step_us=round(wall / n, 3),
         **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
         python_us=round(max(0, wall - claimed_total) / n, 3),
-        gpu_busy_us=round(gpu / n, 3) if has_gpu else None,
+        gpu_busy_us=round(gpu / n, 3) if launched.any else None,
         sync_calls_per_step=round(
             sum(_count_within(sync_starts, lo, hi) for lo, hi in windows) / n, 3
         ),
@@ -211,7 +211,33 @@ def step_account(timeline: Timeline) -> StepAccount | None:
     )
 
 
-def _gpu_intervals(timeline: Timeline) -> Iterable[Interval]:
-    for a in timeline.gpu:
-        if a.kind != SYNC and a.stream != -1 and a.end_us > a.start_us:
-            yield (a.start_us, a.end_us)
+class _Launched:
+    """The GPU work each step queued: the activities joined by correlation id to
+    the runtime calls made inside the step's window (the GPU runs them later,
+    often after the CPU has moved on to the next step), else, in a trace without
+    correlation ids, the activities inside the window."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        work: dict[int, list[Interval]] = {}
+        loose: list[Interval] = []
+        for a in timeline.gpu:
+            if a.kind == SYNC or a.stream == -1 or a.end_us <= a.start_us:
+                continue
+            if a.correlation >= 0:
+                work.setdefault(a.correlation, []).append((a.start_us, a.end_us))
+            else:
+                loose.append((a.start_us, a.end_us))
+        self.any = bool(work or loose)
+        calls = sorted(
+            (c.start_us, c.correlation) for c in timeline.runtime if c.correlation in work
+        )
+        self.call_starts = [t for t, _ in calls]
+        self.call_ids = [corr for _, corr in calls]
+        self.work = work
+        self.loose = _Clipped(merge(loose))
+
+    def busy(self, lo: int, hi: int) -> int:
+        i = bisect.bisect_left(self.call_starts, lo)
+        j = bisect.bisect_left(self.call_starts, hi)
+        spans = [iv for corr in self.call_ids[i:j] for iv in self.work[corr]]
+        return length(merge(spans)) + self.loose.within(lo, hi)

@@ -63,8 +63,10 @@ def test_json_per_rank(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert r["step_breakdown"]["steps"] == 2 and r["step_breakdown"]["gpu_utilization_pct"] == 36.5
     gemm = next(k for k in r["kernels"] if k["class"] == "gemm")
     assert gemm["short_name"] == "ampere_sgemm_128x64_tn"
-    # a tiny synthetic trace, half idle with 2-us kernels: the analyzer says so
-    assert {f["rule"] for f in r["findings"]} >= {"launch.overhead"}
+    # a tiny synthetic trace, half idle with 2-us kernels, whose host spends most of
+    # each step outside torch ops: that, not launching, is what the step waits for
+    rules = {f["rule"] for f in r["findings"]}
+    assert "cpu.python" in rules and "launch.overhead" not in rules
     assert all(f["fix"] and f["source"] for f in r["findings"])
     assert r["steps"] == [1, 2, 3]
 

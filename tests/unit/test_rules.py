@@ -12,6 +12,7 @@ from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
 from gputui.ceilings.datasheet import H100_SXM
+from gputui.protocol.capture import CaptureResult, CpuOpRow
 from gputui.protocol.op_rows import OpRow
 from tests.helpers import memsnap
 from tests.helpers.evidence import (
@@ -26,6 +27,19 @@ from tests.helpers.evidence import (
     op_row,
     steps,
 )
+
+
+def attention_capture(softmax_us: float, *ops: CpuOpRow) -> CaptureResult:
+    """100 ms of kernels: softmax forward and backward, GEMMs for the rest."""
+    return capture(
+        [
+            kernel("cunn_SoftMaxForward<SoftMaxForwardEpilogue>", "reduction", 10, softmax_us),
+            kernel(GEMM_BF16, "gemm", 100, 100_000.0 - softmax_us),
+        ],
+        list(ops),
+        busy_us=100_000.0,
+    )
+
 
 #: a step account whose Python share is the rest: 26% or 24% with sync 0.14 or 0.16
 AROUND_PYTHON = {"dispatch": 0.16, "launch": 0.04, "data": 0.2, "comm": 0.2}
@@ -204,6 +218,22 @@ CASES: dict[str, tuple[Factory, Factory]] = {
     ),
     # the step's account: Python outside torch holds 30% of the step (the largest
     # CPU-side share) while the GPU idles; quiet at 24%
+    # softmax kernels 11% (or 9%) of kernel time beside GEMMs, nothing fused
+    "attention.hand_written": (
+        lambda: evidence(cap=attention_capture(11_000.0)),
+        lambda: evidence(cap=attention_capture(9_000.0)),
+    ),
+    # SDPA's math backend ran (or its flash kernel)
+    "attention.sdpa_math": (
+        lambda: evidence(
+            cap=attention_capture(20_000.0, op("aten::_scaled_dot_product_attention_math", 3, 50.0))
+        ),
+        lambda: evidence(
+            cap=attention_capture(
+                20_000.0, op("aten::_scaled_dot_product_flash_attention", 3, 50.0)
+            )
+        ),
+    ),
     "cpu.python": (
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.14))),  # 26%
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.16))),  # 24%

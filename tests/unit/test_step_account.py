@@ -4,6 +4,7 @@ follow it; and the trace reader's fixes it rests on."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from gputui.analysis.trace_summary import summarize
 from gputui.collectors.trace_file import TraceError, read_trace
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, StepAccount, TraceMetrics
 from gputui.trace.account import step_account
-from tests.helpers.evidence import account, capture, evidence, kernel
+from tests.helpers.evidence import account, capture, evidence, kernel, op
 from tests.helpers.tracegen import ADD, TraceBuilder
 
 
@@ -175,3 +176,38 @@ def test_json_that_is_not_a_trace_is_refused(tmp_path: Path, content: str, says:
     path.write_text(content)
     with pytest.raises(TraceError, match=says):
         read_trace(path)
+
+
+def test_sdpa_math_says_why_flash_was_not_eligible_from_the_shapes() -> None:
+    from tests.helpers.evidence import op_row
+    from tests.unit.test_rules import attention_capture
+
+    sdpa = op_row(
+        "aten::scaled_dot_product_attention",
+        [[4, 8, 2048, 320], [4, 8, 2048, 320], [4, 8, 2048, 320], [4, 1, 2048, 2048]],
+        "float",
+        3,
+        30_000.0,
+    )
+    math = op_row("aten::_scaled_dot_product_attention_math", [[4, 8, 2048, 320]], "float", 3, 1.0)
+    cap = dataclasses.replace(attention_capture(20_000.0), op_rows=(sdpa, math))
+    (f,) = [f for f in engine.analyze(evidence(cap=cap)) if f.rule == "attention.sdpa_math"]
+    assert "fp32 inputs" in f.evidence and "head dim 320 > 256" in f.evidence
+    assert "explicit attn_mask" in f.evidence
+    bare = attention_capture(20_000.0, op("aten::_scaled_dot_product_attention_math", 3, 5.0))
+    (g,) = [f for f in engine.analyze(evidence(cap=bare)) if f.rule == "attention.sdpa_math"]
+    assert "reason is unknown without recorded shapes" in g.evidence
+
+
+def test_hand_written_attention_sizes_the_score_matrix_from_the_shapes() -> None:
+    from tests.helpers.evidence import op_row
+    from tests.unit.test_rules import attention_capture
+
+    qk = op_row("aten::bmm", [[32, 4096, 64], [32, 64, 4096]], "c10::BFloat16", 3, 5_000.0)
+    cap = dataclasses.replace(attention_capture(30_000.0), op_rows=(qk,))
+    (f,) = [f for f in engine.analyze(evidence(cap=cap)) if f.rule == "attention.hand_written"]
+    assert "T = 4,096" in f.evidence and "1.0GiB" in f.evidence  # 32 x 4096^2 x 2 bytes
+    # shapes recorded, but no T x T product among them: not attention
+    mlp = op_row("aten::mm", [[256, 1024], [1024, 4096]], "c10::BFloat16", 3, 5_000.0)
+    other = dataclasses.replace(attention_capture(30_000.0), op_rows=(mlp,))
+    assert "attention.hand_written" not in [f.rule for f in engine.analyze(evidence(cap=other))]

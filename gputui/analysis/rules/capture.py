@@ -399,7 +399,9 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger=(
         "capture: FP32 GEMMs on the CUDA cores >= 20% of kernel time; cost: 75% of their busy time"
+        " (silent when SDPA's math backend made them: attention.sdpa_math speaks)"
     ),
+    suppressed_by=("attention.sdpa_math",),
 )
 def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     cap = _capture(ev)
