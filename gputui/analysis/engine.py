@@ -20,6 +20,7 @@ from gputui.analysis.rules import (
     attention,
     capture,
     device,
+    efficiency,
     gpu,
     memory,
     ranks,
@@ -29,7 +30,18 @@ from gputui.analysis.rules import (
 from gputui.analysis.severity import CRIT, WARN
 
 #: the modules whose rules the engine runs (imported above for that)
-RULE_MODULES = (account, attention, capture, device, gpu, memory, ranks, roofline, steps)
+RULE_MODULES = (
+    account,
+    attention,
+    capture,
+    device,
+    efficiency,
+    gpu,
+    memory,
+    ranks,
+    roofline,
+    steps,
+)
 
 
 def job_rules() -> list[str]:

@@ -19,7 +19,6 @@ from gputui.analysis.evidence import (
     SYNC_CALLS,
     CaptureView,
     JobEvidence,
-    is_fp32_gemm,
 )
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
@@ -46,13 +45,6 @@ CASTS_PER_STEP = 50.0
 CAST_CPU_SHARE = 0.10
 #: aten::copy_ share of CPU op self time that "dominates"
 COPY_CPU_SHARE = 0.15
-#: FP32 (CUDA-core) GEMMs' share of kernel time that is worth TF32 or bf16
-FP32_GEMM_SHARE = 0.20
-#: elementwise + reduction share of kernel time of a memory-bound job (a healthy bf16
-#: transformer's is 57-62%)
-ELEMENTWISE_SHARE = 0.75
-#: the top kernel's share of kernel time that deserves a deep dive
-TOP_KERNEL_SHARE = 0.25
 #: communication over this share of the step (TensorBoard profiler: 10%)
 COMM_SHARE = 0.10
 #: comm/compute overlap under this is poor
@@ -61,19 +53,7 @@ OVERLAP = 0.5
 ZERO_PER_STEP = 20.0
 
 
-def tensor_core_fp32(ev: JobEvidence) -> bool:
-    """TF32 and bf16 tensor cores exist (compute capability 8.0 or newer, or
-    not known: a live job's GPU is told by the GPM tensor activity instead)."""
-    cc = ev.compute_capability
-    if not cc:
-        return True
-    try:
-        return float(cc) >= 8.0
-    except ValueError:
-        return True
-
-
-def _capture(ev: JobEvidence) -> CaptureView | None:
+def capture_of(ev: JobEvidence) -> CaptureView | None:
     cap = ev.capture
     if cap is None or (not cap.kernel_calls and not cap.cpu_ops):
         return None
@@ -135,7 +115,7 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     ),
 )
 def host_sync(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None:
         return []
     per_step, _calls = syncs_per_step(cap)
@@ -181,7 +161,7 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     ),
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or not launch_bound(cap):
         return []
     idle = attributable_idle(ev, cap)
@@ -231,7 +211,7 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     suppressed_by=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
 )
 def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or launch_bound(cap):
         return []
     idle = attributable_idle(ev, cap)
@@ -262,7 +242,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     trigger="capture: Memcpy HtoD/DtoH from pageable memory >= 3% of the GPU timeline",
 )
 def pageable(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None:
         return []
     us, calls = cap.pageable_copies()
@@ -306,7 +286,7 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     ),
 )
 def transfers(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None or not cap.span_us:
         return []
     memcpy_us = cap.by_class_us.get(kernels.MEMCPY, 0.0)
@@ -340,7 +320,7 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
     trigger="capture: >= 50 aten::to/_to_copy calls per step taking >= 10% of CPU op time",
 )
 def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None:
         return []
     us, calls = cap.ops_us(("aten::to", "aten::_to_copy"))
@@ -371,7 +351,7 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     trigger="capture: >= 1 synchronous cudaMemcpy/cudaMemset per step",
 )
 def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None:
         return []
     us, calls = cap.ops_us(("cudaMemcpy", "cudaMemset"))
@@ -392,124 +372,6 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
 
 
 @rule(
-    "precision.fp32_matmul",
-    "precision",
-    "TorchTidy: FP32 matmul on Ampere or newer without TF32; TensorBoard profiler: "
-    "tensor-core-eligible ops without tensor cores",
-    ("capture",),
-    trigger=(
-        "capture: FP32 GEMMs on the CUDA cores >= 20% of kernel time; cost: 75% of their busy time"
-        " (silent when SDPA's math backend made them: attention.sdpa_math speaks)"
-    ),
-    suppressed_by=("attention.sdpa_math",),
-)
-def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
-    if cap is None:
-        return []
-    share = cap.fp32_gemm_share()
-    if share < FP32_GEMM_SHARE or not tensor_core_fp32(ev):
-        return []
-    top = max((k for k in cap.kernels if is_fp32_gemm(k.name)), key=lambda k: k.total_us)
-    busy = cap.busy_share or 0.0
-    evidence = f"FP32 GEMMs on the CUDA cores take {share * 100:.0f}% of kernel time"
-    if ev.gpu is not None and ev.gpu.tensor_pct is not None:
-        evidence += f"; tensor cores {ev.gpu.tensor_pct:.0f}% active"
-    evidence += f" (top kernel: {kernels.short_kernel_name(top.name)})"
-    # TF32 or bf16 tensor-core GEMMs run several times faster than FP32 on the
-    # CUDA cores (H100: ~7x dense); three quarters of that time is a safe claim.
-    return [
-        finding(
-            ev,
-            "precision.fp32_matmul",
-            "matrix products run in full FP32",
-            evidence,
-            "let them use the tensor cores: torch.set_float32_matmul_precision('high') (TF32, "
-            "also torch.backends.cudnn.allow_tf32 = True for convolutions) or bf16 autocast: "
-            "with torch.autocast('cuda', dtype=torch.bfloat16)",
-            "GEMM kernel names change (tf32, bf16, nvjet); GPM tensor activity rises",
-            share=share * busy * 0.75,
-        )
-    ]
-
-
-@rule(
-    "kernels.elementwise_bound",
-    "kernels",
-    "bottleneck tables: high memory use but low compute (memory-bound kernels); roofline: "
-    "elementwise and reduction ops sit far under the balance point",
-    ("capture",),
-    trigger=(
-        "capture: elementwise + reduction kernels >= 75% of kernel time with the GPU >= "
-        "50% busy (and no GPM DRAM numbers: then gpu.memory_bound speaks; no roofline: "
-        "then roofline.memory_bound speaks)"
-    ),
-)
-def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
-    if cap is None:
-        return []
-    gpu = ev.gpu
-    if gpu is not None and gpu.dram_pct is not None and gpu.samples >= 3:
-        return []  # gpu.memory_bound speaks, with the DRAM numbers
-    if ev.roofline is not None:
-        return []  # the roofline rules speak, with each op's bytes and FLOPs
-    share = cap.class_share(kernels.ELEMENTWISE, kernels.REDUCTION)
-    busy = cap.busy_share or 0.0
-    if share < ELEMENTWISE_SHARE or busy < 0.5:
-        return []
-    return [
-        finding(
-            ev,
-            "kernels.elementwise_bound",
-            "elementwise and reduction kernels dominate",
-            f"elementwise and reduction kernels take {share * 100:.0f}% of kernel time; "
-            "each reads and writes its tensors from memory",
-            "fuse them: torch.compile(model) (Inductor fuses pointwise chains), fused "
-            "LayerNorm/softmax/attention kernels (F.scaled_dot_product_attention), fused "
-            "optimizers",
-            "the capture's elementwise share and the step time fall",
-            share=0.5 * share * busy,
-        )
-    ]
-
-
-@rule(
-    "kernels.top_kernel",
-    "kernels",
-    "workflow: focus on the top kernels by GPU time; Nsight Compute for a deep dive",
-    ("capture",),
-    trigger=(
-        "capture: one compute kernel >= 25% of kernel time (info: the deep dive and the "
-        "ncu command)"
-    ),
-)
-def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
-    if cap is None or not cap.kernels:
-        return []
-    top = cap.kernels[0]
-    if top.share < TOP_KERNEL_SHARE or top.kernel_class in (kernels.MEMCPY, kernels.MEMSET):
-        return []
-    short = kernels.short_kernel_name(top.name)
-    stem = short.split("<", 1)[0]
-    return [
-        finding(
-            ev,
-            "kernels.top_kernel",
-            "one kernel dominates the GPU time",
-            f"{short} ({top.kernel_class}) takes {top.share * 100:.0f}% of kernel time, "
-            f"{top.calls} launches of {fmt.us(top.mean_us)}",
-            "make sure it is the kernel you expect at this size; for GEMMs, dimensions that are "
-            "multiples of 8 (16 for fp8) keep the tensor cores' fast paths",
-            f"ncu --set full --kernel-name regex:{stem} --launch-count 5 --target-processes all "
-            "python train.py: its SM and memory throughput, occupancy and stall reasons",
-            severity=INFO,
-        )
-    ]
-
-
-@rule(
     "steps.zero_grad_zeros",
     "launch",
     "TorchTidy: zero_grad writing zeros instead of setting gradients to None",
@@ -517,7 +379,7 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
     trigger="capture: >= 20 zero-fill calls per step (zero_grad writing zeros)",
 )
 def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None:
         return []
     _us, calls = cap.ops_us(("aten::zero_",))
@@ -553,7 +415,7 @@ def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     ),
 )
 def comm_share(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None or not cap.span_us:
         return []
     comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)
@@ -592,7 +454,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     trigger="capture: NCCL kernels present with comm/compute overlap < 50%",
 )
 def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
-    cap = _capture(ev)
+    cap = capture_of(ev)
     if cap is None or not cap.span_us or cap.comm_compute_overlap is None:
         return []
     comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)

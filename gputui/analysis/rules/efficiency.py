@@ -1,0 +1,160 @@
+"""Kernel efficiency: where the GPU is busy, whether its kernels use it well --
+FP32 matrix products off the tensor cores, memory-bound elementwise chains, one
+kernel that dominates.  Each claims only the GPU's busy share of the step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gputui import fmt
+from gputui.analysis.evidence import (
+    JobEvidence,
+    is_fp32_gemm,
+)
+from gputui.analysis.finding import Finding
+from gputui.analysis.registry import finding, rule
+from gputui.analysis.rules.capture import capture_of
+from gputui.analysis.severity import INFO
+from gputui.trace import kernels
+
+#: FP32 (CUDA-core) GEMMs' share of kernel time that is worth TF32 or bf16
+FP32_GEMM_SHARE = 0.20
+
+
+#: elementwise + reduction share of kernel time of a memory-bound job (a healthy bf16
+#: transformer's is 57-62%)
+ELEMENTWISE_SHARE = 0.75
+
+
+#: the top kernel's share of kernel time that deserves a deep dive
+TOP_KERNEL_SHARE = 0.25
+
+
+def tensor_core_fp32(ev: JobEvidence) -> bool:
+    """TF32 and bf16 tensor cores exist (compute capability 8.0 or newer, or
+    not known: a live job's GPU is told by the GPM tensor activity instead)."""
+    cc = ev.compute_capability
+    if not cc:
+        return True
+    try:
+        return float(cc) >= 8.0
+    except ValueError:
+        return True
+
+
+@rule(
+    "precision.fp32_matmul",
+    "precision",
+    "TorchTidy: FP32 matmul on Ampere or newer without TF32; TensorBoard profiler: "
+    "tensor-core-eligible ops without tensor cores",
+    ("capture",),
+    trigger=(
+        "capture: FP32 GEMMs on the CUDA cores >= 20% of kernel time; cost: 75% of their busy time"
+        " (silent when SDPA's math backend made them: attention.sdpa_math speaks)"
+    ),
+    suppressed_by=("attention.sdpa_math",),
+)
+def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
+    cap = capture_of(ev)
+    if cap is None:
+        return []
+    share = cap.fp32_gemm_share()
+    if share < FP32_GEMM_SHARE or not tensor_core_fp32(ev):
+        return []
+    top = max((k for k in cap.kernels if is_fp32_gemm(k.name)), key=lambda k: k.total_us)
+    busy = cap.busy_share or 0.0
+    evidence = f"FP32 GEMMs on the CUDA cores take {share * 100:.0f}% of kernel time"
+    if ev.gpu is not None and ev.gpu.tensor_pct is not None:
+        evidence += f"; tensor cores {ev.gpu.tensor_pct:.0f}% active"
+    evidence += f" (top kernel: {kernels.short_kernel_name(top.name)})"
+    # TF32 or bf16 tensor-core GEMMs run several times faster than FP32 on the
+    # CUDA cores (H100: ~7x dense); three quarters of that time is a safe claim.
+    return [
+        finding(
+            ev,
+            "precision.fp32_matmul",
+            "matrix products run in full FP32",
+            evidence,
+            "let them use the tensor cores: torch.set_float32_matmul_precision('high') (TF32, "
+            "also torch.backends.cudnn.allow_tf32 = True for convolutions) or bf16 autocast: "
+            "with torch.autocast('cuda', dtype=torch.bfloat16)",
+            "GEMM kernel names change (tf32, bf16, nvjet); GPM tensor activity rises",
+            share=share * busy * 0.75,
+        )
+    ]
+
+
+@rule(
+    "kernels.elementwise_bound",
+    "kernels",
+    "bottleneck tables: high memory use but low compute (memory-bound kernels); roofline: "
+    "elementwise and reduction ops sit far under the balance point",
+    ("capture",),
+    trigger=(
+        "capture: elementwise + reduction kernels >= 75% of kernel time with the GPU >= "
+        "50% busy (and no GPM DRAM numbers: then gpu.memory_bound speaks; no roofline: "
+        "then roofline.memory_bound speaks)"
+    ),
+)
+def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
+    cap = capture_of(ev)
+    if cap is None:
+        return []
+    gpu = ev.gpu
+    if gpu is not None and gpu.dram_pct is not None and gpu.samples >= 3:
+        return []  # gpu.memory_bound speaks, with the DRAM numbers
+    if ev.roofline is not None:
+        return []  # the roofline rules speak, with each op's bytes and FLOPs
+    share = cap.class_share(kernels.ELEMENTWISE, kernels.REDUCTION)
+    busy = cap.busy_share or 0.0
+    if share < ELEMENTWISE_SHARE or busy < 0.5:
+        return []
+    return [
+        finding(
+            ev,
+            "kernels.elementwise_bound",
+            "elementwise and reduction kernels dominate",
+            f"elementwise and reduction kernels take {share * 100:.0f}% of kernel time; "
+            "each reads and writes its tensors from memory",
+            "fuse them: torch.compile(model) (Inductor fuses pointwise chains), fused "
+            "LayerNorm/softmax/attention kernels (F.scaled_dot_product_attention), fused "
+            "optimizers",
+            "the capture's elementwise share and the step time fall",
+            share=0.5 * share * busy,
+        )
+    ]
+
+
+@rule(
+    "kernels.top_kernel",
+    "kernels",
+    "workflow: focus on the top kernels by GPU time; Nsight Compute for a deep dive",
+    ("capture",),
+    trigger=(
+        "capture: one compute kernel >= 25% of kernel time (info: the deep dive and the "
+        "ncu command)"
+    ),
+)
+def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
+    cap = capture_of(ev)
+    if cap is None or not cap.kernels:
+        return []
+    top = cap.kernels[0]
+    if top.share < TOP_KERNEL_SHARE or top.kernel_class in (kernels.MEMCPY, kernels.MEMSET):
+        return []
+    short = kernels.short_kernel_name(top.name)
+    stem = short.split("<", 1)[0]
+    return [
+        finding(
+            ev,
+            "kernels.top_kernel",
+            "one kernel dominates the GPU time",
+            f"{short} ({top.kernel_class}) takes {top.share * 100:.0f}% of kernel time, "
+            f"{top.calls} launches of {fmt.us(top.mean_us)}",
+            "make sure it is the kernel you expect at this size; for GEMMs, dimensions that are "
+            "multiples of 8 (16 for fp8) keep the tensor cores' fast paths",
+            f"ncu --set full --kernel-name regex:{stem} --launch-count 5 --target-processes all "
+            "python train.py: its SM and memory throughput, occupancy and stall reasons",
+            severity=INFO,
+        )
+    ]
