@@ -43,6 +43,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["record", "-o", "x.gz", "--duration", "-1"], "must be between 0.1 and"),
         (["attach", "1", "--flops"], "--flops is a capture option: add --once --capture N"),
         (["attach", "1", "--once", "--shapes"], "--shapes is a capture option"),
+        (["--once", "ls"], "gputui: 'ls' is a sub-command: give it first (gputui ls ...)"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -241,3 +242,63 @@ def test_display_flags_before_a_sub_command_apply_to_it(
 ) -> None:
     assert main(["--ascii", "attach", "--demo", "--once"]) == 0
     assert "pid 471" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "x.json", "--bogus"],
+        ["attach", "--demo", "--once", "--bogus"],
+        ["ls", "extra"],
+        ["record", "-o", "x.gz", "--bogus"],
+        ["run", "--bogus", "--", "python", "t.py"],
+        ["--ascii", "run", "--", "python", "t.py"],
+    ],
+)
+def test_a_sub_commands_bad_argument_is_said_by_that_sub_command(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = next(a for a in args if not a.startswith("-"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gputui {name}: unrecognized arguments: ")
+    assert f"(see 'gputui {name} --help')" in err and err.count("\n") == 1
+
+
+def test_flags_of_make_run_before_a_sub_command() -> None:
+    """``make run`` passes --demo-if-no-gpu before ARGS: before a sub-command it is
+    dropped; a shared display flag goes right after the sub-command's name, never
+    into a job's command line after ``run --``."""
+    from gputui.cli import normalize
+
+    assert normalize(["--demo-if-no-gpu", "attach", "--demo"]) == ["attach", "--demo"]
+    assert normalize(["--demo-if-no-gpu", "--ascii", "attach", "1"]) == ["attach", "--ascii", "1"]
+    assert normalize(["--ascii", "run", "--", "python", "t.py"]) == [
+        "run",
+        "--ascii",
+        "--",
+        "python",
+        "t.py",
+    ]
+    assert normalize(["--demo-if-no-gpu", "--once"]) == ["--demo-if-no-gpu", "--once"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--demo-if-no-gpu", "--demo", "--once"],
+        ["--demo", "--once", "--demo-if-no-gpu"],
+        [
+            "--demo-if-no-gpu",
+            "--replay",
+            str(Path(__file__).parents[1] / "samples" / "monitor-v1.jsonl.gz"),
+            "--once",
+        ],
+        ["--demo-if-no-gpu", "attach", "--demo", "--once"],
+        ["--demo-if-no-gpu", "ls"],
+    ],
+)
+def test_demo_if_no_gpu_is_a_no_op_beside_a_recording_or_a_sub_command(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 0, capsys.readouterr().err
