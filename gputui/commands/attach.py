@@ -174,8 +174,11 @@ def main(args: argparse.Namespace) -> int:
     snapshot = args.memory_snapshot is not None
     if snapshot and (args.capture is not None or args.record is not None):
         raise GputuiError("gputui attach: --memory-snapshot runs alone (no --capture, --record)")
-    if not args.once and not snapshot:
-        _need_terminal(f"gputui attach {args.pid} --once")
+    if args.record is not None:
+        types.check_writable("gputui attach", args.record)
+    # The live screen's need of a terminal is checked last, once the job is
+    # found and connected to: `attach PID --once`, which the refusal names,
+    # must not then fail for a reason known before.
     if args.inject:
         from gputui.commands.inject import inject
 
@@ -197,6 +200,7 @@ def main(args: argparse.Namespace) -> int:
                 client, args.memory_snapshot, args.memory_entries, args.timeout, args.json
             )
         if not args.once:
+            _need_terminal(f"gputui attach {args.pid} --once")
             return run_live(client, args)
         return once(args, client)
     finally:

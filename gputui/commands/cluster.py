@@ -80,15 +80,18 @@ def main(args: argparse.Namespace) -> int:
 
     if args.json and not args.once:
         raise GputuiError("gputui cluster: --json needs --once")
-    if not args.once:
-        from gputui.commands.tty import need_terminal
+    from gputui.commands.tty import has_terminal, need_terminal
 
-        need_terminal("gputui cluster", f"gputui cluster --prometheus {args.prometheus} --once")
     clock = (lambda: args.at) if args.at is not None else None
     source = ClusterSource(
         PrometheusClient(args.prometheus, timeout_s=args.timeout), args.selector, clock=clock
     )
     try:
+        if not args.once and not has_terminal():
+            # Refused, but last: first what would stop the printed form this names
+            # too (Prometheus unreachable, no series).
+            source.fetch(())
+            need_terminal("gputui cluster", f"gputui cluster --prometheus {args.prometheus} --once")
         if args.once:
             from gputui.reports import cluster as report
 

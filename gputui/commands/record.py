@@ -45,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from gputui.collectors.replay import RecordingWriter
     from gputui.collectors.source import LiveSource
 
+    types.check_writable("gputui record", args.output)
     source = LiveSource()
     stop = threading.Event()
 
