@@ -98,6 +98,7 @@ def test_the_readme_shows_make_run_with_a_sub_command() -> None:
         "--ascii attach --demo --once",
         "attach --replay tests/samples/attach-v1.jsonl.gz --once",
         "analyze tests/data/traces/healthy.pt.trace.json.gz",
+        "record -o /dev/null --demo --duration 2 --quiet",
         "bench --help",
     ],
 )
