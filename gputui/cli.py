@@ -98,8 +98,8 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         type=types.seconds(0.1, 60.0),
         default=None,
         metavar="S",
-        help="with --once: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
-        "0.1-60; without it --once reads instant values only",
+        help="with --once, live: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
+        "0.1-60; without it --once reads instant values only (a recording has its own)",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
@@ -160,6 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise GputuiError("gputui: --json needs --once")
         if args.window is not None and not args.once:
             raise GputuiError("gputui: --window needs --once (the monitor measures rates itself)")
+        if args.window is not None and (args.demo or args.replay):
+            raise GputuiError(
+                "gputui: --window measures rates live; a recording's rates are the ones it "
+                "recorded (drop --window)"
+            )
         from gputui.commands import monitor
 
         return monitor.main(args)

@@ -36,6 +36,13 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
         from gputui.collectors.replay import ReplaySource
 
         reason = str(exc).split(";")[0]
+        if getattr(args, "window", None) is not None:
+            # refused with --demo; here the fallback chose the recording: said, not ignored
+            print(
+                f"gputui: {reason}: playing the demo recording; --window does not apply "
+                "to a recording (its rates are the ones it recorded)",
+                file=sys.stderr,
+            )
         return ReplaySource.demo(speed=args.speed), f"{DEMO_BANNER} ({reason})"
     return source, None
 

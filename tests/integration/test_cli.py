@@ -46,6 +46,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["attach", "1", "--flops"], "--flops is a capture option: add --once --capture N"),
         (["attach", "1", "--once", "--shapes"], "--shapes is a capture option"),
         (["--once", "ls"], "gputui: 'ls' is a sub-command: give it first (gputui ls ...)"),
+        (["--demo", "--once", "--window", "1"], "gputui: --window measures rates live"),
+        (["--replay", "r.gz", "--once", "--window", "1"], "a recording's rates are the ones"),
+        (["attach", "--demo", "--once", "--gpu-seconds", "3"], "--gpu-seconds needs a job"),
+        (["attach", "--replay", "r.gz", "--timeout", "3"], "--replay plays a recording; --timeout"),
+        (["attach", "--demo", "--single"], "--demo plays a recording; --single needs a job"),
+        (["attach", "--demo", "--warmup", "2"], "--demo plays a recording; --warmup needs a job"),
+        (["attach", "1", "--gpu-seconds", "3"], "--gpu-seconds is for --once"),
+        (["attach", "1", "--once", "--warmup", "3"], "--warmup is a capture option"),
+        (["attach", "1", "--once", "--memory-entries", "100000"], "goes with --memory-snapshot"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -399,3 +408,15 @@ def test_check_writable_says_why(make: Any, problem: str, tmp_path: Path) -> Non
     check_writable("gputui record", str(tmp_path / "new.jsonl.gz"))
     check_writable("gputui record", str(tmp_path / "file"))  # overwritten
     assert not (tmp_path / "new.jsonl.gz").exists()
+
+
+def test_window_on_the_demo_that_replaces_a_missing_driver_is_said() -> None:
+    from gputui.collectors.nvml import probe
+
+    if probe() is None:
+        pytest.skip("an NVIDIA driver is present here")
+    proc = run_cli("--demo-if-no-gpu", "--once", "--window", "0.2", "--json")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["source"]["rate_window_s"] is None
+    (line,) = proc.stderr.splitlines()
+    assert "playing the demo recording; --window does not apply to a recording" in line
