@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
         type=types.integer(1, 1000),
         default=10,
         metavar="N",
-        help="rows in the kernel and CPU-op tables (default 10)",
+        help="rows in the kernel and CPU-op tables, 1-1000 (default 10)",
     )
     parser.add_argument(
         "--include-last-step",

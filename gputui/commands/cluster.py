@@ -38,14 +38,14 @@ def register(sub: Any) -> None:
         type=types.seconds(0.5, 3600.0),
         default=5.0,
         metavar="S",
-        help="seconds between refreshes (default 5)",
+        help="seconds between refreshes, 0.5-3600 (default 5)",
     )
     parser.add_argument(
         "--timeout",
         type=types.seconds(0.1, 120.0),
         default=5.0,
         metavar="S",
-        help="seconds to wait for each answer from Prometheus (default 5)",
+        help="seconds to wait for each answer from Prometheus, 0.1-120 (default 5)",
     )
     parser.add_argument(
         "--at",
