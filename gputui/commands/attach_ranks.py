@@ -152,7 +152,8 @@ def _capture(
     }
     if not args.json:
         end = start + args.capture - 1
-        print(f"capture: every rank records steps {start}..{end}", file=sys.stderr)
+        steps = f"step {start}" if end == start else f"steps {start}..{end}"
+        print(f"capture: every rank records {steps}", file=sys.stderr)
     failures: dict[int, str] = {}
     lock = threading.Lock()
 

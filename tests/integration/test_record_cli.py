@@ -105,3 +105,32 @@ def test_bad_re_recordings_are_one_line(
     assert message in err and err.count("\n") == 1
     # nothing written: no empty file left behind, the recording read left whole
     assert utils(out) == list(map(float, range(10))) if overwrite else not out.exists()
+
+
+def test_a_damaged_line_is_left_out_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    good = recording(tmp_path / "in.gz", seconds=3)
+    lines = gzip.decompress(good.read_bytes()).splitlines(keepends=True)
+    damaged = tmp_path / "damaged.gz"
+    damaged.write_bytes(
+        gzip.compress(b"".join([*lines[:2], b'{"not": "a snapshot"}\n', *lines[2:]]))
+    )
+    out = tmp_path / "out.gz"
+    assert main(["record", "-o", str(out), "--replay", str(damaged), "--quiet"]) == 0
+    assert utils(out) == [0.0, 1.0, 2.0]
+    assert capsys.readouterr().err == "gputui record: left out 1 damaged line of the recording\n"
+
+
+def test_the_saved_session_says_one_message(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from gputui.commands.tty import run_screen
+
+    app = SimpleNamespace(run=lambda: None, return_code=0)
+    for count, said in ((1, "saved 1 message to s.gz"), (2, "saved 2 messages to s.gz")):
+        feed = SimpleNamespace(close=lambda: None, recorder=SimpleNamespace(count=count))
+        assert run_screen(app, feed, "s.gz") == 0
+        assert capsys.readouterr().err == said + "\n"
