@@ -36,7 +36,7 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
         from gputui.collectors.replay import ReplaySource
 
         reason = str(exc).split(";")[0]
-        if getattr(args, "window", None) is not None:
+        if args.window is not None:
             # refused with --demo; here the fallback chose the recording: said, not ignored
             print(
                 f"gputui: {reason}: playing the demo recording; --window does not apply "
