@@ -33,6 +33,14 @@ SUBCOMMANDS = {
     "analyze": "analyze",
 }
 
+#: the monitor's display options that the full-screen sub-commands share: given
+#: before the sub-command (``gputui --ascii attach --demo``) they apply to it
+SHARED_FLAGS = ("--ascii",)
+#: the monitor's fallback to its demo (``make run`` always passes it): before a
+#: sub-command it has nothing to do and is dropped
+DEMO_IF_NO_GPU = "--demo-if-no-gpu"
+
+
 EPILOG = """\
 sub-commands:
   record    write snapshots to a recording (gputui record -o FILE)
@@ -72,10 +80,11 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         "--demo", action="store_true", help="play the embedded recording of a real GPU session"
     )
     source.add_argument("--replay", metavar="FILE", help="play a recording made by 'gputui record'")
-    source.add_argument(
-        "--demo-if-no-gpu",
+    parser.add_argument(
+        DEMO_IF_NO_GPU,
         action="store_true",
-        help="run live, or play the demo recording when no NVIDIA driver is found",
+        help="run live, or play the demo recording when no NVIDIA driver is found; no effect "
+        "with --demo, --replay or before a sub-command (make run passes it)",
     )
     types.add_speed(parser)
     types.add_interval(parser)
@@ -89,8 +98,8 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         type=types.seconds(0.1, 60.0),
         default=None,
         metavar="S",
-        help="with --once: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
-        "0.1-60; without it --once reads instant values only",
+        help="with --once, live: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
+        "0.1-60; without it --once reads instant values only (a recording has its own)",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
@@ -99,41 +108,63 @@ def build_monitor_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_subcommand_parser(name: str) -> argparse.ArgumentParser:
+def build_subcommand_parser(name: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top parser with sub-command ``name`` registered, and that sub-command's parser."""
     parser = _Parser(prog="gputui")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     module = importlib.import_module(f"gputui.commands.{SUBCOMMANDS[name]}")
     module.register(sub)
-    return parser
+    return parser, sub.choices[name]
 
 
-#: the monitor's display options that the full-screen sub-commands share: given
-#: before the sub-command (``gputui --ascii attach --demo``) they apply to it
-SHARED_FLAGS = ("--ascii",)
-
-
-def _shared_flags_last(args: list[str]) -> list[str]:
-    """``--ascii attach ...`` read as ``attach ... --ascii``."""
+def normalize(args: Sequence[str]) -> list[str]:
+    """The command line as the parsers read it: ``--ascii attach ...`` is read as
+    ``attach --ascii ...`` (right after the sub-command, so that a job's command
+    after ``run --`` never gets it), and ``--demo-if-no-gpu`` before a sub-command
+    is dropped (``make run ARGS="attach --demo"``)."""
+    args = list(args)
     lead = 0
-    while lead < len(args) and args[lead] in SHARED_FLAGS:
+    while lead < len(args) and args[lead] in (*SHARED_FLAGS, DEMO_IF_NO_GPU):
         lead += 1
     if lead and lead < len(args) and args[lead] in SUBCOMMANDS:
-        return args[lead:] + args[:lead]
+        shared = [flag for flag in args[:lead] if flag in SHARED_FLAGS]
+        return [args[lead], *dict.fromkeys(shared), *args[lead + 1 :]]
     return args
 
 
+def _misplaced_sub_command(extra: Sequence[str]) -> str | None:
+    """``gputui --once ls``: the sub-command given after a monitor option."""
+    name = next((word for word in extra if word in SUBCOMMANDS), None)
+    if name is None:
+        return None
+    return f"gputui: '{name}' is a sub-command: give it first (gputui {name} ...)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = _shared_flags_last(list(sys.argv[1:] if argv is None else argv))
+    args_list = normalize(sys.argv[1:] if argv is None else argv)
     try:
         if args_list and args_list[0] in SUBCOMMANDS:
-            parser = build_subcommand_parser(args_list[0])
-            args = parser.parse_args(args_list)
+            parser, command = build_subcommand_parser(args_list[0])
+            args, extra = parser.parse_known_args(args_list)
+            if extra:  # said by the sub-command's parser: "gputui analyze: ..."
+                command.error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args) or 0)
-        args = build_monitor_parser().parse_args(args_list)
+        monitor_parser = build_monitor_parser()
+        args, extra = monitor_parser.parse_known_args(args_list)
+        if extra:
+            misplaced = _misplaced_sub_command(extra)
+            if misplaced is not None:
+                raise GputuiError(misplaced)
+            monitor_parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.json and not args.once:
             raise GputuiError("gputui: --json needs --once")
         if args.window is not None and not args.once:
             raise GputuiError("gputui: --window needs --once (the monitor measures rates itself)")
+        if args.window is not None and (args.demo or args.replay):
+            raise GputuiError(
+                "gputui: --window measures rates live; a recording's rates are the ones it "
+                "recorded (drop --window)"
+            )
         from gputui.commands import monitor
 
         return monitor.main(args)
@@ -160,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> NoReturn:
     """The ``gputui`` command (console script and ``python -m gputui``)."""
-    argv = sys.argv[1:]
+    argv = normalize(sys.argv[1:])
     code = main(argv)
     if "--once" in argv and not (argv and argv[0] in SUBCOMMANDS):
         # The monitor's one-shot output is written and nothing runs after it: leave

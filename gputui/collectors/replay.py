@@ -91,8 +91,14 @@ class RecordingWriter:
     """Appends snapshots to a new recording (mode 0600); flushes every few snapshots."""
 
     def __init__(
-        self, path: str | os.PathLike[str], interval_s: float, note: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        interval_s: float,
+        note: str | None = None,
+        hostname: str | None = None,
     ) -> None:
+        """``hostname``: the machine the snapshots are of (a recording re-recorded
+        keeps its own); this one's by default."""
         import gzip
 
         self.path = Path(path)
@@ -105,7 +111,7 @@ class RecordingWriter:
             "schema": SCHEMA_VERSION,
             "created_s": time.time(),
             "interval_s": interval_s,
-            "hostname": socket.gethostname(),
+            "hostname": socket.gethostname() if hostname is None else hostname,
             "gputui_version": __version__,
             "note": note,
         }

@@ -141,12 +141,23 @@ class TraceFile:
     meta: dict[str, Any] = field(default_factory=dict)
     #: per op and input signature (traces recorded with shapes; the roofline)
     op_rows: tuple[OpRow, ...] = ()
+    #: the process the host events ran in (the ``pid`` of the first CPU op)
+    host_pid: int | None = None
+
+    @property
+    def trace_id(self) -> str | None:
+        """The profiler's id of this capture (kineto's ``trace_id``): two files
+        with the same one are copies of one trace."""
+        value = self.meta.get("trace_id")
+        return value if isinstance(value, str) and value else None
 
 
 # -- finding and opening files -------------------------------------------------------------
-def find_traces(paths: Sequence[str]) -> list[Path]:
+def find_traces(paths: Sequence[str], repeated: list[str] | None = None) -> list[Path]:
     """The trace files named by ``paths``: files as given, directories by their
-    ``*.pt.trace.json[.gz]`` files (else any ``*.json[.gz]``), sorted by name."""
+    ``*.pt.trace.json[.gz]`` files (else any ``*.json[.gz]``), sorted by name.
+    A file named twice (``a.json a.json``, or a file and its directory) is read
+    once; ``repeated`` gets a line for each one left out."""
     found: list[Path] = []
     for arg in paths:
         path = Path(arg)
@@ -165,7 +176,31 @@ def find_traces(paths: Sequence[str]) -> list[Path]:
             raise TraceError(f"{fmt.clean(arg)}: no such file or directory")
         if len(found) > MAX_FILES:
             raise TraceError(f"more than {MAX_FILES} trace files given")
-    return found
+    return _once_each(found, repeated)
+
+
+def _identity(path: Path) -> tuple[int, int] | str:
+    try:
+        st = path.stat()
+    except OSError:  # said when it is read
+        return os.path.abspath(path)
+    return st.st_dev, st.st_ino
+
+
+def _once_each(found: Sequence[Path], repeated: list[str] | None) -> list[Path]:
+    first: dict[tuple[int, int] | str, Path] = {}
+    out: list[Path] = []
+    for path in found:
+        key = _identity(path)
+        if key in first:
+            if repeated is not None:
+                name, earlier = fmt.clean(str(path)), fmt.clean(str(first[key]))
+                same = "given twice" if name == earlier else f"the same file as {earlier}"
+                repeated.append(f"{name}: {same}; read once")
+            continue
+        first[key] = path
+        out.append(path)
+    return out
 
 
 def _open_regular(path: Path) -> tuple[BinaryIO, int]:
@@ -419,6 +454,7 @@ class _Builder:
         self.timeline = Timeline()
         self.names: dict[str, str] = {}
         self.threads: dict[Any, int] = {}
+        self.host_pid: int | None = None
 
     def thread(self, tid: Any) -> int:
         """A thread id as an int (some writers use strings)."""
@@ -444,6 +480,7 @@ class _Builder:
         sync_names = SYNC_NAMES
         number = (float, int)
         skipped = 0
+        host_pid = self.host_pid
         for ev in events:
             if type(ev) is not dict:
                 skipped += 1
@@ -503,6 +540,9 @@ class _Builder:
                 kind = host_kinds.get(cat) or host_kinds.get(cat.lower(), HOST_OTHER)
                 tid = thread(ev.get("tid"))
                 range_append(new(HostRange, (start, end, name, tid, kind, ext)))
+                if host_pid is None and type(ev.get("pid")) is int:
+                    host_pid = ev["pid"]
+        self.host_pid = host_pid
         tl.events += len(events)
         tl.skipped += skipped
 
@@ -571,4 +611,5 @@ def read_trace(path: str | Path) -> TraceFile:
         file_bytes=file_bytes,
         meta={k: v for k, v in meta.items() if k != "deviceProperties"},
         op_rows=tuple(ops.rows(MAX_OP_ROWS)),
+        host_pid=builder.host_pid,
     )

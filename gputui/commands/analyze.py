@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import __version__
+from gputui import __version__, fmt
 from gputui.analysis.evidence import roofline_of
 from gputui.analysis.finding import ranked
 from gputui.analysis.roofline import Roof
@@ -29,6 +29,7 @@ from gputui.analysis.trace_summary import TraceSummary, summarize, summary_json,
 from gputui.ceilings.cache import roof_for
 from gputui.collectors.trace_file import TraceFile, find_traces, read_trace
 from gputui.commands import args as types
+from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
 from gputui.reports import roofline as roofline_text
 from gputui.reports.analyze import render
 from gputui.trace.tables import TOP_ROWS
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
         type=types.integer(1, 1000),
         default=10,
         metavar="N",
-        help="rows in the kernel and CPU-op tables (default 10)",
+        help="rows in the kernel and CPU-op tables, 1-1000 (default 10)",
     )
     parser.add_argument(
         "--include-last-step",
@@ -87,17 +88,38 @@ def _without_cyclic_gc() -> Iterator[None]:
 
 
 def load(
-    paths: Sequence[str], include_last_step: bool = False, top: int = 30
+    paths: Sequence[str],
+    include_last_step: bool = False,
+    top: int = 30,
+    warnings: list[str] | None = None,
 ) -> list[TraceSummary]:
-    """Every trace file named by ``paths``, summarized, by rank."""
+    """Every trace file named by ``paths``, summarized, by rank.  A file named
+    twice, or a copy of another (the same trace_id), is read once; ``warnings``
+    gets a line for each, and for each reason the files are not the ranks of one
+    job (``analyze_ranks``)."""
+    said: list[str] = [] if warnings is None else warnings
     with _without_cyclic_gc():
-        return _load(find_traces(paths), include_last_step, top)
+        return _load(find_traces(paths, said), include_last_step, top, said)
 
 
-def _load(files: Sequence[Path], include_last_step: bool, top: int) -> list[TraceSummary]:
+def _load(
+    files: Sequence[Path], include_last_step: bool, top: int, warnings: list[str]
+) -> list[TraceSummary]:
     out: list[TraceSummary] = []
-    for position, path in enumerate(files):
+    origins: list[TraceOrigin] = []
+    ids: dict[str, str] = {}
+    for path in files:
         tf = read_trace(path)
+        if tf.trace_id is not None and tf.trace_id in ids:
+            warnings.append(
+                f"{fmt.clean(tf.path)}: a copy of {fmt.clean(ids[tf.trace_id])} (the same "
+                "trace_id); read once"
+            )
+            continue
+        if tf.trace_id is not None:
+            ids[tf.trace_id] = tf.path
+        position = len(origins)
+        origins.append(TraceOrigin(tf.path, tf.rank, tf.world_size, tf.host_pid, tf.trace_id))
         name, memory, cc = _device(tf)
         if tf.rank is not None:
             rank, rank_from = tf.rank, "distributedInfo"
@@ -119,18 +141,23 @@ def _load(files: Sequence[Path], include_last_step: bool, top: int) -> list[Trac
             )
         )
         del tf  # one file's events at a time
+    warnings.extend(job_warnings(origins))
     out.sort(key=lambda s: s.rank)
     return out
 
 
 def main(args: argparse.Namespace) -> int:
+    warnings: list[str] = []
     summaries = load(
         # the rules read every row the tables keep, whatever --top shows: text and
         # JSON give the same findings
         args.paths,
         args.include_last_step,
         max(args.top, TOP_ROWS),
+        warnings,
     )
+    for line in warnings:
+        print(f"gputui analyze: warning: {line}", file=sys.stderr)
     roofs = roofs_of(summaries)
     findings = [
         ranked([*trace_findings(s), *trace_job_findings(s, roof)])
@@ -143,7 +170,7 @@ def main(args: argparse.Namespace) -> int:
             report = roofline_of(s.op_rows, roof)
             doc_rank["roofline"] = None if report is None else roofline_text.to_json(report)
             ranks.append(doc_rank)
-        doc = {"version": JSON_VERSION, "gputui": __version__, "ranks": ranks}
+        doc = {"version": JSON_VERSION, "gputui": __version__, "ranks": ranks, "warnings": warnings}
         print(json.dumps(doc, indent=2))
         return 0
     lines: list[str] = []

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
+
+from gputui import fmt
+from gputui.errors import GputuiError
 
 #: a pid as Linux can have one (pid_max is at most 2^22)
 MAX_PID = 2**22
@@ -105,3 +110,32 @@ def add_ascii(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"
     )
+
+
+# -- files a command will write -----------------------------------------------------------------
+def check_writable(prog: str, path: str, what: str = "recording") -> None:
+    """Raise (exit status 2, one line) unless ``path`` can be created or overwritten.
+
+    Checked before any screen opens or any job is connected to: a recording that
+    cannot be written is said at once, not found out once the session is over.
+    The file itself is created only when the first thing is written to it."""
+    problem = _why_not_writable(Path(path))
+    if problem is not None:
+        raise GputuiError(f"{prog}: cannot write {what} {fmt.clean(path)}: {problem}")
+
+
+def _why_not_writable(path: Path) -> str | None:
+    if path.is_dir():
+        return "it is a directory"
+    if path.exists():  # overwritten: a regular file, or a device such as /dev/null
+        return None if os.access(path, os.W_OK) else "permission denied"
+    if path.is_symlink():
+        return "a link to nothing"
+    parent = path.parent
+    if not parent.exists():
+        return f"no directory {fmt.clean(str(parent))}"
+    if not parent.is_dir():
+        return f"{fmt.clean(str(parent))} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"permission denied in {fmt.clean(str(parent))}"
+    return None

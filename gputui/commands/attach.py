@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--warmup",
         type=types.integer(0, messages.CAPTURE_MAX_WARMUP),
-        default=1,
+        default=None,
         metavar="K",
         help=f"with --capture: warm-up steps before it, 0-{messages.CAPTURE_MAX_WARMUP} (1)",
     )
@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--memory-entries",
         type=types.integer(memsnap.MIN_ENTRIES, memsnap.MAX_ENTRIES),
-        default=memsnap.DEFAULT_ENTRIES,
+        default=None,
         metavar="M",
         help=f"with --memory-snapshot: allocator events kept, {memsnap.MIN_ENTRIES:,}-"
         f"{memsnap.MAX_ENTRIES:,} ({memsnap.DEFAULT_ENTRIES:,})",
@@ -103,14 +103,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--gpu-seconds",
         type=types.seconds(0.0, 60.0),
-        default=1.0,
+        default=None,
         metavar="S",
         help="with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
     )
     parser.add_argument(
         "--timeout",
         type=types.seconds(0.1, 3600.0),
-        default=300.0,
+        default=None,
         metavar="S",
         help="give up waiting for the job (hello: at most 10 s) after S s, 0.1-3600 (300)",
     )
@@ -136,19 +136,46 @@ def register(subparsers: Any) -> None:
 DEMO_BANNER = "DEMO: a recording of a real training job on an H100, not this machine"
 
 
+#: options given as None unless the user gives them (a flag that does nothing
+#: where it is given is refused, never ignored), and their values otherwise
+DEFAULTS = {
+    "warmup": 1,
+    "gpu_seconds": 1.0,
+    "timeout": 300.0,
+    "memory_entries": memsnap.DEFAULT_ENTRIES,
+}
+
+
+def _given(args: argparse.Namespace) -> set[str]:
+    """The DEFAULTS options given on the command line; the others get their defaults."""
+    given = {name for name in DEFAULTS if getattr(args, name) is not None}
+    for name, value in DEFAULTS.items():
+        if name not in given:
+            setattr(args, name, value)
+    return given
+
+
 def main(args: argparse.Namespace) -> int:
     playing = args.replay is not None or args.demo
+    given = _given(args)
     if args.json and not args.once and args.memory_snapshot is None:
         raise GputuiError("gputui attach: --json needs --once (or --memory-snapshot)")
+    if "memory_entries" in given and args.memory_snapshot is None:
+        raise GputuiError("gputui attach: --memory-entries goes with --memory-snapshot N")
     if playing:
-        for flag, given in (
+        # what measures or waits for a live job does nothing on a recording: said, not ignored
+        for flag, on in (
             ("a pid", args.pid is not None),
             ("--capture", args.capture is not None),
+            ("--warmup", "warmup" in given),
             ("--memory-snapshot", args.memory_snapshot is not None),
             ("--inject", args.inject),
             ("--record", args.record is not None),
+            ("--gpu-seconds", "gpu_seconds" in given),
+            ("--timeout", "timeout" in given),
+            ("--single", args.single),
         ):
-            if given:
+            if on:
                 source = "--demo" if args.demo else "--replay"
                 raise GputuiError(f"gputui attach: {source} plays a recording; {flag} needs a job")
         return replay_once(args) if args.once else run_replay(args)
@@ -156,26 +183,35 @@ def main(args: argparse.Namespace) -> int:
         raise GputuiError("gputui attach: give the pid of a hooked job (or --demo, --replay FILE)")
     options = [
         flag
-        for flag, given in (
+        for flag, on in (
+            ("--warmup", "warmup" in given),
             ("--shapes", args.shapes),
             ("--stacks", args.stacks),
             ("--memory", args.memory),
             ("--flops", args.flops),
         )
-        if given
+        if on
     ]
     if options and (args.capture is None or not args.once):
         raise GputuiError(
             f"gputui attach: {options[0]} is a capture option: add --once --capture N "
             "(on the live screen, l opens the roofline and captures with FLOPs)"
         )
+    if "gpu_seconds" in given and not args.once:
+        raise GputuiError(
+            "gputui attach: --gpu-seconds is for --once (the live screen samples the job's "
+            "GPU all along)"
+        )
     if args.record is not None and args.once:
         raise GputuiError("gputui attach: --record saves the live screen's session; drop --once")
     snapshot = args.memory_snapshot is not None
     if snapshot and (args.capture is not None or args.record is not None):
         raise GputuiError("gputui attach: --memory-snapshot runs alone (no --capture, --record)")
-    if not args.once and not snapshot:
-        _need_terminal(f"gputui attach {args.pid} --once")
+    if args.record is not None:
+        types.check_writable("gputui attach", args.record)
+    # The live screen's need of a terminal is checked last, once the job is
+    # found and connected to: `attach PID --once`, which the refusal names,
+    # must not then fail for a reason known before.
     if args.inject:
         from gputui.commands.inject import inject
 
@@ -197,6 +233,7 @@ def main(args: argparse.Namespace) -> int:
                 client, args.memory_snapshot, args.memory_entries, args.timeout, args.json
             )
         if not args.once:
+            _need_terminal(f"gputui attach {args.pid} --once")
             return run_live(client, args)
         return once(args, client)
     finally:

@@ -24,7 +24,7 @@ from gputui.analysis.engine import analyze_ranks
 from gputui.collectors.attach_recording import AttachRecording
 from gputui.collectors.hook_client import AttachError, HookClient
 from gputui.collectors.job_group import JobGroup
-from gputui.commands.tty import run_screen
+from gputui.commands.tty import need_terminal, run_screen
 from gputui.reports import attach as attach_report
 from gputui.reports.jsondoc import print_json
 from gputui.reports.ranks import print_ranks, ranks_json
@@ -59,6 +59,8 @@ def main(args: argparse.Namespace, job: JobGroup) -> int:
 
 
 def run_live(args: argparse.Namespace, job: JobGroup) -> int:
+    # the job was found from its ranks' hellos: only the terminal is left to check
+    need_terminal("gputui attach", f"gputui attach {args.pid} --once")
     from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.ranks import RanksApp
 
@@ -150,7 +152,8 @@ def _capture(
     }
     if not args.json:
         end = start + args.capture - 1
-        print(f"capture: every rank records steps {start}..{end}", file=sys.stderr)
+        steps = f"step {start}" if end == start else f"steps {start}..{end}"
+        print(f"capture: every rank records {steps}", file=sys.stderr)
     failures: dict[int, str] = {}
     lock = threading.Lock()
 

@@ -38,14 +38,14 @@ def register(sub: Any) -> None:
         type=types.seconds(0.5, 3600.0),
         default=5.0,
         metavar="S",
-        help="seconds between refreshes (default 5)",
+        help="seconds between refreshes, 0.5-3600 (default 5)",
     )
     parser.add_argument(
         "--timeout",
         type=types.seconds(0.1, 120.0),
         default=5.0,
         metavar="S",
-        help="seconds to wait for each answer from Prometheus (default 5)",
+        help="seconds to wait for each answer from Prometheus, 0.1-120 (default 5)",
     )
     parser.add_argument(
         "--at",
@@ -80,15 +80,18 @@ def main(args: argparse.Namespace) -> int:
 
     if args.json and not args.once:
         raise GputuiError("gputui cluster: --json needs --once")
-    if not args.once:
-        from gputui.commands.tty import need_terminal
+    from gputui.commands.tty import has_terminal, need_terminal
 
-        need_terminal("gputui cluster", f"gputui cluster --prometheus {args.prometheus} --once")
     clock = (lambda: args.at) if args.at is not None else None
     source = ClusterSource(
         PrometheusClient(args.prometheus, timeout_s=args.timeout), args.selector, clock=clock
     )
     try:
+        if not args.once and not has_terminal():
+            # Refused, but last: first what would stop the printed form this names
+            # too (Prometheus unreachable, no series).
+            source.fetch(())
+            need_terminal("gputui cluster", f"gputui cluster --prometheus {args.prometheus} --once")
         if args.once:
             from gputui.reports import cluster as report
 

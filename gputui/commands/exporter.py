@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
         type=_port,
         default=DEFAULT_PORT,
         metavar="N",
-        help=f"TCP port (default {DEFAULT_PORT})",
+        help=f"TCP port, 0-65535 (default {DEFAULT_PORT}; 0: any free one)",
     )
     parser.add_argument(
         "--listen",

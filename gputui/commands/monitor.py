@@ -36,15 +36,23 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
         from gputui.collectors.replay import ReplaySource
 
         reason = str(exc).split(";")[0]
+        if args.window is not None:
+            # refused with --demo; here the fallback chose the recording: said, not ignored
+            print(
+                f"gputui: {reason}: playing the demo recording; --window does not apply "
+                "to a recording (its rates are the ones it recorded)",
+                file=sys.stderr,
+            )
         return ReplaySource.demo(speed=args.speed), f"{DEMO_BANNER} ({reason})"
     return source, None
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.once:
-        from gputui.commands.tty import need_terminal
+    from gputui.commands.tty import has_terminal
 
-        need_terminal("gputui", "gputui --once" + (" --demo" if args.demo else ""))
+    # The screen needs a terminal; without one it is refused last, once the
+    # recording has been read or the driver opened (their errors come first).
+    screen = not args.once and has_terminal()
     live: SampleAhead | None = None
     if args.demo or args.replay:
         source, banner = open_recording(args)
@@ -57,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.once:
             write = _once_writer(args)
-        else:
+        elif screen:
             try:
                 from gputui.tui.app import make_app
             except ImportError as exc:  # pragma: no cover - textual is a dependency
@@ -68,6 +76,10 @@ def main(args: argparse.Namespace) -> int:
             instant = live is not None and source is live and not args.window
             write(source.sample(), source, banner, instant)
             return 0
+        if not screen:
+            from gputui.commands.tty import need_terminal
+
+            need_terminal("gputui", _printed_form(args))
         app = make_app(
             source=source,
             interval_s=_interval(source, args),
@@ -81,6 +93,17 @@ def main(args: argparse.Namespace) -> int:
         source.close()
         if live is not None and live is not source:
             live.close()
+
+
+def _printed_form(args: argparse.Namespace) -> str:
+    """The ``--once`` command line that prints what the screen would show."""
+    if args.demo:
+        return "gputui --once --demo"
+    if args.replay:
+        from gputui.fmt import clean
+
+        return f"gputui --once --replay {clean(args.replay)}"
+    return "gputui --once" + (" --demo-if-no-gpu" if args.demo_if_no_gpu else "")
 
 
 def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:

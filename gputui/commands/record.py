@@ -1,15 +1,31 @@
-"""``gputui record``: write snapshots to a compressed recording."""
+"""``gputui record``: write snapshots to a compressed recording.
+
+Live, it samples this machine every ``--interval`` seconds.  With ``--replay
+FILE`` (or ``--demo``) it re-records a recording instead, as fast as it reads:
+a slice of it (``--start``, ``--duration``, in the recording's own time) and
+at most one snapshot per ``--interval`` seconds of it.  The new file keeps the
+recorded machine's hostname and the recording's note.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import stat
 import sys
 import threading
 import time
 from typing import Any
 
 from gputui.commands import args as types
+from gputui.errors import GputuiError
+
+PROG = "gputui record"
+#: the interval a live recording samples at unless told
+LIVE_INTERVAL_S = 1.0
+#: a re-recording says how far it got at most this often
+PROGRESS_EVERY_S = 0.2
 
 
 def register(sub: Any) -> None:
@@ -17,34 +33,81 @@ def register(sub: Any) -> None:
         "record",
         help="write snapshots to a recording",
         description=(
-            "Sample this machine (or replay a recording) and write the snapshots to FILE "
-            "as gzip-compressed JSON lines; play it back with 'gputui --replay FILE'."
+            "Sample this machine and write the snapshots to FILE as gzip-compressed JSON "
+            "lines; play it back with 'gputui --replay FILE'.  With --replay FILE (or "
+            "--demo) it re-records that recording instead, at full speed: a slice of it "
+            "(--start, --duration) or fewer snapshots (--interval), in the recording's "
+            "own time."
         ),
+        epilog=(
+            "examples:\n"
+            "  gputui record -o s.jsonl.gz --interval 1 --duration 600   this machine, 10 min\n"
+            "  gputui record -o part.jsonl.gz --replay s.jsonl.gz --start 60 --duration 30\n"
+            "  gputui record -o demo.jsonl.gz --demo --interval 5        the demo, 1 in 5 s"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="recording to write")
     parser.add_argument(
         "--interval",
         type=types.seconds(0.1, 3600.0),
-        default=1.0,
+        default=None,
         metavar="S",
-        help="sampling interval in seconds, 0.1-3600 (default 1)",
+        help="seconds between snapshots, 0.1-3600 (default 1; of a recording: all of them)",
     )
     parser.add_argument(
         "--duration",
         type=types.seconds(0.1, 366 * 86400.0),
         default=None,
         metavar="S",
-        help="stop after S seconds (default: until Ctrl-C)",
+        help="stop after S seconds, 0.1-31622400 (default: until Ctrl-C, or a recording's end)",
     )
-    parser.add_argument("--note", default=None, help="a description stored in the recording")
+    played = parser.add_mutually_exclusive_group()
+    played.add_argument(
+        "--replay", metavar="FILE", help="re-record this recording instead of the machine"
+    )
+    played.add_argument("--demo", action="store_true", help="re-record the embedded demo recording")
+    parser.add_argument(
+        "--start",
+        type=types.seconds(0.0, 366 * 86400.0),
+        default=None,
+        metavar="S",
+        help="with --replay or --demo: skip its first S seconds, 0-31622400 (default 0)",
+    )
+    parser.add_argument(
+        "--note", default=None, help="a description stored in the recording (default: its own)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    playing = bool(args.replay is not None or args.demo)
+    if args.start is not None and not playing:
+        raise GputuiError(f"{PROG}: --start skips into a recording: add --replay FILE (or --demo)")
+    types.check_writable(PROG, args.output)
+    if playing:
+        return rerecord(args)
+    return record_live(args)
+
+
+def _progress(args: argparse.Namespace, count: int) -> None:
+    if not args.quiet:
+        from gputui.reports.text import plural
+
+        print(
+            f"\rrecorded {plural(count, 'snapshot')} to {args.output}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def record_live(args: argparse.Namespace) -> int:
     from gputui.collectors.replay import RecordingWriter
     from gputui.collectors.source import LiveSource
 
+    interval = LIVE_INTERVAL_S if args.interval is None else args.interval
     source = LiveSource()
     stop = threading.Event()
 
@@ -52,22 +115,16 @@ def main(args: argparse.Namespace) -> int:
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
-    writer = RecordingWriter(args.output, interval_s=args.interval, note=args.note)
+    writer = RecordingWriter(args.output, interval_s=interval, note=args.note)
     start = time.monotonic()
     try:
         while not stop.is_set():
             tick = time.monotonic()
             writer.write(source.sample())
-            if not args.quiet:
-                print(
-                    f"\rrecorded {writer.count} snapshots to {args.output}",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if args.duration is not None and tick - start + args.interval >= args.duration:
+            _progress(args, writer.count)
+            if args.duration is not None and tick - start + interval >= args.duration:
                 break
-            stop.wait(max(0.0, args.interval - (time.monotonic() - tick)))
+            stop.wait(max(0.0, interval - (time.monotonic() - tick)))
     except KeyboardInterrupt:
         pass
     finally:
@@ -76,3 +133,100 @@ def main(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(file=sys.stderr)
     return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def rerecord(args: argparse.Namespace) -> int:
+    """One pass over a recording, as fast as it reads: the snapshots from
+    ``--start`` on, for ``--duration``, at most one per ``--interval`` (all times
+    the recording's own, from its first snapshot)."""
+    from gputui.collectors.replay import RecordingError, RecordingWriter, ReplaySource
+
+    if args.replay is not None and _same_file(args.replay, args.output):
+        raise GputuiError(f"{PROG}: -o would overwrite the recording it reads; name another file")
+    try:
+        source = ReplaySource.demo() if args.demo else ReplaySource.from_file(args.replay)
+    except RecordingError as exc:
+        raise GputuiError(f"{PROG}: {exc}") from None
+    header = source.header
+    try:
+        writer = RecordingWriter(
+            args.output,
+            interval_s=args.interval or header.interval_s or source.natural_interval_s or 1.0,
+            note=header.note if args.note is None else args.note,
+            hostname=header.hostname,
+        )
+    except BaseException:
+        source.close()
+        raise
+    start_s = args.start or 0.0
+    end_s = None if args.duration is None else start_s + args.duration
+    # A recording's cadence jitters (1.003 s, 1.999 s): a snapshot within half
+    # of it counts as on time, for --start, --duration and --interval alike.
+    cadence = header.interval_s or source.natural_interval_s or 1.0
+    slack = 0.5 * min(cadence, args.interval or cadence)
+    due_s = start_s
+    first_s: float | None = None
+    last_s = 0.0
+    damaged = 0
+    shown = 0.0
+    try:
+        while True:
+            try:
+                snapshot = source.sample()
+            except RecordingError:
+                damaged += 1  # a line that is not a snapshot: left out
+                continue
+            if source.loops:  # back at its start: the pass is over
+                break
+            if first_s is None:
+                first_s = snapshot.timestamp_s
+            since = last_s = snapshot.timestamp_s - first_s
+            if end_s is not None and since >= end_s - slack:
+                break
+            if since < due_s - slack:
+                continue
+            writer.write(snapshot)
+            if args.interval:
+                while due_s <= since + slack:
+                    due_s += args.interval
+            if time.monotonic() - shown > PROGRESS_EVERY_S:
+                _progress(args, writer.count)
+                shown = time.monotonic()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        writer.close()
+        source.close()
+        if writer.count and not args.quiet:
+            _progress(args, writer.count)
+            print(file=sys.stderr)
+    if damaged:
+        from gputui.reports.text import plural
+
+        print(
+            f"{PROG}: left out {plural(damaged, 'damaged line')} of the recording",
+            file=sys.stderr,
+        )
+    if writer.count == 0:
+        _remove_if_regular(args.output)
+        raise GputuiError(
+            f"{PROG}: the recording holds no snapshots from {start_s:g} s on "
+            f"(its last is at {last_s:.0f} s); nothing written"
+        )
+    return 0
+
+
+def _remove_if_regular(path: str) -> None:
+    """Remove the file this command created empty (never a device such as /dev/null)."""
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass

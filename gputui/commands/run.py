@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
         "--batch-size",
         type=types.integer(1, 2**31 - 1),
         metavar="N",
-        help="samples per batch, for samples/s",
+        help="samples per batch, for samples/s, 1-2147483647",
     )
     parser.add_argument(
         "--capture-every",

@@ -13,9 +13,18 @@ from typing import Any
 from gputui.errors import GputuiError
 
 
+def has_terminal() -> bool:
+    """Standard input and output are both terminals."""
+    return _isatty(sys.stdin) and _isatty(sys.stdout)
+
+
 def need_terminal(prog: str, instead: str) -> None:
-    """Raise (exit status 2) unless standard input and output are terminals."""
-    if not (_isatty(sys.stdin) and _isatty(sys.stdout)):
+    """Raise (exit status 2) unless standard input and output are terminals.
+
+    Called last, once what the screen would show has been found (the recording
+    read, the job connected to): a missing file or job is said first, so that
+    the printed form this names works when it is tried."""
+    if not has_terminal():
         raise GputuiError(
             f"{prog}: the live screen needs a terminal; for a printed report use '{instead}'"
         )
@@ -37,5 +46,7 @@ def run_screen(app: Any, feed: Any, record_path: object = None) -> int:
         feed.close()
     recorder = getattr(feed, "recorder", None)
     if recorder is not None:
-        print(f"saved {recorder.count} messages to {record_path}", file=sys.stderr)
+        from gputui.reports.text import plural
+
+        print(f"saved {plural(recorder.count, 'message')} to {record_path}", file=sys.stderr)
     return int(app.return_code or 0)

@@ -220,3 +220,105 @@ def test_trace_without_shapes_says_how_to_get_a_roofline(
 ) -> None:
     code, out, _ = run(capsys, str(DATA / "healthy.pt.trace.json.gz"))
     assert code == 0 and "Roofline: the trace has no input shapes (profile with" in out
+
+
+# -- several files: the ranks of one job, or not ---------------------------------------------
+def _ranked(tmp_path: Path, name: str, rank: int | None, world: int = 2, pid: int = 100) -> str:
+    t = reference_trace()
+    for ev in t.events:  # the host events' process
+        if ev["pid"] == t.pid:
+            ev["pid"] = pid
+    t.pid = pid
+    if rank is not None:
+        t.meta["distributedInfo"] = {"rank": rank, "world_size": world}
+    return str(t.write(tmp_path / name))
+
+
+def _warned(
+    capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[list[dict[str, object]], list[str], list[str]]:
+    """The ranks and warnings of --json, and the stderr lines."""
+    code, out, err = run(capsys, *args, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert err.splitlines() == [f"gputui analyze: warning: {w}" for w in doc["warnings"]]
+    return doc["ranks"], doc["warnings"], err.splitlines()
+
+
+def test_the_same_file_twice_is_read_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a = _ranked(tmp_path, "a.json", None)
+    ranks, warnings, _ = _warned(capsys, a, a)
+    assert len(ranks) == 1 and warnings == [f"{a}: given twice; read once"]
+    ranks, warnings, _ = _warned(capsys, a, str(tmp_path))  # the file, and its directory
+    assert len(ranks) == 1 and warnings == [f"{a}: given twice; read once"]
+    link = tmp_path / "link.json"
+    link.symlink_to(a)
+    ranks, warnings, _ = _warned(capsys, a, str(link))
+    assert len(ranks) == 1 and warnings == [f"{link}: the same file as {a}; read once"]
+
+
+def test_a_copy_of_a_trace_is_read_once(capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as where:
+        copy = str(shutil.copy(DATA / "healthy.pt.trace.json.gz", Path(where) / "copy.json.gz"))
+        ranks, warnings, _ = _warned(capsys, str(DATA / "healthy.pt.trace.json.gz"), copy)
+    assert len(ranks) == 1
+    (line,) = warnings
+    assert line.startswith(f"{copy}: a copy of ") and "(the same trace_id); read once" in line
+
+
+def test_traces_of_unrelated_processes_are_not_called_one_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    files = [_ranked(tmp_path, f"{pid}.json", None, pid=pid) for pid in (4001, 4002, 4003)]
+    ranks, warnings, _ = _warned(capsys, *files)
+    assert [r["rank"] for r in ranks] == [0, 1, 2]
+    assert warnings == [
+        "3 traces without distributedInfo, of 3 processes (pids 4001, 4002, 4003): "
+        "not ranks of one job; numbered by file order"
+    ]
+
+
+def test_captures_of_one_process_are_not_ranks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a, b = _ranked(tmp_path, "a.json", None), _ranked(tmp_path, "b.json", None)
+    _, warnings, _ = _warned(capsys, a, b)
+    assert warnings == [
+        "2 traces of one process (pid 100), without distributedInfo: captures at different "
+        "times, not ranks; numbered by file order"
+    ]
+
+
+def test_two_traces_of_one_rank_and_other_world_sizes_are_said(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a = _ranked(tmp_path, "a.json", 1, pid=1)
+    b = _ranked(tmp_path, "b.json", 1, pid=2)
+    c = _ranked(tmp_path, "c.json", 5, world=4, pid=3)
+    d = _ranked(tmp_path, "d.json", None, pid=4)
+    ranks, warnings, _ = _warned(capsys, a, b, c, d)
+    assert [r["rank"] for r in ranks] == [1, 1, 3, 5]
+    assert warnings == [
+        f"1 trace without distributedInfo beside 3 traces with it ({d}): not ranks of one "
+        "job; those are numbered by file order",
+        "the traces say different world sizes (2, 4): not ranks of one job",
+        f"rank 1 is in 2 traces ({a}, {b}): two runs, or copies; each is shown as rank 1",
+    ]
+    assert _warned(capsys, c, _ranked(tmp_path, "e.json", 6, world=4, pid=5))[1] == [
+        "ranks 5, 6 are outside the world size of 4"
+    ]
+
+
+def test_the_ranks_of_one_job_give_no_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    files = [_ranked(tmp_path, f"w{k}.json", k, world=3, pid=10 + k) for k in range(3)]
+    ranks, warnings, err = _warned(capsys, *files)
+    assert [r["rank"] for r in ranks] == [0, 1, 2] and warnings == [] and err == []
+    code, _, err_text = run(capsys, *files)
+    assert code == 0 and err_text == ""

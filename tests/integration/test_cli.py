@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -16,6 +17,7 @@ from gputui.commands.monitor import DEMO_BANNER
 from gputui.reports import monitor as report
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -43,6 +45,16 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["record", "-o", "x.gz", "--duration", "-1"], "must be between 0.1 and"),
         (["attach", "1", "--flops"], "--flops is a capture option: add --once --capture N"),
         (["attach", "1", "--once", "--shapes"], "--shapes is a capture option"),
+        (["--once", "ls"], "gputui: 'ls' is a sub-command: give it first (gputui ls ...)"),
+        (["--demo", "--once", "--window", "1"], "gputui: --window measures rates live"),
+        (["--replay", "r.gz", "--once", "--window", "1"], "a recording's rates are the ones"),
+        (["attach", "--demo", "--once", "--gpu-seconds", "3"], "--gpu-seconds needs a job"),
+        (["attach", "--replay", "r.gz", "--timeout", "3"], "--replay plays a recording; --timeout"),
+        (["attach", "--demo", "--single"], "--demo plays a recording; --single needs a job"),
+        (["attach", "--demo", "--warmup", "2"], "--demo plays a recording; --warmup needs a job"),
+        (["attach", "1", "--gpu-seconds", "3"], "--gpu-seconds is for --once"),
+        (["attach", "1", "--once", "--warmup", "3"], "--warmup is a capture option"),
+        (["attach", "1", "--once", "--memory-entries", "100000"], "goes with --memory-snapshot"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -215,10 +227,9 @@ def test_once_json_imports_no_rich() -> None:
     ("args", "instead"),
     [
         (["--demo"], "gputui --once --demo"),
-        ([], "gputui --once"),
+        (["--replay", str(SAMPLES / "monitor-v1.jsonl.gz")], "gputui --once --replay "),
         (["attach", "--demo"], "gputui attach --demo --once"),
         (["--ascii", "attach", "--demo"], "gputui attach --demo --once"),
-        (["cluster", "--prometheus", "http://127.0.0.1:1"], "--once"),
     ],
 )
 def test_a_live_screen_without_a_terminal_refuses_at_once(args: list[str], instead: str) -> None:
@@ -241,3 +252,171 @@ def test_display_flags_before_a_sub_command_apply_to_it(
 ) -> None:
     assert main(["--ascii", "attach", "--demo", "--once"]) == 0
     assert "pid 471" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "x.json", "--bogus"],
+        ["attach", "--demo", "--once", "--bogus"],
+        ["ls", "extra"],
+        ["record", "-o", "x.gz", "--bogus"],
+        ["run", "--bogus", "--", "python", "t.py"],
+        ["--ascii", "run", "--", "python", "t.py"],
+    ],
+)
+def test_a_sub_commands_bad_argument_is_said_by_that_sub_command(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = next(a for a in args if not a.startswith("-"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gputui {name}: unrecognized arguments: ")
+    assert f"(see 'gputui {name} --help')" in err and err.count("\n") == 1
+
+
+def test_flags_of_make_run_before_a_sub_command() -> None:
+    """``make run`` passes --demo-if-no-gpu before ARGS: before a sub-command it is
+    dropped; a shared display flag goes right after the sub-command's name, never
+    into a job's command line after ``run --``."""
+    from gputui.cli import normalize
+
+    assert normalize(["--demo-if-no-gpu", "attach", "--demo"]) == ["attach", "--demo"]
+    assert normalize(["--demo-if-no-gpu", "--ascii", "attach", "1"]) == ["attach", "--ascii", "1"]
+    assert normalize(["--ascii", "run", "--", "python", "t.py"]) == [
+        "run",
+        "--ascii",
+        "--",
+        "python",
+        "t.py",
+    ]
+    assert normalize(["--demo-if-no-gpu", "--once"]) == ["--demo-if-no-gpu", "--once"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--demo-if-no-gpu", "--demo", "--once"],
+        ["--demo", "--once", "--demo-if-no-gpu"],
+        [
+            "--demo-if-no-gpu",
+            "--replay",
+            str(SAMPLES / "monitor-v1.jsonl.gz"),
+            "--once",
+        ],
+        ["--demo-if-no-gpu", "attach", "--demo", "--once"],
+        ["--demo-if-no-gpu", "ls"],
+    ],
+)
+def test_demo_if_no_gpu_is_a_no_op_beside_a_recording_or_a_sub_command(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) == 0, capsys.readouterr().err
+
+
+def _without_terminal(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--replay", "/nonexistent/rec.jsonl.gz"],
+            "recording not found: /nonexistent/rec.jsonl.gz",
+        ),
+        (["attach", "--replay", "/nonexistent/s.jsonl.gz"], "recording not found"),
+        (["attach", str(os.getpid())], f"process {os.getpid()} has no gputui hook"),
+        (["attach", "4194304"], "no process with pid 4194304"),
+        (["cluster", "--prometheus", "ftp://x"], "not an http(s) URL"),
+        (["cluster", "--prometheus", "http://127.0.0.1:{port}", "--timeout", "2"], "cannot reach"),
+    ],
+)
+def test_without_a_terminal_what_is_missing_is_said_before_the_terminal(
+    args: list[str], message: str
+) -> None:
+    """The terminal is checked last: a missing recording, job or server is said
+    first, so that the printed form the refusal would name is not a dead end."""
+    args = [a.replace("{port}", str(_closed_port())) for a in args]
+    proc = _without_terminal(*args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert message in line and "terminal" not in line
+
+
+def test_without_a_terminal_the_live_monitor_says_first_that_there_is_no_driver() -> None:
+    from gputui.collectors.nvml import probe
+
+    proc = _without_terminal()
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    if probe() is None:  # a driver: only the terminal is missing
+        assert "the live screen needs a terminal" in line
+    else:
+        assert "NVIDIA" in line and "--demo" in line and "terminal" not in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["attach", "{pid}", "--record", "/nonexistent/dir/x.jsonl.gz"],
+        ["attach", "{pid}", "--single", "--record", "/nonexistent/dir/x.jsonl.gz"],
+        ["record", "-o", "/nonexistent/dir/x.jsonl.gz", "--duration", "1"],
+    ],
+)
+def test_a_recording_that_cannot_be_written_is_refused_before_anything_starts(
+    args: list[str],
+) -> None:
+    """Before the job is connected to and the screen opens (the rank view's
+    --record too: checked before the job's ranks are looked for), before the
+    driver is opened."""
+    proc = _without_terminal(*[a.replace("{pid}", str(os.getpid())) for a in args])
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"gputui {args[0]}: cannot write recording /nonexistent/dir/x.jsonl.gz")
+    assert "no directory /nonexistent/dir" in line
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda d: d, "it is a directory"),
+        (lambda d: d / "file" / "x.gz", "is not a directory"),
+    ],
+)
+def test_check_writable_says_why(make: Any, problem: str, tmp_path: Path) -> None:
+    from gputui.commands.args import check_writable
+    from gputui.errors import GputuiError
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(GputuiError, match=problem):
+        check_writable("gputui record", str(make(tmp_path)))
+    check_writable("gputui record", str(tmp_path / "new.jsonl.gz"))
+    check_writable("gputui record", str(tmp_path / "file"))  # overwritten
+    assert not (tmp_path / "new.jsonl.gz").exists()
+
+
+def test_window_on_the_demo_that_replaces_a_missing_driver_is_said() -> None:
+    from gputui.collectors.nvml import probe
+
+    if probe() is None:
+        pytest.skip("an NVIDIA driver is present here")
+    proc = run_cli("--demo-if-no-gpu", "--once", "--window", "0.2", "--json")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["source"]["rate_window_s"] is None
+    (line,) = proc.stderr.splitlines()
+    assert "playing the demo recording; --window does not apply to a recording" in line

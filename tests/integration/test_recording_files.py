@@ -435,7 +435,16 @@ def test_gputui_record_writes_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     out = tmp_path / "session.jsonl.gz"
     out.write_bytes(b"")
     out.chmod(0o644)
-    args = argparse.Namespace(output=str(out), interval=0.1, duration=0.1, note=None, quiet=True)
+    args = argparse.Namespace(
+        output=str(out),
+        interval=0.1,
+        duration=0.1,
+        note=None,
+        quiet=True,
+        replay=None,
+        demo=False,
+        start=None,
+    )
     assert record.main(args) == 0
     assert _mode(out) == 0o600
     assert read_recording(out)[1][0] == snapshots[0]
