@@ -39,6 +39,9 @@ class Finding:
     impact_pct: float | None = None
     impact_ms: float | None = None
     gpu_index: int | None = None
+    #: seconds until the job fails at this rate (out of memory), where a rule can
+    #: say: such a finding outranks every throughput finding
+    failure_in_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (``findings`` in ``--json`` outputs; docs/json.md)."""
@@ -54,6 +57,7 @@ class Finding:
             "confirm": self.confirm,
             "source": self.source,
             "gpu": self.gpu_index,
+            "failure_in_s": _round(self.failure_in_s),
         }
 
 
@@ -64,12 +68,15 @@ def _round(value: float | None) -> float | None:
 
 
 def ranked(findings: Iterable[Finding]) -> list[Finding]:
-    """Findings in the order they are shown: crit first (a lost GPU outranks any
+    """Findings in the order they are shown: what will make the job fail first
+    (out of memory in N s: the soonest first); then crit (a lost GPU outranks any
     cost); then by what the fix could recover, the largest share of the step first,
     findings without an estimate after those with one; then warn before info."""
 
-    def key(f: Finding) -> tuple[int, float, int]:
+    def key(f: Finding) -> tuple[float, int, float, int]:
         impact = f.impact_pct if f.impact_pct is not None and f.impact_pct == f.impact_pct else -1.0
-        return (0 if f.severity == "crit" else 1, -impact, ORDER[f.severity])
+        fails = f.failure_in_s
+        urgent = fails if fails is not None and fails == fails else float("inf")
+        return (urgent, 0 if f.severity == "crit" else 1, -impact, ORDER[f.severity])
 
     return sorted(findings, key=key)

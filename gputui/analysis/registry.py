@@ -101,6 +101,7 @@ def finding(
     share: float | None = None,
     scope: str = "job",
     severity: Severity | None = None,
+    failure_in_s: float | None = None,
 ) -> Finding:
     """A finding of rule ``rule_id``; ``share`` (0..1 of the step) sets the impact
     in % and in ms per step (from the job's median step) and, unless given, the
@@ -121,6 +122,7 @@ def finding(
         source=REGISTRY[rule_id].source if rule_id in REGISTRY else "",
         impact_pct=impact_pct,
         impact_ms=impact_ms,
+        failure_in_s=failure_in_s,
     )
 
 

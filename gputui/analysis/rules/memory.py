@@ -49,6 +49,7 @@ def growth(ev: JobEvidence) -> Iterable[Finding]:
         f"({fmt.size(g.per_step_bytes)} per step)"
     )
     severity = WARN
+    seconds: float | None = None
     total = _total(ev)
     steps_per_s = ev.stats.steps_per_s
     rate = g.recent_per_step_bytes or g.per_step_bytes
@@ -69,6 +70,7 @@ def growth(ev: JobEvidence) -> Iterable[Finding]:
             "a memory snapshot (gputui attach PID --memory-snapshot N) names the allocation site",
             "the growth per step on the attach screen falls to about zero",
             severity=severity,
+            failure_in_s=seconds,
         )
     ]
 
