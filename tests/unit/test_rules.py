@@ -410,6 +410,7 @@ def test_finding_json_shape() -> None:
         "confirm",
         "source",
         "gpu",
+        "failure_in_s",
     }
 
 
