@@ -269,8 +269,14 @@ def job_evidence(
     roof: Roof | None = None,
     compute_capability: str | None = None,
 ) -> JobEvidence:
-    """The evidence over the newest ``window`` steps."""
+    """The evidence over the newest ``window`` steps.  Memory samples taken during
+    the latest capture (a step before it to a step after it) are left out of the
+    growth estimate: the profiler's allocations are not the job's."""
     recent = tuple(steps[-window:])
+    unprofiled = memory
+    if capture is not None and capture.first_step is not None and memory:
+        lo, hi = capture.first_step - 1, (capture.last_step or capture.first_step) + 1
+        unprofiled = [(s, at) for s, at in memory if at is None or not lo <= at <= hi]
     return JobEvidence(
         stats=step_stats(ordinary(recent), exclude_profiled=False),
         steps=recent,
@@ -278,7 +284,7 @@ def job_evidence(
         phases_coarse=phases_coarse,
         batch_size=batch_size,
         memory=memory[-1][0] if memory else None,
-        growth=memory_growth(memory),
+        growth=memory_growth(unprofiled),
         device_total_bytes=device_total_bytes,
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),

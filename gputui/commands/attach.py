@@ -309,6 +309,9 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
     gpu = oneshot.GpuSampling(got, args.gpu_seconds)
     oneshot.collect_live(client, args.window, args.timeout, got)
     if args.capture is not None:
+        # the GPU is sampled before the capture: a profiler slows the job and
+        # changes what its GPU does
+        gpu.finish()
         request = {
             "steps": args.capture,
             "warmup": args.warmup,

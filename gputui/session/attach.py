@@ -10,6 +10,7 @@ memory growth, the kernel tables).  Nothing here imports textual.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import deque
@@ -88,6 +89,8 @@ class StateSnapshot:
     gpu: tuple[DeviceSnapshot, ...] = ()
     #: why there are no GPU samples (no driver, a CPU job, GPU not found)
     gpu_reason: str | None = None
+    #: the samples taken while no capture ran (what the analyzer reads)
+    gpu_unprofiled: tuple[DeviceSnapshot, ...] = ()
     #: the latest memory snapshot's progress and result (key m)
     memsnap_status: MemorySnapshotStatus | None = None
     memsnap: MemorySnapshotResult | None = None
@@ -131,6 +134,9 @@ class AttachState:
             self._hook_messages: deque[str] = deque(maxlen=5)
             self._invalid = 0
             self._gpu: deque[DeviceSnapshot] = deque(maxlen=GPU_POINTS)
+            #: the samples taken while no capture ran (a profiler slows the job and
+            #: changes what the GPU does): what the analyzer reads
+            self._gpu_unprofiled: deque[DeviceSnapshot] = deque(maxlen=GPU_POINTS)
             self._gpu_reason: str | None = None
             self._connect_error: str | None = None
             self._connecting = False
@@ -168,6 +174,12 @@ class AttachState:
         """One sample of the job's GPU (from the GPU watch's thread, or a replay)."""
         with self._lock:
             self._gpu.append(device)
+            status, wanted = self._capture_status, self._capture_wanted
+            capturing = (status is not None and status.active) or (
+                wanted is not None and (status is None or status.id != wanted)
+            )
+            if not capturing:
+                self._gpu_unprofiled.append(device)
             self._version += 1
 
     def set_gpu_reason(self, reason: str | None) -> None:
@@ -270,6 +282,7 @@ class AttachState:
                 connect_error=self._connect_error,
                 connecting=self._connecting,
                 gpu=tuple(self._gpu),
+                gpu_unprofiled=tuple(self._gpu_unprofiled),
                 gpu_reason=self._gpu_reason,
                 memsnap_status=self._memsnap_status,
                 memsnap=self._memsnap,
@@ -464,7 +477,8 @@ def build_view(
 
 def evidence(snap: StateSnapshot) -> JobEvidence:
     """What the analyzer reads of a session (:func:`gputui.session.evidence.evidence`)."""
-    return session_evidence(snap)
+    # GPU samples taken during a capture describe the profiler, not the job
+    return session_evidence(dataclasses.replace(snap, gpu=snap.gpu_unprofiled))
 
 
 def _same_tail(a: Sequence[Any], b: Sequence[Any]) -> bool:

@@ -224,9 +224,12 @@ class GpuSampling:
             self.watch.start()
 
     def finish(self) -> None:
+        """Wait out the sampling window and keep the samples (once: a second call
+        does nothing)."""
         watch = self.watch
         if watch is None:
             return
+        self.watch = None
         deadline = self.started + self.seconds + 0.15
         try:
             while watch.running and time.monotonic() < deadline:

@@ -72,7 +72,7 @@ def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
         status=snap.status,
         memory=snap.memory,
         capture=snap.capture,
-        gpu=snap.gpu,
+        gpu=snap.gpu_unprofiled,
         memory_snapshot=snap.memsnap,
         roof=snap.roof,
         gone=gone,

@@ -4,6 +4,7 @@ stamped with the newest step as before)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,3 +79,40 @@ def test_the_attach_screen_uses_each_samples_step() -> None:
     state.add(leaking_history(with_steps=True))
     points = state.snapshot().memory
     assert [at for _s, at in points[:3]] == [0, 1, 2]
+
+
+def test_gpu_samples_taken_during_a_capture_are_not_the_jobs() -> None:
+    """The attach screen's GPU rules read only samples taken while no capture ran."""
+    from gputui.protocol.schema import CaptureStatus
+    from gputui.session import attach
+    from tests.helpers.evidence import gpu_samples
+
+    state = AttachState()
+    state.set_hello(Hello(pid=7, cuda_in_use=True))
+    busy, spiky = gpu_samples(6, util_gpu_pct=100.0), gpu_samples(4, util_gpu_pct=5.0)
+    for d in busy[:3]:
+        state.add_gpu(d)
+    state.set_capture_wanted("c1")
+    for d in spiky:  # the profiler's stop stalls the job: the GPU drops
+        state.add_gpu(d)
+    state.add(CaptureStatus("failed", "c1", reason="test"))  # over
+    for d in busy[3:]:
+        state.add_gpu(d)
+    snap = state.snapshot()
+    assert len(snap.gpu) == 10  # the screen's graph keeps them all
+    ev = attach.evidence(snap)
+    assert ev.gpu is not None and ev.gpu.samples == 6 and ev.gpu.util_pct == 100.0
+
+
+def test_memory_taken_during_a_capture_is_not_growth() -> None:
+    """Memory that rose only while a long capture ran (its samples are all the
+    window holds): no growth finding; the same samples without the capture: one."""
+    from gputui.analysis import engine
+    from tests.helpers.evidence import capture, evidence, memory, steps
+
+    rising = memory([((2 << 30) + at * (8 << 20), at) for at in range(0, 300, 3)])
+    cap = dataclasses.replace(capture(), first_step=0, last_step=299)
+    rules = [f.rule for f in engine.analyze(evidence(steps(300), rising, cap))]
+    assert "memory.growth" not in rules
+    control = [f.rule for f in engine.analyze(evidence(steps(300), rising, None))]
+    assert "memory.growth" in control

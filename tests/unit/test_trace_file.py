@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors import trace_file
+from gputui.collectors import json_stream, trace_file
 from gputui.collectors.trace_file import TraceError, find_traces, read_trace
 from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 
@@ -83,7 +83,7 @@ def test_tiny_chunks_and_braces_inside_strings(
     path = t.write(tmp_path / "t.json")
     whole = read_trace(path).timeline
     for chunk in (1, 7, 64):
-        monkeypatch.setattr(trace_file, "CHUNK", chunk)
+        monkeypatch.setattr(json_stream, "CHUNK", chunk)
         same(read_trace(path).timeline, whole)
     assert any(r.name == 'weird},{"name": "x"},' for r in whole.ranges)
 
@@ -160,7 +160,7 @@ def test_size_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(TraceError, match="more than the"):
         read_trace(path)
     monkeypatch.setattr(trace_file, "MAX_FILE_BYTES", 1 << 30)
-    monkeypatch.setattr(trace_file, "MAX_JSON_BYTES", 1000)
+    monkeypatch.setattr(json_stream, "MAX_JSON_BYTES", 1000)
     with pytest.raises(TraceError, match="of JSON"):
         read_trace(path)
 
@@ -170,10 +170,10 @@ def test_decompression_bomb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     doc["padding"] = " " * 2_000_000  # compresses about 1000x
     path = tmp_path / "bomb.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    monkeypatch.setattr(trace_file, "RATIO_FLOOR", 1 << 20)
+    monkeypatch.setattr(json_stream, "RATIO_FLOOR", 1 << 20)
     with pytest.raises(TraceError, match="decompresses to more than"):
         read_trace(path)
-    monkeypatch.setattr(trace_file, "MAX_RATIO", 10_000)
+    monkeypatch.setattr(json_stream, "MAX_RATIO", 10_000)
     assert read_trace(path).timeline.gpu
 
 
