@@ -84,8 +84,9 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_once_shows_hostile_strings_escaped(
-    recording: Path, capsys: pytest.CaptureFixture[str]
+    recording: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # room for the command's hostile part
     assert cli.main(["--replay", str(recording), "--once"]) == 0
     out = capsys.readouterr().out
     assert unsafe(out) == []
