@@ -194,7 +194,12 @@ def main(args: argparse.Namespace) -> int:
             from gputui.commands import attach_memory
 
             return attach_memory.main(
-                client, args.memory_snapshot, args.memory_entries, args.timeout, args.json
+                client,
+                args.memory_snapshot,
+                args.memory_entries,
+                args.timeout,
+                args.json,
+                args.ascii,
             )
         if not args.once:
             return run_live(client, args)

@@ -27,7 +27,7 @@ def hostile_leak() -> h.MemorySnapshotResult:
 def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
     result = h.result(h.planted_leak())
     memory_report.print_result(result, attach_memory.findings(result))
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # (the report wraps at 80 columns)
     assert "memory snapshot of job 4242, device 0: steps 100..104 (5 steps)" in out
     assert "snapshot and off 38.2 ms at the last step boundary" in out
     assert "growing allocations" in out and "leaky.py:42 (remember)" in out
