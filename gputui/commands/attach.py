@@ -291,7 +291,7 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
     if args.json:
         print_json(attach_report.report_dict(client.pid, got, stats, args.window))
     else:
-        attach_report.print_report(got, stats, window=args.window)
+        attach_report.print_report(got, stats, window=args.window, ascii_only=args.ascii)
     return 0
 
 
@@ -326,5 +326,7 @@ def replay_once(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
-        attach_report.print_report(got, stats, banner=banner, window=args.window)
+        attach_report.print_report(
+            got, stats, banner=banner, window=args.window, ascii_only=args.ascii
+        )
     return 0

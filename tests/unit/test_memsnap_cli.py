@@ -77,7 +77,7 @@ def test_replay_once_reports_the_recorded_snapshot(
     assert (top["file"], top["line"]) == (h.LEAK_FILE, h.LEAK_LINE)
     assert main(["attach", "--replay", str(path), "--once"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # (the report wraps at 80 columns)
-    assert "memory snapshot steps 100..104: 1 growing allocation site(s)" in out
+    assert "memory snapshot steps 100..104: 1 growing allocation site" in out
     assert f"top {h.LEAK_FILE}:{h.LEAK_LINE}" in out
     # a recording without one still replays, with null in its place
     old = tmp_path / "old.jsonl.gz"
