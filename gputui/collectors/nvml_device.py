@@ -568,7 +568,8 @@ class DeviceReader:
         return processes_of(compute_mem, graphics_mem, self._proc_util, self.index, self.uuid)
 
     def _read_process_util(self) -> dict[int, tuple[float, float]] | None:
-        """Latest SM% and memory% per pid since the last read (~2 ms: slow cadence)."""
+        """Latest SM% and memory% per pid since the last read (~2 ms: slow cadence);
+        None when the query does not work or has given no sample yet."""
         nv, h, since = self.nvml, self.handle, self._proc_util_ts
         samples = self._call_allow_not_found(
             "process_util", lambda: nv.nvmlDeviceGetProcessUtilization(h, since), []
@@ -576,6 +577,10 @@ class DeviceReader:
         if samples is None:
             return None
         values, newest = latest_process_util(samples)
+        if not values and not since:
+            # NVML's first read holds no per-process sample yet: nothing was
+            # measured (not "idle"); read again on the next sample
+            return None
         self._proc_util_ts = max(self._proc_util_ts, newest)
         return values
 

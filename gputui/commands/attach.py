@@ -230,7 +230,12 @@ def main(args: argparse.Namespace) -> int:
             from gputui.commands import attach_memory
 
             return attach_memory.main(
-                client, args.memory_snapshot, args.memory_entries, args.timeout, args.json
+                client,
+                args.memory_snapshot,
+                args.memory_entries,
+                args.timeout,
+                args.json,
+                args.ascii,
             )
         if not args.once:
             _need_terminal(f"gputui attach {args.pid} --once")
@@ -326,7 +331,7 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
     if args.json:
         print_json(attach_report.report_dict(client.pid, got, stats, args.window))
     else:
-        attach_report.print_report(got, stats, window=args.window)
+        attach_report.print_report(got, stats, window=args.window, ascii_only=args.ascii)
     return 0
 
 
@@ -361,5 +366,7 @@ def replay_once(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
-        attach_report.print_report(got, stats, banner=banner, window=args.window)
+        attach_report.print_report(
+            got, stats, banner=banner, window=args.window, ascii_only=args.ascii
+        )
     return 0

@@ -78,13 +78,20 @@ def findings(result: MemorySnapshotResult) -> list[Finding]:
     return analyze(job_evidence((), cuda=True, memory_snapshot=result))
 
 
-def main(client: HookClient, steps: int, max_entries: int, timeout: float, as_json: bool) -> int:
+def main(
+    client: HookClient,
+    steps: int,
+    max_entries: int,
+    timeout: float,
+    as_json: bool,
+    ascii_only: bool = False,
+) -> int:
     result = snapshot_live(client, steps, max_entries, timeout, quiet=as_json)
     found = findings(result)
     if as_json:
         print_json(json_doc(client.pid, result, found))
     else:
-        print_result(result, found)
+        print_result(result, found, ascii_only=ascii_only)
     return 0
 
 

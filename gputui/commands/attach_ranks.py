@@ -104,7 +104,7 @@ def once(args: argparse.Namespace, job: JobGroup) -> int:
         doc.update(ranks_json(job, summary, findings, problems))
         print_json(doc)
     else:
-        print_ranks(job, summary, findings, problems)
+        print_ranks(job, summary, findings, problems, ascii_only=args.ascii)
     return 0
 
 
@@ -209,5 +209,5 @@ def replay(args: argparse.Namespace, recording: AttachRecording, label: str, ban
         doc["recording"] = {"label": label, "demo": False}
         print_json(doc)
     else:
-        print_ranks(feed.job, summary, findings, [], banner=banner)
+        print_ranks(feed.job, summary, findings, [], banner=banner, ascii_only=args.ascii)
     return 0

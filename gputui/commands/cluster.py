@@ -99,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
             if args.json:
                 report.print_json(snapshot)
             else:
-                report.print_text(snapshot)
+                report.print_text(snapshot, ascii_only=args.ascii)
             return 0
         from gputui.tui.cluster.screen import make_cluster_app
 

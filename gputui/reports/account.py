@@ -5,19 +5,22 @@ from __future__ import annotations
 
 from gputui import fmt
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
-from gputui.reports.text import plural
+from gputui.reports.text import plural, wrap
 
 #: columns of the bar
 BAR = 30
 
 
-def lines(acct: StepAccount, where: str = "profiled", ascii_only: bool = False) -> list[str]:
+def lines(
+    acct: StepAccount, where: str = "profiled", ascii_only: bool = False, width: int = 80
+) -> list[str]:
     """The account's block: a heading, then the buckets, largest first (empty
     buckets left out); ``where`` says what the steps were (``profiled``,
     ``captured at step 120``)."""
     step_s = acct.step_us / 1e6
     head = f"Step time account ({plural(acct.steps, f'{where} step')}, {fmt.ms(step_s)} each)"
-    out = [head]
+    out = wrap(head, width, "", "  ")
+    bar = max(0, min(BAR, width - 44))
     ordered = sorted(ACCOUNT_BUCKETS, key=lambda b: -acct.bucket_us(b))
     for b in ordered:
         us = acct.bucket_us(b)
@@ -25,16 +28,25 @@ def lines(acct: StepAccount, where: str = "profiled", ascii_only: bool = False) 
             continue
         share = acct.share(b)
         out.append(
-            f"  {ACCOUNT_LABELS[b]:<21}{share * 100:6.1f}%  {fmt.ms(us / 1e6):>8}  "
-            + fmt.bar(share, BAR, ascii_only).rstrip()
+            (
+                f"  {ACCOUNT_LABELS[b]:<21}{share * 100:6.1f}%  {fmt.ms(us / 1e6):>8}  "
+                + fmt.bar(share, bar, ascii_only)
+            ).rstrip()
         )
     busy = acct.gpu_busy_share
     gpu_us = acct.gpu_busy_us
     if busy is not None and gpu_us is not None and gpu_us > acct.step_us * 1.05:
-        out.append(
-            f"  the GPU works {fmt.ms(gpu_us / 1e6)} per step, {gpu_us / acct.step_us:.1f}x "
-            "the CPU's: the GPU sets the pace"
+        out.extend(
+            wrap(
+                f"the GPU works {fmt.ms(gpu_us / 1e6)} per step, {gpu_us / acct.step_us:.1f}x "
+                "the CPU's: the GPU sets the pace",
+                width,
+                "  ",
+                "    ",
+            )
         )
     elif busy is not None:
-        out.append(f"  GPU busy {busy * 100:.0f}% of the step (kernels, copies and sets)")
+        out.extend(
+            wrap(f"GPU busy {busy * 100:.0f}% of the step (kernels, copies and sets)", width, "  ")
+        )
     return out

@@ -19,10 +19,13 @@ from gputui.collectors.hook_client import (
     CaptureResult,
     MemorySnapshotResult,
 )
+from gputui.reports import findings as findings_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.jsondoc import finite
+from gputui.reports.text import emit, kernel_name, output_width, plural, table, wrap, wrap_items
 from gputui.session.oneshot import Collected
+from gputui.trace.kernels import CLASS_SHORT
 
 
 def report_dict(
@@ -63,195 +66,246 @@ def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | No
 
 
 def print_report(
-    got: Collected, stats: StepStats, banner: str | None = None, window: int = 1000
+    got: Collected,
+    stats: StepStats,
+    banner: str | None = None,
+    window: int = 1000,
+    ascii_only: bool = False,
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """The report on standard output, to its width (``--ascii``: ASCII only).  A
+    ``banner`` marks a recording: its paths are the recording machine's."""
+    emit(render(got, stats, banner, window, recorded=banner is not None), ascii_only)
 
-    console = Console(highlight=False)
+
+def render(
+    got: Collected,
+    stats: StepStats,
+    banner: str | None = None,
+    window: int = 1000,
+    width: int | None = None,
+    recorded: bool = False,
+) -> list[str]:
+    """The report as lines of at most ``width`` characters (the output's width by
+    default): sentences wrapped whole, kernel and op names elided in the middle."""
+    width = output_width() if width is None else width
+    out: list[str] = []
     if banner:
-        console.print(Text(banner, style="bold black on yellow"))
+        out.extend(wrap(banner, width))
     h = got.hello
-    head = Text()
-    head.append(f"pid {h.pid}", style="bold")
-    head.append("  " + fmt.clean_all(h.argv))
-    console.print(head)
-    env = f"python {fmt.clean(h.python, 32)}, torch {fmt.clean(h.torch or '-', 64)}"
+    out.extend(wrap(f"pid {h.pid}  {fmt.clean_all(h.argv)}", width, "", _TAB))
+    env = [f"python {fmt.clean(h.python, 32)},", f"torch {fmt.clean(h.torch or '-', 64)}"]
     if h.cuda:
-        env += f" (CUDA {fmt.clean(h.cuda, 32)})"
+        env[-1] += f" (CUDA {fmt.clean(h.cuda, 32)})"
     if h.device is not None:
-        env += f", device {h.device.index} {fmt.clean(h.device.name or '', 128)}"
+        env[-1] += ","
+        env.append(f"device {h.device.index} {fmt.clean(h.device.name or '', 128)}")
     if h.rank is not None:
-        env += f", rank {h.rank}/{h.world_size} (local {h.local_rank})"
-    console.print(Text(env))
+        env[-1] += ","
+        env.append(f"rank {h.rank}/{h.world_size} (local {h.local_rank})")
+    out.extend(wrap_items(env, width, " ", subsequent=_TAB))
     status = got.status
     if status is not None:
         if status.errors:
-            console.print(_labelled("hook errors: ", "; ".join(status.errors), "red"))
+            out.extend(wrap("hook errors: " + fmt.clean("; ".join(status.errors)), width, "", _TAB))
         if status.phases_coarse:
-            console.print(_labelled("coarse phases: ", " ".join(status.coarse_reasons), "yellow"))
+            reasons = fmt.clean(" ".join(status.coarse_reasons))
+            out.extend(wrap(f"coarse phases: {reasons}", width, "", _TAB))
     for problem in got.problems[-3:]:
-        console.print(_labelled("", problem, "red"))
-    if not stats.count:
-        left_out = stats.excluded_profiled
-        console.print(
-            "no steps recorded yet" + (f" ({left_out} profiled steps left out)" if left_out else "")
-        )
-    else:
-        line = (
-            f"steps {stats.first_index}..{stats.last_index} ({stats.count}"
-            + (f", {stats.excluded_profiled} profiled left out" if stats.excluded_profiled else "")
-            + (f", {got.missed} missed" if got.missed else "")
-            + f"): {stats.steps_per_s:.2f} steps/s"
-        )
-        if stats.samples_per_s is not None:
-            inferred = " (batch size inferred)" if stats.samples_inferred else ""
-            line += f", {stats.samples_per_s:,.0f} samples/s{inferred}"
-        console.print(Text(line))
-        console.print(_dist_table("wall time (ms)", stats.wall, stats.phases, Table, Text))
-        if stats.gpu is not None:
-            console.print(_dist_table("GPU time (ms)", stats.gpu, stats.gpu_phases, Table, Text))
-    memory = got.latest_memory
-    if memory is not None:
-        line = (
-            f"memory (device {memory.device}): allocated {fmt.size(memory.allocated)}, "
-            f"reserved {fmt.size(memory.reserved)}, peak {fmt.size(memory.peak_allocated)}, "
-            f"retries {memory.alloc_retries}, OOMs {memory.ooms}"
-        )
-        growth = memory_growth(got.memory)
-        if growth is not None:
-            sign = "+" if growth.per_step_bytes >= 0 else "-"
-            line += f"; baseline {sign}{fmt.size(abs(growth.per_step_bytes))}/step"
-            if growth.growing:
-                line += " (GROWING)"
-        console.print(Text(line))
+        out.extend(wrap(fmt.clean(problem), width, "", _TAB))
+    out.extend(_steps(got, stats, width))
+    out.extend(_memory(got, width))
     if got.capture is not None:
-        _print_capture(console, got.capture, Table, Text)
+        out.extend(_capture(got.capture, width, recorded))
         if got.roofline is not None:
-            console.print(Text("\n".join(roofline_text.lines(got.roofline))))
+            out.extend(roofline_text.lines(got.roofline, width))
         elif got.capture.op_rows:
-            console.print(Text("roofline: no ceilings known for this GPU: run gputui bench"))
+            out.extend(wrap("roofline: no ceilings known for this GPU: run gputui bench", width))
     snap = got.memory_snapshot
     if snap is not None:
-        about = Text(
+        about = (
             f"memory snapshot steps {snap.first_step}..{snap.last_step}: "
-            f"{len(snap.growing)} growing allocation site(s)"
+            f"{plural(len(snap.growing), 'growing allocation site')}"
         )
         if snap.growing and snap.growing[0].site is not None:
             top = snap.growing[0].site
-            about.append(f", top {fmt.clean(top.file)}:{top.line}")
+            about += f", top {fmt.clean(top.file)}:{top.line}"
         if snap.snapshot_path:
-            about.append(f"; file {fmt.clean(snap.snapshot_path)}")
-        console.print(about)
-    _print_findings(console, got.findings(window), got.analysis_notes(stats))
+            where = " (on the recording's machine)" if recorded else ""
+            about += f"; file{where} {fmt.clean(snap.snapshot_path)}"
+        out.extend(wrap(about, width, "", _TAB))
+    out.extend(_findings(got.findings(window), got.analysis_notes(stats), width))
+    return out
 
 
-def _print_findings(console: Any, items: list[Finding], notes: list[str]) -> None:
-    from rich.text import Text
+#: the indent of tables and of a long line's continuation
+_TAB = "  "
+#: rows in the kernel and CPU-op tables
+TOP = 15
 
-    from gputui.reports import findings as findings_text
 
-    head = Text("findings", style="bold")
-    head.append(
+def _steps(got: Collected, stats: StepStats, width: int) -> list[str]:
+    if not stats.count:
+        left_out = stats.excluded_profiled
+        said = "no steps recorded yet" + (
+            f" ({plural(left_out, 'profiled step')} left out)" if left_out else ""
+        )
+        return wrap(said, width)
+    line = (
+        f"steps {stats.first_index}..{stats.last_index} ({stats.count:,}"
+        + (f", {stats.excluded_profiled:,} profiled left out" if stats.excluded_profiled else "")
+        + (f", {got.missed:,} missed" if got.missed else "")
+        + f"): {stats.steps_per_s:.2f} steps/s"
+    )
+    if stats.samples_per_s is not None:
+        inferred = " (batch size inferred)" if stats.samples_inferred else ""
+        line += f", {stats.samples_per_s:,.0f} samples/s{inferred}"
+    out = wrap(line, width, "", _TAB)
+    out.extend(_dist_table("wall time (ms)", stats.wall, stats.phases, width))
+    if stats.gpu is not None:
+        out.extend(_dist_table("GPU time (ms)", stats.gpu, stats.gpu_phases, width))
+    return out
+
+
+def _memory(got: Collected, width: int) -> list[str]:
+    memory = got.latest_memory
+    if memory is None:
+        return []
+    items = [
+        f"memory (device {memory.device}):",
+        f"allocated {fmt.size(memory.allocated)},",
+        f"reserved {fmt.size(memory.reserved)},",
+        f"peak {fmt.size(memory.peak_allocated)},",
+        f"retries {memory.alloc_retries},",
+        f"OOMs {memory.ooms}",
+    ]
+    growth = memory_growth(got.memory)
+    if growth is not None:
+        sign = "+" if growth.per_step_bytes >= 0 else "-"
+        items[-1] += ";"
+        items.append(f"baseline {sign}{fmt.size(abs(growth.per_step_bytes))}/step")
+        if growth.growing:
+            items.append("(GROWING)")
+    return wrap_items(items, width, " ", subsequent=_TAB)
+
+
+def _findings(items: list[Finding], notes: list[str], width: int) -> list[str]:
+    head = "findings" + (
         f" ({len(items)}, ranked by the step time a fix could recover)"
         if items
-        else ": nothing found that costs this job time",
-        style="" if items else "green",
+        else ": nothing found that costs this job time"
     )
-    console.print(head)
+    out = wrap(head, width)
     for note in notes:
-        console.print(Text(f"  ({note})", style="dim"))
+        out.extend(wrap(f"({fmt.clean(note)})", width, _TAB, _TAB + " "))
     if items:
-        console.print(findings_text.blocks(items))
+        out.extend(findings_text.text_blocks(items, width))
+    return out
 
 
-def _labelled(label: str, value: str, style: str) -> Any:
-    from rich.text import Text
-
-    text = Text()
-    text.append(label, style=style)
-    text.append(fmt.clean(value))
-    return text
-
-
-def _dist_table(
-    title: str, total: Dist | None, phases: tuple[Dist, ...], table_cls: Any, text_cls: Any
-) -> Any:
-    table = table_cls(title=title, title_justify="left", box=None, header_style="bold")
-    for col in ("phase", "mean", "p50", "p90", "p99", "share"):
-        table.add_column(col, justify="left" if col == "phase" else "right")
-    rows = list(phases) + ([total] if total is not None else [])
-    for d in rows:
-        table.add_row(
-            text_cls(fmt.clean(d.name, 64)),
+def _dist_table(title: str, total: Dist | None, phases: tuple[Dist, ...], width: int) -> list[str]:
+    rows = [
+        [
+            fmt.clean(d.name, 64),
             fmt.ms(d.mean, unit=False),
             fmt.ms(d.p50, unit=False),
             fmt.ms(d.p90, unit=False),
             fmt.ms(d.p99, unit=False),
             f"{d.share * 100:.1f}%",
-        )
-    return table
+        ]
+        for d in [*phases, *([total] if total is not None else [])]
+    ]
+    lines = table(
+        ["phase", "mean", "p50", "p90", "p99", "share"],
+        rows,
+        width - len(_TAB),
+        right=[False, True, True, True, True, True],
+        flexible=0,
+    )
+    return [title, *(_TAB + line for line in lines)]
 
 
-def _print_capture(console: Any, cap: CaptureResult, table_cls: Any, text_cls: Any) -> None:
+def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
     when = " (from an earlier capture)" if cap.replay else ""
     stop = "-" if cap.stop_ms is None else f"{cap.stop_ms:g}"
-    console.print(
-        text_cls(
-            f"capture steps {cap.first_step}..{cap.last_step}{when}: "
-            f"{cap.events} events, profiler stop {stop} ms"
-        )
+    out = wrap(
+        f"capture steps {cap.first_step}..{cap.last_step}{when}: "
+        f"{plural(cap.events, 'event')}, profiler stop {stop} ms",
+        width,
+        "",
+        _TAB,
     )
     if cap.kernels:
-        table = table_cls(
-            title="top GPU kernels", title_justify="left", box=None, header_style="bold"
-        )
-        for col in ("kernel", "class", "calls", "total ms", "mean us", "share"):
-            table.add_column(col, justify="left" if col in ("kernel", "class") else "right")
-        for k in cap.kernels[:15]:
-            table.add_row(
-                text_cls(fmt.truncate(fmt.clean(k.name), 70)),
-                text_cls(fmt.clean(k.kernel_class, 16)),
-                str(k.calls),
-                f"{k.total_us / 1000:.3f}",
-                f"{k.mean_us:.1f}",
+        rows = [
+            [
+                fmt.us(k.total_us),
                 f"{k.share * 100:.1f}%",
-            )
-        console.print(table)
+                f"{k.calls:,}",
+                fmt.us(k.mean_us),
+                CLASS_SHORT.get(k.kernel_class, fmt.clean(k.kernel_class, 16)),
+                k.name,
+            ]
+            for k in cap.kernels[:TOP]
+        ]
+        lines = table(
+            ["time", "share", "calls", "mean", "class", "kernel"],
+            rows,
+            width - len(_TAB),
+            right=[True, True, True, True, False, False],
+            flexible=5,
+            short=kernel_name,
+        )
+        out.append("top GPU kernels")
+        out.extend(_TAB + line for line in lines)
     metrics = cap.trace_metrics
     if metrics is not None and metrics.account is not None:
-        for line in account_lines(metrics.account, "captured"):
-            console.print(text_cls(line))
+        out.extend(account_lines(metrics.account, "captured", width=width))
     g = cap.gpu_time
     if g is not None:
-        console.print(
-            text_cls(
-                f"GPU time: span {g.span_us / 1000:.2f} ms, busy {g.busy_us / 1000:.2f} ms, "
-                f"idle {g.idle_us / 1000:.2f} ms; compute {g.compute_us / 1000:.2f}, comm "
-                f"{g.communication_us / 1000:.2f}, memcpy {g.memcpy_us / 1000:.2f}, memset "
-                f"{g.memset_us / 1000:.2f} ms"
-            )
-        )
+        items = [
+            f"GPU time: span {fmt.us(g.span_us)},",
+            f"busy {fmt.us(g.busy_us)},",
+            f"idle {fmt.us(g.idle_us)};",
+            f"compute {fmt.us(g.compute_us)},",
+            f"comm {fmt.us(g.communication_us)},",
+            f"memcpy {fmt.us(g.memcpy_us)},",
+            f"memset {fmt.us(g.memset_us)}",
+        ]
+        out.extend(wrap_items(items, width, " ", subsequent=_TAB))
     if cap.cpu_ops:
-        table = table_cls(
-            title="top CPU ops (self time)", title_justify="left", box=None, header_style="bold"
-        )
-        for col in ("op", "calls", "self ms", "total ms", "share"):
-            table.add_column(col, justify="left" if col == "op" else "right")
-        for op in cap.cpu_ops[:15]:
-            table.add_row(
-                text_cls(fmt.truncate(fmt.clean(op.name), 70)),
-                str(op.calls),
-                f"{op.self_us / 1000:.3f}",
-                f"{op.total_us / 1000:.3f}",
+        rows = [
+            [
+                fmt.us(op.self_us),
+                fmt.us(op.total_us),
                 f"{op.share * 100:.1f}%",
-            )
-        console.print(table)
-    if cap.trace_path:
-        line = text_cls("trace: ")
-        line.append(fmt.clean(cap.trace_path))
-        line.append(" (open in https://ui.perfetto.dev)")
-        console.print(line)
-    elif cap.trace_error:
-        console.print(_labelled("trace not written: ", cap.trace_error, "yellow"))
+                f"{op.calls:,}",
+                fmt.clean(op.name),
+            ]
+            for op in cap.cpu_ops[:TOP]
+        ]
+        lines = table(
+            ["self", "total", "share", "calls", "op"],
+            rows,
+            width - len(_TAB),
+            right=[True, True, True, True, False],
+            flexible=4,
+        )
+        out.append("top CPU ops (self time)")
+        out.extend(_TAB + line for line in lines)
+    out.extend(trace_lines(cap.trace_path, cap.trace_error, width, recorded))
+    return out
+
+
+def trace_lines(
+    path: str | None, error: str | None, width: int, recorded: bool, indent: str = ""
+) -> list[str]:
+    """Where a capture's trace file is: on this machine, or (a recording) on the
+    machine that recorded it."""
+    if path:
+        if recorded:
+            said = f"trace, on the machine that recorded this session: {fmt.clean(path)}"
+        else:
+            said = f"trace: {fmt.clean(path)} (open in https://ui.perfetto.dev)"
+        return wrap(said, width, indent, indent + _TAB)
+    if error:
+        return wrap(f"trace not written: {fmt.clean(error)}", width, indent, indent + _TAB)
+    return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputui import fmt
+from gputui.reports.text import output_width, table, wrap, wrap_items
 
 
 def _num(value: float | None) -> str:
@@ -19,53 +20,81 @@ def _num(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def render(doc: dict[str, Any]) -> list[str]:
-    """A bench document as an 80-column table.  Its text may come from a file:
-    every string goes through ``fmt.clean``."""
+def render(doc: dict[str, Any], width: int | None = None) -> list[str]:
+    """A bench document as a table of at most ``width`` characters (the output's
+    width by default).  Its text may come from a file: every string goes
+    through ``fmt.clean``."""
+    width = output_width() if width is None else width
     gpu = doc.get("gpu") or {}
     sw = doc.get("software") or {}
     when = str(doc.get("measured_at", "")).replace("T", " ").replace("Z", " UTC")
-    head = f"GPU {gpu.get('index', '?')}  {fmt.clean(gpu.get('name'), 40)}"
-    head += f"  sm {fmt.clean(gpu.get('compute_capability'), 8)}  {fmt.clean(gpu.get('uuid'), 60)}"
-    lines = [
-        head,
-        f"torch {fmt.clean(sw.get('torch'), 30)}  CUDA {fmt.clean(sw.get('cuda'), 12)}  "
-        f"driver {fmt.clean(sw.get('driver'), 20)}  {fmt.clean(when, 30)}"
-        f"{'  quick' if doc.get('quick') else ''}",
-        "",
-        f"{'':<28} {'measured':>14} {'slowest-fastest':>15} {'datasheet':>10} {'share':>5}",
+    head = [
+        f"GPU {fmt.clean(gpu.get('index', '?'), 8)}",
+        fmt.clean(gpu.get("name"), 128),
+        f"sm {fmt.clean(gpu.get('compute_capability'), 8)}",
+        fmt.clean(gpu.get("uuid"), 128),
     ]
+    soft = [
+        f"torch {fmt.clean(sw.get('torch'), 64)}",
+        f"CUDA {fmt.clean(sw.get('cuda'), 32)}",
+        f"driver {fmt.clean(sw.get('driver'), 64)}",
+        fmt.clean(when, 64),
+        "quick" if doc.get("quick") else "",
+    ]
+    lines = [*wrap_items(head, width), *wrap_items(soft, width), ""]
+    rows: list[list[str]] = []
+    errors: dict[int, list[str]] = {}
     for m in doc.get("measurements") or []:
-        label = fmt.clean(m.get("label"), 28)
+        label = fmt.clean(m.get("label"), 64)
         error = m.get("error")
         if error:
-            lines.append(f"{label:<28} {fmt.clean(error, 51)}")
+            errors[len(rows)] = wrap(fmt.clean(error), width, _TAB, _TAB)
+            rows.append([label, "-", "", "", ""])
             continue
-        unit = fmt.clean(m.get("unit"), 8)
-        value = f"{_num(m.get('value'))} {unit}"
-        spread = f"{_num(m.get('worst'))}-{_num(m.get('best'))}"
+        unit = fmt.clean(m.get("unit"), 16)
         sheet = m.get("datasheet")
         share = m.get("pct_of_datasheet")
-        lines.append(
-            f"{label:<28} {value:>14} {spread:>15} {_num(sheet) if sheet else '-':>10} "
-            f"{fmt.pct(share) if share is not None else '-':>5}"
+        rows.append(
+            [
+                label,
+                f"{_num(m.get('value'))} {unit}",
+                f"{_num(m.get('worst'))}-{_num(m.get('best'))}",
+                _num(sheet) if sheet else "-",
+                fmt.pct(share) if share is not None else "-",
+            ]
         )
+    lines += table(
+        ["", "measured", "slowest-fastest", "datasheet", "share"],
+        rows,
+        width,
+        right=[False, True, True, True, True],
+        flexible=0,
+        under=errors,
+    )
     sheet = doc.get("datasheet")
     lines.append("")
     if sheet:
-        lines.append(
-            f"datasheet: {fmt.clean(sheet.get('model'), 40)}, dense tensor-core rates, "
-            "PCIe per direction"
+        lines += wrap(
+            f"datasheet: {fmt.clean(sheet.get('model'), 128)}, dense tensor-core rates, "
+            "PCIe per direction",
+            width,
+            "",
+            _TAB,
         )
-        lines.append(f"  source: {fmt.clean(sheet.get('source'), 70)}")
+        lines += wrap(f"source: {fmt.clean(sheet.get('source'))}", width, _TAB, _TAB * 2)
     else:
         lines.append("datasheet: this GPU is not in gputui's table")
     reps = [int(m.get("repetitions") or 0) for m in doc.get("measurements") or []]
     reps = [r for r in reps if r > 0] or [0]
     span = str(reps[0]) if min(reps) == max(reps) else f"{min(reps)}-{max(reps)}"
     took = doc.get("elapsed_s")
-    lines.append(
+    lines += wrap(
         f"medians of {span} repetitions after warm-up, CUDA events; "
-        f"took {took if took is not None else '?'} s"
+        f"took {took if took is not None else '?'} s",
+        width,
     )
     return lines
+
+
+#: the indent of a continued line
+_TAB = "  "

@@ -14,6 +14,7 @@ from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Job, Node
 from gputui.reports import jsondoc
 from gputui.reports.jsondoc import finite
+from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
 
 JSON_SCHEMA = 1
 
@@ -36,55 +37,103 @@ def _ms(seconds: float | None) -> str:
     return fmt.NA if seconds is None else f"{seconds * 1000:.1f}ms"
 
 
-def node_line(node: Node) -> str:
-    state = {True: "up", False: "DOWN", None: "?"}[node.up]
-    throttled = f"{node.throttled_gpus} throttled" if node.throttled_gpus else ""
-    return (
-        f"{fmt.clean(node.hostname, 24):<24} {state:>4} {node.gpu_count:>4} "
-        f"{_ratio(node.util_mean):>5} {_ratio(node.sm_active_mean):>5} "
-        f"{_ratio(node.tensor_active_mean):>6} {_ratio(node.dram_active_mean):>5} "
-        f"{_power(node.power_w):>7} "
-        f"{fmt.size(node.mem_used_bytes):>8}/{fmt.size(node.mem_total_bytes):<8} "
-        f"{throttled}"
-    ).rstrip()
-
-
 def _power(watts: float | None) -> str:
     return fmt.NA if watts is None else f"{watts:.0f}W"
 
 
-def job_lines(job: Job) -> list[str]:
-    share = "  ".join(
-        f"{fmt.clean(p, 16)} {v * 100:.0f}%"
-        for p, v in sorted(job.phase_share.items(), key=lambda kv: -kv[1])
-    )
-    head = (
-        f"job {fmt.clean(job.job_id, 48)}  ranks {len(job.ranks)}"
-        + (f"/{job.world_size}" if job.world_size else "")
-        + f"  step {_ms(job.step_s)}  {share}"
-    )
-    lines = [head.rstrip()]
-    for r in job.ranks:
-        straggler = "  <- straggler" if job.straggler is r and (r.skew or 0) >= 1.1 else ""
-        lines.append(
-            f"  rank {r.rank:>3} {fmt.clean(r.hostname, 20):<20} gpu {fmt.clean(r.gpu, 3):>3} "
-            f"step {_ms(r.step_s):>9} compute {_ms(r.compute_s):>9} "
-            f"skew {'N/A' if r.skew is None else f'{r.skew:.2f}':>5}{straggler}"
-        )
-    return lines
+#: the indent of a job's rank table
+_TAB = "  "
 
 
-def print_text(snapshot: ClusterSnapshot) -> None:
-    out = [
-        f"{fmt.clean(snapshot.url)}"
-        + (f"  {{{fmt.clean(snapshot.selector)}}}" if snapshot.selector else "")
-        + f"  {len(snapshot.nodes)} nodes, {sum(n.gpu_count for n in snapshot.nodes)} GPUs,"
-        f" {len(snapshot.jobs)} jobs  (read in {snapshot.latency_s * 1000:.0f} ms)",
-        f"{'NODE':<24} {'UP':>4} {'GPUS':>4} {'UTIL':>5} {'SM':>5} {'TENSOR':>6} {'DRAM':>5} "
-        f"{'POWER':>7} {'MEMORY':>17}",
+def node_table(nodes: tuple[Node, ...], width: int) -> list[str]:
+    """One row per node; the hostname gives way (elided in the middle)."""
+    rows = [
+        [
+            fmt.clean(n.hostname, 128),
+            {True: "up", False: "DOWN", None: "?"}[n.up],
+            str(n.gpu_count),
+            _ratio(n.util_mean),
+            _ratio(n.sm_active_mean),
+            _ratio(n.tensor_active_mean),
+            _ratio(n.dram_active_mean),
+            _power(n.power_w),
+            f"{fmt.size(n.mem_used_bytes)}/{fmt.size(n.mem_total_bytes)}",
+        ]
+        for n in nodes
     ]
-    out += [node_line(n) for n in snapshot.nodes]
+    out = table(
+        ["NODE", "UP", "GPUS", "UTIL", "SM", "TENSOR", "DRAM", "POWER", "MEMORY"],
+        rows,
+        width,
+        right=[False, *[True] * 8],
+        flexible=0,
+    )
+    throttled = [
+        f"{fmt.clean(n.hostname, 128)} ({plural(n.throttled_gpus, 'GPU')})"
+        for n in nodes
+        if n.throttled_gpus
+    ]
+    if throttled:
+        out.extend(wrap("throttled: " + ", ".join(throttled), width, "", _TAB))
+    return out
+
+
+def job_lines(job: Job, width: int) -> list[str]:
+    """A job's step and phase shares, then its ranks (the straggler marked)."""
+    head = [
+        f"job {fmt.clean(job.job_id, 48)}",
+        f"ranks {len(job.ranks)}" + (f"/{job.world_size}" if job.world_size else ""),
+        f"step {_ms(job.step_s)}",
+        *(
+            f"{fmt.clean(p, 16)} {v * 100:.0f}%"
+            for p, v in sorted(job.phase_share.items(), key=lambda kv: -kv[1])
+        ),
+    ]
+    lines = wrap_items(head, width, subsequent=_TAB)
+    rows = []
+    for r in job.ranks:
+        straggler = job.straggler is r and (r.skew or 0) >= 1.1
+        rows.append(
+            [
+                str(r.rank),
+                fmt.clean(r.hostname, 128),
+                fmt.clean(r.gpu, 16),
+                _ms(r.step_s),
+                _ms(r.compute_s),
+                "N/A" if r.skew is None else f"{r.skew:.2f}",
+                "<- straggler" if straggler else "",
+            ]
+        )
+    ranks = table(
+        ["rank", "host", "gpu", "step", "compute", "skew", ""],
+        rows,
+        width - len(_TAB),
+        right=[True, False, True, True, True, True, False],
+        flexible=1,
+    )
+    return lines + [_TAB + line for line in ranks]
+
+
+def render(snapshot: ClusterSnapshot, width: int | None = None) -> list[str]:
+    """The snapshot as lines of at most ``width`` characters (the output's width
+    by default)."""
+    width = output_width() if width is None else width
+    head = [fmt.clean(snapshot.url)]
+    if snapshot.selector:
+        head.append(f"{{{fmt.clean(snapshot.selector)}}}")
+    head += [
+        f"{plural(len(snapshot.nodes), 'node')},",
+        f"{plural(sum(n.gpu_count for n in snapshot.nodes), 'GPU')},",
+        f"{plural(len(snapshot.jobs), 'job')}",
+        f"(read in {snapshot.latency_s * 1000:.0f} ms)",
+    ]
+    out = wrap_items(head, width, " ", subsequent=_TAB)
+    out += node_table(snapshot.nodes, width)
     for job in snapshot.jobs:
         out.append("")
-        out += job_lines(job)
-    print("\n".join(out))
+        out += job_lines(job, width)
+    return out
+
+
+def print_text(snapshot: ClusterSnapshot, ascii_only: bool = False) -> None:
+    emit(render(snapshot), ascii_only)

@@ -1,9 +1,12 @@
-"""Findings as Rich text: one look for the monitor, the attach screen, the
+"""Findings as text: one look for the monitor, the attach screen, the
 ``--once`` reports and ``gputui analyze``.
 
-Rich only (no Textual), so the printed reports use it too.  Every field of a
+:func:`headline` and :func:`block` are Rich text for the screens;
+:func:`text_block` and :func:`text_blocks` the same fields as plain lines for the
+printed reports, wrapped whole to the report's width, with the advice a screen
+gives by a key said the command-line way (:func:`printed`).  Every field of a
 finding may quote a kernel or op name the job chose, so every one passes
-:func:`gputui.fmt.clean` on its way to the screen.
+:func:`gputui.fmt.clean` on its way out.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
+from gputui.reports import text as layout
 
 #: how a finding's or a throttle's severity is coloured, everywhere; explicit
 #: colours, not "reverse", so a light theme reads them as well as a dark one
@@ -77,3 +81,63 @@ def block(f: Finding, spaced: bool = False, with_rule: bool = True) -> Text:
 def blocks(findings: Sequence[Finding]) -> Text:
     """Several findings in full, a blank line between them."""
     return Text("\n\n").join(block(f) for f in findings)
+
+
+#: advice that names a key of a screen, and how a printed report says it
+PRINTED_WORDS = (
+    ("press p (or attach --capture 5)", "capture 5 steps (gputui attach PID --once --capture 5)"),
+    (
+        "(m on the attach screen, or gputui attach PID --memory-snapshot N)",
+        "(gputui attach PID --memory-snapshot N)",
+    ),
+    ("(p on the rank view)", "(gputui attach PID --once --capture N)"),
+    (
+        "(attach screen: l, then p; or attach --capture N --flops)",
+        "(gputui attach PID --once --capture N --flops)",
+    ),
+    ("capture (p)", "capture (gputui attach PID --once --capture N)"),
+)
+
+#: the label column of a printed finding's fields
+_INDENT = "   "
+_LABEL = 6
+
+
+def printed(value: str) -> str:
+    """``value`` with a screen's keys replaced by the command line that does the same."""
+    for screen, command in PRINTED_WORDS:
+        value = value.replace(screen, command)
+    return value
+
+
+def text_block(f: Finding, width: int, with_rule: bool = True) -> list[str]:
+    """A finding in full as plain lines of at most ``width`` characters: its
+    severity and title (then where it applies), and one labelled field per line,
+    each wrapped whole under itself."""
+    lines = layout.wrap(fmt.clean(f.title, 200), width, f"{f.severity.upper():<5} ", " " * 6)
+    where = [fmt.clean(f.scope, 80)] + ([fmt.clean(f.rule, 80)] if with_rule else [])
+    said = " · ".join(w for w in where if w)
+    if said and len(lines[-1]) + 3 + len(said) <= width:
+        lines[-1] += "   " + said
+    elif said:
+        lines.extend(layout.wrap(said, width, " " * 6))
+    for label, value in (
+        ("seen", f.evidence),
+        ("cost", cost_text(f)),
+        ("fix", f.fix),
+        ("then", f.confirm),
+        ("from", f.source),
+    ):
+        if value:
+            lines.extend(layout.labelled(label, printed(fmt.clean(value)), width, _INDENT, _LABEL))
+    return lines
+
+
+def text_blocks(findings: Sequence[Finding], width: int, with_rule: bool = True) -> list[str]:
+    """Several findings in full, a blank line between them."""
+    out: list[str] = []
+    for f in findings:
+        if out:
+            out.append("")
+        out.extend(text_block(f, width, with_rule))
+    return out

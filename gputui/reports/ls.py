@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputui.reports.text import emit, output_width, table, wrap
+
 
 def _ranks_text(job: dict[str, Any]) -> str:
     if "ranks" not in job:
@@ -27,37 +29,43 @@ def _spans(numbers: list[int]) -> str:
     return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-def print_jobs(jobs: list[dict[str, Any]]) -> None:
-    """The table of hooked jobs (``gputui ls``): one row per job, its ranks' pids
-    under the launcher's."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
+def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
+    """The table of hooked jobs (``gputui ls``), in lines of at most ``width``
+    characters (the output's width by default): one row per job, its command
+    whole (wrapped under itself), a multi-rank job's ranks' pids under it."""
     from gputui import fmt
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, justify in (
-        ("PID", "right"),
-        ("RANK", "right"),
-        ("STEPS", "right"),
-        ("STEP", "right"),
-        ("COMMAND", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    width = output_width() if width is None else width
+    rows: list[list[str]] = []
+    under: dict[int, list[str]] = {}
     for job in jobs:
         if "error" in job:
-            table.add_row(str(job["pid"]), "", "", "", Text(fmt.clean(job["error"]), style="red"))
+            rows.append([str(job["pid"]), "", "", "", fmt.clean(job["error"])])
             continue
         step = job["recent_step_s"]
-        pid = str(job.get("launcher_pid") or job["pid"])
         if "ranks" in job:  # the launcher's pid, then the ranks'
-            pid += "\n" + ",".join(str(r["pid"]) for r in job["ranks"])
-        table.add_row(
-            Text(pid),
-            _ranks_text(job),
-            str(job["steps"]),
-            "" if step is None else f"{step * 1000:.1f} ms",
-            Text(fmt.clean_all(job["command"])),
+            pids = ",".join(str(r["pid"]) for r in job["ranks"])
+            under[len(rows)] = wrap(f"rank pids {pids}", width, "  ", "    ")
+        rows.append(
+            [
+                str(job.get("launcher_pid") or job["pid"]),
+                _ranks_text(job),
+                f"{job['steps']:,}",
+                "" if step is None else f"{step * 1000:.1f} ms",
+                fmt.clean_all(job["command"]),
+            ]
         )
-    Console(highlight=False).print(table)
+    return table(
+        ["PID", "RANK", "STEPS", "STEP", "COMMAND"],
+        rows,
+        width,
+        right=[True, True, True, True, False],
+        flexible=4,
+        wrap_flexible=True,
+        under=under,
+    )
+
+
+def print_jobs(jobs: list[dict[str, Any]]) -> None:
+    """The table of hooked jobs on standard output."""
+    emit(render(jobs))

@@ -13,6 +13,8 @@ from gputui.collectors.hook_client import (
 )
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import AllocSite
+from gputui.reports import findings as findings_text
+from gputui.reports.text import emit, output_width, plural, table, wrap
 
 #: where a snapshot file opens (PyTorch's memory visualizer, in a browser)
 MEMORY_VIZ = "https://pytorch.org/memory_viz"
@@ -28,11 +30,8 @@ def json_doc(pid: int | None, result: MemorySnapshotResult, found: list[Finding]
     return {"pid": pid, "memory_snapshot": snap, "findings": [f.to_json() for f in found]}
 
 
-def _site(site: AllocSite | None, width: int = 60) -> Any:
-    from rich.text import Text
-
-    label = NO_FRAME if site is None else fmt.clean(site_label(site))
-    return Text(fmt.middle(label, width), no_wrap=True, overflow="ellipsis")
+def _site(site: AllocSite | None) -> str:
+    return NO_FRAME if site is None else fmt.clean(site_label(site))
 
 
 def _series(values: tuple[int, ...]) -> str:
@@ -45,122 +44,161 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:g} ms"
 
 
-def print_result(result: MemorySnapshotResult, found: list[Finding]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+#: the indent of tables and of a long line's continuation
+_TAB = "  "
 
-    # Lines are not wrapped: paths and sites stay whole for copying.
-    console = Console(highlight=False, soft_wrap=True)
-    window = f"steps {result.first_step}..{result.last_step} ({result.steps} steps)"
-    head = Text()
-    head.append(f"memory snapshot of job {result.pid}, device {result.device}", style="bold")
-    head.append(f": {window}, {result.alloc_count:,} allocations, ")
-    head.append(f"{result.trace_entries:,} allocator events")
+
+def print_result(
+    result: MemorySnapshotResult, found: list[Finding], ascii_only: bool = False
+) -> None:
+    """The report on standard output, to its width (``--ascii``: ASCII only)."""
+    emit(render(result, found), ascii_only)
+
+
+def render(
+    result: MemorySnapshotResult, found: list[Finding], width: int | None = None
+) -> list[str]:
+    """The report as lines of at most ``width`` characters (the output's width by
+    default): sentences and paths whole, allocation sites elided in the middle in
+    the tables (each site's full frames are listed under the growing ones)."""
+    width = output_width() if width is None else width
+    steps = "?" if result.steps is None else plural(result.steps, "step")
+    window = f"steps {result.first_step}..{result.last_step} ({steps})"
+    head = (
+        f"memory snapshot of job {result.pid}, device {result.device}: {window}, "
+        f"{plural(result.alloc_count, 'allocation')}, "
+        f"{plural(result.trace_entries, 'allocator event')}"
+    )
     if result.truncated:
-        head.append(" (ring full: the oldest were overwritten)", style="yellow")
-    console.print(head)
-    console.print(
-        Text(
-            f"cost to the job: history on {_ms(result.start_ms)}, snapshot and off "
-            f"{_ms(result.stop_ms)} at the last step boundary; summary {_ms(result.summary_ms)}"
-            f" and file {_ms(result.dump_ms)} on a worker thread",
-            style="dim",
-        )
+        head += " (ring full: the oldest were overwritten)"
+    out = wrap(head, width, "", _TAB)
+    out += wrap(
+        f"cost to the job: history on {_ms(result.start_ms)}, snapshot and off "
+        f"{_ms(result.stop_ms)} at the last step boundary; summary {_ms(result.summary_ms)}"
+        f" and file {_ms(result.dump_ms)} on a worker thread",
+        width,
+        "",
+        _TAB,
     )
     frag = result.fragmentation
     if frag is not None:
         unused = frag.unused_share
-        console.print(
-            Text(
-                f"segments: {frag.segments} ({frag.large_segments} large, {frag.small_segments} "
-                f"small), reserved {fmt.size(frag.reserved_bytes)}, allocated "
-                f"{fmt.size(frag.allocated_bytes)}"
-                + ("" if unused is None else f" ({unused * 100:.0f}% of reserved unused)")
-                + f"; {frag.inactive_split_blocks} free blocks in split segments "
-                f"({fmt.size(frag.inactive_split_bytes)}), largest free block "
-                f"{fmt.size(frag.largest_inactive_bytes)}; "
-                f"{fmt.size(frag.before_window_bytes)} allocated before the window"
-            )
+        out += wrap(
+            f"segments: {frag.segments} ({frag.large_segments} large, {frag.small_segments} "
+            f"small), reserved {fmt.size(frag.reserved_bytes)}, allocated "
+            f"{fmt.size(frag.allocated_bytes)}"
+            + ("" if unused is None else f" ({unused * 100:.0f}% of reserved unused)")
+            + f"; {plural(frag.inactive_split_blocks, 'free block')} in split segments "
+            f"({fmt.size(frag.inactive_split_bytes)}), largest free block "
+            f"{fmt.size(frag.largest_inactive_bytes)}; "
+            f"{fmt.size(frag.before_window_bytes)} allocated before the window",
+            width,
+            "",
+            _TAB,
         )
-    if not result.growth_checked:
-        console.print(
-            Text(
-                f"growing allocations: not judged ({result.boundaries} step boundaries found; "
-                f"{ms.MIN_GROWTH_BOUNDARIES + 1} needed, so snapshot at least "
-                f"{ms.MIN_GROWTH_BOUNDARIES} steps)",
-                style="yellow",
-            )
-        )
-    elif not result.growing:
-        console.print(Text("growing allocations: none (no site grew across the steps)", "green"))
-    else:
-        table = Table(
-            title="growing allocations: alive at every step boundary and growing (leak candidates)",
-            title_justify="left",
-            box=None,
-            header_style="bold",
-        )
-        for col in ("site", "per step", "alive at the boundaries", "kept"):
-            table.add_column(col, justify="left" if col == "site" else "right")
-        for g in result.growing:
-            kept = g.live_count[-1] if g.live_count else 0
-            table.add_row(
-                _site(g.site), f"+{fmt.size(g.per_step_bytes)}", _series(g.live_bytes), str(kept)
-            )
-        console.print(table)
-        top = result.growing[0].site
-        if top is not None:
-            for frame in top.frames:
-                where = f"{fmt.clean(frame.file)}:{frame.line}"
-                console.print(Text(f"    at {where} in {fmt.clean(frame.function)}"))
+    out += _growing(result, width)
     if result.sites:
-        table = Table(
-            title=f"top allocation sites during the window ({result.site_count} sites)",
-            title_justify="left",
-            box=None,
-            header_style="bold",
-        )
-        for col in ("site", "allocated", "count", "alive at the end"):
-            table.add_column(col, justify="left" if col == "site" else "right")
-        for s in result.sites[:10]:
-            table.add_row(
+        rows = [
+            [
                 _site(s.site),
                 fmt.size(s.bytes),
                 f"{s.count:,}",
                 f"{fmt.size(s.live_bytes)} ({s.live_count:,})" if s.live_count else "-",
-            )
-        console.print(table)
-    if result.largest_blocks:
-        table = Table(
-            title="largest live blocks", title_justify="left", box=None, header_style="bold"
+            ]
+            for s in result.sites[:10]
+        ]
+        out += wrap(
+            f"top allocation sites during the window ({plural(result.site_count, 'site')})", width
         )
-        for col in ("size", "requested", "pool", "site"):
-            table.add_column(col, justify="left" if col == "site" else "right")
+        out += _indented(
+            table(
+                ["site", "allocated", "count", "alive at the end"],
+                rows,
+                width - len(_TAB),
+                right=[False, True, True, True],
+                flexible=0,
+            )
+        )
+    if result.largest_blocks:
+        rows = []
         for b in result.largest_blocks:
             known = b.in_window or b.site is not None
-            table.add_row(
-                fmt.size(b.bytes),
-                fmt.size(b.requested_bytes),
-                fmt.clean(b.segment_type, 8),
-                _site(b.site) if known else Text("allocated before the window", style="dim"),
+            rows.append(
+                [
+                    fmt.size(b.bytes),
+                    fmt.size(b.requested_bytes),
+                    fmt.clean(b.segment_type, 8),
+                    _site(b.site) if known else "allocated before the window",
+                ]
             )
-        console.print(table)
-    for f in found:
-        line = Text()
-        line.append(f"{f.severity.upper()} ", style="bold red" if f.severity == "crit" else "bold")
-        line.append(fmt.clean(f.title, 200), style="bold")
-        line.append(f"\n  {fmt.clean(f.evidence)}\n  fix: {fmt.clean(f.fix)}")
-        console.print(line)
-    for note in result.notes:
-        console.print(Text(f"note: {fmt.clean(note)}", style="yellow"))
-    if result.snapshot_path:
-        line = Text("snapshot file: ")
-        line.append(fmt.clean(result.snapshot_path))
-        size = "" if result.snapshot_bytes is None else f" ({fmt.size(result.snapshot_bytes)})"
-        line.append(f"{size}; open it at {MEMORY_VIZ}")
-        console.print(line)
-    elif result.snapshot_error:
-        console.print(
-            Text(f"snapshot file not written: {fmt.clean(result.snapshot_error)}", "yellow")
+        out.append("largest live blocks")
+        out += _indented(
+            table(
+                ["size", "requested", "pool", "site"],
+                rows,
+                width - len(_TAB),
+                right=[True, True, True, False],
+                flexible=3,
+            )
         )
+    if found:
+        out += findings_text.text_blocks(found, width, with_rule=False)
+    for note in result.notes:
+        out += wrap(f"note: {fmt.clean(note)}", width, "", _TAB)
+    if result.snapshot_path:
+        size = "" if result.snapshot_bytes is None else f" ({fmt.size(result.snapshot_bytes)})"
+        out += wrap(
+            f"snapshot file: {fmt.clean(result.snapshot_path)}{size}; open it at {MEMORY_VIZ}",
+            width,
+            "",
+            _TAB,
+        )
+    elif result.snapshot_error:
+        out += wrap(f"snapshot file not written: {fmt.clean(result.snapshot_error)}", width)
+    return out
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return [_TAB + line for line in lines]
+
+
+def _growing(result: MemorySnapshotResult, width: int) -> list[str]:
+    if not result.growth_checked:
+        found = plural(result.boundaries, "step boundary", "step boundaries")
+        return wrap(
+            f"growing allocations: not judged ({found} found; "
+            f"{ms.MIN_GROWTH_BOUNDARIES + 1} needed, so snapshot at least "
+            f"{ms.MIN_GROWTH_BOUNDARIES} steps)",
+            width,
+            "",
+            _TAB,
+        )
+    if not result.growing:
+        return wrap("growing allocations: none (no site grew across the steps)", width)
+    rows = [
+        [
+            _site(g.site),
+            f"+{fmt.size(g.per_step_bytes)}",
+            _series(g.live_bytes),
+            str(g.live_count[-1] if g.live_count else 0),
+        ]
+        for g in result.growing
+    ]
+    out = wrap(
+        "growing allocations: alive at every step boundary and growing (leak candidates)", width
+    )
+    out += _indented(
+        table(
+            ["site", "per step", "alive at the boundaries", "kept"],
+            rows,
+            width - len(_TAB),
+            right=[False, True, True, True],
+            flexible=0,
+        )
+    )
+    top = result.growing[0].site
+    if top is not None:
+        for frame in top.frames:
+            where = f"{fmt.clean(frame.file)}:{frame.line}"
+            out += wrap(f"at {where} in {fmt.clean(frame.function)}", width, _TAB * 2, _TAB * 3)
+    return out

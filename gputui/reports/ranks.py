@@ -8,7 +8,20 @@ from typing import Any
 from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.collectors.job_group import JobGroup
-from gputui.session.ranks import RanksSummary
+from gputui.reports import findings as findings_text
+from gputui.reports.attach import trace_lines
+from gputui.reports.text import (
+    elide_all,
+    emit,
+    kernel_name,
+    output_width,
+    plural,
+    table,
+    wrap,
+    wrap_items,
+)
+from gputui.session.ranks import RankRow, RanksSummary
+from gputui.trace.kernels import CLASS_SHORT
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -42,106 +55,191 @@ def print_ranks(
     findings: list[Finding],
     problems: list[str],
     banner: str | None = None,
+    ascii_only: bool = False,
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """The report on standard output, to its width (``--ascii``: ASCII only).  A
+    ``banner`` marks a recording: its trace paths are the recording machine's."""
+    lines = render(job, summary, findings, problems, banner, recorded=banner is not None)
+    emit(lines, ascii_only)
 
-    console = Console(highlight=False)
+
+#: the indent of tables and of a long line's continuation
+_TAB = "  "
+#: what the rank table's columns hold
+LEGEND = (
+    "p50, p90: step wall time; comm: mean wait per step in collectives, comm%: its "
+    "share of the step; compute: the step less comm (the slowest rank sets the pace)"
+)
+
+
+def render(
+    job: JobGroup,
+    summary: RanksSummary,
+    findings: list[Finding],
+    problems: list[str],
+    banner: str | None = None,
+    width: int | None = None,
+    recorded: bool = False,
+) -> list[str]:
+    """The multi-rank report as lines of at most ``width`` characters (the
+    output's width by default), every value with its unit."""
+    width = output_width() if width is None else width
+    out: list[str] = []
     if banner:
-        console.print(Text(banner, style="bold black on yellow"))
-    head = Text()
+        out.extend(wrap(banner, width))
     world = summary.world_size
-    head.append(f"job: {summary.local} local ranks" + (f" of {world}" if world else ""), "bold")
+    head = [f"job: {plural(summary.local, 'local rank')}" + (f" of {world}" if world else "")]
     if job.launcher_pid is not None:
-        head.append(f", launcher pid {job.launcher_pid}")
+        head.append(f"launcher pid {job.launcher_pid}")
     if job.run_id:
-        head.append(f", run id {fmt.clean(job.run_id, 64)}")
+        head.append(f"run id {fmt.clean(job.run_id, 64)}")
     if job.master:
-        head.append(f", master {fmt.clean(job.master, 64)}")
-    console.print(head)
-    console.print(Text(fmt.clean_all(job.first.argv), style="dim"))
-    if summary.alert:
-        console.print(Text(fmt.clean(summary.alert), style="bold red"))
-    missing = summary.missing_text()
-    if missing:
-        console.print(Text(missing, style="yellow"))
-    for problem in problems[-4:]:
-        console.print(Text(fmt.clean(problem), style="red"))
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("rank", "pid", "state", "step", "behind", "p50", "p90", "comm", "%", "compute"):
-        table.add_column(col, justify="left" if col == "state" else "right")
-    table.add_column("memory", justify="right")
-    table.add_column("gpu")
+        head.append(f"master {fmt.clean(job.master, 64)}")
+    items = [f"{item}," for item in head[:-1]] + head[-1:]
+    out.extend(wrap_items(items, width, " ", subsequent=_TAB))
+    out.extend(wrap(fmt.clean_all(job.first.argv), width, _TAB, _TAB * 2))
+    for said in (summary.alert, summary.missing_text(), *problems[-4:]):
+        if said:
+            out.extend(wrap(fmt.clean(said), width, "", _TAB))
+    out.extend(_rank_table(summary, width))
+    out.extend(_devices(summary, width))
+    out.extend(_phases(summary, width))
+    if findings:
+        out.append(f"findings across ranks ({len(findings)})")
+        out.extend(findings_text.text_blocks(findings, width, with_rule=False))
     for row in summary.rows:
-        gpu = fmt.clean(row.gpu_uuid or "-", 64)
-        if row.gpu_util_pct is not None:
-            gpu += f" {row.gpu_util_pct:.0f}%"
-        table.add_row(
+        out.extend(_capture(row, width, recorded))
+    return out
+
+
+def _rank_table(summary: RanksSummary, width: int) -> list[str]:
+    rows = [
+        [
             "-" if row.rank is None else str(row.rank),
             str(row.pid),
-            Text(row.state + (f" ({fmt.clean(row.note, 120)})" if row.note else "")),
+            row.state,
             "-" if row.last_step is None else str(row.last_step),
             "-" if row.behind is None else str(row.behind),
             fmt.ms(row.step_p50_s),
             fmt.ms(row.step_p90_s),
             fmt.ms(row.comm_s),
-            "-" if row.comm_share is None else f"{row.comm_share * 100:.0f}",
+            "-" if row.comm_share is None else f"{row.comm_share * 100:.0f}%",
             fmt.ms(row.compute_s),
-            fmt.size(row.mem_allocated_bytes) if row.mem_allocated_bytes else "-",
-            Text(gpu),
+        ]
+        for row in summary.rows
+    ]
+    lines = table(
+        ["rank", "pid", "state", "step", "behind", "p50", "p90", "comm", "comm%", "compute"],
+        rows,
+        width,
+        right=[True, True, False, True, True, True, True, True, True, True],
+        flexible=None,
+    )
+    out = [*lines, *wrap(LEGEND, width, _TAB, _TAB)]
+    for row in summary.rows:
+        if row.note:
+            out.extend(
+                wrap(f"{row.label} {row.state}: {fmt.clean(row.note, 300)}", width, "", _TAB)
+            )
+    return out
+
+
+def _devices(summary: RanksSummary, width: int) -> list[str]:
+    """Each rank's memory and GPU, when any rank has them."""
+    if not any(r.mem_allocated_bytes or r.gpu_uuid or r.gpu_name for r in summary.rows):
+        return []
+    rows = []
+    for row in summary.rows:
+        gpu = fmt.clean(row.gpu_uuid or row.gpu_name or "-", 64)
+        rows.append(
+            [
+                row.label.removeprefix("rank "),
+                fmt.size(row.mem_allocated_bytes) if row.mem_allocated_bytes else "-",
+                fmt.size(row.mem_peak_bytes) if row.mem_peak_bytes else "-",
+                "-" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%",
+                "-" if row.gpu_sm_clock_mhz is None else fmt.mhz(row.gpu_sm_clock_mhz),
+                gpu,
+            ]
         )
-    console.print(table)
+    lines = table(
+        ["rank", "memory", "peak", "util", "SM clock", "gpu"],
+        rows,
+        width - len(_TAB),
+        right=[True, True, True, True, True, False],
+        flexible=5,
+    )
+    return ["memory and GPU of each rank", *(_TAB + line for line in lines)]
+
+
+def _phases(summary: RanksSummary, width: int) -> list[str]:
     names: list[str] = []
     for row in summary.rows:
         names += [name for name, _share in row.phase_shares if name not in names]
-    if names:
-        phases = Table(
-            title="share of each rank's wall time", title_justify="left", box=None, pad_edge=False
-        )
-        phases.add_column("rank", justify="right")
-        for name in names:
-            phases.add_column(Text(fmt.clean(name, 24)), justify="right")
-        for row in summary.rows:
-            shares = dict(row.phase_shares)
-            phases.add_row(
+    if not names:
+        return []
+    shown = elide_all((fmt.clean(n, 64) for n in names), 16)
+    rows = []
+    for row in summary.rows:
+        shares = dict(row.phase_shares)
+        rows.append(
+            [
                 row.label.removeprefix("rank "),
                 *(f"{shares[n] * 100:.0f}%" if n in shares else "-" for n in names),
-            )
-        console.print(phases)
-    if findings:
-        console.print(Text("findings across ranks:", style="bold"))
-        for f in findings:
-            line = Text(f"  {f.severity.upper():4} ", style="bold")
-            if f.impact_pct is not None:
-                line.append(f"{f.impact_pct:.0f}% ")
-            line.append(f"{fmt.clean(f.scope, 40)}: {fmt.clean(f.title, 200)}", style="bold")
-            console.print(line)
-            console.print(Text(f"       seen: {fmt.clean(f.evidence)}"))
-            console.print(Text(f"       fix:  {fmt.clean(f.fix)}"))
-    for row in summary.rows:
-        cap = row.capture
-        if cap is None:
-            continue
-        said = f"capture of {row.label}: steps {cap.first_step}..{cap.last_step}"
-        if cap.busy_pct is not None:
-            said += f", GPU busy {cap.busy_pct:.0f}%"
-        if cap.overlap is not None:
-            said += f", comm/compute overlap {cap.overlap * 100:.0f}%"
-        console.print(Text(said, style="bold"))
-        for op in cap.cpu_ops if not cap.kernels else ():
-            console.print(
-                Text(
-                    f"  {fmt.truncate(fmt.clean(op.name), 48):48} {op.calls:6d} "
-                    f"{op.self_us / 1000:9.3f} ms self"
-                )
-            )
-        for k in cap.kernels:
-            console.print(
-                Text(
-                    f"  {fmt.truncate(fmt.clean(k.name), 48):48} {k.calls:6d} "
-                    f"{k.total_us / 1000:9.3f} ms {k.share * 100:5.1f}%"
-                )
-            )
-        if cap.trace_path:
-            console.print(Text(f"  trace: {fmt.clean(cap.trace_path)}"))
+            ]
+        )
+    # one table per group of phases that fits the width
+    out = ["share of each rank's wall time"]
+    start = 0
+    while start < len(names):
+        end, used = start, len("rank")
+        while end < len(names) and (
+            end == start or used + 2 + max(len(shown[fmt.clean(names[end], 64)]), 4) <= width - 2
+        ):
+            used += 2 + max(len(shown[fmt.clean(names[end], 64)]), 4)
+            end += 1
+        headers = ["rank", *(shown[fmt.clean(n, 64)] for n in names[start:end])]
+        part = [[r[0], *r[1 + start : 1 + end]] for r in rows]
+        lines = table(headers, part, width - len(_TAB), right=[True] * len(headers), flexible=None)
+        out.extend(_TAB + line for line in lines)
+        start = end
+    return out
+
+
+def _capture(row: RankRow, width: int, recorded: bool) -> list[str]:
+    cap = row.capture
+    if cap is None:
+        return []
+    said = f"capture of {row.label}: steps {cap.first_step}..{cap.last_step}"
+    if cap.busy_pct is not None:
+        said += f", GPU busy {cap.busy_pct:.0f}%"
+    if cap.overlap is not None:
+        said += f", comm/compute overlap {cap.overlap * 100:.0f}%"
+    out = wrap(said, width, "", _TAB)
+    if cap.kernels:
+        rows = [
+            [
+                fmt.us(k.total_us),
+                f"{k.share * 100:.1f}%",
+                f"{k.calls:,}",
+                CLASS_SHORT.get(k.kernel_class, fmt.clean(k.kernel_class, 16)),
+                k.name,
+            ]
+            for k in cap.kernels
+        ]
+        lines = table(
+            ["time", "share", "calls", "class", "kernel"],
+            rows,
+            width - len(_TAB),
+            right=[True, True, True, False, False],
+            flexible=4,
+            short=kernel_name,
+        )
+        out.extend(_TAB + line for line in lines)
+    elif cap.cpu_ops:
+        rows = [[fmt.us(op.self_us), f"{op.calls:,}", fmt.clean(op.name)] for op in cap.cpu_ops]
+        lines = table(
+            ["self", "calls", "op"], rows, width - len(_TAB), right=[True, True, False], flexible=2
+        )
+        out.extend(_TAB + line for line in lines)
+    out.extend(trace_lines(cap.trace_path, None, width, recorded, _TAB))
+    return out

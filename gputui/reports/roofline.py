@@ -9,6 +9,7 @@ from typing import Any
 
 from gputui import fmt
 from gputui.analysis.roofline import OpRoofline, RooflineReport, grid_lines, roofline_view
+from gputui.reports.text import table, wrap, wrap_items
 
 PLOT_HEIGHT = 12
 NOTES = (
@@ -18,62 +19,76 @@ NOTES = (
 )
 
 
-def _num(value: float | None, width: int, digits: int) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width},.{digits}f}"
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _head(name_width: int) -> str:
-    return (
-        f"{'#':>2}  {'op':<{name_width}} {'dtype':<5} {'TFLOP/s':>8} {'GB/s':>7} "
-        f"{'FLOP/B':>7} {'bound':<7}{'roof':>5}{'time':>6}"
-    )
+#: the ops table's columns (the op's name and shapes is the one that gives way)
+HEADERS = ("#", "op", "dtype", "TFLOP/s", "GB/s", "FLOP/B", "bound", "roof", "time")
+_RIGHT = (True, False, False, True, True, True, False, True, True)
 
 
-def op_line(rank: int, op: OpRoofline, name_width: int) -> str:
+def op_cells(rank: int, op: OpRoofline) -> list[str]:
+    """One op's row of the table, as text cells (the name cleaned, whole)."""
     name = fmt.clean(op.name)
     if op.shapes:
         name += " " + fmt.clean(op.shapes)
     pct = "-" if op.pct_of_ceiling is None else f"{op.pct_of_ceiling:.0f}%"
-    return (
-        f"{rank:>2}  {fmt.truncate(name, name_width):<{name_width}} {op.dtype or '-':<5} "
-        f"{_num(op.achieved_tflops, 8, 1)} {_num(op.achieved_gbps, 7, 0)} "
-        f"{_num(op.intensity_flop_per_byte, 7, 1)} {op.bound or '-':<7}{pct:>5}"
-        f"{op.share * 100:>5.0f}%"
-    )
+    return [
+        str(rank),
+        name,
+        op.dtype or "-",
+        _num(op.achieved_tflops, 1),
+        _num(op.achieved_gbps, 0),
+        _num(op.intensity_flop_per_byte, 1),
+        op.bound or "-",
+        pct,
+        f"{op.share * 100:.0f}%",
+    ]
 
 
-def header(report: RooflineReport) -> list[str]:
+def header(report: RooflineReport, width: int | None = None) -> list[str]:
+    """What the ops are held against; wrapped to ``width`` when given."""
     roof = report.roof
     peaks = " · ".join(f"{fam} {value:,.0f}" for fam, value in roof.compute_tflops)
-    return [
-        f"Roofline: the top ops against {fmt.clean(roof.label)}",
-        f"   memory {roof.bandwidth_gbps:,.0f} GB/s · TFLOP/s {peaks}",
-    ]
+    title = f"Roofline: the top ops against {fmt.clean(roof.label)}"
+    ceilings = f"memory {roof.bandwidth_gbps:,.0f} GB/s · TFLOP/s {peaks}"
+    if width is None:
+        return [title, f"   {ceilings}"]
+    items = [f"memory {roof.bandwidth_gbps:,.0f} GB/s", f"TFLOP/s {peaks}"]
+    return [*wrap(title, width, "", "   "), *wrap_items(items, width, " · ", "   ")]
 
 
 def lines(report: RooflineReport, width: int = 100, top: int = 10, plot: bool = True) -> list[str]:
     """The report as text lines of at most ``width`` columns: a header, the ops table
     (roof: % of what the op's intensity allows; time: share of the ops' GPU time)
-    and, when ``plot``, the ASCII roofline with the ops by rank."""
-    name_width = max(20, width - 56)
-    out = [*header(report), _head(name_width)]
+    and, when ``plot``, the ASCII roofline with the ops by rank.  Op names are
+    elided in the middle where the width asks for it; no sentence is cut."""
     ops = report.ops[:top]
-    out.extend(op_line(rank, op, name_width) for rank, op in enumerate(ops, start=1))
+    rows = [op_cells(rank, op) for rank, op in enumerate(ops, start=1)]
+    out = [
+        *header(report, width),
+        *table(HEADERS, rows, width, right=_RIGHT, flexible=1, gap=" "),
+    ]
     if not ops:
         out.append("   no op with GPU time in the capture")
-    out.extend(f"   {note}" for note in NOTES)
+    for note in NOTES:
+        out.extend(wrap(note, width, "   ", "     "))
     if plot and any(op.intensity_flop_per_byte and op.achieved_tflops for op in ops):
         view = roofline_view(report, max(10, min(width - 10, 70)), PLOT_HEIGHT)
         ticks = dict(view.y_ticks)
         for row, text in enumerate(grid_lines(view)):
             label = f"{ticks[row]:g}" if row in ticks else ""
-            out.append(f"{label:>8} |{text}")
+            out.append(f"{label:>8} |{text}".rstrip())
         out.append(" " * 9 + "+" + "-" * view.width)
-        out.append(
-            " " * 10 + f"FLOP/byte {10.0**view.x_min_log10:g} .. {10.0**view.x_max_log10:g} (log); "
-            "TFLOP/s (log); / memory roof, - compute roof"
-        )
-    return [line[:width].rstrip() for line in out]
+        axes = [
+            f"FLOP/byte {10.0**view.x_min_log10:g} .. {10.0**view.x_max_log10:g} (log);",
+            "TFLOP/s (log);",
+            "/ memory roof,",
+            "- compute roof",
+        ]
+        out.extend(wrap_items(axes, width, " ", " " * 10))
+    return out
 
 
 def to_json(report: RooflineReport) -> dict[str, Any]:

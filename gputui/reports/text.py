@@ -1,23 +1,27 @@
 """The text layer every printed report stands on: plain strings, no Rich.
 
 - :func:`output_width`: ``COLUMNS``, else the terminal's width, else 80 (piped).
-- :func:`wrap`: whole words, a hanging indent; a word longer than the line is
-  kept whole rather than cut.
+- :func:`wrap`: whole words, a hanging indent; a word longer than a whole line
+  goes on on the next (broken after a separator where it has one), never cut.
 - :func:`elide`: a long kernel or op name shortened in the middle with an ASCII
   marker; :func:`elide_all` shortens a set of names so that two different names
   never print the same.
-- :func:`plural`, :func:`to_ascii`, :func:`limit_rows`, :func:`table`.
+- :func:`wrap_items` (short items, a line broken only between two of them),
+  :func:`labelled` (a labelled field wrapped under itself).
+- :func:`plural`, :func:`to_ascii`, :func:`limit_rows`, :func:`table`, :func:`emit`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
-import textwrap
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TextIO
+
+from gputui import fmt
 
 #: the width of a report that goes to a pipe or a file
 PIPE_WIDTH = 80
@@ -47,6 +51,13 @@ _ASCII = str.maketrans(
         "─": "-",
         "━": "=",
         "█": "#",
+        "▉": "#",
+        "▊": "#",
+        "▋": "#",
+        "▍": "|",
+        "▎": "|",
+        "↑": "^",
+        "↓": "v",
         "░": ".",
         "✓": "ok",
         "✗": "x",
@@ -77,18 +88,121 @@ def output_width(stream: TextIO | None = None) -> int:
 
 
 def wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:
-    """``text`` in lines of at most ``width`` characters, broken between words
-    (a single word longer than the line stands alone, whole)."""
+    """``text`` in lines of at most ``width`` characters, broken between words; the
+    first line starts with ``indent``, the others with ``subsequent`` (a hanging
+    indent).  A word longer than a whole line (a path, a kernel name in a sentence)
+    starts a line of its own and goes on on the next ones, broken after a ``/``,
+    ``_``, ``:``, ``,`` or ``.`` where it has one: nothing is left out.  A unit
+    stays on the line of its number ("2 s", "990 TFLOP/s"); runs of spaces inside
+    a line are kept."""
     follow = indent if subsequent is None else subsequent
-    lines = textwrap.wrap(
-        text,
-        width=max(width, len(follow) + 1, len(indent) + 1),
-        initial_indent=indent,
-        subsequent_indent=follow,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-    return lines or [indent.rstrip()]
+    lines: list[str] = []
+    line, empty = indent, True
+    for space, word in _words(text):
+        room = width - len(line)
+        if not empty and len(space) + len(word) <= room:
+            line += space + word
+            continue
+        if empty and len(word) <= room:
+            line, empty = line + word, False
+            continue
+        if not empty:
+            lines.append(line)
+            line, empty = follow, True
+            room = width - len(line)
+        if len(word) <= room:
+            line, empty = line + word, False
+            continue
+        pieces = _split_word(word, max(1, room), max(1, width - len(follow)))
+        for piece in pieces[:-1]:
+            lines.append(line + piece)
+            line = follow
+        line, empty = line + pieces[-1], False
+    lines.append(line if not empty else line.rstrip())
+    return lines
+
+
+#: a word and the space before it (kept inside a line: "compute 58.6%   idle 41%")
+_WORD = re.compile(r"(\s*)(\S+)")
+#: a unit after a number stays on its line ("2 s", "38.2 ms", "990 TFLOP/s")
+_UNIT = re.compile(
+    r"(?:s|ms|us|µs|ns|[KMGT]i?B(?:/s)?|B|GB/s|TFLOP/s|W|MHz|C|%|steps?|ms/step)[,.;:)]*$"
+)
+
+
+def _words(text: str) -> list[tuple[str, str]]:
+    """``text``'s words, each with the space before it; a unit is one word with
+    the number before it."""
+    words: list[tuple[str, str]] = []
+    for match in _WORD.finditer(text):
+        space, word = match.group(1), match.group(2)
+        space = " " if not space or "\n" in space else space
+        if words and words[-1][1][-1:].isdigit() and space == " " and _UNIT.match(word):
+            words[-1] = (words[-1][0], words[-1][1] + space + word)
+            continue
+        words.append((space, word))
+    return words
+
+
+#: where a word too long for a line is best broken: after one of these
+_BREAKS = "/_:,.;=-"
+
+
+def _split_word(word: str, first: int, rest: int) -> list[str]:
+    """``word`` in pieces of at most ``first``, then ``rest`` characters, each
+    ending after a separator where one falls in the second half of the piece."""
+    pieces: list[str] = []
+    room = first
+    while len(word) > room:
+        cut = max((word.rfind(ch, room // 2, room) for ch in _BREAKS), default=-1) + 1
+        if cut <= 0:
+            cut = room
+        pieces.append(word[:cut])
+        word = word[cut:]
+        room = rest
+    pieces.append(word)
+    return pieces
+
+
+def wrap_items(
+    items: Iterable[str],
+    width: int,
+    sep: str = "  ",
+    indent: str = "",
+    subsequent: str | None = None,
+) -> list[str]:
+    """Short items (``SM 88%``, ``mem 1.5GiB/126GiB``) on as few lines as fit,
+    ``sep`` between them, a line broken only between two items."""
+    follow = indent if subsequent is None else subsequent
+    lines: list[str] = []
+    line, empty = indent, True
+    for item in items:
+        if not item:
+            continue
+        if empty and len(line) + len(item) <= width:
+            line, empty = line + item, False
+        elif not empty and len(line) + len(sep) + len(item) <= width:
+            line += sep + item
+        else:
+            if not empty:
+                lines.append(line)
+                line = follow
+            if len(line) + len(item) <= width:
+                line, empty = line + item, False
+            else:  # an item longer than a line: wrapped on its own
+                wrapped = wrap(item, width, line, follow)
+                lines.extend(wrapped[:-1])
+                line, empty = wrapped[-1], False
+    if not empty:
+        lines.append(line)
+    return lines
+
+
+def labelled(label: str, value: str, width: int, indent: str = "", column: int = 0) -> list[str]:
+    """``value`` after ``label`` (padded to ``column`` characters), wrapped whole
+    under itself: ``   fix   use torch.compile ...`` and a hanging indent."""
+    head = indent + (label.ljust(column) if len(label) < column else label + " ")
+    return wrap(value, width, head, " " * len(head))
 
 
 def elide(name: str, width: int) -> str:
@@ -107,19 +221,43 @@ def _tag(name: str) -> str:
     return f"#{zlib.crc32(name.encode('utf-8', 'surrogatepass')) & 0xFFFF:04x}"
 
 
-def elide_all(names: Iterable[str], width: int) -> dict[str, str]:
-    """Each name shortened to ``width``; where two different names would print
-    the same, each of them carries a short tag of its full name."""
+def elide_all(
+    names: Iterable[str], width: int, short: Callable[[str], str] | None = None
+) -> dict[str, str]:
+    """Each name as shown in at most ``width`` characters: ``short`` first (a
+    kernel's short name, which two kernels may share), then :func:`elide`.  Where
+    two different names would print the same, each of them carries a short tag of
+    its full name (and, in the rare case tags meet too, a number)."""
     unique = list(dict.fromkeys(names))
-    shown = {n: elide(n, width) for n in unique}
-    seen: dict[str, list[str]] = {}
-    for n, s in shown.items():
-        seen.setdefault(s, []).append(n)
-    for clash in (group for group in seen.values() if len(group) > 1):
-        for n in clash:
-            tag = _tag(n)
-            shown[n] = elide(n, max(1, width - len(tag))) + tag
+    form = {n: n if short is None else short(n) for n in unique}
+    shown = {n: elide(form[n], width) for n in unique}
+    counter = 0
+    for attempt in range(len(unique) + 1):
+        groups: dict[str, list[str]] = {}
+        for n, s in shown.items():
+            groups.setdefault(s, []).append(n)
+        clashes = [group for group in groups.values() if len(group) > 1]
+        if not clashes:
+            break
+        for group in clashes:
+            for n in group:
+                if attempt == 0:
+                    tag = _tag(n)
+                else:
+                    counter += 1
+                    tag = f"#{counter}"
+                shown[n] = elide(form[n], max(1, width - len(tag))) + tag
     return shown
+
+
+def kernel_name(name: str) -> str:
+    """A kernel's name as every report shows it: its short name (the one ``gputui
+    analyze`` and the attach screen use), made safe for a terminal.  Tables pass
+    it to :func:`elide_all` as ``short``: two kernels that share a short name
+    still print apart.  (The trace math loads here, not with ``gputui --once``.)"""
+    from gputui.trace.kernels import short_kernel_name
+
+    return fmt.clean(short_kernel_name(name))
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -148,27 +286,74 @@ def table(
     width: int,
     *,
     right: Sequence[bool] | None = None,
-    flexible: int = 0,
+    flexible: int | None = 0,
     gap: str = "  ",
+    short: Callable[[str], str] | None = None,
+    rule: str = "",
+    optional: Sequence[int] = (),
+    wrap_flexible: bool = False,
+    under: Mapping[int, Sequence[str]] | None = None,
 ) -> list[str]:
     """A plain table that fits ``width``: every column as wide as its widest
     cell, but the ``flexible`` one (a name), which takes what is left and
-    elides its cells in the middle (two different names never print the same).
-    ``right`` aligns columns to the right (numbers)."""
-    n = len(headers)
-    align = list(right) if right is not None else [False] * n
-    widths = [max([len(headers[i]), *(len(r[i]) for r in rows)]) for i in range(n)]
-    others = sum(w for i, w in enumerate(widths) if i != flexible) + len(gap) * (n - 1)
-    room = max(len(headers[flexible]), 12, width - others)
-    if widths[flexible] > room:
-        names = elide_all((r[flexible] for r in rows), room)
-        rows = [[*r[:flexible], names[r[flexible]], *r[flexible + 1 :]] for r in rows]
-        widths[flexible] = max([len(headers[flexible]), *(len(r[flexible]) for r in rows)])
+    elides its cells in the middle (after ``short``; two different names never
+    print the same), or with ``wrap_flexible`` (the last column only) goes on
+    on the next lines, under itself, whole.  ``right`` aligns columns to the
+    right (numbers); ``rule`` draws a line of that character under the headers;
+    ``optional`` columns are left out, in that order, while the table would not
+    fit otherwise; ``under`` maps a row's index to lines printed under it."""
+    keep = list(range(len(headers)))
+    align = list(right) if right is not None else [False] * len(headers)
+    cells = [list(r) for r in rows]
+    if flexible is not None and short is not None:
+        names = elide_all((r[flexible] for r in cells), 1 << 30, short)
+        for r in cells:
+            r[flexible] = names[r[flexible]]
+    widths = [max([len(headers[i]), *(len(r[i]) for r in cells)]) for i in keep]
+    floor = 0 if flexible is None else max(len(headers[flexible]), min(widths[flexible], 16))
 
-    def line(cells: Sequence[str]) -> str:
-        out = [
-            cells[i].rjust(widths[i]) if align[i] else cells[i].ljust(widths[i]) for i in range(n)
-        ]
+    def others(columns: list[int]) -> int:
+        fixed = sum(widths[i] for i in columns if i != flexible)
+        return fixed + len(gap) * (len(columns) - 1)
+
+    for drop in optional:
+        if others(keep) + (floor if flexible in keep else 0) <= width:
+            break
+        keep.remove(drop)
+    wrapped: dict[int, list[str]] = {}
+    if flexible is not None and flexible in keep:
+        room = max(floor, width - others(keep))
+        if widths[flexible] > room and wrap_flexible and flexible == keep[-1]:
+            start = " " * others(keep)
+            for n, r in enumerate(cells):
+                parts = wrap(r[flexible], width, start)
+                r[flexible] = parts[0][len(start) :]
+                wrapped[n] = parts[1:]
+            widths[flexible] = max([len(headers[flexible]), *(len(r[flexible]) for r in cells)])
+        elif widths[flexible] > room:
+            names = elide_all((r[flexible] for r in cells), room)
+            for r in cells:
+                r[flexible] = names[r[flexible]]
+            widths[flexible] = max([len(headers[flexible]), *(len(r[flexible]) for r in cells)])
+
+    def line(row: Sequence[str]) -> str:
+        out = [row[i].rjust(widths[i]) if align[i] else row[i].ljust(widths[i]) for i in keep]
         return gap.join(out).rstrip()
 
-    return [line(headers), *(line(r) for r in rows)]
+    body: list[str] = []
+    for n, r in enumerate(cells):
+        body.append(line(r))
+        body.extend(wrapped.get(n, ()))
+        body.extend(under.get(n, ()) if under else ())
+    head = line(headers)
+    if not rule:
+        return [head, *body]
+    return [head, rule * max(len(x) for x in (head, *body)), *body]
+
+
+def emit(lines: Iterable[str], ascii_only: bool = False, stream: TextIO | None = None) -> None:
+    """The report's lines on ``stream`` (standard output), in ASCII with ``--ascii``."""
+    body = "\n".join(lines)
+    if ascii_only:
+        body = to_ascii(body)
+    (sys.stdout if stream is None else stream).write(body + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputui.cli import main
-from tests.helpers.tracegen import TraceBuilder, reference_trace
+from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 
@@ -23,11 +23,11 @@ def test_text_report_of_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None
     code, out, err = run(capsys, str(DATA / "dataloader.pt.trace.json.gz"))
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert max(len(line) for line in lines) <= 100
+    assert max(len(line) for line in lines) <= 80  # piped: 80 columns
     assert lines[0].startswith("── rank 0")
     assert "NVIDIA H100 80GB HBM3" in lines[1]
     assert "3 steps (ProfilerStep#10–12); HTA's breakdowns leave out the last step" in out
-    assert "GPU utilization 6.7%" in out
+    assert "GPU utilization 6.7%" in " ".join(out.split())
     dataloader = next(line for line in lines if line.strip().startswith("DataLoader"))
     assert "72.9%" in dataloader
     assert "compute 6.7%   non-compute 0.1%   idle 93.2%" in out
@@ -141,7 +141,7 @@ def test_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
 def test_copies_keep_their_kind(capsys: pytest.CaptureFixture[str]) -> None:
     """A pageable copy says so in the table: its name is not shortened."""
     _, out, _ = run(capsys, str(DATA / "hook-pageable_copy.pt.trace.json.gz"), "--top", "3")
-    assert "memcpy   Memcpy HtoD (Pageable -> Device)" in out
+    assert "memcpy  Memcpy HtoD (Pageable -> Device)" in out
 
 
 PLANTED = {
@@ -322,3 +322,35 @@ def test_the_ranks_of_one_job_give_no_warning(
     assert [r["rank"] for r in ranks] == [0, 1, 2] and warnings == [] and err == []
     code, _, err_text = run(capsys, *files)
     assert code == 0 and err_text == ""
+
+
+def test_text_follows_the_width_and_prints_findings_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COLUMNS sets the width (it was 100, whatever the terminal), and a finding's
+    title, evidence, fix and follow-up wrap whole under their labels: the advice
+    reads in the text, not only in --json."""
+    path = str(DATA / "launch_bound.pt.trace.json.gz")
+    doc = json.loads(run(capsys, path, "--json")[1])
+    (fix,) = [f["fix"] for f in doc["ranks"][0]["findings"] if f["rule"] == "launch.overhead"]
+    for width in (80, 120):
+        monkeypatch.setenv("COLUMNS", str(width))
+        out = run(capsys, path)[1]
+        lines = out.splitlines()
+        assert max(len(line) for line in lines) <= width and "…" not in out
+        assert " ".join(fix.split()) in " ".join(out.split())
+        said = next(i for i, line in enumerate(lines) if line.startswith("   fix   launch fewer"))
+        assert lines[said + 1].startswith(" " * 9 + lines[said + 1].strip())  # hanging indent
+    assert max(len(line) for line in lines) > 100  # the 120 columns are used
+
+
+def test_counts_of_one_are_singular(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    t = TraceBuilder()
+    t.step(1, 0.0, 100.0)
+    t.launch(10.0, 5.0, GEMM, 20.0, 30.0)
+    _, out, _ = run(capsys, str(t.write(tmp_path / "one.pt.trace.json")))
+    out = " ".join(out.split())
+    assert "1 GPU activity" in out and "in 1 name)" in out and "1 step (ProfilerStep#1)" in out
+    assert "Step time (TensorBoard plugin's breakdown): 1 step," in out
+    for wrong in ("1 steps", "1 names", "1 GPU activities", "1 events", "1 streams"):
+        assert wrong not in out, wrong

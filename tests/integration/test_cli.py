@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from gputui.cli import main
 from gputui.collectors.replay import ReplaySource
@@ -98,9 +97,7 @@ def test_demo_if_no_gpu_falls_back_to_the_recording() -> None:
 def _render_demo_once(width: int = 80) -> str:
     source = ReplaySource.demo()
     snapshot = source.sample()
-    console = Console(width=width, record=True, color_system=None, file=open(os.devnull, "w"))
-    console.print(report.render(snapshot, source, DEMO_BANNER))
-    return console.export_text()
+    return "\n".join(report.render(snapshot, source, DEMO_BANNER, width=width)) + "\n"
 
 
 def test_once_from_demo_matches_golden_and_fits_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -420,3 +417,15 @@ def test_window_on_the_demo_that_replaces_a_missing_driver_is_said() -> None:
     assert json.loads(proc.stdout)["source"]["rate_window_s"] is None
     (line,) = proc.stderr.splitlines()
     assert "playing the demo recording; --window does not apply to a recording" in line
+
+
+def test_once_from_demo_says_na_for_a_process_sm_never_sampled() -> None:
+    """The demo's first snapshot is its recorder's first NVML read, which had no
+    per-process sample (recorded as 0): the busy job's SM is N/A, not 0%."""
+    for width in (80, 200):
+        lines = _render_demo_once(width).splitlines()
+        header = next(line for line in lines if line.startswith("GPU") and "PID" in line)
+        row = next(line for line in lines if "471*" in line)
+        sm = header.index("SM")
+        assert row[sm - 1 : sm + 2] == "N/A"
+        assert all(line == line.rstrip() for line in lines)  # no trailing spaces

@@ -70,3 +70,22 @@ def test_bad_windows_are_one_line_errors(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_process_without_a_utilization_sample_reads_na_not_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NVML's first read has no per-process sample yet: the busiest job read
+    "SM 0%"; nothing was measured, so it is N/A (null in the JSON)."""
+    nv = FakeNvml([h100(processes=[FakeProcess(4242, used_gpu_memory=3 * GIB, sm_util=None)])])
+    monkeypatch.setattr(nvml, "_import_pynvml", lambda: nv)
+    assert cli.main(["--once"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("GPU") and "PID" in line)
+    row = next(line for line in lines if "4242" in line)
+    sm = header.index("SM")
+    assert row[sm - 1 : sm + 2] == "N/A"
+    assert all(line == line.rstrip() for line in lines)  # no trailing spaces
+    assert cli.main(["--once", "--json"]) == 0
+    (proc,) = json.loads(capsys.readouterr().out)["processes"]
+    assert proc["sm_pct"] is None

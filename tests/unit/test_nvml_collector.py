@@ -515,10 +515,26 @@ def test_process_utilization_runs_on_its_own_cadence(clock: Clock) -> None:
 
 
 def test_process_utilization_without_new_samples_means_idle(clock: Clock) -> None:
-    gpu = h100(processes=[FakeProcess(10, sm_util=None)])
+    gpu = h100(processes=[FakeProcess(10, sm_util=40), FakeProcess(11, sm_util=None)])
     _, collector = make([gpu], clock)
+    processes = {p.pid: p for p in collector.sample().processes}
+    assert processes[10].sm_pct == 40.0
+    # the query gave samples, none of this pid: it did no work
+    assert (processes[11].sm_pct, processes[11].mem_bw_pct) == (0.0, 0.0)
+
+
+def test_process_utilization_before_any_sample_is_not_measured(clock: Clock) -> None:
+    """NVML's first read has no per-process sample yet: not 0% (a busy job read 0%
+    on the first snapshot), but N/A, and the next sample reads again."""
+    gpu = h100(processes=[FakeProcess(10, sm_util=None)])
+    fake, collector = make([gpu], clock, process_util_every=5)
     (process,) = collector.sample().processes
-    assert (process.sm_pct, process.mem_bw_pct) == (0.0, 0.0)
+    assert (process.sm_pct, process.mem_bw_pct) == (None, None)
+    gpu.processes[0].sm_util = 80
+    clock.t += 1
+    (process,) = collector.sample().processes
+    assert process.sm_pct == 80.0
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] == 2
 
 
 def test_process_utilization_unsupported_gives_none(clock: Clock) -> None:

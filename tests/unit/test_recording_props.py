@@ -13,7 +13,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rich.console import Console
 
 from gputui.collectors.attach_recording import read_attach_bytes
 from gputui.collectors.recording_io import MAX_TOTAL_BYTES, reader_for_bytes
@@ -90,8 +89,7 @@ def _render(snapshot: Any) -> None:
     source = ReplaySource(
         RecordingHeader(1, None, 1.0, None, None, None), [snapshot], "recording: t"
     )
-    console = Console(width=100, file=io.StringIO(), color_system=None)
-    console.print(report.render(snapshot, source, "REPLAY", False, True))
+    report.render(snapshot, source, "REPLAY", False, True, width=100)
 
 
 @PROPS

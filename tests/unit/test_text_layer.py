@@ -29,8 +29,39 @@ def test_wrap_keeps_words_whole_with_a_hanging_indent() -> None:
     assert all(len(line) <= 30 for line in lines)
     assert lines[0].startswith("fix: ") and all(line.startswith("     ") for line in lines[1:])
     assert " ".join(line.strip() for line in lines).replace("fix: ", "", 1) == sentence
-    long_word = "x" * 50
-    assert text.wrap(long_word, 20) == [long_word]  # kept whole, not cut
+
+
+def test_a_word_longer_than_a_line_goes_on_on_the_next_lines_whole() -> None:
+    path = "/root/.cache/gputui/traces/14400-20261123-172221-steps444-446.pt.trace.json"
+    lines = text.wrap(f"trace: {path} (open it)", 40, "", "  ")
+    assert all(len(line) <= 40 for line in lines), lines
+    assert path in "".join(line.strip() for line in lines)  # nothing left out
+    assert lines[1].strip()[-1] in "/-"  # broken after a separator
+    assert text.wrap("x" * 50, 20) == ["x" * 20, "x" * 20, "x" * 10]
+
+
+def test_wrap_keeps_a_unit_with_its_number_and_the_spacing_inside_a_line() -> None:
+    lines = text.wrap("the hook did not answer within 2 s, then 38.2 ms and 990 TFLOP/s", 31)
+    assert lines == ["the hook did not answer within", "2 s, then 38.2 ms and", "990 TFLOP/s"]
+    assert text.wrap("compute 58.6%   idle 41%", 80) == ["compute 58.6%   idle 41%"]
+
+
+def test_wrap_items_breaks_only_between_items() -> None:
+    items = ["vm", "2026-11-22 14:09:46", "driver 580.159.04", "CUDA 13.0", "sampled in 14.5 ms"]
+    lines = text.wrap_items(items, 44, subsequent="  ")
+    assert lines == [
+        "vm  2026-11-22 14:09:46  driver 580.159.04",
+        "  CUDA 13.0  sampled in 14.5 ms",
+    ]
+    assert text.wrap_items(items, 200) == ["  ".join(items)]
+
+
+def test_labelled_wraps_a_field_under_itself() -> None:
+    fix = "use the multi-tensor or fused implementation: torch.optim.AdamW(..., fused=True)"
+    lines = text.labelled("fix", fix, 50, "   ", 6)
+    assert lines[0].startswith("   fix   use") and all(len(line) <= 50 for line in lines)
+    assert all(line.startswith(" " * 9) for line in lines[1:])
+    assert " ".join(line.strip() for line in lines).removeprefix("fix ").strip() == fix
 
 
 def test_elide_keeps_head_and_tail_around_an_ascii_marker() -> None:
@@ -65,9 +96,28 @@ def test_plural() -> None:
 
 
 def test_to_ascii_leaves_only_ascii() -> None:
-    out = text.to_ascii("62°C … 3×4 µs ▌ — ≥ 2 · 你好")
+    out = text.to_ascii("62°C … 3×4 µs ▌ — ≥ 2 · 你好 ↑1MB/s ↓2MB/s ███▊ ▎")
     assert out.isascii()
     assert "62 degC" in out and "..." in out and "3x4 us" in out and ">= 2" in out
+    assert "^1MB/s v2MB/s" in out and "####" in out and "?" not in out.replace("??", "")
+
+
+def test_emit_writes_ascii_with_ascii_only() -> None:
+    out = io.StringIO()
+    text.emit(["GPU 0  PCIe ↑20.1MB/s", "── rank 0"], ascii_only=True, stream=out)
+    assert out.getvalue() == "GPU 0  PCIe ^20.1MB/s\n-- rank 0\n"
+
+
+def test_kernels_that_share_a_short_name_still_print_apart() -> None:
+    mul = "at::native::binary_internal::MulFunctor<float>>>(int)"
+    a = f"void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, {mul}"
+    bf16 = "c10::BFloat16"
+    b = f"void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<{bf16}, {mul}"
+    assert text.kernel_name(a) == text.kernel_name(b)  # one short name for both
+    for width in (20, 40, 200):
+        shown = text.elide_all([a, b], width, short=text.kernel_name)
+        assert shown[a] != shown[b] and all(len(v) <= width for v in shown.values())
+        assert all(v.startswith("vectoriz") and v.isascii() for v in shown.values())
 
 
 def test_table_fits_the_width_and_elides_only_the_name_column() -> None:
@@ -90,6 +140,20 @@ def test_table_fits_the_width_and_elides_only_the_name_column() -> None:
         assert lines[1].rstrip().endswith("1.5 ms")
     wide = text.table(["kernel", "calls", "time"], rows, 200)
     assert rows[0][0] in wide[1]  # nothing elided when it fits
+
+
+def test_table_draws_a_rule_wraps_its_last_column_and_leaves_out_optional_ones() -> None:
+    rows = [["1234", "python train.py --data /a/very/long/path/to/the/data --epochs 3"]]
+    lines = text.table(["PID", "COMMAND"], rows, 40, flexible=1, wrap_flexible=True, rule="-")
+    assert lines[1] == "-" * max(len(line) for line in lines)  # under the whole table
+    assert all(len(line) <= 40 for line in lines)
+    assert " ".join(" ".join(lines[2:]).split()) == "1234 " + rows[0][1]
+    assert all(line.startswith(" " * 6) for line in lines[3:])  # under the column
+    wide = [["a", "b" * 30, "c" * 30, "name"]]
+    lines = text.table(["x", "y", "z", "n"], wide, 50, flexible=3, optional=[2])
+    assert "c" * 30 not in "".join(lines) and all(len(line) <= 50 for line in lines)
+    under = text.table(["n", "v"], [["a", "1"], ["b", "2"]], 40, under={0: ["  note"]})
+    assert under == ["n  v", "a  1", "  note", "b  2"]
 
 
 def test_limit_rows_says_how_many_were_left_out() -> None:
