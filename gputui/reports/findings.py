@@ -12,12 +12,14 @@ finding may quote a kernel or op name the job chose, so every one passes
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.reports import text as layout
+
+if TYPE_CHECKING:  # Rich loads only for the screens: printed reports are plain text
+    from rich.text import Text
 
 #: how a finding's or a throttle's severity is coloured, everywhere; explicit
 #: colours, not "reverse", so a light theme reads them as well as a dark one
@@ -43,6 +45,8 @@ def cost_text(f: Finding) -> str:
 
 def headline(f: Finding, width: int) -> Text:
     """One finding on one line: severity, what it costs, title, evidence."""
+    from rich.text import Text
+
     text = Text()
     text.append(f" {f.severity.upper():4} ", style=SEVERITY_STYLE[f.severity])
     cost = impact_text(f)
@@ -59,6 +63,8 @@ def block(f: Finding, spaced: bool = False, with_rule: bool = True) -> Text:
     ``spaced`` puts a blank line between fields (a detail pane); printed
     reports keep them together.
     """
+    from rich.text import Text
+
     text = Text()
     text.append(f" {f.severity.upper()} ", style=SEVERITY_STYLE[f.severity])
     text.append(f" {fmt.clean(f.title, 200)}", style="bold")
@@ -80,6 +86,8 @@ def block(f: Finding, spaced: bool = False, with_rule: bool = True) -> Text:
 
 def blocks(findings: Sequence[Finding]) -> Text:
     """Several findings in full, a blank line between them."""
+    from rich.text import Text
+
     return Text("\n\n").join(block(f) for f in findings)
 
 

@@ -75,7 +75,7 @@ def test_once_path_does_not_load_textual() -> None:
     code = (
         "import sys; from gputui.cli import main; "
         "rc = main(['--demo', '--once']); "
-        "bad = [m for m in ('textual', 'torch') if m in sys.modules]; "
+        "bad = [m for m in ('textual', 'torch', 'rich') if m in sys.modules]; "
         "print('LOADED', bad); sys.exit(rc)"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
