@@ -88,6 +88,21 @@ def _is_comm(name: str) -> bool:
     return name in COLLECTIVE_OPS or name.startswith(_COMM_PREFIXES)
 
 
+def _role(name: str, kind: str) -> str | None:
+    """The bucket a host range claims for (None: none, a step mark)."""
+    if kind not in (OP, ANNOTATION):
+        return None
+    if is_dataloader(name):
+        return "data"
+    if name.startswith(PHASE_PREFIX):
+        return "phase"
+    if _is_comm(name):
+        return "comm"
+    if kind == OP and not name.startswith("ProfilerStep#"):
+        return "dispatch"
+    return None
+
+
 class _Clipped:
     """A merged interval list, measured inside any window in O(log n)."""
 
@@ -142,18 +157,17 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         "launch": [],
         "dispatch": [],
     }
+    roles: dict[tuple[str, str], str | None] = {}  # a trace repeats few names
     for r in timeline.ranges:
-        if r.end_us <= r.start_us or r.kind not in (OP, ANNOTATION):
+        start, end = r.start_us, r.end_us
+        if end <= start:
             continue
-        name = r.name
-        if is_dataloader(name):
-            raw["data"].append((r.start_us, r.end_us))
-        elif name.startswith(PHASE_PREFIX):
-            raw["phase"].append((r.start_us, r.end_us))
-        elif _is_comm(name):
-            raw["comm"].append((r.start_us, r.end_us))
-        elif r.kind == OP and not name.startswith("ProfilerStep#"):
-            raw["dispatch"].append((r.start_us, r.end_us))
+        key = (r.name, r.kind)
+        role = roles.get(key, "")
+        if role == "":
+            role = roles[key] = _role(r.name, r.kind)
+        if role is not None:
+            raw[role].append((start, end))
     # An "async" copy from pageable host memory blocks the CPU until it is done
     # (it runs synchronously): host sync wait, not launch.
     blocking = {
