@@ -31,6 +31,7 @@ FINDING_KEYS = {
     "confirm",
     "source",
     "gpu",
+    "failure_in_s",
 }
 
 
