@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# The rule modules register their rules on import.
 from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY, run_rule
@@ -29,7 +28,7 @@ from gputui.analysis.rules import (
 )
 from gputui.analysis.severity import CRIT, WARN
 
-#: the modules whose rules the engine runs (imported above for that)
+#: the rule modules, which register their rules when imported
 RULE_MODULES = (
     account,
     attention,

@@ -15,8 +15,9 @@ from gputui.protocol.trace_metrics import STEP_CATEGORIES
 from gputui.reports import findings as findings_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
-from gputui.reports.text import kernel_name, output_width, plural, table, wrap, wrap_items
-from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT
+from gputui.reports.kernels import kernel_table
+from gputui.reports.text import output_width, plural, table, wrap, wrap_items
+from gputui.trace.kernels import CLASS_LABELS
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -208,26 +209,7 @@ def _kernels(summary: TraceSummary, top: int, width: int) -> list[str]:
     if by_class:
         items = [f"{item}," for item in by_class[:-1]] + by_class[-1:]
         out.extend(wrap_items(items, width, " ", _TAB))
-    rows = [
-        [
-            fmt.us(k.total_us),
-            _pct(100.0 * k.share),
-            _count(k.calls),
-            fmt.us(k.mean_us),
-            CLASS_SHORT.get(k.kernel_class, fmt.clean(k.kernel_class, 7)),
-            k.name,
-        ]
-        for k in summary.kernels[:top]
-    ]
-    lines = table(
-        ["TIME", "SHARE", "CALLS", "MEAN", "CLASS", "KERNEL"],
-        rows,
-        width - len(_TAB),
-        right=[True, True, True, True, False, False],
-        flexible=5,
-        short=kernel_name,
-    )
-    out.extend(_TAB + line for line in lines)
+    out.extend(kernel_table(summary.kernels[:top], width, _TAB, upper=True))
     return out
 
 

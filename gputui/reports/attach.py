@@ -23,9 +23,9 @@ from gputui.reports import findings as findings_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.jsondoc import finite
-from gputui.reports.text import emit, kernel_name, output_width, plural, table, wrap, wrap_items
+from gputui.reports.kernels import kernel_table
+from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
 from gputui.session.oneshot import Collected
-from gputui.trace.kernels import CLASS_SHORT
 
 
 def report_dict(
@@ -235,27 +235,8 @@ def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
         _TAB,
     )
     if cap.kernels:
-        rows = [
-            [
-                fmt.us(k.total_us),
-                f"{k.share * 100:.1f}%",
-                f"{k.calls:,}",
-                fmt.us(k.mean_us),
-                CLASS_SHORT.get(k.kernel_class, fmt.clean(k.kernel_class, 16)),
-                k.name,
-            ]
-            for k in cap.kernels[:TOP]
-        ]
-        lines = table(
-            ["time", "share", "calls", "mean", "class", "kernel"],
-            rows,
-            width - len(_TAB),
-            right=[True, True, True, True, False, False],
-            flexible=5,
-            short=kernel_name,
-        )
         out.append("top GPU kernels")
-        out.extend(_TAB + line for line in lines)
+        out.extend(kernel_table(cap.kernels[:TOP], width, _TAB))
     metrics = cap.trace_metrics
     if metrics is not None and metrics.account is not None:
         out.extend(account_lines(metrics.account, "captured", width=width))

@@ -43,6 +43,17 @@ def cost_text(f: Finding) -> str:
     return f"about {f.impact_pct:.0f}% of the step time{per_step}"
 
 
+def fields(f: Finding) -> tuple[tuple[str, str], ...]:
+    """A finding's labelled fields, in the order every view shows them."""
+    return (
+        ("seen", f.evidence),
+        ("cost", cost_text(f)),
+        ("fix", f.fix),
+        ("then", f.confirm),
+        ("from", f.source),
+    )
+
+
 def headline(f: Finding, width: int) -> Text:
     """One finding on one line: severity, what it costs, title, evidence."""
     from rich.text import Text
@@ -71,13 +82,7 @@ def block(f: Finding, spaced: bool = False, with_rule: bool = True) -> Text:
     where = [fmt.clean(f.scope, 80)] + ([fmt.clean(f.rule, 80)] if with_rule else [])
     text.append(f"   {' · '.join(w for w in where if w)}", style="dim")
     gap = "\n\n" if spaced else "\n"
-    for label, value in (
-        ("seen", f.evidence),
-        ("cost", cost_text(f)),
-        ("fix", f.fix),
-        ("then", f.confirm),
-        ("from", f.source),
-    ):
+    for label, value in fields(f):
         if value:
             text.append(f"{gap}   {label:<5}", style="bold" if spaced else "dim")
             text.append(fmt.clean(value), style="dim" if label == "from" else "")
@@ -129,13 +134,7 @@ def text_block(f: Finding, width: int, with_rule: bool = True) -> list[str]:
         lines[-1] += "   " + said
     elif said:
         lines.extend(layout.wrap(said, width, " " * 6))
-    for label, value in (
-        ("seen", f.evidence),
-        ("cost", cost_text(f)),
-        ("fix", f.fix),
-        ("then", f.confirm),
-        ("from", f.source),
-    ):
+    for label, value in fields(f):
         if value:
             lines.extend(layout.labelled(label, printed(fmt.clean(value)), width, _INDENT, _LABEL))
     return lines
