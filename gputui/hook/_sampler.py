@@ -98,8 +98,11 @@ MAX_OFFSETS = 4096  # offsets remembered per code
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
 
 # Row layouts (plain lists: the sampler's loop indexes them)
-# function: [self_s, total_s, last sample seq, {phase: self_s}, {offset: line row}, info]
-# line:     [self_s, total_s, last sample seq], by instruction offset (f_lasti)
+# function: [self_s, total_s, last sample seq, {phase: self_s}, {offset: line row}, info,
+#            site_s, {phase: site_s}]
+# line:     [self_s, total_s, last sample seq, site_s], by instruction offset (f_lasti)
+# Site time: the sample's innermost frame of the job's own code (kind user) gets
+# it, whatever library or torch code it had called: what the job can change.
 
 
 def gap_weight(elapsed_s: float, cpu_s: float, floor_s: float = GAP_FLOOR_S) -> float:
@@ -116,7 +119,17 @@ def env_enabled() -> bool:
 
 
 class _Window:
-    __slots__ = ("deep", "funcs", "kinds", "lines", "other", "phases", "sampled_s", "samples")
+    __slots__ = (
+        "deep",
+        "funcs",
+        "kinds",
+        "lines",
+        "other",
+        "phases",
+        "sampled_s",
+        "samples",
+        "site_s",
+    )
 
     def __init__(self) -> None:
         self.funcs: dict[int, list[Any]] = {}  # id(code) -> function row
@@ -124,6 +137,7 @@ class _Window:
         self.lines = 0  # line rows in funcs
         self.samples = 0
         self.sampled_s = 0.0
+        self.site_s = 0.0  # samples with a frame of the job's own code
         self.phases: dict[str, float] = {}
         self.kinds: dict[str, float] = {}
         self.deep = 0  # samples whose stack was cut at MAX_DEPTH
@@ -284,16 +298,11 @@ class Sampler:
         self.samples += 1
         win.samples += 1
         win.sampled_s += weight
-        phases = win.phases
-        if phase in phases:
-            phases[phase] += weight
-        elif len(phases) < MAX_PHASES:
-            phases[phase] = weight
-        else:
-            phases[MORE_PHASES] = phases.get(MORE_PHASES, 0.0) + weight
+        _bump(win.phases, phase, weight, MAX_PHASES)
         self._seq = seq = self._seq + 1
         get = win.funcs.get
-        inner = True
+        inner = True  # the innermost frame is still to come: self time
+        site = True  # the innermost frame of the job's own code too: site time
         left = MAX_DEPTH
         f: FrameType | None = frame
         while f is not None:
@@ -320,16 +329,16 @@ class Sampler:
                 inner = False
                 row[0] += weight
                 lrow[0] += weight
-                ph = row[3]
-                if phase in ph:
-                    ph[phase] += weight
-                elif len(ph) < MAX_ROW_PHASES:
-                    ph[phase] = weight
-                else:
-                    ph[MORE_PHASES] = ph.get(MORE_PHASES, 0.0) + weight
+                _bump(row[3], phase, weight, MAX_ROW_PHASES)
                 kind = row[5][3]
                 kinds = win.kinds
                 kinds[kind] = kinds.get(kind, 0.0) + weight
+            if site and row[5][3] == KIND_USER:
+                site = False
+                row[6] += weight
+                lrow[3] += weight
+                _bump(row[7], phase, weight, MAX_ROW_PHASES)
+                win.site_s += weight
             left -= 1
             if not left:
                 win.deep += 1
@@ -345,12 +354,12 @@ class Sampler:
         if info[4]:
             return None
         if len(win.funcs) < MAX_FUNCTIONS:
-            row = [0.0, 0.0, 0, {}, {}, info]
+            row = [0.0, 0.0, 0, {}, {}, info, 0.0, {}]
             win.funcs[id(code)] = row
             return row
         other = win.other
         if other is None:
-            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO]
+            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO, 0.0, {}]
         return other
 
     def _new_line(self, win: _Window, lines: dict[int, list[Any]], lasti: int) -> list[Any]:
@@ -359,7 +368,7 @@ class Sampler:
             lrow = lines.get(lasti)
             if lrow is not None:
                 return lrow
-        lrow = [0.0, 0.0, 0]
+        lrow = [0.0, 0.0, 0, 0.0]
         lines[lasti] = lrow
         win.lines += 1
         return lrow
@@ -404,11 +413,12 @@ class Sampler:
             start = self._prev_start if len(windows) == 2 else self._cur_start
             samples = sum(w.samples for w in windows)
             sampled = sum(w.sampled_s for w in windows)
+            site_total = sum(w.site_s for w in windows)
             deep = sum(w.deep for w in windows)
             truncated = any(w.other is not None or w.lines >= MAX_LINES for w in windows)
             phases: dict[str, float] = {}
             kinds: dict[str, float] = {}
-            copies: list[tuple[Any, float, float, dict[str, float], list[Any], _Info]] = []
+            copies: list[tuple[Any, list[Any], list[Any]]] = []
             for win in windows:
                 _add(phases, win.phases)
                 _add(kinds, win.kinds)
@@ -416,41 +426,53 @@ class Sampler:
                 if win.other is not None:
                     rows.append((None, win.other))
                 for key, row in rows:
-                    lines = [(n, r[0], r[1]) for n, r in row[4].items()]
-                    copies.append((key, row[0], row[1], dict(row[3]), lines, row[5]))
+                    lines = [(n, r[0], r[1], r[3]) for n, r in row[4].items()]
+                    fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7])]
+                    copies.append((key, fields, lines))
+        # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
+        #               info, site_s, {phase: site_s}]
         merged: dict[Any, list[Any]] = {}
-        for key, self_s, total_s, row_phases, offsets, info in copies:
+        for key, (self_s, total_s, row_phases, info, site_s, site_phases), offsets in copies:
             into = merged.get(key)
             if into is None:
-                merged[key] = into = [0.0, 0.0, {}, {}, info]
+                merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}]
             into[0] += self_s
             into[1] += total_s
             _add(into[2], row_phases)
+            into[5] += site_s
+            _add(into[6], site_phases)
             by_line = into[3]
-            for offset, s, t in offsets:
+            for offset, s, t, st in offsets:
                 line = _line_of(info, offset)
                 have = by_line.get(line)
                 if have is None:
-                    by_line[line] = [s, t]
+                    by_line[line] = [s, t, st]
                 else:
                     have[0] += s
                     have[1] += t
+                    have[2] += st
         values = list(merged.values())
         by_self = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[0] > 0), key=_self_key)
+        by_site = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[5] > 0), key=_site_key)
         by_total = heapq.nlargest(TOP_FUNCTIONS, values, key=_total_key)
-        chosen = {id(r): r for r in by_self + by_total}
-        functions = tuple(
-            _function(r) for r in sorted(chosen.values(), key=lambda r: (-r[0], -r[1]))
-        )
-        line_rows = [(lr[0], lr[1], n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0]
+        chosen = {id(r): r for r in by_site + by_self + by_total}
+        functions = tuple(_function(r) for r in sorted(chosen.values(), key=_order))
+        line_rows = [
+            (lr, n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0 or lr[2] > 0
+        ]
+        top_lines = {
+            id(x): x
+            for x in heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][2], x[0][0]))
+            + heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][0], x[0][2]))
+        }
         lines_seen = sum(len(r[3]) for r in values)
-        top_lines = heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0], x[1]))
         if deep:
             notes = (*notes, f"{deep} samples had stacks deeper than {MAX_DEPTH} frames (cut)")
         return PythonProfile(
             t=round(time.time(), 3),
             window_s=round(max(0.0, now - start), 3),
             sampled_s=_r(sampled),
+            site_s=_r(site_total),
             samples=samples,
             interval_s=self.interval_s,
             functions=functions,
@@ -460,10 +482,13 @@ class Sampler:
                     line=n,
                     function=info[2][:MAX_FUNCTION],
                     kind=info[3],
-                    self_s=_r(s),
-                    total_s=_r(t),
+                    self_s=_r(lr[0]),
+                    total_s=_r(lr[1]),
+                    site_s=_r(lr[2]),
                 )
-                for s, t, n, info in top_lines
+                for lr, n, info in sorted(
+                    top_lines.values(), key=lambda x: (-max(x[0][0], x[0][2]), -x[0][1])
+                )
             ),
             phases_s=_phase_map(phases),
             kinds_s={k: _r(v) for k, v in kinds.items()},
@@ -505,6 +530,15 @@ def _line_of(info: _Info, offset: int) -> int:
     return line
 
 
+def _bump(into: dict[str, float], phase: str, weight: float, limit: int) -> None:
+    if phase in into:
+        into[phase] += weight
+    elif len(into) < limit:
+        into[phase] = weight
+    else:
+        into[MORE_PHASES] = into.get(MORE_PHASES, 0.0) + weight
+
+
 def _add(into: dict[Any, float], more: dict[Any, float]) -> None:
     for key, value in more.items():
         into[key] = into.get(key, 0.0) + value
@@ -514,8 +548,18 @@ def _self_key(row: list[Any]) -> tuple[float, float]:
     return (row[0], row[1])
 
 
+def _site_key(row: list[Any]) -> tuple[float, float]:
+    return (row[5], row[1])
+
+
 def _total_key(row: list[Any]) -> tuple[float, float]:
     return (row[1], row[0])
+
+
+def _order(row: list[Any]) -> tuple[float, float]:
+    """Most time first: the job's own functions by their site time, the others
+    by their self time."""
+    return (-max(row[0], row[5]), -row[1])
 
 
 def _r(seconds: float) -> float:
@@ -531,10 +575,10 @@ def _phase_map(phases: dict[str, float]) -> dict[str, float]:
 
 
 def _function(row: list[Any]) -> ProfileFunction:
-    self_s, total_s, phases, lines, info = row
+    self_s, total_s, phases, lines, info, site_s, site_phases = row
     line = 0
     if lines:
-        line = max(lines.items(), key=lambda item: (item[1][0], item[1][1]))[0]
+        line = max(lines.items(), key=lambda item: (item[1][2], item[1][0], item[1][1]))[0]
     return ProfileFunction(
         file=clip_file(info[1]),
         function=info[2][:MAX_FUNCTION],
@@ -544,4 +588,6 @@ def _function(row: list[Any]) -> ProfileFunction:
         self_s=_r(self_s),
         total_s=_r(total_s),
         phases_s=_phase_map(phases),
+        site_s=_r(site_s),
+        site_phases_s=_phase_map(site_phases),
     )

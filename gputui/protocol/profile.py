@@ -106,8 +106,12 @@ class ProfileFunction:
     ``self_s``: time it was the innermost frame (gputui's own frames are
     transparent); ``total_s``: time it was anywhere on the stack (counted once
     per sample, however deep it recurses); ``phases_s``: its self time per
-    step phase.  ``line`` is its hottest line (by self time, else by total),
-    ``first_line`` the line of its ``def``."""
+    step phase.  ``site_s`` (the job's own code only): time it was the
+    innermost frame of the job's code, with the library and torch code it
+    called: where the job can change something (``augment`` calling numpy
+    has the numpy time as site time, numpy's functions have it as self
+    time); ``site_phases_s``: that per phase.  ``line`` is its hottest line
+    (by site time, then self time), ``first_line`` the line of its ``def``."""
 
     file: str
     function: str
@@ -117,6 +121,14 @@ class ProfileFunction:
     self_s: float = 0.0
     total_s: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)
+    site_s: float = 0.0
+    site_phases_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def time_s(self) -> float:
+        """The time this function accounts for: its site time for the job's
+        own code, else its self time (what the profile is ordered by)."""
+        return max(self.self_s, self.site_s)
 
     @property
     def label(self) -> str:
@@ -136,6 +148,8 @@ class ProfileFunction:
             self_s=f.number(obj, "self_s", where, default=0.0),
             total_s=f.number(obj, "total_s", where, default=0.0),
             phases_s=_phases(obj, "phases_s", where, MAX_ROW_PHASES),
+            site_s=f.number(obj, "site_s", where, default=0.0),
+            site_phases_s=_phases(obj, "site_phases_s", where, MAX_ROW_PHASES),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -148,13 +162,17 @@ class ProfileFunction:
             "self_s": self.self_s,
             "total_s": self.total_s,
             "phases_s": dict(self.phases_s),
+            "site_s": self.site_s,
+            "site_phases_s": dict(self.site_phases_s),
         }
 
 
 @dataclass(frozen=True)
 class ProfileLine:
     """One line of one function: the line a blocked call was made from (a
-    ``loss.item()`` waiting for the GPU is time at that line)."""
+    ``loss.item()`` waiting for the GPU is time at that line).  ``site_s`` as
+    for :class:`ProfileFunction`: the line of the job's code that called the
+    library or torch code the time went to."""
 
     file: str
     line: int
@@ -162,6 +180,7 @@ class ProfileLine:
     kind: str = KIND_USER
     self_s: float = 0.0
     total_s: float = 0.0
+    site_s: float = 0.0
 
     @classmethod
     def from_wire(cls, obj: Any, where: str) -> ProfileLine:
@@ -173,6 +192,7 @@ class ProfileLine:
             kind=_kind(obj, where),
             self_s=f.number(obj, "self_s", where, default=0.0),
             total_s=f.number(obj, "total_s", where, default=0.0),
+            site_s=f.number(obj, "site_s", where, default=0.0),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -183,6 +203,7 @@ class ProfileLine:
             "kind": self.kind,
             "self_s": self.self_s,
             "total_s": self.total_s,
+            "site_s": self.site_s,
         }
 
 
@@ -197,16 +218,19 @@ class PythonProfile:
     seconds, by Python function and line.
 
     ``sampled_s`` is the sum of the samples' weights (each the time since the
-    previous sample): the denominator of every share.  ``functions`` holds the
-    top functions by self time and by total time (most self time first);
-    ``lines`` the top lines by self time.  ``phases_s`` is the sampled time per
-    step phase, ``kinds_s`` the self time per kind of code.  ``truncated``: the
-    hook's table was full, and the time of functions past its bound is in one
-    row of kind ``other``."""
+    previous sample): the denominator of every share; ``site_s`` the part of
+    it with a frame of the job's own code on the stack.  ``functions`` holds
+    the top functions by site, self and total time (most time first: site
+    time for the job's own functions, self time for the others, see
+    :attr:`ProfileFunction.time_s`); ``lines`` the top lines by site and self
+    time.  ``phases_s`` is the sampled time per step phase, ``kinds_s`` the
+    self time per kind of code.  ``truncated``: the hook's table was full, and
+    the time of functions past its bound is in one row of kind ``other``."""
 
     t: float = 0.0
     window_s: float = 0.0
     sampled_s: float = 0.0
+    site_s: float = 0.0
     samples: int = 0
     interval_s: float | None = None
     functions: tuple[ProfileFunction, ...] = ()
@@ -221,6 +245,17 @@ class PythonProfile:
     def share(self, seconds: float) -> float:
         """``seconds`` as a share (0-1) of the sampled time (0 without samples)."""
         return seconds / self.sampled_s if self.sampled_s > 0 else 0.0
+
+    def top(self, n: int = 10) -> tuple[ProfileFunction, ...]:
+        """The ``n`` functions that account for the most time (the job's own
+        by site time, the others by self time): what a view shows first."""
+        rows = sorted(self.functions, key=lambda r: (-r.time_s, -r.total_s))
+        return tuple(r for r in rows if r.time_s > 0)[:n]
+
+    def top_site(self, n: int = 10) -> tuple[ProfileFunction, ...]:
+        """The ``n`` functions of the job's own code with the most site time."""
+        rows = sorted(self.functions, key=lambda r: (-r.site_s, -r.self_s))
+        return tuple(r for r in rows if r.site_s > 0)[:n]
 
     def top_self(self, n: int = 10) -> tuple[ProfileFunction, ...]:
         """The ``n`` functions with the most self time."""
@@ -242,6 +277,7 @@ class PythonProfile:
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
             window_s=f.number(obj, "window_s", where, default=0.0),
             sampled_s=f.number(obj, "sampled_s", where, default=0.0),
+            site_s=f.number(obj, "site_s", where, default=0.0),
             samples=f.integer(obj, "samples", where, default=0),
             interval_s=f.opt_number(obj, "interval_s", where, hi=60.0),
             functions=tuple(
@@ -266,6 +302,7 @@ class PythonProfile:
             t=self.t,
             window_s=self.window_s,
             sampled_s=self.sampled_s,
+            site_s=self.site_s,
             samples=self.samples,
             functions=[r.to_wire() for r in self.functions],
             lines=[r.to_wire() for r in self.lines],

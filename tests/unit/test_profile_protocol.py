@@ -66,10 +66,22 @@ def sample_profile() -> PythonProfile:
         samples=3950,
         interval_s=0.01,
         functions=(
-            ProfileFunction("/p/data.py", "augment", "user", 12, 10, 28.0, 28.5, {"data": 28.0}),
+            ProfileFunction(
+                "/p/data.py",
+                "augment",
+                "user",
+                12,
+                10,
+                8.0,
+                28.5,
+                {"data": 8.0},
+                28.0,
+                {"data": 28},
+            ),
             ProfileFunction("/t/torch/nn/functional.py", "linear", KIND_TORCH, 5, 1, 1.0, 1.0),
+            ProfileFunction("/v/site-packages/np/sort.py", "sort", "lib", 9, 2, 20.0, 20.0),
         ),
-        lines=(ProfileLine("/p/data.py", 12, "augment", "user", 27.0, 27.5),),
+        lines=(ProfileLine("/p/data.py", 12, "augment", "user", 7.0, 27.5, 27.0),),
         phases_s={"data": 30.0, "forward": 9.5},
         kinds_s={"user": 38.0, "torch": 1.5},
         functions_seen=120,
@@ -100,8 +112,13 @@ def test_shares_and_tops() -> None:
     profile = sample_profile()
     assert profile.share(19.75) == pytest.approx(0.5)
     assert PythonProfile().share(1.0) == 0.0
-    assert [r.function for r in profile.top_self(1)] == ["augment"]
-    assert [r.function for r in profile.top_total(2)] == ["augment", "linear"]
+    # the job's own function by its site time (augment: 28 s, numpy's sort on
+    # its behalf included) leads; by self time numpy's sort does
+    assert [r.function for r in profile.top(3)] == ["augment", "sort", "linear"]
+    assert [r.function for r in profile.top_site()] == ["augment"]
+    assert [r.function for r in profile.top_self(2)] == ["sort", "augment"]
+    assert [r.function for r in profile.top_total(2)] == ["augment", "sort"]
+    assert profile.functions[0].time_s == 28.0 and profile.functions[2].time_s == 20.0
     assert profile.functions[0].label == "augment (/p/data.py:12)"
 
 
@@ -367,6 +384,7 @@ def test_unavailable_notes() -> None:
 
 def test_the_profile_of_a_recording_replays_as_an_event() -> None:
     event = parse_event(PROFILE)
-    assert isinstance(event, PythonProfile) and event.top_self(1)[0].function == "augment"
+    assert isinstance(event, PythonProfile) and event.top(1)[0].function == "augment"
+    assert event.top_self(1)[0].function == "sort"
     mapping: Mapping[str, Any] = event.to_wire()
     assert mapping["type"] == messages.PYTHON_PROFILE

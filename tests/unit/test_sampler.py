@@ -201,6 +201,55 @@ def test_self_time_goes_to_the_innermost_frame_and_total_to_each_once() -> None:
     assert profile.share(row(profile, "busy_python").self_s) > 0.8
 
 
+LIBRARY = """
+import time
+
+def work(until, callback=None):
+    if callback is not None:
+        return callback(until)
+    while time.perf_counter() < until:
+        pass
+"""
+
+
+def test_site_time_goes_to_the_innermost_frame_of_the_jobs_own_code() -> None:
+    """A function of the job's own code that spends its time in a library's
+    functions is where the job can change something: it gets that time as
+    site time; the library's functions keep it as self time."""
+    namespace: dict[str, Any] = {}
+    path = "/venv/lib/python3.11/site-packages/fakelib/core.py"
+    exec(compile(LIBRARY, path, "exec"), namespace)
+    work = namespace["work"]
+    callback: dict[str, Any] = {"fn": None}
+
+    def augment(until: float) -> None:
+        work(until, callback["fn"])
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            augment(time.perf_counter() + 0.05)
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    top = profile.top(1)[0]
+    assert top.function.endswith("<locals>.augment") and top.kind == KIND_USER
+    assert profile.share(top.site_s) > 0.8 and profile.share(top.self_s) < 0.1
+    assert top.site_phases_s == {"other": top.site_s}
+    lib = row(profile, "work")
+    assert lib.kind == KIND_LIB and lib.site_s == 0.0 and profile.share(lib.self_s) > 0.8
+    assert profile.top_self(1)[0] == lib
+    assert profile.site_s == pytest.approx(profile.sampled_s, rel=1e-3)
+    assert profile.lines[0].function.endswith("augment") and profile.lines[0].site_s > 0
+
+    # a library calling back into the job's code: the callback is the site
+    callback["fn"] = busy_python
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    assert profile.top(1)[0].function == "busy_python"
+    assert row(profile, "work").site_s == 0.0
+    assert profile.share(row(profile, "work").total_s) > 0.9
+
+
 def test_phases_come_from_the_recorders_edge_log() -> None:
     rec = Recorder()
     sampler = Sampler(rec, enabled=True)
