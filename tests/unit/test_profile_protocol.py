@@ -247,11 +247,39 @@ def test_a_viewer_gets_the_profile_on_subscribe_and_on_request(sampler_env: Any)
         assert profiles[0].samples > 0 and profiles[0].interval_s == hook.sampler.interval_s
         # this test's own function is on the sampled thread's stack
         assert any(r.file == __file__ for r in profiles[0].functions)
+        # then about every 2 s, unasked
+        pushed = _next(client, PythonProfile)
+        assert pushed.samples > profiles[0].samples
         client.request_profile()
         answer = _next(client, PythonProfile)
-        assert client.profile is answer and answer.samples >= profiles[0].samples
+        assert client.profile is answer and answer.samples >= pushed.samples
     finally:
         client.close()
+
+
+def test_a_failing_profile_is_reported_and_the_session_goes_on(
+    sampler_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = sampler_env()
+
+    def broken(notes: tuple[str, ...] = ()) -> None:
+        raise RuntimeError("no profile today")
+
+    monkeypatch.setattr(hook.sampler, "snapshot", broken)
+    client = HookClient.connect(os.getpid())
+    try:
+        client.subscribe(history=10)
+        client.start()
+        events = _until_synced(client)
+        assert any(isinstance(e, StepBatch) for e in events)
+        client.request_profile()
+        error = _next(client, HookError)
+        assert "the Python profile failed: RuntimeError" in error.error
+        client.ping()
+        _next(client, hook_client.Pong)  # the I/O thread still serves
+    finally:
+        client.close()
+    assert any("python profile" in e and "no profile today" in e for e in hook.errors.values())
 
 
 def test_with_the_sampler_off_the_viewer_is_told_why(sampler_env: Any) -> None:
