@@ -416,3 +416,27 @@ def test_the_profile_of_a_recording_replays_as_an_event() -> None:
     assert event.top_self(1)[0].function == "sort"
     mapping: Mapping[str, Any] = event.to_wire()
     assert mapping["type"] == messages.PYTHON_PROFILE
+
+
+def test_a_recorded_session_keeps_its_profiles(sampler_env: Any, tmp_path: Path) -> None:
+    """``attach --record`` writes every message as it came: the profiles too,
+    and they replay as the same events."""
+    from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
+
+    hook = sampler_env()
+    hookutil.wait_for(lambda: hook.sampler.snapshot() is not None, 10, "samples")
+    client = HookClient.connect(os.getpid())
+    path = tmp_path / "session.jsonl.gz"
+    recorder = AttachRecorder(path, client.hello_raw, os.getpid())
+    try:
+        client.subscribe(history=10)
+        client.start(on_raw=recorder.write)
+        events = _until_synced(client)
+    finally:
+        client.close()
+        recorder.close()
+    live = [e for e in events if isinstance(e, PythonProfile)]
+    recording = read_attach_recording(path)
+    assert Hello.from_wire(recording.hello).status.sampler is not None
+    replayed = [parse_event(msg) for _t, msg in recording.messages]
+    assert [e for e in replayed if isinstance(e, PythonProfile)] == live != []
