@@ -87,6 +87,13 @@ class PurePython:
         gputui.hook.step()
 
 
+def thread_clock(sampler: Any) -> int:
+    """The CPU-time clock of the sampler's thread."""
+    thread = sampler._thread
+    assert thread is not None and thread.ident is not None
+    return time.pthread_getcpuclockid(thread.ident)
+
+
 def timed(work: Any, steps: int) -> list[float]:
     out = []
     clock = time.perf_counter
@@ -114,6 +121,7 @@ def run(work: Any, hook: Any, rounds: int, block: int) -> dict[str, Any]:
     all_on: list[float] = []
     samples = 0
     on_s = 0.0
+    sampler_cpu_s = 0.0
     for _ in range(rounds):
         off: list[float] = []
         on: list[float] = []
@@ -121,9 +129,12 @@ def run(work: Any, hook: Any, rounds: int, block: int) -> dict[str, Any]:
             if mode == "on":
                 before = sampler.samples
                 sampler.start()
+                clock = thread_clock(sampler)
+                cpu0 = time.clock_gettime(clock)
                 t0 = time.perf_counter()
                 on += timed(work, block)
                 on_s += time.perf_counter() - t0
+                sampler_cpu_s += time.clock_gettime(clock) - cpu0
                 sampler.stop()
                 samples += sampler.samples - before
             else:
@@ -140,6 +151,10 @@ def run(work: Any, hook: Any, rounds: int, block: int) -> dict[str, Any]:
         "ratio": quartiles(ratios),
         "samples": samples,
         "mean_interval_ms": on_s / samples * 1e3 if samples else None,
+        # the sampler thread's CPU time over the "on" blocks' wall time: what it
+        # can take of the GIL at most (a bound that contention does not blur)
+        "sampler_cpu_pct": 100 * sampler_cpu_s / on_s if on_s else None,
+        "sampler_cpu_us_per_sample": 1e6 * sampler_cpu_s / samples if samples else None,
     }
 
 
@@ -225,7 +240,9 @@ def main() -> int:
         print(
             f"{r['workload']:<12} off {r['step_off_ms']:7.3f} ms  on {r['step_on_ms']:7.3f} ms  "
             f"on/off {q['median']:.4f} (quartiles {q['p25']:.4f}-{q['p75']:.4f})  "
-            f"{r['samples']} samples, every {r['mean_interval_ms'] or float('nan'):.1f} ms"
+            f"{r['samples']} samples, every {r['mean_interval_ms'] or float('nan'):.1f} ms; "
+            f"sampler thread CPU {r['sampler_cpu_pct'] or 0:.2f}% of the wall time, "
+            f"{r['sampler_cpu_us_per_sample'] or 0:.0f} us a sample"
         )
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")

@@ -1,5 +1,5 @@
 """The Python stack sampler: where the training thread's time goes, by function
-and line, without ptrace or privileges.
+and line, without ptrace or privileges (docs/hook.md, "Python stack sampler").
 
 A daemon thread wakes about every ``INTERVAL_S``, reads the training thread's
 frame (``sys._current_frames()``: the thread that started the first step,
@@ -7,26 +7,22 @@ frame (``sys._current_frames()``: the thread that started the first step,
 time since the previous one, not counted: a training thread that holds the GIL
 (a long C call such as ``sorted()`` of a big list) keeps the sampler from
 running, so counts would undercount exactly the code that hogs the
-interpreter, while the elapsed time credits it in full, to the line where the
-thread first lets the GIL go after the call (the call's line, or the caller's
-next line when the call ended its function).  A gap longer than
-``SUSPECT_GAP_S`` in which the process used almost no CPU (it was stopped:
-SIGSTOP, a suspended VM) is credited ``GAP_FLOOR_S`` only, so a suspended job
-does not pour hours into one line.
+interpreter, while the elapsed time credits it in full, to where the thread
+first lets the GIL go (the call's line or the next one; within Python's 5 ms
+switch interval, wherever it releases the GIL on its own).  A gap longer than
+``SUSPECT_GAP_S`` in which the process used almost no CPU (it was stopped) is
+credited ``GAP_FLOOR_S`` only.
 
-Per (file, line, function) and per function (code object): self time (the
-innermost frame) and total time (anywhere on the stack, once per sample
-however deep it recurses); per function, self time per step phase (the phase
-the training thread is in, replayed from the recorder's edge log as the
-collector does); each function classed as the job's own code, torch, or
-another library.  gputui's own frames (the hook points around torch's
-functions) are transparent.  Tables are bounded (``MAX_FUNCTIONS``,
-``MAX_LINES``; past them time goes to one ``other`` row) and cover the last
-``WINDOW_S`` to ``2 * WINDOW_S`` seconds (two windows, the older dropped as a
-new one starts).
+Per function (code object) and per line: self time (the innermost frame),
+total time (anywhere on the stack, once per sample however deep it recurses)
+and site time (the innermost frame of the job's own code, with the library or
+torch code it called); self and site time per step phase (replayed from the
+recorder's edge log, as the collector does).  gputui's own frames are
+transparent.  Tables are bounded (past ``MAX_FUNCTIONS``/``MAX_LINES`` time
+goes to one ``other`` row) and cover the last one to two ``WINDOW_S`` windows.
 
-Nothing runs on the training thread: every dict and list is touched by the
-sampler thread (under ``lock``) and, for a snapshot, by the I/O thread.
+Nothing runs on the training thread: the tables are the sampler thread's
+(under ``lock``; the I/O thread takes it to copy them for a profile).
 ``GPUTUI_SAMPLER=0`` turns it off.  An error stops the sampler and is
 reported once; it never reaches the training loop.
 """
@@ -85,8 +81,8 @@ MAX_PHASES = 64  # phases per window
 MORE_PHASES = "(other phases)"
 MAX_DEPTH = 256  # frames walked per sample, from the innermost
 MAX_CODES = 8192  # code objects classified and remembered
-#: rows a profile carries: the top functions by self and by total time (their
-#: union), and the top lines by self time
+#: rows a profile carries: the union of the top functions by site, self and
+#: total time, and of the top lines by site and self time
 TOP_FUNCTIONS = 40
 TOP_LINES = 40
 
@@ -167,6 +163,7 @@ class Sampler:
         self.samples = 0
         self.lock = threading.Lock()
         self._stopping = False
+        self._generation = 0
         self._thread: threading.Thread | None = None
         self._codes: dict[int, _Info] = {}
         self._cur = _Window()
@@ -188,7 +185,10 @@ class Sampler:
         if not self.enabled or self.failed or self._thread is not None:
             return
         self._stopping = False
-        thread = threading.Thread(target=self._run, name="gputui-hook-sampler", daemon=True)
+        self._generation += 1  # a thread of an earlier start that outlived stop() ends
+        thread = threading.Thread(
+            target=self._run, args=(self._generation,), name="gputui-hook-sampler", daemon=True
+        )
         self._thread = thread
         thread.start()
 
@@ -224,16 +224,16 @@ class Sampler:
         return SamplerInfo(state, self.interval_s, self.samples, reason)
 
     # -- the sampler thread ---------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, generation: int) -> None:
         try:
-            self._loop()
+            self._loop(generation)
         except Exception as exc:  # never into the job: report once and stop
             self.failed = True
             self.reason = f"{type(exc).__name__}: {exc}"
             if self.report_error is not None:
                 self.report_error("python sampler", exc)
 
-    def _loop(self) -> None:
+    def _loop(self, generation: int) -> None:
         rec = self.rec
         sleep = time.sleep
         clock = time.perf_counter
@@ -243,14 +243,14 @@ class Sampler:
         floor = self.gap_floor_s
         last = last_cpu = 0.0
         have_last = False
-        while not self._stopping:
+        while not self._stopping and generation == self._generation:
             tid = rec.thread
             if tid is None:
                 have_last = False
                 sleep(IDLE_S)
                 continue
             sleep(period)
-            if self._stopping:
+            if self._stopping or generation != self._generation:
                 return
             frame = frames_of().get(tid)
             now = clock()
