@@ -6,6 +6,8 @@
     for event in client.events(timeout=1.0):  # or: client.get(timeout)
         ...                                   # StepBatch, Status, MemoryBatch, ...
     client.request_capture(steps=5)
+    client.profile                            # newest PythonProfile, or None
+    client.profile_unavailable()              # why there is none to show, or None
     client.close()
 
 Every event is a frozen dataclass holding plain values; the last one is always
