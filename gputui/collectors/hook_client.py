@@ -6,6 +6,8 @@
     for event in client.events(timeout=1.0):  # or: client.get(timeout)
         ...                                   # StepBatch, Status, MemoryBatch, ...
     client.request_capture(steps=5)
+    client.profile                            # newest PythonProfile, or None
+    client.profile_unavailable()              # why there is none to show, or None
     client.close()
 
 Every event is a frozen dataclass holding plain values; the last one is always
@@ -38,6 +40,7 @@ from gputui.protocol.memsnap import (
     MemorySnapshotResult,
     MemorySnapshotStatus,
 )
+from gputui.protocol.profile import SAMPLER_FAILED, GetPythonProfile, PythonProfile, SamplerInfo
 from gputui.protocol.schema import (
     Bye,
     CaptureCancel,
@@ -71,6 +74,8 @@ __all__ = [
     "MemorySnapshotResult",
     "MemorySnapshotStatus",
     "Pong",
+    "PythonProfile",
+    "SamplerInfo",
     "Status",
     "StepBatch",
     "StepRecord",
@@ -149,6 +154,7 @@ Event = (
     | CaptureResult
     | MemorySnapshotStatus
     | MemorySnapshotResult
+    | PythonProfile
     | HookError
     | Pong
     | Invalid
@@ -168,7 +174,10 @@ def parse_event(msg: Mapping[str, Any]) -> Event | None:
         return None  # unknown, or a second hello (never sent): nothing to do
     if isinstance(decoded, Bye):
         return Disconnected("the job is exiting", clean=True)
-    if isinstance(decoded, (Subscribe, CaptureRequest, CaptureCancel, Ping, MemorySnapshotRequest)):
+    if isinstance(
+        decoded,
+        (Subscribe, CaptureRequest, CaptureCancel, Ping, MemorySnapshotRequest, GetPythonProfile),
+    ):
         return Invalid(str(msg.get("type")), "a viewer's request sent by the hook")
     return decoded
 
@@ -193,6 +202,11 @@ class HookClient:
         self._on_raw: Callable[[Mapping[str, Any]], None] | None = None
         #: the hello exactly as received (recordings keep it)
         self.hello_raw: Mapping[str, Any] = hello.to_wire()
+        #: the newest Python profile the hook sent (kept by the reader thread;
+        #: it is also delivered as an event), and the hook's sampler as its
+        #: newest status said (None: a hook older than the sampler)
+        self.profile: PythonProfile | None = None
+        self.sampler: SamplerInfo | None = hello.status.sampler
 
     @classmethod
     def connect(cls, pid: int, timeout: float = 5.0) -> HookClient:
@@ -300,7 +314,13 @@ class HookClient:
 
     # -- requests -------------------------------------------------------------------
     def _send(
-        self, msg: Subscribe | CaptureRequest | CaptureCancel | Ping | MemorySnapshotRequest
+        self,
+        msg: Subscribe
+        | CaptureRequest
+        | CaptureCancel
+        | Ping
+        | MemorySnapshotRequest
+        | GetPythonProfile,
     ) -> None:
         frame = encode_message(msg)
         with self._send_lock:
@@ -357,6 +377,18 @@ class HookClient:
     def cancel_capture(self) -> None:
         self._send(CaptureCancel())
 
+    def request_profile(self) -> None:
+        """Ask for the Python profile now (a subscribed viewer gets one about
+        every 2 s anyway): a PythonProfile event answers, or a HookError
+        saying why not (the sampler is off; a hook older than the sampler
+        answers "unknown request type")."""
+        self._send(GetPythonProfile())
+
+    def profile_unavailable(self) -> str | None:
+        """Why this job has no Python profile to show, or None when its hook
+        samples (the profile may still be on its way)."""
+        return profile_unavailable(self.sampler)
+
     def ping(self) -> None:
         self._send(Ping())
 
@@ -384,6 +416,7 @@ class HookClient:
                 self._on_raw(msg)
         self._pending_raw = []
         for event in self._pending:
+            self._keep(event)
             deliver(event)
         self._pending = []
         reason = "the job closed the connection"
@@ -409,6 +442,7 @@ class HookClient:
                     if isinstance(parsed, Disconnected):
                         reason, clean = parsed.reason, True
                         continue
+                    self._keep(parsed)
                     deliver(parsed)
                 self._reader.raise_pending()
         except FrameError as exc:
@@ -416,6 +450,13 @@ class HookClient:
         if self._closed:
             reason = "closed by the viewer"
         deliver(Disconnected(reason, clean))
+
+    def _keep(self, event: Event) -> None:
+        """The latest values the client keeps (on the reader thread)."""
+        if isinstance(event, PythonProfile):
+            self.profile = event
+        elif isinstance(event, Status) and event.sampler is not None:
+            self.sampler = event.sampler
 
     def get(self, timeout: float | None = None) -> Event | None:
         """The next event, or None after ``timeout`` seconds."""
@@ -448,6 +489,20 @@ class HookClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def profile_unavailable(sampler: SamplerInfo | None) -> str | None:
+    """Why a job's Python profile cannot be shown, from its hook's status
+    (``status.sampler``), or None when it samples.  The reason is text from
+    the job: clean it before display."""
+    if sampler is None:
+        return "unavailable: the job's gputui hook predates the Python sampler"
+    if sampler.on:
+        return None
+    reason = f" ({sampler.reason})" if sampler.reason else ""
+    if sampler.state == SAMPLER_FAILED:
+        return f"unavailable: the Python sampler failed{reason}"
+    return f"unavailable: the Python sampler is off{reason}"
 
 
 def _read_one(

@@ -21,6 +21,7 @@ from gputui.hook._memsnap import MemorySnapshotController
 from gputui.hook._outbox import Outbox
 from gputui.hook._recorder import Recorder
 from gputui.hook._ring import HISTORY
+from gputui.hook._sampler import Sampler
 from gputui.hook._server import Server
 from gputui.hook._torch_hooks import TorchHooks
 from gputui.protocol import paths
@@ -67,6 +68,7 @@ class Hook:
         )
         self.collector = StepCollector(self.recorder)
         self.memory = MemorySampler()
+        self.sampler = Sampler(self.recorder, self.report_error)
         self.server: Server | None = None
         self.serve_error: str | None = None
         self.installed_at = time.time()
@@ -117,9 +119,11 @@ class Hook:
                 periodic=self.torch_hooks.recheck_roots,
                 report_error=self.report_error,
                 memsnap=self.memsnap,
+                profile=self.profile,
             )
             server.start()
             self.server = server
+            self.sampler.start()
         except (paths.SocketDirError, OSError) as exc:
             self.serve_error = str(exc)
             self.report_error("opening the socket", exc)
@@ -131,6 +135,7 @@ class Hook:
         if os.getpid() != self.pid or not self.active:
             return
         self.active = False
+        self.sampler.stop()
         server, self.server = self.server, None
         if server is not None:
             server.stop()
@@ -157,6 +162,7 @@ class Hook:
         # serve viewers, or remove the parent's socket at exit.
         self.recorder.disable()
         self.recorder.on_boundary = None
+        self.sampler.after_fork_in_child()
         server, self.server = self.server, None
         if server is not None:
             server.close_in_child()
@@ -257,7 +263,25 @@ class Hook:
             step_now_s=step_now_s,
             comm=self.comm.info() if self.comm.torch is not None else None,
             loader=None if rec.loader is None else LoaderInfo(*rec.loader),
+            sampler=self.sampler.info(),
         )
+
+    def profile(self) -> dict[str, Any] | str:
+        """The Python profile's message, or why there is none (I/O thread)."""
+        sampler = self.sampler
+        if not sampler.enabled or sampler.failed:
+            return f"the Python sampler is off ({sampler.reason})"
+        notes = []
+        loader = self.recorder.loader
+        if loader is not None and loader[0] > 0:
+            notes.append(
+                f"the DataLoader's {loader[0]} worker processes are not sampled: the hook "
+                "turns itself off in forked children"
+            )
+        snapshot = sampler.snapshot(tuple(notes))
+        if snapshot is None:
+            return "no Python samples yet: the training thread has not started a step"
+        return snapshot.to_wire()
 
     def status(self) -> dict[str, Any]:
         """The status message (the I/O thread sends it about once a second)."""

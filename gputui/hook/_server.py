@@ -28,10 +28,13 @@ from gputui.protocol import framing, messages, paths
 from gputui.protocol.capture import CaptureStatus
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.memsnap import FAILED, MemorySnapshotRequest, MemorySnapshotStatus
+from gputui.protocol.profile import GetPythonProfile
 from gputui.protocol.schema import Bye, CaptureRequest, HookError, Pong, Subscribe
 from gputui.protocol.wire import decode
 
 STATUS_PERIOD_S = 1.0
+#: the Python profile goes to subscribed viewers this often
+PROFILE_PERIOD_S = 2.0
 #: The I/O thread's cadence.  It needs the GIL for its work, and taking it from a
 #: training thread that holds it is what costs that thread most: while we wait,
 #: every GIL release of the training loop (one per torch op) wakes us in vain, a
@@ -86,8 +89,11 @@ class Server:
         periodic: Callable[[], None],
         report_error: Callable[[str, BaseException], None],
         memsnap: MemorySnapshotController | None = None,
+        profile: Callable[[], dict[str, Any] | str] | None = None,
     ) -> None:
         self.path = path
+        #: the Python profile's message, or why there is none
+        self.profile = profile
         self.memsnap = memsnap
         self.recorder = recorder
         self.collector = collector
@@ -135,6 +141,7 @@ class Server:
         self.stopping = threading.Event()
         self.last_status = 0.0
         self.last_memory = 0.0
+        self.last_profile = 0.0
         self.next_tick = 0.0  # time.perf_counter() of the next periodic round
         self.period = IDLE_TICK_S
         self.thread = threading.Thread(target=self._run, name="gputui-hook-io", daemon=True)
@@ -362,6 +369,11 @@ class Server:
         elif isinstance(request, MemorySnapshotRequest) and self.memsnap is not None:
             armed = self.memsnap.request(viewer.id, request)
             self._send(viewer, framing.encode_obj(armed.to_wire()))
+        elif isinstance(request, GetPythonProfile):
+            profile = self._profile()
+            if isinstance(profile, str):
+                profile = HookError(profile).to_wire()
+            self._send(viewer, framing.encode_obj(profile))
         elif kind == messages.CAPTURE_CANCEL:
             status = self.capture.cancel(viewer.id)
             self._send(viewer, framing.encode_obj(status.to_wire()))
@@ -386,6 +398,9 @@ class Server:
         if viewer.want_memory and self.memory.samples:
             self._send(viewer, framing.encode(messages.MEMORY, samples=list(self.memory.samples)))
         self._send(viewer, framing.encode_obj(self.status()))
+        profile = self._profile()
+        if not isinstance(profile, str):
+            self._send(viewer, framing.encode_obj(profile))
         for last in (
             self.capture.last_result,
             None if self.memsnap is None else self.memsnap.last_result,
@@ -479,9 +494,25 @@ class Server:
             if any(v.subscribed for v in self.viewers.values()):
                 self.broadcast(self.status())
             self.capture.periodic(now)
+        if now - self.last_profile >= PROFILE_PERIOD_S * 0.9 and any(
+            v.subscribed for v in self.viewers.values()
+        ):
+            self.last_profile = now
+            profile = self._profile()
+            if not isinstance(profile, str):
+                self.broadcast(profile)
         for viewer in list(self.viewers.values()):
             if viewer.subscribed:
                 self._pump_steps(viewer)
+
+    def _profile(self) -> dict[str, Any] | str:
+        if self.profile is None:
+            return "this hook has no Python sampler"
+        try:
+            return self.profile()
+        except Exception as exc:  # the profile's failure is not the I/O thread's
+            self.report_error("python profile", exc)
+            return f"the Python profile failed: {type(exc).__name__}"
 
     def _sample_memory(self) -> None:
         sample = self.memory.sample(

@@ -9,6 +9,7 @@ from typing import Any
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, header, typed
+from gputui.protocol.profile import SamplerInfo
 
 
 # -- hello and status ----------------------------------------------------------------------------
@@ -183,6 +184,8 @@ class Status:
     comm: CommInfo | None = None
     #: the DataLoader being iterated; None before the first batch, or without one
     loader: LoaderInfo | None = None
+    #: the Python stack sampler; None from a hook that predates it
+    sampler: SamplerInfo | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "status") -> Status:
@@ -191,6 +194,7 @@ class Status:
         capture = f.child(obj, "capture", where)
         comm = f.child(obj, "comm", where)
         loader = f.child(obj, "loader", where)
+        sampler = f.child(obj, "sampler", where)
         return cls(
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
             steps=f.integer(obj, "steps", where, default=0),
@@ -222,11 +226,12 @@ class Status:
             step_now_s=f.opt_number(obj, "step_now_s", where),
             comm=None if comm is None else CommInfo.from_wire(comm, where + ".comm"),
             loader=None if loader is None else LoaderInfo.from_wire(loader, where + ".loader"),
+            sampler=None if sampler is None else SamplerInfo.from_wire(sampler, where + ".sampler"),
         )
 
     def fields_wire(self) -> dict[str, Any]:
         """The status fields (also part of every hello)."""
-        return {
+        out = {
             "t": self.t,
             "steps": self.steps,
             "last_step": self.last_step,
@@ -254,6 +259,9 @@ class Status:
             "comm": None if self.comm is None else self.comm.to_wire(),
             "loader": None if self.loader is None else self.loader.to_wire(),
         }
+        if self.sampler is not None:  # absent, as from a hook older than the sampler
+            out["sampler"] = self.sampler.to_wire()
+        return out
 
     def to_wire(self) -> dict[str, Any]:
         out = header(m.STATUS)

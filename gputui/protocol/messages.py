@@ -30,6 +30,9 @@ PONG = "pong"  # the answer to PING
 MEMSNAP_STATUS = "memory_snapshot_status"
 #: a memory snapshot's summary and the path of torch's snapshot file
 MEMSNAP_RESULT = "memory_snapshot_result"
+#: where the training thread's time went, by Python function and line
+#: (``protocol.profile``): ~every 2 s to subscribed viewers, and on request
+PYTHON_PROFILE = "python_profile"
 
 # viewer -> hook
 SUBSCRIBE = "subscribe"  # {"history": n, "memory": bool}: start the live stream
@@ -38,6 +41,8 @@ CAPTURE_CANCEL = "capture_cancel"  # cancel an armed capture that has not starte
 PING = "ping"  # answered with PONG; lets a viewer check the hook is responsive
 #: {"id", "steps", "max_entries"}: record CUDA allocation history for N steps
 MEMSNAP = "memory_snapshot"
+#: {}: answered with PYTHON_PROFILE (or ERROR: the sampler is off)
+GET_PYTHON_PROFILE = "get_python_profile"
 
 HOOK_TYPES = frozenset(
     {
@@ -53,9 +58,10 @@ HOOK_TYPES = frozenset(
         PONG,
         MEMSNAP_STATUS,
         MEMSNAP_RESULT,
+        PYTHON_PROFILE,
     }
 )
-VIEWER_TYPES = frozenset({SUBSCRIBE, CAPTURE, CAPTURE_CANCEL, PING, MEMSNAP})
+VIEWER_TYPES = frozenset({SUBSCRIBE, CAPTURE, CAPTURE_CANCEL, PING, MEMSNAP, GET_PYTHON_PROFILE})
 
 # -- phases ---------------------------------------------------------------------------------
 #: The phases the hook finds without user code.  User-named phases (``phase("x")``)

@@ -11,7 +11,8 @@ Wire keys are kept as the first protocol version sent them (recordings of that
 version still replay); Python names add units where the wire is terse.  This
 module gathers them all; they are defined by kind in ``hello`` (hello, status),
 ``steps`` (steps, memory), ``capture`` (capture progress and result),
-``memsnap`` (memory snapshots) and ``requests`` (the viewer's requests and the
+``memsnap`` (memory snapshots), ``profile`` (the Python stack sampler's
+profile) and ``requests`` (the viewer's requests and the
 hook's small replies).
 """
 
@@ -41,6 +42,13 @@ from gputui.protocol.memsnap import (
     MemorySnapshotStatus,
 )
 from gputui.protocol.messages import StepFlag
+from gputui.protocol.profile import (
+    GetPythonProfile,
+    ProfileFunction,
+    ProfileLine,
+    PythonProfile,
+    SamplerInfo,
+)
 from gputui.protocol.requests import (
     Bye,
     CaptureCancel,
@@ -63,6 +71,7 @@ __all__ = [
     "CommInfo",
     "CpuOpRow",
     "DeviceInfo",
+    "GetPythonProfile",
     "GpuTime",
     "GpuTiming",
     "Hello",
@@ -76,6 +85,10 @@ __all__ = [
     "MemorySnapshotStatus",
     "Ping",
     "Pong",
+    "ProfileFunction",
+    "ProfileLine",
+    "PythonProfile",
+    "SamplerInfo",
     "SchemaError",
     "Status",
     "StepBatch",

@@ -22,6 +22,7 @@ from gputui.protocol.memsnap import (
     MemorySnapshotResult,
     MemorySnapshotStatus,
 )
+from gputui.protocol.profile import GetPythonProfile, PythonProfile
 from gputui.protocol.requests import (
     Bye,
     CaptureCancel,
@@ -47,9 +48,12 @@ HookMessage = (
     | Bye
     | MemorySnapshotStatus
     | MemorySnapshotResult
+    | PythonProfile
 )
 #: what a viewer sends
-ViewerMessage = Subscribe | CaptureRequest | CaptureCancel | Ping | MemorySnapshotRequest
+ViewerMessage = (
+    Subscribe | CaptureRequest | CaptureCancel | Ping | MemorySnapshotRequest | GetPythonProfile
+)
 Message = HookMessage | ViewerMessage
 
 _DECODERS: dict[str, Callable[[Any, str], Any]] = {
@@ -70,6 +74,8 @@ _DECODERS: dict[str, Callable[[Any, str], Any]] = {
     m.MEMSNAP: MemorySnapshotRequest.from_wire,
     m.MEMSNAP_STATUS: MemorySnapshotStatus.from_wire,
     m.MEMSNAP_RESULT: MemorySnapshotResult.from_wire,
+    m.PYTHON_PROFILE: PythonProfile.from_wire,
+    m.GET_PYTHON_PROFILE: GetPythonProfile.from_wire,
 }
 
 

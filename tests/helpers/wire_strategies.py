@@ -49,7 +49,97 @@ def real_messages() -> list[dict[str, Any]]:
     found.setdefault(
         messages.MEMSNAP, {"v": 1, "type": "memory_snapshot", "id": "1-m1", "steps": 5}
     )
+    # the Python sampler's messages (the demo predates them): a profile a CPU
+    # job sent, its paths shortened
+    found.setdefault(messages.PYTHON_PROFILE, PROFILE)
+    found.setdefault(messages.GET_PYTHON_PROFILE, {"v": 1, "type": "get_python_profile"})
     return list(found.values())
+
+
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+PROFILE: dict[str, Any] = {
+    "v": 1,
+    "type": "python_profile",
+    "t": 1795632522.591,
+    "window_s": 2.986,
+    "sampled_s": 2.980209,
+    "site_s": 2.980209,
+    "samples": 232,
+    "interval_s": 0.01,
+    "functions": [
+        {
+            "file": "/home/user/project/train.py",
+            "function": "augment",
+            "kind": "user",
+            "line": 10,
+            "first_line": 9,
+            "self_s": 0.306697,
+            "total_s": 1.606697,
+            "phases_s": {"data": 0.306697},
+            "site_s": 1.606697,
+            "site_phases_s": {"data": 1.606697},
+        },
+        {
+            "file": f"{TORCH}/nn/modules/linear.py",
+            "function": "Linear.forward",
+            "kind": "torch",
+            "line": 134,
+            "first_line": 130,
+            "self_s": 0.742676,
+            "total_s": 0.742676,
+            "phases_s": {"forward": 0.742676},
+        },
+        {
+            "file": "/home/user/project/train.py",
+            "function": "<module>",
+            "kind": "user",
+            "line": 14,
+            "first_line": 1,
+            "self_s": 0.341241,
+            "total_s": 2.980209,
+            "phases_s": {"other": 0.341241},
+            "site_s": 1.373512,
+            "site_phases_s": {"other": 0.341241, "forward": 1.032271},
+        },
+        {
+            "file": "/venv/lib/python3.11/site-packages/numpy/_core/fromnumeric.py",
+            "function": "sort",
+            "kind": "lib",
+            "line": 1090,
+            "first_line": 1012,
+            "self_s": 1.3,
+            "total_s": 1.3,
+            "phases_s": {"data": 1.3},
+            "site_s": 0.0,
+            "site_phases_s": {},
+        },
+    ],
+    "lines": [
+        {
+            "file": "/home/user/project/train.py",
+            "line": 10,
+            "function": "augment",
+            "kind": "user",
+            "self_s": 0.285769,
+            "total_s": 1.606697,
+            "site_s": 1.585769,
+        },
+        {
+            "file": f"{TORCH}/nn/modules/linear.py",
+            "line": 134,
+            "function": "Linear.forward",
+            "kind": "torch",
+            "self_s": 0.742676,
+            "total_s": 0.742676,
+        },
+    ],
+    "phases_s": {"data": 1.606697, "forward": 0.805476, "backward": 0.071615, "other": 0.49},
+    "kinds_s": {"user": 0.647938, "torch": 1.032271, "lib": 1.3},
+    "functions_seen": 24,
+    "lines_seen": 29,
+    "truncated": False,
+    "notes": [],
+}
 
 
 REAL = real_messages()

@@ -15,6 +15,9 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
                  --set-start-method
 --fsize-limit B  cap the size of files the job writes (RLIMIT_FSIZE, SIGXFSZ
                  ignored): writes past B bytes fail as on a full disk
+--hot KIND       each step also runs hot_numpy() or hot_python() (KIND numpy or
+                 python) for --hot-ms milliseconds, inside the user phase
+                 --hot-phase when given: a step that is mostly one function
 """
 
 from __future__ import annotations
@@ -44,6 +47,28 @@ class SleepyBatches(Dataset):  # type: ignore[type-arg]
         return torch.randn(self.batch, 32, generator=g), torch.randn(self.batch, 1, generator=g)
 
 
+def hot_numpy(ms: float) -> float:
+    """numpy work for about ``ms`` milliseconds."""
+    import numpy as np
+
+    end = time.perf_counter() + ms / 1000
+    values = np.random.default_rng(0).random(100_000)
+    total = 0.0
+    while time.perf_counter() < end:
+        total += float(np.sort(values)[values.size // 2])
+    return total
+
+
+def hot_python(ms: float) -> int:
+    """Pure-Python work for about ``ms`` milliseconds."""
+    end = time.perf_counter() + ms / 1000
+    total = 0
+    while time.perf_counter() < end:
+        for i in range(1000):
+            total += i * i
+    return total
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--install", action="store_true")
@@ -62,6 +87,9 @@ def main() -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
     p.add_argument("--tag", action="append", default=[], help="ignored: carries any text in argv")
+    p.add_argument("--hot", choices=["numpy", "python"])
+    p.add_argument("--hot-ms", type=float, default=30.0)
+    p.add_argument("--hot-phase")
     args = p.parse_args()
     if args.fsize_limit is not None:
         import resource
@@ -113,6 +141,13 @@ def train(args: argparse.Namespace) -> int:
         loader = loaders[epoch % len(loaders)]
         epoch += 1
         for x, y in loader:
+            if args.hot:
+                hot = hot_numpy if args.hot == "numpy" else hot_python
+                if args.hot_phase and hook is not None:
+                    with hook.phase(args.hot_phase):
+                        hot(args.hot_ms)
+                else:
+                    hot(args.hot_ms)
             x, y = x.to(device), y.to(device)
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()

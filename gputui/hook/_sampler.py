@@ -1,0 +1,593 @@
+"""The Python stack sampler: where the training thread's time goes, by function
+and line, without ptrace or privileges (docs/hook.md, "Python stack sampler").
+
+A daemon thread wakes about every ``INTERVAL_S``, reads the training thread's
+frame (``sys._current_frames()``: the thread that started the first step,
+``Recorder.thread``) and walks it outwards.  Each sample is weighted by the
+time since the previous one, not counted: a training thread that holds the GIL
+(a long C call such as ``sorted()`` of a big list) keeps the sampler from
+running, so counts would undercount exactly the code that hogs the
+interpreter, while the elapsed time credits it in full, to where the thread
+first lets the GIL go (the call's line or the next one; within Python's 5 ms
+switch interval, wherever it releases the GIL on its own).  A gap longer than
+``SUSPECT_GAP_S`` in which the process used almost no CPU (it was stopped) is
+credited ``GAP_FLOOR_S`` only.
+
+Per function (code object) and per line: self time (the innermost frame),
+total time (anywhere on the stack, once per sample however deep it recurses)
+and site time (the innermost frame of the job's own code, with the library or
+torch code it called); self and site time per step phase (replayed from the
+recorder's edge log, as the collector does).  gputui's own frames are
+transparent.  Tables are bounded (past ``MAX_FUNCTIONS``/``MAX_LINES`` time
+goes to one ``other`` row) and cover the last one to two ``WINDOW_S`` windows.
+
+Nothing runs on the training thread: the tables are the sampler thread's
+(under ``lock``; the I/O thread takes it to copy them for a profile).
+``GPUTUI_SAMPLER=0`` turns it off.  An error stops the sampler and is
+reported once; it never reaches the training loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+from gputui.hook._recorder import _MARKS, Recorder, _apply
+from gputui.protocol.messages import OTHER
+from gputui.protocol.profile import (
+    KIND_LIB,
+    KIND_OTHER,
+    KIND_TORCH,
+    KIND_USER,
+    MAX_FUNCTION,
+    MAX_PHASE,
+    SAMPLER_FAILED,
+    SAMPLER_OFF,
+    SAMPLER_ON,
+    ProfileFunction,
+    ProfileLine,
+    PythonProfile,
+    SamplerInfo,
+    clip_file,
+)
+
+ENV = "GPUTUI_SAMPLER"
+#: values of GPUTUI_SAMPLER that turn the sampler off
+OFF_VALUES = frozenset({"0", "off", "false", "no"})
+
+INTERVAL_S = 0.01  # ~100 Hz
+#: a gap between samples longer than this, in which the process used less than
+#: SUSPECT_CPU_SHARE of it in CPU time, was a stop (SIGSTOP, a suspended VM):
+#: it is credited GAP_FLOOR_S.  A GIL-holding call uses CPU all along (even on
+#: a crowded machine, a good share of it) and keeps its full time.
+SUSPECT_GAP_S = 1.0
+SUSPECT_CPU_SHARE = 0.1
+GAP_FLOOR_S = 4 * INTERVAL_S
+#: no training thread yet (or it is gone): look again this often
+IDLE_S = 0.1
+#: one window's span; a profile covers the last one to two windows
+WINDOW_S = 30.0
+MAX_FUNCTIONS = 1000  # function rows per window (then the ``other`` row)
+#: line rows per window (by instruction: then each function's offset -1, "no line")
+MAX_LINES = 2000
+MAX_ROW_PHASES = 16  # phases per function row (then MORE_PHASES)
+MAX_PHASES = 64  # phases per window
+MORE_PHASES = "(other phases)"
+MAX_DEPTH = 256  # frames walked per sample, from the innermost
+MAX_CODES = 8192  # code objects classified and remembered
+#: rows a profile carries: the union of the top functions by site, self and
+#: total time, and of the top lines by site and self time
+TOP_FUNCTIONS = 40
+TOP_LINES = 40
+
+# A code's classification: (code, file, qualified name, kind, skip, first line,
+# {instruction offset: line} filled by snapshots).
+_Info = tuple[CodeType | None, str, str, str, bool, int, dict[int, int]]
+_OTHER_INFO: _Info = (None, "(other)", "(other)", KIND_OTHER, False, 0, {})
+MAX_OFFSETS = 4096  # offsets remembered per code
+_NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
+
+# Row layouts (plain lists: the sampler's loop indexes them)
+# function: [self_s, total_s, last sample seq, {phase: self_s}, {offset: line row}, info,
+#            site_s, {phase: site_s}]
+# line:     [self_s, total_s, last sample seq, site_s], by instruction offset (f_lasti)
+# Site time: the sample's innermost frame of the job's own code (kind user) gets
+# it, whatever library or torch code it had called: what the job can change.
+
+
+def gap_weight(elapsed_s: float, cpu_s: float, floor_s: float = GAP_FLOOR_S) -> float:
+    """A sample's weight: the ``elapsed_s`` since the previous one, unless that
+    was a stop (longer than SUSPECT_GAP_S with under SUSPECT_CPU_SHARE of it
+    used as CPU time by the process: ``cpu_s``), which is worth ``floor_s``."""
+    if elapsed_s > max(SUSPECT_GAP_S, floor_s) and cpu_s < SUSPECT_CPU_SHARE * elapsed_s:
+        return floor_s
+    return elapsed_s
+
+
+def env_enabled() -> bool:
+    return os.environ.get(ENV, "").strip().lower() not in OFF_VALUES
+
+
+class _Window:
+    __slots__ = (
+        "deep",
+        "funcs",
+        "kinds",
+        "lines",
+        "other",
+        "phases",
+        "sampled_s",
+        "samples",
+        "site_s",
+    )
+
+    def __init__(self) -> None:
+        self.funcs: dict[int, list[Any]] = {}  # id(code) -> function row
+        self.other: list[Any] | None = None  # functions past MAX_FUNCTIONS
+        self.lines = 0  # line rows in funcs
+        self.samples = 0
+        self.sampled_s = 0.0
+        self.site_s = 0.0  # samples with a frame of the job's own code
+        self.phases: dict[str, float] = {}
+        self.kinds: dict[str, float] = {}
+        self.deep = 0  # samples whose stack was cut at MAX_DEPTH
+
+
+class Sampler:
+    """Samples the recorder's training thread; ``snapshot()`` builds the
+    profile (on the I/O thread).  ``start``/``stop`` follow the hook's
+    lifecycle; a forked child calls ``after_fork_in_child``."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        report_error: Callable[[str, BaseException], None] | None = None,
+        interval_s: float = INTERVAL_S,
+        enabled: bool | None = None,
+        window_s: float = WINDOW_S,
+    ) -> None:
+        self.rec = recorder
+        self.report_error = report_error
+        self.interval_s = interval_s
+        self.gap_floor_s = max(GAP_FLOOR_S, 4 * interval_s)
+        self.window_s = window_s
+        self.enabled = env_enabled() if enabled is None else enabled
+        self.reason: str | None = None if self.enabled else f"turned off by {ENV}=0"
+        self.failed = False
+        self.samples = 0
+        self.lock = threading.Lock()
+        self._stopping = False
+        self._generation = 0
+        self._thread: threading.Thread | None = None
+        self._codes: dict[int, _Info] = {}
+        self._cur = _Window()
+        self._prev: _Window | None = None
+        self._cur_start = 0.0  # perf_counter() of the current window's first sample
+        self._prev_start = 0.0
+        self._seq = 0
+        # the phase tracker: the edge log last read, how far, and the open phases
+        self._log: list[Any] | None = None
+        self._pos = 2
+        self._stack: list[str] = []
+        own = os.path.dirname(os.path.dirname(__file__))
+        self._own = tuple({own + os.sep, os.path.abspath(own) + os.sep})
+        self._stdlib = os.path.dirname(os.__file__) + os.sep
+        self._torch: str | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        if not self.enabled or self.failed or self._thread is not None:
+            return
+        self._stopping = False
+        self._generation += 1  # a thread of an earlier start that outlived stop() ends
+        thread = threading.Thread(
+            target=self._run, args=(self._generation,), name="gputui-hook-sampler", daemon=True
+        )
+        self._thread = thread
+        thread.start()
+
+    def stop(self, timeout: float = 0.5) -> None:
+        self._stopping = True
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        if self.reason is None and not self.failed:
+            self.reason = "stopped with the hook"
+
+    def after_fork_in_child(self) -> None:
+        """A forked child has no sampler thread (threads do not survive fork),
+        and the lock may have been held by it at the fork."""
+        self.lock = threading.Lock()
+        self._stopping = True
+        self._thread = None
+        self.reason = "not sampled in a forked child"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stopping
+
+    def info(self) -> SamplerInfo:
+        """The status's ``sampler``."""
+        if self.failed:
+            state = SAMPLER_FAILED
+        elif self.enabled and not self._stopping:
+            state = SAMPLER_ON
+        else:
+            state = SAMPLER_OFF
+        reason = None if state == SAMPLER_ON else self.reason
+        return SamplerInfo(state, self.interval_s, self.samples, reason)
+
+    # -- the sampler thread ---------------------------------------------------------
+    def _run(self, generation: int) -> None:
+        try:
+            self._loop(generation)
+        except Exception as exc:  # never into the job: report once and stop
+            self.failed = True
+            self.reason = f"{type(exc).__name__}: {exc}"
+            if self.report_error is not None:
+                self.report_error("python sampler", exc)
+
+    def _loop(self, generation: int) -> None:
+        rec = self.rec
+        sleep = time.sleep
+        clock = time.perf_counter
+        cpu = time.process_time
+        frames_of = sys._current_frames
+        period = self.interval_s
+        floor = self.gap_floor_s
+        last = last_cpu = 0.0
+        have_last = False
+        while not self._stopping and generation == self._generation:
+            tid = rec.thread
+            if tid is None:
+                have_last = False
+                sleep(IDLE_S)
+                continue
+            sleep(period)
+            if self._stopping or generation != self._generation:
+                return
+            frame = frames_of().get(tid)
+            now = clock()
+            now_cpu = cpu()
+            if frame is None:  # the training thread is gone
+                have_last = False
+                sleep(IDLE_S)
+                continue
+            if not have_last:
+                have_last = True
+                last, last_cpu = now, now_cpu
+                continue
+            weight = gap_weight(now - last, now_cpu - last_cpu, floor)
+            last, last_cpu = now, now_cpu
+            with self.lock:
+                self._record(frame, weight, now)
+            frame = None
+
+    def _phase(self) -> str:
+        """The training thread's innermost open phase, from the recorder's edge
+        log: the edges appended since the last sample are applied to the open
+        phases (a log handed over since is finished first).  Steps that began
+        and ended between two samples are not seen: a phase opened in one of
+        them and left open is missed until it closes."""
+        log = self.rec.log
+        stack = self._stack
+        if log is not self._log:
+            old = self._log
+            if old is not None:
+                _replay(old, self._pos, stack)
+            self._log = log
+            self._pos = 2
+        self._pos = _replay(log, self._pos, stack)
+        return stack[-1] if stack else OTHER
+
+    def _record(self, frame: FrameType, weight: float, now: float) -> None:
+        win = self._cur
+        if not win.samples:
+            self._cur_start = now - weight  # the first sample's weight is time before it
+        elif now - self._cur_start >= self.window_s:
+            self._prev, self._prev_start = win, self._cur_start
+            self._cur = win = _Window()
+            self._cur_start = now - weight
+        phase = self._phase()
+        self.samples += 1
+        win.samples += 1
+        win.sampled_s += weight
+        _bump(win.phases, phase, weight, MAX_PHASES)
+        self._seq = seq = self._seq + 1
+        get = win.funcs.get
+        inner = True  # the innermost frame is still to come: self time
+        site = True  # the innermost frame of the job's own code too: site time
+        left = MAX_DEPTH
+        f: FrameType | None = frame
+        while f is not None:
+            code = f.f_code
+            row = get(id(code))
+            if row is None:
+                row = self._new_function(win, code)
+                if row is None:  # gputui's own frame: transparent
+                    f = f.f_back
+                    continue
+            if row[2] != seq:  # once per sample, however deep it recurses
+                row[2] = seq
+                row[1] += weight
+            # By instruction, not line: f_lineno decodes the line table on
+            # each read (~0.5 us a frame); the snapshot turns offsets into lines.
+            lasti = f.f_lasti
+            lrow = row[4].get(lasti)
+            if lrow is None:
+                lrow = self._new_line(win, row[4], lasti)
+            if lrow[2] != seq:
+                lrow[2] = seq
+                lrow[1] += weight
+            if inner:
+                inner = False
+                row[0] += weight
+                lrow[0] += weight
+                _bump(row[3], phase, weight, MAX_ROW_PHASES)
+                kind = row[5][3]
+                kinds = win.kinds
+                kinds[kind] = kinds.get(kind, 0.0) + weight
+            if site and row[5][3] == KIND_USER:
+                site = False
+                row[6] += weight
+                lrow[3] += weight
+                _bump(row[7], phase, weight, MAX_ROW_PHASES)
+                win.site_s += weight
+            left -= 1
+            if not left:
+                win.deep += 1
+                break
+            f = f.f_back
+
+    def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
+        """The function row of ``code`` in ``win`` (new, or the ``other`` row
+        past the bound); None for gputui's own code."""
+        info = self._codes.get(id(code))
+        if info is None:
+            info = self._classify(code)
+        if info[4]:
+            return None
+        if len(win.funcs) < MAX_FUNCTIONS:
+            row = [0.0, 0.0, 0, {}, {}, info, 0.0, {}]
+            win.funcs[id(code)] = row
+            return row
+        other = win.other
+        if other is None:
+            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO, 0.0, {}]
+        return other
+
+    def _new_line(self, win: _Window, lines: dict[int, list[Any]], lasti: int) -> list[Any]:
+        if win.lines >= MAX_LINES:
+            lasti = _NO_LINE  # past the bound: the function's time without a line
+            lrow = lines.get(lasti)
+            if lrow is not None:
+                return lrow
+        lrow = [0.0, 0.0, 0, 0.0]
+        lines[lasti] = lrow
+        win.lines += 1
+        return lrow
+
+    def _classify(self, code: CodeType) -> _Info:
+        file = code.co_filename or ""
+        name = getattr(code, "co_qualname", None) or code.co_name
+        skip = file.startswith(self._own)
+        info: _Info = (code, file, name, self._kind(file), skip, code.co_firstlineno, {})
+        codes = self._codes
+        if len(codes) < MAX_CODES:
+            codes[id(code)] = info  # keeps the code alive: its id stays its own
+        return info
+
+    def _kind(self, file: str) -> str:
+        torch_dir = self._torch
+        if torch_dir is None:
+            torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+            if isinstance(torch_file, str):
+                self._torch = torch_dir = os.path.dirname(torch_file) + os.sep
+        if torch_dir is not None and file.startswith(torch_dir):
+            return KIND_TORCH
+        if file.startswith("<eval_with_key>") or "/torchinductor_" in file:
+            return KIND_TORCH  # torch.fx and inductor's generated code
+        if "/site-packages/" in file or "/dist-packages/" in file:
+            return KIND_LIB
+        if file.startswith((self._stdlib, "<frozen ")):
+            return KIND_LIB
+        return KIND_USER
+
+    # -- the profile (I/O thread) --------------------------------------------------------
+    def snapshot(self, notes: tuple[str, ...] = ()) -> PythonProfile | None:
+        """The profile of the last one to two windows; None when the sampler is
+        off or has no sample yet."""
+        if not self.enabled:
+            return None
+        now = time.perf_counter()
+        with self.lock:  # copies only: the merge runs without the lock
+            windows = [w for w in (self._prev, self._cur) if w is not None and w.samples]
+            if not windows:
+                return None
+            start = self._prev_start if len(windows) == 2 else self._cur_start
+            samples = sum(w.samples for w in windows)
+            sampled = sum(w.sampled_s for w in windows)
+            site_total = sum(w.site_s for w in windows)
+            deep = sum(w.deep for w in windows)
+            truncated = any(w.other is not None or w.lines >= MAX_LINES for w in windows)
+            phases: dict[str, float] = {}
+            kinds: dict[str, float] = {}
+            copies: list[tuple[Any, list[Any], list[Any]]] = []
+            for win in windows:
+                _add(phases, win.phases)
+                _add(kinds, win.kinds)
+                rows: list[tuple[Any, list[Any]]] = list(win.funcs.items())
+                if win.other is not None:
+                    rows.append((None, win.other))
+                for key, row in rows:
+                    lines = [(n, r[0], r[1], r[3]) for n, r in row[4].items()]
+                    fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7])]
+                    copies.append((key, fields, lines))
+        # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
+        #               info, site_s, {phase: site_s}]
+        merged: dict[Any, list[Any]] = {}
+        for key, (self_s, total_s, row_phases, info, site_s, site_phases), offsets in copies:
+            into = merged.get(key)
+            if into is None:
+                merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}]
+            into[0] += self_s
+            into[1] += total_s
+            _add(into[2], row_phases)
+            into[5] += site_s
+            _add(into[6], site_phases)
+            by_line = into[3]
+            for offset, s, t, st in offsets:
+                line = _line_of(info, offset)
+                have = by_line.get(line)
+                if have is None:
+                    by_line[line] = [s, t, st]
+                else:
+                    have[0] += s
+                    have[1] += t
+                    have[2] += st
+        values = list(merged.values())
+        by_self = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[0] > 0), key=_self_key)
+        by_site = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[5] > 0), key=_site_key)
+        by_total = heapq.nlargest(TOP_FUNCTIONS, values, key=_total_key)
+        chosen = {id(r): r for r in by_site + by_self + by_total}
+        functions = tuple(_function(r) for r in sorted(chosen.values(), key=_order))
+        line_rows = [
+            (lr, n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0 or lr[2] > 0
+        ]
+        top_lines = {
+            id(x): x
+            for x in heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][2], x[0][0]))
+            + heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][0], x[0][2]))
+        }
+        lines_seen = sum(len(r[3]) for r in values)
+        if deep:
+            notes = (*notes, f"{deep} samples had stacks deeper than {MAX_DEPTH} frames (cut)")
+        return PythonProfile(
+            t=round(time.time(), 3),
+            window_s=round(max(0.0, now - start), 3),
+            sampled_s=_r(sampled),
+            site_s=_r(site_total),
+            samples=samples,
+            interval_s=self.interval_s,
+            functions=functions,
+            lines=tuple(
+                ProfileLine(
+                    file=clip_file(info[1]),
+                    line=n,
+                    function=info[2][:MAX_FUNCTION],
+                    kind=info[3],
+                    self_s=_r(lr[0]),
+                    total_s=_r(lr[1]),
+                    site_s=_r(lr[2]),
+                )
+                for lr, n, info in sorted(
+                    top_lines.values(), key=lambda x: (-max(x[0][0], x[0][2]), -x[0][1])
+                )
+            ),
+            phases_s=_phase_map(phases),
+            kinds_s={k: _r(v) for k, v in kinds.items()},
+            functions_seen=len(values),
+            lines_seen=lines_seen,
+            truncated=truncated,
+            notes=notes,
+        )
+
+
+def _replay(log: list[Any], pos: int, stack: list[str]) -> int:
+    """Apply the whole (time, tag) pairs of ``log`` from ``pos`` to ``stack``;
+    returns the position after them (the training thread may be between the
+    two appends of a pair)."""
+    end = len(log) - 1
+    while pos < end:
+        tag = log[pos + 1]
+        if tag not in _MARKS:
+            _apply(stack, tag)
+        pos += 2
+    return pos
+
+
+def _line_of(info: _Info, offset: int) -> int:
+    """The line of an instruction offset of a code (0 when it has none)."""
+    code = info[0]
+    if code is None or offset < 0:
+        return 0
+    known = info[6]
+    line = known.get(offset)
+    if line is None:
+        line = 0
+        for start, end, number in code.co_lines():
+            if start <= offset < end:
+                line = number or 0
+                break
+        if len(known) < MAX_OFFSETS:
+            known[offset] = line
+    return line
+
+
+def _bump(into: dict[str, float], phase: str, weight: float, limit: int) -> None:
+    if phase in into:
+        into[phase] += weight
+    elif len(into) < limit:
+        into[phase] = weight
+    else:
+        into[MORE_PHASES] = into.get(MORE_PHASES, 0.0) + weight
+
+
+def _add(into: dict[Any, float], more: dict[Any, float]) -> None:
+    for key, value in more.items():
+        into[key] = into.get(key, 0.0) + value
+
+
+def _self_key(row: list[Any]) -> tuple[float, float]:
+    return (row[0], row[1])
+
+
+def _site_key(row: list[Any]) -> tuple[float, float]:
+    return (row[5], row[1])
+
+
+def _total_key(row: list[Any]) -> tuple[float, float]:
+    return (row[1], row[0])
+
+
+def _order(row: list[Any]) -> tuple[float, float]:
+    """Most time first: the job's own functions by their site time, the others
+    by their self time."""
+    return (-max(row[0], row[5]), -row[1])
+
+
+def _r(seconds: float) -> float:
+    return round(seconds, 6)
+
+
+def _phase_map(phases: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, seconds in phases.items():
+        key = name[:MAX_PHASE]
+        out[key] = _r(out.get(key, 0.0) + seconds)
+    return out
+
+
+def _function(row: list[Any]) -> ProfileFunction:
+    self_s, total_s, phases, lines, info, site_s, site_phases = row
+    line = 0
+    if lines:
+        line = max(lines.items(), key=lambda item: (item[1][2], item[1][0], item[1][1]))[0]
+    return ProfileFunction(
+        file=clip_file(info[1]),
+        function=info[2][:MAX_FUNCTION],
+        kind=info[3],
+        line=line,
+        first_line=max(0, info[5]),
+        self_s=_r(self_s),
+        total_s=_r(total_s),
+        phases_s=_phase_map(phases),
+        site_s=_r(site_s),
+        site_phases_s=_phase_map(site_phases),
+    )

@@ -1,0 +1,158 @@
+"""The Python stack sampler inside real CPU torch training jobs (subprocesses):
+a job whose step is mostly one function gets that function named first, with
+its share and its phase, under ``gputui run`` and ``import gputui.hook``,
+with a viewer attached, detached and attached again; a stopped job is not
+credited its stop; DataLoader workers are said not to be sampled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gputui.collectors.hook_client import (
+    Disconnected,
+    HookClient,
+    HookError,
+    Invalid,
+    PythonProfile,
+)
+from tests.helpers import hookutil
+
+pytest.importorskip("torch")
+
+#: the requirement: the profile names the hot function within this long of
+#: attaching (it is sent on subscribe, from the samples taken before)
+NAMED_WITHIN_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def dirs() -> Iterator[tuple[str, str]]:
+    with hookutil.isolated_dirs() as d:
+        yield d
+
+
+@pytest.fixture
+def env(dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("GPUTUI_SOCKET_DIR", dirs[0])
+    return hookutil.make_env(*dirs)
+
+
+def hot_profile(client: HookClient, function: str, timeout: float) -> PythonProfile:
+    """The first profile from ``client`` whose top function is ``function``."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        event = client.get(timeout=max(0.01, deadline - time.monotonic()))
+        assert not isinstance(event, (Disconnected, Invalid)), event
+        if isinstance(event, PythonProfile):
+            top = event.top(1)
+            seen.append(top[0].function if top else "-")
+            if top and top[0].function == function:
+                return event
+    raise AssertionError(f"no profile led by {function} in {timeout:g} s: {seen}")
+
+
+def requested(client: HookClient) -> PythonProfile | None:
+    """The profile the hook answers a request with; None when it has none
+    yet (it answers with an error saying why)."""
+    client.request_profile()
+    for event in client.events(timeout=10):
+        if isinstance(event, PythonProfile):
+            return event
+        if isinstance(event, HookError):
+            return None
+        assert not isinstance(event, (Disconnected, Invalid)), event
+    raise AssertionError("no answer")
+
+
+def profile_of(client: HookClient) -> PythonProfile:
+    return hookutil.wait_for(lambda: requested(client), 30, "a profile")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("hot", "via_run"),
+    [("numpy", True), ("python", False)],
+    ids=["numpy-gputui-run", "python-install"],
+)
+def test_the_profile_names_the_function_the_step_spends_its_time_in(
+    env: dict[str, str], tmp_path: Path, hot: str, via_run: bool
+) -> None:
+    args = ["--steps", "0", "--hot", hot, "--hot-ms", "30", "--hot-phase", "augment"]
+    job = hookutil.start_job(env, tmp_path, args if via_run else [*args, "--install"], via_run)
+    function = f"hot_{hot}"
+    try:
+        client = HookClient.connect(job.pid)
+        try:
+            assert client.profile_unavailable() is None
+            client.subscribe(history=0)
+            client.start()
+            profile = hot_profile(client, function, NAMED_WITHIN_S)
+        finally:
+            client.close()
+        top = profile.top(1)[0]
+        assert top.kind == "user" and top.file.endswith("train_cpu.py")
+        # its site time: its own, and numpy's on its behalf
+        assert profile.share(top.site_s) > 0.5, profile.share(top.site_s)
+        # ...in the user phase it runs in
+        assert top.site_phases_s.get("augment", 0.0) > 0.9 * top.site_s
+        assert profile.phases_s.get("augment", 0.0) > 0.5 * profile.sampled_s
+        assert profile.lines[0].function == function
+
+        # detached, the job goes on being sampled; a new viewer gets more
+        time.sleep(0.5)
+        again = HookClient.connect(job.pid)
+        try:
+            again.start()
+            later = profile_of(again)
+        finally:
+            again.close()
+        assert later.samples > profile.samples
+        assert later.top(1)[0].function == function
+    finally:
+        job.stop()
+
+
+def test_a_stopped_job_is_not_credited_its_stop(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(
+        env, tmp_path, ["--steps", "0", "--install", "--hot", "python", "--hot-ms", "20"]
+    )
+    stop_s = 3.0
+    try:
+        client = HookClient.connect(job.pid)
+        try:
+            client.start()
+            before = profile_of(client)
+            os.kill(job.pid, signal.SIGSTOP)
+            try:
+                time.sleep(stop_s)
+            finally:
+                os.kill(job.pid, signal.SIGCONT)
+            hookutil.wait_for(
+                lambda: profile_of(client).samples > before.samples + 20, 30, "new samples"
+            )
+            after = profile_of(client)
+        finally:
+            client.close()
+    finally:
+        job.stop()
+    # the stop is inside the profile's window but not in its sampled time
+    assert after.window_s - after.sampled_s > stop_s - 1.0, (after.window_s, after.sampled_s)
+
+
+def test_dataloader_workers_are_said_not_to_be_sampled(env: dict[str, str], tmp_path: Path) -> None:
+    job = hookutil.start_job(env, tmp_path, ["--steps", "0", "--install", "--workers", "1"])
+    try:
+        client = HookClient.connect(job.pid)
+        try:
+            client.start()
+            profile = profile_of(client)
+        finally:
+            client.close()
+    finally:
+        job.stop()
+    assert any("worker processes are not sampled" in note for note in profile.notes)

@@ -1,0 +1,480 @@
+"""The hook's Python stack sampler: attribution, time weighting, phases, the
+bounded table, classification, the off switch, and that nothing it does can
+raise into the sampled thread.  Deadlines, not timings: every condition is
+polled until it holds or a generous deadline passes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+import pytest
+
+import gputui.hook._sampler as sampler_mod
+from gputui.hook._recorder import Recorder
+from gputui.hook._sampler import (
+    GAP_FLOOR_S,
+    MAX_FUNCTIONS,
+    MAX_LINES,
+    MAX_ROW_PHASES,
+    MORE_PHASES,
+    Sampler,
+    gap_weight,
+)
+from gputui.protocol.profile import (
+    KIND_LIB,
+    KIND_OTHER,
+    KIND_TORCH,
+    KIND_USER,
+    SAMPLER_FAILED,
+    SAMPLER_OFF,
+    SAMPLER_ON,
+    PythonProfile,
+)
+from tests.helpers.hookutil import wait_for
+
+GPUTUI_DIR = os.path.dirname(os.path.dirname(sampler_mod.__file__))
+
+
+def busy_python(until: float) -> int:
+    total = 0
+    while time.perf_counter() < until:
+        for i in range(2000):
+            total += i * i
+    return total
+
+
+def gil_hog(values: list[float]) -> list[float]:
+    return sorted(values)  # one C call: holds the GIL throughout
+
+
+def sleeper(seconds: float) -> None:
+    time.sleep(seconds)  # the GIL released
+
+
+class Worker:
+    """A thread running ``body(stop_event)`` that a Sampler watches as the
+    training thread."""
+
+    def __init__(self, body: Callable[[threading.Event], None]) -> None:
+        self.stop = threading.Event()
+        self.started = threading.Event()
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            self.started.set()
+            try:
+                body(self.stop)
+            except BaseException as exc:  # the test fails on it
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+
+    def __enter__(self) -> Worker:
+        self.thread.start()
+        self.started.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        assert self.error is None, self.error
+
+
+@contextmanager
+def sampling(body: Callable[[threading.Event], None], **kw: Any) -> Iterator[Sampler]:
+    rec = Recorder()
+    sampler = Sampler(rec, enabled=True, **kw)
+    with Worker(body) as worker:
+        rec.thread = worker.thread.ident
+        sampler.start()
+        try:
+            yield sampler
+        finally:
+            sampler.stop()
+
+
+def profile_after(sampler: Sampler, seconds: float, timeout: float = 60.0) -> PythonProfile:
+    """The profile once it holds ``seconds`` of sampled time."""
+
+    def ready() -> PythonProfile | None:
+        snap = sampler.snapshot()
+        return snap if snap is not None and snap.sampled_s >= seconds else None
+
+    return wait_for(ready, timeout, f"{seconds} s of samples")  # type: ignore[no-any-return]
+
+
+def row(profile: PythonProfile, function: str) -> Any:
+    found = [r for r in profile.functions if r.function == function]
+    assert found, [r.function for r in profile.functions]
+    return found[0]
+
+
+# -- attribution ----------------------------------------------------------------------------
+def test_a_busy_function_gets_most_of_the_time() -> None:
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            busy_python(time.perf_counter() + 0.05)
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    top = profile.top_self(1)[0]
+    assert top.function == "busy_python" and top.kind == KIND_USER
+    assert top.file == __file__ and top.first_line == busy_python.__code__.co_firstlineno
+    assert profile.share(top.self_s) > 0.8
+    assert top.total_s >= top.self_s
+    # the thread's entry point is on every stack: total time, no self time
+    outer = row(profile, "Worker.__init__.<locals>.run")
+    assert outer.total_s == pytest.approx(profile.sampled_s, rel=1e-6)
+    assert profile.share(outer.self_s) < 0.05
+    line = profile.lines[0]
+    assert line.function == "busy_python" and line.file == __file__
+    first, last = busy_python.__code__.co_firstlineno, busy_python.__code__.co_firstlineno + 5
+    assert first < line.line <= last
+    assert sum(profile.kinds_s.values()) == pytest.approx(profile.sampled_s, rel=1e-3)
+    assert profile.interval_s == sampler.interval_s and profile.samples > 20
+
+
+def test_time_weighting_credits_a_gil_holding_call_its_wall_time() -> None:
+    """sorted() of a big list holds the GIL: the sampler cannot run during it
+    and takes one sample when it ends.  Counting samples would give it about
+    one sample per call against several per sleep; weighting each sample by
+    the time since the previous one gives it its share of the wall time."""
+    values = [float((i * 7919) % 1000003) for i in range(300_000)]
+    t0 = time.perf_counter()
+    gil_hog(values)
+    sort_s = time.perf_counter() - t0
+    spent = {"hog": 0.0, "sleep": 0.0}
+
+    def body(stop: threading.Event) -> None:
+        clock = time.perf_counter
+        while not stop.is_set():
+            a = clock()
+            gil_hog(values)
+            b = clock()
+            sleeper(sort_s)  # the control: as long, with the GIL free
+            spent["hog"] += b - a
+            spent["sleep"] += clock() - b
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, max(3.0, 20 * sort_s))
+    wall = spent["hog"] + spent["sleep"]
+    hog_share = spent["hog"] / wall
+    # the hog's time lands on its line (the sampler gets the GIL as sorted returns)
+    got = profile.share(row(profile, "gil_hog").self_s)
+    slept = profile.share(row(profile, "sleeper").self_s)
+    assert abs(got - hog_share) < 0.2, (got, hog_share)
+    assert abs(slept - (1 - hog_share)) < 0.2, (slept, hog_share)
+    # counted, the hog would have about one sample per call against one per
+    # interval of each sleep: a share of 1 / (1 + sort_s / interval)
+    counted = 1 / (1 + sort_s / sampler.interval_s)
+    assert got > counted + 0.15, (got, counted)
+
+
+def test_self_time_goes_to_the_innermost_frame_and_total_to_each_once() -> None:
+    def recurse(n: int, until: float) -> None:
+        if n:
+            recurse(n - 1, until)
+        else:
+            busy_python(until)
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            recurse(5, time.perf_counter() + 0.05)
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    rec_row = row(
+        profile,
+        "test_self_time_goes_to_the_innermost_frame_and_total_to_each_once.<locals>.recurse",
+    )
+    # six frames of recurse on every stack count once per sample
+    assert rec_row.total_s <= profile.sampled_s * 1.0001
+    assert profile.share(rec_row.total_s) > 0.9
+    assert profile.share(rec_row.self_s) < 0.1
+    assert profile.share(row(profile, "busy_python").self_s) > 0.8
+
+
+LIBRARY = """
+import time
+
+def work(until, callback=None):
+    if callback is not None:
+        return callback(until)
+    while time.perf_counter() < until:
+        pass
+"""
+
+
+def test_site_time_goes_to_the_innermost_frame_of_the_jobs_own_code() -> None:
+    """A function of the job's own code that spends its time in a library's
+    functions is where the job can change something: it gets that time as
+    site time; the library's functions keep it as self time."""
+    namespace: dict[str, Any] = {}
+    path = "/venv/lib/python3.11/site-packages/fakelib/core.py"
+    exec(compile(LIBRARY, path, "exec"), namespace)
+    work = namespace["work"]
+    callback: dict[str, Any] = {"fn": None}
+
+    def augment(until: float) -> None:
+        work(until, callback["fn"])
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            augment(time.perf_counter() + 0.05)
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    top = profile.top(1)[0]
+    assert top.function.endswith("<locals>.augment") and top.kind == KIND_USER
+    assert profile.share(top.site_s) > 0.8 and profile.share(top.self_s) < 0.1
+    assert top.site_phases_s == {"other": top.site_s}
+    lib = row(profile, "work")
+    assert lib.kind == KIND_LIB and lib.site_s == 0.0 and profile.share(lib.self_s) > 0.8
+    assert profile.top_self(1)[0] == lib
+    assert profile.site_s == pytest.approx(profile.sampled_s, rel=1e-3)
+    assert profile.lines[0].function.endswith("augment") and profile.lines[0].site_s > 0
+
+    # a library calling back into the job's code: the callback is the site
+    callback["fn"] = busy_python
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    assert profile.top(1)[0].function == "busy_python"
+    assert row(profile, "work").site_s == 0.0
+    assert profile.share(row(profile, "work").total_s) > 0.9
+
+
+def test_phases_come_from_the_recorders_edge_log() -> None:
+    rec = Recorder()
+    sampler = Sampler(rec, enabled=True)
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            rec.enter("forward")
+            busy_python(time.perf_counter() + 0.03)
+            rec.exit("forward")
+            rec.enter("augment")
+            sleeper(0.03)
+            rec.exit("augment")
+            busy_python(time.perf_counter() + 0.03)  # outside any phase: "other"
+            rec.boundary()
+
+    with Worker(body):
+        wait_for(lambda: rec.thread is not None, 10, "the first phase edge")
+        sampler.start()
+        try:
+            profile = profile_after(sampler, 2.0)
+        finally:
+            sampler.stop()
+    busy = row(profile, "busy_python")
+    assert set(busy.phases_s) == {"forward", "other"}
+    assert busy.phases_s["forward"] > 0.2 * busy.self_s
+    assert busy.phases_s["other"] > 0.2 * busy.self_s
+    assert set(row(profile, "sleeper").phases_s) == {"augment"}
+    assert {"forward", "augment", "other"} == set(profile.phases_s)
+    assert sum(profile.phases_s.values()) == pytest.approx(profile.sampled_s, rel=1e-3)
+
+
+# -- the table ------------------------------------------------------------------------------
+def _frames(count: int, lines: int = 1) -> list[FrameType]:
+    """Frames of ``count`` distinct functions, each stopped at one of ``lines``
+    lines (kept alive after their functions returned)."""
+    src = []
+    for i in range(count):
+        body = "\n".join(f"    if k == {j}: return sys._getframe()" for j in range(lines))
+        src.append(f"def f{i}(k):\n{body}\n")
+    namespace: dict[str, Any] = {"sys": sys}
+    exec(compile("\n".join(src), "/project/generated.py", "exec"), namespace)
+    return [namespace[f"f{i}"](k) for i in range(count) for k in range(lines)]
+
+
+def _feed(sampler: Sampler, frames: list[FrameType], weight: float = 0.01) -> None:
+    now = 1000.0
+    for frame in frames:
+        now += weight
+        with sampler.lock:
+            sampler._record(frame, weight, now)
+
+
+def test_the_table_is_bounded_and_keeps_all_the_time() -> None:
+    sampler = Sampler(Recorder(), enabled=True)
+    frames = _frames(MAX_FUNCTIONS + 500)
+    _feed(sampler, frames)
+    win = sampler._cur
+    assert len(win.funcs) == MAX_FUNCTIONS and win.other is not None
+    profile = sampler.snapshot()
+    assert profile is not None and profile.truncated
+    other = [r for r in profile.functions if r.kind == KIND_OTHER]
+    assert len(other) == 1 and other[0].function == "(other)"
+    # the functions past the bound (500, and as many as the callers' frames
+    # took first) share one row: no time is lost
+    assert other[0].self_s >= 500 * 0.01 - 1e-9
+    assert profile.kinds_s[KIND_OTHER] == pytest.approx(other[0].self_s, rel=1e-6)
+    assert profile.functions_seen == MAX_FUNCTIONS + 1
+    assert profile.sampled_s == pytest.approx(len(frames) * 0.01, rel=1e-6)
+    assert sum(profile.kinds_s.values()) == pytest.approx(profile.sampled_s, rel=1e-6)
+
+
+def test_lines_are_bounded_too() -> None:
+    sampler = Sampler(Recorder(), enabled=True)
+    frames = _frames(MAX_FUNCTIONS // 2, lines=5)  # 2,500 lines in 500 functions
+    _feed(sampler, frames)
+    win = sampler._cur
+    assert win.other is None
+    # past the bound, each function's further lines share one row
+    assert win.lines <= MAX_LINES + MAX_FUNCTIONS // 2
+    profile = sampler.snapshot()
+    assert profile is not None and profile.truncated
+    assert profile.lines_seen <= MAX_LINES + MAX_FUNCTIONS // 2
+    assert sum(r.self_s for r in profile.functions) <= profile.sampled_s * 1.0001
+
+
+def test_phases_per_function_are_bounded() -> None:
+    rec = Recorder()
+    rec.thread = threading.get_ident()
+    sampler = Sampler(rec, enabled=True)
+    frame = _frames(1)[0]
+    for i in range(MAX_ROW_PHASES + 10):
+        rec.log.append(float(i))
+        rec.log.append(f"phase{i}")
+        _feed(sampler, [frame])
+    profile = sampler.snapshot()
+    assert profile is not None
+    phases = profile.functions[0].phases_s
+    assert len(phases) == MAX_ROW_PHASES + 1 and phases[MORE_PHASES] == pytest.approx(0.1)
+
+
+def test_the_profile_covers_the_last_one_to_two_windows() -> None:
+    sampler = Sampler(Recorder(), enabled=True, window_s=10.0)
+    frame = _frames(1)[0]
+    for t in range(0, 35):  # one sample a second for 35 s: windows 0-10, 10-20, 20-30, 30-
+        with sampler.lock:
+            sampler._record(frame, 1.0, 1000.0 + t)
+    # windows of 10 s from the first sample (9 samples each): the older two
+    # have been dropped, the profile has the last full one and the current
+    profile = sampler.snapshot()
+    assert profile is not None
+    assert profile.samples == 17 and profile.sampled_s == pytest.approx(17.0)
+
+
+def test_gap_weights() -> None:
+    assert gap_weight(0.012, 0.0) == 0.012  # an ordinary sample
+    assert gap_weight(0.8, 0.0) == 0.8  # a GIL-holding or blocked call
+    assert gap_weight(30.0, 29.0) == 30.0  # a long C call that used the CPU
+    assert gap_weight(3600.0, 0.01) == GAP_FLOOR_S  # the process was stopped
+    assert gap_weight(5.0, 1.0) == 5.0  # a crowded machine: it still ran
+
+
+# -- classification -----------------------------------------------------------------------------
+def test_frames_are_classed_and_gputuis_own_are_transparent() -> None:
+    import json.decoder
+
+    sampler = Sampler(Recorder(), enabled=True)
+    torch_dir = os.path.dirname(sys.modules["torch"].__file__) if "torch" in sys.modules else None
+    assert sampler._kind(json.decoder.__file__) == KIND_LIB
+    assert sampler._kind("/venv/lib/python3.11/site-packages/numpy/core/x.py") == KIND_LIB
+    assert sampler._kind("/usr/lib/python3/dist-packages/yaml/x.py") == KIND_LIB
+    assert sampler._kind("<frozen importlib._bootstrap>") == KIND_LIB
+    assert sampler._kind("<eval_with_key>.3") == KIND_TORCH
+    assert sampler._kind("/home/me/project/train.py") == KIND_USER
+    assert sampler._kind("<string>") == KIND_USER
+    if torch_dir is not None:
+        assert sampler._kind(os.path.join(torch_dir, "nn", "modules", "module.py")) == KIND_TORCH
+
+    # a gputui frame between two of the job's: it is skipped, its callee gets self
+    wrapper_src = "def wrapper(fn):\n    return fn()\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(wrapper_src, os.path.join(GPUTUI_DIR, "hook", "_fake.py"), "exec"), namespace)
+
+    def inner() -> FrameType:
+        return sys._getframe()
+
+    frame = namespace["wrapper"](inner)
+    _feed(sampler, [frame])
+    profile = sampler.snapshot()
+    assert profile is not None
+    names = [r.function for r in profile.functions]
+    assert "wrapper" not in names and not any(
+        r.file.startswith(GPUTUI_DIR) for r in profile.functions
+    )
+    assert profile.top_self(1)[0].function.endswith("inner")
+
+
+# -- lifecycle, the off switch, errors ---------------------------------------------------------
+def test_the_environment_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ("0", "off", "FALSE", "no"):
+        monkeypatch.setenv("GPUTUI_SAMPLER", value)
+        sampler = Sampler(Recorder())
+        sampler.start()
+        assert sampler._thread is None and not sampler.running
+        info = sampler.info()
+        assert info.state == SAMPLER_OFF and "GPUTUI_SAMPLER=0" in (info.reason or "")
+        assert sampler.snapshot() is None
+    monkeypatch.setenv("GPUTUI_SAMPLER", "1")
+    assert Sampler(Recorder()).enabled
+    monkeypatch.delenv("GPUTUI_SAMPLER")
+    assert Sampler(Recorder()).enabled
+
+
+def test_it_waits_for_the_training_thread_and_stops() -> None:
+    rec = Recorder()
+    sampler = Sampler(rec, enabled=True)
+    sampler.start()
+    try:
+        assert sampler.running and sampler.info().state == SAMPLER_ON
+        time.sleep(0.05)
+        assert sampler.samples == 0 and sampler.snapshot() is None  # no training thread yet
+    finally:
+        sampler.stop()
+    assert not sampler.running and sampler.info().state == SAMPLER_OFF
+
+
+def test_an_error_stops_the_sampler_and_never_reaches_the_sampled_thread() -> None:
+    errors: list[tuple[str, BaseException]] = []
+
+    class Broken(Recorder):
+        @property  # type: ignore[override]
+        def log(self) -> list[Any]:
+            raise RuntimeError("boom")
+
+        @log.setter
+        def log(self, value: list[Any]) -> None:
+            pass
+
+    rec = Broken()
+    sampler = Sampler(rec, lambda where, exc: errors.append((where, exc)), enabled=True)
+    progress = {"n": 0}
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            busy_python(time.perf_counter() + 0.01)
+            progress["n"] += 1
+
+    with Worker(body) as worker:
+        rec.thread = worker.thread.ident
+        sampler.start()
+        wait_for(lambda: sampler.failed, 10, "the sampler to fail")
+        before = progress["n"]
+        wait_for(lambda: progress["n"] > before + 5, 10, "the thread to go on")
+    sampler.stop()
+    assert len(errors) == 1 and errors[0][0] == "python sampler"
+    info = sampler.info()
+    assert info.state == SAMPLER_FAILED and "boom" in (info.reason or "")
+    sampler.start()  # a failed sampler does not come back
+    assert sampler._thread is None
+
+
+def test_after_fork_the_child_has_no_sampler() -> None:
+    sampler = Sampler(Recorder(), enabled=True)
+    sampler.start()
+    sampler.after_fork_in_child()
+    assert not sampler.running
+    info = sampler.info()
+    assert info.state == SAMPLER_OFF and "forked child" in (info.reason or "")
+    sampler._stopping = True  # the parent's thread (here, this process's) ends too
