@@ -8,7 +8,7 @@ terminal (or a serial console over SSH) stays readable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
 
@@ -131,3 +131,84 @@ def join_parts(
             break
         text.append(sep, style="dim")
         text.append(part, style=style)
+
+
+def line_spans(plain: str, width: int, hang: int = 0) -> list[tuple[int, int]]:
+    """Where ``plain`` (one line) breaks to fit ``width`` cells: (start, end) of
+    each line, breaking between words; a word longer than a line is folded.  Lines
+    after the first are ``hang`` cells narrower (they are indented by that much),
+    and a first line never breaks inside its own first ``hang`` cells (a label)."""
+    width = max(1, width)
+    hang = max(0, min(hang, width - 8)) if width > 8 else 0
+    spans: list[tuple[int, int]] = []
+    start = 0
+    room = width
+    floor = hang
+    end_all = len(plain.rstrip(" "))
+    while end_all - start > room:
+        lo = start + max(floor, 1)
+        cut = plain.rfind(" ", lo, start + room + 1)
+        word_end = plain.find(" ", cut + 1) if cut >= lo else -1
+        word = (end_all if word_end < 0 else word_end) - cut - 1
+        if cut < lo or word > width - hang:
+            # no space to break at, or the next word is folded anyway: fill the line
+            end = nxt = start + room
+        else:
+            end, nxt = cut, cut + 1
+            while end > start and plain[end - 1] == " ":
+                end -= 1
+        spans.append((start, end))
+        start = nxt
+        while start < end_all and plain[start] == " ":
+            start += 1
+        room = width - hang
+        floor = 0
+    spans.append((start, end_all))
+    return spans
+
+
+def hanging(text: Text, width: int, hang: int | Callable[[str], int] | None = None) -> Text:
+    """``text`` wrapped at ``width`` between words, each line's continuation
+    indented: by ``hang`` cells, or by what ``hang`` says for the line's text,
+    or (None) under the line's content, after its leading spaces and first word
+    (a label: ``"   fix  ..."``, ``" WARN  ..."``)."""
+    out: list[Text] = []
+    for line in text.split("\n", allow_blank=True):
+        plain = line.plain
+        if len(plain) <= width:
+            out.append(line)
+            continue
+        if hang is None:
+            indent = label_width(plain)
+        elif callable(hang):
+            indent = hang(plain)
+        else:
+            indent = hang
+        spans = line_spans(plain, width, indent)
+        indent = max(0, min(indent, width - 8)) if width > 8 else 0
+        for i, (start, end) in enumerate(spans):
+            piece = line[start:end]
+            if i:
+                piece = Text(" " * indent) + piece
+            out.append(piece)
+    joined = Text("\n", style=text.style).join(out)
+    joined.end = text.end
+    return joined
+
+
+def label_width(plain: str) -> int:
+    """The cells before a line's content: its leading spaces, first word and the
+    spaces after it (0 when the first word is not followed by a space)."""
+    i = lead_width(plain)
+    while i < len(plain) and plain[i] != " ":
+        i += 1
+    if i >= len(plain):
+        return 0
+    while i < len(plain) and plain[i] == " ":
+        i += 1
+    return i
+
+
+def lead_width(plain: str) -> int:
+    """A line's leading spaces."""
+    return len(plain) - len(plain.lstrip(" "))

@@ -243,6 +243,7 @@ def _table_lines(table: Table, width: int) -> list[Text]:
 
 
 class RanksScreen(Screen[object]):
+    HELP_TOPIC = "ranks"
     DEFAULT_CSS = """
     RanksScreen { layout: vertical; }
     RanksScreen #ranks-header { height: 3; background: $panel; }
@@ -537,6 +538,8 @@ class RanksScreen(Screen[object]):
 
 class RanksApp(AttachAppBase):
     """``gputui attach PID`` for a multi-rank job: the rank view first."""
+
+    HELP_TOPIC = "ranks"
 
     feed: RanksFeed
 

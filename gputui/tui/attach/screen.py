@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual import events, on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -35,6 +35,7 @@ from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.subscreen import request_refusal, send_request
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
+from gputui.tui.base import BaseApp
 from gputui.tui.widgets.panels import BannerPanel
 
 REFRESH_HZ = 4.0
@@ -52,6 +53,7 @@ class CaptureArrived(Message):
 
 class AttachScreen(Screen[object]):
     CSS_PATH = "attach.tcss"
+    HELP_TOPIC = "attach"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "capture", "Capture"),
         Binding("g", "toggle_gpu", "Wall/GPU"),
@@ -330,19 +332,15 @@ class AttachScreen(Screen[object]):
         self._start_feed()
 
 
-class AttachAppBase(App[None]):
-    """What the attach apps share (one job, or every rank of one): the CSS, the keys,
-    ``--ascii`` and the banner of a replay."""
+class AttachAppBase(BaseApp):
+    """What the attach apps share (one job, or every rank of one): the CSS,
+    ``--ascii`` and the banner of a replay; the keys are BaseApp's."""
 
     TITLE = "gputui attach"
     # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
     # default screen: the app names the same file.
     CSS_PATH = "attach.tcss"
-    CSS = ascii.CSS
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("d", "toggle_theme", "Theme", show=False),
-    ]
+    HELP_TOPIC = "attach"
 
     def __init__(
         self,
@@ -367,9 +365,6 @@ class AttachAppBase(App[None]):
         if self.feed.is_replay:
             return f" RECORDING, not this machine: {self.feed.label}"
         return None
-
-    def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
 
 class AttachApp(AttachAppBase):

@@ -1,0 +1,38 @@
+"""What every gputui app shares (the monitor, attach, the rank view, the cluster
+view): q and Ctrl-C quit, as in htop and nvitop; ``?`` opens the keys of the
+screen on top; d switches the theme."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from gputui.tui import ascii
+
+
+class BaseApp(App[None]):
+    CSS = ascii.CSS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        # Textual's own Ctrl-C only says "press ctrl+q": here it quits (in a text
+        # field with a selection it still copies: the field sees the key first).
+        Binding("ctrl+c", "quit", "Quit", show=False),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("d", "toggle_theme", "Theme", show=False),
+    ]
+    #: the keys ``?`` shows when no screen on the stack names its own
+    #: (``HELP_TOPIC``: the findings screen over attach shows attach's keys)
+    HELP_TOPIC = "monitor"
+
+    def action_help(self) -> None:
+        from gputui.tui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            return
+        topics = (getattr(screen, "HELP_TOPIC", None) for screen in reversed(self.screen_stack))
+        self.push_screen(HelpScreen(next((t for t in topics if t), self.HELP_TOPIC)))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
