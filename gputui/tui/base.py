@@ -1,6 +1,7 @@
 """What every gputui app shares (the monitor, attach, the rank view, the cluster
 view): q and Ctrl-C quit, as in htop and nvitop; ``?`` opens the keys of the
-screen on top; d switches the theme."""
+screen on top; d switches the theme; ``--ascii`` covers the footer's key names
+and the notices too."""
 
 from __future__ import annotations
 
@@ -8,8 +9,13 @@ from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 
+from gputui.reports.text import to_ascii
 from gputui.tui import ascii
+
+#: the footer's names of keys that are not ASCII
+_ASCII_KEYS = {"⏎": "enter", "↑": "up", "↓": "down", "←": "left", "→": "right", "⇥": "tab"}
 
 
 class BaseApp(App[None]):
@@ -25,6 +31,29 @@ class BaseApp(App[None]):
     #: the keys ``?`` shows when no screen on the stack names its own
     #: (``HELP_TOPIC``: the findings screen over attach shows attach's keys)
     HELP_TOPIC = "monitor"
+
+    ascii_only = False
+
+    def get_key_display(self, binding: Binding) -> str:
+        shown = super().get_key_display(binding)
+        if self.ascii_only and not shown.isascii():
+            return to_ascii("".join(_ASCII_KEYS.get(c, c) for c in shown))
+        return shown
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        # Notices quote paths, commands and errors: plain text, never markup (a
+        # "[" in a path is not a style).
+        if self.ascii_only:
+            message, title = to_ascii(message), to_ascii(title)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     def action_help(self) -> None:
         from gputui.tui.screens.help import HelpScreen

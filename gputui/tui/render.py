@@ -14,6 +14,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.reports import findings as findings_text
+from gputui.reports.text import to_ascii
 
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"
@@ -212,3 +213,26 @@ def label_width(plain: str) -> int:
 def lead_width(plain: str) -> int:
     """A line's leading spaces."""
     return len(plain) - len(plain.lstrip(" "))
+
+
+def ascii_text(text: Text) -> Text:
+    """``text`` with every non-ASCII character replaced as ``--ascii`` prints it
+    ("°" as " deg", "·" as "-", a block as "#", anything else as "?"), its styles
+    kept on the replacement."""
+    plain = text.plain
+    if plain.isascii():
+        return text
+    cuts: list[int] = []
+    for i, char in enumerate(plain):
+        if not char.isascii():
+            cuts.extend((i, i + 1))
+    out = text.blank_copy()
+    for piece in text.divide(cuts):
+        if not piece.plain or piece.plain.isascii():
+            out.append_text(piece)
+            continue
+        swap = Text(to_ascii(piece.plain), style=piece.style)
+        for span in piece.spans:
+            swap.stylize(span.style, 0, len(swap))
+        out.append_text(swap)
+    return out
