@@ -1,5 +1,5 @@
 """Long lines on screen wrap between words, each continuation under the start of
-its own text (a hanging indent): the ``?`` help."""
+its own text (a hanging indent): the ``?`` help, the findings, notices."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from rich.text import Text
 
 from gputui.collectors.replay import ReplaySource
 from gputui.tui.app import make_app
+from gputui.tui.attach import ReplayFeed, make_attach_app
+from gputui.tui.attach.findings import FindingsScreen as AttachFindings
 from gputui.tui.render import hanging, line_spans
+from gputui.tui.screens.findings import FindingsScreen
 from gputui.tui.screens.help import HelpScreen
 from tests.helpers.synthetic import wait_for
 
@@ -69,3 +72,32 @@ async def test_monitor_help_wraps_under_its_column_at_80() -> None:
         first, second = continuation_of(rows(app, "#help"), "graph metric")
         assert starts(second) == first.index("graph metric"), (first, second)
         assert second.split()[0] != "" and len(second.split()) > 1
+
+
+async def test_monitor_findings_wrap_under_their_field_at_80() -> None:
+    app = make_app(ReplaySource.demo(), 3600.0, autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.advance(121)  # the power cap finding
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen))
+        await pilot.pause()
+        lines = rows(app, "#findings-list")
+        for label in ("seen", "fix"):
+            first, second = continuation_of(lines, f" {label} ")
+            value = first.index(label) + 5
+            assert starts(second) == value, (first, second)
+
+
+async def test_attach_finding_detail_wraps_under_its_field_at_80() -> None:
+    app = make_attach_app(ReplayFeed.demo(), autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.attach_screen.replay_to(31.5)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, AttachFindings))
+        await pilot.pause()
+        first, second = continuation_of(rows(app, "#finding-detail"), " fix ")
+        assert starts(second) == first.index("fix") + 5, (first, second)
+        # the list: each finding on its own line(s), titles whole
+        listed = rows(app, "#finding-list")
+        assert any("the optimizer step takes a large share of the step" in r for r in listed)
