@@ -127,8 +127,9 @@ class GputuiApp(BaseApp):
         label = self.source.label
         text = self.banner or f"RECORDING, not this machine: {label}"
         if self.banner and label not in self.banner:
-            # "DEMO: ..." under a "DEMO: ..." banner: say DEMO once
-            text += f": {label.removeprefix('DEMO: ')}"
+            # "DEMO: recording of ..." under a "DEMO: a recording ..." banner: say
+            # each once
+            text += f": {label.removeprefix('DEMO: ').removeprefix('recording of ')}"
         return " " + text
 
     # -- lifecycle ---------------------------------------------------------------

@@ -18,8 +18,17 @@ from gputui.tui import ascii
 _ASCII_KEYS = {"⏎": "enter", "↑": "up", "↓": "down", "←": "left", "→": "right", "⇥": "tab"}
 
 
+#: every key of the footer fits in 80 columns: the command palette's key (ctrl+p)
+#: is in the ``?`` help instead
+FOOTER_CSS = """
+FooterKey.-command-palette {
+    display: none;
+}
+"""
+
+
 class BaseApp(App[None]):
-    CSS = ascii.CSS
+    CSS = ascii.CSS + FOOTER_CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         # Textual's own Ctrl-C only says "press ctrl+q": here it quits (in a text

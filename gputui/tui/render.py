@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 
 from gputui import fmt
+from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
 from gputui.reports.text import to_ascii
 
@@ -117,21 +118,35 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
 
 
 def join_parts(
-    text: Text, parts: list[tuple[str, str]], width: int, ascii_only: bool | None = None
+    text: Text,
+    parts: list[tuple[str, str]],
+    width: int,
+    ascii_only: bool | None = None,
+    *,
+    cut: bool = False,
 ) -> None:
     """Append ``(part, style)`` pairs separated by two spaces while they fit in
-    ``width``; the first that does not is cut with an ellipsis (if there is room
-    for a few characters of it), the rest are left out."""
+    ``width``: whole parts only, the first that does not fit and the rest are left
+    out.  With ``cut`` (a part that quotes the job, such as its errors) that first
+    part is cut with an ellipsis instead, when there is room for a few characters."""
     for i, (part, style) in enumerate(parts):
         sep = "  " if i else ""
         if len(text) + len(sep) + len(part) > width:
             room = width - len(text) - len(sep)
-            if room > 4:
+            if cut and room > 4:
                 text.append(sep)
                 text.append(fmt.truncate(part, room, ascii_only), style=style)
             break
         text.append(sep, style="dim")
         text.append(part, style=style)
+
+
+def first_fitting(width: int, *choices: str) -> str:
+    """The first of ``choices`` (longest first) that fits in ``width``, else the last."""
+    for choice in choices:
+        if len(choice) <= width:
+            return choice
+    return choices[-1]
 
 
 def line_spans(plain: str, width: int, hang: int = 0) -> list[tuple[int, int]]:
@@ -236,3 +251,48 @@ def ascii_text(text: Text) -> Text:
             swap.stylize(span.style, 0, len(swap))
         out.append_text(swap)
     return out
+
+
+def whole_words(text: str, width: int) -> str:
+    """``text`` cut after its last whole word that fits in ``width`` ("" if none)."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width + 1)
+    return text[:cut].rstrip(" ,;:(") if cut > 0 else ""
+
+
+def finding_line(f: Finding, width: int, scope: bool = False) -> Text:
+    """One finding on one line of ``width`` cells: severity, what it costs, its
+    title (``scope: title`` with ``scope``, alone on a line: no column for a
+    cost it does not have), then as many whole clauses of its evidence as fit;
+    never a cut word (``f`` shows it all)."""
+    text = Text()
+    text.append(f" {f.severity.upper():4} ", style=SEVERITY_STYLE[f.severity])
+    cost = findings_text.impact_text(f)
+    text.append(f" {cost:>4} " if cost else (" " if scope else "      "), style="bold")
+    title = fmt.clean(f.title, 200)
+    if scope:
+        title = f"{fmt.clean(f.scope, 80)}: {title}"
+    text.append(whole_words(title, width - len(text)), style="bold")
+    shown: list[str] = []
+    for clause in fmt.clean(f.evidence).split("; "):
+        evidence = "; ".join([*shown, clause])
+        if len(text) + 2 + len(evidence) > width:
+            break
+        shown.append(clause)
+    if shown:
+        text.append("  " + "; ".join(shown), style="dim")
+    return text
+
+
+def findings_count(count: int, more: int, room: int) -> str:
+    """'3 ranked by the step time a fix could recover (+1 more)   f: details', or
+    the longest shorter form that fits in ``room``."""
+    extra = f" (+{more} more)" if more > 0 else ""
+    return first_fitting(
+        room,
+        f"{count} ranked by the step time a fix could recover{extra}   f: details",
+        f"{count} found, the biggest gain first{extra}   f: details",
+        f"{count} found{extra}   f: details",
+        f"{count}  f: all",
+    )

@@ -19,7 +19,7 @@ from gputui.analysis.evidence import MIN_STEPS, findings_waiting
 from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
 from gputui.session.attach import AttachView
-from gputui.tui.render import ascii_text, hanging
+from gputui.tui.render import ascii_text, finding_line, findings_count, hanging
 from gputui.tui.widgets.text_panel import TextPanel
 
 
@@ -36,23 +36,19 @@ class FindingsPanel(TextPanel):
         title = Text()
         title.append(" Findings ", style="bold reverse")
         items = v.findings if v else ()
+        hang = len(title) + 2
         if v is None or v.stats.count < MIN_STEPS:
             seen = 0 if v is None else v.stats.count
             title.append("  " + findings_waiting(seen, MIN_STEPS), style="dim")
-            return title
+            return hanging(title, width, hang)
         if not items:
             title.append("  nothing found that costs this job time", style="dim green")
-            hint = " p: capture for kernel-level rules" if v.capture is None else ""
-            title.append(hint, style="dim")
-            return title
+            if v.capture is None:
+                title.append("; p: capture for kernel-level rules", style="dim")
+            return hanging(title, width, hang)
         more = len(items) - self.rows
-        title.append(
-            f"  {len(items)} ranked by the step time a fix could recover"
-            + (f" (+{more} more)" if more > 0 else "")
-            + "   f: details",
-            style="dim",
-        )
-        lines = [title] + [findings_text.headline(f, width) for f in items[: self.rows]]
+        title.append("  " + findings_count(len(items), more, width - hang), style="dim")
+        lines = [title] + [finding_line(f, width) for f in items[: self.rows]]
         return Text("\n").join(lines)
 
 

@@ -45,6 +45,8 @@ CAPTURE_STEPS = 5
 SHORT_HEIGHT = 34
 #: from this width the class rollup and CPU ops get their own column
 WIDE_WIDTH = 110
+#: from this width the footer shows every key (g, o and r too): they fit
+ALL_KEYS_WIDTH = 120
 
 
 class CaptureArrived(Message):
@@ -55,10 +57,16 @@ class AttachScreen(Screen[object]):
     CSS_PATH = "attach.tcss"
     HELP_TOPIC = "attach"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Every key shown fits in 80 columns: g, o and r show from ALL_KEYS_WIDTH
+        # (the first binding of a key that is enabled is the footer's), and the ?
+        # help names them all.
         Binding("p", "capture", "Capture"),
-        Binding("g", "toggle_gpu", "Wall/GPU"),
-        Binding("o", "toggle_table", "Kernels/ops"),
-        Binding("r", "reconnect", "Reconnect"),
+        Binding("g", "when_wide('toggle_gpu')", "Wall/GPU"),
+        Binding("g", "toggle_gpu", "Wall/GPU", show=False),
+        Binding("o", "when_wide('toggle_table')", "Kernels/ops"),
+        Binding("o", "toggle_table", "Kernels/ops", show=False),
+        Binding("r", "when_wide('reconnect')", "Reconnect"),
+        Binding("r", "reconnect", "Reconnect", show=False),
         Binding("f", "findings", "Findings"),
         Binding("m", "memory", "Memory"),
         Binding("l", "roofline", "Roofline"),
@@ -80,6 +88,8 @@ class AttachScreen(Screen[object]):
         self._built_key: tuple[Any, ...] | None = None
         self._timer: Timer | None = None
         self._stats_at = 0.0
+        #: the footer has room for every key
+        self.all_keys = False
 
     # -- composition -------------------------------------------------------------------
     @property
@@ -148,6 +158,10 @@ class AttachScreen(Screen[object]):
         wide = width >= WIDE_WIDTH
         self.set_class(short, "-short")
         self.set_class(not wide, "-narrow")
+        all_keys = width >= ALL_KEYS_WIDTH
+        if all_keys != self.all_keys:
+            self.all_keys = all_keys
+            self.refresh_bindings()
         bars = self.query_one(StepBars)
         bars.bar_rows = 4 if short else 9
         bars.history_rows = 1 if short else 2
@@ -273,10 +287,16 @@ class AttachScreen(Screen[object]):
 
     # -- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "when_wide":
+            return self.all_keys
         if action == "back":
             # Only when pushed over another screen (the monitor); alone, q quits.
             return len(self.app.screen_stack) > 1
         return True
+
+    def action_when_wide(self, action: str) -> None:
+        """A key the footer shows only when every key fits: the same action."""
+        getattr(self, f"action_{action}")()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
