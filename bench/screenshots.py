@@ -154,9 +154,22 @@ async def render(
         await setup(pilot)
         await pilot.pause()
         svg = app.export_screenshot(title=f"gputui {name}")
+    if ascii_only:
+        _ascii_off()
     path = args.out / f"{name}.svg"
     path.write_text(svg)
     return path
+
+
+def _ascii_off() -> None:
+    """--ascii is process-wide (the terminal is): the views after this one draw
+    as a plain run does, with "…" and block scrollbars."""
+    from textual.scrollbar import ScrollBar, ScrollBarRender
+
+    from gputui import fmt
+
+    fmt.use_ascii(False)
+    ScrollBar.renderer = ScrollBarRender
 
 
 async def render_attach(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -27,6 +27,7 @@ from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui import ascii
+from gputui.tui.base import BaseApp
 from gputui.tui.monitor_host import Current
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
@@ -69,18 +70,15 @@ class SamplerFailed(Message):
 GC_FREEZE_AFTER_S = 5.0
 
 
-class GputuiApp(App[None]):
+class GputuiApp(BaseApp):
     CSS_PATH = "gputui.tcss"
-    CSS = ascii.CSS
     TITLE = "gputui"
 
+    # q, Ctrl-C, ? and d: BaseApp
     BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark,f1", "help", "Help"),
         Binding("p", "toggle_pause", "Pause"),
         Binding("plus,equals_sign", "change_interval(1)", "Interval+", show=False),
         Binding("minus", "change_interval(-1)", "Interval-", show=False),
-        Binding("d", "toggle_theme", "Theme", show=False),
         Binding("f", "findings", "Findings"),
     ]
 
@@ -129,8 +127,9 @@ class GputuiApp(App[None]):
         label = self.source.label
         text = self.banner or f"RECORDING, not this machine: {label}"
         if self.banner and label not in self.banner:
-            # "DEMO: ..." under a "DEMO: ..." banner: say DEMO once
-            text += f": {label.removeprefix('DEMO: ')}"
+            # "DEMO: recording of ..." under a "DEMO: a recording ..." banner: say
+            # each once
+            text += f": {label.removeprefix('DEMO: ').removeprefix('recording of ')}"
         return " " + text
 
     # -- lifecycle ---------------------------------------------------------------
@@ -251,12 +250,6 @@ class GputuiApp(App[None]):
 
     # -- actions -----------------------------------------------------------------
 
-    def action_help(self) -> None:
-        from gputui.tui.screens.help import HelpScreen
-
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
-
     def action_findings(self) -> None:
         from gputui.tui.screens.findings import FindingsScreen
 
@@ -281,9 +274,6 @@ class GputuiApp(App[None]):
         self.sampler.set_interval(new)
         self.notify(f"sampling every {new:g} s", timeout=1.5)
         self._refresh_screens()
-
-    def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
     # -- processes: signals and attach --------------------------------------------
 

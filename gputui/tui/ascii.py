@@ -3,8 +3,8 @@ without block and box characters.
 
 gputui's own panels take ``ascii_only``; this module covers what Textual and
 the shared formatting draw themselves: scrollbar thumbs (eighth blocks), the
-footer's separator before the command palette key, and the ellipsis of a cut
-text.  It is process-wide, as the terminal is.
+footer's separator before the command palette key, a notice's edge, a list's
+frame, and the ellipsis of a cut text.  It is process-wide, as the terminal is.
 """
 
 from __future__ import annotations
@@ -16,10 +16,18 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 
 from gputui import fmt
 
-#: the footer's "▏" before ^p is a border: none in ASCII mode
+#: borders Textual draws with block characters, in ASCII: the footer's "▏"
+#: before ^p, a notice's "▌" edge, a list's half-block frame
 CSS = """
 App.-ascii FooterKey.-command-palette {
     border-left: none;
+}
+App.-ascii Toast {
+    border-left: none;
+    padding: 1 1 1 2;
+}
+App.-ascii OptionList, App.-ascii OptionList:focus {
+    border: ascii $border;
 }
 """
 

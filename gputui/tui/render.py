@@ -8,12 +8,14 @@ terminal (or a serial console over SSH) stays readable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
 
 from gputui import fmt
+from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
+from gputui.reports.text import to_ascii
 
 _SPARK = "▁▂▃▄▅▆▇█"
 _SPARK_ASCII = "_.-~=+*#"
@@ -116,18 +118,181 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
 
 
 def join_parts(
-    text: Text, parts: list[tuple[str, str]], width: int, ascii_only: bool | None = None
+    text: Text,
+    parts: list[tuple[str, str]],
+    width: int,
+    ascii_only: bool | None = None,
+    *,
+    cut: bool = False,
 ) -> None:
     """Append ``(part, style)`` pairs separated by two spaces while they fit in
-    ``width``; the first that does not is cut with an ellipsis (if there is room
-    for a few characters of it), the rest are left out."""
+    ``width``: whole parts only, the first that does not fit and the rest are left
+    out.  With ``cut`` (a part that quotes the job, such as its errors) that first
+    part is cut with an ellipsis instead, when there is room for a few characters."""
     for i, (part, style) in enumerate(parts):
         sep = "  " if i else ""
         if len(text) + len(sep) + len(part) > width:
             room = width - len(text) - len(sep)
-            if room > 4:
+            if cut and room > 4:
                 text.append(sep)
                 text.append(fmt.truncate(part, room, ascii_only), style=style)
             break
         text.append(sep, style="dim")
         text.append(part, style=style)
+
+
+def first_fitting(width: int, *choices: str) -> str:
+    """The first of ``choices`` (longest first) that fits in ``width``, else the last."""
+    for choice in choices:
+        if len(choice) <= width:
+            return choice
+    return choices[-1]
+
+
+def line_spans(plain: str, width: int, hang: int = 0) -> list[tuple[int, int]]:
+    """Where ``plain`` (one line) breaks to fit ``width`` cells: (start, end) of
+    each line, breaking between words; a word longer than a line is folded.  Lines
+    after the first are ``hang`` cells narrower (they are indented by that much),
+    and a first line never breaks inside its own first ``hang`` cells (a label)."""
+    width = max(1, width)
+    hang = max(0, min(hang, width - 8)) if width > 8 else 0
+    spans: list[tuple[int, int]] = []
+    start = 0
+    room = width
+    floor = hang
+    end_all = len(plain.rstrip(" "))
+    while end_all - start > room:
+        lo = start + max(floor, 1)
+        cut = plain.rfind(" ", lo, start + room + 1)
+        word_end = plain.find(" ", cut + 1) if cut >= lo else -1
+        word = (end_all if word_end < 0 else word_end) - cut - 1
+        if cut < lo or word > width - hang:
+            # no space to break at, or the next word is folded anyway: fill the line
+            end = nxt = start + room
+        else:
+            end, nxt = cut, cut + 1
+            while end > start and plain[end - 1] == " ":
+                end -= 1
+        spans.append((start, end))
+        start = nxt
+        while start < end_all and plain[start] == " ":
+            start += 1
+        room = width - hang
+        floor = 0
+    spans.append((start, end_all))
+    return spans
+
+
+def hanging(text: Text, width: int, hang: int | Callable[[str], int] | None = None) -> Text:
+    """``text`` wrapped at ``width`` between words, each line's continuation
+    indented: by ``hang`` cells, or by what ``hang`` says for the line's text,
+    or (None) under the line's content, after its leading spaces and first word
+    (a label: ``"   fix  ..."``, ``" WARN  ..."``)."""
+    out: list[Text] = []
+    for line in text.split("\n", allow_blank=True):
+        plain = line.plain
+        if len(plain) <= width:
+            out.append(line)
+            continue
+        if hang is None:
+            indent = label_width(plain)
+        elif callable(hang):
+            indent = hang(plain)
+        else:
+            indent = hang
+        spans = line_spans(plain, width, indent)
+        indent = max(0, min(indent, width - 8)) if width > 8 else 0
+        for i, (start, end) in enumerate(spans):
+            piece = line[start:end]
+            if i:
+                piece = Text(" " * indent) + piece
+            out.append(piece)
+    joined = Text("\n", style=text.style).join(out)
+    joined.end = text.end
+    return joined
+
+
+def label_width(plain: str) -> int:
+    """The cells before a line's content: its leading spaces, first word and the
+    spaces after it (0 when the first word is not followed by a space)."""
+    i = lead_width(plain)
+    while i < len(plain) and plain[i] != " ":
+        i += 1
+    if i >= len(plain):
+        return 0
+    while i < len(plain) and plain[i] == " ":
+        i += 1
+    return i
+
+
+def lead_width(plain: str) -> int:
+    """A line's leading spaces."""
+    return len(plain) - len(plain.lstrip(" "))
+
+
+def ascii_text(text: Text) -> Text:
+    """``text`` with every non-ASCII character replaced as ``--ascii`` prints it
+    ("°" as " deg", "·" as "-", a block as "#", anything else as "?"), its styles
+    kept on the replacement."""
+    plain = text.plain
+    if plain.isascii():
+        return text
+    cuts: list[int] = []
+    for i, char in enumerate(plain):
+        if not char.isascii():
+            cuts.extend((i, i + 1))
+    out = text.blank_copy()
+    for piece in text.divide(cuts):
+        if not piece.plain or piece.plain.isascii():
+            out.append_text(piece)
+            continue
+        swap = Text(to_ascii(piece.plain), style=piece.style)
+        for span in piece.spans:
+            swap.stylize(span.style, 0, len(swap))
+        out.append_text(swap)
+    return out
+
+
+def whole_words(text: str, width: int) -> str:
+    """``text`` cut after its last whole word that fits in ``width`` ("" if none)."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width + 1)
+    return text[:cut].rstrip(" ,;:(") if cut > 0 else ""
+
+
+def finding_line(f: Finding, width: int, scope: bool = False) -> Text:
+    """One finding on one line of ``width`` cells: severity, what it costs, its
+    title (``scope: title`` with ``scope``, alone on a line: no column for a
+    cost it does not have), then as many whole clauses of its evidence as fit;
+    never a cut word (``f`` shows it all)."""
+    text = Text()
+    text.append(f" {f.severity.upper():4} ", style=SEVERITY_STYLE[f.severity])
+    cost = findings_text.impact_text(f)
+    text.append(f" {cost:>4} " if cost else (" " if scope else "      "), style="bold")
+    title = fmt.clean(f.title, 200)
+    if scope:
+        title = f"{fmt.clean(f.scope, 80)}: {title}"
+    text.append(whole_words(title, width - len(text)), style="bold")
+    shown: list[str] = []
+    for clause in fmt.clean(f.evidence).split("; "):
+        evidence = "; ".join([*shown, clause])
+        if len(text) + 2 + len(evidence) > width:
+            break
+        shown.append(clause)
+    if shown:
+        text.append("  " + "; ".join(shown), style="dim")
+    return text
+
+
+def findings_count(count: int, more: int, room: int) -> str:
+    """'3 ranked by the step time a fix could recover (+1 more)   f: details', or
+    the longest shorter form that fits in ``room``."""
+    extra = f" (+{more} more)" if more > 0 else ""
+    return first_fitting(
+        room,
+        f"{count} ranked by the step time a fix could recover{extra}   f: details",
+        f"{count} found, the biggest gain first{extra}   f: details",
+        f"{count} found{extra}   f: details",
+        f"{count}  f: all",
+    )

@@ -29,3 +29,25 @@ def screen_lines(app: Any) -> list[str]:
 
 def screen_text(app: Any) -> str:
     return "\n".join(screen_lines(app))
+
+
+def drawn(app: Any) -> list[str]:
+    """The screen as drawn, one string per row, blank rows and notices included."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def rows_of(app: Any, *widgets: Any) -> list[str]:
+    """The rows the widgets cover on screen, as drawn."""
+    lines = drawn(app)
+    out = []
+    for widget in widgets:
+        region = widget.region
+        out.extend(line[region.x : region.right] for line in lines[region.y : region.bottom])
+    return out
+
+
+def notices(app: Any) -> list[str]:
+    """The rows of the notices on screen (``run_test(notifications=True)``)."""
+    from textual.widgets._toast import Toast
+
+    return rows_of(app, *app.screen.query(Toast))

@@ -80,7 +80,7 @@ async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
         screen = screen_of(app)
         await until(pilot, lambda: screen.view is not None and screen.view.stats.count >= 20)
         # panels redraw on the 4 Hz timer: wait for the one after the view above
-        await until(pilot, lambda: "no CUDA memory" in screen.query_one(MemoryPanel).plain)
+        await until(pilot, lambda: "does not use CUDA" in screen.query_one(MemoryPanel).plain)
         view = screen.view
         assert view is not None
         header = screen.query_one(AttachHeader).plain
@@ -99,7 +99,7 @@ async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
         for name in ("data", "forward", "backward", "optimizer", "user_sleep", "step"):
             assert name in table
         assert "p50" in table and "p99" in table
-        assert "no CUDA memory" in screen.query_one(MemoryPanel).plain
+        assert "no CUDA memory: the job does not use CUDA" in screen.query_one(MemoryPanel).plain
         assert "none yet: p profiles" in screen.query_one(CapturePanel).plain
         # g on a CPU job: there are no GPU times to switch to.
         await pilot.press("g")
@@ -128,7 +128,7 @@ async def test_capture_on_cpu_shows_cpu_ops(job: hookutil.Job) -> None:
         assert table.effective_mode == CPU_OPS  # no kernels on CPU: CPU ops instead
         assert table.row_count >= 3 and any(n.startswith("aten::") for n in table.names())
         panel = screen.query_one(CapturePanel).plain
-        assert "no GPU kernels (CPU job)" in panel
+        assert "CPU job: CPU ops below" in panel
         assert "ui.perfetto.dev" in panel and "trace" in panel
         assert "Top CPU ops" in screen.query_one(ClassPanel).plain
         # A profiled step is marked on the bars.
@@ -230,6 +230,15 @@ def test_snapshot_demo_120x40(snap_compare: Any, utc: None) -> None:
 
 def test_snapshot_demo_80x24(snap_compare: Any, utc: None) -> None:
     assert snap_compare(demo_app(), terminal_size=(80, 24), run_before=play)
+
+
+def test_snapshot_demo_help_80x24(snap_compare: Any, utc: None) -> None:
+    async def run_before(pilot: Any) -> None:
+        await play(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(demo_app(), terminal_size=(80, 24), run_before=run_before)
 
 
 async def test_demo_replay_values(utc: None) -> None:

@@ -3,6 +3,7 @@ a recording without one, and live over a feed that answers like a hook."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -188,3 +189,29 @@ def test_an_answer_that_beats_the_request_call_does_not_leave_it_pending() -> No
     assert state.snapshot().memsnap_wanted is None
     state.set_memsnap_wanted("m8")
     assert state.snapshot().memsnap_wanted == "m8"
+
+
+class CpuJobFeed(AnsweringFeed):
+    """A live CPU job: its hello names no CUDA device."""
+
+    def connect(self, state: AttachState) -> None:
+        super().connect(state)
+        state.set_hello(dataclasses.replace(h.HELLO, device=None, cuda_in_use=False))
+
+
+async def test_live_m_on_a_cpu_job_asks_nothing_and_says_why() -> None:
+    """m on a CPU job: no request the hook can only refuse, and a notice that
+    fits 80 columns, whole."""
+    feed = CpuJobFeed([])
+    app = make_attach_app(feed)  # type: ignore[arg-type]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await wait_for(pilot, lambda: "CPU job" in panel_text(app))
+        await pilot.pause()
+        assert feed.requests == []
+        text = panel_text(app)
+        assert "no memory snapshot for a CPU job" in text and "RSS" in text
+        panel = app.screen.query_one(MemoryPanel)
+        assert all(len(line) <= panel.content_region.width for line in text.splitlines())

@@ -165,6 +165,14 @@ def test_snapshot_ranks_120x40(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=(120, 40), run_before=run_before)
 
 
+def test_snapshot_ranks_80x24(snap_compare: Any) -> None:
+    async def run_before(pilot: Any) -> None:
+        screen_of(pilot.app).replay_to(AT_S)
+        await pilot.pause()
+
+    assert snap_compare(app(), terminal_size=(80, 24), run_before=run_before)
+
+
 async def test_ascii_applies_to_the_rank_view() -> None:
     """``--ascii`` reaches the rank view as it does the single-job screen: no
     block, box-drawing scrollbar or bullet glyph is drawn."""

@@ -133,16 +133,25 @@ def test_op_names_from_the_job_are_cleaned(ascii_only: bool) -> None:
 
 def test_no_roof_and_no_flops_are_explained() -> None:
     state = AttachState()
-    state.set_hello(dataclasses.replace(h.HELLO, device=None))
-    assert (
-        "no ceilings known for a CPU job"
-        in roofline_text_of(state.snapshot(), 100, False, live=True).plain
-    )
-    state.set_hello(h.HELLO)
+    state.set_hello(h.HELLO)  # an H100 whose ceilings are not known (yet)
+    text = roofline_text_of(state.snapshot(), 100, False, live=True).plain
+    assert "no ceilings known for NVIDIA H100 80GB HBM3" in text and "gputui bench" in text
     state.set_roof(H100_SXM.roof())
     state.add(dataclasses.replace(result(), options=CaptureOptions(), op_rows=()))
     text = roofline_text_of(state.snapshot(), 100, False, live=True).plain
     assert "recorded without FLOPs and shapes" in text and "p captures 5 steps" in text
+
+
+def test_a_cpu_job_is_told_what_applies_to_it() -> None:
+    """l on a CPU job: gputui bench measures a CUDA device, so it is no advice for
+    it; the phases and the CPU ops are."""
+    state = AttachState()
+    state.set_hello(dataclasses.replace(h.HELLO, device=None, cuda_in_use=False))
+    for live in (True, False):
+        text = roofline_text_of(state.snapshot(), 80, False, live=live).plain
+        assert "no roofline for a CPU job" in text and "CPU ops" in text
+        assert "bench" not in text
+        assert ("p there profiles 5 steps" in text) is live
 
 
 async def test_a_real_h100_capture_with_flops_on_the_roofline() -> None:

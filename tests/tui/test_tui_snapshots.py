@@ -73,3 +73,39 @@ def test_help_screen(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app(), terminal_size=(100, 50), run_before=run_before)
+
+
+# -- the embedded demo (a real H100 session) at 80x24: nothing cut ----------------------------
+#: both GPU processes running, the power cap finding on
+DEMO_AT = 121
+
+
+def demo_app() -> GputuiApp:
+    from gputui.collectors.replay import ReplaySource
+    from gputui.commands.monitor import DEMO_BANNER
+
+    return make_app(ReplaySource.demo(), 3600.0, banner=DEMO_BANNER, autostart=False)
+
+
+def demo_then(*keys: str) -> Any:
+    async def run_before(pilot: Any) -> None:
+        pilot.app.advance(DEMO_AT)
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_demo_80x24(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(), terminal_size=(80, 24), run_before=demo_then())
+
+
+def test_demo_help_80x24(snap_compare: Any) -> None:
+    run_before = demo_then("question_mark")
+    assert snap_compare(demo_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_demo_findings_80x24(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(), terminal_size=(80, 24), run_before=demo_then("f"))

@@ -65,7 +65,7 @@ class CapturePanel(TextPanel):
             parts.append((f"GPU busy {busy:.1f}% of {us_text(cap.span_us)}", "bold"))
             parts.append((f"idle {idle}", "dim"))
         elif not cap.kernels:
-            parts.append(("no GPU kernels (CPU job): CPU ops below", "bold yellow"))
+            parts.append(("CPU job: CPU ops below", "bold yellow"))
         if cap.kernel_calls:
             parts.append((f"{cap.kernel_calls:,} kernel launches", "dim"))
         if progress:

@@ -14,10 +14,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 from textual.widgets.option_list import Option
 
+from gputui import fmt
 from gputui.analysis.evidence import MIN_STEPS, findings_waiting
 from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
 from gputui.session.attach import AttachView
+from gputui.tui.render import ascii_text, finding_line, findings_count, hanging
 from gputui.tui.widgets.text_panel import TextPanel
 
 
@@ -34,33 +36,41 @@ class FindingsPanel(TextPanel):
         title = Text()
         title.append(" Findings ", style="bold reverse")
         items = v.findings if v else ()
+        hang = len(title) + 2
         if v is None or v.stats.count < MIN_STEPS:
             seen = 0 if v is None else v.stats.count
             title.append("  " + findings_waiting(seen, MIN_STEPS), style="dim")
-            return title
+            return hanging(title, width, hang)
         if not items:
             title.append("  nothing found that costs this job time", style="dim green")
-            hint = " p: capture for kernel-level rules" if v.capture is None else ""
-            title.append(hint, style="dim")
-            return title
+            if v.capture is None:
+                title.append("; p: capture for kernel-level rules", style="dim")
+            return hanging(title, width, hang)
         more = len(items) - self.rows
-        title.append(
-            f"  {len(items)} ranked by the step time a fix could recover"
-            + (f" (+{more} more)" if more > 0 else "")
-            + "   f: details",
-            style="dim",
-        )
-        lines = [title] + [findings_text.headline(f, width) for f in items[: self.rows]]
+        title.append("  " + findings_count(len(items), more, width - hang), style="dim")
+        lines = [title] + [finding_line(f, width) for f in items[: self.rows]]
         return Text("\n").join(lines)
 
 
-def detail(f: Finding) -> Text:
-    """A finding in full: every field, labelled."""
-    return findings_text.block(f, spaced=True)
+def detail(f: Finding, width: int = 10_000) -> Text:
+    """A finding in full, every field labelled, each wrapped between words under
+    its own start at ``width``."""
+    return hanging(findings_text.block(f, spaced=True), width)
+
+
+def list_entry(f: Finding, width: int) -> Text:
+    """A finding in the list: severity, cost and title, wrapped under the title
+    (the evidence is in the detail below)."""
+    text = Text()
+    text.append(f" {f.severity.upper():4} ", style=findings_text.SEVERITY_STYLE[f.severity])
+    cost = findings_text.impact_text(f)
+    text.append(f" {cost:>4} " if cost else "      ", style="bold")
+    text.append(fmt.clean(f.title, 200), style="bold")
+    return hanging(text, width, 12)
 
 
 class FindingDetail(TextPanel):
-    WRAP = True
+    WRAP = True  # lines are built to fit: this only catches a width it was not built for
     SELECTABLE = True  # users copy the fix from here
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -70,7 +80,30 @@ class FindingDetail(TextPanel):
     def build(self, width: int) -> Text:
         if self.finding is None:
             return Text("no finding selected", style="dim")
-        return detail(self.finding)
+        return detail(self.finding, width)
+
+
+class FindingList(OptionList):
+    """The findings by title; laid out again for each width."""
+
+    def __init__(self, findings: tuple[Finding, ...], *, id: str | None = None) -> None:
+        self.findings = findings
+        options = [
+            Option(Text(fmt.clean(f.title, 200)), id=str(i)) for i, f in enumerate(findings)
+        ] or [Option(Text("no findings", style="dim"), disabled=True)]
+        super().__init__(*options, id=id)
+        self._laid_out = 0
+
+    def on_resize(self) -> None:
+        # the options' room: the list's less its padding
+        width = max(20, self.scrollable_content_region.width - 2)
+        if width == self._laid_out or not self.findings:
+            return
+        self._laid_out = width
+        ascii_only = bool(getattr(self.app, "ascii_only", False))
+        for i, f in enumerate(self.findings):
+            entry = list_entry(f, width)
+            self.replace_option_prompt_at_index(i, ascii_text(entry) if ascii_only else entry)
 
 
 class FindingsScreen(Screen[object]):
@@ -87,10 +120,7 @@ class FindingsScreen(Screen[object]):
         self.findings = findings
 
     def compose(self) -> ComposeResult:
-        options = [
-            Option(findings_text.headline(f, 200), id=str(i)) for i, f in enumerate(self.findings)
-        ] or [Option(Text("no findings", style="dim"), disabled=True)]
-        yield OptionList(*options, id="finding-list")
+        yield FindingList(self.findings, id="finding-list")
         with VerticalScroll():
             yield FindingDetail(id="finding-detail")
         yield Footer()

@@ -25,8 +25,14 @@ from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
 from gputui.reports.memory import MEMORY_VIZ, NO_FRAME
 from gputui.session.attach import StateSnapshot
-from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
-from gputui.tui.render import bar, sparkline
+from gputui.tui.attach.subscreen import (
+    PanelScreen,
+    StatePanel,
+    cpu_job,
+    request_refusal,
+    send_request,
+)
+from gputui.tui.render import bar, hanging, lead_width, sparkline
 from gputui.tui.widgets.panels import BannerPanel
 
 SNAPSHOT_STEPS = 5
@@ -87,6 +93,15 @@ def memory_text(snap: StateSnapshot, width: int, ascii_only: bool, live: bool) -
         text.append("\n ")
         text.append(fmt.clean(line[1]), style=line[0])
     result = snap.memsnap
+    if result is None and cpu_job(snap):
+        text.append("\n ")
+        text.append("no memory snapshot for a CPU job: ", style="yellow")
+        text.append(
+            "it records the CUDA caching allocator's history, and this job uses no "
+            "CUDA device.  Its host memory is the process's resident size (RSS in "
+            "top or htop)."
+        )
+        return text
     if result is None:
         text.append("\n ")
         if live:
@@ -211,8 +226,10 @@ class MemoryPanel(StatePanel):
     SELECTABLE = True  # users copy the snapshot's path from here
 
     def build(self, width: int) -> Text:
-        # Every redraw (a refresh, a resize) draws the state as it is now.
-        return memory_text(self.state.snapshot(), width, self.ascii_only, self.live)
+        # Every redraw (a refresh, a resize) draws the state as it is now; a line
+        # longer than the panel goes on under its own start.
+        text = memory_text(self.state.snapshot(), width, self.ascii_only, self.live)
+        return hanging(text, width, lead_width)
 
 
 class MemoryScreen(PanelScreen):
@@ -237,7 +254,7 @@ class MemoryScreen(PanelScreen):
         yield Footer()
 
     def wants_request(self, snap: StateSnapshot) -> bool:
-        return snap.memsnap is None
+        return snap.memsnap is None and not cpu_job(snap)
 
     def action_snapshot(self) -> None:
         refusal = request_refusal(

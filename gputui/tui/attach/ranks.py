@@ -27,7 +27,6 @@ from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
 from gputui.errors import GputuiError
-from gputui.reports.findings import headline
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.session.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.trace.kernels import short_kernel_name
@@ -35,6 +34,7 @@ from gputui.tui import render
 from gputui.tui.attach.findings import FindingsScreen
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachAppBase, AttachScreen
+from gputui.tui.render import finding_line, findings_count, hanging
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -62,25 +62,27 @@ class RanksHeader(TextPanel):
         self.note = ""
 
     def build(self, width: int) -> Text:
-        text = Text()
-        text.append(" gputui attach ", style="bold reverse")
-        text.append(f" {fmt.clean(self.label)}", style="bold")
-        if self.note:
-            text.append(f"  {self.note}", style="dim")
-        text.append("\n ")
-        text.append(fmt.clean(self.command), style="dim")
+        title = Text()
+        title.append(" gputui attach ", style="bold reverse")
+        title.append(f" {fmt.clean(self.label)}", style="bold")
+        # The job's command line is cut (the rank table and a rank's screen say
+        # more); the label and the state wrap between words.
+        command = Text(" " + fmt.truncate(fmt.clean(self.command), width - 2), style="dim")
         s = self.summary
-        text.append("\n ")
+        state = Text(" ")
         if s is None:
-            text.append("connecting to the ranks...", style="dim")
+            state.append("connecting to the ranks...", style="dim")
         else:
             running = sum(1 for r in s.rows if r.state not in (EXITED,))
-            text.append(f"{running} of {s.local} local ranks connected")
+            state.append(f"{running} of {s.local} local ranks connected")
             if s.leader_step is not None:
-                text.append(f", leading step {s.leader_step}")
+                state.append(f", leading step {s.leader_step}")
             if s.remote:
-                text.append(f", {s.remote} on other nodes", style="yellow")
-        return text
+                state.append(f", {s.remote} on other nodes", style="yellow")
+        if self.note:
+            state.append(f"  {self.note}", style="dim")
+        lines = [hanging(title, width, 16), command, hanging(state, width, 1)]
+        return Text("\n").join(lines)
 
 
 class AlertPanel(TextPanel):
@@ -115,6 +117,7 @@ class ComputePanel(TextPanel):
         title = Text()
         title.append(" Compute per step ", style="bold reverse")
         title.append("  each rank's step less its time in collectives, newest right", style="dim")
+        title = hanging(title, width, 20)
         s = self.summary
         if s is None or not any(r.compute_history for r in s.rows):
             return title
@@ -144,20 +147,17 @@ class RankFindings(TextPanel):
     def build(self, width: int) -> Text:
         title = Text()
         title.append(" Findings across ranks ", style="bold reverse")
+        hang = len(title) + 2
         if not self.ready:
             title.append("  the rank rules wait for 20 ordinary steps on two ranks", style="dim")
-            return title
+            return hanging(title, width, hang)
         if not self.findings:
             title.append("  the ranks keep pace with each other", style="dim green")
-            return title
+            return hanging(title, width, hang)
         more = len(self.findings) - self.rows
-        title.append(
-            f"  {len(self.findings)} ranked by the step time a fix could recover"
-            + (f" (+{more} more)" if more > 0 else "")
-            + "   f: details",
-            style="dim",
-        )
-        return Text("\n").join([title] + [headline(f, width) for f in self.findings[: self.rows]])
+        title.append("  " + findings_count(len(self.findings), more, width - hang), style="dim")
+        rows = [finding_line(f, width) for f in self.findings[: self.rows]]
+        return Text("\n").join([title, *rows])
 
 
 class RankCapturePanel(TextPanel):
@@ -184,7 +184,7 @@ class RankCapturePanel(TextPanel):
                 "  none recorded" if self.is_replay else "  p: profile the same steps on every rank"
             )
             text.append(hint, style="dim")
-            return text
+            return hanging(text, width, 11)
         assert row is not None
         text.append(f"  {row.label}: steps {cap.first_step}..{cap.last_step}")
         if self.same_steps > 1:
@@ -195,6 +195,7 @@ class RankCapturePanel(TextPanel):
             text.append(f", comm kernels {cap.comm_span_share * 100:.0f}% of the span")
         if cap.overlap is not None:
             text.append(f", overlapped {cap.overlap * 100:.0f}%")
+        text = hanging(text, width, 11)
         if not cap.kernels:  # a CPU job: its top CPU ops
             table = Table(box=None, show_header=True, header_style="bold")
             table.add_column("CPU op (no GPU kernels)")
@@ -243,10 +244,11 @@ def _table_lines(table: Table, width: int) -> list[Text]:
 
 
 class RanksScreen(Screen[object]):
+    HELP_TOPIC = "ranks"
     DEFAULT_CSS = """
     RanksScreen { layout: vertical; }
-    RanksScreen #ranks-header { height: 3; background: $panel; }
-    RanksScreen #ranks-banner { height: 1; }
+    RanksScreen #ranks-header { height: auto; background: $panel; }
+    RanksScreen #ranks-banner { height: auto; max-height: 3; }
     RanksScreen #ranks-table { height: auto; max-height: 50%; overflow-y: auto; }
     RanksScreen #ranks-findings { margin-top: 1; }
     RanksScreen #ranks-compute { margin-top: 1; }
@@ -256,14 +258,14 @@ class RanksScreen(Screen[object]):
     RanksScreen.-short #ranks-compute { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open_rank", "Open rank"),
+        Binding("enter", "open_rank", "Open"),
         Binding("up", "cursor(-1)", "Up", show=False),
         Binding("down", "cursor(1)", "Down", show=False),
         Binding("pageup", "cursor(-10)", show=False),
         Binding("pagedown", "cursor(10)", show=False),
         Binding("s", "sort", "Sort"),
         Binding("S", "reverse", "Reverse", show=False),
-        Binding("p", "capture", "Capture all"),
+        Binding("p", "capture", "Capture"),
         Binding("f", "findings", "Findings"),
         Binding("r", "reconnect", "Reconnect"),
     ]
@@ -537,6 +539,8 @@ class RanksScreen(Screen[object]):
 
 class RanksApp(AttachAppBase):
     """``gputui attach PID`` for a multi-rank job: the rank view first."""
+
+    HELP_TOPIC = "ranks"
 
     feed: RanksFeed
 

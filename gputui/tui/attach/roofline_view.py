@@ -23,7 +23,15 @@ from gputui import fmt
 from gputui.analysis.evidence import roofline_of
 from gputui.reports import roofline as roofline_text
 from gputui.session.attach import StateSnapshot, capture_busy, capture_progress
-from gputui.tui.attach.subscreen import PanelScreen, StatePanel, request_refusal, send_request
+from gputui.tui.attach.capture_panels import PERFETTO
+from gputui.tui.attach.subscreen import (
+    PanelScreen,
+    StatePanel,
+    cpu_job,
+    request_refusal,
+    send_request,
+)
+from gputui.tui.render import hanging, lead_width
 from gputui.tui.widgets.panels import BannerPanel
 
 CAPTURE_STEPS = 5
@@ -38,11 +46,31 @@ def roofline_text_of(snap: StateSnapshot, width: int, ascii_only: bool, live: bo
     if progress:
         text.append(fmt.clean(progress) + "\n\n", style="cyan")
     cap = snap.capture
+    if cpu_job(snap):
+        # gputui bench measures a CUDA device: nothing there applies to this job.
+        text.append("no roofline for a CPU job: ", style="yellow")
+        text.append(
+            "it places GPU kernels under a GPU's compute and memory ceilings, and this "
+            "job runs on no CUDA device.\n\n"
+        )
+        text.append("Where a CPU job's time goes: ", style="bold")
+        text.append("the step phases on the attach screen (esc), and its CPU ops: ")
+        text.append(
+            "p there profiles 5 steps, o shows their ops by self time, and the trace "
+            f"file opens in {PERFETTO}."
+            if live
+            else "o there shows a capture's ops by self time, and its trace file opens "
+            f"in {PERFETTO}."
+        )
+        return text
     if snap.roof is None:
-        device = snap.hello.device if snap.hello is not None else None
-        name = fmt.clean(device.name or "this GPU", 60) if device is not None else "a CPU job"
+        if snap.hello is None:
+            text.append("waiting for the job's hello", style="dim")
+            return text
+        device = snap.hello.device
+        name = fmt.clean(device.name if device is not None and device.name else "this GPU", 60)
         text.append(f"no ceilings known for {name}: ", style="yellow")
-        text.append("run gputui bench on its machine (or the job uses no CUDA device)")
+        text.append("gputui bench on the job's machine measures them (once per GPU)")
         return text
     if cap is None or not cap.op_rows:
         if cap is not None and not cap.options.flops:
@@ -75,7 +103,8 @@ def roofline_text_of(snap: StateSnapshot, width: int, ascii_only: bool, live: bo
 
 class RooflinePanel(StatePanel):
     def build(self, width: int) -> Text:
-        return roofline_text_of(self.state.snapshot(), width, self.ascii_only, self.live)
+        text = roofline_text_of(self.state.snapshot(), width, self.ascii_only, self.live)
+        return hanging(text, width, lead_width)
 
 
 class RooflineScreen(PanelScreen):
@@ -101,6 +130,11 @@ class RooflineScreen(PanelScreen):
 
     def wants_request(self, snap: StateSnapshot) -> bool:
         return snap.roof is not None and (snap.capture is None or not snap.capture.op_rows)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == self.REQUEST_ACTION and cpu_job(self.state.snapshot()):
+            return False  # FLOPs of a CPU job: no roof to place them under
+        return super().check_action(action, parameters)
 
     def action_capture(self) -> None:
         refusal = request_refusal(self.feed, self.state.snapshot(), "captures", capture_busy)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual import events, on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
@@ -35,6 +35,7 @@ from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.subscreen import request_refusal, send_request
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
+from gputui.tui.base import BaseApp
 from gputui.tui.widgets.panels import BannerPanel
 
 REFRESH_HZ = 4.0
@@ -44,6 +45,8 @@ CAPTURE_STEPS = 5
 SHORT_HEIGHT = 34
 #: from this width the class rollup and CPU ops get their own column
 WIDE_WIDTH = 110
+#: from this width the footer shows every key (g, o and r too): they fit
+ALL_KEYS_WIDTH = 120
 
 
 class CaptureArrived(Message):
@@ -52,11 +55,18 @@ class CaptureArrived(Message):
 
 class AttachScreen(Screen[object]):
     CSS_PATH = "attach.tcss"
+    HELP_TOPIC = "attach"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Every key shown fits in 80 columns: g, o and r show from ALL_KEYS_WIDTH
+        # (the first binding of a key that is enabled is the footer's), and the ?
+        # help names them all.
         Binding("p", "capture", "Capture"),
-        Binding("g", "toggle_gpu", "Wall/GPU"),
-        Binding("o", "toggle_table", "Kernels/ops"),
-        Binding("r", "reconnect", "Reconnect"),
+        Binding("g", "when_wide('toggle_gpu')", "Wall/GPU"),
+        Binding("g", "toggle_gpu", "Wall/GPU", show=False),
+        Binding("o", "when_wide('toggle_table')", "Kernels/ops"),
+        Binding("o", "toggle_table", "Kernels/ops", show=False),
+        Binding("r", "when_wide('reconnect')", "Reconnect"),
+        Binding("r", "reconnect", "Reconnect", show=False),
         Binding("f", "findings", "Findings"),
         Binding("m", "memory", "Memory"),
         Binding("l", "roofline", "Roofline"),
@@ -78,6 +88,8 @@ class AttachScreen(Screen[object]):
         self._built_key: tuple[Any, ...] | None = None
         self._timer: Timer | None = None
         self._stats_at = 0.0
+        #: the footer has room for every key
+        self.all_keys = False
 
     # -- composition -------------------------------------------------------------------
     @property
@@ -146,6 +158,10 @@ class AttachScreen(Screen[object]):
         wide = width >= WIDE_WIDTH
         self.set_class(short, "-short")
         self.set_class(not wide, "-narrow")
+        all_keys = width >= ALL_KEYS_WIDTH
+        if all_keys != self.all_keys:
+            self.all_keys = all_keys
+            self.refresh_bindings()
         bars = self.query_one(StepBars)
         bars.bar_rows = 4 if short else 9
         bars.history_rows = 1 if short else 2
@@ -271,10 +287,16 @@ class AttachScreen(Screen[object]):
 
     # -- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "when_wide":
+            return self.all_keys
         if action == "back":
             # Only when pushed over another screen (the monitor); alone, q quits.
             return len(self.app.screen_stack) > 1
         return True
+
+    def action_when_wide(self, action: str) -> None:
+        """A key the footer shows only when every key fits: the same action."""
+        getattr(self, f"action_{action}")()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
@@ -330,19 +352,15 @@ class AttachScreen(Screen[object]):
         self._start_feed()
 
 
-class AttachAppBase(App[None]):
-    """What the attach apps share (one job, or every rank of one): the CSS, the keys,
-    ``--ascii`` and the banner of a replay."""
+class AttachAppBase(BaseApp):
+    """What the attach apps share (one job, or every rank of one): the CSS,
+    ``--ascii`` and the banner of a replay; the keys are BaseApp's."""
 
     TITLE = "gputui attach"
     # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
     # default screen: the app names the same file.
     CSS_PATH = "attach.tcss"
-    CSS = ascii.CSS
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("d", "toggle_theme", "Theme", show=False),
-    ]
+    HELP_TOPIC = "attach"
 
     def __init__(
         self,
@@ -367,9 +385,6 @@ class AttachAppBase(App[None]):
         if self.feed.is_replay:
             return f" RECORDING, not this machine: {self.feed.label}"
         return None
-
-    def action_toggle_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
 
 class AttachApp(AttachAppBase):

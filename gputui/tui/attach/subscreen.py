@@ -18,6 +18,11 @@ from gputui.tui.widgets.text_panel import TextPanel
 REFRESH_S = 0.25
 
 
+def cpu_job(snap: StateSnapshot) -> bool:
+    """The job said in its hello that it runs on no CUDA device."""
+    return snap.hello is not None and snap.hello.device is None
+
+
 def request_refusal(
     feed: AttachFeed,
     snap: StateSnapshot,

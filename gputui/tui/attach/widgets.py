@@ -183,7 +183,8 @@ class AttachHeader(TextPanel):
             parts.append((f"hook: {fmt.clean(message)}", "red"))
         if stats.excluded_profiled:
             parts.append((f"{stats.excluded_profiled} profiled steps left out", "magenta"))
-        join_parts(text, parts, width)
+        # The job's own errors are worth a cut line more than nothing.
+        join_parts(text, parts, width, cut=True)
         return text
 
 
@@ -286,7 +287,17 @@ class StepBars(TextPanel):
         text = Text()
         p50 = v.stats.wall.p50 if v.stats.wall is not None else None
         if not v.outliers:
-            text.append(f"no outliers (slower than 3x p50 {ms_unit(p50)}) in the window", "dim")
+            p50_text = ms_unit(p50)
+            text.append(
+                render.first_fitting(
+                    width,
+                    f"no outliers (slower than {SLOW_FACTOR:g}x p50 {p50_text}) in the window",
+                    f"no outliers (slower than {SLOW_FACTOR:g}x p50 {p50_text})",
+                    f"no outliers (>{SLOW_FACTOR:g}x p50 {p50_text})",
+                    "no outliers",
+                ),
+                "dim",
+            )
             return text
         text.append("outliers ", style="bold")
         parts = []
@@ -415,7 +426,13 @@ class MemoryPanel(TextPanel):
         if v is None or mem is None:
             hello = v.snap.hello if v else None
             if hello is not None and not hello.cuda_in_use:
-                title.append("  no CUDA memory (the job does not use CUDA)", style="dim")
+                note = render.first_fitting(
+                    width - len(title) - 2,
+                    "no CUDA memory: the job does not use CUDA",
+                    "none: the job does not use CUDA",
+                    "no CUDA",
+                )
+                title.append(f"  {note}", style="dim")
             else:
                 title.append("  no samples yet", style="dim")
             return title

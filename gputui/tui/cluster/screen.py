@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
@@ -27,6 +27,7 @@ from gputui.cluster.view import ClusterSnapshot, Node
 from gputui.errors import GputuiError
 from gputui.fmt import clock
 from gputui.tui import ascii
+from gputui.tui.base import BaseApp
 from gputui.tui.cluster.rowlist import Row, RowList
 from gputui.tui.cluster.rows import (
     GPU_COLUMNS,
@@ -59,7 +60,6 @@ class ClusterScreen(Screen[object]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "refresh_now", "Refresh"),
         Binding("tab", "app.focus_next", "Next table", show=False),
-        Binding("q", "app.quit", "Quit"),
     ]
 
     def __init__(self, source: Any, interval_s: float, *, autostart: bool = True) -> None:
@@ -232,9 +232,9 @@ def _node_in(snapshot: ClusterSnapshot, host: str | None) -> Node | None:
     return next((n for n in snapshot.nodes if n.hostname == host), None)
 
 
-class ClusterApp(App[None]):
+class ClusterApp(BaseApp):
     TITLE = "gputui cluster"
-    CSS = ascii.CSS
+    HELP_TOPIC = "cluster"
 
     def __init__(
         self, source: Any, interval_s: float, ascii_only: bool = False, autostart: bool = True

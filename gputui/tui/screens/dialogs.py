@@ -32,6 +32,8 @@ class SignalDialog(ModalScreen[int | None]):
         Binding("t", "choose('term')", "SIGTERM"),
         Binding("i", "choose('int')", "SIGINT"),
         Binding("9", "choose('kill')", "SIGKILL"),
+        # a modal screen keeps the app's keys from it: Ctrl-C quits here too
+        Binding("ctrl+c", "app.quit", "Quit", show=False),
     ]
 
     def __init__(self, proc: ProcessSnapshot) -> None:

@@ -15,6 +15,7 @@ from textual.widgets import Footer
 from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
 from gputui.tui.monitor_host import MonitorHost
+from gputui.tui.render import hanging
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -22,8 +23,6 @@ from gputui.tui.widgets.text_panel import TextPanel
 class FindingsPanel(TextPanel):
     """Every finding with its evidence, what it costs, the fix, how to confirm it
     and where the rule comes from."""
-
-    WRAP = True
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -38,7 +37,8 @@ class FindingsPanel(TextPanel):
             text.append("\n\n  nothing to report", style="green")
         for item in items:
             text.append("\n\n")
-            text.append_text(findings_text.block(item, with_rule=False))
+            # each field wrapped between words under its own start
+            text.append_text(hanging(findings_text.block(item, with_rule=False), width))
         return text
 
 

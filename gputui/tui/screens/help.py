@@ -1,4 +1,5 @@
-"""Every key, in one place."""
+"""Every key of an app, in one place: ``?`` shows the keys of the screen on top
+(the monitor's, attach's, the rank view's or the cluster view's)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,33 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
+from gputui.tui.render import hanging
 from gputui.tui.widgets.panels import BannerPanel
+from gputui.tui.widgets.text_panel import TextPanel
 
-#: (section, [(keys, what)]): kept by hand so it reads well; tests check it covers
-#: every binding of the app and its screens.
-KEYS: list[tuple[str, list[tuple[str, str]]]] = [
+Section = tuple[str, list[tuple[str, str]]]
+
+#: what every app shares (BaseApp)
+QUIT = ("q / ctrl+c", "quit (ctrl+c from any screen; q on a sub-screen: back)")
+HELP = ("? / F1", "this help (esc, q or ? closes it)")
+THEME = ("d", "dark / light theme")
+PALETTE = ("ctrl+p", "command palette")
+
+# Kept by hand so that they read well; tests check that they cover every binding
+# of each app and its screens.
+MONITOR: list[Section] = [
     (
         "Everywhere",
         [
-            ("q", "quit (on a sub-screen: back)"),
-            ("? / F1", "this help"),
+            QUIT,
+            HELP,
             ("p", "pause / resume sampling"),
             ("+ / -", "sample less / more often (0.1 s to 30 s)"),
             ("f", "all findings, with evidence and fix"),
-            ("d", "dark / light theme"),
-            ("ctrl+p", "command palette"),
+            THEME,
+            PALETTE,
         ],
     ),
     (
@@ -37,7 +48,8 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "Processes",
         [
-            ("up / down / pgup / pgdn", "move the cursor (it stays on its process)"),
+            ("up / down", "move the cursor (it stays on its process)"),
+            ("pgup / pgdn", "move a page; home / end: first / last"),
             ("enter / click", "process detail (click the row under the cursor)"),
             ("s / S", "sort by the next / previous column (or click a header)"),
             ("r", "reverse the sort"),
@@ -69,28 +81,123 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     ),
 ]
 
-NOTES = [
-    "TENSOR is the fraction of time the tensor cores were busy (GPM, Hopper and newer):",
-    "100% GPU util with a few % tensor activity means the GPU is busy but not on the",
+MONITOR_NOTES = [
+    "TENSOR is the fraction of time the tensor cores were busy (GPM, Hopper and newer): "
+    "100% GPU util with a few % tensor activity means the GPU is busy but not on the "
     "tensor cores (an FP32 path, or elementwise work).  GPU util only says a kernel ran.",
-    "--readonly disables signals.  A recording (--demo, --replay) is never this machine:",
+    "--readonly disables signals.  A recording (--demo, --replay) is never this machine: "
     "signals are refused there, and a banner says so.",
 ]
 
+ATTACH: list[Section] = [
+    (
+        "Attach screen",
+        [
+            ("p", "profile the next 5 steps: kernels, CPU ops and a trace file"),
+            ("g", "step times: wall clock / GPU time"),
+            ("o", "the table: GPU kernels / CPU ops"),
+            ("up / down", "move in the table (the line under it shows the full name)"),
+            ("f", "findings, each with its evidence and fix"),
+            ("m", "memory snapshot: the CUDA allocation history of the next 5 steps"),
+            ("l", "roofline: the top ops against the GPU's ceilings (CUDA jobs)"),
+            ("r", "reconnect (a replay: play it again)"),
+            ("esc", "back to the monitor or the rank view, when opened from one"),
+        ],
+    ),
+    ("Everywhere", [QUIT, HELP, THEME, PALETTE]),
+    (
+        "Memory snapshot (m)",
+        [("s", "snapshot the next 5 steps (again)"), ("esc / m / q", "back")],
+    ),
+    (
+        "Roofline (l)",
+        [("p", "capture 5 steps with FLOPs and shapes (again)"), ("esc / l / q", "back")],
+    ),
+    (
+        "Findings (f)",
+        [
+            ("up / down", "pick a finding: its evidence, cost and fix show below"),
+            ("esc / f / q", "close"),
+        ],
+    ),
+]
 
-def help_text() -> Text:
+ATTACH_NOTES = [
+    "Step marks under the bars: P profiled, w warm-up, ! slower than 3x the median step (p50).",
+    "A recording (--demo, --replay) is never this machine: captures and memory "
+    "snapshots need a live job.",
+]
+
+RANKS: list[Section] = [
+    (
+        "Rank view",
+        [
+            ("enter / click", "open the rank under the cursor (its attach screen)"),
+            ("up / down", "move the cursor; pgup / pgdn: a page"),
+            ("s / S", "sort by the next column / reverse the sort"),
+            ("p", "profile the same 5 steps on every rank"),
+            ("f", "findings across ranks, each with its evidence and fix"),
+            ("r", "reconnect the ranks that were lost (a replay: play it again)"),
+        ],
+    ),
+    *[
+        (f"{title} of a rank" if title == "Attach screen" else title, rows)
+        for title, rows in ATTACH
+    ],
+]
+
+CLUSTER: list[Section] = [
+    (
+        "Cluster view",
+        [
+            ("r", "read Prometheus now"),
+            ("tab", "the next table: nodes, GPUs, jobs"),
+            ("up / down", "move the cursor (the GPUs table follows the node under it)"),
+            ("pgup / pgdn", "move a page; home / end: first / last"),
+        ],
+    ),
+    ("Everywhere", [QUIT, HELP, THEME, PALETTE]),
+]
+
+#: topic -> (title, sections, notes)
+TOPICS: dict[str, tuple[str, list[Section], list[str]]] = {
+    "monitor": ("gputui keys", MONITOR, MONITOR_NOTES),
+    "attach": ("gputui attach keys", ATTACH, ATTACH_NOTES),
+    "ranks": ("gputui attach keys: the rank view", RANKS, ATTACH_NOTES),
+    "cluster": ("gputui cluster keys", CLUSTER, []),
+}
+
+
+def help_text(topic: str = "monitor", width: int = 100) -> Text:
+    """The keys of ``topic`` laid out for ``width`` cells: each description
+    wrapped between words under its own column, the notes under their start."""
+    title, sections, notes = TOPICS[topic]
+    keys_w = min(24, max(len(keys) for _, rows in sections for keys, _ in rows)) + 2
     text = Text()
-    text.append(" gputui keys ", style="bold reverse")
+    text.append(f" {title} ", style="bold reverse")
     text.append("\n")
-    for section, rows in KEYS:
+    for section, rows in sections:
         text.append(f"\n{section}\n", style="bold underline")
         for keys, what in rows:
-            text.append(f"  {keys:<24}", style="bold cyan")
-            text.append(f"{what}\n")
-    text.append("\n")
-    for line in NOTES:
-        text.append(line + "\n", style="dim")
+            line = Text()
+            line.append(f"  {keys:<{keys_w}}", style="bold cyan")
+            line.append(what)
+            text.append_text(hanging(line, width, 2 + keys_w))
+            text.append("\n")
+    for note in notes:
+        text.append("\n")
+        text.append_text(hanging(Text(note, style="dim"), width, 0))
+        text.append("\n")
     return text
+
+
+class HelpPanel(TextPanel):
+    def __init__(self, topic: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.topic = topic
+
+    def build(self, width: int) -> Text:
+        return help_text(self.topic, width)
 
 
 class HelpScreen(Screen[object]):
@@ -98,10 +205,14 @@ class HelpScreen(Screen[object]):
         Binding("escape,q,question_mark,f1", "close", "Close"),
     ]
 
+    def __init__(self, topic: str = "monitor") -> None:
+        super().__init__()
+        self.topic = topic
+
     def compose(self) -> ComposeResult:
         yield BannerPanel(id="banner")
         with VerticalScroll():
-            yield Static(help_text(), id="help")
+            yield HelpPanel(self.topic, id="help")
         yield Footer()
 
     def action_close(self) -> None:

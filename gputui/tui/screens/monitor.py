@@ -63,7 +63,7 @@ class MonitorScreen(Screen[object]):
         Binding("u", "user_filter", "User", show=False),
         Binding("x", "type_filter", "Type", show=False),
         Binding("k", "signal", "Kill"),
-        Binding("a", "attach", "Attach", show=False),
+        Binding("a", "attach", "Attach"),
         Binding("c", "compact", "Compact", show=False),
         Binding("g", "graphs", "Graphs", show=False),
         Binding("m", "metric", "Metric", show=False),

@@ -11,7 +11,6 @@ from gputui.analysis.finding import Finding
 from gputui.snapshot.history import GPU_METRICS, History, tail
 from gputui.snapshot.model import DeviceSnapshot, HostSnapshot, Snapshot
 from gputui.tui import render
-from gputui.tui.render import SEVERITY_STYLE
 from gputui.tui.widgets.text_panel import TextPanel
 
 #: the history graphs cover at least this much time
@@ -54,28 +53,44 @@ class HeaderPanel(TextPanel):
             right.append(" PAUSED ", style="bold black on yellow")
         if s.data_time_s is not None:
             right.append(" " + fmt.clock(s.data_time_s, with_date=s.is_recording) + " ")
-        parts = []
+        # (separator, part, how soon it gives way: the higher, the sooner)
+        parts: list[tuple[str, str, int]] = []
         if s.hostname:
-            parts.append(s.hostname)
+            parts.append((" | ", s.hostname, 1))
         if s.driver:
-            parts.append(f"driver {s.driver}" + (f" CUDA {s.cuda}" if s.cuda else ""))
-        parts.append(f"{s.n_gpus} GPU{'s' if s.n_gpus != 1 else ''}")
-        parts.append(f"every {s.interval_s:g}s")
+            parts.append((" | ", f"driver {s.driver}", 2))
+            if s.cuda:
+                parts.append((" ", f"CUDA {s.cuda}", 3))
+        parts.append((" | ", f"{s.n_gpus} GPU{'s' if s.n_gpus != 1 else ''}", 0))
+        parts.append((" | ", f"every {s.interval_s:g}s", 0))
         if s.latency_ms is not None:
-            parts.append(f"sample {s.latency_ms:.1f}ms")
-        # The middle gives way first: label, pause state and time always show.
+            parts.append((" | ", f"sample {s.latency_ms:.1f}ms", 4))
+        # The middle gives way first, a whole part at a time: label, pause state and
+        # time always show.
         room = width - len(text) - len(right)
-        middle = " | ".join(parts)
-        if len(middle) > room:
-            middle = fmt.truncate(middle, room)
+        middle = _middle(parts, room)
         text.append(middle.ljust(max(0, room)), style="dim")
         text.append_text(right)
         if s.error:
+            error = Text(" ")
+            error.append(fmt.clean(s.error), style="bold reverse red")
             text.append("\n")
-            text.append(
-                f" {fmt.truncate(fmt.clean(s.error), width - 2)} ", style="bold reverse red"
-            )
+            text.append_text(render.hanging(error, width, 1))
         return text
+
+
+def _middle(parts: list[tuple[str, str, int]], room: int) -> str:
+    """The header's middle: ``parts`` joined, leaving out the soonest to give way
+    until it fits in ``room`` (then, still too long, cut)."""
+    shown = list(parts)
+    while True:
+        middle = "".join(sep + part for sep, part, _ in shown)[3:]
+        if len(middle) <= room:
+            return middle
+        soonest = max((rank for _, _, rank in shown), default=0)
+        if not shown or soonest == 0:
+            return fmt.truncate(middle, room)
+        shown = [part for part in shown if part[2] != soonest]
 
 
 class BannerPanel(TextPanel):
@@ -97,9 +112,17 @@ class BannerPanel(TextPanel):
     def build(self, width: int) -> Text:
         status = getattr(self.app, "replay_status", lambda: None)()
         right = f" {status} " if status else ""
-        room = max(0, width - len(right))
-        text = Text(fmt.truncate(self.message, room).ljust(room), style="bold black on yellow")
-        text.append(right[:width])  # in the text's own style, as the message
+        room = max(1, width - len(right))
+        # Whole words on as many lines as it takes (a long file name is folded):
+        # the banner is what says that none of this is this machine now.
+        lines = [self.message[start:end] for start, end in render.line_spans(self.message, room, 1)]
+        text = Text(style="bold black on yellow")
+        for i, line in enumerate(lines):
+            if i:
+                text.append("\n" + " " + line.ljust(width - 1))
+            else:
+                text.append(line.ljust(room))
+                text.append(right[:width])  # in the text's own style, as the message
         return text
 
 
@@ -266,18 +289,11 @@ class FindingsBar(TextPanel):
     def build(self, width: int) -> Text:
         if not self.items:
             return Text(" no findings", style="dim green")
-        top = self.items[0]
-        text = Text()
-        text.append(f" {top.severity.upper()} ", style=SEVERITY_STYLE[top.severity])
-        text.append(f" {fmt.clean(top.scope, 80)}: {fmt.clean(top.title, 200)}", style="bold")
-        text.append(f" - {fmt.clean(top.evidence)}")
         more = (
             f"  (+{len(self.items) - 1} more, f: all)" if len(self.items) > 1 else "  (f: details)"
         )
-        room = width - len(more)
-        if len(text) > room:
-            text.truncate(max(0, room - 1))
-            text.append(fmt.ellipsis())
+        # Whole words: the title, then as much of the evidence as fits whole.
+        text = render.finding_line(self.items[0], width - len(more), scope=True)
         text.append(more, style="dim")
         return text
 

@@ -27,6 +27,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputui.tui.render import ascii_text
+
 
 class TextPanel(Widget):
     DEFAULT_CSS = """
@@ -72,6 +74,9 @@ class TextPanel(Widget):
     def redraw(self) -> None:
         width = self.content_region.width or self.app.size.width
         text = self.build(width)
+        if getattr(self.app, "ascii_only", False):
+            # --ascii: what the panel quotes too ("83°C" in a finding, a name)
+            text = ascii_text(text)
         text.no_wrap = not self.WRAP
         text.overflow = "fold" if self.WRAP else "crop"
         style = text.style

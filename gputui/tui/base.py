@@ -1,0 +1,76 @@
+"""What every gputui app shares (the monitor, attach, the rank view, the cluster
+view): q and Ctrl-C quit, as in htop and nvitop; ``?`` opens the keys of the
+screen on top; d switches the theme; ``--ascii`` covers the footer's key names
+and the notices too."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
+
+from gputui.reports.text import to_ascii
+from gputui.tui import ascii
+
+#: the footer's names of keys that are not ASCII
+_ASCII_KEYS = {"⏎": "enter", "↑": "up", "↓": "down", "←": "left", "→": "right", "⇥": "tab"}
+
+
+#: every key of the footer fits in 80 columns: the command palette's key (ctrl+p)
+#: is in the ``?`` help instead
+FOOTER_CSS = """
+FooterKey.-command-palette {
+    display: none;
+}
+"""
+
+
+class BaseApp(App[None]):
+    CSS = ascii.CSS + FOOTER_CSS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        # Textual's own Ctrl-C only says "press ctrl+q": here it quits (in a text
+        # field with a selection it still copies: the field sees the key first).
+        Binding("ctrl+c", "quit", "Quit", show=False),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("d", "toggle_theme", "Theme", show=False),
+    ]
+    #: the keys ``?`` shows when no screen on the stack names its own
+    #: (``HELP_TOPIC``: the findings screen over attach shows attach's keys)
+    HELP_TOPIC = "monitor"
+
+    ascii_only = False
+
+    def get_key_display(self, binding: Binding) -> str:
+        shown = super().get_key_display(binding)
+        if self.ascii_only and not shown.isascii():
+            return to_ascii("".join(_ASCII_KEYS.get(c, c) for c in shown))
+        return shown
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        # Notices quote paths, commands and errors: plain text, never markup (a
+        # "[" in a path is not a style).
+        if self.ascii_only:
+            message, title = to_ascii(message), to_ascii(title)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def action_help(self) -> None:
+        from gputui.tui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            return
+        topics = (getattr(screen, "HELP_TOPIC", None) for screen in reversed(self.screen_stack))
+        self.push_screen(HelpScreen(next((t for t in topics if t), self.HELP_TOPIC)))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
