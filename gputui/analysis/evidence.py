@@ -22,6 +22,7 @@ from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import COMM, StepFlag
 from gputui.protocol.op_rows import OpRow
+from gputui.protocol.profile import PythonProfile
 from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
 from gputui.protocol.trace_metrics import StepAccount
 from gputui.snapshot.model import DeviceSnapshot
@@ -211,6 +212,8 @@ class JobEvidence:
     roofline: RooflineReport | None = None
     #: the GPU's compute capability ("9.0"), where known (a trace's device properties)
     compute_capability: str | None = None
+    #: the training thread's Python profile from the hook's stack sampler
+    python_profile: PythonProfile | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -268,6 +271,7 @@ def job_evidence(
     memory_snapshot: MemorySnapshotResult | None = None,
     roof: Roof | None = None,
     compute_capability: str | None = None,
+    python_profile: PythonProfile | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps.  Memory samples taken during
     the latest capture (a step before it to a step after it) are left out of the
@@ -292,6 +296,7 @@ def job_evidence(
         memory_snapshot=memory_snapshot,
         roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
         compute_capability=compute_capability,
+        python_profile=python_profile,
     )
 
 

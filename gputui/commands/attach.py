@@ -313,6 +313,7 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
     got = oneshot.Collected(client.hello)
     gpu = oneshot.GpuSampling(got, args.gpu_seconds)
     oneshot.collect_live(client, args.window, args.timeout, got)
+    oneshot.profile_live(client, got)
     if args.capture is not None:
         # the GPU is sampled before the capture: a profiler slows the job and
         # changes what its GPU does

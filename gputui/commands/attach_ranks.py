@@ -46,6 +46,7 @@ def rank_input(got: oneshot.Collected, window: int) -> RankInput:
         gpu=got.gpu,
         memory_snapshot=got.memory_snapshot,
         roof=got.roof,
+        python_profile=got.python_profile,
         gone=None if gone is None else gone.reason,
         gone_clean=bool(gone is not None and gone.clean),
     )

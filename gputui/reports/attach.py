@@ -24,6 +24,7 @@ from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.jsondoc import finite
 from gputui.reports.kernels import kernel_table
+from gputui.reports.python import lines as python_lines
 from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
 from gputui.session.oneshot import Collected
 
@@ -50,6 +51,8 @@ def report_dict(
             "findings": [f.to_json() for f in got.findings(window)],
             "analysis_notes": got.analysis_notes(stats),
             "memory_snapshot": _memory_snapshot(got.memory_snapshot),
+            "python_profile": None if got.python_profile is None else got.python_profile.to_wire(),
+            "python_profile_note": got.profile_note,
             "problems": list(got.problems),
         }
     )
@@ -120,6 +123,10 @@ def render(
             out.extend(roofline_text.lines(got.roofline, width))
         elif got.capture.op_rows:
             out.extend(wrap("roofline: no ceilings known for this GPU: run gputui bench", width))
+    if got.python_profile is not None:
+        out.extend(python_lines(got.python_profile, width, _TAB))
+    elif got.profile_note:
+        out.extend(wrap(f"Python profile: {fmt.clean(got.profile_note)}", width, "", _TAB))
     snap = got.memory_snapshot
     if snap is not None:
         about = (

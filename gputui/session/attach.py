@@ -51,6 +51,7 @@ from gputui.collectors.hook_client import (
 )
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
+from gputui.protocol.profile import PythonProfile
 from gputui.session.evidence import STATS_WINDOW
 from gputui.session.evidence import evidence as session_evidence
 from gputui.snapshot.model import DeviceSnapshot
@@ -91,6 +92,8 @@ class StateSnapshot:
     gpu_reason: str | None = None
     #: the samples taken while no capture ran (what the analyzer reads)
     gpu_unprofiled: tuple[DeviceSnapshot, ...] = ()
+    #: the training thread's newest Python profile (the hook's stack sampler)
+    python_profile: PythonProfile | None = None
     #: the latest memory snapshot's progress and result (key m)
     memsnap_status: MemorySnapshotStatus | None = None
     memsnap: MemorySnapshotResult | None = None
@@ -137,6 +140,7 @@ class AttachState:
             #: the samples taken while no capture ran (a profiler slows the job and
             #: changes what the GPU does): what the analyzer reads
             self._gpu_unprofiled: deque[DeviceSnapshot] = deque(maxlen=GPU_POINTS)
+            self._python_profile: PythonProfile | None = None
             self._gpu_reason: str | None = None
             self._connect_error: str | None = None
             self._connecting = False
@@ -247,6 +251,8 @@ class AttachState:
                 self._memsnap = event
                 if event.id == self._memsnap_wanted:
                     self._memsnap_wanted = None
+            elif isinstance(event, PythonProfile):
+                self._python_profile = event
             elif isinstance(event, Synced):
                 self._synced = True
             elif isinstance(event, Disconnected):
@@ -283,6 +289,7 @@ class AttachState:
                 connecting=self._connecting,
                 gpu=tuple(self._gpu),
                 gpu_unprofiled=tuple(self._gpu_unprofiled),
+                python_profile=self._python_profile,
                 gpu_reason=self._gpu_reason,
                 memsnap_status=self._memsnap_status,
                 memsnap=self._memsnap,

@@ -15,6 +15,7 @@ from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
 from gputui.analysis.roofline import Roof
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.memsnap import MemorySnapshotResult
+from gputui.protocol.profile import PythonProfile
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
 from gputui.snapshot.model import DeviceSnapshot
 
@@ -42,6 +43,8 @@ class JobRecord(Protocol):
     def memory_snapshot(self) -> MemorySnapshotResult | None: ...
     @property
     def roof(self) -> Roof | None: ...
+    @property
+    def python_profile(self) -> PythonProfile | None: ...
 
 
 def evidence(
@@ -65,4 +68,5 @@ def evidence(
         loader=None if status is None else status.loader,
         memory_snapshot=job.memory_snapshot,
         roof=job.roof,
+        python_profile=job.python_profile,
     )

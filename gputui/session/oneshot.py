@@ -40,6 +40,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.protocol.profile import PythonProfile
 from gputui.session.evidence import evidence
 from gputui.snapshot.model import DeviceSnapshot
 
@@ -71,6 +72,10 @@ class Collected:
         #: why there are no GPU samples, when there are none
         self.gpu_note: str | None = None
         self.memory_snapshot: MemorySnapshotResult | None = None
+        #: the training thread's newest Python profile (the hook's stack sampler),
+        #: and why there is none
+        self.python_profile: PythonProfile | None = None
+        self.profile_note: str | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
         #: the job's GPU's ceilings (measured by gputui bench, else the datasheet)
@@ -92,6 +97,8 @@ class Collected:
             self.capture = event
         elif isinstance(event, MemorySnapshotResult):
             self.memory_snapshot = event
+        elif isinstance(event, PythonProfile):
+            self.python_profile = event
         elif isinstance(event, Disconnected):
             self.disconnected = event
         elif isinstance(event, HookError):
@@ -153,6 +160,35 @@ def collect_live(
             )
         if isinstance(event, Synced):
             return got
+
+
+#: how long a one-shot report waits for the Python profile it asked for
+PROFILE_TIMEOUT_S = 3.0
+
+
+def profile_live(client: HookClient, got: Collected, timeout: float = PROFILE_TIMEOUT_S) -> None:
+    """Ask for the training thread's Python profile and wait for it (a little:
+    the hook sends what its sampler has kept, up to the last minute).  Why there
+    is none goes to ``got.profile_note``."""
+    why = client.profile_unavailable()
+    if why is not None:
+        got.profile_note = why
+        return
+    if got.python_profile is not None:
+        return
+    client.request_profile()
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        event = client.get(timeout=remaining)
+        if event is None:
+            break
+        got.add(event)
+        if isinstance(event, (PythonProfile, Disconnected, HookError)):
+            break  # the profile, or the answer that there is none
+    if got.python_profile is None:
+        got.profile_note = client.profile_unavailable() or (
+            f"the job sent no Python profile within {timeout:g} s"
+        )
 
 
 def capture_live(

@@ -75,6 +75,7 @@ def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
         gpu=snap.gpu_unprofiled,
         memory_snapshot=snap.memsnap,
         roof=snap.roof,
+        python_profile=snap.python_profile,
         gone=gone,
         gone_clean=bool(snap.disconnected is not None and snap.disconnected.clean),
     )

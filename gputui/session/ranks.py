@@ -24,6 +24,7 @@ from gputui.analysis.roofline import Roof
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import BACKWARD, COMM
+from gputui.protocol.profile import PythonProfile
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
 from gputui.session.evidence import evidence
 from gputui.snapshot.model import DeviceSnapshot
@@ -69,6 +70,8 @@ class RankInput:
     memory_snapshot: MemorySnapshotResult | None = None
     #: the rank's GPU's ceilings (measured by gputui bench, else the datasheet)
     roof: Roof | None = None
+    #: the rank's training thread's newest Python profile
+    python_profile: PythonProfile | None = None
     #: why the connection ended (None while connected), and whether the job said bye
     gone: str | None = None
     gone_clean: bool = False

@@ -15,6 +15,7 @@ from gputui import fmt
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
+from gputui.protocol.profile import ProfileFunction
 from gputui.protocol.trace_metrics import ACCOUNT_LABELS, StepAccount
 
 #: Python outside torch from this share of the step is worth a finding ...
@@ -23,6 +24,12 @@ PYTHON_SHARE = 0.25
 GPU_IDLE_SHARE = 0.15
 #: launch + dispatch from this share of the step make a step launch-bound
 LAUNCH_SHARE = 0.40
+
+
+def _where(f: ProfileFunction) -> str:
+    """``data.py:12``: the file's name and the function's hottest line."""
+    name = f.file.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{fmt.clean(name, 120)}:{f.line}"
 
 
 def account_of(ev: JobEvidence) -> StepAccount | None:
@@ -85,6 +92,13 @@ def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
     )
+    profile = ev.python_profile
+    named = [f for f in profile.top_site(3) if profile.share(f.site_s) >= 0.05] if profile else []
+    if profile is not None and named:
+        evidence += "; the Python sampler names " + ", ".join(
+            f"{fmt.clean(f.function, 80)} ({_where(f)}) {profile.share(f.site_s) * 100:.0f}%"
+            for f in named
+        )
     where = "the trace" if ev.from_trace else "the job"
     return [
         finding(
@@ -94,9 +108,13 @@ def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
             evidence,
             "move the host-side work out of the training loop: data preprocessing and "
             "augmentation into DataLoader workers (num_workers > 0) or onto the GPU as torch "
-            "ops; vectorise Python loops over tensors; log and checkpoint every N steps. "
-            f"A Python profiler names the function ({where}'s stack: py-spy dump, or "
-            "torch.profiler with with_stack=True)",
+            "ops; vectorise Python loops over tensors; log and checkpoint every N steps"
+            + (
+                ""
+                if named
+                else f". A Python profiler names the function ({where}'s stack: gputui's "
+                "sampler in a hooked job, py-spy dump, or torch.profiler with with_stack=True)"
+            ),
             "a new capture shows the Python share of the step fall and the GPU busy share rise",
             share=recoverable,
         )
