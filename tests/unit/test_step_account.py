@@ -211,3 +211,23 @@ def test_hand_written_attention_sizes_the_score_matrix_from_the_shapes() -> None
     mlp = op_row("aten::mm", [[256, 1024], [1024, 4096]], "c10::BFloat16", 3, 5_000.0)
     other = dataclasses.replace(attention_capture(30_000.0), op_rows=(mlp,))
     assert "attention.hand_written" not in [f.rule for f in engine.analyze(evidence(cap=other))]
+
+
+def test_cpu_python_names_the_jobs_functions_from_the_sampler() -> None:
+    from gputui.protocol.profile import ProfileFunction, PythonProfile
+
+    profile = PythonProfile(
+        sampled_s=10.0,
+        samples=1000,
+        functions=(
+            ProfileFunction("/home/u/proj/data.py", "augment", line=12, site_s=7.1, self_s=0.2),
+            ProfileFunction("/venv/numpy/core.py", "sort", kind="lib", self_s=6.9),
+            ProfileFunction("/home/u/proj/train.py", "log", line=40, site_s=0.2),
+        ),
+    )
+    cap = capture(account=account(dispatch=0.1, launch=0.05))
+    ev = dataclasses.replace(evidence(cap=cap), python_profile=profile)
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "cpu.python"]
+    assert "augment (data.py:12) 71%" in f.evidence
+    assert "log (" not in f.evidence  # under 5% of the time: not named
+    assert "py-spy" not in f.fix  # the function is named: no profiler needed
