@@ -25,7 +25,13 @@ from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 #: recorded on an H100: the planted scenarios, and the analyzer's cases (numpy on the
 #: training thread, attention by hand and on SDPA's math backend, Lightning, torch.compile)
-REAL = sorted([*DATA.glob("*.pt.trace.json.gz"), *(DATA.parent / "h100-cases").glob("*.gz")])
+REAL = sorted(
+    [
+        *DATA.glob("*.pt.trace.json.gz"),
+        *(DATA.parent / "h100-cases").glob("*.gz"),
+        *(DATA.parent / "h100x2-nccl").glob("*.gz"),  # DDP over NCCL on two H100s
+    ]
+)
 TOLERANCE_PP = 0.5
 
 

@@ -46,8 +46,12 @@ def even(comm: float = 0.001) -> RanksEvidence:
 
 
 def comm_capture(overlap: float) -> object:
+    """30 ms of all-reduce beside 50 ms of GEMMs it could hide behind."""
     return capture(
-        [kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication", 10, 30_000.0)],
+        [
+            kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication", 10, 30_000.0),
+            kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "gemm", 100, 50_000.0),
+        ],
         span_us=100_000.0,
         busy_us=90_000.0,
         overlap=overlap,
@@ -207,3 +211,34 @@ def test_a_rank_gone_and_ranks_elsewhere() -> None:
 )
 def test_sync_start(lasts: list[int | None], step_s: float | None, warmup: int, start: int) -> None:
     assert sync_start(lasts, step_s, warmup) == start
+
+
+def test_the_straggler_is_seen_by_the_gpu_wait_when_nccl_waits_on_the_gpu() -> None:
+    """DDP over NCCL (two H100s, bench/gpu_ranks_nccl.sh): the waiting rank's CPU
+    moves on, its all-reduce kernel spins on the GPU for the slow rank -- 27 ms
+    a step in the capture against the slow rank's 7 us.  The straggler's cost is
+    that wait, and poor overlap does not claim it: there is no compute to hide
+    the communication behind."""
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+    def cap(comm_us: float) -> object:
+        return capture(
+            [
+                kernel(nccl, "communication", 3, comm_us),
+                kernel("sgemm_largek_lds64", "gemm", 3, 26.0),
+            ],
+            span_us=81_300.0,  # three steps
+            busy_us=comm_us + 26.0,
+            overlap=0.0,
+            n_steps=3,
+        )
+
+    waiting = rank(0, {"data": 0.002, "forward": 0.010, "comm": 0.0018}, cap=cap(81_100.0))
+    slow = rank(1, {"data": 0.022, "comm": 0.0002}, cap=cap(19.6))
+    found = {f.rule: f for f in engine.analyze_ranks(ranks(waiting, slow))}
+    straggler = found["ranks.straggler"]
+    assert straggler.scope == "rank 1" and straggler.severity in ("warn", "crit")
+    assert "on the GPU" in straggler.evidence
+    overlap = found.get("ranks.poor_overlap")
+    assert overlap is None or (overlap.impact_pct or 0) < 1
+    assert engine.analyze_ranks(ranks(waiting, slow))[0].rule == "ranks.straggler"

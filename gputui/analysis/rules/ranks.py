@@ -19,7 +19,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import WARN
 from gputui.protocol.messages import COMM, DATA, OTHER
-from gputui.trace.kernels import COMMUNICATION
+from gputui.trace.kernels import COMMUNICATION, MEMCPY, MEMSET
 
 #: a rank whose compute time per step is this many times the others' median is
 #: slow (the cluster view marks stragglers the same way)
@@ -122,6 +122,14 @@ def _cause(slow: RankEvidence, others: list[RankEvidence], phase: str) -> tuple[
     )
 
 
+def _comm_kernel_s(r: RankEvidence) -> float | None:
+    """Seconds per step of communication kernels in the rank's capture."""
+    cap = r.job.capture
+    if cap is None or not cap.steps or not cap.kernel_total_us:
+        return None
+    return cap.by_class_us.get(COMMUNICATION, 0.0) / cap.steps / 1e6
+
+
 @rule(
     "ranks.straggler",
     "comm",
@@ -143,9 +151,18 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
     others = [r for r in ready if r is not slow]
     slow_compute = slow.compute_mean_s or 0.0
     peer_compute = _median(o.compute_mean_s or 0.0 for o in others) or 0.0
-    # What the others wait for it: their comm time beyond the straggler's own.
+    # What the others wait for it: their comm time beyond the straggler's own --
+    # on the CPU, and on the GPU where captures show it (NCCL's kernels spin on
+    # the waiting rank's GPU while the CPU has already moved on)
     waits = [max(0.0, o.comm_mean_s - slow.comm_mean_s) for o in others]
     wait = statistics.median(waits)
+    where = "in communication"
+    slow_gpu = _comm_kernel_s(slow)
+    gpu_waits = [_comm_kernel_s(o) for o in others]
+    if slow_gpu is not None and all(w is not None for w in gpu_waits):
+        gpu_wait = statistics.median(max(0.0, (w or 0.0) - slow_gpu) for w in gpu_waits)
+        if gpu_wait > wait:
+            wait, where = gpu_wait, "in communication kernels on the GPU"
     step = _median(o.step_mean_s or 0.0 for o in others) or 0.0
     if (
         not step
@@ -168,7 +185,7 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
         f"{slow.label} needs {fmt.ms(slow_compute)} per step against {fmt.ms(peer_compute)} on "
         f"the others ({phase} +{fmt.ms(max(0.0, excess.get(phase, 0.0)))}); "
         f"{_ranks(others)} {'waits' if len(others) == 1 else 'wait'} {fmt.ms(wait)} per step "
-        f"for it in communication; {seen}"
+        f"for it {where}; {seen}"
     )
     return [
         finding(
@@ -179,7 +196,7 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
             fix,
             "the ranks' compute times level out in the rank view, and the others' comm time "
             "drops to what the transfer itself takes",
-            share=wait / step,
+            share=min(1.0, wait / step),
             scope=slow.label,
         )
     ]
@@ -238,7 +255,8 @@ def comm_bound(ev: RanksEvidence) -> Iterable[Finding]:
     trigger=(
         "ranks' captures: communication kernels >= 10% of a rank's GPU span, and < 50% of their "
         "time overlapping compute kernels (HTA's ratio); cost: the exposed share, span share x "
-        "(1 - overlap), of the worst rank"
+        "(1 - overlap), of the worst rank, at most its compute kernels' share of the span (what "
+        "overlap could hide the communication behind)"
     ),
 )
 def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
@@ -251,7 +269,14 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
         span_share = comm_us / cap.span_us
         if span_share < OVERLAP_COMM_SPAN or cap.comm_compute_overlap >= OVERLAP_MIN:
             continue
-        exposed = span_share * (1.0 - cap.comm_compute_overlap)
+        # Overlap hides communication behind compute: it can recover at most the
+        # compute there is (a waiting rank's NCCL kernels spin for the time a
+        # slower peer takes; that is the straggler's cost, not overlap's)
+        compute_us = max(0.0, cap.kernel_total_us - comm_us) - sum(
+            cap.by_class_us.get(c, 0.0) for c in (MEMCPY, MEMSET)
+        )
+        hideable = min(1.0, compute_us / cap.span_us)
+        exposed = min(span_share * (1.0 - cap.comm_compute_overlap), hideable)
         if worst is None or exposed > worst[0]:
             worst = (exposed, r, span_share, cap.comm_compute_overlap)
     if worst is None:
