@@ -23,6 +23,7 @@ from gputui.model import (
     ProcessSnapshot,
     Snapshot,
 )
+from tests.helpers.deadlines import WAIT_S
 
 GIB = 2**30
 START_S = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: fixed, so screens show fixed times
@@ -284,7 +285,7 @@ if __name__ == "__main__":  # pragma: no cover - handy for making a demo file by
     print(target)
 
 
-async def wait_for(pilot: object, condition: object, timeout_s: float = 10.0) -> None:
+async def wait_for(pilot: object, condition: object, timeout_s: float = WAIT_S) -> None:
     """Let the app run until ``condition()`` holds; fail after ``timeout_s``."""
     import asyncio
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import hookutil
+from tests.helpers.deadlines import START_S, WAIT_S
 
 
 @pytest.fixture(scope="module")
@@ -127,13 +128,13 @@ def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
     )
     try:
         assert attach.stderr is not None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_S
         seen = ""
         while "recording" not in seen:  # the capture is under way: kill the job
             assert time.monotonic() < deadline, seen
             seen += attach.stderr.readline()
         victim.proc.kill()
-        _, err = attach.communicate(timeout=30)
+        _, err = attach.communicate(timeout=WAIT_S)
     finally:
         victim.stop()
         if attach.poll() is None:
@@ -153,7 +154,7 @@ def test_attaching_to_a_dataloader_worker_names_the_job(
     )
     try:
         workers = hookutil.wait_for(
-            lambda: psutil.Process(job.pid).children(), 60, "the DataLoader workers"
+            lambda: psutil.Process(job.pid).children(), START_S, "the DataLoader workers"
         )
         out = hookutil.gputui(env, "attach", str(workers[0].pid), "--once")
         assert out.returncode == 2

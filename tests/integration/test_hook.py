@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from gputui.collectors.hook_client import (
     Synced,
 )
 from tests.helpers import hookutil
+from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 
 DATA_SLEEP = 0.02
 PHASE_SLEEP = 0.01
@@ -45,7 +45,7 @@ def _history(pid: int, n: int = 1000) -> list[StepRecord]:
     client.subscribe(history=n)
     client.start()
     steps: list[StepRecord] = []
-    for ev in client.events(timeout=10):
+    for ev in hookutil.events(client):
         if isinstance(ev, StepBatch):
             steps += ev.steps
         if isinstance(ev, Synced):
@@ -80,7 +80,7 @@ def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
         ],
     )
     try:
-        hookutil.wait_for(lambda: len(_history(job.pid)) == 12, 60, "12 steps")
+        hookutil.wait_for(lambda: len(_history(job.pid)) == 12, START_S, "12 steps")
         _check_phases(_history(job.pid), 12)
     finally:
         job.stop()
@@ -106,7 +106,7 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
     )
     try:
         steps = hookutil.wait_for(
-            lambda: (h := _history(job.pid)) and len(h) == 10 and h, 60, "10 steps"
+            lambda: (h := _history(job.pid)) and len(h) == 10 and h, START_S, "10 steps"
         )
         # exec kept the pid; only the training process serves, not its workers
         assert job.proc.pid == job.pid
@@ -136,7 +136,7 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         client.request_capture(steps=3)  # while the first is armed: busy
         states: list[str] = []
         result = None
-        for ev in client.events(timeout=30):
+        for ev in hookutil.events(client):
             if isinstance(ev, CaptureStatus):
                 states.append(ev.state)
             if isinstance(ev, CaptureResult) and ev.id == cid:
@@ -158,7 +158,7 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         assert first is not None and last is not None
         steps = hookutil.wait_for(
             lambda: (h := {s.index: s for s in _history(job.pid, 2000)}) and last + 2 in h and h,
-            30,
+            WAIT_S,
             "steps after the capture",
         )
         for i in range(first, last + 1):
@@ -177,7 +177,7 @@ def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
         client = HookClient.connect(job.pid)
         client.start()
         client.request_capture(steps=2)
-        ev = client.get(timeout=10)
+        ev = client.get(timeout=WAIT_S)
         client.close()
         assert isinstance(ev, CaptureStatus) and ev.state == "refused"
         assert "profiler" in (ev.reason or "")
@@ -189,7 +189,7 @@ def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("gputui attach: capture refused:")
         assert "torch profiler session is already running" in lines[0]
         # ...and the job trains on, with nothing left armed
-        hookutil.wait_for(lambda: (_status(job.pid).last_step or 0) > before + 2, 30, "steps")
+        hookutil.wait_for(lambda: (_status(job.pid).last_step or 0) > before + 2, what="steps")
         assert _status(job.pid).capture.state is None
     finally:
         job.stop()
@@ -206,7 +206,7 @@ def test_loop_without_optimizer(env: dict[str, str], tmp_path: Path) -> None:
         env, tmp_path, ["--install", "--steps", "7", "--no-optimizer", "--batch-size-hint", "5"]
     )
     try:
-        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) == 7 and h, 60)
+        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) == 7 and h, START_S)
         assert all("optimizer" not in s.phases and s.samples == 5 for s in steps)
         assert all(s.phases["backward"] > 0 for s in steps)
     finally:
@@ -229,6 +229,7 @@ def test_hook_imports_nothing_heavy() -> None:
     subprocess.run(
         [sys.executable, "-c", code],
         check=True,
+        timeout=RUN_S,
         cwd=str(hookutil.REPO),
         env={**os.environ, "PYTHONPATH": str(hookutil.REPO)},
     )
@@ -267,10 +268,7 @@ def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path
         cid = client.request_capture(steps=3)
         gpu_steps: list[StepRecord] = []
         memory = result = None
-        deadline = time.monotonic() + 60  # steps keep coming: a per-event timeout never ends
-        for ev in client.events(timeout=30):
-            if time.monotonic() > deadline:
-                break
+        for ev in hookutil.events(client, START_S):
             if isinstance(ev, StepBatch):
                 gpu_steps += [s for s in ev.steps if s.gpu is not None]
             if isinstance(ev, MemoryBatch):

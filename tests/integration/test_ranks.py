@@ -30,6 +30,7 @@ from gputui.collectors.attach_recording import read_attach_recording
 from gputui.collectors.job_group import parent_pid
 from gputui.protocol import list_sockets
 from tests.helpers import hookutil
+from tests.helpers.deadlines import START_S, WAIT_S
 from tests.helpers.synthetic import wait_for
 
 pytest.importorskip("torch")
@@ -52,7 +53,7 @@ class Torchrun:
         return self.proc.pid  # gputui run execs torchrun: the agent keeps the pid
 
     def gputui(self, *args: str) -> Any:
-        out = hookutil.gputui(self.env, *args, timeout=120)
+        out = hookutil.gputui(self.env, *args)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout) if "--json" in args else out.stdout
 
@@ -60,7 +61,7 @@ class Torchrun:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)  # torchrun stops its workers
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=WAIT_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         for pid in self.ranks:  # a rank torchrun could not stop (stuck in a syscall)
@@ -68,7 +69,7 @@ class Torchrun:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        self.proc.communicate(timeout=30)
+        self.proc.communicate(timeout=WAIT_S)
 
 
 def start(nproc: int, files: Path, *job_args: str) -> Iterator[Torchrun]:
@@ -94,7 +95,7 @@ def start(nproc: int, files: Path, *job_args: str) -> Iterator[Torchrun]:
             return len(job.ranks) == nproc
 
         try:
-            hookutil.wait_for(up, 120, f"{nproc} ranks to open their sockets")
+            hookutil.wait_for(up, START_S, f"{nproc} ranks to open their sockets")
             yield job
         finally:
             job.stop()
@@ -126,7 +127,7 @@ def straggler_report(job: Torchrun, pid: int) -> dict[str, Any]:
         found.update(job.gputui("attach", str(pid), "--once", "--json"))
         return any(f["rule"] == "ranks.straggler" for f in found["job"]["findings"])
 
-    hookutil.wait_for(named, 60, "the straggler finding")
+    hookutil.wait_for(named, START_S, "the straggler finding")
     return found
 
 
@@ -192,16 +193,16 @@ async def test_the_rank_view_while_a_rank_hangs(
     app = RanksApp(feed)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.ranks_screen
-        await wait_for(pilot, lambda: screen.first_full_at is not None, 20)
-        await wait_for(pilot, lambda: any(f.rule == "ranks.straggler" for f in screen.findings), 20)
+        await wait_for(pilot, lambda: screen.first_full_at is not None)
+        await wait_for(pilot, lambda: any(f.rule == "ranks.straggler" for f in screen.findings))
         assert screen.summary is not None and len(screen.summary.rows) == 2
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen), 5)
+        await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
         rank_screen = app.screen
         assert isinstance(rank_screen, AttachScreen)
         await wait_for(pilot, lambda: rank_screen.view is not None and rank_screen.view.stats.count)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is screen, 5)
+        await wait_for(pilot, lambda: app.screen is screen)
         # The slow rank's data loader stops for good; rank 0 waits in its all-reduce.
         monkeypatch.setattr(ranks_model, "STALL_S", 1.0)
         (two.files / "hang").touch()
@@ -211,9 +212,9 @@ async def test_the_rank_view_while_a_rank_hangs(
             text = alert.build(200).plain
             return "rank 1 stuck in data" in text and "rank 0 waiting in backward" in text
 
-        await wait_for(pilot, says_who, 30)
+        await wait_for(pilot, says_who)
         before = screen.refreshes
-        await wait_for(pilot, lambda: screen.refreshes > before + 1, 10)  # still drawing
+        await wait_for(pilot, lambda: screen.refreshes > before + 1)  # still drawing
         rows = {r.rank: r for r in screen.summary.rows}
         assert rows[1].state == ranks_model.STALLED and rows[0].state == ranks_model.STALLED
     feed.close()
@@ -244,7 +245,7 @@ def test_a_rank_that_exits(four: Torchrun, monkeypatch: pytest.MonkeyPatch) -> N
     try:
         feed.connect()
         hookutil.wait_for(
-            lambda: all(link.state.snapshot().synced for link in feed.links), 20, "history"
+            lambda: all(link.state.snapshot().synced for link in feed.links), WAIT_S, "history"
         )
         (four.files / "stop").touch()  # rank 3 leaves its loop and exits
 
@@ -267,7 +268,7 @@ def test_a_rank_that_exits(four: Torchrun, monkeypatch: pytest.MonkeyPatch) -> N
             settled = all(states[r] in (ranks_model.STALLED, ranks_model.EXITED) for r in (0, 1, 2))
             return s if settled else None
 
-        s = hookutil.wait_for(gone, 30, "rank 3 gone and the others waiting or gone")
+        s = hookutil.wait_for(gone, WAIT_S, "rank 3 gone and the others waiting or gone")
         assert first[0].alert is not None
         assert "rank 3 exited (the job is exiting)" in first[0].alert
         assert s.alert is not None and "rank 3 exited (the job is exiting)" in s.alert

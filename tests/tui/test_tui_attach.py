@@ -37,6 +37,7 @@ from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, Ste
 from gputui.tui.screens.monitor import MonitorScreen
 from gputui.tui.widgets.processes import ProcessTable
 from tests.helpers import hookutil
+from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import live_like_source, make_snapshots, replay_source, wait_for
 
 DEMO_BANNER = "DEMO: a recording of a real training job on an H100, not this machine"
@@ -68,7 +69,7 @@ def screen_of(app: Any) -> AttachScreen:
     return screen
 
 
-async def until(pilot: Any, condition: Any, timeout_s: float = 30.0) -> None:
+async def until(pilot: Any, condition: Any, timeout_s: float = WAIT_S) -> None:
     await wait_for(pilot, condition, timeout_s)
 
 
@@ -120,7 +121,7 @@ async def test_capture_on_cpu_shows_cpu_ops(job: hookutil.Job) -> None:
             view = screen.view
             return view is not None and view.capture is not None and not view.snap.capture_wanted
 
-        await until(pilot, done, 60.0)
+        await until(pilot, done)
         await pilot.pause()
         # The hook went through its states (each shown by the progress line meanwhile).
         assert screen.state.snapshot().capture_status.state == "processing"  # type: ignore[union-attr]
@@ -150,7 +151,7 @@ async def test_job_exit_shows_disconnected(env: dict[str, str], tmp_path: Path) 
             await until(pilot, lambda: screen.view is not None and len(screen.view.columns) >= 3)
             steps_before = len(screen.view.columns)  # type: ignore[union-attr]
             victim.proc.kill()
-            victim.proc.wait(timeout=30)
+            victim.proc.wait(timeout=WAIT_S)
             header = screen.query_one(AttachHeader)
             await until(pilot, lambda: "DISCONNECTED" in header.plain)
             assert "r: reconnect" in header.plain
@@ -275,8 +276,8 @@ async def test_a_capture_result_is_shown_at_once_not_at_the_next_tick(utc: None)
         fresh = dataclasses.replace(old, id="later", kernels=old.kernels[:3])
         reader = threading.Thread(target=screen.state.add, args=(fresh,))
         reader.start()
-        reader.join(5)
-        await until(pilot, lambda: screen.refreshes > before, timeout_s=5)
+        reader.join(WAIT_S)
+        await until(pilot, lambda: screen.refreshes > before)
         view = screen.view
         assert view is not None and view.snap.capture is fresh
         assert len(view.capture.kernels) == 3 if view.capture else False
