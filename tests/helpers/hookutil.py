@@ -143,6 +143,22 @@ def wait_steps(hook: Any, n: int, timeout_s: float = WAIT_S) -> None:
     assert server.collector.steps_total == n
 
 
+def finished_steps(hook: Any, timeout_s: float = WAIT_S) -> list[dict[str, Any]]:
+    """Every step the training thread of this process has finished, as the
+    hook's ring holds them (wire records), once its I/O thread has moved them
+    all there.  (``hook.recorder.out`` is what that thread has not taken yet:
+    how much is left there depends on when it last ran.)"""
+    server = hook.server
+    assert server is not None
+    collector = server.collector
+    wait_for(
+        lambda: collector.last_index >= hook.recorder.index - 1,
+        timeout_s,
+        f"the steps before step {hook.recorder.index} in the ring",
+    )
+    return list(collector.ring.last(collector.steps_total))
+
+
 def steps(n: int) -> None:
     """``n`` step boundaries of this process's hook."""
     import gputui.hook
