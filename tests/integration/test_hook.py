@@ -145,7 +145,9 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
             assert not isinstance(ev, MemoryBatch)  # no CUDA: no memory samples
         client.close()
         assert result is not None and result.error is None
-        assert states[:2] == ["armed", "busy"]
+        # the second request is refused while the first is under way (if it
+        # reaches the hook late, the first may have reported its warm-up already)
+        assert states[0] == "armed" and "busy" in states
         assert {"warmup", "recording", "processing"} <= set(states)
         names = [op.name for op in result.cpu_ops]
         assert "aten::addmm" in names or "aten::linear" in names
