@@ -28,6 +28,7 @@ def job(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterat
     j.stop()
 
 
+@pytest.mark.slow
 def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "ls", "--json")
     assert out.returncode == 0, out.stderr
@@ -39,6 +40,7 @@ def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
     assert str(job.pid) in text.stdout and "train_cpu.py" in text.stdout
 
 
+@pytest.mark.slow
 def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
     assert out.returncode == 0, out.stderr
@@ -54,6 +56,7 @@ def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     assert all(f["rule"] and f["fix"] for f in report["findings"])
 
 
+@pytest.mark.slow
 def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid), "--capture", "2", "--once")
     assert out.returncode == 0, out.stderr
@@ -65,6 +68,7 @@ def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
     assert cap["cpu_ops"] and cap["last_step"] - cap["first_step"] == 1
 
 
+@pytest.mark.slow
 def test_attach_without_once_explains(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid))
     assert out.returncode == 2 and "--once" in out.stderr
@@ -103,6 +107,7 @@ def test_inject_needs_python_314(env: dict[str, str]) -> None:
     assert out.returncode == 2 and "3.14" in out.stderr and "gputui run" in out.stderr
 
 
+@pytest.mark.slow
 def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
     victim = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.05"]
@@ -143,6 +148,7 @@ def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
     assert f"job {victim.pid} exited" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_attaching_to_a_dataloader_worker_names_the_job(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -65,6 +65,7 @@ def cpu_job(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> It
     proc.communicate(timeout=WAIT_S)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--json"]])
 def test_a_cpu_job_needs_cuda(
     env: dict[str, str],
@@ -102,6 +103,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_a_planted_leak_is_named_by_its_line(env: dict[str, str], tmp_path: Path) -> None:
     proc, pid = start_leak_job(env, tmp_path, "cuda")

@@ -24,6 +24,8 @@ from gputui.collectors.hook_client import (
 from tests.helpers import hookutil
 from tests.helpers.deadlines import START_S, WAIT_S
 
+pytestmark = pytest.mark.slow  # every test here runs a training job
+
 
 @pytest.fixture(scope="module")
 def dirs() -> Iterator[tuple[str, str]]:

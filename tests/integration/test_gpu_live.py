@@ -80,6 +80,7 @@ def collector() -> Iterator[NvmlCollector]:
         yield live
 
 
+@pytest.mark.slow
 def test_process_memory_matches_nvidia_smi(
     collector: NvmlCollector, cuda_child: subprocess.Popen[str]
 ) -> None:

@@ -65,6 +65,7 @@ def _check_phases(steps: list[StepRecord], count: int) -> None:
         assert s.samples == 16 and s.samples_inferred and s.batches == 1
 
 
+@pytest.mark.slow
 def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env,
@@ -88,6 +89,7 @@ def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
     assert not os.path.exists(os.path.join(env["GPUTUI_SOCKET_DIR"], f"{job.pid}.sock"))
 
 
+@pytest.mark.slow
 def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env,
@@ -126,6 +128,7 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
     assert job.proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.002"])
     try:
@@ -171,6 +174,7 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         job.stop()
 
 
+@pytest.mark.slow
 def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.005", "--user-profiler"]
@@ -203,6 +207,7 @@ def _status(pid: int) -> Status:
     return client.hello.status
 
 
+@pytest.mark.slow
 def test_loop_without_optimizer(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "7", "--no-optimizer", "--batch-size-hint", "5"]
@@ -260,6 +265,7 @@ def test_run_chains_sitecustomize_in_another_interpreter(
     assert status.returncode == 7
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--device", "cuda"])

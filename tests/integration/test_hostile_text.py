@@ -211,6 +211,7 @@ def evil_job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             job.stop()
 
 
+@pytest.mark.slow
 def test_ls_and_attach_once_show_a_live_jobs_argv_escaped(evil_job: Any) -> None:
     env, job = evil_job
     listed = hookutil.gputui(env, "ls")
@@ -225,6 +226,7 @@ def test_ls_and_attach_once_show_a_live_jobs_argv_escaped(evil_job: Any) -> None
     assert EVIL in json.loads(as_json.stdout)[0]["command"]
 
 
+@pytest.mark.slow
 def test_monitor_once_shows_a_live_processs_argv_escaped(
     evil_job: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,10 +32,14 @@ from tests.helpers.promutil import (
 )
 from tests.helpers.synthetic import make_snapshots, write_recording
 
-pytestmark = pytest.mark.skipif(
-    prometheus_binary() is None,
-    reason="the prometheus binary is not installed (apt-get install prometheus; .ci/run does it)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        prometheus_binary() is None,
+        reason="the prometheus binary is not installed "
+        "(apt-get install prometheus; .ci/run does it)",
+    ),
+    pytest.mark.slow,
+]
 
 DASHBOARD = REPO / "docs" / "grafana-dashboard.json"
 

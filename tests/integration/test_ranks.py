@@ -36,6 +36,7 @@ from tests.helpers.deadlines import START_S, WAIT_S
 from tests.helpers.synthetic import wait_for
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # torchrun jobs
 
 JOB = hookutil.REPO / "bench" / "jobs" / "train_ddp_cpu.py"
 TORCHRUN = Path(sys.executable).with_name("torchrun")

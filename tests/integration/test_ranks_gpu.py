@@ -22,7 +22,7 @@ from tests.helpers.deadlines import START_S, WAIT_S
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 JOB = hookutil.REPO / "bench" / "jobs" / "train_ddp_cpu.py"
 TORCHRUN = Path(sys.executable).with_name("torchrun")

@@ -182,6 +182,7 @@ def _agree(live: TraceMetrics, trace: TraceMetrics) -> None:
     assert abs(live.launch.launches - trace.launch.launches) <= 0.01 * trace.launch.launches
 
 
+@pytest.mark.slow
 def test_cpu_capture_metrics_match_its_trace(job: Callable[[str], hookutil.Job]) -> None:
     result = _capture(job("cpu"))
     live = result.trace_metrics
@@ -190,6 +191,7 @@ def test_cpu_capture_metrics_match_its_trace(job: Callable[[str], hookutil.Job])
     _agree(live, compute(read_trace(result.trace_path or "").timeline))
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_capture_metrics_match_its_trace(job: Callable[[str], hookutil.Job]) -> None:
     """On a GPU: correlation ids and streams come from torch's raw events (their
@@ -224,6 +226,7 @@ def _rows_agree(result: CaptureResult) -> None:
             assert other.flops == pytest.approx(row.flops)
 
 
+@pytest.mark.slow
 def test_cpu_capture_with_flops_sends_op_rows(job: Callable[[str], hookutil.Job]) -> None:
     result = _capture(job("cpu"), flops=True)
     rows = {r.name: r for r in result.op_rows}
@@ -232,6 +235,7 @@ def test_cpu_capture_with_flops_sends_op_rows(job: Callable[[str], hookutil.Job]
     _rows_agree(result)
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_capture_with_flops_sends_op_rows(job: Callable[[str], hookutil.Job]) -> None:
     result = _capture(job("cuda"), flops=True)

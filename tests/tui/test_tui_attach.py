@@ -73,6 +73,7 @@ async def until(pilot: Any, condition: Any, timeout_s: float = WAIT_S) -> None:
     await wait_for(pilot, condition, timeout_s)
 
 
+@pytest.mark.slow
 async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
     record = tmp_path / "session.jsonl.gz"
     feed = LiveFeed(job.pid, record_path=record)
@@ -110,6 +111,7 @@ async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
     assert sum(1 for _t, m in recorded.messages if m["type"] == "steps") >= 1
 
 
+@pytest.mark.slow
 async def test_capture_on_cpu_shows_cpu_ops(job: hookutil.Job) -> None:
     app = make_attach_app(LiveFeed(job.pid))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -149,6 +151,7 @@ async def test_capture_on_cpu_shows_cpu_ops(job: hookutil.Job) -> None:
         assert "CPU op:" in screen.query_one(NameLine).plain
 
 
+@pytest.mark.slow
 async def test_job_exit_shows_disconnected(env: dict[str, str], tmp_path: Path) -> None:
     victim = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.01"]
@@ -292,6 +295,7 @@ async def test_a_capture_result_is_shown_at_once_not_at_the_next_tick(utc: None)
         assert len(view.capture.kernels) == 3 if view.capture else False
 
 
+@pytest.mark.slow
 async def test_r_follows_a_restarted_job_or_says_it_is_gone(
     env: dict[str, str], tmp_path: Path
 ) -> None:
