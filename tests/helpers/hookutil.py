@@ -17,6 +17,8 @@ from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "tests" / "jobs" / "train_cpu.py"
+#: a hooked job without torch, for tests that only need something to attach to
+STEP_JOB = REPO / "tests" / "jobs" / "step_job.py"
 PY = sys.executable
 
 
@@ -85,13 +87,14 @@ def start_job(
     job_args: list[str],
     via_run: bool = False,
     python: str = PY,
+    job: Path = JOB,
 ) -> Job:
     ready = tmp / "ready"
     linger = tmp / "linger"
     for path in (ready, linger):
         if path.exists():
             path.unlink()
-    cmd = [python, str(JOB), "--ready-file", str(ready), "--linger-file", str(linger), *job_args]
+    cmd = [python, str(job), "--ready-file", str(ready), "--linger-file", str(linger), *job_args]
     if via_run:
         cmd = [PY, "-m", "gputui", "run", "--", *cmd]
     proc = subprocess.Popen(

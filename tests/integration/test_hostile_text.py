@@ -203,7 +203,11 @@ def evil_job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with hookutil.isolated_dirs() as dirs:
         env = hookutil.make_env(*dirs)
         job = hookutil.start_job(
-            env, tmp_path_factory.mktemp("evil"), ["--steps", "0", "--tag", EVIL], via_run=True
+            env,
+            tmp_path_factory.mktemp("evil"),
+            ["--steps", "0", "--tag", EVIL],
+            via_run=True,
+            job=hookutil.STEP_JOB,
         )
         try:
             yield env, job
@@ -211,7 +215,6 @@ def evil_job(tmp_path_factory: pytest.TempPathFactory) -> Any:
             job.stop()
 
 
-@pytest.mark.slow
 def test_ls_and_attach_once_show_a_live_jobs_argv_escaped(evil_job: Any) -> None:
     env, job = evil_job
     listed = hookutil.gputui(env, "ls")
@@ -226,7 +229,6 @@ def test_ls_and_attach_once_show_a_live_jobs_argv_escaped(evil_job: Any) -> None
     assert EVIL in json.loads(as_json.stdout)[0]["command"]
 
 
-@pytest.mark.slow
 def test_monitor_once_shows_a_live_processs_argv_escaped(
     evil_job: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -151,11 +151,8 @@ async def test_capture_on_cpu_shows_cpu_ops(job: hookutil.Job) -> None:
         assert "CPU op:" in screen.query_one(NameLine).plain
 
 
-@pytest.mark.slow
 async def test_job_exit_shows_disconnected(env: dict[str, str], tmp_path: Path) -> None:
-    victim = hookutil.start_job(
-        env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.01"]
-    )
+    victim = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0"], job=hookutil.STEP_JOB)
     app = make_attach_app(LiveFeed(victim.pid))
     try:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -295,15 +292,14 @@ async def test_a_capture_result_is_shown_at_once_not_at_the_next_tick(utc: None)
         assert len(view.capture.kernels) == 3 if view.capture else False
 
 
-@pytest.mark.slow
 async def test_r_follows_a_restarted_job_or_says_it_is_gone(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     """The job was restarted (same command, new pid): r attaches to the new one
     and says so; with no such job, r says the process is gone, in one line that
     keeps its keys visible."""
-    args = ["--steps", "0", "--data-sleep", "0.01"]
-    first = hookutil.start_job(env, tmp_path, args, via_run=True)
+    args = ["--steps", "0"]
+    first = hookutil.start_job(env, tmp_path, args, via_run=True, job=hookutil.STEP_JOB)
     feed = LiveFeed(first.pid)
     feed.watch_gpu = False
     app = make_attach_app(feed)
@@ -313,7 +309,7 @@ async def test_r_follows_a_restarted_job_or_says_it_is_gone(
             await until(pilot, lambda: screen.state.snapshot().synced)
             first.stop()
             await until(pilot, lambda: screen.state.snapshot().disconnected is not None)
-            second = hookutil.start_job(env, tmp_path, args, via_run=True)
+            second = hookutil.start_job(env, tmp_path, args, via_run=True, job=hookutil.STEP_JOB)
             try:
                 await pilot.press("r")
                 await until(pilot, lambda: feed.pid == second.pid)
