@@ -6,6 +6,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
+# pytest-xdist workers for the test targets; each test file runs on one of them
+# (module fixtures, such as a torchrun job, are started once).  0: no workers.
+TEST_WORKERS ?= 2
+XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: run test test-quick lint bench screenshots demo clean
 
@@ -28,11 +32,11 @@ run: $(VENV)/.installed
 
 ## test: the whole test suite (GPU tests are skipped without a GPU)
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 ## test-quick: the suite less the tests marked slow (those that start training jobs)
 test-quick: $(VENV)/.installed-test
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 ## lint: ruff, mypy and the import contracts
 lint: $(VENV)/.installed-dev
