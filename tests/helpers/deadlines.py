@@ -5,7 +5,8 @@ finding that is named), never for a fixed time, and they give it a generous
 deadline: what takes milliseconds on an idle machine takes seconds on a loaded
 two-core one (another test suite beside this one, torch starting in four
 processes at once).  A deadline costs time only when the test fails anyway, so
-none of these is tight.
+none of these is tight.  (promutil.py and synthetic.py keep their own copy of
+WAIT_S: bench/ scripts import them without the tests package.)
 """
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.deadlines import WAIT_S
-
 REPO = Path(__file__).resolve().parents[2]
+#: the longest wait for a server or a series (tests/helpers/deadlines.py's WAIT_S;
+#: this module imports nothing of the tests', for bench/ scripts)
+WAIT_S = 60.0
 
 
 def prometheus_binary() -> str | None:
