@@ -1,12 +1,17 @@
-# gputui: `make run` starts the monitor, `make test` runs the whole suite.
-# Both create .venv on first use.
+# gputui: `make run` starts the monitor, `make test` runs the whole suite
+# (`make test-quick`: without the slow tests that start training jobs).
+# They create .venv on first use.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
+# pytest-xdist workers for the test targets; each test file runs on one of them
+# (module fixtures, such as a torchrun job, are started once).  0: no workers.
+TEST_WORKERS ?= 2
+XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: run test lint bench screenshots demo clean
+.PHONY: run test test-quick lint bench screenshots demo clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +32,11 @@ run: $(VENV)/.installed
 
 ## test: the whole test suite (GPU tests are skipped without a GPU)
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+## test-quick: the suite less the tests marked slow (those that start training jobs)
+test-quick: $(VENV)/.installed-test
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 ## lint: ruff, mypy and the import contracts
 lint: $(VENV)/.installed-dev

@@ -7,8 +7,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Test helpers (hookutil) and the jobs they start live in tests/jobs.
+
+# Property tests are judged by what they find, not by how fast a loaded machine
+# runs or generates an example: no per-example deadline, no "too slow" check.
+# (Tests that give their own settings() start from this profile.)
+settings.register_profile("gputui", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("gputui")
 
 
 @functools.cache

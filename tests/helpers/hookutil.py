@@ -13,12 +13,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
+
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "tests" / "jobs" / "train_cpu.py"
+#: a hooked job without torch, for tests that only need something to attach to
+STEP_JOB = REPO / "tests" / "jobs" / "step_job.py"
 PY = sys.executable
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = WAIT_S, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -69,12 +73,12 @@ class Job:
         self.linger.touch()
         if not self.forever:
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=WAIT_S)
             except subprocess.TimeoutExpired:
                 pass
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.communicate(timeout=30)
+        self.proc.communicate(timeout=WAIT_S)
 
 
 def start_job(
@@ -83,13 +87,14 @@ def start_job(
     job_args: list[str],
     via_run: bool = False,
     python: str = PY,
+    job: Path = JOB,
 ) -> Job:
     ready = tmp / "ready"
     linger = tmp / "linger"
     for path in (ready, linger):
         if path.exists():
             path.unlink()
-    cmd = [python, str(JOB), "--ready-file", str(ready), "--linger-file", str(linger), *job_args]
+    cmd = [python, str(job), "--ready-file", str(ready), "--linger-file", str(linger), *job_args]
     if via_run:
         cmd = [PY, "-m", "gputui", "run", "--", *cmd]
     proc = subprocess.Popen(
@@ -102,13 +107,13 @@ def start_job(
             raise AssertionError(f"job exited early ({proc.returncode}):\n{out}\n{err}")
         return ready.exists()
 
-    wait_for(is_ready, 90, "the job to start training")
+    wait_for(is_ready, START_S, "the job to start training")
     steps = job_args[job_args.index("--steps") + 1] if "--steps" in job_args else "50"
     return Job(proc, ready, linger, forever=steps == "0")
 
 
 def gputui(
-    env: dict[str, str], *args: str, timeout: float = 120
+    env: dict[str, str], *args: str, timeout: float = RUN_S
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PY, "-m", "gputui", *args],
@@ -132,15 +137,29 @@ def start_phase_job(env: dict[str, str], directory: Path) -> Job:
     )
 
 
-def wait_steps(hook: Any, n: int, timeout_s: float = 10.0) -> None:
+def wait_steps(hook: Any, n: int, timeout_s: float = WAIT_S) -> None:
     """Wait until the in-process hook's I/O thread has moved ``n`` finished steps
     into its ring (it does so 2-5 times a second), and check that it has."""
     server = hook.server
     assert server is not None
-    deadline = time.monotonic() + timeout_s
-    while server.collector.steps_total < n and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: server.collector.steps_total >= n, timeout_s, f"{n} steps in the ring")
     assert server.collector.steps_total == n
+
+
+def finished_steps(hook: Any, timeout_s: float = WAIT_S) -> list[dict[str, Any]]:
+    """Every step the training thread of this process has finished, as the
+    hook's ring holds them (wire records), once its I/O thread has moved them
+    all there.  (``hook.recorder.out`` is what that thread has not taken yet:
+    how much is left there depends on when it last ran.)"""
+    server = hook.server
+    assert server is not None
+    collector = server.collector
+    wait_for(
+        lambda: collector.last_index >= hook.recorder.index - 1,
+        timeout_s,
+        f"the steps before step {hook.recorder.index} in the ring",
+    )
+    return list(collector.ring.last(collector.steps_total))
 
 
 def steps(n: int) -> None:
@@ -151,12 +170,29 @@ def steps(n: int) -> None:
         gputui.hook.step()
 
 
+def events(client: Any, timeout_s: float = WAIT_S) -> Iterator[Any]:
+    """A viewer's events until Disconnected (included), failing the test if
+    ``timeout_s`` passes first: a subscribed viewer gets steps all the time, so
+    a wait for one event among them needs a deadline of its own."""
+    from gputui.collectors.hook_client import Disconnected
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        ev = client.get(timeout=remaining) if remaining > 0 else None
+        if ev is None:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for an event")
+        yield ev
+        if isinstance(ev, Disconnected):
+            return
+
+
 def indices_until_synced(client: Any) -> list[int]:
     """The step indices a subscribed client receives until the hook says Synced."""
     from gputui.collectors.hook_client import StepBatch, Synced
 
     indices: list[int] = []
-    for ev in client.events(timeout=10):
+    for ev in events(client):
         if isinstance(ev, StepBatch):
             indices += [s.index for s in ev.steps]
         if isinstance(ev, Synced):

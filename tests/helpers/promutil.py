@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+#: the longest wait for a server or a series (tests/helpers/deadlines.py's WAIT_S;
+#: this module imports nothing of the tests', for bench/ scripts)
+WAIT_S = 60.0
 
 
 def prometheus_binary() -> str | None:
@@ -50,7 +53,7 @@ def _wait(predicate: Any, timeout_s: float, what: str) -> Any:
         time.sleep(0.05)
 
 
-def http_get(url: str, timeout_s: float = 2.0) -> bytes | None:
+def http_get(url: str, timeout_s: float = WAIT_S) -> bytes | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return bytes(response.read())
@@ -91,7 +94,7 @@ def exporters(
                 body = http_get(f"http://{target}/metrics")
                 return body is not None and b"gputui_exporter_build_info" in body
 
-            _wait(ready, 60, f"the exporter on {target}")
+            _wait(ready, WAIT_S, f"the exporter on {target}")
         yield targets
     finally:
         for proc in procs:
@@ -155,7 +158,7 @@ def prometheus(
                 )
             return http_get(f"{url}/-/ready") is not None
 
-        _wait(ready, 60, "prometheus to start")
+        _wait(ready, WAIT_S, "prometheus to start")
         yield url
     finally:
         proc.terminate()
@@ -169,7 +172,7 @@ def prometheus(
 
 def query(url: str, expr: str) -> list[dict[str, Any]]:
     body = urllib.parse.urlencode({"query": expr}).encode()
-    with urllib.request.urlopen(f"{url}/api/v1/query", data=body, timeout=10) as response:
+    with urllib.request.urlopen(f"{url}/api/v1/query", data=body, timeout=WAIT_S) as response:
         doc = json.loads(response.read())
     assert doc["status"] == "success", doc
     result = doc["data"]["result"]
@@ -177,7 +180,9 @@ def query(url: str, expr: str) -> list[dict[str, Any]]:
     return result
 
 
-def wait_for_series(url: str, expr: str, count: int, timeout_s: float = 60) -> list[dict[str, Any]]:
+def wait_for_series(
+    url: str, expr: str, count: int, timeout_s: float = 2 * WAIT_S
+) -> list[dict[str, Any]]:
     """Poll until ``expr`` returns at least ``count`` series."""
 
     def enough() -> list[dict[str, Any]] | None:

@@ -25,6 +25,9 @@ from gputui.snapshot.model import (
 )
 
 GIB = 2**30
+#: wait_for()'s deadline (tests/helpers/deadlines.py's WAIT_S; this module
+#: imports nothing of the tests', for bench/ scripts)
+WAIT_S = 60.0
 START_S = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC: fixed, so screens show fixed times
 
 COMMANDS: list[tuple[str, tuple[str, ...]]] = [
@@ -284,7 +287,7 @@ if __name__ == "__main__":  # pragma: no cover - handy for making a demo file by
     print(target)
 
 
-async def wait_for(pilot: object, condition: object, timeout_s: float = 10.0) -> None:
+async def wait_for(pilot: object, condition: object, timeout_s: float = WAIT_S) -> None:
     """Let the app run until ``condition()`` holds; fail after ``timeout_s``."""
     import asyncio
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import hookutil
+from tests.helpers.deadlines import START_S, WAIT_S
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,7 @@ def job(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterat
     j.stop()
 
 
+@pytest.mark.slow
 def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "ls", "--json")
     assert out.returncode == 0, out.stderr
@@ -38,6 +40,7 @@ def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
     assert str(job.pid) in text.stdout and "train_cpu.py" in text.stdout
 
 
+@pytest.mark.slow
 def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
     assert out.returncode == 0, out.stderr
@@ -53,6 +56,7 @@ def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     assert all(f["rule"] and f["fix"] for f in report["findings"])
 
 
+@pytest.mark.slow
 def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid), "--capture", "2", "--once")
     assert out.returncode == 0, out.stderr
@@ -64,6 +68,7 @@ def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
     assert cap["cpu_ops"] and cap["last_step"] - cap["first_step"] == 1
 
 
+@pytest.mark.slow
 def test_attach_without_once_explains(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid))
     assert out.returncode == 2 and "--once" in out.stderr
@@ -102,6 +107,7 @@ def test_inject_needs_python_314(env: dict[str, str]) -> None:
     assert out.returncode == 2 and "3.14" in out.stderr and "gputui run" in out.stderr
 
 
+@pytest.mark.slow
 def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
     victim = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.05"]
@@ -127,13 +133,13 @@ def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
     )
     try:
         assert attach.stderr is not None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_S
         seen = ""
         while "recording" not in seen:  # the capture is under way: kill the job
             assert time.monotonic() < deadline, seen
             seen += attach.stderr.readline()
         victim.proc.kill()
-        _, err = attach.communicate(timeout=30)
+        _, err = attach.communicate(timeout=WAIT_S)
     finally:
         victim.stop()
         if attach.poll() is None:
@@ -142,6 +148,7 @@ def test_job_killed_while_attached(env: dict[str, str], tmp_path: Path) -> None:
     assert f"job {victim.pid} exited" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_attaching_to_a_dataloader_worker_names_the_job(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -153,7 +160,7 @@ def test_attaching_to_a_dataloader_worker_names_the_job(
     )
     try:
         workers = hookutil.wait_for(
-            lambda: psutil.Process(job.pid).children(), 60, "the DataLoader workers"
+            lambda: psutil.Process(job.pid).children(), START_S, "the DataLoader workers"
         )
         out = hookutil.gputui(env, "attach", str(workers[0].pid), "--once")
         assert out.returncode == 2

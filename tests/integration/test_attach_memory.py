@@ -16,6 +16,7 @@ import pytest
 
 from gputui.cli import main
 from tests.helpers import hookutil
+from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 
 LEAK_JOB = hookutil.REPO / "tests" / "jobs" / "leak_job.py"
 LEAK_LINE = next(
@@ -52,7 +53,7 @@ def start_leak_job(
             raise AssertionError(f"job exited early ({proc.returncode}):\n{out}\n{err}")
         return ready.exists()
 
-    hookutil.wait_for(started, 90, "the job to start training")
+    hookutil.wait_for(started, START_S, "the job to start training")
     return proc, int(ready.read_text())
 
 
@@ -61,9 +62,10 @@ def cpu_job(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> It
     proc, pid = start_leak_job(env, tmp_path_factory.mktemp("cpu"), "cpu")
     yield pid
     proc.kill()
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=WAIT_S)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--json"]])
 def test_a_cpu_job_needs_cuda(
     env: dict[str, str],
@@ -101,6 +103,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_a_planted_leak_is_named_by_its_line(env: dict[str, str], tmp_path: Path) -> None:
     proc, pid = start_leak_job(env, tmp_path, "cuda")
@@ -128,17 +131,17 @@ def test_a_planted_leak_is_named_by_its_line(env: dict[str, str], tmp_path: Path
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
         viz = [hookutil.PY, "-m", "torch.cuda._memory_viz"]
         stats = subprocess.run(
-            [*viz, "stats", str(path)], capture_output=True, text=True, timeout=120
+            [*viz, "stats", str(path)], capture_output=True, text=True, timeout=RUN_S
         )
         assert stats.returncode == 0, stats.stderr
         assert "total_reserved" in stats.stdout
         trace = subprocess.run(
-            [*viz, "trace", str(path)], capture_output=True, text=True, timeout=120
+            [*viz, "trace", str(path)], capture_output=True, text=True, timeout=RUN_S
         )
         assert trace.returncode == 0 and "entries" in trace.stdout
         html = tmp_path / "segments.html"
         plot = [*viz, "segment_plot", str(path), "-o", str(html)]
-        assert subprocess.run(plot, capture_output=True, timeout=120).returncode == 0
+        assert subprocess.run(plot, capture_output=True, timeout=RUN_S).returncode == 0
         assert html.stat().st_size > 1000
         # the text report names the line too
         text = hookutil.gputui(env, "attach", str(pid), "--memory-snapshot", "5")
@@ -149,4 +152,4 @@ def test_a_planted_leak_is_named_by_its_line(env: dict[str, str], tmp_path: Path
         assert os.path.exists(snap["snapshot_path"])
     finally:
         proc.kill()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=WAIT_S)

@@ -21,7 +21,7 @@ import pytest
 from gputui.ceilings import load_ceilings, measured
 from gputui.trace.op_rows import PROFILER, rows_from_chrome_trace, rows_from_kineto
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def _torch() -> Any:

@@ -14,6 +14,7 @@ from gputui.cli import main
 from gputui.collectors.replay import ReplaySource
 from gputui.commands.monitor import DEMO_BANNER
 from gputui.reports import monitor as report
+from tests.helpers.deadlines import RUN_S
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -25,7 +26,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "gputui", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
         env=env,
     )
 
@@ -169,7 +170,7 @@ def _imported_by_python(*argv: str, extra_path: Path | None = None) -> set[str]:
         [sys.executable, "-X", "importtime", *argv],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -209,7 +210,7 @@ def test_without_attrs_hides_attrs_from_rich_pretty_then_restores_it(tmp_path: P
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
         env={**os.environ, "PYTHONPATH": str(_fake_attrs(tmp_path))},
     )
     assert probe.returncode == 0, probe.stderr
@@ -238,7 +239,7 @@ def test_a_live_screen_without_a_terminal_refuses_at_once(args: list[str], inste
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=RUN_S,
     )
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.splitlines()

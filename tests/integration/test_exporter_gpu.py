@@ -10,6 +10,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers.deadlines import WAIT_S
 from tests.helpers.promutil import REPO, free_port, http_get
 
 pytestmark = pytest.mark.gpu
@@ -35,10 +36,12 @@ def test_live_exporter_serves_every_gpu_in_base_units() -> None:
         assert proc.stderr is not None
         line = proc.stderr.readline()
         assert "serving" in line, line
-        body = None
-        for _ in range(100):  # the first sample (GPM needs two readings) within 10 s
+        deadline = time.monotonic() + WAIT_S  # the first sample (GPM needs two readings)
+        while True:
             body = http_get(f"http://127.0.0.1:{port}/metrics")
             if body is not None and b"gputui_gpu_sm_clock_hertz" in body:
+                break
+            if time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         assert body is not None
@@ -54,6 +57,6 @@ def test_live_exporter_serves_every_gpu_in_base_units() -> None:
         assert families["gputui_exporter_collection_success"].samples[0].value == 1
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(WAIT_S)
         if proc.stderr is not None:
             proc.stderr.close()

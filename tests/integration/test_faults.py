@@ -22,6 +22,9 @@ from gputui.collectors.hook_client import (
     Synced,
 )
 from tests.helpers import hookutil
+from tests.helpers.deadlines import START_S, WAIT_S
+
+pytestmark = pytest.mark.slow  # every test here runs a training job
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +49,7 @@ def _newest_step(pid: int) -> int:
 
 
 def _steps_go_on(pid: int, beyond: int) -> None:
-    hookutil.wait_for(lambda: _newest_step(pid) > beyond + 2, 30, "training to go on")
+    hookutil.wait_for(lambda: _newest_step(pid) > beyond + 2, what="training to go on")
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +72,21 @@ def job(
 # -- a viewer killed in the middle of its capture -------------------------------------------
 VIEWER = textwrap.dedent(
     """
-    import sys
+    import sys, time
     from gputui.collectors.hook_client import CaptureStatus, HookClient
     client = HookClient.connect(int(sys.argv[1]))
     client.subscribe(history=0)
     client.start()
     cid = client.request_capture(steps=int(sys.argv[2]), warmup=0)
-    for ev in client.events(timeout=30):
+    deadline = time.monotonic() + float(sys.argv[3])
+    for ev in client.events(timeout=float(sys.argv[3])):
         if isinstance(ev, CaptureStatus) and ev.state == "recording":
             print(cid, flush=True)
             break
+        if time.monotonic() > deadline:
+            sys.exit("no recording state in time")
+    else:
+        sys.exit("no recording state")
     sys.stdin.read()  # hold on until killed
     """
 )
@@ -89,7 +97,7 @@ def test_viewer_killed_mid_capture(
 ) -> None:
     j, env = job
     viewer = subprocess.Popen(
-        [sys.executable, "-c", VIEWER, str(j.pid), "15"],
+        [sys.executable, "-c", VIEWER, str(j.pid), "15", str(WAIT_S)],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -100,14 +108,14 @@ def test_viewer_killed_mid_capture(
         cid = viewer.stdout.readline().strip()
         assert cid, "the viewer saw no recording state"
         viewer.send_signal(signal.SIGKILL)
-        viewer.wait(timeout=10)
+        viewer.wait(timeout=WAIT_S)
         # The next viewer gets the killed viewer's capture: live if it is still
         # recording, replayed on subscribe if it is over.
         client = HookClient.connect(j.pid)
         client.subscribe(history=0)
         client.start()
         result = None
-        for ev in client.events(timeout=60):
+        for ev in hookutil.events(client):
             if isinstance(ev, CaptureResult) and ev.id == cid:
                 result = ev
                 break
@@ -193,7 +201,7 @@ FORKING_JOB = textwrap.dedent(
     with open(sys.argv[1] + ".tmp", "w") as fh:
         fh.write(str(os.getpid()))
     os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + float(sys.argv[3])
     while not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
         time.sleep(0.02)
     """
@@ -205,7 +213,7 @@ def _history(pid: int) -> list[int]:
     client.subscribe(history=1000)
     client.start()
     indices: list[int] = []
-    for ev in client.events(timeout=10):
+    for ev in hookutil.events(client):
         if isinstance(ev, StepBatch):
             indices += [s.index for s in ev.steps]
         if isinstance(ev, Synced):
@@ -233,21 +241,21 @@ def test_fork_in_the_job(own_env: dict[str, str], tmp_path: Path) -> None:
     env = own_env
     ready, linger = tmp_path / "ready", tmp_path / "linger"
     proc = subprocess.Popen(
-        [sys.executable, "-c", FORKING_JOB, str(ready), str(linger)],
+        [sys.executable, "-c", FORKING_JOB, str(ready), str(linger), str(START_S)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        hookutil.wait_for(lambda: ready.exists() or proc.poll() is not None, 60, "the job")
+        hookutil.wait_for(lambda: ready.exists() or proc.poll() is not None, START_S, "the job")
         assert proc.poll() is None, proc.communicate()
         assert _sockets(env) == [f"{proc.pid}.sock"]
         # 20 + 8 * 50 + 10 calls: every step of the parent counted, nothing else
         assert _history(proc.pid) == list(range(20 + 8 * 50 + 10 - 1))
     finally:
         linger.touch()
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == 0, err
     assert json.loads(out) == {"codes": [0] * 8, "socket": True}, out + err
     assert _sockets(env) == []
@@ -267,7 +275,7 @@ def test_dataloader_workers_under_spawn_and_forkserver(
     job = hookutil.start_job(env, tmp_path, args, via_run=True)
     try:
         indices = hookutil.wait_for(
-            lambda: (h := _history(job.pid)) and len(h) == 6 and h, 90, "6 steps"
+            lambda: (h := _history(job.pid)) and len(h) == 6 and h, START_S, "6 steps"
         )
         assert indices == list(range(6))
         assert _sockets(env) == [f"{job.pid}.sock"]  # the workers have none

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from gputui.collectors.nvml import NvmlCollector
+from tests.helpers.deadlines import RUN_S, WAIT_S
 
 pytestmark = pytest.mark.gpu
 
@@ -43,7 +44,7 @@ def _nvidia_smi(*args: str) -> list[list[str]]:
         [smi, *args, "--format=csv,noheader,nounits"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=RUN_S,
         check=True,
     ).stdout
     return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
@@ -67,7 +68,7 @@ def cuda_child() -> Iterator[subprocess.Popen[str]]:
     yield child
     child.stdin.close()
     try:
-        child.wait(timeout=30)
+        child.wait(timeout=RUN_S)
     except subprocess.TimeoutExpired:
         child.kill()
         child.wait()
@@ -79,10 +80,11 @@ def collector() -> Iterator[NvmlCollector]:
         yield live
 
 
+@pytest.mark.slow
 def test_process_memory_matches_nvidia_smi(
     collector: NvmlCollector, cuda_child: subprocess.Popen[str]
 ) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + WAIT_S
     while True:
         sample = collector.sample()
         ours: dict[int, int] = {}

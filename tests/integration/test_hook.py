@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from gputui.collectors.hook_client import (
     Synced,
 )
 from tests.helpers import hookutil
+from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 
 DATA_SLEEP = 0.02
 PHASE_SLEEP = 0.01
@@ -45,7 +45,7 @@ def _history(pid: int, n: int = 1000) -> list[StepRecord]:
     client.subscribe(history=n)
     client.start()
     steps: list[StepRecord] = []
-    for ev in client.events(timeout=10):
+    for ev in hookutil.events(client):
         if isinstance(ev, StepBatch):
             steps += ev.steps
         if isinstance(ev, Synced):
@@ -65,6 +65,7 @@ def _check_phases(steps: list[StepRecord], count: int) -> None:
         assert s.samples == 16 and s.samples_inferred and s.batches == 1
 
 
+@pytest.mark.slow
 def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env,
@@ -80,7 +81,7 @@ def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
         ],
     )
     try:
-        hookutil.wait_for(lambda: len(_history(job.pid)) == 12, 60, "12 steps")
+        hookutil.wait_for(lambda: len(_history(job.pid)) == 12, START_S, "12 steps")
         _check_phases(_history(job.pid), 12)
     finally:
         job.stop()
@@ -88,6 +89,7 @@ def test_install_in_script(env: dict[str, str], tmp_path: Path) -> None:
     assert not os.path.exists(os.path.join(env["GPUTUI_SOCKET_DIR"], f"{job.pid}.sock"))
 
 
+@pytest.mark.slow
 def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env,
@@ -106,7 +108,7 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
     )
     try:
         steps = hookutil.wait_for(
-            lambda: (h := _history(job.pid)) and len(h) == 10 and h, 60, "10 steps"
+            lambda: (h := _history(job.pid)) and len(h) == 10 and h, START_S, "10 steps"
         )
         # exec kept the pid; only the training process serves, not its workers
         assert job.proc.pid == job.pid
@@ -126,6 +128,7 @@ def test_gputui_run_with_forked_workers(env: dict[str, str], tmp_path: Path) -> 
     assert job.proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.002"])
     try:
@@ -136,7 +139,7 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         client.request_capture(steps=3)  # while the first is armed: busy
         states: list[str] = []
         result = None
-        for ev in client.events(timeout=30):
+        for ev in hookutil.events(client):
             if isinstance(ev, CaptureStatus):
                 states.append(ev.state)
             if isinstance(ev, CaptureResult) and ev.id == cid:
@@ -145,7 +148,9 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
             assert not isinstance(ev, MemoryBatch)  # no CUDA: no memory samples
         client.close()
         assert result is not None and result.error is None
-        assert states[:2] == ["armed", "busy"]
+        # the second request is refused while the first is under way (if it
+        # reaches the hook late, the first may have reported its warm-up already)
+        assert states[0] == "armed" and "busy" in states
         assert {"warmup", "recording", "processing"} <= set(states)
         names = [op.name for op in result.cpu_ops]
         assert "aten::addmm" in names or "aten::linear" in names
@@ -158,7 +163,7 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         assert first is not None and last is not None
         steps = hookutil.wait_for(
             lambda: (h := {s.index: s for s in _history(job.pid, 2000)}) and last + 2 in h and h,
-            30,
+            WAIT_S,
             "steps after the capture",
         )
         for i in range(first, last + 1):
@@ -169,6 +174,7 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         job.stop()
 
 
+@pytest.mark.slow
 def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "0", "--data-sleep", "0.005", "--user-profiler"]
@@ -177,7 +183,7 @@ def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
         client = HookClient.connect(job.pid)
         client.start()
         client.request_capture(steps=2)
-        ev = client.get(timeout=10)
+        ev = client.get(timeout=WAIT_S)
         client.close()
         assert isinstance(ev, CaptureStatus) and ev.state == "refused"
         assert "profiler" in (ev.reason or "")
@@ -189,7 +195,7 @@ def test_user_profiler_refused(env: dict[str, str], tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("gputui attach: capture refused:")
         assert "torch profiler session is already running" in lines[0]
         # ...and the job trains on, with nothing left armed
-        hookutil.wait_for(lambda: (_status(job.pid).last_step or 0) > before + 2, 30, "steps")
+        hookutil.wait_for(lambda: (_status(job.pid).last_step or 0) > before + 2, what="steps")
         assert _status(job.pid).capture.state is None
     finally:
         job.stop()
@@ -201,12 +207,13 @@ def _status(pid: int) -> Status:
     return client.hello.status
 
 
+@pytest.mark.slow
 def test_loop_without_optimizer(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(
         env, tmp_path, ["--install", "--steps", "7", "--no-optimizer", "--batch-size-hint", "5"]
     )
     try:
-        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) == 7 and h, 60)
+        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) == 7 and h, START_S)
         assert all("optimizer" not in s.phases and s.samples == 5 for s in steps)
         assert all(s.phases["backward"] > 0 for s in steps)
     finally:
@@ -226,6 +233,7 @@ def test_hook_imports_nothing_heavy() -> None:
     subprocess.run(
         [sys.executable, "-c", code],
         check=True,
+        timeout=RUN_S,
         cwd=str(hookutil.REPO),
         env={**os.environ, "PYTHONPATH": str(hookutil.REPO)},
     )
@@ -254,6 +262,7 @@ def test_run_chains_sitecustomize_in_another_interpreter(
     assert status.returncode == 7
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
 def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path) -> None:
     job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--device", "cuda"])
@@ -264,10 +273,7 @@ def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path
         cid = client.request_capture(steps=3)
         gpu_steps: list[StepRecord] = []
         memory = result = None
-        deadline = time.monotonic() + 60  # steps keep coming: a per-event timeout never ends
-        for ev in client.events(timeout=30):
-            if time.monotonic() > deadline:
-                break
+        for ev in hookutil.events(client, START_S):
             if isinstance(ev, StepBatch):
                 gpu_steps += [s for s in ev.steps if s.gpu is not None]
             if isinstance(ev, MemoryBatch):

@@ -18,7 +18,9 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 import gputui.hook  # noqa: E402
 from gputui.hook._comm import close_comm  # noqa: E402
-from gputui.hook._recorder import COMM, Recorder, replay, unpack  # noqa: E402
+from gputui.hook._recorder import COMM, Recorder  # noqa: E402
+from tests.helpers import hookutil  # noqa: E402
+from tests.helpers.deadlines import WAIT_S  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not built")
 
@@ -31,15 +33,9 @@ def group(tmp_path: Path) -> Iterator[None]:
 
 
 def phases_of(hook: Any) -> list[dict[str, float]]:
-    """Wall time per phase of every finished step the training thread handed over."""
-    out = []
-    stack: list[str] = []
-    for raw in list(hook.recorder.out):
-        if isinstance(raw, tuple) and raw[0] == -1:
-            continue  # a segment of a long step (not made here)
-        step = unpack(raw)
-        out.append(replay(step.start, step.end, step.log, stack))
-    return out
+    """Wall time per phase of every finished step after the first three (the
+    root module is found in those)."""
+    return [r["phases"] for r in hookutil.finished_steps(hook) if r["i"] >= 3]
 
 
 def model_and_data() -> tuple[Any, Any, Any]:
@@ -63,7 +59,7 @@ def test_ddp_all_reduce_wait_is_the_comm_phase(hook: Any, group: None) -> None:
     ddp = DistributedDataParallel(model)
     assert hook.comm.info().ddp_models == 1 and hook.comm.info().collectives
     train(ddp, x, y, 12)
-    steps = phases_of(hook)[3:]
+    steps = phases_of(hook)
     assert steps and all(COMM in s and s[COMM] > 0 for s in steps)
     assert all("backward" in s for s in steps)  # the rest of backward stays backward
 
@@ -98,7 +94,7 @@ def test_the_users_comm_hook_runs_under_ours(hook: Any, group: None) -> None:
     ddp.register_comm_hook(None, counting)
     train(ddp, x, y, 5)
     assert len(calls) >= 5
-    assert any(COMM in s for s in phases_of(hook)[3:])
+    assert any(COMM in s for s in phases_of(hook))
     # A second registration is refused, as DDP refuses it without gputui.
     with pytest.raises(RuntimeError, match="only be called once"):
         ddp.register_comm_hook(None, counting)
@@ -118,7 +114,7 @@ def test_a_builtin_comm_hook_is_run_by_its_python_twin(hook: Any, group: None) -
     ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
     train(ddp, x, y, 6)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-    assert any(COMM in s for s in phases_of(hook)[3:])
+    assert any(COMM in s for s in phases_of(hook))
 
 
 def test_explicit_collectives_and_waits(hook: Any, group: None) -> None:
@@ -132,14 +128,15 @@ def test_explicit_collectives_and_waits(hook: Any, group: None) -> None:
         work.wait()  # waiting: timed
 
     train(model, x, y, 8, sync_then_async)
-    steps = phases_of(hook)[3:]
+    steps = phases_of(hook)
     assert steps and all(COMM in s for s in steps)
     assert torch.equal(t, torch.ones(4))  # one rank: the sum is the tensor
     # the same calls from another thread are not the training loop's phases
     before = len(hook.recorder.log)
     worker = threading.Thread(target=lambda: dist.all_reduce(torch.ones(2)))
     worker.start()
-    worker.join(10)
+    worker.join(WAIT_S)
+    assert not worker.is_alive()
     assert len(hook.recorder.log) == before
 
 

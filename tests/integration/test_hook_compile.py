@@ -12,6 +12,7 @@ import gputui.hook  # noqa: E402
 from tests.helpers import hookutil  # noqa: E402
 
 
+@pytest.mark.slow
 def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.hook.Hook) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
@@ -35,6 +36,7 @@ def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.ho
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["module.compile", "torch.compile"])
 def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: str) -> None:
     """The root found in the first steps is on the short call route; compiling

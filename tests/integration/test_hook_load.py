@@ -16,16 +16,17 @@ from gputui.collectors.hook_client import AttachError, HookClient, StepBatch
 from gputui.hook import _server
 from gputui.protocol import framing
 from gputui.protocol.schema import Status
-from tests.helpers.hookutil import indices_until_synced, steps, wait_for, wait_steps
+from tests.helpers.deadlines import WAIT_S
+from tests.helpers.hookutil import events, indices_until_synced, steps, wait_for, wait_steps
 
 
 def _raw_subscriber(path: str, history: int = 0) -> socket.socket:
     """A viewer that says hello, subscribes, and then never reads again."""
     raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     raw.connect(path)
-    raw.settimeout(5)
+    raw.settimeout(WAIT_S)
     reader = framing.FrameReader()
-    assert wait_for(lambda: reader.feed(raw.recv(65536)), 5, "hello")[0]["type"] == "hello"
+    assert wait_for(lambda: reader.feed(raw.recv(65536)), what="hello")[0]["type"] == "hello"
     raw.sendall(framing.encode("subscribe", history=history, memory=True))
     return raw
 
@@ -39,7 +40,7 @@ def test_more_viewers_than_the_limit_are_refused_with_a_reason(hook: Any) -> Non
     try:
         for _ in range(50):
             try:
-                admitted.append(HookClient.connect(os.getpid(), timeout=5))
+                admitted.append(HookClient.connect(os.getpid(), timeout=WAIT_S))
             except AttachError as exc:
                 refusals.append(str(exc))
         assert len(admitted) == _server.MAX_VIEWERS
@@ -57,7 +58,7 @@ def test_more_viewers_than_the_limit_are_refused_with_a_reason(hook: Any) -> Non
         for client in admitted:
             client.close()
     # the slots are given back when the viewers go
-    wait_for(lambda: not server.viewers, 10, "the viewers to be dropped")
+    wait_for(lambda: not server.viewers, what="the viewers to be dropped")
     HookClient.connect(os.getpid()).close()
 
 
@@ -66,8 +67,7 @@ def test_a_viewer_that_never_reads_costs_only_itself(hook: Any) -> None:
     stuck = _raw_subscriber(server.path)
     viewer = wait_for(
         lambda: next((v for v in list(server.viewers.values()) if v.subscribed), None),
-        5,
-        "the subscription",
+        what="the subscription",
     )
     healthy = HookClient.connect(os.getpid())
     healthy.subscribe(history=0)
@@ -80,7 +80,7 @@ def test_a_viewer_that_never_reads_costs_only_itself(hook: Any) -> None:
         assert len(viewer.out) < _server.LOW_WATER + 512 * 1024
     received = missed = 0
     while received + missed < total - 1:  # the first call started step 0
-        ev = healthy.get(timeout=10)
+        ev = healthy.get(timeout=WAIT_S)
         assert ev is not None, (received, missed)
         if isinstance(ev, StepBatch):
             received += len(ev.steps)
@@ -112,7 +112,7 @@ def test_a_viewer_that_stops_reading_replies_is_dropped_and_counted(
     # pings whose pongs it never reads: its unread replies pass the limit
     ping = framing.encode("ping")
     stuck.setblocking(False)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + WAIT_S
     while server.stuck_viewers == 0 and time.monotonic() < deadline:
         try:
             stuck.send(ping * 64)
@@ -120,7 +120,7 @@ def test_a_viewer_that_stops_reading_replies_is_dropped_and_counted(
             select.select([], [stuck], [], 0.05)
         except OSError:
             break  # dropped: the hook closed its end
-    wait_for(lambda: server.stuck_viewers == 1, 20, "the stuck viewer to be dropped")
+    wait_for(lambda: server.stuck_viewers == 1, what="the stuck viewer to be dropped")
     stuck.close()
     client = HookClient.connect(os.getpid())  # the others are served as before
     status = Status.from_wire(hook.status())
@@ -138,12 +138,12 @@ def test_a_request_that_breaks_the_handler_costs_only_that_viewer(
     victim = HookClient.connect(os.getpid())
     victim.start()
     victim.request_capture(steps=2)
-    last = list(victim.events(timeout=10))[-1]
+    last = list(events(victim))[-1]
     victim.close()
     assert type(last).__name__ == "Disconnected"
     # the I/O thread lives on: a new viewer is served and steps still flow
     steps(4)
-    wait_for(lambda: server_alive(hook), 5, "the server")
+    wait_for(lambda: server_alive(hook), what="the server")
     client = HookClient.connect(os.getpid())
     client.subscribe(history=10)
     client.start()
@@ -161,10 +161,10 @@ def test_deep_nesting_from_a_viewer_drops_that_viewer_only(hook: Any) -> None:
     server = hook.server
     raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     raw.connect(server.path)
-    raw.settimeout(5)
+    raw.settimeout(WAIT_S)
     payload = b"[" * 200_000
     raw.sendall(len(payload).to_bytes(4, "big") + payload)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + WAIT_S
     while raw.recv(65536):  # hello, then the hook closes the connection
         assert time.monotonic() < deadline
     raw.close()
@@ -183,12 +183,12 @@ def test_the_last_steps_reach_a_viewer_before_the_bye(hook: Any) -> None:
     gputui.hook.uninstall()
     indices: list[int] = []
     missed = 0
-    events = list(client.events(timeout=10))
+    got = list(events(client))
     client.close()
-    for ev in events:
+    for ev in got:
         if isinstance(ev, StepBatch):
             indices += [s.index for s in ev.steps]
             missed += ev.missed
-    assert type(events[-1]).__name__ == "Disconnected" and events[-1].clean  # type: ignore[union-attr]
+    assert type(got[-1]).__name__ == "Disconnected" and got[-1].clean  # type: ignore[union-attr]
     assert len(indices) + missed == 3_000 and indices[-1] == 2_999
     gputui.hook.install()  # the fixture's teardown uninstalls again

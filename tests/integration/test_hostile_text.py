@@ -205,7 +205,11 @@ def evil_job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with hookutil.isolated_dirs() as dirs:
         env = hookutil.make_env(*dirs)
         job = hookutil.start_job(
-            env, tmp_path_factory.mktemp("evil"), ["--steps", "0", "--tag", EVIL], via_run=True
+            env,
+            tmp_path_factory.mktemp("evil"),
+            ["--steps", "0", "--tag", EVIL],
+            via_run=True,
+            job=hookutil.STEP_JOB,
         )
         try:
             yield env, job

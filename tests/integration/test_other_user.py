@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import hookutil
+from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 
 
 def _useradd() -> str | None:
@@ -104,7 +105,7 @@ def _fork_as(user: pwd.struct_passwd, body: Callable[[], int], out: Path) -> int
     return pid
 
 
-def _wait(pid: int, timeout: float = 60.0) -> int:
+def _wait(pid: int, timeout: float = RUN_S) -> int:
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -132,7 +133,9 @@ def job(
         import gputui.hook
 
         gputui.hook.install()
-        deadline = time.monotonic() + 120
+        # until the module's tests are done; the deadline only ends it if the
+        # test process dies without stopping it
+        deadline = time.monotonic() + 10 * START_S
         while not stop.exists() and time.monotonic() < deadline:
             gputui.hook.step()
             time.sleep(0.005)
@@ -142,7 +145,7 @@ def job(
     pid = _fork_as(owner, train, work / "job.log")
     sock_dir = Path(f"/tmp/gputui-{owner.pw_uid}")
     try:
-        hookutil.wait_for(lambda: (sock_dir / f"{pid}.sock").exists(), 30, "the job's socket")
+        hookutil.wait_for(lambda: (sock_dir / f"{pid}.sock").exists(), WAIT_S, "the job's socket")
         yield pid, owner, sock_dir
     finally:
         stop.touch()
@@ -161,7 +164,7 @@ def _gputui_as_root(*args: str, sock_dir: Path | None = None) -> subprocess.Comp
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
         check=False,
     )
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.deadlines import RUN_S
 from tests.helpers.hookutil import isolated_dirs, make_env, start_job, wait_for
 from tests.helpers.promutil import (
     REPO,
@@ -31,10 +32,14 @@ from tests.helpers.promutil import (
 )
 from tests.helpers.synthetic import make_snapshots, write_recording
 
-pytestmark = pytest.mark.skipif(
-    prometheus_binary() is None,
-    reason="the prometheus binary is not installed (apt-get install prometheus; .ci/run does it)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        prometheus_binary() is None,
+        reason="the prometheus binary is not installed "
+        "(apt-get install prometheus; .ci/run does it)",
+    ),
+    pytest.mark.slow,
+]
 
 DASHBOARD = REPO / "docs" / "grafana-dashboard.json"
 
@@ -159,7 +164,7 @@ def test_cluster_once_json_matches_the_exporters(lab: Lab) -> None:
         env=lab.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -194,7 +199,7 @@ def test_cluster_once_json_matches_the_exporters(lab: Lab) -> None:
         env=lab.env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
     )
     assert text.returncode == 0, text.stderr
     assert re.search(r"^node-b\s+up\s+4\s", text.stdout, re.M), text.stdout
@@ -217,7 +222,7 @@ def test_cluster_once_no_series_for_a_selector(lab: Lab) -> None:
         cwd=str(REPO),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=RUN_S,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "holds no gputui or dcgm-exporter series" in proc.stderr
@@ -227,5 +232,5 @@ def test_job_series_vanish_when_the_job_exits(lab: Lab) -> None:
     # runs last in this module: it stops the job
     assert f'pid="{lab.job.pid}"' in lab.served(2)
     lab.job.stop()
-    wait_for(lambda: f'pid="{lab.job.pid}"' not in lab.served(2), 30, "the job's series to go")
+    wait_for(lambda: f'pid="{lab.job.pid}"' not in lab.served(2), what="the job's series to go")
     assert "gputui_train_info" not in lab.served(2)

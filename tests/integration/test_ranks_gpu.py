@@ -18,10 +18,11 @@ import pytest
 from gputui.collectors.job_group import parent_pid
 from gputui.protocol import list_sockets
 from tests.helpers import hookutil
+from tests.helpers.deadlines import START_S, WAIT_S
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 JOB = hookutil.REPO / "bench" / "jobs" / "train_ddp_cpu.py"
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -50,7 +51,7 @@ def test_ddp_on_gpus_with_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
             return pids if len(pids) == nproc else None
 
         try:
-            ranks = hookutil.wait_for(all_up, 120, "the ranks' sockets")
+            ranks = hookutil.wait_for(all_up, START_S, "the ranks' sockets")
 
             def report() -> dict | None:
                 out = hookutil.gputui(env, "attach", str(ranks[0]), "--once", "--json")
@@ -58,7 +59,7 @@ def test_ddp_on_gpus_with_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
                 doc = json.loads(out.stdout)
                 return doc if doc["stats"]["count"] >= 30 else None
 
-            doc = hookutil.wait_for(report, 90, "30 steps")
+            doc = hookutil.wait_for(report, START_S, "30 steps")
             status = doc["status"]
             assert status["errors"] == [], status["errors"]
             assert status["comm"]["ddp_models"] == 1 and status["comm"]["collectives"]
@@ -73,7 +74,7 @@ def test_ddp_on_gpus_with_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=WAIT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            print(proc.communicate(timeout=30)[0][-3000:])
+            print(proc.communicate(timeout=WAIT_S)[0][-3000:])

@@ -32,6 +32,7 @@ from gputui.collectors.replay import (
 )
 from gputui.snapshot.codec import snapshot_to_json
 from gputui.snapshot.model import SCHEMA_VERSION
+from tests.helpers.deadlines import RUN_S
 from tests.unit.test_replay import make_snapshot
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
@@ -40,7 +41,7 @@ T0 = 1_767_225_600.0
 HEADER = {"type": "gputui-recording", "schema": 1, "interval_s": 1.0}
 
 
-def run_cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout: float = RUN_S) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("GPUTUI_DEBUG", None)
     return subprocess.run(
@@ -89,7 +90,7 @@ def test_only_regular_files_are_read(kind: str, fifo: Path, tmp_path: Path) -> N
 
 
 def test_cli_refuses_a_fifo_at_once(fifo: Path) -> None:
-    proc = run_cli("--replay", str(fifo), "--once", timeout=30)
+    proc = run_cli("--replay", str(fifo), "--once")
     assert proc.returncode == 2
     assert "FIFO" in proc.stderr and proc.stderr.count("\n") == 1
 

@@ -4,7 +4,7 @@ they equal what ``gputui analyze`` computes from the same capture's trace file."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -108,31 +108,40 @@ def test_bad_metrics_are_refused_naming_the_field(
     assert field in str(err.value)
 
 
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    with hookutil.isolated_dirs() as dirs:
-        monkeypatch.setenv("GPUTUI_SOCKET_DIR", dirs[0])
-        yield hookutil.make_env(*dirs)
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], hookutil.Job]]:
+    """A stepping job per device, started on first use and shared by the
+    captures of this module (each capture is of its own steps)."""
+    started: dict[str, hookutil.Job] = {}
+    with hookutil.isolated_dirs() as dirs, pytest.MonkeyPatch.context() as mp:
+        env = hookutil.make_env(*dirs)
+        mp.setenv("GPUTUI_SOCKET_DIR", dirs[0])  # where HookClient looks
+
+        def on(device: str) -> hookutil.Job:
+            if device not in started:
+                args = ["--install", "--steps", "0", "--device", device]
+                started[device] = hookutil.start_job(env, tmp_path_factory.mktemp(device), args)
+            return started[device]
+
+        try:
+            yield on
+        finally:
+            for j in started.values():
+                j.stop()
 
 
-def _capture(
-    env: dict[str, str], tmp_path: Path, device: str, flops: bool = False
-) -> CaptureResult:
-    job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "0", "--device", device])
+def _capture(job: hookutil.Job, flops: bool = False) -> CaptureResult:
+    client = HookClient.connect(job.pid)
     try:
-        client = HookClient.connect(job.pid)
         client.subscribe(history=0)
         client.start()
         cid = client.request_capture(steps=3, warmup=1, flops=flops)
-        result = None
-        for ev in client.events(timeout=60):
-            if isinstance(ev, CaptureResult) and ev.id == cid:
-                result = ev
-                break
-        client.close()
+        result = next(
+            ev for ev in hookutil.events(client) if isinstance(ev, CaptureResult) and ev.id == cid
+        )
     finally:
-        job.stop()
-    assert result is not None and result.error is None and result.trace_path
+        client.close()
+    assert result.error is None and result.trace_path
     return result
 
 
@@ -173,19 +182,21 @@ def _agree(live: TraceMetrics, trace: TraceMetrics) -> None:
     assert abs(live.launch.launches - trace.launch.launches) <= 0.01 * trace.launch.launches
 
 
-def test_cpu_capture_metrics_match_its_trace(env: dict[str, str], tmp_path: Path) -> None:
-    result = _capture(env, tmp_path, "cpu")
+@pytest.mark.slow
+def test_cpu_capture_metrics_match_its_trace(job: Callable[[str], hookutil.Job]) -> None:
+    result = _capture(job("cpu"))
     live = result.trace_metrics
     assert live is not None and live.temporal is None  # no GPU
     assert live.steps_total == 3 and live.last_step_dropped
     _agree(live, compute(read_trace(result.trace_path or "").timeline))
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
-def test_cuda_capture_metrics_match_its_trace(env: dict[str, str], tmp_path: Path) -> None:
+def test_cuda_capture_metrics_match_its_trace(job: Callable[[str], hookutil.Job]) -> None:
     """On a GPU: correlation ids and streams come from torch's raw events (their
     accessors are guarded, so a mismatch would show as missing launch stats)."""
-    result = _capture(env, tmp_path, "cuda")
+    result = _capture(job("cuda"))
     live = result.trace_metrics
     assert live is not None and live.temporal is not None and live.launch is not None
     assert live.launch.launches > 0
@@ -215,17 +226,19 @@ def _rows_agree(result: CaptureResult) -> None:
             assert other.flops == pytest.approx(row.flops)
 
 
-def test_cpu_capture_with_flops_sends_op_rows(env: dict[str, str], tmp_path: Path) -> None:
-    result = _capture(env, tmp_path, "cpu", flops=True)
+@pytest.mark.slow
+def test_cpu_capture_with_flops_sends_op_rows(job: Callable[[str], hookutil.Job]) -> None:
+    result = _capture(job("cpu"), flops=True)
     rows = {r.name: r for r in result.op_rows}
     # the job's nn.Linear layers: torch's own FLOP count, from the raw events
     assert "aten::addmm" in rows and rows["aten::addmm"].flops_source == "profiler"
     _rows_agree(result)
 
 
+@pytest.mark.slow
 @pytest.mark.gpu
-def test_cuda_capture_with_flops_sends_op_rows(env: dict[str, str], tmp_path: Path) -> None:
-    result = _capture(env, tmp_path, "cuda", flops=True)
+def test_cuda_capture_with_flops_sends_op_rows(job: Callable[[str], hookutil.Job]) -> None:
+    result = _capture(job("cuda"), flops=True)
     top = result.op_rows[0]
     assert top.device_us > 0 and top.kernels > 0
     _rows_agree(result)

@@ -174,7 +174,9 @@ def train(args: argparse.Namespace) -> int:
                 break
     print(f"trained {done} steps", flush=True)
     if args.linger_file:
-        deadline = time.monotonic() + 60
+        # the test touches the file once it has read the hook; the deadline only
+        # ends a job whose test died (generous: a loaded machine reads slowly)
+        deadline = time.monotonic() + 600
         while not os.path.exists(args.linger_file) and time.monotonic() < deadline:
             time.sleep(0.02)
     return 0

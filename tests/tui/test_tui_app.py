@@ -21,6 +21,7 @@ from gputui.tui.screens.monitor import MonitorScreen, StatusLine
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, HostPanel
 from gputui.tui.widgets.processes import ProcessTable
+from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import (
     live_like_source,
     make_snapshots,
@@ -222,7 +223,7 @@ async def test_kill_dialog_sends_sigterm_to_a_real_process() -> None:
             await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
             await pilot.click("#term")
             await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
-            assert child.wait(timeout=10) == -signal.SIGTERM
+            assert child.wait(timeout=WAIT_S) == -signal.SIGTERM
     finally:
         if child.poll() is None:
             child.kill()
@@ -518,7 +519,7 @@ async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
     app = make_app(live_like_source(snapshots), 3600.0)
     async with app.run_test(size=(140, 50)) as pilot:
         await started(pilot)
-        await wait_for(pilot, lambda: uuid in app.current.ceilings, 10)
+        await wait_for(pilot, lambda: uuid in app.current.ceilings)
         app.screen.refresh_data()  # type: ignore[attr-defined]
         panel = app.screen.query_one(DevicePanel)
         first, second = panel.plain.split("GPU 1 ", 1)

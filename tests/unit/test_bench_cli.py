@@ -17,6 +17,7 @@ import pytest
 from gputui.ceilings import measured, runner
 from gputui.cli import main
 from gputui.commands import bench
+from tests.helpers.deadlines import RUN_S
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gputui"
 UUID = "GPU-3f2c6d8e-1a2b-4c5d-8e9f-0123456789ab"
@@ -49,7 +50,9 @@ def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
 
 
 def test_without_torch_one_line_and_status_2() -> None:

@@ -18,6 +18,7 @@ import pytest
 from gputui.ceilings import cache, measured, probes, runner, timing
 from gputui.ceilings.datasheet import A100_SXM_80, H100_PCIE, H100_SXM, datasheet_for
 from gputui.errors import GputuiError
+from tests.helpers.deadlines import RUN_S
 
 UUID = "GPU-3f2c6d8e-1a2b-4c5d-8e9f-0123456789ab"
 
@@ -328,7 +329,7 @@ def test_loader_needs_no_torch(tmp_path: Path) -> None:
         "print(c.bf16_tflops, [m for m in ('torch', 'textual', 'rich') if m in sys.modules])"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S, check=True
     )
     assert out.stdout.split() == ["780.0", "[]"]
 

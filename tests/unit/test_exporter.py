@@ -26,6 +26,7 @@ from gputui.exporter.jobs import JobWatcher, job_id_for, job_id_of
 from gputui.exporter.server import make_server
 from gputui.protocol.hello import DeviceInfo, Hello
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
+from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import make_snapshots
 
 DCGM_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname"}
@@ -338,7 +339,7 @@ def test_server_answers_metrics_landing_and_404() -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=5)
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=WAIT_S)
         conn.request("GET", "/metrics")
         response = conn.getresponse()
         body = response.read()
@@ -379,7 +380,7 @@ def test_server_refuses_what_it_does_not_serve() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     def ask(raw: bytes) -> bytes:
-        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as s:
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=WAIT_S) as s:
             s.sendall(raw)
             data = b""
             while chunk := s.recv(65536):
@@ -438,6 +439,6 @@ def test_driverless_node_serves_jobs_and_says_gpu_series_are_off(tmp_path: Any) 
         assert enabled == {"gpu": 0, "jobs": 1}
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(WAIT_S)
         if proc.stderr is not None:
             proc.stderr.close()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.deadlines import RUN_S
+
 PACKAGE = Path(__file__).resolve().parents[2] / "gputui"
 
 
@@ -78,7 +80,9 @@ def test_once_path_does_not_load_textual() -> None:
         "bad = [m for m in ('textual', 'torch', 'rich') if m in sys.modules]; "
         "print('LOADED', bad); sys.exit(rc)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
     assert proc.returncode == 0, proc.stderr
     assert "LOADED []" in proc.stdout
 
@@ -208,7 +212,9 @@ def test_exporter_and_cluster_core_stay_headless() -> None:
         "gputui.cluster.source, gputui.reports.cluster; "
         "print('LOADED', [m for m in ('textual', 'rich', 'torch', 'pynvml') if m in sys.modules])"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
     assert proc.returncode == 0, proc.stderr
     assert "LOADED []" in proc.stdout
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.deadlines import RUN_S
+
 REPO = Path(__file__).resolve().parents[2]
 
 #: parse the arguments as the script would, then stop before any work
@@ -46,7 +48,7 @@ def test_each_bench_command_parses(command: list[str]) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=RUN_S,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
 

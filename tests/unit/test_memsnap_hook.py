@@ -22,6 +22,7 @@ from gputui.protocol import memsnap as ms
 from gputui.protocol import messages
 from gputui.protocol.memsnap import MemorySnapshotRequest, MemorySnapshotResult
 from gputui.protocol.schema import CaptureRequest
+from tests.helpers.deadlines import WAIT_S
 
 MIB = 2**20
 
@@ -145,7 +146,7 @@ class Job:
         alloc.free(act)
         self.recorder.boundary()
 
-    def result(self, timeout: float = 10.0) -> MemorySnapshotResult:
+    def result(self, timeout: float = WAIT_S) -> MemorySnapshotResult:
         deadline = time.monotonic() + timeout
         while not self._done() and time.monotonic() < deadline:
             time.sleep(0.01)

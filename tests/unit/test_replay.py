@@ -26,6 +26,7 @@ from gputui.snapshot.model import (
     ProcessSnapshot,
     Snapshot,
 )
+from tests.helpers.deadlines import WAIT_S
 
 
 def make_snapshot(t: float, util: float = 50.0) -> Snapshot:
@@ -208,7 +209,7 @@ def test_a_small_recording_is_decoded_once_then_plays_from_memory(tmp_path: Path
     # Five played from the stream; the preload arrives mid-pass.
     played = [source.sample() for _ in range(5)]
     source.count()
-    player.join(10)
+    player.join(WAIT_S)
     assert player.preloaded == tuple(snaps) and source.total == 12
     # The file is no longer read: gone, the replay plays on, in order, pass after pass.
     path.unlink()
@@ -223,7 +224,7 @@ def test_a_recording_over_the_preload_size_streams_every_pass(tmp_path: Path) ->
     _write(path, snaps)
     source, player = _stream_source(path, preload_max=100)
     source.count()
-    player.join(10)
+    player.join(WAIT_S)
     assert player.preloaded is None and source.total == 4
     assert [source.sample() for _ in range(6)] == snaps + snaps[:2]
     path.unlink()  # the next pass reopens the file
@@ -241,7 +242,7 @@ def test_a_recording_with_a_damaged_line_is_not_preloaded(tmp_path: Path) -> Non
     path.write_bytes(gzip.compress(b"".join(lines)))
     source, player = _stream_source(path)
     source.count()
-    player.join(10)
+    player.join(WAIT_S)
     assert player.preloaded is None
     # The damaged line is said on every pass, as before.
     for _ in range(2):
@@ -294,7 +295,7 @@ def test_a_recording_still_being_written_is_not_preloaded_and_grows(tmp_path: Pa
     writer.flush()  # readable, no end marker yet: the recorder is still at work
     source, player = _stream_source(path)
     source.count()
-    player.join(10)
+    player.join(WAIT_S)
     assert player.preloaded is None
     assert [source.sample() for _ in range(3)] == snaps[:3]
     for snap in snaps[3:]:

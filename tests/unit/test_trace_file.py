@@ -12,6 +12,7 @@ import pytest
 
 from gputui.collectors import json_stream, trace_file
 from gputui.collectors.trace_file import TraceError, find_traces, read_trace
+from tests.helpers.deadlines import WAIT_S
 from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -146,7 +147,7 @@ def test_not_a_regular_file(tmp_path: Path) -> None:
         done.set()
 
     threading.Thread(target=read, daemon=True).start()
-    assert done.wait(10), "reading a FIFO must not block"
+    assert done.wait(WAIT_S), "reading a FIFO must not block"
     assert errors and "not a regular file" in errors[0]
     with pytest.raises(TraceError, match="not a regular file"):
         read_trace("/dev/null")
