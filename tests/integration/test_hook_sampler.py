@@ -25,6 +25,9 @@ from tests.helpers import hookutil
 
 pytest.importorskip("torch")
 
+#: every test here starts a training job
+pytestmark = pytest.mark.slow
+
 #: the profile names the hot function soon after attaching (it is sent on
 #: subscribe, from the samples taken before; the requirement is 10 s, met in
 #: well under one on an idle machine): a generous deadline, since CI may run
