@@ -339,7 +339,9 @@ def _closed_port() -> int:
             "recording not found: /nonexistent/rec.jsonl.gz",
         ),
         (["attach", "--replay", "/nonexistent/s.jsonl.gz"], "recording not found"),
-        (["attach", str(os.getpid())], f"process {os.getpid()} has no gputui hook"),
+        # this test's own process: a process without a hook ({pid} is filled in the
+        # test, so that every pytest worker collects the same test ids)
+        (["attach", "{pid}"], "process {pid} has no gputui hook"),
         (["attach", "4194304"], "no process with pid 4194304"),
         (["cluster", "--prometheus", "ftp://x"], "not an http(s) URL"),
         (["cluster", "--prometheus", "http://127.0.0.1:{port}", "--timeout", "2"], "cannot reach"),
@@ -350,7 +352,10 @@ def test_without_a_terminal_what_is_missing_is_said_before_the_terminal(
 ) -> None:
     """The terminal is checked last: a missing recording, job or server is said
     first, so that the printed form the refusal would name is not a dead end."""
-    args = [a.replace("{port}", str(_closed_port())) for a in args]
+    args = [
+        a.replace("{port}", str(_closed_port())).replace("{pid}", str(os.getpid())) for a in args
+    ]
+    message = message.replace("{pid}", str(os.getpid()))
     proc = _without_terminal(*args)
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.splitlines()
