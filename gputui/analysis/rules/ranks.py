@@ -180,6 +180,11 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
         for name, seconds in mine.items()
     }
     phase = max(excess, key=lambda n: excess[n]) if excess else OTHER
+    if where != "in communication" and excess:
+        # The others cannot wait longer than the straggler is slower: its phase's
+        # excess bounds what its peers' NCCL kernels spin for on the GPU (their
+        # transfer is in that kernel time too)
+        wait = min(wait, max(excess[phase], slow_compute - peer_compute, 0.0))
     seen, fix = _cause(slow, others, phase)
     evidence = (
         f"{slow.label} needs {fmt.ms(slow_compute)} per step against {fmt.ms(peer_compute)} on "
