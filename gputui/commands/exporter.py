@@ -21,9 +21,10 @@ DEFAULT_LISTEN = "0.0.0.0"
 
 SUMMARY = "serve GPU and training metrics to Prometheus"
 DESCRIPTION = (
-    "Serve this node's GPU series (NVML, GPM, clock events) and the training "
-    "series of every hooked job (steps, phase seconds, memory) in the Prometheus "
-    "text format on http://LISTEN:PORT/metrics.  docs/exporter.md lists every series."
+    "Serve this node's GPU series (NVML, GPM, clock events) "
+    "and the training series of every hooked job (steps, phase seconds, memory) "
+    "in the Prometheus text format on http://LISTEN:PORT/metrics.  "
+    "docs/exporter.md lists every series."
 )
 
 
