@@ -164,12 +164,12 @@ async def test_tree_view_groups_children_under_parents() -> None:
         assert "parent|4000" in order  # the launcher is not a GPU process
         # ... nor counted as one
         assert "Processes 8/8" in app.screen.query_one(StatusLine).plain
-        rows = t._rows
-        children = rows["parent|4000"].children
+        rows = {key: t.row(key) for key in order}
+        children = rows["parent|4000"].children  # type: ignore[union-attr]
         assert children and all(
             rows[k].proc is not None and rows[k].proc.ppid == 4000  # type: ignore[union-attr]
             for k in order
-            if rows[k].proc is not None and rows[k].pid in children
+            if rows[k].proc is not None and rows[k].pid in children  # type: ignore[union-attr]
         )
         # GPU process 4100 is the parent of others: they come right after it
         i = next(i for i, k in enumerate(order) if k.endswith("|4100"))
@@ -367,7 +367,7 @@ async def test_attach_hook_point() -> None:
         seen = notes(app)
         await started(pilot)
         t = table(app)
-        hooked = next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked)  # type: ignore[union-attr]
+        hooked = next(k for k in t.order if t.row(k).proc and t.row(k).proc.hooked)  # type: ignore[union-attr]
         t.select_key(hooked)
         await pilot.press("a")
         assert calls == [int(hooked.split("|")[1])]
@@ -379,7 +379,7 @@ async def test_attach_hook_point() -> None:
         seen = notes(app)
         await started(pilot)
         t = table(app)
-        t.select_key(next(k for k in t.order if t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        t.select_key(next(k for k in t.order if t.row(k).proc.hooked))  # type: ignore[union-attr]
         await pilot.press("a")
         assert any("is a recorded process, not one on this machine" in n for n in seen)
 
@@ -395,7 +395,7 @@ async def test_attach_in_the_demo_plays_the_recorded_attach_session() -> None:
         app.advance(3)
         await pilot.pause()
         t = table(app)
-        t.select_key(next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        t.select_key(next(k for k in t.order if t.row(k).proc and t.row(k).proc.hooked))  # type: ignore[union-attr]
         await pilot.press("a")
         await pilot.pause()
         assert isinstance(app.screen, AttachScreen) and isinstance(app.screen.feed, ReplayFeed)
