@@ -37,8 +37,9 @@ from gputui.collectors.recording_io import (
     open_regular,
     reader_for_bytes,
 )
+from gputui.collectors.snapshot_lines import SnapshotLines
 from gputui.fmt import clean
-from gputui.snapshot.codec import DecodeError, check_schema, snapshot_from_json, snapshot_to_json
+from gputui.snapshot.codec import DecodeError, check_schema, snapshot_to_json
 from gputui.snapshot.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot
 
 __all__ = [
@@ -199,10 +200,11 @@ def _snapshots(
     (corrupt, over a bound) comes out last.  Only a last line cut off by the end
     of the file is forgiven (a recorder killed mid-write).
     """
+    decoder = SnapshotLines()
     try:
         for number, line in lines:
             try:
-                yield snapshot_from_json(load_line(line))
+                yield decoder.decode(line)
             except DecodeError as exc:
                 if not reader.complete:
                     return

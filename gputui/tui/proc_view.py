@@ -154,7 +154,8 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
     "rss": attrgetter("rss_bytes"),
     "command": attrgetter("command"),
 }
-_GPU_PID = attrgetter("gpu_index", "pid")
+_PID = attrgetter("pid")
+_GPU = attrgetter("gpu_index")
 
 
 def _sort_value(proc: ProcessSnapshot, column: str, now_s: float) -> Any:
@@ -171,7 +172,10 @@ def sort_processes(
     The comparisons run in C (``sorted`` with a getter): the order of 20,000
     processes costs a few milliseconds, and an already ordered list (a snapshot's
     own order) costs one pass."""
-    items = sorted(procs, key=_GPU_PID)
+    # by pid, then (stable) by GPU: two sorts of plain integers, no key tuples; a
+    # snapshot comes in this order already, and an ordered list is one pass
+    items = sorted(procs, key=_PID)
+    items.sort(key=_GPU)
     if spec.column == "gpu" and not spec.descending:
         return items
     if spec.column == "time":

@@ -48,11 +48,24 @@ def device_evidence(snapshot: Snapshot, recent: Sequence[Snapshot]) -> list[Devi
             series = by_uuid.get(d.uuid)
             if series is not None and not d.lost:
                 series.append(d)
-    computing = {p.gpu_index for p in snapshot.processes if "compute" in p.type}
+    computing = _computing(snapshot)
     return [
         DeviceEvidence(device, GpuWindow.of(by_uuid[device.uuid]), device.index in computing)
         for device in snapshot.devices
     ]
+
+
+def _computing(snapshot: Snapshot) -> set[int]:
+    """The GPUs with a compute process; the walk stops once every GPU has one (a node
+    with thousands of processes finds them among its first few)."""
+    computing: set[int] = set()
+    every = len(snapshot.devices)
+    for p in snapshot.processes:
+        if "compute" in p.type:
+            computing.add(p.gpu_index)
+            if len(computing) >= every:
+                break
+    return computing
 
 
 def _finding(

@@ -133,6 +133,7 @@ class ProcessDetailScreen(Screen[object]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.gapp.history.watch(self.proc.key)
         self.refresh_data()
 
     def _values(self, gone: bool = False) -> DetailValues:
