@@ -19,6 +19,7 @@ decode this way, is decoded whole, as before, with the same errors.
 from __future__ import annotations
 
 import dataclasses
+
 from gputui.collectors.recording_io import load_line, load_object, value_end
 from gputui.snapshot.codec import DecodeError, from_json, snapshot_from_json
 from gputui.snapshot.model import MAX_ITEMS, ProcessSnapshot, Snapshot
