@@ -79,6 +79,13 @@ def clean_all(items: object, limit: int = MAX_TEXT) -> str:
     if isinstance(items, str) or items is None:
         return clean(items, limit)
     try:
+        joined = " ".join(items)  # type: ignore[arg-type]
+    except TypeError:
+        joined = None
+    if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
+        # every word is printable ASCII and short: cleaning each would change nothing
+        return joined
+    try:
         parts = [clean(item, limit) for item in items]  # type: ignore[attr-defined]
     except TypeError:
         return clean(items, limit)

@@ -1,6 +1,7 @@
 """The text layer every printed report stands on: plain strings, no Rich.
 
-- :func:`output_width`: ``COLUMNS``, else the terminal's width, else 80 (piped).
+- :func:`output_width`: ``COLUMNS``, else the terminal's width, else 80 (piped);
+  :func:`output_height`: the terminal's height, None when piped.
 - :func:`wrap`: whole words, a hanging indent; a word longer than a whole line
   goes on on the next (broken after a separator where it has one), never cut.
 - :func:`elide`: a long kernel or op name shortened in the middle with an ASCII
@@ -85,6 +86,18 @@ def output_width(stream: TextIO | None = None) -> int:
     except (AttributeError, ValueError, OSError):
         pass
     return PIPE_WIDTH
+
+
+def output_height(stream: TextIO | None = None) -> int | None:
+    """The terminal's height in lines when ``stream`` (standard output) is one
+    (``LINES`` overrides it there); None for a pipe or a file: no limit."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    return max(1, shutil.get_terminal_size((PIPE_WIDTH, 24)).lines)
 
 
 def wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:

@@ -86,11 +86,73 @@ def print_document(
     findings: list[dict[str, Any]] | None = None,
 ) -> None:
     """Write :func:`snapshot_document` to standard output (strict JSON: no NaN)."""
-    doc = snapshot_document(snapshot, label, is_recording, rate_window_s, findings)
-    # Encoded whole before anything is written: an error leaves no half document.
-    text = json.dumps(doc, indent=1, allow_nan=False)
-    sys.stdout.write(text + "\n")
+    write_document(sys.stdout, snapshot, label, is_recording, rate_window_s, findings)
     sys.stdout.flush()
+
+
+#: processes encoded per write (a node's thousands go out as they are encoded)
+STREAM_PROCESSES = 256
+
+
+def write_document(
+    out: typing.TextIO,
+    snapshot: Snapshot,
+    label: str,
+    is_recording: bool,
+    rate_window_s: float | None = None,
+    findings: list[dict[str, Any]] | None = None,
+) -> None:
+    """:func:`snapshot_document` streamed: the processes are encoded and written a
+    few at a time, each on a line of its own, so that 20,000 of them are never one
+    string (nor their dicts one list) in memory.  The rest of the document is laid
+    out as ``json.dumps(doc, indent=1)`` lays it out, and encoded before anything
+    is written."""
+    doc = snapshot_document(
+        dataclasses.replace(snapshot, processes=()), label, is_recording, rate_window_s, findings
+    )
+    parts = []
+    for key, value in doc.items():
+        if key == "processes":
+            parts.append(None)  # where the processes go
+            continue
+        text = json.dumps(value, indent=1, allow_nan=False).replace("\n", "\n ")
+        parts.append(f" {json.dumps(key)}: {text}")
+    out.write("{\n")
+    for n, part in enumerate(parts):
+        out.write(",\n" if n else "")
+        if part is not None:
+            out.write(part)
+            continue
+        out.write(' "processes": ')
+        _write_processes(out, snapshot.processes)
+    out.write("\n}\n")
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _flat_json(value: Any) -> dict[str, Any]:
+    """A dataclass of plain fields (a process) as a dict: tuples stay tuples (JSON
+    writes them as lists), nothing checked (the encoder refuses a NaN)."""
+    return {name: getattr(value, name) for name in _field_names(type(value))}
+
+
+def _write_processes(out: typing.TextIO, processes: tuple[Any, ...]) -> None:
+    if not processes:
+        out.write("[]")
+        return
+    out.write("[\n")
+    encode = json.JSONEncoder(separators=(", ", ": "), allow_nan=False).encode
+    for start in range(0, len(processes), STREAM_PROCESSES):
+        chunk = processes[start : start + STREAM_PROCESSES]
+        try:
+            texts = [encode(_flat_json(p)) for p in chunk]
+        except ValueError:  # a NaN or an infinity: null, as everywhere else
+            texts = [encode(to_json(p)) for p in chunk]
+        out.write(("  " if not start else ",\n  ") + ",\n  ".join(texts))
+    out.write("\n ]")
 
 
 def check_schema(value: Any, what: str) -> int:
