@@ -337,3 +337,38 @@ def test_live_source_joins_gpu_and_host(ps: FakePsutil) -> None:
     assert snapshot.host.cpu_count == 4
     source.close()
     assert fake.shutdown_count == 1
+
+
+def test_a_busy_node_reads_each_process_once_a_sample_and_its_facts_once(
+    ps: FakePsutil,
+) -> None:
+    # 8 GPUs x 250 processes; pid 5000 is on every GPU
+    gpus = []
+    for g in range(8):
+        procs = [FakeProcess(10_000 + g * 250 + k) for k in range(249)] + [FakeProcess(5000)]
+        gpus.append(h100(processes=procs))
+    fake = FakeNvml(gpus)
+    pids = {p.pid for gpu in gpus for p in gpu.processes}
+    for pid in pids:
+        ps.procs[pid] = ProcInfo()
+    source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector(ps))
+    samples = 10
+    for _ in range(samples):
+        snapshot = source.sample()
+    assert len(snapshot.processes) == 2000 and len(pids) == 1993
+    # NVML: each device's process lists once a sample, its per-process utilization
+    # on the slow cadence
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 8 * samples
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 8 * samples
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] <= 8 * 2
+    # psutil: a process's life-long facts once, its numbers once a sample (not once
+    # per GPU it is on)
+    assert ps.calls["Process"] == len(pids)
+    assert ps.calls["cmdline"] == ps.calls["username"] == len(pids)
+    assert ps.calls["cpu_percent"] == ps.calls["memory_info"] == len(pids) * samples
+    # a pid reused by another process is read as a new one
+    ps.procs[5000] = ProcInfo(user="bob", create_time=1_700_000_500.0)
+    snapshot = source.sample()
+    assert {p.user for p in snapshot.processes if p.pid == 5000} == {"bob"}
+    assert ps.calls["cmdline"] == len(pids) + 1
+    source.close()
