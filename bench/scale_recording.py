@@ -11,7 +11,8 @@ servers under MPS or time-slicing, many small jobs per GPU):
 
 - each process has its own pid, one of 40 users, a command line of 5-9 words
   (about 120 characters), a start time, a parent (one launcher per 48
-  processes, not itself on a GPU) and GPU memory between 100 MiB and 4 GiB;
+  processes, not itself on a GPU) and GPU memory such that a GPU's processes
+  use about 90% of it (100 MiB to 4 GiB each, less when a GPU has thousands);
 - from one snapshot to the next, ``--changing`` of them (a fraction) get new
   %SM, %BW, %CPU and host memory (the others are idle: their numbers stay),
   and ``--churn`` of them exit and are replaced by new processes (new pids);
@@ -51,6 +52,10 @@ class _Node:
     def __init__(self, processes: int, gpus: list[dict[str, Any]], seed: int) -> None:
         self.rng = random.Random(seed)
         self.gpus = gpus
+        per_gpu = max(1, processes // len(gpus))
+        total = gpus[0]["mem_total_bytes"] * 0.9
+        #: the mean GPU memory of a process, in MiB
+        self.mean_mib = max(1, min(2048, int(total / per_gpu / MIB)))
         self.next_pid = 200_000
         self.procs: list[dict[str, Any]] = [self._new(k, T0 - 86_400.0) for k in range(processes)]
 
@@ -76,7 +81,8 @@ class _Node:
             "gpu_index": gpu["index"],
             "gpu_uuid": gpu["uuid"],
             "type": "compute",
-            "gpu_mem_bytes": rng.randrange(100, 4096) * MIB,
+            "gpu_mem_bytes": rng.randrange(self.mean_mib // 2 + 1, self.mean_mib * 3 // 2 + 2)
+            * MIB,
             "sm_pct": 0.0,
             "mem_bw_pct": 0.0,
             "user": f"user{slot % USERS:02d}",
