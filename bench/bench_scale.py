@@ -17,7 +17,14 @@ default), in turns:
   (``bench/bench_tui.py``): the process tree's CPU time over ``--seconds``
   after ``--warmup`` (the recording is counted and the first snapshots drawn
   meanwhile), as % of one core, i.e. milliseconds of CPU per 1 s refresh / 10,
-  and its RSS at the end of the window.
+  and its RSS at the end of the window; ``--windows`` windows per checkout,
+  in turns, their median;
+
+- ``--ls N``: ``gputui ls`` with N processes carrying the hook (this checkout);
+- ``host``: the live collector's host side (psutil) on every process this
+  machine has: CPU per process and refresh of ``HostCollector.enrich``, the
+  part of a live refresh that grows with the GPU processes (NVML's process
+  lists are one call per GPU).
 
 Prints a table and writes JSON (machine, date, load average before and after).
 Needs tmux for ``monitor``.
@@ -33,6 +40,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -106,18 +114,93 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
                     mine[f"{name}_wall_s"] = statistics.median(w for w, _r, _ok in items)
                     mine[f"{name}_rss_mb"] = statistics.median(r for _w, r, _ok in items)
                     mine[f"{name}_ok"] = all(ok for _w, _r, ok in items)
-            if "monitor" not in args.skip:
+            entry[label] = mine
+        for _ in range(args.windows if "monitor" not in args.skip else 0):
+            for label, tree in trees:  # in turns: the machine's drift hits both alike
                 command = (
                     f"{shlex.quote(sys.executable)} -m gputui --replay {shlex.quote(str(path))} "
                     "--interval 1"
                 )
                 window = measure(command, label, args.warmup, args.seconds, tree)
-                mine["monitor_cpu_pct"] = window.cpu_pct_of_core
-                mine["monitor_rss_mb"] = window.rss_mb
-            entry[label] = mine
+                entry[label].setdefault("monitor_windows", []).append(
+                    (window.cpu_pct_of_core, window.rss_mb)
+                )
+        for label, mine in entry.items():
+            windows = mine.get("monitor_windows")
+            if windows:
+                mine["monitor_cpu_pct"] = statistics.median(c for c, _r in windows)
+                mine["monitor_rss_mb"] = statistics.median(r for _c, r in windows)
             print(size, label, mine, file=sys.stderr)
         results[size] = entry
     return results
+
+
+def host_cost(tree: Path, refreshes: int = 20) -> dict[str, Any]:
+    """The live collector's host side on the processes this machine has: CPU per
+    process and refresh of ``HostCollector.enrich`` (psutil), after a first refresh
+    (which reads each process's command line and user once)."""
+    code = f"""
+import json, os, time
+from gputui.collectors.host import HostCollector
+from gputui.snapshot.model import ProcessSnapshot
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+procs = tuple(ProcessSnapshot(pid=p, gpu_index=0, gpu_uuid="GPU-0", type="compute") for p in pids)
+host = HostCollector()
+host.enrich(procs)
+start = time.process_time()
+for _ in range({refreshes}):
+    host.enrich(procs)
+per = 1e6 * (time.process_time() - start) / {refreshes} / len(pids)
+print(json.dumps({{"processes": len(pids), "us_per_process": per}}))
+"""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def ls_cost(tree: Path, hooked: int, rounds: int = 5) -> dict[str, Any]:
+    """``gputui ls`` with ``hooked`` processes carrying the hook (``tests/jobs/step_job.py``,
+    one step a second): wall time from start to exit, the median of ``rounds``."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    job = str(tree / "tests" / "jobs" / "step_job.py")
+    with tempfile.TemporaryDirectory() as ready:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, job, "--install", "--steps", "0", "--step-sleep", "1"]
+                + ["--ready-file", f"{ready}/{i}"],
+                env=env,
+                cwd=tree,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i in range(hooked)
+        ]
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and len(os.listdir(ready)) < hooked:
+                time.sleep(0.2)
+            walls, listed = [], 0
+            for _ in range(rounds):
+                start = time.perf_counter()
+                out = subprocess.run(
+                    [sys.executable, "-m", "gputui", "ls", "--json"],
+                    env=env,
+                    cwd=tree,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                walls.append(time.perf_counter() - start)
+                listed = len(json.loads(out.stdout or "[]"))
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(10)
+    return {"hooked": hooked, "listed": listed, "ls_wall_s": statistics.median(walls)}
 
 
 def table(results: dict[str, Any]) -> str:
@@ -146,19 +229,26 @@ def table(results: dict[str, Any]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--sizes", nargs="+", default=["demo", *SIZES], choices=["demo", *SIZES])
+    p.add_argument("--sizes", nargs="*", default=["demo", *SIZES], choices=["demo", *SIZES])
     p.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--windows", type=int, default=1, help="monitor windows per checkout")
     p.add_argument("--warmup", type=float, default=8.0)
-    p.add_argument("--skip", nargs="*", default=[], choices=["once", "monitor"])
+    p.add_argument("--skip", nargs="*", default=[], choices=["once", "monitor", "host"])
     p.add_argument("--cache", type=Path, default=Path("/tmp/gputui-scale"))
+    p.add_argument("--ls", nargs="*", type=int, default=[], metavar="N", help="ls with N hooked")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TERM", "xterm-256color")
     load_before = os.getloadavg()
-    results = sweep(args)
+    results = sweep(args) if args.sizes else {}
+    for hooked in args.ls:
+        results.setdefault("ls", []).append(ls_cost(ROOT, hooked))
+    if "host" not in args.skip:
+        for label, _, path in (t.partition("=") for t in args.tree or ["gputui=" + str(ROOT)]):
+            results.setdefault("host", {})[label] = host_cost(Path(path).resolve())
     doc = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -169,7 +259,10 @@ def main() -> None:
         },
         "results": results,
     }
-    print(table(results))
+    print(table({k: v for k, v in results.items() if k not in ("host", "ls")}))
+    for extra in ("host", "ls"):
+        if extra in results:
+            print(json.dumps(results[extra]))
     print(json.dumps(doc["machine"]))
     if args.out:
         args.out.write_text(json.dumps(doc, indent=1))

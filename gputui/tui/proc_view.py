@@ -158,12 +158,6 @@ _PID = attrgetter("pid")
 _GPU = attrgetter("gpu_index")
 
 
-def _sort_value(proc: ProcessSnapshot, column: str, now_s: float) -> Any:
-    if column == "time":
-        return runtime_s(proc, now_s)
-    return SORT_VALUES[column](proc)
-
-
 def sort_processes(
     procs: Iterable[ProcessSnapshot], spec: SortSpec, now_s: float
 ) -> list[ProcessSnapshot]:
