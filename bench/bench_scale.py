@@ -165,12 +165,12 @@ def ls_cost(tree: Path, hooked: int, rounds: int = 5) -> dict[str, Any]:
     """``gputui ls`` with ``hooked`` processes carrying the hook (``tests/jobs/step_job.py``,
     one step a second): wall time from start to exit, the median of ``rounds``."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    job = str(tree / "tests" / "jobs" / "step_job.py")
+    job = [sys.executable, str(tree / "tests" / "jobs" / "step_job.py"), "--install"]
+    job += ["--steps", "0", "--step-sleep", "1"]
     with tempfile.TemporaryDirectory() as ready:
         procs = [
             subprocess.Popen(
-                [sys.executable, job, "--install", "--steps", "0", "--step-sleep", "1"]
-                + ["--ready-file", f"{ready}/{i}"],
+                [*job, "--ready-file", f"{ready}/{i}"],
                 env=env,
                 cwd=tree,
                 stdout=subprocess.DEVNULL,
