@@ -154,8 +154,8 @@ per = 1e6 * (time.process_time() - start) / {refreshes} / len(pids)
 print(json.dumps({{"processes": len(pids), "us_per_process": per}}))
 """
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    out = subprocess.run(  # from the tree: `python -c` puts the working directory first
+        [sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True, check=True
     )
     result: dict[str, Any] = json.loads(out.stdout)
     return result
