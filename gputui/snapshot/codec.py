@@ -110,7 +110,7 @@ def write_document(
     doc = snapshot_document(
         dataclasses.replace(snapshot, processes=()), label, is_recording, rate_window_s, findings
     )
-    parts = []
+    parts: list[str | None] = []
     for key, value in doc.items():
         if key == "processes":
             parts.append(None)  # where the processes go
@@ -136,7 +136,8 @@ def _field_names(cls: type) -> tuple[str, ...]:
 def _flat_json(value: Any) -> dict[str, Any]:
     """A dataclass of plain fields (a process) as a dict: tuples stay tuples (JSON
     writes them as lists), nothing checked (the encoder refuses a NaN)."""
-    return {name: getattr(value, name) for name in _field_names(type(value))}
+    names = _field_names(type(value))  # type: ignore[arg-type]
+    return {name: getattr(value, name) for name in names}
 
 
 def _write_processes(out: typing.TextIO, processes: tuple[Any, ...]) -> None:

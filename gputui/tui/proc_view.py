@@ -172,12 +172,9 @@ def sort_processes(
     items.sort(key=_GPU)
     if spec.column == "gpu" and not spec.descending:
         return items
-    if spec.column == "time":
-
-        def value(p: ProcessSnapshot) -> Any:
-            return runtime_s(p, now_s)
-    else:
-        value = SORT_VALUES[spec.column]
+    value: Callable[[ProcessSnapshot], Any] = (
+        (lambda p: runtime_s(p, now_s)) if spec.column == "time" else SORT_VALUES[spec.column]
+    )
     keyed = [(v, p) for p in items if (v := value(p)) is not None]
     unknown = [p for p in items if value(p) is None] if len(keyed) < len(items) else []
     keyed.sort(key=itemgetter(0), reverse=spec.descending)
