@@ -78,35 +78,25 @@ def snapshot_document(
     return doc
 
 
+#: processes encoded per write (a node's thousands go out as they are encoded)
+STREAM_PROCESSES = 256
+
+
 def print_document(
     snapshot: Snapshot,
     label: str,
     is_recording: bool,
     rate_window_s: float | None = None,
     findings: list[dict[str, Any]] | None = None,
+    out: typing.TextIO | None = None,
 ) -> None:
-    """Write :func:`snapshot_document` to standard output (strict JSON: no NaN)."""
-    write_document(sys.stdout, snapshot, label, is_recording, rate_window_s, findings)
-    sys.stdout.flush()
-
-
-#: processes encoded per write (a node's thousands go out as they are encoded)
-STREAM_PROCESSES = 256
-
-
-def write_document(
-    out: typing.TextIO,
-    snapshot: Snapshot,
-    label: str,
-    is_recording: bool,
-    rate_window_s: float | None = None,
-    findings: list[dict[str, Any]] | None = None,
-) -> None:
-    """:func:`snapshot_document` streamed: the processes are encoded and written a
-    few at a time, each on a line of its own, so that 20,000 of them are never one
-    string (nor their dicts one list) in memory.  The rest of the document is laid
-    out as ``json.dumps(doc, indent=1)`` lays it out, and encoded before anything
-    is written."""
+    """Write :func:`snapshot_document` to ``out`` (standard output), strict JSON (no
+    NaN), streamed: the processes are encoded and written a few at a time, each on
+    a line of its own, so that 20,000 of them are never one string (nor their
+    dicts one list) in memory.  The rest of the document is laid out as
+    ``json.dumps(doc, indent=1)`` lays it out, and encoded before anything is
+    written."""
+    out = sys.stdout if out is None else out
     doc = snapshot_document(
         dataclasses.replace(snapshot, processes=()), label, is_recording, rate_window_s, findings
     )
@@ -126,6 +116,7 @@ def write_document(
         out.write(' "processes": ')
         _write_processes(out, snapshot.processes)
     out.write("\n}\n")
+    out.flush()
 
 
 @cache

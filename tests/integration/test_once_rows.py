@@ -17,7 +17,7 @@ import pytest
 from gputui import fmt
 from gputui.collectors.replay import RecordingWriter
 from gputui.reports import monitor as report
-from gputui.snapshot.codec import snapshot_document, write_document
+from gputui.snapshot.codec import print_document, snapshot_document
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from tests.integration.test_cli import run_cli
 from tests.unit.test_replay import make_snapshot
@@ -133,12 +133,12 @@ def test_bad_rows_is_one_line_and_exit_2(args: list[str], message: str) -> None:
 def test_json_streamed_holds_the_whole_document() -> None:
     snap = _many(600)  # more than one chunk of processes
     out = io.StringIO()
-    write_document(out, snap, "test", True, None, [{"rule": "x"}])
+    print_document(snap, "test", True, None, [{"rule": "x"}], out=out)
     whole = snapshot_document(snap, "test", True, None, [{"rule": "x"}])
     assert json.loads(out.getvalue()) == json.loads(json.dumps(whole))
     nan = dataclasses.replace(snap.processes[0], cpu_pct=math.nan)
     out = io.StringIO()
-    write_document(out, dataclasses.replace(snap, processes=(nan,)), "test", True)
+    print_document(dataclasses.replace(snap, processes=(nan,)), "test", True, out=out)
     assert json.loads(out.getvalue())["processes"][0]["cpu_pct"] is None
 
 
