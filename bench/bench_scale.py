@@ -12,7 +12,8 @@ default), in turns:
 
 - ``once``: ``gputui --replay FILE --once`` into a pipe (every row), with
   ``--rows 50`` (where the checkout has it), and ``--json``: wall time from
-  start to exit and the peak RSS (``wait4``); the median of ``--rounds``;
+  start to exit, CPU time (user + system) and the peak RSS (``wait4``); the
+  median of ``--rounds``;
 - ``monitor``: ``gputui --replay FILE --interval 1`` in a 120x40 tmux pane
   (``bench/bench_tui.py``): the process tree's CPU time over ``--seconds``
   after ``--warmup`` (the recording is counted and the first snapshots drawn
@@ -66,8 +67,9 @@ def recording(cache: Path, size: str) -> Path:
     return path
 
 
-def run_once(tree: Path, args: list[str]) -> tuple[float, float, bool]:
-    """Wall seconds, peak RSS (MB) and success of ``gputui ARGS`` from ``tree``."""
+def run_once(tree: Path, args: list[str]) -> tuple[float, float, bool, float]:
+    """Wall seconds, peak RSS (MB), success and CPU seconds (user + system) of
+    ``gputui ARGS`` from ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree), COLUMNS="120")
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -81,7 +83,8 @@ def run_once(tree: Path, args: list[str]) -> tuple[float, float, bool]:
     wall = time.perf_counter() - start
     if proc.stderr is not None:
         proc.stderr.close()
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status) == 0
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status) == 0, cpu
 
 
 def has_rows(tree: Path) -> bool:
@@ -99,7 +102,11 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
         path = recording(args.cache, size)
         entry: dict[str, Any] = {}
         for label, tree in trees:
-            runs: dict[str, list[tuple[float, float, bool]]] = {"once": [], "json": [], "rows": []}
+            runs: dict[str, list[tuple[float, float, bool, float]]] = {
+                "once": [],
+                "json": [],
+                "rows": [],
+            }
             for _ in range(args.rounds):
                 if "once" in args.skip:
                     break
@@ -111,9 +118,10 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
             mine: dict[str, Any] = {}
             for name, items in runs.items():
                 if items:
-                    mine[f"{name}_wall_s"] = statistics.median(w for w, _r, _ok in items)
-                    mine[f"{name}_rss_mb"] = statistics.median(r for _w, r, _ok in items)
-                    mine[f"{name}_ok"] = all(ok for _w, _r, ok in items)
+                    mine[f"{name}_wall_s"] = statistics.median(item[0] for item in items)
+                    mine[f"{name}_rss_mb"] = statistics.median(item[1] for item in items)
+                    mine[f"{name}_ok"] = all(item[2] for item in items)
+                    mine[f"{name}_cpu_s"] = statistics.median(item[3] for item in items)
             entry[label] = mine
         for _ in range(args.windows if "monitor" not in args.skip else 0):
             for label, tree in trees:  # in turns: the machine's drift hits both alike
@@ -216,7 +224,8 @@ def table(results: dict[str, Any]) -> str:
                 if f"{name}_wall_s" not in m:
                     return ""
                 ok = "" if m.get(f"{name}_ok", True) else " (failed)"
-                return f"{m[f'{name}_wall_s']:.2f} s, {m[f'{name}_rss_mb']:.0f} MB{ok}"
+                cpu = f" (CPU {m[f'{name}_cpu_s']:.2f} s)" if f"{name}_cpu_s" in m else ""
+                return f"{m[f'{name}_wall_s']:.2f} s{cpu}, {m[f'{name}_rss_mb']:.0f} MB{ok}"
 
             cpu = f"{m['monitor_cpu_pct']:.1f}%" if "monitor_cpu_pct" in m else ""
             rss = f"{m['monitor_rss_mb']:.0f} MB" if "monitor_rss_mb" in m else ""
