@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Version of the snapshot schema written to recordings and ``--json`` output.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The valid range of every number a snapshot may hold, by the unit its field's
 #: name ends with; ``FIELD_RANGES`` overrides it for one field.  Decoding (a
@@ -59,6 +59,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "MigInstance.sm_count": (0, 2**20),
     "ProcessSnapshot.pid": (0, 2**31 - 1),
     "ProcessSnapshot.ppid": (0, 2**31 - 1),
+    "ProcessSnapshot.host_pid": (0, 2**31 - 1),
     "ProcessSnapshot.gpu_index": (0, 2**16),
 }
 #: any other number (a test checks that every numeric field has a range above)
@@ -206,6 +207,29 @@ class DeviceSnapshot(_Value):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class ContainerInfo(_Value):
+    """The container, and the Kubernetes pod, a process runs in (from its cgroup).
+
+    Names come from the runtime's API and the process's own files when gputui
+    may read them; other users choose them (untrusted text).  ``note`` says in
+    words why a name is missing."""
+
+    #: "docker", "containerd", "cri-o", "podman", or "kubernetes" (a pod's
+    #: container whose cgroup path does not name its runtime)
+    runtime: str
+    #: the runtime's container id; None for a pod's process outside its
+    #: containers (CRI-O's conmon)
+    id: str | None = None
+    name: str | None = None
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    namespace: str | None = None
+    #: the pod's QoS class: "guaranteed", "burstable" or "besteffort"
+    qos: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class ProcessSnapshot(_Value):
     """One process using one GPU (a process on two GPUs gives two rows)."""
 
@@ -228,6 +252,13 @@ class ProcessSnapshot(_Value):
     ppid: int | None = None
     #: the process carries a gputui hook and can be attached to
     hooked: bool = False
+    #: the container (and pod) it runs in; None on the host or when unknown
+    container: ContainerInfo | None = None
+    #: gputui in a container: the host's pid that NVML reported, when it differs from ``pid``
+    host_pid: int | None = None
+    #: ``pid`` is the host's and this PID namespace does not show that process:
+    #: no host details, signals or attach for it
+    pid_is_host: bool = False
 
     @property
     def key(self) -> tuple[str, int]:
