@@ -41,11 +41,8 @@ UNMAPPED = "unmapped"
 
 #: what the views say about a host pid gputui cannot place
 UNMAPPED_NOTE = (
-    "host pid: gputui runs in a container's PID namespace and NVML reports the host's pids; "
-    "run it with --pid=host, or mount the host's /proc (-v /proc:/host/proc:ro) to map them"
-)
-OUTSIDE_NOTE = (
-    "host pid: the process is outside gputui's PID namespace (another container or the host)"
+    "a host pid (NVML reports the host's): the process is not in gputui's PID namespace, "
+    "or gputui cannot map it (run gputui with --pid=host, or mount the host's /proc at /host/proc)"
 )
 
 

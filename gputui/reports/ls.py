@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputui.reports import containers
 from gputui.reports.text import emit, output_width, table, wrap
 
 
@@ -36,11 +37,14 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
     from gputui import fmt
 
     width = output_width() if width is None else width
+    placed = any(job.get("container") for job in jobs)
     rows: list[list[str]] = []
     under: dict[int, list[str]] = {}
     for job in jobs:
         if "error" in job:
             rows.append([str(job["pid"]), "", "", "", fmt.clean(job["error"])])
+            if placed:
+                rows[-1].insert(4, "")
             continue
         step = job["recent_step_s"]
         if "ranks" in job:  # the launcher's pid, then the ranks'
@@ -55,12 +59,19 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
                 fmt.clean_all(job["command"]),
             ]
         )
+        if placed:
+            rows[-1].insert(4, containers.label_of(job.get("container")))
+    headers = ["PID", "RANK", "STEPS", "STEP", "COMMAND"]
+    right = [True, True, True, True, False]
+    if placed:
+        headers.insert(4, "CONTAINER")
+        right.insert(4, False)
     return table(
-        ["PID", "RANK", "STEPS", "STEP", "COMMAND"],
+        headers,
         rows,
         width,
-        right=[True, True, True, True, False],
-        flexible=4,
+        right=right,
+        flexible=len(headers) - 1,
         wrap_flexible=True,
         under=under,
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 from gputui import fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
+from gputui.collectors.pid_namespace import UNMAPPED_NOTE
 from gputui.collectors.source import SnapshotSource
+from gputui.reports import containers
 from gputui.reports import findings as findings_text
 from gputui.reports.text import elide_all, emit, output_width, table, wrap, wrap_items
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
@@ -29,6 +31,8 @@ RATES_HINT = "Rates (GPM activity, PCIe, CPU %) need a window: gputui --once --w
 HOOK_NOTE = "* carries the gputui hook: gputui attach PID"
 #: the widest a user name is shown (elided in the middle beyond)
 USER_WIDTH = 12
+#: the widest a container or pod is shown (elided in the middle beyond)
+CONTAINER_WIDTH = 24
 
 
 def render(
@@ -154,6 +158,8 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
         return ["No GPU processes."]
     procs = sorted(s.processes, key=lambda p: (p.gpu_index, -(p.gpu_mem_bytes or 0), p.pid))
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
+    placed = any(p.container is not None or p.pid_is_host for p in procs)
+    labels = elide_all({containers.label(p) for p in procs}, CONTAINER_WIDTH)
     rows = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -170,16 +176,18 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
                 fmt.command(p.cmdline, p.name, 300) + kind,
             ]
         )
-    out = table(
-        ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"],
-        rows,
-        width,
-        right=[True, True, False, True, True, True, True, False],
-        flexible=7,
-        rule=rule,
-    )
+        if placed:
+            rows[-1].insert(7, labels[containers.label(p)])
+    headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
+    right = [True, True, False, True, True, True, True, False]
+    if placed:
+        headers.insert(7, "Container")
+        right.insert(7, False)
+    out = table(headers, rows, width, right=right, flexible=len(headers) - 1, rule=rule)
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
+    if any(p.pid_is_host for p in procs):
+        out.extend(wrap(f"{containers.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from gputui import fmt
+from gputui.reports import containers
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 
@@ -31,6 +32,7 @@ COLUMNS: list[tuple[str, str, int | None]] = [
     ("cpu", "%CPU", 5),
     ("rss", "HOST-MEM", 9),
     ("time", "TIME", 8),
+    ("container", "CONTAINER", 16),
     ("command", "COMMAND", None),
 ]
 COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
@@ -38,6 +40,8 @@ COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
 NARROW_WIDTH = 110
 NARROW_HIDDEN = {"type", "bw", "rss"}
 SORTABLE = [key for key in COLUMN_KEYS if key != "mark"]
+#: shown only while a process shown is in a container (or is a host pid)
+CONTAINER_COLUMN = "container"
 #: columns whose natural order is "biggest first"
 DESCENDING_FIRST = {"gpu_mem", "sm", "bw", "cpu", "rss", "time"}
 TYPE_SHORT = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
@@ -109,6 +113,8 @@ class ProcFilter:
             return False
         if self.words:
             haystack = f"{proc.pid} {proc.user or ''} {proc.name or ''} {proc.command}".lower()
+            if proc.container is not None or proc.pid_is_host:
+                haystack += " " + containers.search_text(proc).lower()
             return all(word in haystack for word in self.words)
         return True
 
@@ -151,6 +157,7 @@ def _sort_value(proc: ProcessSnapshot, column: str, now_s: float) -> Any:
         "cpu": lambda p: p.cpu_pct,
         "rss": lambda p: p.rss_bytes,
         "time": lambda p: runtime_s(p, now_s),
+        "container": containers.sort_key,
         "command": lambda p: p.command,
     }
     return getters[column](proc)
@@ -282,6 +289,7 @@ def cells(
             "",
             "",
             "",
+            "",
             Text(row.prefix + name, style="dim"),
         )
     mark = ("@" if ascii_only else "◆") if proc.hooked else ""
@@ -298,8 +306,20 @@ def cells(
         Text("-" if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}", justify="right"),
         Text(fmt.size(proc.rss_bytes), justify="right"),
         Text(fmt.duration(runtime_s(proc, now_s)), justify="right"),
+        Text(containers.label(proc), style="dim" if proc.pid_is_host else ""),
         command,
     )
+
+
+def shown_columns(width: int, procs: Iterable[ProcessSnapshot]) -> list[str]:
+    """The columns a table ``width`` cells wide shows for ``procs``."""
+    narrow = width < NARROW_WIDTH
+    with_container = any(p.container is not None or p.pid_is_host for p in procs)
+    return [
+        key
+        for key in COLUMN_KEYS
+        if not (narrow and key in NARROW_HIDDEN) and (with_container or key != CONTAINER_COLUMN)
+    ]
 
 
 def _pct_cell(value: float | None) -> Text:

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
+from gputui.reports import containers
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.monitor_host import MonitorHost
@@ -87,6 +88,12 @@ class DetailPanel(TextPanel):
         ]
         for name, value in facts:
             lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
+        placed = containers.facts(proc)
+        if placed:
+            lines.append(Text(""))
+            lines.append(Text("Container", style="bold"))
+            for name, value in placed:
+                lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
         lines.append(Text(""))
         lines.append(Text("History (newest right)", style="bold"))
         graph_w = max(10, width - 26)

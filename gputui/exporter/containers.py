@@ -1,0 +1,25 @@
+"""The container labels of per-process and training series.
+
+dcgm-exporter's names, so that dashboards and joins built on it carry over:
+``pod``, ``namespace`` and ``container`` (the Kubernetes container's name, or
+the runtime's name for a container outside Kubernetes).  A process in no
+container gets none of them: Prometheus reads a missing label as empty, so
+its series match ``pod=""`` as before.  The values are what the runtime and
+the pod said (escaped by the exposition, never interpreted).
+"""
+
+from __future__ import annotations
+
+from gputui.snapshot.model import ContainerInfo
+
+LABEL_NAMES = ("pod", "namespace", "container")
+
+
+def container_labels(info: ContainerInfo | None) -> tuple[tuple[str, str], ...]:
+    if info is None:
+        return ()
+    return (
+        ("pod", info.pod_name or ""),
+        ("namespace", info.namespace or ""),
+        ("container", info.name or ""),
+    )
