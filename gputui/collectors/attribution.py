@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from gputui.collectors.containers import parse_cgroup
 from gputui.collectors.runtime_api import MAX_NAME_CHARS, Names, RuntimeNames
-from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
+from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve
 
 #: the most of a cgroup file read (a few lines of paths)
 MAX_CGROUP_BYTES = 1 << 16
@@ -73,7 +73,7 @@ class ContainerAttributor:
                 if info is _MISSING:
                     info = self.lookup(proc.pid)
                     cache[key] = info
-            out.append(proc if info is None else dataclasses.replace(proc, container=info))
+            out.append(proc if info is None else evolve(proc, container=info))
         if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:
             self._cache = {key: cache[key] for key in seen if key in cache}
         return tuple(out)
