@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
-from gputui.exporter.containers import container_labels
+from gputui.exporter.container_labels import container_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, Labels, labels
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 

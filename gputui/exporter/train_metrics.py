@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputui.exporter.containers import container_labels
+from gputui.exporter.container_labels import container_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, SUMMARY, Family, labels, quantiles
 from gputui.exporter.gpu_metrics import MAX_COMMAND_CHARS
 from gputui.exporter.jobs import JobSnapshot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputui.reports import containers
+from gputui.reports import container_text
 from gputui.reports.text import emit, output_width, table, wrap
 
 
@@ -60,7 +60,7 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
             ]
         )
         if placed:
-            rows[-1].insert(4, containers.label_of(job.get("container")))
+            rows[-1].insert(4, container_text.label_of(job.get("container")))
     headers = ["PID", "RANK", "STEPS", "STEP", "COMMAND"]
     right = [True, True, True, True, False]
     if placed:

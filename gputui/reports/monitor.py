@@ -9,7 +9,7 @@ from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
 from gputui.collectors.pid_namespace import UNMAPPED_NOTE
 from gputui.collectors.source import SnapshotSource
-from gputui.reports import containers
+from gputui.reports import container_text
 from gputui.reports import findings as findings_text
 from gputui.reports.text import elide_all, emit, output_width, table, wrap, wrap_items
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
@@ -159,7 +159,7 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
     procs = sorted(s.processes, key=lambda p: (p.gpu_index, -(p.gpu_mem_bytes or 0), p.pid))
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
     placed = any(p.container is not None or p.pid_is_host for p in procs)
-    labels = elide_all({containers.label(p) for p in procs}, CONTAINER_WIDTH)
+    labels = elide_all({container_text.label(p) for p in procs}, CONTAINER_WIDTH)
     rows = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -177,7 +177,7 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
             ]
         )
         if placed:
-            rows[-1].insert(7, labels[containers.label(p)])
+            rows[-1].insert(7, labels[container_text.label(p)])
     headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
     right = [True, True, False, True, True, True, True, False]
     if placed:
@@ -187,7 +187,7 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
     if any(p.pid_is_host for p in procs):
-        out.extend(wrap(f"{containers.HOST_PID}: {UNMAPPED_NOTE}", width))
+        out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from gputui import fmt
-from gputui.reports import containers
+from gputui.reports import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 
@@ -114,7 +114,7 @@ class ProcFilter:
         if self.words:
             haystack = f"{proc.pid} {proc.user or ''} {proc.name or ''} {proc.command}".lower()
             if proc.container is not None or proc.pid_is_host:
-                haystack += " " + containers.search_text(proc).lower()
+                haystack += " " + container_text.search_text(proc).lower()
             return all(word in haystack for word in self.words)
         return True
 
@@ -157,7 +157,7 @@ def _sort_value(proc: ProcessSnapshot, column: str, now_s: float) -> Any:
         "cpu": lambda p: p.cpu_pct,
         "rss": lambda p: p.rss_bytes,
         "time": lambda p: runtime_s(p, now_s),
-        "container": containers.sort_key,
+        "container": container_text.sort_key,
         "command": lambda p: p.command,
     }
     return getters[column](proc)
@@ -306,7 +306,7 @@ def cells(
         Text("-" if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}", justify="right"),
         Text(fmt.size(proc.rss_bytes), justify="right"),
         Text(fmt.duration(runtime_s(proc, now_s)), justify="right"),
-        Text(containers.label(proc), style="dim" if proc.pid_is_host else ""),
+        Text(container_text.label(proc), style="dim" if proc.pid_is_host else ""),
         command,
     )
 

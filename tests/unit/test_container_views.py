@@ -11,7 +11,7 @@ from rich.text import Text
 
 from gputui.exporter.jobs import JobWatcher
 from gputui.exporter.train_metrics import train_families
-from gputui.reports import containers
+from gputui.reports import container_text
 from gputui.reports import ls as ls_report
 from gputui.reports import monitor as once_report
 from gputui.snapshot.codec import snapshot_from_json, snapshot_to_json, to_json
@@ -47,16 +47,16 @@ def _plain(value: Any) -> str:
 
 
 def test_labels() -> None:
-    assert containers.label(_proc(1, container=POD)) == "ml/trainer-0"
-    assert containers.label(_proc(1, container=DOCKER)) == f"docker {ID[:12]}"
+    assert container_text.label(_proc(1, container=POD)) == "ml/trainer-0"
+    assert container_text.label(_proc(1, container=DOCKER)) == f"docker {ID[:12]}"
     unnamed_pod = ContainerInfo("containerd", ID, pod_uid=UID, qos="besteffort")
-    assert containers.label(_proc(1, container=unnamed_pod)) == "pod 7d4424e6"
-    assert containers.label(_proc(1, pid_is_host=True, host_pid=1)) == "host pid"
-    assert containers.label(_proc(1)) == ""
-    shown = containers.label(_proc(1, container=HOSTILE_POD))
+    assert container_text.label(_proc(1, container=unnamed_pod)) == "pod 7d4424e6"
+    assert container_text.label(_proc(1, pid_is_host=True, host_pid=1)) == "host pid"
+    assert container_text.label(_proc(1)) == ""
+    shown = container_text.label(_proc(1, container=HOSTILE_POD))
     assert "\x1b" not in shown and "\n" not in shown and "\u202e" not in shown
-    assert containers.label_of(to_json(POD)) == "ml/trainer-0"
-    assert containers.label_of(None) == "" and containers.label_of({"bogus": 1}) == ""
+    assert container_text.label_of(to_json(POD)) == "ml/trainer-0"
+    assert container_text.label_of(None) == "" and container_text.label_of({"bogus": 1}) == ""
 
 
 def test_table_column_only_with_containers() -> None:
@@ -91,16 +91,16 @@ def test_filter_matches_pod_namespace_and_id() -> None:
 
 
 def test_detail_facts_are_cleaned_and_say_what_is_missing() -> None:
-    facts = dict(containers.facts(_proc(3, container=HOSTILE_POD, host_pid=9000)))
+    facts = dict(container_text.facts(_proc(3, container=HOSTILE_POD, host_pid=9000)))
     assert facts["host pid"] == "9000"
     assert "\x1b" not in facts["pod"] and UID in facts["pod"]
     assert facts["QoS class"] == "burstable"
-    docker = dict(containers.facts(_proc(3, container=DOCKER)))
+    docker = dict(container_text.facts(_proc(3, container=DOCKER)))
     assert docker["container"].startswith("(name not known)")
     assert "not permitted" in docker["names"]
-    host = dict(containers.facts(_proc(4, pid_is_host=True, host_pid=4)))
+    host = dict(container_text.facts(_proc(4, pid_is_host=True, host_pid=4)))
     assert "host pid" in host["pid"]
-    assert containers.facts(_proc(1)) == []
+    assert container_text.facts(_proc(1)) == []
     panel = DetailPanel(DetailValues(_proc(3, container=HOSTILE_POD)), ascii_only=False)
     text = panel.build(100).plain
     assert "Container" in text and "trainer" not in text and "\x1b" not in text

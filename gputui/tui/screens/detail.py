@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
-from gputui.reports import containers
+from gputui.reports import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.monitor_host import MonitorHost
@@ -88,7 +88,7 @@ class DetailPanel(TextPanel):
         ]
         for name, value in facts:
             lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
-        placed = containers.facts(proc)
+        placed = container_text.facts(proc)
         if placed:
             lines.append(Text(""))
             lines.append(Text("Container", style="bold"))
