@@ -14,7 +14,6 @@ refresh costs a dictionary look-up per process, and a reused pid is read anew.
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 from collections.abc import Sequence
 
@@ -86,12 +85,13 @@ class ContainerAttributor:
         info = parse_cgroup(text)
         if info is None:
             return None
-        names = Names()
+        names: Names = (None, None, None, None)
         if info.id is not None:
             names = self._names.lookup(info.runtime, info.id)
-        notes = [names.note] if names.note else []
-        pod_name, namespace = names.pod_name, names.namespace
-        if info.pod_uid is not None and (pod_name is None or namespace is None):
+        name, pod_name, namespace, note = names
+        notes = [note] if note else []
+        pod = info.pod
+        if pod is not None and (pod_name is None or namespace is None):
             root = f"{self._proc}/{pid}/root/"
             if pod_name is None:
                 pod_name = self._pod_hostname(root + HOSTNAME_FILE)
@@ -103,13 +103,9 @@ class ContainerAttributor:
                     notes.append(
                         "namespace: the pod's service-account namespace file is not readable"
                     )
-        return dataclasses.replace(
-            info,
-            name=names.name,
-            pod_name=pod_name,
-            namespace=namespace,
-            note="; ".join(notes) or None,
-        )
+        if pod is not None:
+            pod = evolve(pod, name=pod_name, namespace=namespace)
+        return evolve(info, name=name, pod=pod, note="; ".join(notes) or None)
 
     def _pod_hostname(self, path: str) -> str | None:
         name = _first_line(_read_text(path, 512))

@@ -2,7 +2,7 @@
 
 Pure and standard library only: :func:`parse_cgroup` reads the file's text
 and returns a :class:`~gputui.snapshot.model.ContainerInfo` (runtime, container
-id, pod UID, QoS class) or None for a process that is not in a container.
+id, and its pod's UID and QoS class) or None for a process that is not in a container.
 
 The layouts it knows, cgroup v1 (one line per hierarchy) and v2 (``0::PATH``):
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from gputui.snapshot.model import ContainerInfo
+from gputui.snapshot.model import ContainerInfo, PodInfo
 
 #: systemd scope prefixes (and the v1 "slice:prefix:id" middle word) -> runtime
 SCOPE_RUNTIMES = {
@@ -68,7 +68,7 @@ def parse_cgroup(text: str) -> ContainerInfo | None:
         found = parse_path(path)
         if found is None:
             continue
-        rank = 2 * (found.id is not None) + (found.pod_uid is not None) + 1
+        rank = 2 * (found.id is not None) + (found.pod is not None) + 1
         if rank > best_rank:
             best, best_rank = found, rank
     return best
@@ -117,15 +117,11 @@ def parse_path(path: str) -> ContainerInfo | None:
                 runtime, cid = "docker", part
             elif pod_uid is not None and _FULL_ID.fullmatch(part):
                 runtime, cid = KUBERNETES, part
-    if pod_uid is None and cid is None:
-        return None
-    if pod_uid is not None:
-        qos = qos or "guaranteed"
-        runtime = runtime or KUBERNETES
-    else:
-        qos = None
-    assert runtime is not None
-    return ContainerInfo(runtime=runtime, id=cid, pod_uid=pod_uid, qos=qos)
+    if pod_uid is None:
+        if cid is None or runtime is None:
+            return None
+        return ContainerInfo(runtime, cid)
+    return ContainerInfo(runtime or KUBERNETES, cid, pod=PodInfo(pod_uid, qos=qos or "guaranteed"))
 
 
 def _parts(segment: str) -> list[tuple[str, bool]]:

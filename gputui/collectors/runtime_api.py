@@ -16,8 +16,9 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from gputui.collectors.deadline_io import recv_before
 
 #: runtime -> (its socket paths, tried in order; the request path, "{id}" filled in)
 SOCKETS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -37,16 +38,9 @@ CONTAINER_NAME_LABEL = "io.kubernetes.container.name"
 #: the longest name kept (Kubernetes names are at most 253 characters)
 MAX_NAME_CHARS = 256
 
-
-@dataclass(frozen=True)
-class Names:
-    """What a runtime said about one container (None: it did not say)."""
-
-    name: str | None = None
-    pod_name: str | None = None
-    namespace: str | None = None
-    #: why there are no names, in words
-    note: str | None = None
+#: what a runtime said about one container: (its name, its pod's name, the pod's
+#: namespace, why there are none), None where it did not say
+Names = tuple[str | None, str | None, str | None, str | None]
 
 
 def http_get_json(socket_path: str, path: str, timeout_s: float = TIMEOUT_S) -> Any:
@@ -61,11 +55,7 @@ def http_get_json(socket_path: str, path: str, timeout_s: float = TIMEOUT_S) -> 
         chunks: list[bytes] = []
         size = 0
         while size <= MAX_ANSWER_BYTES:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the runtime did not answer in time")
-            sock.settimeout(left)
-            chunk = sock.recv(65536)
+            chunk = recv_before(sock, deadline, "the runtime did not answer in time")
             if not chunk:
                 break
             chunks.append(chunk)
@@ -101,10 +91,14 @@ def _text(value: Any) -> str | None:
     return value[:MAX_NAME_CHARS]
 
 
+def _missing(note: str) -> Names:
+    return (None, None, None, note)
+
+
 def names_from_answer(runtime: str, doc: Any) -> Names:
     """The names in a runtime's answer about one container."""
     if not isinstance(doc, dict):
-        return Names(note=f"the {runtime} API gave no container")
+        return _missing(f"the {runtime} API gave no container")
     if runtime == "cri-o":
         labels = doc.get("labels")
         name = doc.get("name")
@@ -115,11 +109,12 @@ def names_from_answer(runtime: str, doc: Any) -> Names:
         if isinstance(name, str):
             name = name.lstrip("/")
     labels = labels if isinstance(labels, dict) else {}
-    return Names(
+    return (
         # a pod's container: Kubernetes' name for it, not the runtime's k8s_... name
-        name=_text(labels.get(CONTAINER_NAME_LABEL)) or _text(name),
-        pod_name=_text(labels.get(POD_NAME_LABEL)),
-        namespace=_text(labels.get(POD_NAMESPACE_LABEL)),
+        _text(labels.get(CONTAINER_NAME_LABEL)) or _text(name),
+        _text(labels.get(POD_NAME_LABEL)),
+        _text(labels.get(POD_NAMESPACE_LABEL)),
+        None,
     )
 
 
@@ -145,7 +140,7 @@ class RuntimeNames:
         if cached is not None and (cached[1] is None or now < cached[1]):
             return cached[0]
         names = self._ask(runtime, container_id)
-        retry = None if names.note is None else now + RETRY_S
+        retry = None if names[3] is None else now + RETRY_S
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = (names, retry)
@@ -155,18 +150,18 @@ class RuntimeNames:
         known = self._sockets.get(runtime)
         if known is None:
             if runtime == "containerd":
-                return Names(note="containerd has no HTTP API: ids only")
-            return Names(note="the cgroup does not name the runtime: ids only")
+                return _missing("containerd has no HTTP API: ids only")
+            return _missing("the cgroup does not name the runtime: ids only")
         paths, request = known
         present = [p for p in paths if os.path.exists(p)]
         if not present:
-            return Names(note=f"no {runtime} API socket ({', '.join(paths)}): ids only")
+            return _missing(f"no {runtime} API socket ({', '.join(paths)}): ids only")
         socket_path = present[0]
         try:
             doc = http_get_json(socket_path, request.format(id=container_id), self._timeout_s)
         except PermissionError:
-            return Names(note=f"not permitted to use {socket_path}: ids only")
+            return _missing(f"not permitted to use {socket_path}: ids only")
         except (OSError, ValueError) as exc:
             reason = str(exc) or type(exc).__name__
-            return Names(note=f"the {runtime} API at {socket_path} did not answer ({reason})")
+            return _missing(f"the {runtime} API at {socket_path} did not answer ({reason})")
         return names_from_answer(runtime, doc)

@@ -18,8 +18,9 @@ LABEL_NAMES = ("pod", "namespace", "container")
 def container_labels(info: ContainerInfo | None) -> tuple[tuple[str, str], ...]:
     if info is None:
         return ()
+    pod = info.pod
     return (
-        ("pod", info.pod_name or ""),
-        ("namespace", info.namespace or ""),
+        ("pod", (pod.name if pod else None) or ""),
+        ("namespace", (pod.namespace if pod else None) or ""),
         ("container", info.name or ""),
     )

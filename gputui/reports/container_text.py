@@ -11,6 +11,7 @@ from typing import Any
 
 from gputui import fmt
 from gputui.collectors.pid_namespace import UNMAPPED_NOTE
+from gputui.snapshot.codec import DecodeError, from_json
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
 
 #: the longest name shown (Kubernetes allows 253 characters)
@@ -23,9 +24,10 @@ HOST_PID = "host pid"
 def raw_label(info: ContainerInfo) -> str:
     """The pod (``namespace/name``) or the container's name, else the runtime
     and a short id: raw text, for sorting and filtering."""
-    if info.pod_uid is not None:
-        pod = info.pod_name or f"pod {info.pod_uid[:8]}"
-        return f"{info.namespace}/{pod}" if info.namespace else pod
+    pod = info.pod
+    if pod is not None:
+        name = pod.name or f"pod {pod.uid[:8]}"
+        return f"{pod.namespace}/{name}" if pod.namespace else name
     if info.name:
         return info.name
     if info.id:
@@ -38,8 +40,8 @@ def label_of(doc: dict[str, Any] | None) -> str:
     if not doc:
         return ""
     try:
-        info = ContainerInfo(**doc)
-    except TypeError:
+        info = from_json(ContainerInfo, doc)
+    except DecodeError:
         return ""
     return fmt.clean(raw_label(info), MAX_NAME)
 
@@ -66,7 +68,10 @@ def search_text(proc: ProcessSnapshot) -> str:
     info = proc.container
     if info is None:
         return HOST_PID if proc.pid_is_host else ""
-    words = (info.runtime, info.id, info.name, info.pod_name, info.namespace, info.pod_uid)
+    pod = info.pod
+    words = [info.runtime, info.id, info.name]
+    if pod is not None:
+        words += [pod.name, pod.namespace, pod.uid]
     return " ".join(w for w in words if w)
 
 
@@ -85,12 +90,13 @@ def facts(proc: ProcessSnapshot) -> list[tuple[str, str]]:
         out.append(("container", f"{name}  {info.runtime} {info.id[:SHORT_ID]}"))
     else:
         out.append(("container", f"none ({info.runtime}'s monitor, in the pod)"))
-    if info.pod_uid is not None:
-        pod = fmt.clean(info.pod_name, MAX_NAME) if info.pod_name else "(name not known)"
-        out.append(("pod", f"{pod}  uid {info.pod_uid}"))
-        namespace = fmt.clean(info.namespace, MAX_NAME) if info.namespace else "(not known)"
+    pod = info.pod
+    if pod is not None:
+        name = fmt.clean(pod.name, MAX_NAME) if pod.name else "(name not known)"
+        out.append(("pod", f"{name}  uid {fmt.clean(pod.uid, 64)}"))
+        namespace = fmt.clean(pod.namespace, MAX_NAME) if pod.namespace else "(not known)"
         out.append(("namespace", namespace))
-        out.append(("QoS class", info.qos or fmt.NA))
+        out.append(("QoS class", fmt.clean(pod.qos, 16) if pod.qos else fmt.NA))
     if info.note:
         out.append(("names", fmt.clean(info.note, 400)))
     return out

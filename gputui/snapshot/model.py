@@ -224,12 +224,23 @@ class DeviceSnapshot(_Value):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class PodInfo(_Value):
+    """The Kubernetes pod a container belongs to: its UID and QoS class (from
+    the cgroup), its name and namespace (when gputui may read them)."""
+
+    uid: str
+    name: str | None = None
+    namespace: str | None = None
+    #: "guaranteed", "burstable" or "besteffort"
+    qos: str | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class ContainerInfo(_Value):
     """The container, and the Kubernetes pod, a process runs in (from its cgroup).
 
     Names come from the runtime's API and the process's own files when gputui
-    may read them; other users choose them (untrusted text).  ``note`` says in
-    words why a name is missing."""
+    may read them; other users choose them (untrusted text)."""
 
     #: "docker", "containerd", "cri-o", "podman", or "kubernetes" (a pod's
     #: container whose cgroup path does not name its runtime)
@@ -237,12 +248,10 @@ class ContainerInfo(_Value):
     #: the runtime's container id; None for a pod's process outside its
     #: containers (CRI-O's conmon)
     id: str | None = None
+    #: the runtime's name for it (a pod's container: its Kubernetes name)
     name: str | None = None
-    pod_uid: str | None = None
-    pod_name: str | None = None
-    namespace: str | None = None
-    #: the pod's QoS class: "guaranteed", "burstable" or "besteffort"
-    qos: str | None = None
+    pod: PodInfo | None = None
+    #: why a name is missing, in words (None: nothing is)
     note: str | None = None
 
 

@@ -102,7 +102,7 @@ def test_a_docker_scope_is_attributed_by_the_live_source() -> None:
         by_pid = {p.pid: p for p in snapshot.processes}
         placed = by_pid[pid].container
         assert placed is not None
-        assert (placed.runtime, placed.id, placed.pod_uid) == ("docker", cid, None)
+        assert (placed.runtime, placed.id, placed.pod) == ("docker", cid, None)
         assert placed.note is not None and "ids only" in placed.note
         # the control: this test's own process is in no container
         assert by_pid[os.getpid()].container is None
@@ -123,8 +123,8 @@ def test_a_kubepods_path_is_attributed() -> None:
     )
     with process_in(path) as pid:
         info = ContainerAttributor(names=RuntimeNames({})).lookup(pid)
-        assert info is not None
-        assert (info.runtime, info.id, info.pod_uid, info.qos) == (
+        assert info is not None and info.pod is not None
+        assert (info.runtime, info.id, info.pod.uid, info.pod.qos) == (
             "containerd",
             cid,
             uid,
@@ -136,4 +136,4 @@ def test_a_kubepods_path_is_attributed() -> None:
             own = Path(f"/proc/{pid}/root/etc/hostname").read_text().strip() or None
         except OSError:
             own = None
-        assert info.pod_name == (None if own == socket.gethostname() else own)
+        assert info.pod.name == (None if own == socket.gethostname() else own)

@@ -127,7 +127,8 @@ def test_cri_o_labels_give_the_pod(tmp_path: Path, sockdir: Path) -> None:
     (p,) = ContainerAttributor(proc.path, names, node_hostname="node").attribute((_proc(100),))
     c = p.container
     assert c is not None
-    assert (c.runtime, c.name, c.pod_name, c.namespace, c.pod_uid, c.qos) == (
+    assert c.pod is not None
+    assert (c.runtime, c.name, c.pod.name, c.pod.namespace, c.pod.uid, c.pod.qos) == (
         "cri-o",
         "train",
         "trainer-0",
@@ -148,7 +149,8 @@ def test_containerd_pod_names_from_the_process_files(tmp_path: Path) -> None:
     )
     c = p.container
     assert c is not None
-    assert (c.runtime, c.id, c.name, c.pod_name, c.namespace) == (
+    assert c.pod is not None
+    assert (c.runtime, c.id, c.name, c.pod.name, c.pod.namespace) == (
         "containerd",
         ID,
         None,
@@ -168,7 +170,8 @@ def test_unreadable_files_say_so(tmp_path: Path) -> None:
         (_proc(100),)
     )
     c = p.container
-    assert c is not None and c.pod_name is None and c.namespace is None and c.pod_uid == UID
+    assert c is not None and c.pod is not None
+    assert c.pod.name is None and c.pod.namespace is None and c.pod.uid == UID
     assert c.note is not None
     assert "pod name:" in c.note and "namespace:" in c.note
 
@@ -198,12 +201,12 @@ def test_a_bad_runtime_leaves_the_ids(
 
 def test_missing_and_forbidden_sockets(tmp_path: Path, sockdir: Path) -> None:
     missing = RuntimeNames({"docker": ((str(sockdir / "absent.sock"),), "/containers/{id}/json")})
-    assert "no docker API socket" in (missing.lookup("docker", ID).note or "")
+    assert "no docker API socket" in (missing.lookup("docker", ID)[3] or "")
     # a path that is not a socket: connecting fails, said plainly
     plain = sockdir / "plain"
     plain.write_text("")
     refused = RuntimeNames({"docker": ((str(plain),), "/containers/{id}/json")})
-    assert "docker" in (refused.lookup("docker", ID).note or "")
+    assert "docker" in (refused.lookup("docker", ID)[3] or "")
 
 
 def test_chunked_answer(sockdir: Path) -> None:
@@ -230,8 +233,7 @@ def test_names_from_docker_labels_of_a_pod() -> None:
             }
         },
     }
-    names = names_from_answer("docker", doc)
-    assert (names.name, names.pod_name, names.namespace) == ("train", "p", None)
+    assert names_from_answer("docker", doc) == ("train", "p", None, None)
 
 
 def test_cached_per_pid_and_start_time(tmp_path: Path) -> None:

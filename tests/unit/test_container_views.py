@@ -15,7 +15,7 @@ from gputui.reports import container_text
 from gputui.reports import ls as ls_report
 from gputui.reports import monitor as once_report
 from gputui.snapshot.codec import snapshot_from_json, snapshot_to_json, to_json
-from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
+from gputui.snapshot.model import ContainerInfo, PodInfo, ProcessSnapshot
 from gputui.tui import proc_view
 from gputui.tui.screens.detail import DetailPanel, DetailValues
 from tests.helpers.synthetic import make_snapshots, replay_source
@@ -24,10 +24,8 @@ from tests.unit.test_exporter import FakeClient, FakeHello, collector_with, pars
 ID = "5dace3de0735f73d2b5048f12d41a71741a02e49668de921fdae62f7e65dc498"
 UID = "7d4424e6-bb13-42f4-a47a-45a4828bf54d"
 HOSTILE = "evil\x1b[2J\nname\u202e"
-POD = ContainerInfo(
-    "cri-o", ID, name="train", pod_uid=UID, pod_name="trainer-0", namespace="ml", qos="burstable"
-)
-HOSTILE_POD = dataclasses.replace(POD, pod_name=HOSTILE, name=HOSTILE, namespace="ns")
+POD = ContainerInfo("cri-o", ID, name="train", pod=PodInfo(UID, "trainer-0", "ml", "burstable"))
+HOSTILE_POD = dataclasses.replace(POD, name=HOSTILE, pod=PodInfo(UID, HOSTILE, "ns", "burstable"))
 DOCKER = ContainerInfo("docker", ID, note="not permitted to use /var/run/docker.sock: ids only")
 
 
@@ -49,7 +47,7 @@ def _plain(value: Any) -> str:
 def test_labels() -> None:
     assert container_text.label(_proc(1, container=POD)) == "ml/trainer-0"
     assert container_text.label(_proc(1, container=DOCKER)) == f"docker {ID[:12]}"
-    unnamed_pod = ContainerInfo("containerd", ID, pod_uid=UID, qos="besteffort")
+    unnamed_pod = ContainerInfo("containerd", ID, pod=PodInfo(UID, qos="besteffort"))
     assert container_text.label(_proc(1, container=unnamed_pod)) == "pod 7d4424e6"
     assert container_text.label(_proc(1, pid_is_host=True, host_pid=1)) == "host pid"
     assert container_text.label(_proc(1)) == ""
@@ -117,8 +115,8 @@ def test_once_text_and_json() -> None:
     doc = json.loads(json.dumps(snapshot_to_json(snap)))
     assert doc["schema"] == 2
     placed = doc["processes"][-2]
-    assert placed["container"]["pod_name"] == HOSTILE  # JSON keeps the exact string
-    assert placed["container"]["pod_uid"] == UID and placed["pid_is_host"] is False
+    assert placed["container"]["pod"]["name"] == HOSTILE  # JSON keeps the exact string
+    assert placed["container"]["pod"]["uid"] == UID and placed["pid_is_host"] is False
     assert doc["processes"][-1]["pid_is_host"] is True and doc["processes"][-1]["host_pid"] == 4
     assert snapshot_from_json(doc) == snap
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gputui.collectors.containers import parse_cgroup, parse_path
-from gputui.snapshot.model import ContainerInfo
+from gputui.snapshot.model import ContainerInfo, PodInfo
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "cgroups"
 FIXTURES = sorted(DATA.glob("*.cgroup"))
@@ -50,42 +50,37 @@ def test_fixture(path: Path) -> None:
     assert found is not None
     assert found.runtime == expect["runtime"]
     assert found.id == expect.get("id")
-    assert found.pod_uid == expect.get("pod_uid")
-    assert found.qos == expect.get("qos")
+    assert (found.pod and found.pod.uid) == expect.get("pod_uid")
+    assert (found.pod and found.pod.qos) == expect.get("qos")
     # names never come from the path
-    assert found.name is None and found.pod_name is None and found.namespace is None
+    assert found.name is None
+    assert found.pod is None or (found.pod.name is None and found.pod.namespace is None)
 
 
 ID = "ab" * 32
 UID = "0125ec2f-b64a-4868-8f5b-94b56cbab864"
 
 
-@pytest.mark.parametrize(
-    ("path", "expected"),
-    [
-        (
-            f"/kubepods/pod{UID}/{ID}",
-            ContainerInfo("kubernetes", ID, pod_uid=UID, qos="guaranteed"),
-        ),
-        (
-            f"/kubepods/besteffort/pod{UID}/crio-{ID}",
-            ContainerInfo("cri-o", ID, pod_uid=UID, qos="besteffort"),
-        ),
-        (
-            f"/kubepods.slice/kubepods-pod{UID.replace('-', '_')}.slice",
-            ContainerInfo("kubernetes", None, pod_uid=UID, qos="guaranteed"),
-        ),
-        (f"/system.slice/docker-{ID}.scope", ContainerInfo("docker", ID)),
-        (f"/docker/{ID}/docker/{'cd' * 32}", ContainerInfo("docker", "cd" * 32)),
-    ],
-    ids=[
-        "cgroupfs-guaranteed",
-        "cgroupfs-crio",
-        "pod-slice-only",
-        "docker-scope",
-        "docker-in-docker",
-    ],
-)
+#: layouts the fixtures lack, by name: (cgroup path, what it names)
+LAYOUTS = {
+    "cgroupfs-guaranteed": (
+        f"/kubepods/pod{UID}/{ID}",
+        ContainerInfo("kubernetes", ID, pod=PodInfo(UID, qos="guaranteed")),
+    ),
+    "cgroupfs-crio": (
+        f"/kubepods/besteffort/pod{UID}/crio-{ID}",
+        ContainerInfo("cri-o", ID, pod=PodInfo(UID, qos="besteffort")),
+    ),
+    "pod-slice-only": (
+        f"/kubepods.slice/kubepods-pod{UID.replace('-', '_')}.slice",
+        ContainerInfo("kubernetes", None, pod=PodInfo(UID, qos="guaranteed")),
+    ),
+    "docker-scope": (f"/system.slice/docker-{ID}.scope", ContainerInfo("docker", ID)),
+    "docker-in-docker": (f"/docker/{ID}/docker/{'cd' * 32}", ContainerInfo("docker", "cd" * 32)),
+}
+
+
+@pytest.mark.parametrize(("path", "expected"), list(LAYOUTS.values()), ids=list(LAYOUTS))
 def test_layouts(path: str, expected: ContainerInfo) -> None:
     assert parse_path(path) == expected
 
@@ -117,4 +112,4 @@ def test_line_with_most_information_wins() -> None:
         "0::/system.slice/containerd.service\n"
     )
     found = parse_cgroup(text)
-    assert found == ContainerInfo("kubernetes", ID, pod_uid=UID, qos="burstable")
+    assert found == ContainerInfo("kubernetes", ID, pod=PodInfo(UID, qos="burstable"))
