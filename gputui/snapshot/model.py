@@ -288,7 +288,8 @@ class ProcessSnapshot(_Value):
 
     @property
     def key(self) -> tuple[str, int]:
-        return (self.gpu_uuid, self.pid)
+        # a host pid may share its number with a process of gputui's namespace
+        return (self.gpu_uuid, -self.pid if self.pid_is_host else self.pid)
 
     @property
     def command(self) -> str:

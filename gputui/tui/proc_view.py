@@ -187,7 +187,7 @@ class Row:
 
 
 def row_key(proc: ProcessSnapshot) -> str:
-    return f"{proc.gpu_uuid}|{proc.pid}"
+    return f"{proc.gpu_uuid}|{proc.key[1]}"
 
 
 def parent_key(pid: int) -> str:

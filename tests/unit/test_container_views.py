@@ -75,6 +75,15 @@ def test_table_column_only_with_containers() -> None:
     assert len(proc_view.cells(parent, 0.0)) == len(proc_view.COLUMNS)
 
 
+def test_a_host_pid_is_keyed_apart_from_a_local_pid_of_the_same_number() -> None:
+    local, host = _proc(42), _proc(42, pid_is_host=True, host_pid=42)
+    assert local.key != host.key
+    rows = proc_view.build_rows(
+        [local, host], proc_view.SortSpec(), proc_view.ProcFilter(), False, 0.0
+    )
+    assert len({r.key for r in rows}) == 2
+
+
 def test_filter_matches_pod_namespace_and_id() -> None:
     procs = [_proc(1), _proc(3, container=POD), _proc(4, pid_is_host=True, host_pid=4)]
     for text, pids in [

@@ -149,7 +149,7 @@ class ProcessDetailScreen(Screen[object]):
         others = [
             p.gpu_index
             for p in (snapshot.processes if snapshot else ())
-            if p.pid == proc.pid and p.gpu_uuid != proc.gpu_uuid
+            if p.key[1] == proc.key[1] and p.gpu_uuid != proc.gpu_uuid
         ]
         series = {name: list(app.history.process_series(proc.key, name)) for name in SERIES}
         return DetailValues(proc, app.current.data_time_s, gone, others, series)
