@@ -10,9 +10,17 @@ the pod said (escaped by the exposition, never interpreted).
 
 from __future__ import annotations
 
-from gputui.snapshot.model import ContainerInfo
+from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
 
 LABEL_NAMES = ("pod", "namespace", "container")
+
+
+def host_pid_labels(proc: ProcessSnapshot) -> tuple[tuple[str, str], ...]:
+    """gputui in a container: ``host_pid``, the host's pid NVML reported, where
+    it differs from ``pid`` or is all gputui knows (no two series share a set)."""
+    if proc.host_pid is None:
+        return ()
+    return (("host_pid", str(proc.host_pid)),)
 
 
 def container_labels(info: ContainerInfo | None) -> tuple[tuple[str, str], ...]:

@@ -158,7 +158,12 @@ def test_exporter_process_labels() -> None:
         "ml",
         "train",
     )
-    assert "pod" not in by_pid["4"]
+    assert "pod" not in by_pid["4"] and "host_pid" not in by_pid["4"]
+    # gputui in a container: a host pid and a pid of its own namespace with the same number
+    pair = _snapshot(_proc(42, host_pid=9000), _proc(42, pid_is_host=True, host_pid=42))
+    families = parse(collector_with([pair], processes=True).render())
+    mem = [s.labels for s in samples(families, "gputui_process_gpu_memory_bytes")]
+    assert sorted(lab["host_pid"] for lab in mem if lab["pid"] == "42") == ["42", "9000"]
     # per-process values stay per process: two processes of one pod keep their own
     twin = dataclasses.replace(_proc(5, container=POD), gpu_mem_bytes=7 << 30)
     families = parse(
