@@ -95,6 +95,21 @@ def start_ticks(proc: str, pid: int) -> int | None:
         return None
 
 
+def is_host_proc(proc: str) -> bool:
+    """Whether ``proc`` was mounted in the initial PID namespace (numbers
+    processes as NVML does): its pid 1's namespace link says so where it may be
+    read (root with CAP_SYS_PTRACE), else its pid 2 is the kernel's kthreadd,
+    and kernel threads are only in the initial namespace."""
+    link = _readlink(f"{proc}/1/ns/pid")
+    if link is not None:
+        return link == INIT_PID_NS
+    text = _read(f"{proc}/2/status", 512)
+    if text is None:
+        return False
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return fields.get("Name", "").strip() == "kthreadd" and fields.get("PPid", "").strip() == "0"
+
+
 class PidMapper:
     """Turns the pids NVML reports into pids of gputui's own PID namespace."""
 
@@ -112,14 +127,14 @@ class PidMapper:
         if own is None or own == INIT_PID_NS:
             # the initial namespace, or a kernel that does not say: pids as they are
             return HOST
-        if _readlink(f"{self._proc}/1/ns/pid") == INIT_PID_NS:
+        if is_host_proc(self._proc):
             return HOST  # this /proc is the host's
         candidates = [host_proc] if host_proc else []
         if not candidates:
             candidates = [os.environ.get(HOST_PROC_ENV) or DEFAULT_HOST_PROC]
         for candidate in candidates:
             # only a /proc of the initial namespace numbers processes as NVML does
-            if _readlink(f"{candidate}/1/ns/pid") != INIT_PID_NS:
+            if not is_host_proc(candidate):
                 continue
             chain = ns_pids(candidate, "self")
             if not chain or len(chain) < 2:

@@ -1,5 +1,7 @@
-"""A real process in a cgroup made to look like a container's, attributed by
-the live collector (root with a writable cgroup v2 hierarchy; skipped otherwise)."""
+"""Real processes: one in a cgroup made to look like a container's, attributed
+by the live collector (root with a writable cgroup v2 hierarchy), and one in a
+new PID namespace whose host pid is mapped to its pid there (root, unshare(1));
+skipped with the reason otherwise."""
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def _writable_cgroup2() -> tuple[Path | None, str]:
 
 
 MOUNT, WHY = _writable_cgroup2()
-pytestmark = pytest.mark.skipif(MOUNT is None, reason=WHY)
+needs_cgroup2 = pytest.mark.skipif(MOUNT is None, reason=WHY)
 
 
 @contextlib.contextmanager
@@ -80,6 +82,7 @@ def process_in(cgroup: Path) -> Iterator[int]:
     assert not any(p.exists() for p in made)
 
 
+@needs_cgroup2
 def test_a_docker_scope_is_attributed_by_the_live_source() -> None:
     assert MOUNT is not None
     cid = secrets.token_hex(32)
@@ -108,6 +111,7 @@ def test_a_docker_scope_is_attributed_by_the_live_source() -> None:
         assert by_pid[os.getpid()].container is None
 
 
+@needs_cgroup2
 def test_a_kubepods_path_is_attributed() -> None:
     assert MOUNT is not None
     cid = secrets.token_hex(32)
@@ -137,3 +141,75 @@ def test_a_kubepods_path_is_attributed() -> None:
         except OSError:
             own = None
         assert info.pod.name == (None if own == socket.gethostname() else own)
+
+
+#: run in a new PID (and mount) namespace: a procfs of that namespace beside the
+#: host's /proc, as gputui sees them in a container with the host's /proc mounted
+IN_NAMESPACE = r"""
+import json, os, subprocess, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+from gputui.collectors.pid_namespace import PidMapper, ns_pids
+from gputui.snapshot.model import ProcessSnapshot
+
+outside = int(sys.argv[2])
+here = tempfile.mkdtemp()
+subprocess.run(["mount", "-t", "proc", "proc", here], check=True)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+try:
+    me = int(os.readlink("/proc/self"))  # this process's pid on the host
+    def parent(pid):
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    host_pid = next(
+        int(d) for d in os.listdir("/proc")
+        if d.isdigit() and parent(d) == me and (ns_pids("/proc", d) or [])[1:] == [child.pid]
+    )
+    proc = lambda pid: ProcessSnapshot(pid=pid, gpu_index=0, gpu_uuid="GPU-0", type="compute")
+    mapper = PidMapper(here, "/proc")
+    host_view = PidMapper(here, os.path.join(here, "absent"))
+    mapped, other = mapper.map([proc(host_pid), proc(outside)])
+    (unmapped,) = host_view.map([proc(host_pid)])
+    print(json.dumps({
+        "mode": mapper.mode, "unmapped_mode": host_view.mode,
+        "child": child.pid, "host_pid": host_pid,
+        "mapped": [mapped.pid, mapped.host_pid, mapped.pid_is_host],
+        "other": [other.pid, other.pid_is_host],
+        "unmapped": [unmapped.pid, unmapped.pid_is_host],
+    }))
+finally:
+    child.kill()
+    child.wait()
+    subprocess.run(["umount", here])
+    os.rmdir(here)
+"""
+
+
+def test_host_pids_mapped_from_a_pid_namespace() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a new PID namespace and a procfs mount)")
+    import json
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) here")
+    repo = str(Path(__file__).resolve().parents[2])
+    command = [unshare, "-m", "-p", "-f", "--propagation", "private", sys.executable]
+    done = subprocess.run(
+        [*command, "-c", IN_NAMESPACE, repo, str(os.getpid())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0 and "unshare" in done.stderr and not done.stdout:
+        pytest.skip(f"no new PID namespace here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["mode"] == "mapped" and seen["unmapped_mode"] == "unmapped"
+    # NVML's (host) pid of the child becomes its pid in the namespace
+    assert seen["mapped"] == [seen["child"], seen["host_pid"], False]
+    assert seen["child"] != seen["host_pid"]
+    # a process outside the namespace stays a host pid; so does every one without the host's /proc
+    assert seen["other"] == [os.getpid(), True]
+    assert seen["unmapped"] == [seen["host_pid"], True]

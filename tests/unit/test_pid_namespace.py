@@ -107,6 +107,18 @@ def test_unmapped_without_the_hosts_proc(tmp_path: Path) -> None:
     ]
 
 
+def test_the_hosts_proc_known_by_kthreadd_where_ns_links_are_not_readable(tmp_path: Path) -> None:
+    proc, host = _container(tmp_path)
+    (host.root / "1" / "ns" / "pid").unlink()  # not readable without CAP_SYS_PTRACE
+    assert PidMapper(proc.path, host.path).mode == UNMAPPED
+    host.add(2, comm="kthreadd")
+    (host.root / "2" / "status").write_text("Name:\tkthreadd\nPPid:\t0\nNSpid:\t2\n")
+    assert PidMapper(proc.path, host.path).mode == MAPPED
+    # a user process at pid 2 (any other namespace) is not the kernel's
+    (host.root / "2" / "status").write_text("Name:\tkthreadd\nPPid:\t1\nNSpid:\t2\n")
+    assert PidMapper(proc.path, host.path).mode == UNMAPPED
+
+
 def test_a_proc_of_another_namespace_is_not_taken_for_the_hosts(tmp_path: Path) -> None:
     proc, host = _container(tmp_path)
     (host.root / "1" / "ns" / "pid").unlink()
