@@ -1,6 +1,6 @@
 """What container attribution and PID mapping cost per process per refresh.
 
-    python bench/bench_containers.py [--out bench-containers.json] [--procs 512] [--refreshes 200]
+    python bench/bench_containers.py [--out FILE.json] [--procs 512] [--refreshes 200]
 
 Three workloads, timed in one run with a baseline:
 
@@ -184,7 +184,7 @@ def bench_real(refreshes: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="bench-containers.json")
+    parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--procs", type=int, default=512)
     parser.add_argument("--refreshes", type=int, default=200)
     args = parser.parse_args()
@@ -201,7 +201,8 @@ def main() -> int:
         "load_after": os.getloadavg(),
         "target_us": TARGET_US,
     }
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     for name in ("fake", "mapped", "real"):
         r = results[name]
         print(
