@@ -132,6 +132,10 @@ class RuntimeNames:
         self._clock = clock
         #: (runtime, id) -> (names, when to ask again; None: never)
         self._cache: dict[tuple[str, str], tuple[Names, float | None]] = {}
+        #: runtime -> (why it is not asked, until when): one that timed out or
+        #: refused is not asked about its other containers meanwhile, so a hung
+        #: daemon costs the sampler one timeout per RETRY_S, not one per container
+        self._down: dict[str, tuple[str, float]] = {}
 
     def lookup(self, runtime: str, container_id: str) -> Names:
         key = (runtime, container_id)
@@ -157,11 +161,20 @@ class RuntimeNames:
         if not present:
             return _missing(f"no {runtime} API socket ({', '.join(paths)}): ids only")
         socket_path = present[0]
+        down = self._down.get(runtime)
+        if down is not None and self._clock() < down[1]:
+            return _missing(down[0])
         try:
             doc = http_get_json(socket_path, request.format(id=container_id), self._timeout_s)
         except PermissionError:
-            return _missing(f"not permitted to use {socket_path}: ids only")
-        except (OSError, ValueError) as exc:
+            note = f"not permitted to use {socket_path}: ids only"
+            self._down[runtime] = (note, self._clock() + RETRY_S)
+            return _missing(note)
+        except OSError as exc:
             reason = str(exc) or type(exc).__name__
-            return _missing(f"the {runtime} API at {socket_path} did not answer ({reason})")
+            note = f"the {runtime} API at {socket_path} did not answer ({reason})"
+            self._down[runtime] = (note, self._clock() + RETRY_S)
+            return _missing(note)
+        except ValueError as exc:  # it answered: about this container only
+            return _missing(f"the {runtime} API at {socket_path} gave no answer here ({exc})")
         return names_from_answer(runtime, doc)

@@ -179,9 +179,9 @@ def test_unreadable_files_say_so(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("reply", "said"),
     [
-        (b"HTTP/1.0 404 Not Found\r\n\r\nno such container", "did not answer"),
-        (b"HTTP/1.0 200 OK\r\n\r\n{not json", "did not answer"),
-        (b"garbage", "did not answer"),
+        (b"HTTP/1.0 404 Not Found\r\n\r\nno such container", "gave no answer"),
+        (b"HTTP/1.0 200 OK\r\n\r\n{not json", "gave no answer"),
+        (b"garbage", "gave no answer"),
         (None, "did not answer"),
         (ok([1, 2]), "gave no container"),
     ],
@@ -196,6 +196,16 @@ def test_a_bad_runtime_leaves_the_ids(
     (p,) = ContainerAttributor(proc.path, names, node_hostname="node").attribute((_proc(100),))
     assert p.container is not None and p.container.id == ID and p.container.name is None
     assert p.container.note is not None and said in p.container.note
+    server.close()
+
+
+def test_a_silent_runtime_is_not_asked_about_every_container(sockdir: Path) -> None:
+    names, server = _names(sockdir, "docker", "/containers/{id}/json", lambda p: None)
+    first = names.lookup("docker", ID)
+    second = names.lookup("docker", "cd" * 32)
+    assert first[3] is not None and "did not answer" in first[3]
+    assert second[3] == first[3]
+    assert len(server.requests) == 1  # one timeout, not one per container
     server.close()
 
 
