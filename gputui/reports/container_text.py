@@ -87,7 +87,7 @@ def facts(proc: ProcessSnapshot) -> list[tuple[str, str]]:
         return out
     if info.id is not None:
         name = fmt.clean(info.name, MAX_NAME) if info.name else "(name not known)"
-        out.append(("container", f"{name}  {info.runtime} {info.id[:SHORT_ID]}"))
+        out.append(("container", f"{name}  {info.runtime} {fmt.clean(info.id, 128)}"))
     else:
         out.append(("container", f"none ({info.runtime}'s monitor, in the pod)"))
     pod = info.pod
