@@ -31,8 +31,11 @@ RATES_HINT = "Rates (GPM activity, PCIe, CPU %) need a window: gputui --once --w
 HOOK_NOTE = "* carries the gputui hook: gputui attach PID"
 #: the widest a user name is shown (elided in the middle beyond)
 USER_WIDTH = 12
-#: the widest a container or pod is shown (elided in the middle beyond)
+#: the widest a container or pod is shown (elided in the middle beyond), and
+#: below this output width
 CONTAINER_WIDTH = 24
+CONTAINER_WIDTH_NARROW = 12
+WIDE_CONTAINER_OUTPUT = 100
 
 
 def render(
@@ -159,7 +162,9 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
     procs = sorted(s.processes, key=lambda p: (p.gpu_index, -(p.gpu_mem_bytes or 0), p.pid))
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
     placed = any(p.container is not None or p.pid_is_host for p in procs)
-    labels = elide_all({container_text.label(p) for p in procs}, CONTAINER_WIDTH)
+    # narrow outputs: a shorter container, and the running time goes first
+    fit = CONTAINER_WIDTH if width >= WIDE_CONTAINER_OUTPUT else CONTAINER_WIDTH_NARROW
+    labels = elide_all({container_text.label(p) for p in procs}, fit)
     rows = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -183,7 +188,15 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
     if placed:
         headers.insert(7, "Container")
         right.insert(7, False)
-    out = table(headers, rows, width, right=right, flexible=len(headers) - 1, rule=rule)
+    out = table(
+        headers,
+        rows,
+        width,
+        right=right,
+        flexible=len(headers) - 1,
+        rule=rule,
+        optional=(headers.index("Time"),) if placed else (),
+    )
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
     if any(p.pid_is_host for p in procs):

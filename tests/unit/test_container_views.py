@@ -130,6 +130,20 @@ def test_once_text_and_json() -> None:
     assert snapshot_from_json(doc) == snap
 
 
+def test_once_fits_80_columns_with_containers() -> None:
+    long_pod = dataclasses.replace(
+        POD, pod=PodInfo(UID, "trainer-with-a-very-long-name-0", "research")
+    )
+    snap = _snapshot(
+        dataclasses.replace(_proc(3, container=long_pod), user="averylonguser"),
+        _proc(4, pid_is_host=True, host_pid=4),
+    )
+    for width in (80, 100, 140):
+        lines = once_report.render(snap, replay_source([snap]), None, width=width)
+        assert max(map(len, lines)) <= width
+        assert any("Container" in line for line in lines)
+
+
 def test_ls_column() -> None:
     job = {
         "pid": 5,
