@@ -16,6 +16,8 @@ from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
 
 #: the longest name shown (Kubernetes allows 253 characters)
 MAX_NAME = 128
+#: the widest a table shows a container or pod (elided in the middle beyond)
+LABEL_WIDTH = 24
 #: a container id is shown by its first 12 hex digits, as docker ps does
 SHORT_ID = 12
 HOST_PID = "host pid"

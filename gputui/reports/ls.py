@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.reports import container_text
-from gputui.reports.text import emit, output_width, table, wrap
+from gputui.reports.text import elide_all, emit, output_width, table, wrap
 
 
 def _ranks_text(job: dict[str, Any]) -> str:
@@ -38,6 +38,8 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
 
     width = output_width() if width is None else width
     placed = any(job.get("container") for job in jobs)
+    texts = [container_text.label_of(job.get("container")) for job in jobs]
+    labels = elide_all(texts, container_text.LABEL_WIDTH)
     rows: list[list[str]] = []
     under: dict[int, list[str]] = {}
     for job in jobs:
@@ -60,7 +62,7 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
             ]
         )
         if placed:
-            rows[-1].insert(4, container_text.label_of(job.get("container")))
+            rows[-1].insert(4, labels[container_text.label_of(job.get("container"))])
     headers = ["PID", "RANK", "STEPS", "STEP", "COMMAND"]
     right = [True, True, True, True, False]
     if placed:

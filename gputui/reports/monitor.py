@@ -31,10 +31,7 @@ RATES_HINT = "Rates (GPM activity, PCIe, CPU %) need a window: gputui --once --w
 HOOK_NOTE = "* carries the gputui hook: gputui attach PID"
 #: the widest a user name is shown (elided in the middle beyond)
 USER_WIDTH = 12
-#: the widest a container or pod is shown (elided in the middle beyond), and
-#: below this output width
-CONTAINER_WIDTH = 24
-CONTAINER_WIDTH_NARROW = 12
+#: below this output width a container or pod is shown in 12 characters at most
 WIDE_CONTAINER_OUTPUT = 100
 
 
@@ -163,7 +160,7 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
     placed = any(p.container is not None or p.pid_is_host for p in procs)
     # narrow outputs: a shorter container, and the running time goes first
-    fit = CONTAINER_WIDTH if width >= WIDE_CONTAINER_OUTPUT else CONTAINER_WIDTH_NARROW
+    fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
     labels = elide_all({container_text.label(p) for p in procs}, fit)
     rows = []
     for p in procs:
