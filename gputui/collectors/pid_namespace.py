@@ -15,7 +15,7 @@ another process or none.  So:
   in every namespace from the host's down to its own) gives its pid here, and
   the pair is checked by the process's start time in both ``/proc``\\ s.
 - **unmapped**: neither: every process keeps NVML's pid, marked as a host pid
-  (``pid_is_host``), with no details: gputui never reads the container's
+  (``host_pid == pid``: ``pid_is_host``), with no details: gputui never reads the container's
   process of the same number.
 
 A host pid that the mapping cannot place in gputui's namespace (a process of
@@ -153,9 +153,11 @@ class PidMapper:
             seen.add(proc.pid)
             local = self._local_pid(proc.pid) if self.mode == MAPPED else None
             if local is None:
-                out.append(evolve(proc, host_pid=proc.pid, pid_is_host=True))
-            else:
+                out.append(evolve(proc, host_pid=proc.pid))  # pid_is_host
+            elif local != proc.pid:
                 out.append(evolve(proc, pid=local, host_pid=proc.pid))
+            else:
+                out.append(proc)  # the same number in both namespaces
         for pid in list(self._cache):
             if pid not in seen:
                 del self._cache[pid]

@@ -264,6 +264,10 @@ class ProcessSnapshot(_Value):
     gpu_uuid: str
     #: "compute", "graphics" or "compute+graphics"
     type: str
+    #: gputui in another PID namespace (a container): the host's pid that NVML
+    #: reported, where it differs from ``pid``, or equals it because gputui's
+    #: namespace does not show that process (``pid_is_host``)
+    host_pid: int | None = None
     gpu_mem_bytes: int | None = None
     #: from NVML process utilization (slower cadence); None when not sampled
     sm_pct: float | None = None
@@ -280,11 +284,12 @@ class ProcessSnapshot(_Value):
     hooked: bool = False
     #: the container (and pod) it runs in; None on the host or when unknown
     container: ContainerInfo | None = None
-    #: gputui in a container: the host's pid that NVML reported, when it differs from ``pid``
-    host_pid: int | None = None
-    #: ``pid`` is the host's and this PID namespace does not show that process:
-    #: no host details, signals or attach for it
-    pid_is_host: bool = False
+
+    @property
+    def pid_is_host(self) -> bool:
+        """``pid`` is the host's, and gputui's PID namespace does not show that
+        process: no host details, signals or attach for it."""
+        return self.host_pid is not None and self.host_pid == self.pid
 
     @property
     def key(self) -> tuple[str, int]:

@@ -19,6 +19,8 @@ from gputui.reports import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 
+#: shown only while a process shown is in a container (or is a host pid)
+CONTAINER = ("container", "CONTAINER", 16)
 #: (key, label, width); width None = fit the content (the command takes the rest)
 COLUMNS: list[tuple[str, str, int | None]] = [
     ("mark", " ", 1),
@@ -32,7 +34,7 @@ COLUMNS: list[tuple[str, str, int | None]] = [
     ("cpu", "%CPU", 5),
     ("rss", "HOST-MEM", 9),
     ("time", "TIME", 8),
-    ("container", "CONTAINER", 16),
+    CONTAINER,
     ("command", "COMMAND", None),
 ]
 COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
@@ -40,8 +42,7 @@ COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
 NARROW_WIDTH = 110
 NARROW_HIDDEN = {"type", "bw", "rss"}
 SORTABLE = [key for key in COLUMN_KEYS if key != "mark"]
-#: shown only while a process shown is in a container (or is a host pid)
-CONTAINER_COLUMN = "container"
+CONTAINER_COLUMN = CONTAINER[0]
 #: columns whose natural order is "biggest first"
 DESCENDING_FIRST = {"gpu_mem", "sm", "bw", "cpu", "rss", "time"}
 TYPE_SHORT = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}

@@ -349,7 +349,7 @@ def test_recordings_are_written_0600_even_over_an_existing_file(tmp_path: Path) 
 # -- formats users have --------------------------------------------------------------
 
 #: the process keys schema 2 added, and the values a schema 1 snapshot reads as
-V2_PROCESS_DEFAULTS = {"container": None, "host_pid": None, "pid_is_host": False}
+V2_PROCESS_DEFAULTS = {"container": None, "host_pid": None}
 
 
 def _as_v1(doc: dict[str, Any]) -> dict[str, Any]:

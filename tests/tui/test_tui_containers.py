@@ -28,7 +28,7 @@ def _snapshots(host_pid: int = 999_999) -> list:
         procs[0] = dataclasses.replace(procs[0], container=POD)
         procs[1] = dataclasses.replace(procs[1], container=HOSTILE)
         procs[2] = dataclasses.replace(
-            procs[2], pid=host_pid, host_pid=host_pid, pid_is_host=True, user=None, cmdline=None
+            procs[2], pid=host_pid, host_pid=host_pid, user=None, cmdline=None
         )
         out.append(dataclasses.replace(snap, processes=tuple(procs)))
     return out

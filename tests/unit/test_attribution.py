@@ -264,6 +264,6 @@ def test_host_pids_and_vanished_processes(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path / "proc", 1)
     proc.add(100, cgroup=f"0::/system.slice/docker-{ID}.scope\n")
     attributor = ContainerAttributor(proc.path, RuntimeNames({}), node_hostname="node")
-    host = dataclasses.replace(_proc(100), pid_is_host=True)
+    host = dataclasses.replace(_proc(100), host_pid=100)  # a host pid
     gone = _proc(555)
     assert attributor.attribute((host, gone)) == (host, gone)

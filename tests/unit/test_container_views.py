@@ -49,7 +49,7 @@ def test_labels() -> None:
     assert container_text.label(_proc(1, container=DOCKER)) == f"docker {ID[:12]}"
     unnamed_pod = ContainerInfo("containerd", ID, pod=PodInfo(UID, qos="besteffort"))
     assert container_text.label(_proc(1, container=unnamed_pod)) == "pod 7d4424e6"
-    assert container_text.label(_proc(1, pid_is_host=True, host_pid=1)) == "host pid"
+    assert container_text.label(_proc(1, host_pid=1)) == "host pid"
     assert container_text.label(_proc(1)) == ""
     shown = container_text.label(_proc(1, container=HOSTILE_POD))
     assert "\x1b" not in shown and "\n" not in shown and "\u202e" not in shown
@@ -76,7 +76,7 @@ def test_table_column_only_with_containers() -> None:
 
 
 def test_a_host_pid_is_keyed_apart_from_a_local_pid_of_the_same_number() -> None:
-    local, host = _proc(42), _proc(42, pid_is_host=True, host_pid=42)
+    local, host = _proc(42), _proc(42, host_pid=42)
     assert local.key != host.key
     rows = proc_view.build_rows(
         [local, host], proc_view.SortSpec(), proc_view.ProcFilter(), False, 0.0
@@ -85,7 +85,7 @@ def test_a_host_pid_is_keyed_apart_from_a_local_pid_of_the_same_number() -> None
 
 
 def test_filter_matches_pod_namespace_and_id() -> None:
-    procs = [_proc(1), _proc(3, container=POD), _proc(4, pid_is_host=True, host_pid=4)]
+    procs = [_proc(1), _proc(3, container=POD), _proc(4, host_pid=4)]
     for text, pids in [
         ("trainer-0", [3]),
         ("ml", [3]),
@@ -105,7 +105,7 @@ def test_detail_facts_are_cleaned_and_say_what_is_missing() -> None:
     docker = dict(container_text.facts(_proc(3, container=DOCKER)))
     assert docker["container"].startswith("(name not known)")
     assert "not permitted" in docker["names"]
-    host = dict(container_text.facts(_proc(4, pid_is_host=True, host_pid=4)))
+    host = dict(container_text.facts(_proc(4, host_pid=4)))
     assert "host pid" in host["pid"]
     assert container_text.facts(_proc(1)) == []
     panel = DetailPanel(DetailValues(_proc(3, container=HOSTILE_POD)), ascii_only=False)
@@ -114,7 +114,7 @@ def test_detail_facts_are_cleaned_and_say_what_is_missing() -> None:
 
 
 def test_once_text_and_json() -> None:
-    snap = _snapshot(_proc(3, container=HOSTILE_POD), _proc(4, pid_is_host=True, host_pid=4))
+    snap = _snapshot(_proc(3, container=HOSTILE_POD), _proc(4, host_pid=4))
     lines = once_report.render(snap, replay_source([snap]), None, width=140)
     text = "\n".join(lines)
     assert "Container" in text and "host pid" in text and "\x1b" not in text
@@ -125,8 +125,8 @@ def test_once_text_and_json() -> None:
     assert doc["schema"] == 2
     placed = doc["processes"][-2]
     assert placed["container"]["pod"]["name"] == HOSTILE  # JSON keeps the exact string
-    assert placed["container"]["pod"]["uid"] == UID and placed["pid_is_host"] is False
-    assert doc["processes"][-1]["pid_is_host"] is True and doc["processes"][-1]["host_pid"] == 4
+    assert placed["container"]["pod"]["uid"] == UID and placed["host_pid"] is None
+    assert doc["processes"][-1]["host_pid"] == doc["processes"][-1]["pid"] == 4
     assert snapshot_from_json(doc) == snap
 
 
@@ -136,7 +136,7 @@ def test_once_fits_80_columns_with_containers() -> None:
     )
     snap = _snapshot(
         dataclasses.replace(_proc(3, container=long_pod), user="averylonguser"),
-        _proc(4, pid_is_host=True, host_pid=4),
+        _proc(4, host_pid=4),
     )
     for width in (80, 100, 140):
         lines = once_report.render(snap, replay_source([snap]), None, width=width)
@@ -174,7 +174,7 @@ def test_exporter_process_labels() -> None:
     )
     assert "pod" not in by_pid["4"] and "host_pid" not in by_pid["4"]
     # gputui in a container: a host pid and a pid of its own namespace with the same number
-    pair = _snapshot(_proc(42, host_pid=9000), _proc(42, pid_is_host=True, host_pid=42))
+    pair = _snapshot(_proc(42, host_pid=9000), _proc(42, host_pid=42))
     families = parse(collector_with([pair], processes=True).render())
     mem = [s.labels for s in samples(families, "gputui_process_gpu_memory_bytes")]
     assert sorted(lab["host_pid"] for lab in mem if lab["pid"] == "42") == ["42", "9000"]

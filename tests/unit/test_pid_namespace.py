@@ -88,6 +88,14 @@ def test_mapped_through_the_hosts_proc(tmp_path: Path) -> None:
     assert job.pid_is_host
 
 
+def test_the_same_number_in_both_namespaces_is_left_as_it_is(tmp_path: Path) -> None:
+    proc, host = _container(tmp_path)
+    proc.add(8000, start_ticks=4000)
+    host.add(8000, nspid=(8000, 8000), start_ticks=4000)
+    (same,) = PidMapper(proc.path, host.path).map(_procs(8000))
+    assert same == _procs(8000)[0] and not same.pid_is_host and same.host_pid is None
+
+
 def test_mapped_needs_the_same_start_time(tmp_path: Path) -> None:
     proc, host = _container(tmp_path)
     proc.add(42, start_ticks=2001)  # pid 42 here is another process
@@ -155,5 +163,5 @@ class _NoPsutil:
 def test_host_collector_reads_nothing_for_a_host_pid() -> None:
     collector = HostCollector(psutil=_NoPsutil())
     (proc,) = _procs(42)
-    marked = dataclasses.replace(proc, pid_is_host=True)
+    marked = dataclasses.replace(proc, host_pid=proc.pid)  # a host pid
     assert collector.enrich((marked,)) == (marked,)
