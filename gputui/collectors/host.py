@@ -171,13 +171,16 @@ class HostCollector:
         """The same processes with user, command line, CPU%, RSS, start time, ppid."""
         details: dict[int, dict[str, Any]] = {}
         for snapshot in processes:
-            if snapshot.pid not in details:
+            # a host pid this PID namespace does not show: another process has that number here
+            if snapshot.pid not in details and not snapshot.pid_is_host:
                 details[snapshot.pid] = self._details(snapshot.pid)
         # forget processes that left the GPUs (or died): their cache would only grow
         for pid in list(self._processes):
             if pid not in details:
                 del self._processes[pid]
-        return tuple(dataclasses.replace(p, **details[p.pid]) for p in processes)
+        return tuple(
+            p if p.pid_is_host else dataclasses.replace(p, **details[p.pid]) for p in processes
+        )
 
     def _entry(self, pid: int) -> _ProcessEntry | None:
         """The cached process for pid, replaced when the pid was reused."""

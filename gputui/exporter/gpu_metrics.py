@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
+from gputui.exporter.container_labels import container_labels, host_pid_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, Labels, labels
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 
@@ -286,6 +287,8 @@ def process_families(snapshot: Snapshot, options: GpuOptions) -> list[Family]:
             ("hostname", host),
             ("pid", str(proc.pid)),
             ("process_name", proc.name or ""),
+            *host_pid_labels(proc),
+            *container_labels(proc.container),
         )
         if options.cmdline:
             command = " ".join(proc.cmdline) if proc.cmdline else (proc.name or "")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputui.exporter.container_labels import container_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, SUMMARY, Family, labels, quantiles
 from gputui.exporter.gpu_metrics import MAX_COMMAND_CHARS
 from gputui.exporter.jobs import JobSnapshot
@@ -79,7 +80,14 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         "gputui_train_ooms_total", COUNTER, "Out-of-memory errors raised by torch's allocator."
     )
     for job in jobs:
-        lab = labels((("hostname", hostname), ("job_id", job.job_id), ("rank", str(job.rank))))
+        lab = labels(
+            (
+                ("hostname", hostname),
+                ("job_id", job.job_id),
+                ("rank", str(job.rank)),
+                *container_labels(job.container),
+            )
+        )
         extra: tuple[tuple[str, str], ...] = (
             ("local_rank", str(job.local_rank)),
             ("world_size", str(job.world_size)),

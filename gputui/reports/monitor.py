@@ -9,7 +9,9 @@ import heapq
 from gputui import fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
+from gputui.collectors.pid_namespace import UNMAPPED_NOTE
 from gputui.collectors.source import SnapshotSource
+from gputui.reports import container_text
 from gputui.reports import findings as findings_text
 from gputui.reports.text import (
     elide_all,
@@ -52,6 +54,8 @@ MIN_FIT_ROWS = 5
 #: lines around the process rows: the table's header and rule, the "more" line,
 #: the hook note, and the shell's prompt after the report
 FIT_MARGIN = 5
+#: below this output width a container or pod is shown in 12 characters at most
+WIDE_CONTAINER_OUTPUT = 100
 
 
 def render(
@@ -192,6 +196,10 @@ def _processes(
     else:
         procs = sorted(s.processes, key=_order)
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
+    placed = any(p.container is not None or p.pid_is_host for p in procs)
+    # narrow outputs: a shorter container, and the running time goes first
+    fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
+    labels = elide_all({container_text.label(p) for p in procs}, fit)
     cells = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -208,13 +216,21 @@ def _processes(
                 fmt.command(p.cmdline, p.name, 300) + kind,
             ]
         )
+        if placed:
+            cells[-1].insert(7, labels[container_text.label(p)])
+    headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
+    right = [True, True, False, True, True, True, True, False]
+    if placed:
+        headers.insert(7, "Container")
+        right.insert(7, False)
     out = table(
-        ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"],
+        headers,
         cells,
         width,
-        right=[True, True, False, True, True, True, True, False],
-        flexible=7,
+        right=right,
+        flexible=len(headers) - 1,
         rule=rule,
+        optional=(headers.index("Time"),) if placed else (),
     )
     left = len(s.processes) - len(procs)
     if left:
@@ -229,6 +245,8 @@ def _processes(
         )
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
+    if any(p.pid_is_host for p in procs):
+        out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out
 
 

@@ -16,9 +16,12 @@ from typing import Any, overload
 from rich.text import Text
 
 from gputui import fmt
+from gputui.reports import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 
+#: shown only while a process shown is in a container (or is a host pid)
+CONTAINER = ("container", "CONTAINER", 16)
 #: (key, label, width); width None = fit the content (the command takes the rest)
 COLUMNS: list[tuple[str, str, int | None]] = [
     ("mark", " ", 1),
@@ -32,6 +35,7 @@ COLUMNS: list[tuple[str, str, int | None]] = [
     ("cpu", "%CPU", 5),
     ("rss", "HOST-MEM", 9),
     ("time", "TIME", 8),
+    CONTAINER,
     ("command", "COMMAND", None),
 ]
 COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
@@ -39,6 +43,7 @@ COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
 NARROW_WIDTH = 110
 NARROW_HIDDEN = {"type", "bw", "rss"}
 SORTABLE = [key for key in COLUMN_KEYS if key != "mark"]
+CONTAINER_COLUMN = CONTAINER[0]
 #: columns whose natural order is "biggest first"
 DESCENDING_FIRST = {"gpu_mem", "sm", "bw", "cpu", "rss", "time"}
 TYPE_SHORT = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
@@ -110,6 +115,8 @@ class ProcFilter:
             return False
         if self.words:
             haystack = f"{proc.pid} {proc.user or ''} {proc.name or ''} {proc.command}".lower()
+            if proc.container is not None or proc.pid_is_host:
+                haystack += " " + container_text.search_text(proc).lower()
             return all(word in haystack for word in self.words)
         return True
 
@@ -152,6 +159,7 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
     "bw": attrgetter("mem_bw_pct"),
     "cpu": attrgetter("cpu_pct"),
     "rss": attrgetter("rss_bytes"),
+    "container": container_text.sort_key,
     "command": attrgetter("command"),
 }
 _PID = attrgetter("pid")
@@ -194,7 +202,7 @@ class Row:
 
 
 def row_key(proc: ProcessSnapshot) -> str:
-    return f"{proc.gpu_uuid}|{proc.pid}"
+    return f"{proc.gpu_uuid}|{proc.key[1]}"
 
 
 def parent_key(pid: int) -> str:
@@ -296,6 +304,7 @@ def cells(
             "",
             "",
             "",
+            "",
             Text(row.prefix + name, style="dim"),
         )
     mark = ("@" if ascii_only else "◆") if proc.hooked else ""
@@ -312,8 +321,20 @@ def cells(
         Text("-" if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}", justify="right"),
         Text(fmt.size(proc.rss_bytes), justify="right"),
         Text(fmt.duration(runtime_s(proc, now_s)), justify="right"),
+        Text(container_text.label(proc), style="dim" if proc.pid_is_host else ""),
         command,
     )
+
+
+def shown_columns(width: int, procs: Iterable[ProcessSnapshot]) -> list[str]:
+    """The columns a table ``width`` cells wide shows for ``procs``."""
+    narrow = width < NARROW_WIDTH
+    with_container = any(p.container is not None or p.pid_is_host for p in procs)
+    return [
+        key
+        for key in COLUMN_KEYS
+        if not (narrow and key in NARROW_HIDDEN) and (with_container or key != CONTAINER_COLUMN)
+    ]
 
 
 def _pct_cell(value: float | None) -> Text:
@@ -392,11 +413,13 @@ class RowList(Sequence[Row]):
         if self._rows is not None:
             return next((i for i, row in enumerate(self._rows) if row.key == key), None)
         uuid, _sep, pid_text = key.rpartition("|")
-        if not pid_text.isdigit():
+        try:
+            wanted = int(pid_text)  # a host pid's key is its negated pid
+        except ValueError:
             return None
-        pid = int(pid_text)
         return next(
-            (i for i, p in enumerate(self._procs) if p.pid == pid and p.gpu_uuid == uuid), None
+            (i for i, p in enumerate(self._procs) if p.key[1] == wanted and p.gpu_uuid == uuid),
+            None,
         )
 
 

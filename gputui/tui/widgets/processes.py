@@ -32,8 +32,6 @@ from gputui.tui import proc_view
 from gputui.tui.proc_view import (
     COLUMN_KEYS,
     COLUMNS,
-    NARROW_HIDDEN,
-    NARROW_WIDTH,
     ProcFilter,
     Row,
     RowBuilder,
@@ -291,8 +289,7 @@ class ProcessTable(ScrollView, can_focus=True):
     def _layout_columns(self) -> bool:
         """Fit the columns to the width; True when they changed (all rows redraw)."""
         width = self.size.width or self.app.size.width
-        narrow = width < NARROW_WIDTH
-        shown = [k for k in COLUMN_KEYS if not (narrow and k in NARROW_HIDDEN)]
+        shown = proc_view.shown_columns(width, self._procs)
         fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
         # The command takes what the fixed columns leave (one space between columns).
         command = max(MIN_COMMAND, width - sum(fixed[:-1]) - (len(shown) - 1))
