@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gputui.analysis import thresholds
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
@@ -28,16 +29,17 @@ from gputui.protocol.trace_metrics import StepAccount
 from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace import account, kernels
 
-#: rules about steps stay silent until this many ordinary steps were seen
-#: (warm-up and profiled steps are not ordinary)
-MIN_STEPS = 20
-#: a GPU window needs this many samples before GPU rules speak
-MIN_GPU_SAMPLES = 3
+#: rules about steps stay silent until MIN_STEPS ordinary steps were seen
+#: (warm-up and profiled steps are not ordinary); GPU rules until the job's GPU
+#: has MIN_GPU_SAMPLES samples (both from the thresholds table; the engine
+#: enforces each rule's own minimum)
+MIN_STEPS = int(thresholds.value("min.steps"))
+MIN_GPU_SAMPLES = int(thresholds.value("min.gpu_samples"))
 #: the GPU rules read this many of the newest samples of the job's GPU (about
 #: 30 s at the viewer's 1 Hz)
 GPU_WINDOW = 30
 #: kernels shorter than this are "tiny": launch overhead dominates them
-TINY_KERNEL_US = 10.0
+TINY_KERNEL_US = thresholds.value("launch.tiny_kernel_us")
 #: ops placed on the roofline (by GPU time)
 ROOFLINE_TOP = 10
 

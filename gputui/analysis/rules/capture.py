@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.analysis.evidence import (
     READBACK_OPS,
     SYNC_CALLS,
@@ -27,30 +28,33 @@ from gputui.analysis.severity import INFO, WARN
 from gputui.protocol.messages import DATA
 from gputui.trace import kernels
 
-#: synchronizing calls (or read-backs) per step from which syncs explain the idle time
-SYNC_PER_STEP = 2.0
-#: idle share of the GPU from which the gaps are worth a finding
-IDLE_SHARE = 0.15
-#: ... when only the (profiled) capture measured it: profiling alone left a healthy
-#: bf16 transformer's H100 about 27% idle in its capture while NVML saw it 100% busy
-IDLE_SHARE_PROFILED = 0.35
-#: launches averaging under this are launch-bound (seed: kernels under 10 us)
-SHORT_KERNEL_US = 20.0
-#: copies from pageable memory taking this share of the span
-PAGEABLE_SHARE = 0.03
-#: host-device copies taking this share of the span
-MEMCPY_SHARE = 0.10
-#: aten::to / _to_copy calls per step, and their share of the CPU ops' time
-CASTS_PER_STEP = 50.0
-CAST_CPU_SHARE = 0.10
-#: aten::copy_ share of CPU op self time that "dominates"
-COPY_CPU_SHARE = 0.15
-#: communication over this share of the step (TensorBoard profiler: 10%)
-COMM_SHARE = 0.10
-#: comm/compute overlap under this is poor
-OVERLAP = 0.5
+#: the thresholds (gputui.analysis.thresholds).  Synchronizing calls per step from
+#: which syncs explain the idle time; the GPU's idle share worth a finding, and the
+#: higher one when only the profiled capture measured it
+#: (profiling alone left a healthy bf16 transformer's H100 about 27% idle in its
+#: capture while NVML saw it 100% busy); launches averaging under SHORT_KERNEL_US
+#: are launch-bound (seed: kernels under 10 us), as are steps where TINY_SHARE of
+#: them are tiny
+SYNC_PER_STEP = thresholds.value("sync.per_step")
+IDLE_SHARE = thresholds.value("idle.share")
+IDLE_SHARE_PROFILED = thresholds.value("idle.share_profiled")
+SHORT_KERNEL_US = thresholds.value("launch.short_kernel_us")
+TINY_SHARE = thresholds.value("launch.tiny_share")
+#: copies: pageable ones' and all host-device copies' share of the span, casts per
+#: step and their share of CPU op time, aten::copy_'s share that "dominates"
+PAGEABLE_SHARE = thresholds.value("copy.pageable_share")
+MEMCPY_SHARE = thresholds.value("copy.memcpy_share")
+CASTS_PER_STEP = thresholds.value("copy.casts_per_step")
+CAST_CPU_SHARE = thresholds.value("copy.cast_cpu_share")
+COPY_CPU_SHARE = thresholds.value("copy.copy_cpu_share")
+SYNC_MEMCPY_PER_STEP = thresholds.value("copy.sync_memcpy_per_step")
+#: communication's share of the step (TensorBoard profiler: 10%), overlap under
+#: which it is poor, and the share from which overlap matters
+COMM_SHARE = thresholds.value("comm.share")
+OVERLAP = thresholds.value("comm.overlap")
+POOR_OVERLAP_SHARE = thresholds.value("comm.poor_overlap_share")
 #: zero-filling calls per step that look like zero_grad() writing zeros
-ZERO_PER_STEP = 20.0
+ZERO_PER_STEP = thresholds.value("steps.zero_per_step")
 
 
 def capture_of(ev: JobEvidence) -> CaptureView | None:
@@ -92,7 +96,9 @@ def syncs_per_step(cap: CaptureView) -> tuple[float, int]:
 def launch_bound(cap: CaptureView) -> bool:
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
-    return (mean is not None and mean < SHORT_KERNEL_US) or (tiny is not None and tiny >= 0.5)
+    return (mean is not None and mean < SHORT_KERNEL_US) or (
+        tiny is not None and tiny >= TINY_SHARE
+    )
 
 
 def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
@@ -109,7 +115,7 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     "synchronization; Nsight Systems: host synchronization APIs",
     ("capture",),
     trigger=(
-        "capture: >= 2 CUDA synchronizations (cudaStreamSynchronize, "
+        "capture: >= {sync.per_step} CUDA synchronizations (cudaStreamSynchronize, "
         "cudaDeviceSynchronize, ...) per step; cost: the GPU's idle share net of data "
         "loading (bounded by unprofiled NVML utilization)"
     ),
@@ -154,10 +160,12 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     "pattern: many short GPU kernels with gaps",
     ("capture",),
     trigger=(
-        "capture: kernels average < 20 us or half of them are < 10 us, and the GPU idles "
-        ">= 15% of the step (>= 35% when only the profiled capture saw it); no host syncs; "
-        "with a step account, kernel launch + torch dispatch >= 40% of the step and the "
-        "largest CPU-side share; cost: the idle share, at most launch + dispatch"
+        "capture: kernels average < {launch.short_kernel_us} or {launch.tiny_share} of them "
+        "are < {launch.tiny_kernel_us}, and the GPU idles >= {idle.share} of the step "
+        "(>= {idle.share_profiled} when only the profiled capture saw it); "
+        "fewer than {sync.per_step} host syncs per step; with a step account, kernel launch "
+        "+ torch dispatch >= {launch.issue_share} of the step and the largest CPU-side share; "
+        "cost: the idle share, at most launch + dispatch"
     ),
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
@@ -205,8 +213,10 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     "(Python, data loading); Nsight Systems: low GPU utilization",
     ("capture",),
     trigger=(
-        "capture: the GPU idles >= 15% of the step (35% profiled only) though kernels are"
-        " not tiny and there are no host syncs (silent when cpu.python names the time)"
+        "capture: the GPU idles >= {idle.share} of the step ({idle.share_profiled} when "
+        "only the profiled capture saw it) though kernels are not tiny "
+        "and there are fewer than {sync.per_step} host syncs per step (silent when "
+        "cpu.python names the time)"
     ),
     suppressed_by=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
 )
@@ -239,7 +249,8 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     "Nsight Systems: asynchronous memcpy from pageable memory (it runs synchronously); "
     "timeline pattern: long cudaMemcpyAsync blocks",
     ("capture",),
-    trigger="capture: Memcpy HtoD/DtoH from pageable memory >= 3% of the GPU timeline",
+    trigger="capture: Memcpy HtoD/DtoH from pageable memory >= {copy.pageable_share} of the "
+    "GPU timeline",
 )
 def pageable(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -281,8 +292,8 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     "Systems: long cudaMemcpy",
     ("capture",),
     trigger=(
-        "capture: other host-device copies >= 10% of the GPU timeline, or aten::copy_ >= "
-        "15% of CPU op time"
+        "capture: other host-device copies >= {copy.memcpy_share} of the GPU timeline, or "
+        "aten::copy_ >= {copy.copy_cpu_share} of CPU op time"
     ),
 )
 def transfers(ev: JobEvidence) -> Iterable[Finding]:
@@ -317,7 +328,8 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
     "copy",
     "profiler observations: aten::to appears frequently (repeated dtype or device casting)",
     ("capture",),
-    trigger="capture: >= 50 aten::to/_to_copy calls per step taking >= 10% of CPU op time",
+    trigger="capture: >= {copy.casts_per_step} aten::to/_to_copy calls per step taking >= "
+    "{copy.cast_cpu_share} of CPU op time",
 )
 def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -348,14 +360,14 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     "sync",
     "Nsight Systems: synchronous memcpy and memset",
     ("capture",),
-    trigger="capture: >= 1 synchronous cudaMemcpy/cudaMemset per step",
+    trigger="capture: >= {copy.sync_memcpy_per_step} synchronous cudaMemcpy/cudaMemset per step",
 )
 def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
     us, calls = cap.ops_us(("cudaMemcpy", "cudaMemset"))
-    if calls / cap.steps < 1.0:
+    if calls / cap.steps < SYNC_MEMCPY_PER_STEP:
         return []
     return [
         finding(
@@ -376,7 +388,7 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     "launch",
     "TorchTidy: zero_grad writing zeros instead of setting gradients to None",
     ("capture",),
-    trigger="capture: >= 20 zero-fill calls per step (zero_grad writing zeros)",
+    trigger="capture: >= {steps.zero_per_step} zero-fill calls per step (zero_grad writing zeros)",
 )
 def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -410,8 +422,8 @@ def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     "communication overhead",
     ("capture",),
     trigger=(
-        "capture: NCCL kernels >= 10% of the GPU timeline; cost: the part not overlapped "
-        "with compute"
+        "capture: NCCL kernels >= {comm.share} of the GPU timeline; cost: the part not "
+        "overlapped with compute"
     ),
 )
 def comm_share(ev: JobEvidence) -> Iterable[Finding]:
@@ -451,7 +463,8 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     "timeline patterns: NCCL calls between backward and the optimizer (DDP sync not "
     "overlapped); HTA: comm/compute overlap",
     ("capture",),
-    trigger="capture: NCCL kernels present with comm/compute overlap < 50%",
+    trigger="capture: NCCL kernels {comm.poor_overlap_share} to {comm.share} of the GPU "
+    "timeline with comm/compute overlap < {comm.overlap}",
 )
 def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -460,7 +473,7 @@ def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)
     share = comm_us / cap.span_us
     overlap = cap.comm_compute_overlap
-    if share < 0.05 or overlap >= OVERLAP or share >= COMM_SHARE:
+    if share < POOR_OVERLAP_SHARE or overlap >= OVERLAP or share >= COMM_SHARE:
         return []  # comm.share covers large shares
     return [
         finding(
