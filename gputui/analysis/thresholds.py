@@ -79,7 +79,10 @@ TABLE: dict[str, Threshold] = _table(
     ("launch.tiny_kernel_us", 10.0, "us", "a kernel this short is tiny"),
     ("launch.tiny_share", 0.5, "share", "tiny kernels' share of the launches"),
     ("idle.share", 0.15, "share", "the GPU's idle share worth a finding"),
-    ("idle.share_profiled", 0.35, "share", "... when only the profiled capture saw it"),
+    ("idle.share_profiled", 0.35, "share", "... when only a profiled capture without a step "
+     "account saw it"),
+    ("idle.profiler_slowdown", 1.75, "x", "a profiled step's kernel launch + torch dispatch "
+     "over the job's own (CPU+CUDA profiling slowed a launch-bound step 1.75-1.95x on an H100)"),
     ("sync.per_step", 2.0, "count", "CUDA synchronizations per step"),
     ("copy.pageable_share", 0.03, "share", "pageable copies' share of the GPU timeline"),
     ("copy.memcpy_share", 0.10, "share", "host-device copies' share of the GPU timeline"),

@@ -258,6 +258,23 @@ CASES: dict[str, Case] = {
         +0.001,
         -0.001,
     ),
+    # launch + dispatch 80% of a profiled step, the rest Python: the GPU's busy share
+    # is set so that, at a slowdown of x, the GPU idles exactly idle.share
+    "idle.profiler_slowdown": Case(
+        "launch.idle_gaps",
+        lambda x: evidence(
+            cap=capture(
+                [kernel(GEMM, "gemm", 100, 10_000.0)],
+                account=account(
+                    gpu_busy=(1 - t("idle.share")) * (1 - 0.8 * (1 - 1 / x)),
+                    launch=0.1,
+                    dispatch=0.7,
+                ),
+            )
+        ),
+        +0.01,
+        -0.01,
+    ),
     "sync.per_step": Case(
         "sync.host_sync",
         lambda p: evidence(

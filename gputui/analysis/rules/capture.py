@@ -4,7 +4,12 @@ communication.
 
 A capture is profiled, which slows the CPU side (more so on launch-bound
 steps); where the job's GPU was also sampled unprofiled, the idle time a rule
-claims is bounded by what NVML saw (1 - utilization).  Idle time is claimed by
+claims is bounded by what NVML saw (1 - utilization).  Where only the profiled
+capture (or a trace) saw it, the step account takes the profiler's own cost out
+of kernel launch and torch dispatch (:data:`PROFILER_SLOWDOWN`) before the idle
+time is compared with the GPU's busy time: a healthy bf16 transformer traced
+with shapes and FLOPs idles 41% in its trace (HTA agrees: 40.8%, 93% of it
+host wait) while its unprofiled GPU is busy all the time.  Idle time is claimed by
 one cause only, in this order: data loading (its own rule), synchronisation,
 launch overhead, other CPU-side work.
 """
@@ -16,6 +21,7 @@ from collections.abc import Iterable
 from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import (
+    MIN_GPU_SAMPLES,
     READBACK_OPS,
     SYNC_CALLS,
     CaptureView,
@@ -39,6 +45,9 @@ SYNC_PER_STEP = thresholds.value("sync.per_step")
 IDLE_SHARE = thresholds.value("idle.share")
 IDLE_SHARE_PROFILED = thresholds.value("idle.share_profiled")
 SHORT_KERNEL_US = thresholds.value("launch.short_kernel_us")
+#: a profiled step's launch + dispatch time over the job's own (DESIGN §4: CPU+CUDA
+#: profiling slowed a launch-bound H100 step by 75-95%; the low end is taken)
+PROFILER_SLOWDOWN = thresholds.value("idle.profiler_slowdown")
 TINY_SHARE = thresholds.value("launch.tiny_share")
 #: copies: pageable ones' and all host-device copies' share of the span, casts per
 #: step and their share of CPU op time, aten::copy_'s share that "dominates"
@@ -66,23 +75,46 @@ def capture_of(ev: JobEvidence) -> CaptureView | None:
 
 def attributable_idle(ev: JobEvidence, cap: CaptureView) -> float | None:
     """The share of the step the GPU idles, net of data loading, bounded by what
-    NVML saw unprofiled; None when the capture has no GPU timeline."""
+    NVML saw unprofiled, else by the step account with the profiler's own CPU
+    cost taken out (:func:`unprofiled_idle`); None when the capture has no GPU
+    timeline."""
     idle = cap.idle_share
     if idle is None:
         return None
     if _unprofiled(ev):
         idle = min(idle, 1.0 - ev.gpu.util_pct / 100.0)  # type: ignore[union-attr,operator]
+    else:
+        estimate = unprofiled_idle(cap)
+        if estimate is not None:
+            idle = min(idle, estimate)
     return max(0.0, idle - ev.phase_share(DATA))
+
+
+def unprofiled_idle(cap: CaptureView) -> float | None:
+    """The GPU's idle share of the step once the profiler's own CPU cost is taken
+    out: launch + dispatch shrink by :data:`PROFILER_SLOWDOWN`, and the GPU idles
+    only for the CPU-side time its busy time does not cover.  None without a step
+    account with GPU time."""
+    acct = cap.account
+    busy = None if acct is None or acct.step_us <= 0 else acct.gpu_busy_share
+    if acct is None or busy is None:
+        return None
+    issuing = acct.share("launch") + acct.share("dispatch")
+    cpu = 1.0 - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
+    return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
 
 def _unprofiled(ev: JobEvidence) -> bool:
     gpu = ev.gpu
-    return gpu is not None and gpu.util_pct is not None and gpu.samples >= 3
+    return gpu is not None and gpu.util_pct is not None and gpu.samples >= MIN_GPU_SAMPLES
 
 
-def idle_floor(ev: JobEvidence) -> float:
-    """The idle share worth a finding: higher when only the profiled capture saw it."""
-    return IDLE_SHARE if _unprofiled(ev) else IDLE_SHARE_PROFILED
+def idle_floor(ev: JobEvidence, cap: CaptureView) -> float:
+    """The idle share worth a finding: higher when only a profiled capture without
+    a step account saw it (nothing then takes the profiler's cost out)."""
+    if _unprofiled(ev) or unprofiled_idle(cap) is not None:
+        return IDLE_SHARE
+    return IDLE_SHARE_PROFILED
 
 
 def syncs_per_step(cap: CaptureView) -> tuple[float, int]:
@@ -104,7 +136,10 @@ def launch_bound(cap: CaptureView) -> bool:
 def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     text = f"the GPU idles {idle * 100:.0f}% of the step"
     if cap.idle_share is not None and abs(cap.idle_share - idle) > 0.02:
-        text += f" ({cap.idle_share * 100:.0f}% in the capture, profiled)"
+        text += f" ({cap.idle_share * 100:.0f}% in the capture, profiled"
+        if not _unprofiled(ev) and unprofiled_idle(cap) is not None:
+            text += f", launch and dispatch {PROFILER_SLOWDOWN:g}x slower"
+        text += ")"
     return text
 
 
@@ -162,9 +197,11 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     trigger=(
         "capture: kernels average < {launch.short_kernel_us} or {launch.tiny_share} of them "
         "are < {launch.tiny_kernel_us}, and the GPU idles >= {idle.share} of the step "
-        "(>= {idle.share_profiled} when only the profiled capture saw it); "
-        "fewer than {sync.per_step} host syncs per step; with a step account, kernel launch "
-        "+ torch dispatch >= {launch.issue_share} of the step and the largest CPU-side share; "
+        "(>= {idle.share_profiled} when only a profiled capture without a step account saw "
+        "it; with one, launch + dispatch count {idle.profiler_slowdown} slower than the "
+        "job's own); fewer than {sync.per_step} host syncs per step; with a step account, "
+        "kernel launch + torch dispatch >= {launch.issue_share} of the step and the largest "
+        "CPU-side share; "
         "cost: the idle share, at most launch + dispatch"
     ),
 )
@@ -173,7 +210,7 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or not launch_bound(cap):
         return []
     idle = attributable_idle(ev, cap)
-    if idle is None or idle < idle_floor(ev):
+    if idle is None or idle < idle_floor(ev, cap):
         return []
     acct = cap.account
     if acct is not None and acct.step_us > 0:
@@ -214,7 +251,8 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger=(
         "capture: the GPU idles >= {idle.share} of the step ({idle.share_profiled} when "
-        "only the profiled capture saw it) though kernels are not tiny "
+        "only a profiled capture without a step account saw it; with one, launch + dispatch "
+        "count {idle.profiler_slowdown} slower than the job's own) though kernels are not tiny "
         "and there are fewer than {sync.per_step} host syncs per step (silent when "
         "cpu.python names the time)"
     ),
@@ -225,7 +263,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or launch_bound(cap):
         return []
     idle = attributable_idle(ev, cap)
-    if idle is None or idle < idle_floor(ev):
+    if idle is None or idle < idle_floor(ev, cap):
         return []
     return [
         finding(
