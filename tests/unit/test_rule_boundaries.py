@@ -144,9 +144,23 @@ def growing_for(seconds: float) -> Any:
     return evidence(mem=leak, total=int(m.reserved + seconds * rate))
 
 
+def profiled_at(x: float) -> Any:
+    """Launch + dispatch 80% of a profiled step, the rest Python; the GPU's busy
+    share is set so that, at a profiler slowdown of ``x``, the GPU idles exactly
+    ``idle.share`` of the job's own step."""
+    busy = (1 - t("idle.share")) * (1 - 0.8 * (1 - 1 / x))
+    acct = account(gpu_busy=busy, launch=0.1, dispatch=0.7)
+    return evidence(cap=capture([kernel(GEMM, "gemm", 100, 10_000.0)], account=acct))
+
+
 def device_gpm(util: float = 95.0, **gpm: float) -> Snapshot:
     base = {"sm_activity_pct": 90.0, "tensor_activity_pct": 0.0, "dram_bw_util_pct": 30.0}
     return snap(device(util_gpu_pct=util, gpm=GpmMetrics(**{**base, **gpm})))
+
+
+def past_share(rule: str, build: Callable[[float], Any]) -> Case:
+    """A share's boundary: a tenth of a point past it and short of it."""
+    return Case(rule, build, +0.001, -0.001)
 
 
 def t(key: str) -> float:
@@ -195,39 +209,30 @@ CASES: dict[str, Case] = {
         -0.01,
     ),
     # one slow step among 150: the time it adds is its excess over the median
-    "steps.outlier_share": Case(
-        "steps.slow_outliers",
-        lambda s: walls(50, (1 + s * (150 - 4)) / (1 - s), n=150),
-        +0.001,
-        -0.001,
+    "steps.outlier_share": past_share(
+        "steps.slow_outliers", lambda s: walls(50, (1 + s * (150 - 4)) / (1 - s), n=150)
     ),
     "steps.warmup_factor": Case("steps.warmup", lambda f: walls(0, f), +0.01, -0.01),
     # -- the step account (Python is the rest of the step)
-    "cpu.python_share": Case(
+    "cpu.python_share": past_share(
         "cpu.python",
         lambda s: evidence(
             cap=capture(
                 account=account(dispatch=0.16, launch=0.04, data=0.2, comm=0.2, sync=0.4 - s)
             )
         ),
-        +0.001,
-        -0.001,
     ),
-    "cpu.gpu_idle_share": Case(
+    "cpu.gpu_idle_share": past_share(
         "cpu.python",
         lambda i: evidence(cap=capture(account=account(gpu_busy=1.0 - i, dispatch=0.1))),
-        +0.001,
-        -0.001,
     ),
-    "launch.issue_share": Case(
+    "launch.issue_share": past_share(
         "launch.overhead",
         lambda s: evidence(
             cap=launch_bound(
                 account=account(gpu_busy=0.1, dispatch=s - 0.05, launch=0.05, data=0.2, comm=0.2)
             )
         ),
-        +0.001,
-        -0.001,
     ),
     # -- kernel sizes: the mean, tiny kernels, their share of the launches
     "launch.short_kernel_us": Case(
@@ -246,35 +251,14 @@ CASES: dict[str, Case] = {
         -0.01,
     ),
     # -- the GPU's idle share: bounded by unprofiled NVML, or the profiled capture's
-    "idle.share": Case(
+    "idle.share": past_share(
         "launch.overhead",
         lambda i: evidence(cap=launch_bound(), gpu=gpu_samples(util_gpu_pct=100.0 * (1 - i))),
-        +0.001,
-        -0.001,
     ),
-    "idle.share_profiled": Case(
-        "launch.overhead",
-        lambda i: evidence(cap=launch_bound(busy_us=(1 - i) * SPAN)),
-        +0.001,
-        -0.001,
+    "idle.share_profiled": past_share(
+        "launch.overhead", lambda i: evidence(cap=launch_bound(busy_us=(1 - i) * SPAN))
     ),
-    # launch + dispatch 80% of a profiled step, the rest Python: the GPU's busy share
-    # is set so that, at a slowdown of x, the GPU idles exactly idle.share
-    "idle.profiler_slowdown": Case(
-        "launch.idle_gaps",
-        lambda x: evidence(
-            cap=capture(
-                [kernel(GEMM, "gemm", 100, 10_000.0)],
-                account=account(
-                    gpu_busy=(1 - t("idle.share")) * (1 - 0.8 * (1 - 1 / x)),
-                    launch=0.1,
-                    dispatch=0.7,
-                ),
-            )
-        ),
-        +0.01,
-        -0.01,
-    ),
+    "idle.profiler_slowdown": Case("launch.idle_gaps", profiled_at, +0.01, -0.01),
     "sync.per_step": Case(
         "sync.host_sync",
         lambda p: evidence(
@@ -287,19 +271,13 @@ CASES: dict[str, Case] = {
         -1 / N_STEPS,
     ),
     # -- copies
-    "copy.pageable_share": Case(
-        "copy.pageable",
-        lambda s: kernel_share("Memcpy HtoD (Pageable -> Device)", "memcpy", s),
-        +0.001,
-        -0.001,
+    "copy.pageable_share": past_share(
+        "copy.pageable", lambda s: kernel_share("Memcpy HtoD (Pageable -> Device)", "memcpy", s)
     ),
-    "copy.memcpy_share": Case(
-        "copy.transfers",
-        lambda s: kernel_share("Memcpy HtoD (Pinned -> Device)", "memcpy", s),
-        +0.001,
-        -0.001,
+    "copy.memcpy_share": past_share(
+        "copy.transfers", lambda s: kernel_share("Memcpy HtoD (Pinned -> Device)", "memcpy", s)
     ),
-    "copy.copy_cpu_share": Case(
+    "copy.copy_cpu_share": past_share(
         "copy.transfers",
         lambda s: evidence(
             cap=capture(
@@ -307,8 +285,6 @@ CASES: dict[str, Case] = {
                 [op("aten::copy_", 50, s * 10_000.0), op("aten::mm", 50, (1 - s) * 10_000.0)],
             )
         ),
-        +0.001,
-        -0.001,
     ),
     "copy.casts_per_step": Case(
         "copy.frequent_casts",
@@ -348,20 +324,15 @@ CASES: dict[str, Case] = {
         +0.001,
         -0.001,
     ),
-    "kernels.elementwise_share": Case(
-        "kernels.elementwise_bound",
-        lambda s: of_kernels(ELEMENTWISE, "elementwise", s),
-        +0.001,
-        -0.001,
+    "kernels.elementwise_share": past_share(
+        "kernels.elementwise_bound", lambda s: of_kernels(ELEMENTWISE, "elementwise", s)
     ),
-    "kernels.busy_share": Case(
+    "kernels.busy_share": past_share(
         "kernels.elementwise_bound",
         lambda b: of_kernels(ELEMENTWISE, "elementwise", 1.0, busy=b * SPAN),
-        +0.001,
-        -0.001,
     ),
     "kernels.top_kernel_share": Case("kernels.top_kernel", top_kernel, +0.001, -0.001),
-    "attention.softmax_share": Case(
+    "attention.softmax_share": past_share(
         "attention.hand_written",
         lambda s: evidence(
             cap=capture(
@@ -374,18 +345,14 @@ CASES: dict[str, Case] = {
                 busy_us=SPAN,
             )
         ),
-        +0.001,
-        -0.001,
     ),
     "attention.min_t": Case("attention.hand_written", attention, 0, -1),
     # -- memory (an 80 GiB device)
-    "memory.near_full": Case(
+    "memory.near_full": past_share(
         "memory.near_full",
         lambda s: evidence(
             mem=memory([(40 * GIB, 10)], reserved=41 * GIB, peak_reserved=int(s * 80 * GIB))
         ),
-        +0.001,
-        -0.001,
     ),
     "memory.fragment_factor": Case(
         "memory.fragmentation",
