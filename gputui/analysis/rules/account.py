@@ -10,14 +10,17 @@ own bucket.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
-from gputui.protocol.profile import ProfileFunction
 from gputui.protocol.trace_metrics import ACCOUNT_LABELS, StepAccount
+
+if TYPE_CHECKING:
+    from gputui.protocol.profile import ProfileFunction
 
 #: Python outside torch from this share of the step is worth a finding ...
 PYTHON_SHARE = thresholds.value("cpu.python_share")

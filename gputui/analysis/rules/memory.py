@@ -5,6 +5,7 @@ snapshot found growing."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -12,7 +13,9 @@ from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import CRIT, INFO, WARN
-from gputui.protocol.memsnap import AllocSite
+
+if TYPE_CHECKING:
+    from gputui.protocol.memsnap import AllocSite
 
 #: peak memory over this share of the device (TensorBoard's advice threshold)
 NEAR_FULL = thresholds.value("memory.near_full")
