@@ -21,6 +21,7 @@ from typing import Any
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
+from gputui.analysis.live_account import LiveAccount, live_account
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
@@ -379,6 +380,9 @@ class AttachView:
     capture_progress: str | None
     #: analyzer findings, ranked
     findings: tuple[Finding, ...] = field(default=())
+    #: the step's time account over the statistics' steps, the rest split as the
+    #: latest capture measured it
+    account: LiveAccount | None = None
 
     @property
     def has_gpu_times(self) -> bool:
@@ -416,11 +420,12 @@ def build_view(
         and previous.gpu_requested == gpu_mode
         and previous.stats.count  # the first steps are shown at once, not a second late
     ):
-        stats, found = previous.stats, previous.outliers
+        stats, found, acct = previous.stats, previous.outliers, previous.account
     else:
         stats = step_stats(steps[-STATS_WINDOW:])
         p50_now = stats.wall.p50 if stats.wall is not None else None
         found = outliers(steps, p50_now)
+        acct = account_of(snap)
     names: set[str] = set()
     for step in steps[-max(columns, 1) :]:
         names.update(step.phases)
@@ -479,7 +484,17 @@ def build_view(
         capture=capture,
         capture_progress=capture_progress(snap),
         findings=advice,
+        account=acct,
     )
+
+
+def account_of(snap: StateSnapshot) -> LiveAccount | None:
+    """The step's account over the newest ordinary steps, split by the latest
+    capture's account where it has one."""
+    cap = snap.capture
+    captured = None if cap is None or cap.trace_metrics is None else cap.trace_metrics.account
+    recent = [s for s in snap.steps[-STATS_WINDOW:] if not s.profiled and not is_warmup(s.index)]
+    return live_account(recent, captured, None if cap is None else cap.last_step)
 
 
 def evidence(snap: StateSnapshot) -> JobEvidence:
