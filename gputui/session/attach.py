@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import JobEvidence, ordinary
 from gputui.analysis.finding import Finding
 from gputui.analysis.live_account import LiveAccount, live_account
 from gputui.analysis.memory import MemoryGrowth, memory_growth
@@ -493,7 +493,7 @@ def account_of(snap: StateSnapshot) -> LiveAccount | None:
     capture's account where it has one."""
     cap = snap.capture
     captured = None if cap is None or cap.trace_metrics is None else cap.trace_metrics.account
-    recent = [s for s in snap.steps[-STATS_WINDOW:] if not s.profiled and not is_warmup(s.index)]
+    recent = ordinary(snap.steps[-STATS_WINDOW:])
     return live_account(recent, captured, None if cap is None else cap.last_step)
 
 
