@@ -40,6 +40,8 @@ sys.path.insert(0, str(REPO / "bench"))
 import bench_attach  # noqa: E402
 
 from gputui.analysis.engine import analyze  # noqa: E402
+from gputui.analysis.evidence import ordinary  # noqa: E402
+from gputui.analysis.live_account import since_capture  # noqa: E402
 from gputui.session import attach as model  # noqa: E402
 
 
@@ -66,7 +68,7 @@ def rules(repeats: int) -> dict[str, Any]:
     account = []
     for _ in range(repeats):
         c0 = time.thread_time()
-        model.account_of(snap)
+        since_capture(ordinary(snap.steps[-model.STATS_WINDOW :]), snap.capture)
         account.append(time.thread_time() - c0)
     evidence_only = []
     for _ in range(repeats):

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.protocol.messages import BUILTIN_PHASES, COMM, DATA, OTHER
 from gputui.protocol.steps import StepRecord
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
+
+if TYPE_CHECKING:
+    from gputui.protocol.capture import CaptureResult
 
 #: the buckets the hook times on every step, in their order of precedence
 MEASURED = ("data", "phase", "comm")
@@ -121,3 +124,11 @@ def live_account(
     for b, us in parts.items():
         seconds[b] = rest * us / whole
     return LiveAccount(n, step_s, seconds, capture_step, captured.gpu_busy_share)
+
+
+def since_capture(steps: Sequence[StepRecord], capture: CaptureResult | None) -> LiveAccount | None:
+    """The account over ``steps`` (ordinary ones), the rest split by ``capture``'s
+    step account where it has one (an older hook's capture has none)."""
+    metrics = None if capture is None else capture.trace_metrics
+    captured = None if metrics is None else metrics.account
+    return live_account(steps, captured, None if capture is None else capture.last_step)

@@ -21,7 +21,7 @@ from typing import Any
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import JobEvidence, ordinary
 from gputui.analysis.finding import Finding
-from gputui.analysis.live_account import LiveAccount, live_account
+from gputui.analysis.live_account import LiveAccount, since_capture
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
@@ -380,8 +380,7 @@ class AttachView:
     capture_progress: str | None
     #: analyzer findings, ranked
     findings: tuple[Finding, ...] = field(default=())
-    #: the step's time account over the statistics' steps, the rest split as the
-    #: latest capture measured it
+    #: the step's time account over the statistics' steps (the capture's split)
     account: LiveAccount | None = None
 
     @property
@@ -425,7 +424,7 @@ def build_view(
         stats = step_stats(steps[-STATS_WINDOW:])
         p50_now = stats.wall.p50 if stats.wall is not None else None
         found = outliers(steps, p50_now)
-        acct = account_of(snap)
+        acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture)
     names: set[str] = set()
     for step in steps[-max(columns, 1) :]:
         names.update(step.phases)
@@ -486,15 +485,6 @@ def build_view(
         findings=advice,
         account=acct,
     )
-
-
-def account_of(snap: StateSnapshot) -> LiveAccount | None:
-    """The step's account over the newest ordinary steps, split by the latest
-    capture's account where it has one."""
-    cap = snap.capture
-    captured = None if cap is None or cap.trace_metrics is None else cap.trace_metrics.account
-    recent = ordinary(snap.steps[-STATS_WINDOW:])
-    return live_account(recent, captured, None if cap is None else cap.last_step)
 
 
 def evidence(snap: StateSnapshot) -> JobEvidence:

@@ -20,7 +20,7 @@ from gputui.analysis.evidence import (
     roofline_of,
 )
 from gputui.analysis.finding import Finding
-from gputui.analysis.live_account import LiveAccount, live_account
+from gputui.analysis.live_account import LiveAccount, since_capture
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.ceilings.cache import roof_for
@@ -125,10 +125,7 @@ class Collected:
         """The step's account over the newest ``window`` ordinary steps: data,
         user phases and communication from every step, the rest split as the
         capture measured it."""
-        cap = self.capture
-        captured = None if cap is None or cap.trace_metrics is None else cap.trace_metrics.account
-        at = None if cap is None else cap.last_step
-        return live_account(ordinary(self.steps[-window:]), captured, at)
+        return since_capture(ordinary(self.steps[-window:]), self.capture)
 
     @property
     def roofline(self) -> RooflineReport | None:
