@@ -26,7 +26,6 @@ from gputui.analysis.finding import ranked
 from gputui.analysis.roofline import Roof
 from gputui.analysis.trace_evidence import trace_job_findings
 from gputui.analysis.trace_summary import TraceSummary, summarize, summary_json, trace_findings
-from gputui.ceilings.cache import roof_for
 from gputui.collectors.trace_file import TraceFile, find_traces, read_trace
 from gputui.commands import args as types
 from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
@@ -188,6 +187,10 @@ def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:
     """Each rank's roof: ``gputui bench``'s ceilings of a GPU of the trace's device
     name measured on this machine, else that GPU's datasheet."""
     by_name: dict[str | None, Roof | None] = {}
+    if not any(s.op_rows for s in summaries):
+        return [None for _ in summaries]  # no op rows to place: no ceilings to read
+    from gputui.ceilings.cache import roof_for
+
     for s in summaries:
         if s.device_name not in by_name:
             by_name[s.device_name] = roof_for(None, s.device_name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputui.analysis.live_account import measured_seconds
 from gputui.exporter.container_labels import container_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, SUMMARY, Family, labels, quantiles
 from gputui.exporter.gpu_metrics import MAX_COMMAND_CHARS
@@ -37,6 +38,12 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         COUNTER,
         "Wall time spent in each step phase (data, forward, backward, optimizer, user "
         "phases, other); the phases of a step add up to its duration.",
+    )
+    account = Family(
+        "gputui_train_account_seconds_total",
+        COUNTER,
+        "Wall time in the buckets of the step's time account that the hook measures on "
+        "every step: data (data wait), phase (user phases together), comm (communication).",
     )
     gpu_phases = Family(
         "gputui_train_phase_gpu_seconds_total",
@@ -100,6 +107,8 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         steps.add(lab, job.steps_total)
         for phase, seconds in sorted(job.phase_seconds.items()):
             phases.add(lab.extend(("phase", phase)), seconds)
+        for bucket, seconds in measured_seconds(job.phase_seconds).items():
+            account.add(lab.extend(("bucket", bucket)), seconds)
         for phase, seconds in sorted(job.phase_gpu_seconds.items()):
             gpu_phases.add(lab.extend(("phase", phase)), seconds)
         if job.recent_step_seconds:
@@ -121,6 +130,7 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         info,
         steps,
         phases,
+        account,
         gpu_phases,
         duration,
         samples,

@@ -77,7 +77,7 @@ async def test_first_snapshot_fills_every_panel() -> None:
         assert "not supported on this GPU" in devices  # the A100 has no GPM
         assert "CPU" in screen.query_one(HostPanel).plain
         assert len(table(app).order) == 8
-        assert "busy but no tensor-core work" in screen.query_one(FindingsBar).plain
+        assert "busy GPU, idle tensor cores" in screen.query_one(FindingsBar).plain
 
 
 async def test_recording_banner_without_explicit_banner() -> None:
