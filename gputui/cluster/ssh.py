@@ -22,6 +22,7 @@ import collections
 import math
 import os
 import selectors
+import signal
 import subprocess
 import threading
 import time
@@ -283,6 +284,10 @@ class HostReader:
         finally:
             if proc.poll() is None:
                 _kill(proc)
+            try:
+                proc.wait(timeout=10.0)  # reaped: no zombie per reconnection
+            except subprocess.TimeoutExpired:
+                pass
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
@@ -430,7 +435,11 @@ def _last_line(err: bytes) -> str | None:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """ssh and whatever it started here (a ProxyCommand): its own process group."""
     try:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
-        pass
+        try:
+            proc.kill()
+        except OSError:
+            pass

@@ -21,7 +21,7 @@ Row = tuple[str, tuple[Text, ...]]
 # its columns (that layout pass was most of a refresh's CPU on a large cluster)
 NODE_COLUMNS = (
     ("node", 24),
-    ("up", 4),
+    ("up", 5),
     ("GPUs", 4),
     ("util", 10),
     ("SM", 4),
