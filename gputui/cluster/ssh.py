@@ -53,6 +53,9 @@ THROTTLE_WINDOW_S = 60.0
 #: nvidia-smi lines that are not CSV rows tolerated before the node is a protocol error
 SMI_GARBAGE_LINES = 8
 
+#: the longest interval ``gputui serve`` takes (the monitor's sampling range)
+SERVE_INTERVAL_MAX_S = 30.0
+
 MODE_GPUTUI = "gputui serve"
 MODE_SMI = "nvidia-smi only"
 NO_TOOLS = "neither gputui nor nvidia-smi is on the node's PATH"
@@ -97,7 +100,9 @@ class SshOptions:
 
     @property
     def serve_command(self) -> str:
-        return f"{self.remote_gputui} serve --stdio --interval {self.interval_s:g}"
+        # serve samples at most every SERVE_INTERVAL_MAX_S; a slower view reads what is newest
+        interval = min(self.interval_s, SERVE_INTERVAL_MAX_S)
+        return f"{self.remote_gputui} serve --stdio --interval {interval:g}"
 
     @property
     def silent_after_s(self) -> float:

@@ -18,6 +18,8 @@ from gputui.cluster.view import (
     Node,
     Rank,
     group_jobs,
+    mean_of,
+    sum_of,
 )
 from gputui.snapshot.model import DeviceSnapshot
 
@@ -50,16 +52,6 @@ def gpu_of(host: str, d: DeviceSnapshot, view: HostView) -> Gpu:
     )
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
-def _sum(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
-
-
 def _note(view: HostView) -> str | None:
     if view.state in ("down", "protocol error", "slow", "connecting") and view.reason:
         return view.reason
@@ -82,13 +74,13 @@ def node_of(view: HostView) -> Node:
         source=view.mode,
         gpus=gpus,
         gpu_count=len(gpus),
-        util_mean=_mean([g.util_ratio for g in gpus]),
-        sm_active_mean=_mean([g.sm_active_ratio for g in gpus]),
-        tensor_active_mean=_mean([g.tensor_active_ratio for g in gpus]),
-        dram_active_mean=_mean([g.dram_active_ratio for g in gpus]),
-        power_w=_sum([g.power_w for g in gpus]),
-        mem_used_bytes=_sum([g.mem_used_bytes for g in gpus]),
-        mem_total_bytes=_sum([g.mem_total_bytes for g in gpus]),
+        util_mean=mean_of([g.util_ratio for g in gpus]),
+        sm_active_mean=mean_of([g.sm_active_ratio for g in gpus]),
+        tensor_active_mean=mean_of([g.tensor_active_ratio for g in gpus]),
+        dram_active_mean=mean_of([g.dram_active_ratio for g in gpus]),
+        power_w=sum_of([g.power_w for g in gpus]),
+        mem_used_bytes=sum_of([g.mem_used_bytes for g in gpus]),
+        mem_total_bytes=sum_of([g.mem_total_bytes for g in gpus]),
         throttled_gpus=sum(1 for g in gpus if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO),
         state=view.state,
         note=_note(view),

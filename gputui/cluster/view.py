@@ -221,12 +221,14 @@ def _index(gpu: str) -> tuple[int, str]:
     return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+def mean_of(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are there (None: none is)."""
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
 
 
-def _sum(values: Iterable[float | None]) -> float | None:
+def sum_of(values: Iterable[float | None]) -> float | None:
+    """The sum of the values that are there (None: none is)."""
     present = [v for v in values if v is not None]
     return sum(present) if present else None
 
@@ -292,13 +294,13 @@ def build_nodes(
             source = next((source_of(v[host][0]) for v in aggregates.values() if host in v), None)
         else:
             fields = {
-                "util_mean": _mean(g.util_ratio for g in members),
-                "sm_active_mean": _mean(g.sm_active_ratio for g in members),
-                "tensor_active_mean": _mean(g.tensor_active_ratio for g in members),
-                "dram_active_mean": _mean(g.dram_active_ratio for g in members),
-                "power_w": _sum(g.power_w for g in members),
-                "mem_used_bytes": _sum(g.mem_used_bytes for g in members),
-                "mem_total_bytes": _sum(g.mem_total_bytes for g in members),
+                "util_mean": mean_of(g.util_ratio for g in members),
+                "sm_active_mean": mean_of(g.sm_active_ratio for g in members),
+                "tensor_active_mean": mean_of(g.tensor_active_ratio for g in members),
+                "dram_active_mean": mean_of(g.dram_active_ratio for g in members),
+                "power_w": sum_of(g.power_w for g in members),
+                "mem_used_bytes": sum_of(g.mem_used_bytes for g in members),
+                "mem_total_bytes": sum_of(g.mem_total_bytes for g in members),
                 "gpu_count": len(members),
                 "throttled_gpus": sum(
                     1 for g in members if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO

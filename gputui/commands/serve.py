@@ -12,35 +12,24 @@ from typing import Any
 from gputui.commands import args as types
 from gputui.errors import GputuiError
 
+HELP = "stream this node's snapshots as JSON lines (for gputui cluster --ssh)"
+DESCRIPTION = (
+    "Write a hello line, then one snapshot of this node (GPUs, processes, host, hooked "
+    "jobs) per interval, as JSON lines on standard output, until standard input ends or "
+    "the reader goes away. Opens no socket: 'gputui cluster --ssh' runs it over ssh. On a "
+    "node without an NVIDIA driver it serves the host and the reason there is no GPU."
+)
+
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "serve",
-        help="stream this node's snapshots as JSON lines (for gputui cluster --ssh)",
-        description=(
-            "Write a hello line, then one snapshot of this node (GPUs, processes, host, "
-            "hooked jobs) per interval, as JSON lines on standard output, until standard "
-            "input ends or the reader goes away. Opens no socket: 'gputui cluster --ssh' "
-            "runs it over ssh. On a node without an NVIDIA driver it serves the host and "
-            "the reason there is no GPU."
-        ),
-    )
+    parser = sub.add_parser("serve", help=HELP, description=DESCRIPTION)
     parser.add_argument(
-        "--stdio",
-        action="store_true",
-        required=True,
-        help="serve on standard input and output (the only transport)",
+        "--stdio", action="store_true", required=True, help="serve on standard input and output"
     )
     played = parser.add_mutually_exclusive_group()
     played.add_argument("--demo", action="store_true", help="serve the embedded demo recording")
     played.add_argument("--replay", metavar="FILE", help="serve this recording")
-    parser.add_argument(
-        "--interval",
-        type=types.seconds(0.1, 3600.0),
-        default=1.0,
-        metavar="S",
-        help="seconds between snapshots, 0.1-3600 (default 1)",
-    )
+    types.add_interval(parser)
     parser.set_defaults(func=main)
 
 
@@ -89,12 +78,13 @@ def main(args: argparse.Namespace) -> int:
             source = HostOnlySource(reason)
         host = current_hostname()
     jobs = JobsCache(hooked_pids, _hooked_jobs) if not source.is_recording else None
+    interval = args.interval or source.natural_interval_s or 1.0
     try:
         return serve(
             source,
             sys.stdout.buffer,
             sys.stdin.buffer,
-            args.interval,
+            interval,
             host,
             __version__,
             jobs=jobs,

@@ -162,14 +162,7 @@ def node_lines(node: Node, width: int) -> list[str]:
             ]
             for g in node.gpus
         ]
-        table_lines = table(
-            ["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP"],
-            gpus,
-            width - len(_TAB),
-            right=[True, False, True, True, True, True],
-            flexible=1,
-        )
-        out += [_TAB + line for line in table_lines]
+        out += _indented(["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP"], gpus, width, 1)
     if node.processes:
         procs = [
             [
@@ -181,15 +174,15 @@ def node_lines(node: Node, width: int) -> list[str]:
             ]
             for p in node.processes
         ]
-        table_lines = table(
-            ["PID", "GPU", "USER", "GPU MEM", "COMMAND"],
-            procs,
-            width - len(_TAB),
-            right=[True, True, False, True, False],
-            flexible=4,
-        )
-        out += [_TAB + line for line in table_lines]
+        out += _indented(["PID", "GPU", "USER", "GPU MEM", "COMMAND"], procs, width, 4)
     return out
+
+
+def _indented(headers: list[str], rows: list[list[str]], width: int, flexible: int) -> list[str]:
+    """A table under a node, its flexible column a name (left), the others numbers."""
+    right = [i != flexible and h not in ("USER", "MODEL") for i, h in enumerate(headers)]
+    lines = table(headers, rows, width - len(_TAB), right=right, flexible=flexible)
+    return [_TAB + line for line in lines]
 
 
 def print_text(snapshot: ClusterSnapshot, ascii_only: bool = False) -> None:

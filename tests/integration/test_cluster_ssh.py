@@ -74,9 +74,9 @@ def states(snapshot: ClusterSnapshot) -> dict[str, str | None]:
 
 def run_once(lab: SshLab, *extra: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), COLUMNS="120")
+    config = str(lab.root / "ssh_config")
     return subprocess.run(
-        [sys.executable, "-m", "gputui", "cluster", "--ssh-config", str(lab.root / "ssh_config")]
-        + ["--timeout", "10", "--once", *extra],
+        [sys.executable, "-m", "gputui", "cluster", "--ssh-config", config, "--once", *extra],
         capture_output=True,
         text=True,
         timeout=RUN_S,
