@@ -119,7 +119,7 @@ def serve(
         )
         out.flush()
         next_at = time.monotonic()
-        while not closed.is_set():
+        while True:  # the first snapshot is written even when the input is already closed
             try:
                 snapshot = source.sample()
             except Exception as exc:  # a damaged recording line, a vanished process: said
@@ -133,7 +133,8 @@ def serve(
             delay = next_at - time.monotonic()
             if delay < 0:  # behind (a slow sample, a stopped process): no burst after
                 next_at, delay = time.monotonic(), 0.0
-            closed.wait(delay)
+            if closed.wait(delay):
+                break
     except (BrokenPipeError, ConnectionResetError, ValueError):
         pass  # the reader went away (ValueError: the stream was closed under us)
     return 0

@@ -41,6 +41,27 @@ def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
 
 
 @pytest.mark.slow
+def test_serve_streams_the_hooked_job(env: dict[str, str], job: hookutil.Job) -> None:
+    from gputui.cluster import wire
+
+    out = subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", "--stdio"],
+        env=env,
+        stdin=subprocess.DEVNULL,  # ends after its first snapshot
+        capture_output=True,
+        timeout=START_S,
+    )
+    assert out.returncode == 0, out.stderr
+    hello, line = out.stdout.splitlines()
+    assert wire.decode_hello(hello).label == "live"
+    frame = wire.decode_frame(line)
+    assert frame is not None
+    (rank,) = frame.ranks
+    assert rank.pid == job.pid and rank.steps and rank.recent_step_s
+    assert rank.job_id and any("train_cpu.py" in word for word in rank.command)
+
+
+@pytest.mark.slow
 def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
     assert out.returncode == 0, out.stderr

@@ -54,7 +54,7 @@ def fake(tmp_path: Path) -> Iterator[Path]:
     ssh_path.write_text(f"#!{sys.executable}\nROOT = {str(tmp_path)!r}\n" + FAKE_SSH)
     ssh_path.chmod(0o755)
     dirs = {}
-    for name in ("demo", "smi", "bare", "old", "junk", "huge"):
+    for name in ("demo", "smi", "bare", "old", "junk", "huge", "stall"):
         dirs[name] = tmp_path / name
         dirs[name].mkdir()
     script(
@@ -70,6 +70,11 @@ def fake(tmp_path: Path) -> Iterator[Path]:
         "echo \"gputui: error: argument command: invalid choice: 'serve'\" >&2; exit 2\n",
     )
     script(dirs["old"] / "nvidia-smi", "echo '0, GPU-b, Old, 5, 1, 10, 20, 30, 40, 50'; sleep 60\n")
+    # one snapshot, then silence with the connection open
+    script(
+        dirs["stall"] / "gputui",
+        f'PYTHONPATH="{REPO}" "{sys.executable}" -m gputui "$@" --demo | head -n 2; sleep 600\n',
+    )
     script(dirs["junk"] / "gputui", "echo 'Last login: never'; sleep 60\n")
     script(dirs["huge"] / "gputui", "head -c 5000 /dev/zero | tr '\\0' x; sleep 60\n")
     (tmp_path / "paths.json").write_text(json.dumps({k: str(v) for k, v in dirs.items()}))
@@ -141,6 +146,19 @@ def test_each_kind_of_node(fake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def _calls(fake: Path, host: str) -> int:
     lines = (fake / "calls.jsonl").read_text().splitlines()
     return sum(1 for line in lines if json.loads(line)[-2] == host)
+
+
+def test_a_silent_node_is_slow_then_cut_off_and_called_again(fake: Path) -> None:
+    source = source_for(fake, ("stall",))
+    try:
+        views = wait_views(source, lambda v: v["stall"].state == "slow")
+        assert views["stall"].state == "slow" and "no data for" in (views["stall"].reason or "")
+        views = wait_views(source, lambda v: v["stall"].state == "down")
+        assert "cut off" in (views["stall"].reason or "")
+        wait_views(source, lambda v: _calls(fake, "stall") >= 2)
+        assert _calls(fake, "stall") >= 2
+    finally:
+        source.close()
 
 
 def test_the_screen_never_waits_for_a_silent_node(fake: Path) -> None:
