@@ -63,7 +63,8 @@ def _note(view: HostView) -> str | None:
 
 
 def node_of(view: HostView) -> Node:
-    snapshot = view.snapshot
+    # a node that is down shows no values: the last ones it sent are not its values now
+    snapshot = view.snapshot if view.state in ("up", "slow") else None
     devices = snapshot.devices if snapshot is not None else ()
     gpus = tuple(gpu_of(view.host, d, view) for d in devices)
     up = {"up": True, "slow": True, "down": False, "protocol error": False}.get(view.state)

@@ -82,14 +82,16 @@ class SshLab:
         path.mkdir(exist_ok=True)
         return path
 
-    def gputui_demo(self, name: str) -> Path:
+    def gputui_demo(self, name: str, demo: bool = True) -> Path:
         """A PATH directory whose ``gputui`` runs this tree's gputui on the demo
-        recording, writing its pid where :meth:`serve_pids` finds it."""
+        recording (``demo=False``: on this machine), writing its pid where
+        :meth:`serve_pids` finds it."""
         d = self.bin_dir(name)
         _script(
             d / "gputui",
             f'echo $$ > "{self.pid_dir}/{name}-$$"\n'
-            f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m gputui "$@" --demo\n',
+            f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m gputui "$@"'
+            + (" --demo\n" if demo else "\n"),
         )
         return d
 

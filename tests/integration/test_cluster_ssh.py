@@ -41,11 +41,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
         lab.start_sshd("doomed", [lab.gputui_demo("doomed")])
         lab.start_sshd("smi", [lab.fake_smi("smi")])
         lab.start_sshd("junk", [lab.gputui_garbage("junk")])
+        lab.start_sshd("live", [lab.gputui_demo("live", demo=False)])
         for alias in DEMO_NODES:
             lab.alias(alias, "demo")
         lab.alias("doomed", "doomed")
         lab.alias("smi-only", "smi")
         lab.alias("junk", "junk")
+        lab.alias("this-machine", "live")
         lab.aliases["nobody"] = free_port()  # nothing listens there
         lab.client_config()
         yield lab
@@ -172,6 +174,23 @@ def _alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_node_without_a_driver_is_reachable_with_no_gpu_and_why(lab: SshLab) -> None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pytest.skip("this machine has an NVIDIA driver")
+    except pytest.skip.Exception:
+        raise
+    except Exception:
+        pass
+    done = run_once(lab, "--json", "--ssh", "this-machine")
+    assert done.returncode == 0, done.stderr
+    (live,) = json.loads(done.stdout)["nodes"]
+    assert live["up"] is True and live["state"] == "up" and live["gpu_count"] == 0
+    assert live["note"].startswith("no GPU: ") and "NVIDIA" in live["note"]
 
 
 async def test_screen_shows_nodes_processes_and_reasons(lab: SshLab) -> None:

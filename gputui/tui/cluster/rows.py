@@ -29,7 +29,7 @@ NODE_COLUMNS = (
     ("DRAM", 4),
     ("power", 7),
     ("memory", 17),
-    ("notes", 30),
+    ("notes", 44),
 )
 GPU_COLUMNS = (
     ("GPU", 3),
