@@ -12,7 +12,7 @@ from typing import Any
 from gputui.commands import args as types
 from gputui.errors import GputuiError
 
-HELP = "stream this node's snapshots as JSON lines (for gputui cluster --ssh)"
+SUMMARY = "stream this node's snapshots as JSON lines (for gputui cluster --ssh)"
 DESCRIPTION = (
     "Write a hello line, then one snapshot of this node (GPUs, processes, host, hooked "
     "jobs) per interval, as JSON lines on standard output, until standard input ends or "
@@ -22,7 +22,7 @@ DESCRIPTION = (
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("serve", help=HELP, description=DESCRIPTION)
+    parser = types.command(sub, "serve", SUMMARY, DESCRIPTION)
     parser.add_argument(
         "--stdio", action="store_true", required=True, help="serve on standard input and output"
     )
