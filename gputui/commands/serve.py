@@ -1,5 +1,8 @@
-"""``gputui serve --stdio``: this node's snapshots as a stream of JSON lines, for
-``gputui cluster --ssh`` (docs/json.md#gputui-serve---stdio)."""
+"""``gputui serve --stdio``: write a hello line, then one snapshot of this node
+(GPUs, processes, host, hooked jobs) per interval, as JSON lines on standard
+output, until standard input ends or the reader goes away.  Opens no socket:
+'gputui cluster --ssh' runs it over ssh.  On a node without an NVIDIA driver it
+serves the host and the reason there is no GPU (docs/json.md)."""
 
 from __future__ import annotations
 
@@ -13,12 +16,8 @@ from gputui.commands import args as types
 from gputui.errors import GputuiError
 
 SUMMARY = "stream this node's snapshots as JSON lines (for gputui cluster --ssh)"
-DESCRIPTION = (
-    "Write a hello line, then one snapshot of this node (GPUs, processes, host, hooked "
-    "jobs) per interval, as JSON lines on standard output, until standard input ends or "
-    "the reader goes away. Opens no socket: 'gputui cluster --ssh' runs it over ssh. On a "
-    "node without an NVIDIA driver it serves the host and the reason there is no GPU."
-)
+#: the help's description is the module's docstring, on one line
+DESCRIPTION = " ".join((__doc__ or "").replace("``", "").split())
 
 
 def register(sub: Any) -> None:
