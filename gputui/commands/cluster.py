@@ -22,7 +22,7 @@ DESCRIPTION = (
 
 def register(sub: Any) -> None:
     parser = types.command(sub, "cluster", SUMMARY, DESCRIPTION, SSH_EPILOG)
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--prometheus",
         metavar="URL",
@@ -34,10 +34,10 @@ def register(sub: Any) -> None:
         metavar="HOST",
         help="read these nodes over ssh (names, user@name or ssh config aliases)",
     )
-    where.add_argument(
+    parser.add_argument(
         "--hosts-file",
         metavar="FILE",
-        help="read over ssh the nodes listed in FILE (one per line, # comments)",
+        help="read over ssh the nodes listed in FILE too (one per line, # comments)",
     )
     parser.add_argument(
         "--ssh-config",
@@ -143,12 +143,12 @@ def main_ssh(args: argparse.Namespace) -> int:
     if args.at is not None or args.selector:
         raise GputuiError("gputui cluster: --at and --selector read Prometheus (not --ssh)")
     try:
-        hosts = read_hosts_file(args.hosts_file) if args.hosts_file else list(args.ssh)
+        hosts = list(args.ssh or ()) + (read_hosts_file(args.hosts_file) if args.hosts_file else [])
         for host in hosts:
             check_host(host)
     except HostError as exc:
         raise GputuiError(f"gputui cluster: {exc}") from None
-    if args.ssh_config is not None and not os.path.isfile(args.ssh_config):
+    if args.ssh_config not in (None, "none") and not os.path.isfile(args.ssh_config):
         raise GputuiError(f"gputui cluster: no such ssh config file: {args.ssh_config}")
     interval = args.interval or 1.0
     printed = "gputui cluster --ssh HOST... --once"
@@ -198,7 +198,14 @@ def main(args: argparse.Namespace) -> int:
     if args.json and not args.once:
         raise GputuiError("gputui cluster: --json needs --once")
     if args.ssh or args.hosts_file:
+        if args.prometheus:
+            raise GputuiError("gputui cluster: --prometheus or --ssh/--hosts-file, not both")
         return main_ssh(args)
+    if not args.prometheus:
+        raise GputuiError(
+            "gputui cluster: say where to read: --prometheus URL, --ssh HOST... "
+            "or --hosts-file FILE"
+        )
     if args.ssh_config is not None:
         raise GputuiError("gputui cluster: --ssh-config goes with --ssh or --hosts-file")
     from gputui.cluster.client import PrometheusClient

@@ -181,3 +181,44 @@ def test_hosts_that_could_be_options_are_refused(host: str) -> None:
     with pytest.raises(HostError):
         check_host(host)
     assert check_host("user@gpu-node-1.example") == "user@gpu-node-1.example"
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["cluster", "--once"], "say where to read"),
+        (["cluster", "--prometheus", "http://p:9090", "--ssh", "a"], "not allowed with"),
+        (["cluster", "--prometheus", "http://p:9090", "--hosts-file", "f"], "not both"),
+        (["cluster", "--ssh", "a", "--selector", "x=1", "--once"], "read Prometheus"),
+        (["cluster", "--ssh", "a", "--json"], "--json needs --once"),
+        (["cluster", "--ssh", "a", "--ssh-config", "/nonexistent", "--once"], "no such ssh config"),
+        (["cluster", "--hosts-file", "/nonexistent", "--once"], "cannot read /nonexistent"),
+        (["cluster", "--ssh", "a", "-oProxyCommand=x", "--once"], "unrecognized"),
+    ],
+    ids=["nothing", "both", "both-file", "selector", "json", "config", "hosts-file", "option"],
+)
+def test_cluster_ssh_bad_input_is_one_line_and_exit_2(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gputui.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+
+
+def test_hosts_file(tmp_path: Path) -> None:
+    from gputui.commands.cluster import read_hosts_file
+    from gputui.errors import GputuiError
+
+    good = tmp_path / "nodes"
+    good.write_text("# the rack\nnode1  # first\n\n  gpu@node2 extra words\n")
+    assert read_hosts_file(str(good)) == ["node1", "gpu@node2"]
+    bad = tmp_path / "bad"
+    bad.write_text("node1\n-oProxyCommand=x\n")
+    with pytest.raises(GputuiError, match="line 2"):
+        read_hosts_file(str(bad))
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\n")
+    with pytest.raises(GputuiError, match="names no host"):
+        read_hosts_file(str(empty))
