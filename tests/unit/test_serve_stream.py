@@ -229,3 +229,32 @@ def test_nvidia_smi_rows() -> None:
     for junk in ("No devices were found", "x, y, z, 1, 2, 3, 4, 5, 6, 7"):
         with pytest.raises(smi.NotSmi):
             smi.parse_line(junk)
+
+
+def test_serve_replays_a_recording_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    sample = REPO / "tests" / "samples" / "monitor-v1.jsonl.gz"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", "--stdio", "--replay", str(sample)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        timeout=RUN_S,
+    )
+    assert done.returncode == 0, done.stderr
+    hello, line = done.stdout.splitlines()
+    assert wire.decode_hello(hello).label == "recording: monitor-v1.jsonl.gz"
+    frame = wire.decode_frame(line)
+    assert frame is not None and frame.snapshot.devices
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(b"not a recording")
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", "--stdio", "--replay", str(bad)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=RUN_S,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and "gputui serve" in done.stderr
