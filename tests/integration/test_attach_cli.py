@@ -42,20 +42,10 @@ def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
 
 @pytest.mark.slow
 def test_serve_streams_the_hooked_job(env: dict[str, str], job: hookutil.Job) -> None:
-    from gputui.cluster import wire
+    from tests.unit.test_serve_stream import first_frame, serve_once
 
-    out = subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", "--stdio"],
-        env=env,
-        stdin=subprocess.DEVNULL,  # ends after its first snapshot
-        capture_output=True,
-        timeout=START_S,
-    )
-    assert out.returncode == 0, out.stderr
-    hello, line = out.stdout.splitlines()
-    assert wire.decode_hello(hello).label == "live"
-    frame = wire.decode_frame(line)
-    assert frame is not None
+    hello, frame = first_frame(serve_once(env=env))  # a hello and one snapshot
+    assert hello.label == "live"
     (rank,) = frame.ranks
     assert rank.pid == job.pid and rank.steps and rank.recent_step_s
     assert rank.job_id and any("train_cpu.py" in word for word in rank.command)

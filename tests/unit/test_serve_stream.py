@@ -25,6 +25,27 @@ from tests.helpers.deadlines import RUN_S, WAIT_S
 REPO = Path(__file__).resolve().parents[2]
 
 
+def serve_once(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``gputui serve --stdio ARGS`` with its input closed: a hello and one snapshot."""
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", "--stdio", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env or dict(os.environ, PYTHONPATH=str(REPO)),
+        timeout=RUN_S,
+    )
+
+
+def first_frame(
+    done: subprocess.CompletedProcess[bytes],
+) -> tuple[wire.ServeHello, wire.ServeFrame]:
+    assert done.returncode == 0, done.stderr
+    hello, line = done.stdout.splitlines()
+    frame = wire.decode_frame(line)
+    assert frame is not None
+    return wire.decode_hello(hello), frame
+
+
 class ListSource:
     label = "test"
     is_recording = True
@@ -126,18 +147,8 @@ def test_a_node_without_a_driver_serves_its_host_and_the_reason() -> None:
         pytest.skip("this machine has an NVIDIA driver")
     except Exception:
         pass
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", "--stdio"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=env,
-        timeout=RUN_S,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    frame = wire.decode_frame(lines[1])
-    assert frame is not None and frame.gpu_unavailable
+    _, frame = first_frame(serve_once())
+    assert frame.gpu_unavailable
     assert "NVIDIA" in frame.gpu_unavailable or "NVML" in frame.gpu_unavailable
     assert frame.snapshot.devices == () and frame.snapshot.host.mem_total_bytes
     source = HostOnlySource("no driver")
@@ -232,29 +243,11 @@ def test_nvidia_smi_rows() -> None:
 
 
 def test_serve_replays_a_recording_and_refuses_a_bad_one(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
     sample = REPO / "tests" / "samples" / "monitor-v1.jsonl.gz"
-    done = subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", "--stdio", "--replay", str(sample)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        env=env,
-        timeout=RUN_S,
-    )
-    assert done.returncode == 0, done.stderr
-    hello, line = done.stdout.splitlines()
-    assert wire.decode_hello(hello).label == "recording: monitor-v1.jsonl.gz"
-    frame = wire.decode_frame(line)
-    assert frame is not None and frame.snapshot.devices
+    hello, frame = first_frame(serve_once("--replay", str(sample)))
+    assert hello.label == "recording: monitor-v1.jsonl.gz" and frame.snapshot.devices
     bad = tmp_path / "bad.jsonl.gz"
     bad.write_bytes(b"not a recording")
-    done = subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", "--stdio", "--replay", str(bad)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=RUN_S,
-    )
-    assert done.returncode == 2 and done.stdout == ""
-    assert len(done.stderr.splitlines()) == 1 and "gputui serve" in done.stderr
+    done = serve_once("--replay", str(bad))
+    assert done.returncode == 2 and done.stdout == b""
+    assert len(done.stderr.splitlines()) == 1 and b"gputui serve" in done.stderr
