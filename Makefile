@@ -30,7 +30,9 @@ $(VENV)/.installed-dev: $(VENV)/.installed-test pyproject.toml
 run: $(VENV)/.installed
 	$(VENV)/bin/gputui --demo-if-no-gpu $(ARGS)
 
-## test: the whole test suite (GPU tests are skipped without a GPU)
+## test: the whole test suite (GPU tests are skipped without a GPU; the Prometheus and
+## `cluster --ssh` tests skip without Debian's prometheus and openssh-server, which
+## .ci/run installs with apt-get when it runs as root)
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 

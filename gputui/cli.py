@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "exporter": "exporter",
     "cluster": "cluster",
     "analyze": "analyze",
+    "serve": "serve",
 }
 
 #: the monitor's display options that the full-screen sub-commands share: given
@@ -49,8 +50,9 @@ sub-commands:
   attach    show a hooked job's step times and kernels (gputui attach PID)
   bench     measure this GPU's ceilings: bandwidth, TFLOP/s, PCIe, launch time
   exporter  serve GPU and training metrics to Prometheus (gputui exporter)
-  cluster   every node of a cluster, read from Prometheus (gputui cluster --prometheus URL)
+  cluster   every node of a cluster, from Prometheus or over SSH (gputui cluster --ssh HOST...)
   analyze   what torch.profiler traces say (gputui analyze TRACE_DIR)
+  serve     stream this node's snapshots as JSON lines (gputui serve --stdio)
 
 examples:
   gputui                      live monitor

@@ -21,6 +21,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gputui.snapshot.model import ProcessSnapshot
+
 #: phases whose time is waiting on other ranks, not computing
 COMM_PHASE_PREFIXES = ("comm", "nccl", "allreduce", "all_reduce", "allgather", "barrier")
 DATA_PHASE = "data"
@@ -32,7 +34,7 @@ class Gpu:
     gpu: str  # the index, as labelled
     uuid: str
     model: str
-    source: str  # "gputui" or "dcgm"
+    source: str  # "gputui", "dcgm" or (over SSH) "nvidia-smi"
     util_ratio: float | None = None
     sm_active_ratio: float | None = None
     tensor_active_ratio: float | None = None
@@ -65,6 +67,26 @@ class Node:
     mem_used_bytes: float | None
     mem_total_bytes: float | None
     throttled_gpus: int
+    # read over SSH (``gputui cluster --ssh``); the defaults for Prometheus
+    #: "connecting", "up", "slow", "down" or "protocol error" (None: Prometheus' up)
+    state: str | None = None
+    #: why the node is down, slow or shows no GPU, in one line (untrusted text)
+    note: str | None = None
+    #: the node's GPU processes, every field the snapshot has
+    processes: tuple[ProcessSnapshot, ...] = ()
+    #: the name the node gives itself (the hostname above is the one ssh was given)
+    remote_hostname: str | None = None
+    #: seconds since the node's newest data arrived
+    age_s: float | None = None
+
+
+def state_label(node: Node) -> str:
+    """The node's state in a word: up, slow, DOWN, ERROR (a protocol error) or ?."""
+    if node.state == "protocol error":
+        return "ERROR"
+    if node.state == "slow":
+        return "slow"
+    return {True: "up", False: "DOWN", None: "?"}[node.up]
 
 
 @dataclass(frozen=True)
@@ -199,12 +221,14 @@ def _index(gpu: str) -> tuple[int, str]:
     return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+def mean_of(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are there (None: none is)."""
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
 
 
-def _sum(values: Iterable[float | None]) -> float | None:
+def sum_of(values: Iterable[float | None]) -> float | None:
+    """The sum of the values that are there (None: none is)."""
     present = [v for v in values if v is not None]
     return sum(present) if present else None
 
@@ -270,13 +294,13 @@ def build_nodes(
             source = next((source_of(v[host][0]) for v in aggregates.values() if host in v), None)
         else:
             fields = {
-                "util_mean": _mean(g.util_ratio for g in members),
-                "sm_active_mean": _mean(g.sm_active_ratio for g in members),
-                "tensor_active_mean": _mean(g.tensor_active_ratio for g in members),
-                "dram_active_mean": _mean(g.dram_active_ratio for g in members),
-                "power_w": _sum(g.power_w for g in members),
-                "mem_used_bytes": _sum(g.mem_used_bytes for g in members),
-                "mem_total_bytes": _sum(g.mem_total_bytes for g in members),
+                "util_mean": mean_of(g.util_ratio for g in members),
+                "sm_active_mean": mean_of(g.sm_active_ratio for g in members),
+                "tensor_active_mean": mean_of(g.tensor_active_ratio for g in members),
+                "dram_active_mean": mean_of(g.dram_active_ratio for g in members),
+                "power_w": sum_of(g.power_w for g in members),
+                "mem_used_bytes": sum_of(g.mem_used_bytes for g in members),
+                "mem_total_bytes": sum_of(g.mem_total_bytes for g in members),
                 "gpu_count": len(members),
                 "throttled_gpus": sum(
                     1 for g in members if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO
@@ -383,7 +407,7 @@ def build_jobs(
                 last_step_age_s=max(0.0, now_s - last) if last is not None else None,
             )
         )
-    return _group_jobs(ranks)
+    return group_jobs(ranks)
 
 
 def compute_times(ranks: Sequence[Rank]) -> list[float | None]:
@@ -406,7 +430,8 @@ def compute_times(ranks: Sequence[Rank]) -> list[float | None]:
     return out
 
 
-def _group_jobs(ranks: Sequence[Rank]) -> list[Job]:
+def group_jobs(ranks: Sequence[Rank]) -> list[Job]:
+    """Ranks grouped by job id: each job's step, phase shares and straggler."""
     by_job: dict[str, list[Rank]] = {}
     for rank in ranks:
         by_job.setdefault(rank.job_id, []).append(rank)

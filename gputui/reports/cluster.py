@@ -11,12 +11,13 @@ import dataclasses
 from typing import Any
 
 from gputui import fmt
-from gputui.cluster.view import ClusterSnapshot, Job, Node
+from gputui.cluster.view import ClusterSnapshot, Job, Node, state_label
 from gputui.reports import jsondoc
 from gputui.reports.jsondoc import finite
 from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
 
-JSON_SCHEMA = 1
+#: 2: nodes read over SSH (state, note, processes, remote_hostname, age_s)
+JSON_SCHEMA = 2
 
 
 def to_json(snapshot: ClusterSnapshot) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def node_table(nodes: tuple[Node, ...], width: int) -> list[str]:
     rows = [
         [
             fmt.clean(n.hostname, 128),
-            {True: "up", False: "DOWN", None: "?"}[n.up],
+            state_label(n),
             str(n.gpu_count),
             _ratio(n.util_mean),
             _ratio(n.sm_active_mean),
@@ -129,10 +130,59 @@ def render(snapshot: ClusterSnapshot, width: int | None = None) -> list[str]:
     ]
     out = wrap_items(head, width, " ", subsequent=_TAB)
     out += node_table(snapshot.nodes, width)
+    for node in snapshot.nodes:
+        if node.state is not None:  # read over SSH: each node's GPUs and processes
+            out.append("")
+            out += node_lines(node, width)
     for job in snapshot.jobs:
         out.append("")
         out += job_lines(job, width)
     return out
+
+
+def node_lines(node: Node, width: int) -> list[str]:
+    """A node read over SSH: its state and why, its GPUs, its GPU processes."""
+    head = [f"{fmt.clean(node.hostname, 128)}:", node.state or "?"]
+    if node.source:
+        head.append(f"({node.source})")
+    if node.remote_hostname and node.remote_hostname != node.hostname:
+        head.append(f"host {fmt.clean(node.remote_hostname, 128)}")
+    out = wrap_items(head, width, " ", subsequent=_TAB)
+    if node.note:
+        out += wrap(fmt.clean(node.note, 400), width, _TAB, _TAB)
+    if node.gpus:
+        gpus = [
+            [
+                fmt.clean(g.gpu, 6),
+                fmt.gpu_name(g.model),
+                _ratio(g.util_ratio),
+                f"{fmt.size(g.mem_used_bytes)}/{fmt.size(g.mem_total_bytes)}",
+                _power(g.power_w),
+                fmt.NA if g.temp_c is None else f"{g.temp_c:.0f}C",
+            ]
+            for g in node.gpus
+        ]
+        out += _indented(["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP"], gpus, width, 1)
+    if node.processes:
+        procs = [
+            [
+                str(p.pid),
+                str(p.gpu_index),
+                fmt.clean(p.user, 32),
+                fmt.size(p.gpu_mem_bytes),
+                fmt.command(p.cmdline, p.name),
+            ]
+            for p in node.processes
+        ]
+        out += _indented(["PID", "GPU", "USER", "GPU MEM", "COMMAND"], procs, width, 4)
+    return out
+
+
+def _indented(headers: list[str], rows: list[list[str]], width: int, flexible: int) -> list[str]:
+    """A table under a node, its flexible column a name (left), the others numbers."""
+    right = [i != flexible and h not in ("USER", "MODEL") for i, h in enumerate(headers)]
+    lines = table(headers, rows, width - len(_TAB), right=right, flexible=flexible)
+    return [_TAB + line for line in lines]
 
 
 def print_text(snapshot: ClusterSnapshot, ascii_only: bool = False) -> None:

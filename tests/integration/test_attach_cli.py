@@ -41,6 +41,17 @@ def test_ls(env: dict[str, str], job: hookutil.Job) -> None:
 
 
 @pytest.mark.slow
+def test_serve_streams_the_hooked_job(env: dict[str, str], job: hookutil.Job) -> None:
+    from tests.unit.test_serve_stream import first_frame, serve_once
+
+    hello, frame = first_frame(serve_once(env=env))  # a hello and one snapshot
+    assert hello.label == "live"
+    (rank,) = frame.ranks
+    assert rank.pid == job.pid and rank.steps and rank.recent_step_s
+    assert rank.job_id and any("train_cpu.py" in word for word in rank.command)
+
+
+@pytest.mark.slow
 def test_attach_once_json(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
     assert out.returncode == 0, out.stderr

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from rich.text import Text
 
 from gputui import fmt
-from gputui.cluster.view import Gpu, Job, Node, Rank
+from gputui.cluster.view import Gpu, Job, Node, Rank, state_label
+from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.render import bar, level_style, sparkline
 
 Row = tuple[str, tuple[Text, ...]]
@@ -20,7 +21,7 @@ Row = tuple[str, tuple[Text, ...]]
 # its columns (that layout pass was most of a refresh's CPU on a large cluster)
 NODE_COLUMNS = (
     ("node", 24),
-    ("up", 4),
+    ("up", 5),
     ("GPUs", 4),
     ("util", 10),
     ("SM", 4),
@@ -28,7 +29,7 @@ NODE_COLUMNS = (
     ("DRAM", 4),
     ("power", 7),
     ("memory", 17),
-    ("throttled", 9),
+    ("notes", 44),
 )
 GPU_COLUMNS = (
     ("GPU", 3),
@@ -87,20 +88,20 @@ def _memory(used: float | None, total: float | None) -> Text:
 def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[Row]:
     rows: list[Row] = []
     for node in nodes:
-        if node.up is False:
-            up = Text("DOWN", style="bold red")
-        elif node.up is None:
-            up = Text("?", style="dim")
-        else:
-            up = Text("up", style="green")
+        label = state_label(node)
+        style = {"DOWN": "bold red", "ERROR": "bold red", "?": "dim", "slow": "yellow"}
+        up = Text(label, style=style.get(label, "green"))
         util = bar(node.util_mean, 10, ascii_only, label=fmt.pct(_pct(node.util_mean)))
-        throttled = (
-            Text(
-                f"{node.throttled_gpus} GPU{'s' if node.throttled_gpus > 1 else ''}", style="yellow"
+        notes = Text("")
+        if node.throttled_gpus:
+            notes.append(
+                f"{node.throttled_gpus} GPU{'s' if node.throttled_gpus > 1 else ''} throttled  ",
+                style="yellow",
             )
-            if node.throttled_gpus
-            else Text("")
-        )
+        if node.source == "nvidia-smi only":
+            notes.append("nvidia-smi only  ", style="dim")
+        if node.note:
+            notes.append(fmt.clean(node.note, 200), style="red" if node.up is False else "dim")
         rows.append(
             (
                 node.hostname,
@@ -114,7 +115,7 @@ def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[Row]:
                     _ratio_text(node.dram_active_mean),
                     _right(_power(node.power_w)),
                     _memory(node.mem_used_bytes, node.mem_total_bytes),
-                    throttled,
+                    notes,
                 ),
             )
         )
@@ -151,6 +152,34 @@ def gpu_rows(gpus: Sequence[Gpu], ascii_only: bool, spark_width: int = 30) -> li
             )
         )
     return rows
+
+
+PROCESS_COLUMNS = (
+    ("pid", 8),
+    ("GPU", 3),
+    ("user", 12),
+    ("GPU mem", 9),
+    ("SM", 4),
+    ("command", 80),
+)
+
+
+def process_rows(processes: Sequence[ProcessSnapshot]) -> list[Row]:
+    """A node's GPU processes (names and command lines chosen by its users: cleaned)."""
+    return [
+        (
+            f"{p.gpu_index}/{p.pid}",
+            (
+                _right(str(p.pid)),
+                _right(str(p.gpu_index)),
+                Text(fmt.clean(p.user, 12)),
+                _right(fmt.size(p.gpu_mem_bytes)),
+                _right(fmt.pct(p.sm_pct)),
+                Text(fmt.command(p.cmdline, p.name, 300), style="bold" if p.hooked else ""),
+            ),
+        )
+        for p in processes
+    ]
 
 
 def _ms(seconds: float | None) -> Text:

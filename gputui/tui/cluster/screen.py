@@ -1,4 +1,5 @@
-"""The cluster screen (``gputui cluster --prometheus URL``) and the app that runs it.
+"""The cluster screen (``gputui cluster --prometheus URL`` or ``--ssh HOST...``) and
+the app that runs it.
 
 Data flow: a timer asks for a refresh every interval; a thread worker runs the
 queries (``ClusterSource.fetch``, never on the UI thread) and posts the snapshot
@@ -34,9 +35,11 @@ from gputui.tui.cluster.rows import (
     HISTORY_COLUMN,
     JOB_COLUMNS,
     NODE_COLUMNS,
+    PROCESS_COLUMNS,
     gpu_rows,
     job_rows,
     node_rows,
+    process_rows,
 )
 
 
@@ -75,6 +78,14 @@ class ClusterScreen(Screen[object]):
         self._row_cache: dict[str, tuple[Node, Row]] = {}
         self._in_flight = False
         self._again = False
+        #: the source reads processes (over SSH; Prometheus has none)
+        self.has_processes = bool(getattr(source, "has_processes", False))
+
+    @property
+    def source_title(self) -> str:
+        """What is read: Prometheus' URL, or the SSH nodes."""
+        title = getattr(self.source, "title", None)
+        return str(title) if title else str(self.source.client.base)
 
     @property
     def ascii_only(self) -> bool:
@@ -89,6 +100,9 @@ class ClusterScreen(Screen[object]):
         yield RowList(NODE_COLUMNS, id="cl-nodes")
         yield Static(id="cl-gpus-title", classes="cl-title")
         yield RowList(gpu_columns, id="cl-gpus")
+        if self.has_processes:
+            yield Static(id="cl-procs-title", classes="cl-title")
+            yield RowList(PROCESS_COLUMNS, id="cl-procs")
         yield Static("Jobs and ranks", id="cl-jobs-title", classes="cl-title")
         yield RowList(JOB_COLUMNS, id="cl-jobs")
         yield Footer()
@@ -97,7 +111,7 @@ class ClusterScreen(Screen[object]):
         self.query_one("#cl-nodes", RowList).focus()
         self._show_header()
         self.query_one("#cl-status", Static).update(
-            Text(f"reading {fmt.clean(self.source.client.base)} ...", style="dim")
+            Text(f"reading {fmt.clean(self.source_title)} ...", style="dim")
         )
         if self.autostart:
             self.set_interval(self.interval_s, self.action_refresh_now)
@@ -188,7 +202,7 @@ class ClusterScreen(Screen[object]):
         return rows
 
     def _show_header(self) -> None:
-        base = fmt.clean(self.source.client.base)
+        base = fmt.clean(self.source_title)
         selector = fmt.clean(self.source.selector)
         text = Text("gputui cluster ", style="bold")
         text.append(base)
@@ -216,6 +230,13 @@ class ClusterScreen(Screen[object]):
             + Text(f"  ({node.source or 'no series'})", style="dim")
         )
         table.set_rows(gpu_rows(node.gpus, self.ascii_only, self.history_width))
+        if self.has_processes:
+            self.query_one("#cl-procs-title", Static).update(
+                Text("Processes of ", style="bold")
+                + Text(fmt.clean(node.hostname, 60), style="bold cyan")
+                + Text(f"  ({len(node.processes)})", style="dim")
+            )
+            self.query_one("#cl-procs", RowList).set_rows(process_rows(node.processes))
 
     @on(RowList.Highlighted, "#cl-nodes")
     def _node_highlighted(self, event: RowList.Highlighted) -> None:
