@@ -20,6 +20,7 @@ from gputui.collectors.hook_client import (
     MemorySnapshotResult,
 )
 from gputui.reports import findings as findings_text
+from gputui.reports import mfu as mfu_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.jsondoc import finite
@@ -35,6 +36,7 @@ def report_dict(
     """The ``--json`` document (docs/json.md: "attach --once --json")."""
     growth = memory_growth(got.memory)
     memory = got.latest_memory
+    util = got.utilisation(window)
     return finite(
         {
             "pid": pid,
@@ -47,6 +49,7 @@ def report_dict(
             "memory_growth": None if growth is None else dataclasses.asdict(growth),
             "capture": None if got.capture is None else got.capture.to_wire(),
             "roofline": None if got.roofline is None else roofline_text.to_json(got.roofline),
+            "utilisation": None if util is None else util.as_dict(),
             "gpu_samples": len(got.gpu),
             "findings": [f.to_json() for f in got.findings(window)],
             "analysis_notes": got.analysis_notes(stats),
@@ -123,6 +126,9 @@ def render(
             out.extend(roofline_text.lines(got.roofline, width))
         elif got.capture.op_rows:
             out.extend(wrap("roofline: no ceilings known for this GPU: run gputui bench", width))
+        util = got.utilisation(window)
+        if util is not None:
+            out.extend(wrap(mfu_text.line(util), width, "", _TAB))
     if got.python_profile is not None:
         out.extend(python_lines(got.python_profile, width, _TAB))
     elif got.profile_note:

@@ -19,6 +19,7 @@ from gputui.analysis.evidence import (
     roofline_of,
 )
 from gputui.analysis.finding import Finding
+from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.ceilings.cache import roof_for
@@ -41,7 +42,7 @@ from gputui.collectors.hook_client import (
     Synced,
 )
 from gputui.protocol.profile import PythonProfile
-from gputui.session.evidence import evidence
+from gputui.session.evidence import evidence, job_utilisation
 from gputui.snapshot.model import DeviceSnapshot
 
 #: how long the hook may take to send its history
@@ -118,6 +119,13 @@ class Collected:
         """The analyzer's findings over the newest ``window`` steps, ranked."""
         ev = evidence(self, window=window)
         return analyze(ev)
+
+    def utilisation(self, window: int) -> Utilisation | None:
+        """The job's MFU from its capture with FLOPs and the rate of its
+        ordinary steps in the window (analysis.mfu)."""
+        if self.capture is None or not self.capture.options.flops:
+            return None
+        return job_utilisation(self, evidence(self, window=window).stats.steps_per_s)
 
     @property
     def roofline(self) -> RooflineReport | None:
