@@ -10,7 +10,7 @@ places them against the GPU's ceilings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
@@ -141,11 +141,6 @@ class FlopTotals:
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "hardware": self.hardware,
-            "by_dtype": dict(self.by_dtype),
-            "recomputed": self.recomputed,
-            "ops": self.ops,
-            "unknown": self.unknown,
-        }
+        wire = asdict(self)  # the wire's keys are the fields' names
+        wire["by_dtype"] = dict(self.by_dtype)
+        return wire

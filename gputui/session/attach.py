@@ -22,6 +22,7 @@ from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.memory import MemoryGrowth, memory_growth
+from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
     Outlier,
@@ -52,7 +53,7 @@ from gputui.collectors.hook_client import (
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
 from gputui.protocol.profile import PythonProfile
-from gputui.session.evidence import STATS_WINDOW
+from gputui.session.evidence import STATS_WINDOW, job_utilisation
 from gputui.session.evidence import evidence as session_evidence
 from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace.kernels import short_kernel_name
@@ -379,6 +380,8 @@ class AttachView:
     capture_progress: str | None
     #: analyzer findings, ranked
     findings: tuple[Finding, ...] = field(default=())
+    #: the job's MFU, from its newest capture with FLOPs (analysis.mfu)
+    utilisation: Utilisation | None = None
 
     @property
     def has_gpu_times(self) -> bool:
@@ -462,8 +465,11 @@ def build_view(
         and previous.snap.memsnap is snap.memsnap
     ):
         advice = previous.findings  # rules run with the statistics, once a second
+        util = previous.utilisation
     else:
-        advice = tuple(analyze(evidence(snap)))
+        ev = evidence(snap)
+        advice = tuple(analyze(ev))
+        util = job_utilisation(snap, ev.stats.steps_per_s) if snap.capture else None
     return AttachView(
         snap=snap,
         now_s=now_s,
@@ -479,6 +485,7 @@ def build_view(
         capture=capture,
         capture_progress=capture_progress(snap),
         findings=advice,
+        utilisation=util,
     )
 
 

@@ -13,6 +13,7 @@ from rich.text import Text
 from gputui import fmt
 from gputui.analysis.steps import SLOW_FACTOR
 from gputui.protocol import messages
+from gputui.reports import mfu as mfu_text
 from gputui.session.attach import AttachView, StepColumn
 from gputui.tui import render
 from gputui.tui.render import join_parts
@@ -161,6 +162,8 @@ class AttachHeader(TextPanel):
         if stats.samples_per_s is not None:
             approx = "~" if stats.samples_inferred else ""
             parts.append((f"{approx}{stats.samples_per_s:,.0f} samples/s", "bold cyan"))
+        if v.utilisation is not None:
+            parts.append((mfu_text.short(v.utilisation), "bold cyan"))
         if self.is_replay:
             parts.append((self.replay_note or "replay", "bold yellow"))
         else:
