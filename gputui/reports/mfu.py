@@ -18,11 +18,17 @@ def _flops(value: float) -> str:
     return f"{value / 1e6:,.2f} MFLOP"
 
 
+def _rate(tflops: float) -> str:
+    if tflops >= 0.1:
+        return f"{tflops:,.1f} TFLOP/s"
+    return f"{tflops * 1000:,.3g} GFLOP/s"
+
+
 def short(u: Utilisation) -> str:
     """``MFU 41.2% · 407.5 TFLOP/s bf16`` (the header's few words)."""
     if u.achieved_tflops is None:
         return f"MFU -: {fmt.clean(u.note or 'not known yet')}"
-    rate = f"{u.achieved_tflops:,.1f} TFLOP/s {u.dtype or ''}".rstrip()
+    rate = f"{_rate(u.achieved_tflops)} {u.dtype or ''}".rstrip()
     if u.mfu is None:
         return f"{rate} (MFU: {fmt.clean(u.note or 'no peak')})"
     return f"MFU {_pct(u.mfu)} · HFU {_pct(u.hfu or 0.0)} · {rate}"

@@ -52,6 +52,7 @@ from gputui.collectors.hook_client import (
 )
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.profile import PythonProfile
 from gputui.session.evidence import STATS_WINDOW, job_utilisation
 from gputui.session.evidence import evidence as session_evidence
@@ -101,6 +102,8 @@ class StateSnapshot:
     memsnap_wanted: str | None = None
     #: the job's GPU's ceilings (measured, else datasheet): the roofline's roof
     roof: Roof | None = None
+    #: what torch.compile did (None: nothing compiled, or a hook that predates it)
+    compile_report: CompileReport | None = None
 
     @property
     def memory_snapshot(self) -> MemorySnapshotResult | None:
@@ -142,6 +145,7 @@ class AttachState:
             #: changes what the GPU does): what the analyzer reads
             self._gpu_unprofiled: deque[DeviceSnapshot] = deque(maxlen=GPU_POINTS)
             self._python_profile: PythonProfile | None = None
+            self._compile_report: CompileReport | None = None
             self._gpu_reason: str | None = None
             self._connect_error: str | None = None
             self._connecting = False
@@ -254,6 +258,8 @@ class AttachState:
                     self._memsnap_wanted = None
             elif isinstance(event, PythonProfile):
                 self._python_profile = event
+            elif isinstance(event, CompileReport):
+                self._compile_report = event
             elif isinstance(event, Synced):
                 self._synced = True
             elif isinstance(event, Disconnected):
@@ -296,6 +302,7 @@ class AttachState:
                 memsnap=self._memsnap,
                 memsnap_wanted=self._memsnap_wanted,
                 roof=self._roof,
+                compile_report=self._compile_report,
             )
 
 

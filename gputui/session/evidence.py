@@ -16,6 +16,7 @@ from gputui.analysis.mfu import Utilisation, utilisation
 from gputui.analysis.roofline import MEASURED, Roof
 from gputui.ceilings.datasheet import datasheet_for
 from gputui.protocol.capture import CaptureResult
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.profile import PythonProfile
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
@@ -47,6 +48,8 @@ class JobRecord(Protocol):
     def roof(self) -> Roof | None: ...
     @property
     def python_profile(self) -> PythonProfile | None: ...
+    @property
+    def compile_report(self) -> CompileReport | None: ...
 
 
 def evidence(
@@ -71,6 +74,7 @@ def evidence(
         memory_snapshot=job.memory_snapshot,
         roof=job.roof,
         python_profile=job.python_profile,
+        compile_report=job.compile_report,
     )
 
 

@@ -41,6 +41,7 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.profile import PythonProfile
 from gputui.session.evidence import evidence, job_utilisation
 from gputui.snapshot.model import DeviceSnapshot
@@ -76,6 +77,8 @@ class Collected:
         #: the training thread's newest Python profile (the hook's stack sampler),
         #: and why there is none
         self.python_profile: PythonProfile | None = None
+        #: what torch.compile did (None: nothing compiled, or an older hook)
+        self.compile_report: CompileReport | None = None
         self.profile_note: str | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
@@ -100,6 +103,8 @@ class Collected:
             self.memory_snapshot = event
         elif isinstance(event, PythonProfile):
             self.python_profile = event
+        elif isinstance(event, CompileReport):
+            self.compile_report = event
         elif isinstance(event, Disconnected):
             self.disconnected = event
         elif isinstance(event, HookError):

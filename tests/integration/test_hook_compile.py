@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +80,61 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
     status = hook.status()
     assert status["phases_coarse"] is True
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])
+
+
+# -- what torch.compile did, through attach --once -----------------------------------------
+def _break_line() -> int:
+    text = hookutil.JOB.read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if "# GRAPH BREAK" in line)
+
+
+@pytest.mark.slow
+def test_a_graph_break_is_named_with_its_reason_and_line(tmp_path: Path) -> None:
+    with hookutil.isolated_dirs() as dirs:
+        env = hookutil.make_env(*dirs)
+        job = hookutil.start_job(env, tmp_path, ["--steps", "0", "--compile"], via_run=True)
+        try:
+            out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
+            text = hookutil.gputui(env, "attach", str(job.pid), "--once")
+        finally:
+            job.stop()
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    compiled = report["compile"]
+    assert compiled is not None and report["compile_note"] is None
+    assert compiled["graph_breaks"] >= 1 and compiled["compile_s"] > 0
+    top = compiled["breaks"][0]
+    assert "print" in top["reason"]
+    assert top["file"].endswith("train_cpu.py") and top["line"] == _break_line()
+    assert top["function"] == "forward"
+    # the steps that compiled are their own phase: left out of the statistics
+    assert compiled["compile_steps"] >= 1
+    assert report["stats"]["excluded_compile"] >= 1
+    (found,) = [f for f in report["findings"] if f["rule"] == "compile.breaks_recompiles"]
+    assert f"train_cpu.py:{_break_line()}" in found["evidence"]
+    assert "print" in found["fix"]
+    assert text.returncode == 0, text.stderr
+    assert f"train_cpu.py:{_break_line()}" in text.stdout
+    assert "graph break x" in text.stdout
+
+
+@pytest.mark.slow
+def test_a_job_without_compile_says_nothing_about_it(tmp_path: Path) -> None:
+    """The job's optimizer imports torch._dynamo, and nothing is compiled."""
+    with hookutil.isolated_dirs() as dirs:
+        env = hookutil.make_env(*dirs)
+        job = hookutil.start_job(env, tmp_path, ["--steps", "0"], via_run=True)
+        try:
+            out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
+            text = hookutil.gputui(env, "attach", str(job.pid), "--once")
+        finally:
+            job.stop()
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["compile"] is None, report["compile"]
+    assert report["compile_note"] is None, report["compile_note"]
+    assert report["stats"]["excluded_compile"] == 0, report["stats"]
+    assert not [f for f in report["findings"] if f["rule"].startswith("compile.")]
+    assert text.returncode == 0, text.stderr
+    assert "torch.compile" not in text.stdout, text.stdout
+    assert "graph break" not in text.stdout, text.stdout
