@@ -102,8 +102,7 @@ class StateSnapshot:
     memsnap_wanted: str | None = None
     #: the job's GPU's ceilings (measured, else datasheet): the roofline's roof
     roof: Roof | None = None
-    #: what torch.compile did (None: nothing compiled, or a hook that predates it)
-    compile_report: CompileReport | None = None
+    compile_report: CompileReport | None = None  # None: nothing compiled, or an old hook
 
     @property
     def memory_snapshot(self) -> MemorySnapshotResult | None:
@@ -387,8 +386,7 @@ class AttachView:
     capture_progress: str | None
     #: analyzer findings, ranked
     findings: tuple[Finding, ...] = field(default=())
-    #: the job's MFU, from its newest capture with FLOPs (analysis.mfu)
-    utilisation: Utilisation | None = None
+    utilisation: Utilisation | None = None  # the MFU (analysis.mfu)
 
     @property
     def has_gpu_times(self) -> bool:
@@ -459,7 +457,6 @@ def build_view(
         memory = previous.memory
     elif snap.memory:
         memory = memory_view(snap)
-    capture = None
     if previous is not None and previous.snap.capture is snap.capture:
         capture = previous.capture
     else:
@@ -471,12 +468,10 @@ def build_view(
         and previous.snap.hello is snap.hello
         and previous.snap.memsnap is snap.memsnap
     ):
-        advice = previous.findings  # rules run with the statistics, once a second
-        util = previous.utilisation
+        advice, util = previous.findings, previous.utilisation  # rules: once a second
     else:
         ev = evidence(snap)
-        advice = tuple(analyze(ev))
-        util = job_utilisation(snap, ev.stats.steps_per_s) if snap.capture else None
+        advice, util = tuple(analyze(ev)), job_utilisation(snap, ev.stats.steps_per_s)
     return AttachView(
         snap=snap,
         now_s=now_s,
