@@ -136,5 +136,7 @@ def test_a_job_without_compile_says_nothing_about_it(tmp_path: Path) -> None:
     assert report["stats"]["excluded_compile"] == 0, report["stats"]
     assert not [f for f in report["findings"] if f["rule"].startswith("compile.")]
     assert text.returncode == 0, text.stderr
-    assert "torch.compile" not in text.stdout, text.stdout
+    # (other findings' fixes may advise torch.compile: only the report's lines count)
+    reported = [line for line in text.stdout.splitlines() if line.startswith("torch.compile")]
+    assert reported == [], text.stdout
     assert "graph break" not in text.stdout, text.stdout
