@@ -140,3 +140,54 @@ def test_a_job_without_compile_says_nothing_about_it(tmp_path: Path) -> None:
     reported = [line for line in text.stdout.splitlines() if line.startswith("torch.compile")]
     assert reported == [], text.stdout
     assert "graph break" not in text.stdout, text.stdout
+
+
+@pytest.mark.slow
+def test_a_viewer_older_than_the_compile_report_still_attaches(
+    hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A viewer of the release before the compile report: to it the message is
+    an unknown type (ignored, as the protocol promises); a capture result's
+    flop totals an unknown key."""
+    import os
+
+    from gputui import cli
+    from gputui.collectors.hook_client import CompileReport, HookClient, Invalid, Synced
+    from gputui.protocol import messages, wire
+
+    class Printing(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.a(x)
+            print(end="")
+            return y.relu()
+
+    model = Printing()
+    compiled = torch.compile(model, backend="eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(4):
+        compiled(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    hookutil.wait_steps(hook, 4)
+    monkeypatch.delitem(wire._DECODERS, messages.COMPILE)
+    client = HookClient.connect(os.getpid())
+    raw: list[str] = []
+    events: list[object] = []
+    try:
+        client.subscribe(history=10)
+        client.start(on_raw=lambda msg: raw.append(str(msg.get("type"))))
+        for event in client.events(timeout=10):
+            events.append(event)
+            if isinstance(event, Synced):
+                break
+    finally:
+        client.close()
+    assert messages.COMPILE in raw  # sent, and ignored
+    assert not any(isinstance(e, (Invalid, CompileReport)) for e in events)
+    assert cli.main(["attach", str(os.getpid()), "--once", "--timeout", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "invalid" not in out and "steps" in out
