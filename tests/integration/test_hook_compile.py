@@ -88,18 +88,25 @@ def _break_line() -> int:
     return next(i for i, line in enumerate(text, 1) if "# GRAPH BREAK" in line)
 
 
-@pytest.mark.slow
-def test_a_graph_break_is_named_with_its_reason_and_line(tmp_path: Path) -> None:
+def _once(tmp_path: Path, *job_args: str) -> tuple[dict, str]:
+    """attach --once --json and attach --once of the CPU job started with these
+    arguments (under gputui run)."""
     with hookutil.isolated_dirs() as dirs:
         env = hookutil.make_env(*dirs)
-        job = hookutil.start_job(env, tmp_path, ["--steps", "0", "--compile"], via_run=True)
+        job = hookutil.start_job(env, tmp_path, ["--steps", "0", *job_args], via_run=True)
         try:
             out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
             text = hookutil.gputui(env, "attach", str(job.pid), "--once")
         finally:
             job.stop()
     assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    assert text.returncode == 0, text.stderr
+    return json.loads(out.stdout), text.stdout
+
+
+@pytest.mark.slow
+def test_a_graph_break_is_named_with_its_reason_and_line(tmp_path: Path) -> None:
+    report, text = _once(tmp_path, "--compile")
     compiled = report["compile"]
     assert compiled is not None and report["compile_note"] is None
     assert compiled["graph_breaks"] >= 1 and compiled["compile_s"] > 0
@@ -113,33 +120,22 @@ def test_a_graph_break_is_named_with_its_reason_and_line(tmp_path: Path) -> None
     (found,) = [f for f in report["findings"] if f["rule"] == "compile.breaks_recompiles"]
     assert f"train_cpu.py:{_break_line()}" in found["evidence"]
     assert "print" in found["fix"]
-    assert text.returncode == 0, text.stderr
-    assert f"train_cpu.py:{_break_line()}" in text.stdout
-    assert "graph break x" in text.stdout
+    assert f"train_cpu.py:{_break_line()}" in text
+    assert "graph break x" in text
 
 
 @pytest.mark.slow
 def test_a_job_without_compile_says_nothing_about_it(tmp_path: Path) -> None:
     """The job's optimizer imports torch._dynamo, and nothing is compiled."""
-    with hookutil.isolated_dirs() as dirs:
-        env = hookutil.make_env(*dirs)
-        job = hookutil.start_job(env, tmp_path, ["--steps", "0"], via_run=True)
-        try:
-            out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
-            text = hookutil.gputui(env, "attach", str(job.pid), "--once")
-        finally:
-            job.stop()
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    report, text = _once(tmp_path)
     assert report["compile"] is None, report["compile"]
     assert report["compile_note"] is None, report["compile_note"]
     assert report["stats"]["excluded_compile"] == 0, report["stats"]
     assert not [f for f in report["findings"] if f["rule"].startswith("compile.")]
-    assert text.returncode == 0, text.stderr
     # (other findings' fixes may advise torch.compile: only the report's lines count)
-    reported = [line for line in text.stdout.splitlines() if line.startswith("torch.compile")]
-    assert reported == [], text.stdout
-    assert "graph break" not in text.stdout, text.stdout
+    reported = [line for line in text.splitlines() if line.startswith("torch.compile")]
+    assert reported == [], text
+    assert "graph break" not in text, text
 
 
 @pytest.mark.slow
