@@ -25,13 +25,13 @@ def _rate(tflops: float) -> str:
 
 
 def short(u: Utilisation) -> str:
-    """``MFU 41.2% · 407.5 TFLOP/s bf16`` (the header's few words)."""
+    """``MFU 41.2%, HFU 47.0%, 407.5 TFLOP/s bf16`` (the header's few words)."""
     if u.achieved_tflops is None:
         return f"MFU -: {fmt.clean(u.note or 'not known yet')}"
     rate = f"{_rate(u.achieved_tflops)} {u.dtype or ''}".rstrip()
     if u.mfu is None:
         return f"{rate} (MFU: {fmt.clean(u.note or 'no peak')})"
-    return f"MFU {_pct(u.mfu)} · HFU {_pct(u.hfu or 0.0)} · {rate}"
+    return f"MFU {_pct(u.mfu)}, HFU {_pct(u.hfu or 0.0)}, {rate}"
 
 
 def line(u: Utilisation) -> str:

@@ -101,6 +101,6 @@ def test_the_line_names_mfu_hfu_rate_and_peak() -> None:
     u = utilisation(_capture(BF16_TOTALS), 50.0, H100, H100_SXM.roof(), _measured(800.0))
     assert u is not None
     text = mfu_text.line(u)
-    assert text.startswith("MFU 20.2% · HFU 25.3% · 200.0 TFLOP/s bf16")
+    assert text.startswith("MFU 20.2%, HFU 25.3%, 200.0 TFLOP/s bf16")
     assert "25.0% of the measured bf16 ceiling" in text
     assert "4.00 TFLOP per step (5.00 TFLOP with recomputation)" in text
