@@ -25,6 +25,7 @@ RULE_MODULES = tuple(
             "account",
             "attention",
             "capture",
+            "compile",
             "device",
             "efficiency",
             "gpu",

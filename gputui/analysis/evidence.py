@@ -24,6 +24,7 @@ from gputui.trace import account, kernels
 
 if TYPE_CHECKING:  # annotations only: gputui analyze loads none of these messages
     from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+    from gputui.protocol.compile import CompileReport
     from gputui.protocol.memsnap import MemorySnapshotResult
     from gputui.protocol.op_rows import OpRow
     from gputui.protocol.profile import PythonProfile
@@ -218,6 +219,8 @@ class JobEvidence:
     compute_capability: str | None = None
     #: the training thread's Python profile from the hook's stack sampler
     python_profile: PythonProfile | None = None
+    #: what torch.compile did in the job (None: nothing compiled, or unknown)
+    compile_report: CompileReport | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -242,12 +245,12 @@ class JobEvidence:
 
 #: flags of steps that do not say how the job normally runs (a plain int: the
 #: test runs once per step of every window, and IntFlag's & is a Python call)
-_NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE)
+_NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.GRAPH_CAPTURE | StepFlag.COMPILE)
 
 
 def ordinary(steps: Sequence[StepRecord]) -> list[StepRecord]:
     """Steps that say how the job normally runs: not warm-up, not profiled,
-    not captured into a CUDA graph."""
+    not captured into a CUDA graph, not compiling (torch.compile)."""
     skip, warmup = _NOT_ORDINARY, WARMUP_STEPS  # is_warmup(), inline
     return [s for s in steps if not (s.flags & skip) and s.index >= warmup]
 
@@ -276,6 +279,7 @@ def job_evidence(
     roof: Roof | None = None,
     compute_capability: str | None = None,
     python_profile: PythonProfile | None = None,
+    compile_report: CompileReport | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps.  Memory samples taken during
     the latest capture (a step before it to a step after it) are left out of the
@@ -301,6 +305,7 @@ def job_evidence(
         roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
         compute_capability=compute_capability,
         python_profile=python_profile,
+        compile_report=compile_report,
     )
 
 

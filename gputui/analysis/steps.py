@@ -4,7 +4,8 @@ Records are anything with the attributes of
 :class:`gputui.protocol.schema.StepRecord` (``wall``, ``phases``, ``gpu``,
 ``gpu_total``, ``samples``, ``samples_inferred``, ``flags``, ``index``).  Steps
 recorded while a profiler capture ran are left out by default: profiling slows a
-launch-bound step by 75-95%, which would swamp the percentiles.
+launch-bound step by 75-95%, which would swamp the percentiles.  So are steps
+during which torch.compile compiled (its own phase: seconds per graph).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from gputui.analysis import thresholds
 from gputui.protocol.messages import BUILTIN_PHASES, OTHER, StepFlag
 
 PROFILED_FLAG = int(StepFlag.PROFILED)
+COMPILE_FLAG = int(StepFlag.COMPILE)
+#: steps whose time says nothing about the job's pace
+_NOT_TIMED = PROFILED_FLAG | COMPILE_FLAG
 #: the first steps of a job are warm-up (allocator, cudnn autotune, compilation)
 WARMUP_STEPS = 3
 #: a step slower than this many times the median is an outlier (checkpoint, eval, GC)
@@ -71,6 +75,8 @@ class StepStats:
     steps_per_s: float | None
     samples_per_s: float | None
     samples_inferred: bool
+    #: steps left out because torch.compile compiled during them
+    excluded_compile: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,10 +142,11 @@ def _per_phase(steps: Sequence[StepLike], get: Any, denominator: float) -> tuple
 
 def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> StepStats:
     """Statistics over ``steps`` (e.g. the last N records of a stream)."""
-    kept = [s for s in steps if not (exclude_profiled and s.flags & PROFILED_FLAG)]
-    excluded = len(steps) - len(kept)
+    kept = [s for s in steps if not (exclude_profiled and s.flags & _NOT_TIMED)]
+    compiling = sum(1 for s in steps if s.flags & COMPILE_FLAG) if exclude_profiled else 0
+    excluded = len(steps) - len(kept) - compiling
     if not kept:
-        return StepStats(0, None, None, excluded, None, (), None, (), None, None, False)
+        return StepStats(0, None, None, excluded, None, (), None, (), None, None, False, compiling)
     wall_total = math.fsum(s.wall for s in kept)
     wall = dist("step", (s.wall for s in kept), wall_total)
     phases = _per_phase(kept, lambda s: s.phases, wall_total)
@@ -173,6 +180,7 @@ def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> Step
         steps_per_s=len(kept) / wall_total if wall_total > 0 else None,
         samples_per_s=samples_per_s,
         samples_inferred=any(s.samples_inferred for s in with_samples),
+        excluded_compile=compiling,
     )
 
 
@@ -195,10 +203,11 @@ def is_slow(wall_s: float, p50_s: float | None) -> bool:
 
 def outliers(steps: Sequence[StepLike], p50_s: float | None, limit: int = 6) -> tuple[Outlier, ...]:
     """The newest slow steps, newest first; those among the first steps are called
-    warm-up.  Profiled steps are slow by design: they are marked, not listed."""
+    warm-up.  Profiled and compiling steps are slow by design: they are marked,
+    not listed."""
     found: list[Outlier] = []
     for step in reversed(steps):
-        if step.flags & PROFILED_FLAG or not is_slow(step.wall, p50_s):
+        if step.flags & _NOT_TIMED or not is_slow(step.wall, p50_s):
             continue
         why = "warm-up" if is_warmup(step.index) else "slow"
         found.append(Outlier(step.index, step.wall, why))

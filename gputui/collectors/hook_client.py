@@ -35,6 +35,7 @@ from gputui.collectors.processes import ancestors, read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
 from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.memsnap import (
     MemorySnapshotRequest,
@@ -64,6 +65,7 @@ __all__ = [
     "AttachError",
     "CaptureResult",
     "CaptureStatus",
+    "CompileReport",
     "Disconnected",
     "Event",
     "Hello",
@@ -156,6 +158,7 @@ Event = (
     | MemorySnapshotStatus
     | MemorySnapshotResult
     | PythonProfile
+    | CompileReport
     | HookError
     | Pong
     | Invalid

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import os
 import threading
 import time
@@ -37,8 +38,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.analysis.mfu import Utilisation, utilisation
+from gputui.ceilings.datasheet import datasheet_for
 from gputui.collectors.attribution import ContainerAttributor
-from gputui.collectors.hook_client import Disconnected, HookClient, MemoryBatch, StepBatch
+from gputui.collectors.hook_client import (
+    CaptureResult,
+    Disconnected,
+    HookClient,
+    MemoryBatch,
+    StepBatch,
+)
 from gputui.collectors.processes import read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import list_sockets
@@ -52,7 +61,8 @@ MAX_PHASES = 32
 MAX_PHASE_CHARS = 64
 #: a job whose hook would not answer is tried again after this long
 RETRY_AFTER_S = 10.0
-PROFILED_FLAG = int(StepFlag.PROFILED)
+#: steps whose time says nothing of the job's pace: profiled, compiling
+NOT_TIMED = int(StepFlag.PROFILED | StepFlag.COMPILE)
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "ip6-localhost")
 
 
@@ -88,6 +98,8 @@ class JobSnapshot:
     memory: JobMemory | None
     #: the container and pod the job runs in (None: on the host, or not known)
     container: ContainerInfo | None = None
+    #: the job's MFU from the newest capture with FLOPs anyone asked for
+    utilisation: Utilisation | None = None
 
 
 def job_id_for(environ: Mapping[str, str], hostname: str, pid: int) -> str:
@@ -156,13 +168,15 @@ class _Job:
         self.samples = 0
         self.last_step_t: float | None = None
         self.memory: JobMemory | None = None
+        self.gpu_name = getattr(hello.device, "name", None)
+        self.flops_capture: CaptureResult | None = None
 
     def add_steps(self, batch: StepBatch) -> None:
         for step in batch.steps:
             wall = float(step.wall)
             self.steps += 1
             self.step_sum += wall
-            if not (int(step.flags) & PROFILED_FLAG):
+            if not (int(step.flags) & NOT_TIMED):
                 self.recent.append(wall)
             _accumulate(self.phases, step.phases)
             if step.gpu:
@@ -182,6 +196,15 @@ class _Job:
                 int(s.ooms),
             )
 
+    def utilisation(self) -> Utilisation | None:
+        cap = self.flops_capture
+        if cap is None:
+            return None
+        seconds = math.fsum(self.recent)
+        rate = len(self.recent) / seconds if seconds > 0 else None
+        sheet = datasheet_for(self.gpu_name)
+        return utilisation(cap, rate, self.gpu_name, None if sheet is None else sheet.roof())
+
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(
             pid=self.pid,
@@ -200,6 +223,7 @@ class _Job:
             last_step_time_s=self.last_step_t,
             memory=self.memory,
             container=self.container,
+            utilisation=self.utilisation(),
         )
 
 
@@ -319,6 +343,10 @@ class JobWatcher:
         elif isinstance(event, MemoryBatch):
             with self._lock:
                 job.add_memory(event)
+        elif isinstance(event, CaptureResult):
+            if event.options.flops and not event.error:
+                with self._lock:
+                    job.flops_capture = event
         elif isinstance(event, Disconnected):
             self._forget(job)
 

@@ -86,6 +86,18 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
     ooms = Family(
         "gputui_train_ooms_total", COUNTER, "Out-of-memory errors raised by torch's allocator."
     )
+    flops = Family(
+        "gputui_train_flops_per_second",
+        GAUGE,
+        "Model FLOPs per second: the newest capture with FLOPs (attach --capture N --flops) "
+        "per step, times the rate of unprofiled steps (docs/analyzer.md, MFU).",
+    )
+    mfu = Family(
+        "gputui_train_mfu_ratio",
+        GAUGE,
+        "Model FLOP utilisation: model FLOPs per second over the GPU's datasheet dense peak "
+        "of the dominant dtype (absent for a GPU the datasheet table does not know).",
+    )
     for job in jobs:
         lab = labels(
             (
@@ -126,6 +138,11 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
             peak.add(lab, job.memory.peak_allocated_bytes)
             retries.add(lab, job.memory.alloc_retries)
             ooms.add(lab, job.memory.ooms)
+        util = job.utilisation
+        if util is not None and util.achieved_tflops is not None:
+            flops.add(lab.extend(("dtype", util.dtype or "")), util.achieved_tflops * 1e12)
+            if util.mfu is not None:
+                mfu.add(lab.extend(("dtype", util.peak or "")), util.mfu)
     return [
         info,
         steps,
@@ -140,4 +157,6 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         peak,
         retries,
         ooms,
+        flops,
+        mfu,
     ]

@@ -311,9 +311,11 @@ class CaptureController:
             fields["reduce_ms"] = round((t1 - t0) * 1000.0, 3)
             if meta["options"].flops:
                 # Only captures with FLOPs need it: the hook stays small otherwise.
-                from gputui.trace.op_rows import rows_from_kineto
+                from gputui.trace.op_rows import ops_from_kineto
 
-                fields["op_rows"] = tuple(rows_from_kineto(events, top=MAX_OP_ROWS))
+                rows, totals = ops_from_kineto(events, top=MAX_OP_ROWS)
+                fields["op_rows"] = tuple(rows)
+                fields["flop_totals"] = totals
                 t2 = time.perf_counter()
                 fields["op_rows_ms"] = round((t2 - t1) * 1000.0, 3)
                 t1 = t2

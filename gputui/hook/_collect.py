@@ -14,7 +14,17 @@ import collections
 import time
 from typing import Any
 
-from gputui.hook._recorder import _MARKS, SEGMENT, Recorder, _apply, replay, replay_gpu, unpack
+from gputui.hook._compile_watch import CompileWatch
+from gputui.hook._recorder import (
+    _MARKS,
+    FLAG_COMPILE,
+    SEGMENT,
+    Recorder,
+    _apply,
+    replay,
+    replay_gpu,
+    unpack,
+)
 from gputui.hook._ring import HISTORY, Ring
 from gputui.protocol.messages import OTHER
 from gputui.protocol.schema import StepRecord
@@ -40,6 +50,10 @@ class StepCollector:
         # perf_counter() -> Unix time, for the records' end times
         self.perf0 = time.perf_counter()
         self.wall0 = time.time()
+        #: torch.compile's work, polled at each collect: the steps that overlap a
+        #: window in which something was compiled are compile steps
+        self.compile_watch = CompileWatch(lambda: recorder.clock())
+        self.compile_windows: list[tuple[float, float]] = []
 
     @property
     def last_index(self) -> int:
@@ -49,6 +63,7 @@ class StepCollector:
 
     def collect(self) -> None:
         """Move finished steps from the training thread into the ring."""
+        self.compile_windows.extend(self.compile_watch.poll())
         out = self.recorder.out
         pending = self.gpu_pending
         while out:
@@ -127,6 +142,10 @@ class StepCollector:
             acc = replay(start, end, log, self.open_phases, None, counts)
         if not full:
             batch_size = self.recorder.batch_size
+        if self.compile_windows and self._compiled(start, end):
+            flags |= FLAG_COMPILE
+        if flags & FLAG_COMPILE:
+            self.compile_watch.compile_steps += 1
         batches, samples, sampled = counts
         if batch_size:
             samples = 0  # the given batch size wins
@@ -139,6 +158,13 @@ class StepCollector:
         # The dict is built when a viewer (or the status) reads it: see Ring.
         self.ring.append((index, start, end, acc, gpu, batch_size, batches, samples, flags))
         self.steps_total += 1
+
+    def _compiled(self, start: float, end: float) -> bool:
+        """Whether compilation happened during the step from ``start`` to
+        ``end``; windows that ended before it are dropped (steps come in order)."""
+        windows = self.compile_windows
+        windows[:] = [w for w in windows if w[1] >= start]
+        return any(t0 < end and t1 > start for t0, t1 in windows)
 
     def _record(self, item: tuple[Any, ...]) -> dict[str, Any]:
         """A step as the wire carries it (the ``steps`` message's records)."""

@@ -142,6 +142,7 @@ class Server:
         self.last_status = 0.0
         self.last_memory = 0.0
         self.last_profile = 0.0
+        self.last_compile: dict[str, Any] | None = None  # the compile report last sent
         self.next_tick = 0.0  # time.perf_counter() of the next periodic round
         self.period = IDLE_TICK_S
         self.thread = threading.Thread(target=self._run, name="gputui-hook-io", daemon=True)
@@ -401,6 +402,9 @@ class Server:
         profile = self._profile()
         if not isinstance(profile, str):
             self._send(viewer, framing.encode_obj(profile))
+        compiled = self._compile_report()
+        if compiled is not None:
+            self._send(viewer, framing.encode_obj(compiled))
         for last in (
             self.capture.last_result,
             None if self.memsnap is None else self.memsnap.last_result,
@@ -493,6 +497,10 @@ class Server:
             self.last_status = now
             if any(v.subscribed for v in self.viewers.values()):
                 self.broadcast(self.status())
+                compiled = self._compile_report()
+                if compiled is not None and compiled != self.last_compile:
+                    self.last_compile = compiled
+                    self.broadcast(compiled)
             self.capture.periodic(now)
         if now - self.last_profile >= PROFILE_PERIOD_S * 0.9 and any(
             v.subscribed for v in self.viewers.values()
@@ -504,6 +512,13 @@ class Server:
         for viewer in list(self.viewers.values()):
             if viewer.subscribed:
                 self._pump_steps(viewer)
+
+    def _compile_report(self) -> dict[str, Any] | None:
+        try:
+            return self.collector.compile_watch.report()
+        except Exception as exc:  # torch's private state changed shape: say so once
+            self.report_error("torch.compile report", exc)
+            return None
 
     def _profile(self) -> dict[str, Any] | str:
         if self.profile is None:

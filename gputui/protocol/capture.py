@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, typed
-from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
+from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
 from gputui.protocol.progress import Progress
 from gputui.protocol.trace_metrics import TraceMetrics
 
@@ -227,6 +227,9 @@ class CaptureResult:
     #: ``flops``; the roofline), most GPU time first
     op_rows: tuple[OpRow, ...] = ()
     op_rows_ms: float | None = None  # what building them cost the capture thread
+    #: model and hardware FLOPs over every op of the captured steps (captures
+    #: with ``flops``; the MFU); None from a hook that predates them
+    flop_totals: FlopTotals | None = None
     trace_path: str | None = None
     trace_bytes: int | None = None
     trace_error: str | None = None
@@ -241,6 +244,7 @@ class CaptureResult:
         gpu = f.child(obj, "gpu_time", where)
         by_class = f.child(obj, "by_class", where) or {}
         metrics = f.child(obj, "trace_metrics", where)
+        totals = f.child(obj, "flop_totals", where)
         return cls(
             id=f.ident(obj, "id", where),
             pid=f.opt_integer(obj, "pid", where, 1, MAX_PID),
@@ -286,6 +290,9 @@ class CaptureResult:
                 for i, o in enumerate(f.items(obj, "op_rows", where, MAX_OP_ROWS))
             ),
             op_rows_ms=f.opt_number(obj, "op_rows_ms", where, hi=_BIG),
+            flop_totals=None
+            if totals is None
+            else FlopTotals.from_wire(totals, where + ".flop_totals"),
             trace_path=f.opt_text(obj, "trace_path", where),
             trace_bytes=f.opt_integer(obj, "trace_bytes", where),
             trace_error=f.opt_text(obj, "trace_error", where),
@@ -329,6 +336,8 @@ class CaptureResult:
             trace_error=self.trace_error,
             error=self.error,
         )
+        if self.flop_totals is not None:
+            out["flop_totals"] = self.flop_totals.to_wire()
         if self.replay:
             out["replay"] = True
         return out

@@ -33,6 +33,9 @@ MEMSNAP_RESULT = "memory_snapshot_result"
 #: where the training thread's time went, by Python function and line
 #: (``protocol.profile``): ~every 2 s to subscribed viewers, and on request
 PYTHON_PROFILE = "python_profile"
+#: what torch.compile did: graph breaks, recompiles, compile time
+#: (``protocol.compile``): when it changes, and after a subscribe
+COMPILE = "compile"
 
 # viewer -> hook
 SUBSCRIBE = "subscribe"  # {"history": n, "memory": bool}: start the live stream
@@ -59,6 +62,7 @@ HOOK_TYPES = frozenset(
         MEMSNAP_STATUS,
         MEMSNAP_RESULT,
         PYTHON_PROFILE,
+        COMPILE,
     }
 )
 VIEWER_TYPES = frozenset({SUBSCRIBE, CAPTURE, CAPTURE_CANCEL, PING, MEMSNAP, GET_PYTHON_PROFILE})

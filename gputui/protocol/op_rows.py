@@ -10,7 +10,7 @@ places them against the GPU's ceilings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
@@ -95,3 +95,52 @@ def _dims(items: list[Any], where: str) -> tuple[Shape | None, ...]:
             raise SchemaError(here, f"expected a list of at most {MAX_DIMS} sizes")
         out.append(tuple(item))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class FlopTotals:
+    """The FLOPs of a whole capture (every op, not only the rows sent), for the
+    model FLOP utilisation (MFU).  Totals over the captured steps.
+
+    *Model* FLOPs count what the model needs: each matrix product, convolution and
+    attention once in the forward, and its gradients in the backward.  *Hardware*
+    FLOPs add what ran again: forward ops recomputed inside the backward
+    (activation checkpointing) and the scores that fused attention kernels
+    recompute in their backward.  Elementwise ops count in neither."""
+
+    model: float
+    hardware: float
+    #: model FLOPs per dtype family ("bf16", "fp32", ...), biggest first
+    by_dtype: tuple[tuple[str, float], ...] = ()
+    #: of the hardware FLOPs, those of forward ops run again in the backward
+    recomputed: float = 0.0
+    #: ops counted, and ops of those kinds whose shapes did not fit a formula
+    ops: int = 0
+    unknown: int = 0
+
+    @property
+    def dtype(self) -> str | None:
+        """The dtype family with the most model FLOPs."""
+        return self.by_dtype[0][0] if self.by_dtype else None
+
+    @classmethod
+    def from_wire(cls, obj: Any, where: str = "flop_totals") -> FlopTotals:
+        obj = typed(obj, where)
+        by_dtype = f.child(obj, "by_dtype", where) or {}
+        pairs = [
+            (str(k)[:16], f.check_number(v, f"{where}.by_dtype.{k}", 0.0, _BIG))
+            for k, v in list(by_dtype.items())[:16]
+        ]
+        return cls(
+            model=f.number(obj, "model", where, hi=_BIG),
+            hardware=f.number(obj, "hardware", where, hi=_BIG),
+            by_dtype=tuple(sorted(pairs, key=lambda kv: -kv[1])),
+            recomputed=f.number(obj, "recomputed", where, hi=_BIG, default=0.0),
+            ops=f.integer(obj, "ops", where, default=0),
+            unknown=f.integer(obj, "unknown", where, default=0),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = asdict(self)  # the wire's keys are the fields' names
+        wire["by_dtype"] = dict(self.by_dtype)
+        return wire

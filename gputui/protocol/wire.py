@@ -17,6 +17,7 @@ from gputui.protocol import memsnap as ms
 from gputui.protocol import messages as m
 from gputui.protocol import requests as rq
 from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.framing import encode_obj
 from gputui.protocol.hello import Hello, Status
 from gputui.protocol.profile import GetPythonProfile, PythonProfile
@@ -37,6 +38,7 @@ HookMessage = (
     | ms.MemorySnapshotStatus
     | ms.MemorySnapshotResult
     | PythonProfile
+    | CompileReport
 )
 #: what a viewer sends
 ViewerMessage = (
@@ -69,6 +71,7 @@ _DECODERS: dict[str, Callable[[Any, str], Any]] = {
     m.MEMSNAP_RESULT: ms.MemorySnapshotResult.from_wire,
     m.PYTHON_PROFILE: PythonProfile.from_wire,
     m.GET_PYTHON_PROFILE: GetPythonProfile.from_wire,
+    m.COMPILE: CompileReport.from_wire,
 }
 
 

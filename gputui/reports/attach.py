@@ -19,11 +19,13 @@ from gputui.collectors.hook_client import (
     CaptureResult,
     MemorySnapshotResult,
 )
+from gputui.reports import compile as compile_text
 from gputui.reports import findings as findings_text
+from gputui.reports import mfu as mfu_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.account import live_lines
-from gputui.reports.jsondoc import finite
+from gputui.reports.jsondoc import finite, message_body
 from gputui.reports.kernels import kernel_table
 from gputui.reports.python import lines as python_lines
 from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
@@ -37,6 +39,7 @@ def report_dict(
     growth = memory_growth(got.memory)
     memory = got.latest_memory
     live = got.live_account(window)
+    util = got.utilisation(window)
     return finite(
         {
             "pid": pid,
@@ -49,6 +52,9 @@ def report_dict(
             "memory_growth": None if growth is None else dataclasses.asdict(growth),
             "capture": None if got.capture is None else got.capture.to_wire(),
             "roofline": None if got.roofline is None else roofline_text.to_json(got.roofline),
+            "utilisation": None if util is None else util.as_dict(),
+            "compile": message_body(got.compile_report),
+            "compile_note": compile_text.unavailable(got.compile_report, got.status),
             "gpu_samples": len(got.gpu),
             "live_account": None if live is None else live.to_json(),
             "findings": [f.to_json() for f in got.findings(window)],
@@ -63,12 +69,7 @@ def report_dict(
 
 def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | None:
     """The latest memory snapshot, as ``attach --memory-snapshot --json`` prints it."""
-    if result is None:
-        return None
-    doc = result.to_wire()
-    doc.pop("v", None)
-    doc.pop("type", None)
-    return doc
+    return message_body(result)
 
 
 def print_report(
@@ -129,6 +130,15 @@ def render(
             out.extend(roofline_text.lines(got.roofline, width))
         elif got.capture.op_rows:
             out.extend(wrap("roofline: no ceilings known for this GPU: run gputui bench", width))
+        util = got.utilisation(window)
+        if util is not None:
+            out.extend(wrap(mfu_text.line(util), width, "", _TAB))
+    if got.compile_report is not None:
+        for line in compile_text.lines(got.compile_report):
+            out.extend(wrap(line, width, "", _TAB))
+    note = compile_text.unavailable(got.compile_report, got.status)
+    if note is not None:
+        out.extend(wrap(note, width, "", _TAB))
     if got.python_profile is not None:
         out.extend(python_lines(got.python_profile, width, _TAB))
     elif got.profile_note:
@@ -166,6 +176,7 @@ def _steps(got: Collected, stats: StepStats, width: int) -> list[str]:
     line = (
         f"steps {stats.first_index}..{stats.last_index} ({stats.count:,}"
         + (f", {stats.excluded_profiled:,} profiled left out" if stats.excluded_profiled else "")
+        + (f", {stats.excluded_compile:,} compiling left out" if stats.excluded_compile else "")
         + (f", {got.missed:,} missed" if got.missed else "")
         + f"): {stats.steps_per_s:.2f} steps/s"
     )

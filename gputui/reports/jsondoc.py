@@ -20,6 +20,17 @@ def finite(value: Any) -> Any:
     return value
 
 
+def message_body(msg: Any) -> dict[str, Any] | None:
+    """A hook message as a ``--json`` document shows it: its wire object without
+    the protocol's ``v`` and ``type``; None for None."""
+    if msg is None:
+        return None
+    doc: dict[str, Any] = msg.to_wire()
+    doc.pop("v", None)
+    doc.pop("type", None)
+    return doc
+
+
 def print_json(doc: Any, indent: int = 2) -> None:
     """``doc`` on standard output (a NaN left in it is a bug: it raises)."""
     print(json.dumps(doc, indent=indent, allow_nan=False))

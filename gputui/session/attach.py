@@ -23,6 +23,7 @@ from gputui.analysis.evidence import JobEvidence, ordinary
 from gputui.analysis.finding import Finding
 from gputui.analysis.live_account import LiveAccount, since_capture
 from gputui.analysis.memory import MemoryGrowth, memory_growth
+from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
     Outlier,
@@ -52,8 +53,9 @@ from gputui.collectors.hook_client import (
 )
 from gputui.protocol import messages
 from gputui.protocol.capture import CpuOpRow
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.profile import PythonProfile
-from gputui.session.evidence import STATS_WINDOW
+from gputui.session.evidence import STATS_WINDOW, job_utilisation
 from gputui.session.evidence import evidence as session_evidence
 from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace.kernels import short_kernel_name
@@ -101,6 +103,7 @@ class StateSnapshot:
     memsnap_wanted: str | None = None
     #: the job's GPU's ceilings (measured, else datasheet): the roofline's roof
     roof: Roof | None = None
+    compile_report: CompileReport | None = None  # None: nothing compiled, or an old hook
 
     @property
     def memory_snapshot(self) -> MemorySnapshotResult | None:
@@ -142,6 +145,7 @@ class AttachState:
             #: changes what the GPU does): what the analyzer reads
             self._gpu_unprofiled: deque[DeviceSnapshot] = deque(maxlen=GPU_POINTS)
             self._python_profile: PythonProfile | None = None
+            self._compile_report: CompileReport | None = None
             self._gpu_reason: str | None = None
             self._connect_error: str | None = None
             self._connecting = False
@@ -254,6 +258,8 @@ class AttachState:
                     self._memsnap_wanted = None
             elif isinstance(event, PythonProfile):
                 self._python_profile = event
+            elif isinstance(event, CompileReport):
+                self._compile_report = event
             elif isinstance(event, Synced):
                 self._synced = True
             elif isinstance(event, Disconnected):
@@ -296,6 +302,7 @@ class AttachState:
                 memsnap=self._memsnap,
                 memsnap_wanted=self._memsnap_wanted,
                 roof=self._roof,
+                compile_report=self._compile_report,
             )
 
 
@@ -382,6 +389,7 @@ class AttachView:
     findings: tuple[Finding, ...] = field(default=())
     #: the step's time account over the statistics' steps (the capture's split)
     account: LiveAccount | None = None
+    utilisation: Utilisation | None = None  # the MFU (analysis.mfu)
 
     @property
     def has_gpu_times(self) -> bool:
@@ -436,16 +444,8 @@ def build_view(
     use_gpu = gpu_mode and stats.gpu is not None
     for step in steps[-max(columns, 1) :]:
         total, segs = _segments(step, use_gpu, order)
-        cols.append(
-            StepColumn(
-                index=step.index,
-                total_s=total,
-                segments=segs,
-                warmup=is_warmup(step.index),
-                profiled=step.profiled,
-                slow=is_slow(step.wall, p50),
-            )
-        )
+        marks = (is_warmup(step.index), step.profiled, is_slow(step.wall, p50))
+        cols.append(StepColumn(step.index, total, segs, *marks))
     history_wall = tuple(s.wall for s in steps)
     gpu_values = tuple(float(s.gpu_total) for s in steps if s.gpu_total is not None)
     memory = None
@@ -453,7 +453,6 @@ def build_view(
         memory = previous.memory
     elif snap.memory:
         memory = memory_view(snap)
-    capture = None
     if previous is not None and previous.snap.capture is snap.capture:
         capture = previous.capture
     else:
@@ -465,9 +464,10 @@ def build_view(
         and previous.snap.hello is snap.hello
         and previous.snap.memsnap is snap.memsnap
     ):
-        advice = previous.findings  # rules run with the statistics, once a second
+        advice, util = previous.findings, previous.utilisation  # rules: once a second
     else:
-        advice = tuple(analyze(evidence(snap)))
+        ev = evidence(snap)
+        advice, util = tuple(analyze(ev)), job_utilisation(snap, ev.stats.steps_per_s)
     return AttachView(
         snap=snap,
         now_s=now_s,
@@ -484,6 +484,7 @@ def build_view(
         capture_progress=capture_progress(snap),
         findings=advice,
         account=acct,
+        utilisation=util,
     )
 
 

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gputui.analysis.evidence import GPU_WINDOW, JobEvidence, job_evidence
-from gputui.analysis.roofline import Roof
+from gputui.analysis.mfu import Utilisation, utilisation
+from gputui.analysis.roofline import MEASURED, Roof
+from gputui.ceilings.datasheet import datasheet_for
 from gputui.protocol.capture import CaptureResult
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.profile import PythonProfile
 from gputui.protocol.schema import Hello, MemorySample, Status, StepRecord
@@ -45,6 +48,8 @@ class JobRecord(Protocol):
     def roof(self) -> Roof | None: ...
     @property
     def python_profile(self) -> PythonProfile | None: ...
+    @property
+    def compile_report(self) -> CompileReport | None: ...
 
 
 def evidence(
@@ -69,4 +74,22 @@ def evidence(
         memory_snapshot=job.memory_snapshot,
         roof=job.roof,
         python_profile=job.python_profile,
+        compile_report=job.compile_report,
+    )
+
+
+def job_utilisation(job: JobRecord, steps_per_s: float | None) -> Utilisation | None:
+    """The job's MFU (analysis.mfu) from its newest capture with FLOPs and the
+    rate of its ordinary steps: against the datasheet's peak of its GPU (never
+    the measured one), with the share of ``gputui bench``'s ceiling beside it."""
+    hello = job.hello
+    device = hello.device if hello is not None else None
+    name = device.name if device is not None else None
+    if hello is not None and not hello.cuda_in_use:
+        name = "a CPU job"
+    sheet = datasheet_for(name)
+    roof = job.roof
+    measured = roof if roof is not None and roof.source == MEASURED else None
+    return utilisation(
+        job.capture, steps_per_s, name, None if sheet is None else sheet.roof(), measured
     )

@@ -21,6 +21,7 @@ from gputui.analysis.evidence import (
 )
 from gputui.analysis.finding import Finding
 from gputui.analysis.live_account import LiveAccount, since_capture
+from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.ceilings.cache import roof_for
@@ -42,8 +43,9 @@ from gputui.collectors.hook_client import (
     StepRecord,
     Synced,
 )
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.profile import PythonProfile
-from gputui.session.evidence import evidence
+from gputui.session.evidence import evidence, job_utilisation
 from gputui.snapshot.model import DeviceSnapshot
 
 #: how long the hook may take to send its history
@@ -77,6 +79,8 @@ class Collected:
         #: the training thread's newest Python profile (the hook's stack sampler),
         #: and why there is none
         self.python_profile: PythonProfile | None = None
+        #: what torch.compile did (None: nothing compiled, or an older hook)
+        self.compile_report: CompileReport | None = None
         self.profile_note: str | None = None
         self.disconnected: Disconnected | None = None
         self.problems: list[str] = []  # hook errors, invalid messages
@@ -101,6 +105,8 @@ class Collected:
             self.memory_snapshot = event
         elif isinstance(event, PythonProfile):
             self.python_profile = event
+        elif isinstance(event, CompileReport):
+            self.compile_report = event
         elif isinstance(event, Disconnected):
             self.disconnected = event
         elif isinstance(event, HookError):
@@ -126,6 +132,13 @@ class Collected:
         user phases and communication from every step, the rest split as the
         capture measured it."""
         return since_capture(ordinary(self.steps[-window:]), self.capture)
+
+    def utilisation(self, window: int) -> Utilisation | None:
+        """The job's MFU from its capture with FLOPs and the rate of its
+        ordinary steps in the window (analysis.mfu)."""
+        if self.capture is None or not self.capture.options.flops:
+            return None
+        return job_utilisation(self, evidence(self, window=window).stats.steps_per_s)
 
     @property
     def roofline(self) -> RooflineReport | None:

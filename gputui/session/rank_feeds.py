@@ -76,6 +76,7 @@ def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
         memory_snapshot=snap.memsnap,
         roof=snap.roof,
         python_profile=snap.python_profile,
+        compile_report=snap.compile_report,
         gone=gone,
         gone_clean=bool(snap.disconnected is not None and snap.disconnected.clean),
     )

@@ -22,6 +22,7 @@ from gputui.analysis.evidence import (
 )
 from gputui.analysis.roofline import Roof
 from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+from gputui.protocol.compile import CompileReport
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import BACKWARD, COMM
 from gputui.protocol.profile import PythonProfile
@@ -72,6 +73,8 @@ class RankInput:
     roof: Roof | None = None
     #: the rank's training thread's newest Python profile
     python_profile: PythonProfile | None = None
+    #: what torch.compile did in the rank
+    compile_report: CompileReport | None = None
     #: why the connection ended (None while connected), and whether the job said bye
     gone: str | None = None
     gone_clean: bool = False

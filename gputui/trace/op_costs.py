@@ -77,7 +77,10 @@ DTYPE_FAMILY = {
 _SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2, 23: 1, 24: 1}
 
 _MATMUL = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"})
-_CONV = frozenset({"aten::conv2d"})
+#: convolutions (input, weight, bias, stride, padding, dilation, ...): conv1d-3d,
+#: and ``aten::convolution`` under them (``transposed`` is its argument 6)
+_CONV = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution"})
+_CONV_BWD = "aten::convolution_backward"
 _ELEMENTWISE_FLOP = frozenset(
     {"aten::add", "aten::mul", "aten::sub", "aten::div"}
     | {"aten::add_", "aten::mul_", "aten::sub_", "aten::div_"}
@@ -95,6 +98,7 @@ _ATTENTION_BWD = {
     "aten::_scaled_dot_product_flash_attention_backward": 11,
     "aten::_scaled_dot_product_efficient_attention_backward": 11,
     "aten::_scaled_dot_product_cudnn_attention_backward": 14,
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 7,
 }
 _WRITE_ONLY = frozenset(
     {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_", "aten::random_"}
@@ -107,7 +111,19 @@ _REDUCTIONS = frozenset(
 #: ops with a FLOP formula.  When ops nest, the outermost of these owns the GPU
 #: time of everything under it (``aten::conv2d`` over ``cudnn_convolution``).
 FLOP_OPS = frozenset(
-    _MATMUL | _CONV | _ELEMENTWISE_FLOP | set(_ATTENTION_FWD) | set(_ATTENTION_BWD)
+    _MATMUL | _CONV | {_CONV_BWD} | _ELEMENTWISE_FLOP | set(_ATTENTION_FWD) | set(_ATTENTION_BWD)
+)
+#: ops that count toward a model's FLOPs (MFU): the matrix products, convolutions
+#: and attention; elementwise ops are left out, as in the usual MFU convention
+MODEL_FLOP_OPS = FLOP_OPS - _ELEMENTWISE_FLOP
+#: ops that only a forward pass runs (the module-level calls above the matrix
+#: products, and the forward kernels): one of them inside autograd's backward is
+#: a recomputation (activation checkpointing), not a gradient
+FORWARD_OPS = frozenset(
+    {"aten::linear", "aten::matmul", "aten::einsum", "aten::addmm", "aten::baddbmm"}
+    | {"aten::_scaled_mm", "aten::_convolution"}
+    | _CONV
+    | set(_ATTENTION_FWD)
 )
 
 Shape = tuple[int, ...]
@@ -193,31 +209,34 @@ def _matmul_mnk(
     return 1, a[0], b[1], a[1]
 
 
-def _conv2d_out(
+def _conv_out(
     dims: Sequence[Shape | None], types: Sequence[str], concrete: Sequence[str]
 ) -> tuple[Shape, Shape] | None:
-    """(input shape, output shape) of ``aten::conv2d`` (input, weight, bias,
-    stride, padding, dilation, groups)."""
+    """(input shape, output shape) of a convolution (input, weight, bias, stride,
+    padding, dilation, ...), 1 to 3 spatial dimensions; None for a transposed one
+    (``aten::convolution``'s argument 6)."""
     x = _tensor(dims, types, 0)
     w = _tensor(dims, types, 1)
-    if x is None or w is None or len(x) != 4 or len(w) != 4:
+    if x is None or w is None or len(x) != len(w) or not 3 <= len(x) <= 5:
         return None
-    stride = _ints(_concrete(concrete, 3)) or [1, 1]
-    padding = _ints(_concrete(concrete, 4)) or [0, 0]
-    dilation = _ints(_concrete(concrete, 5)) or [1, 1]
-    if len(stride) == 1:
-        stride *= 2
-    if len(padding) == 1:
-        padding *= 2
-    if len(dilation) == 1:
-        dilation *= 2
+    if _concrete(concrete, 6).strip() == "True" and len(concrete) > 7:
+        return None  # a transposed convolution: another formula
+    spatial = len(x) - 2
+    stride = _ints(_concrete(concrete, 3)) or [1]
+    padding = _ints(_concrete(concrete, 4)) or [0]
+    dilation = _ints(_concrete(concrete, 5)) or [1]
     out_hw = []
-    for k in range(2):
-        size = (x[2 + k] + 2 * padding[k] - dilation[k] * (w[2 + k] - 1) - 1) // max(
-            stride[k], 1
-        ) + 1
+    for k in range(spatial):
+        s_, p_, d_ = (v[k] if k < len(v) else v[-1] for v in (stride, padding, dilation))
+        size = (x[2 + k] + 2 * p_ - d_ * (w[2 + k] - 1) - 1) // max(s_, 1) + 1
         out_hw.append(max(size, 0))
-    return x, (x[0], w[0], out_hw[0], out_hw[1])
+    return x, (x[0], w[0], *out_hw)
+
+
+def _conv_flops(out: Shape, w: Shape) -> float:
+    # Weight is [Cout, Cin/groups, k...]: its second dimension counts grouped
+    # convolutions right (torch's own count uses the input channels).
+    return 2.0 * numel(out) * numel(w[1:])
 
 
 def _attention_dims(
@@ -247,14 +266,13 @@ def estimate_flops(
         batch, m, n, k = mnk
         return 2.0 * batch * m * n * k
     if name in _CONV:
-        shapes = _conv2d_out(dims, types, concrete)
+        shapes = _conv_out(dims, types, concrete)
         w = _tensor(dims, types, 1)
         if shapes is None or w is None:
             return None
-        _x, out = shapes
-        # Weight is [Cout, Cin/groups, kH, kW]: using its second dimension counts
-        # grouped convolutions right (torch's own count uses the input channels).
-        return 2.0 * numel(out) * w[1] * w[2] * w[3]
+        return _conv_flops(shapes[1], w)
+    if name == _CONV_BWD:
+        return _conv_backward_flops(dims, types, concrete)
     if name in _ELEMENTWISE_FLOP:
         operands = [s for i in range(len(dims)) if (s := _tensor(dims, types, i)) is not None]
         if not operands:
@@ -278,6 +296,51 @@ def estimate_flops(
         # A causal mask skips about half of the score matrix.
         return flops / 2.0 if causal else flops
     return None
+
+
+def _conv_backward_flops(
+    dims: Sequence[Shape | None], types: Sequence[str], concrete: Sequence[str]
+) -> float | None:
+    """``aten::convolution_backward(grad_output, input, weight, bias_sizes, stride,
+    padding, dilation, transposed, output_padding, groups, output_mask)``: each of
+    the input and weight gradients it computes costs what the forward did."""
+    grad = _tensor(dims, types, 0)
+    w = _tensor(dims, types, 2)
+    if grad is None or w is None or len(grad) != len(w):
+        return None
+    mask = re.findall(r"True|False", _concrete(concrete, 10))
+    grads = 2 if len(mask) < 2 else (mask[0] == "True") + (mask[1] == "True")
+    return grads * _conv_flops(grad, w)
+
+
+def model_flops(
+    name: str,
+    dims: Sequence[Shape | None],
+    types: Sequence[str],
+    concrete: Sequence[str] = (),
+) -> tuple[float, float] | None:
+    """(model FLOPs, hardware FLOPs) of one call of a matrix product, convolution
+    or attention op; None for other ops or shapes that do not fit.
+
+    They differ for the fused attention backward: the model needs four T×T
+    products (gradients of v, of the scores, of q and of k: twice the forward),
+    while flash and memory-efficient kernels also recompute the scores q·kᵀ from
+    the saved log-sum-exp (one more product, counted in hardware FLOPs only)."""
+    if name not in MODEL_FLOP_OPS:
+        return None
+    flops = estimate_flops(name, dims, types, concrete)
+    if flops is None:
+        return None
+    if name in _ATTENTION_BWD:
+        qkv = _attention_dims(name, dims, types)
+        if qkv is None:
+            return None
+        query, key, _value = qkv
+        recompute = 2.0 * numel(query[:-2]) * query[-2] * key[-2] * query[-1]
+        if _causal(concrete, _ATTENTION_BWD[name]):
+            recompute /= 2.0
+        return flops - recompute, flops
+    return flops, flops
 
 
 def estimate_bytes(
@@ -306,7 +369,7 @@ def estimate_bytes(
                 item = _SCALAR_TYPE_BYTES.get(out[0], item) if out else item
             return float(read + batch * m * n * item), MATMUL
     if name in _CONV:
-        shapes = _conv2d_out(dims, types, concrete)
+        shapes = _conv_out(dims, types, concrete)
         if shapes is not None:
             return float(read + numel(shapes[1]) * DTYPE_BYTES.get(types[0], 0)), CONV
     if name in _ATTENTION_FWD or name in _ATTENTION_BWD:

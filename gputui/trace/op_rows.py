@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, OpRow
+from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, FlopTotals, OpRow
 from gputui.trace import op_costs
 from gputui.trace.op_costs import Shape
 from gputui.trace.timeline import infer_activity
@@ -140,12 +140,71 @@ def _kineto_details(ev: Any) -> Any:
     )
 
 
+_BACKWARD_NODE = "autograd::engine::evaluate_function:"
+
+
+def _recomputed(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> bool:
+    """Op ``i`` runs a forward op again inside autograd's backward (activation
+    checkpointing): it, or an op above it, is a forward-only op
+    (``op_costs.FORWARD_OPS``) below a backward node.  Gradient formulas call the
+    matrix products themselves (``aten::mm`` under ``MmBackward0``)."""
+    forward = False
+    j = i
+    while j >= 0:
+        name = ops[j].name
+        if name.startswith(_BACKWARD_NODE):
+            return forward
+        if name in op_costs.FORWARD_OPS:
+            forward = True
+        j = parent[j]
+    return False
+
+
+def flop_totals(ops: Sequence[_Op], parent: Sequence[int], details: Any) -> FlopTotals:
+    """Model and hardware FLOPs of every outermost matrix product, convolution
+    and attention op (see :class:`FlopTotals`)."""
+    model = hardware = recomputed = 0.0
+    by_dtype: dict[str, float] = {}
+    counted = unknown = 0
+    for i, op in enumerate(ops):
+        if op.name not in op_costs.MODEL_FLOP_OPS or _owner(i, ops, parent) != i:
+            continue
+        if op.details is None:
+            op.details = details(op.source)
+        dims, types, concrete, _recorded = op.details
+        both = op_costs.model_flops(op.name, dims, types, concrete)
+        if both is None:
+            unknown += 1
+            continue
+        counted += 1
+        if _recomputed(i, ops, parent):
+            hardware += both[1]
+            recomputed += both[1]
+            continue
+        model += both[0]
+        hardware += both[1]
+        fam = op_costs.dtype_family(types) or "other"
+        by_dtype[fam] = by_dtype.get(fam, 0.0) + both[0]
+    return FlopTotals(
+        model=model,
+        hardware=hardware,
+        by_dtype=tuple(sorted(by_dtype.items(), key=lambda kv: -kv[1])),
+        recomputed=recomputed,
+        ops=counted,
+        unknown=unknown,
+    )
+
+
 def _rows(
-    ops: list[_Op], device: Mapping[Any, list[int]], details: Any, top: int | None
+    ops: list[_Op],
+    device: Mapping[Any, list[int]],
+    details: Any,
+    top: int | None,
+    parent: Sequence[int] | None = None,
 ) -> list[OpRow]:
     """Sum device time per owner op, then per (name, shapes, dtypes)."""
     index = {op.link: i for i, op in enumerate(ops)}
-    parent = _parents(ops)
+    parent = _parents(ops) if parent is None else parent
     owned: dict[int, list[int]] = {}  # op index -> [device ns, kernels]
     for link, (ns, count) in device.items():
         i = index.get(link)
@@ -262,6 +321,12 @@ class ChromeTraceOps:
         self.given_up = True
         self.ops, self.launch_to_op, self.activities = [], {}, []
 
+    def totals(self) -> FlopTotals | None:
+        """The trace's model and hardware FLOPs; None without shapes."""
+        if self.given_up or not self.has_shapes:
+            return None
+        return flop_totals(self.ops, _parents(self.ops), _trace_details)
+
     def rows(self, top: int | None = None) -> list[OpRow]:
         if self.given_up or not self.has_shapes:
             return []
@@ -305,6 +370,13 @@ def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRo
 
     Shapes, dtypes and FLOPs are read only for the ops that end up in a row, so the
     cost is one pass over cheap accessors (name, times, ids) for the rest."""
+    return ops_from_kineto(events, top)[0]
+
+
+def ops_from_kineto(
+    events: Iterable[Any], top: int | None = None
+) -> tuple[list[OpRow], FlopTotals]:
+    """The op rows of a capture's raw events, and its FLOP totals over every op."""
     ops: list[_Op] = []
     device: dict[Any, list[int]] = {}
     for ev in events:
@@ -338,4 +410,7 @@ def rows_from_kineto(events: Iterable[Any], top: int | None = None) -> list[OpRo
                 slot[1] += 1
         except Exception:  # an event without the accessors of torch >= 2.1: skip it
             continue
-    return _rows(ops, device, _kineto_details, top)
+    parent = _parents(ops)
+    return _rows(ops, device, _kineto_details, top, parent), flop_totals(
+        ops, parent, _kineto_details
+    )

@@ -53,7 +53,45 @@ def real_messages() -> list[dict[str, Any]]:
     # job sent, its paths shortened
     found.setdefault(messages.PYTHON_PROFILE, PROFILE)
     found.setdefault(messages.GET_PYTHON_PROFILE, {"v": 1, "type": "get_python_profile"})
+    found.setdefault(messages.COMPILE, COMPILE)
     return list(found.values())
+
+
+#: what a CPU job with torch.compile(backend="eager"), a print in its forward and
+#: a batch-size change sent (torch 2.13; its path shortened)
+COMPILE: dict[str, Any] = {
+    "v": 1,
+    "type": "compile",
+    "frames": 8,
+    "graphs": 6,
+    "graph_breaks": 3,
+    "recompiles": 6,
+    "compile_s": 3.284,
+    "compile_steps": 3,
+    "breaks": [
+        {
+            "reason": "Failed to trace builtin operator (Avoid calling builtin `print` with "
+            "argument types ['str']. Consider using an equivalent alternative "
+            "function/method to `print`.)",
+            "count": 3,
+            "file": "/home/user/project/train.py",
+            "line": 12,
+            "function": "forward",
+        }
+    ],
+    "recompile_reasons": [
+        {
+            "reason": "tensor 'x' size mismatch at index 0. expected 8, actual 9",
+            "count": 1,
+            "file": "/home/user/project/train.py",
+            "line": 10,
+            "function": "forward",
+        },
+        {"reason": "tensor 'y' size mismatch at index 0. expected 8, actual 9", "count": 1},
+    ],
+    "hook_recompiles": 4,
+    "unavailable": [],
+}
 
 
 TORCH = "/venv/lib/python3.11/site-packages/torch"

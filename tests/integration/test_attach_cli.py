@@ -80,6 +80,32 @@ def test_attach_capture_once(env: dict[str, str], job: hookutil.Job) -> None:
 
 
 @pytest.mark.slow
+def test_attach_capture_with_flops_reports_the_model_flops(
+    env: dict[str, str], job: hookutil.Job
+) -> None:
+    """The job's MLP (Linear(32, 64), ReLU, Linear(64, 1), batches of 16; its
+    input needs no gradient), hand-counted at 2·m·n·k per product: forward
+    2·16·32·64 + 2·16·64·1; backward the second layer's input and weight
+    gradients (2·16·1·64 each) and the first layer's weight gradient
+    (2·64·16·32).  A CPU job has no peak: the rate is there, the MFU is not."""
+    b = 16
+    forward = 2 * b * 32 * 64 + 2 * b * 64 * 1
+    backward = 2 * (2 * b * 1 * 64) + 2 * 64 * b * 32
+    args = ("attach", str(job.pid), "--capture", "2", "--flops", "--once")
+    js = hookutil.gputui(env, *args, "--json")
+    assert js.returncode == 0, js.stderr
+    report = json.loads(js.stdout)
+    util = report["utilisation"]
+    assert util["model_flops_per_step"] == pytest.approx(forward + backward, rel=0.01)
+    assert util["hardware_flops_per_step"] == pytest.approx(util["model_flops_per_step"])
+    assert util["dtype"] == "fp32" and util["achieved_tflops"] > 0
+    assert util["mfu"] is None and util["note"] == "peak unknown for a CPU job"
+    assert report["capture"]["flop_totals"]["ops"] >= 5
+    text = hookutil.gputui(env, *args)
+    assert "peak unknown for a CPU job" in text.stdout
+
+
+@pytest.mark.slow
 def test_attach_without_once_explains(env: dict[str, str], job: hookutil.Job) -> None:
     out = hookutil.gputui(env, "attach", str(job.pid))
     assert out.returncode == 2 and "--once" in out.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +80,110 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
     status = hook.status()
     assert status["phases_coarse"] is True
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])
+
+
+# -- what torch.compile did, through attach --once -----------------------------------------
+def _break_line() -> int:
+    text = hookutil.JOB.read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if "# GRAPH BREAK" in line)
+
+
+def _once(tmp_path: Path, *job_args: str) -> tuple[dict, str]:
+    """attach --once --json and attach --once of the CPU job started with these
+    arguments (under gputui run)."""
+    with hookutil.isolated_dirs() as dirs:
+        env = hookutil.make_env(*dirs)
+        job = hookutil.start_job(env, tmp_path, ["--steps", "0", *job_args], via_run=True)
+        try:
+            out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json")
+            text = hookutil.gputui(env, "attach", str(job.pid), "--once")
+        finally:
+            job.stop()
+    assert out.returncode == 0, out.stderr
+    assert text.returncode == 0, text.stderr
+    return json.loads(out.stdout), text.stdout
+
+
+@pytest.mark.slow
+def test_a_graph_break_is_named_with_its_reason_and_line(tmp_path: Path) -> None:
+    report, text = _once(tmp_path, "--compile")
+    compiled = report["compile"]
+    assert compiled is not None and report["compile_note"] is None
+    assert compiled["graph_breaks"] >= 1 and compiled["compile_s"] > 0
+    top = compiled["breaks"][0]
+    assert "print" in top["reason"]
+    assert top["file"].endswith("train_cpu.py") and top["line"] == _break_line()
+    assert top["function"] == "forward"
+    # the steps that compiled are their own phase: left out of the statistics
+    assert compiled["compile_steps"] >= 1
+    assert report["stats"]["excluded_compile"] >= 1
+    (found,) = [f for f in report["findings"] if f["rule"] == "compile.breaks_recompiles"]
+    assert f"train_cpu.py:{_break_line()}" in found["evidence"]
+    assert "print" in found["fix"]
+    assert f"train_cpu.py:{_break_line()}" in text
+    assert "graph break x" in text
+
+
+@pytest.mark.slow
+def test_a_job_without_compile_says_nothing_about_it(tmp_path: Path) -> None:
+    """The job's optimizer imports torch._dynamo, and nothing is compiled."""
+    report, text = _once(tmp_path)
+    assert report["compile"] is None, report["compile"]
+    assert report["compile_note"] is None, report["compile_note"]
+    assert report["stats"]["excluded_compile"] == 0, report["stats"]
+    assert not [f for f in report["findings"] if f["rule"].startswith("compile.")]
+    # (other findings' fixes may advise torch.compile: only the report's lines count)
+    reported = [line for line in text.splitlines() if line.startswith("torch.compile")]
+    assert reported == [], text
+    assert "graph break" not in text, text
+
+
+@pytest.mark.slow
+def test_a_viewer_older_than_the_compile_report_still_attaches(
+    hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A viewer of the release before the compile report: to it the message is
+    an unknown type (ignored, as the protocol promises); a capture result's
+    flop totals an unknown key."""
+    import os
+
+    from gputui import cli
+    from gputui.collectors.hook_client import CompileReport, HookClient, Invalid, Synced
+    from gputui.protocol import messages, wire
+
+    class Printing(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.a(x)
+            print(end="")
+            return y.relu()
+
+    model = Printing()
+    compiled = torch.compile(model, backend="eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(4):
+        compiled(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    hookutil.wait_steps(hook, 4)
+    monkeypatch.delitem(wire._DECODERS, messages.COMPILE)
+    client = HookClient.connect(os.getpid())
+    raw: list[str] = []
+    events: list[object] = []
+    try:
+        client.subscribe(history=10)
+        client.start(on_raw=lambda msg: raw.append(str(msg.get("type"))))
+        for event in client.events(timeout=10):
+            events.append(event)
+            if isinstance(event, Synced):
+                break
+    finally:
+        client.close()
+    assert messages.COMPILE in raw  # sent, and ignored
+    assert not any(isinstance(e, (Invalid, CompileReport)) for e in events)
+    assert cli.main(["attach", str(os.getpid()), "--once", "--timeout", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "invalid" not in out and "steps" in out

@@ -151,12 +151,15 @@ def test_every_dashboard_query_runs(lab: Lab) -> None:
         assert "$" not in promql, title
         if not query(lab.url, promql):  # status "success" is checked by query()
             empty.append(title)
-    # CPU jobs have no CUDA memory, and no process here runs in a container: only
-    # the device-memory panels and the pods' may be empty here
+    # CPU jobs have no CUDA memory, nobody asked for a capture with FLOPs, and no
+    # process here runs in a container: only the device-memory, MFU and pods'
+    # panels may be empty here
     assert set(empty) <= {
         "Device memory held by tensors",
         "Allocator retries and OOMs",
         "GPU memory by pod (per-process series, --processes)",
+        "Model FLOP utilisation (MFU)",
+        "Model FLOPs per second",
     }, empty
 
 

@@ -15,6 +15,8 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
                  --set-start-method
 --fsize-limit B  cap the size of files the job writes (RLIMIT_FSIZE, SIGXFSZ
                  ignored): writes past B bytes fail as on a full disk
+--compile        run the model through torch.compile(backend="eager"), with a
+                 print in its forward: a graph break (tests look for its line)
 --hot KIND       each step also runs hot_numpy() or hot_python() (KIND numpy or
                  python) for --hot-ms milliseconds, inside the user phase
                  --hot-phase when given: a step that is mostly one function
@@ -45,6 +47,19 @@ class SleepyBatches(Dataset):  # type: ignore[type-arg]
             time.sleep(self.sleep)
         g = torch.Generator().manual_seed(idx)
         return torch.randn(self.batch, 32, generator=g), torch.randn(self.batch, 1, generator=g)
+
+
+class Breaking(torch.nn.Module):
+    """The MLP with a graph break in its forward (``--compile``)."""
+
+    def __init__(self, inner: torch.nn.Sequential) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.inner[0](x))
+        print(end="")  # GRAPH BREAK
+        return self.inner[2](h)  # type: ignore[no-any-return]
 
 
 def hot_numpy(ms: float) -> float:
@@ -90,6 +105,7 @@ def main() -> int:
     p.add_argument("--hot", choices=["numpy", "python"])
     p.add_argument("--hot-ms", type=float, default=30.0)
     p.add_argument("--hot-phase")
+    p.add_argument("--compile", action="store_true")
     args = p.parse_args()
     if args.fsize_limit is not None:
         import resource
@@ -120,6 +136,8 @@ def train(args: argparse.Namespace) -> int:
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if args.compile:
+        model = torch.compile(Breaking(model), backend="eager")  # type: ignore[assignment]
     total = args.steps if args.steps > 0 else 10**9
     data = SleepyBatches(min(total, 10**6), args.batch, args.data_sleep)
     # One loader per start method, taking turns by epoch: each epoch starts its

@@ -35,8 +35,17 @@ DEMO_AT = 121
 ATTACH_AT_S = 31.5
 
 
-def footer_whole(app: Any) -> None:
-    """Every key the footer shows lies inside the screen (none cut at its edge)."""
+async def footer_whole(pilot: Any, app: Any) -> None:
+    """Every key the footer shows lies inside the screen (none cut at its edge).
+    The footer composes its keys after the screen: wait until it has drawn them."""
+
+    def keys_drawn() -> bool:
+        footer = app.screen.query_one(Footer)
+        shown = [k for k in footer.query(FooterKey) if k.display]
+        line = drawn(app)[footer.region.y]
+        return bool(shown) and all(f"{k.key_display} {k.description}" in line for k in shown)
+
+    await wait_for(pilot, keys_drawn)
     footer = app.screen.query_one(Footer)
     keys = list(footer.query(FooterKey))
     assert keys
@@ -87,7 +96,7 @@ async def test_monitor_screens_cut_no_word_at_80_columns() -> None:
             "monitor",
         )
         assert "every 3600s" in rows_of(app, screen.query_one(HeaderPanel))[0]
-        footer_whole(app)
+        await footer_whole(pilot, app)
         await pilot.press("k")  # a recording: refused, with a notice
         await wait_for(pilot, lambda: bool(notices(app)))
         no_cut(notices(app), "notice")
@@ -95,12 +104,12 @@ async def test_monitor_screens_cut_no_word_at_80_columns() -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.pause()
         no_cut(drawn(app), "help")
-        footer_whole(app)
+        await footer_whole(pilot, app)
         await pilot.press("escape", "f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen))
         await pilot.pause()
         no_cut(drawn(app), "findings")
-        footer_whole(app)
+        await footer_whole(pilot, app)
 
 
 async def test_the_no_driver_banner_breaks_between_words() -> None:
@@ -129,7 +138,7 @@ async def test_attach_screens_cut_no_word_at_80_columns() -> None:
         no_cut(rows_of(app, screen.query_one(BannerPanel)), "banner")
         no_cut(rows_of(app, screen.query_one("#att-findings")), "findings")
         no_cut(rows_of(app, screen.query_one(StepBars), screen.query_one(MemoryPanel)), "steps")
-        footer_whole(app)
+        await footer_whole(pilot, app)
         for key in ("p", "m", "l", "f", "q"):  # the keys the footer cut before
             assert f" {key} " in drawn(app)[-1]
         await pilot.press("p")  # a recording: refused, with a notice
@@ -145,7 +154,7 @@ async def test_attach_screens_cut_no_word_at_80_columns() -> None:
             await wait_for(pilot, lambda kind=kind: isinstance(app.screen, kind))
             await pilot.pause()
             no_cut(drawn(app), kind.__name__)
-            footer_whole(app)
+            await footer_whole(pilot, app)
             await pilot.press("escape")
             await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
 
@@ -161,7 +170,7 @@ async def test_rank_view_and_a_cpu_rank_cut_no_word_at_80_columns() -> None:
         # the job's command line is cut: the rest wraps
         no_cut([line for line in header if "train_ddp_cpu.py" not in line], "ranks header")
         no_cut(rows_of(app, ranks.query_one("#ranks-findings")), "findings")
-        footer_whole(app)
+        await footer_whole(pilot, app)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
         rank = app.screen
@@ -171,7 +180,7 @@ async def test_rank_view_and_a_cpu_rank_cut_no_word_at_80_columns() -> None:
         steps = rows_of(app, rank.query_one(StepBars), rank.query_one(MemoryPanel))
         no_cut(steps, "steps")
         assert any("no outliers (" in line and ")" in line for line in steps)
-        footer_whole(app)
+        await footer_whole(pilot, app)
         # m and l on a CPU job: what applies to it, whole
         for key, kind in (("m", MemoryScreen), ("l", RooflineScreen)):
             await pilot.press(key)
@@ -192,7 +201,7 @@ async def test_a_wide_attach_footer_shows_every_key() -> None:
         await pilot.pause()
         app.attach_screen.replay_to(ATTACH_AT_S)
         await pilot.pause()
-        footer_whole(app)
+        await footer_whole(pilot, app)
         line = drawn(app)[-1]
         for key in ("p Capture", "g Wall/GPU", "o Kernels/ops", "r Reconnect", "l Roofline"):
             assert key in line, line
@@ -200,7 +209,7 @@ async def test_a_wide_attach_footer_shows_every_key() -> None:
         assert app.attach_screen.gpu_mode
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        footer_whole(app)
+        await footer_whole(pilot, app)
         assert "g Wall/GPU" not in drawn(app)[-1]
         await pilot.press("g")  # the hidden g still works
         assert not app.attach_screen.gpu_mode

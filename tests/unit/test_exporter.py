@@ -442,3 +442,45 @@ def test_driverless_node_serves_jobs_and_says_gpu_series_are_off(tmp_path: Any) 
         proc.wait(WAIT_S)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_mfu_series_from_a_capture_with_flops() -> None:
+    """An H100 job's capture with FLOPs (anyone's) gives its FLOP rate and MFU
+    over the rate of its unprofiled steps; a GPU the datasheet does not know
+    has the rate and no MFU."""
+    from gputui.protocol.capture import CaptureOptions, CaptureResult
+    from gputui.protocol.messages import StepFlag
+    from gputui.protocol.op_rows import FlopTotals
+
+    hellos = {
+        101: FakeHello(pid=101, device=DeviceInfo(index=0, name="NVIDIA H100 80GB HBM3")),
+        102: FakeHello(pid=102, device=DeviceInfo(index=1, name="NVIDIA GeForce GT 710")),
+    }
+    clients: dict[int, FakeClient] = {}
+
+    def connect(pid: int, timeout: float) -> FakeClient:
+        clients[pid] = FakeClient(pid, hellos[pid])
+        return clients[pid]
+
+    w = JobWatcher("n", connect=connect, list_jobs=lambda: {101: "a", 102: "b"})
+    w.scan()
+    profiled = StepRecord(index=9, t=1.0, wall=5.0, phases={}, flags=int(StepFlag.PROFILED))
+    cap = CaptureResult(
+        id="c",
+        first_step=9,
+        last_step=9,
+        options=CaptureOptions(shapes=True, flops=True),
+        flop_totals=FlopTotals(2e12, 2e12, (("bf16", 2e12),)),
+    )
+    for pid in (101, 102):
+        # four 0.25 s steps: 4 steps/s; the profiled 5 s step is not timed
+        steps = (*(step(i, 0.05, 0.2) for i in range(4)), profiled)
+        clients[pid].on_event(StepBatch(steps, 0, False))
+        clients[pid].on_event(cap)
+    families = parse(ExporterCollector(ExporterOptions(hostname="n"), False, w).render())
+    rate = [s.value for s in families["gputui_train_flops_per_second"].samples]
+    assert rate == [pytest.approx(8e12), pytest.approx(8e12)]
+    mfu = families["gputui_train_mfu_ratio"].samples
+    assert len(mfu) == 1 and mfu[0].labels["dtype"] == "bf16"
+    assert mfu[0].value == pytest.approx(8.0 / 989.5)
+    w.stop()

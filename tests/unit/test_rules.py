@@ -3,6 +3,7 @@ evidence that should not; the engine ranks findings and survives a broken rule."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,8 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
 from gputui.ceilings.datasheet import H100_SXM
 from gputui.protocol.capture import CaptureResult, CpuOpRow
+from gputui.protocol.compile import CompileReason, CompileReport
+from gputui.protocol.messages import StepFlag
 from gputui.protocol.op_rows import OpRow
 from tests.helpers import memsnap
 from tests.helpers.evidence import (
@@ -86,6 +89,47 @@ def roofline_case(*rows: OpRow, roof: bool = True) -> JobEvidence:
     return evidence(cap=cap, roof=ROOF if roof else None)
 
 
+def compiled_steps() -> list:
+    """60 steps, the first and the 30th compiling (a recompile)."""
+    out = steps(walls=[2.0 if k in (0, 30) else 0.036 for k in range(60)])
+    flag = int(StepFlag.COMPILE)
+    return [dataclasses.replace(s, flags=flag) if k in (0, 30) else s for k, s in enumerate(out)]
+
+
+def compile_report(breaks: int = 3) -> CompileReport:
+    """A job's torch.compile: a print in its forward (a break) and a batch-size
+    change (a recompile), or none of either."""
+    here = "/home/user/project/train.py"
+    reasons = (
+        (
+            CompileReason(
+                "Failed to trace builtin operator (Avoid calling builtin `print`)",
+                breaks,
+                here,
+                12,
+                "forward",
+            ),
+        )
+        if breaks
+        else ()
+    )
+    recompiles = (
+        (CompileReason("tensor 'x' size mismatch at index 0. expected 8, actual 9", 1, here, 10),)
+        if breaks
+        else ()
+    )
+    return CompileReport(
+        frames=3,
+        graphs=2,
+        graph_breaks=breaks,
+        recompiles=len(recompiles) + 2,
+        compile_s=3.2,
+        breaks=reasons,
+        recompile_reasons=recompiles,
+        hook_recompiles=2,
+    )
+
+
 Factory = Callable[[], JobEvidence]
 CASES: dict[str, tuple[Factory, Factory]] = {
     # 2*1000*4095*1000 FLOPs per call, 100 calls in 4.095 ms: 200 TFLOP/s, 20% of the
@@ -143,6 +187,10 @@ CASES: dict[str, tuple[Factory, Factory]] = {
     "steps.warmup": (
         lambda: evidence(steps(walls=[0.9, 0.5, 0.4] + [0.036] * 57)),
         lambda: evidence(steps(start=10)),
+    ),
+    "compile.breaks_recompiles": (
+        lambda: evidence(compiled_steps(), compile_report=compile_report()),
+        lambda: evidence(compiled_steps(), compile_report=compile_report(breaks=0)),
     ),
     "steps.coarse_phases": (
         lambda: evidence(phases_coarse=True),

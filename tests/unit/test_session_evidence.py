@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from gputui.analysis.engine import analyze
 from gputui.analysis.roofline import Roof
 from gputui.protocol.hello import LoaderInfo, Status
@@ -76,3 +78,42 @@ def test_attach_once_sees_what_the_screen_sees() -> None:
     assert [f.rule for f in once] == [f.rule for f in analyze(screen)]
     assert any(f.rule == "data.loader_wait" for f in once), [f.rule for f in once]
     assert dataclasses.replace(screen) == screen
+
+
+def test_mfu_and_compile_are_the_same_on_the_screen_once_and_in_the_rank_view() -> None:
+    from gputui.protocol.capture import CaptureOptions, CaptureResult
+    from gputui.protocol.compile import CompileReason, CompileReport
+    from gputui.protocol.messages import StepFlag
+    from gputui.protocol.op_rows import FlopTotals
+
+    compiled = StepRecord(60, 1_700_000_006.1, 3.0, {"forward": 3.0}, flags=int(StepFlag.COMPILE))
+    extra: list[object] = [
+        StepBatch((compiled,), 0, False),
+        CaptureResult(
+            id="c1",
+            first_step=61,
+            last_step=65,
+            options=CaptureOptions(shapes=True, flops=True),
+            flop_totals=FlopTotals(5 * 2e12, 5 * 2.5e12, (("bf16", 5 * 2e12),)),
+        ),
+        CompileReport(
+            frames=2, graphs=3, graph_breaks=1, breaks=(CompileReason("print", 1, "t.py", 3),)
+        ),
+    ]
+    got = Collected(HELLO)
+    state = attach.AttachState()
+    state.set_hello(HELLO)
+    for event in events() + extra:
+        got.add(event)  # type: ignore[arg-type]
+        state.add(event)  # type: ignore[arg-type]
+    view = attach.build_view(state.snapshot(), 0.0)
+    once = got.utilisation(1000)
+    assert view.utilisation == once and once is not None
+    # 2 TFLOP per step at 10 ordinary steps/s (the compiling step is left out)
+    assert once.achieved_tflops == pytest.approx(20.0)
+    assert once.mfu == pytest.approx(20.0 / 989.5)
+    assert view.stats.excluded_compile == 1
+    snap = state.snapshot()
+    in_ranks = ranks.rank_evidence(rank_input(snap, HELLO)).job
+    assert in_ranks.compile_report == attach.evidence(snap).compile_report == got.compile_report
+    assert "compile.breaks_recompiles" in [f.rule for f in analyze(in_ranks)]

@@ -15,6 +15,8 @@ from gputui.analysis.live_account import MEASURED, REST, LiveAccount
 from gputui.analysis.steps import SLOW_FACTOR
 from gputui.protocol import messages
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
+from gputui.reports import compile as compile_text
+from gputui.reports import mfu as mfu_text
 from gputui.session.attach import AttachView, StepColumn
 from gputui.tui import render
 from gputui.tui.render import join_parts
@@ -163,6 +165,13 @@ class AttachHeader(TextPanel):
         if stats.samples_per_s is not None:
             approx = "~" if stats.samples_inferred else ""
             parts.append((f"{approx}{stats.samples_per_s:,.0f} samples/s", "bold cyan"))
+        if v.utilisation is not None:
+            parts.append((mfu_text.short(v.utilisation), "bold cyan"))
+        if snap.compile_report is not None:
+            parts.append((compile_text.short(snap.compile_report), "yellow"))
+        compile_note = compile_text.unavailable(snap.compile_report, snap.status)
+        if compile_note is not None:
+            parts.append((compile_note, "dim"))
         if self.is_replay:
             parts.append((self.replay_note or "replay", "bold yellow"))
         else:
@@ -185,6 +194,8 @@ class AttachHeader(TextPanel):
             parts.append((f"hook: {fmt.clean(message)}", "red"))
         if stats.excluded_profiled:
             parts.append((f"{stats.excluded_profiled} profiled steps left out", "magenta"))
+        if stats.excluded_compile:
+            parts.append((f"{stats.excluded_compile} compiling steps left out", "magenta"))
         # The job's own errors are worth a cut line more than nothing.
         join_parts(text, parts, width, cut=True)
         return text

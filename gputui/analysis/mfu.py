@@ -1,0 +1,139 @@
+"""Model FLOP utilisation (MFU) and achieved TFLOP/s of a job (pure).
+
+The convention (docs/analyzer.md, "MFU"):
+
+- **model FLOPs per step** come from the newest capture recorded with FLOPs:
+  every matrix product, convolution and attention op of the captured steps,
+  forward and backward, counted once (``protocol.op_rows.FlopTotals``), divided
+  by the captured steps;
+- the **step rate** is that of the steps the profiler did not slow down (not
+  profiled, not compiling, not warm-up): a capture slows a step by 35-95%;
+- **MFU** = model FLOPs per step × step rate / the datasheet's dense peak of the
+  dtype with the most model FLOPs.  A datasheet peak, never a measured one, so
+  the MFU does not change after ``gputui bench``;
+- **HFU** counts hardware FLOPs instead: forward ops recomputed in the backward
+  (activation checkpointing) and the scores fused attention recomputes;
+- the **share of the measured ceiling**: model FLOP/s over ``gputui bench``'s
+  measured matmul rate of the same dtype, when one was measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gputui.analysis.roofline import TF32_EVIDENCE, Roof
+from gputui.protocol.capture import CaptureResult
+from gputui.protocol.op_rows import FlopTotals, OpRow
+from gputui.trace import op_costs
+
+FP32 = "fp32"
+TF32 = "tf32"
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """A job's FLOP rate and utilisation.  None where it cannot be known."""
+
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    dtype: str | None  #: the dtype family with the most model FLOPs
+    steps_per_s: float | None  #: of the steps the profiler did not slow down
+    achieved_tflops: float | None  #: model FLOPs per second / 1e12
+    hardware_tflops: float | None
+    peak: str | None  #: the ceiling compared against ("bf16", or "tf32" for fp32 on TF32)
+    peak_tflops: float | None  #: the datasheet's dense peak
+    mfu: float | None  #: 0..1 (or above, if the count is off)
+    hfu: float | None
+    measured_tflops: float | None  #: gputui bench's ceiling of that dtype
+    measured_share: float | None  #: model FLOP/s over it
+    capture_id: str | None
+    #: the counted FLOPs come from the capture's top op rows only (an older hook)
+    partial: bool = False
+    #: why a number is missing ("peak unknown for <GPU>")
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _from_rows(rows: Sequence[OpRow]) -> FlopTotals | None:
+    """Totals from a capture's op rows, for a hook that sends no totals: the top
+    rows only, with no split of recomputation."""
+    by_dtype: dict[str, float] = {}
+    total = 0.0
+    for row in rows:
+        if row.name not in op_costs.MODEL_FLOP_OPS or not row.flops:
+            continue
+        total += row.flops
+        fam = op_costs.dtype_family(row.input_types) or "other"
+        by_dtype[fam] = by_dtype.get(fam, 0.0) + row.flops
+    if total <= 0:
+        return None
+    order = tuple(sorted(by_dtype.items(), key=lambda kv: -kv[1]))
+    return FlopTotals(total, total, order, 0.0, len(rows), 0)
+
+
+def captured_steps(cap: CaptureResult) -> int:
+    if cap.first_step is not None and cap.last_step is not None:
+        return max(1, cap.last_step - cap.first_step + 1)
+    return max(1, cap.steps or 1)
+
+
+def utilisation(
+    cap: CaptureResult | None,
+    steps_per_s: float | None,
+    gpu_name: str | None,
+    datasheet: Roof | None,
+    measured: Roof | None = None,
+) -> Utilisation | None:
+    """The job's MFU from its newest capture with FLOPs and the step rate of its
+    ordinary steps; None without such a capture."""
+    if cap is None or not cap.options.flops:
+        return None
+    totals = cap.flop_totals
+    partial = totals is None
+    if totals is None:
+        totals = _from_rows(cap.op_rows)
+    if totals is None or totals.model <= 0:
+        return None
+    n = captured_steps(cap)
+    model, hardware = totals.model / n, totals.hardware / n
+    dtype = totals.dtype
+    rate = steps_per_s if steps_per_s and steps_per_s > 0 else None
+    achieved = None if rate is None else model * rate / 1e12
+    hw_rate = None if rate is None else hardware * rate / 1e12
+    note = None
+    peak_name = dtype
+    peak = None
+    if datasheet is None:
+        note = f"peak unknown for {gpu_name or 'this GPU'}"
+    else:
+        peak = datasheet.tflops(dtype)
+        if dtype == FP32 and peak and achieved and achieved > TF32_EVIDENCE * peak:
+            # faster than FP32 can go: the matmuls ran on TF32 tensor cores
+            peak_name, peak = TF32, datasheet.tflops(TF32)
+        if not peak:
+            note = f"no dense {dtype or 'dtype'} peak in the {datasheet.label}"
+            peak = None
+    if rate is None:
+        note = note or "no unprofiled steps yet to time"
+    measured_peak = None if measured is None else measured.tflops(peak_name)
+    return Utilisation(
+        model_flops_per_step=model,
+        hardware_flops_per_step=hardware,
+        dtype=dtype,
+        steps_per_s=rate,
+        achieved_tflops=achieved,
+        hardware_tflops=hw_rate,
+        peak=peak_name,
+        peak_tflops=peak,
+        mfu=None if achieved is None or not peak else achieved / peak,
+        hfu=None if hw_rate is None or not peak else hw_rate / peak,
+        measured_tflops=measured_peak,
+        measured_share=None if achieved is None or not measured_peak else achieved / measured_peak,
+        capture_id=cap.id,
+        partial=partial,
+        note=note,
+    )

@@ -1,0 +1,106 @@
+"""MFU from a capture's FLOP totals and the rate of unprofiled steps
+(gputui.analysis.mfu), and its line in the reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from gputui.analysis.mfu import utilisation
+from gputui.analysis.roofline import MEASURED, Roof
+from gputui.ceilings.datasheet import H100_SXM, datasheet_for
+from gputui.protocol.capture import CaptureOptions, CaptureResult
+from gputui.protocol.op_rows import FlopTotals, OpRow
+from gputui.reports import mfu as mfu_text
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _capture(totals: FlopTotals | None, rows: tuple[OpRow, ...] = ()) -> CaptureResult:
+    return CaptureResult(
+        id="c1",
+        first_step=10,
+        last_step=14,  # five captured steps
+        options=CaptureOptions(shapes=True, flops=True),
+        op_rows=rows,
+        flop_totals=totals,
+    )
+
+
+def _measured(bf16: float) -> Roof:
+    return Roof(3000.0, (("bf16", bf16), ("fp32", 60.0)), MEASURED, "measured")
+
+
+BF16_TOTALS = FlopTotals(5 * 4e12, 5 * 5e12, (("bf16", 5 * 4e12),), 5 * 1e12, 40, 0)
+
+
+def test_mfu_is_model_flops_per_step_times_step_rate_over_the_datasheet_peak() -> None:
+    sheet = H100_SXM.roof()
+    u = utilisation(_capture(BF16_TOTALS), 50.0, H100, sheet)
+    assert u is not None
+    assert u.model_flops_per_step == pytest.approx(4e12)
+    assert u.hardware_flops_per_step == pytest.approx(5e12)
+    assert u.achieved_tflops == pytest.approx(200.0)  # 4 TFLOP x 50 steps/s
+    assert u.peak == "bf16" and u.peak_tflops == pytest.approx(989.5)
+    assert u.mfu == pytest.approx(200.0 / 989.5)
+    assert u.hfu == pytest.approx(250.0 / 989.5)
+    assert u.note is None and not u.partial
+
+
+def test_a_measured_ceiling_does_not_change_the_mfu_only_adds_its_share() -> None:
+    sheet = H100_SXM.roof()
+    before = utilisation(_capture(BF16_TOTALS), 50.0, H100, sheet)
+    after = utilisation(_capture(BF16_TOTALS), 50.0, H100, sheet, _measured(800.0))
+    assert before is not None and after is not None
+    assert after.mfu == before.mfu
+    assert before.measured_share is None
+    assert after.measured_share == pytest.approx(200.0 / 800.0)
+
+
+def test_an_unknown_gpu_says_its_peak_is_unknown() -> None:
+    assert datasheet_for("NVIDIA GeForce GT 710") is None
+    u = utilisation(_capture(BF16_TOTALS), 50.0, "NVIDIA GeForce GT 710", None)
+    assert u is not None
+    assert u.mfu is None and u.achieved_tflops == pytest.approx(200.0)
+    assert u.note == "peak unknown for NVIDIA GeForce GT 710"
+    assert "peak unknown for NVIDIA GeForce GT 710" in mfu_text.line(u)
+
+
+def test_fp32_faster_than_fp32_can_go_is_compared_with_tf32() -> None:
+    totals = FlopTotals(5 * 4e12, 5 * 4e12, (("fp32", 5 * 4e12),))
+    u = utilisation(_capture(totals), 50.0, H100, H100_SXM.roof())
+    assert u is not None and u.peak == "tf32"
+    assert u.mfu == pytest.approx(200.0 / 494.5)
+    slow = utilisation(_capture(totals), 5.0, H100, H100_SXM.roof())
+    assert slow is not None and slow.peak == "fp32"
+
+
+def test_no_capture_with_flops_no_mfu() -> None:
+    assert utilisation(None, 50.0, H100, H100_SXM.roof()) is None
+    plain = CaptureResult(id="c", first_step=1, last_step=2)
+    assert utilisation(plain, 50.0, H100, H100_SXM.roof()) is None
+
+
+def test_no_unprofiled_steps_no_rate() -> None:
+    u = utilisation(_capture(BF16_TOTALS), None, H100, H100_SXM.roof())
+    assert u is not None and u.mfu is None and u.achieved_tflops is None
+    assert u.note == "no unprofiled steps yet to time"
+
+
+def test_an_older_hook_is_counted_from_its_op_rows() -> None:
+    def row(name: str, flops: float) -> OpRow:
+        return OpRow(name, ((4, 4),), ("c10::BFloat16",), 1, 1.0, 1, flops, "estimated", 0, "")
+
+    rows = (row("aten::mm", 5 * 3e12), row("aten::add", 5 * 1e12))  # elementwise: left out
+    u = utilisation(_capture(None, rows), 10.0, H100, H100_SXM.roof())
+    assert u is not None and u.partial
+    assert u.model_flops_per_step == pytest.approx(3e12)
+    assert "top op rows" in mfu_text.line(u)
+
+
+def test_the_line_names_mfu_hfu_rate_and_peak() -> None:
+    u = utilisation(_capture(BF16_TOTALS), 50.0, H100, H100_SXM.roof(), _measured(800.0))
+    assert u is not None
+    text = mfu_text.line(u)
+    assert text.startswith("MFU 20.2%, HFU 25.3%, 200.0 TFLOP/s bf16")
+    assert "25.0% of the measured bf16 ceiling" in text
+    assert "4.00 TFLOP per step (5.00 TFLOP with recomputation)" in text
