@@ -10,6 +10,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gputui.collectors.attach_recording import AttachRecorder
 from gputui.protocol.hello import Status
 from gputui.protocol.profile import (
@@ -20,9 +22,11 @@ from gputui.protocol.profile import (
     SamplerInfo,
 )
 from gputui.session.attach import AttachState
-from gputui.tui.attach import ReplayFeed, make_attach_app
+from gputui.tui.attach import LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.python_view import FunctionTable, HeadPanel, PythonScreen
+from tests.helpers import hookutil
 from tests.helpers import memsnap as h
+from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import wait_for
 
 HELLO = dataclasses.replace(
@@ -257,3 +261,36 @@ async def test_names_from_the_job_are_cleaned() -> None:
             str(cell) for r in table(app).ordered_rows for cell in table(app).get_row(r.key)
         )
         assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
+
+
+# -- live: a real CPU training job, recorded and replayed ------------------------------------
+@pytest.mark.slow
+async def test_live_the_view_names_the_hot_function_and_the_recording_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with hookutil.isolated_dirs() as dirs:
+        env = hookutil.make_env(*dirs)
+        monkeypatch.setenv("GPUTUI_SOCKET_DIR", env["GPUTUI_SOCKET_DIR"])
+        args = ["--steps", "0", "--install", "--hot", "numpy", "--hot-ms", "30"]
+        job = hookutil.start_job(env, tmp_path, [*args, "--workers", "1"])
+        record = tmp_path / "session.jsonl.gz"
+        try:
+            feed = LiveFeed(job.pid, record_path=record)
+            feed.watch_gpu = False
+            app = make_attach_app(feed)
+            async with app.run_test(size=(100, 30)) as pilot:
+                await open_view(app, pilot)
+                names = lambda: table(app).names()[:1]  # noqa: E731
+                await wait_for(pilot, lambda: names() == ["hot_numpy"], WAIT_S)
+                assert "Call path of hot_numpy" in texts(app)["py-path"]
+                assert "train" in texts(app)["py-path"]
+                await wait_for(pilot, lambda: table(app, "#py-workers").row_count > 0, WAIT_S)
+        finally:
+            job.stop()
+    app = make_attach_app(ReplayFeed.from_file(record), autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.screen.replay_to()  # type: ignore[attr-defined]
+        await open_view(app, pilot)
+        await wait_for(pilot, lambda: table(app).names()[:1] == ["hot_numpy"])
+        assert table(app, "#py-workers").row_count > 0

@@ -478,3 +478,60 @@ def test_after_fork_the_child_has_no_sampler() -> None:
     info = sampler.info()
     assert info.state == SAMPLER_OFF and "forked child" in (info.reason or "")
     sampler._stopping = True  # the parent's thread (here, this process's) ends too
+
+
+# -- call paths -------------------------------------------------------------------------------
+def caller_of_busy(until: float) -> int:
+    return busy_python(until)
+
+
+def test_a_functions_call_path_is_its_callers_on_its_hottest_stack() -> None:
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            caller_of_busy(time.perf_counter() + 0.05)
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    busy = row(profile, "busy_python")
+    path = profile.path_of(busy)
+    names = [x.function for x in path]
+    # outermost first, ending with the caller at the line of its call
+    assert names[-2:] == [
+        "test_a_functions_call_path_is_its_callers_on_its_hottest_stack.<locals>.body",
+        "caller_of_busy",
+    ]
+    assert path[-1].line == caller_of_busy.__code__.co_firstlineno + 1
+    assert path[-1].file == __file__ and path[-1].kind == KIND_USER
+    assert busy.path_cut == 0 and "Worker.__init__.<locals>.run" in names
+    # the caller's own path is the same stack, one frame shorter
+    assert profile.path_of(row(profile, "caller_of_busy")) == path[:-1]
+
+
+def test_a_deep_path_keeps_its_nearest_callers_and_counts_the_rest() -> None:
+    from gputui.hook._profile_rows import PATH_FRAMES
+
+    def recurse(n: int, until: float) -> None:
+        if n:
+            recurse(n - 1, until)
+        else:
+            busy_python(until)
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            recurse(PATH_FRAMES + 10, time.perf_counter() + 0.05)
+
+    with sampling(body) as sampler:
+        profile = profile_after(sampler, 1.0)
+    busy = row(profile, "busy_python")
+    assert len(busy.path) == PATH_FRAMES and busy.path_cut > 10
+    assert all(x.function.endswith("recurse") for x in profile.path_of(busy))
+
+
+def test_stacks_are_bounded() -> None:
+    sampler = Sampler(Recorder(), enabled=True)
+    frames = _frames(sampler_mod.MAX_STACKS + 100)
+    _feed(sampler, frames)
+    assert len(sampler._cur.stacks) == sampler_mod.MAX_STACKS
+    profile = sampler.snapshot()
+    assert profile is not None
+    assert sum(f.self_s for f in profile.functions) <= profile.sampled_s + 1e-6
