@@ -159,8 +159,11 @@ def table(app: Any, which: str = "#py-main") -> FunctionTable:
     return app.screen.query_one(which, FunctionTable)  # type: ignore[no-any-return]
 
 
-async def open_view(app: Any, pilot: Any) -> None:
+async def open_view(app: Any, pilot: Any, replay: bool = False) -> None:
+    """y on the attach screen (``replay``: the whole recording played first)."""
     await pilot.pause()
+    if replay:
+        app.screen.replay_to()
     await pilot.press("y")
     await wait_for(pilot, lambda: isinstance(app.screen, PythonScreen))
 
@@ -226,9 +229,7 @@ async def test_an_older_hook_and_the_demo_recording_say_there_is_no_profile() ->
     """The demo was recorded before the sampler: its hook sends no profile."""
     app = make_attach_app(ReplayFeed.demo(), autostart=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        app.screen.replay_to()  # type: ignore[attr-defined]
-        await open_view(app, pilot)
+        await open_view(app, pilot, replay=True)
         await wait_for(pilot, lambda: "predates the Python sampler" in texts(app)["py-head"])
 
 
@@ -240,9 +241,7 @@ async def test_a_recorded_profile_replays(tmp_path: Path) -> None:
     rec.close()
     app = make_attach_app(ReplayFeed.from_file(path), autostart=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        app.screen.replay_to()  # type: ignore[attr-defined]
-        await open_view(app, pilot)
+        await open_view(app, pilot, replay=True)
         await wait_for(pilot, lambda: table(app).row_count == 3)
         assert table(app, "#py-workers").names() == ["hot_numpy"]
 
@@ -289,8 +288,6 @@ async def test_live_the_view_names_the_hot_function_and_the_recording_keeps_it(
             job.stop()
     app = make_attach_app(ReplayFeed.from_file(record), autostart=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        app.screen.replay_to()  # type: ignore[attr-defined]
-        await open_view(app, pilot)
+        await open_view(app, pilot, replay=True)
         await wait_for(pilot, lambda: table(app).names()[:1] == ["hot_numpy"])
         assert table(app, "#py-workers").row_count > 0

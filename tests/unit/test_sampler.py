@@ -177,23 +177,27 @@ def test_time_weighting_credits_a_gil_holding_call_its_wall_time() -> None:
     assert got > counted + 0.15, (got, counted)
 
 
-def test_self_time_goes_to_the_innermost_frame_and_total_to_each_once() -> None:
-    def recurse(n: int, until: float) -> None:
-        if n:
-            recurse(n - 1, until)
-        else:
-            busy_python(until)
+def recurse(n: int, until: float) -> None:
+    if n:
+        recurse(n - 1, until)
+    else:
+        busy_python(until)
+
+
+def repeating(fn: Callable[..., Any], *args: Any) -> Callable[[threading.Event], None]:
+    """A thread body: ``fn(*args, until)`` for 50 ms, again and again."""
 
     def body(stop: threading.Event) -> None:
         while not stop.is_set():
-            recurse(5, time.perf_counter() + 0.05)
+            fn(*args, time.perf_counter() + 0.05)
 
-    with sampling(body) as sampler:
+    return body
+
+
+def test_self_time_goes_to_the_innermost_frame_and_total_to_each_once() -> None:
+    with sampling(repeating(recurse, 5)) as sampler:
         profile = profile_after(sampler, 1.0)
-    rec_row = row(
-        profile,
-        "test_self_time_goes_to_the_innermost_frame_and_total_to_each_once.<locals>.recurse",
-    )
+    rec_row = row(profile, "recurse")
     # six frames of recurse on every stack count once per sample
     assert rec_row.total_s <= profile.sampled_s * 1.0001
     assert profile.share(rec_row.total_s) > 0.9
@@ -486,20 +490,13 @@ def caller_of_busy(until: float) -> int:
 
 
 def test_a_functions_call_path_is_its_callers_on_its_hottest_stack() -> None:
-    def body(stop: threading.Event) -> None:
-        while not stop.is_set():
-            caller_of_busy(time.perf_counter() + 0.05)
-
-    with sampling(body) as sampler:
+    with sampling(repeating(caller_of_busy)) as sampler:
         profile = profile_after(sampler, 1.0)
     busy = row(profile, "busy_python")
     path = profile.path_of(busy)
     names = [x.function for x in path]
     # outermost first, ending with the caller at the line of its call
-    assert names[-2:] == [
-        "test_a_functions_call_path_is_its_callers_on_its_hottest_stack.<locals>.body",
-        "caller_of_busy",
-    ]
+    assert names[-2:] == ["repeating.<locals>.body", "caller_of_busy"]
     assert path[-1].line == caller_of_busy.__code__.co_firstlineno + 1
     assert path[-1].file == __file__ and path[-1].kind == KIND_USER
     assert busy.path_cut == 0 and "Worker.__init__.<locals>.run" in names
@@ -510,17 +507,7 @@ def test_a_functions_call_path_is_its_callers_on_its_hottest_stack() -> None:
 def test_a_deep_path_keeps_its_nearest_callers_and_counts_the_rest() -> None:
     from gputui.hook._profile_rows import PATH_FRAMES
 
-    def recurse(n: int, until: float) -> None:
-        if n:
-            recurse(n - 1, until)
-        else:
-            busy_python(until)
-
-    def body(stop: threading.Event) -> None:
-        while not stop.is_set():
-            recurse(PATH_FRAMES + 10, time.perf_counter() + 0.05)
-
-    with sampling(body) as sampler:
+    with sampling(repeating(recurse, PATH_FRAMES + 10)) as sampler:
         profile = profile_after(sampler, 1.0)
     busy = row(profile, "busy_python")
     assert len(busy.path) == PATH_FRAMES and busy.path_cut > 10
