@@ -326,12 +326,13 @@ class Sampler:
         inner = True  # the innermost frame is still to come: self time
         site = True  # the innermost frame of the job's own code too: site time
         left = MAX_DEPTH
-        ids: list[int] = []  # the stack, for the call paths
-        offsets: list[int] = []
+        ids: list[int] = []  # the stack (its codes), for the call paths
+        push = ids.append
         f: FrameType | None = frame
         while f is not None:
             code = f.f_code
-            row = get(id(code))
+            cid = id(code)
+            row = get(cid)
             if row is None:
                 row = self._new_function(win, code)
                 if row is None:  # gputui's own frame: transparent
@@ -343,8 +344,7 @@ class Sampler:
             # By instruction, not line: f_lineno decodes the line table on
             # each read (~0.5 us a frame); the snapshot turns offsets into lines.
             lasti = f.f_lasti
-            ids.append(id(code))
-            offsets.append(lasti)
+            push(cid)
             lrow = row[4].get(lasti)
             if lrow is None:
                 lrow = self._new_line(win, row[4], lasti)
@@ -376,7 +376,20 @@ class Sampler:
         if srow is not None:
             srow[0] += weight
         elif len(stacks) < MAX_STACKS:
-            stacks[key] = [weight, tuple(offsets)]
+            stacks[key] = [weight, self._offsets(frame, len(ids))]
+
+    def _offsets(self, frame: FrameType, count: int) -> tuple[int, ...]:
+        """The instruction offsets of the ``count`` frames a new stack was
+        recorded with (gputui's own frames skipped, as there): the lines of
+        its calls.  Walked again only for a stack not seen before."""
+        own = self._own
+        out: list[int] = []
+        f: FrameType | None = frame
+        while f is not None and len(out) < count:
+            if not f.f_code.co_filename.startswith(own):
+                out.append(f.f_lasti)
+            f = f.f_back
+        return tuple(out)
 
     def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
         """The function row of ``code`` in ``win`` (new, or the ``other`` row
