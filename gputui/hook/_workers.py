@@ -7,8 +7,9 @@ DataLoader when it starts its workers): in a forked worker of the hooked
 process, the wrapper starts a sampler on the worker's main thread before the
 loop runs (a safe point: the fork is over, the interpreter's own locks are new
 and the worker runs ordinary code), and that sampler writes the worker's
-profile every ``PERIOD_S`` to ``<socket dir>/<pid>.workers/<worker pid>.json``
-(0700 directory, 0600 file, replaced atomically; JSON, never pickle).  The
+profile (its top ``TOP_ROWS`` rows) every ``PERIOD_S`` to
+``<socket dir>/<pid>.workers/<worker pid>.json`` (0700 directory, 0600 file,
+replaced atomically; JSON, never pickle).  The
 training process reads the files off its training thread when it builds its
 own profile and merges them into one profile of all its workers.
 
@@ -45,15 +46,17 @@ from gputui.protocol.profile import (
     PythonProfile,
 )
 
-#: a worker writes its profile this often
-PERIOD_S = 2.0
+#: a worker writes its profile this often (the training process reads the
+#: changed files each time it builds its profile, every 2 s with a viewer)
+PERIOD_S = 5.0
 #: a worker's file older than this is left out and removed (a worker of an
 #: epoch that ended: its time is in the training process's window for a while)
 MAX_AGE_S = 60.0
 #: worker files read per profile (the newest)
 MAX_WORKERS = 256
-#: rows the merged profile keeps
-TOP_ROWS = 60
+#: rows a worker's file, and the merged profile, keep (each a worker writes is
+#: read and checked by the training process's I/O thread)
+TOP_ROWS = 30
 WORKER_LOOP = "torch.utils.data._utils.worker"
 SUFFIX = ".json"
 
@@ -101,6 +104,8 @@ class WorkerProfiles:
         #: in a forked child of the hooked process: that process's pid
         self.forked_from: int | None = None
         self.sampler: Sampler | None = None
+        #: file name -> ((mtime_ns, size), its profile): unchanged files are not read again
+        self._read: dict[str, tuple[tuple[int, int], PythonProfile]] = {}
 
     # -- the training process ----------------------------------------------------------
     def install(self) -> None:
@@ -171,6 +176,7 @@ class WorkerProfiles:
             return []
         now = time.time() if now is None else now
         found: list[tuple[float, PythonProfile]] = []
+        read, self._read = self._read, {}
         for name in names:
             if not name.endswith(SUFFIX) or not name[: -len(SUFFIX)].isdigit():
                 continue
@@ -182,11 +188,17 @@ class WorkerProfiles:
                 if now - st.st_mtime > MAX_AGE_S:
                     os.unlink(path)
                     continue
-                with open(path, "rb") as fh:
-                    data = fh.read(MAX_FRAME + 1)
-                profile = PythonProfile.from_wire(json.loads(data), name, nested=True)
+                stamp = (st.st_mtime_ns, st.st_size)
+                known = read.get(name)
+                if known is not None and known[0] == stamp:
+                    profile = known[1]
+                else:
+                    with open(path, "rb") as fh:
+                        data = fh.read(MAX_FRAME + 1)
+                    profile = PythonProfile.from_wire(json.loads(data), name, nested=True)
             except (OSError, ValueError, SchemaError):
                 continue  # vanished, half-written by a killed worker, or not ours
+            self._read[name] = (stamp, profile)
             found.append((st.st_mtime, profile))
         found.sort(key=lambda item: -item[0])
         return [p for _, p in found[:MAX_WORKERS]]
@@ -226,6 +238,9 @@ class WorkerProfiles:
             if not env_enabled():
                 return
             directory = worker_dir(parent)
+            # the hooked process may not have opened its socket (gputui run opens it
+            # at the first step; the first epoch's workers start before it)
+            paths.ensure_private_dir(os.path.dirname(directory))
             paths.ensure_private_dir(directory)
             rec = Recorder()
             rec.thread = threading.get_ident()
@@ -240,8 +255,9 @@ class WorkerProfiles:
 
 
 def write_profile(sampler: Sampler, path: str) -> None:
-    """The worker's profile to ``path`` (its sampler thread), replaced atomically."""
-    profile = sampler.snapshot()
+    """The worker's profile to ``path`` (its sampler thread), replaced
+    atomically; its top ``TOP_ROWS`` functions and lines only."""
+    profile = merge([p for p in [sampler.snapshot()] if p is not None])
     if profile is None:
         return
     data = json.dumps(profile.to_wire(), separators=(",", ":")).encode()
