@@ -27,6 +27,7 @@ from gputui.tui.attach.python_view import FunctionTable, HeadPanel, PythonScreen
 from tests.helpers import hookutil
 from tests.helpers import memsnap as h
 from tests.helpers.deadlines import WAIT_S
+from tests.helpers.screen import drawn
 from tests.helpers.synthetic import wait_for
 
 HELLO = dataclasses.replace(
@@ -291,3 +292,19 @@ async def test_live_the_view_names_the_hot_function_and_the_recording_keeps_it(
         await open_view(app, pilot, replay=True)
         await wait_for(pilot, lambda: table(app).names()[:1] == ["hot_numpy"])
         assert table(app, "#py-workers").row_count > 0
+
+
+async def test_ascii_names_the_view_in_ascii() -> None:
+    """--ascii: long names are elided with ASCII, the kinds and paths too."""
+    long_name = "a_function_with_a_rather_long_name_" * 3
+    prof = profile(WORKERS)
+    fn = dataclasses.replace(prof.functions[0], function=long_name)
+    prof = dataclasses.replace(prof, functions=(fn, *prof.functions[1:]))
+    app = make_attach_app(ProfileFeed(prof), ascii_only=True)  # type: ignore[arg-type]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_view(app, pilot)
+        await wait_for(pilot, lambda: table(app).row_count == 3)
+        await pilot.pause()
+        shown = "\n".join(drawn(app))
+        assert "a_function_with" in shown
+        assert not sorted({c for c in shown if not c.isascii()})
