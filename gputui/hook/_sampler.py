@@ -169,6 +169,9 @@ class Sampler:
         #: worker writes its profile for the training process with it)
         self.periodic: Callable[[], None] | None = None
         self.periodic_s = 2.0
+        #: a frame of this code (gputui's own) ends the stack: in a DataLoader
+        #: worker, the frames under its loop are the training process's at the fork
+        self.bottom: CodeType | None = None
         self.rec = recorder
         self.report_error = report_error
         self.interval_s = interval_s
@@ -336,6 +339,8 @@ class Sampler:
             if row is None:
                 row = self._new_function(win, code)
                 if row is None:  # gputui's own frame: transparent
+                    if code is self.bottom:
+                        break
                     f = f.f_back
                     continue
             if row[2] != seq:  # once per sample, however deep it recurses

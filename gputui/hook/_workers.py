@@ -26,7 +26,6 @@ import json
 import os
 import stat
 import sys
-import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -58,6 +57,8 @@ MAX_WORKERS = 256
 #: read and checked by the training process's I/O thread)
 TOP_ROWS = 30
 WORKER_LOOP = "torch.utils.data._utils.worker"
+#: the phase of a worker's samples
+WORKER_PHASE = "worker"
 SUFFIX = ".json"
 
 
@@ -101,6 +102,7 @@ class WorkerProfiles:
         self.installed = False
         self._module: Any = None
         self._orig: Any = None
+        self._wrapper: Any = None
         #: in a forked child of the hooked process: that process's pid
         self.forked_from: int | None = None
         self.sampler: Sampler | None = None
@@ -135,7 +137,7 @@ class WorkerProfiles:
 
         _worker_loop._gputui_wrapped = True  # type: ignore[attr-defined]
         setattr(module, "_worker_loop", _worker_loop)  # noqa: B010
-        self._module, self._orig = module, orig
+        self._module, self._orig, self._wrapper = module, orig, _worker_loop
         self.installed = True
         self.missing = None
 
@@ -165,7 +167,10 @@ class WorkerProfiles:
             return f"DataLoader workers not hooked: {self.missing or 'torch not imported'}"
         if not env_enabled():
             return "DataLoader workers not sampled: the sampler is off"
-        return f"no samples from the DataLoader's {workers} workers yet"
+        return (
+            f"no samples from the DataLoader's {workers} workers yet (each writes every "
+            f"{PERIOD_S:g} s)"
+        )
 
     def collect(self, now: float | None = None) -> list[PythonProfile]:
         """The workers' newest profiles (I/O thread); stale files removed."""
@@ -243,8 +248,11 @@ class WorkerProfiles:
             paths.ensure_private_dir(os.path.dirname(directory))
             paths.ensure_private_dir(directory)
             rec = Recorder()
-            rec.thread = threading.get_ident()
+            rec.enter(WORKER_PHASE)  # this thread, in its one phase
             sampler = Sampler(rec, enabled=True)
+            wrapper = self._wrapper
+            if wrapper is not None:
+                sampler.bottom = wrapper.__code__
             path = os.path.join(directory, f"{os.getpid()}{SUFFIX}")
             sampler.periodic = functools.partial(write_profile, sampler, path)
             sampler.periodic_s = PERIOD_S

@@ -218,6 +218,9 @@ def test_forked_dataloader_workers_are_sampled_apart_from_the_training_thread(
         assert top.function == "hot_numpy" and top.file.endswith("train_cpu.py")
         assert profile.workers.share(top.time_s) > 0.3, profile.workers.share(top.time_s)
         assert [f.function for f in profile.workers.path_of(top)][-1] == "SleepyBatches.__getitem__"
+        # the worker's own stack: not the training process's frames it was forked from
+        assert all(f.function != "train" for f in profile.workers.functions)
+        assert set(profile.workers.phases_s) == {"worker"}
         # not training-thread time: the control is the same job with the work in the loop
         assert all(f.function != "hot_numpy" for f in profile.functions)
         text = hookutil.gputui(env, "attach", str(job.pid), "--once", timeout=120).stdout

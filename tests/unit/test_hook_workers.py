@@ -84,7 +84,10 @@ def test_notes_say_why_no_worker_is_sampled(monkeypatch: pytest.MonkeyPatch) -> 
     w.missing = "this torch has no DataLoader worker loop to hook"
     assert w.note(loader, 0) == "DataLoader workers not hooked: " + w.missing
     w.installed = True
-    assert w.note(loader, 0) == "no samples from the DataLoader's 2 workers yet"
+    assert (
+        w.note(loader, 0)
+        == "no samples from the DataLoader's 2 workers yet (each writes every 5 s)"
+    )
     monkeypatch.setenv("GPUTUI_SAMPLER", "0")
     assert "sampler is off" in (w.note(loader, 0) or "")
 

@@ -522,3 +522,30 @@ def test_stacks_are_bounded() -> None:
     profile = sampler.snapshot()
     assert profile is not None
     assert sum(f.self_s for f in profile.functions) <= profile.sampled_s + 1e-6
+
+
+def test_a_bottom_frame_ends_the_stack() -> None:
+    """In a DataLoader worker the frames under the worker loop's wrapper (one
+    of gputui's) are the training process's at the fork: not the worker's."""
+    namespace: dict[str, Any] = {"busy_python": busy_python}
+    src = "def loop(until):\n    return busy_python(until)\n"
+    exec(compile(src, os.path.join(GPUTUI_DIR, "hook", "_fake_loop.py"), "exec"), namespace)
+    loop = namespace["loop"]
+
+    def forked_from_here(until: float) -> int:
+        return loop(until)  # type: ignore[no-any-return]
+
+    rec = Recorder()
+    sampler = Sampler(rec, enabled=True)
+    sampler.bottom = loop.__code__
+    with Worker(repeating(forked_from_here)) as worker:
+        rec.thread = worker.thread.ident
+        sampler.start()
+        try:
+            profile = profile_after(sampler, 1.0)
+        finally:
+            sampler.stop()
+    names = {f.function for f in profile.functions}
+    assert "busy_python" in names and not any(n.endswith("forked_from_here") for n in names)
+    busy = row(profile, "busy_python")
+    assert profile.share(busy.total_s) > 0.9 and profile.path_of(busy) == ()

@@ -100,7 +100,7 @@ ATTACH: list[Section] = [
             ("f", "findings, each with its evidence and fix"),
             ("m", "memory snapshot: the CUDA allocation history of the next 5 steps"),
             ("l", "roofline: the top ops against the GPU's ceilings (CUDA jobs)"),
-            ("y", "Python: the functions that hold the step, and the DataLoader workers'"),
+            ("y", "Python: the functions that hold the step, and their call paths"),
             ("r", "reconnect (a replay: play it again)"),
             ("esc", "back to the monitor or the rank view, when opened from one"),
         ],
