@@ -78,15 +78,20 @@ def block(data: Dataset, workers: int, batches: int, sampled: bool) -> list[floa
     return out
 
 
+#: (flag, type, default, help)
+OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("--workers", int, 4, "forked DataLoader workers"),
+    ("--item-ms", float, 5.0, "numpy work per item, ms (4 items a batch)"),
+    ("--batches", int, 150, "batches timed per block"),
+    ("--rounds", int, 8, "rounds of four blocks, off-on-on-off"),
+    ("--out", str, None, "write the results as JSON here"),
+)
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--item-ms", type=float, default=5.0)
-    p.add_argument("--batches", type=int, default=150)
-    p.add_argument("--rounds", type=int, default=8)
-    p.add_argument("--out", help="write the results as JSON here")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for flag, kind, default, text in OPTIONS:
+        p.add_argument(flag, type=kind, default=default, help=text)
     args = p.parse_args()
     sock_dir = tempfile.mkdtemp(prefix="gtw-", dir="/tmp")
     os.rmdir(sock_dir)
