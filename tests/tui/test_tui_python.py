@@ -308,3 +308,23 @@ async def test_ascii_names_the_view_in_ascii() -> None:
         shown = "\n".join(drawn(app))
         assert "a_function_with" in shown
         assert not sorted({c for c in shown if not c.isascii()})
+
+
+CPU_RECORDING = Path(__file__).parents[1] / "data" / "cpu_python.jsonl.gz"
+
+
+async def test_a_real_cpu_jobs_recording_shows_its_hot_function_and_workers() -> None:
+    """tests/jobs/train_cpu.py, a step mostly numpy in hot_numpy() (phase
+    augment), two forked workers sleeping 10 ms a batch: recorded live."""
+    app = make_attach_app(ReplayFeed.from_file(CPU_RECORDING), autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_view(app, pilot, replay=True)
+        await wait_for(pilot, lambda: table(app).row_count > 0)
+        top = table(app).selected
+        assert top is not None and top.name == "hot_numpy" and top.phase == "augment"
+        assert float(top.time.rstrip("%")) > 50
+        path = texts(app)["py-path"]
+        assert [line.split()[0] for line in path.splitlines()[1:]][-2:] == ["train", ">"]
+        workers = table(app, "#py-workers").names()
+        assert "SleepyBatches.__getitem__" in workers and "train" not in workers
+        assert "2 processes" in texts(app)["py-workers-head"]
