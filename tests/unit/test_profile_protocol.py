@@ -484,8 +484,10 @@ def test_an_older_hooks_profile_has_no_paths_and_says_nothing_of_workers() -> No
         (_with(("frames", 0, "kind"), "gpu"), "frames[0].kind", "expected one of"),
         (_with(("workers", "samples"), -1), "workers.samples", "outside"),
         (_with(("workers_note",), 5), "python_profile.workers_note", "expected a string"),
+        # a name from the job that is not printable is quoted: the field is one line
+        (_with(("functions", 0, "phases_s"), {"a\nb": None}), "phases_s.'a\\nb'", "number"),
     ],
-    ids=["index-past", "not-an-index", "too-long", "bad-kind", "workers-field", "note"],
+    ids=["index-past", "not-an-index", "too-long", "bad-kind", "workers-field", "note", "name"],
 )
 def test_bad_paths_and_workers_name_the_field(
     obj: dict[str, Any], field: str, problem: str
@@ -493,6 +495,7 @@ def test_bad_paths_and_workers_name_the_field(
     with pytest.raises(SchemaError) as err:
         decode(obj)
     assert field in str(err.value) and problem in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_a_recording_keeps_one_profile_per_period_and_the_last(tmp_path: Path) -> None:
