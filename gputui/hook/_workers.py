@@ -51,8 +51,11 @@ PERIOD_S = 5.0
 #: a worker's file older than this is left out and removed (a worker of an
 #: epoch that ended: its time is in the training process's window for a while)
 MAX_AGE_S = 60.0
-#: worker files read per profile (the newest)
+#: worker files merged per profile (the newest)
 MAX_WORKERS = 256
+#: changed files read per profile (about 0.8 ms each): past it, a file's
+#: previous read stands in, or it waits for the next profile
+MAX_READS = 8
 #: rows a worker's file, and the merged profile, keep (each a worker writes is
 #: read and checked by the training process's I/O thread)
 TOP_ROWS = 30
@@ -182,6 +185,7 @@ class WorkerProfiles:
         now = time.time() if now is None else now
         found: list[tuple[float, PythonProfile]] = []
         read, self._read = self._read, {}
+        reads = 0
         for name in names:
             if not name.endswith(SUFFIX) or not name[: -len(SUFFIX)].isdigit():
                 continue
@@ -195,9 +199,12 @@ class WorkerProfiles:
                     continue
                 stamp = (st.st_mtime_ns, st.st_size)
                 known = read.get(name)
-                if known is not None and known[0] == stamp:
-                    profile = known[1]
+                if known is not None and (known[0] == stamp or reads >= MAX_READS):
+                    stamp, profile = known
+                elif reads >= MAX_READS:
+                    continue
                 else:
+                    reads += 1
                     with open(path, "rb") as fh:
                         data = fh.read(MAX_FRAME + 1)
                     profile = PythonProfile.from_wire(json.loads(data), name, nested=True)

@@ -178,3 +178,16 @@ def test_a_worker_file_is_json_of_the_profile(sock_dir: Path) -> None:
     _workers.write_profile(sampler, str(path))
     profile = PythonProfile.from_wire(json.loads(path.read_text()))
     assert profile.samples == 5 and not (sock_dir / "w.json.tmp").exists()
+
+
+def test_a_profile_reads_a_bounded_number_of_changed_files(sock_dir: Path) -> None:
+    reader = WorkerProfiles()
+    directory = Path(worker_dir(reader.pid))
+    directory.mkdir(mode=0o700)
+    loop = PathFrame("/t/worker.py", "_worker_loop", 300, "torch")
+    data = json.dumps(worker("augment", 1.0, 2.0, (loop,)).to_wire())
+    count = _workers.MAX_READS + 4
+    for i in range(count):
+        (directory / f"{1000 + i}.json").write_text(data)
+    assert len(reader.collect()) == _workers.MAX_READS  # the rest wait for the next one
+    assert len(reader.collect()) == count  # unchanged files are not read again
