@@ -328,3 +328,28 @@ async def test_a_real_cpu_jobs_recording_shows_its_hot_function_and_workers() ->
         workers = table(app, "#py-workers").names()
         assert "SleepyBatches.__getitem__" in workers and "train" not in workers
         assert "2 processes" in texts(app)["py-workers-head"]
+
+
+async def test_y_opens_the_view_of_a_rank_where_the_footer_leaves_it_out() -> None:
+    """A rank's attach screen over the rank view, at 80 columns: esc (back) is
+    in the footer, y is not (it would not fit), and y still opens the view.
+    The 2-rank recording's hooks predate the sampler."""
+    from textual.widgets._footer import FooterKey
+
+    from gputui.session.rank_feeds import ReplayRanksFeed
+    from gputui.tui.attach import AttachScreen
+    from gputui.tui.attach.ranks import RanksApp
+    from tests.tui.test_tui_ranks import AT_S, RECORDING
+
+    app = RanksApp(ReplayRanksFeed.from_file(RECORDING), autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.ranks_screen.replay_to(AT_S)
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
+        keys = lambda: {k.key for k in app.screen.query(FooterKey) if k.display}  # noqa: E731
+        await wait_for(pilot, lambda: "escape" in keys())
+        assert "y" not in keys()
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, PythonScreen))
+        await wait_for(pilot, lambda: "predates the Python sampler" in texts(app)["py-head"])
