@@ -329,36 +329,21 @@ def main(argv: list[str] | None = None) -> int:
         svg = asyncio.run(render(args, name, size, setup, ascii_only))
         png = to_png(svg)
         print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in ATTACH_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_attach(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in RANKS_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_ranks(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in ROOFLINE_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_roofline(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in PYTHON_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_python(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in MEMORY_VIEWS.items():
-        if args.memory_recording is None or (args.only and name not in args.only):
-            continue
-        svg = asyncio.run(render_memory(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    groups = [
+        (ATTACH_VIEWS, render_attach),
+        (RANKS_VIEWS, render_ranks),
+        (ROOFLINE_VIEWS, render_roofline),
+        (PYTHON_VIEWS, render_python),
+    ]
+    if args.memory_recording is not None:
+        groups.append((MEMORY_VIEWS, render_memory))
+    for views, renderer in groups:
+        for name, size in views.items():
+            if args.only and name not in args.only:
+                continue
+            svg = asyncio.run(renderer(args, name, size))
+            png = to_png(svg)
+            print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
     return 0
 
 
