@@ -115,6 +115,15 @@ ROOFLINE_VIEWS: dict[str, tuple[int, int]] = {
     "roofline-120x40": (120, 40),
 }
 
+#: a real attach session of a CPU job (tests/jobs/train_cpu.py) whose step is mostly
+#: a numpy function, with two DataLoader workers: the Python view (the demo predates it)
+PYTHON_RECORDING = ROOT / "tests" / "data" / "cpu_python.jsonl.gz"
+PYTHON_BANNER = "RECORDING of a CPU training job, not this machine"
+PYTHON_VIEWS: dict[str, tuple[int, int]] = {
+    "python-120x40": (120, 40),
+    "python-80x24": (80, 24),
+}
+
 #: name -> (size, setup, ascii_only)
 VIEWS: dict[str, tuple[tuple[int, int], Setup, bool]] = {
     "main-120x40": ((120, 40), _nothing, False),
@@ -232,6 +241,16 @@ async def render_roofline(args: argparse.Namespace, name: str, size: tuple[int, 
     )  # fmt: skip
 
 
+async def render_python(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.tui.attach.python_view import FunctionTable, PythonScreen
+
+    return await render_subscreen(
+        args, name, size, PYTHON_RECORDING, PYTHON_BANNER, "y",
+        lambda screen: isinstance(screen, PythonScreen)
+        and screen.query_one("#py-main", FunctionTable).row_count > 0,
+    )  # fmt: skip
+
+
 def to_png(svg_path: Path) -> Path | None:
     png = svg_path.with_suffix(".png")
     svg = svg_path.read_text().replace("Fira Code", PNG_FONT)
@@ -284,7 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="*",
-        choices=sorted([*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *ROOFLINE_VIEWS, *MEMORY_VIEWS]),
+        choices=sorted(
+            [*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *ROOFLINE_VIEWS, *PYTHON_VIEWS, *MEMORY_VIEWS]
+        ),
         help="render only these",
     )
     parser.add_argument(
@@ -308,30 +329,21 @@ def main(argv: list[str] | None = None) -> int:
         svg = asyncio.run(render(args, name, size, setup, ascii_only))
         png = to_png(svg)
         print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in ATTACH_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_attach(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in RANKS_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_ranks(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in ROOFLINE_VIEWS.items():
-        if args.only and name not in args.only:
-            continue
-        svg = asyncio.run(render_roofline(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
-    for name, size in MEMORY_VIEWS.items():
-        if args.memory_recording is None or (args.only and name not in args.only):
-            continue
-        svg = asyncio.run(render_memory(args, name, size))
-        png = to_png(svg)
-        print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
+    groups = [
+        (ATTACH_VIEWS, render_attach),
+        (RANKS_VIEWS, render_ranks),
+        (ROOFLINE_VIEWS, render_roofline),
+        (PYTHON_VIEWS, render_python),
+    ]
+    if args.memory_recording is not None:
+        groups.append((MEMORY_VIEWS, render_memory))
+    for views, renderer in groups:
+        for name, size in views.items():
+            if args.only and name not in args.only:
+                continue
+            svg = asyncio.run(renderer(args, name, size))
+            png = to_png(svg)
+            print(svg, png or "(no PNG: install cairosvg or librsvg2-bin)")
     return 0
 
 

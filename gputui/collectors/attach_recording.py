@@ -11,6 +11,11 @@ A session with several ranks of one job is version 2: the header adds
 ``"ranks": [pid, ...]`` (one stream per connection, in that order), line 2 is
 stream 0's hello, and a message line of another stream carries ``"s": k``; the
 first message of stream k is its hello.  Version 1 files read as before.
+
+The hook's Python profile (``python_profile``, about every 2 s, each covering
+the last 30 to 60 s) is kept once per ``PROFILE_EVERY_S`` a stream, and the
+newest one left out is written when the recording closes: an hour of a job
+stays well inside ``MAX_ATTACH_BYTES``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from gputui.collectors.recording_io import (
     reader_for_bytes,
 )
 from gputui.fmt import clean
+from gputui.protocol.messages import PYTHON_PROFILE
 from gputui.snapshot.codec import DecodeError, from_json, to_json
 from gputui.snapshot.model import UNIX_TIME_MAX_S, DeviceSnapshot
 
@@ -51,6 +57,8 @@ MAX_ATTACH_BYTES = 64 * 2**20
 #: the longest session a recording's times may describe (a year, in seconds)
 MAX_SESSION_S = 366 * 86400.0
 MAX_PID = 2**31 - 1
+#: a stream's Python profiles are kept this often at most
+PROFILE_EVERY_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,9 @@ class AttachRecorder:
         self._lock = threading.Lock()
         self._start = time.monotonic()
         self.count = 0
+        #: per stream: when its last profile was written, and the newest one held back
+        self._profile_at: dict[int, float] = {}
+        self._held: dict[int, dict[str, Any]] = {}
         header: dict[str, Any] = {
             "type": ATTACH_RECORDING_TYPE,
             "version": SINGLE_VERSION if ranks is None else VERSION,
@@ -102,12 +113,20 @@ class AttachRecorder:
         self._file.write((json.dumps(obj, separators=(",", ":")) + "\n").encode())
 
     def write(self, msg: Mapping[str, Any], stream: int = 0) -> None:
-        line: dict[str, Any] = {"t": round(time.monotonic() - self._start, 4), "msg": dict(msg)}
+        now = time.monotonic()
+        line: dict[str, Any] = {"t": round(now - self._start, 4), "msg": dict(msg)}
         if stream:
             line["s"] = stream
         with self._lock:
             if self._file.closed:
                 return
+            if msg.get("type") == PYTHON_PROFILE:
+                last = self._profile_at.get(stream)
+                if last is not None and now - last < PROFILE_EVERY_S:
+                    self._held[stream] = line["msg"]
+                    return
+                self._profile_at[stream] = now
+                self._held.pop(stream, None)
             self._line(line)
             self.count += 1
 
@@ -117,6 +136,11 @@ class AttachRecorder:
         self.write({"v": 1, "type": GPU_SAMPLE, "device": to_json(device)}, stream)
 
     def close(self) -> None:
+        with self._lock:
+            held, self._held = self._held, {}
+        for stream, msg in sorted(held.items()):
+            self._profile_at.pop(stream, None)
+            self.write(msg, stream)
         with self._lock:
             self._file.close()
             self._raw.close()

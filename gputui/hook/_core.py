@@ -4,6 +4,7 @@ controller and the I/O server together, and builds hello/status messages."""
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import socket
 import sys
@@ -24,6 +25,7 @@ from gputui.hook._ring import HISTORY
 from gputui.hook._sampler import Sampler
 from gputui.hook._server import Server
 from gputui.hook._torch_hooks import TorchHooks
+from gputui.hook._workers import WorkerProfiles, merge
 from gputui.protocol import paths
 from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, LoaderInfo, Status
 
@@ -69,6 +71,7 @@ class Hook:
         self.collector = StepCollector(self.recorder)
         self.memory = MemorySampler()
         self.sampler = Sampler(self.recorder, self.report_error)
+        self.workers = WorkerProfiles()
         self.server: Server | None = None
         self.serve_error: str | None = None
         self.installed_at = time.time()
@@ -98,6 +101,10 @@ class Hook:
             self.comm.install(torch, self.torch_hooks._is_compiling)
         except Exception as exc:
             self.report_error("installing communication timing", exc)
+        try:
+            self.workers.install()
+        except Exception as exc:
+            self.report_error("hooking DataLoader workers", exc)
 
     def serve(self) -> None:
         """Open the socket and start the I/O thread (once)."""
@@ -139,6 +146,7 @@ class Hook:
         server, self.server = self.server, None
         if server is not None:
             server.stop()
+        self.workers.remove_dir()
 
     def uninstall(self) -> None:
         self.shutdown()
@@ -152,6 +160,7 @@ class Hook:
         if self.torch_hooks.installed:
             self.torch_hooks.uninstall()
         self.comm.uninstall()
+        self.workers.uninstall()
         try:
             atexit.unregister(self.shutdown)
         except Exception:
@@ -163,6 +172,7 @@ class Hook:
         self.recorder.disable()
         self.recorder.on_boundary = None
         self.sampler.after_fork_in_child()
+        self.workers.after_fork_in_child(self.pid)
         server, self.server = self.server, None
         if server is not None:
             server.close_in_child()
@@ -271,16 +281,18 @@ class Hook:
         sampler = self.sampler
         if not sampler.enabled or sampler.failed:
             return f"the Python sampler is off ({sampler.reason})"
-        notes = []
-        loader = self.recorder.loader
-        if loader is not None and loader[0] > 0:
-            notes.append(
-                f"the DataLoader's {loader[0]} worker processes are not sampled: the hook "
-                "turns itself off in forked children"
-            )
-        snapshot = sampler.snapshot(tuple(notes))
+        snapshot = sampler.snapshot()
         if snapshot is None:
             return "no Python samples yet: the training thread has not started a step"
+        found = self.workers.collect()
+        workers = merge(found)
+        processes = len(found) if workers is not None else 0
+        snapshot = dataclasses.replace(
+            snapshot,
+            workers=workers,
+            worker_processes=processes,
+            workers_note=self.workers.note(self.recorder.loader, processes),
+        )
         return snapshot.to_wire()
 
     def status(self) -> dict[str, Any]:

@@ -38,19 +38,31 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from gputui.hook._profile_rows import (
+    _OTHER_INFO,
+    _add,
+    _function,
+    _Info,
+    _line_of,
+    _order,
+    _paths,
+    _phase_map,
+    _r,
+    _self_key,
+    _site_key,
+    _total_key,
+)
 from gputui.hook._recorder import _MARKS, Recorder, _apply
 from gputui.protocol.messages import OTHER
 from gputui.protocol.profile import (
     KIND_LIB,
-    KIND_OTHER,
     KIND_TORCH,
     KIND_USER,
     MAX_FUNCTION,
-    MAX_PHASE,
     SAMPLER_FAILED,
     SAMPLER_OFF,
     SAMPLER_ON,
-    ProfileFunction,
+    PathFrame,
     ProfileLine,
     PythonProfile,
     SamplerInfo,
@@ -81,16 +93,14 @@ MAX_PHASES = 64  # phases per window
 MORE_PHASES = "(other phases)"
 MAX_DEPTH = 256  # frames walked per sample, from the innermost
 MAX_CODES = 8192  # code objects classified and remembered
+#: distinct stacks (by function) per window, for the call paths: past it, a new
+#: stack's time still counts everywhere else, but no path can name it
+MAX_STACKS = 1024
 #: rows a profile carries: the union of the top functions by site, self and
 #: total time, and of the top lines by site and self time
 TOP_FUNCTIONS = 40
 TOP_LINES = 40
 
-# A code's classification: (code, file, qualified name, kind, skip, first line,
-# {instruction offset: line} filled by snapshots).
-_Info = tuple[CodeType | None, str, str, str, bool, int, dict[int, int]]
-_OTHER_INFO: _Info = (None, "(other)", "(other)", KIND_OTHER, False, 0, {})
-MAX_OFFSETS = 4096  # offsets remembered per code
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
 
 # Row layouts (plain lists: the sampler's loop indexes them)
@@ -125,6 +135,7 @@ class _Window:
         "sampled_s",
         "samples",
         "site_s",
+        "stacks",
     )
 
     def __init__(self) -> None:
@@ -137,6 +148,8 @@ class _Window:
         self.phases: dict[str, float] = {}
         self.kinds: dict[str, float] = {}
         self.deep = 0  # samples whose stack was cut at MAX_DEPTH
+        #: (id(code), ...) innermost first -> [seconds, (f_lasti, ...) when first seen]
+        self.stacks: dict[tuple[int, ...], list[Any]] = {}
 
 
 class Sampler:
@@ -152,6 +165,13 @@ class Sampler:
         enabled: bool | None = None,
         window_s: float = WINDOW_S,
     ) -> None:
+        #: called on the sampler thread about every ``periodic_s`` (a DataLoader
+        #: worker writes its profile for the training process with it)
+        self.periodic: Callable[[], None] | None = None
+        self.periodic_s = 2.0
+        #: a frame of this code (gputui's own) ends the stack: in a DataLoader
+        #: worker, the frames under its loop are the training process's at the fork
+        self.bottom: CodeType | None = None
         self.rec = recorder
         self.report_error = report_error
         self.interval_s = interval_s
@@ -243,6 +263,8 @@ class Sampler:
         floor = self.gap_floor_s
         last = last_cpu = 0.0
         have_last = False
+        periodic = self.periodic
+        due = clock() + self.periodic_s
         while not self._stopping and generation == self._generation:
             tid = rec.thread
             if tid is None:
@@ -268,6 +290,9 @@ class Sampler:
             with self.lock:
                 self._record(frame, weight, now)
             frame = None
+            if periodic is not None and now >= due:
+                due = now + self.periodic_s
+                periodic()
 
     def _phase(self) -> str:
         """The training thread's innermost open phase, from the recorder's edge
@@ -304,13 +329,18 @@ class Sampler:
         inner = True  # the innermost frame is still to come: self time
         site = True  # the innermost frame of the job's own code too: site time
         left = MAX_DEPTH
+        ids: list[int] = []  # the stack (its codes), for the call paths
+        push = ids.append
         f: FrameType | None = frame
         while f is not None:
             code = f.f_code
-            row = get(id(code))
+            cid = id(code)
+            row = get(cid)
             if row is None:
                 row = self._new_function(win, code)
                 if row is None:  # gputui's own frame: transparent
+                    if code is self.bottom:
+                        break
                     f = f.f_back
                     continue
             if row[2] != seq:  # once per sample, however deep it recurses
@@ -319,6 +349,7 @@ class Sampler:
             # By instruction, not line: f_lineno decodes the line table on
             # each read (~0.5 us a frame); the snapshot turns offsets into lines.
             lasti = f.f_lasti
+            push(cid)
             lrow = row[4].get(lasti)
             if lrow is None:
                 lrow = self._new_line(win, row[4], lasti)
@@ -344,6 +375,26 @@ class Sampler:
                 win.deep += 1
                 break
             f = f.f_back
+        stacks = win.stacks
+        key = tuple(ids)
+        srow = stacks.get(key)
+        if srow is not None:
+            srow[0] += weight
+        elif len(stacks) < MAX_STACKS:
+            stacks[key] = [weight, self._offsets(frame, len(ids))]
+
+    def _offsets(self, frame: FrameType, count: int) -> tuple[int, ...]:
+        """The instruction offsets of the ``count`` frames a new stack was
+        recorded with (gputui's own frames skipped, as there): the lines of
+        its calls.  Walked again only for a stack not seen before."""
+        own = self._own
+        out: list[int] = []
+        f: FrameType | None = frame
+        while f is not None and len(out) < count:
+            if not f.f_code.co_filename.startswith(own):
+                out.append(f.f_lasti)
+            f = f.f_back
+        return tuple(out)
 
     def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
         """The function row of ``code`` in ``win`` (new, or the ``other`` row
@@ -419,6 +470,7 @@ class Sampler:
             phases: dict[str, float] = {}
             kinds: dict[str, float] = {}
             copies: list[tuple[Any, list[Any], list[Any]]] = []
+            stack_copies = [list(w.stacks.items()) for w in windows]
             for win in windows:
                 _add(phases, win.phases)
                 _add(kinds, win.kinds)
@@ -456,7 +508,11 @@ class Sampler:
         by_site = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[5] > 0), key=_site_key)
         by_total = heapq.nlargest(TOP_FUNCTIONS, values, key=_total_key)
         chosen = {id(r): r for r in by_site + by_self + by_total}
-        functions = tuple(_function(r) for r in sorted(chosen.values(), key=_order))
+        frames: dict[tuple[str, str, int, str], int] = {}
+        paths = _paths(merged, chosen, stack_copies, frames)
+        functions = tuple(
+            _function(r, paths.get(id(r), ((), 0))) for r in sorted(chosen.values(), key=_order)
+        )
         line_rows = [
             (lr, n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0 or lr[2] > 0
         ]
@@ -496,6 +552,7 @@ class Sampler:
             lines_seen=lines_seen,
             truncated=truncated,
             notes=notes,
+            frames=tuple(PathFrame(*k) for k in frames),
         )
 
 
@@ -512,24 +569,6 @@ def _replay(log: list[Any], pos: int, stack: list[str]) -> int:
     return pos
 
 
-def _line_of(info: _Info, offset: int) -> int:
-    """The line of an instruction offset of a code (0 when it has none)."""
-    code = info[0]
-    if code is None or offset < 0:
-        return 0
-    known = info[6]
-    line = known.get(offset)
-    if line is None:
-        line = 0
-        for start, end, number in code.co_lines():
-            if start <= offset < end:
-                line = number or 0
-                break
-        if len(known) < MAX_OFFSETS:
-            known[offset] = line
-    return line
-
-
 def _bump(into: dict[str, float], phase: str, weight: float, limit: int) -> None:
     if phase in into:
         into[phase] += weight
@@ -537,57 +576,3 @@ def _bump(into: dict[str, float], phase: str, weight: float, limit: int) -> None
         into[phase] = weight
     else:
         into[MORE_PHASES] = into.get(MORE_PHASES, 0.0) + weight
-
-
-def _add(into: dict[Any, float], more: dict[Any, float]) -> None:
-    for key, value in more.items():
-        into[key] = into.get(key, 0.0) + value
-
-
-def _self_key(row: list[Any]) -> tuple[float, float]:
-    return (row[0], row[1])
-
-
-def _site_key(row: list[Any]) -> tuple[float, float]:
-    return (row[5], row[1])
-
-
-def _total_key(row: list[Any]) -> tuple[float, float]:
-    return (row[1], row[0])
-
-
-def _order(row: list[Any]) -> tuple[float, float]:
-    """Most time first: the job's own functions by their site time, the others
-    by their self time."""
-    return (-max(row[0], row[5]), -row[1])
-
-
-def _r(seconds: float) -> float:
-    return round(seconds, 6)
-
-
-def _phase_map(phases: dict[str, float]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for name, seconds in phases.items():
-        key = name[:MAX_PHASE]
-        out[key] = _r(out.get(key, 0.0) + seconds)
-    return out
-
-
-def _function(row: list[Any]) -> ProfileFunction:
-    self_s, total_s, phases, lines, info, site_s, site_phases = row
-    line = 0
-    if lines:
-        line = max(lines.items(), key=lambda item: (item[1][2], item[1][0], item[1][1]))[0]
-    return ProfileFunction(
-        file=clip_file(info[1]),
-        function=info[2][:MAX_FUNCTION],
-        kind=info[3],
-        line=line,
-        first_line=max(0, info[5]),
-        self_s=_r(self_s),
-        total_s=_r(total_s),
-        phases_s=_phase_map(phases),
-        site_s=_r(site_s),
-        site_phases_s=_phase_map(site_phases),
-    )

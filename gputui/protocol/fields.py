@@ -185,7 +185,10 @@ def seconds_map(
         if type(seconds) is float and 0.0 <= seconds <= MAX_SECONDS:
             out[name] = seconds  # the common case, checked without a call
         else:
-            out[name] = check_number(seconds, f"{where}.{key}.{name}", 0.0, MAX_SECONDS)
+            # the name is the sender's text: quoted unless printable, so the field
+            # stays one line
+            label = name if name.isprintable() else repr(name[:40])
+            out[name] = check_number(seconds, f"{where}.{key}.{label}", 0.0, MAX_SECONDS)
     return out
 
 

@@ -50,6 +50,10 @@ MAX_ROWS = 256  # functions, and lines, in one profile
 MAX_ROW_PHASES = 64
 MAX_NOTES = 16
 MAX_LINE = 1 << 31
+#: frames of one function's call path (the hook sends at most 32), and entries
+#: of a profile's table of path frames
+MAX_PATH = 64
+MAX_PATH_FRAMES = 4096
 _MAX_SECONDS = f.MAX_SECONDS
 
 
@@ -63,6 +67,24 @@ def _kind(obj: Mapping[str, Any], where: str) -> str:
     if kind not in KINDS:
         raise SchemaError(f"{where}.kind", f"expected one of {', '.join(KINDS)}, got {kind[:16]!r}")
     return kind  # type: ignore[no-any-return]
+
+
+def _place(obj: Any, where: str) -> dict[str, Any]:
+    """The fields every row names its code by: file, function, line, kind."""
+    obj = typed(obj, where)
+    return {
+        "file": f.text(obj, "file", where, MAX_FILENAME),
+        "function": f.text(obj, "function", where, MAX_FUNCTION, default=""),
+        "line": f.integer(obj, "line", where, 0, MAX_LINE, default=0),
+        "kind": _kind(obj, where),
+    }
+
+
+def _rows(obj: Mapping[str, Any], key: str, where: str, limit: int, parse: Any) -> tuple[Any, ...]:
+    """The list ``key`` of ``obj``, each item read by ``parse(item, where)``."""
+    return tuple(
+        parse(x, f"{where}.{key}[{i}]") for i, x in enumerate(f.items(obj, key, where, limit))
+    )
 
 
 @dataclass(frozen=True)
@@ -100,6 +122,24 @@ class SamplerInfo:
 
 
 @dataclass(frozen=True)
+class PathFrame:
+    """One frame of a call path: a function stopped at the line of its call
+    to the next frame (an entry of :attr:`PythonProfile.frames`)."""
+
+    file: str
+    function: str
+    line: int = 0
+    kind: str = KIND_USER
+
+    @classmethod
+    def from_wire(cls, obj: Any, where: str) -> PathFrame:
+        return cls(**_place(obj, where))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"file": self.file, "function": self.function, "line": self.line, "kind": self.kind}
+
+
+@dataclass(frozen=True)
 class ProfileFunction:
     """One function (one code object) of the training thread's stack.
 
@@ -111,7 +151,11 @@ class ProfileFunction:
     called: where the job can change something (``augment`` calling numpy
     has the numpy time as site time, numpy's functions have it as self
     time); ``site_phases_s``: that per phase.  ``line`` is its hottest line
-    (by site time, then self time), ``first_line`` the line of its ``def``."""
+    (by site time, then self time), ``first_line`` the line of its ``def``.
+    ``path``: its callers on the hottest stack through it, outermost first,
+    as indices into the profile's ``frames`` (each at the line of its call);
+    ``path_cut``: outer frames of that stack left out (absent from a hook
+    that predates paths: both empty)."""
 
     file: str
     function: str
@@ -123,6 +167,8 @@ class ProfileFunction:
     phases_s: dict[str, float] = field(default_factory=dict)
     site_s: float = 0.0
     site_phases_s: dict[str, float] = field(default_factory=dict)
+    path: tuple[int, ...] = ()
+    path_cut: int = 0
 
     @property
     def time_s(self) -> float:
@@ -138,22 +184,21 @@ class ProfileFunction:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str) -> ProfileFunction:
-        obj = typed(obj, where)
+        place = _place(obj, where)
         return cls(
-            file=f.text(obj, "file", where, MAX_FILENAME),
-            function=f.text(obj, "function", where, MAX_FUNCTION, default=""),
-            kind=_kind(obj, where),
-            line=f.integer(obj, "line", where, 0, MAX_LINE, default=0),
+            **place,
             first_line=f.integer(obj, "first_line", where, 0, MAX_LINE, default=0),
             self_s=f.number(obj, "self_s", where, default=0.0),
             total_s=f.number(obj, "total_s", where, default=0.0),
             phases_s=_phases(obj, "phases_s", where, MAX_ROW_PHASES),
             site_s=f.number(obj, "site_s", where, default=0.0),
             site_phases_s=_phases(obj, "site_phases_s", where, MAX_ROW_PHASES),
+            path=_indices(obj, "path", where),
+            path_cut=f.integer(obj, "path_cut", where, 0, MAX_LINE, default=0),
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out = {
             "file": self.file,
             "function": self.function,
             "kind": self.kind,
@@ -165,6 +210,11 @@ class ProfileFunction:
             "site_s": self.site_s,
             "site_phases_s": dict(self.site_phases_s),
         }
+        if self.path:
+            out["path"] = list(self.path)
+        if self.path_cut:
+            out["path_cut"] = self.path_cut
+        return out
 
 
 @dataclass(frozen=True)
@@ -184,12 +234,9 @@ class ProfileLine:
 
     @classmethod
     def from_wire(cls, obj: Any, where: str) -> ProfileLine:
-        obj = typed(obj, where)
+        place = _place(obj, where)
         return cls(
-            file=f.text(obj, "file", where, MAX_FILENAME),
-            line=f.integer(obj, "line", where, 0, MAX_LINE, default=0),
-            function=f.text(obj, "function", where, MAX_FUNCTION, default=""),
-            kind=_kind(obj, where),
+            **place,
             self_s=f.number(obj, "self_s", where, default=0.0),
             total_s=f.number(obj, "total_s", where, default=0.0),
             site_s=f.number(obj, "site_s", where, default=0.0),
@@ -205,6 +252,15 @@ class ProfileLine:
             "total_s": self.total_s,
             "site_s": self.site_s,
         }
+
+
+def _indices(obj: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
+    """A list of frame-table indices (checked against the table by the profile)."""
+    value = f.items(obj, key, where, MAX_PATH)
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < MAX_PATH_FRAMES:
+            raise SchemaError(f"{where}.{key}[{i}]", f"expected a frame index, got {item!r:.40}")
+    return tuple(value)
 
 
 def _phases(obj: Mapping[str, Any], key: str, where: str, max_items: int) -> dict[str, float]:
@@ -225,7 +281,14 @@ class PythonProfile:
     :attr:`ProfileFunction.time_s`); ``lines`` the top lines by site and self
     time.  ``phases_s`` is the sampled time per step phase, ``kinds_s`` the
     self time per kind of code.  ``truncated``: the hook's table was full, and
-    the time of functions past its bound is in one row of kind ``other``."""
+    the time of functions past its bound is in one row of kind ``other``.
+
+    ``frames`` is the table the functions' call paths index.  ``workers``
+    (the training thread's profile only) is the profile of the job's
+    DataLoader worker processes, aggregated over the ``worker_processes``
+    whose samples it holds (their ``sampled_s`` summed: shares are of the
+    workers' time); ``workers_note`` says why there is none.  A hook that
+    predates them sends neither: a viewer then says nothing about workers."""
 
     t: float = 0.0
     window_s: float = 0.0
@@ -241,6 +304,10 @@ class PythonProfile:
     lines_seen: int = 0
     truncated: bool = False
     notes: tuple[str, ...] = ()
+    frames: tuple[PathFrame, ...] = ()
+    workers: PythonProfile | None = None
+    worker_processes: int = 0
+    workers_note: str | None = None
 
     def share(self, seconds: float) -> float:
         """``seconds`` as a share (0-1) of the sampled time (0 without samples)."""
@@ -266,13 +333,28 @@ class PythonProfile:
         """The ``n`` functions with the most total time."""
         return tuple(sorted(self.functions, key=lambda r: (-r.total_s, -r.self_s))[:n])
 
+    def path_of(self, function: ProfileFunction) -> tuple[PathFrame, ...]:
+        """``function``'s callers on its hottest stack, outermost first."""
+        frames = self.frames
+        return tuple(frames[i] for i in function.path if i < len(frames))
+
     @classmethod
-    def from_wire(cls, obj: Any, where: str = "python_profile") -> PythonProfile:
+    def from_wire(
+        cls, obj: Any, where: str = "python_profile", nested: bool = False
+    ) -> PythonProfile:
+        """``nested``: the workers' profile inside another (which holds no
+        further one)."""
         obj = typed(obj, where)
         kinds = _phases(obj, "kinds_s", where, len(KINDS))
         for kind in kinds:
             if kind not in KINDS:
                 raise SchemaError(f"{where}.kinds_s", f"unknown kind {kind[:16]!r}")
+        frames = _rows(obj, "frames", where, MAX_PATH_FRAMES, PathFrame.from_wire)
+        functions = _rows(obj, "functions", where, MAX_ROWS, ProfileFunction.from_wire)
+        for i, row in enumerate(functions):
+            if any(k >= len(frames) for k in row.path):
+                raise SchemaError(f"{where}.functions[{i}].path", "index past the frames")
+        workers = None if nested else f.child(obj, "workers", where)
         return cls(
             t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
             window_s=f.number(obj, "window_s", where, default=0.0),
@@ -280,20 +362,20 @@ class PythonProfile:
             site_s=f.number(obj, "site_s", where, default=0.0),
             samples=f.integer(obj, "samples", where, default=0),
             interval_s=f.opt_number(obj, "interval_s", where, hi=60.0),
-            functions=tuple(
-                ProfileFunction.from_wire(x, f"{where}.functions[{i}]")
-                for i, x in enumerate(f.items(obj, "functions", where, MAX_ROWS))
-            ),
-            lines=tuple(
-                ProfileLine.from_wire(x, f"{where}.lines[{i}]")
-                for i, x in enumerate(f.items(obj, "lines", where, MAX_ROWS))
-            ),
+            functions=functions,
+            lines=_rows(obj, "lines", where, MAX_ROWS, ProfileLine.from_wire),
             phases_s=_phases(obj, "phases_s", where, 1024),
             kinds_s=kinds,
             functions_seen=f.integer(obj, "functions_seen", where, default=0),
             lines_seen=f.integer(obj, "lines_seen", where, default=0),
             truncated=f.flag(obj, "truncated", where),
             notes=f.texts(obj, "notes", where, MAX_NOTES, 1024),
+            frames=frames,
+            workers=None
+            if workers is None
+            else PythonProfile.from_wire(workers, f"{where}.workers", nested=True),
+            worker_processes=f.integer(obj, "worker_processes", where, 0, 1 << 20, default=0),
+            workers_note=f.opt_text(obj, "workers_note", where, 1024),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -315,6 +397,16 @@ class PythonProfile:
         )
         if self.interval_s is not None:
             out["interval_s"] = self.interval_s
+        if self.frames:
+            out["frames"] = [x.to_wire() for x in self.frames]
+        if self.workers is not None:
+            workers = self.workers.to_wire()
+            del workers["v"], workers["type"]
+            out["workers"] = workers
+        if self.worker_processes:
+            out["worker_processes"] = self.worker_processes
+        if self.workers_note is not None:
+            out["workers_note"] = self.workers_note
         return out
 
 

@@ -44,6 +44,7 @@ from gputui.protocol.memsnap import (
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.profile import (
     GetPythonProfile,
+    PathFrame,
     ProfileFunction,
     ProfileLine,
     PythonProfile,
@@ -83,6 +84,7 @@ __all__ = [
     "MemorySnapshotRequest",
     "MemorySnapshotResult",
     "MemorySnapshotStatus",
+    "PathFrame",
     "Ping",
     "Pong",
     "ProfileFunction",

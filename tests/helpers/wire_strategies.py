@@ -116,6 +116,7 @@ PROFILE: dict[str, Any] = {
             "phases_s": {"data": 0.306697},
             "site_s": 1.606697,
             "site_phases_s": {"data": 1.606697},
+            "path": [0, 1],
         },
         {
             "file": f"{TORCH}/nn/modules/linear.py",
@@ -177,6 +178,31 @@ PROFILE: dict[str, Any] = {
     "lines_seen": 29,
     "truncated": False,
     "notes": [],
+    # call paths' frames, and the DataLoader workers' profile (newer hooks)
+    "frames": [
+        {"file": "/home/user/project/train.py", "function": "<module>", "line": 14, "kind": "user"},
+        {"file": "/home/user/project/train.py", "function": "step", "line": 30, "kind": "user"},
+    ],
+    "workers": {
+        "t": 1795632522.5,
+        "window_s": 2.9,
+        "sampled_s": 5.8,
+        "samples": 580,
+        "functions": [
+            {
+                "file": "/home/user/project/data.py",
+                "function": "Data.__getitem__",
+                "kind": "user",
+                "line": 22,
+                "self_s": 4.1,
+                "total_s": 4.2,
+                "site_s": 4.2,
+                "path": [0],
+            }
+        ],
+        "frames": [{"file": f"{TORCH}/utils/data/_utils/worker.py", "function": "_worker_loop"}],
+    },
+    "worker_processes": 2,
 }
 
 

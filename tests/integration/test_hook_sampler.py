@@ -2,7 +2,8 @@
 a job whose step is mostly one function gets that function named first, with
 its share and its phase, under ``gputui run`` and ``import gputui.hook``,
 with a viewer attached, detached and attached again; a stopped job is not
-credited its stop; DataLoader workers are said not to be sampled."""
+credited its stop; forked DataLoader workers are sampled apart from the
+training thread, and workers that are not are said why."""
 
 from __future__ import annotations
 
@@ -149,18 +150,86 @@ def test_a_stopped_job_is_not_credited_its_stop(env: dict[str, str], tmp_path: P
     assert after.window_s - after.sampled_s > stop_s - 1.0, (after.window_s, after.sampled_s)
 
 
-def test_dataloader_workers_are_said_not_to_be_sampled(env: dict[str, str], tmp_path: Path) -> None:
-    job = hookutil.start_job(env, tmp_path, ["--steps", "0", "--install", "--workers", "1"])
+def workers_profile(client: HookClient, want: str, timeout: float = 60) -> PythonProfile:
+    """The first requested profile whose workers' part (or note) has ``want``."""
+
+    def ready() -> PythonProfile | None:
+        profile = requested(client)
+        if profile is None:
+            return None
+        if want == "functions":
+            return profile if profile.workers is not None and profile.workers.top(1) else None
+        return profile if want in (profile.workers_note or "") else None
+
+    return hookutil.wait_for(ready, timeout, f"workers: {want}")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("workers", "context", "note"),
+    [
+        ("0", "fork", "num_workers=0 loads batches on the training thread"),
+        ("1", "spawn", "workers not hooked: started with spawn, without gputui"),
+    ],
+    ids=["no-workers", "spawn"],
+)
+def test_dataloader_workers_that_are_not_sampled_are_said_why(
+    env: dict[str, str], tmp_path: Path, workers: str, context: str, note: str
+) -> None:
+    args = ["--steps", "0", "--install", "--workers", workers, "--mp-context", context]
+    job = hookutil.start_job(env, tmp_path, args)
     try:
         client = HookClient.connect(job.pid)
         try:
             client.start()
-            profile = profile_of(client)
+            profile = workers_profile(client, note)
         finally:
             client.close()
     finally:
         job.stop()
-    assert any("worker processes are not sampled" in note for note in profile.notes)
+    assert profile.workers is None and profile.worker_processes == 0
+
+
+@pytest.mark.parametrize("via_run", [False, True], ids=["install", "gputui-run"])
+def test_forked_dataloader_workers_are_sampled_apart_from_the_training_thread(
+    env: dict[str, str], tmp_path: Path, via_run: bool
+) -> None:
+    """The numpy work moved into the DataLoader's two forked workers: the
+    training thread's profile does not name it (its step waits for batches),
+    the workers' profile names it first; both in ``attach --once``."""
+    import json
+
+    args = ["--steps", "0", "--workers", "2", "--hot", "numpy", "--hot-ms", "30"]
+    args += ["--hot-in-workers"] + ([] if via_run else ["--install"])
+    job = hookutil.start_job(env, tmp_path, args, via_run)
+    try:
+
+        def named() -> dict | None:  # type: ignore[type-arg]
+            out = hookutil.gputui(env, "attach", str(job.pid), "--once", "--json", timeout=120)
+            assert out.returncode == 0, out.stderr
+            prof = json.loads(out.stdout)["python_profile"]
+            workers = None if prof is None else prof.get("workers")
+            return prof if workers and workers["functions"] else None
+
+        profile = PythonProfile.from_wire(hookutil.wait_for(named, 90, "the workers' profile"))
+        assert profile.workers is not None and profile.worker_processes >= 1
+        assert profile.workers_note is None
+        # named first among the workers' functions, with a large share of their time
+        top = profile.workers.top(1)[0]
+        assert top.function == "hot_numpy" and top.file.endswith("train_cpu.py")
+        assert profile.workers.share(top.time_s) > 0.3, profile.workers.share(top.time_s)
+        assert [f.function for f in profile.workers.path_of(top)][-1] == "SleepyBatches.__getitem__"
+        # the worker's own stack: not the training process's frames it was forked from
+        assert all(f.function != "train" for f in profile.workers.functions)
+        assert set(profile.workers.phases_s) == {"worker"}
+        # not training-thread time: the control is the same job with the work in the loop
+        assert all(f.function != "hot_numpy" for f in profile.functions)
+        text = hookutil.gputui(env, "attach", str(job.pid), "--once", timeout=120).stdout
+        section = text[text.index("DataLoader workers (") :]
+        head = next(i for i, line in enumerate(section.splitlines()) if "time" in line.split())
+        assert "hot_numpy" in section.splitlines()[head + 1]
+        assert "hot_numpy" not in text[: text.index("DataLoader workers (")]
+    finally:
+        job.stop()
 
 
 def test_attach_once_names_the_hot_function_first_with_its_share(

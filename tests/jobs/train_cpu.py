@@ -20,6 +20,8 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
 --hot KIND       each step also runs hot_numpy() or hot_python() (KIND numpy or
                  python) for --hot-ms milliseconds, inside the user phase
                  --hot-phase when given: a step that is mostly one function
+--hot-in-workers the --hot work runs in the Dataset (in the DataLoader's
+                 workers with --workers) instead of the training loop
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 
 class SleepyBatches(Dataset):  # type: ignore[type-arg]
-    def __init__(self, n: int, batch: int, sleep: float) -> None:
+    def __init__(self, n: int, batch: int, sleep: float, hot: Any = None) -> None:
         self.n = n
         self.batch = batch
         self.sleep = sleep
+        self.hot = hot  # (function, milliseconds) run for each batch
 
     def __len__(self) -> int:
         return self.n
@@ -45,6 +49,8 @@ class SleepyBatches(Dataset):  # type: ignore[type-arg]
     def __getitem__(self, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.sleep:
             time.sleep(self.sleep)
+        if self.hot is not None:
+            self.hot[0](self.hot[1])
         g = torch.Generator().manual_seed(idx)
         return torch.randn(self.batch, 32, generator=g), torch.randn(self.batch, 1, generator=g)
 
@@ -106,6 +112,7 @@ def main() -> int:
     p.add_argument("--hot-ms", type=float, default=30.0)
     p.add_argument("--hot-phase")
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--hot-in-workers", action="store_true")
     args = p.parse_args()
     if args.fsize_limit is not None:
         import resource
@@ -139,7 +146,9 @@ def train(args: argparse.Namespace) -> int:
     if args.compile:
         model = torch.compile(Breaking(model), backend="eager")  # type: ignore[assignment]
     total = args.steps if args.steps > 0 else 10**9
-    data = SleepyBatches(min(total, 10**6), args.batch, args.data_sleep)
+    hot = hot_numpy if args.hot == "numpy" else hot_python
+    in_data = (hot, args.hot_ms) if args.hot and args.hot_in_workers else None
+    data = SleepyBatches(min(total, 10**6), args.batch, args.data_sleep, in_data)
     # One loader per start method, taking turns by epoch: each epoch starts its
     # workers afresh.  With --set-start-method the first method is made the
     # process-wide one and its loader names none.
@@ -148,7 +157,7 @@ def train(args: argparse.Namespace) -> int:
         torch.multiprocessing.set_start_method(contexts[0], force=True)
         contexts[0] = None
     if len(contexts) > 1:
-        data = SleepyBatches(max(1, total // len(contexts)), args.batch, args.data_sleep)
+        data = SleepyBatches(max(1, total // len(contexts)), args.batch, args.data_sleep, in_data)
     loaders = [
         DataLoader(data, batch_size=None, num_workers=args.workers, multiprocessing_context=c)
         for c in contexts
@@ -159,8 +168,7 @@ def train(args: argparse.Namespace) -> int:
         loader = loaders[epoch % len(loaders)]
         epoch += 1
         for x, y in loader:
-            if args.hot:
-                hot = hot_numpy if args.hot == "numpy" else hot_python
+            if args.hot and not args.hot_in_workers:
                 if args.hot_phase and hook is not None:
                     with hook.phase(args.hot_phase):
                         hot(args.hot_ms)

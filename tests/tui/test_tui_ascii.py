@@ -11,6 +11,7 @@ from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app
 from gputui.tui.attach.findings import FindingsScreen as AttachFindings
 from gputui.tui.attach.memory_view import MemoryScreen
+from gputui.tui.attach.python_view import PythonScreen
 from gputui.tui.attach.ranks import RanksApp
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.screens.findings import FindingsScreen
@@ -64,6 +65,7 @@ async def test_ascii_screens_are_ascii_everywhere() -> None:
             ("f", AttachFindings),
             ("m", MemoryScreen),
             ("l", RooflineScreen),
+            ("y", PythonScreen),
         ):
             await pilot.press(key)
             await wait_for(pilot, lambda kind=kind: isinstance(app.screen, kind))

@@ -440,3 +440,80 @@ def test_a_recorded_session_keeps_its_profiles(sampler_env: Any, tmp_path: Path)
     assert Hello.from_wire(recording.hello).status.sampler is not None
     replayed = [parse_event(msg) for _t, msg in recording.messages]
     assert [e for e in replayed if isinstance(e, PythonProfile)] == live != []
+
+
+# -- call paths and the DataLoader workers -------------------------------------------------------
+def test_paths_and_workers_decode_and_round_trip() -> None:
+    profile = PythonProfile.from_wire(PROFILE)
+    augment = profile.top(1)[0]
+    assert [(x.function, x.line) for x in profile.path_of(augment)] == [
+        ("<module>", 14),
+        ("step", 30),
+    ]
+    workers = profile.workers
+    assert workers is not None and profile.worker_processes == 2
+    top = workers.top(1)[0]
+    assert top.function == "Data.__getitem__" and workers.share(top.time_s) > 0.7
+    assert workers.path_of(top)[0].function == "_worker_loop"
+    assert decode(json.loads(json.dumps(profile.to_wire()))) == profile
+    # the workers' profile is nested once: a workers key inside it is not read
+    nested = copy.deepcopy(PROFILE)
+    nested["workers"]["workers"] = {"samples": "not read"}
+    assert PythonProfile.from_wire(nested).workers == workers
+
+
+def test_an_older_hooks_profile_has_no_paths_and_says_nothing_of_workers() -> None:
+    old = copy.deepcopy(PROFILE)
+    for key in ("frames", "workers", "worker_processes"):
+        del old[key]
+    del old["functions"][0]["path"]
+    profile = PythonProfile.from_wire(old)
+    assert profile.path_of(profile.top(1)[0]) == () and profile.frames == ()
+    assert profile.workers is None and profile.workers_note is None
+    # and what a newer hook sends adds keys only: an older reader's keys are all there
+    new = PythonProfile.from_wire(PROFILE).to_wire()
+    assert set(old) <= set(new)
+
+
+@pytest.mark.parametrize(
+    ("obj", "field", "problem"),
+    [
+        (_with(("functions", 0, "path"), [0, 7]), "functions[0].path", "past the frames"),
+        (_with(("functions", 0, "path"), ["a"]), "functions[0].path[0]", "frame index"),
+        (_with(("functions", 0, "path"), list(range(99))), "functions[0].path", "items"),
+        (_with(("frames", 0, "kind"), "gpu"), "frames[0].kind", "expected one of"),
+        (_with(("workers", "samples"), -1), "workers.samples", "outside"),
+        (_with(("workers_note",), 5), "python_profile.workers_note", "expected a string"),
+        # a name from the job that is not printable is quoted: the field is one line
+        (_with(("functions", 0, "phases_s"), {"a\nb": None}), "phases_s.'a\\nb'", "number"),
+    ],
+    ids=["index-past", "not-an-index", "too-long", "bad-kind", "workers-field", "note", "name"],
+)
+def test_bad_paths_and_workers_name_the_field(
+    obj: dict[str, Any], field: str, problem: str
+) -> None:
+    with pytest.raises(SchemaError) as err:
+        decode(obj)
+    assert field in str(err.value) and problem in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_recording_keeps_one_profile_per_period_and_the_last(tmp_path: Path) -> None:
+    """The hook sends a profile every 2 s; a recording keeps one per
+    PROFILE_EVERY_S, and the newest one held back is written at close."""
+    from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
+
+    path = tmp_path / "s.jsonl.gz"
+    recorder = AttachRecorder(path, Hello(pid=7).to_wire(), 7)
+    for t in range(5):
+        msg = copy.deepcopy(PROFILE)
+        msg["t"] = 1795632522.0 + t
+        recorder.write(msg)
+        recorder.write({"v": 1, "type": "status", "t": 1795632522.0 + t})
+    recorder.close()
+    kept = [
+        m["t"] for _t, m in read_attach_recording(path).messages if m["type"] == "python_profile"
+    ]
+    assert kept == [1795632522.0, 1795632526.0]
+    statuses = [m for _t, m in read_attach_recording(path).messages if m["type"] == "status"]
+    assert len(statuses) == 5

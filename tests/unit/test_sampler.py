@@ -177,23 +177,27 @@ def test_time_weighting_credits_a_gil_holding_call_its_wall_time() -> None:
     assert got > counted + 0.15, (got, counted)
 
 
-def test_self_time_goes_to_the_innermost_frame_and_total_to_each_once() -> None:
-    def recurse(n: int, until: float) -> None:
-        if n:
-            recurse(n - 1, until)
-        else:
-            busy_python(until)
+def recurse(n: int, until: float) -> None:
+    if n:
+        recurse(n - 1, until)
+    else:
+        busy_python(until)
+
+
+def repeating(fn: Callable[..., Any], *args: Any) -> Callable[[threading.Event], None]:
+    """A thread body: ``fn(*args, until)`` for 50 ms, again and again."""
 
     def body(stop: threading.Event) -> None:
         while not stop.is_set():
-            recurse(5, time.perf_counter() + 0.05)
+            fn(*args, time.perf_counter() + 0.05)
 
-    with sampling(body) as sampler:
+    return body
+
+
+def test_self_time_goes_to_the_innermost_frame_and_total_to_each_once() -> None:
+    with sampling(repeating(recurse, 5)) as sampler:
         profile = profile_after(sampler, 1.0)
-    rec_row = row(
-        profile,
-        "test_self_time_goes_to_the_innermost_frame_and_total_to_each_once.<locals>.recurse",
-    )
+    rec_row = row(profile, "recurse")
     # six frames of recurse on every stack count once per sample
     assert rec_row.total_s <= profile.sampled_s * 1.0001
     assert profile.share(rec_row.total_s) > 0.9
@@ -478,3 +482,70 @@ def test_after_fork_the_child_has_no_sampler() -> None:
     info = sampler.info()
     assert info.state == SAMPLER_OFF and "forked child" in (info.reason or "")
     sampler._stopping = True  # the parent's thread (here, this process's) ends too
+
+
+# -- call paths -------------------------------------------------------------------------------
+def caller_of_busy(until: float) -> int:
+    return busy_python(until)
+
+
+def test_a_functions_call_path_is_its_callers_on_its_hottest_stack() -> None:
+    with sampling(repeating(caller_of_busy)) as sampler:
+        profile = profile_after(sampler, 1.0)
+    busy = row(profile, "busy_python")
+    path = profile.path_of(busy)
+    names = [x.function for x in path]
+    # outermost first, ending with the caller at the line of its call
+    assert names[-2:] == ["repeating.<locals>.body", "caller_of_busy"]
+    assert path[-1].line == caller_of_busy.__code__.co_firstlineno + 1
+    assert path[-1].file == __file__ and path[-1].kind == KIND_USER
+    assert busy.path_cut == 0 and "Worker.__init__.<locals>.run" in names
+    # the caller's own path is the same stack, one frame shorter
+    assert profile.path_of(row(profile, "caller_of_busy")) == path[:-1]
+
+
+def test_a_deep_path_keeps_its_nearest_callers_and_counts_the_rest() -> None:
+    from gputui.hook._profile_rows import PATH_FRAMES
+
+    with sampling(repeating(recurse, PATH_FRAMES + 10)) as sampler:
+        profile = profile_after(sampler, 1.0)
+    busy = row(profile, "busy_python")
+    assert len(busy.path) == PATH_FRAMES and busy.path_cut > 10
+    assert all(x.function.endswith("recurse") for x in profile.path_of(busy))
+
+
+def test_stacks_are_bounded() -> None:
+    sampler = Sampler(Recorder(), enabled=True)
+    frames = _frames(sampler_mod.MAX_STACKS + 100)
+    _feed(sampler, frames)
+    assert len(sampler._cur.stacks) == sampler_mod.MAX_STACKS
+    profile = sampler.snapshot()
+    assert profile is not None
+    assert sum(f.self_s for f in profile.functions) <= profile.sampled_s + 1e-6
+
+
+def test_a_bottom_frame_ends_the_stack() -> None:
+    """In a DataLoader worker the frames under the worker loop's wrapper (one
+    of gputui's) are the training process's at the fork: not the worker's."""
+    namespace: dict[str, Any] = {"busy_python": busy_python}
+    src = "def loop(until):\n    return busy_python(until)\n"
+    exec(compile(src, os.path.join(GPUTUI_DIR, "hook", "_fake_loop.py"), "exec"), namespace)
+    loop = namespace["loop"]
+
+    def forked_from_here(until: float) -> int:
+        return loop(until)  # type: ignore[no-any-return]
+
+    rec = Recorder()
+    sampler = Sampler(rec, enabled=True)
+    sampler.bottom = loop.__code__
+    with Worker(repeating(forked_from_here)) as worker:
+        rec.thread = worker.thread.ident
+        sampler.start()
+        try:
+            profile = profile_after(sampler, 1.0)
+        finally:
+            sampler.stop()
+    names = {f.function for f in profile.functions}
+    assert "busy_python" in names and not any(n.endswith("forked_from_here") for n in names)
+    busy = row(profile, "busy_python")
+    assert profile.share(busy.total_s) > 0.9 and profile.path_of(busy) == ()

@@ -31,6 +31,7 @@ from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
 from gputui.tui.attach.memory_view import MemoryScreen
+from gputui.tui.attach.python_view import PythonScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.subscreen import request_refusal, send_request
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
@@ -70,6 +71,9 @@ class AttachScreen(Screen[object]):
         Binding("f", "findings", "Findings"),
         Binding("m", "memory", "Memory"),
         Binding("l", "roofline", "Roofline"),
+        # y shows at 80 columns unless esc (Back) does too: then from ALL_KEYS_WIDTH
+        Binding("y", "when_room('python')", "Python"),
+        Binding("y", "python", "Python", show=False),
         Binding("escape", "back", "Back"),
     ]
 
@@ -290,6 +294,8 @@ class AttachScreen(Screen[object]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "when_wide":
             return self.all_keys
+        if action == "when_room":
+            return self.all_keys or len(self.app.screen_stack) <= 1
         if action == "back":
             # Only when pushed over another screen (the monitor); alone, q quits.
             return len(self.app.screen_stack) > 1
@@ -298,6 +304,8 @@ class AttachScreen(Screen[object]):
     def action_when_wide(self, action: str) -> None:
         """A key the footer shows only when every key fits: the same action."""
         getattr(self, f"action_{action}")()
+
+    action_when_room = action_when_wide
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
@@ -324,6 +332,9 @@ class AttachScreen(Screen[object]):
 
     def action_roofline(self) -> None:
         self.app.push_screen(RooflineScreen(self.state, self.feed))
+
+    def action_python(self) -> None:
+        self.app.push_screen(PythonScreen(self.state, self.feed))
 
     def action_findings(self) -> None:
         findings = self.view.findings if self.view is not None else ()

@@ -64,34 +64,19 @@ class StatePanel(TextPanel):
         self.ascii_only = False
 
 
-class PanelScreen(Screen[object]):
-    """A screen of one :class:`TextPanel` drawn from ``state``; subclasses name the
-    panel's class and the request key's action."""
+class StateScreen(Screen[object]):
+    """A sub-screen of the attach screen, redrawn from ``state`` (checked every
+    REFRESH_S) when it changed: subclasses draw in ``redraw_view``."""
 
-    PANEL: type[StatePanel]
-    #: the action that asks the hook for something: refused (hidden) in a replay
-    REQUEST_ACTION = ""
-
-    def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
+    def __init__(self, state: AttachState, feed: AttachFeed) -> None:
         super().__init__()
         self.state = state
         self.feed = feed
-        self.autostart = autostart
         self._version = -1
         self._timer: Timer | None = None
 
     def on_mount(self) -> None:
-        panel = self.query_one(self.PANEL)
-        panel.live = not self.feed.is_replay
-        panel.ascii_only = bool(getattr(self.app, "ascii_only", False))
         self._timer = self.set_interval(REFRESH_S, self.refresh_view)
-        if self.autostart and not self.feed.is_replay and self.wants_request(self.state.snapshot()):
-            getattr(self, f"action_{self.REQUEST_ACTION}")()
-        self.refresh_view(force=True)
-
-    def wants_request(self, snap: StateSnapshot) -> bool:
-        """Whether opening the screen on a live job asks the hook at once."""
-        return False
 
     def on_unmount(self) -> None:
         if self._timer is not None:
@@ -104,6 +89,38 @@ class PanelScreen(Screen[object]):
         if not force and version == self._version:
             return
         self._version = version
+        self.redraw_view(force)
+
+    def redraw_view(self, force: bool) -> None:
+        raise NotImplementedError
+
+
+class PanelScreen(StateScreen):
+    """A screen of one :class:`TextPanel` drawn from ``state``; subclasses name the
+    panel's class and the request key's action."""
+
+    PANEL: type[StatePanel]
+    #: the action that asks the hook for something: refused (hidden) in a replay
+    REQUEST_ACTION = ""
+
+    def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
+        super().__init__(state, feed)
+        self.autostart = autostart
+
+    def on_mount(self) -> None:
+        panel = self.query_one(self.PANEL)
+        panel.live = not self.feed.is_replay
+        panel.ascii_only = bool(getattr(self.app, "ascii_only", False))
+        super().on_mount()
+        if self.autostart and not self.feed.is_replay and self.wants_request(self.state.snapshot()):
+            getattr(self, f"action_{self.REQUEST_ACTION}")()
+        self.refresh_view(force=True)
+
+    def wants_request(self, snap: StateSnapshot) -> bool:
+        """Whether opening the screen on a live job asks the hook at once."""
+        return False
+
+    def redraw_view(self, force: bool) -> None:
         self.query_one(self.PANEL).redraw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -100,6 +100,7 @@ ATTACH: list[Section] = [
             ("f", "findings, each with its evidence and fix"),
             ("m", "memory snapshot: the CUDA allocation history of the next 5 steps"),
             ("l", "roofline: the top ops against the GPU's ceilings (CUDA jobs)"),
+            ("y", "Python: the functions that hold the step, and their call paths"),
             ("r", "reconnect (a replay: play it again)"),
             ("esc", "back to the monitor or the rank view, when opened from one"),
         ],
@@ -112,6 +113,14 @@ ATTACH: list[Section] = [
     (
         "Roofline (l)",
         [("p", "capture 5 steps with FLOPs and shapes (again)"), ("esc / l / q", "back")],
+    ),
+    (
+        "Python (y)",
+        [
+            ("up / down", "pick a function: its call path shows below"),
+            ("tab", "the training thread's functions / the DataLoader workers'"),
+            ("esc / y / q", "back"),
+        ],
     ),
     (
         "Findings (f)",

@@ -1,0 +1,137 @@
+"""What recording one sample costs the sampler thread while it holds the GIL
+(the part the training thread can feel), and what building a profile costs
+the I/O thread: this tree's sampler against a baseline copy of
+``gputui/hook/_sampler.py`` (another checkout's), in the same process, on the
+same frames.
+
+    python bench/bench_sampler_record.py --baseline OTHER/gputui/hook/_sampler.py \
+        [--depth 36] [--rounds 15] [--out record.json]
+
+Both samplers record the same stack (``--depth`` frames of the job's own code
+calling into a library) alternately, ``--rounds`` rounds of 2,000 samples each;
+reported: the median time per sample of each and their ratio (median of the
+per-round ratios, with quartiles), then the median time of ``snapshot()`` over
+the tables they filled.  The baseline is loaded as its own module beside this
+tree's (it imports this tree's recorder and protocol, which it shares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import gputui.hook._sampler as current  # noqa: E402
+from gputui.hook._recorder import Recorder  # noqa: E402
+
+SAMPLES = 2000
+
+
+def load(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("baseline_sampler", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stack(depth: int) -> tuple[FrameType, threading.Event, threading.Thread]:
+    """The innermost frame of a thread parked ``depth`` calls deep (a library
+    function at the bottom), and what ends it."""
+    lib = "def wait(ev):\n    ev.wait()\n"
+    namespace: dict[str, Any] = {}
+    exec(compile(lib, "/venv/lib/python3.11/site-packages/fakelib/core.py", "exec"), namespace)
+    wait = namespace["wait"]
+    parked: dict[str, FrameType] = {}
+    ready = threading.Event()
+    done = threading.Event()
+
+    def descend(n: int) -> None:
+        if n:
+            descend(n - 1)
+            return
+        parked["frame"] = sys._getframe()
+        ready.set()
+        wait(done)
+
+    thread = threading.Thread(target=descend, args=(depth,), daemon=True)
+    thread.start()
+    ready.wait(10)
+    frames = sys._current_frames()
+    frame = frames.get(thread.ident or 0) or parked["frame"]
+    return frame, done, thread
+
+
+def per_sample(sampler: Any, frame: FrameType) -> float:
+    now = time.perf_counter()
+    t0 = time.perf_counter()
+    with sampler.lock:
+        for i in range(SAMPLES):
+            sampler._record(frame, 0.01, now + i * 0.01)
+    return (time.perf_counter() - t0) / SAMPLES
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--baseline", required=True, help="another checkout's gputui/hook/_sampler.py")
+    p.add_argument("--depth", type=int, default=36)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--out", help="write the results as JSON here")
+    args = p.parse_args()
+    base = load(args.baseline)
+    frame, done, thread = stack(args.depth)
+    samplers = {
+        "baseline": base.Sampler(Recorder(), enabled=True, window_s=1e9),
+        "this tree": current.Sampler(Recorder(), enabled=True, window_s=1e9),
+    }
+    times: dict[str, list[float]] = {name: [] for name in samplers}
+    for sampler in samplers.values():  # warm: classify the codes once
+        per_sample(sampler, frame)
+    for r in range(args.rounds):
+        order = list(samplers) if r % 2 == 0 else list(reversed(samplers))
+        for name in order:
+            times[name].append(per_sample(samplers[name], frame))
+    snapshots: dict[str, float] = {}
+    for name, sampler in samplers.items():
+        took = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            sampler.snapshot()
+            took.append(time.perf_counter() - t0)
+        snapshots[name] = statistics.median(took)
+    done.set()
+    thread.join(10)
+    ratios = sorted(c / b for b, c in zip(times["baseline"], times["this tree"], strict=True))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    result = {
+        "machine": platform.node(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "loadavg": os.getloadavg(),
+        "depth": args.depth,
+        "rounds": args.rounds,
+        "per_sample_us": {k: statistics.median(v) * 1e6 for k, v in times.items()},
+        "ratio": statistics.median(ratios),
+        "ratio_quartiles": [q[0], q[2]],
+        "snapshot_ms": {k: v * 1e3 for k, v in snapshots.items()},
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
