@@ -142,18 +142,27 @@ def _why_not_writable(path: Path) -> str | None:
     return None
 
 
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Paragraphs wrapped to the terminal; a text of several lines (a list of
+    examples) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def command(
     sub: Any, name: str, summary: str, description: str, examples: str | None = None
 ) -> argparse.ArgumentParser:
     """Add sub-command ``name``: ``summary`` is its line in ``gputui --help``,
-    ``description`` heads its own help, ``examples`` (kept as written when it
-    has several lines) ends it."""
-    raw = examples is not None and "\n" in examples
+    ``description`` heads its own help (wrapped), ``examples`` ends it (kept as
+    written when it has several lines)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
         help=summary,
         description=description,
         epilog=examples,
-        formatter_class=argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter,
+        formatter_class=_ExamplesFormatter,
     )
     return parser
