@@ -14,10 +14,10 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from gputui import __version__
+from gputui import __version__, fmt
 from gputui.commands import args as types
 from gputui.errors import GputuiError
 
@@ -66,6 +66,14 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise GputuiError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse's own asks shutil for the width, and every add_argument makes one:
+        # importing shutil (and the compression modules it loads) is a few ms of
+        # every command's start-up.  The same width, read without it.
+        columns = fmt.terminal_columns(sys.stdout) or 80
+        make: Callable[..., argparse.HelpFormatter] = self.formatter_class  # HelpFormatter's
+        return make(prog=self.prog, width=columns - 2)
 
 
 def build_monitor_parser() -> argparse.ArgumentParser:
