@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_exporter import free_port, wait_ready  # noqa: E402
+from bench_exporter import free_port, tree_arg, wait_ready  # noqa: E402
 
 #: a small trace that analyze reads in full (tests keep it)
 TRACE = ROOT / "tests" / "data" / "h100_fp32_matmul_flops.pt.trace.json.gz"
@@ -216,13 +216,6 @@ def bench(trees: list[tuple[str, Path]], case: str, runs: int, pyc: str) -> dict
             "cpu_ratio_paired_median": statistics.median(paired),
         }
     return out
-
-
-def tree_arg(text: str) -> tuple[str, Path]:
-    name, _, path = text.partition("=")
-    if not path:
-        raise argparse.ArgumentTypeError("give NAME=DIR")
-    return name, Path(path).resolve()
 
 
 def main() -> int:
