@@ -69,6 +69,8 @@ PRELOAD_MAX_BYTES = 24 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class RecordingHeader:
+    """A recording's first line: its schema, when and where it was made, its note."""
+
     schema: int
     created_s: float | None
     interval_s: float | None

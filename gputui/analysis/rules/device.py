@@ -35,6 +35,8 @@ MEMBOUND_SM_PCT = 50.0
 
 @dataclass(frozen=True)
 class DeviceEvidence:
+    """What the device rules read about one GPU."""
+
     device: DeviceSnapshot  # the newest snapshot of the GPU
     window: GpuWindow | None  # means over the recent snapshots
     has_compute: bool  # a compute process is on the GPU
