@@ -48,6 +48,8 @@ TRACE = ROOT / "tests" / "data" / "h100_fp32_matmul_flops.pt.trace.json.gz"
 
 #: case -> the command's arguments; "{trace}" and "{prom}" filled in at run time
 CASES: dict[str, list[str]] = {
+    # the floor: the interpreter and its site packages, no gputui
+    "python": ["-c", "pass"],
     "once": ["--demo", "--once"],
     "json": ["--demo", "--once", "--json"],
     "help": ["--help"],
@@ -130,7 +132,7 @@ GNU_TIME = shutil.which("time") or ("/usr/bin/time" if os.path.exists("/usr/bin/
 
 
 def run_once(tree: Path, args: list[str], pyc: str, cwd: str) -> dict[str, float]:
-    command = [sys.executable, "-m", "gputui", *args]
+    command = [sys.executable, *(args if args[:1] == ["-c"] else ["-m", "gputui", *args])]
     with tempfile.NamedTemporaryFile("r") as rss:
         if GNU_TIME:
             command = [GNU_TIME, "-q", "-f", "%M", "-o", rss.name, *command]
@@ -250,7 +252,9 @@ def main() -> int:
         for case in cases:
             res = bench(trees, case, args.runs, args.pyc)
             result["results"].append(res)
-            print(f"\n{case}: gputui {' '.join(res['argv'])}  ({args.runs} rounds, pyc {args.pyc})")
+            shown = " ".join(res["argv"])
+            shown = f"python {shown}" if case == "python" else f"gputui {shown}"
+            print(f"\n{case}: {shown}  ({args.runs} rounds, pyc {args.pyc})")
             print(
                 f"{'tree':<10}{'CPU med':>10}{'CPU min':>10}{'wall med':>10}{'RSS':>9}"
                 f"{'ratio':>8}{'paired':>8}"
