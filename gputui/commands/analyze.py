@@ -35,14 +35,16 @@ if TYPE_CHECKING:
 JSON_VERSION = 2
 
 
+SUMMARY = "what torch.profiler traces say (steps, breakdowns, kernels)"
+DESCRIPTION = (
+    "Analyze torch.profiler Chrome traces: trace files, .json.gz files, "
+    "tensorboard_trace_handler directories, gputui's capture traces.  Several files "
+    "are several ranks."
+)
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "analyze",
-        help="what torch.profiler traces say (steps, breakdowns, kernels)",
-        description="Analyze torch.profiler Chrome traces: trace files, .json.gz files, "
-        "tensorboard_trace_handler directories, gputui's capture traces.  Several files "
-        "are several ranks.",
-    )
+    parser = types.command(subparsers, "analyze", SUMMARY, DESCRIPTION)
     parser.add_argument("paths", nargs="+", metavar="PATH", help="a trace file or directory")
     parser.add_argument("--json", action="store_true", help="print JSON (docs/json.md)")
     parser.add_argument(

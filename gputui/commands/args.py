@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gputui import fmt
 from gputui.errors import GputuiError
@@ -139,3 +140,20 @@ def _why_not_writable(path: Path) -> str | None:
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"permission denied in {fmt.clean(str(parent))}"
     return None
+
+
+def command(
+    sub: Any, name: str, summary: str, description: str, examples: str | None = None
+) -> argparse.ArgumentParser:
+    """Add sub-command ``name``: ``summary`` is its line in ``gputui --help``,
+    ``description`` heads its own help, ``examples`` (kept as written when it
+    has several lines) ends it."""
+    raw = examples is not None and "\n" in examples
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter,
+    )
+    return parser

@@ -31,29 +31,28 @@ HELLO_TIMEOUT_S = 10.0
 MAX_WINDOW = 16384
 
 
+SUMMARY = "show a hooked job's step times and kernels"
+DESCRIPTION = "Connect to the gputui hook inside a running PyTorch job."
+EXAMPLES = (
+    "examples:\n"
+    "  gputui attach 12345 --once               step statistics, memory\n"
+    "  gputui attach 12345 --capture 5 --once   profile 5 steps, print top kernels\n"
+    "  gputui attach 12345 --memory-snapshot 5  allocation sites and leaks of 5 steps\n"
+    "  gputui attach --inject 12345 --once      load the hook first (Python >= 3.14)\n"
+    "  gputui attach 12345                      the live screen (p: capture, m: memory)\n"
+    "  gputui attach 12345 --record s.jsonl.gz  the live screen, saving the session\n"
+    "  gputui attach --replay s.jsonl.gz        play a saved session\n"
+    "  gputui attach --replay s.jsonl.gz --once the report of a saved session\n"
+    "  gputui attach --demo                     a real H100 training job, recorded\n"
+    "\n"
+    "A rank of a multi-rank job (torchrun), or its launcher's pid, attaches to every\n"
+    "local rank of the job: the rank view (Enter: one rank), or with --once the\n"
+    "ranks side by side; --single attaches to that one process only."
+)
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "attach",
-        help="show a hooked job's step times and kernels",
-        description="Connect to the gputui hook inside a running PyTorch job.",
-        epilog=(
-            "examples:\n"
-            "  gputui attach 12345 --once               step statistics, memory\n"
-            "  gputui attach 12345 --capture 5 --once   profile 5 steps, print top kernels\n"
-            "  gputui attach 12345 --memory-snapshot 5  allocation sites and leaks of 5 steps\n"
-            "  gputui attach --inject 12345 --once      load the hook first (Python >= 3.14)\n"
-            "  gputui attach 12345                      the live screen (p: capture, m: memory)\n"
-            "  gputui attach 12345 --record s.jsonl.gz  the live screen, saving the session\n"
-            "  gputui attach --replay s.jsonl.gz        play a saved session\n"
-            "  gputui attach --replay s.jsonl.gz --once the report of a saved session\n"
-            "  gputui attach --demo                     a real H100 training job, recorded\n"
-            "\n"
-            "A rank of a multi-rank job (torchrun), or its launcher's pid, attaches to every\n"
-            "local rank of the job: the rank view (Enter: one rank), or with --once the\n"
-            "ranks side by side; --single attaches to that one process only."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = types.command(subparsers, "attach", SUMMARY, DESCRIPTION, EXAMPLES)
     parser.add_argument("pid", type=types.pid, nargs="?", help="process id of the job")
     parser.add_argument("--once", action="store_true", help="print a report and exit")
     parser.add_argument(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui import fmt
+from gputui.commands.args import command
 from gputui.errors import GputuiError
 
 
@@ -30,15 +31,17 @@ def _device_index(text: str) -> int:
     return value
 
 
+SUMMARY = "measure this GPU's ceilings (bandwidth, TFLOP/s, PCIe, launch time)"
+DESCRIPTION = (
+    "Measure this GPU's ceilings -- HBM bandwidth, matrix-product TFLOP/s "
+    "per dtype, PCIe host<->device rates, kernel launch time -- and print them next "
+    "to the datasheet figures.  Needs PyTorch with CUDA.  Results are saved per GPU "
+    "for the monitor and the analyzer."
+)
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="measure this GPU's ceilings (bandwidth, TFLOP/s, PCIe, launch time)",
-        description="Measure this GPU's ceilings -- HBM bandwidth, matrix-product TFLOP/s "
-        "per dtype, PCIe host<->device rates, kernel launch time -- and print them next "
-        "to the datasheet figures.  Needs PyTorch with CUDA.  Results are saved per GPU "
-        "for the monitor and the analyzer.",
-    )
+    parser = command(subparsers, "bench", SUMMARY, DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--quick", action="store_true", help="a few seconds: fewer repetitions, smaller copies"

@@ -8,17 +8,16 @@ from typing import Any
 
 from gputui.commands import args as types
 
+SUMMARY = "every node of a cluster, read from Prometheus"
+DESCRIPTION = (
+    "Show the nodes, GPUs and training jobs that 'gputui exporter' (or NVIDIA's "
+    "dcgm-exporter) report to a Prometheus server: utilization, SM/tensor/DRAM "
+    "activity, power, memory, throttling, and per-rank step phases with stragglers."
+)
+
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "cluster",
-        help="every node of a cluster, read from Prometheus",
-        description=(
-            "Show the nodes, GPUs and training jobs that 'gputui exporter' (or NVIDIA's "
-            "dcgm-exporter) report to a Prometheus server: utilization, SM/tensor/DRAM "
-            "activity, power, memory, throttling, and per-rank step phases with stragglers."
-        ),
-    )
+    parser = types.command(sub, "cluster", SUMMARY, DESCRIPTION)
     parser.add_argument(
         "--prometheus",
         required=True,

@@ -19,16 +19,17 @@ DEFAULT_PORT = 9445
 DEFAULT_LISTEN = "0.0.0.0"
 
 
+SUMMARY = "serve GPU and training metrics to Prometheus"
+DESCRIPTION = (
+    "Serve this node's GPU series (NVML, GPM, clock events) "
+    "and the training series of every hooked job (steps, phase seconds, memory) "
+    "in the Prometheus text format on http://LISTEN:PORT/metrics.  "
+    "docs/exporter.md lists every series."
+)
+
+
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "exporter",
-        help="serve GPU and training metrics to Prometheus",
-        description=(
-            "Serve this node's GPU series (NVML, GPM, clock events) and the training "
-            "series of every hooked job (steps, phase seconds, memory) in the Prometheus "
-            "text format on http://LISTEN:PORT/metrics.  docs/exporter.md lists every series."
-        ),
-    )
+    parser = types.command(sub, "exporter", SUMMARY, DESCRIPTION)
     parser.add_argument(
         "--port",
         type=_port,

@@ -8,20 +8,21 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from gputui.commands.args import command
+
 if TYPE_CHECKING:
     from gputui.collectors.hook_client import Hello
     from gputui.collectors.job_group import JobGroup
 
+SUMMARY = "list this user's attachable jobs"
+DESCRIPTION = (
+    "List this user's running jobs that have the gputui hook loaded; the local "
+    "ranks of a multi-rank job (torchrun) are listed once, as one job."
+)
+
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "ls",
-        help="list this user's attachable jobs",
-        description=(
-            "List this user's running jobs that have the gputui hook loaded; the local "
-            "ranks of a multi-rank job (torchrun) are listed once, as one job."
-        ),
-    )
+    parser = command(subparsers, "ls", SUMMARY, DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=main)
 

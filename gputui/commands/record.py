@@ -28,25 +28,24 @@ LIVE_INTERVAL_S = 1.0
 PROGRESS_EVERY_S = 0.2
 
 
+SUMMARY = "write snapshots to a recording"
+DESCRIPTION = (
+    "Sample this machine and write the snapshots to FILE as gzip-compressed JSON "
+    "lines; play it back with 'gputui --replay FILE'.  With --replay FILE (or "
+    "--demo) it re-records that recording instead, at full speed: a slice of it "
+    "(--start, --duration) or fewer snapshots (--interval), in the recording's "
+    "own time."
+)
+EXAMPLES = (
+    "examples:\n"
+    "  gputui record -o s.jsonl.gz --interval 1 --duration 600   this machine, 10 min\n"
+    "  gputui record -o part.jsonl.gz --replay s.jsonl.gz --start 60 --duration 30\n"
+    "  gputui record -o demo.jsonl.gz --demo --interval 5        the demo, 1 in 5 s"
+)
+
+
 def register(sub: Any) -> None:
-    parser = sub.add_parser(
-        "record",
-        help="write snapshots to a recording",
-        description=(
-            "Sample this machine and write the snapshots to FILE as gzip-compressed JSON "
-            "lines; play it back with 'gputui --replay FILE'.  With --replay FILE (or "
-            "--demo) it re-records that recording instead, at full speed: a slice of it "
-            "(--start, --duration) or fewer snapshots (--interval), in the recording's "
-            "own time."
-        ),
-        epilog=(
-            "examples:\n"
-            "  gputui record -o s.jsonl.gz --interval 1 --duration 600   this machine, 10 min\n"
-            "  gputui record -o part.jsonl.gz --replay s.jsonl.gz --start 60 --duration 30\n"
-            "  gputui record -o demo.jsonl.gz --demo --interval 5        the demo, 1 in 5 s"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = types.command(sub, "record", SUMMARY, DESCRIPTION, EXAMPLES)
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="recording to write")
     parser.add_argument(
         "--interval",

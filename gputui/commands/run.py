@@ -45,17 +45,17 @@ def hook_env(
     return env
 
 
+SUMMARY = "run a Python job with the gputui hook loaded"
+DESCRIPTION = (
+    "Run COMMAND with the gputui hook loaded into its Python processes "
+    "(through sitecustomize on PYTHONPATH), so 'gputui attach PID' works "
+    "without changing the training script. The exit status is the job's."
+)
+EXAMPLES = "example: gputui run --batch-size 64 -- python train.py --epochs 3"
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "run",
-        help="run a Python job with the gputui hook loaded",
-        description=(
-            "Run COMMAND with the gputui hook loaded into its Python processes "
-            "(through sitecustomize on PYTHONPATH), so 'gputui attach PID' works "
-            "without changing the training script. The exit status is the job's."
-        ),
-        epilog="example: gputui run --batch-size 64 -- python train.py --epochs 3",
-    )
+    parser = types.command(subparsers, "run", SUMMARY, DESCRIPTION, EXAMPLES)
     parser.add_argument(
         "--batch-size",
         type=types.integer(1, 2**31 - 1),

@@ -183,12 +183,7 @@ class MemorySnapshotController:
         """Turn off a history this controller left on, without a result (the hook
         is being uninstalled: no step boundary will come)."""
         if self.state in (ms.ARMED, ms.RECORDING):
-            if self.history_on:
-                try:
-                    self._history(None)
-                except Exception:
-                    pass
-                self.history_on = False
+            self._history_off()
             self._clear()
 
     def viewer_gone(self, vid: int) -> None:
@@ -277,13 +272,16 @@ class MemorySnapshotController:
         )
         worker.start()
 
-    def _abort(self, req: MemorySnapshotRequest, exc: BaseException) -> None:
+    def _history_off(self) -> None:
         if self.history_on:
             try:
                 self._history(None)
             except Exception:
                 pass
             self.history_on = False
+
+    def _abort(self, req: MemorySnapshotRequest, exc: BaseException) -> None:
+        self._history_off()
         requester = self.requester
         self._clear()
         reason = f"{type(exc).__name__}: {exc}"[:1000]

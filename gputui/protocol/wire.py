@@ -13,25 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gputui.protocol import memsnap as ms
 from gputui.protocol import messages as m
+from gputui.protocol import requests as rq
 from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.framing import encode_obj
 from gputui.protocol.hello import Hello, Status
-from gputui.protocol.memsnap import (
-    MemorySnapshotRequest,
-    MemorySnapshotResult,
-    MemorySnapshotStatus,
-)
 from gputui.protocol.profile import GetPythonProfile, PythonProfile
-from gputui.protocol.requests import (
-    Bye,
-    CaptureCancel,
-    CaptureRequest,
-    HookError,
-    Ping,
-    Pong,
-    Subscribe,
-)
 from gputui.protocol.steps import MemoryBatch, StepBatch, Synced
 
 #: what the hook sends
@@ -43,16 +31,21 @@ HookMessage = (
     | MemoryBatch
     | CaptureStatus
     | CaptureResult
-    | HookError
-    | Pong
-    | Bye
-    | MemorySnapshotStatus
-    | MemorySnapshotResult
+    | rq.HookError
+    | rq.Pong
+    | rq.Bye
+    | ms.MemorySnapshotStatus
+    | ms.MemorySnapshotResult
     | PythonProfile
 )
 #: what a viewer sends
 ViewerMessage = (
-    Subscribe | CaptureRequest | CaptureCancel | Ping | MemorySnapshotRequest | GetPythonProfile
+    rq.Subscribe
+    | rq.CaptureRequest
+    | rq.CaptureCancel
+    | rq.Ping
+    | ms.MemorySnapshotRequest
+    | GetPythonProfile
 )
 Message = HookMessage | ViewerMessage
 
@@ -64,16 +57,16 @@ _DECODERS: dict[str, Callable[[Any, str], Any]] = {
     m.MEMORY: MemoryBatch.from_wire,
     m.CAPTURE_STATUS: CaptureStatus.from_wire,
     m.CAPTURE_RESULT: CaptureResult.from_wire,
-    m.ERROR: HookError.from_wire,
-    m.PONG: Pong.from_wire,
-    m.BYE: Bye.from_wire,
-    m.SUBSCRIBE: Subscribe.from_wire,
-    m.CAPTURE: CaptureRequest.from_wire,
-    m.CAPTURE_CANCEL: CaptureCancel.from_wire,
-    m.PING: Ping.from_wire,
-    m.MEMSNAP: MemorySnapshotRequest.from_wire,
-    m.MEMSNAP_STATUS: MemorySnapshotStatus.from_wire,
-    m.MEMSNAP_RESULT: MemorySnapshotResult.from_wire,
+    m.ERROR: rq.HookError.from_wire,
+    m.PONG: rq.Pong.from_wire,
+    m.BYE: rq.Bye.from_wire,
+    m.SUBSCRIBE: rq.Subscribe.from_wire,
+    m.CAPTURE: rq.CaptureRequest.from_wire,
+    m.CAPTURE_CANCEL: rq.CaptureCancel.from_wire,
+    m.PING: rq.Ping.from_wire,
+    m.MEMSNAP: ms.MemorySnapshotRequest.from_wire,
+    m.MEMSNAP_STATUS: ms.MemorySnapshotStatus.from_wire,
+    m.MEMSNAP_RESULT: ms.MemorySnapshotResult.from_wire,
     m.PYTHON_PROFILE: PythonProfile.from_wire,
     m.GET_PYTHON_PROFILE: GetPythonProfile.from_wire,
 }

@@ -110,14 +110,12 @@ def render(
         out += wrap(
             f"top allocation sites during the window ({plural(result.site_count, 'site')})", width
         )
-        out += _indented(
-            table(
-                ["site", "allocated", "count", "alive at the end"],
-                rows,
-                width - len(_TAB),
-                right=[False, True, True, True],
-                flexible=0,
-            )
+        out += _indented_table(
+            ["site", "allocated", "count", "alive at the end"],
+            rows,
+            width,
+            [False, True, True, True],
+            0,
         )
     if result.largest_blocks:
         rows = []
@@ -132,14 +130,8 @@ def render(
                 ]
             )
         out.append("largest live blocks")
-        out += _indented(
-            table(
-                ["size", "requested", "pool", "site"],
-                rows,
-                width - len(_TAB),
-                right=[True, True, True, False],
-                flexible=3,
-            )
+        out += _indented_table(
+            ["size", "requested", "pool", "site"], rows, width, [True, True, True, False], 3
         )
     if found:
         out += findings_text.text_blocks(found, width, with_rule=False)
@@ -158,7 +150,11 @@ def render(
     return out
 
 
-def _indented(lines: list[str]) -> list[str]:
+def _indented_table(
+    headers: list[str], rows: list[list[str]], width: int, right: list[bool], flexible: int
+) -> list[str]:
+    """A table one tab in from the text above it."""
+    lines = table(headers, rows, width - len(_TAB), right=right, flexible=flexible)
     return [_TAB + line for line in lines]
 
 
@@ -187,14 +183,12 @@ def _growing(result: MemorySnapshotResult, width: int) -> list[str]:
     out = wrap(
         "growing allocations: alive at every step boundary and growing (leak candidates)", width
     )
-    out += _indented(
-        table(
-            ["site", "per step", "alive at the boundaries", "kept"],
-            rows,
-            width - len(_TAB),
-            right=[False, True, True, True],
-            flexible=0,
-        )
+    out += _indented_table(
+        ["site", "per step", "alive at the boundaries", "kept"],
+        rows,
+        width,
+        [False, True, True, True],
+        0,
     )
     top = result.growing[0].site
     if top is not None:

@@ -26,15 +26,8 @@ import functools
 from collections.abc import Sequence
 
 from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepBreakdown
+from gputui.trace import timeline as tl
 from gputui.trace.timeline import (
-    ANNOTATION,
-    HTA_COMMUNICATION,
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    OP,
-    PYTHON,
-    RUNTIME,
     GpuActivity,
     Interval,
     KernelTypes,
@@ -80,7 +73,7 @@ def _host_steps(timeline: Timeline) -> list[tuple[int, int, int | None]]:
     steps = [(r.start_us, r.end_us, step_id(r.name)) for r in timeline.step_ranges()]
     if steps:
         return steps
-    host = [r for r in timeline.ranges if r.kind in (OP, ANNOTATION, PYTHON)]
+    host = [r for r in timeline.ranges if r.kind in (tl.OP, tl.ANNOTATION, tl.PYTHON)]
     if not host:
         return []
     return [(min(r.start_us for r in host), max(r.end_us for r in host), None)]
@@ -92,9 +85,9 @@ def device_steps(
     """Host steps stretched over the GPU work they launched, tail trimmed."""
     by_corr: dict[int, list[GpuActivity]] = {}
     for a in timeline.gpu:
-        if a.kind in (KERNEL, MEMCPY, MEMSET) and a.correlation >= 0:
+        if a.kind in (tl.KERNEL, tl.MEMCPY, tl.MEMSET) and a.correlation >= 0:
             by_corr.setdefault(a.correlation, []).append(a)
-    calls = sorted((r for r in timeline.runtime if r.kind == RUNTIME), key=lambda r: r.start_us)
+    calls = sorted((r for r in timeline.runtime if r.kind == tl.RUNTIME), key=lambda r: r.start_us)
     n = len(host)
     dev_lo: list[int | None] = [None] * n
     dev_hi: list[int | None] = [None] * n
@@ -122,7 +115,11 @@ def device_steps(
     if first_lo is not None:
         # GPU work launched before the first step (and still running) delays it
         for a in timeline.gpu:
-            if a.kind in (KERNEL, MEMCPY, MEMSET) and id(a) not in seen and a.end_us < first_lo:
+            if (
+                a.kind in (tl.KERNEL, tl.MEMCPY, tl.MEMSET)
+                and id(a) not in seen
+                and a.end_us < first_lo
+            ):
                 prev_end = max(prev_end, a.end_us)
     out: list[tuple[int, int, int | None]] = []
     for k, (start, end, sid) in enumerate(host):
@@ -149,18 +146,18 @@ def _role_ranges(timeline: Timeline) -> dict[str, list[Interval]]:
     types = KernelTypes()
     for a in timeline.gpu:
         iv = (a.start_us, a.end_us)
-        if a.kind == KERNEL:
-            comm = a.external_id in collective_ids or types(a.name) == HTA_COMMUNICATION
+        if a.kind == tl.KERNEL:
+            comm = a.external_id in collective_ids or types(a.name) == tl.HTA_COMMUNICATION
             roles["communication" if comm else "kernel"].append(iv)
-        elif a.kind == MEMCPY:
+        elif a.kind == tl.MEMCPY:
             roles["memcpy"].append(iv)
-        elif a.kind == MEMSET:
+        elif a.kind == tl.MEMSET:
             roles["memset"].append(iv)
     for r in timeline.runtime:
-        if r.kind == RUNTIME:
+        if r.kind == tl.RUNTIME:
             roles["runtime"].append((r.start_us, r.end_us))
     for start, end, name, _thread, kind, _ext in timeline.ranges:
-        if kind in (OP, ANNOTATION):
+        if kind in (tl.OP, tl.ANNOTATION):
             role = _host_role(name)
             if role is not None:
                 roles[role].append((start, end))
@@ -172,7 +169,7 @@ def _gpu_utilization(gpu: Sequence[GpuActivity], lo: int, hi: int) -> float | No
         return None
     per_device: dict[int, list[Interval]] = {}
     for a in gpu:
-        if a.kind == KERNEL:
+        if a.kind == tl.KERNEL:
             per_device.setdefault(a.device, []).append((a.start_us, a.end_us))
     if not per_device:
         return None
