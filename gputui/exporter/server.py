@@ -33,6 +33,8 @@ MAX_LINE = 8192
 MAX_HEADERS = 64
 #: bytes read at a time from a connection
 READ_BYTES = 65536
+#: the pause after an accept that failed for want of file descriptors
+ACCEPT_BACKOFF_S = 0.05
 #: the longest wait for the serving thread to stop
 STOP_TIMEOUT_S = 10.0
 
@@ -218,7 +220,12 @@ class ExporterServer:
                 sock, _ = self.socket.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # the client left before it was accepted, or no fds left
+            except ConnectionAbortedError:  # the client left before it was accepted
+                continue
+            except OSError:
+                # no file descriptor left (EMFILE, ENFILE): the listening socket stays
+                # readable, so wait a little instead of spinning on it
+                time.sleep(ACCEPT_BACKOFF_S)
                 return
             if len(self._connections) >= MAX_CONNECTIONS:
                 sock.close()  # too many at once: refuse, do not queue
