@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import sys
@@ -200,8 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The ``gputui`` command (console script and ``python -m gputui``)."""
     argv = normalize(sys.argv[1:])
+    one_shot = "--once" in argv and not (argv and argv[0] in SUBCOMMANDS)
+    if one_shot:
+        # Imports and decoding make objects by the ten thousand, none of them in a
+        # cycle: the cyclic collector would walk them again and again (a tenth of
+        # the monitor's one-shot) for a process that ends in a moment.  Reference
+        # counting still frees them.
+        gc.disable()
     code = main(argv)
-    if "--once" in argv and not (argv and argv[0] in SUBCOMMANDS):
+    if one_shot:
         # The monitor's one-shot output is written and nothing runs after it: leave
         # without the interpreter's teardown of every module and thread, which is
         # measurable in `gputui --once`'s run time.  Flushed first: nothing is lost.

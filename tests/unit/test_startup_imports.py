@@ -100,3 +100,26 @@ def test_the_watch_list_catches_a_module_that_is_loaded() -> None:
         "gputui.snapshot.model",
         "zlib",
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "collecting"),
+    [(["--demo", "--once"], False), (["--demo", "--once", "--json"], False), (["ls"], True)],
+    ids=["once", "once-json", "sub-command"],
+)
+def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
+    argv: list[str], collecting: bool
+) -> None:
+    """The ``gputui`` command turns the cyclic collector off for the monitor's
+    one-shot (it ends in a moment), and only for it."""
+    code = (
+        "import gc, sys; import gputui.cli as cli\n"
+        "cli.main = lambda argv: print('COLLECTING', gc.isenabled()) or 0\n"
+        f"sys.argv = ['gputui', *{argv!r}]\n"
+        "cli.entry()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"COLLECTING {collecting}" in proc.stdout
