@@ -276,10 +276,8 @@ class ExporterServer:
                     return
                 conn.pending += data
             self._answer(conn)
-        except (OSError, ValueError):  # resets, a closed socket: end quietly
-            self._close(conn)
-        except Exception:  # never the loop: this connection ends, the others go on
-            self._close(conn)
+        except Exception:  # resets, a closed socket, anything: this connection ends
+            self._close(conn)  # quietly, the loop and the others go on
 
     def _answer(self, conn: _Connection) -> None:
         """Answer the complete requests received, one at a time: the next is read
