@@ -52,6 +52,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/bench_hook.py --cpu
 	$(PY) bench/bench_attach.py --modes headless
 	$(PY) bench/bench_findings.py
+	$(PY) bench/bench_containers.py
 
 ## screenshots: render screenshots/ from the embedded demo recording
 screenshots: $(VENV)/.installed-dev

@@ -4,8 +4,11 @@
     .venv/bin/python bench/analyzer_doc.py --check   # exit 1 when the file is stale
 
 - ``rules``: one row per registered rule (job, device and rank rules): its
-  trigger and thresholds (the registry's own words), what it said on the test
-  case that fires it (evidence and fix, run now), its source, and that test.
+  trigger and thresholds (the registry's own words, filled from the thresholds
+  table) and the least evidence it speaks from, what it said on the test case
+  that fires it (evidence and fix, run now), its source, and that test.
+- ``thresholds``: the table of every threshold (gputui/analysis/thresholds.py)
+  with the rules whose trigger names it.
 - ``scenarios``: what the analyzer says about each planted-bottleneck job
   recorded on an H100 (tests/data/h100/, bench/scenarios/): the top findings
   with their cost and fix, computed now from the recordings.
@@ -97,8 +100,10 @@ def rules_section() -> str:
             ):
                 ex = examples.get(r.id)
                 says = "" if ex is None else f"**{ex.severity}** {ex.title}: {ex.evidence}"
+                needs = r.minimum.words if r.scope == "job" else ""
+                when = r.trigger + (f" (needs at least {needs})" if needs else "")
                 lines.append(
-                    f"| `{r.id}` | {_cell(r.trigger)} | {_cell(says)} | "
+                    f"| `{r.id}` | {_cell(when)} | {_cell(says)} | "
                     f"{_cell(ex.fix if ex else '')} | {_cell(r.source)} | "
                     f"{tests.get(r.id, '**none**')} |"
                 )
@@ -189,8 +194,23 @@ def cases_section() -> str:
     return "\n".join(lines) + "\n"
 
 
+def thresholds_section() -> str:
+    """The thresholds table, each with the rules whose trigger names it."""
+    from gputui.analysis.thresholds import TABLE
+
+    users: dict[str, list[str]] = {key: [] for key in TABLE}
+    for r in REGISTRY.values():
+        for key in r.thresholds:
+            users[key].append(f"`{r.id}`")
+    lines = ["| threshold | value | what | rules |", "| --- | --- | --- | --- |"]
+    for key, t in TABLE.items():
+        lines.append(f"| `{key}` | {t.text} | {_cell(t.what)} | {', '.join(users[key])} |")
+    return "\n".join(lines) + "\n"
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "rules": rules_section,
+    "thresholds": thresholds_section,
     "scenarios": scenarios_section,
     "cases": cases_section,
 }

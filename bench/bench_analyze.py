@@ -2,6 +2,14 @@
 
     .venv/bin/python bench/bench_analyze.py                    # 5, 50 and 500 MB
     .venv/bin/python bench/bench_analyze.py --sizes 5 50 --rounds 3 --out /tmp/bench.json
+    .venv/bin/python bench/bench_analyze.py --data --out /tmp/bench.json  # tests/data's traces
+
+``--data`` runs both tools on every trace kept in ``tests/data`` instead (the
+H100 cases, the planted scenarios, the two-H100 NCCL pair), as they are on
+disk (gzipped JSON, which both read), and reports the median and the lowest
+ratio, of wall time and of CPU time (user + system, from ``wait4``: on a shared
+machine it moves less with the load than wall time); the load average before
+and after goes in the results.
 
 The traces are a real H100 trace (tests/data/traces/healthy: 3 steps of a bf16
 transformer, 6.4 MB of JSON) tiled in time: each copy is shifted past the end
@@ -129,6 +137,7 @@ err = proc.stderr.read()
 _, status, usage = os.wait4(proc.pid, 0)
 print(json.dumps({
     "wall_s": round(time.perf_counter() - t0, 3),
+    "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
     "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
     "rc": os.waitstatus_to_exitcode(status),
     "error": (err.decode(errors="replace").strip().splitlines() or [None])[-1] if status else None,
@@ -157,6 +166,59 @@ def measure_rss(cmd: list[str], timeout: float) -> dict[str, Any]:
     return got
 
 
+def compare(path: Path, rounds: int, timeout: float) -> dict[str, Any]:
+    """Both tools on ``path``, alternating, ``rounds`` times each: every run, the
+    median wall time, the peak RSS, and HTA's time over gputui's."""
+    ours = [sys.executable, "-m", "gputui", "analyze", str(path), "--json"]
+    theirs = [sys.executable, "-c", HTA_SCRIPT, str(path)]
+    row: dict[str, Any] = {"gputui": [], "hta": []}
+    for r in range(rounds):
+        order = [("gputui", ours), ("hta", theirs)]
+        if r % 2:
+            order.reverse()
+        for name, cmd in order:
+            got = measure_rss(cmd, timeout)
+            row[name].append(got)
+            print(f"  {name:6} {got}", flush=True)
+    for name in ("gputui", "hta"):
+        ok = [g["wall_s"] for g in row[name] if g["rc"] == 0]
+        row[f"{name}_median_s"] = statistics.median(ok) if ok else None
+        cpu = [g["cpu_s"] for g in row[name] if g["rc"] == 0 and "cpu_s" in g]
+        row[f"{name}_median_cpu_s"] = statistics.median(cpu) if cpu else None
+        rss = [g["peak_rss_mib"] for g in row[name] if g["peak_rss_mib"] is not None]
+        row[f"{name}_peak_rss_mib"] = max(rss) if rss else None
+    if row["gputui_median_s"] and row["hta_median_s"]:
+        row["speedup"] = round(row["hta_median_s"] / row["gputui_median_s"], 2)
+    if row["gputui_median_cpu_s"] and row["hta_median_cpu_s"]:
+        row["cpu_speedup"] = round(row["hta_median_cpu_s"] / row["gputui_median_cpu_s"], 2)
+    print(
+        f"  median gputui {row['gputui_median_s']} s, HTA {row['hta_median_s']} s, "
+        f"x{row.get('speedup')}",
+        flush=True,
+    )
+    return row
+
+
+def data_traces() -> list[Path]:
+    """Every profiler trace kept in tests/data."""
+    return sorted((REPO / "tests" / "data").rglob("*.pt.trace.json*"))
+
+
+def run_data(rounds: int, timeout: float, results: dict[str, Any]) -> None:
+    """Both tools on each trace of tests/data; the median and lowest ratio."""
+    for path in data_traces():
+        print(f"{path.relative_to(REPO)}: {path.stat().st_size / 1e6:.2f} MB", flush=True)
+        row: dict[str, Any] = {"trace": str(path.relative_to(REPO)), "bytes": path.stat().st_size}
+        row.update(compare(path, rounds, timeout))
+        results["runs"].append(row)
+    for key in ("speedup", "cpu_speedup"):
+        ratios = [r[key] for r in results["runs"] if r.get(key)]
+        if ratios:
+            results[f"median_{key}"] = statistics.median(ratios)
+            results[f"min_{key}"] = min(ratios)
+            print(f"{key}: median x{statistics.median(ratios):.2f}, lowest x{min(ratios):.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=float, nargs="+", default=[5, 50, 500], help="MB of JSON")
@@ -165,6 +227,7 @@ def main() -> int:
     ap.add_argument("--dir", help="scratch directory (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the tiled traces")
     ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--data", action="store_true", help="the traces in tests/data instead")
     args = ap.parse_args()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="gputui-bench-analyze-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -184,35 +247,27 @@ def main() -> int:
         return 2
     with open("/proc/meminfo") as fh:
         results["mem_total"] = fh.readline().split(":", 1)[1].strip()
+    # An installed package has its bytecode compiled (pip does it on install), as
+    # HTA's and pandas' have; a checkout run with PYTHONDONTWRITEBYTECODE set would
+    # compile gputui's modules from source in every run (about 0.2 s of CPU).
+    import compileall
+
+    compileall.compile_dir(str(REPO / "gputui"), quiet=1)
+    results["bytecode"] = "gputui compiled before the runs, as an install does"
+    results["loadavg_before"] = os.getloadavg()
+    if args.data:
+        run_data(args.rounds, args.timeout, results)
+        results["loadavg_after"] = os.getloadavg()
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2))
+        return 0
     try:
         for size in args.sizes:
             path = scratch / f"tiled-{size:g}MB.pt.trace.json"
             info = tile(SOURCE, path, size)
             print(f"{path.name}: {info['bytes'] / 1e6:.0f} MB, {info['steps']} steps", flush=True)
-            ours = [sys.executable, "-m", "gputui", "analyze", str(path), "--json"]
-            theirs = [sys.executable, "-c", HTA_SCRIPT, str(path)]
             row: dict[str, Any] = {"size_mb": round(info["bytes"] / 1e6, 1), **info}
-            row["gputui"], row["hta"] = [], []
-            for r in range(args.rounds):
-                order = [("gputui", ours), ("hta", theirs)]
-                if r % 2:
-                    order.reverse()
-                for name, cmd in order:
-                    got = measure_rss(cmd, args.timeout)
-                    row[name].append(got)
-                    print(f"  {name:6} {got}", flush=True)
-            for name in ("gputui", "hta"):
-                ok = [g["wall_s"] for g in row[name] if g["rc"] == 0]
-                row[f"{name}_median_s"] = statistics.median(ok) if ok else None
-                rss = [g["peak_rss_mib"] for g in row[name] if g["peak_rss_mib"] is not None]
-                row[f"{name}_peak_rss_mib"] = max(rss) if rss else None
-            if row["gputui_median_s"] and row["hta_median_s"]:
-                row["speedup"] = round(row["hta_median_s"] / row["gputui_median_s"], 1)
-            print(
-                f"  median gputui {row['gputui_median_s']} s, HTA {row['hta_median_s']} s, "
-                f"x{row.get('speedup')}",
-                flush=True,
-            )
+            row.update(compare(path, args.rounds, args.timeout))
             results["runs"].append(row)
             if not args.keep:
                 path.unlink()

@@ -62,6 +62,10 @@ examples:
 """
 
 
+#: the most rows --rows takes (a snapshot holds at most 2^17 processes)
+MAX_ROWS = 2**17
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments as one line with exit status 2."""
 
@@ -111,6 +115,21 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         "0.1-60; without it --once reads instant values only (a recording has its own)",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    rows = parser.add_mutually_exclusive_group()
+    rows.add_argument(
+        "--rows",
+        type=types.integer(1, MAX_ROWS, "a number of rows"),
+        default=None,
+        metavar="N",
+        help=f"with --once: at most N process rows, 1-{MAX_ROWS:,} (those using the most GPU "
+        "memory; a line counts the rest); default: all into a pipe or a file, what fits on "
+        "a terminal",
+    )
+    rows.add_argument(
+        "--all",
+        action="store_true",
+        help="with --once: every process row, however many (--json always has every process)",
+    )
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
     types.add_ascii(parser)
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
@@ -167,6 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             monitor_parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.json and not args.once:
             raise GputuiError("gputui: --json needs --once")
+        if (args.rows is not None or args.all) and not args.once:
+            raise GputuiError("gputui: --rows and --all need --once (the monitor scrolls)")
+        if (args.rows is not None or args.all) and args.json:
+            raise GputuiError(
+                "gputui: --rows and --all choose the rows of the text report; --json holds "
+                "every process"
+            )
         if args.window is not None and not args.once:
             raise GputuiError("gputui: --window needs --once (the monitor measures rates itself)")
         if args.window is not None and (args.demo or args.replay):

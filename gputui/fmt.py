@@ -81,6 +81,13 @@ def clean_all(items: object, limit: int = MAX_TEXT) -> str:
     if isinstance(items, str) or items is None:
         return clean(items, limit)
     try:
+        joined = " ".join(items)  # type: ignore[arg-type]
+    except TypeError:
+        joined = None
+    if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
+        # every word is printable ASCII and short: cleaning each would change nothing
+        return joined
+    try:
         parts = [clean(item, limit) for item in items]  # type: ignore[attr-defined]
     except TypeError:
         return clean(items, limit)
@@ -296,12 +303,22 @@ def terminal_columns(stream: TextIO) -> int | None:
     """``COLUMNS`` when set to a number, else the width of the terminal ``stream``
     writes to, else None (what ``shutil.get_terminal_size`` reads, without
     importing shutil and the compression modules it loads)."""
-    value = os.environ.get("COLUMNS", "").strip()
+    return _terminal_size(stream, "COLUMNS", 0)
+
+
+def terminal_lines(stream: TextIO) -> int | None:
+    """``LINES`` when set to a number, else the height of the terminal ``stream``
+    writes to, else None."""
+    return _terminal_size(stream, "LINES", 1)
+
+
+def _terminal_size(stream: TextIO, variable: str, axis: int) -> int | None:
+    value = os.environ.get(variable, "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
     try:
         if stream.isatty():
-            return os.get_terminal_size(stream.fileno()).columns or None
+            return os.get_terminal_size(stream.fileno())[axis] or None
     except (AttributeError, ValueError, OSError):
         pass
     return None

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
-from gputui.analysis.registry import REGISTRY, run_rule
+from gputui.analysis.registry import REGISTRY, Rule, run_rule
 from gputui.analysis.severity import CRIT, WARN
 
 #: the rule modules: importing one registers its rules (named once, here)
@@ -41,11 +41,24 @@ def job_rules() -> list[str]:
     return [rule_id for rule_id, r in REGISTRY.items() if r.scope == "job"]
 
 
+def lacking(r: Rule, ev: JobEvidence) -> str:
+    """What ``ev`` lacks of rule ``r``'s minimum evidence, in words ('' if nothing)."""
+    return r.minimum.lacking(
+        steps=ev.stats.count,
+        gpu_samples=0 if ev.gpu is None else ev.gpu.samples,
+        capture=ev.capture is not None,
+        from_trace=ev.from_trace,
+    )
+
+
 def analyze(ev: JobEvidence, rules: Iterable[str] | None = None) -> list[Finding]:
-    """Every job rule (or those named) over ``ev``, ranked by what they cost."""
+    """Every job rule (or those named) over ``ev``, ranked by what they cost.  A
+    rule whose minimum evidence ``ev`` lacks is not run: it says nothing (the
+    views say what the analyzer waits for)."""
     out: list[Finding] = []
     for rule_id in rules if rules is not None else job_rules():
-        out.extend(run_rule(rule_id, ev))
+        if not lacking(REGISTRY[rule_id], ev):
+            out.extend(run_rule(rule_id, ev))
     return ranked(suppress(out))
 
 

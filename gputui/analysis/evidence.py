@@ -9,35 +9,39 @@ so that every rule sees the same definitions.  Pure: no I/O, no UI.
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from gputui.analysis import thresholds
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
 from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
-from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
-from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.messages import COMM, StepFlag
-from gputui.protocol.op_rows import OpRow
-from gputui.protocol.profile import PythonProfile
-from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
-from gputui.protocol.trace_metrics import StepAccount
-from gputui.snapshot.model import DeviceSnapshot
 from gputui.trace import account, kernels
 
-#: rules about steps stay silent until this many ordinary steps were seen
-#: (warm-up and profiled steps are not ordinary)
-MIN_STEPS = 20
-#: a GPU window needs this many samples before GPU rules speak
-MIN_GPU_SAMPLES = 3
+if TYPE_CHECKING:  # annotations only: gputui analyze loads none of these messages
+    from gputui.protocol.capture import CaptureResult, CpuOpRow, KernelRow
+    from gputui.protocol.memsnap import MemorySnapshotResult
+    from gputui.protocol.op_rows import OpRow
+    from gputui.protocol.profile import PythonProfile
+    from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
+    from gputui.protocol.trace_metrics import StepAccount
+    from gputui.snapshot.model import DeviceSnapshot
+
+#: rules about steps stay silent until MIN_STEPS ordinary steps were seen
+#: (warm-up and profiled steps are not ordinary); GPU rules until the job's GPU
+#: has MIN_GPU_SAMPLES samples (both from the thresholds table; the engine
+#: enforces each rule's own minimum)
+MIN_STEPS = int(thresholds.value("min.steps"))
+MIN_GPU_SAMPLES = int(thresholds.value("min.gpu_samples"))
 #: the GPU rules read this many of the newest samples of the job's GPU (about
 #: 30 s at the viewer's 1 Hz)
 GPU_WINDOW = 30
 #: kernels shorter than this are "tiny": launch overhead dominates them
-TINY_KERNEL_US = 10.0
+TINY_KERNEL_US = thresholds.value("launch.tiny_kernel_us")
 #: ops placed on the roofline (by GPU time)
 ROOFLINE_TOP = 10
 
@@ -360,6 +364,8 @@ class RanksEvidence:
     @property
     def step_s(self) -> float | None:
         """The job's typical step: the median over ranks of their median step."""
+        import statistics  # only the rank view needs it
+
         steps = [r.job.step_s for r in self.ready if r.job.step_s]
         return statistics.median(steps) if steps else None
 

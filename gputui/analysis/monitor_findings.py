@@ -35,7 +35,10 @@ def analyze_devices(evidence: Iterable[DeviceEvidence]) -> list[Finding]:
     out: list[Finding] = []
     device_rules = [rule_id for rule_id, r in REGISTRY.items() if r.scope == "device"]
     for ev in evidence:
+        samples = 0 if ev.window is None else ev.window.samples
         for rule_id in device_rules:
-            out.extend(run_rule(rule_id, ev))
+            need = REGISTRY[rule_id].minimum
+            if not need.lacking(steps=0, gpu_samples=samples, capture=False):
+                out.extend(run_rule(rule_id, ev))
     out.sort(key=lambda f: (ORDER[f.severity], -1 if f.gpu_index is None else f.gpu_index))
     return out

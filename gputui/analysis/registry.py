@@ -3,8 +3,11 @@ severity.
 
 A rule is a pure function ``JobEvidence -> iterable of Finding`` registered with
 :func:`rule` (the modules of :mod:`gputui.analysis.rules` register theirs on
-import); it says nothing when its evidence is missing or too thin.
-:mod:`gputui.analysis.engine` runs them.
+import).  Each declares the least evidence it needs (:class:`Minimum`: ordinary
+steps, samples of the GPU, a capture or trace); the engine does not run a rule
+on less, so no rule warns from a handful of samples.  Its trigger names its
+thresholds as ``{key}`` placeholders of :mod:`gputui.analysis.thresholds`,
+filled in here.  :mod:`gputui.analysis.engine` runs them.
 
 Severity follows the estimated impact (the share of step time the fix could
 recover): crit from :data:`CRIT_IMPACT_PCT`, warn from :data:`WARN_IMPACT_PCT`,
@@ -17,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gputui.analysis import thresholds
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 
@@ -30,6 +34,64 @@ CRIT_IMPACT_PCT = 30.0
 #: a rule's check: evidence (JobEvidence for a job rule, DeviceEvidence for a
 #: device rule) in, findings out
 Check = Callable[[Any], Iterable[Finding]]
+
+#: ordinary steps a live job's rules wait for, and samples of its GPU
+MIN_STEPS = int(thresholds.value("min.steps"))
+MIN_GPU_SAMPLES = int(thresholds.value("min.gpu_samples"))
+
+
+@dataclass(frozen=True)
+class Minimum:
+    """The least evidence a rule needs before it may speak: ``steps`` ordinary
+    steps of a live job (a trace's profiled steps are all there will be and
+    stand for them, unless ``trace`` is False), ``gpu_samples`` samples of the
+    GPU, a capture (live) or a trace."""
+
+    steps: int = 0
+    gpu_samples: int = 0
+    capture: bool = False
+    trace: bool = True
+
+    @classmethod
+    def of(cls, needs: Iterable[str]) -> Minimum:
+        """The minimum a rule registered without one gets from its ``needs``."""
+        wanted = set(needs)
+        gpu = "gpu" in wanted
+        return cls(
+            steps=MIN_STEPS if wanted & {"steps", "gpu"} else 0,
+            gpu_samples=MIN_GPU_SAMPLES if gpu else 0,
+            capture="capture" in wanted,
+        )
+
+    def lacking(
+        self, *, steps: int, gpu_samples: int, capture: bool, from_trace: bool = False
+    ) -> str:
+        """What the evidence lacks for this minimum, in words ('' when none)."""
+        if self.capture and not capture:
+            return "no capture or trace"
+        if self.steps:
+            if from_trace and not self.trace:
+                return f"a trace's {steps} profiled steps (it needs {self.steps} live steps)"
+            needed = 1 if from_trace else self.steps
+            if steps < needed:
+                return f"{steps} of {needed} ordinary steps"
+        if gpu_samples < self.gpu_samples:
+            return f"{gpu_samples} of {self.gpu_samples} GPU samples"
+        return ""
+
+    @property
+    def words(self) -> str:
+        """``20 ordinary steps, 3 GPU samples``; '' when the rule needs nothing."""
+        parts = []
+        if self.steps:
+            parts.append(
+                f"{self.steps} ordinary steps" + ("" if self.trace else " (not from a trace)")
+            )
+        if self.gpu_samples:
+            parts.append(f"{self.gpu_samples} GPU samples")
+        if self.capture:
+            parts.append("a capture or trace")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -53,6 +115,10 @@ class Rule:
     #: rules whose warn or crit finding on the same evidence silences this one
     #: (they name the same time more precisely)
     suppressed_by: tuple[str, ...] = ()
+    #: the least evidence it speaks from (the engine enforces it)
+    minimum: Minimum = Minimum()
+    #: the keys of the thresholds its trigger names (gputui.analysis.thresholds)
+    thresholds: tuple[str, ...] = ()
 
 
 REGISTRY: dict[str, Rule] = {}
@@ -66,14 +132,27 @@ def rule(
     scope: str = "job",
     trigger: str = "",
     suppressed_by: tuple[str, ...] = (),
+    *,
+    minimum: Minimum | None = None,
 ) -> Callable[[Check], Check]:
-    """Register ``check`` as rule ``rule_id``."""
+    """Register ``check`` as rule ``rule_id``.  ``trigger`` may name thresholds
+    as ``{key}`` (filled from the table); ``minimum`` defaults to what
+    ``needs`` implies (:meth:`Minimum.of`)."""
 
     def register(check: Check) -> Check:
         if rule_id in REGISTRY:
             raise ValueError(f"rule {rule_id} registered twice")
         REGISTRY[rule_id] = Rule(
-            rule_id, family, check, source, needs, scope, trigger, suppressed_by
+            rule_id,
+            family,
+            check,
+            source,
+            needs,
+            scope,
+            thresholds.fill(trigger),
+            suppressed_by,
+            Minimum.of(needs) if minimum is None else minimum,
+            thresholds.keys_in(trigger),
         )
         return check
 

@@ -14,13 +14,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from gputui.analysis import thresholds
 from gputui.protocol.messages import BUILTIN_PHASES, OTHER, StepFlag
 
 PROFILED_FLAG = int(StepFlag.PROFILED)
 #: the first steps of a job are warm-up (allocator, cudnn autotune, compilation)
 WARMUP_STEPS = 3
 #: a step slower than this many times the median is an outlier (checkpoint, eval, GC)
-SLOW_FACTOR = 3.0
+SLOW_FACTOR = thresholds.value("steps.slow_factor")
 
 
 class StepLike(Protocol):

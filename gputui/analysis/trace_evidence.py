@@ -20,7 +20,7 @@ from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import step_stats
 from gputui.analysis.trace_summary import TraceSummary
 from gputui.protocol.messages import DATA
-from gputui.protocol.schema import StepRecord
+from gputui.protocol.steps import StepRecord
 
 #: the name of a traced step's time outside data loading (no rule reads it)
 TRACED = "traced"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import fmt
+from gputui.collectors.deadline_io import recv_before
 from gputui.collectors.processes import ancestors, read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
@@ -512,11 +513,7 @@ def _read_one(
     frames after it.  None when the peer closes first; TimeoutError at the
     deadline, however slowly the bytes trickle in."""
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("no hello")
-        sock.settimeout(remaining)
-        data = sock.recv(65536)
+        data = recv_before(sock, deadline, "no hello")
         if not data:
             return None
         msgs = reader.feed(data)

@@ -10,6 +10,7 @@ import os
 import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 #: a process started more than this apart from what we saw is another process
 PID_REUSE_TOLERANCE_S = 2.0
@@ -94,8 +95,26 @@ def read_environ(pid: int, limit: int = MAX_ENVIRON_BYTES) -> dict[str, str]:
     return env
 
 
-def parent_pid(pid: int) -> int | None:
-    """The parent of ``pid`` from /proc (None when gone or unreadable)."""
+class ProcStat(NamedTuple):
+    """What one read of ``/proc/PID/stat`` says of a process."""
+
+    ppid: int
+    #: user + system CPU time, in clock ticks (``CLOCK_TICKS`` a second)
+    cpu_ticks: int
+    #: when it started, in clock ticks after boot: with the pid, who it is
+    start_ticks: int
+    rss_bytes: int
+    zombie: bool
+
+
+#: the unit of /proc's CPU and start times
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def read_proc_stat(pid: int) -> ProcStat | None:
+    """``/proc/PID/stat`` of ``pid`` in one read (None when gone or unreadable):
+    what a refresh needs of a process that is already known."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read(4096)
@@ -105,10 +124,21 @@ def parent_pid(pid: int) -> int | None:
     _, _, rest = data.rpartition(b")")
     fields = rest.split()
     try:
-        ppid = int(fields[1])
+        return ProcStat(
+            ppid=int(fields[1]),
+            cpu_ticks=int(fields[11]) + int(fields[12]),
+            start_ticks=int(fields[19]),
+            rss_bytes=max(0, int(fields[21])) * _PAGE_BYTES,
+            zombie=fields[0] in (b"Z", b"X"),
+        )
     except (IndexError, ValueError):
         return None
-    return ppid if ppid > 0 else None
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` from /proc (None when gone or unreadable)."""
+    stat = read_proc_stat(pid)
+    return stat.ppid if stat is not None and stat.ppid > 0 else None
 
 
 def ancestors(pid: int, limit: int = 8) -> list[int]:

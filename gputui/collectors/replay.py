@@ -37,8 +37,9 @@ from gputui.collectors.recording_io import (
     open_regular,
     reader_for_bytes,
 )
+from gputui.collectors.snapshot_lines import SnapshotLines
 from gputui.fmt import clean
-from gputui.snapshot.codec import DecodeError, check_schema, snapshot_from_json, snapshot_to_json
+from gputui.snapshot.codec import DecodeError, check_schema, snapshot_to_json
 from gputui.snapshot.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot
 
 __all__ = [
@@ -191,7 +192,7 @@ def _parse_header(lines: Iterator[tuple[int, bytes]], name: str) -> RecordingHea
 
 
 def _snapshots(
-    reader: LineReader, lines: Iterator[tuple[int, bytes]]
+    reader: LineReader, lines: Iterator[tuple[int, bytes]], decoder: SnapshotLines | None = None
 ) -> Iterator[Snapshot | RecordingError]:
     """The snapshots of ``lines`` (a reader's lines after the header), decoded.
 
@@ -200,10 +201,11 @@ def _snapshots(
     (corrupt, over a bound) comes out last.  Only a last line cut off by the end
     of the file is forgiven (a recorder killed mid-write).
     """
+    decoder = decoder or SnapshotLines()
     try:
         for number, line in lines:
             try:
-                yield snapshot_from_json(load_line(line))
+                yield decoder.decode(line)
             except DecodeError as exc:
                 if not reader.complete:
                     return
@@ -313,6 +315,9 @@ class _StreamPlayer:
         #: the items this pass has played (where it is in ``preloaded``)
         self._played = 0
         self._reader: LineReader | None = None
+        #: one decoder for every pass: the first line of a pass finds the processes
+        #: of the last line of the one before
+        self._decoder = SnapshotLines()
         self._iter: Iterator[Snapshot | RecordingError] = iter(())
         #: read ahead: the first snapshot (opening checks it), perhaps the second
         self._pending: deque[Snapshot | RecordingError] = deque()
@@ -339,7 +344,7 @@ class _StreamPlayer:
             reader.close()
             raise
         self._reader = reader
-        self._iter = _snapshots(reader, lines)
+        self._iter = _snapshots(reader, lines, self._decoder)
         return header
 
     @property

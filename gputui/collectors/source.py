@@ -44,22 +44,35 @@ class LiveSource:
     is_recording = False
     natural_interval_s: float | None = None
 
-    def __init__(self, gpu: object | None = None, host: object | None = None) -> None:
+    def __init__(
+        self,
+        gpu: object | None = None,
+        host: object | None = None,
+        pids: object | None = None,
+        containers: object | None = None,
+    ) -> None:
+        from gputui.collectors.attribution import ContainerAttributor
         from gputui.collectors.host import HostCollector
         from gputui.collectors.nvml import NvmlCollector
+        from gputui.collectors.pid_namespace import PidMapper
 
         self._gpu = gpu if gpu is not None else NvmlCollector()
         self._host = host if host is not None else HostCollector()
+        self._pids = pids if pids is not None else PidMapper()
+        self._containers = containers if containers is not None else ContainerAttributor()
         self.label = "live"
 
     def sample(self) -> Snapshot:
         start = time.perf_counter()
         gpu = self._gpu.sample()  # type: ignore[attr-defined]
-        processes = self._host.enrich(gpu.processes)  # type: ignore[attr-defined]
+        processes = self._pids.map(gpu.processes)  # type: ignore[attr-defined]
+        processes = self._host.enrich(processes)  # type: ignore[attr-defined]
+        processes = self._containers.attribute(processes)  # type: ignore[attr-defined]
         hooked = _hooked_pids()
         if hooked:
             processes = tuple(
-                dataclasses.replace(p, hooked=True) if p.pid in hooked else p for p in processes
+                dataclasses.replace(p, hooked=True) if p.pid in hooked and not p.pid_is_host else p
+                for p in processes
             )
         host = self._host.sample()  # type: ignore[attr-defined]
         return Snapshot(

@@ -198,9 +198,11 @@ def main(args: argparse.Namespace) -> int:
 def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:
     """Each rank's roof: ``gputui bench``'s ceilings of a GPU of the trace's device
     name measured on this machine, else that GPU's datasheet."""
+    by_name: dict[str | None, Roof | None] = {}
+    if not any(s.op_rows for s in summaries):
+        return [None for _ in summaries]  # no op rows to place: no ceilings to read
     from gputui.ceilings.cache import roof_for
 
-    by_name: dict[str | None, Roof | None] = {}
     for s in summaries:
         if s.device_name not in by_name:
             by_name[s.device_name] = roof_for(None, s.device_name)

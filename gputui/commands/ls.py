@@ -72,8 +72,21 @@ def collect() -> list[dict[str, Any]]:
 
     jobs, errors = list_jobs()
     entries = [job_entry(job) for job in jobs]
+    place_in_containers(entries)
     entries += [{"pid": pid, "error": error} for pid, error in sorted(errors.items())]
     return entries
+
+
+def place_in_containers(entries: list[dict[str, Any]]) -> None:
+    """Each job's (and rank's) ``container``: its container and pod, or None."""
+    from gputui.collectors.attribution import ContainerAttributor
+    from gputui.snapshot.codec import to_json
+
+    attributor = ContainerAttributor()
+    for entry in entries:
+        for process in [entry, *entry.get("ranks", ())]:
+            info = attributor.lookup(process["pid"])
+            process["container"] = None if info is None else to_json(info)
 
 
 def main(args: argparse.Namespace) -> int:

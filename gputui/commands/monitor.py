@@ -159,5 +159,11 @@ def _once_writer(
         from gputui.reports import monitor as report
 
     return lambda snapshot, source, banner, instant: report.print_snapshot(
-        snapshot, source, banner, ascii_only=args.ascii, instant=instant
+        snapshot,
+        source,
+        banner,
+        ascii_only=args.ascii,
+        instant=instant,
+        rows=args.rows,
+        every_row=args.all,
     )

@@ -11,11 +11,13 @@ into seconds per reason by :class:`ClockEventCounters` as snapshots arrive, so
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
+from gputui.exporter.container_labels import container_labels, host_pid_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, Labels, labels
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 
@@ -272,9 +274,8 @@ def process_families(snapshot: Snapshot, options: GpuOptions) -> list[Family]:
         GAUGE,
         "GPU processes left out of the process series by the cap, in the last snapshot.",
     )
-    ranked = _ranked(snapshot.processes)
-    kept = ranked[: options.max_processes]
-    dropped.add(labels((("hostname", host),)), len(ranked) - len(kept))
+    kept = _biggest(snapshot.processes, options.max_processes)
+    dropped.add(labels((("hostname", host),)), len(snapshot.processes) - len(kept))
     devices = {d.index: d for d in snapshot.devices}
     for proc in kept:
         device = devices.get(proc.gpu_index)
@@ -286,6 +287,8 @@ def process_families(snapshot: Snapshot, options: GpuOptions) -> list[Family]:
             ("hostname", host),
             ("pid", str(proc.pid)),
             ("process_name", proc.name or ""),
+            *host_pid_labels(proc),
+            *container_labels(proc.container),
         )
         if options.cmdline:
             command = " ".join(proc.cmdline) if proc.cmdline else (proc.name or "")
@@ -298,8 +301,12 @@ def process_families(snapshot: Snapshot, options: GpuOptions) -> list[Family]:
     return [mem, sm, cpu, rss, dropped]
 
 
-def _ranked(processes: Sequence[ProcessSnapshot]) -> list[ProcessSnapshot]:
-    return sorted(processes, key=lambda p: (-(p.gpu_mem_bytes or 0), p.pid, p.gpu_index))
+def _biggest(processes: Sequence[ProcessSnapshot], count: int) -> list[ProcessSnapshot]:
+    """The ``count`` processes using the most GPU memory, biggest first: a selection,
+    not a sort of all of them (a node may have thousands)."""
+    return heapq.nsmallest(
+        count, processes, key=lambda p: (-(p.gpu_mem_bytes or 0), p.pid, p.gpu_index)
+    )
 
 
 def _scaled(value: float, scale: float | None) -> float:

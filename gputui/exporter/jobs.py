@@ -37,11 +37,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.collectors.attribution import ContainerAttributor
 from gputui.collectors.hook_client import Disconnected, HookClient, MemoryBatch, StepBatch
 from gputui.collectors.processes import read_environ
 from gputui.errors import GputuiError
 from gputui.protocol import list_sockets
 from gputui.protocol.messages import StepFlag
+from gputui.snapshot.model import ContainerInfo
 
 #: step durations kept per job for the summary's quantiles
 RECENT_STEPS = 256
@@ -84,6 +86,8 @@ class JobSnapshot:
     samples_total: int
     last_step_time_s: float | None
     memory: JobMemory | None
+    #: the container and pod the job runs in (None: on the host, or not known)
+    container: ContainerInfo | None = None
 
 
 def job_id_for(environ: Mapping[str, str], hostname: str, pid: int) -> str:
@@ -130,9 +134,12 @@ def _int(value: Any, default: int) -> int:
 class _Job:
     """Running totals of one connection; written on its reader thread."""
 
-    def __init__(self, pid: int, client: Any, job_id: str) -> None:
+    def __init__(
+        self, pid: int, client: Any, job_id: str, container: ContainerInfo | None = None
+    ) -> None:
         hello = client.hello
         self.pid = pid
+        self.container = container
         self.client = client
         self.job_id = job_id
         self.rank = _int(hello.rank, 0)
@@ -192,6 +199,7 @@ class _Job:
             samples_total=self.samples,
             last_step_time_s=self.last_step_t,
             memory=self.memory,
+            container=self.container,
         )
 
 
@@ -219,8 +227,12 @@ class JobWatcher:
         connect: Callable[[int, float], Any] = HookClient.connect,
         list_jobs: Callable[[], Mapping[int, str]] = list_sockets,
         environ_of: Callable[[int], Mapping[str, str]] = read_environ,
+        container_of: Callable[[int], ContainerInfo | None] | None = None,
     ) -> None:
         self.hostname = hostname
+        if container_of is None:
+            container_of = ContainerAttributor().lookup
+        self._container_of = container_of
         self.scan_interval_s = scan_interval_s
         self.connect_timeout_s = connect_timeout_s
         self._connect = connect
@@ -289,7 +301,8 @@ class JobWatcher:
         except (GputuiError, OSError):
             self._retry_at[pid] = time.monotonic() + RETRY_AFTER_S
             return
-        job = _Job(pid, client, job_id_of(client.hello, self.hostname, pid, self._environ_of))
+        job_id = job_id_of(client.hello, self.hostname, pid, self._environ_of)
+        job = _Job(pid, client, job_id, self._container_of(pid))
         with self._lock:
             self._jobs[pid] = job
         try:

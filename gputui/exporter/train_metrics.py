@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputui.analysis.live_account import measured_seconds
+from gputui.exporter.container_labels import container_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, SUMMARY, Family, labels, quantiles
 from gputui.exporter.gpu_metrics import MAX_COMMAND_CHARS
 from gputui.exporter.jobs import JobSnapshot
@@ -36,6 +38,12 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         COUNTER,
         "Wall time spent in each step phase (data, forward, backward, optimizer, user "
         "phases, other); the phases of a step add up to its duration.",
+    )
+    account = Family(
+        "gputui_train_account_seconds_total",
+        COUNTER,
+        "Wall time in the buckets of the step's time account that the hook measures on "
+        "every step: data (data wait), phase (user phases together), comm (communication).",
     )
     gpu_phases = Family(
         "gputui_train_phase_gpu_seconds_total",
@@ -79,7 +87,14 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         "gputui_train_ooms_total", COUNTER, "Out-of-memory errors raised by torch's allocator."
     )
     for job in jobs:
-        lab = labels((("hostname", hostname), ("job_id", job.job_id), ("rank", str(job.rank))))
+        lab = labels(
+            (
+                ("hostname", hostname),
+                ("job_id", job.job_id),
+                ("rank", str(job.rank)),
+                *container_labels(job.container),
+            )
+        )
         extra: tuple[tuple[str, str], ...] = (
             ("local_rank", str(job.local_rank)),
             ("world_size", str(job.world_size)),
@@ -92,6 +107,8 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         steps.add(lab, job.steps_total)
         for phase, seconds in sorted(job.phase_seconds.items()):
             phases.add(lab.extend(("phase", phase)), seconds)
+        for bucket, seconds in measured_seconds(job.phase_seconds).items():
+            account.add(lab.extend(("bucket", bucket)), seconds)
         for phase, seconds in sorted(job.phase_gpu_seconds.items()):
             gpu_phases.add(lab.extend(("phase", phase)), seconds)
         if job.recent_step_seconds:
@@ -113,6 +130,7 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
         info,
         steps,
         phases,
+        account,
         gpu_phases,
         duration,
         samples,

@@ -4,6 +4,7 @@ step, time per step and a bar, and the GPU's busy share beside it."""
 from __future__ import annotations
 
 from gputui import fmt
+from gputui.analysis.live_account import LABELS, MEASURED, LiveAccount
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
 from gputui.reports.text import plural, wrap
 
@@ -24,15 +25,8 @@ def lines(
     ordered = sorted(ACCOUNT_BUCKETS, key=lambda b: -acct.bucket_us(b))
     for b in ordered:
         us = acct.bucket_us(b)
-        if us <= 0:
-            continue
-        share = acct.share(b)
-        out.append(
-            (
-                f"  {ACCOUNT_LABELS[b]:<21}{share * 100:6.1f}%  {fmt.ms(us / 1e6):>8}  "
-                + fmt.bar(share, bar, ascii_only)
-            ).rstrip()
-        )
+        if us > 0:
+            out.append(_row(ACCOUNT_LABELS[b], acct.share(b), us / 1e6, bar, ascii_only))
     busy = acct.gpu_busy_share
     gpu_us = acct.gpu_busy_us
     if busy is not None and gpu_us is not None and gpu_us > acct.step_us * 1.05:
@@ -49,4 +43,41 @@ def lines(
         out.extend(
             wrap(f"GPU busy {busy * 100:.0f}% of the step (kernels, copies and sets)", width, "  ")
         )
+    return out
+
+
+def _row(label: str, share: float, seconds: float, bar: int, ascii_only: bool) -> str:
+    """One bucket: its name, share of the step, seconds per step and a bar."""
+    return (
+        f"  {label:<21}{share * 100:6.1f}%  {fmt.ms(seconds):>8}  "
+        + fmt.bar(share, bar, ascii_only)
+    ).rstrip()
+
+
+def live_lines(live: LiveAccount, ascii_only: bool = False, width: int = 80) -> list[str]:
+    """The account between captures: the buckets the hook times on every step
+    marked ``*``, the others labelled with the capture they come from."""
+    head = f"Step time account (last {plural(live.steps, 'step')}, {fmt.ms(live.step_s)} each)"
+    out = wrap(head, width, "", "  ")
+    bar = max(0, min(BAR, width - 46))
+    for b in live.ordered:
+        mark = "*" if b in MEASURED else " "
+        out.append(_row(f"{LABELS[b]}{mark}", live.share(b), live.seconds[b], bar, ascii_only))
+    split = [b for b in live.ordered if b not in MEASURED]
+    if live.capture_step is not None:
+        note = (
+            "* measured on every step; the others are the split the capture at step "
+            f"{live.capture_step} measured, of the rest of the step"
+        )
+        if live.gpu_busy_share is not None:
+            note += f" (GPU busy {live.gpu_busy_share * 100:.0f}% of the captured steps)"
+    else:
+        note = (
+            "* measured on every step"
+            if len(split) < len(live.ordered)
+            else ("no data wait, user phase or communication (* measured on every step)")
+        )
+        if split:
+            note += "; a capture with the step account (--capture N) splits the rest"
+    out.extend(wrap(note, width, "  ", "    "))
     return out

@@ -22,6 +22,7 @@ from gputui.collectors.hook_client import (
 from gputui.reports import findings as findings_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
+from gputui.reports.account import live_lines
 from gputui.reports.jsondoc import finite
 from gputui.reports.kernels import kernel_table
 from gputui.reports.python import lines as python_lines
@@ -35,6 +36,7 @@ def report_dict(
     """The ``--json`` document (docs/json.md: "attach --once --json")."""
     growth = memory_growth(got.memory)
     memory = got.latest_memory
+    live = got.live_account(window)
     return finite(
         {
             "pid": pid,
@@ -48,6 +50,7 @@ def report_dict(
             "capture": None if got.capture is None else got.capture.to_wire(),
             "roofline": None if got.roofline is None else roofline_text.to_json(got.roofline),
             "gpu_samples": len(got.gpu),
+            "live_account": None if live is None else live.to_json(),
             "findings": [f.to_json() for f in got.findings(window)],
             "analysis_notes": got.analysis_notes(stats),
             "memory_snapshot": _memory_snapshot(got.memory_snapshot),
@@ -116,6 +119,9 @@ def render(
     for problem in got.problems[-3:]:
         out.extend(wrap(fmt.clean(problem), width, "", _TAB))
     out.extend(_steps(got, stats, width))
+    live = got.live_account(window)
+    if live is not None:
+        out.extend(live_lines(live, width=width))
     out.extend(_memory(got, width))
     if got.capture is not None:
         out.extend(_capture(got.capture, width, recorded))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputui.reports.text import emit, output_width, table, wrap
+from gputui.reports import container_text
+from gputui.reports.text import elide_all, emit, output_width, table, wrap
 
 
 def _ranks_text(job: dict[str, Any]) -> str:
@@ -36,11 +37,16 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
     from gputui import fmt
 
     width = output_width() if width is None else width
+    placed = any(job.get("container") for job in jobs)
+    texts = [container_text.label_of(job.get("container")) for job in jobs]
+    labels = elide_all(texts, container_text.LABEL_WIDTH)
     rows: list[list[str]] = []
     under: dict[int, list[str]] = {}
     for job in jobs:
         if "error" in job:
             rows.append([str(job["pid"]), "", "", "", fmt.clean(job["error"])])
+            if placed:
+                rows[-1].insert(4, "")
             continue
         step = job["recent_step_s"]
         if "ranks" in job:  # the launcher's pid, then the ranks'
@@ -55,12 +61,19 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
                 fmt.clean_all(job["command"]),
             ]
         )
+        if placed:
+            rows[-1].insert(4, labels[container_text.label_of(job.get("container"))])
+    headers = ["PID", "RANK", "STEPS", "STEP", "COMMAND"]
+    right = [True, True, True, True, False]
+    if placed:
+        headers.insert(4, "CONTAINER")
+        right.insert(4, False)
     return table(
-        ["PID", "RANK", "STEPS", "STEP", "COMMAND"],
+        headers,
         rows,
         width,
-        right=[True, True, True, True, False],
-        flexible=4,
+        right=right,
+        flexible=len(headers) - 1,
         wrap_flexible=True,
         under=under,
     )

@@ -4,12 +4,25 @@
 
 from __future__ import annotations
 
+import heapq
+
 from gputui import fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
+from gputui.collectors.pid_namespace import UNMAPPED_NOTE
 from gputui.collectors.source import SnapshotSource
+from gputui.reports import container_text
 from gputui.reports import findings as findings_text
-from gputui.reports.text import elide_all, emit, output_width, table, wrap, wrap_items
+from gputui.reports.text import (
+    elide_all,
+    emit,
+    output_height,
+    output_width,
+    plural,
+    table,
+    wrap,
+    wrap_items,
+)
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 
 
@@ -19,8 +32,15 @@ def print_snapshot(
     banner: str | None,
     ascii_only: bool = False,
     instant: bool = False,
+    rows: int | None = None,
+    every_row: bool = False,
 ) -> None:
-    emit(render(snapshot, source, banner, ascii_only, instant), ascii_only)
+    """The report on standard output.  Process rows: ``rows`` when given, all of
+    them with ``every_row`` or into a pipe, else as many as the terminal holds."""
+    height = None if every_row or rows is not None else output_height()
+    emit(
+        render(snapshot, source, banner, ascii_only, instant, rows=rows, height=height), ascii_only
+    )
 
 
 #: said under the devices when a live snapshot was taken without --window
@@ -29,6 +49,13 @@ RATES_HINT = "Rates (GPM activity, PCIe, CPU %) need a window: gputui --once --w
 HOOK_NOTE = "* carries the gputui hook: gputui attach PID"
 #: the widest a user name is shown (elided in the middle beyond)
 USER_WIDTH = 12
+#: fitting a terminal, at least this many process rows are shown however tall the rest
+MIN_FIT_ROWS = 5
+#: lines around the process rows: the table's header and rule, the "more" line,
+#: the hook note, and the shell's prompt after the report
+FIT_MARGIN = 5
+#: below this output width a container or pod is shown in 12 characters at most
+WIDE_CONTAINER_OUTPUT = 100
 
 
 def render(
@@ -38,12 +65,16 @@ def render(
     ascii_only: bool = False,
     instant: bool = False,
     width: int | None = None,
+    rows: int | None = None,
+    height: int | None = None,
 ) -> list[str]:
     """The whole snapshot as lines of at most ``width`` characters (the output's
     width by default).
 
     ``instant``: a live snapshot of one reading, so it has no rates; a line says
-    how to get them.
+    how to get them.  ``rows``: at most that many process rows; ``height``: as
+    many as let the report fit that many lines (at least ``MIN_FIT_ROWS``); the
+    rest are counted on a line under the table.
     """
     width = output_width() if width is None else width
     rule = "-" if ascii_only else "─"
@@ -59,9 +90,14 @@ def render(
             out.extend(_state_line(device, width, ascii_only, instant))
     if instant and snapshot.devices:
         out.extend(wrap(RATES_HINT, width))
-    out.extend(_processes(snapshot, width, rule, first_recorded=source.is_recording))
-    out.extend(_host(snapshot, width))
-    out.extend(_findings(monitor_findings.findings(snapshot), width))
+    after = [
+        *_host(snapshot, width),
+        *_findings(monitor_findings.findings(snapshot), width),
+    ]
+    if height is not None and rows is None:
+        rows = max(MIN_FIT_ROWS, height - len(out) - len(after) - FIT_MARGIN)
+    out.extend(_processes(snapshot, width, rule, first_recorded=source.is_recording, rows=rows))
+    out.extend(after)
     return out
 
 
@@ -149,16 +185,26 @@ def _sm(p: ProcessSnapshot, first_recorded: bool) -> str:
     return fmt.pct(p.sm_pct)
 
 
-def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list[str]:
+def _processes(
+    s: Snapshot, width: int, rule: str, first_recorded: bool, rows: int | None = None
+) -> list[str]:
     if not s.processes:
         return ["No GPU processes."]
-    procs = sorted(s.processes, key=lambda p: (p.gpu_index, -(p.gpu_mem_bytes or 0), p.pid))
+    if rows is not None and rows < len(s.processes):
+        # the rows that use the most GPU memory, shown in the usual order
+        procs = sorted(heapq.nsmallest(rows, s.processes, key=_biggest), key=_order)
+    else:
+        procs = sorted(s.processes, key=_order)
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
-    rows = []
+    placed = any(p.container is not None or p.pid_is_host for p in procs)
+    # narrow outputs: a shorter container, and the running time goes first
+    fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
+    labels = elide_all({container_text.label(p) for p in procs}, fit)
+    cells = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
         kind = "" if p.type == "compute" else f" [{p.type[0].upper()}]"
-        rows.append(
+        cells.append(
             [
                 str(p.gpu_index),
                 f"{p.pid}*" if p.hooked else str(p.pid),
@@ -170,17 +216,46 @@ def _processes(s: Snapshot, width: int, rule: str, first_recorded: bool) -> list
                 fmt.command(p.cmdline, p.name, 300) + kind,
             ]
         )
+        if placed:
+            cells[-1].insert(7, labels[container_text.label(p)])
+    headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
+    right = [True, True, False, True, True, True, True, False]
+    if placed:
+        headers.insert(7, "Container")
+        right.insert(7, False)
     out = table(
-        ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"],
-        rows,
+        headers,
+        cells,
         width,
-        right=[True, True, False, True, True, True, True, False],
-        flexible=7,
+        right=right,
+        flexible=len(headers) - 1,
         rule=rule,
+        optional=(headers.index("Time"),) if placed else (),
     )
+    left = len(s.processes) - len(procs)
+    if left:
+        shown = {(p.gpu_uuid, p.pid) for p in procs}
+        memory = sum(p.gpu_mem_bytes or 0 for p in s.processes if (p.gpu_uuid, p.pid) not in shown)
+        out.extend(
+            wrap(
+                f"and {plural(left, 'more process', 'more processes')} "
+                f"(their GPU memory: {fmt.size(memory)}); --all shows every row",
+                width,
+            )
+        )
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
+    if any(p.pid_is_host for p in procs):
+        out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out
+
+
+def _order(p: ProcessSnapshot) -> tuple[int, int, int]:
+    return (p.gpu_index, -(p.gpu_mem_bytes or 0), p.pid)
+
+
+def _biggest(p: ProcessSnapshot) -> tuple[int, int, int]:
+    return (-(p.gpu_mem_bytes or 0), p.gpu_index, p.pid)
 
 
 def _host(s: Snapshot, width: int) -> list[str]:

@@ -1,6 +1,7 @@
 """The text layer every printed report stands on: plain strings, no Rich.
 
-- :func:`output_width`: ``COLUMNS``, else the terminal's width, else 80 (piped).
+- :func:`output_width`: ``COLUMNS``, else the terminal's width, else 80 (piped);
+  :func:`output_height`: the terminal's height, None when piped.
 - :func:`wrap`: whole words, a hanging indent; a word longer than a whole line
   goes on on the next (broken after a separator where it has one), never cut.
 - :func:`elide`: a long kernel or op name shortened in the middle with an ASCII
@@ -75,6 +76,18 @@ def output_width(stream: TextIO | None = None) -> int:
     the terminal's width when ``stream`` is one, else :data:`PIPE_WIDTH`."""
     columns = fmt.terminal_columns(sys.stdout if stream is None else stream)
     return PIPE_WIDTH if columns is None else max(MIN_WIDTH, columns)
+
+
+def output_height(stream: TextIO | None = None) -> int | None:
+    """The terminal's height in lines when ``stream`` (standard output) is one
+    (``LINES`` overrides it there); None for a pipe or a file: no limit."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError, OSError):
+        return None
+    return max(1, fmt.terminal_lines(stream) or 24)
 
 
 def wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import JobEvidence, ordinary
 from gputui.analysis.finding import Finding
+from gputui.analysis.live_account import LiveAccount, since_capture
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import (
@@ -379,6 +380,8 @@ class AttachView:
     capture_progress: str | None
     #: analyzer findings, ranked
     findings: tuple[Finding, ...] = field(default=())
+    #: the step's time account over the statistics' steps (the capture's split)
+    account: LiveAccount | None = None
 
     @property
     def has_gpu_times(self) -> bool:
@@ -416,11 +419,12 @@ def build_view(
         and previous.gpu_requested == gpu_mode
         and previous.stats.count  # the first steps are shown at once, not a second late
     ):
-        stats, found = previous.stats, previous.outliers
+        stats, found, acct = previous.stats, previous.outliers, previous.account
     else:
         stats = step_stats(steps[-STATS_WINDOW:])
         p50_now = stats.wall.p50 if stats.wall is not None else None
         found = outliers(steps, p50_now)
+        acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture)
     names: set[str] = set()
     for step in steps[-max(columns, 1) :]:
         names.update(step.phases)
@@ -479,6 +483,7 @@ def build_view(
         capture=capture,
         capture_progress=capture_progress(snap),
         findings=advice,
+        account=acct,
     )
 
 

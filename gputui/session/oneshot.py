@@ -16,9 +16,11 @@ from gputui.analysis.evidence import (
     MIN_GPU_SAMPLES,
     MIN_STEPS,
     findings_waiting,
+    ordinary,
     roofline_of,
 )
 from gputui.analysis.finding import Finding
+from gputui.analysis.live_account import LiveAccount, since_capture
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.ceilings.cache import roof_for
@@ -118,6 +120,12 @@ class Collected:
         """The analyzer's findings over the newest ``window`` steps, ranked."""
         ev = evidence(self, window=window)
         return analyze(ev)
+
+    def live_account(self, window: int) -> LiveAccount | None:
+        """The step's account over the newest ``window`` ordinary steps: data,
+        user phases and communication from every step, the rest split as the
+        capture measured it."""
+        return since_capture(ordinary(self.steps[-window:]), self.capture)
 
     @property
     def roofline(self) -> RooflineReport | None:

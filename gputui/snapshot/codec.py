@@ -78,19 +78,73 @@ def snapshot_document(
     return doc
 
 
+#: processes encoded per write (a node's thousands go out as they are encoded)
+STREAM_PROCESSES = 256
+
+
 def print_document(
     snapshot: Snapshot,
     label: str,
     is_recording: bool,
     rate_window_s: float | None = None,
     findings: list[dict[str, Any]] | None = None,
+    out: typing.TextIO | None = None,
 ) -> None:
-    """Write :func:`snapshot_document` to standard output (strict JSON: no NaN)."""
-    doc = snapshot_document(snapshot, label, is_recording, rate_window_s, findings)
-    # Encoded whole before anything is written: an error leaves no half document.
-    text = json.dumps(doc, indent=1, allow_nan=False)
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    """Write :func:`snapshot_document` to ``out`` (standard output), strict JSON (no
+    NaN), streamed: the processes are encoded and written a few at a time, each on
+    a line of its own, so that 20,000 of them are never one string (nor their
+    dicts one list) in memory.  The rest of the document is laid out as
+    ``json.dumps(doc, indent=1)`` lays it out, and encoded before anything is
+    written."""
+    out = sys.stdout if out is None else out
+    doc = snapshot_document(
+        dataclasses.replace(snapshot, processes=()), label, is_recording, rate_window_s, findings
+    )
+    parts: list[str | None] = []
+    for key, value in doc.items():
+        if key == "processes":
+            parts.append(None)  # where the processes go
+            continue
+        text = json.dumps(value, indent=1, allow_nan=False).replace("\n", "\n ")
+        parts.append(f" {json.dumps(key)}: {text}")
+    out.write("{\n")
+    for n, part in enumerate(parts):
+        out.write(",\n" if n else "")
+        if part is not None:
+            out.write(part)
+            continue
+        out.write(' "processes": ')
+        _write_processes(out, snapshot.processes)
+    out.write("\n}\n")
+    out.flush()
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _flat_json(value: Any) -> dict[str, Any]:
+    """A dataclass of plain fields (a process) as a dict: tuples stay tuples (JSON
+    writes them as lists), nothing checked (the encoder refuses a NaN)."""
+    names = _field_names(type(value))  # type: ignore[arg-type]
+    return {name: getattr(value, name) for name in names}
+
+
+def _write_processes(out: typing.TextIO, processes: tuple[Any, ...]) -> None:
+    if not processes:
+        out.write("[]")
+        return
+    out.write("[\n")
+    encode = json.JSONEncoder(separators=(", ", ": "), allow_nan=False).encode
+    for start in range(0, len(processes), STREAM_PROCESSES):
+        chunk = processes[start : start + STREAM_PROCESSES]
+        try:
+            texts = [encode(_flat_json(p)) for p in chunk]
+        except ValueError:  # a NaN or an infinity: null, as everywhere else
+            texts = [encode(to_json(p)) for p in chunk]
+        out.write(("  " if not start else ",\n  ") + ",\n  ".join(texts))
+    out.write("\n ]")
 
 
 def check_schema(value: Any, what: str) -> int:
@@ -158,6 +212,15 @@ def _dataclass_converter(cls: type) -> Converter:
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             required.append(f.name)
     name = cls.__name__
+    # A frozen dataclass sets each field through object.__setattr__ in __init__;
+    # filling the instance's dict at once builds the same value in a third of the
+    # time (a replay of thousands of processes builds thousands a second).
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    direct = (
+        all(f.default_factory is dataclasses.MISSING for f in dataclasses.fields(cls))
+        and not hasattr(cls, "__post_init__")
+        and "__slots__" not in cls.__dict__
+    )
 
     def convert(data: Any) -> Any:
         if type(data) is not dict:
@@ -180,6 +243,10 @@ def _dataclass_converter(cls: type) -> Converter:
                     kwargs[key] = value
                 else:
                     kwargs[key] = conv(value)
+        if direct:
+            value = object.__new__(cls)
+            value.__dict__.update(defaults, **kwargs)
+            return value
         return cls(**kwargs)
 
     return convert
@@ -249,6 +316,12 @@ def _converter(tp: Any, where: str) -> Converter:
                 raise DecodeError(f"{where}: expected a list, got {_json_type(value)}")
             if len(value) > limit:
                 raise _OutOfRange(f"{where}: {len(value)} items, at most {limit} allowed")
+            if (
+                item_type is str
+                and all(type(v) is str for v in value)
+                and max(map(len, value), default=0) <= MAX_STR_CHARS
+            ):
+                return tuple(value)  # words of a command line: all valid, the common case
             return tuple(map(item, value))
 
         return _not_null(sequence, where)

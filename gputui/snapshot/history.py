@@ -2,7 +2,10 @@
 
 Every series is a ``deque(maxlen=...)``: a monitor left running for a week uses
 the same memory as one running for ten minutes.  Per-process series are kept for
-at most ``MAX_PROCESSES`` processes; those not seen for a while are dropped first.
+at most ``MAX_PROCESSES`` processes: the first seen, and any the detail screen
+asks for (``watch``); one not seen for ``PROCESS_EXPIRY_SAMPLES`` leaves room.  A
+node with thousands of GPU processes costs a look-up per process and sample, not
+four new series.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class History:
     samples: int = 0
     #: the data time last given to ``add`` (the axis may have moved it forward)
     _last_input_s: float | None = None
+    #: the pids of the processes with series (a quick test before the key's)
+    _pids: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         if self.times.maxlen != self.series_points:
@@ -140,31 +145,55 @@ class History:
         return series
 
     def _add_processes(self, snapshot: Snapshot) -> None:
+        tracked = self.processes
+        pids = self._pids
+        room = MAX_PROCESSES - len(tracked)
         for proc in snapshot.processes:
-            entry = self.processes.get(proc.key)
+            if proc.pid not in pids and room <= 0:
+                continue
+            key = (proc.gpu_uuid, proc.pid)
+            entry = tracked.get(key)
             if entry is None:
-                entry = _ProcessHistory(
-                    {name: _series(PROCESS_POINTS) for name in PROCESS_METRICS}, self.samples
-                )
-                self.processes[proc.key] = entry
+                if room <= 0:
+                    continue
+                entry = self._track(key)
+                room -= 1
             entry.last_seen = self.samples
-            entry.series["gpu_mem"].append(
+            series = entry.series
+            series["gpu_mem"].append(
                 None if proc.gpu_mem_bytes is None else proc.gpu_mem_bytes / 2**20
             )
-            entry.series["sm"].append(proc.sm_pct)
-            entry.series["cpu"].append(proc.cpu_pct)
-            entry.series["rss"].append(None if proc.rss_bytes is None else proc.rss_bytes / 2**20)
+            series["sm"].append(proc.sm_pct)
+            series["cpu"].append(proc.cpu_pct)
+            series["rss"].append(None if proc.rss_bytes is None else proc.rss_bytes / 2**20)
         stale = [
             key
-            for key, entry in self.processes.items()
+            for key, entry in tracked.items()
             if self.samples - entry.last_seen > PROCESS_EXPIRY_SAMPLES
         ]
         for key in stale:
-            del self.processes[key]
-        if len(self.processes) > MAX_PROCESSES:
-            by_age = sorted(self.processes.items(), key=lambda item: item[1].last_seen)
-            for key, _entry in by_age[: len(self.processes) - MAX_PROCESSES]:
-                del self.processes[key]
+            del tracked[key]
+        if stale:
+            self._pids = {pid for _uuid, pid in tracked}
+
+    def _track(self, key: tuple[str, int]) -> _ProcessHistory:
+        entry = _ProcessHistory(
+            {name: _series(PROCESS_POINTS) for name in PROCESS_METRICS}, self.samples
+        )
+        self.processes[key] = entry
+        self._pids.add(key[1])
+        return entry
+
+    def watch(self, key: tuple[str, int]) -> None:
+        """Keep ``key``'s series from now on (the detail screen's process), making
+        room by dropping the one seen longest ago when all are taken."""
+        if key in self.processes:
+            return
+        if len(self.processes) >= MAX_PROCESSES:
+            oldest = min(self.processes, key=lambda k: self.processes[k].last_seen)
+            del self.processes[oldest]
+            self._pids = {pid for _uuid, pid in self.processes}
+        self._track(key)
 
     def gpu_series(self, uuid: str, metric: str) -> Series:
         return self.gpu.get(uuid, {}).get(metric) or _series(1)

@@ -9,10 +9,10 @@ recorded as JSON and replayed without NVML.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 #: Version of the snapshot schema written to recordings and ``--json`` output.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The valid range of every number a snapshot may hold, by the unit its field's
 #: name ends with; ``FIELD_RANGES`` overrides it for one field.  Decoding (a
@@ -59,6 +59,7 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "MigInstance.sm_count": (0, 2**20),
     "ProcessSnapshot.pid": (0, 2**31 - 1),
     "ProcessSnapshot.ppid": (0, 2**31 - 1),
+    "ProcessSnapshot.host_pid": (0, 2**31 - 1),
     "ProcessSnapshot.gpu_index": (0, 2**16),
 }
 #: any other number (a test checks that every numeric field has a range above)
@@ -103,6 +104,23 @@ class _Value:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
         return f"{type(self).__name__}({fields})"
+
+
+_V = TypeVar("_V", bound=_Value)
+
+
+def evolve(value: _V, **changes: Any) -> _V:
+    """A copy of ``value`` with ``changes``: ``dataclasses.replace`` without the
+    call of ``__init__`` (no class here checks its fields there), a few times
+    cheaper; for the collectors' per-process, per-refresh joins."""
+    copy = object.__new__(type(value))
+    fields = copy.__dict__
+    fields.update(value.__dict__)
+    for name in changes:
+        if name not in value.__dataclass_fields__:
+            raise TypeError(f"{type(value).__name__} has no field {name!r}")
+    fields.update(changes)
+    return copy
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -206,6 +224,38 @@ class DeviceSnapshot(_Value):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class PodInfo(_Value):
+    """The Kubernetes pod a container belongs to: its UID and QoS class (from
+    the cgroup), its name and namespace (when gputui may read them)."""
+
+    uid: str
+    name: str | None = None
+    namespace: str | None = None
+    #: "guaranteed", "burstable" or "besteffort"
+    qos: str | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ContainerInfo(_Value):
+    """The container, and the Kubernetes pod, a process runs in (from its cgroup).
+
+    Names come from the runtime's API and the process's own files when gputui
+    may read them; other users choose them (untrusted text)."""
+
+    #: "docker", "containerd", "cri-o", "podman", or "kubernetes" (a pod's
+    #: container whose cgroup path does not name its runtime)
+    runtime: str
+    #: the runtime's container id; None for a pod's process outside its
+    #: containers (CRI-O's conmon)
+    id: str | None = None
+    #: the runtime's name for it (a pod's container: its Kubernetes name)
+    name: str | None = None
+    pod: PodInfo | None = None
+    #: why a name is missing, in words (None: nothing is)
+    note: str | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class ProcessSnapshot(_Value):
     """One process using one GPU (a process on two GPUs gives two rows)."""
 
@@ -214,6 +264,10 @@ class ProcessSnapshot(_Value):
     gpu_uuid: str
     #: "compute", "graphics" or "compute+graphics"
     type: str
+    #: gputui in another PID namespace (a container): the host's pid that NVML
+    #: reported, where it differs from ``pid``, or equals it because gputui's
+    #: namespace does not show that process (``pid_is_host``)
+    host_pid: int | None = None
     gpu_mem_bytes: int | None = None
     #: from NVML process utilization (slower cadence); None when not sampled
     sm_pct: float | None = None
@@ -228,10 +282,19 @@ class ProcessSnapshot(_Value):
     ppid: int | None = None
     #: the process carries a gputui hook and can be attached to
     hooked: bool = False
+    #: the container (and pod) it runs in; None on the host or when unknown
+    container: ContainerInfo | None = None
+
+    @property
+    def pid_is_host(self) -> bool:
+        """``pid`` is the host's, and gputui's PID namespace does not show that
+        process: no host details, signals or attach for it."""
+        return self.host_pid is not None and self.host_pid == self.pid
 
     @property
     def key(self) -> tuple[str, int]:
-        return (self.gpu_uuid, self.pid)
+        # a host pid may share its number with a process of gputui's namespace
+        return (self.gpu_uuid, -self.pid if self.pid_is_host else self.pid)
 
     @property
     def command(self) -> str:

@@ -293,6 +293,12 @@ class GputuiApp(BaseApp):
                 severity="warning",
             )
             return
+        if proc.pid_is_host:
+            self.notify(
+                f"pid {proc.pid} is the host's, not a process of this PID namespace: not signalled",
+                severity="warning",
+            )
+            return
         from gputui.tui.screens.dialogs import SignalDialog
 
         def done(signum: int | None) -> None:

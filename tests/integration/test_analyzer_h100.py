@@ -67,11 +67,33 @@ def test_a_leaking_job_is_told_it_leaks(monitor: list) -> None:
     assert growth.severity in ("warn", "crit") and "per step" in growth.evidence
 
 
-def test_a_healthy_job_has_nothing_costly(monitor: list) -> None:
+def test_a_healthy_job_has_no_warning(monitor: list) -> None:
     findings = analyze(scenario("healthy", monitor))
-    costly = [
-        f
-        for f in findings
-        if f.severity in ("warn", "crit") and (f.impact_pct is None or f.impact_pct >= 10)
+    assert [(f.rule, f.severity) for f in findings if f.severity in ("warn", "crit")] == []
+
+
+def test_the_elementwise_job_reads_memory_bound_in_the_monitor_and_the_job_view(
+    monitor: list,
+) -> None:
+    """One definition of "memory-bound" for the monitor's --once and the job view:
+    the elementwise job (DRAM about 88%, SM about 99%, tensor cores idle) is
+    memory-bound in both, and "no tensor-core work" in neither."""
+    from gputui.analysis.monitor_findings import findings as device_findings
+    from gputui.collectors.attach_recording import read_attach_recording
+
+    recording = read_attach_recording(DATA / "elementwise.jsonl.gz")
+    steps = [
+        s
+        for _t, msg in recording.messages
+        if isinstance(e := parse_event(msg), StepBatch)
+        for s in e.steps
     ]
-    assert costly == []
+    start, end = steps[0].t + 2, steps[-1].t
+    during = [s for s in monitor if start <= s.timestamp_s <= end]
+    assert len(during) >= 10
+    gpm = during[-1].devices[0].gpm
+    assert gpm is not None and gpm.dram_bw_util_pct >= 80 and gpm.sm_activity_pct >= 90
+    said = {f.rule for f in device_findings(during[-1], during)}
+    assert "device.memory_bound" in said and "device.no_tensor_work" not in said
+    job = {f.rule for f in analyze(scenario("elementwise", monitor))}
+    assert "gpu.memory_bound" in job and "gpu.no_tensor_work" not in job

@@ -14,6 +14,7 @@ from gputui.cli import main
 from gputui.collectors.replay import ReplaySource
 from gputui.commands.monitor import DEMO_BANNER
 from gputui.reports import monitor as report
+from gputui.snapshot.model import SCHEMA_VERSION
 from tests.helpers.deadlines import RUN_S
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -127,7 +128,7 @@ def test_json_from_demo_matches_golden_and_schema() -> None:
     proc = run_cli("--demo", "--once", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["schema"] == 1
+    assert doc["schema"] == SCHEMA_VERSION == 2
     assert doc["source"] == {
         "label": ReplaySource.demo().label,
         "is_recording": True,

@@ -348,6 +348,23 @@ def test_recordings_are_written_0600_even_over_an_existing_file(tmp_path: Path) 
 
 # -- formats users have --------------------------------------------------------------
 
+#: the process keys schema 2 added, and the values a schema 1 snapshot reads as
+V2_PROCESS_DEFAULTS = {"container": None, "host_pid": None}
+
+
+def _as_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot's JSON as schema 1 wrote it: schema 2 added keys only, and a
+    schema 1 snapshot reads them as their defaults."""
+    doc = dict(doc)
+    doc.pop("schema")
+    processes = []
+    for process in doc["processes"]:
+        added = {key: process[key] for key in V2_PROCESS_DEFAULTS}
+        assert added == V2_PROCESS_DEFAULTS
+        processes.append({k: v for k, v in process.items() if k not in V2_PROCESS_DEFAULTS})
+    doc["processes"] = processes
+    return doc
+
 
 def test_monitor_recording_format_1_still_replays() -> None:
     header, snapshots = read_recording(SAMPLES / "monitor-v1.jsonl.gz")
@@ -358,7 +375,7 @@ def test_monitor_recording_format_1_still_replays() -> None:
     for line, snapshot in zip(raw[1:], snapshots, strict=True):
         written = json.loads(line)
         written.pop("schema")
-        assert snapshot_to_json(snapshot) | {"schema": 1} == written | {"schema": 1}
+        assert _as_v1(snapshot_to_json(snapshot)) == written
     source = ReplaySource.from_file(SAMPLES / "monitor-v1.jsonl.gz")
     assert [source.sample() for _ in range(30)] == snapshots
     source.close()
@@ -372,7 +389,7 @@ def test_embedded_demos_decode_unchanged() -> None:
     lines = gzip.decompress(raw).splitlines()[1:]
     assert len(lines) == len(snapshots)
     for line, snapshot in zip(lines, snapshots, strict=True):
-        assert snapshot_to_json(snapshot) == json.loads(line) | {"schema": 1}
+        assert _as_v1(snapshot_to_json(snapshot)) | {"schema": 1} == json.loads(line)
     attach = resources.files("gputui.data").joinpath("attach_demo.jsonl.gz").read_bytes()
     recording = read_attach_bytes(attach, "attach demo")
     assert len(recording.messages) == len(gzip.decompress(attach).splitlines()) - 2

@@ -77,7 +77,7 @@ async def test_first_snapshot_fills_every_panel() -> None:
         assert "not supported on this GPU" in devices  # the A100 has no GPM
         assert "CPU" in screen.query_one(HostPanel).plain
         assert len(table(app).order) == 8
-        assert "busy but no tensor-core work" in screen.query_one(FindingsBar).plain
+        assert "busy GPU, idle tensor cores" in screen.query_one(FindingsBar).plain
 
 
 async def test_recording_banner_without_explicit_banner() -> None:
@@ -164,12 +164,12 @@ async def test_tree_view_groups_children_under_parents() -> None:
         assert "parent|4000" in order  # the launcher is not a GPU process
         # ... nor counted as one
         assert "Processes 8/8" in app.screen.query_one(StatusLine).plain
-        rows = t._rows
-        children = rows["parent|4000"].children
+        rows = {key: t.row(key) for key in order}
+        children = rows["parent|4000"].children  # type: ignore[union-attr]
         assert children and all(
             rows[k].proc is not None and rows[k].proc.ppid == 4000  # type: ignore[union-attr]
             for k in order
-            if rows[k].proc is not None and rows[k].pid in children
+            if rows[k].proc is not None and rows[k].pid in children  # type: ignore[union-attr]
         )
         # GPU process 4100 is the parent of others: they come right after it
         i = next(i for i, k in enumerate(order) if k.endswith("|4100"))
@@ -367,7 +367,7 @@ async def test_attach_hook_point() -> None:
         seen = notes(app)
         await started(pilot)
         t = table(app)
-        hooked = next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked)  # type: ignore[union-attr]
+        hooked = next(k for k in t.order if t.row(k).proc and t.row(k).proc.hooked)  # type: ignore[union-attr]
         t.select_key(hooked)
         await pilot.press("a")
         assert calls == [int(hooked.split("|")[1])]
@@ -379,7 +379,7 @@ async def test_attach_hook_point() -> None:
         seen = notes(app)
         await started(pilot)
         t = table(app)
-        t.select_key(next(k for k in t.order if t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        t.select_key(next(k for k in t.order if t.row(k).proc.hooked))  # type: ignore[union-attr]
         await pilot.press("a")
         assert any("is a recorded process, not one on this machine" in n for n in seen)
 
@@ -395,7 +395,7 @@ async def test_attach_in_the_demo_plays_the_recorded_attach_session() -> None:
         app.advance(3)
         await pilot.pause()
         t = table(app)
-        t.select_key(next(k for k in t.order if t._rows[k].proc and t._rows[k].proc.hooked))  # type: ignore[union-attr]
+        t.select_key(next(k for k in t.order if t.row(k).proc and t.row(k).proc.hooked))  # type: ignore[union-attr]
         await pilot.press("a")
         await pilot.pause()
         assert isinstance(app.screen, AttachScreen) and isinstance(app.screen.feed, ReplayFeed)
@@ -570,3 +570,85 @@ def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
         assert proc_view.display_command(long).startswith("xxx")
     info = proc_view._command_text.cache_info()
     assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
+
+
+def _big_node(steps: int, count: int = 500) -> list[Any]:
+    """``count`` processes on one GPU whose %SM changes order at every step."""
+    import dataclasses
+
+    base = make_snapshots(n_gpus=1, n_procs=1, n_steps=steps)
+    out = []
+    for step, snap in enumerate(base):
+        template = snap.processes[0]
+        procs = tuple(
+            dataclasses.replace(
+                template, pid=10_000 + k, sm_pct=float((k * 7 + step * 131) % 100), ppid=1
+            )
+            for k in range(count)
+        )
+        out.append(dataclasses.replace(snap, processes=procs))
+    return out
+
+
+async def test_many_processes_make_cells_for_the_rows_in_view_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gputui.tui import proc_view
+
+    made: list[int] = []
+    original = proc_view.cells
+
+    def counting(row: Any, *args: Any) -> Any:
+        made.append(row.pid)
+        return original(row, *args)
+
+    monkeypatch.setattr(proc_view, "cells", counting)
+    app = app_for(source=replay_source(_big_node(4)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        t = table(app)
+        assert t.total == 500 and len(t.order) == 500
+        in_view = t.size.height - 1
+        made.clear()
+        app.advance()
+        await pilot.pause()
+        # a refresh makes the rows in view (at most), not the 500
+        assert 0 < len(made) <= in_view
+        made.clear()
+        await pilot.press("end")
+        await pilot.pause()
+        assert len(made) <= 2 * in_view and t.selected_process.pid == 10_499  # type: ignore[union-attr]
+
+
+async def test_selection_and_scroll_survive_refreshes() -> None:
+    app = app_for(source=replay_source(_big_node(6)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        t = table(app)
+        in_view = t.size.height - 1
+        # sorted by pid: the order does not change from one sample to the next
+        t.set_sort(t.sort_spec.on("pid"))
+        for _ in range(in_view + 10):
+            await pilot.press("down")
+        await pilot.pause()
+        key, top = t.selected_row.key, t.scroll_offset.y  # type: ignore[union-attr]
+        assert top > 0
+        app.advance()
+        await pilot.pause()
+        assert t.selected_row.key == key and t.scroll_offset.y == top  # type: ignore[union-attr]
+        # sorted by %SM, which moves every row at each sample: the selected process
+        # keeps the cursor, and the view follows it when it would leave the screen
+        t.set_sort(t.sort_spec.on("sm"))
+        await pilot.pause()
+        t.select_key(key)
+        await pilot.pause()
+        moved = 0
+        for _ in range(4):
+            before = t.cursor_row
+            app.advance()
+            await pilot.pause()
+            top = t.scroll_offset.y
+            assert t.selected_row.key == key  # type: ignore[union-attr]
+            assert top <= t.cursor_row < top + in_view
+            moved += abs(t.cursor_row - before) >= in_view
+        assert moved  # the process did jump further than a screen

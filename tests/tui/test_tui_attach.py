@@ -502,3 +502,18 @@ def test_a_capture_answered_before_the_request_call_returns_is_not_left_pending(
     assert snap.capture_wanted is None and not capture_busy(snap)
     state.set_capture_wanted("c8")
     assert capture_busy(state.snapshot())
+
+
+async def test_the_phase_panel_shows_the_step_account(utc: None) -> None:
+    """The step's account as a stacked bar under the phases; the demo's capture
+    predates the account, so the rest of the step stays unsplit, said so."""
+    from gputui.tui.attach.widgets import PhaseTable
+
+    app = demo_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await play(pilot)
+        screen = screen_of(app)
+        acct = screen.view.account
+        assert acct is not None and acct.capture_step is None and acct.share("rest") > 0.9
+        text = screen.query_one(PhaseTable).build(48).plain
+        assert "acct █" in text and "unsplit" in text and "*every step" in text

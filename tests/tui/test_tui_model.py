@@ -55,6 +55,24 @@ def test_process_history_forgets_old_processes() -> None:
     assert len(history.processes) <= MAX_PROCESSES
 
 
+def test_process_history_of_many_processes_keeps_a_steady_set_and_the_watched() -> None:
+    base = make_snapshots(n_gpus=1, n_procs=0, n_steps=1)[0]
+    many = tuple(proc(10_000 + i) for i in range(MAX_PROCESSES * 4))
+    history = History()
+    for i in range(3):
+        history.add(dataclasses.replace(base, processes=many), float(i))
+    kept = set(history.processes)
+    assert len(kept) == MAX_PROCESSES
+    # the same processes keep their series from one sample to the next: none restarts
+    assert all(len(e.series["sm"]) == 3 for e in history.processes.values())
+    last = many[-1]
+    assert last.key not in kept
+    history.watch(last.key)
+    history.add(dataclasses.replace(base, processes=many), 3.0)
+    assert last.key in history.processes and len(history.processes) == MAX_PROCESSES
+    assert list(history.process_series(last.key, "sm")) == [last.sm_pct]
+
+
 def test_filter_parsing_and_matching() -> None:
     flt = ProcFilter.parse("user:bob gpu:1 type:graphics Xorg")
     assert flt.users == ("bob",) and flt.gpus == (1,) and flt.kind == "graphics"

@@ -14,6 +14,7 @@ import pytest
 
 from gputui.collectors.host import SWAP_EVERY, HostCollector
 from gputui.collectors.nvml import NvmlCollector
+from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_stat
 from gputui.collectors.source import LiveSource
 from gputui.snapshot.model import ProcessSnapshot
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
@@ -337,3 +338,130 @@ def test_live_source_joins_gpu_and_host(ps: FakePsutil) -> None:
     assert snapshot.host.cpu_count == 4
     source.close()
     assert fake.shutdown_count == 1
+
+
+def test_a_busy_node_reads_each_process_once_a_sample_and_its_facts_once(
+    ps: FakePsutil,
+) -> None:
+    # 8 GPUs x 250 processes; pid 5000 is on every GPU
+    gpus = []
+    for g in range(8):
+        procs = [FakeProcess(10_000 + g * 250 + k) for k in range(249)] + [FakeProcess(5000)]
+        gpus.append(h100(processes=procs))
+    fake = FakeNvml(gpus)
+    pids = {p.pid for gpu in gpus for p in gpu.processes}
+    for pid in pids:
+        ps.procs[pid] = ProcInfo()
+    source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector(ps))
+    samples = 10
+    for _ in range(samples):
+        snapshot = source.sample()
+    assert len(snapshot.processes) == 2000 and len(pids) == 1993
+    # NVML: each device's process lists once a sample, its per-process utilization
+    # on the slow cadence
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 8 * samples
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 8 * samples
+    assert fake.calls["nvmlDeviceGetProcessUtilization"] <= 8 * 2
+    # psutil: a process's life-long facts once, its numbers once a sample (not once
+    # per GPU it is on)
+    assert ps.calls["Process"] == len(pids)
+    assert ps.calls["cmdline"] == ps.calls["username"] == len(pids)
+    assert ps.calls["cpu_percent"] == ps.calls["memory_info"] == len(pids) * samples
+    # a pid reused by another process is read as a new one
+    ps.procs[5000] = ProcInfo(user="bob", create_time=1_700_000_500.0)
+    snapshot = source.sample()
+    assert {p.user for p in snapshot.processes if p.pid == 5000} == {"bob"}
+    assert ps.calls["cmdline"] == len(pids) + 1
+    source.close()
+
+
+# ------------------------------------------------------------- the /proc route
+
+
+class FakeStat:
+    """A fake ``read_proc_stat``: pid -> ProcStat, and how often each pid was read."""
+
+    def __init__(self) -> None:
+        self.stats: dict[int, ProcStat] = {}
+        self.reads: Counter[int] = Counter()
+
+    def __call__(self, pid: int) -> ProcStat | None:
+        self.reads[pid] += 1
+        return self.stats.get(pid)
+
+
+def _stat(cpu_ticks: int = 0, start_ticks: int = 500, rss: int = GIB, ppid: int = 7) -> ProcStat:
+    return ProcStat(
+        ppid=ppid, cpu_ticks=cpu_ticks, start_ticks=start_ticks, rss_bytes=rss, zombie=False
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_proc_route_reads_stat_once_a_refresh_and_facts_once(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo()
+    stat, clock = FakeStat(), Clock()
+    stat.stats[100] = _stat(cpu_ticks=1000)
+    collector = HostCollector(ps, clock=clock, proc_stat=stat)
+    (first,) = collector.enrich((gpu_process(100), gpu_process(100, gpu=1)))[:1]
+    assert first.cpu_pct is None  # a baseline, not a measurement
+    assert (first.user, first.cmdline, first.rss_bytes, first.ppid) == (
+        "alice",
+        ("python", "train.py"),
+        GIB,
+        7,
+    )
+    assert first.start_time_s == 1_700_000_000.0
+    for step in range(1, 5):
+        clock.now += 2.0
+        # 150 ticks in 2 s at CLOCK_TICKS a second
+        stat.stats[100] = _stat(cpu_ticks=1000 + step * 150, rss=2 * GIB)
+        (process,) = collector.enrich((gpu_process(100),))
+        assert process.cpu_pct == pytest.approx(100.0 * 150 / CLOCK_TICKS / 2.0)
+        assert process.rss_bytes == 2 * GIB
+    assert stat.reads[100] == 5  # once a refresh, not once per GPU
+    assert ps.calls["Process"] == 1 and ps.calls["cmdline"] == ps.calls["username"] == 1
+    assert ps.calls["cpu_percent"] == ps.calls["memory_info"] == 0
+
+
+def test_proc_route_knows_a_reused_pid_a_zombie_and_a_gone_process(ps: FakePsutil) -> None:
+    ps.procs[100] = ProcInfo(cmdline=["old"])
+    stat, clock = FakeStat(), Clock()
+    stat.stats[100] = _stat()
+    collector = HostCollector(ps, clock=clock, proc_stat=stat)
+    collector.enrich((gpu_process(100),))
+    ps.procs[100] = ProcInfo(cmdline=["new"], create_time=1_800_000_000.0)
+    stat.stats[100] = _stat(start_ticks=900)
+    clock.now += 1.0
+    (process,) = collector.enrich((gpu_process(100),))
+    assert process.cmdline == ("new",) and process.start_time_s == 1_800_000_000.0
+    assert process.cpu_pct is None  # a new process: a new baseline
+    stat.stats[100] = stat.stats[100]._replace(zombie=True)
+    (zombie,) = collector.enrich((gpu_process(100),))
+    assert (zombie.user, zombie.rss_bytes, zombie.cpu_pct) == (None, None, None)
+    del stat.stats[100]
+    (gone,) = collector.enrich((gpu_process(100),))
+    assert (gone.user, gone.rss_bytes) == (None, None) and gone.gpu_mem_bytes == GIB
+
+
+def test_proc_stat_of_this_process_agrees_with_psutil() -> None:
+    import psutil
+
+    stat = read_proc_stat(os.getpid())
+    assert stat is not None and not stat.zombie
+    me = psutil.Process()
+    assert stat.ppid == me.ppid() == os.getppid()
+    started = psutil.boot_time() + stat.start_ticks / CLOCK_TICKS
+    assert started == pytest.approx(me.create_time(), abs=0.02)
+    assert stat.rss_bytes == pytest.approx(me.memory_info().rss, rel=0.5)
+    assert read_proc_stat(2**22 + 1) is None  # beyond any pid
+    # the real collector takes the /proc route and fills the same fields
+    (row,) = HostCollector().enrich((gpu_process(os.getpid()),))
+    assert row.ppid == os.getppid() and row.rss_bytes and row.cmdline and row.user
+    assert row.start_time_s == pytest.approx(me.create_time(), abs=0.02)

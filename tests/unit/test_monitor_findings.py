@@ -112,10 +112,12 @@ def test_memory_at_90_percent_or_unknown_is_fine() -> None:
 
 
 def test_busy_without_tensor_work_on_gpm_gpu() -> None:
-    gpm = GpmMetrics(sm_activity_pct=97.0, tensor_activity_pct=4.0, dram_bw_util_pct=30.0)
+    gpm = GpmMetrics(
+        sm_activity_pct=97.0, tensor_activity_pct=4.0, dram_bw_util_pct=30.0, fp32_activity_pct=60.0
+    )
     items = findings(snap(device(util_gpu_pct=100.0, gpm=gpm)))
     assert items[0].rule == "device.no_tensor_work"  # the headline finding comes first
-    assert "100%" in items[0].evidence and "4%" in items[0].evidence
+    assert "util 100%" in items[0].evidence and "tensor cores 4%" in items[0].evidence
     assert "autocast" in items[0].fix and "TF32" in items[0].fix
 
 
@@ -138,11 +140,19 @@ def test_tensor_rule_negatives() -> None:
 def test_memory_bound_hint() -> None:
     gpm = GpmMetrics(sm_activity_pct=40.0, tensor_activity_pct=0.0, dram_bw_util_pct=78.0)
     items = findings(snap(device(util_gpu_pct=70.0, gpm=gpm)))
-    assert [f.severity for f in items if f.rule == "device.memory_bound"] == ["info"]
-    busy_sm = dataclasses.replace(gpm, sm_activity_pct=90.0)
-    assert "device.memory_bound" not in rules(
-        findings(snap(device(util_gpu_pct=70.0, gpm=busy_sm)))
+    assert [f.severity for f in items if f.rule == "device.memory_bound"] == ["warn"]
+    gemm = dataclasses.replace(gpm, tensor_activity_pct=60.0)
+    assert "device.memory_bound" not in rules(findings(snap(device(util_gpu_pct=70.0, gpm=gemm))))
+
+
+def test_an_elementwise_job_reads_memory_bound_not_no_tensor_work() -> None:
+    """DRAM 88%, SM 99%, tensor cores idle, FP32 pipes busy: an elementwise chain
+    is bound by memory bandwidth; the tensor cores have nothing to do with it."""
+    gpm = GpmMetrics(
+        sm_activity_pct=99.0, tensor_activity_pct=0.0, dram_bw_util_pct=88.0, fp32_activity_pct=35.0
     )
+    said = rules(findings(snap(device(util_gpu_pct=100.0, gpm=gpm))))
+    assert "device.memory_bound" in said and "device.no_tensor_work" not in said
 
 
 def test_ecc_and_lost_gpu_are_critical() -> None:
@@ -158,11 +168,12 @@ def test_findings_are_sorted_most_severe_first() -> None:
         util_gpu_pct=100.0,
         throttle_reasons=("hw_slowdown",),
         gpm=GpmMetrics(sm_activity_pct=40.0, tensor_activity_pct=0.0, dram_bw_util_pct=80.0),
+        mem_used_bytes=int(76 * GIB),
     )
     severities = [f.severity for f in findings(snap(dev))]
     order = {"crit": 0, "warn": 1, "info": 2}
     assert severities == sorted(severities, key=order.__getitem__)
-    assert severities[0] == "crit" and severities[-1] == "info"
+    assert severities[0] == "crit" and severities[-1] == "warn"
 
 
 #: one snapshot that fires each device rule (docs/analyzer.md shows what it says)
@@ -172,7 +183,12 @@ DEVICE_CASES = {
     "device.no_tensor_work": lambda: snap(
         device(
             util_gpu_pct=100.0,
-            gpm=GpmMetrics(sm_activity_pct=97.0, tensor_activity_pct=2.0, dram_bw_util_pct=30.0),
+            gpm=GpmMetrics(
+                sm_activity_pct=97.0,
+                tensor_activity_pct=2.0,
+                dram_bw_util_pct=30.0,
+                fp32_activity_pct=70.0,
+            ),
         )
     ),
     "device.low_util": lambda: snap(device(util_gpu_pct=30.0)),

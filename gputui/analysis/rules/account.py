@@ -10,20 +10,24 @@ own bucket.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
-from gputui.protocol.profile import ProfileFunction
 from gputui.protocol.trace_metrics import ACCOUNT_LABELS, StepAccount
 
+if TYPE_CHECKING:
+    from gputui.protocol.profile import ProfileFunction
+
 #: Python outside torch from this share of the step is worth a finding ...
-PYTHON_SHARE = 0.25
+PYTHON_SHARE = thresholds.value("cpu.python_share")
 #: ... when the GPU (if any) idles at least this share of the step meanwhile
-GPU_IDLE_SHARE = 0.15
+GPU_IDLE_SHARE = thresholds.value("cpu.gpu_idle_share")
 #: launch + dispatch from this share of the step make a step launch-bound
-LAUNCH_SHARE = 0.40
+LAUNCH_SHARE = thresholds.value("launch.issue_share")
 
 
 def _where(f: ProfileFunction) -> str:
@@ -67,10 +71,10 @@ def cpu_side_largest(acct: StepAccount) -> str:
     "utilization with the CPU busy",
     ("capture",),
     trigger=(
-        "capture or trace: Python outside torch >= 25% of the step and the largest "
-        "CPU-side share (ahead of launch + dispatch, sync, data, communication), with "
-        "the GPU idle >= 15% of the step (or no GPU); cost: that share (with a GPU: at "
-        "most its idle share)"
+        "capture or trace: Python outside torch >= {cpu.python_share} of the step and the "
+        "largest CPU-side share (ahead of launch + dispatch, sync, data, communication), "
+        "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); cost: that "
+        "share (with a GPU: at most its idle share)"
     ),
 )
 def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:

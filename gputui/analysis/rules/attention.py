@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.analysis.evidence import CaptureView, JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
@@ -26,9 +27,9 @@ from gputui.protocol.op_rows import OpRow
 from gputui.trace import kernels
 
 #: softmax kernels' share of kernel time from which attention is worth fusing
-SOFTMAX_SHARE = 0.10
+SOFTMAX_SHARE = thresholds.value("attention.softmax_share")
 #: sequence length from which a materialized T x T score matrix costs
-MIN_T = 256
+MIN_T = int(thresholds.value("attention.min_t"))
 _SOFTMAX_KERNEL = re.compile(r"softmax", re.IGNORECASE)
 _FUSED_KERNEL = re.compile(r"flash|fmha|sdpa|attention|mha_", re.IGNORECASE)
 _SDPA_OPS = re.compile(
@@ -100,9 +101,10 @@ def score_shapes(rows: Iterable[OpRow]) -> tuple[int, int] | None:
     "F.scaled_dot_product_attention (flash, memory-efficient, cuDNN kernels) does not",
     ("capture",),
     trigger=(
-        "capture or trace: softmax kernels >= 10% of kernel time, matrix products present, "
-        "no fused attention kernel or SDPA op (with shapes: a [..,T,d] x [..,d,T] matmul, "
-        "T >= 256); cost: softmax plus half the elementwise kernels, of the GPU's busy time"
+        "capture or trace: softmax kernels >= {attention.softmax_share} of kernel time, "
+        "matrix products present, no fused attention kernel or SDPA op (with shapes: a "
+        "[..,T,d] x [..,d,T] matmul, T >= {attention.min_t}); cost: softmax plus half the "
+        "elementwise kernels, of the GPU's busy time"
     ),
 )
 def hand_written(ev: JobEvidence) -> Iterable[Finding]:

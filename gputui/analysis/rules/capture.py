@@ -4,7 +4,12 @@ communication.
 
 A capture is profiled, which slows the CPU side (more so on launch-bound
 steps); where the job's GPU was also sampled unprofiled, the idle time a rule
-claims is bounded by what NVML saw (1 - utilization).  Idle time is claimed by
+claims is bounded by what NVML saw (1 - utilization).  Where only the profiled
+capture (or a trace) saw it, the step account takes the profiler's own cost out
+of kernel launch and torch dispatch (:data:`PROFILER_SLOWDOWN`) before the idle
+time is compared with the GPU's busy time: a healthy bf16 transformer traced
+with shapes and FLOPs idles 41% in its trace (HTA agrees: 40.8%, 93% of it
+host wait) while its unprofiled GPU is busy all the time.  Idle time is claimed by
 one cause only, in this order: data loading (its own rule), synchronisation,
 launch overhead, other CPU-side work.
 """
@@ -14,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.analysis.evidence import (
+    MIN_GPU_SAMPLES,
     READBACK_OPS,
     SYNC_CALLS,
     CaptureView,
@@ -27,30 +34,36 @@ from gputui.analysis.severity import INFO, WARN
 from gputui.protocol.messages import DATA
 from gputui.trace import kernels
 
-#: synchronizing calls (or read-backs) per step from which syncs explain the idle time
-SYNC_PER_STEP = 2.0
-#: idle share of the GPU from which the gaps are worth a finding
-IDLE_SHARE = 0.15
-#: ... when only the (profiled) capture measured it: profiling alone left a healthy
-#: bf16 transformer's H100 about 27% idle in its capture while NVML saw it 100% busy
-IDLE_SHARE_PROFILED = 0.35
-#: launches averaging under this are launch-bound (seed: kernels under 10 us)
-SHORT_KERNEL_US = 20.0
-#: copies from pageable memory taking this share of the span
-PAGEABLE_SHARE = 0.03
-#: host-device copies taking this share of the span
-MEMCPY_SHARE = 0.10
-#: aten::to / _to_copy calls per step, and their share of the CPU ops' time
-CASTS_PER_STEP = 50.0
-CAST_CPU_SHARE = 0.10
-#: aten::copy_ share of CPU op self time that "dominates"
-COPY_CPU_SHARE = 0.15
-#: communication over this share of the step (TensorBoard profiler: 10%)
-COMM_SHARE = 0.10
-#: comm/compute overlap under this is poor
-OVERLAP = 0.5
+#: the thresholds (gputui.analysis.thresholds).  Synchronizing calls per step from
+#: which syncs explain the idle time; the GPU's idle share worth a finding, and the
+#: higher one when only the profiled capture measured it
+#: (profiling alone left a healthy bf16 transformer's H100 about 27% idle in its
+#: capture while NVML saw it 100% busy); launches averaging under SHORT_KERNEL_US
+#: are launch-bound (seed: kernels under 10 us), as are steps where TINY_SHARE of
+#: them are tiny
+SYNC_PER_STEP = thresholds.value("sync.per_step")
+IDLE_SHARE = thresholds.value("idle.share")
+IDLE_SHARE_PROFILED = thresholds.value("idle.share_profiled")
+SHORT_KERNEL_US = thresholds.value("launch.short_kernel_us")
+#: a profiled step's launch + dispatch time over the job's own (DESIGN §4: CPU+CUDA
+#: profiling slowed a launch-bound H100 step by 75-95%; the low end is taken)
+PROFILER_SLOWDOWN = thresholds.value("idle.profiler_slowdown")
+TINY_SHARE = thresholds.value("launch.tiny_share")
+#: copies: pageable ones' and all host-device copies' share of the span, casts per
+#: step and their share of CPU op time, aten::copy_'s share that "dominates"
+PAGEABLE_SHARE = thresholds.value("copy.pageable_share")
+MEMCPY_SHARE = thresholds.value("copy.memcpy_share")
+CASTS_PER_STEP = thresholds.value("copy.casts_per_step")
+CAST_CPU_SHARE = thresholds.value("copy.cast_cpu_share")
+COPY_CPU_SHARE = thresholds.value("copy.copy_cpu_share")
+SYNC_MEMCPY_PER_STEP = thresholds.value("copy.sync_memcpy_per_step")
+#: communication's share of the step (TensorBoard profiler: 10%), overlap under
+#: which it is poor, and the share from which overlap matters
+COMM_SHARE = thresholds.value("comm.share")
+OVERLAP = thresholds.value("comm.overlap")
+POOR_OVERLAP_SHARE = thresholds.value("comm.poor_overlap_share")
 #: zero-filling calls per step that look like zero_grad() writing zeros
-ZERO_PER_STEP = 20.0
+ZERO_PER_STEP = thresholds.value("steps.zero_per_step")
 
 
 def capture_of(ev: JobEvidence) -> CaptureView | None:
@@ -62,23 +75,46 @@ def capture_of(ev: JobEvidence) -> CaptureView | None:
 
 def attributable_idle(ev: JobEvidence, cap: CaptureView) -> float | None:
     """The share of the step the GPU idles, net of data loading, bounded by what
-    NVML saw unprofiled; None when the capture has no GPU timeline."""
+    NVML saw unprofiled, else by the step account with the profiler's own CPU
+    cost taken out (:func:`unprofiled_idle`); None when the capture has no GPU
+    timeline."""
     idle = cap.idle_share
     if idle is None:
         return None
     if _unprofiled(ev):
         idle = min(idle, 1.0 - ev.gpu.util_pct / 100.0)  # type: ignore[union-attr,operator]
+    else:
+        estimate = unprofiled_idle(cap)
+        if estimate is not None:
+            idle = min(idle, estimate)
     return max(0.0, idle - ev.phase_share(DATA))
+
+
+def unprofiled_idle(cap: CaptureView) -> float | None:
+    """The GPU's idle share of the step once the profiler's own CPU cost is taken
+    out: launch + dispatch shrink by :data:`PROFILER_SLOWDOWN`, and the GPU idles
+    only for the CPU-side time its busy time does not cover.  None without a step
+    account with GPU time."""
+    acct = cap.account
+    busy = None if acct is None or acct.step_us <= 0 else acct.gpu_busy_share
+    if acct is None or busy is None:
+        return None
+    issuing = acct.share("launch") + acct.share("dispatch")
+    cpu = 1.0 - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
+    return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
 
 def _unprofiled(ev: JobEvidence) -> bool:
     gpu = ev.gpu
-    return gpu is not None and gpu.util_pct is not None and gpu.samples >= 3
+    return gpu is not None and gpu.util_pct is not None and gpu.samples >= MIN_GPU_SAMPLES
 
 
-def idle_floor(ev: JobEvidence) -> float:
-    """The idle share worth a finding: higher when only the profiled capture saw it."""
-    return IDLE_SHARE if _unprofiled(ev) else IDLE_SHARE_PROFILED
+def idle_floor(ev: JobEvidence, cap: CaptureView) -> float:
+    """The idle share worth a finding: higher when only a profiled capture without
+    a step account saw it (nothing then takes the profiler's cost out)."""
+    if _unprofiled(ev) or unprofiled_idle(cap) is not None:
+        return IDLE_SHARE
+    return IDLE_SHARE_PROFILED
 
 
 def syncs_per_step(cap: CaptureView) -> tuple[float, int]:
@@ -92,13 +128,18 @@ def syncs_per_step(cap: CaptureView) -> tuple[float, int]:
 def launch_bound(cap: CaptureView) -> bool:
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
-    return (mean is not None and mean < SHORT_KERNEL_US) or (tiny is not None and tiny >= 0.5)
+    return (mean is not None and mean < SHORT_KERNEL_US) or (
+        tiny is not None and tiny >= TINY_SHARE
+    )
 
 
 def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     text = f"the GPU idles {idle * 100:.0f}% of the step"
     if cap.idle_share is not None and abs(cap.idle_share - idle) > 0.02:
-        text += f" ({cap.idle_share * 100:.0f}% in the capture, profiled)"
+        text += f" ({cap.idle_share * 100:.0f}% in the capture, profiled"
+        if not _unprofiled(ev) and unprofiled_idle(cap) is not None:
+            text += f", launch and dispatch {PROFILER_SLOWDOWN:g}x slower"
+        text += ")"
     return text
 
 
@@ -109,7 +150,7 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     "synchronization; Nsight Systems: host synchronization APIs",
     ("capture",),
     trigger=(
-        "capture: >= 2 CUDA synchronizations (cudaStreamSynchronize, "
+        "capture: >= {sync.per_step} CUDA synchronizations (cudaStreamSynchronize, "
         "cudaDeviceSynchronize, ...) per step; cost: the GPU's idle share net of data "
         "loading (bounded by unprofiled NVML utilization)"
     ),
@@ -154,10 +195,14 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     "pattern: many short GPU kernels with gaps",
     ("capture",),
     trigger=(
-        "capture: kernels average < 20 us or half of them are < 10 us, and the GPU idles "
-        ">= 15% of the step (>= 35% when only the profiled capture saw it); no host syncs; "
-        "with a step account, kernel launch + torch dispatch >= 40% of the step and the "
-        "largest CPU-side share; cost: the idle share, at most launch + dispatch"
+        "capture: kernels average < {launch.short_kernel_us} or {launch.tiny_share} of them "
+        "are < {launch.tiny_kernel_us}, and the GPU idles >= {idle.share} of the step "
+        "(>= {idle.share_profiled} when only a profiled capture without a step account saw "
+        "it; with one, launch + dispatch count {idle.profiler_slowdown} slower than the "
+        "job's own); fewer than {sync.per_step} host syncs per step; with a step account, "
+        "kernel launch + torch dispatch >= {launch.issue_share} of the step and the largest "
+        "CPU-side share; "
+        "cost: the idle share, at most launch + dispatch"
     ),
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
@@ -165,7 +210,7 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or not launch_bound(cap):
         return []
     idle = attributable_idle(ev, cap)
-    if idle is None or idle < idle_floor(ev):
+    if idle is None or idle < idle_floor(ev, cap):
         return []
     acct = cap.account
     if acct is not None and acct.step_us > 0:
@@ -205,8 +250,11 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     "(Python, data loading); Nsight Systems: low GPU utilization",
     ("capture",),
     trigger=(
-        "capture: the GPU idles >= 15% of the step (35% profiled only) though kernels are"
-        " not tiny and there are no host syncs (silent when cpu.python names the time)"
+        "capture: the GPU idles >= {idle.share} of the step ({idle.share_profiled} when "
+        "only a profiled capture without a step account saw it; with one, launch + dispatch "
+        "count {idle.profiler_slowdown} slower than the job's own) though kernels are not tiny "
+        "and there are fewer than {sync.per_step} host syncs per step (silent when "
+        "cpu.python names the time)"
     ),
     suppressed_by=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
 )
@@ -215,7 +263,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or launch_bound(cap):
         return []
     idle = attributable_idle(ev, cap)
-    if idle is None or idle < idle_floor(ev):
+    if idle is None or idle < idle_floor(ev, cap):
         return []
     return [
         finding(
@@ -239,7 +287,8 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     "Nsight Systems: asynchronous memcpy from pageable memory (it runs synchronously); "
     "timeline pattern: long cudaMemcpyAsync blocks",
     ("capture",),
-    trigger="capture: Memcpy HtoD/DtoH from pageable memory >= 3% of the GPU timeline",
+    trigger="capture: Memcpy HtoD/DtoH from pageable memory >= {copy.pageable_share} of the "
+    "GPU timeline",
 )
 def pageable(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -281,8 +330,8 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     "Systems: long cudaMemcpy",
     ("capture",),
     trigger=(
-        "capture: other host-device copies >= 10% of the GPU timeline, or aten::copy_ >= "
-        "15% of CPU op time"
+        "capture: other host-device copies >= {copy.memcpy_share} of the GPU timeline, or "
+        "aten::copy_ >= {copy.copy_cpu_share} of CPU op time"
     ),
 )
 def transfers(ev: JobEvidence) -> Iterable[Finding]:
@@ -317,7 +366,8 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
     "copy",
     "profiler observations: aten::to appears frequently (repeated dtype or device casting)",
     ("capture",),
-    trigger="capture: >= 50 aten::to/_to_copy calls per step taking >= 10% of CPU op time",
+    trigger="capture: >= {copy.casts_per_step} aten::to/_to_copy calls per step taking >= "
+    "{copy.cast_cpu_share} of CPU op time",
 )
 def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -348,14 +398,14 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     "sync",
     "Nsight Systems: synchronous memcpy and memset",
     ("capture",),
-    trigger="capture: >= 1 synchronous cudaMemcpy/cudaMemset per step",
+    trigger="capture: >= {copy.sync_memcpy_per_step} synchronous cudaMemcpy/cudaMemset per step",
 )
 def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
     us, calls = cap.ops_us(("cudaMemcpy", "cudaMemset"))
-    if calls / cap.steps < 1.0:
+    if calls / cap.steps < SYNC_MEMCPY_PER_STEP:
         return []
     return [
         finding(
@@ -376,7 +426,7 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     "launch",
     "TorchTidy: zero_grad writing zeros instead of setting gradients to None",
     ("capture",),
-    trigger="capture: >= 20 zero-fill calls per step (zero_grad writing zeros)",
+    trigger="capture: >= {steps.zero_per_step} zero-fill calls per step (zero_grad writing zeros)",
 )
 def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -410,8 +460,8 @@ def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     "communication overhead",
     ("capture",),
     trigger=(
-        "capture: NCCL kernels >= 10% of the GPU timeline; cost: the part not overlapped "
-        "with compute"
+        "capture: NCCL kernels >= {comm.share} of the GPU timeline; cost: the part not "
+        "overlapped with compute"
     ),
 )
 def comm_share(ev: JobEvidence) -> Iterable[Finding]:
@@ -451,7 +501,8 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     "timeline patterns: NCCL calls between backward and the optimizer (DDP sync not "
     "overlapped); HTA: comm/compute overlap",
     ("capture",),
-    trigger="capture: NCCL kernels present with comm/compute overlap < 50%",
+    trigger="capture: NCCL kernels {comm.poor_overlap_share} to {comm.share} of the GPU "
+    "timeline with comm/compute overlap < {comm.overlap}",
 )
 def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -460,7 +511,7 @@ def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)
     share = comm_us / cap.span_us
     overlap = cap.comm_compute_overlap
-    if share < 0.05 or overlap >= OVERLAP or share >= COMM_SHARE:
+    if share < POOR_OVERLAP_SHARE or overlap >= OVERLAP or share >= COMM_SHARE:
         return []  # comm.share covers large shares
     return [
         finding(

@@ -5,6 +5,12 @@ cores, memory nearly full, clocks throttled, memory-bandwidth bound.
 Each reads a :class:`DeviceEvidence`: the newest snapshot of the GPU and the
 means over the last snapshots, so one idle sample between busy ones raises
 nothing.
+
+The readings of a GPU window that the job's GPU rules share (memory-bound,
+busy without tensor cores, low utilization) are defined here once, with one
+threshold set from :mod:`gputui.analysis.thresholds`: the monitor and the job
+view say the same thing of the same numbers.  Nothing here loads the job's
+evidence, the wire protocol or Rich.
 """
 
 from __future__ import annotations
@@ -13,24 +19,93 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputui import fmt
-from gputui.analysis import throttle
+from gputui.analysis import thresholds, throttle
 from gputui.analysis.finding import Finding
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
-from gputui.analysis.severity import CRIT, INFO, WARN, Severity
+from gputui.analysis.severity import CRIT, WARN, Severity
 from gputui.snapshot.model import DeviceSnapshot, Snapshot
 
-#: GPU utilization below this with a compute process on the GPU is "low" (TensorBoard)
-LOW_UTIL_PCT = 50.0
+#: GPU utilization below this is "low" (TensorBoard)
+LOW_UTIL_PCT = thresholds.value("gpu.low_util_pct")
 #: device memory above this share of the total is "nearly full" (TensorBoard: 90%)
-MEM_FULL_PCT = 90.0
+MEM_FULL_PCT = thresholds.value("gpu.mem_full_pct")
 #: "busy": plain utilization at or above this ...
-BUSY_UTIL_PCT = 80.0
-#: ... while tensor cores do less than this: the work is not on the tensor cores
-NO_TENSOR_PCT = 5.0
-#: DRAM bandwidth use at or above this with SM activity below MEMBOUND_SM_PCT
-MEMBOUND_DRAM_PCT = 60.0
-MEMBOUND_SM_PCT = 50.0
+BUSY_UTIL_PCT = thresholds.value("gpu.busy_util_pct")
+#: ... while tensor cores do less than this and the FP32 pipes at least FP32_PIPE_PCT:
+#: matrix work on the CUDA cores
+NO_TENSOR_PCT = thresholds.value("gpu.no_tensor_pct")
+FP32_PIPE_PCT = thresholds.value("gpu.fp32_pipe_pct")
+#: DRAM activity at or above this (about 80% is the practical maximum) with tensor
+#: activity under TENSOR_BUSY_PCT: bound by memory bandwidth
+DRAM_BOUND_PCT = thresholds.value("gpu.dram_bound_pct")
+TENSOR_BUSY_PCT = thresholds.value("gpu.tensor_busy_pct")
+
+
+@dataclass(frozen=True)
+class Said:
+    """What a reading of a GPU window says, for a device or a job finding."""
+
+    title: str
+    evidence: str
+    fix: str
+    confirm: str
+
+
+def memory_bound_in(w: GpuWindow) -> Said | None:
+    """The GPU is bound by memory bandwidth: DRAM activity at the practical
+    ceiling while the tensor cores are not what keeps it busy (an elementwise
+    chain reads DRAM 88%, SM 99%, tensor 0%: memory-bound, not "no tensor-core
+    work")."""
+    if w.dram_pct is None or w.dram_pct < DRAM_BOUND_PCT:
+        return None
+    if (w.tensor_pct or 0.0) >= TENSOR_BUSY_PCT:
+        return None
+    return Said(
+        "the GPU is limited by memory bandwidth",
+        f"DRAM activity {w.dram_pct:.0f}% (about 80% is the practical maximum), tensor "
+        f"cores {w.tensor_pct or 0:.0f}%, SM activity {w.sm_active_pct or 0:.0f}%",
+        "fewer passes over memory: fuse elementwise and normalization chains "
+        "(torch.compile), use fused kernels (FlashAttention via "
+        "F.scaled_dot_product_attention, fused optimizers), keep activations in bf16",
+        "DRAM activity and step time fall; a capture's elementwise share shrinks",
+    )
+
+
+def no_tensor_work_in(w: GpuWindow) -> Said | None:
+    """The GPU is busy on the FP32 pipes with its tensor cores idle (and is not
+    memory-bound: that reading comes first)."""
+    if not w.gpm or w.util_pct is None or w.tensor_pct is None:
+        return None
+    if w.util_pct < BUSY_UTIL_PCT or w.tensor_pct >= NO_TENSOR_PCT:
+        return None
+    fp32 = w.fp32_pct or 0.0
+    if fp32 < FP32_PIPE_PCT or memory_bound_in(w) is not None:
+        return None
+    return Said(
+        "busy GPU, idle tensor cores",
+        f"GPU util {w.util_pct:.0f}%, SM activity {w.sm_active_pct or 0:.0f}%, "
+        f"FP32 pipes {fp32:.0f}% but tensor cores {w.tensor_pct:.0f}%",
+        "matrix work in full FP32 runs on the CUDA cores: enable TF32 "
+        "(torch.set_float32_matmul_precision('high')) or train in bf16 with "
+        "torch.autocast('cuda', dtype=torch.bfloat16)",
+        "GPM tensor activity rises on the monitor; step time falls",
+    )
+
+
+def low_util_in(w: GpuWindow) -> bool:
+    """GPU utilization under the TensorBoard profiler's 50%."""
+    return w.util_pct is not None and w.util_pct < LOW_UTIL_PCT
+
+
+#: the triggers the device and the job rules share
+MEMORY_BOUND_TRIGGER = (
+    "GPM: DRAM activity >= {gpu.dram_bound_pct} with tensor activity < {gpu.tensor_busy_pct}"
+)
+NO_TENSOR_TRIGGER = (
+    "GPM: utilization >= {gpu.busy_util_pct}, tensor activity < {gpu.no_tensor_pct}, "
+    "FP32 pipes >= {gpu.fp32_pipe_pct}, and not memory-bound"
+)
 
 
 @dataclass(frozen=True)
@@ -50,11 +125,24 @@ def device_evidence(snapshot: Snapshot, recent: Sequence[Snapshot]) -> list[Devi
             series = by_uuid.get(d.uuid)
             if series is not None and not d.lost:
                 series.append(d)
-    computing = {p.gpu_index for p in snapshot.processes if "compute" in p.type}
+    computing = _computing(snapshot)
     return [
         DeviceEvidence(device, GpuWindow.of(by_uuid[device.uuid]), device.index in computing)
         for device in snapshot.devices
     ]
+
+
+def _computing(snapshot: Snapshot) -> set[int]:
+    """The GPUs with a compute process; the walk stops once every GPU has one (a node
+    with thousands of processes finds them among its first few)."""
+    computing: set[int] = set()
+    every = len(snapshot.devices)
+    for p in snapshot.processes:
+        if "compute" in p.type:
+            computing.add(p.gpu_index)
+            if len(computing) >= every:
+                break
+    return computing
 
 
 def _finding(
@@ -78,6 +166,10 @@ def _finding(
         source=REGISTRY[rule_id].source,
         gpu_index=d.index,
     )
+
+
+def _said(ev: DeviceEvidence, rule_id: str, severity: Severity, said: Said) -> Finding:
+    return _finding(ev, rule_id, severity, said.title, said.evidence, said.fix, said.confirm)
 
 
 @rule(
@@ -152,27 +244,12 @@ def ecc(ev: DeviceEvidence) -> Iterable[Finding]:
     "activity is the witness); gputui: busy GPU with idle tensor cores",
     ("snapshot",),
     scope="device",
-    trigger="GPM over the last 10 samples: utilization >= 80% with tensor activity < 5%",
+    trigger=NO_TENSOR_TRIGGER + " (means over the last 10 samples)",
 )
 def no_tensor_work(ev: DeviceEvidence) -> Iterable[Finding]:
     w, d = ev.window, ev.device
-    if d.lost or w is None or not d.gpm_supported or w.util_pct is None or w.tensor_pct is None:
-        return []
-    if w.util_pct < BUSY_UTIL_PCT or w.tensor_pct >= NO_TENSOR_PCT:
-        return []
-    return [
-        _finding(
-            ev,
-            "device.no_tensor_work",
-            WARN,
-            "busy but no tensor-core work",
-            f"GPU util {w.util_pct:.0f}% but tensor activity {w.tensor_pct:.0f}%: the GPU is "
-            "busy, the tensor cores are idle",
-            "FP32 path? use bf16/fp16 autocast (torch.autocast) or TF32 "
-            "(torch.set_float32_matmul_precision('high')); fine if the work is not matmul",
-            "tensor activity rises; 'gputui attach PID' and a capture name the FP32 kernels",
-        )
-    ]
+    said = None if d.lost or w is None or not d.gpm_supported else no_tensor_work_in(w)
+    return [] if said is None else [_said(ev, "device.no_tensor_work", WARN, said)]
 
 
 @rule(
@@ -182,14 +259,16 @@ def no_tensor_work(ev: DeviceEvidence) -> Iterable[Finding]:
     "under 70% means data loading or CPU preprocessing",
     ("snapshot",),
     scope="device",
-    trigger="the last 10 samples: utilization < 50% while a compute process is on the GPU",
+    trigger=(
+        "the last 10 samples: utilization < {gpu.low_util_pct} while a compute process is on "
+        "the GPU"
+    ),
 )
 def low_util(ev: DeviceEvidence) -> Iterable[Finding]:
     w, d = ev.window, ev.device
-    if d.lost or w is None or not ev.has_compute or w.util_pct is None:
+    if d.lost or w is None or not ev.has_compute or not low_util_in(w):
         return []
-    if w.util_pct >= LOW_UTIL_PCT:
-        return []
+    assert w.util_pct is not None
     return [
         _finding(
             ev,
@@ -210,7 +289,7 @@ def low_util(ev: DeviceEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: memory over 90% of the device",
     ("snapshot",),
     scope="device",
-    trigger="memory used > 90% of the device",
+    trigger="memory used > {gpu.mem_full_pct} of the device",
 )
 def memory_full(ev: DeviceEvidence) -> Iterable[Finding]:
     d = ev.device
@@ -283,23 +362,9 @@ def throttled(ev: DeviceEvidence) -> Iterable[Finding]:
     "bottleneck tables: high memory utilization but low compute (memory-bandwidth bound)",
     ("snapshot",),
     scope="device",
-    trigger="GPM: DRAM bandwidth >= 60% with SM activity < 50%",
+    trigger=MEMORY_BOUND_TRIGGER + " (means over the last 10 samples)",
 )
 def memory_bound(ev: DeviceEvidence) -> Iterable[Finding]:
-    gpm = ev.device.gpm
-    if ev.device.lost or gpm is None or gpm.dram_bw_util_pct is None or gpm.sm_activity_pct is None:
-        return []
-    if gpm.dram_bw_util_pct < MEMBOUND_DRAM_PCT or gpm.sm_activity_pct >= MEMBOUND_SM_PCT:
-        return []
-    return [
-        _finding(
-            ev,
-            "device.memory_bound",
-            INFO,
-            "memory-bandwidth bound",
-            f"DRAM bandwidth {gpm.dram_bw_util_pct:.0f}% with SM activity "
-            f"{gpm.sm_activity_pct:.0f}%",
-            "fuse elementwise ops (torch.compile), avoid extra copies, larger batches",
-            "DRAM activity falls for the same work; a capture shows fewer elementwise kernels",
-        )
-    ]
+    w = ev.window
+    said = None if ev.device.lost or w is None else memory_bound_in(w)
+    return [] if said is None else [_said(ev, "device.memory_bound", WARN, said)]

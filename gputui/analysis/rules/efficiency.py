@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis.evidence import (
-    JobEvidence,
-    is_fp32_gemm,
-)
+from gputui.analysis import thresholds
+from gputui.analysis.evidence import MIN_GPU_SAMPLES, JobEvidence, is_fp32_gemm
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import capture_of
@@ -18,16 +16,13 @@ from gputui.analysis.severity import INFO
 from gputui.trace import kernels
 
 #: FP32 (CUDA-core) GEMMs' share of kernel time that is worth TF32 or bf16
-FP32_GEMM_SHARE = 0.20
-
-
+FP32_GEMM_SHARE = thresholds.value("precision.fp32_gemm_share")
 #: elementwise + reduction share of kernel time of a memory-bound job (a healthy bf16
-#: transformer's is 57-62%)
-ELEMENTWISE_SHARE = 0.75
-
-
+#: transformer's is 57-62%), with the GPU busy at least BUSY_SHARE of the step
+ELEMENTWISE_SHARE = thresholds.value("kernels.elementwise_share")
+BUSY_SHARE = thresholds.value("kernels.busy_share")
 #: the top kernel's share of kernel time that deserves a deep dive
-TOP_KERNEL_SHARE = 0.25
+TOP_KERNEL_SHARE = thresholds.value("kernels.top_kernel_share")
 
 
 def tensor_core_fp32(ev: JobEvidence) -> bool:
@@ -49,7 +44,8 @@ def tensor_core_fp32(ev: JobEvidence) -> bool:
     "tensor-core-eligible ops without tensor cores",
     ("capture",),
     trigger=(
-        "capture: FP32 GEMMs on the CUDA cores >= 20% of kernel time; cost: 75% of their busy time"
+        "capture: FP32 GEMMs on the CUDA cores >= {precision.fp32_gemm_share} of kernel time, "
+        "on compute capability 8.0 or newer; cost: 75% of their busy time"
         " (silent when SDPA's math backend made them: attention.sdpa_math speaks)"
     ),
     suppressed_by=("attention.sdpa_math",),
@@ -91,9 +87,10 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     "elementwise and reduction ops sit far under the balance point",
     ("capture",),
     trigger=(
-        "capture: elementwise + reduction kernels >= 75% of kernel time with the GPU >= "
-        "50% busy (and no GPM DRAM numbers: then gpu.memory_bound speaks; no roofline: "
-        "then roofline.memory_bound speaks)"
+        "capture: elementwise + reduction kernels >= {kernels.elementwise_share} of kernel "
+        "time with the GPU busy >= {kernels.busy_share} of the step (and no GPM DRAM "
+        "numbers: then gpu.memory_bound speaks; no roofline: then roofline.memory_bound "
+        "speaks)"
     ),
 )
 def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
@@ -101,13 +98,13 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None:
         return []
     gpu = ev.gpu
-    if gpu is not None and gpu.dram_pct is not None and gpu.samples >= 3:
+    if gpu is not None and gpu.dram_pct is not None and gpu.samples >= MIN_GPU_SAMPLES:
         return []  # gpu.memory_bound speaks, with the DRAM numbers
     if ev.roofline is not None:
         return []  # the roofline rules speak, with each op's bytes and FLOPs
     share = cap.class_share(kernels.ELEMENTWISE, kernels.REDUCTION)
     busy = cap.busy_share or 0.0
-    if share < ELEMENTWISE_SHARE or busy < 0.5:
+    if share < ELEMENTWISE_SHARE or busy < BUSY_SHARE:
         return []
     return [
         finding(
@@ -131,8 +128,8 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     "workflow: focus on the top kernels by GPU time; Nsight Compute for a deep dive",
     ("capture",),
     trigger=(
-        "capture: one compute kernel >= 25% of kernel time (info: the deep dive and the "
-        "ncu command)"
+        "capture: one compute kernel >= {kernels.top_kernel_share} of kernel time (info: the "
+        "deep dive and the ncu command)"
     ),
 )
 def top_kernel(ev: JobEvidence) -> Iterable[Finding]:

@@ -11,31 +11,36 @@ throughput and achieved occupancy; how to confirm names the ncu command.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from gputui.analysis import throttle
-from gputui.analysis.evidence import MIN_GPU_SAMPLES, GpuWindow, JobEvidence
+from gputui.analysis import thresholds, throttle
+from gputui.analysis.evidence import MIN_STEPS, GpuWindow, JobEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.registry import finding, rule, severity_of
+from gputui.analysis.registry import Minimum, finding, rule, severity_of
+from gputui.analysis.rules.device import (
+    BUSY_UTIL_PCT,
+    MEMORY_BOUND_TRIGGER,
+    NO_TENSOR_TRIGGER,
+    TENSOR_BUSY_PCT,
+    Said,
+    low_util_in,
+    memory_bound_in,
+    no_tensor_work_in,
+)
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 
-#: GPU utilization under this (TensorBoard profiler: 50%) with no other cause found
-LOW_UTIL_PCT = 50.0
-#: utilization that swings this much (standard deviation, points) is "spiky"
-SPIKY_STDEV = 25.0
-#: "busy": NVML utilization at or above this
-BUSY_UTIL_PCT = 80.0
-#: tensor cores under this while busy: the matmuls are not on them
-NO_TENSOR_PCT = 5.0
+#: utilization that swings this much (standard deviation, points) is "spiky", from
+#: this many samples (a handful taken during a capture swing by themselves)
+SPIKY_STDEV = thresholds.value("gpu.spiky_stdev_pct")
+SPIKY_SAMPLES = int(thresholds.value("min.spiky_samples"))
 #: SM activity under this while busy: kernels too small to fill the GPU
-LOW_SM_PCT = 50.0
+LOW_SM_PCT = thresholds.value("gpu.low_sm_pct")
 #: achieved occupancy under this with the SMs active (Nsight Compute: poor < 25%)
-LOW_OCCUPANCY_PCT = 25.0
-#: DRAM activity at or above this is the bandwidth ceiling in practice
-DRAM_BOUND_PCT = 75.0
+LOW_OCCUPANCY_PCT = thresholds.value("gpu.low_occupancy_pct")
 #: GPU temperature from which clocks come down
-HOT_C = 83.0
+HOT_C = thresholds.value("gpu.hot_c")
 #: a clock-event reason active in this share of the samples counts
-THROTTLE_SHARE = 0.3
+THROTTLE_SHARE = thresholds.value("gpu.throttle_share")
 
 NCU = (
     "ncu --set full --kernel-name regex:NAME --launch-count 5 --target-processes all "
@@ -44,10 +49,9 @@ NCU = (
 
 
 def _ready(ev: JobEvidence) -> GpuWindow | None:
-    gpu = ev.gpu
-    if gpu is None or gpu.samples < MIN_GPU_SAMPLES or not ev.enough_steps:
-        return None
-    return gpu
+    """The job's GPU window (the engine runs a GPU rule only with enough samples
+    and steps: its declared minimum)."""
+    return ev.gpu
 
 
 def _scope(gpu: GpuWindow) -> str:
@@ -61,8 +65,8 @@ def _scope(gpu: GpuWindow) -> str:
     "throttle above about 83C",
     ("gpu",),
     trigger=(
-        "the job's GPU >= 80% busy with a costly clock-event reason in >= 30% of the "
-        "samples, or >= 83C; cost: the clock deficit"
+        "the job's GPU >= {gpu.busy_util_pct} busy with a costly clock-event reason in >= "
+        "{gpu.throttle_share} of the samples, or >= {gpu.hot_c}; cost: the clock deficit"
     ),
 )
 def throttled(ev: JobEvidence) -> Iterable[Finding]:
@@ -125,8 +129,10 @@ def throttled(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: spiky GPU utilization from CPU-GPU synchronization or the GIL",
     ("gpu",),
     trigger=(
-        "the job's GPU utilization swings (standard deviation >= 25 points) with a mean under 80%"
+        "the job's GPU utilization swings (standard deviation >= {gpu.spiky_stdev_pct} points) "
+        "with a mean under {gpu.busy_util_pct}"
     ),
+    minimum=Minimum(steps=MIN_STEPS, gpu_samples=SPIKY_SAMPLES),
 )
 def spiky(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -157,37 +163,24 @@ def spiky(ev: JobEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: time in tensor-core-eligible ops with 0% tensor-core kernels "
     "(GPM tensor activity is the witness); gputui: busy GPU with idle tensor cores",
     ("gpu",),
-    trigger=(
-        "GPM: the job's GPU >= 80% busy, tensor activity < 5%, FP32 activity >= 10% (a "
-        "capture with FP32 GEMMs defers to precision.fp32_matmul)"
-    ),
+    trigger=NO_TENSOR_TRIGGER + " on the job's GPU (a capture with FP32 GEMMs defers to "
+    "precision.fp32_matmul)",
 )
 def no_tensor_work(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
-    if gpu is None or not gpu.gpm or gpu.tensor_pct is None or gpu.util_pct is None:
+    said = None if gpu is None else no_tensor_work_in(gpu)
+    if gpu is None or said is None:
         return []
-    if gpu.util_pct < BUSY_UTIL_PCT or gpu.tensor_pct >= NO_TENSOR_PCT:
-        return []
-    fp32 = gpu.fp32_pct or 0.0
-    if fp32 < 10.0:
-        return []  # not arithmetic-bound on the CUDA cores either: other rules speak
     if ev.capture is not None and ev.capture.fp32_gemm_share() > 0:
         return []  # the capture names the kernels: precision.fp32_matmul says it better
-    return [
-        finding(
-            ev,
-            "gpu.no_tensor_work",
-            "busy GPU, idle tensor cores",
-            f"GPU util {gpu.util_pct:.0f}%, SM activity {gpu.sm_active_pct or 0:.0f}%, "
-            f"FP32 pipes {fp32:.0f}% but tensor cores {gpu.tensor_pct:.0f}%",
-            "matrix work in full FP32 runs on the CUDA cores: enable TF32 "
-            "(torch.set_float32_matmul_precision('high')) or train in bf16 with "
-            "torch.autocast('cuda', dtype=torch.bfloat16)",
-            "GPM tensor activity rises on the monitor; step time falls",
-            scope=_scope(gpu),
-            severity=WARN,
-        )
-    ]
+    return [_said(ev, gpu, "gpu.no_tensor_work", said, severity=WARN)]
+
+
+def _said(ev: JobEvidence, gpu: GpuWindow, rule_id: str, said: Said, **kw: Any) -> Finding:
+    """A job finding of what a reading of the job's GPU window says (``kw``:
+    ``share``, ``severity``)."""
+    t = said
+    return finding(ev, rule_id, t.title, t.evidence, t.fix, t.confirm, scope=_scope(gpu), **kw)
 
 
 @rule(
@@ -196,7 +189,10 @@ def no_tensor_work(ev: JobEvidence) -> Iterable[Finding]:
     "Nsight Compute metrics as whole-GPU GPM thresholds: SM throughput under 50% "
     "(DCGM: SM activity below 0.5 is ineffective use)",
     ("gpu",),
-    trigger="GPM: the job's GPU >= 80% busy but SM activity < 50% (kernels too small to fill it)",
+    trigger=(
+        "GPM: the job's GPU >= {gpu.busy_util_pct} busy but SM activity < {gpu.low_sm_pct} "
+        "(kernels too small to fill it)"
+    ),
 )
 def sm_underused(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -227,7 +223,10 @@ def sm_underused(ev: JobEvidence) -> Iterable[Finding]:
     "kernels",
     "Nsight Compute metrics as whole-GPU GPM thresholds: achieved occupancy under 25%",
     ("gpu",),
-    trigger="GPM: SM activity >= 50% with achieved occupancy < 25% and tensor activity < 30%",
+    trigger=(
+        "GPM: SM activity >= {gpu.low_sm_pct} with achieved occupancy < "
+        "{gpu.low_occupancy_pct} and tensor activity < {gpu.tensor_busy_pct}"
+    ),
 )
 def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -235,7 +234,7 @@ def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
         return []
     if gpu.sm_active_pct < LOW_SM_PCT or gpu.sm_occupancy_pct >= LOW_OCCUPANCY_PCT:
         return []
-    if (gpu.tensor_pct or 0) >= 30.0:
+    if (gpu.tensor_pct or 0) >= TENSOR_BUSY_PCT:
         return []  # tensor-core GEMMs run at low occupancy by design
     return [
         finding(
@@ -259,13 +258,13 @@ def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: high memory utilization but low compute (memory-bandwidth "
     "bound); roofline: arithmetic intensity under the balance point",
     ("gpu",),
-    trigger="GPM: DRAM bandwidth >= 75% with tensor activity < 30%",
+    trigger=MEMORY_BOUND_TRIGGER + " on the job's GPU; cost, with a capture: half the "
+    "elementwise and reduction kernels' share of the busy time",
 )
 def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
-    if gpu is None or gpu.dram_pct is None or gpu.dram_pct < DRAM_BOUND_PCT:
-        return []
-    if (gpu.tensor_pct or 0) >= 30.0:
+    said = None if gpu is None else memory_bound_in(gpu)
+    if gpu is None or said is None:
         return []
     cap = ev.capture
     share = None
@@ -274,19 +273,8 @@ def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
         busy = 1.0 - (cap.idle_share or 0.0)
         share = 0.5 * cap.class_share("elementwise", "reduction") * busy
     return [
-        finding(
-            ev,
-            "gpu.memory_bound",
-            "the GPU is limited by memory bandwidth",
-            f"DRAM activity {gpu.dram_pct:.0f}% (about 80% is the practical maximum), tensor "
-            f"cores {gpu.tensor_pct or 0:.0f}%, SM activity {gpu.sm_active_pct or 0:.0f}%",
-            "fewer passes over memory: fuse elementwise and normalization chains "
-            "(torch.compile), use fused kernels (FlashAttention via "
-            "F.scaled_dot_product_attention, fused optimizers), keep activations in bf16",
-            "DRAM activity and step time fall; the capture's elementwise share shrinks",
-            share=share,
-            scope=_scope(gpu),
-            severity=WARN if share is None else None,
+        _said(
+            ev, gpu, "gpu.memory_bound", said, share=share, severity=WARN if share is None else None
         )
     ]
 
@@ -298,17 +286,17 @@ def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
     "under 70-80% means the GPU waits for the CPU",
     ("gpu",),
     trigger=(
-        "the job's GPU < 50% utilized, with no capture and data loading < 5% (those rules"
-        " name the cause)"
+        "the job's GPU < {gpu.low_util_pct} utilized, with no capture and data loading < "
+        "{data.share} (those rules name the cause)"
     ),
 )
 def low_util(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
-    if gpu is None or gpu.util_pct is None or gpu.util_pct >= LOW_UTIL_PCT:
+    if gpu is None or not low_util_in(gpu) or gpu.util_pct is None:
         return []
     if ev.capture is not None:
         return []  # the capture's rules name the cause and its cost
-    if ev.phase_share("data") >= 0.05:
+    if ev.phase_share("data") >= thresholds.value("data.share"):
         return []  # data.loader_wait names it
     return [
         finding(

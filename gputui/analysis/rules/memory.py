@@ -5,23 +5,27 @@ snapshot found growing."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import CRIT, INFO, WARN
-from gputui.protocol.memsnap import AllocSite
+
+if TYPE_CHECKING:
+    from gputui.protocol.memsnap import AllocSite
 
 #: peak memory over this share of the device (TensorBoard's advice threshold)
-NEAR_FULL = 0.90
+NEAR_FULL = thresholds.value("memory.near_full")
 #: a growing baseline that reaches the device's end within this many seconds is critical
-OOM_SOON_S = 600.0
+OOM_SOON_S = thresholds.value("memory.oom_soon_s")
 #: reserved beyond allocated by this factor and this many bytes: fragmentation
-FRAGMENT_FACTOR = 1.5
-FRAGMENT_BYTES = 2 * 2**30
+FRAGMENT_FACTOR = thresholds.value("memory.fragment_factor")
+FRAGMENT_BYTES = thresholds.value("memory.fragment_bytes")
 #: cudaMalloc/cudaFree per step from which the caching allocator is not caching
-MALLOC_PER_STEP = 1.0
+MALLOC_PER_STEP = thresholds.value("memory.malloc_per_step")
 
 
 def _total(ev: JobEvidence) -> int | None:
@@ -37,7 +41,7 @@ def _total(ev: JobEvidence) -> int | None:
     ("steps", "memory"),
     trigger=(
         "the allocated baseline (the minimum between steps) keeps growing; crit when it "
-        "reaches the device's end within 10 minutes"
+        "reaches the device's end within {memory.oom_soon_s}"
     ),
 )
 def growth(ev: JobEvidence) -> Iterable[Finding]:
@@ -81,7 +85,7 @@ def growth(ev: JobEvidence) -> Iterable[Finding]:
     "TensorBoard profiler: peak memory over 90% of the device; memory usage near 100%: "
     "reduce the batch",
     ("memory",),
-    trigger="peak allocated > 90% of the device",
+    trigger="peak reserved >= {memory.near_full} of the device",
 )
 def near_full(ev: JobEvidence) -> Iterable[Finding]:
     m, total = ev.memory, _total(ev)
@@ -150,7 +154,8 @@ def alloc_retries(ev: JobEvidence) -> Iterable[Finding]:
     "memory",
     "bottleneck tables: out of memory despite a small model (fragmentation)",
     ("memory",),
-    trigger="reserved >= 1.5x allocated and >= 2 GiB more (info)",
+    trigger="reserved >= {memory.fragment_factor} allocated and >= {memory.fragment_bytes} "
+    "more (info)",
 )
 def fragmentation(ev: JobEvidence) -> Iterable[Finding]:
     m = ev.memory
@@ -180,7 +185,7 @@ def fragmentation(ev: JobEvidence) -> Iterable[Finding]:
     "memory",
     "Nsight Systems: cudaMalloc calls during training (the caching allocator should serve them)",
     ("capture",),
-    trigger="capture: >= 1 cudaMalloc/cudaFree per step",
+    trigger="capture: >= {memory.malloc_per_step} cudaMalloc/cudaFree per step",
 )
 def malloc_in_loop(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture

@@ -7,27 +7,25 @@ import itertools
 from collections.abc import Iterable
 
 from gputui import fmt
-from gputui.analysis.evidence import JobEvidence, ordinary
+from gputui.analysis import thresholds
+from gputui.analysis.evidence import MIN_STEPS, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
-from gputui.analysis.registry import finding, rule
+from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
 from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER
 
-#: the TensorBoard profiler's advice threshold: data loading over 5% of the step
-DATA_SHARE = 0.05
-#: forward slower than this times backward points at a synchronisation in it
-FORWARD_OVER_BACKWARD = 1.5
-#: backward over this times forward: activation checkpointing, or a slow backward
-BACKWARD_OVER_FORWARD = 3.0
-#: the optimizer taking this share of the step is worth a look
-OPTIMIZER_SHARE = 0.15
-#: time outside every phase from this share on is worth naming
-OTHER_SHARE = 0.25
-#: slow steps must add at least this share of the time to be reported
-OUTLIER_SHARE = 0.02
-#: the warm-up is reported when its steps took this many times the median
-WARMUP_FACTOR = 5.0
+#: the thresholds (gputui.analysis.thresholds): data loading's share of the step
+#: (TensorBoard's advice), forward over backward (a sync in forward), backward over
+#: forward (checkpointing), the optimizer's and the unphased time's share, the
+#: time slow steps add, a warm-up step over the median
+DATA_SHARE = thresholds.value("data.share")
+FORWARD_OVER_BACKWARD = thresholds.value("steps.forward_over_backward")
+BACKWARD_OVER_FORWARD = thresholds.value("steps.backward_over_forward")
+OPTIMIZER_SHARE = thresholds.value("steps.optimizer_share")
+OTHER_SHARE = thresholds.value("steps.other_share")
+OUTLIER_SHARE = thresholds.value("steps.outlier_share")
+WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
 
 
 @rule(
@@ -37,13 +35,13 @@ WARMUP_FACTOR = 5.0
     "while the CPU is busy, GPU utilization under 70-80% with idle gaps",
     ("steps",),
     trigger=(
-        "the data phase (waiting in DataLoader.__next__) >= 5% of the step (TensorBoard's"
-        " threshold)"
+        "the data phase (waiting in DataLoader.__next__) >= {data.share} of the step "
+        "(TensorBoard's threshold)"
     ),
 )
 def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(DATA)
-    if not ev.enough_steps or share < DATA_SHARE:
+    if share < DATA_SHARE:
         return []
     p50 = ev.phase_p50(DATA)
     evidence = (
@@ -98,13 +96,13 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     "synchronisation (.item(), print(tensor), .cpu()) in the forward pass",
     ("steps",),
     trigger=(
-        "forward >= 1.5x backward on the CPU clock while the GPU's own forward is not (a "
-        "sync in the forward)"
+        "forward >= {steps.forward_over_backward} backward on the CPU clock while the GPU's "
+        "own forward is not (a sync in the forward)"
     ),
 )
 def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     forward, backward = ev.phase_mean(FORWARD), ev.phase_mean(BACKWARD)
-    if not ev.enough_steps or ev.phases_coarse or not forward or not backward:
+    if ev.phases_coarse or not forward or not backward:
         return []
     if forward < FORWARD_OVER_BACKWARD * backward:
         return []
@@ -136,12 +134,13 @@ def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     "profiler observations: backward over twice the forward means activation "
     "checkpointing (expected) or an inefficient backward",
     ("steps",),
-    trigger="backward >= 3x forward (info: checkpointing, or a slow backward)",
+    trigger="backward >= {steps.backward_over_forward} forward (info: checkpointing, or a slow "
+    "backward)",
 )
 def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     gpu = bool(ev.stats.gpu_phases)  # wall times mislead on a GPU-bound job (see above)
     forward, backward = ev.phase_mean(FORWARD, gpu=gpu), ev.phase_mean(BACKWARD, gpu=gpu)
-    if not ev.enough_steps or ev.phases_coarse or not forward or not backward:
+    if ev.phases_coarse or not forward or not backward:
         return []
     if backward < BACKWARD_OVER_FORWARD * forward:
         return []
@@ -165,14 +164,17 @@ def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     "launch",
     "TorchTidy: a single-tensor optimizer where foreach or fused kernels exist",
     ("steps",),
-    trigger="the optimizer >= 15% of the step; cost: 40% of it when foreach/fused kernels are off",
+    trigger=(
+        "the optimizer >= {steps.optimizer_share} of the step; cost: 40% of it when "
+        "foreach/fused kernels are off"
+    ),
 )
 def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     # GPU time when the steps have it: on a GPU-bound job the CPU blocks wherever the
     # launch queue is full, often inside optimizer.step(), which inflates its wall time.
     gpu = bool(ev.stats.gpu_phases)
     share = ev.phase_share(OPTIMIZER, gpu=gpu)
-    if not ev.enough_steps or share < OPTIMIZER_SHARE:
+    if share < OPTIMIZER_SHARE:
         return []
     foreach = None
     cap = ev.capture
@@ -208,11 +210,14 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     "gputui: time outside data, forward, backward and optimizer is work the loop "
     "does between steps (logging, metrics, checkpoints)",
     ("steps",),
-    trigger="time outside data, forward, backward and optimizer >= 25% of the step (info)",
+    trigger=(
+        "time outside data, forward, backward and optimizer >= {steps.other_share} of the "
+        "step (info)"
+    ),
 )
 def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(OTHER)
-    if not ev.enough_steps or ev.phases_coarse or share < OTHER_SHARE:
+    if ev.phases_coarse or share < OTHER_SHARE:
         return []
     # Informational: the time may be GPU work issued outside a module's forward
     # (it then costs nothing) or host work that the GPU waits for (then the
@@ -239,13 +244,14 @@ def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: one step much slower than others; SageMaker Debugger: step outliers",
     ("steps",),
     trigger=(
-        "ordinary steps over 3x the median adding >= 2% of the time; periodic ones are "
-        "named (checkpoints, evaluation)"
+        "ordinary steps over {steps.slow_factor} the median adding >= {steps.outlier_share} "
+        "of the time; periodic ones are named (checkpoints, evaluation)"
     ),
+    minimum=Minimum(steps=MIN_STEPS, trace=False),
 )
 def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
-    if not ev.enough_steps or not p50:
+    if not p50:
         return []
     usual = ordinary(ev.steps)
     slow = [s for s in usual if is_slow(s.wall, p50)]
@@ -285,11 +291,12 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     "bottleneck tables: first iterations much slower (JIT, cudnn autotuning, first "
     "allocations); benchmarks exclude warm-up",
     ("steps",),
-    trigger="one of the first 3 steps over 5x the median (info)",
+    trigger="one of the first 3 steps over {steps.warmup_factor} the median (info)",
+    minimum=Minimum(steps=MIN_STEPS, trace=False),
 )
 def warmup(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
-    if not ev.enough_steps or not p50:
+    if not p50:
         return []
     early = [s for s in ev.steps if is_warmup(s.index)]
     slow = [s for s in early if s.wall > WARMUP_FACTOR * p50]
@@ -319,7 +326,7 @@ def warmup(ev: JobEvidence) -> Iterable[Finding]:
     trigger="torch.compile or CUDA graphs hide the phases inside compiled code (info)",
 )
 def coarse(ev: JobEvidence) -> Iterable[Finding]:
-    if not ev.phases_coarse or not ev.enough_steps:
+    if not ev.phases_coarse:
         return []
     return [
         finding(

@@ -166,6 +166,7 @@ class AttachScreen(Screen[object]):
         bars.bar_rows = 4 if short else 9
         bars.history_rows = 1 if short else 2
         self.query_one(MemoryPanel).compact = short
+        self.query_one(PhaseTable).compact = short
         self.query_one(FindingsPanel).rows = 1 if short else 3
         self.query_one(CapturePanel).show_classes = not wide
         classes = self.query_one(ClassPanel)

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from gputui import fmt
+from gputui.analysis.live_account import MEASURED, REST, LiveAccount
 from gputui.analysis.steps import SLOW_FACTOR
 from gputui.protocol import messages
+from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
 from gputui.session.attach import AttachView, StepColumn
 from gputui.tui import render
 from gputui.tui.render import join_parts
@@ -368,12 +370,14 @@ _CLIP_ASCII = ("^", "bold red")
 
 
 class PhaseTable(TextPanel):
-    """p50 / p90 / p99 and the share of each phase, plus the whole step."""
+    """p50 / p90 / p99 and the share of each phase, plus the whole step, and the
+    step's time account as a stacked bar (its legend too, unless ``compact``)."""
 
     def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
         super().__init__(id=id)
         self.view: AttachView | None = None
         self.ascii_only = ascii_only
+        self.compact = False
 
     def build(self, width: int) -> Text:
         v = self.view
@@ -406,7 +410,52 @@ class PhaseTable(TextPanel):
             line.append(f"{ms(total.p50):>7}{ms(total.p90):>7}{ms(total.p99):>7}", style="bold")
             line.append(f"  {count} steps", style="dim")
             lines.append(line)
+        if v.account is not None and not v.gpu_mode:
+            lines.extend(account_lines(v.account, width, self.ascii_only, self.compact))
         return Text("\n").join(lines)
+
+
+#: how the step account's buckets are drawn: colour, letter in ASCII mode, and
+#: name in the legend (in the order of ACCOUNT_BUCKETS, then the unsplit rest)
+_BUCKETS = (*ACCOUNT_BUCKETS, REST)
+_COLOURS = ("yellow", "magenta", "cyan", "red", "blue", "green", "bright_red", "grey50")
+_LETTERS = ("d", "u", "c", "s", "l", "t", "p", ".")
+_NAMES = ("data", "user", "comm", "sync", "launch", "dispatch", "python", "unsplit")
+ACCOUNT_STYLE = {
+    b: (c, x, n) for b, c, x, n in zip(_BUCKETS, _COLOURS, _LETTERS, _NAMES, strict=True)
+}
+
+
+def account_lines(
+    acct: LiveAccount, width: int, ascii_only: bool = False, compact: bool = False
+) -> list[Text]:
+    """The step's account as one stacked bar and (unless ``compact``) its legend:
+    each bucket's share, the ones the hook measures on every step marked ``*``,
+    the others said to come from the capture they were measured in."""
+    bar = Text("acct ", style="bold")
+    bar_w = max(8, width - len(bar))
+    used = 0
+    order = acct.ordered
+    for i, b in enumerate(order):
+        style, letter, _name = ACCOUNT_STYLE[b]
+        cells = bar_w - used if i == len(order) - 1 else round(acct.share(b) * bar_w)
+        cells = max(0, min(cells, bar_w - used))
+        used += cells
+        bar.append((letter if ascii_only else "█") * cells, style=style)
+    legend = Text("  ")
+    for b in order:
+        style, letter, name = ACCOUNT_STYLE[b]
+        mark = "*" if b in MEASURED else ""
+        legend.append((letter if ascii_only else "█") + " ", style=style)
+        pct = acct.share(b) * 100
+        legend.append(f"{name}{mark} " + (f"{pct:.0f}%  " if pct >= 1 else "<1%  "))
+    where = (
+        f"*every step; others from capture at step {acct.capture_step}"
+        if acct.capture_step is not None
+        else "*every step"
+    )
+    legend.append(where, style="dim")
+    return [bar] if compact else [bar, render.hanging(legend, width, 2)]
 
 
 # -- memory --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
+from gputui.reports import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.monitor_host import MonitorHost
@@ -87,6 +88,12 @@ class DetailPanel(TextPanel):
         ]
         for name, value in facts:
             lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
+        placed = container_text.facts(proc)
+        if placed:
+            lines.append(Text(""))
+            lines.append(Text("Container", style="bold"))
+            for name, value in placed:
+                lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
         lines.append(Text(""))
         lines.append(Text("History (newest right)", style="bold"))
         graph_w = max(10, width - 26)
@@ -133,6 +140,7 @@ class ProcessDetailScreen(Screen[object]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.gapp.history.watch(self.proc.key)
         self.refresh_data()
 
     def _values(self, gone: bool = False) -> DetailValues:
@@ -142,7 +150,7 @@ class ProcessDetailScreen(Screen[object]):
         others = [
             p.gpu_index
             for p in (snapshot.processes if snapshot else ())
-            if p.pid == proc.pid and p.gpu_uuid != proc.gpu_uuid
+            if p.key[1] == proc.key[1] and p.gpu_uuid != proc.gpu_uuid
         ]
         series = {name: list(app.history.process_series(proc.key, name)) for name in SERIES}
         return DetailValues(proc, app.current.data_time_s, gone, others, series)

@@ -6,6 +6,10 @@ and %CPU move every second that cost ~60 ms a frame.  This widget draws through
 the line API instead: a row becomes one Strip, cached by the row's cell values,
 so a refresh renders only the rows whose numbers changed and the cursor stays on
 its process (found by key) wherever the sort moves it.
+
+Only the rows in view are made into cells and lines: a node with 20,000 GPU
+processes costs a sort (in C) and the few dozen rows on screen per refresh, not
+20,000 rows of text.  Scrolling makes the newly visible rows as they come.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from gputui.tui import proc_view
 from gputui.tui.proc_view import (
     COLUMN_KEYS,
     COLUMNS,
-    NARROW_HIDDEN,
-    NARROW_WIDTH,
     ProcFilter,
     Row,
+    RowBuilder,
+    RowList,
     SortSpec,
 )
 
@@ -104,17 +108,22 @@ class ProcessTable(ScrollView, can_focus=True):
         self.cursor_row = 0
         self._procs: tuple[ProcessSnapshot, ...] = ()
         self._now_s = 0.0
-        self._rows: dict[str, Row] = {}
-        self._order: list[str] = []
-        self._cells: dict[str, tuple[Any, ...]] = {}
+        self._builder = RowBuilder()
+        self._rows = RowList()
+        #: row key -> (process, tree prefix, parent name, time, cells): the cells of rows
+        #: that were in view, made again when one of the four changes
+        self._cells: dict[str, tuple[Any, str, str | None, float, tuple[Any, ...]]] = {}
         #: row key -> (cells, width, base style, cursor style, Strip): a row is rendered
         #: when it changes (the base style changes with the theme)
         self._strips: dict[str, tuple[tuple[Any, ...], int, Style, Style | None, Strip]] = {}
         self._header: tuple[tuple[Any, ...], Strip] | None = None
         self._shown: list[str] = []
         self._widths: list[int] = []
-        #: what each row index showed at the last refresh: (key, cells, under the cursor)
-        self._painted: list[tuple[str, tuple[Any, ...], bool]] = []
+        #: indices of the shown columns in COLUMNS
+        self._indices: list[int] = []
+        #: the first row in view and, per line in view, what it showed at the last
+        #: refresh: (key, cells, under the cursor)
+        self._painted: tuple[int, list[tuple[str, tuple[Any, ...], bool]]] = (0, [])
         #: the widget's style during one render_lines pass
         self._pass_style: Style | None = None
 
@@ -141,9 +150,9 @@ class ProcessTable(ScrollView, can_focus=True):
 
     @property
     def selected_row(self) -> Row | None:
-        if not self._order:
+        if not self._rows:
             return None
-        return self._rows.get(self._order[min(self.cursor_row, len(self._order) - 1)])
+        return self._rows[min(self.cursor_row, len(self._rows) - 1)]
 
     @property
     def selected_process(self) -> ProcessSnapshot | None:
@@ -151,18 +160,20 @@ class ProcessTable(ScrollView, can_focus=True):
         return row.proc if row else None
 
     def select_key(self, key: str) -> bool:
-        if key not in self._rows:
+        index = self._rows.find(key)
+        if index is None:
             return False
-        self.move_cursor(self._order.index(key))
+        self.move_cursor(index)
         return True
 
     def row(self, key: str) -> Row | None:
-        return self._rows.get(key)
+        index = self._rows.find(key)
+        return None if index is None else self._rows[index]
 
     @property
     def order(self) -> list[str]:
         """Row keys top to bottom (tests read this)."""
-        return list(self._order)
+        return [row.key for row in self._rows]
 
     @property
     def column_keys(self) -> list[str]:
@@ -170,7 +181,10 @@ class ProcessTable(ScrollView, can_focus=True):
         return list(self._shown)
 
     def cell(self, key: str, column: str) -> Any:
-        return self._cells[key][self._shown.index(column)]
+        index = self._rows.find(key)
+        if index is None:
+            raise KeyError(key)
+        return self._row_cells(index)[1][self._shown.index(column)]
 
     def column_x(self, column: str) -> int:
         """Where a column's header starts (for clicks)."""
@@ -178,18 +192,15 @@ class ProcessTable(ScrollView, can_focus=True):
         return sum(w + 1 for w in self._widths[: self._shown.index(column)])
 
     def missing_parent_pids(self) -> list[int]:
-        return [
-            row.pid
-            for row in self._rows.values()
-            if row.proc is None and row.pid not in self.parent_names
-        ]
+        return [row.pid for row in self._rows.parents() if row.pid not in self.parent_names]
 
     # -- the update ------------------------------------------------------------
 
     def refresh_rows(self) -> None:
         relaid = self._layout_columns()
         selected = self.selected_row
-        rows = proc_view.build_rows(
+        before_cursor, before_top = self.cursor_row, self.scroll_offset.y
+        rows = self._builder.build(
             self._procs,
             self.sort_spec,
             self.proc_filter,
@@ -197,34 +208,69 @@ class ProcessTable(ScrollView, can_focus=True):
             self._now_s,
             self.ascii_only,
         )
+        self._rows = rows
         self.total = len(self._procs)
         # GPU processes shown: a tree's parent rows are not GPU processes
-        self.shown = sum(1 for row in rows if row.proc is not None)
-        indices = [COLUMN_KEYS.index(k) for k in self._shown]
-        cells: dict[str, tuple[Any, ...]] = {}
-        for row in rows:
-            name = self.parent_names.get(row.pid) if row.proc is None else None
-            every = proc_view.cells(row, self._now_s, self.ascii_only, name)
-            cells[row.key] = tuple(every[i] for i in indices)
-        order = [row.key for row in rows]
-        self._rows = {row.key: row for row in rows}
-        self._cells = cells
-        self._order = order
-        # Rows that went away take their rendered lines with them (bounded cache).
-        for key in [k for k in self._strips if k not in cells]:
-            del self._strips[key]
-        if selected is not None and selected.key in self._rows:
-            self.cursor_row = order.index(selected.key)
+        self.shown = rows.process_count
+        found = rows.find(selected.key) if selected is not None else None
+        if found is not None:
+            self.cursor_row = found
         else:
-            self.cursor_row = max(0, min(self.cursor_row, len(order) - 1))
-        self.virtual_size = Size(self.size.width, len(order) + 1)
-        cursor = self.cursor_row
-        painted = [(key, cells[key], i == cursor) for i, key in enumerate(order)]
-        if relaid:
+            self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
+        self.virtual_size = Size(self.size.width, len(rows) + 1)
+        top = self._top_after(before_cursor, before_top, found)
+        if top != before_top:
+            self.scroll_to(y=top, animate=False, immediate=True)
+            top = self.scroll_offset.y
+        painted = self._visible(top)
+        # Rows that left the view take their cells and lines with them (bounded caches).
+        keep = {key for key, _cells, _cursor in painted}
+        for cache in (self._cells, self._strips):
+            for key in [k for k in cache if k not in keep]:
+                del cache[key]
+        if relaid or top != self._painted[0]:
             self.refresh()
         else:
-            self._refresh_changed(self._painted, painted)
-        self._painted = painted
+            self._refresh_changed(self._painted[1], painted)
+        self._painted = (top, painted)
+
+    def _top_after(self, cursor: int, top: int, found: int | None) -> int:
+        """The first row in view after a refresh: where it was, unless the selected
+        process moved out of view; then the view follows it, keeping it on its line."""
+        visible = max(1, self.size.height - 1)
+        if found is None or not top <= cursor < top + visible:
+            return top
+        if top <= found < top + visible:
+            return top
+        return max(0, found - (cursor - top))
+
+    def _visible(self, top: int) -> list[tuple[str, tuple[Any, ...], bool]]:
+        """What each line in view shows: (row key, cells, under the cursor)."""
+        end = min(len(self._rows), top + max(0, self.size.height - 1))
+        out = []
+        for index in range(top, end):
+            key, values = self._row_cells(index)
+            out.append((key, values, index == self.cursor_row))
+        return out
+
+    def _row_cells(self, index: int) -> tuple[str, tuple[Any, ...]]:
+        """Row ``index``'s key and its cells in the shown columns (made again only
+        when its process, tree prefix, parent name or the time changed)."""
+        row = self._rows[index]
+        name = self.parent_names.get(row.pid) if row.proc is None else None
+        cached = self._cells.get(row.key)
+        if (
+            cached is not None
+            and cached[0] is row.proc
+            and cached[1] == row.prefix
+            and cached[2] == name
+            and cached[3] == self._now_s
+        ):
+            return row.key, cached[4]
+        every = proc_view.cells(row, self._now_s, self.ascii_only, name)
+        values = tuple(every[i] for i in self._indices)
+        self._cells[row.key] = (row.proc, row.prefix, name, self._now_s, values)
+        return row.key, values
 
     def _refresh_changed(
         self,
@@ -233,20 +279,17 @@ class ProcessTable(ScrollView, can_focus=True):
     ) -> None:
         # Only the lines whose row changed are repainted: with most rows steady from one
         # sample to the next, the compositor then renders a few lines, not the table.
-        top = self.scroll_offset.y
         width = self.size.width
-        for line in range(1, self.size.height):
-            index = top + line - 1
-            old = before[index] if index < len(before) else None
-            new = after[index] if index < len(after) else None
+        for line in range(max(len(before), len(after))):
+            old = before[line] if line < len(before) else None
+            new = after[line] if line < len(after) else None
             if old != new:
-                self.refresh(Region(0, line, width, 1))
+                self.refresh(Region(0, line + 1, width, 1))
 
     def _layout_columns(self) -> bool:
         """Fit the columns to the width; True when they changed (all rows redraw)."""
         width = self.size.width or self.app.size.width
-        narrow = width < NARROW_WIDTH
-        shown = [k for k in COLUMN_KEYS if not (narrow and k in NARROW_HIDDEN)]
+        shown = proc_view.shown_columns(width, self._procs)
         fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
         # The command takes what the fixed columns leave (one space between columns).
         command = max(MIN_COMMAND, width - sum(fixed[:-1]) - (len(shown) - 1))
@@ -254,9 +297,10 @@ class ProcessTable(ScrollView, can_focus=True):
         if shown != self._shown or widths != self._widths:
             self._shown = shown
             self._widths = widths
+            self._indices = [COLUMN_KEYS.index(k) for k in shown]
             self._strips.clear()
             self._header = None
-            self._cells = {}  # recomputed with the new column set by the caller
+            self._cells = {}  # made again with the new column set
             return True
         return False
 
@@ -318,10 +362,9 @@ class ProcessTable(ScrollView, can_focus=True):
         if y == 0:
             return self._header_strip(width, base)
         index = self.scroll_offset.y + y - 1
-        if index >= len(self._order):
+        if index >= len(self._rows):
             return Strip.blank(width, base)
-        key = self._order[index]
-        values = self._cells[key]
+        key, values = self._row_cells(index)
         cursor: Style | None = None
         if index == self.cursor_row:
             name = "processtable--cursor" if self.has_focus else "processtable--cursor-blurred"
@@ -368,10 +411,10 @@ class ProcessTable(ScrollView, can_focus=True):
     # -- cursor and mouse ----------------------------------------------------------
 
     def move_cursor(self, row: int, scroll: bool = True) -> None:
-        if not self._order:
+        if not self._rows:
             self.cursor_row = 0
             return
-        self.cursor_row = max(0, min(row, len(self._order) - 1))
+        self.cursor_row = max(0, min(row, len(self._rows) - 1))
         if scroll:
             visible = max(1, self.size.height - 1)
             top = self.scroll_offset.y
@@ -388,7 +431,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self.move_cursor(self.cursor_row + step * max(1, self.size.height - 2))
 
     def action_edge(self, step: int) -> None:
-        self.move_cursor(0 if step < 0 else len(self._order) - 1)
+        self.move_cursor(0 if step < 0 else len(self._rows) - 1)
 
     def action_select(self) -> None:
         row = self.selected_row
@@ -405,7 +448,7 @@ class ProcessTable(ScrollView, can_focus=True):
                 x += width + 1
             return
         index = self.scroll_offset.y + event.y - 1
-        if 0 <= index < len(self._order):
+        if 0 <= index < len(self._rows):
             if index == self.cursor_row:
                 self.action_select()
             else:

@@ -1,0 +1,281 @@
+"""The monitor's cost against the number of GPU processes: a sweep.
+
+    python bench/bench_scale.py --out /tmp/scale.json
+    python bench/bench_scale.py --tree before=/path/to/main --tree after=. --out /tmp/scale.json
+
+For each size (``--sizes``, default 100, 1,000 and 2,000 processes on 8 GPUs,
+and 20,000 on one GPU), a synthetic recording is made once by
+``bench/scale_recording.py`` (a tenth of the processes change their numbers
+each second, 0.2% are replaced), and the embedded demo (one GPU, one process)
+is measured too.  For each checkout (``--tree LABEL=PATH``, this one by
+default), in turns:
+
+- ``once``: ``gputui --replay FILE --once`` into a pipe (every row), with
+  ``--rows 50`` (where the checkout has it), and ``--json``: wall time from
+  start to exit, CPU time (user + system) and the peak RSS (``wait4``); the
+  median of ``--rounds``;
+- ``monitor``: ``gputui --replay FILE --interval 1`` in a 120x40 tmux pane
+  (``bench/bench_tui.py``): the process tree's CPU time over ``--seconds``
+  after ``--warmup`` (the recording is counted and the first snapshots drawn
+  meanwhile), as % of one core, i.e. milliseconds of CPU per 1 s refresh / 10,
+  and its RSS at the end of the window; ``--windows`` windows per checkout,
+  in turns, their median;
+
+- ``--ls N``: ``gputui ls`` with N processes carrying the hook (this checkout);
+- ``host``: the live collector's host side (psutil) on every process this
+  machine has: CPU per process and refresh of ``HostCollector.enrich``, the
+  part of a live refresh that grows with the GPU processes (NVML's process
+  lists are one call per GPU).
+
+Prints a table and writes JSON (machine, date, load average before and after).
+Needs tmux for ``monitor``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_tui import measure
+from scale_recording import write_recording
+
+ROOT = Path(__file__).resolve().parent.parent
+#: (label, processes, GPUs)
+SIZES = {"100": (100, 8), "1000": (1000, 8), "2000": (2000, 8), "20000": (20000, 1)}
+
+
+def recording(cache: Path, size: str) -> Path:
+    if size == "demo":
+        return ROOT / "gputui" / "data" / "demo.jsonl.gz"
+    processes, gpus = SIZES[size]
+    path = cache / f"scale-{processes}x{gpus}.jsonl.gz"
+    if not path.exists():
+        print(f"making {path}", file=sys.stderr)
+        write_recording(path, processes, gpus)
+    return path
+
+
+def run_once(tree: Path, args: list[str]) -> tuple[float, float, bool, float]:
+    """Wall seconds, peak RSS (MB), success and CPU seconds (user + system) of
+    ``gputui ARGS`` from ``tree``."""
+    env = dict(os.environ, PYTHONPATH=str(tree), COLUMNS="120")
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", *args],
+        cwd=tree,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if proc.stderr is not None:
+        proc.stderr.close()
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status) == 0, cpu
+
+
+def has_rows(tree: Path) -> bool:
+    return "--rows" in (tree / "gputui" / "cli.py").read_text()
+
+
+def sweep(args: argparse.Namespace) -> dict[str, Any]:
+    trees = [
+        (label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)
+    ]
+    if not trees:
+        trees = [("gputui", ROOT)]
+    results: dict[str, Any] = {}
+    for size in args.sizes:
+        path = recording(args.cache, size)
+        entry: dict[str, Any] = {}
+        for label, tree in trees:
+            runs: dict[str, list[tuple[float, float, bool, float]]] = {
+                "once": [],
+                "json": [],
+                "rows": [],
+            }
+            for _ in range(args.rounds):
+                if "once" in args.skip:
+                    break
+                runs["once"].append(run_once(tree, ["--replay", str(path), "--once"]))
+                runs["json"].append(run_once(tree, ["--replay", str(path), "--once", "--json"]))
+                if has_rows(tree):
+                    rows = ["--replay", str(path), "--once", "--rows", "50"]
+                    runs["rows"].append(run_once(tree, rows))
+            mine: dict[str, Any] = {}
+            for name, items in runs.items():
+                if items:
+                    mine[f"{name}_wall_s"] = statistics.median(item[0] for item in items)
+                    mine[f"{name}_rss_mb"] = statistics.median(item[1] for item in items)
+                    mine[f"{name}_ok"] = all(item[2] for item in items)
+                    mine[f"{name}_cpu_s"] = statistics.median(item[3] for item in items)
+            entry[label] = mine
+        for _ in range(args.windows if "monitor" not in args.skip else 0):
+            for label, tree in trees:  # in turns: the machine's drift hits both alike
+                command = (
+                    f"{shlex.quote(sys.executable)} -m gputui --replay {shlex.quote(str(path))} "
+                    "--interval 1"
+                )
+                window = measure(command, label, args.warmup, args.seconds, tree)
+                entry[label].setdefault("monitor_windows", []).append(
+                    (window.cpu_pct_of_core, window.rss_mb)
+                )
+        for label, mine in entry.items():
+            windows = mine.get("monitor_windows")
+            if windows:
+                mine["monitor_cpu_pct"] = statistics.median(c for c, _r in windows)
+                mine["monitor_rss_mb"] = statistics.median(r for _c, r in windows)
+            print(size, label, mine, file=sys.stderr)
+        results[size] = entry
+    return results
+
+
+def host_cost(tree: Path, refreshes: int = 20) -> dict[str, Any]:
+    """The live collector's host side on the processes this machine has: CPU per
+    process and refresh of ``HostCollector.enrich`` (psutil), after a first refresh
+    (which reads each process's command line and user once)."""
+    code = f"""
+import json, os, time
+from gputui.collectors.host import HostCollector
+from gputui.snapshot.model import ProcessSnapshot
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+procs = tuple(ProcessSnapshot(pid=p, gpu_index=0, gpu_uuid="GPU-0", type="compute") for p in pids)
+host = HostCollector()
+host.enrich(procs)
+start = time.process_time()
+for _ in range({refreshes}):
+    host.enrich(procs)
+per = 1e6 * (time.process_time() - start) / {refreshes} / len(pids)
+print(json.dumps({{"processes": len(pids), "us_per_process": per}}))
+"""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(  # from the tree: `python -c` puts the working directory first
+        [sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True, check=True
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def ls_cost(tree: Path, hooked: int, rounds: int = 5) -> dict[str, Any]:
+    """``gputui ls`` with ``hooked`` processes carrying the hook (``tests/jobs/step_job.py``,
+    one step a second): wall time from start to exit, the median of ``rounds``."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    job = [sys.executable, str(tree / "tests" / "jobs" / "step_job.py"), "--install"]
+    job += ["--steps", "0", "--step-sleep", "1"]
+    with tempfile.TemporaryDirectory() as ready:
+        procs = [
+            subprocess.Popen(
+                [*job, "--ready-file", f"{ready}/{i}"],
+                env=env,
+                cwd=tree,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i in range(hooked)
+        ]
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and len(os.listdir(ready)) < hooked:
+                time.sleep(0.2)
+            walls, listed = [], 0
+            for _ in range(rounds):
+                start = time.perf_counter()
+                out = subprocess.run(
+                    [sys.executable, "-m", "gputui", "ls", "--json"],
+                    env=env,
+                    cwd=tree,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                walls.append(time.perf_counter() - start)
+                listed = len(json.loads(out.stdout or "[]"))
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(10)
+    return {"hooked": hooked, "listed": listed, "ls_wall_s": statistics.median(walls)}
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| processes | code | --once | --once --rows 50 | --once --json "
+        "| monitor CPU | monitor RSS |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for size, entry in results.items():
+        for label, m in entry.items():
+
+            def cell(name: str, m: dict[str, Any] = m) -> str:
+                if f"{name}_wall_s" not in m:
+                    return ""
+                ok = "" if m.get(f"{name}_ok", True) else " (failed)"
+                cpu = f" (CPU {m[f'{name}_cpu_s']:.2f} s)" if f"{name}_cpu_s" in m else ""
+                return f"{m[f'{name}_wall_s']:.2f} s{cpu}, {m[f'{name}_rss_mb']:.0f} MB{ok}"
+
+            cpu = f"{m['monitor_cpu_pct']:.1f}%" if "monitor_cpu_pct" in m else ""
+            rss = f"{m['monitor_rss_mb']:.0f} MB" if "monitor_rss_mb" in m else ""
+            lines.append(
+                f"| {size} | {label} | {cell('once')} | {cell('rows')} | {cell('json')} "
+                f"| {cpu} | {rss} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--sizes", nargs="*", default=["demo", *SIZES], choices=["demo", *SIZES])
+    p.add_argument("--tree", action="append", default=[], metavar="LABEL=PATH")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--windows", type=int, default=1, help="monitor windows per checkout")
+    p.add_argument("--warmup", type=float, default=8.0)
+    p.add_argument("--skip", nargs="*", default=[], choices=["once", "monitor", "host"])
+    p.add_argument("--cache", type=Path, default=Path("/tmp/gputui-scale"))
+    p.add_argument("--ls", nargs="*", type=int, default=[], metavar="N", help="ls with N hooked")
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TERM", "xterm-256color")
+    load_before = os.getloadavg()
+    results = sweep(args) if args.sizes else {}
+    for hooked in args.ls:
+        results.setdefault("ls", []).append(ls_cost(ROOT, hooked))
+    if "host" not in args.skip:
+        for label, _, path in (t.partition("=") for t in args.tree or ["gputui=" + str(ROOT)]):
+            results.setdefault("host", {})[label] = host_cost(Path(path).resolve())
+    doc = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+        },
+        "results": results,
+    }
+    print(table({k: v for k, v in results.items() if k not in ("host", "ls")}))
+    for extra in ("host", "ls"):
+        if extra in results:
+            print(json.dumps(results[extra]))
+    print(json.dumps(doc["machine"]))
+    if args.out:
+        args.out.write_text(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Each GPU process's container and pod: its cgroup, then the names.
+
+For every process: :func:`~gputui.collectors.containers.parse_cgroup` of its
+``/proc/PID/cgroup`` gives the runtime, container id, pod UID and QoS class;
+the runtime's API (:mod:`gputui.collectors.runtime_api`) gives the container's
+name; a pod's name and namespace come from the runtime's labels, else from the
+process's own ``/etc/hostname`` and service-account ``namespace`` file (read
+through ``/proc/PID/root``: root only).  What cannot be read stays None and the
+container's ``note`` says why; nothing here raises.
+
+Cached per (pid, start time): a process's container never changes, so a
+refresh costs a dictionary look-up per process, and a reused pid is read anew.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+
+from gputui.collectors.containers import parse_cgroup
+from gputui.collectors.runtime_api import MAX_NAME_CHARS, Names, RuntimeNames
+from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve
+
+#: the most of a cgroup file read (a few lines of paths)
+MAX_CGROUP_BYTES = 1 << 16
+HOSTNAME_FILE = "etc/hostname"
+NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: more cached processes than this: the cache is rebuilt from those seen
+MAX_CACHED = 1 << 14
+
+_MISSING = object()
+
+
+def _read_text(path: str, limit: int) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+
+
+class ContainerAttributor:
+    """Fills in ``ProcessSnapshot.container`` for processes in containers."""
+
+    def __init__(
+        self,
+        proc: str = "/proc",
+        names: RuntimeNames | None = None,
+        node_hostname: str | None = None,
+    ) -> None:
+        self._proc = proc
+        self._names = names if names is not None else RuntimeNames()
+        self._node_hostname = node_hostname if node_hostname is not None else socket.gethostname()
+        self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
+
+    def attribute(self, processes: Sequence[ProcessSnapshot]) -> tuple[ProcessSnapshot, ...]:
+        out: list[ProcessSnapshot] = []
+        cache = self._cache
+        seen: set[tuple[int, float]] = set()
+        for proc in processes:
+            if proc.pid_is_host:
+                out.append(proc)  # another namespace's pid: nothing here is about it
+                continue
+            started = proc.start_time_s
+            if started is None:
+                # no start time to tell a reused pid by: read it every time
+                info = self.lookup(proc.pid)
+            else:
+                key = (proc.pid, started)
+                seen.add(key)
+                info = cache.get(key, _MISSING)  # type: ignore[arg-type]
+                if info is _MISSING:
+                    info = self.lookup(proc.pid)
+                    cache[key] = info
+            out.append(proc if info is None else evolve(proc, container=info))
+        if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:
+            self._cache = {key: cache[key] for key in seen if key in cache}
+        return tuple(out)
+
+    def lookup(self, pid: int) -> ContainerInfo | None:
+        """The container of ``pid`` now (not cached)."""
+        text = _read_text(f"{self._proc}/{pid}/cgroup", MAX_CGROUP_BYTES)
+        if text is None:
+            return None
+        info = parse_cgroup(text)
+        if info is None:
+            return None
+        names: Names = (None, None, None, None)
+        if info.id is not None:
+            names = self._names.lookup(info.runtime, info.id)
+        name, pod_name, namespace, note = names
+        notes = [note] if note else []
+        pod = info.pod
+        if pod is not None and (pod_name is None or namespace is None):
+            root = f"{self._proc}/{pid}/root/"
+            if pod_name is None:
+                pod_name = self._pod_hostname(root + HOSTNAME_FILE)
+                if pod_name is None:
+                    notes.append(f"pod name: {root}{HOSTNAME_FILE} is not readable")
+            if namespace is None:
+                namespace = _first_line(_read_text(root + NAMESPACE_FILE, 512))
+                if namespace is None:
+                    notes.append(
+                        "namespace: the pod's service-account namespace file is not readable"
+                    )
+        if pod is not None:
+            pod = evolve(pod, name=pod_name, namespace=namespace)
+        return evolve(info, name=name, pod=pod, note="; ".join(notes) or None)
+
+    def _pod_hostname(self, path: str) -> str | None:
+        name = _first_line(_read_text(path, 512))
+        # a pod on the host's network has the node's hostname, not its own
+        if name is None or name == self._node_hostname:
+            return None
+        return name
+
+
+def _first_line(text: str | None) -> str | None:
+    if text is None:
+        return None
+    line = text.strip().split("\n", 1)[0].strip()
+    return line[:MAX_NAME_CHARS] or None
