@@ -16,7 +16,18 @@ recording, with and without ``--processes``; the baseline in the same run is
 process (what the exporter would cost on prometheus_client's exposition).
 
 ``compare``: ``gputui exporter`` and ``nvitop-exporter`` (PyPI) live on this
-machine's GPUs, the same interval (1 s), one after the other, same scrapes.
+machine's GPUs, the same interval (1 s), one after the other, same scrapes, on
+one kept-alive connection and then with a new connection per scrape.
+
+``connections``: ``gputui exporter --demo`` of each ``--tree NAME=DIR`` in turn
+(ABAB, then BABA), both connection modes: a checkout against another in one run.
+
+``prometheus``: ``gputui exporter --demo`` of every ``--tree`` at once, scraped
+every second by one real Prometheus (Debian's ``prometheus``) for ``--duration``
+seconds; each exporter's CPU over the same window.
+
+    .venv/bin/python bench/bench_exporter.py connections --tree before=../base --tree after=.
+    .venv/bin/python bench/bench_exporter.py prometheus --tree before=../base --tree after=.
 """
 
 from __future__ import annotations
@@ -47,6 +58,8 @@ PROM_HEADERS = {
     "User-Agent": "Prometheus/2.42.0",
 }
 TICK = os.sysconf("SC_CLK_TCK")
+#: both ways a client scrapes: one kept-alive connection, a new connection each time
+BOTH = ("kept", "new")
 
 
 def cpu_s(pid: int) -> float:
@@ -78,19 +91,28 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60) 
     raise SystemExit(f"exporter on port {port} did not answer in {timeout_s} s")
 
 
-def scrape(port: int, count: int, pause_s: float) -> tuple[list[float], int, int]:
-    """``count`` scrapes; returns wall times, the body size and the sample count."""
+def scrape(
+    port: int, count: int, pause_s: float, new_connection: bool = False
+) -> tuple[list[float], int, int]:
+    """``count`` scrapes; returns wall times, the body size and the sample count.
+    Over one kept-alive connection (as Prometheus scrapes), or with
+    ``new_connection`` a connection of its own for each (curl, some agents)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     walls = []
     body = b""
     for _ in range(count):
         start = time.perf_counter()
+        if new_connection:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         conn.request("GET", "/metrics", headers=PROM_HEADERS)
         response = conn.getresponse()
         body = response.read()
+        if new_connection:
+            conn.close()
         walls.append(time.perf_counter() - start)
         if pause_s:
             time.sleep(pause_s)
+    conn.close()
     if body[:2] == b"\x1f\x8b":
         import gzip
 
@@ -100,9 +122,22 @@ def scrape(port: int, count: int, pause_s: float) -> tuple[list[float], int, int
 
 
 def measure(
-    name: str, cmd: list[str], port: int, quiet_s: float, scrapes: int, pause_s: float
+    name: str,
+    cmd: list[str],
+    port: int,
+    quiet_s: float,
+    scrapes: int,
+    pause_s: float,
+    modes: tuple[str, ...] = ("kept",),
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    proc = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """Background CPU over ``quiet_s``, then ``scrapes`` scrapes in each of
+    ``modes`` ("kept": one kept-alive connection; "new": a connection a scrape)."""
+    proc = subprocess.Popen(
+        cmd, cwd=str(cwd), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    row: dict[str, Any] = {"exporter": name, "scrapes": scrapes, "quiet_s": quiet_s}
     try:
         wait_ready(port, proc)
         time.sleep(3.0)  # past start-up: caches filled, first samples taken
@@ -110,25 +145,33 @@ def measure(
         time.sleep(quiet_s)
         c1, t1 = cpu_s(proc.pid), time.monotonic()
         background = (c1 - c0) / (t1 - t0)
-        walls, size, series = scrape(port, scrapes, pause_s)
-        c2, t2 = cpu_s(proc.pid), time.monotonic()
-        per_scrape = ((c2 - c1) - background * (t2 - t1)) / scrapes
+        row["background_cpu_pct"] = background * 100
+        row["rss_mb"] = rss_mb(proc.pid)
+        for mode in modes:
+            c1, t1 = cpu_s(proc.pid), time.monotonic()
+            walls, size, series = scrape(port, scrapes, pause_s, new_connection=mode == "new")
+            c2, t2 = cpu_s(proc.pid), time.monotonic()
+            suffix = "" if mode == "kept" else "_new_connection"
+            row[f"cpu_per_scrape_ms{suffix}"] = (
+                ((c2 - c1) - background * (t2 - t1)) / scrapes * 1000
+            )
+            row[f"wall_per_scrape_ms_median{suffix}"] = statistics.median(walls) * 1000
+            row["series"], row["body_bytes"] = series, size
     finally:
         proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return {
-        "exporter": name,
-        "series": series,
-        "body_bytes": size,
-        "cpu_per_scrape_ms": per_scrape * 1000,
-        "wall_per_scrape_ms_median": statistics.median(walls) * 1000,
-        "background_cpu_pct": background * 100,
-        "scrapes": scrapes,
-        "quiet_s": quiet_s,
-    }
+    return row
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def gputui_cmd(port: int, *extra: str) -> list[str]:
@@ -231,6 +274,7 @@ def _compare_rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
                 args.quiet,
                 args.scrapes,
                 args.pause,
+                modes=BOTH,
             )
         )
         port = free_port()
@@ -243,24 +287,137 @@ def _compare_rounds(args: argparse.Namespace) -> list[dict[str, Any]]:
             "--interval",
             "1",
         ]
-        rows.append(measure("nvitop-exporter", cmd, port, args.quiet, args.scrapes, args.pause))
+        rows.append(
+            measure("nvitop-exporter", cmd, port, args.quiet, args.scrapes, args.pause, modes=BOTH)
+        )
     return rows
+
+
+def tree_env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def cmd_connections(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each tree's ``exporter --demo`` in turn, both connection modes, ``--rounds`` rounds."""
+    rows = []
+    for i in range(args.rounds):
+        for name, tree in args.tree if i % 2 == 0 else list(reversed(args.tree)):
+            port = free_port()
+            row = measure(
+                name,
+                gputui_cmd(port, "--demo", "--interval", "1"),
+                port,
+                args.quiet,
+                args.scrapes,
+                args.pause,
+                modes=BOTH,
+                cwd=tree,
+                env=tree_env(tree),
+            )
+            rows.append(row)
+    return rows
+
+
+def cmd_prometheus(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every tree's ``exporter --demo`` at once, scraped by one real Prometheus every
+    second for ``--duration`` seconds: each exporter's CPU over the same window."""
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+    from promutil import prometheus
+
+    procs = []
+    targets = []
+    tmp = Path(tempfile.mkdtemp(prefix="bench-prom-"))
+    try:
+        for name, tree in args.tree:
+            port = free_port()
+            cmd = gputui_cmd(port, "--demo", "--interval", "1", "--hostname", name)
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=str(tree),
+                    env=tree_env(tree),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+            )
+            wait_ready(port, procs[-1])
+            targets.append(f"127.0.0.1:{port}")
+        with prometheus(targets, tmp, scrape_interval="1s") as url:
+            time.sleep(5.0)  # the first scrapes made
+            start = [cpu_s(p.pid) for p in procs]
+            t0 = time.monotonic()
+            time.sleep(args.duration)
+            elapsed = time.monotonic() - t0
+            end = [cpu_s(p.pid) for p in procs]
+            up = http_json(f"{url}/api/v1/query?query=up")
+        rows = []
+        for (name, _tree), proc, a, b in zip(args.tree, procs, start, end, strict=True):
+            rows.append(
+                {
+                    "exporter": name,
+                    "window_s": elapsed,
+                    "cpu_s": b - a,
+                    "cpu_pct": (b - a) / elapsed * 100,
+                    "rss_mb": rss_mb(proc.pid),
+                    "up": up,
+                }
+            )
+        return rows
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def http_json(url: str) -> Any:
+    conn = http.client.HTTPConnection(url.split("/")[2], timeout=10)
+    conn.request("GET", "/" + url.split("/", 3)[3])
+    return json.loads(conn.getresponse().read())
+
+
+TREE_HELP = "connections, prometheus: NAME=DIR, a checkout to run (repeat; default: this one)"
+
+
+def tree_arg(text: str) -> tuple[str, Path]:
+    name, _, path = text.partition("=")
+    if not path:
+        raise argparse.ArgumentTypeError("give NAME=DIR")
+    return name, Path(path).resolve()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=["replay", "compare"])
+    parser.add_argument("mode", choices=["replay", "compare", "connections", "prometheus"])
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds without scrapes")
     parser.add_argument("--scrapes", type=int, default=2000)
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between scrapes")
     parser.add_argument("--rounds", type=int, default=2, help="compare: alternating rounds")
     parser.add_argument("--load", metavar="CMD", help="compare: a GPU job to run meanwhile")
+    parser.add_argument("--tree", type=tree_arg, action="append", help=TREE_HELP)
+    parser.add_argument("--duration", type=float, default=300.0, help="prometheus: seconds")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = parser.parse_args()
-    rows = cmd_replay(args) if args.mode == "replay" else cmd_compare(args)
+    args.tree = args.tree or [("gputui", ROOT)]
+    load = os.getloadavg()
+    modes = {"replay": cmd_replay, "compare": cmd_compare}
+    modes.update(connections=cmd_connections, prometheus=cmd_prometheus)
+    rows = modes[args.mode](args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     print(f"{os.uname().nodename}  {time.strftime('%Y-%m-%d %H:%M')}  {os.cpu_count()} CPUs")
+    print(f"load average: {load} at the start, {os.getloadavg()} at the end")
+    if args.mode == "prometheus":
+        for r in rows:
+            print(
+                f"{r['exporter']:<22} CPU {r['cpu_s']:.2f} s over {r['window_s']:.0f} s "
+                f"({r['cpu_pct']:.3f}% of a core), RSS {r['rss_mb']:.1f} MB"
+            )
+        return 0
     head = f"{'exporter':<22}{'series':>7}{'CPU/scrape':>12}{'wall p50':>10}{'background':>12}"
     print(head)
     for r in rows:
@@ -268,13 +425,18 @@ def main() -> int:
             f"{r['exporter']:<22}{r['series']:>7}{r['cpu_per_scrape_ms']:>10.3f}ms"
             f"{r['wall_per_scrape_ms_median']:>8.2f}ms{r['background_cpu_pct']:>11.2f}%"
         )
+        if "cpu_per_scrape_ms_new_connection" in r:
+            print(
+                f"{'  new connection each':<22}{'':>7}"
+                f"{r['cpu_per_scrape_ms_new_connection']:>10.3f}ms"
+                f"{r['wall_per_scrape_ms_median_new_connection']:>8.2f}ms"
+                f"{'RSS':>6}{r['rss_mb']:>5.1f}MB"
+            )
         if "render_ms_gputui" in r:
             print(
                 f"{'':<22}render in-process: gputui {r['render_ms_gputui']:.3f} ms, "
                 f"prometheus_client {r['render_ms_prometheus_client']:.3f} ms"
             )
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 

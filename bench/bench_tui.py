@@ -3,7 +3,9 @@
 Modes (each prints a table and, with --out, writes JSON):
   live     steady-state CPU and RSS of `gputui` and of `nvitop` on this machine's GPUs,
            interleaved A/B windows in the same run (needs a GPU; nvitop optional)
-  replay   the same for `gputui --replay` of a large recording (8 GPUs x 40 processes)
+  replay   the same for `gputui --replay` of a large recording (8 GPUs x 40 processes),
+           or with --demo of the demo (one H100); --bare adds a bare Textual app
+           (the floor under any Textual screen) to live and replay
   launch   launch to first full frame, polled from the tmux pane
   soak     a long replay: RSS and CPU per minute, first vs last minute
 
@@ -89,6 +91,27 @@ class Window:
     tool: str
     cpu_pct_of_core: float
     rss_mb: float
+    #: where the RSS is: MB by mapping (anonymous, heap, each library), largest first
+    rss_by_mapping: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def rss_by_mapping(pid: int, top: int = 8) -> dict[str, float]:
+    """MB of resident memory per mapping of ``pid`` (/proc/PID/smaps): what the
+    Python heap and arenas (anonymous), the C heap and each library hold."""
+    totals: dict[str, int] = {}
+    name = "[anon]"
+    try:
+        with open(f"/proc/{pid}/smaps") as fh:
+            for line in fh:
+                head = line.split(maxsplit=6)
+                if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                    name = head[5].strip() if len(head) > 5 else "[anon]"
+                elif line.startswith("Rss:"):
+                    totals[name] = totals.get(name, 0) + int(line.split()[1])
+    except OSError:
+        return {}
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1])
+    return {Path(k).name if k.startswith("/") else k: v / 1024 for k, v in ranked[:top]}
 
 
 def measure(command: str, tool: str, warmup_s: float, seconds: float, tree: Path = ROOT) -> Window:
@@ -99,9 +122,14 @@ def measure(command: str, tool: str, warmup_s: float, seconds: float, tree: Path
         time.sleep(seconds)
         cpu1, t1 = tree_cpu_s(proc), time.monotonic()
         rss = tree_rss(proc)
+        where = rss_by_mapping(proc.pid)
     finally:
         stop_tmux()
-    return Window(tool, 100.0 * (cpu1 - cpu0) / (t1 - t0), rss / 2**20)
+    return Window(tool, 100.0 * (cpu1 - cpu0) / (t1 - t0), rss / 2**20, where)
+
+
+#: the control: a Textual app that draws nothing, the floor under any Textual screen
+BARE_TEXTUAL = "-c 'from textual.app import App; App().run()'"
 
 
 def gputui_cmd(args: str) -> str:
@@ -130,6 +158,8 @@ def mode_live(args: argparse.Namespace) -> dict[str, object]:
         tools.append(("nvitop", nvitop_cmd, ROOT))
     except ImportError:
         print("nvitop not importable: measuring gputui alone", file=sys.stderr)
+    if args.bare:
+        tools.append(("bare textual", f"{shlex.quote(sys.executable)} {BARE_TEXTUAL}", ROOT))
     windows = []
     for _ in range(args.rounds):
         for tool, command, tree in tools:
@@ -188,16 +218,21 @@ def trees(args: argparse.Namespace) -> list[tuple[str, Path]]:
 def mode_replay(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(tmp) / "big.jsonl.gz"
-        big_recording(rec, args.gpus, args.procs)
+        if not args.demo:
+            big_recording(rec, args.gpus, args.procs)
+        source = "--demo" if args.demo else f"--replay {rec}"
+        tools = [(label, gputui_cmd(f"{source} --interval 1"), tree) for label, tree in trees(args)]
+        if args.bare:
+            tools.append(("bare textual", f"{shlex.quote(sys.executable)} {BARE_TEXTUAL}", ROOT))
         windows = []
         for _ in range(args.rounds):  # interleaved: the machine's drift hits both alike
-            for label, tree in trees(args):
-                command = gputui_cmd(f"--replay {rec} --interval 1")
+            for label, command, tree in tools:
                 windows.append(measure(command, label, args.warmup, args.seconds, tree))
                 print(windows[-1], file=sys.stderr)
     return {
         "mode": "replay",
-        "gpus": args.gpus,
+        "source": "the demo" if args.demo else "a synthetic recording",
+        "gpus": None if args.demo else args.gpus,
         "processes": args.procs,
         "summary": summarize(windows),
     }
@@ -275,7 +310,10 @@ def main() -> None:
     p.add_argument("--gpus", type=int, default=8)
     p.add_argument("--procs", type=int, default=40)
     p.add_argument("--interval", type=float, default=1.0)
-    p.add_argument("--demo", action="store_true", help="launch: time the demo, not live")
+    p.add_argument(
+        "--demo", action="store_true", help="launch, replay: the demo, not live or a big recording"
+    )
+    p.add_argument("--bare", action="store_true", help="live, replay: a bare Textual app too")
     p.add_argument("--marker", default="H100", help="launch: text that marks a full frame")
     p.add_argument("--out", type=Path)
     p.add_argument(

@@ -11,9 +11,11 @@
 #   memory       an attach session of a leaking job with a memory snapshot
 #   memsnap      bench/bench_memsnap.py: what recording allocation history costs the job
 #   findings     bench/bench_findings.py: the analyzer's cost on this host
-#   exporter     bench/bench_exporter.py compare: against nvitop-exporter
+#   exporter     bench/bench_exporter.py compare: against nvitop-exporter, on one kept-alive
+#                connection and with a new connection per scrape
 #   tui          bench/bench_tui.py live in tmux with a bf16 product loop on the GPU:
-#                gputui (and the checkout in $BEFORE, if set) against nvitop
+#                gputui (and the checkout in $BEFORE, if set) against nvitop and a bare
+#                Textual app; each window's RSS by mapping
 #   hook-trees   bench/bench_hook_trees.py: the hook of $BEFORE against this one
 #
 # BEFORE: a directory holding an earlier gputui package (git archive REV gputui).
@@ -108,11 +110,11 @@ for stage in "$@"; do
         tail -n 30 "$out/exporter.log"
         ;;
     tui)
-        "$py" bench/jobs/gpu_load.py --plan bf16mm:450 >"$out/tui-load.log" 2>&1 &
+        "$py" bench/jobs/gpu_load.py --plan bf16mm:590 >"$out/tui-load.log" 2>&1 &
         load=$!
         sleep 5
-        timeout 450 "$py" bench/bench_tui.py live ${BEFORE:+--tree "before=$BEFORE" --tree after=.} \
-            --seconds 30 --rounds 3 --out "$out/tui_live.json" >"$out/tui.log" 2>&1
+        timeout 570 "$py" bench/bench_tui.py live ${BEFORE:+--tree "before=$BEFORE" --tree after=.} \
+            --bare --seconds 30 --rounds 3 --out "$out/tui_live.json" >"$out/tui.log" 2>&1
         check $?
         kill "$load" 2>/dev/null
         grep -v '^ ' "$out/tui.log" | tail -n 12

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from gputui import __version__
+from gputui import __version__, fmt
 from gputui.commands import args as types
 from gputui.errors import GputuiError
 
@@ -72,6 +73,14 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise GputuiError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse's own asks shutil for the width, and every add_argument makes one:
+        # importing shutil (and the compression modules it loads) is a few ms of
+        # every command's start-up.  The same width, read without it.
+        columns = fmt.terminal_columns(sys.stdout) or 80
+        make: Callable[..., argparse.HelpFormatter] = self.formatter_class  # HelpFormatter's
+        return make(prog=self.prog, width=columns - 2)
 
 
 def build_monitor_parser() -> argparse.ArgumentParser:
@@ -220,8 +229,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The ``gputui`` command (console script and ``python -m gputui``)."""
     argv = normalize(sys.argv[1:])
+    one_shot = "--once" in argv and not (argv and argv[0] in SUBCOMMANDS)
+    if one_shot:
+        # Imports and decoding make objects by the ten thousand, none of them in a
+        # cycle: the cyclic collector would walk them again and again (a tenth of
+        # the monitor's one-shot) for a process that ends in a moment.  Reference
+        # counting still frees them.
+        gc.disable()
     code = main(argv)
-    if "--once" in argv and not (argv and argv[0] in SUBCOMMANDS):
+    if one_shot:
         # The monitor's one-shot output is written and nothing runs after it: leave
         # without the interpreter's teardown of every module and thread, which is
         # measurable in `gputui --once`'s run time.  Flushed first: nothing is lost.

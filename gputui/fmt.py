@@ -15,8 +15,10 @@ capped.  Every display path calls it; JSON output keeps the exact strings.
 
 from __future__ import annotations
 
+import os
 import time
 import unicodedata
+from typing import TextIO
 
 NA = "N/A"
 
@@ -295,3 +297,28 @@ def gpu_name(name: str | None) -> str:
         if text.startswith(prefix):
             text = text[len(prefix) :]
     return text
+
+
+def terminal_columns(stream: TextIO) -> int | None:
+    """``COLUMNS`` when set to a number, else the width of the terminal ``stream``
+    writes to, else None (what ``shutil.get_terminal_size`` reads, without
+    importing shutil and the compression modules it loads)."""
+    return _terminal_size(stream, "COLUMNS", 0)
+
+
+def terminal_lines(stream: TextIO) -> int | None:
+    """``LINES`` when set to a number, else the height of the terminal ``stream``
+    writes to, else None."""
+    return _terminal_size(stream, "LINES", 1)
+
+
+def _terminal_size(stream: TextIO, variable: str, axis: int) -> int | None:
+    value = os.environ.get(variable, "").strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno())[axis] or None
+    except (AttributeError, ValueError, OSError):
+        pass
+    return None

@@ -96,6 +96,8 @@ class Minimum:
 
 @dataclass(frozen=True)
 class Rule:
+    """One rule: its id, family and check, where it comes from, what it needs, its scope."""
+
     id: str
     family: str  # data, sync, launch, copy, precision, kernels, memory, steps, gpu, comm
     check: Check

@@ -21,6 +21,8 @@ from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 
 @dataclass(frozen=True)
 class Throttle:
+    """One clock-event (throttle) reason: its NVML name, label, flag and severity."""
+
     reason: str  # the decoded NVML name, e.g. "sw_power_cap"
     label: str  # what people call it, for findings and help
     flag: str  # a few capitals, for the device panel and --once

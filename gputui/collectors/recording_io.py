@@ -258,6 +258,20 @@ def _mib(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 
+def embedded_bytes(name: str) -> bytes:
+    """A file of ``gputui/data`` (the embedded demos), read from beside the package's
+    modules; ``importlib.resources`` (a few ms more to import) only when the package
+    is not on the file system (a zip)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", name)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        from importlib import resources
+
+        return resources.files("gputui.data").joinpath(name).read_bytes()
+
+
 def reader_for_bytes(data: bytes, name: str, max_total: int = MAX_TOTAL_BYTES) -> LineReader:
     """A LineReader over bytes in memory (the embedded demos, tests)."""
     return LineReader(io.BytesIO(data), name, max_total)

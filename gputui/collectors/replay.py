@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import threading
 import time
 from collections import deque
@@ -32,6 +31,7 @@ from gputui.collectors.recording_io import (
     MAX_TOTAL_BYTES,
     LineReader,
     RecordingError,
+    embedded_bytes,
     load_line,
     open_private,
     open_regular,
@@ -70,6 +70,8 @@ PRELOAD_MAX_BYTES = 24 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class RecordingHeader:
+    """A recording's first line: its schema, when and where it was made, its note."""
+
     schema: int
     created_s: float | None
     interval_s: float | None
@@ -101,6 +103,7 @@ class RecordingWriter:
         """``hostname``: the machine the snapshots are of (a recording re-recorded
         keeps its own); this one's by default."""
         import gzip
+        import socket
 
         self.path = Path(path)
         raw = open_private(self.path)  # closed in close()
@@ -151,10 +154,8 @@ def _file_opener(path: str | os.PathLike[str]) -> Callable[[int], LineReader]:
 
 
 def _demo_opener() -> Callable[[int], LineReader]:
-    from importlib import resources
-
     try:
-        raw = resources.files("gputui.data").joinpath(DEMO_RESOURCE).read_bytes()
+        raw = embedded_bytes(DEMO_RESOURCE)
     except (FileNotFoundError, OSError):
         raise RecordingError("the embedded demo recording is missing from this install") from None
     return lambda max_total: reader_for_bytes(raw, "demo recording", max_total)

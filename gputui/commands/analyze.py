@@ -18,20 +18,18 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui import __version__, fmt
-from gputui.analysis.evidence import roofline_of
-from gputui.analysis.finding import ranked
-from gputui.analysis.roofline import Roof
-from gputui.analysis.trace_evidence import trace_job_findings
-from gputui.analysis.trace_summary import TraceSummary, summarize, summary_json, trace_findings
-from gputui.collectors.trace_file import TraceFile, find_traces, read_trace
 from gputui.commands import args as types
-from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
-from gputui.reports import roofline as roofline_text
-from gputui.reports.analyze import render
-from gputui.trace.tables import TOP_ROWS
+
+if TYPE_CHECKING:
+    from gputui.analysis.roofline import Roof
+    from gputui.analysis.trace_summary import TraceSummary
+    from gputui.collectors.trace_file import TraceFile
+
+# The trace reader, the analyzer and the report are imported where they are used:
+# `gputui analyze --help` and a refused command line load none of them.
 
 #: 2 adds each rank's step account (``account``); every key of 1 stays
 JSON_VERSION = 2
@@ -98,6 +96,8 @@ def load(
     twice, or a copy of another (the same trace_id), is read once; ``warnings``
     gets a line for each, and for each reason the files are not the ranks of one
     job (``analyze_ranks``)."""
+    from gputui.collectors.trace_file import find_traces
+
     said: list[str] = [] if warnings is None else warnings
     with _without_cyclic_gc():
         return _load(find_traces(paths, said), include_last_step, top, said)
@@ -106,6 +106,10 @@ def load(
 def _load(
     files: Sequence[Path], include_last_step: bool, top: int, warnings: list[str]
 ) -> list[TraceSummary]:
+    from gputui.analysis.trace_summary import summarize
+    from gputui.collectors.trace_file import read_trace
+    from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
+
     out: list[TraceSummary] = []
     origins: list[TraceOrigin] = []
     ids: dict[str, str] = {}
@@ -148,6 +152,14 @@ def _load(
 
 
 def main(args: argparse.Namespace) -> int:
+    from gputui.analysis.evidence import roofline_of
+    from gputui.analysis.finding import ranked
+    from gputui.analysis.trace_evidence import trace_job_findings
+    from gputui.analysis.trace_summary import summary_json, trace_findings
+    from gputui.reports import roofline as roofline_text
+    from gputui.reports.analyze import render
+    from gputui.trace.tables import TOP_ROWS
+
     warnings: list[str] = []
     summaries = load(
         # the rules read every row the tables keep, whatever --top shows: text and

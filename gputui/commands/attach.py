@@ -11,16 +11,19 @@ loads the hook into a running job that was started without it (Python >= 3.14,
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputui.collectors.hook_client import HookClient, parse_event
 from gputui.commands import args as types
-from gputui.commands.tty import need_terminal, run_screen
 from gputui.errors import GputuiError
 from gputui.protocol import memsnap, messages
-from gputui.reports import attach as attach_report
-from gputui.reports.jsondoc import print_json
-from gputui.session import oneshot
+
+if TYPE_CHECKING:
+    from gputui.analysis.steps import StepStats
+    from gputui.collectors.hook_client import HookClient
+    from gputui.session.oneshot import Collected
+
+# The client, the session and the reports are imported where they are used:
+# `gputui attach --help` and a refused command line load none of them.
 
 #: the longest wait for a job's hello, whatever --timeout allows for a capture
 HELLO_TIMEOUT_S = 10.0
@@ -223,6 +226,8 @@ def main(args: argparse.Namespace) -> int:
             from gputui.commands import attach_ranks
 
             return attach_ranks.main(args, job)
+    from gputui.collectors.hook_client import HookClient
+
     client = HookClient.connect(args.pid, timeout=min(args.timeout, HELLO_TIMEOUT_S))
     try:
         if snapshot:
@@ -246,10 +251,13 @@ def main(args: argparse.Namespace) -> int:
 
 # -- live screen ------------------------------------------------------------------------
 def _need_terminal(instead: str) -> None:
+    from gputui.commands.tty import need_terminal
+
     need_terminal("gputui attach", instead)
 
 
 def run_live(client: HookClient, args: argparse.Namespace) -> int:
+    from gputui.commands.tty import run_screen
     from gputui.tui.attach import LiveFeed, make_attach_app
 
     feed = LiveFeed(client.pid, client=client, record_path=args.record)
@@ -309,6 +317,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 # -- --once -------------------------------------------------------------------------------
 def once(args: argparse.Namespace, client: HookClient) -> int:
+    from gputui.session import oneshot
+
     got = oneshot.Collected(client.hello)
     gpu = oneshot.GpuSampling(got, args.gpu_seconds)
     oneshot.collect_live(client, args.window, args.timeout, got)
@@ -327,18 +337,38 @@ def once(args: argparse.Namespace, client: HookClient) -> int:
         }
         oneshot.capture_live(client, got, request, args.timeout, quiet=args.json)
     gpu.finish()
-    stats = oneshot.stats_of(got, args.window)
-    if args.json:
-        print_json(attach_report.report_dict(client.pid, got, stats, args.window))
-    else:
-        attach_report.print_report(got, stats, window=args.window, ascii_only=args.ascii)
+    _print_report(args, client.pid, got, oneshot.stats_of(got, args.window))
     return 0
+
+
+def _print_report(
+    args: argparse.Namespace,
+    pid: int | None,
+    got: Collected,
+    stats: StepStats,
+    recording: dict[str, Any] | None = None,
+    banner: str | None = None,
+) -> None:
+    from gputui.reports import attach as attach_report
+    from gputui.reports.jsondoc import print_json
+
+    if args.json:
+        doc = attach_report.report_dict(pid, got, stats, args.window)
+        if recording is not None:
+            doc["recording"] = recording
+        print_json(doc)
+    else:
+        attach_report.print_report(
+            got, stats, banner=banner, window=args.window, ascii_only=args.ascii
+        )
 
 
 def replay_once(args: argparse.Namespace) -> int:
     """The report of a recorded session, as if attached when it ended."""
     from gputui.collectors.attach_recording import gpu_sample
+    from gputui.collectors.hook_client import parse_event
     from gputui.collectors.replay import RecordingError
+    from gputui.session import oneshot
     from gputui.session.feeds import ReplayFeed
 
     ranks = _ranks_recording(args)
@@ -359,14 +389,12 @@ def replay_once(args: argparse.Namespace) -> int:
             got.add(event)
     if not got.gpu and got.hello.cuda_in_use:
         got.gpu_note = "the recording holds no samples of the job's GPU"
-    stats = oneshot.stats_of(got, args.window)
-    if args.json:
-        doc = attach_report.report_dict(feed.pid, got, stats, args.window)
-        doc["recording"] = {"label": feed.label, "demo": bool(args.demo)}
-        print_json(doc)
-    else:
-        banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
-        attach_report.print_report(
-            got, stats, banner=banner, window=args.window, ascii_only=args.ascii
-        )
+    _print_report(
+        args,
+        feed.pid,
+        got,
+        oneshot.stats_of(got, args.window),
+        recording={"label": feed.label, "demo": bool(args.demo)},
+        banner=DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine",
+    )
     return 0

@@ -19,7 +19,6 @@ from typing import Any
 from gputui import fmt
 from gputui.commands.args import command
 from gputui.errors import GputuiError
-from gputui.reports.bench import render
 
 
 def _device_index(text: str) -> int:
@@ -138,6 +137,8 @@ def main(args: argparse.Namespace) -> int:
         elif not docs:
             print("no saved results: run 'gputui bench' on a GPU first", file=sys.stderr)
         else:
+            from gputui.reports.bench import render
+
             print("\n\n".join("\n".join(render(doc)) for doc in docs))
         return 0
     doc = measure(args)
@@ -153,6 +154,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**doc, "saved_to": None if saved is None else str(saved)}, indent=2))
     else:
+        from gputui.reports.bench import render
+
         lines = render(doc)
         if saved is not None:
             lines.append(f"saved to {fmt.clean(str(saved))}")

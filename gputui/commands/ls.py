@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputui.collectors.hook_client import Hello
-from gputui.collectors.job_group import JobGroup, list_jobs
 from gputui.commands.args import command
-from gputui.reports.ls import print_jobs
+
+if TYPE_CHECKING:
+    from gputui.collectors.hook_client import Hello
+    from gputui.collectors.job_group import JobGroup
 
 SUMMARY = "list this user's attachable jobs"
 DESCRIPTION = (
@@ -67,6 +68,8 @@ def job_entry(job: JobGroup) -> dict[str, Any]:
 
 
 def collect() -> list[dict[str, Any]]:
+    from gputui.collectors.job_group import list_jobs
+
     jobs, errors = list_jobs()
     entries = [job_entry(job) for job in jobs]
     place_in_containers(entries)
@@ -94,5 +97,7 @@ def main(args: argparse.Namespace) -> int:
     if not jobs:
         print("no hooked jobs (start one with 'gputui run -- python train.py')", file=sys.stderr)
         return 0
+    from gputui.reports.ls import print_jobs
+
     print_jobs(jobs)
     return 0

@@ -14,9 +14,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -76,16 +74,8 @@ _ASCII = str.maketrans(
 def output_width(stream: TextIO | None = None) -> int:
     """The width to lay a report out for: ``COLUMNS`` when set to a number, else
     the terminal's width when ``stream`` is one, else :data:`PIPE_WIDTH`."""
-    value = os.environ.get("COLUMNS", "").strip()
-    if value.isdigit() and int(value) > 0:
-        return max(MIN_WIDTH, int(value))
-    stream = sys.stdout if stream is None else stream
-    try:
-        if stream.isatty():
-            return max(MIN_WIDTH, shutil.get_terminal_size((PIPE_WIDTH, 24)).columns)
-    except (AttributeError, ValueError, OSError):
-        pass
-    return PIPE_WIDTH
+    columns = fmt.terminal_columns(sys.stdout if stream is None else stream)
+    return PIPE_WIDTH if columns is None else max(MIN_WIDTH, columns)
 
 
 def output_height(stream: TextIO | None = None) -> int | None:
@@ -97,7 +87,7 @@ def output_height(stream: TextIO | None = None) -> int | None:
             return None
     except (AttributeError, ValueError, OSError):
         return None
-    return max(1, shutil.get_terminal_size((PIPE_WIDTH, 24)).lines)
+    return max(1, fmt.terminal_lines(stream) or 24)
 
 
 def wrap(text: str, width: int, indent: str = "", subsequent: str | None = None) -> list[str]:

@@ -11,7 +11,6 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,10 +21,12 @@ from gputui.collectors.attach_recording import (
     AttachRecorder,
     AttachRecording,
     gpu_sample,
+    read_attach_bytes,
     read_attach_recording,
 )
 from gputui.collectors.gpu_watch import GpuWatch
 from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
+from gputui.collectors.recording_io import embedded_bytes
 from gputui.collectors.replay import RecordingError
 from gputui.errors import GputuiError
 from gputui.protocol import paths
@@ -286,9 +287,7 @@ class ReplayFeed(Playback):
 
     @classmethod
     def demo(cls, speed: float = 1.0) -> ReplayFeed:
-        ref = resources.files("gputui.data").joinpath(DEMO_RESOURCE)
-        with resources.as_file(ref) as path:
-            recording = read_attach_recording(path)
+        recording = read_attach_bytes(embedded_bytes(DEMO_RESOURCE), "attach demo recording")
         return cls(recording, "demo: transformer training on an H100", speed)
 
     @property

@@ -110,6 +110,8 @@ NO_TENSOR_TRIGGER = (
 
 @dataclass(frozen=True)
 class DeviceEvidence:
+    """What the device rules read about one GPU."""
+
     device: DeviceSnapshot  # the newest snapshot of the GPU
     window: GpuWindow | None  # means over the recent snapshots
     has_compute: bool  # a compute process is on the GPU

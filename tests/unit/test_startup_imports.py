@@ -1,0 +1,125 @@
+"""What each one-shot command line loads: only what it uses (start-up time)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers.deadlines import RUN_S
+
+#: never needed to print a sub-command's help
+UNUSED_FOR_HELP = (
+    "gputui.analysis",
+    "gputui.collectors",
+    "gputui.session",
+    "gputui.reports",
+    "gputui.snapshot",
+    "gputui.trace",
+    "gputui.exporter",
+    "gputui.cluster",
+    "gputui.tui",
+    "gputui.protocol.wire",
+    "gputui.protocol.schema",
+    "textual",
+    "rich",
+    "torch",
+    "pynvml",
+    "psutil",
+    "shutil",
+)
+
+#: what the monitor's one-shot of a recording never uses
+UNUSED_FOR_ONCE = (
+    "socket",  # a recording is read from a file; only writing one names the host
+    "importlib.resources",  # the embedded demo is read from beside the modules
+    "shutil",  # the terminal's width is read without it
+    "statistics",
+    "logging",
+    "gputui.protocol",
+    "gputui.tui",
+)
+
+
+def loaded_by(argv: list[str], watched: tuple[str, ...]) -> list[str]:
+    """The modules of ``watched`` (and their submodules) loaded once ``gputui
+    ARGV`` has returned, in a fresh interpreter."""
+    code = (
+        "import io, sys; from gputui.cli import main\n"
+        "out, sys.stdout = sys.stdout, io.StringIO()\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stdout = out\n"
+        f"watched = {watched!r}\n"
+        "print('LOADED', sorted(m for m in sys.modules "
+        "if m in watched or m.startswith(tuple(w + '.' for w in watched))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))
+    return list(ast.literal_eval(line[len("LOADED ") :]))
+
+
+@pytest.mark.parametrize(
+    "command", ["record", "run", "ls", "attach", "bench", "exporter", "cluster", "analyze"]
+)
+def test_a_sub_commands_help_loads_only_its_parser(command: str) -> None:
+    assert loaded_by([command, "--help"], UNUSED_FOR_HELP) == []
+
+
+def test_the_attach_parser_loads_the_protocols_limits_not_the_client() -> None:
+    watched = (
+        "gputui.collectors.hook_client",
+        "gputui.session",
+        "gputui.reports",
+        "gputui.analysis",
+        "gputui.protocol.wire",
+        "gputui.protocol.memsnap",
+    )
+    # memsnap's limits are in the help text; the client, the session and the
+    # reports come with a job to attach to
+    assert loaded_by(["attach", "--help"], watched) == ["gputui.protocol.memsnap"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
+def test_the_monitors_one_shot_of_a_recording_loads_no_socket_or_resources(
+    extra: list[str],
+) -> None:
+    assert loaded_by(["--demo", "--once", *extra], UNUSED_FOR_ONCE) == []
+
+
+def test_the_watch_list_catches_a_module_that_is_loaded() -> None:
+    """The control: the same helper sees what the one-shot does load."""
+    assert loaded_by(["--demo", "--once"], ("zlib", "gputui.snapshot.model")) == [
+        "gputui.snapshot.model",
+        "zlib",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "collecting"),
+    [(["--demo", "--once"], False), (["--demo", "--once", "--json"], False), (["ls"], True)],
+    ids=["once", "once-json", "sub-command"],
+)
+def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
+    argv: list[str], collecting: bool
+) -> None:
+    """The ``gputui`` command turns the cyclic collector off for the monitor's
+    one-shot (it ends in a moment), and only for it."""
+    code = (
+        "import gc, sys; import gputui.cli as cli\n"
+        "cli.main = lambda argv: print('COLLECTING', gc.isenabled()) or 0\n"
+        f"sys.argv = ['gputui', *{argv!r}]\n"
+        "cli.entry()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"COLLECTING {collecting}" in proc.stdout
