@@ -12,7 +12,7 @@ from typing import Any
 
 from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Job, Node, state_label
-from gputui.reports import jsondoc
+from gputui.reports import container_text, jsondoc
 from gputui.reports.jsondoc import finite
 from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
 
@@ -164,23 +164,28 @@ def node_lines(node: Node, width: int) -> list[str]:
         ]
         out += _indented(["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP"], gpus, width, 1)
     if node.processes:
+        # a container column while some process runs in one (or is a host pid)
+        placed = any(p.container is not None or p.pid_is_host for p in node.processes)
         procs = [
             [
                 str(p.pid),
                 str(p.gpu_index),
                 fmt.clean(p.user, 32),
                 fmt.size(p.gpu_mem_bytes),
+                *([container_text.label(p)] if placed else []),
                 fmt.command(p.cmdline, p.name),
             ]
             for p in node.processes
         ]
-        out += _indented(["PID", "GPU", "USER", "GPU MEM", "COMMAND"], procs, width, 4)
+        headers = ["PID", "GPU", "USER", "GPU MEM", *(["CONTAINER"] if placed else []), "COMMAND"]
+        out += _indented(headers, procs, width, len(headers) - 1)
     return out
 
 
 def _indented(headers: list[str], rows: list[list[str]], width: int, flexible: int) -> list[str]:
     """A table under a node, its flexible column a name (left), the others numbers."""
-    right = [i != flexible and h not in ("USER", "MODEL") for i, h in enumerate(headers)]
+    words = ("USER", "MODEL", "CONTAINER")
+    right = [i != flexible and h not in words for i, h in enumerate(headers)]
     lines = table(headers, rows, width - len(_TAB), right=right, flexible=flexible)
     return [_TAB + line for line in lines]
 

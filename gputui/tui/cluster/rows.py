@@ -12,6 +12,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.cluster.view import Gpu, Job, Node, Rank, state_label
+from gputui.reports import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.render import bar, level_style, sparkline
 
@@ -160,6 +161,7 @@ PROCESS_COLUMNS = (
     ("user", 12),
     ("GPU mem", 9),
     ("SM", 4),
+    ("container", 24),
     ("command", 80),
 )
 
@@ -175,6 +177,7 @@ def process_rows(processes: Sequence[ProcessSnapshot]) -> list[Row]:
                 Text(fmt.clean(p.user, 12)),
                 _right(fmt.size(p.gpu_mem_bytes)),
                 _right(fmt.pct(p.sm_pct)),
+                Text(container_text.label(p), style="dim" if p.pid_is_host else ""),
                 Text(fmt.command(p.cmdline, p.name, 300), style="bold" if p.hooked else ""),
             ),
         )
