@@ -144,6 +144,28 @@ def test_communication_share_never_reads_over_100_percent() -> None:
     assert "100% of the capture" in f.evidence and (f.impact_pct or 0) <= 100
 
 
+def test_communication_costs_no_more_than_the_host_waits_for_it() -> None:
+    """An NCCL kernel spinning for a slower rank (most of the GPU timeline) while
+    this host runs ahead: the cost is the time the host waits, not the kernel's."""
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    spins = [kernel(nccl, "communication", 10, 90_000.0)]
+    waits = account(step_us=20_000.0, gpu_busy=0.95, comm=0.02, sync=0.03, launch=0.01)
+    (f,) = [
+        f
+        for f in engine.analyze(evidence(cap=capture(spins, busy_us=95_000.0, account=waits)))
+        if f.rule == "comm.share"
+    ]
+    assert f.impact_pct == pytest.approx(6.0, abs=0.5)
+    assert "the host waits on communication and the GPU 6% of the step" in f.evidence
+    # control: the same kernels without an account keep their exposed share
+    (g,) = [
+        f
+        for f in engine.analyze(evidence(cap=capture(spins, busy_us=95_000.0)))
+        if f.rule == "comm.share"
+    ]
+    assert (g.impact_pct or 0) > 50 and "host waits" not in g.evidence
+
+
 def test_no_tf32_advice_below_ampere() -> None:
     sgemm = "volta_sgemm_128x64_nn"
     cap = capture([kernel(sgemm, "gemm", 100, 50_000.0)], busy_us=90_000.0)

@@ -475,6 +475,17 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
         return []
     overlap = cap.comm_compute_overlap
     exposed = share * (1.0 - (overlap or 0.0))
+    # The step waits for communication only where its host does: in the comm,
+    # sync and launch buckets.  An NCCL kernel that spins for a slower peer while
+    # this host runs ahead costs this rank no more than that (the peer's delay is
+    # the rank view's straggler finding).
+    acct = cap.account
+    waited = None
+    if acct is not None and acct.step_us > 0:
+        waited = acct.share("comm") + acct.share("sync") + acct.share("launch")
+    capped = waited is not None and waited < exposed
+    if capped:
+        exposed = waited
     return [
         finding(
             ev,
@@ -484,6 +495,12 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
             + (
                 f", {overlap * 100:.0f}% of it overlapped with compute"
                 if overlap is not None
+                else ""
+            )
+            + (
+                f"; the host waits on communication and the GPU {exposed * 100:.0f}% "
+                "of the step (a kernel that waits for a slower rank costs this one no more)"
+                if capped
                 else ""
             ),
             "overlap it with backward: DDP(bucket_cap_mb=25..100, gradient_as_bucket_view=True, "
