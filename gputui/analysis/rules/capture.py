@@ -484,7 +484,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     if acct is not None and acct.step_us > 0:
         waited = acct.share("comm") + acct.share("sync") + acct.share("launch")
     capped = waited is not None and waited < exposed
-    if capped:
+    if waited is not None and capped:
         exposed = waited
     return [
         finding(
