@@ -1,6 +1,6 @@
 """What a one-shot command costs from process start to exit: CPU, wall and peak RSS.
 
-    .venv/bin/python bench/bench_startup.py --tree before=../wt-perf-base --tree after=. \\
+    .venv/bin/python bench/bench_startup.py --tree before=../gputui-base --tree after=. \\
         --case once --runs 20 --pyc cached --out startup.json
 
 Each run is a fresh ``python -m gputui ARGS`` with the tree on ``PYTHONPATH``; its
