@@ -9,9 +9,7 @@ import heapq
 from gputui import fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
-from gputui.collectors.pid_namespace import UNMAPPED_NOTE
 from gputui.collectors.source import SnapshotSource
-from gputui.reports import container_text
 from gputui.reports import findings as findings_text
 from gputui.reports.text import (
     elide_all,
@@ -197,9 +195,13 @@ def _processes(
         procs = sorted(s.processes, key=_order)
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
     placed = any(p.container is not None or p.pid_is_host for p in procs)
-    # narrow outputs: a shorter container, and the running time goes first
-    fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
-    labels = elide_all({container_text.label(p) for p in procs}, fit)
+    labels: dict[str, str] = {}
+    if placed:  # the container column (its module loads only then)
+        from gputui.reports import container_text
+
+        # narrow outputs: a shorter container, and the running time goes first
+        fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
+        labels = elide_all({container_text.label(p) for p in procs}, fit)
     cells = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -246,6 +248,9 @@ def _processes(
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
     if any(p.pid_is_host for p in procs):
+        from gputui.collectors.pid_namespace import UNMAPPED_NOTE
+        from gputui.reports import container_text
+
         out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out
 

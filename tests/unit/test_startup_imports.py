@@ -40,6 +40,9 @@ UNUSED_FOR_ONCE = (
     "logging",
     "gputui.protocol",
     "gputui.tui",
+    # the container column and the host-pid note: only when a process has one
+    "gputui.reports.container_text",
+    "gputui.collectors.pid_namespace",
 )
 
 
