@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.analysis.severity import ORDER, Severity
+from gputui.snapshot.model import ValueBase
 
 #: how many recent monitor snapshots the GPU rules average over (one idle sample
 #: between two busy ones must not raise a finding)
 FINDINGS_WINDOW = 10
 
 
-@dataclass(frozen=True)
-class Finding:
+@dataclass(frozen=True, eq=False, repr=False)
+class Finding(ValueBase):
     """One piece of advice.
 
     ``scope`` says what it is about, as shown ("GPU 0", "job", "rank 1",

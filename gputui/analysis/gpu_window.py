@@ -8,11 +8,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gputui.snapshot.model import DeviceSnapshot
+from gputui.snapshot.model import DeviceSnapshot, ValueBase
 
 
-@dataclass(frozen=True)
-class GpuWindow:
+@dataclass(frozen=True, eq=False, repr=False)
+class GpuWindow(ValueBase):
     """One GPU over a window of monitor samples: means, and how often each clock
     event (throttle reason) was active."""
 

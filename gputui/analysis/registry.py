@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.analysis import thresholds
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
+from gputui.snapshot.model import ValueBase
 
 if TYPE_CHECKING:  # the monitor's device rules load without the job's evidence
     from gputui.analysis.evidence import JobEvidence, RanksEvidence
@@ -40,8 +41,8 @@ MIN_STEPS = int(thresholds.value("min.steps"))
 MIN_GPU_SAMPLES = int(thresholds.value("min.gpu_samples"))
 
 
-@dataclass(frozen=True)
-class Minimum:
+@dataclass(frozen=True, eq=False, repr=False)
+class Minimum(ValueBase):
     """The least evidence a rule needs before it may speak: ``steps`` ordinary
     steps of a live job (a trace's profiled steps are all there will be and
     stand for them, unless ``trace`` is False), ``gpu_samples`` samples of the
@@ -94,8 +95,8 @@ class Minimum:
         return ", ".join(parts)
 
 
-@dataclass(frozen=True)
-class Rule:
+@dataclass(frozen=True, eq=False, repr=False)
+class Rule(ValueBase):
     """One rule: its id, family and check, where it comes from, what it needs, its scope."""
 
     id: str

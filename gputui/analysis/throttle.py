@@ -17,10 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
+from gputui.snapshot.model import ValueBase
 
 
-@dataclass(frozen=True)
-class Throttle:
+@dataclass(frozen=True, eq=False, repr=False)
+class Throttle(ValueBase):
     """One clock-event (throttle) reason: its NVML name, label, flag and severity."""
 
     reason: str  # the decoded NVML name, e.g. "sw_power_cap"

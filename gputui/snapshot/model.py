@@ -106,6 +106,11 @@ class _Value:
         return f"{type(self).__name__}({fields})"
 
 
+#: the base for other rooms' frozen value classes on ``--once``'s path
+#: (``@dataclass(frozen=True, eq=False, repr=False)`` over it): the same
+#: equality, hash and repr as a plain frozen dataclass, without compiling them
+ValueBase = _Value
+
 _V = TypeVar("_V", bound=_Value)
 
 

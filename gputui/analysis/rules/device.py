@@ -24,7 +24,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
 from gputui.analysis.severity import CRIT, WARN, Severity
-from gputui.snapshot.model import DeviceSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, Snapshot, ValueBase
 
 #: GPU utilization below this is "low" (TensorBoard)
 LOW_UTIL_PCT = thresholds.value("gpu.low_util_pct")
@@ -42,8 +42,8 @@ DRAM_BOUND_PCT = thresholds.value("gpu.dram_bound_pct")
 TENSOR_BUSY_PCT = thresholds.value("gpu.tensor_busy_pct")
 
 
-@dataclass(frozen=True)
-class Said:
+@dataclass(frozen=True, eq=False, repr=False)
+class Said(ValueBase):
     """What a reading of a GPU window says, for a device or a job finding."""
 
     title: str
@@ -108,8 +108,8 @@ NO_TENSOR_TRIGGER = (
 )
 
 
-@dataclass(frozen=True)
-class DeviceEvidence:
+@dataclass(frozen=True, eq=False, repr=False)
+class DeviceEvidence(ValueBase):
     """What the device rules read about one GPU."""
 
     device: DeviceSnapshot  # the newest snapshot of the GPU
