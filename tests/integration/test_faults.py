@@ -27,18 +27,6 @@ from tests.helpers.deadlines import START_S, WAIT_S
 pytestmark = pytest.mark.slow  # every test here runs a training job
 
 
-@pytest.fixture(scope="module")
-def dirs() -> Iterator[tuple[str, str]]:
-    with hookutil.isolated_dirs() as d:
-        yield d
-
-
-@pytest.fixture
-def env(dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("GPUTUI_SOCKET_DIR", dirs[0])
-    return hookutil.make_env(*dirs)
-
-
 def _newest_step(pid: int) -> int:
     client = HookClient.connect(pid)
     try:

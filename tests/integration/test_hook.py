@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,18 +25,6 @@ from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 
 DATA_SLEEP = 0.02
 PHASE_SLEEP = 0.01
-
-
-@pytest.fixture(scope="module")
-def dirs() -> Iterator[tuple[str, str]]:
-    with hookutil.isolated_dirs() as d:
-        yield d
-
-
-@pytest.fixture
-def env(dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("GPUTUI_SOCKET_DIR", dirs[0])
-    return hookutil.make_env(*dirs)
 
 
 def _history(pid: int, n: int = 1000) -> list[StepRecord]:

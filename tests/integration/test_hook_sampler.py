@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,18 +33,6 @@ pytestmark = pytest.mark.slow
 #: well under one on an idle machine): a generous deadline, since CI may run
 #: beside other work
 NAMED_WITHIN_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def dirs() -> Iterator[tuple[str, str]]:
-    with hookutil.isolated_dirs() as d:
-        yield d
-
-
-@pytest.fixture
-def env(dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("GPUTUI_SOCKET_DIR", dirs[0])
-    return hookutil.make_env(*dirs)
 
 
 def hot_profile(client: HookClient, function: str, timeout: float) -> PythonProfile:
