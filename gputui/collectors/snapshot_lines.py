@@ -19,8 +19,9 @@ decode this way, is decoded whole, as before, with the same errors.
 from __future__ import annotations
 
 import dataclasses
+from itertools import compress, count
 
-from gputui.collectors.recording_io import load_line, load_object, value_end
+from gputui.collectors.recording_io import load_line, load_objects, value_end
 from gputui.snapshot.codec import DecodeError, from_json, snapshot_from_json
 from gputui.snapshot.model import MAX_ITEMS, ProcessSnapshot, Snapshot
 
@@ -73,14 +74,20 @@ class SnapshotLines:
         if type(top) is not dict or top.get("processes") != [[[]]]:
             return None
         top["processes"] = []
-        known, seen = self._known, {}
-        processes = []
-        for piece in pieces:
-            proc = known.get(piece)
-            if proc is None:
-                proc = from_json(ProcessSnapshot, load_object(_FIRST + piece + b"}"))
-            seen[piece] = proc
-            processes.append(proc)
+        # The lookups, and finding the pieces no process of the line before had,
+        # run in C: a line of 20,000 processes, nine in ten of them unchanged, is
+        # then mostly the few thousand it must decode.
+        known = self._known
+        processes: list[ProcessSnapshot | None] = list(map(known.get, pieces))
+        missing = list(compress(count(), map(_is_none, processes)))
+        if missing:
+            values = load_objects([pieces[i] for i in missing], _FIRST, b"}")
+            for i, value in zip(missing, values, strict=True):
+                processes[i] = from_json(ProcessSnapshot, value)
         snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(processes))
-        self._known = seen
+        self._known = dict(zip(pieces, processes, strict=True))  # type: ignore[arg-type]
         return snapshot
+
+
+def _is_none(value: object) -> bool:
+    return value is None
