@@ -620,6 +620,39 @@ async def test_many_processes_make_cells_for_the_rows_in_view_only(
         assert len(made) <= 2 * in_view and t.selected_process.pid == 10_499  # type: ignore[union-attr]
 
 
+async def test_tree_selection_and_scroll_survive_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputui.tui import proc_view
+
+    laid: list[int] = []
+    original = proc_view.tree_layout
+
+    def counting(procs: Any, *args: Any) -> Any:
+        laid.append(len(procs))
+        return original(procs, *args)
+
+    monkeypatch.setattr(proc_view, "tree_layout", counting)
+    app = app_for(source=replay_source(_big_node(6)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        t = table(app)
+        t.set_sort(t.sort_spec.on("pid"))
+        await pilot.press("t")
+        await pilot.pause()
+        assert t.tree_view and laid
+        in_view = t.size.height - 1
+        for _ in range(in_view + 10):
+            await pilot.press("down")
+        await pilot.pause()
+        key, top = t.selected_row.key, t.scroll_offset.y  # type: ignore[union-attr]
+        assert top > 0
+        laid.clear()
+        for _ in range(2):
+            app.advance()  # new numbers, the same processes under the same parents
+            await pilot.pause()
+            assert t.selected_row.key == key and t.scroll_offset.y == top  # type: ignore[union-attr]
+        assert not laid  # the tree was not laid out again
+
+
 async def test_selection_and_scroll_survive_refreshes() -> None:
     app = app_for(source=replay_source(_big_node(6)))
     async with app.run_test(size=(120, 40)) as pilot:
