@@ -34,6 +34,8 @@ _SEPARATOR = b'},{"pid":'
 #: snapshot can hold there (a process is an object), checked after
 _PLACEHOLDER = b'"processes":[[[]]]'
 _MAX_PROCESSES = MAX_ITEMS["Snapshot.processes"]
+#: new processes read at once (their JSON values held until converted)
+_BATCH = 512
 
 
 class SnapshotLines:
@@ -89,9 +91,10 @@ class SnapshotLines:
         known = self._known
         processes: list[ProcessSnapshot | None] = list(map(known.get, pieces))
         missing = list(compress(count(), map(_is_none, processes)))
-        if missing:
-            values = load_objects([pieces[i] for i in missing], _FIRST, b"}")
-            for i, value in zip(missing, values, strict=True):
+        for at in range(0, len(missing), _BATCH):
+            batch = missing[at : at + _BATCH]
+            values = load_objects([pieces[i] for i in batch], _FIRST, b"}")
+            for i, value in zip(batch, values, strict=True):
                 processes[i] = from_json(ProcessSnapshot, value)
         snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(processes))
         self._known = dict(zip(pieces, processes, strict=True))  # type: ignore[arg-type]
