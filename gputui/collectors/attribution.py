@@ -27,6 +27,8 @@ HOSTNAME_FILE = "etc/hostname"
 NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: more cached processes than this: the cache is rebuilt from those seen
 MAX_CACHED = 1 << 14
+#: the most cgroup texts kept parsed (a node has a few hundred containers at most)
+MAX_PARSED = 256
 
 _MISSING = object()
 
@@ -52,6 +54,8 @@ class ContainerAttributor:
         self._names = names if names is not None else RuntimeNames()
         self._node_hostname = node_hostname if node_hostname is not None else socket.gethostname()
         self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
+        #: cgroup texts already parsed, and what they name
+        self._parsed: dict[str, ContainerInfo | None] = {}
 
     def attribute(self, processes: Sequence[ProcessSnapshot]) -> tuple[ProcessSnapshot, ...]:
         out: list[ProcessSnapshot] = []
@@ -82,7 +86,13 @@ class ContainerAttributor:
         text = _read_text(f"{self._proc}/{pid}/cgroup", MAX_CGROUP_BYTES)
         if text is None:
             return None
-        info = parse_cgroup(text)
+        # the processes of one container (or of none) share one text: parsed once
+        info = self._parsed.get(text, _MISSING)  # type: ignore[arg-type]
+        if info is _MISSING:
+            info = parse_cgroup(text)
+            if len(self._parsed) >= MAX_PARSED:
+                self._parsed.clear()
+            self._parsed[text] = info
         if info is None:
             return None
         names: Names = (None, None, None, None)
