@@ -87,8 +87,9 @@ class ContainerAttributor:
         if text is None:
             return None
         # the processes of one container (or of none) share one text: parsed once
-        info = self._parsed.get(text, _MISSING)  # type: ignore[arg-type]
-        if info is _MISSING:
+        if text in self._parsed:
+            info = self._parsed[text]
+        else:
             info = parse_cgroup(text)
             if len(self._parsed) >= MAX_PARSED:
                 self._parsed.clear()

@@ -27,7 +27,7 @@ import math
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from gputui.errors import GputuiError
@@ -360,7 +360,7 @@ def load_objects(pieces: list[bytes], head: bytes, tail: bytes) -> list[dict[str
     text = (tail + b"," + head).join(pieces).join((head, tail)).decode("utf-8")
     if not text.isascii():  # a character is not a byte: where each starts is not known
         return [load_object(head + piece + tail) for piece in pieces]
-    scan = _PLAIN_DECODER.scan_once
+    scan: Callable[[str, int], tuple[Any, int]] = _PLAIN_DECODER.scan_once  # type: ignore[attr-defined]
     frame = len(head) + len(tail)
     values: list[dict[str, Any]] = []
     start = 0

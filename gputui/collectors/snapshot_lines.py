@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from itertools import compress, count
+from typing import cast
 
 from gputui.collectors.recording_io import load_line, load_objects, value_end
 from gputui.snapshot.codec import DecodeError, from_json, snapshot_from_json
@@ -96,8 +97,9 @@ class SnapshotLines:
             values = load_objects([pieces[i] for i in batch], _FIRST, b"}")
             for i, value in zip(batch, values, strict=True):
                 processes[i] = from_json(ProcessSnapshot, value)
-        snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(processes))
-        self._known = dict(zip(pieces, processes, strict=True))  # type: ignore[arg-type]
+        done = cast(list[ProcessSnapshot], processes)  # every None filled
+        snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(done))
+        self._known = dict(zip(pieces, done, strict=True))
         return snapshot
 
 
