@@ -24,7 +24,9 @@ default), in turns:
 - ``--ls N``: ``gputui ls`` with N processes carrying the hook (this checkout);
 - ``--live N``: the live monitor with NVML faked (``bench/live_scale.py``) on N
   real processes (``sleep``, started here and ended at exit) over 8 GPUs:
-  ``--once`` and the monitor window, as above, each checkout in turns;
+  the live source alone (its first sample, which reads every process's facts,
+  and a later one: CPU seconds), ``--once`` and the monitor window, as above,
+  each checkout in turns;
 - ``host``: the live collector's host side (psutil) on every process this
   machine has: CPU per process and refresh of ``HostCollector.enrich``, the
   part of a live refresh that grows with the GPU processes (NVML's process
@@ -208,6 +210,16 @@ def stop_sleepers(shells: list[subprocess.Popen[bytes]]) -> None:
         shell.wait(30)
 
 
+def collect_cost(tree: Path, program: list[str], refreshes: int = 5) -> dict[str, Any]:
+    """The live source alone (``live_scale.py --collect``): CPU seconds of its first
+    sample and of a later one, in ``tree``."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    command = [*program[:-1], "--collect", str(refreshes)]  # without the "--"
+    out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
 def live_cost(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> dict[str, Any]:
     """The live monitor with NVML faked (``bench/live_scale.py``) on ``--live`` N real
     processes spread over 8 GPUs: ``--once`` (every row into a pipe) and the
@@ -222,8 +234,11 @@ def live_cost(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> dict[s
             program = [*driver, "--pids", str(pid_file), "--gpus", "8", "--"]
             entry: dict[str, Any] = {"processes": len(pids)}
             for label, tree in trees:
+                collect = [collect_cost(tree, program) for _ in range(args.rounds)]
                 runs = [run_once(tree, ["--once"], program) for _ in range(args.rounds)]
                 entry[label] = {
+                    "collect_first_s": statistics.median(c["first_s"] for c in collect),
+                    "collect_later_s": statistics.median(c["later_s"] for c in collect),
                     "once_wall_s": statistics.median(r[0] for r in runs),
                     "once_cpu_s": statistics.median(r[3] for r in runs),
                     "once_rss_mb": statistics.median(r[1] for r in runs),

@@ -23,6 +23,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pids", type=Path, required=True)
     parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument(
+        "--collect",
+        type=int,
+        metavar="N",
+        help="instead of gputui: time the live source's first sample and N more in this "
+        "process (CPU seconds, JSON on standard output)",
+    )
     parser.add_argument("gputui", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
@@ -56,12 +63,37 @@ def main() -> int:
                         proc.sm_util = (proc.sm_util or 0) * 7 % 101
                         proc.mem_util = (proc.mem_util or 0) * 3 % 97
 
+    if args.collect:
+        return collect(fake, args.collect)
     threading.Thread(target=churn, daemon=True).start()
     argv = [a for a in args.gputui if a != "--"]
     try:
         return cli.main(argv)
     finally:
         stop.set()
+
+
+def collect(fake: object, refreshes: int) -> int:
+    """CPU seconds of the live source's first sample (every process new: its
+    facts are read) and of each later one (the mean of ``refreshes``)."""
+    import json
+    import time
+
+    from gputui.collectors.host import HostCollector
+    from gputui.collectors.nvml import NvmlCollector
+    from gputui.collectors.source import LiveSource
+
+    source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector())
+    start = time.process_time()
+    first = source.sample()
+    first_s = time.process_time() - start
+    start = time.process_time()
+    for _ in range(refreshes):
+        source.sample()
+    later_s = (time.process_time() - start) / refreshes
+    named = sum(1 for p in first.processes if p.cmdline)
+    print(json.dumps({"first_s": first_s, "later_s": later_s, "with_command": named}))
+    return 0
 
 
 if __name__ == "__main__":

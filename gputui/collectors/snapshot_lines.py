@@ -53,7 +53,8 @@ class SnapshotLines:
         # paused meanwhile, else its passes over every live object (the monitor's
         # processes, their history) cost a fifth of the decode.
         paused = gc.isenabled()
-        gc.disable()
+        if paused:
+            gc.disable()
         try:
             snapshot = self._decode_pieces(line)
         except (DecodeError, ValueError):

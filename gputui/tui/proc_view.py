@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import compress, count
-from operator import attrgetter, is_, is_not, itemgetter
+from operator import attrgetter, is_, is_not
 from typing import Any, overload
 
 from rich.text import Text
@@ -164,8 +164,7 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
     "command": attrgetter("command"),
 }
 _PID = attrgetter("pid")
-_GPU_PID = attrgetter("gpu_index", "pid")
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_GPU = attrgetter("gpu_index")
 _TREE_KEY = attrgetter("gpu_index", "pid", "ppid")
 _IS_NONE = partial(is_, None)
 _NOT_NONE = partial(is_not, None)
@@ -173,15 +172,14 @@ _NOT_NONE = partial(is_not, None)
 
 def base_order(procs: Sequence[ProcessSnapshot]) -> list[int]:
     """The positions of ``procs`` by GPU, then pid (the ties of every sort)."""
-    return _base_order(list(map(_GPU_PID, procs)))
+    return _base_order(list(map(_PID, procs)), list(map(_GPU, procs)))
 
 
-def _base_order(keys: list[tuple[int, int]]) -> list[int]:
+def _base_order(pids: list[int], gpus: list[int]) -> list[int]:
     # by pid, then (stable) by GPU: two sorts of plain integers (C compares them
-    # faster than pairs); a snapshot comes in this order already, and an ordered
-    # list is one pass
-    pids, gpus = list(map(_SECOND, keys)), list(map(_FIRST, keys))
-    order = sorted(range(len(keys)), key=pids.__getitem__)
+    # faster than pairs, and lists of integers are nothing for the collector to
+    # walk); a snapshot comes in this order already: an ordered list is one pass
+    order = sorted(range(len(pids)), key=pids.__getitem__)
     order.sort(key=gpus.__getitem__)
     return order
 
@@ -492,8 +490,8 @@ class RowBuilder:
         self._filter: ProcFilter | None = None
         #: id(process) -> (process, matched): the process is held, so its id is not reused
         self._matched: dict[int, tuple[ProcessSnapshot, bool]] = {}
-        #: (GPU, pid) of the processes last sorted, and their base order
-        self._base: tuple[list[tuple[int, int]], list[int]] = ([], [])
+        #: pids and GPUs of the processes last sorted, and their base order
+        self._base: tuple[list[int], list[int], list[int]] = ([], [], [])
         #: (pids, GPUs, parents, ascii) of the rows last laid out as a tree, and the tree
         self._tree: tuple[tuple[Any, ...], TreeLayout] | None = None
 
@@ -514,12 +512,11 @@ class RowBuilder:
         return RowList(ordered, self._layout(ordered, ascii_only))
 
     def _base_order(self, procs: Sequence[ProcessSnapshot]) -> list[int]:
-        # one pass over the processes (a node's thousands are not in the CPU's cache)
-        keys = list(map(_GPU_PID, procs))
-        old, order = self._base
-        if keys != old:
-            order = _base_order(keys)
-            self._base = (keys, order)
+        pids, gpus = list(map(_PID, procs)), list(map(_GPU, procs))
+        old_pids, old_gpus, order = self._base
+        if pids != old_pids or gpus != old_gpus:
+            order = _base_order(pids, gpus)
+            self._base = (pids, gpus, order)
         return order
 
     def _layout(self, ordered: list[ProcessSnapshot], ascii_only: bool) -> TreeLayout:
