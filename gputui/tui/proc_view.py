@@ -165,7 +165,7 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
 }
 _PID = attrgetter("pid")
 _GPU = attrgetter("gpu_index")
-_TREE_KEY = attrgetter("gpu_index", "pid", "ppid")
+_PPID = attrgetter("ppid")
 _IS_NONE = partial(is_, None)
 _NOT_NONE = partial(is_not, None)
 
@@ -492,7 +492,8 @@ class RowBuilder:
         self._matched: dict[int, tuple[ProcessSnapshot, bool]] = {}
         #: pids and GPUs of the processes last sorted, and their base order
         self._base: tuple[list[int], list[int], list[int]] = ([], [], [])
-        #: (pids, GPUs, parents, ascii) of the rows last laid out as a tree, and the tree
+        #: the pids, GPUs and parents of the processes last laid out as a tree, in
+        #: their order, with ``ascii_only``; and that layout
         self._tree: tuple[tuple[Any, ...], TreeLayout] | None = None
 
     def build(
@@ -520,7 +521,12 @@ class RowBuilder:
         return order
 
     def _layout(self, ordered: list[ProcessSnapshot], ascii_only: bool) -> TreeLayout:
-        structure = (list(map(_TREE_KEY, ordered)), ascii_only)
+        structure = (
+            list(map(_PID, ordered)),
+            list(map(_GPU, ordered)),
+            list(map(_PPID, ordered)),
+            ascii_only,
+        )
         if self._tree is not None and self._tree[0] == structure:
             return self._tree[1]
         layout = tree_layout(ordered, ascii_only)
