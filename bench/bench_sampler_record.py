@@ -5,12 +5,15 @@ the I/O thread: this tree's sampler against a baseline copy of
 same frames.
 
     python bench/bench_sampler_record.py --baseline OTHER/gputui/hook/_sampler.py \
-        [--depth 36] [--rounds 15] [--out record.json]
+        [--depth 36] [--distinct 0] [--rounds 15] [--out record.json]
 
 Both samplers record the same stack (``--depth`` frames of the job's own code
-calling into a library) alternately, ``--rounds`` rounds of 2,000 samples each;
-reported: the median time per sample of each and their ratio (median of the
-per-round ratios, with quartiles), then the median time of ``snapshot()`` over
+calling into a library; with ``--distinct N``, N stacks on top of it, each at
+another line, in turn: no two samples in a row alike) alternately,
+``--rounds`` rounds of 2,000 samples each, the fold of a sampler that defers
+its tables (once per distinct stack) counted in; reported: the median time
+per sample of each and their ratio (median of the per-round ratios, with
+quartiles), then the median time of ``snapshot()`` over
 the tables they filled.  The baseline is loaded as its own module beside this
 tree's (it imports this tree's recorder and protocol, which it shares).
 """
@@ -47,14 +50,20 @@ def load(path: str) -> ModuleType:
     return module
 
 
-def stack(depth: int) -> tuple[FrameType, threading.Event, threading.Thread]:
+def stack(depth: int, count: int) -> tuple[list[FrameType], threading.Event, threading.Thread]:
     """The innermost frame of a thread parked ``depth`` calls deep (a library
-    function at the bottom), and what ends it."""
+    function at the bottom), or with ``count``, that many stacks on top of
+    its, each stopped at its own line of one more function (frames kept after
+    their calls returned): what a sampler sees when no two samples are alike;
+    and what ends the thread."""
     lib = "def wait(ev):\n    ev.wait()\n"
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"sys": sys}
     exec(compile(lib, "/venv/lib/python3.11/site-packages/fakelib/core.py", "exec"), namespace)
-    wait = namespace["wait"]
-    parked: dict[str, FrameType] = {}
+    body = "\n".join(f"    if k == {j}: return sys._getframe()" for j in range(count))
+    body = body or "    pass"
+    exec(compile(f"def lines(k):\n{body}\n", "/project/lines.py", "exec"), namespace)
+    wait, lines = namespace["wait"], namespace["lines"]
+    parked: dict[str, list[FrameType]] = {}
     ready = threading.Event()
     done = threading.Event()
 
@@ -62,24 +71,32 @@ def stack(depth: int) -> tuple[FrameType, threading.Event, threading.Thread]:
         if n:
             descend(n - 1)
             return
-        parked["frame"] = sys._getframe()
+        parked["frames"] = [lines(k) for k in range(count)]
         ready.set()
         wait(done)
 
     thread = threading.Thread(target=descend, args=(depth,), daemon=True)
     thread.start()
     ready.wait(10)
-    frames = sys._current_frames()
-    frame = frames.get(thread.ident or 0) or parked["frame"]
-    return frame, done, thread
+    if parked.get("frames"):
+        return parked["frames"], done, thread
+    frame = sys._current_frames().get(thread.ident or 0)
+    assert frame is not None
+    return [frame], done, thread
 
 
-def per_sample(sampler: Any, frame: FrameType) -> float:
+def per_sample(sampler: Any, frames: list[FrameType]) -> float:
+    """Seconds a sample, the fold of what they left included (a sampler that
+    folds its raw stacks does it once per distinct stack, amortized here)."""
     now = time.perf_counter()
+    count = len(frames)
     t0 = time.perf_counter()
     with sampler.lock:
         for i in range(SAMPLES):
-            sampler._record(frame, 0.01, now + i * 0.01)
+            sampler._record(frames[i % count], 0.01, now + i * 0.01)
+        fold = getattr(sampler, "fold", None)
+        if fold is not None:
+            fold()
     return (time.perf_counter() - t0) / SAMPLES
 
 
@@ -88,21 +105,27 @@ def main() -> int:
     p.add_argument("--baseline", required=True, help="another checkout's gputui/hook/_sampler.py")
     p.add_argument("--depth", type=int, default=36)
     p.add_argument("--rounds", type=int, default=15)
+    p.add_argument(
+        "--distinct",
+        type=int,
+        default=0,
+        help="samples cycle through this many different stacks (0: all alike)",
+    )
     p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args()
     base = load(args.baseline)
-    frame, done, thread = stack(args.depth)
+    frames, done, thread = stack(args.depth, args.distinct)
     samplers = {
         "baseline": base.Sampler(Recorder(), enabled=True, window_s=1e9),
         "this tree": current.Sampler(Recorder(), enabled=True, window_s=1e9),
     }
     times: dict[str, list[float]] = {name: [] for name in samplers}
     for sampler in samplers.values():  # warm: classify the codes once
-        per_sample(sampler, frame)
+        per_sample(sampler, frames)
     for r in range(args.rounds):
         order = list(samplers) if r % 2 == 0 else list(reversed(samplers))
         for name in order:
-            times[name].append(per_sample(samplers[name], frame))
+            times[name].append(per_sample(samplers[name], frames))
     snapshots: dict[str, float] = {}
     for name, sampler in samplers.items():
         took = []
@@ -121,6 +144,7 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "loadavg": os.getloadavg(),
         "depth": args.depth,
+        "distinct": args.distinct,
         "rounds": args.rounds,
         "per_sample_us": {k: statistics.median(v) * 1e6 for k, v in times.items()},
         "ratio": statistics.median(ratios),

@@ -21,6 +21,13 @@ recorder's edge log, as the collector does).  gputui's own frames are
 transparent.  Tables are bounded (past ``MAX_FUNCTIONS``/``MAX_LINES`` time
 goes to one ``other`` row) and cover the last one to two ``WINDOW_S`` windows.
 
+A tick holds the GIL (the training thread waits for it when it wants it
+back), so it does as little as it can: it walks the stack keeping each frame's
+code and instruction offset, and adds its weight to that stack's entry (with
+the phase) in a bounded dict of raw stacks.  Naming, classing and the tables
+wait for the fold, once per distinct stack: when a profile is built, or when
+``MAX_RAW`` raw stacks have piled up.
+
 Nothing runs on the training thread: the tables are the sampler thread's
 (under ``lock``; the I/O thread takes it to copy them for a profile).
 ``GPUTUI_SAMPLER=0`` turns it off.  An error stops the sampler and is
@@ -92,6 +99,10 @@ MAX_ROW_PHASES = 16  # phases per function row (then MORE_PHASES)
 MAX_PHASES = 64  # phases per window
 MORE_PHASES = "(other phases)"
 MAX_DEPTH = 256  # frames walked per sample, from the innermost
+_DEPTH = range(MAX_DEPTH)
+#: distinct raw stacks (phase, codes, instruction offsets) a window holds
+#: before they are folded into its tables (a profile folds them too)
+MAX_RAW = 1024
 MAX_CODES = 8192  # code objects classified and remembered
 #: distinct stacks (by function) per window, for the call paths: past it, a new
 #: stack's time still counts everywhere else, but no path can name it
@@ -100,6 +111,11 @@ MAX_STACKS = 1024
 #: total time, and of the top lines by site and self time
 TOP_FUNCTIONS = 40
 TOP_LINES = 40
+
+#: [seconds, ticks]: when a bench sets it (before ``start``), the sampler thread
+#: adds the time each tick holds the GIL, from its wake-up to its next sleep
+#: (None: nothing is measured)
+TICK_TIME: list[Any] | None = None
 
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
 
@@ -132,6 +148,7 @@ class _Window:
         "lines",
         "other",
         "phases",
+        "raw",
         "sampled_s",
         "samples",
         "site_s",
@@ -150,6 +167,9 @@ class _Window:
         self.deep = 0  # samples whose stack was cut at MAX_DEPTH
         #: (id(code), ...) innermost first -> [seconds, (f_lasti, ...) when first seen]
         self.stacks: dict[tuple[int, ...], list[Any]] = {}
+        #: the samples not folded yet: (phase, (id(code), ...), (f_lasti, ...))
+        #: innermost first -> [seconds, [code, ...]]
+        self.raw: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[Any]] = {}
 
 
 class Sampler:
@@ -265,6 +285,7 @@ class Sampler:
         have_last = False
         periodic = self.periodic
         due = clock() + self.periodic_s
+        timing = TICK_TIME
         while not self._stopping and generation == self._generation:
             tid = rec.thread
             if tid is None:
@@ -272,10 +293,10 @@ class Sampler:
                 sleep(IDLE_S)
                 continue
             sleep(period)
+            now = clock()  # the GIL is back: this tick holds it until the next sleep
             if self._stopping or generation != self._generation:
                 return
             frame = frames_of().get(tid)
-            now = clock()
             now_cpu = cpu()
             if frame is None:  # the training thread is gone
                 have_last = False
@@ -293,6 +314,9 @@ class Sampler:
             if periodic is not None and now >= due:
                 due = now + self.periodic_s
                 periodic()
+            if timing is not None:
+                timing[0] += clock() - now
+                timing[1] += 1
 
     def _phase(self) -> str:
         """The training thread's innermost open phase, from the recorder's edge
@@ -312,6 +336,10 @@ class Sampler:
         return stack[-1] if stack else OTHER
 
     def _record(self, frame: FrameType, weight: float, now: float) -> None:
+        """One sample (the sampler thread, under ``lock``, holding the GIL the
+        training thread may want): only the stack's codes and instruction
+        offsets, keyed with the phase in ``raw``; naming, classing and the
+        tables wait for ``_fold``."""
         win = self._cur
         if not win.samples:
             self._cur_start = now - weight  # the first sample's weight is time before it
@@ -323,78 +351,100 @@ class Sampler:
         self.samples += 1
         win.samples += 1
         win.sampled_s += weight
-        _bump(win.phases, phase, weight, MAX_PHASES)
-        self._seq = seq = self._seq + 1
-        get = win.funcs.get
-        inner = True  # the innermost frame is still to come: self time
-        site = True  # the innermost frame of the job's own code too: site time
-        left = MAX_DEPTH
-        ids: list[int] = []  # the stack (its codes), for the call paths
-        push = ids.append
+        codes: list[CodeType] = []
+        offsets: list[int] = []
+        push_code = codes.append
+        push_offset = offsets.append
         f: FrameType | None = frame
-        while f is not None:
-            code = f.f_code
-            cid = id(code)
-            row = get(cid)
-            if row is None:
-                row = self._new_function(win, code)
-                if row is None:  # gputui's own frame: transparent
-                    if code is self.bottom:
-                        break
-                    f = f.f_back
-                    continue
-            if row[2] != seq:  # once per sample, however deep it recurses
-                row[2] = seq
-                row[1] += weight
-            # By instruction, not line: f_lineno decodes the line table on
-            # each read (~0.5 us a frame); the snapshot turns offsets into lines.
-            lasti = f.f_lasti
-            push(cid)
-            lrow = row[4].get(lasti)
-            if lrow is None:
-                lrow = self._new_line(win, row[4], lasti)
-            if lrow[2] != seq:
-                lrow[2] = seq
-                lrow[1] += weight
-            if inner:
-                inner = False
-                row[0] += weight
-                lrow[0] += weight
-                _bump(row[3], phase, weight, MAX_ROW_PHASES)
-                kind = row[5][3]
-                kinds = win.kinds
-                kinds[kind] = kinds.get(kind, 0.0) + weight
-            if site and row[5][3] == KIND_USER:
-                site = False
-                row[6] += weight
-                lrow[3] += weight
-                _bump(row[7], phase, weight, MAX_ROW_PHASES)
-                win.site_s += weight
-            left -= 1
-            if not left:
-                win.deep += 1
+        for _ in _DEPTH:
+            if f is None:
                 break
+            push_code(f.f_code)
+            # By instruction, not line: f_lineno decodes the line table on
+            # each read (~0.5 us a frame); the fold turns offsets into lines.
+            push_offset(f.f_lasti)
             f = f.f_back
-        stacks = win.stacks
-        key = tuple(ids)
-        srow = stacks.get(key)
-        if srow is not None:
-            srow[0] += weight
-        elif len(stacks) < MAX_STACKS:
-            stacks[key] = [weight, self._offsets(frame, len(ids))]
+        bottom = self.bottom
+        if bottom is not None:  # a DataLoader worker: its stack ends there
+            for i, code in enumerate(codes):
+                if code is bottom:
+                    del codes[i:], offsets[i:]
+                    f = None
+                    break
+        if f is not None:
+            win.deep += 1
+        # The codes in the entry keep their ids their own while it is held.
+        key = (phase, tuple(map(id, codes)), tuple(offsets))
+        raw = win.raw
+        entry = raw.get(key)
+        if entry is not None:
+            entry[0] += weight
+            return
+        if len(raw) >= MAX_RAW:
+            self._fold(win)
+            raw = win.raw
+        raw[key] = [weight, codes]
 
-    def _offsets(self, frame: FrameType, count: int) -> tuple[int, ...]:
-        """The instruction offsets of the ``count`` frames a new stack was
-        recorded with (gputui's own frames skipped, as there): the lines of
-        its calls.  Walked again only for a stack not seen before."""
-        own = self._own
-        out: list[int] = []
-        f: FrameType | None = frame
-        while f is not None and len(out) < count:
-            if not f.f_code.co_filename.startswith(own):
-                out.append(f.f_lasti)
-            f = f.f_back
-        return tuple(out)
+    def fold(self) -> None:
+        """Fold both windows' raw stacks into their tables (under ``lock``)."""
+        for win in (self._prev, self._cur):
+            if win is not None:
+                self._fold(win)
+
+    def _fold(self, win: _Window) -> None:
+        """Add ``win``'s raw stacks to its tables: self and total time per
+        function and line, site time, kinds, phases and the call paths' stacks;
+        each raw stack once with its summed weight, as one sample would be."""
+        raw = win.raw
+        if not raw:
+            return
+        win.raw = {}
+        get = win.funcs.get
+        kinds = win.kinds
+        stacks = win.stacks
+        for (phase, ids, offsets), (weight, codes) in raw.items():
+            _bump(win.phases, phase, weight, MAX_PHASES)
+            self._seq = seq = self._seq + 1
+            inner = True  # the innermost frame is still to come: self time
+            site = True  # the innermost frame of the job's own code too: site time
+            kept: list[int] = []  # the stack's codes (gputui's own left out)
+            kept_offsets: list[int] = []
+            for code, cid, lasti in zip(codes, ids, offsets, strict=True):
+                row = get(cid)
+                if row is None:
+                    row = self._new_function(win, code)
+                    if row is None:  # gputui's own frame: transparent
+                        continue
+                if row[2] != seq:  # once per sample, however deep it recurses
+                    row[2] = seq
+                    row[1] += weight
+                kept.append(cid)
+                kept_offsets.append(lasti)
+                lrow = row[4].get(lasti)
+                if lrow is None:
+                    lrow = self._new_line(win, row[4], lasti)
+                if lrow[2] != seq:
+                    lrow[2] = seq
+                    lrow[1] += weight
+                if inner:
+                    inner = False
+                    row[0] += weight
+                    lrow[0] += weight
+                    _bump(row[3], phase, weight, MAX_ROW_PHASES)
+                    kind = row[5][3]
+                    kinds[kind] = kinds.get(kind, 0.0) + weight
+                if site and row[5][3] == KIND_USER:
+                    site = False
+                    row[6] += weight
+                    lrow[3] += weight
+                    _bump(row[7], phase, weight, MAX_ROW_PHASES)
+                    win.site_s += weight
+            key = tuple(kept)
+            srow = stacks.get(key)
+            if srow is not None:
+                srow[0] += weight
+            elif len(stacks) < MAX_STACKS:
+                stacks[key] = [weight, tuple(kept_offsets)]
 
     def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
         """The function row of ``code`` in ``win`` (new, or the ``other`` row
@@ -457,10 +507,12 @@ class Sampler:
         if not self.enabled:
             return None
         now = time.perf_counter()
-        with self.lock:  # copies only: the merge runs without the lock
+        with self.lock:  # the fold and copies: the merge runs without the lock
             windows = [w for w in (self._prev, self._cur) if w is not None and w.samples]
             if not windows:
                 return None
+            for win in windows:
+                self._fold(win)
             start = self._prev_start if len(windows) == 2 else self._cur_start
             samples = sum(w.samples for w in windows)
             sampled = sum(w.sampled_s for w in windows)
