@@ -11,9 +11,10 @@ Both samplers record the same stack (``--depth`` frames of the job's own code
 calling into a library; with ``--distinct N``, N stacks on top of it, each at
 another line, in turn: no two samples in a row alike) alternately,
 ``--rounds`` rounds of 2,000 samples each, the fold of a sampler that defers
-its tables (once per distinct stack) counted in; reported: the median time
-per sample of each and their ratio (median of the per-round ratios, with
-quartiles), then the median time of ``snapshot()`` over
+its tables counted in; reported: the median time of one tick of each (the
+GIL held by ``_record``: each call timed alone) and their ratio, the time per
+sample all in (the folds included) and its ratio (median of the per-round
+ratios, with quartiles), then the median time of ``snapshot()`` over
 the tables they filled.  The baseline is loaded as its own module beside this
 tree's (it imports this tree's recorder and protocol, which it shares).
 """
@@ -85,19 +86,25 @@ def stack(depth: int, count: int) -> tuple[list[FrameType], threading.Event, thr
     return [frame], done, thread
 
 
-def per_sample(sampler: Any, frames: list[FrameType]) -> float:
-    """Seconds a sample, the fold of what they left included (a sampler that
-    folds its raw stacks does it once per distinct stack, amortized here)."""
-    now = time.perf_counter()
+def per_sample(sampler: Any, frames: list[FrameType]) -> tuple[float, float]:
+    """Seconds a sample: the median of the ticks (each timed alone: the tick
+    that folds a sampler's pending samples is one of few), and all in, the
+    fold of what they left included (a sampler that defers its tables)."""
+    clock = time.perf_counter
+    now = clock()
     count = len(frames)
-    t0 = time.perf_counter()
+    record = sampler._record
+    ticks = []
+    t0 = clock()
     with sampler.lock:
         for i in range(SAMPLES):
-            sampler._record(frames[i % count], 0.01, now + i * 0.01)
+            t1 = clock()
+            record(frames[i % count], 0.01, now + i * 0.01)
+            ticks.append(clock() - t1)
         fold = getattr(sampler, "fold", None)
         if fold is not None:
             fold()
-    return (time.perf_counter() - t0) / SAMPLES
+    return statistics.median(ticks), (clock() - t0) / SAMPLES
 
 
 def main() -> int:
@@ -120,12 +127,15 @@ def main() -> int:
         "this tree": current.Sampler(Recorder(), enabled=True, window_s=1e9),
     }
     times: dict[str, list[float]] = {name: [] for name in samplers}
+    ticks: dict[str, list[float]] = {name: [] for name in samplers}
     for sampler in samplers.values():  # warm: classify the codes once
         per_sample(sampler, frames)
     for r in range(args.rounds):
         order = list(samplers) if r % 2 == 0 else list(reversed(samplers))
         for name in order:
-            times[name].append(per_sample(samplers[name], frames))
+            tick, all_in = per_sample(samplers[name], frames)
+            ticks[name].append(tick)
+            times[name].append(all_in)
     snapshots: dict[str, float] = {}
     for name, sampler in samplers.items():
         took = []
@@ -138,6 +148,7 @@ def main() -> int:
     thread.join(10)
     ratios = sorted(c / b for b, c in zip(times["baseline"], times["this tree"], strict=True))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    tick_ratios = [c / b for b, c in zip(ticks["baseline"], ticks["this tree"], strict=True)]
     result = {
         "machine": platform.node(),
         "python": platform.python_version(),
@@ -146,6 +157,8 @@ def main() -> int:
         "depth": args.depth,
         "distinct": args.distinct,
         "rounds": args.rounds,
+        "tick_us": {k: statistics.median(v) * 1e6 for k, v in ticks.items()},
+        "tick_ratio": statistics.median(tick_ratios),
         "per_sample_us": {k: statistics.median(v) * 1e6 for k, v in times.items()},
         "ratio": statistics.median(ratios),
         "ratio_quartiles": [q[0], q[2]],

@@ -23,10 +23,12 @@ goes to one ``other`` row) and cover the last one to two ``WINDOW_S`` windows.
 
 A tick holds the GIL (the training thread waits for it when it wants it
 back), so it does as little as it can: it walks the stack keeping each frame's
-code and instruction offset, and adds its weight to that stack's entry (with
-the phase) in a bounded dict of raw stacks.  Naming, classing and the tables
-wait for the fold, once per distinct stack: when a profile is built, or when
-``MAX_RAW`` raw stacks have piled up.
+code and instruction offset, and appends them, its weight and where the
+recorder's edge log stands to a bounded list of pending samples.  The phase
+(the edge log replayed), naming, classing and the tables wait for the fold:
+when a profile is built, or when ``MAX_PENDING`` samples have piled up; it
+sums the samples of each distinct stack and phase first, and adds each such
+stack to the tables once.
 
 Nothing runs on the training thread: the tables are the sampler thread's
 (under ``lock``; the I/O thread takes it to copy them for a profile).
@@ -100,9 +102,9 @@ MAX_PHASES = 64  # phases per window
 MORE_PHASES = "(other phases)"
 MAX_DEPTH = 256  # frames walked per sample, from the innermost
 _DEPTH = range(MAX_DEPTH)
-#: distinct raw stacks (phase, codes, instruction offsets) a window holds
-#: before they are folded into its tables (a profile folds them too)
-MAX_RAW = 1024
+#: samples a window holds before they are folded into its tables (a profile
+#: folds them too)
+MAX_PENDING = 512
 MAX_CODES = 8192  # code objects classified and remembered
 #: distinct stacks (by function) per window, for the call paths: past it, a new
 #: stack's time still counts everywhere else, but no path can name it
@@ -147,8 +149,8 @@ class _Window:
         "kinds",
         "lines",
         "other",
+        "pending",
         "phases",
-        "raw",
         "sampled_s",
         "samples",
         "site_s",
@@ -167,9 +169,9 @@ class _Window:
         self.deep = 0  # samples whose stack was cut at MAX_DEPTH
         #: (id(code), ...) innermost first -> [seconds, (f_lasti, ...) when first seen]
         self.stacks: dict[tuple[int, ...], list[Any]] = {}
-        #: the samples not folded yet: (phase, (id(code), ...), (f_lasti, ...))
-        #: innermost first -> [seconds, [code, ...]]
-        self.raw: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[Any]] = {}
+        #: the samples not folded yet: ([code, ...], [f_lasti, ...]) innermost
+        #: first, seconds, the recorder's edge log then and its length then
+        self.pending: list[tuple[list[CodeType], list[int], float, list[Any], int]] = []
 
 
 class Sampler:
@@ -281,6 +283,7 @@ class Sampler:
         frames_of = sys._current_frames
         period = self.interval_s
         floor = self.gap_floor_s
+        suspect = max(SUSPECT_GAP_S, floor)
         last = last_cpu = 0.0
         have_last = False
         periodic = self.periodic
@@ -306,7 +309,9 @@ class Sampler:
                 have_last = True
                 last, last_cpu = now, now_cpu
                 continue
-            weight = gap_weight(now - last, now_cpu - last_cpu, floor)
+            weight = now - last
+            if weight > suspect:  # a stop, or a call that held the GIL this long
+                weight = gap_weight(weight, now_cpu - last_cpu, floor)
             last, last_cpu = now, now_cpu
             with self.lock:
                 self._record(frame, weight, now)
@@ -318,36 +323,38 @@ class Sampler:
                 timing[0] += clock() - now
                 timing[1] += 1
 
-    def _phase(self) -> str:
-        """The training thread's innermost open phase, from the recorder's edge
-        log: the edges appended since the last sample are applied to the open
-        phases (a log handed over since is finished first).  Steps that began
-        and ended between two samples are not seen: a phase opened in one of
-        them and left open is missed until it closes."""
-        log = self.rec.log
+    def _phase(self, log: list[Any], length: int) -> str:
+        """The training thread's innermost open phase when a sample saw the
+        recorder's edge log ``log`` at ``length``: the edges appended since the
+        previous sample are applied to the open phases (a log handed over since
+        is finished first; the recorder never changes it after).  Steps that
+        began and ended between two samples are not seen: a phase opened in
+        one of them and left open is missed until it closes."""
         stack = self._stack
         if log is not self._log:
             old = self._log
             if old is not None:
-                _replay(old, self._pos, stack)
+                _replay(old, self._pos, stack, len(old))
             self._log = log
             self._pos = 2
-        self._pos = _replay(log, self._pos, stack)
+        self._pos = _replay(log, self._pos, stack, length)
         return stack[-1] if stack else OTHER
 
     def _record(self, frame: FrameType, weight: float, now: float) -> None:
         """One sample (the sampler thread, under ``lock``, holding the GIL the
         training thread may want): only the stack's codes and instruction
-        offsets, keyed with the phase in ``raw``; naming, classing and the
-        tables wait for ``_fold``."""
+        offsets and the edge log's length, in ``pending``; the phase, naming,
+        classing and the tables wait for ``_fold``."""
         win = self._cur
         if not win.samples:
             self._cur_start = now - weight  # the first sample's weight is time before it
         elif now - self._cur_start >= self.window_s:
+            self._fold(win)  # its samples' phases come before the next window's
             self._prev, self._prev_start = win, self._cur_start
             self._cur = win = _Window()
             self._cur_start = now - weight
-        phase = self._phase()
+        log = self.rec.log
+        length = len(log)
         self.samples += 1
         win.samples += 1
         win.sampled_s += weight
@@ -373,32 +380,36 @@ class Sampler:
                     break
         if f is not None:
             win.deep += 1
-        # The codes in the entry keep their ids their own while it is held.
-        key = (phase, tuple(map(id, codes)), tuple(offsets))
-        raw = win.raw
-        entry = raw.get(key)
-        if entry is not None:
-            entry[0] += weight
-            return
-        if len(raw) >= MAX_RAW:
+        pending = win.pending
+        pending.append((codes, offsets, weight, log, length))
+        if len(pending) >= MAX_PENDING:
             self._fold(win)
-            raw = win.raw
-        raw[key] = [weight, codes]
 
     def fold(self) -> None:
-        """Fold both windows' raw stacks into their tables (under ``lock``)."""
+        """Fold both windows' pending samples into their tables (under ``lock``)."""
         for win in (self._prev, self._cur):
             if win is not None:
                 self._fold(win)
 
     def _fold(self, win: _Window) -> None:
-        """Add ``win``'s raw stacks to its tables: self and total time per
+        """Add ``win``'s pending samples to its tables: self and total time per
         function and line, site time, kinds, phases and the call paths' stacks;
-        each raw stack once with its summed weight, as one sample would be."""
-        raw = win.raw
-        if not raw:
+        the samples of each distinct stack and phase summed first, and added
+        once, as one sample would be."""
+        pending = win.pending
+        if not pending:
             return
-        win.raw = {}
+        win.pending = []
+        phase_of = self._phase
+        # The codes in an entry keep their ids their own while it is held.
+        raw: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[Any]] = {}
+        for sample_codes, sample_offsets, sample_weight, log, length in pending:
+            raw_key = (phase_of(log, length), tuple(map(id, sample_codes)), tuple(sample_offsets))
+            entry = raw.get(raw_key)
+            if entry is None:
+                raw[raw_key] = [sample_weight, sample_codes]
+            else:
+                entry[0] += sample_weight
         get = win.funcs.get
         kinds = win.kinds
         stacks = win.stacks
@@ -439,12 +450,12 @@ class Sampler:
                     lrow[3] += weight
                     _bump(row[7], phase, weight, MAX_ROW_PHASES)
                     win.site_s += weight
-            key = tuple(kept)
-            srow = stacks.get(key)
+            stack_key = tuple(kept)
+            srow = stacks.get(stack_key)
             if srow is not None:
                 srow[0] += weight
             elif len(stacks) < MAX_STACKS:
-                stacks[key] = [weight, tuple(kept_offsets)]
+                stacks[stack_key] = [weight, tuple(kept_offsets)]
 
     def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
         """The function row of ``code`` in ``win`` (new, or the ``other`` row
@@ -608,11 +619,11 @@ class Sampler:
         )
 
 
-def _replay(log: list[Any], pos: int, stack: list[str]) -> int:
-    """Apply the whole (time, tag) pairs of ``log`` from ``pos`` to ``stack``;
-    returns the position after them (the training thread may be between the
-    two appends of a pair)."""
-    end = len(log) - 1
+def _replay(log: list[Any], pos: int, stack: list[str], length: int) -> int:
+    """Apply the whole (time, tag) pairs of the first ``length`` entries of
+    ``log`` from ``pos`` to ``stack``; returns the position after them (the
+    training thread may have been between the two appends of a pair)."""
+    end = length - 1
     while pos < end:
         tag = log[pos + 1]
         if tag not in _MARKS:

@@ -339,11 +339,11 @@ def test_lines_are_bounded_too() -> None:
     assert sum(r.self_s for r in profile.functions) <= profile.sampled_s * 1.0001
 
 
-def test_raw_stacks_are_bounded_and_folded_as_samples_would_be() -> None:
-    """A sample keeps only its stack; past MAX_RAW distinct stacks they are
-    folded into the tables: the profile is the same as from stacks folded
-    one at a time."""
-    frames = _frames(sampler_mod.MAX_RAW // 2, lines=3)
+def test_pending_samples_are_bounded_and_folded_as_samples_would_be() -> None:
+    """A sample keeps only its stack and where the edge log stands; past
+    MAX_PENDING samples they are folded into the tables: the profile is the
+    same as from samples folded one at a time."""
+    frames = _frames(sampler_mod.MAX_PENDING // 2, lines=3)
     feed = frames * 2 + frames[:7]  # each stack again, some a third time
     batched = Sampler(Recorder(), enabled=True)
     single = Sampler(Recorder(), enabled=True)
@@ -356,9 +356,9 @@ def test_raw_stacks_are_bounded_and_folded_as_samples_would_be() -> None:
 
     for frame in feed:
         both(frame)
-    assert 0 < len(batched._cur.raw) <= sampler_mod.MAX_RAW and not single._cur.raw
+    assert 0 < len(batched._cur.pending) < sampler_mod.MAX_PENDING and not single._cur.pending
     one, other = batched.snapshot(), single.snapshot()
-    assert one is not None and other is not None and not batched._cur.raw
+    assert one is not None and other is not None and not batched._cur.pending
     assert one.functions == other.functions and one.lines == other.lines
     assert one.frames == other.frames and one.kinds_s == other.kinds_s
     assert one.samples == other.samples == len(feed)
