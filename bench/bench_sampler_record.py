@@ -6,6 +6,8 @@ same frames.
 
     python bench/bench_sampler_record.py --baseline OTHER/gputui/hook/_sampler.py \
         [--depth 36] [--distinct 0] [--rounds 15] [--out record.json]
+    python bench/bench_sampler_record.py --baseline OTHER/gputui/hook/_sampler.py \
+        --live 60 [--out live.json]
 
 Both samplers record the same stack (``--depth`` frames of the job's own code
 calling into a library; with ``--distinct N``, N stacks on top of it, each at
@@ -17,11 +19,17 @@ sample all in (the folds included) and its ratio (median of the per-round
 ratios, with quartiles), then the median time of ``snapshot()`` over
 the tables they filled.  The baseline is loaded as its own module beside this
 tree's (it imports this tree's recorder and protocol, which it shares).
+
+``--live SECONDS``: instead, both samplers in turn on a real training loop in
+this process (the hook installed), each sample's ``_record`` timed where it
+runs, after the sampler's sleep (cold caches), the folds it triggers
+included: the mean is what recording costs the GIL a tick.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -107,6 +115,69 @@ def per_sample(sampler: Any, frames: list[FrameType]) -> tuple[float, float]:
     return statistics.median(ticks), (clock() - t0) / SAMPLES
 
 
+def live(base: ModuleType, seconds: float, block_s: float) -> dict[str, Any]:
+    """Both samplers in turn on this process's training loop (the ~2 ms CPU
+    MLP of bench_sampler.py, the hook installed, one torch thread), in rounds
+    of blocks baseline, this tree, this tree, baseline: each sample's
+    ``_record`` timed, the folds it does included, cold as in a job."""
+    import tempfile
+
+    import torch
+
+    import gputui.hook
+    from bench.bench_sampler import build, timed
+
+    torch.set_num_threads(1)
+    sock_dir = tempfile.mkdtemp(prefix="gtr-", dir="/tmp")
+    os.rmdir(sock_dir)
+    os.environ["GPUTUI_SOCKET_DIR"] = sock_dir
+    hook = gputui.hook.install()
+    assert hook is not None
+    hook.sampler.stop()
+    work = build("short", "cpu", 1.0)
+    step_s = statistics.median(timed(work, 30))
+    samplers = {
+        "baseline": base.Sampler(hook.recorder, enabled=True),
+        "this tree": current.Sampler(hook.recorder, enabled=True),
+    }
+    calls: dict[str, list[float]] = {name: [] for name in samplers}
+    for name, sampler in samplers.items():  # the loop calls self._record: this one
+        sampler._record = functools.partial(_timed, sampler._record, calls[name])
+    steps = max(10, round(block_s / step_s))
+    rounds = max(2, round(seconds / (4 * block_s)))
+    means: dict[str, list[float]] = {name: [] for name in samplers}
+    try:
+        for r in range(rounds):
+            order = ["baseline", "this tree"] if r % 2 == 0 else ["this tree", "baseline"]
+            for name in order + order[::-1]:
+                before = len(calls[name])
+                samplers[name].start()
+                timed(work, steps)
+                samplers[name].stop()
+                if len(calls[name]) > before:
+                    means[name].append(statistics.mean(calls[name][before:]))
+    finally:
+        gputui.hook.uninstall()
+    ratios = [c / b for b, c in zip(means["baseline"], means["this tree"], strict=False)]
+    return {
+        "step_ms": step_s * 1e3,
+        "rounds": rounds,
+        "ticks": {k: len(v) for k, v in calls.items()},
+        "tick_mean_us": {k: statistics.mean(v) * 1e6 for k, v in calls.items() if v},
+        "tick_median_us": {k: statistics.median(v) * 1e6 for k, v in calls.items() if v},
+        "tick_p90_us": {
+            k: statistics.quantiles(v, n=10)[-1] * 1e6 for k, v in calls.items() if len(v) > 1
+        },
+        "mean_ratio": statistics.median(ratios) if ratios else None,
+    }
+
+
+def _timed(record: Any, into: list[float], *args: Any) -> None:
+    t0 = time.perf_counter()
+    record(*args)
+    into.append(time.perf_counter() - t0)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--baseline", required=True, help="another checkout's gputui/hook/_sampler.py")
@@ -118,9 +189,28 @@ def main() -> int:
         default=0,
         help="samples cycle through this many different stacks (0: all alike)",
     )
+    p.add_argument(
+        "--live",
+        type=float,
+        default=0.0,
+        help="seconds of the live comparison on a training loop instead",
+    )
     p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args()
     base = load(args.baseline)
+    result: dict[str, Any]
+    if args.live:
+        result = {
+            "machine": platform.node(),
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "loadavg": os.getloadavg(),
+            "live": live(base, args.live, 0.5),
+        }
+        print(json.dumps(result, indent=2))
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=2))
+        return 0
     frames, done, thread = stack(args.depth, args.distinct)
     samplers = {
         "baseline": base.Sampler(Recorder(), enabled=True, window_s=1e9),

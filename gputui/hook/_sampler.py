@@ -104,7 +104,7 @@ MAX_DEPTH = 256  # frames walked per sample, from the innermost
 _DEPTH = range(MAX_DEPTH)
 #: samples a window holds before they are folded into its tables (a profile
 #: folds them too)
-MAX_PENDING = 512
+MAX_PENDING = 128
 MAX_CODES = 8192  # code objects classified and remembered
 #: distinct stacks (by function) per window, for the call paths: past it, a new
 #: stack's time still counts everywhere else, but no path can name it
