@@ -208,7 +208,7 @@ class Modes:
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
         self.control = Control(sampler.interval_s)
-        self.tick = [0.0, 0]
+        self.tick = [0.0, 0, 0.0]
         self.samples = 0
         self.sampler_wall_s = 0.0
         self.sampler_cpu_s = 0.0
@@ -262,7 +262,7 @@ def run(work: Any, modes: Modes, step_s: float, seconds: float, block_s: float) 
         for mode, into in ratios.items():
             into.append(statistics.median(got[mode]) / off)
         all_off += got["O"]
-    tick_s, ticks = modes.tick
+    tick_s, ticks, tick_cpu_s = modes.tick
     return {
         "workload": work.name,
         "size": list(work.size),
@@ -277,6 +277,8 @@ def run(work: Any, modes: Modes, step_s: float, seconds: float, block_s: float) 
         # the direct bound: the GIL held by the sampler's ticks, over the wall time
         "gil_us_per_tick": 1e6 * tick_s / ticks if ticks else None,
         "gil_pct_of_wall": 100 * tick_s / modes.sampler_wall_s if modes.sampler_wall_s else None,
+        # the sampler thread's own CPU time in those spans (the rest: preempted)
+        "gil_cpu_us_per_tick": 1e6 * tick_cpu_s / ticks if ticks else None,
         "sampler_cpu_us_per_sample": 1e6 * modes.sampler_cpu_s / modes.samples
         if modes.samples
         else None,
@@ -314,7 +316,8 @@ def line(r: dict[str, Any]) -> str:
     return (
         f"{r['workload']:<13} step {r['step_off_ms']:7.3f} ms, {r['rounds']} rounds of "
         f"{r['steps_per_block']} steps a block: {est('sampler')}  {est('control')}  "
-        f"{est('a_a')};  GIL held {r['gil_us_per_tick'] or 0:.1f} us a tick = "
+        f"{est('a_a')};  GIL held {r['gil_us_per_tick'] or 0:.1f} us a tick "
+        f"({r['gil_cpu_us_per_tick'] or 0:.1f} us of it on a CPU) = "
         f"{r['gil_pct_of_wall'] or 0:.3f}% of the wall; sampler thread CPU "
         f"{r['sampler_cpu_us_per_sample'] or 0:.0f} us a sample, "
         f"{r['samples']} samples every {r['mean_interval_ms'] or float('nan'):.1f} ms"

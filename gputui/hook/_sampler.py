@@ -114,9 +114,10 @@ MAX_STACKS = 1024
 TOP_FUNCTIONS = 40
 TOP_LINES = 40
 
-#: [seconds, ticks]: when a bench sets it (before ``start``), the sampler thread
-#: adds the time each tick holds the GIL, from its wake-up to its next sleep
-#: (None: nothing is measured)
+#: [seconds, ticks, CPU seconds]: when a bench sets it (before ``start``), the
+#: sampler thread adds the time each tick holds the GIL, from its wake-up to its
+#: next sleep, and its own CPU time in that span (less than the first where the
+#: machine preempted it meanwhile); None: nothing is measured
 TICK_TIME: list[Any] | None = None
 
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
@@ -289,6 +290,8 @@ class Sampler:
         periodic = self.periodic
         due = clock() + self.periodic_s
         timing = TICK_TIME
+        thread_cpu = time.thread_time
+        tick_cpu = 0.0
         while not self._stopping and generation == self._generation:
             tid = rec.thread
             if tid is None:
@@ -297,6 +300,8 @@ class Sampler:
                 continue
             sleep(period)
             now = clock()  # the GIL is back: this tick holds it until the next sleep
+            if timing is not None:
+                tick_cpu = thread_cpu()
             if self._stopping or generation != self._generation:
                 return
             frame = frames_of().get(tid)
@@ -322,6 +327,7 @@ class Sampler:
             if timing is not None:
                 timing[0] += clock() - now
                 timing[1] += 1
+                timing[2] += thread_cpu() - tick_cpu
 
     def _phase(self, log: list[Any], length: int) -> str:
         """The training thread's innermost open phase when a sample saw the
