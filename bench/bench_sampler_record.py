@@ -94,6 +94,12 @@ def stack(depth: int, count: int) -> tuple[list[FrameType], threading.Event, thr
     return [frame], done, thread
 
 
+def same_own(samplers: dict[str, Any]) -> None:
+    """The baseline, loaded from another checkout, takes that checkout's files
+    for gputui's own (transparent) frames: both take this tree's."""
+    samplers["baseline"]._own = samplers["this tree"]._own
+
+
 def per_sample(sampler: Any, frames: list[FrameType]) -> tuple[float, float]:
     """Seconds a sample: the median of the ticks (each timed alone: the tick
     that folds a sampler's pending samples is one of few), and all in, the
@@ -140,6 +146,7 @@ def live(base: ModuleType, seconds: float, block_s: float) -> dict[str, Any]:
         "baseline": base.Sampler(hook.recorder, enabled=True),
         "this tree": current.Sampler(hook.recorder, enabled=True),
     }
+    same_own(samplers)
     calls: dict[str, list[float]] = {name: [] for name in samplers}
     for name, sampler in samplers.items():  # the loop calls self._record: this one
         sampler._record = functools.partial(_timed, sampler._record, calls[name])
@@ -216,6 +223,7 @@ def main() -> int:
         "baseline": base.Sampler(Recorder(), enabled=True, window_s=1e9),
         "this tree": current.Sampler(Recorder(), enabled=True, window_s=1e9),
     }
+    same_own(samplers)
     times: dict[str, list[float]] = {name: [] for name in samplers}
     ticks: dict[str, list[float]] = {name: [] for name in samplers}
     for sampler in samplers.values():  # warm: classify the codes once
