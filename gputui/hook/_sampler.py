@@ -38,7 +38,6 @@ reported once; it never reaches the training loop.
 
 from __future__ import annotations
 
-import heapq
 import os
 import sys
 import threading
@@ -50,16 +49,10 @@ from typing import Any
 from gputui.hook._profile_rows import (
     _OTHER_INFO,
     _add,
-    _function,
     _Info,
-    _line_of,
-    _order,
-    _paths,
     _phase_map,
     _r,
-    _self_key,
-    _site_key,
-    _total_key,
+    build_profile,
 )
 from gputui.hook._recorder import _MARKS, Recorder, _apply
 from gputui.protocol.messages import OTHER
@@ -67,15 +60,11 @@ from gputui.protocol.profile import (
     KIND_LIB,
     KIND_TORCH,
     KIND_USER,
-    MAX_FUNCTION,
     SAMPLER_FAILED,
     SAMPLER_OFF,
     SAMPLER_ON,
-    PathFrame,
-    ProfileLine,
     PythonProfile,
     SamplerInfo,
-    clip_file,
 )
 
 ENV = "GPUTUI_SAMPLER"
@@ -109,10 +98,6 @@ MAX_CODES = 8192  # code objects classified and remembered
 #: distinct stacks (by function) per window, for the call paths: past it, a new
 #: stack's time still counts everywhere else, but no path can name it
 MAX_STACKS = 1024
-#: rows a profile carries: the union of the top functions by site, self and
-#: total time, and of the top lines by site and self time
-TOP_FUNCTIONS = 40
-TOP_LINES = 40
 
 #: [seconds, ticks, CPU seconds]: when a bench sets it (before ``start``), the
 #: sampler thread adds the time each tick holds the GIL, from its wake-up to its
@@ -550,78 +535,23 @@ class Sampler:
                     lines = [(n, r[0], r[1], r[3]) for n, r in row[4].items()]
                     fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7])]
                     copies.append((key, fields, lines))
-        # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
-        #               info, site_s, {phase: site_s}]
-        merged: dict[Any, list[Any]] = {}
-        for key, (self_s, total_s, row_phases, info, site_s, site_phases), offsets in copies:
-            into = merged.get(key)
-            if into is None:
-                merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}]
-            into[0] += self_s
-            into[1] += total_s
-            _add(into[2], row_phases)
-            into[5] += site_s
-            _add(into[6], site_phases)
-            by_line = into[3]
-            for offset, s, t, st in offsets:
-                line = _line_of(info, offset)
-                have = by_line.get(line)
-                if have is None:
-                    by_line[line] = [s, t, st]
-                else:
-                    have[0] += s
-                    have[1] += t
-                    have[2] += st
-        values = list(merged.values())
-        by_self = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[0] > 0), key=_self_key)
-        by_site = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[5] > 0), key=_site_key)
-        by_total = heapq.nlargest(TOP_FUNCTIONS, values, key=_total_key)
-        chosen = {id(r): r for r in by_site + by_self + by_total}
-        frames: dict[tuple[str, str, int, str], int] = {}
-        paths = _paths(merged, chosen, stack_copies, frames)
-        functions = tuple(
-            _function(r, paths.get(id(r), ((), 0))) for r in sorted(chosen.values(), key=_order)
-        )
-        line_rows = [
-            (lr, n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0 or lr[2] > 0
-        ]
-        top_lines = {
-            id(x): x
-            for x in heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][2], x[0][0]))
-            + heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][0], x[0][2]))
-        }
-        lines_seen = sum(len(r[3]) for r in values)
         if deep:
             notes = (*notes, f"{deep} samples had stacks deeper than {MAX_DEPTH} frames (cut)")
-        return PythonProfile(
-            t=round(time.time(), 3),
-            window_s=round(max(0.0, now - start), 3),
-            sampled_s=_r(sampled),
-            site_s=_r(site_total),
-            samples=samples,
-            interval_s=self.interval_s,
-            functions=functions,
-            lines=tuple(
-                ProfileLine(
-                    file=clip_file(info[1]),
-                    line=n,
-                    function=info[2][:MAX_FUNCTION],
-                    kind=info[3],
-                    self_s=_r(lr[0]),
-                    total_s=_r(lr[1]),
-                    site_s=_r(lr[2]),
-                )
-                for lr, n, info in sorted(
-                    top_lines.values(), key=lambda x: (-max(x[0][0], x[0][2]), -x[0][1])
-                )
-            ),
-            phases_s=_phase_map(phases),
-            kinds_s={k: _r(v) for k, v in kinds.items()},
-            functions_seen=len(values),
-            lines_seen=lines_seen,
-            truncated=truncated,
-            notes=notes,
-            frames=tuple(PathFrame(*k) for k in frames),
+        return build_profile(
+            copies,
+            stack_copies,
+            {
+                "t": round(time.time(), 3),
+                "window_s": round(max(0.0, now - start), 3),
+                "sampled_s": _r(sampled),
+                "site_s": _r(site_total),
+                "samples": samples,
+                "interval_s": self.interval_s,
+                "phases_s": _phase_map(phases),
+                "kinds_s": {k: _r(v) for k, v in kinds.items()},
+                "truncated": truncated,
+                "notes": notes,
+            },
         )
 
 
