@@ -12,6 +12,7 @@ imported would be imported before NVML opens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gputui.errors import NvmlUnavailable
@@ -86,16 +87,22 @@ class Started:
         return handle
 
 
-def start(nvml: Any | None = None) -> Started:
+def start(nvml: Any | None = None, starting: Callable[[], object] | None = None) -> Started:
     """Import pynvml, start NVML and open every GPU's handle.  Never raises:
-    a failure is kept in the result for the collector to report."""
+    a failure is kept in the result for the collector to report.  ``starting``
+    is called right before ``nvmlInit`` (or the failure that prevents it)."""
     started = Started()
     try:
         nv = nvml if nvml is not None else import_pynvml()
         started.nvml = nv
+        if starting is not None:
+            starting()
+            starting = None
         nv.nvmlInit()
     except Exception as exc:  # worded by the collector, which knows the codes
         started.error = exc
+        if starting is not None:
+            starting()
         return started
     try:
         count = int(nv.nvmlDeviceGetCount())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -67,8 +68,14 @@ def main(args: argparse.Namespace, leaving: bool = False) -> int:
         window = (args.window or 0.0) if args.once else FIRST_FRAME_WINDOW_S
         # the text report of one instant reading: only the queries it shows
         text_one_shot = args.once and not args.json and not args.window
-        live = SampleAhead(lambda: open_live(text_one_shot), window)
+        starting = threading.Event()
+        live = SampleAhead(lambda: open_live(text_one_shot, starting), window)
         source, banner = live, None
+        if args.once:
+            # The report's imports hold the GIL: they wait until the sample thread
+            # has imported pynvml and NVML is opening (waiting in the driver
+            # without the GIL), so that they fill that wait instead of delaying it.
+            starting.wait(OPEN_WAIT_S)
     try:
         if args.once:
             write = _once_writer(args)
@@ -120,6 +127,10 @@ def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:
         return float(args.interval)
     return source.natural_interval_s or 1.0
 
+
+#: the longest the one-shot's report waits for NVML to start opening before it
+#: loads (pynvml's import: milliseconds; a bound, never reached in practice)
+OPEN_WAIT_S = 1.0
 
 #: rates (GPM, PCIe, NVLink, CPU %) are differences between two readings, and GPM
 #: needs them 0.1 s apart: the monitor's first frame has rates over this window

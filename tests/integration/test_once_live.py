@@ -200,3 +200,38 @@ def test_the_one_shot_leaving_the_process_does_not_shut_nvml_down(
     assert fake.shutdown_count == 0
     assert cli.main(["--once"]) == 0
     assert fake.shutdown_count == 1
+
+
+def test_nvml_that_will_not_start_is_one_line_from_the_early_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nv = FakeNvml([h100()])
+    nv.fail("nvmlInit", 9)  # NVML_ERROR_DRIVER_NOT_LOADED
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
+    assert cli.main(["--once"]) == 2
+    err = capsys.readouterr().err
+    assert "driver is not loaded" in err and len(err.strip().splitlines()) == 1
+
+
+def test_pynvml_missing_is_one_line_from_the_early_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing() -> None:
+        raise nvml_open.NvmlUnavailable("nvidia-ml-py is not installed (pip install nvidia-ml-py)")
+
+    monkeypatch.setattr(nvml_open, "import_pynvml", missing)
+    assert cli.main(["--once"]) == 2
+    assert "nvidia-ml-py is not installed" in capsys.readouterr().err
+
+
+def test_a_gpu_the_process_may_not_open_is_hidden_on_the_early_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvmlDeviceGetHandleByIndex refused (cgroups): the GPU is left out, as the
+    collector does when it opens NVML itself."""
+    nv = FakeNvml([h100(), h100(uuid="GPU-other")])
+    nv.fail("nvmlDeviceGetHandleByIndex", 4, device=None, times=1)  # NO_PERMISSION
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
+    assert cli.main(["--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["uuid"] for d in doc["devices"]] == ["GPU-other"]
