@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from gputui.snapshot.value import value_class
+
 #: Version of the snapshot schema written to recordings and ``--json`` output.
 SCHEMA_VERSION = 2
 
@@ -128,7 +130,7 @@ def evolve(value: _V, **changes: Any) -> _V:
     return copy
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class GpmMetrics(_Value):
     """Hopper+ GPU performance monitoring, averaged over one sampling interval."""
 
@@ -145,7 +147,7 @@ class GpmMetrics(_Value):
     nvlink_rx_bytes_per_s: float | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class MigInstance(_Value):
     """One MIG GPU instance on a device in MIG mode."""
 
@@ -228,7 +230,7 @@ class DeviceSnapshot(_Value):
         return 100.0 * self.mem_used_bytes / self.mem_total_bytes
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class PodInfo(_Value):
     """The Kubernetes pod a container belongs to: its UID and QoS class (from
     the cgroup), its name and namespace (when gputui may read them)."""
@@ -240,7 +242,7 @@ class PodInfo(_Value):
     qos: str | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class ContainerInfo(_Value):
     """The container, and the Kubernetes pod, a process runs in (from its cgroup).
 

@@ -12,8 +12,10 @@ are dataclasses as before (``dataclasses.fields``, ``replace``, frozen); their
 constructor takes the same arguments.  A class with ``__post_init__``, fields
 outside ``__init__`` or keyword-only fields is refused: use ``dataclass``.
 
-Hot classes (made per process per refresh) keep ``dataclass``'s compiled
-``__init__``, which is faster per call.
+Hot classes (the snapshot, its devices, processes and host: made per refresh,
+per process) keep ``dataclass``'s compiled ``__init__``, which is faster per
+call; the model's others (GPM metrics, MIG instances, containers and pods) use
+this.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from gputui.snapshot.model import ValueBase
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -39,6 +39,9 @@ _MISSING = dataclasses.MISSING
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def value_class(cls: _T) -> _T:
     """``cls`` as a frozen dataclass over ValueBase, its ``__init__`` shared."""
+    # here, not at the top: the snapshot model's own cold classes use this module
+    from gputui.snapshot.model import ValueBase
+
     if not issubclass(cls, ValueBase):
         raise TypeError(f"{cls.__name__}: a value class derives from ValueBase")
     if hasattr(cls, "__post_init__"):
