@@ -19,20 +19,20 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.collectors import nvml_open
 from gputui.collectors.nvml_device import DeviceLost, DeviceReader
 from gputui.collectors.nvml_fields import ErrorCodes, as_text, cuda_version_string
 from gputui.errors import NvmlUnavailable
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, ValueBase
+from gputui.snapshot.value import value_class
 
 _TRY_DEMO = nvml_open.TRY_DEMO
 
 
-@dataclass(frozen=True)
-class GpuSample:
+@value_class
+class GpuSample(ValueBase):
     """What one pass over NVML saw: devices and the GPU side of their processes."""
 
     devices: tuple[DeviceSnapshot, ...] = ()
