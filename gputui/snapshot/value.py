@@ -7,7 +7,7 @@ every start-up.  The analyzer's values on ``gputui --once``'s path (the device
 rules', the registry's, the thresholds') are made a few times a run, so they
 take an ``__init__``, a ``__setattr__`` and a ``__delattr__`` written once here
 instead, and the equality, hash and repr of
-:class:`~gputui.snapshot.model.ValueBase`, which they inherit.  The classes
+:class:`ValueBase`, which they inherit.  The classes
 are dataclasses as before (``dataclasses.fields``, ``replace``, frozen); their
 constructor takes the same arguments.  A class with ``__post_init__``, fields
 outside ``__init__`` or keyword-only fields is refused: use ``dataclass``.
@@ -36,12 +36,39 @@ _T = TypeVar("_T", bound=type)
 _MISSING = dataclasses.MISSING
 
 
+class ValueBase:
+    """Equality, hashing and repr over the dataclass fields, for every value class.
+
+    Written once instead of generated per class: ``dataclass`` compiles an
+    ``__eq__``, ``__hash__`` and ``__repr__`` for each class at import, which was
+    most of the snapshot model's import time, and that import is on ``--once``'s
+    path.  The model re-exports it: other rooms' value classes derive from it.
+    """
+
+    __slots__ = ()
+    __dataclass_fields__: dict[str, Any]
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, ValueBase)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
+        return f"{type(self).__name__}({fields})"
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def value_class(cls: _T) -> _T:
-    """``cls`` as a frozen dataclass over ValueBase, its ``__init__`` shared."""
-    # here, not at the top: the snapshot model's own cold classes use this module
-    from gputui.snapshot.model import ValueBase
-
+    """``cls`` as a frozen dataclass over ValueBase, its ``__init__``,
+    ``__setattr__`` and ``__delattr__`` shared."""
     if not issubclass(cls, ValueBase):
         raise TypeError(f"{cls.__name__}: a value class derives from ValueBase")
     if hasattr(cls, "__post_init__"):
