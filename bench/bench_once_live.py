@@ -8,21 +8,32 @@ Three commands take turns, ``--runs`` rounds (the order rotates each round):
 and two queries (the device count and the first device's utilization).  Each
 run's wall time (``time.perf_counter`` around the child) and peak RSS
 (``os.wait4``) are kept; reported: medians, and gputui's median against
-nvitop's and against the floor.  Byte code is compiled first for this tree
-(what an installed package has).  ``--load`` runs a bf16 matrix-product loop
+nvitop's and against the floor.  ``--load`` runs a bf16 matrix-product loop
 on the GPU meanwhile (``bench/jobs/gpu_load.py``), as with a job on it.
+
+Byte code, for all three alike (what installed packages have): compiled first
+for this tree, pynvml, psutil and nvitop, beside their sources when those
+directories are writable; where one is not (a site directory installed with
+``pip --no-compile`` by another user), every command runs with
+``PYTHONPYCACHEPREFIX`` pointing at one writable directory, which the untimed
+runs fill.  Either way a child then imports what the commands import and lists
+every module whose byte code is missing: the JSON's ``pyc`` says which way was
+taken and what was missing (nothing, for a fair run).  Without it each command
+compiled pynvml and psutil at every run (~77 ms on the H200 host).
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import importlib.util
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,10 +50,83 @@ COMMANDS = {
 }
 
 
+#: the packages whose byte code the three commands need
+PACKAGES = ("pynvml", "psutil", "nvitop")
+#: a child's list of every imported module without byte code in the cache it reads
+CACHE_CHECK = (
+    "import importlib, json, os, sys\n"
+    "for name in ('pynvml', 'psutil', 'nvitop', 'gputui.cli', 'gputui.commands.monitor',\n"
+    "             'gputui.collectors.source', 'gputui.collectors.nvml',\n"
+    "             'gputui.collectors.host', 'gputui.reports.monitor'):\n"
+    "    try:\n"
+    "        importlib.import_module(name)\n"
+    "    except ImportError:\n"
+    "        pass\n"
+    "def compiled(m):\n"
+    "    spec = getattr(m, '__spec__', None)\n"
+    "    if spec is None or spec.origin in (None, 'frozen', 'built-in'):\n"
+    "        return True\n"
+    "    if not str(spec.origin).endswith('.py'):\n"
+    "        return True  # an extension module: nothing to compile\n"
+    "    return bool(spec.cached) and os.path.exists(spec.cached)\n"
+    "missing = sorted(n for n, m in list(sys.modules.items()) if not compiled(m))\n"
+    "print(json.dumps(missing))\n"
+)
+
+#: the children's environment (byte code is written and read; see prepare_pyc)
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def prepare_pyc() -> dict[str, Any]:
+    """Byte code for this tree and the packages the commands import: beside the
+    sources where writable, else in a ``PYTHONPYCACHEPREFIX`` shared by every
+    command (filled by the untimed runs).  Returns what was done."""
+    compileall.compile_dir(str(REPO / "gputui"), quiet=1)
+    state: dict[str, Any] = {"packages": {}}
+    in_place = True
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            state["packages"][name] = "not installed"
+            continue
+        origin = Path(spec.origin)
+        root = origin.parent if spec.submodule_search_locations else origin
+        if root.is_dir():
+            ok = compileall.compile_dir(str(root), quiet=2)
+        else:
+            ok = compileall.compile_file(str(root), quiet=2)
+        cached = importlib.util.cache_from_source(str(origin))
+        written = bool(ok) and os.path.exists(cached)
+        state["packages"][name] = "compiled beside the source" if written else "not writable"
+        in_place = in_place and written
+    if not in_place:
+        prefix = tempfile.mkdtemp(prefix="once-live-pyc-")
+        ENV["PYTHONPYCACHEPREFIX"] = prefix
+        state["pycache_prefix"] = prefix
+    state["mode"] = "beside the sources" if in_place else "PYTHONPYCACHEPREFIX, warmed"
+    return state
+
+
+def missing_pyc() -> list[str]:
+    """The modules a child imports without byte code in the cache it reads."""
+    out = subprocess.run(
+        [sys.executable, "-c", CACHE_CHECK],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        check=True,
+    ).stdout
+    missing: list[str] = json.loads(out)
+    return missing
+
+
 def one(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one run."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=ENV
+    )
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if status != 0:
@@ -57,7 +141,7 @@ def main() -> int:
     parser.add_argument("--load", action="store_true")
     parser.add_argument("--out", default="once-live.json")
     args = parser.parse_args()
-    compileall.compile_dir(str(REPO / "gputui"), quiet=1)
+    pyc = prepare_pyc()
     load = None
     if args.load:
         plan = ["--plan", f"bf16mm:{30 + args.runs * 6}"]
@@ -65,8 +149,13 @@ def main() -> int:
         load = subprocess.Popen(job, stdout=subprocess.DEVNULL)
         time.sleep(5)
     names = list(COMMANDS)
-    for name in names:  # one untimed run each: the page cache, the driver
-        one(COMMANDS[name])
+    for _ in range(2):  # untimed runs: the page cache, the driver, the byte code
+        for name in names:
+            one(COMMANDS[name])
+    # every module the commands import has byte code where it is looked for
+    pyc["missing_after_warm_up"] = missing_pyc()
+    if pyc["missing_after_warm_up"]:
+        print(f"warning: modules without byte code: {pyc['missing_after_warm_up']}")
     runs: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     try:
         for r in range(args.runs):
@@ -89,7 +178,8 @@ def main() -> int:
         "loadavg": os.getloadavg(),
         "load_on_gpu": args.load,
         "runs": args.runs,
-        "pyc": "compiled",
+        "python": platform.python_version(),
+        "pyc": pyc,
         "medians": med,
         "gputui_over_nvitop": med["gputui"]["wall_s"] / med["nvitop"]["wall_s"],
         "gputui_minus_floor_s": med["gputui"]["wall_s"] - med["floor"]["wall_s"],

@@ -1,24 +1,39 @@
 """What the hook's Python stack sampler costs the job: step time with the
-sampler on against off, in the same run, at ~2 ms and ~50 ms steps.
+sampler on against off, in the same run, at ~2 ms and ~50 ms steps, with the
+bench's own resolution beside it.
 
-    python bench/bench_sampler.py [--out bench-sampler.json] [--viewer]
+    python3 bench/bench_sampler.py [--device cpu|cuda] [--threads N] [--seconds 80] \
+        [--block-s 0.25] [--workloads short,long] [--viewer] [--out bench-sampler.json]
 
-The hook is installed in this process (a private socket directory); the
-workloads are CPU training loops through torch (one intra-op thread): an MLP
-sized for ~2 ms steps and one for ~50 ms steps, each fed by a DataLoader and
-stepped by AdamW, so every hook point runs as in a real job.  For each
-workload, ``--rounds`` rounds of four blocks of steps, off-on-on-off (the
-order cancels a slow drift of the machine), the sampler thread started for
-the "on" blocks and stopped (joined) for the "off" ones.  Reported: the median
-step time off and on over all blocks, and the ratio on/off as the median of
-the per-round ratios (each round: median of its on steps over median of its
-off steps), with quartiles; the samples taken and the sampler's mean interval.
+The hook is installed in this process (a private socket directory).  Two
+training loops through torch, each step ending with ``loss.item()``: an MLP
+sized for ~2 ms steps (``short``) and one for ~50 ms steps (``long``), stepped
+by AdamW (on the CPU fed by a DataLoader; on the GPU, ``--device cuda``, the
+short one launch-bound, the long one compute-bound); ``pure`` adds a step of
+pure Python (the GIL never released).  Each is calibrated to its step time
+first.  On the CPU, torch runs ``--threads`` intra-op threads (default 4, at
+most the CPUs less two, so the sampler thread and the hook's own have a core).
+
+Three measurements, for each workload:
+
+1. Direct: the time each sampler tick holds the GIL, from its wake-up to its
+   next sleep (the sampler adds it up when a bench asks:
+   ``gputui.hook._sampler.TICK_TIME``), over the wall time: the most the
+   training thread can wait for the GIL behind the sampler's work.
+2. A control thread that wakes at the sampler's rate and does nothing but take
+   the GIL: the wake-up and hand-over cost alone, without the sampler's work.
+3. Paired step times: rounds of eight blocks of about ``--block-s`` seconds in
+   the order off, off', sampler, control, control, sampler, off', off (a
+   palindrome: a linear drift of the machine cancels in every pair), for about
+   ``--seconds`` per workload.  Each round gives three ratios, the median step
+   of the sampler's (control's, off''s) blocks over the median step of the off
+   blocks; reported: the median of each over the rounds with a bootstrap 95%
+   interval.  off' against off (A/A) is the bench's own resolution: a cost is
+   shown only where its interval clears the A/A one.
 
 ``--viewer`` keeps a subscribed viewer (another process) attached during the
-whole run, so the profile is also built and sent every 2 s (both modes get
-the viewer; only the sampler differs).  ``--pure-python`` adds a third
-workload whose step is pure Python (the GIL is never released: the worst case
-for a sampler thread).
+whole run, so the profile is also built and sent every 2 s (in every block).
+Results as JSON to ``--out``.
 """
 
 from __future__ import annotations
@@ -27,10 +42,12 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,42 +59,59 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import gputui.hook  # noqa: E402
+from gputui.hook import _sampler  # noqa: E402
+
+#: the block order of a round: O off, A off again (A/A), S sampler, C control
+ORDER = "OASCCSAO"
+TARGET_MS = {"short": 2.0, "long": 50.0, "pure": 3.0}
 
 
 class Mlp:
-    """An MLP training step on the CPU: DataLoader batch, forward, backward,
-    AdamW step."""
+    """An MLP training step: a batch (a DataLoader on the CPU, fixed tensors on
+    the GPU), forward, backward, AdamW, ``loss.item()``."""
 
-    def __init__(self, name: str, width: int, layers: int, batch: int) -> None:
+    def __init__(self, name: str, device: str, width: int, layers: int, batch: int) -> None:
         self.name = name
+        self.size = (width, layers, batch)
         mods: list[torch.nn.Module] = []
         for _ in range(layers):
             mods += [torch.nn.Linear(width, width), torch.nn.GELU()]
-        self.model = torch.nn.Sequential(*mods)
+        self.model = torch.nn.Sequential(*mods).to(device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
-        n = batch * 16
-        data = TensorDataset(torch.randn(n, width), torch.randn(n, width))
-        self.loader = DataLoader(data, batch_size=batch)
-        self.iter = iter(self.loader)
+        self.loader: DataLoader[Any] | None = None
+        if device == "cpu":
+            n = batch * 16
+            data = TensorDataset(torch.randn(n, width), torch.randn(n, width))
+            self.loader = DataLoader(data, batch_size=batch)
+            self.iter = iter(self.loader)
+        else:
+            self.x = torch.randn(batch, width, device=device)
+            self.y = torch.randn(batch, width, device=device)
 
-    def step(self) -> None:
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.loader is None:
+            return self.x, self.y
         try:
-            x, y = next(self.iter)
+            return next(self.iter)  # type: ignore[no-any-return]
         except StopIteration:
             self.iter = iter(self.loader)
-            x, y = next(self.iter)
+            return next(self.iter)  # type: ignore[no-any-return]
+
+    def step(self) -> None:
+        x, y = self.batch()
         loss = torch.nn.functional.mse_loss(self.model(x), y)
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        loss.item()
 
 
 class PurePython:
     """A step that never releases the GIL: arithmetic in a Python loop."""
 
-    name = "pure_python"
-
     def __init__(self, n: int) -> None:
+        self.name = "pure_python"
+        self.size = (n,)
         self.n = n
 
     def step(self) -> None:
@@ -87,74 +121,173 @@ class PurePython:
         gputui.hook.step()
 
 
-def thread_clock(sampler: Any) -> int:
-    """The CPU-time clock of the sampler's thread."""
-    thread = sampler._thread
-    assert thread is not None and thread.ident is not None
-    return time.pthread_getcpuclockid(thread.ident)
+def build(kind: str, device: str, scale: float) -> Any:
+    """The workload ``kind`` at ``scale`` (1: the starting size)."""
+    if kind == "pure":
+        return PurePython(max(1000, int(40_000 * scale)))
+    if device == "cpu":
+        if kind == "short":
+            return Mlp("mlp_2ms", device, 64, max(2, round(8 * scale)), 16)
+        return Mlp("mlp_50ms", device, 512, 8, max(16, int(256 * scale)))
+    if kind == "short":  # launch-bound: many small layers
+        return Mlp("gpu_mlp_2ms", device, 256, max(2, round(24 * scale)), 64)
+    return Mlp("gpu_mlp_50ms", device, 4096, 8, max(64, int(1024 * scale)))
 
 
 def timed(work: Any, steps: int) -> list[float]:
     out = []
     clock = time.perf_counter
+    step = work.step
     for _ in range(steps):
         t0 = clock()
-        work.step()
+        step()
         out.append(clock() - t0)
     return out
 
 
-def quartiles(values: list[float]) -> dict[str, float]:
-    if len(values) < 2:
-        v = values[0] if values else float("nan")
-        return {"p25": v, "median": v, "p75": v}
-    q = statistics.quantiles(values, n=4)
-    return {"p25": q[0], "median": statistics.median(values), "p75": q[2]}
+def calibrated(kind: str, device: str) -> tuple[Any, float]:
+    """The workload sized for its target step time, and its step time (s)."""
+    target = TARGET_MS[kind] / 1e3
+    work = build(kind, device, 1.0)
+    timed(work, 5)
+    measured = statistics.median(timed(work, 9))
+    work = build(kind, device, target / measured)
+    timed(work, 10)
+    return work, statistics.median(timed(work, 15))
 
 
-def run(work: Any, hook: Any, rounds: int, block: int) -> dict[str, Any]:
-    sampler = hook.sampler
-    sampler.stop()
-    timed(work, block)  # warm-up
-    ratios = []
+class Control:
+    """A thread that wakes at the sampler's rate and only takes the GIL."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.ticks = 0
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        sleep, period = time.sleep, self.interval_s
+        while not self._stop:
+            sleep(period)
+            self.ticks += 1
+
+    def start(self) -> None:
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="bench-control", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+
+def bootstrap(values: list[float], draws: int = 2000) -> tuple[float, float]:
+    """A 95% interval of the median of ``values`` (rounds resampled)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def summary(ratios: list[float]) -> dict[str, Any]:
+    low, high = bootstrap(ratios)
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return {
+        "median": statistics.median(ratios),
+        "ci95": [low, high],
+        "quartiles": [q[0], q[2]],
+        "rounds": len(ratios),
+    }
+
+
+class Modes:
+    """Starts and stops what each block runs beside the training loop, and
+    adds up what the sampler and its thread did."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.control = Control(sampler.interval_s)
+        self.tick = [0.0, 0, 0.0]
+        self.samples = 0
+        self.sampler_wall_s = 0.0
+        self.sampler_cpu_s = 0.0
+        self.control_wall_s = 0.0
+        self.control_ticks = 0
+        self._clock: int | None = None
+        self._cpu0 = self._t0 = 0.0
+        self._samples0 = self._ticks0 = 0
+
+    def start(self, mode: str) -> None:
+        if mode == "S":
+            _sampler.TICK_TIME = self.tick  # read by the sampler thread as it starts
+            self._samples0 = self.sampler.samples
+            self.sampler.start()
+            thread = self.sampler._thread
+            self._clock = time.pthread_getcpuclockid(thread.ident)
+            self._cpu0 = time.clock_gettime(self._clock)
+        elif mode == "C":
+            self._ticks0 = self.control.ticks
+            self.control.start()
+        self._t0 = time.perf_counter()
+
+    def stop(self, mode: str) -> None:
+        wall = time.perf_counter() - self._t0
+        if mode == "S":
+            assert self._clock is not None
+            self.sampler_cpu_s += time.clock_gettime(self._clock) - self._cpu0
+            self.sampler.stop()
+            self.samples += self.sampler.samples - self._samples0
+            self.sampler_wall_s += wall
+            _sampler.TICK_TIME = None
+        elif mode == "C":
+            self.control.stop()
+            self.control_ticks += self.control.ticks - self._ticks0
+            self.control_wall_s += wall
+
+
+def run(work: Any, modes: Modes, step_s: float, seconds: float, block_s: float) -> dict[str, Any]:
+    """The rounds of one workload."""
+    steps = max(8, round(block_s / step_s))
+    rounds = max(3, round(seconds / (len(ORDER) * steps * step_s)))
+    ratios: dict[str, list[float]] = {"S": [], "C": [], "A": []}
     all_off: list[float] = []
-    all_on: list[float] = []
-    samples = 0
-    on_s = 0.0
-    sampler_cpu_s = 0.0
     for _ in range(rounds):
-        off: list[float] = []
-        on: list[float] = []
-        for mode in ("off", "on", "on", "off"):
-            if mode == "on":
-                before = sampler.samples
-                sampler.start()
-                clock = thread_clock(sampler)
-                cpu0 = time.clock_gettime(clock)
-                t0 = time.perf_counter()
-                on += timed(work, block)
-                on_s += time.perf_counter() - t0
-                sampler_cpu_s += time.clock_gettime(clock) - cpu0
-                sampler.stop()
-                samples += sampler.samples - before
-            else:
-                off += timed(work, block)
-        ratios.append(statistics.median(on) / statistics.median(off))
-        all_off += off
-        all_on += on
+        got: dict[str, list[float]] = {m: [] for m in "OASC"}
+        for mode in ORDER:
+            modes.start(mode)
+            got[mode] += timed(work, steps)
+            modes.stop(mode)
+        off = statistics.median(got["O"])
+        for mode, into in ratios.items():
+            into.append(statistics.median(got[mode]) / off)
+        all_off += got["O"]
+    tick_s, ticks, tick_cpu_s = modes.tick
     return {
         "workload": work.name,
-        "steps_per_block": block,
+        "size": list(work.size),
+        "steps_per_block": steps,
         "rounds": rounds,
         "step_off_ms": statistics.median(all_off) * 1e3,
-        "step_on_ms": statistics.median(all_on) * 1e3,
-        "ratio": quartiles(ratios),
-        "samples": samples,
-        "mean_interval_ms": on_s / samples * 1e3 if samples else None,
-        # the sampler thread's CPU time over the "on" blocks' wall time: what it
-        # can take of the GIL at most (a bound that contention does not blur)
-        "sampler_cpu_pct": 100 * sampler_cpu_s / on_s if on_s else None,
-        "sampler_cpu_us_per_sample": 1e6 * sampler_cpu_s / samples if samples else None,
+        "sampler": summary(ratios["S"]),
+        "control": summary(ratios["C"]),
+        "a_a": summary(ratios["A"]),
+        "samples": modes.samples,
+        "mean_interval_ms": 1e3 * modes.sampler_wall_s / modes.samples if modes.samples else None,
+        # the direct bound: the GIL held by the sampler's ticks, over the wall time
+        "gil_us_per_tick": 1e6 * tick_s / ticks if ticks else None,
+        "gil_pct_of_wall": 100 * tick_s / modes.sampler_wall_s if modes.sampler_wall_s else None,
+        # the sampler thread's own CPU time in those spans (the rest: preempted)
+        "gil_cpu_us_per_tick": 1e6 * tick_cpu_s / ticks if ticks else None,
+        "sampler_cpu_us_per_sample": 1e6 * modes.sampler_cpu_s / modes.samples
+        if modes.samples
+        else None,
+        "sampler_cpu_pct": 100 * modes.sampler_cpu_s / modes.sampler_wall_s
+        if modes.sampler_wall_s
+        else None,
+        "control_interval_ms": 1e3 * modes.control_wall_s / modes.control_ticks
+        if modes.control_ticks
+        else None,
     }
 
 
@@ -170,19 +303,54 @@ for _ in client.events(timeout=None):
 """
 
 
+def pct(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.2f}%"
+
+
+def line(r: dict[str, Any]) -> str:
+    def est(key: str) -> str:
+        s = r[key]
+        low, high = s["ci95"]
+        return f"{key} {pct(s['median'])} [{pct(low)}, {pct(high)}]"
+
+    return (
+        f"{r['workload']:<13} step {r['step_off_ms']:7.3f} ms, {r['rounds']} rounds of "
+        f"{r['steps_per_block']} steps a block: {est('sampler')}  {est('control')}  "
+        f"{est('a_a')};  GIL held {r['gil_us_per_tick'] or 0:.1f} us a tick "
+        f"({r['gil_cpu_us_per_tick'] or 0:.1f} us of it on a CPU) = "
+        f"{r['gil_pct_of_wall'] or 0:.3f}% of the wall; sampler thread CPU "
+        f"{r['sampler_cpu_us_per_sample'] or 0:.0f} us a sample, "
+        f"{r['samples']} samples every {r['mean_interval_ms'] or float('nan'):.1f} ms"
+    )
+
+
+def default_threads() -> int:
+    return max(1, min(4, (os.cpu_count() or 1) - 2))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--out", help="write the results as JSON here")
-    p.add_argument("--rounds", type=int, default=12)
-    p.add_argument("--short-block", type=int, default=150, help="steps per block, ~2 ms steps")
-    p.add_argument("--long-block", type=int, default=12, help="steps per block, ~50 ms steps")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--threads", type=int, default=default_threads(), help="torch CPU threads")
+    p.add_argument("--seconds", type=float, default=80.0, help="about this long per workload")
+    p.add_argument("--block-s", type=float, default=0.25, help="seconds a block (8 steps or more)")
+    p.add_argument("--workloads", default="short,long", help="of short, long, pure")
     p.add_argument("--viewer", action="store_true", help="a subscribed viewer attached")
-    p.add_argument("--pure-python", action="store_true", help="also a pure-Python step")
+    p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args()
+    kinds = [k.strip() for k in args.workloads.split(",") if k.strip()]
+    if not kinds or any(k not in TARGET_MS for k in kinds):
+        print(f"--workloads: a list of {', '.join(TARGET_MS)}", file=sys.stderr)
+        return 2
+    if args.device not in ("cpu", "cuda") or (
+        args.device == "cuda" and not torch.cuda.is_available()
+    ):
+        print(f"--device {args.device}: cpu, or cuda where torch sees a GPU", file=sys.stderr)
+        return 2
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(max(1, args.threads))
     load_before = list(os.getloadavg())
     sock_dir = tempfile.mkdtemp(prefix="gtb-", dir="/tmp")
     os.rmdir(sock_dir)
@@ -191,16 +359,12 @@ def main() -> int:
     if hook is None or hook.server is None:
         print("the hook did not install", file=sys.stderr)
         return 1
-    workloads: list[Any] = [
-        Mlp("mlp_2ms", width=64, layers=8, batch=16),
-        Mlp("mlp_50ms", width=512, layers=8, batch=256),
-    ]
-    if args.pure_python:
-        workloads.append(PurePython(40_000))
-    blocks = [args.short_block, args.long_block, args.short_block][: len(workloads)]
+    hook.sampler.stop()
     viewer = None
+    results = []
     try:
-        workloads[0].step()  # the hook's socket opens at the first step
+        # the hook's socket opens at the first step: the viewer attaches after it
+        first: tuple[Any, float] | None = calibrated(kinds[0], args.device)
         if args.viewer:
             env = dict(os.environ, PYTHONPATH=str(REPO))
             viewer = subprocess.Popen(
@@ -211,7 +375,13 @@ def main() -> int:
             )
             assert viewer.stdout is not None
             viewer.stdout.readline()
-        results = [run(w, hook, args.rounds, b) for w, b in zip(workloads, blocks, strict=True)]
+        for kind in kinds:
+            work, step_s = first or calibrated(kind, args.device)
+            first = None
+            result = run(work, Modes(hook.sampler), step_s, args.seconds, args.block_s)
+            print(line(result), flush=True)
+            results.append(result)
+            del work
     finally:
         if viewer is not None:
             viewer.kill()
@@ -220,30 +390,27 @@ def main() -> int:
     doc = {
         "bench": "sampler",
         "load_average": {"before": load_before, "after": list(os.getloadavg())},
-        "date": time.strftime("%Y-%m-%d"),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "machine": {
+            "node": platform.node(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "torch": torch.__version__,
             "platform": platform.platform(),
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
         },
+        "device": args.device,
+        "threads": torch.get_num_threads(),
         "viewer": args.viewer,
         "interval_s": hook.sampler.interval_s,
+        "order": ORDER,
         "results": results,
     }
     print(
         f"load average (1 min) {load_before[0]:.1f} before, {doc['load_average']['after'][0]:.1f}"
-        f" after, on {os.cpu_count()} CPUs; viewer attached: {args.viewer}"
+        f" after, on {os.cpu_count()} CPUs; {args.device}, {doc['threads']} torch threads; "
+        f"viewer attached: {args.viewer}"
     )
-    for r in results:
-        q = r["ratio"]
-        print(
-            f"{r['workload']:<12} off {r['step_off_ms']:7.3f} ms  on {r['step_on_ms']:7.3f} ms  "
-            f"on/off {q['median']:.4f} (quartiles {q['p25']:.4f}-{q['p75']:.4f})  "
-            f"{r['samples']} samples, every {r['mean_interval_ms'] or float('nan'):.1f} ms; "
-            f"sampler thread CPU {r['sampler_cpu_pct'] or 0:.2f}% of the wall time, "
-            f"{r['sampler_cpu_us_per_sample'] or 0:.0f} us a sample"
-        )
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     return 0

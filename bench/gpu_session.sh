@@ -13,7 +13,8 @@
 #   findings     bench/bench_findings.py: the analyzer's cost on this host
 #   exporter     bench/bench_exporter.py compare: against nvitop-exporter, on one kept-alive
 #                connection and with a new connection per scrape
-#   tui          bench/bench_tui.py live in tmux with a bf16 product loop on the GPU:
+#   tui          bench/bench_tui.py live in tmux with a bf16 product loop on the GPU (2 rounds
+#                of 25 s windows: under 5 minutes with $BEFORE):
 #                gputui (and the checkout in $BEFORE, if set) against nvitop and a bare
 #                Textual app; each window's RSS by mapping
 #   hook-trees   bench/bench_hook_trees.py: the hook of $BEFORE against this one
@@ -110,11 +111,11 @@ for stage in "$@"; do
         tail -n 30 "$out/exporter.log"
         ;;
     tui)
-        "$py" bench/jobs/gpu_load.py --plan bf16mm:590 >"$out/tui-load.log" 2>&1 &
+        "$py" bench/jobs/gpu_load.py --plan bf16mm:300 >"$out/tui-load.log" 2>&1 &
         load=$!
         sleep 5
-        timeout 570 "$py" bench/bench_tui.py live ${BEFORE:+--tree "before=$BEFORE" --tree after=.} \
-            --bare --seconds 30 --rounds 3 --out "$out/tui_live.json" >"$out/tui.log" 2>&1
+        timeout 285 "$py" bench/bench_tui.py live ${BEFORE:+--tree "before=$BEFORE" --tree after=.} \
+            --bare --seconds 25 --rounds 2 --out "$out/tui_live.json" >"$out/tui.log" 2>&1
         check $?
         kill "$load" 2>/dev/null
         grep -v '^ ' "$out/tui.log" | tail -n 12

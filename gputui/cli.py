@@ -170,7 +170,9 @@ def _misplaced_sub_command(extra: Sequence[str]) -> str | None:
     return f"gputui: '{name}' is a sub-command: give it first (gputui {name} ...)"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
+    """Run the command line ``argv``.  ``leaving``: the process ends right after
+    (the ``gputui`` command's one-shot): what the kernel frees anyway is left to it."""
     args_list = normalize(sys.argv[1:] if argv is None else argv)
     try:
         if args_list and args_list[0] in SUBCOMMANDS:
@@ -204,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         from gputui.commands import monitor
 
-        return monitor.main(args)
+        return monitor.main(args, leaving=leaving)
     except GputuiError as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
@@ -236,7 +238,7 @@ def entry() -> NoReturn:
         # the monitor's one-shot) for a process that ends in a moment.  Reference
         # counting still frees them.
         gc.disable()
-    code = main(argv)
+    code = main(argv, leaving=one_shot)
     if one_shot:
         # The monitor's one-shot output is written and nothing runs after it: leave
         # without the interpreter's teardown of every module and thread, which is

@@ -6,18 +6,18 @@ monitor, the attach screen, ``--once``, JSON, the exporter and ``gputui analyze`
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.analysis.severity import ORDER, Severity
 from gputui.snapshot.model import ValueBase
+from gputui.snapshot.value import value_class
 
 #: how many recent monitor snapshots the GPU rules average over (one idle sample
 #: between two busy ones must not raise a finding)
 FINDINGS_WINDOW = 10
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class Finding(ValueBase):
     """One piece of advice.
 

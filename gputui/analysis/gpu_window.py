@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputui.snapshot.model import DeviceSnapshot, ValueBase
+from gputui.snapshot.value import value_class
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class GpuWindow(ValueBase):
     """One GPU over a window of monitor samples: means, and how often each clock
     event (throttle reason) was active."""

@@ -17,13 +17,13 @@ info below; rules without an impact estimate choose their severity themselves.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gputui.analysis import thresholds
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 from gputui.snapshot.model import ValueBase
+from gputui.snapshot.value import value_class
 
 if TYPE_CHECKING:  # the monitor's device rules load without the job's evidence
     from gputui.analysis.evidence import JobEvidence, RanksEvidence
@@ -41,7 +41,7 @@ MIN_STEPS = int(thresholds.value("min.steps"))
 MIN_GPU_SAMPLES = int(thresholds.value("min.gpu_samples"))
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class Minimum(ValueBase):
     """The least evidence a rule needs before it may speak: ``steps`` ordinary
     steps of a live job (a trace's profiled steps are all there will be and
@@ -95,7 +95,7 @@ class Minimum(ValueBase):
         return ", ".join(parts)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class Rule(ValueBase):
     """One rule: its id, family and check, where it comes from, what it needs, its scope."""
 

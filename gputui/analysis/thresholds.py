@@ -8,15 +8,17 @@ lists the table itself (``bench/analyzer_doc.py``), and the rule tests put
 every entry at its boundary: just past it the rule speaks, just short of it
 the rule stays quiet.
 
-Standard library only: the monitor's device rules read it without loading the
-job's evidence.
+Standard library and the snapshot's value base only: the monitor's device
+rules read it without loading the job's evidence.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from gputui.snapshot.model import ValueBase
+from gputui.snapshot.value import value_class
 
 #: how each unit prints; the value is kept in the unit the code compares in
 #: (``share`` is 0..1 and prints as a percentage; ``pct`` is already one)
@@ -33,8 +35,8 @@ _FORMATS: dict[str, Callable[[float], str]] = {
 UNITS = tuple(_FORMATS)
 
 
-@dataclass(frozen=True)
-class Threshold:
+@value_class
+class Threshold(ValueBase):
     """One number a rule compares with: ``value`` in ``unit``, and what it is."""
 
     key: str

@@ -14,13 +14,13 @@ display clocks) cost nothing and are only informational.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
 from gputui.snapshot.model import ValueBase
+from gputui.snapshot.value import value_class
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class Throttle(ValueBase):
     """One clock-event (throttle) reason: its NVML name, label, flag and severity."""
 

@@ -14,12 +14,15 @@ refresh costs a dictionary look-up per process, and a reused pid is read anew.
 
 from __future__ import annotations
 
-import socket
+import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from gputui.collectors.containers import parse_cgroup
-from gputui.collectors.runtime_api import MAX_NAME_CHARS, Names, RuntimeNames
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve
+
+if TYPE_CHECKING:  # the runtimes' API client (socket, json) loads with a container
+    from gputui.collectors.runtime_api import Names, RuntimeNames
 
 #: the most of a cgroup file read (a few lines of paths)
 MAX_CGROUP_BYTES = 1 << 16
@@ -51,8 +54,10 @@ class ContainerAttributor:
         node_hostname: str | None = None,
     ) -> None:
         self._proc = proc
-        self._names = names if names is not None else RuntimeNames()
-        self._node_hostname = node_hostname if node_hostname is not None else socket.gethostname()
+        #: made at the first container with an id (most nodes have none)
+        self._names = names
+        # gethostname() is uname's node name: the same, without importing socket
+        self._node_hostname = node_hostname if node_hostname is not None else os.uname().nodename
         self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
         #: cgroup texts already parsed, and what they name
         self._parsed: dict[str, ContainerInfo | None] = {}
@@ -98,6 +103,10 @@ class ContainerAttributor:
             return None
         names: Names = (None, None, None, None)
         if info.id is not None:
+            if self._names is None:
+                from gputui.collectors.runtime_api import RuntimeNames
+
+                self._names = RuntimeNames()
             names = self._names.lookup(info.runtime, info.id)
         name, pod_name, namespace, note = names
         notes = [note] if note else []
@@ -129,5 +138,7 @@ class ContainerAttributor:
 def _first_line(text: str | None) -> str | None:
     if text is None:
         return None
+    from gputui.collectors.runtime_api import MAX_NAME_CHARS
+
     line = text.strip().split("\n", 1)[0].strip()
     return line[:MAX_NAME_CHARS] or None

@@ -17,7 +17,6 @@ without a ``proc_stat`` reader, the numbers come from psutil as before.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -92,7 +91,8 @@ class HostCollector:
         self._cpu_since = clock()
         self._samples = 0
         self._swap: Any = None
-        self._hostname = socket.gethostname()
+        # gethostname() is uname's node name: the same, without importing socket
+        self._hostname = os.uname().nodename
         self._cpu_count = self._quiet(lambda: psutil.cpu_count(logical=True))
         self._boot_time = self._quiet(psutil.boot_time)
         #: pid -> cached process; an entry is checked against pid reuse each sample

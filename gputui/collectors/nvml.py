@@ -19,19 +19,20 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from gputui.collectors import nvml_open
 from gputui.collectors.nvml_device import DeviceLost, DeviceReader
 from gputui.collectors.nvml_fields import ErrorCodes, as_text, cuda_version_string
 from gputui.errors import NvmlUnavailable
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, ValueBase
+from gputui.snapshot.value import value_class
 
-_TRY_DEMO = "try 'gputui --demo'"
+_TRY_DEMO = nvml_open.TRY_DEMO
 
 
-@dataclass(frozen=True)
-class GpuSample:
+@value_class
+class GpuSample(ValueBase):
     """What one pass over NVML saw: devices and the GPU side of their processes."""
 
     devices: tuple[DeviceSnapshot, ...] = ()
@@ -43,16 +44,6 @@ class GpuSample:
     nvml_version: str | None = None
     #: e.g. "GPU 1 (GPU-5e1c...) is lost (fell off the bus?)"; None when all is well
     error: str | None = None
-
-
-def _import_pynvml() -> Any:
-    try:
-        import pynvml  # type: ignore[import-untyped]
-    except ImportError:
-        raise NvmlUnavailable(
-            f"nvidia-ml-py is not installed (pip install nvidia-ml-py); {_TRY_DEMO}"
-        ) from None
-    return pynvml
 
 
 def _safe_str(exc: BaseException) -> str:
@@ -92,7 +83,7 @@ def probe(nvml: Any | None = None) -> str | None:
     Cheap (init, count, shutdown); used by ``make run`` to fall back to the demo.
     """
     try:
-        nv = nvml if nvml is not None else _import_pynvml()
+        nv = nvml if nvml is not None else nvml_open.import_pynvml()
     except NvmlUnavailable as exc:
         return str(exc)
     try:
@@ -112,7 +103,12 @@ def probe(nvml: Any | None = None) -> str | None:
 
 
 class NvmlCollector:
-    """Samples every GPU NVML can see.  Thread-safe: calls are serialised."""
+    """Samples every GPU NVML can see.  Thread-safe: calls are serialised.
+
+    ``started``: a session :func:`nvml_open.start` began (NVML initialised, the
+    handles open), taken over instead of opening one.  ``skip``: device queries
+    never made (their values stay None), e.g. :data:`nvml_open.TEXT_ONE_SHOT_SKIPS`.
+    """
 
     def __init__(
         self,
@@ -121,8 +117,12 @@ class NvmlCollector:
         process_util_every: int = 5,
         slow_every: int = 10,
         clock: Callable[[], float] = time.monotonic,
+        started: nvml_open.Started | None = None,
+        skip: frozenset[str] = frozenset(),
     ) -> None:
-        self._nvml = nvml
+        self._nvml = nvml if started is None else started.nvml
+        self._started = started
+        self._skip = skip
         self._clock = clock
         self.process_util_every = max(1, process_util_every)
         self.slow_every = max(1, slow_every)
@@ -142,53 +142,75 @@ class NvmlCollector:
         with self._lock:
             if self._open:
                 return
-            nv = self._nvml if self._nvml is not None else _import_pynvml()
-            self._nvml = nv
-            try:
-                nv.nvmlInit()
-            except Exception as exc:  # every init failure is one line for the user
-                raise NvmlUnavailable(init_failure_message(nv, exc)) from exc
+            started, self._started = self._started, None
+            if started is not None:
+                self._take_over(started)
+            else:
+                nv = self._nvml if self._nvml is not None else nvml_open.import_pynvml()
+                self._nvml = nv
+                try:
+                    nv.nvmlInit()
+                except Exception as exc:  # every init failure is one line for the user
+                    raise NvmlUnavailable(init_failure_message(nv, exc)) from exc
+            nv = self._nvml
             self._open = True
             try:
-                self._discover(nv)
+                self._discover(nv, started)
             except Exception as exc:
                 self._shutdown()
                 raise NvmlUnavailable(
                     f"NVML started but could not list the GPUs: {_safe_str(exc)}; {_TRY_DEMO}"
                 ) from exc
 
-    def _discover(self, nv: Any) -> None:
+    def _take_over(self, started: nvml_open.Started) -> None:
+        """The session ``started`` began, or its error as the one line."""
+        error = started.error
+        if isinstance(error, NvmlUnavailable):
+            raise error  # pynvml is not installed: already worded
+        if error is not None:
+            raise NvmlUnavailable(init_failure_message(started.nvml, error)) from error
+        self._nvml = started.nvml
+
+    def _discover(self, nv: Any, started: nvml_open.Started | None = None) -> None:
         errors = ErrorCodes.of(nv)
         self.driver_version = as_text(_quiet(nv, "nvmlSystemGetDriverVersion"))
         cuda = _quiet(nv, "nvmlSystemGetCudaDriverVersion_v2")
         if cuda is None:
             cuda = _quiet(nv, "nvmlSystemGetCudaDriverVersion")
         self.cuda_driver_version = cuda_version_string(cuda)
-        self.nvml_version = as_text(_quiet(nv, "nvmlSystemGetNVMLVersion"))
-        count = int(nv.nvmlDeviceGetCount())
+        if "nvml_version" not in self._skip:
+            self.nvml_version = as_text(_quiet(nv, "nvmlSystemGetNVMLVersion"))
+        if started is not None and started.count_error is not None:
+            raise started.count_error
+        count = len(started.handles) if started is not None else int(nv.nvmlDeviceGetCount())
         now = self._clock()
         for index in range(count):
             try:
-                handle = nv.nvmlDeviceGetHandleByIndex(index)
+                if started is not None:
+                    handle = started.handle(index)
+                else:
+                    handle = nv.nvmlDeviceGetHandleByIndex(index)
             except errors.base as exc:
                 code = errors.code_of(exc)
                 if code in (getattr(nv, "NVML_ERROR_NO_PERMISSION", 4),):
                     # a GPU this process may not use (cgroups, CUDA_VISIBLE_DEVICES
                     # enforced by the container runtime): nvidia-smi hides it too
                     continue
-                reader = DeviceReader(nv, errors, index, None)
+                reader = DeviceReader(nv, errors, index, None, self._skip)
                 reader.lost_reason = errors.lost.get(
                     code if code is not None else -1, f"cannot be opened ({_safe_str(exc)})"
                 )
                 self._readers.append(reader)
                 continue
-            reader = DeviceReader(nv, errors, index, handle)
+            reader = DeviceReader(nv, errors, index, handle, self._skip)
             # first counter and GPM readings now, so the first sample has rates
             reader.prime(now)
             self._readers.append(reader)
 
     def close(self) -> None:
-        """End the NVML session and free GPM buffers; safe to call twice."""
+        """End the NVML session and free GPM buffers; safe to call twice.  (A
+        process about to leave need not: the kernel ends the session and frees the
+        buffers with the process, and ``nvmlShutdown`` takes milliseconds.)"""
         with self._lock:
             self._shutdown()
 

@@ -61,7 +61,14 @@ class DeviceLost(Exception):
 class DeviceReader:
     """Reads one GPU.  Not thread-safe: the collector serialises calls."""
 
-    def __init__(self, nvml: Any, errors: ErrorCodes, index: int, handle: Any) -> None:
+    def __init__(
+        self,
+        nvml: Any,
+        errors: ErrorCodes,
+        index: int,
+        handle: Any,
+        skip: frozenset[str] = frozenset(),
+    ) -> None:
         self.nvml = nvml
         self.errors = errors
         self.index = index
@@ -72,6 +79,8 @@ class DeviceReader:
         self.lost_reason: str | None = None
         #: queries that can never work on this device
         self.disabled: set[str] = set()
+        #: queries not to make (values nobody reads here): None, never disabled
+        self.skip = skip
         #: query -> index of the alternative that worked
         self._choice: dict[str, int] = {}
         self._static: dict[str, Any] = {}
@@ -101,7 +110,7 @@ class DeviceReader:
 
     def call(self, key: str, *alternatives: Query) -> Any:
         """The first alternative's result that works, None when none does now."""
-        if key in self.disabled:
+        if key in self.disabled or key in self.skip:
             return None
         start = self._choice.get(key, 0)
         for position in range(start, len(alternatives)):
@@ -134,7 +143,7 @@ class DeviceReader:
 
     def _call_allow_not_found(self, key: str, query: Query, empty: Any) -> Any:
         """Like :meth:`call` but NVML's NotFound means "nothing", not "unavailable"."""
-        if key in self.disabled:
+        if key in self.disabled or key in self.skip:
             return None
         try:
             return query()

@@ -7,8 +7,10 @@ documents, so decoding does not depend on which pynvml release is installed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
+
+from gputui.snapshot.model import ValueBase
+from gputui.snapshot.value import value_class
 
 #: clock-event ("throttle") reason bits, nvmlClocksEventReason* in pynvml
 THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (
@@ -121,8 +123,8 @@ def field_number(field_value: Any) -> float | int | None:
     return number
 
 
-@dataclass(frozen=True)
-class ErrorCodes:
+@value_class
+class ErrorCodes(ValueBase):
     """How one pynvml module's exceptions map to the collector's reactions."""
 
     #: NVMLError, the base of every error pynvml raises

@@ -10,8 +10,10 @@ import os
 import re
 import signal
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
+
+from gputui.snapshot.model import ValueBase
+from gputui.snapshot.value import value_class
 
 #: a process started more than this apart from what we saw is another process
 PID_REUSE_TOLERANCE_S = 2.0
@@ -51,8 +53,10 @@ def pid_reused(pid: int, start_time_s: float | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class SignalOutcome:
+@value_class
+class SignalOutcome(ValueBase):
+    """What sending a signal did, in words the UI shows."""
+
     sent: bool
     message: str
     severity: str  # "information", "warning" or "error", as the UI notifies

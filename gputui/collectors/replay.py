@@ -16,7 +16,6 @@ from there on it plays from memory, every pass, without decoding again.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
@@ -40,7 +39,8 @@ from gputui.collectors.recording_io import (
 from gputui.collectors.snapshot_lines import SnapshotLines
 from gputui.fmt import clean
 from gputui.snapshot.codec import DecodeError, check_schema, snapshot_to_json
-from gputui.snapshot.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot
+from gputui.snapshot.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot, ValueBase
+from gputui.snapshot.value import value_class
 
 __all__ = [
     "DEMO_RESOURCE",
@@ -68,8 +68,8 @@ COUNT_DELAY_S = 1.0
 PRELOAD_MAX_BYTES = 24 * 2**20
 
 
-@dataclasses.dataclass(frozen=True)
-class RecordingHeader:
+@value_class
+class RecordingHeader(ValueBase):
     """A recording's first line: its schema, when and where it was made, its note."""
 
     schema: int
@@ -80,8 +80,8 @@ class RecordingHeader:
     note: str | None
 
 
-@dataclasses.dataclass(frozen=True)
-class ReplayProgress:
+@value_class
+class ReplayProgress(ValueBase):
     """Where a replay is: the snapshot shown (1-based) of ``total`` (None while
     still counting), and how many times it went back to the start."""
 

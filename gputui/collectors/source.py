@@ -13,9 +13,10 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gputui.snapshot.model import Snapshot
+if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
+    from gputui.snapshot.model import Snapshot
 
 
 class SnapshotSource(Protocol):
@@ -63,6 +64,8 @@ class LiveSource:
         self.label = "live"
 
     def sample(self) -> Snapshot:
+        from gputui.snapshot.model import Snapshot
+
         start = time.perf_counter()
         gpu = self._gpu.sample()  # type: ignore[attr-defined]
         processes = self._pids.map(gpu.processes)  # type: ignore[attr-defined]
@@ -89,6 +92,100 @@ class LiveSource:
 
     def close(self) -> None:
         self._gpu.close()  # type: ignore[attr-defined]
+
+
+def open_live(text_one_shot: bool = False, starting: threading.Event | None = None) -> LiveSource:
+    """The live source, NVML first: pynvml is imported and NVML started (with each
+    GPU's handle) before any other collector module loads, and the host-side
+    collectors (psutil, the pid and container mappers) load on a second thread
+    while NVML opens, which waits in the driver with the GIL released.
+
+    ``text_one_shot``: the source serves one text report of instant values
+    (``gputui --once``): the NVML queries it does not print are not made
+    (:data:`nvml_open.TEXT_ONE_SHOT_SKIPS`).
+
+    ``starting`` is set once NVML starts opening (or cannot): from then on the
+    driver waits without the GIL, and other threads' imports cost this one nothing."""
+    from gputui.collectors import nvml_open
+
+    # The host side's thread is started now and waits: started at the moment
+    # NVML begins to open, starting it would hand the GIL around and delay
+    # nvmlInit by a switch interval or two.
+    host = _Opening(_open_host_side)
+
+    def begin() -> None:
+        host.go()
+        if starting is not None:
+            starting.set()
+
+    try:
+        nvml = nvml_open.import_pynvml()  # not installed: NvmlUnavailable, as before
+    except BaseException:
+        host.cancel()
+        if starting is not None:
+            starting.set()
+        raise
+    started = nvml_open.start(nvml, begin)
+    from gputui.collectors.nvml import NvmlCollector
+
+    skip = nvml_open.TEXT_ONE_SHOT_SKIPS if text_one_shot else frozenset()
+    try:
+        gpu = NvmlCollector(started=started, skip=skip)
+    except BaseException:
+        host.wait()  # never left running: its error is the lesser one
+        raise
+    try:
+        return LiveSource(gpu, *host.result())
+    except BaseException:
+        gpu.close()
+        raise
+
+
+def _open_host_side() -> tuple[object, object, object]:
+    from gputui.collectors.attribution import ContainerAttributor
+    from gputui.collectors.host import HostCollector
+    from gputui.collectors.pid_namespace import PidMapper
+
+    return HostCollector(), PidMapper(), ContainerAttributor()
+
+
+class _Opening:
+    """``make()`` run on a thread once :meth:`go` is called; :meth:`result` waits
+    and returns (or raises) it; :meth:`cancel` ends the thread without it."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._go = threading.Event()
+        self._cancelled = False
+        self._thread = threading.Thread(target=self._run, name="gputui-open", daemon=True)
+        self._thread.start()
+
+    def go(self) -> None:
+        self._go.set()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._go.set()
+
+    def _run(self) -> None:
+        self._go.wait()
+        if self._cancelled:
+            return
+        try:
+            self._value = self._make()
+        except BaseException as exc:  # handed to result()'s caller
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 class SampleAhead:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from gputui.collectors.source import LiveSource, SampleAhead, SnapshotSource
+from gputui.collectors.source import SampleAhead, SnapshotSource, open_live
 from gputui.errors import GputuiError, NvmlUnavailable
-from gputui.snapshot.model import Snapshot
+
+if TYPE_CHECKING:
+    from gputui.snapshot.model import Snapshot
 
 DEMO_BANNER = "DEMO: a recording of a real GPU session, not this machine"
 
@@ -47,7 +51,9 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
     return source, None
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, leaving: bool = False) -> int:
+    """``leaving``: the process exits right after (``gputui --once``): the live
+    source's NVML session is left to the kernel to end, not shut down."""
     from gputui.commands.tty import has_terminal
 
     # The screen needs a terminal; without one it is refused last, once the
@@ -60,8 +66,16 @@ def main(args: argparse.Namespace) -> int:
         # NVML opens and the first live sample is taken on a thread while the
         # report or the UI imports (NVML and /proc reads release the GIL).
         window = (args.window or 0.0) if args.once else FIRST_FRAME_WINDOW_S
-        live = SampleAhead(LiveSource, window)
+        # the text report of one instant reading: only the queries it shows
+        text_one_shot = args.once and not args.json and not args.window
+        starting = threading.Event()
+        live = SampleAhead(lambda: open_live(text_one_shot, starting), window)
         source, banner = live, None
+        if args.once:
+            # The report's imports hold the GIL: they wait until the sample thread
+            # has imported pynvml and NVML is opening (waiting in the driver
+            # without the GIL), so that they fill that wait instead of delaying it.
+            starting.wait(OPEN_WAIT_S)
     try:
         if args.once:
             write = _once_writer(args)
@@ -90,9 +104,10 @@ def main(args: argparse.Namespace) -> int:
         app.run()
         return int(app.return_code or 0)
     finally:
-        source.close()
-        if live is not None and live is not source:
-            live.close()
+        if not (leaving and args.once):
+            source.close()
+            if live is not None and live is not source:
+                live.close()
 
 
 def _printed_form(args: argparse.Namespace) -> str:
@@ -112,6 +127,10 @@ def _interval(source: SnapshotSource, args: argparse.Namespace) -> float:
         return float(args.interval)
     return source.natural_interval_s or 1.0
 
+
+#: the longest the one-shot's report waits for NVML to start opening before it
+#: loads (pynvml's import: milliseconds; a bound, never reached in practice)
+OPEN_WAIT_S = 1.0
 
 #: rates (GPM, PCIe, NVLink, CPU %) are differences between two readings, and GPM
 #: needs them 0.1 s apart: the monitor's first frame has rates over this window

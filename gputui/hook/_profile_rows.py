@@ -4,6 +4,7 @@ call path, times rounded, phases bounded in name."""
 
 from __future__ import annotations
 
+import heapq
 from types import CodeType
 from typing import Any
 
@@ -11,7 +12,10 @@ from gputui.protocol.profile import (
     KIND_OTHER,
     MAX_FUNCTION,
     MAX_PHASE,
+    PathFrame,
     ProfileFunction,
+    ProfileLine,
+    PythonProfile,
     clip_file,
 )
 
@@ -22,6 +26,10 @@ _OTHER_INFO: _Info = (None, "(other)", "(other)", KIND_OTHER, False, 0, {})
 MAX_OFFSETS = 4096  # offsets remembered per code
 #: callers a call path carries (the nearest; the outer ones are counted)
 PATH_FRAMES = 32
+#: rows a profile carries: the union of the top functions by site, self and
+#: total time, and of the top lines by site and self time
+TOP_FUNCTIONS = 40
+TOP_LINES = 40
 
 
 def _line_of(info: _Info, offset: int) -> int:
@@ -141,4 +149,75 @@ def _function(row: list[Any], path: tuple[tuple[int, ...], int] = ((), 0)) -> Pr
         site_phases_s=_phase_map(site_phases),
         path=path[0],
         path_cut=path[1],
+    )
+
+
+def build_profile(
+    copies: list[tuple[Any, list[Any], list[Any]]],
+    stack_copies: list[list[tuple[tuple[int, ...], list[Any]]]],
+    fields: dict[str, Any],
+) -> PythonProfile:
+    """The profile from the copies of a sampler's tables (outside its lock):
+    function rows merged over the windows (by code), their lines, the top
+    ``TOP_FUNCTIONS`` functions by site, self and total time with their call
+    paths, the top ``TOP_LINES`` lines; ``fields``: the profile's others."""
+    # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
+    #               info, site_s, {phase: site_s}]
+    merged: dict[Any, list[Any]] = {}
+    for key, (self_s, total_s, row_phases, info, site_s, site_phases), offsets in copies:
+        into = merged.get(key)
+        if into is None:
+            merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}]
+        into[0] += self_s
+        into[1] += total_s
+        _add(into[2], row_phases)
+        into[5] += site_s
+        _add(into[6], site_phases)
+        by_line = into[3]
+        for offset, s, t, st in offsets:
+            line = _line_of(info, offset)
+            have = by_line.get(line)
+            if have is None:
+                by_line[line] = [s, t, st]
+            else:
+                have[0] += s
+                have[1] += t
+                have[2] += st
+    values = list(merged.values())
+    by_self = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[0] > 0), key=_self_key)
+    by_site = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[5] > 0), key=_site_key)
+    by_total = heapq.nlargest(TOP_FUNCTIONS, values, key=_total_key)
+    chosen = {id(r): r for r in by_site + by_self + by_total}
+    frames: dict[tuple[str, str, int, str], int] = {}
+    paths = _paths(merged, chosen, stack_copies, frames)
+    functions = tuple(
+        _function(r, paths.get(id(r), ((), 0))) for r in sorted(chosen.values(), key=_order)
+    )
+    line_rows = [(lr, n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0 or lr[2] > 0]
+    top_lines = {
+        id(x): x
+        for x in heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][2], x[0][0]))
+        + heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][0], x[0][2]))
+    }
+    lines_seen = sum(len(r[3]) for r in values)
+    return PythonProfile(
+        **fields,
+        functions=functions,
+        lines=tuple(
+            ProfileLine(
+                file=clip_file(info[1]),
+                line=n,
+                function=info[2][:MAX_FUNCTION],
+                kind=info[3],
+                self_s=_r(lr[0]),
+                total_s=_r(lr[1]),
+                site_s=_r(lr[2]),
+            )
+            for lr, n, info in sorted(
+                top_lines.values(), key=lambda x: (-max(x[0][0], x[0][2]), -x[0][1])
+            )
+        ),
+        functions_seen=len(values),
+        lines_seen=lines_seen,
+        frames=tuple(PathFrame(*k) for k in frames),
     )

@@ -21,6 +21,15 @@ recorder's edge log, as the collector does).  gputui's own frames are
 transparent.  Tables are bounded (past ``MAX_FUNCTIONS``/``MAX_LINES`` time
 goes to one ``other`` row) and cover the last one to two ``WINDOW_S`` windows.
 
+A tick holds the GIL (the training thread waits for it when it wants it
+back), so it does as little as it can: it walks the stack keeping each frame's
+code and instruction offset, and appends them, its weight and where the
+recorder's edge log stands to a bounded list of pending samples.  The phase
+(the edge log replayed), naming, classing and the tables wait for the fold:
+when a profile is built, or when ``MAX_PENDING`` samples have piled up; it
+sums the samples of each distinct stack and phase first, and adds each such
+stack to the tables once.
+
 Nothing runs on the training thread: the tables are the sampler thread's
 (under ``lock``; the I/O thread takes it to copy them for a profile).
 ``GPUTUI_SAMPLER=0`` turns it off.  An error stops the sampler and is
@@ -29,7 +38,6 @@ reported once; it never reaches the training loop.
 
 from __future__ import annotations
 
-import heapq
 import os
 import sys
 import threading
@@ -41,16 +49,10 @@ from typing import Any
 from gputui.hook._profile_rows import (
     _OTHER_INFO,
     _add,
-    _function,
     _Info,
-    _line_of,
-    _order,
-    _paths,
     _phase_map,
     _r,
-    _self_key,
-    _site_key,
-    _total_key,
+    build_profile,
 )
 from gputui.hook._recorder import _MARKS, Recorder, _apply
 from gputui.protocol.messages import OTHER
@@ -58,15 +60,11 @@ from gputui.protocol.profile import (
     KIND_LIB,
     KIND_TORCH,
     KIND_USER,
-    MAX_FUNCTION,
     SAMPLER_FAILED,
     SAMPLER_OFF,
     SAMPLER_ON,
-    PathFrame,
-    ProfileLine,
     PythonProfile,
     SamplerInfo,
-    clip_file,
 )
 
 ENV = "GPUTUI_SAMPLER"
@@ -92,14 +90,20 @@ MAX_ROW_PHASES = 16  # phases per function row (then MORE_PHASES)
 MAX_PHASES = 64  # phases per window
 MORE_PHASES = "(other phases)"
 MAX_DEPTH = 256  # frames walked per sample, from the innermost
+_DEPTH = range(MAX_DEPTH)
+#: samples a window holds before they are folded into its tables (a profile
+#: folds them too)
+MAX_PENDING = 128
 MAX_CODES = 8192  # code objects classified and remembered
 #: distinct stacks (by function) per window, for the call paths: past it, a new
 #: stack's time still counts everywhere else, but no path can name it
 MAX_STACKS = 1024
-#: rows a profile carries: the union of the top functions by site, self and
-#: total time, and of the top lines by site and self time
-TOP_FUNCTIONS = 40
-TOP_LINES = 40
+
+#: [seconds, ticks, CPU seconds]: when a bench sets it (before ``start``), the
+#: sampler thread adds the time each tick holds the GIL, from its wake-up to its
+#: next sleep, and its own CPU time in that span (less than the first where the
+#: machine preempted it meanwhile); None: nothing is measured
+TICK_TIME: list[Any] | None = None
 
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
 
@@ -131,6 +135,7 @@ class _Window:
         "kinds",
         "lines",
         "other",
+        "pending",
         "phases",
         "sampled_s",
         "samples",
@@ -150,6 +155,9 @@ class _Window:
         self.deep = 0  # samples whose stack was cut at MAX_DEPTH
         #: (id(code), ...) innermost first -> [seconds, (f_lasti, ...) when first seen]
         self.stacks: dict[tuple[int, ...], list[Any]] = {}
+        #: the samples not folded yet: ([code, ...], [f_lasti, ...]) innermost
+        #: first, seconds, the recorder's edge log then and its length then
+        self.pending: list[tuple[list[CodeType], list[int], float, list[Any], int]] = []
 
 
 class Sampler:
@@ -261,10 +269,14 @@ class Sampler:
         frames_of = sys._current_frames
         period = self.interval_s
         floor = self.gap_floor_s
+        suspect = max(SUSPECT_GAP_S, floor)
         last = last_cpu = 0.0
         have_last = False
         periodic = self.periodic
         due = clock() + self.periodic_s
+        timing = TICK_TIME
+        thread_cpu = time.thread_time
+        tick_cpu = 0.0
         while not self._stopping and generation == self._generation:
             tid = rec.thread
             if tid is None:
@@ -272,10 +284,12 @@ class Sampler:
                 sleep(IDLE_S)
                 continue
             sleep(period)
+            now = clock()  # the GIL is back: this tick holds it until the next sleep
+            if timing is not None:
+                tick_cpu = thread_cpu()
             if self._stopping or generation != self._generation:
                 return
             frame = frames_of().get(tid)
-            now = clock()
             now_cpu = cpu()
             if frame is None:  # the training thread is gone
                 have_last = False
@@ -285,7 +299,9 @@ class Sampler:
                 have_last = True
                 last, last_cpu = now, now_cpu
                 continue
-            weight = gap_weight(now - last, now_cpu - last_cpu, floor)
+            weight = now - last
+            if weight > suspect:  # a stop, or a call that held the GIL this long
+                weight = gap_weight(weight, now_cpu - last_cpu, floor)
             last, last_cpu = now, now_cpu
             with self.lock:
                 self._record(frame, weight, now)
@@ -293,108 +309,144 @@ class Sampler:
             if periodic is not None and now >= due:
                 due = now + self.periodic_s
                 periodic()
+            if timing is not None:
+                timing[0] += clock() - now
+                timing[1] += 1
+                timing[2] += thread_cpu() - tick_cpu
 
-    def _phase(self) -> str:
-        """The training thread's innermost open phase, from the recorder's edge
-        log: the edges appended since the last sample are applied to the open
-        phases (a log handed over since is finished first).  Steps that began
-        and ended between two samples are not seen: a phase opened in one of
-        them and left open is missed until it closes."""
-        log = self.rec.log
+    def _phase(self, log: list[Any], length: int) -> str:
+        """The training thread's innermost open phase when a sample saw the
+        recorder's edge log ``log`` at ``length``: the edges appended since the
+        previous sample are applied to the open phases (a log handed over since
+        is finished first; the recorder never changes it after).  Steps that
+        began and ended between two samples are not seen: a phase opened in
+        one of them and left open is missed until it closes."""
         stack = self._stack
         if log is not self._log:
             old = self._log
             if old is not None:
-                _replay(old, self._pos, stack)
+                _replay(old, self._pos, stack, len(old))
             self._log = log
             self._pos = 2
-        self._pos = _replay(log, self._pos, stack)
+        self._pos = _replay(log, self._pos, stack, length)
         return stack[-1] if stack else OTHER
 
     def _record(self, frame: FrameType, weight: float, now: float) -> None:
+        """One sample (the sampler thread, under ``lock``, holding the GIL the
+        training thread may want): only the stack's codes and instruction
+        offsets and the edge log's length, in ``pending``; the phase, naming,
+        classing and the tables wait for ``_fold``."""
         win = self._cur
         if not win.samples:
             self._cur_start = now - weight  # the first sample's weight is time before it
         elif now - self._cur_start >= self.window_s:
+            self._fold(win)  # its samples' phases come before the next window's
             self._prev, self._prev_start = win, self._cur_start
             self._cur = win = _Window()
             self._cur_start = now - weight
-        phase = self._phase()
+        log = self.rec.log
+        length = len(log)
         self.samples += 1
         win.samples += 1
         win.sampled_s += weight
-        _bump(win.phases, phase, weight, MAX_PHASES)
-        self._seq = seq = self._seq + 1
-        get = win.funcs.get
-        inner = True  # the innermost frame is still to come: self time
-        site = True  # the innermost frame of the job's own code too: site time
-        left = MAX_DEPTH
-        ids: list[int] = []  # the stack (its codes), for the call paths
-        push = ids.append
+        codes: list[CodeType] = []
+        offsets: list[int] = []
+        push_code = codes.append
+        push_offset = offsets.append
         f: FrameType | None = frame
-        while f is not None:
-            code = f.f_code
-            cid = id(code)
-            row = get(cid)
-            if row is None:
-                row = self._new_function(win, code)
-                if row is None:  # gputui's own frame: transparent
-                    if code is self.bottom:
-                        break
-                    f = f.f_back
-                    continue
-            if row[2] != seq:  # once per sample, however deep it recurses
-                row[2] = seq
-                row[1] += weight
-            # By instruction, not line: f_lineno decodes the line table on
-            # each read (~0.5 us a frame); the snapshot turns offsets into lines.
-            lasti = f.f_lasti
-            push(cid)
-            lrow = row[4].get(lasti)
-            if lrow is None:
-                lrow = self._new_line(win, row[4], lasti)
-            if lrow[2] != seq:
-                lrow[2] = seq
-                lrow[1] += weight
-            if inner:
-                inner = False
-                row[0] += weight
-                lrow[0] += weight
-                _bump(row[3], phase, weight, MAX_ROW_PHASES)
-                kind = row[5][3]
-                kinds = win.kinds
-                kinds[kind] = kinds.get(kind, 0.0) + weight
-            if site and row[5][3] == KIND_USER:
-                site = False
-                row[6] += weight
-                lrow[3] += weight
-                _bump(row[7], phase, weight, MAX_ROW_PHASES)
-                win.site_s += weight
-            left -= 1
-            if not left:
-                win.deep += 1
+        for _ in _DEPTH:
+            if f is None:
                 break
+            push_code(f.f_code)
+            # By instruction, not line: f_lineno decodes the line table on
+            # each read (~0.5 us a frame); the fold turns offsets into lines.
+            push_offset(f.f_lasti)
             f = f.f_back
-        stacks = win.stacks
-        key = tuple(ids)
-        srow = stacks.get(key)
-        if srow is not None:
-            srow[0] += weight
-        elif len(stacks) < MAX_STACKS:
-            stacks[key] = [weight, self._offsets(frame, len(ids))]
+        bottom = self.bottom
+        if bottom is not None:  # a DataLoader worker: its stack ends there
+            for i, code in enumerate(codes):
+                if code is bottom:
+                    del codes[i:], offsets[i:]
+                    f = None
+                    break
+        if f is not None:
+            win.deep += 1
+        pending = win.pending
+        pending.append((codes, offsets, weight, log, length))
+        if len(pending) >= MAX_PENDING:
+            self._fold(win)
 
-    def _offsets(self, frame: FrameType, count: int) -> tuple[int, ...]:
-        """The instruction offsets of the ``count`` frames a new stack was
-        recorded with (gputui's own frames skipped, as there): the lines of
-        its calls.  Walked again only for a stack not seen before."""
-        own = self._own
-        out: list[int] = []
-        f: FrameType | None = frame
-        while f is not None and len(out) < count:
-            if not f.f_code.co_filename.startswith(own):
-                out.append(f.f_lasti)
-            f = f.f_back
-        return tuple(out)
+    def fold(self) -> None:
+        """Fold both windows' pending samples into their tables (under ``lock``)."""
+        for win in (self._prev, self._cur):
+            if win is not None:
+                self._fold(win)
+
+    def _fold(self, win: _Window) -> None:
+        """Add ``win``'s pending samples to its tables: self and total time per
+        function and line, site time, kinds, phases and the call paths' stacks;
+        the samples of each distinct stack and phase summed first, and added
+        once, as one sample would be."""
+        pending = win.pending
+        if not pending:
+            return
+        win.pending = []
+        phase_of = self._phase
+        # The codes in an entry keep their ids their own while it is held.
+        raw: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[Any]] = {}
+        for sample_codes, sample_offsets, sample_weight, log, length in pending:
+            raw_key = (phase_of(log, length), tuple(map(id, sample_codes)), tuple(sample_offsets))
+            entry = raw.get(raw_key)
+            if entry is None:
+                raw[raw_key] = [sample_weight, sample_codes]
+            else:
+                entry[0] += sample_weight
+        get = win.funcs.get
+        kinds = win.kinds
+        stacks = win.stacks
+        for (phase, ids, offsets), (weight, codes) in raw.items():
+            _bump(win.phases, phase, weight, MAX_PHASES)
+            self._seq = seq = self._seq + 1
+            inner = True  # the innermost frame is still to come: self time
+            site = True  # the innermost frame of the job's own code too: site time
+            kept: list[int] = []  # the stack's codes (gputui's own left out)
+            kept_offsets: list[int] = []
+            for code, cid, lasti in zip(codes, ids, offsets, strict=True):
+                row = get(cid)
+                if row is None:
+                    row = self._new_function(win, code)
+                    if row is None:  # gputui's own frame: transparent
+                        continue
+                if row[2] != seq:  # once per sample, however deep it recurses
+                    row[2] = seq
+                    row[1] += weight
+                kept.append(cid)
+                kept_offsets.append(lasti)
+                lrow = row[4].get(lasti)
+                if lrow is None:
+                    lrow = self._new_line(win, row[4], lasti)
+                if lrow[2] != seq:
+                    lrow[2] = seq
+                    lrow[1] += weight
+                if inner:
+                    inner = False
+                    row[0] += weight
+                    lrow[0] += weight
+                    _bump(row[3], phase, weight, MAX_ROW_PHASES)
+                    kind = row[5][3]
+                    kinds[kind] = kinds.get(kind, 0.0) + weight
+                if site and row[5][3] == KIND_USER:
+                    site = False
+                    row[6] += weight
+                    lrow[3] += weight
+                    _bump(row[7], phase, weight, MAX_ROW_PHASES)
+                    win.site_s += weight
+            stack_key = tuple(kept)
+            srow = stacks.get(stack_key)
+            if srow is not None:
+                srow[0] += weight
+            elif len(stacks) < MAX_STACKS:
+                stacks[stack_key] = [weight, tuple(kept_offsets)]
 
     def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
         """The function row of ``code`` in ``win`` (new, or the ``other`` row
@@ -457,10 +509,12 @@ class Sampler:
         if not self.enabled:
             return None
         now = time.perf_counter()
-        with self.lock:  # copies only: the merge runs without the lock
+        with self.lock:  # the fold and copies: the merge runs without the lock
             windows = [w for w in (self._prev, self._cur) if w is not None and w.samples]
             if not windows:
                 return None
+            for win in windows:
+                self._fold(win)
             start = self._prev_start if len(windows) == 2 else self._cur_start
             samples = sum(w.samples for w in windows)
             sampled = sum(w.sampled_s for w in windows)
@@ -481,86 +535,31 @@ class Sampler:
                     lines = [(n, r[0], r[1], r[3]) for n, r in row[4].items()]
                     fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7])]
                     copies.append((key, fields, lines))
-        # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
-        #               info, site_s, {phase: site_s}]
-        merged: dict[Any, list[Any]] = {}
-        for key, (self_s, total_s, row_phases, info, site_s, site_phases), offsets in copies:
-            into = merged.get(key)
-            if into is None:
-                merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}]
-            into[0] += self_s
-            into[1] += total_s
-            _add(into[2], row_phases)
-            into[5] += site_s
-            _add(into[6], site_phases)
-            by_line = into[3]
-            for offset, s, t, st in offsets:
-                line = _line_of(info, offset)
-                have = by_line.get(line)
-                if have is None:
-                    by_line[line] = [s, t, st]
-                else:
-                    have[0] += s
-                    have[1] += t
-                    have[2] += st
-        values = list(merged.values())
-        by_self = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[0] > 0), key=_self_key)
-        by_site = heapq.nlargest(TOP_FUNCTIONS, (r for r in values if r[5] > 0), key=_site_key)
-        by_total = heapq.nlargest(TOP_FUNCTIONS, values, key=_total_key)
-        chosen = {id(r): r for r in by_site + by_self + by_total}
-        frames: dict[tuple[str, str, int, str], int] = {}
-        paths = _paths(merged, chosen, stack_copies, frames)
-        functions = tuple(
-            _function(r, paths.get(id(r), ((), 0))) for r in sorted(chosen.values(), key=_order)
-        )
-        line_rows = [
-            (lr, n, r[4]) for r in values for n, lr in r[3].items() if lr[0] > 0 or lr[2] > 0
-        ]
-        top_lines = {
-            id(x): x
-            for x in heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][2], x[0][0]))
-            + heapq.nlargest(TOP_LINES, line_rows, key=lambda x: (x[0][0], x[0][2]))
-        }
-        lines_seen = sum(len(r[3]) for r in values)
         if deep:
             notes = (*notes, f"{deep} samples had stacks deeper than {MAX_DEPTH} frames (cut)")
-        return PythonProfile(
-            t=round(time.time(), 3),
-            window_s=round(max(0.0, now - start), 3),
-            sampled_s=_r(sampled),
-            site_s=_r(site_total),
-            samples=samples,
-            interval_s=self.interval_s,
-            functions=functions,
-            lines=tuple(
-                ProfileLine(
-                    file=clip_file(info[1]),
-                    line=n,
-                    function=info[2][:MAX_FUNCTION],
-                    kind=info[3],
-                    self_s=_r(lr[0]),
-                    total_s=_r(lr[1]),
-                    site_s=_r(lr[2]),
-                )
-                for lr, n, info in sorted(
-                    top_lines.values(), key=lambda x: (-max(x[0][0], x[0][2]), -x[0][1])
-                )
-            ),
-            phases_s=_phase_map(phases),
-            kinds_s={k: _r(v) for k, v in kinds.items()},
-            functions_seen=len(values),
-            lines_seen=lines_seen,
-            truncated=truncated,
-            notes=notes,
-            frames=tuple(PathFrame(*k) for k in frames),
+        return build_profile(
+            copies,
+            stack_copies,
+            {
+                "t": round(time.time(), 3),
+                "window_s": round(max(0.0, now - start), 3),
+                "sampled_s": _r(sampled),
+                "site_s": _r(site_total),
+                "samples": samples,
+                "interval_s": self.interval_s,
+                "phases_s": _phase_map(phases),
+                "kinds_s": {k: _r(v) for k, v in kinds.items()},
+                "truncated": truncated,
+                "notes": notes,
+            },
         )
 
 
-def _replay(log: list[Any], pos: int, stack: list[str]) -> int:
-    """Apply the whole (time, tag) pairs of ``log`` from ``pos`` to ``stack``;
-    returns the position after them (the training thread may be between the
-    two appends of a pair)."""
-    end = len(log) - 1
+def _replay(log: list[Any], pos: int, stack: list[str], length: int) -> int:
+    """Apply the whole (time, tag) pairs of the first ``length`` entries of
+    ``log`` from ``pos`` to ``stack``; returns the position after them (the
+    training thread may have been between the two appends of a pair)."""
+    end = length - 1
     while pos < end:
         tag = log[pos + 1]
         if tag not in _MARKS:

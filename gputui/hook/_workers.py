@@ -7,7 +7,8 @@ DataLoader when it starts its workers): in a forked worker of the hooked
 process, the wrapper starts a sampler on the worker's main thread before the
 loop runs (a safe point: the fork is over, the interpreter's own locks are new
 and the worker runs ordinary code), and that sampler writes the worker's
-profile (its top ``TOP_ROWS`` rows) every ``PERIOD_S`` to
+profile (its top ``TOP_ROWS`` rows) every ``PERIOD_S``, and once more when the
+loop returns (a worker of a short epoch is seen too), to
 ``<socket dir>/<pid>.workers/<worker pid>.json`` (0700 directory, 0600 file,
 replaced atomically; JSON, never pickle).  The
 training process reads the files off its training thread when it builds its
@@ -136,7 +137,10 @@ class WorkerProfiles:
         @functools.wraps(orig)
         def _worker_loop(*args: Any, **kwargs: Any) -> Any:
             owner.start_in_worker()
-            return orig(*args, **kwargs)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                owner.finish_in_worker()
 
         _worker_loop._gputui_wrapped = True  # type: ignore[attr-defined]
         setattr(module, "_worker_loop", _worker_loop)  # noqa: B010
@@ -267,6 +271,21 @@ class WorkerProfiles:
             sampler.start()
         except Exception:
             self.sampler = None  # unsampled: the worker goes on
+
+    def finish_in_worker(self) -> None:
+        """The worker loop returned (its DataLoader shut it down at the end of
+        an epoch) or raised: the worker's sampler stops and writes its profile
+        once more, so that a worker that lived less than ``PERIOD_S`` is seen
+        too (never raises)."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is None:
+            return
+        try:
+            sampler.stop()
+            if sampler.periodic is not None:
+                sampler.periodic()
+        except Exception:
+            pass  # the worker exits without its last profile
 
 
 def write_profile(sampler: Sampler, path: str) -> None:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import stat
 import struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import socket
 
 SOCKET_SUFFIX = ".sock"
 ENV_SOCKET_DIR = "GPUTUI_SOCKET_DIR"
@@ -174,6 +177,8 @@ _PEERCRED = struct.Struct("3i")
 def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end of a connected AF_UNIX socket, or
     None where the platform has no SO_PEERCRED (then only the 0700 dir protects)."""
+    import socket  # here: the monitor reads hooked_pids() without loading it
+
     opt = getattr(socket, "SO_PEERCRED", None)
     if opt is None:
         return None

@@ -11,6 +11,7 @@ where the field cannot be N/A.  Writing never emits NaN or an infinity.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import sys
@@ -201,9 +202,37 @@ class _Complex:
 _FieldPlan = tuple[str, type, float, float, bool, Converter]
 
 
+#: (module, annotation) -> the type it names, evaluated once: the model's fields
+#: repeat a few annotations ("float | None") dozens of times, and
+#: ``typing.get_type_hints`` compiles every occurrence anew (a ``ForwardRef`` per
+#: field, 121 compilations: most of the codec's start-up, on ``--once``'s path)
+_ANNOTATIONS: dict[tuple[str, str], Any] = {}
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """The type of each dataclass field of ``cls``, as ``typing.get_type_hints``
+    gives it, each distinct annotation string evaluated once per module."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):  # a subclass's annotation wins, as there
+        namespace = vars(sys.modules[klass.__module__])
+        for name, annotation in inspect.get_annotations(klass).items():
+            if name not in names:
+                continue
+            if isinstance(annotation, str):
+                key = (klass.__module__, annotation)
+                if key not in _ANNOTATIONS:
+                    # the class's own source text, as get_type_hints evaluates it
+                    value = eval(annotation, namespace)
+                    _ANNOTATIONS[key] = type(None) if value is None else value
+                annotation = _ANNOTATIONS[key]
+            out[name] = annotation
+    return out
+
+
 @cache
 def _dataclass_converter(cls: type) -> Converter:
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     plan: list[_FieldPlan] = []
     required: list[str] = []
     for f in dataclasses.fields(cls):

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, TypeVar
 
+from gputui.snapshot.value import ValueBase as ValueBase  # re-exported: the rooms' base
+from gputui.snapshot.value import value_class
+
 #: Version of the snapshot schema written to recordings and ``--json`` output.
 SCHEMA_VERSION = 2
 
@@ -80,38 +83,10 @@ MAX_ITEMS: dict[str, int] = {
 }
 
 
-class _Value:
-    """Equality, hashing and repr over the dataclass fields, for every class here.
-
-    Written once instead of generated per class: ``dataclass`` compiles an
-    ``__eq__``, ``__hash__`` and ``__repr__`` for each class at import, which was
-    most of this module's import time, and that import is on ``--once``'s path.
-    """
-
-    __slots__ = ()
-    __dataclass_fields__: dict[str, Any]
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__dataclass_fields__)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, _Value)
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
-        return f"{type(self).__name__}({fields})"
-
-
-#: the base for other rooms' frozen value classes on ``--once``'s path
-#: (``@dataclass(frozen=True, eq=False, repr=False)`` over it): the same
-#: equality, hash and repr as a plain frozen dataclass, without compiling them
-ValueBase = _Value
+#: equality, hashing and repr over the dataclass fields, for every class here
+#: and for other rooms' frozen value classes on ``--once``'s path (written once
+#: in ``gputui.snapshot.value``, not compiled per class)
+_Value = ValueBase
 
 _V = TypeVar("_V", bound=_Value)
 
@@ -130,7 +105,7 @@ def evolve(value: _V, **changes: Any) -> _V:
     return copy
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class GpmMetrics(_Value):
     """Hopper+ GPU performance monitoring, averaged over one sampling interval."""
 
@@ -147,7 +122,7 @@ class GpmMetrics(_Value):
     nvlink_rx_bytes_per_s: float | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class MigInstance(_Value):
     """One MIG GPU instance on a device in MIG mode."""
 
@@ -230,7 +205,7 @@ class DeviceSnapshot(_Value):
         return 100.0 * self.mem_used_bytes / self.mem_total_bytes
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class PodInfo(_Value):
     """The Kubernetes pod a container belongs to: its UID and QoS class (from
     the cgroup), its name and namespace (when gputui may read them)."""
@@ -242,7 +217,7 @@ class PodInfo(_Value):
     qos: str | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class ContainerInfo(_Value):
     """The container, and the Kubernetes pod, a process runs in (from its cgroup).
 

@@ -9,6 +9,7 @@ terminal (or a serial console over SSH) stays readable.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from rich.text import Text
 
@@ -92,13 +93,12 @@ def sparkline(
         top = max(present) if present else 1.0
     top = top or 1.0
     text = Text(" " * (width - len(buckets)))
-    cells = []
-    for value in buckets:
-        if value is None:
-            cells.append(" ")
-            continue
-        level = max(0.0, min(1.0, value / top))
-        cells.append(chars[min(len(chars) - 1, int(level * (len(chars) - 1) + 0.5))])
+    last = len(chars) - 1
+    # the level (value / top, in 0..1) rounded to the nearest of the characters
+    cells = [
+        " " if value is None else chars[int(max(0.0, min(1.0, value / top)) * last + 0.5)]
+        for value in buckets
+    ]
     text.append("".join(cells), style=style)
     return text
 
@@ -109,10 +109,15 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
     if n <= width:
         return list(values)
     out: list[float | None] = []
-    for i in range(width):
-        lo = i * n // width
-        hi = (i + 1) * n // width
-        present = [v for v in values[lo:hi] if v is not None]
+    lo = 0
+    for i in range(1, width + 1):
+        hi = i * n // width
+        share = values[lo:hi]
+        lo = hi
+        if None not in share:  # the usual case: no gap in the series
+            out.append(max(cast("Sequence[float]", share)))
+            continue
+        present = [v for v in share if v is not None]
         out.append(max(present) if present else None)
     return out
 

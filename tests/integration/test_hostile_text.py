@@ -16,7 +16,7 @@ import pytest
 
 from gputui import cli
 from gputui.analysis.finding import Finding
-from gputui.collectors import nvml
+from gputui.collectors import nvml_open
 from gputui.collectors.attach_recording import ATTACH_RECORDING_TYPE
 from gputui.collectors.replay import RecordingWriter, ReplaySource
 from gputui.protocol.capture import CaptureResult, CpuOpRow, GpuTime, KernelRow
@@ -236,7 +236,7 @@ def test_monitor_once_shows_a_live_processs_argv_escaped(
 ) -> None:
     _env, job = evil_job
     fake = FakeNvml([h100(processes=[FakeProcess(job.pid, used_gpu_memory=GIB)])])
-    monkeypatch.setattr(nvml, "_import_pynvml", lambda: fake)
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: fake)
     monkeypatch.setenv("GPUTUI_SOCKET_DIR", os.environ.get("GPUTUI_SOCKET_DIR", "/nonexistent"))
     assert cli.main(["--once", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.collectors import nvml
+from gputui.collectors import nvml_open
 from gputui.collectors.hook_client import Hello
 from gputui.protocol.hello import DeviceInfo
 from gputui.session.oneshot import Collected, GpuSampling
@@ -134,7 +134,7 @@ def test_monitor_once_reports_findings(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake = FakeNvml([h100(ecc_uncorrected=2)])
-    monkeypatch.setattr(nvml, "_import_pynvml", lambda: fake)
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: fake)
     assert cli.main(["--once", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     (ecc,) = [f for f in doc["findings"] if f["rule"] == "device.ecc"]

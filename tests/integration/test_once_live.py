@@ -4,19 +4,22 @@ rates over ``--window``, and the first sample taken while the output module load
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from gputui import cli
-from gputui.collectors import nvml
+from gputui.collectors import nvml_open
 from gputui.reports.monitor import RATES_HINT
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
     nv = FakeNvml([h100(processes=[FakeProcess(4242, used_gpu_memory=3 * GIB)])])
-    monkeypatch.setattr(nvml, "_import_pynvml", lambda: nv)
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
     return nv
 
 
@@ -78,7 +81,7 @@ def test_a_process_without_a_utilization_sample_reads_na_not_0(
     """NVML's first read has no per-process sample yet: the busiest job read
     "SM 0%"; nothing was measured, so it is N/A (null in the JSON)."""
     nv = FakeNvml([h100(processes=[FakeProcess(4242, used_gpu_memory=3 * GIB, sm_util=None)])])
-    monkeypatch.setattr(nvml, "_import_pynvml", lambda: nv)
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
     assert cli.main(["--once"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("GPU") and "PID" in line)
@@ -89,3 +92,146 @@ def test_a_process_without_a_utilization_sample_reads_na_not_0(
     assert cli.main(["--once", "--json"]) == 0
     (proc,) = json.loads(capsys.readouterr().out)["processes"]
     assert proc["sm_pct"] is None
+
+
+#: NVML functions behind :data:`nvml_open.TEXT_ONE_SHOT_SKIPS` (values the text
+#: report neither prints nor hands to a device rule)
+NOT_FOR_THE_TEXT = (
+    "nvmlDeviceGetMaxClockInfo",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetFanSpeed",
+    "nvmlDeviceGetPerformanceState",
+    "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetFieldValues",
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleGet",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlSystemGetNVMLVersion",
+)
+#: what the text report prints or its device rules read: asked in every mode
+FOR_THE_TEXT = (
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetProcessUtilization",
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "skips"),
+    [(["--once"], True), (["--once", "--json"], False), (["--once", "--window", "0.1"], False)],
+    ids=["text", "json", "text-window"],
+)
+def test_the_text_one_shot_makes_only_the_queries_it_shows(
+    fake: FakeNvml, argv: list[str], skips: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The text report of one instant reading does not ask NVML for what it does
+    not print; ``--json`` and a windowed report (the controls) still do."""
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    asked = {name for name in NOT_FOR_THE_TEXT if fake.calls[name]}
+    assert asked == (set() if skips else set(NOT_FOR_THE_TEXT))
+    assert all(fake.calls[name] for name in FOR_THE_TEXT)
+
+
+def test_the_text_one_shot_still_shows_the_power_limit_and_ecc_errors(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nv = FakeNvml([h100(ecc_uncorrected=3)])
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
+    assert cli.main(["--once"]) == 0
+    out = capsys.readouterr().out
+    assert "ECC uncorrected 3" in out
+    assert "/700W" in out.replace(" ", "")
+
+
+def _keys(doc: object, at: str = "") -> set[str]:
+    """Every key path of a JSON document (a list's first item stands for all)."""
+    if isinstance(doc, dict):
+        out = set()
+        for key, value in doc.items():
+            out.add(f"{at}.{key}")
+            out |= _keys(value, f"{at}.{key}")
+        return out
+    if isinstance(doc, list) and doc:
+        return _keys(doc[0], f"{at}[]")
+    return set()
+
+
+def test_the_live_json_has_every_key_of_the_demos(
+    fake: FakeNvml, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--once --json`` live keeps the keys the golden document has (the demo's
+    one-shot, checked against the schema in test_cli), with the values the text
+    one-shot skips read."""
+    assert cli.main(["--once", "--json"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    golden = json.loads((GOLDEN / "once_demo.json").read_text())
+    # the top level, the source, the host, and each device's and process's own
+    # keys; inside what is null here (GPM without a window, MIG, containers) not
+    wanted = {key for key in _keys(golden) if key.count(".") <= 2}
+    assert len(wanted) > 80  # the control: the comparison has something to compare
+    assert wanted - _keys(live) == set()
+    device = live["devices"][0]
+    for key in ("clock_sm_max_mhz", "energy_j", "pcie_gen_max", "bar1_total_bytes", "temp_mem_c"):
+        assert device[key] is not None, key
+    assert live["nvml_version"] is not None
+
+
+def test_the_one_shot_leaving_the_process_does_not_shut_nvml_down(
+    fake: FakeNvml, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gputui --once`` exits right after: the kernel ends the session; called
+    as a function (the control) it shuts NVML down."""
+    assert cli.main(["--once"], leaving=True) == 0
+    assert fake.shutdown_count == 0
+    assert cli.main(["--once"]) == 0
+    assert fake.shutdown_count == 1
+
+
+def test_nvml_that_will_not_start_is_one_line_from_the_early_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nv = FakeNvml([h100()])
+    nv.fail("nvmlInit", 9)  # NVML_ERROR_DRIVER_NOT_LOADED
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
+    assert cli.main(["--once"]) == 2
+    err = capsys.readouterr().err
+    assert "driver is not loaded" in err and len(err.strip().splitlines()) == 1
+
+
+def test_pynvml_missing_is_one_line_from_the_early_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing() -> None:
+        raise nvml_open.NvmlUnavailable("nvidia-ml-py is not installed (pip install nvidia-ml-py)")
+
+    monkeypatch.setattr(nvml_open, "import_pynvml", missing)
+    assert cli.main(["--once"]) == 2
+    assert "nvidia-ml-py is not installed" in capsys.readouterr().err
+
+
+def test_a_gpu_the_process_may_not_open_is_hidden_on_the_early_open(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nvmlDeviceGetHandleByIndex refused (cgroups): the GPU is left out, as the
+    collector does when it opens NVML itself."""
+    nv = FakeNvml([h100(), h100(uuid="GPU-other")])
+    nv.fail("nvmlDeviceGetHandleByIndex", 4, device=None, times=1)  # NO_PERMISSION
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
+    assert cli.main(["--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["uuid"] for d in doc["devices"]] == ["GPU-other"]

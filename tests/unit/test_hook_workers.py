@@ -163,6 +163,40 @@ def test_a_worker_writes_its_profile_and_the_training_process_reads_it(
     assert not directory.exists()
 
 
+def test_a_worker_writes_its_profile_when_its_loop_returns(
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker of a short epoch (its loop returns long before ``PERIOD_S``)
+    is seen: the wrapper of the loop has the sampler write once more."""
+    torch_worker = pytest.importorskip("torch.utils.data._utils.worker")
+    parent = os.getppid()
+    monkeypatch.setattr(_workers, "PERIOD_S", 3600.0)
+
+    def loop(until: float) -> None:  # stands in for torch's worker loop
+        while time.perf_counter() < until:
+            sum(i * i for i in range(2000))
+
+    monkeypatch.setattr(torch_worker, "_worker_loop", loop)
+    child = WorkerProfiles()
+    child.install()
+    child.after_fork_in_child(parent)
+    reader = WorkerProfiles()
+    reader.pid = parent
+    try:
+        thread = threading.Thread(
+            target=torch_worker._worker_loop, args=(time.perf_counter() + 0.5,), daemon=True
+        )
+        thread.start()
+        thread.join(60)
+        assert child.sampler is None  # stopped with its loop
+        found = reader.collect()
+    finally:
+        child.uninstall()
+        reader.remove_dir()
+    assert len(found) == 1 and found[0].samples > 0
+    assert any(f.function.endswith("loop") for f in found[0].functions)
+
+
 def test_a_worker_file_is_json_of_the_profile(sock_dir: Path) -> None:
     from gputui.hook._recorder import Recorder
     from gputui.hook._sampler import Sampler

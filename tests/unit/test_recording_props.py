@@ -5,10 +5,12 @@ what they return is in range, encodes as strict JSON and renders."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import io
 import json
 import os
+import typing
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +27,8 @@ from gputui.collectors.replay import (
 )
 from gputui.errors import GputuiError
 from gputui.reports import monitor as report
-from gputui.snapshot.codec import snapshot_to_json
+from gputui.snapshot.codec import field_types, snapshot_to_json
+from gputui.snapshot.model import Snapshot
 from tests.helpers.wire_strategies import json_values, mutate, mutated_message, paths
 from tests.unit.test_replay import make_snapshot
 
@@ -224,3 +227,28 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
     with contextlib.redirect_stdout(io.StringIO()):
         attach_report.print_report(got, stats, window=1000)
     build_view(state.snapshot(), now_s=T0, gpu_mode=True, columns=80)
+
+
+def _value_classes(cls: type, seen: set[type]) -> set[type]:
+    """``cls`` and every dataclass its fields hold, however nested."""
+    if cls in seen or not dataclasses.is_dataclass(cls):
+        return seen
+    seen.add(cls)
+    pending = list(typing.get_type_hints(cls).values())
+    while pending:
+        tp = pending.pop()
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            _value_classes(tp, seen)
+        pending.extend(typing.get_args(tp))
+    return seen
+
+
+def test_the_codec_reads_each_fields_type_as_get_type_hints_does() -> None:
+    """The codec evaluates each distinct annotation once (start-up time): the
+    types it gets are get_type_hints's, for every class a snapshot holds."""
+    classes = _value_classes(Snapshot, set())
+    assert len(classes) >= 6  # the control: the walk reached the nested classes
+    for cls in classes:
+        hints = typing.get_type_hints(cls)  # also a base's annotations of non-fields
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert field_types(cls) == {name: hints[name] for name in fields}, cls.__name__

@@ -339,6 +339,41 @@ def test_lines_are_bounded_too() -> None:
     assert sum(r.self_s for r in profile.functions) <= profile.sampled_s * 1.0001
 
 
+def test_pending_samples_are_bounded_and_folded_as_samples_would_be() -> None:
+    """A sample keeps only its stack and where the edge log stands; past
+    MAX_PENDING samples they are folded into the tables: the profile is the
+    same as from samples folded one at a time."""
+    frames = _frames(sampler_mod.MAX_PENDING // 2, lines=3)
+    feed = frames * 2 + frames[:7]  # each stack again, some a third time
+    batched = Sampler(Recorder(), enabled=True)
+    single = Sampler(Recorder(), enabled=True)
+
+    def both(frame: FrameType) -> None:  # the same stacks, this test's frame included
+        _feed(batched, [frame])
+        _feed(single, [frame])
+        with single.lock:  # one sample, one fold
+            single.fold()
+
+    for frame in feed:
+        both(frame)
+    assert 0 < len(batched._cur.pending) < sampler_mod.MAX_PENDING and not single._cur.pending
+    one, other = batched.snapshot(), single.snapshot()
+    assert one is not None and other is not None and not batched._cur.pending
+    assert one.functions == other.functions and one.lines == other.lines
+    assert one.frames == other.frames and one.kinds_s == other.kinds_s
+    assert one.samples == other.samples == len(feed)
+
+
+def test_a_bench_can_read_the_time_each_tick_holds_the_gil(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timing = [0.0, 0, 0.0]
+    monkeypatch.setattr(sampler_mod, "TICK_TIME", timing)
+    with sampling(repeating(busy_python)):
+        wait_for(lambda: timing[1] >= 5, 60, "five ticks")
+    assert timing[0] > 0 and timing[2] >= 0
+
+
 def test_phases_per_function_are_bounded() -> None:
     rec = Recorder()
     rec.thread = threading.get_ident()

@@ -46,11 +46,33 @@ UNUSED_FOR_ONCE = (
 )
 
 
-def loaded_by(argv: list[str], watched: tuple[str, ...]) -> list[str]:
+#: what the live one-shot's text report never uses (NVML faked): the container
+#: runtimes' API client loads with a container id, the codec with --json
+UNUSED_FOR_LIVE_TEXT = (
+    "json",
+    "gputui.collectors.runtime_api",
+    "gputui.snapshot.codec",
+    "gputui.collectors.replay",
+    "gputui.reports.container_text",
+    "gputui.protocol.wire",
+    "gputui.tui",
+    "textual",
+    "rich",
+)
+
+#: in the child, before ``main``: NVML is the fake (one H100, no process)
+FAKE_NVML = (
+    "from gputui.collectors import nvml_open\n"
+    "from tests.helpers.fake_nvml import FakeNvml, h100\n"
+    "nvml_open.import_pynvml = lambda: FakeNvml([h100()])\n"
+)
+
+
+def loaded_by(argv: list[str], watched: tuple[str, ...], prelude: str = "") -> list[str]:
     """The modules of ``watched`` (and their submodules) loaded once ``gputui
-    ARGV`` has returned, in a fresh interpreter."""
+    ARGV`` has returned, in a fresh interpreter (that first runs ``prelude``)."""
     code = (
-        "import io, sys; from gputui.cli import main\n"
+        prelude + "import io, sys; from gputui.cli import main\n"
         "out, sys.stdout = sys.stdout, io.StringIO()\n"
         "try:\n"
         f"    main({argv!r})\n"
@@ -97,6 +119,14 @@ def test_the_monitors_one_shot_of_a_recording_loads_no_socket_or_resources(
     assert loaded_by(["--demo", "--once", *extra], UNUSED_FOR_ONCE) == []
 
 
+def test_the_live_text_one_shot_loads_no_json_codec_or_runtime_client() -> None:
+    assert loaded_by(["--once"], UNUSED_FOR_LIVE_TEXT, FAKE_NVML) == []
+    # the control: --json does load the codec, with the same fake
+    assert loaded_by(["--once", "--json"], ("gputui.snapshot.codec",), FAKE_NVML) == [
+        "gputui.snapshot.codec"
+    ]
+
+
 def test_the_watch_list_catches_a_module_that_is_loaded() -> None:
     """The control: the same helper sees what the one-shot does load."""
     assert loaded_by(["--demo", "--once"], ("zlib", "gputui.snapshot.model")) == [
@@ -114,10 +144,12 @@ def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
     argv: list[str], collecting: bool
 ) -> None:
     """The ``gputui`` command turns the cyclic collector off for the monitor's
-    one-shot (it ends in a moment), and only for it."""
+    one-shot (it ends in a moment), and only for it; only there it tells the
+    monitor that the process leaves right after (no NVML shutdown)."""
     code = (
         "import gc, sys; import gputui.cli as cli\n"
-        "cli.main = lambda argv: print('COLLECTING', gc.isenabled()) or 0\n"
+        "cli.main = lambda argv, leaving=False: "
+        "print('COLLECTING', gc.isenabled(), 'LEAVING', leaving) or 0\n"
         f"sys.argv = ['gputui', *{argv!r}]\n"
         "cli.entry()\n"
     )
@@ -125,4 +157,5 @@ def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
     )
     assert proc.returncode == 0, proc.stderr
-    assert f"COLLECTING {collecting}" in proc.stdout
+    # and only its one-shot leaves the kernel to end NVML's session
+    assert f"COLLECTING {collecting} LEAVING {not collecting}" in proc.stdout

@@ -16,7 +16,6 @@ evidence, the wire protocol or Rich.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from gputui import fmt
 from gputui.analysis import thresholds, throttle
@@ -25,6 +24,7 @@ from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
 from gputui.analysis.severity import CRIT, WARN, Severity
 from gputui.snapshot.model import DeviceSnapshot, Snapshot, ValueBase
+from gputui.snapshot.value import value_class
 
 #: GPU utilization below this is "low" (TensorBoard)
 LOW_UTIL_PCT = thresholds.value("gpu.low_util_pct")
@@ -42,7 +42,7 @@ DRAM_BOUND_PCT = thresholds.value("gpu.dram_bound_pct")
 TENSOR_BUSY_PCT = thresholds.value("gpu.tensor_busy_pct")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class Said(ValueBase):
     """What a reading of a GPU window says, for a device or a job finding."""
 
@@ -108,7 +108,7 @@ NO_TENSOR_TRIGGER = (
 )
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@value_class
 class DeviceEvidence(ValueBase):
     """What the device rules read about one GPU."""
 

@@ -125,6 +125,7 @@ class TextPanel(Widget):
         y = 0
         count = len(lines)
         strips = self._strips
+        changed: list[Region] = []
         while y < count:
             if lines[y] == old[y]:
                 y += 1
@@ -133,7 +134,10 @@ class TextPanel(Widget):
             while y < count and lines[y] != old[y]:
                 strips[y] = None
                 y += 1
-            self.refresh(Region(0, start, full, y - start))
+            changed.append(Region(0, start, full, y - start))
+        if changed:
+            # one call for every run: Textual marks them and wakes the screen once
+            self.refresh(*changed)
 
     def render(self) -> Text:
         return self._text
