@@ -22,6 +22,11 @@ default), in turns:
   in turns, their median;
 
 - ``--ls N``: ``gputui ls`` with N processes carrying the hook (this checkout);
+- ``--live N``: the live monitor with NVML faked (``bench/live_scale.py``) on N
+  real processes (``sleep``, started here and ended at exit) over 8 GPUs:
+  the live source alone (its first sample, which reads every process's facts,
+  and a later one: CPU seconds), ``--once`` and the monitor window, as above,
+  each checkout in turns;
 - ``host``: the live collector's host side (psutil) on every process this
   machine has: CPU per process and refresh of ``HostCollector.enrich``, the
   part of a live refresh that grows with the GPU processes (NVML's process
@@ -38,6 +43,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +51,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -67,13 +75,15 @@ def recording(cache: Path, size: str) -> Path:
     return path
 
 
-def run_once(tree: Path, args: list[str]) -> tuple[float, float, bool, float]:
+def run_once(
+    tree: Path, args: list[str], program: list[str] | None = None
+) -> tuple[float, float, bool, float]:
     """Wall seconds, peak RSS (MB), success and CPU seconds (user + system) of
-    ``gputui ARGS`` from ``tree``."""
+    ``gputui ARGS`` (or ``program ARGS``) from ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree), COLUMNS="120")
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gputui", *args],
+        [*(program or [sys.executable, "-m", "gputui"]), *args],
         cwd=tree,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -169,6 +179,90 @@ print(json.dumps({{"processes": len(pids), "us_per_process": per}}))
     return result
 
 
+def start_sleepers(count: int, groups: int = 4) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+    """``count`` real, idle processes (``sleep``), in ``groups`` process groups of
+    their own (each under a shell that leads it): their pids and the shells."""
+    per = -(-count // groups)
+    shells = []
+    for group in range(groups):
+        n = min(per, count - group * per)
+        if n <= 0:
+            break
+        loop = f"i=0; while [ $i -lt {n} ]; do sleep 3600 & i=$((i+1)); done; wait"
+        shells.append(subprocess.Popen(["sh", "-c", loop], start_new_session=True))
+    pids: list[int] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        pids = [c.pid for s in shells for c in psutil.Process(s.pid).children()]
+        if len(pids) >= count:
+            break
+        time.sleep(0.2)
+    return pids[:count], shells
+
+
+def stop_sleepers(shells: list[subprocess.Popen[bytes]]) -> None:
+    for shell in shells:  # each shell leads the process group of its sleeps
+        try:
+            os.killpg(shell.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for shell in shells:
+        shell.wait(30)
+
+
+def collect_cost(tree: Path, program: list[str], refreshes: int = 5) -> dict[str, Any]:
+    """The live source alone (``live_scale.py --collect``): CPU seconds of its first
+    sample and of a later one, in ``tree``."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    command = [*program[:-1], "--collect", str(refreshes)]  # without the "--"
+    out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def live_cost(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> dict[str, Any]:
+    """The live monitor with NVML faked (``bench/live_scale.py``) on ``--live`` N real
+    processes spread over 8 GPUs: ``--once`` (every row into a pipe) and the
+    monitor at 1 s in tmux, each checkout in turns."""
+    results: dict[str, Any] = {}
+    driver = [sys.executable, str(ROOT / "bench" / "live_scale.py")]
+    for count in args.live:
+        pids, shells = start_sleepers(count)
+        try:
+            pid_file = args.cache / f"live-{count}.pids"
+            pid_file.write_text("\n".join(map(str, pids)))
+            program = [*driver, "--pids", str(pid_file), "--gpus", "8", "--"]
+            entry: dict[str, Any] = {"processes": len(pids)}
+            for label, tree in trees:
+                collect = [collect_cost(tree, program) for _ in range(args.rounds)]
+                runs = [run_once(tree, ["--once"], program) for _ in range(args.rounds)]
+                entry[label] = {
+                    "collect_first_s": statistics.median(c["first_s"] for c in collect),
+                    "collect_later_s": statistics.median(c["later_s"] for c in collect),
+                    "once_wall_s": statistics.median(r[0] for r in runs),
+                    "once_cpu_s": statistics.median(r[3] for r in runs),
+                    "once_rss_mb": statistics.median(r[1] for r in runs),
+                    "once_ok": all(r[2] for r in runs),
+                }
+            for _ in range(args.windows if "monitor" not in args.skip else 0):
+                for label, tree in trees:
+                    command = " ".join(map(shlex.quote, [*program, "--interval", "1"]))
+                    window = measure(command, label, args.warmup, args.seconds, tree)
+                    entry[label].setdefault("monitor_windows", []).append(
+                        (window.cpu_pct_of_core, window.rss_mb)
+                    )
+            for label, _tree in trees:
+                windows = entry[label].get("monitor_windows")
+                if windows:
+                    entry[label]["monitor_cpu_pct"] = statistics.median(c for c, _r in windows)
+                    entry[label]["monitor_rss_mb"] = statistics.median(r for _c, r in windows)
+            print("live", count, entry, file=sys.stderr)
+            results[str(count)] = entry
+        finally:
+            stop_sleepers(shells)
+    return results
+
+
 def ls_cost(tree: Path, hooked: int, rounds: int = 5) -> dict[str, Any]:
     """``gputui ls`` with ``hooked`` processes carrying the hook (``tests/jobs/step_job.py``,
     one step a second): wall time from start to exit, the median of ``rounds``."""
@@ -246,6 +340,14 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=8.0)
     p.add_argument("--skip", nargs="*", default=[], choices=["once", "monitor", "host"])
     p.add_argument("--cache", type=Path, default=Path("/tmp/gputui-scale"))
+    p.add_argument(
+        "--live",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="N",
+        help="the live monitor, NVML faked, on N real processes over 8 GPUs",
+    )
     p.add_argument("--ls", nargs="*", type=int, default=[], metavar="N", help="ls with N hooked")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
@@ -253,6 +355,12 @@ def main() -> None:
     os.environ.setdefault("TERM", "xterm-256color")
     load_before = os.getloadavg()
     results = sweep(args) if args.sizes else {}
+    if args.live:
+        trees = [
+            (label, Path(path).resolve())
+            for label, _, path in (t.partition("=") for t in args.tree or ["gputui=" + str(ROOT)])
+        ]
+        results["live"] = live_cost(args, trees)
     for hooked in args.ls:
         results.setdefault("ls", []).append(ls_cost(ROOT, hooked))
     if "host" not in args.skip:
@@ -268,8 +376,8 @@ def main() -> None:
         },
         "results": results,
     }
-    print(table({k: v for k, v in results.items() if k not in ("host", "ls")}))
-    for extra in ("host", "ls"):
+    print(table({k: v for k, v in results.items() if k not in ("host", "ls", "live")}))
+    for extra in ("host", "ls", "live"):
         if extra in results:
             print(json.dumps(results[extra]))
     print(json.dumps(doc["machine"]))

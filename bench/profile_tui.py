@@ -65,7 +65,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.warmup):
             app.advance()
             await pilot.pause()
-        tracemalloc.start(1)
+        if not args.no_memory:
+            tracemalloc.start(1)
         profiler = cProfile.Profile() if args.profile else None
         cpu = 0.0
         for _ in range(args.refreshes):
@@ -77,13 +78,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if profiler is not None:
                 profiler.disable()
             cpu += time.thread_time() - t0
-        traced = tracemalloc.take_snapshot()
+        traced = tracemalloc.take_snapshot() if not args.no_memory else None
         tracemalloc.stop()
         out["cpu_ms_per_refresh"] = cpu / args.refreshes * 1000
         out["rss_mb"] = psutil.Process().memory_info().rss / 2**20
         out["history"] = history_bytes(app.history)
         by_file: collections.Counter[str] = collections.Counter()
-        for stat in traced.statistics("filename"):
+        for stat in traced.statistics("filename") if traced is not None else ():
             name = stat.traceback[0].filename
             for prefix in (str(ROOT) + "/", sys.prefix + "/", sys.base_prefix + "/"):
                 name = name.removeprefix(prefix)
@@ -109,6 +110,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20, help="refreshes before measuring")
     parser.add_argument("--replay", metavar="FILE", help="a recording instead of the demo")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions")
+    parser.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="no tracemalloc during the refreshes (it slows each allocation: for CPU figures)",
+    )
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON")
     args = parser.parse_args()

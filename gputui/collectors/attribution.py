@@ -30,6 +30,8 @@ HOSTNAME_FILE = "etc/hostname"
 NAMESPACE_FILE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: more cached processes than this: the cache is rebuilt from those seen
 MAX_CACHED = 1 << 14
+#: the most cgroup texts kept parsed (a node has a few hundred containers at most)
+MAX_PARSED = 256
 
 _MISSING = object()
 
@@ -57,6 +59,8 @@ class ContainerAttributor:
         # gethostname() is uname's node name: the same, without importing socket
         self._node_hostname = node_hostname if node_hostname is not None else os.uname().nodename
         self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
+        #: cgroup texts already parsed, and what they name
+        self._parsed: dict[str, ContainerInfo | None] = {}
 
     def attribute(self, processes: Sequence[ProcessSnapshot]) -> tuple[ProcessSnapshot, ...]:
         out: list[ProcessSnapshot] = []
@@ -87,7 +91,14 @@ class ContainerAttributor:
         text = _read_text(f"{self._proc}/{pid}/cgroup", MAX_CGROUP_BYTES)
         if text is None:
             return None
-        info = parse_cgroup(text)
+        # the processes of one container (or of none) share one text: parsed once
+        if text in self._parsed:
+            info = self._parsed[text]
+        else:
+            info = parse_cgroup(text)
+            if len(self._parsed) >= MAX_PARSED:
+                self._parsed.clear()
+            self._parsed[text] = info
         if info is None:
             return None
         names: Names = (None, None, None, None)

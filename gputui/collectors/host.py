@@ -16,14 +16,13 @@ without a ``proc_stat`` reader, the numbers come from psutil as before.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_stat
-from gputui.snapshot.model import HostSnapshot, ProcessSnapshot
+from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
+from gputui.snapshot.model import HostSnapshot, ProcessSnapshot, evolve
 
 #: swap changes slowly and psutil reads two files for it: read it every Nth sample
 SWAP_EVERY = 10
@@ -31,6 +30,10 @@ SWAP_EVERY = 10
 #: CPU percentages are differences of /proc/stat tick counts (100 per second per
 #: core); over less than this they would be a handful of ticks
 MIN_CPU_INTERVAL_S = 0.1
+
+
+#: the most user names a collector keeps
+MAX_USERS = 4096
 
 
 class _ProcessEntry:
@@ -94,6 +97,8 @@ class HostCollector:
         self._boot_time = self._quiet(psutil.boot_time)
         #: pid -> cached process; an entry is checked against pid reuse each sample
         self._processes: dict[int, _ProcessEntry] = {}
+        #: user names by uid
+        self._users: dict[int, str] = {}
 
     def _quiet(self, query: Any) -> Any:
         try:
@@ -178,9 +183,7 @@ class HostCollector:
         for pid in list(self._processes):
             if pid not in details:
                 del self._processes[pid]
-        return tuple(
-            p if p.pid_is_host else dataclasses.replace(p, **details[p.pid]) for p in processes
-        )
+        return tuple(p if p.pid_is_host else evolve(p, **details[p.pid]) for p in processes)
 
     def _entry(self, pid: int) -> _ProcessEntry | None:
         """The cached process for pid, replaced when the pid was reused."""
@@ -263,6 +266,14 @@ class HostCollector:
     def _facts(self, pid: int, start_ticks: int) -> _ProcessEntry:
         """A new process's life-long facts, read once (None where not readable)."""
         entry = _ProcessEntry(None, start_ticks)
+        if self._stat is read_proc_stat:  # this machine's /proc: read it directly
+            facts = read_proc_facts(pid)
+            if facts is not None:
+                if self._boot_time is not None:
+                    entry.start_time_s = self._boot_time + start_ticks / CLOCK_TICKS
+                entry.user = None if facts.uid is None else self._user(facts.uid)
+                entry.name, entry.cmdline = facts.name, facts.cmdline
+            return entry
         try:
             process = self._psutil.Process(pid)
             with process.oneshot():
@@ -274,6 +285,22 @@ class HostCollector:
         except self._gone + self._denied:
             pass  # gone since /proc was read: its numbers stand, its facts are N/A
         return entry
+
+    def _user(self, uid: int) -> str:
+        """The name of user ``uid`` as psutil gives it (the number where it has
+        none), looked up once per user (at most ``MAX_USERS`` kept)."""
+        name = self._users.get(uid)
+        if name is None:
+            import pwd
+
+            try:
+                name = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                name = str(uid)
+            if len(self._users) >= MAX_USERS:
+                self._users.clear()
+            self._users[uid] = name
+        return name
 
     def _field(self, query: Any) -> Any:
         """One process attribute: None when access is denied; a vanished process raises."""

@@ -7,6 +7,7 @@ may block (reading /proc of many processes)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -119,9 +120,12 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 def read_proc_stat(pid: int) -> ProcStat | None:
     """``/proc/PID/stat`` of ``pid`` in one read (None when gone or unreadable):
     what a refresh needs of a process that is already known."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read(4096)
+    try:  # without a buffered file object: a node's thousands are read each refresh
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     # the command name (field 2) may hold spaces and parentheses: split after it
@@ -136,6 +140,70 @@ def read_proc_stat(pid: int) -> ProcStat | None:
             zombie=fields[0] in (b"Z", b"X"),
         )
     except (IndexError, ValueError):
+        return None
+
+
+class ProcFacts(NamedTuple):
+    """A process's life-long facts, as psutil reads them (None: not readable)."""
+
+    #: the real user id (psutil's ``username`` is its name)
+    uid: int | None
+    name: str | None
+    cmdline: tuple[str, ...] | None
+
+
+_UID = re.compile(rb"\nUid:\t(\d+)\t")
+
+
+def read_proc_facts(pid: int) -> ProcFacts | None:
+    """What psutil's ``Process(pid)`` gives as ``uids().real``, ``name()`` and
+    ``cmdline()``, read from ``/proc`` in three reads (psutil takes seven, and
+    a node with thousands of GPU processes meets them all at its first
+    refresh); None when the process is gone."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    name = os.fsdecode(stat[stat.find(b"(") + 1 : stat.rfind(b")")])
+    status = _read(f"/proc/{pid}/status")
+    found = _UID.search(status) if status is not None else None
+    uid = int(found.group(1)) if found is not None else None
+    raw = _read(f"/proc/{pid}/cmdline")
+    cmdline = _split_cmdline(os.fsdecode(raw)) if raw is not None else None
+    if len(name) >= 15 and cmdline:
+        # the kernel keeps 15 characters of the name: psutil takes the command's
+        # own where it begins with them
+        extended = os.path.basename(cmdline[0])
+        if extended.startswith(name):
+            name = extended
+    return ProcFacts(uid, name, cmdline)
+
+
+def _split_cmdline(data: str) -> tuple[str, ...]:
+    # psutil's reading: arguments end with NUL; a process that rewrote its command
+    # line (setproctitle) may separate them with spaces instead
+    if not data:
+        return ()
+    sep = "\x00" if data.endswith("\x00") else " "
+    if data.endswith(sep):
+        data = data[:-1]
+    words = data.split(sep)
+    if sep == "\x00" and len(words) == 1 and " " in data:
+        words = data.split(" ")
+    return tuple(words)
+
+
+def _read(path: str) -> bytes | None:
+    """The whole of a /proc file (its size is the kernel's), None if unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+    except OSError:
         return None
 
 

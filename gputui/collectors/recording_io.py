@@ -27,7 +27,7 @@ import math
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from gputui.errors import GputuiError
@@ -342,6 +342,40 @@ def load_object(text: bytes) -> dict[str, Any]:
     if end != len(decoded) or type(value) is not dict:
         raise ValueError("not one JSON object")
     return value
+
+
+#: :data:`_DECODER` without its hook on every integer (a call per number), for
+#: values whose every number is then range-checked (a snapshot's): an integer of
+#: more than 19 digits is outside every range, as the infinity it reads as there
+#: is, and one of more than 4,300 digits is a ValueError (Python's own bound)
+_PLAIN_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def load_objects(pieces: list[bytes], head: bytes, tail: bytes) -> list[dict[str, Any]]:
+    """The JSON object that is the whole of ``head + piece + tail``, for each piece
+    (ValueError if one is not), for values that are range-checked after (see
+    :data:`_PLAIN_DECODER`).  Many small objects cost less than one at a time:
+    the pieces are decoded as one text, and the C scanner reads each from where
+    it starts to exactly where it ends."""
+    text = (tail + b"," + head).join(pieces).join((head, tail)).decode("utf-8")
+    if not text.isascii():  # a character is not a byte: where each starts is not known
+        return [load_object(head + piece + tail) for piece in pieces]
+    scan: Callable[[str, int], tuple[Any, int]] = _PLAIN_DECODER.scan_once  # type: ignore[attr-defined]
+    frame = len(head) + len(tail)
+    values: list[dict[str, Any]] = []
+    start = 0
+    try:
+        for piece in pieces:
+            value, end = scan(text, start)
+            if end != start + frame + len(piece) or type(value) is not dict:
+                raise ValueError("not one JSON object")
+            values.append(value)
+            start = end + 1
+    except StopIteration:
+        raise ValueError("not one JSON object") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return values
 
 
 def value_end(text: str) -> int:

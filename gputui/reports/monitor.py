@@ -21,7 +21,7 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, any_placed
 
 
 def print_snapshot(
@@ -194,7 +194,7 @@ def _processes(
     else:
         procs = sorted(s.processes, key=_order)
     users = elide_all({fmt.clean(p.user, 64) for p in procs}, USER_WIDTH)
-    placed = any(p.container is not None or p.pid_is_host for p in procs)
+    placed = any_placed(procs)
     labels: dict[str, str] = {}
     if placed:  # the container column (its module loads only then)
         from gputui.reports import container_text

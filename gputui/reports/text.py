@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 import sys
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import TextIO
 
 from gputui import fmt
@@ -232,17 +234,19 @@ def elide_all(
     two different names would print the same, each of them carries a short tag of
     its full name (and, in the rare case tags meet too, a number)."""
     unique = list(dict.fromkeys(names))
-    form = {n: n if short is None else short(n) for n in unique}
-    shown = {n: elide(form[n], width) for n in unique}
+    form = dict(zip(unique, unique if short is None else map(short, unique), strict=True))
+    # most names fit: elided only where longer (a table of 20,000 rows)
+    shown = {n: f if len(f) <= width else elide(f, width) for n, f in form.items()}
     counter = 0
     for attempt in range(len(unique) + 1):
-        groups: dict[str, list[str]] = {}
-        for n, s in shown.items():
-            groups.setdefault(s, []).append(n)
-        clashes = [group for group in groups.values() if len(group) > 1]
-        if not clashes:
+        seen = Counter(shown.values())
+        if len(seen) == len(shown):
             break
-        for group in clashes:
+        clashes: dict[str, list[str]] = {}
+        for n, s in shown.items():
+            if seen[s] > 1:
+                clashes.setdefault(s, []).append(n)
+        for group in clashes.values():
             for n in group:
                 if attempt == 0:
                     tag = _tag(n)
@@ -312,7 +316,7 @@ def table(
         names = elide_all((r[flexible] for r in cells), 1 << 30, short)
         for r in cells:
             r[flexible] = names[r[flexible]]
-    widths = [max([len(headers[i]), *(len(r[i]) for r in cells)]) for i in keep]
+    widths = [_widest(headers[i], cells, i) for i in keep]
     floor = 0 if flexible is None else max(len(headers[flexible]), min(widths[flexible], 16))
 
     def others(columns: list[int]) -> int:
@@ -332,16 +336,22 @@ def table(
                 parts = wrap(r[flexible], width, start)
                 r[flexible] = parts[0][len(start) :]
                 wrapped[n] = parts[1:]
-            widths[flexible] = max([len(headers[flexible]), *(len(r[flexible]) for r in cells)])
+            widths[flexible] = _widest(headers[flexible], cells, flexible)
         elif widths[flexible] > room:
             names = elide_all((r[flexible] for r in cells), room)
             for r in cells:
                 r[flexible] = names[r[flexible]]
-            widths[flexible] = max([len(headers[flexible]), *(len(r[flexible]) for r in cells)])
+            widths[flexible] = _widest(headers[flexible], cells, flexible)
+
+    # one format for every row: padding and joining in one call a row
+    template = (
+        gap.replace("{", "{{")
+        .replace("}", "}}")
+        .join(f"{{{i}:{'>' if align[i] else '<'}{widths[i]}}}" for i in keep)
+    )
 
     def line(row: Sequence[str]) -> str:
-        out = [row[i].rjust(widths[i]) if align[i] else row[i].ljust(widths[i]) for i in keep]
-        return gap.join(out).rstrip()
+        return template.format(*row).rstrip()
 
     body: list[str] = []
     for n, r in enumerate(cells):
@@ -352,6 +362,10 @@ def table(
     if not rule:
         return [head, *body]
     return [head, rule * max(len(x) for x in (head, *body)), *body]
+
+
+def _widest(header: str, rows: Sequence[Sequence[str]], column: int) -> int:
+    return max(len(header), max(map(len, map(itemgetter(column), rows)), default=0))
 
 
 def emit(lines: Iterable[str], ascii_only: bool = False, stream: TextIO | None = None) -> None:

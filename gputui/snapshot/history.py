@@ -11,10 +11,14 @@ four new series.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import compress, islice
+from operator import attrgetter
 
-from gputui.snapshot.model import Snapshot
+from gputui.snapshot.model import ProcessSnapshot, Snapshot
+
+_PID = attrgetter("pid")
 
 #: points per GPU/host series: 3600 covers an hour at 1 s and 6 minutes at 0.1 s
 SERIES_POINTS = 3600
@@ -148,7 +152,12 @@ class History:
         tracked = self.processes
         pids = self._pids
         room = MAX_PROCESSES - len(tracked)
-        for proc in snapshot.processes:
+        procs: Iterable[ProcessSnapshot] = snapshot.processes
+        if room <= 0:
+            # Every series taken: only the processes with one are looked at (the
+            # others of a node's thousands passed over in C).
+            procs = compress(procs, map(pids.__contains__, map(_PID, procs)))
+        for proc in procs:
             if proc.pid not in pids and room <= 0:
                 continue
             key = (proc.gpu_uuid, proc.pid)

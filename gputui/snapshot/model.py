@@ -8,7 +8,9 @@ recorded as JSON and replayed without NVML.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from gputui.snapshot.value import ValueBase as ValueBase  # re-exported: the rooms' base
@@ -281,6 +283,19 @@ class ProcessSnapshot(_Value):
         if self.cmdline:
             return " ".join(self.cmdline)
         return self.name or "N/A"
+
+
+_PLACES = attrgetter("container", "host_pid")
+_NOWHERE = frozenset(((None, None),))
+
+
+def any_placed(processes: Sequence[ProcessSnapshot]) -> bool:
+    """Whether one of ``processes`` runs in a container or is a host pid (the
+    views show a container column then); the common answer, none, is found in C
+    (a node may have thousands of processes)."""
+    if _NOWHERE.issuperset(map(_PLACES, processes)):
+        return False
+    return any(p.container is not None or p.pid_is_host for p in processes)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

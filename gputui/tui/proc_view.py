@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from operator import attrgetter, itemgetter
+from functools import lru_cache, partial
+from itertools import compress, count
+from operator import attrgetter, is_, is_not
 from typing import Any, overload
 
 from rich.text import Text
 
 from gputui import fmt
 from gputui.reports import container_text
-from gputui.snapshot.model import ProcessSnapshot
+from gputui.snapshot.model import ProcessSnapshot, any_placed
 from gputui.tui import render
 
 #: shown only while a process shown is in a container (or is a host pid)
@@ -164,29 +165,51 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
 }
 _PID = attrgetter("pid")
 _GPU = attrgetter("gpu_index")
+_PPID = attrgetter("ppid")
+_IS_NONE = partial(is_, None)
+_NOT_NONE = partial(is_not, None)
+
+
+def base_order(procs: Sequence[ProcessSnapshot]) -> list[int]:
+    """The positions of ``procs`` by GPU, then pid (the ties of every sort)."""
+    return _base_order(list(map(_PID, procs)), list(map(_GPU, procs)))
+
+
+def _base_order(pids: list[int], gpus: list[int]) -> list[int]:
+    # by pid, then (stable) by GPU: two sorts of plain integers (C compares them
+    # faster than pairs, and lists of integers are nothing for the collector to
+    # walk); a snapshot comes in this order already: an ordered list is one pass
+    order = sorted(range(len(pids)), key=pids.__getitem__)
+    order.sort(key=gpus.__getitem__)
+    return order
 
 
 def sort_processes(
-    procs: Iterable[ProcessSnapshot], spec: SortSpec, now_s: float
+    procs: Sequence[ProcessSnapshot],
+    spec: SortSpec,
+    now_s: float,
+    base: list[int] | None = None,
 ) -> list[ProcessSnapshot]:
-    """Sorted by ``spec``; unknown values (N/A) always last; ties by GPU then pid.
+    """Sorted by ``spec``; unknown values (N/A) always last; ties by GPU then pid
+    (``base``: :func:`base_order` of ``procs``, when the caller has it).
 
-    The comparisons run in C (``sorted`` with a getter): the order of 20,000
+    Every step runs in C (getters, ``sorted`` on positions): the order of 20,000
     processes costs a few milliseconds, and an already ordered list (a snapshot's
     own order) costs one pass."""
-    # by pid, then (stable) by GPU: two sorts of plain integers, no key tuples; a
-    # snapshot comes in this order already, and an ordered list is one pass
-    items = sorted(procs, key=_PID)
-    items.sort(key=_GPU)
+    items = list(map(procs.__getitem__, base_order(procs) if base is None else base))
     if spec.column == "gpu" and not spec.descending:
         return items
     value: Callable[[ProcessSnapshot], Any] = (
         (lambda p: runtime_s(p, now_s)) if spec.column == "time" else SORT_VALUES[spec.column]
     )
-    keyed = [(v, p) for p in items if (v := value(p)) is not None]
-    unknown = [p for p in items if value(p) is None] if len(keyed) < len(items) else []
-    keyed.sort(key=itemgetter(0), reverse=spec.descending)
-    return [p for _v, p in keyed] + unknown
+    values = list(map(value, items))
+    if None in values:
+        known = list(compress(range(len(items)), map(_NOT_NONE, values)))
+        unknown = list(compress(range(len(items)), map(_IS_NONE, values)))
+    else:
+        known, unknown = list(range(len(items))), []
+    known.sort(key=values.__getitem__, reverse=spec.descending)
+    return list(map(items.__getitem__, known + unknown))
 
 
 @dataclass(frozen=True)
@@ -213,16 +236,28 @@ def flat_rows(procs: list[ProcessSnapshot]) -> list[Row]:
     return [Row(row_key(p), p, p.pid) for p in procs]
 
 
-def tree_rows(procs: list[ProcessSnapshot], ascii_only: bool = False) -> list[Row]:
+@dataclass
+class TreeLayout:
+    """The tree's rows as parallel lists, top to bottom: the row's process as a
+    position in the sorted processes (-1: a parent that is not on a GPU), its pid,
+    its prefix; ``children``: a parent row's processes, by row."""
+
+    index: list[int] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    children: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def tree_layout(procs: Sequence[ProcessSnapshot], ascii_only: bool = False) -> TreeLayout:
     """Processes grouped under their parents, siblings in ``procs`` order.
 
     A parent that is itself a GPU process nests its children; one that is not gets
     a row of its own (name filled in later by the table, or just its pid).  Init
     (pid 1) and unknown parents make a process a root.
     """
-    by_pid: dict[int, list[ProcessSnapshot]] = {}
-    for proc in procs:
-        by_pid.setdefault(proc.pid, []).append(proc)
+    by_pid: dict[int, list[int]] = {}
+    for i, proc in enumerate(procs):
+        by_pid.setdefault(proc.pid, []).append(i)
 
     Node = tuple[str, int]  # ("pid", pid) or ("ext", pid)
     children: dict[Node, list[Node]] = {}
@@ -230,7 +265,7 @@ def tree_rows(procs: list[ProcessSnapshot], ascii_only: bool = False) -> list[Ro
     placed: set[Node] = set()
 
     def parent_of(pid: int) -> Node | None:
-        ppid = by_pid[pid][0].ppid
+        ppid = procs[by_pid[pid][0]].ppid
         if ppid is None or ppid <= 1 or ppid == pid:
             return None
         return ("pid", ppid) if ppid in by_pid else ("ext", ppid)
@@ -251,33 +286,37 @@ def tree_rows(procs: list[ProcessSnapshot], ascii_only: bool = False) -> list[Ro
             children.setdefault(parent, []).append(node)
             node = parent
 
-    branch, last, pipe, blank = (
-        ("|- ", "`- ", "|  ", "   ")
-        if ascii_only
-        else (
-            "├─ ",
-            "└─ ",
-            "│  ",
-            "   ",
-        )
-    )
-    rows: list[Row] = []
+    branch, last, pipe, blank = ("|- ", "`- ", "|  ", "   ") if ascii_only else TREE_MARKS
+    out = TreeLayout()
 
     def emit(node: Node, lead: str, mark: str) -> None:
         kids = children.get(node, [])
         if node[0] == "ext":
-            kid_pids = tuple(k[1] for k in kids)
-            rows.append(Row(parent_key(node[1]), None, node[1], lead + mark, kid_pids))
+            out.children[len(out.index)] = tuple(k[1] for k in kids)
+            out.index.append(-1)
+            out.pids.append(node[1])
+            out.prefixes.append(lead + mark)
         else:
-            for proc in by_pid[node[1]]:
-                rows.append(Row(row_key(proc), proc, proc.pid, lead + mark))
+            for i in by_pid[node[1]]:
+                out.index.append(i)
+                out.pids.append(node[1])
+                out.prefixes.append(lead + mark)
         child_lead = lead + ((blank if mark == last else pipe) if mark else "")
         for i, kid in enumerate(kids):
             emit(kid, child_lead, last if i == len(kids) - 1 else branch)
 
     for root in roots:
         emit(root, "", "")
-    return rows
+    return out
+
+
+TREE_MARKS = ("├─ ", "└─ ", "│  ", "   ")
+
+
+def tree_rows(procs: list[ProcessSnapshot], ascii_only: bool = False) -> list[Row]:
+    """Every row of the tree (:func:`tree_layout`), made."""
+    rows = RowList(procs, tree_layout(procs, ascii_only))
+    return rows[:]
 
 
 def cells(
@@ -326,10 +365,10 @@ def cells(
     )
 
 
-def shown_columns(width: int, procs: Iterable[ProcessSnapshot]) -> list[str]:
+def shown_columns(width: int, procs: Sequence[ProcessSnapshot]) -> list[str]:
     """The columns a table ``width`` cells wide shows for ``procs``."""
     narrow = width < NARROW_WIDTH
-    with_container = any(p.container is not None or p.pid_is_host for p in procs)
+    with_container = any_placed(procs)
     return [
         key
         for key in COLUMN_KEYS
@@ -367,19 +406,19 @@ def _command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
 class RowList(Sequence[Row]):
     """The table's rows, top to bottom.
 
-    Flat rows are made when asked for: a table of 20,000 processes draws the few
-    dozen in view, and only those become rows.  The tree's rows are made whole
-    (their prefixes depend on the rows around them).
+    Rows are made when asked for: a table of 20,000 processes draws the few dozen
+    in view, and only those become rows.  A tree's rows come from its layout
+    (which process, which prefix), made when its parent/child structure changes.
     """
 
     def __init__(
-        self, procs: Sequence[ProcessSnapshot] = (), rows: list[Row] | None = None
+        self, procs: Sequence[ProcessSnapshot] = (), tree: TreeLayout | None = None
     ) -> None:
         self._procs = procs
-        self._rows = rows
+        self._tree = tree
 
     def __len__(self) -> int:
-        return len(self._rows) if self._rows is not None else len(self._procs)
+        return len(self._tree.index) if self._tree is not None else len(self._procs)
 
     @overload
     def __getitem__(self, index: int) -> Row: ...
@@ -388,39 +427,53 @@ class RowList(Sequence[Row]):
     def __getitem__(self, index: int | slice) -> Row | list[Row]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        if self._rows is not None:
-            return self._rows[index]
-        proc = self._procs[index]
-        return Row(row_key(proc), proc, proc.pid)
+        tree = self._tree
+        if tree is None:
+            proc = self._procs[index]
+            return Row(row_key(proc), proc, proc.pid)
+        at = tree.index[index]
+        if at < 0:
+            pid = tree.pids[index]
+            line = index if index >= 0 else len(tree.index) + index
+            return Row(parent_key(pid), None, pid, tree.prefixes[index], tree.children[line])
+        proc = self._procs[at]
+        return Row(row_key(proc), proc, proc.pid, tree.prefixes[index])
 
     @property
     def is_tree(self) -> bool:
-        return self._rows is not None
+        return self._tree is not None
 
     @property
     def process_count(self) -> int:
         """The GPU processes among the rows (a tree's parent rows are not)."""
-        if self._rows is None:
+        if self._tree is None:
             return len(self._procs)
-        return sum(1 for row in self._rows if row.proc is not None)
+        return len(self._tree.index) - len(self._tree.children)
 
     def parents(self) -> list[Row]:
         """The tree's rows of parents that are not GPU processes."""
-        return [row for row in self._rows or () if row.proc is None]
+        return [self[line] for line in self._tree.children] if self._tree else []
 
     def find(self, key: str) -> int | None:
-        """The index of the row with ``key``, or None."""
-        if self._rows is not None:
-            return next((i for i, row in enumerate(self._rows) if row.key == key), None)
+        """The index of the row with ``key``, or None (the rows with its pid are
+        found in C: no row is made for the search)."""
         uuid, _sep, pid_text = key.rpartition("|")
         try:
             wanted = int(pid_text)  # a host pid's key is its negated pid
         except ValueError:
             return None
-        return next(
-            (i for i, p in enumerate(self._procs) if p.key[1] == wanted and p.gpu_uuid == uuid),
-            None,
-        )
+        tree = self._tree
+        pids = tree.pids if tree is not None else map(_PID, self._procs)
+        for i in compress(count(), map(abs(wanted).__eq__, pids)):
+            at = i if tree is None else tree.index[i]
+            if at < 0:
+                if uuid == "parent":
+                    return i
+                continue
+            proc = self._procs[at]
+            if proc.gpu_uuid == uuid and proc.key[1] == wanted:
+                return i
+        return None
 
 
 class RowBuilder:
@@ -428,12 +481,20 @@ class RowBuilder:
 
     A filter's verdict on a process is kept while the process (the same value
     object: an unchanged process of a replay, say) comes back, so a refresh
-    tests only the processes that changed against the filter's words."""
+    tests only the processes that changed against the filter's words.  The
+    order by GPU and pid (every sort's ties) is kept while the processes come
+    in the same order, and the tree's layout while its structure (which
+    process, on which GPU, under which parent, in which order) is the same."""
 
     def __init__(self) -> None:
         self._filter: ProcFilter | None = None
         #: id(process) -> (process, matched): the process is held, so its id is not reused
         self._matched: dict[int, tuple[ProcessSnapshot, bool]] = {}
+        #: pids and GPUs of the processes last sorted, and their base order
+        self._base: tuple[list[int], list[int], list[int]] = ([], [], [])
+        #: the pids, GPUs and parents of the processes last laid out as a tree, in
+        #: their order, with ``ascii_only``; and that layout
+        self._tree: tuple[tuple[Any, ...], TreeLayout] | None = None
 
     def build(
         self,
@@ -444,8 +505,33 @@ class RowBuilder:
         now_s: float,
         ascii_only: bool = False,
     ) -> RowList:
-        ordered = sort_processes(self._filtered(procs, flt), spec, now_s)
-        return RowList(rows=tree_rows(ordered, ascii_only)) if tree else RowList(ordered)
+        shown = self._filtered(procs, flt)
+        ordered = sort_processes(shown, spec, now_s, self._base_order(shown))
+        if not tree:
+            self._tree = None
+            return RowList(ordered)
+        return RowList(ordered, self._layout(ordered, ascii_only))
+
+    def _base_order(self, procs: Sequence[ProcessSnapshot]) -> list[int]:
+        pids, gpus = list(map(_PID, procs)), list(map(_GPU, procs))
+        old_pids, old_gpus, order = self._base
+        if pids != old_pids or gpus != old_gpus:
+            order = _base_order(pids, gpus)
+            self._base = (pids, gpus, order)
+        return order
+
+    def _layout(self, ordered: list[ProcessSnapshot], ascii_only: bool) -> TreeLayout:
+        structure = (
+            list(map(_PID, ordered)),
+            list(map(_GPU, ordered)),
+            list(map(_PPID, ordered)),
+            ascii_only,
+        )
+        if self._tree is not None and self._tree[0] == structure:
+            return self._tree[1]
+        layout = tree_layout(ordered, ascii_only)
+        self._tree = (structure, layout)
+        return layout
 
     def _filtered(
         self, procs: Sequence[ProcessSnapshot], flt: ProcFilter

@@ -572,6 +572,31 @@ def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
     assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
 
 
+def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str, what: Any) -> list[Any]:
+    """``what`` of the first argument of each call of ``proc_view.NAME`` from now on."""
+    from gputui.tui import proc_view
+
+    seen: list[Any] = []
+    original = getattr(proc_view, name)
+
+    def counting(first: Any, *args: Any) -> Any:
+        seen.append(what(first))
+        return original(first, *args)
+
+    monkeypatch.setattr(proc_view, name, counting)
+    return seen
+
+
+async def _below_the_first_screen(pilot: Any, t: Any) -> tuple[str, int]:
+    """Move the cursor past the first screen: the selected row's key and the view's top."""
+    for _ in range(t.size.height - 1 + 10):
+        await pilot.press("down")
+    await pilot.pause()
+    key, top = t.selected_row.key, t.scroll_offset.y
+    assert top > 0
+    return key, top
+
+
 def _big_node(steps: int, count: int = 500) -> list[Any]:
     """``count`` processes on one GPU whose %SM changes order at every step."""
     import dataclasses
@@ -593,16 +618,7 @@ def _big_node(steps: int, count: int = 500) -> list[Any]:
 async def test_many_processes_make_cells_for_the_rows_in_view_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gputui.tui import proc_view
-
-    made: list[int] = []
-    original = proc_view.cells
-
-    def counting(row: Any, *args: Any) -> Any:
-        made.append(row.pid)
-        return original(row, *args)
-
-    monkeypatch.setattr(proc_view, "cells", counting)
+    made = _count_calls(monkeypatch, "cells", lambda row: row.pid)
     app = app_for(source=replay_source(_big_node(4)))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
@@ -620,6 +636,25 @@ async def test_many_processes_make_cells_for_the_rows_in_view_only(
         assert len(made) <= 2 * in_view and t.selected_process.pid == 10_499  # type: ignore[union-attr]
 
 
+async def test_tree_selection_and_scroll_survive_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
+    laid = _count_calls(monkeypatch, "tree_layout", len)
+    app = app_for(source=replay_source(_big_node(6)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        t = table(app)
+        t.set_sort(t.sort_spec.on("pid"))
+        await pilot.press("t")
+        await pilot.pause()
+        assert t.tree_view and laid
+        key, top = await _below_the_first_screen(pilot, t)
+        laid.clear()
+        for _ in range(2):
+            app.advance()  # new numbers, the same processes under the same parents
+            await pilot.pause()
+            assert t.selected_row.key == key and t.scroll_offset.y == top  # type: ignore[union-attr]
+        assert not laid  # the tree was not laid out again
+
+
 async def test_selection_and_scroll_survive_refreshes() -> None:
     app = app_for(source=replay_source(_big_node(6)))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -628,11 +663,7 @@ async def test_selection_and_scroll_survive_refreshes() -> None:
         in_view = t.size.height - 1
         # sorted by pid: the order does not change from one sample to the next
         t.set_sort(t.sort_spec.on("pid"))
-        for _ in range(in_view + 10):
-            await pilot.press("down")
-        await pilot.pause()
-        key, top = t.selected_row.key, t.scroll_offset.y  # type: ignore[union-attr]
-        assert top > 0
+        key, top = await _below_the_first_screen(pilot, t)
         app.advance()
         await pilot.pause()
         assert t.selected_row.key == key and t.scroll_offset.y == top  # type: ignore[union-attr]

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from gputui import fmt
 from gputui.snapshot.history import MAX_PROCESSES, History
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
-from gputui.tui.proc_view import ProcFilter, SortSpec, build_rows, sort_processes, tree_rows
+from gputui.tui.proc_view import (
+    ProcFilter,
+    RowBuilder,
+    SortSpec,
+    build_rows,
+    sort_processes,
+    tree_rows,
+)
 from tests.helpers.synthetic import make_snapshots
 
 
@@ -117,6 +126,45 @@ def test_tree_nests_gpu_parents_and_adds_outside_parents() -> None:
 def test_tree_survives_a_parent_cycle() -> None:
     rows = tree_rows([proc(1000, ppid=1001), proc(1001, ppid=1000)])
     assert sorted(r.pid for r in rows) == [1000, 1001]
+
+
+def test_tree_layout_is_kept_while_the_structure_stays_and_rows_show_new_values() -> None:
+    builder = RowBuilder()
+    spec, everything = SortSpec(), ProcFilter()
+    family = [proc(10, ppid=500, cpu_pct=1.0), proc(11, ppid=10), proc(12, ppid=500)]
+    first = builder.build(family, spec, everything, True, 0.0)
+    layout = first._tree
+    # new values, same structure: the layout is the one made before, the rows the new values
+    busier = [dataclasses.replace(p, cpu_pct=50.0) for p in family]
+    second = builder.build(busier, spec, everything, True, 0.0)
+    assert second._tree is layout
+    assert [r.key for r in second] == [r.key for r in first]
+    assert second[1].proc is busier[0] and second[1].proc.cpu_pct == 50.0  # type: ignore[union-attr]
+    # a new child changes the structure: laid out again, as a fresh build lays it out
+    grown = [*busier, proc(13, ppid=11)]
+    third = builder.build(grown, spec, everything, True, 0.0)
+    assert third._tree is not layout
+    assert third[:] == tree_rows(sort_processes(grown, spec, 0.0))
+    assert third.find("GPU-0|13") == 3 and third.find("parent|500") == 0
+    assert third.find("GPU-1|13") is None and third.process_count == 4
+
+
+def test_tree_rows_are_made_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputui.tui import proc_view
+
+    made: list[int] = []
+    original = proc_view.Row
+
+    def counting(*args: object, **kw: object) -> object:
+        made.append(1)
+        return original(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(proc_view, "Row", counting)
+    many = [proc(100 + k, ppid=50 + k % 3) for k in range(1000)]
+    rows = RowBuilder().build(many, SortSpec(), ProcFilter(), True, 0.0)
+    assert len(rows) == 1003 and not made
+    assert rows[500].proc is not None and len(made) == 1
+    assert [r.pid for r in rows.parents()] == [50, 51, 52]
 
 
 def test_build_rows_filters_before_sorting() -> None:

@@ -10,6 +10,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,3 +268,25 @@ def test_host_pids_and_vanished_processes(tmp_path: Path) -> None:
     host = dataclasses.replace(_proc(100), host_pid=100)  # a host pid
     gone = _proc(555)
     assert attributor.attribute((host, gone)) == (host, gone)
+
+
+def test_one_parse_per_cgroup_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a node's thousands of processes live in a few cgroups: each text is parsed once
+    from gputui.collectors import attribution
+
+    parsed: list[str] = []
+    original = attribution.parse_cgroup
+
+    def counting(text: str) -> Any:
+        parsed.append(text)
+        return original(text)
+
+    monkeypatch.setattr(attribution, "parse_cgroup", counting)
+    proc = FakeProc(tmp_path / "proc", 1)
+    for pid in range(100, 110):
+        proc.add(pid, cgroup=f"0::/system.slice/docker-{ID}.scope\n")
+    proc.add(110, cgroup="0::/user.slice\n")
+    attributor = ContainerAttributor(proc.path, RuntimeNames({}), node_hostname="node")
+    rows = attributor.attribute(tuple(_proc(pid) for pid in range(100, 111)))
+    assert [p.container is not None and p.container.id == ID for p in rows] == [True] * 10 + [False]
+    assert len(parsed) == 2

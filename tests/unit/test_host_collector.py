@@ -14,7 +14,7 @@ import pytest
 
 from gputui.collectors.host import SWAP_EVERY, HostCollector
 from gputui.collectors.nvml import NvmlCollector
-from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_stat
+from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
 from gputui.collectors.source import LiveSource
 from gputui.snapshot.model import ProcessSnapshot
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
@@ -465,3 +465,43 @@ def test_proc_stat_of_this_process_agrees_with_psutil() -> None:
     (row,) = HostCollector().enrich((gpu_process(os.getpid()),))
     assert row.ppid == os.getppid() and row.rss_bytes and row.cmdline and row.user
     assert row.start_time_s == pytest.approx(me.create_time(), abs=0.02)
+
+
+def test_proc_facts_agree_with_psutil(tmp_path: Any) -> None:
+    """The first refresh's facts, read from /proc directly, are psutil's: the user
+    (real uid), the name (the kernel's 15 characters, extended from the command
+    line as psutil extends it) and the command line."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    long_name = tmp_path / "a-very-long-program-name"
+    long_name.symlink_to(sys.executable)
+    script = "import sys, time; print(1, flush=True); time.sleep(60)"
+    children = [
+        subprocess.Popen([str(long_name), "-c", script, "two words"], stdout=subprocess.PIPE),
+        subprocess.Popen([sys.executable, "-c", script, ""], stdout=subprocess.PIPE),
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline()  # started
+        collector = HostCollector()
+        for pid in (os.getpid(), *(c.pid for c in children)):
+            facts = read_proc_facts(pid)
+            reference = psutil.Process(pid)
+            assert facts is not None
+            assert facts.uid == reference.uids().real
+            assert facts.name == reference.name()
+            assert facts.cmdline == tuple(reference.cmdline())
+            (row,) = collector.enrich((gpu_process(pid),))
+            assert (row.user, row.name, row.cmdline) == (
+                reference.username(),
+                reference.name(),
+                tuple(reference.cmdline()),
+            )
+        assert read_proc_facts(2**22 + 1) is None
+    finally:
+        for child in children:
+            child.kill()
+            child.wait(30)

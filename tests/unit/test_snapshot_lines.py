@@ -111,3 +111,42 @@ def test_bad_lines_fail_as_the_whole_decode_fails(bad: bytes) -> None:
     with pytest.raises((DecodeError, ValueError)) as pieces:
         SnapshotLines().decode(bad)
     assert str(pieces.value) == str(whole.value)
+
+
+@pytest.mark.parametrize("words", [("serve.py", "--port=1"), ("naïve ✓",)], ids=["ascii", "utf8"])
+def test_ascii_and_other_lines_decode_alike(words: tuple[str, ...]) -> None:
+    # An ASCII line's new processes are read in one pass; another line's one by one.
+    decoder = SnapshotLines()
+    procs = [_proc(pid, cmdline=(*words, str(pid))) for pid in range(5)]
+    first = _with_processes(1.0, procs)
+    second = _with_processes(2.0, [dataclasses.replace(p, cpu_pct=9.0) for p in procs])
+    assert decoder.decode(_line(snapshot_to_json(first))) == first
+    assert decoder.decode(_line(snapshot_to_json(second))) == second
+
+
+@pytest.mark.parametrize(
+    ("field", "digits"),
+    [
+        ("rss_bytes", "1" + "0" * 30),
+        ("rss_bytes", "-1" + "0" * 24),
+        ("cpu_pct", "1" + "0" * 25),
+        ("gpu_mem_bytes", "1" + "0" * 5000),
+        ("pid", "1" + "0" * 30),
+        ("gpu_index", "1" + "0" * 5000),
+    ],
+    ids=["nullable", "negative", "float_field", "beyond_python", "required", "required_beyond"],
+)
+def test_huge_integers_decode_as_the_whole_line_reads_them(field: str, digits: str) -> None:
+    procs = [_proc(1, cmdline=("a",)), _proc(2, cmdline=("b",))]  # ASCII: one pass
+    doc = snapshot_to_json(_with_processes(1.0, procs))
+    doc["processes"][0][field] = "HUGE"
+    line = _line(doc).replace(b'"HUGE"', digits.encode())
+    try:
+        whole: Any = snapshot_from_json(load_line(line))
+    except (DecodeError, ValueError) as exc:
+        whole = str(exc)
+    try:
+        pieces: Any = SnapshotLines().decode(line)
+    except (DecodeError, ValueError) as exc:
+        pieces = str(exc)
+    assert pieces == whole

@@ -124,6 +124,8 @@ class ProcessTable(ScrollView, can_focus=True):
         #: the first row in view and, per line in view, what it showed at the last
         #: refresh: (key, cells, under the cursor)
         self._painted: tuple[int, list[tuple[str, tuple[Any, ...], bool]]] = (0, [])
+        #: the processes and width the columns were last chosen for, and those columns
+        self._columns_for: tuple[tuple[ProcessSnapshot, ...], int, list[str]] | None = None
         #: the widget's style during one render_lines pass
         self._pass_style: Style | None = None
 
@@ -289,7 +291,12 @@ class ProcessTable(ScrollView, can_focus=True):
     def _layout_columns(self) -> bool:
         """Fit the columns to the width; True when they changed (all rows redraw)."""
         width = self.size.width or self.app.size.width
-        shown = proc_view.shown_columns(width, self._procs)
+        known = self._columns_for
+        if known is not None and known[0] is self._procs and known[1] == width:
+            shown = known[2]
+        else:  # a pass over every process: once per refresh
+            shown = proc_view.shown_columns(width, self._procs)
+            self._columns_for = (self._procs, width, shown)
         fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
         # The command takes what the fixed columns leave (one space between columns).
         command = max(MIN_COMMAND, width - sum(fixed[:-1]) - (len(shown) - 1))

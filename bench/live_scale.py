@@ -1,0 +1,100 @@
+"""The live monitor of a node with many GPU processes, NVML faked.
+
+    python bench/live_scale.py --pids FILE [--gpus 8] -- GPUTUI-ARGS...
+
+Runs ``gputui GPUTUI-ARGS`` (``--interval 1``, ``--once``, ...) against the
+tests' fake NVML (``tests/helpers/fake_nvml.py``: the collector's real code
+path, only libnvidia-ml replaced) with ``--gpus`` H100s, whose processes are
+the pids listed in FILE (one a line), spread evenly over the GPUs.  The pids
+are real processes (``bench_scale.py --live`` starts them), so every read of
+``/proc`` and psutil is the real one; each second a tenth of the processes get
+new %SM and %BW.  The fake's own Python is counted in the monitor's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pids", type=Path, required=True)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument(
+        "--collect",
+        type=int,
+        metavar="N",
+        help="instead of gputui: time the live source's first sample and N more in this "
+        "process (CPU seconds, JSON on standard output)",
+    )
+    parser.add_argument("gputui", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
+    from gputui import cli
+    from gputui.collectors import nvml
+    from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
+
+    pids = [int(line) for line in args.pids.read_text().split()]
+    gpus = [
+        h100(
+            uuid=f"GPU-00000000-0000-0000-0000-{i:012d}",
+            bus_id=f"00000000:{0x19 + i:02x}:00.0",
+            processes=[
+                FakeProcess(pid, used_gpu_memory=GIB // 4, sm_util=k % 100, mem_util=k % 37)
+                for k, pid in enumerate(pids[i :: args.gpus])
+            ],
+        )
+        for i in range(args.gpus)
+    ]
+    fake = FakeNvml(gpus)
+    nvml._import_pynvml = lambda: fake  # type: ignore[assignment]
+    stop = threading.Event()
+
+    def churn() -> None:  # a tenth of the processes change their numbers each second
+        step = 0
+        while not stop.wait(1.0):
+            step += 1
+            for gpu in gpus:
+                for k, proc in enumerate(gpu.processes):
+                    if (k + step) % 10 == 0:
+                        proc.sm_util = (proc.sm_util or 0) * 7 % 101
+                        proc.mem_util = (proc.mem_util or 0) * 3 % 97
+
+    if args.collect:
+        return collect(fake, args.collect)
+    threading.Thread(target=churn, daemon=True).start()
+    argv = [a for a in args.gputui if a != "--"]
+    try:
+        return cli.main(argv)
+    finally:
+        stop.set()
+
+
+def collect(fake: object, refreshes: int) -> int:
+    """CPU seconds of the live source's first sample (every process new: its
+    facts are read) and of each later one (the mean of ``refreshes``)."""
+    import json
+    import time
+
+    from gputui.collectors.host import HostCollector
+    from gputui.collectors.nvml import NvmlCollector
+    from gputui.collectors.source import LiveSource
+
+    source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector())
+    start = time.process_time()
+    first = source.sample()
+    first_s = time.process_time() - start
+    start = time.process_time()
+    for _ in range(refreshes):
+        source.sample()
+    later_s = (time.process_time() - start) / refreshes
+    named = sum(1 for p in first.processes if p.cmdline)
+    print(json.dumps({"first_s": first_s, "later_s": later_s, "with_command": named}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
