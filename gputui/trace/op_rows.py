@@ -29,7 +29,7 @@ from typing import Any
 from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, FlopTotals, OpRow
 from gputui.trace import op_costs
 from gputui.trace.op_costs import Shape
-from gputui.trace.timeline import infer_activity
+from gputui.trace.timeline import infer_activity, is_user_annotation
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
@@ -356,7 +356,7 @@ def _untyped_activity(ev: Any) -> str:
     """The activity type of an event of a torch without ``activity_type()``."""
     name = ev.name()
     on_gpu = getattr(ev.device_type(), "name", "CPU") != "CPU"
-    if ev.is_user_annotation() or _STEP_MARK.match(name):
+    if is_user_annotation(ev) or _STEP_MARK.match(name):
         return "user_annotation"
     activity = infer_activity(name, on_gpu)
     if activity == "cpu_op" and ev.linked_correlation_id():
