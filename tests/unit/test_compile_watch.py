@@ -91,13 +91,56 @@ def test_each_compile_is_a_window_on_the_watch_clock(dynamo: Any) -> None:
     import time
 
     clock = Clock()
-    watch = CompileWatch(clock)
     wall = time.time()
+    watch = CompileWatch(clock, since=wall - 10.0)
     compile_frame(dynamo, "forward", wall - 3.0, 2.0)
     (window,) = watch.poll()
     # Unix times mapped onto the watch's clock (now 100 = wall now)
     assert window == pytest.approx((97.0, 99.0), abs=0.05)
     assert watch.poll() == []  # nothing new
+
+
+def test_compiles_before_the_watch_are_not_its_own(dynamo: Any) -> None:
+    """A hook installed again in one process: the compiles of the first one's
+    time are not windows of this one, and its first compile still is."""
+    import time
+
+    clock = Clock()
+    wall = time.time()
+    compile_frame(dynamo, "forward", wall - 30.0, 2.0)
+    watch = CompileWatch(clock, since=wall - 10.0)
+    clock.now = 101.0
+    assert watch.poll() == []
+    compile_frame(dynamo, "forward", wall + 0.2, 0.5)
+    clock.now = 102.0
+    (window,) = watch.poll()
+    assert window == pytest.approx((102.2, 102.7), abs=0.05)  # clock 102 = wall now
+    clock.now = 103.0
+    assert watch.poll() == [] and watch.pending is None
+
+
+def test_records_of_compiles_still_running_are_read_when_they_come(dynamo: Any) -> None:
+    """Two frames counted, one of them still compiling: its record is read at a
+    later poll, though the counters no longer change."""
+    import time
+
+    clock = Clock()
+    wall = time.time()
+    watch = CompileWatch(clock, since=wall - 10.0)
+    compile_frame(dynamo, "forward", wall - 3.0, 1.0)
+    dynamo.counters["frames"]["total"] += 1  # the resume function, compiling
+    assert len(watch.poll()) == 1
+    dynamo.records.append(
+        Record(
+            co_name="r",
+            co_filename="/w/t.py",
+            start_time_us=int((wall - 1.5) * 1e6),
+            duration_us=int(1e6),
+        )
+    )
+    (window,) = watch.poll()
+    assert window == pytest.approx((98.5, 99.5), abs=0.05)
+    assert watch.poll() == [] and watch.pending is None
 
 
 def test_a_count_before_its_record_waits_one_poll(dynamo: Any) -> None:
