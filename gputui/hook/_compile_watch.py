@@ -112,6 +112,9 @@ class CompileWatch:
         #: the poll time since which a growth of the counters waits for a record
         self.pending: float | None = None
         self.waited = 0  #: polls since, without a record
+        #: what the torch hooks lack to keep out of compilation
+        #: (TorchHooks.dynamo_missing): unavailable too
+        self.hook_missing: list[str] = []
 
     # -- the cheap signal (every collect) -----------------------------------------------
     def poll(self) -> list[tuple[float, float]]:
@@ -199,6 +202,7 @@ class CompileWatch:
             recompiles, reasons, hook_recompiles = _recompiles(dict(failures))
         else:
             unavailable.append(pc.SOURCE_GUARD_FAILURES)
+        unavailable += [name for name in self.hook_missing if name not in unavailable]
         available = pc.SOURCE_COUNTERS not in unavailable
         return CompileReport(
             frames=frames.get("total") if available else None,

@@ -31,6 +31,8 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from gputui.protocol.compile import SOURCE_SKIP_CODE, SOURCE_START_CALLBACKS
+
 #: the hook's modules whose functions torch may call: every one of gputui.hook
 #: loaded when dynamo loads, but not the bootstrap (a copy of the interpreter's
 #: sitecustomize, run before anything else)
@@ -90,8 +92,9 @@ def keep_out(
     dynamo: Any, on_compile_start: Callable[[], None]
 ) -> tuple[list[str], Callable[[], None] | None]:
     """Mark the hook's code skipped and call ``on_compile_start`` when dynamo
-    starts compiling a frame.  Returns what this torch lacks, in words (empty
-    when nothing), and what takes the callback out again.  Never raises."""
+    starts compiling a frame.  Returns what this torch lacks (the compile
+    report's ``unavailable`` names), and what takes the callback out again.
+    Never raises."""
     missing = []
     eval_frame = getattr(dynamo, "eval_frame", None) or sys.modules.get("torch._dynamo.eval_frame")
     skip = getattr(eval_frame, "skip_code", None)
@@ -101,7 +104,7 @@ def keep_out(
         for code in hook_codes():
             skip(code)
     except Exception:
-        missing.append("torch._dynamo.eval_frame.skip_code")
+        missing.append(SOURCE_SKIP_CODE)
 
     def started(*_args: Any) -> None:  # 2.4 passes no argument, 2.13 one
         on_compile_start()
@@ -110,7 +113,7 @@ def keep_out(
     try:
         handler.register_start_callback(started)
     except Exception:
-        missing.append("torch._dynamo.callback_handler.register_start_callback")
+        missing.append(SOURCE_START_CALLBACKS)
         return missing, None
 
     def remove() -> None:

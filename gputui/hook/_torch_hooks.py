@@ -67,7 +67,8 @@ class TorchHooks:
         self.stepped_since_boundary: set[int] = set()
         self.optimizer_depth = 0
         self.compile_seen = False
-        #: dynamo's private APIs this torch lacks (``_dynamo.keep_out``)
+        #: dynamo's private APIs this torch lacks (``_dynamo.keep_out``), named
+        #: as the compile report's ``unavailable`` names them
         self.dynamo_missing: list[str] = []
         self._dynamo_watcher: TorchImportWatcher | None = None
         self._dynamo_remove: Callable[[], None] | None = None
@@ -112,7 +113,8 @@ class TorchHooks:
         if not self.installed:
             return
         try:
-            self.dynamo_missing, self._dynamo_remove = _dynamo.keep_out(dynamo, self.compile_starts)
+            missing, self._dynamo_remove = _dynamo.keep_out(dynamo, self.compile_starts)
+            self.dynamo_missing[:] = missing  # the compile watch reads this list
         except Exception as exc:
             self.report_error("torch.compile hooks", exc)
 
