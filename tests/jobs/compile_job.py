@@ -5,6 +5,7 @@ trains a few optimizer steps, then writes what dynamo did as JSON.
 --break KIND       the graph break in forward: print or item
 --how HOW          torch.compile(model) or model.compile(), before the first step
 --steps N          optimizer steps (root detection ends at the first)
+--backend NAME     torch.compile's backend (default eager; inductor needs a C compiler)
 --out FILE         where the JSON goes: dynamo's counters (frames, graphs, graph
                    breaks, recompiles: guard failures) and the hook's compile
                    report (gputui.hook._compile_watch), built in this process
@@ -41,6 +42,7 @@ def main() -> int:
     p.add_argument("--break", dest="kind", choices=["print", "item"], default="print")
     p.add_argument("--how", choices=["torch.compile", "module.compile"], default="torch.compile")
     p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--backend", default="eager", help="inductor needs a C compiler on CPU")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     torch.manual_seed(0)
@@ -53,10 +55,10 @@ def main() -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     call: Any
     if args.how == "module.compile":
-        model.compile(backend="eager")
+        model.compile(backend=args.backend)
         call = model
     else:
-        call = torch.compile(model, backend="eager")
+        call = torch.compile(model, backend=args.backend)
     x, y = torch.randn(8, 16), torch.randn(8, 1)
     for _ in range(args.steps):
         torch.nn.functional.mse_loss(call(x), y).backward()
