@@ -234,14 +234,24 @@ def _compile_job(tmp_path: Path, name: str, *args: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["torch.compile", "module.compile"])
-def test_the_hook_makes_dynamo_compile_nothing_more(tmp_path: Path, how: str) -> None:
-    """A model compiled before its first step, with a graph break: under the hook
-    dynamo compiles the same frames and graphs, and recompiles as often, as in
-    a control run without it (the hook's step detection ends, and its global
-    module hooks go, before the first compile; its own code is never compiled)."""
-    hooked = _compile_job(tmp_path, "hooked", "--install", "--how", how)
-    control = _compile_job(tmp_path, "control", "--how", how)
+@pytest.mark.parametrize(
+    ("how", "eager_steps"),
+    [("torch.compile", "0"), ("module.compile", "0"), ("function", "2")],
+    ids=["torch.compile", "module.compile", "function-after-eager-steps"],
+)
+def test_the_hook_makes_dynamo_compile_nothing_more(
+    tmp_path: Path, how: str, eager_steps: str
+) -> None:
+    """A model with a graph break, compiled before its first step (or called from
+    a compiled function once the hook has found it as a root): under the hook
+    dynamo compiles the same frames and graphs, breaks and recompiles as often,
+    as in a control run without it (the hook's step detection ends, and its
+    global module hooks go, before the first compile; its own code is never
+    compiled as a frame, and a root's call route traced inside compiled code
+    adds no break)."""
+    args = ("--how", how, "--eager-steps", eager_steps)
+    hooked = _compile_job(tmp_path, "hooked", "--install", *args)
+    control = _compile_job(tmp_path, "control", *args)
     assert control["graph_breaks"] >= 1 and control["graphs"] >= 2  # the planted print
     for key in ("frames", "graphs", "graph_breaks", "recompiles"):
         assert hooked[key] == control[key], (key, hooked, control)

@@ -3,7 +3,10 @@ trains a few optimizer steps, then writes what dynamo did as JSON.
 
 --install          call gputui.hook.install() first (the control run leaves it out)
 --break KIND       the graph break in forward: print or item
---how HOW          torch.compile(model) or model.compile(), before the first step
+--how HOW          torch.compile(model), model.compile(), or a compiled function
+                   that calls the model ("function")
+--eager-steps N    steps of the model itself before it is compiled (root
+                   detection ends at the first)
 --steps N          optimizer steps (root detection ends at the first)
 --backend NAME     torch.compile's backend (default eager; inductor needs a C compiler)
 --out FILE         where the JSON goes: dynamo's counters (frames, graphs, graph
@@ -40,7 +43,10 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--install", action="store_true")
     p.add_argument("--break", dest="kind", choices=["print", "item"], default="print")
-    p.add_argument("--how", choices=["torch.compile", "module.compile"], default="torch.compile")
+    p.add_argument(
+        "--how", choices=["torch.compile", "module.compile", "function"], default="torch.compile"
+    )
+    p.add_argument("--eager-steps", type=int, default=0)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--backend", default="eager", help="inductor needs a C compiler on CPU")
     p.add_argument("--out", required=True)
@@ -53,17 +59,28 @@ def main() -> int:
         gputui.hook.install()
     model = Breaking(args.kind)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+
+    def train(call: Any, steps: int) -> None:
+        for _ in range(steps):
+            torch.nn.functional.mse_loss(call(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+
+    train(model, args.eager_steps)
     call: Any
-    if args.how == "module.compile":
+    if args.how == "function":
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            return model(x)  # type: ignore[no-any-return]
+
+        call = torch.compile(forward, backend=args.backend)
+    elif args.how == "module.compile":
         model.compile(backend=args.backend)
         call = model
     else:
         call = torch.compile(model, backend=args.backend)
-    x, y = torch.randn(8, 16), torch.randn(8, 1)
-    for _ in range(args.steps):
-        torch.nn.functional.mse_loss(call(x), y).backward()
-        opt.step()
-        opt.zero_grad()
+    train(call, args.steps)
     from torch._dynamo import utils
 
     from gputui.hook._compile_watch import CompileWatch
