@@ -96,8 +96,7 @@ def keep_out(
     report's ``unavailable`` names), and what takes the callback out again.
     Never raises."""
     missing = []
-    eval_frame = getattr(dynamo, "eval_frame", None) or sys.modules.get("torch._dynamo.eval_frame")
-    skip = getattr(eval_frame, "skip_code", None)
+    skip = getattr(getattr(dynamo, "eval_frame", None), "skip_code", None)
     try:
         if not callable(skip):
             raise AttributeError("skip_code")

@@ -273,7 +273,8 @@ def test_the_hooks_code_is_skipped_and_the_first_compile_is_told() -> None:
 def test_a_torch_without_them_says_so_in_the_report(dynamo: Any) -> None:
     from gputui.hook import _dynamo
 
-    missing, remove = _dynamo.keep_out(types.SimpleNamespace(), lambda: None)
+    bare = types.SimpleNamespace(eval_frame=types.SimpleNamespace(), callback_handler=None)
+    missing, remove = _dynamo.keep_out(bare, lambda: None)
     assert remove is None
     assert missing == ["eval_frame.skip_code", "compile start callbacks"]
     watch = CompileWatch(Clock())
