@@ -11,7 +11,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 TEST_WORKERS ?= 2
 XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: run test test-quick lint bench screenshots demo clean
+.PHONY: run test test-quick test-torch lint bench screenshots demo clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,28 @@ test: $(VENV)/.installed-test
 ## test-quick: the suite less the tests marked slow (those that start training jobs)
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+#: the test files that run torch: the hook, its sampler, torch.compile, captures,
+#: FLOP counts and traces (slow ones included)
+TORCH_TESTS := tests/unit/test_compile_watch.py tests/unit/test_hook_recorder.py \
+	tests/unit/test_hook_workers.py tests/unit/test_model_flops.py tests/unit/test_op_costs.py \
+	tests/unit/test_roofline.py tests/unit/test_sampler.py tests/unit/test_trace_file.py \
+	tests/unit/test_profile_protocol.py tests/unit/test_ceilings.py \
+	$(sort $(wildcard tests/integration/test_hook*.py)) tests/integration/test_trace_capture.py \
+	tests/integration/test_attach_cli.py tests/integration/test_attach_memory.py \
+	tests/integration/test_attach_report.py tests/integration/test_faults.py \
+	tests/integration/test_ranks.py tests/integration/test_hostile_text.py \
+	tests/integration/test_analyze_cli.py tests/tui/test_tui_attach.py tests/tui/test_tui_python.py
+
+## test-torch: the tests that run torch, with another interpreter and its torch (the
+## oldest supported is 2.4): make test-torch TORCH_PY=/path/to/venv/bin/python.  That
+## Python needs pytest, pytest-xdist, pytest-asyncio, hypothesis, textual, psutil,
+## nvidia-ml-py and rich; gputui comes from this checkout
+test-torch:
+	@test -n "$(TORCH_PY)" || { echo "make test-torch: set TORCH_PY=/path/to/python" >&2; exit 2; }
+	$(TORCH_PY) -c "import torch; print('torch', torch.__version__)"
+	PYTHONPATH=$(CURDIR) $(TORCH_PY) -m pytest -q -p no:cacheprovider $(XDIST) $(PYTEST_ARGS) \
+		$(TORCH_TESTS)
 
 ## lint: ruff, mypy and the import contracts
 lint: $(VENV)/.installed-dev

@@ -15,12 +15,16 @@ The convention (docs/analyzer.md, "MFU"):
   (activation checkpointing) and the scores fused attention recomputes;
 - the **share of the measured ceiling**: model FLOP/s over ``gputui bench``'s
   measured matmul rate of the same dtype, when one was measured.
+
+A trace file (``gputui analyze``) gets the same figures from the ops inside its
+steps and its own step time (``trace_utilisation``): the profiler's slowdown is
+in that time, so they are "during the trace".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gputui.analysis.roofline import TF32_EVIDENCE, Roof
@@ -96,9 +100,64 @@ def utilisation(
     partial = totals is None
     if totals is None:
         totals = _from_rows(cap.op_rows)
+    return _of(
+        totals,
+        captured_steps(cap),
+        steps_per_s,
+        gpu_name,
+        datasheet,
+        measured,
+        "no unprofiled steps yet to time",
+        capture_id=cap.id,
+        partial=partial,
+    )
+
+
+#: why a trace has no MFU (``trace_utilisation``)
+NO_SHAPES = "the trace has no input shapes (profile with record_shapes=True)"
+NO_FLOP_OPS = "no matrix product, convolution or attention op in the trace's steps"
+NO_GPU = "the trace names no GPU (no deviceProperties)"
+
+
+def trace_utilisation(
+    step_flops: tuple[FlopTotals, int] | None,
+    step_us: float | None,
+    gpu_name: str | None,
+    datasheet: Roof | None,
+    measured: Roof | None = None,
+) -> tuple[Utilisation | None, str | None]:
+    """The MFU of a trace's steps, with the convention of the live one but the
+    traced steps' own time: the profiler's slowdown is in it, so it reads lower
+    than the job's MFU.  ``step_flops``: the FLOPs of the ops inside the steps
+    and how many steps; ``step_us``: the mean step.  When there is none, why."""
+    if step_flops is None:
+        return None, NO_SHAPES
+    totals, steps = step_flops
+    rate = 1e6 / step_us if step_us and step_us > 0 else None
+    util = _of(totals, steps, rate, gpu_name, datasheet, measured, "no step time in the trace")
+    if util is None:
+        return None, NO_FLOP_OPS
+    if gpu_name is None:
+        util = replace(util, note=NO_GPU)
+    return util, None
+
+
+def _of(
+    totals: FlopTotals | None,
+    steps: int,
+    steps_per_s: float | None,
+    gpu_name: str | None,
+    datasheet: Roof | None,
+    measured: Roof | None,
+    no_rate: str,
+    capture_id: str | None = None,
+    partial: bool = False,
+) -> Utilisation | None:
+    """The convention itself: FLOPs per step times the step rate, over the
+    datasheet's dense peak of the dtype with the most model FLOPs."""
     if totals is None or totals.model <= 0:
         return None
-    n = captured_steps(cap)
+    n = max(1, steps)
     model, hardware = totals.model / n, totals.hardware / n
     dtype = totals.dtype
     rate = steps_per_s if steps_per_s and steps_per_s > 0 else None
@@ -118,7 +177,7 @@ def utilisation(
             note = f"no dense {dtype or 'dtype'} peak in the {datasheet.label}"
             peak = None
     if rate is None:
-        note = note or "no unprofiled steps yet to time"
+        note = note or no_rate
     measured_peak = None if measured is None else measured.tflops(peak_name)
     return Utilisation(
         model_flops_per_step=model,
@@ -133,7 +192,7 @@ def utilisation(
         hfu=None if hw_rate is None or not peak else hw_rate / peak,
         measured_tflops=measured_peak,
         measured_share=None if achieved is None or not measured_peak else achieved / measured_peak,
-        capture_id=cap.id,
+        capture_id=capture_id,
         partial=partial,
         note=note,
     )

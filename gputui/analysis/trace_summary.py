@@ -16,7 +16,7 @@ from typing import Any
 
 from gputui.analysis.finding import Finding, ranked
 from gputui.protocol.capture import CpuOpRow, KernelRow
-from gputui.protocol.op_rows import OpRow
+from gputui.protocol.op_rows import FlopTotals, OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
@@ -76,6 +76,9 @@ class TraceSummary:
     cpu_self_total_us: float = 0.0
     #: per op and input signature, most GPU time first (traces with shapes)
     op_rows: tuple[OpRow, ...] = ()
+    #: the FLOPs of the ops inside the host steps and how many steps (traces
+    #: with shapes; None otherwise)
+    step_flops: tuple[FlopTotals, int] | None = None
 
     @property
     def step_us_mean(self) -> float | None:
@@ -139,6 +142,7 @@ def summarize(
     include_last_step: bool = False,
     top: int = TOP_ROWS,
     op_rows: Sequence[OpRow] = (),
+    step_flops: tuple[FlopTotals, int] | None = None,
 ) -> TraceSummary:
     """The summary of one rank (the device fields: what the trace says of its GPU)."""
     kernels, names, total, by_class = kernel_rows(timeline, top)
@@ -164,6 +168,7 @@ def summarize(
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,
         op_rows=tuple(op_rows),
+        step_flops=step_flops,
     )
 
 

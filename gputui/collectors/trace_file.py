@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, cast
 
 from gputui import fmt
 from gputui.collectors.json_stream import JsonStream, TraceError, text_chunks
-from gputui.protocol.op_rows import MAX_OP_ROWS, OpRow
+from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
 from gputui.trace.op_rows import ChromeTraceOps
 from gputui.trace.timeline import (
     ANNOTATION,
@@ -118,6 +118,9 @@ class TraceFile:
     meta: dict[str, Any] = field(default_factory=dict)
     #: per op and input signature (traces recorded with shapes; the roofline)
     op_rows: tuple[OpRow, ...] = ()
+    #: the FLOPs of the ops inside the host steps, and how many steps (traces
+    #: recorded with shapes; the MFU)
+    step_flops: tuple[FlopTotals, int] | None = None
     #: the process the host events ran in (the ``pid`` of the first CPU op)
     host_pid: int | None = None
 
@@ -369,5 +372,6 @@ def read_trace(path: str | Path) -> TraceFile:
         file_bytes=file_bytes,
         meta={k: v for k, v in meta.items() if k != "deviceProperties"},
         op_rows=tuple(ops.rows(MAX_OP_ROWS)),
+        step_flops=ops.step_totals(),
         host_pid=builder.host_pid,
     )

@@ -24,6 +24,7 @@ from gputui import __version__, fmt
 from gputui.commands import args as types
 
 if TYPE_CHECKING:
+    from gputui.analysis.mfu import Utilisation
     from gputui.analysis.roofline import Roof
     from gputui.analysis.trace_summary import TraceSummary
     from gputui.collectors.trace_file import TraceFile
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 # The trace reader, the analyzer and the report are imported where they are used:
 # `gputui analyze --help` and a refused command line load none of them.
 
-#: 2 adds each rank's step account (``account``); every key of 1 stays
-JSON_VERSION = 2
+#: 2 adds each rank's step account (``account``); 3 its MFU during the trace
+#: (``utilisation``, ``utilisation_note``); every key of 1 and 2 stays
+JSON_VERSION = 3
 
 
 SUMMARY = "what torch.profiler traces say (steps, breakdowns, kernels)"
@@ -143,6 +145,7 @@ def _load(
                 include_last_step=include_last_step,
                 top=top,
                 op_rows=tf.op_rows,
+                step_flops=tf.step_flops,
             )
         )
         del tf  # one file's events at a time
@@ -176,23 +179,44 @@ def main(args: argparse.Namespace) -> int:
         ranked([*trace_findings(s), *trace_job_findings(s, roof)])
         for s, roof in zip(summaries, roofs, strict=True)
     ]
+    mfus = [mfu_of(s, roof) for s, roof in zip(summaries, roofs, strict=True)]
     if args.json:
         ranks = []
-        for s, f, roof in zip(summaries, findings, roofs, strict=True):
+        for s, f, roof, (util, why) in zip(summaries, findings, roofs, mfus, strict=True):
             doc_rank = summary_json(s, f)
             report = roofline_of(s.op_rows, roof)
             doc_rank["roofline"] = None if report is None else roofline_text.to_json(report)
+            doc_rank["utilisation"] = None if util is None else util.as_dict()
+            doc_rank["utilisation_note"] = why
             ranks.append(doc_rank)
         doc = {"version": JSON_VERSION, "gputui": __version__, "ranks": ranks, "warnings": warnings}
         print(json.dumps(doc, indent=2))
         return 0
     lines: list[str] = []
-    for summary, found, roof in zip(summaries, findings, roofs, strict=True):
+    for summary, found, roof, mfu in zip(summaries, findings, roofs, mfus, strict=True):
         if lines:
             lines.append("")
-        lines.extend(render(summary, found, args.top, roof))
+        lines.extend(render(summary, found, args.top, roof, mfu=mfu))
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None, str | None]:
+    """A rank's MFU during its trace (analysis.mfu): against the datasheet peak of
+    the trace's GPU, with the share of ``gputui bench``'s ceiling when ``roof``
+    is a measured one; or why there is none."""
+    from gputui.analysis.mfu import trace_utilisation
+    from gputui.analysis.roofline import MEASURED
+    from gputui.ceilings.datasheet import datasheet_for
+
+    sheet = datasheet_for(summary.device_name)
+    return trace_utilisation(
+        summary.step_flops,
+        summary.step_us_mean,
+        summary.device_name,
+        None if sheet is None else sheet.roof(),
+        roof if roof is not None and roof.source == MEASURED else None,
+    )
 
 
 def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:

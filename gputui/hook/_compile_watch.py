@@ -63,6 +63,17 @@ def _compile_entries(utils: Any) -> tuple[int, float]:
     return count, seconds
 
 
+def _signal(utils: Any) -> tuple[int, int] | None:
+    """(frames compiled, compile-time entries): what changes when dynamo compiles."""
+    if utils is None:
+        return None
+    try:
+        frames = _counter(getattr(utils, "counters", None), "frames").get("total", 0)
+        return frames, _compile_entries(utils)[0]
+    except Exception:
+        return None
+
+
 def _counter(counters: Any, name: str) -> dict[str, int]:
     value = dict.get(counters, name) if isinstance(counters, dict) else None
     if not isinstance(value, Mapping):
@@ -87,43 +98,53 @@ def _ours(filename: Any) -> bool:
 
 
 class CompileWatch:
-    def __init__(self, clock: Any) -> None:
+    def __init__(self, clock: Any, since: float | None = None) -> None:
         self.clock = clock
-        self.signal: tuple[int, int] | None = None
+        #: what was compiled before the watch began is not its own
+        self.signal: tuple[int, int] | None = _signal(_dynamo())
         self.last_poll = clock()
         self.compile_steps = 0
-        #: the start (Unix seconds) of the newest compile record already seen
+        #: the start (Unix seconds) of the newest compile record already seen;
+        #: compiles that ended before the watch began (a hook installed again in
+        #: one process) are not its own
         self.watermark = 0.0
-        #: the poll time since which a change waits for its compile record
+        self.since = time.time() if since is None else since
+        #: the poll time since which a growth of the counters waits for a record
         self.pending: float | None = None
+        self.waited = 0  #: polls since, without a record
+        #: what the torch hooks lack to keep out of compilation
+        #: (TorchHooks.dynamo_missing): unavailable too
+        self.hook_missing: list[str] = []
 
     # -- the cheap signal (every collect) -----------------------------------------------
     def poll(self) -> list[tuple[float, float]]:
         """The windows (clock times) in which compilation happened since the
-        previous poll: each compile's own interval where dynamo's records give
-        it (start and duration), else the whole time since the previous poll."""
+        previous poll: each compile's own interval from dynamo's records (start
+        and duration; a record comes when its compile is done), else, when the
+        counters grew and no record came in two polls (a torch without them),
+        the whole time since the growth was seen."""
         now = self.clock()
         since, self.last_poll = self.last_poll, now
         utils = _dynamo()
         if utils is None:
             return []
-        try:
-            frames = _counter(getattr(utils, "counters", None), "frames").get("total", 0)
-            signal = (frames, _compile_entries(utils)[0])
-        except Exception:
-            return []
-        if signal == (self.signal or (0, 0)):
-            return []
         found = self._intervals(utils, now)
-        if not found and self.pending is None:
-            # dynamo counts a frame when it starts compiling it and writes its
-            # record when it is done: look again at the next poll
-            self.pending = since
+        signal = _signal(utils)
+        if signal is not None and signal != self.signal:
+            old = self.signal or (0, 0)
+            self.signal = signal  # (counters cleared by the job go down: no compile)
+            if (signal[0] > old[0] or signal[1] > old[1]) and self.pending is None:
+                self.pending, self.waited = since, 0
+        if found:
+            self.pending = None
+            return found
+        if self.pending is None:
             return []
-        if not found:  # still no record (a torch without them): the whole time
-            found = [(self.pending if self.pending is not None else since, now)]
-        self.signal, self.pending = signal, None
-        return found
+        self.waited += 1
+        if self.waited < 2:
+            return []
+        window, self.pending = (self.pending, now), None
+        return [window]
 
     def _intervals(self, utils: Any, now: float) -> list[tuple[float, float]]:
         """The compiles dynamo recorded since the last look, as clock intervals."""
@@ -144,7 +165,7 @@ class CompileWatch:
                 seconds = getattr(rec, "entire_frame_compile_time_s", None)
             if not isinstance(start, (int, float)) or not isinstance(seconds, (int, float)):
                 continue
-            if start <= self.watermark:
+            if start <= self.watermark or start + seconds < self.since:
                 continue
             self.watermark = start
             out.append((start + to_clock, start + seconds + to_clock))
@@ -181,6 +202,7 @@ class CompileWatch:
             recompiles, reasons, hook_recompiles = _recompiles(dict(failures))
         else:
             unavailable.append(pc.SOURCE_GUARD_FAILURES)
+        unavailable += [name for name in self.hook_missing if name not in unavailable]
         available = pc.SOURCE_COUNTERS not in unavailable
         return CompileReport(
             frames=frames.get("total") if available else None,

@@ -69,6 +69,7 @@ class Hook:
             capture_busy=lambda: capture.armed is not None or capture.state is not None,
         )
         self.collector = StepCollector(self.recorder)
+        self.collector.compile_watch.hook_missing = self.torch_hooks.dynamo_missing
         self.memory = MemorySampler()
         self.sampler = Sampler(self.recorder, self.report_error)
         self.workers = WorkerProfiles()

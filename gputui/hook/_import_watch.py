@@ -1,5 +1,7 @@
 """Run a callback right after the job imports torch (``gputui run`` installs the
-hook from sitecustomize, before the job's own ``import torch``)."""
+hook from sitecustomize, before the job's own ``import torch``), or a part of
+torch that loads later (``torch._dynamo``, which the first optimizer or
+``torch.compile`` imports)."""
 
 from __future__ import annotations
 
@@ -11,18 +13,20 @@ from typing import Any
 
 
 class TorchImportWatcher(importlib.abc.MetaPathFinder):
-    """Runs a callback right after ``import torch`` finishes.
+    """Runs a callback right after ``import torch`` (or of the module ``name``)
+    finishes.
 
     ``gputui run`` installs the hook from sitecustomize, before the job imports
     torch; importing torch ourselves would cost seconds in every Python process the
     job starts, so we wait for the job's own import instead."""
 
-    def __init__(self, callback: Callable[[Any], None]) -> None:
+    def __init__(self, callback: Callable[[Any], None], name: str = "torch") -> None:
         self.callback = callback
+        self.name = name
         self._busy = False
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "torch" or self._busy:
+        if fullname != self.name or self._busy:
             return None
         self._busy = True
         try:

@@ -212,8 +212,8 @@ class Recorder:
 
     def mark(self, flag: int) -> None:
         """Set a flag on the step in progress: its end goes the full way, which
-        carries flags (no CUDA events are added to it for that).  Called from
-        code that dynamo traces, too (only attribute stores, no list changes)."""
+        carries flags (no CUDA events are added to it for that).  Never from
+        code that dynamo traces: compiled code would set it on every call."""
         self.flags |= flag
         self.want_full()
 

@@ -79,7 +79,10 @@ def _fields(ev: Any, kinds: dict[Any, str]) -> tuple[str, int, int, str, bool, s
         dur = ev.duration_ns()
         typed = getattr(ev, "activity_type", None)
         activity = typed() if typed is not None else tl.infer_activity(name, kind != "CPU")
-        user_ann = ev.is_user_annotation()
+        try:
+            user_ann = ev.is_user_annotation()
+        except AttributeError:  # torch 2.4: the record scope tells
+            user_ann = tl.is_user_annotation(ev)
         if (
             type(name) is str
             and type(start) is int
@@ -98,7 +101,7 @@ def _fields(ev: Any, kinds: dict[Any, str]) -> tuple[str, int, int, str, bool, s
         int(_call(ev, "start_ns", 0) or 0),
         int(_call(ev, "duration_ns", 0) or 0),
         str(activity) if activity else tl.infer_activity(name, kind != "CPU"),
-        bool(_call(ev, "is_user_annotation", False)),
+        tl.is_user_annotation(ev),
         kind,
     )
 

@@ -8,7 +8,9 @@
   applies (``_CallRoute``), else with forward pre/post hooks;
 - backward: ``torch.autograd._engine_run_backward`` wrapped (the name that
   ``torch.autograd.backward`` and ``grad`` call);
-- data: ``_BaseDataLoaderIter.__next__`` wrapped.
+- data: ``_BaseDataLoaderIter.__next__`` wrapped;
+- torch.compile: once the job loads dynamo, the hook's code is kept out of
+  compilation and the first compile ends root detection (``_dynamo``).
 
 Every hook body is wrapped so that an error in gputui disables the recorder and
 is reported once; it never propagates into the training loop.  On a plain step
@@ -18,15 +20,17 @@ is reported once; it never propagates into the training loop.  On a plain step
 from __future__ import annotations
 
 import importlib
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from gputui.hook import _dynamo
 from gputui.hook._comm import close_comm
+from gputui.hook._import_watch import TorchImportWatcher
 from gputui.hook._recorder import (
     BACKWARD,
     DATA,
-    FLAG_COMPILE,
     FLAG_GRAPH_CAPTURE,
     FORWARD,
     LOG_MAX,
@@ -63,6 +67,11 @@ class TorchHooks:
         self.stepped_since_boundary: set[int] = set()
         self.optimizer_depth = 0
         self.compile_seen = False
+        #: dynamo's private APIs this torch lacks (``_dynamo.keep_out``), named
+        #: as the compile report's ``unavailable`` names them
+        self.dynamo_missing: list[str] = []
+        self._dynamo_watcher: TorchImportWatcher | None = None
+        self._dynamo_remove: Callable[[], None] | None = None
         self._orig_backward: Any = None
         self._graph_originals: list[tuple[type, str, Any]] = []
         self._orig_next: Any = None
@@ -92,6 +101,39 @@ class TorchHooks:
         self._install_backward()
         self._install_dataloader()
         self._install_cuda_graphs()
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is not None:
+            self._dynamo_loaded(dynamo)
+        else:  # loaded by the first optimizer or torch.compile
+            self._dynamo_watcher = TorchImportWatcher(self._dynamo_loaded, "torch._dynamo")
+            sys.meta_path.insert(0, self._dynamo_watcher)
+
+    def _dynamo_loaded(self, dynamo: Any) -> None:
+        self._dynamo_watcher = None
+        if not self.installed:
+            return
+        try:
+            missing, self._dynamo_remove = _dynamo.keep_out(dynamo, self.compile_starts)
+            self.dynamo_missing[:] = missing  # the compile watch reads this list
+        except Exception as exc:
+            self.report_error("torch.compile hooks", exc)
+
+    def compile_starts(self) -> None:
+        """Dynamo starts compiling a frame (on the training thread, before it
+        reads the frame's globals): root detection ends now, so no compiled
+        frame sees, and guards on, the global module hooks it removes."""
+        try:
+            self.compile_seen = True
+            if not self.detecting or not self.installed:
+                return
+            if self.depth:
+                # inside a root's forward: its global post hook goes with the
+                # others and will not run, so the phase ends here
+                self.depth = 0
+                self.rec.exit(FORWARD)
+            self._finish_detection()
+        except Exception as exc:
+            self.report_error("compile start", exc)
 
     def _install_cuda_graphs(self) -> None:
         """Note CUDA graph captures and replays (``torch.cuda.CUDAGraph``, which
@@ -260,6 +302,15 @@ class TorchHooks:
                 pass
         self.handles = []
         self.global_module_handles = []
+        if self._dynamo_watcher is not None:
+            try:
+                sys.meta_path.remove(self._dynamo_watcher)
+            except ValueError:
+                pass
+            self._dynamo_watcher = None
+        if self._dynamo_remove is not None:
+            self._dynamo_remove()
+            self._dynamo_remove = None
         if self._orig_backward is not None:
             self.torch.autograd._engine_run_backward = self._orig_backward
         if self._orig_next is not None:
@@ -435,8 +486,11 @@ class TorchHooks:
                     self._hook_root(module)
 
     def _note_compile(self) -> None:
+        """A hook traced by dynamo: compiled code runs it again on every call
+        (the attribute stores of traced code are replayed), so it only notes
+        that torch.compile is in use.  Steps that compiled are told by the
+        compile watch (dynamo's own records)."""
         self.compile_seen = True
-        self.rec.mark(FLAG_COMPILE)
 
 
 def _loader_info(it: Any) -> tuple[int, bool, bool, int | None] | None:

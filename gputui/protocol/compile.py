@@ -38,6 +38,11 @@ SOURCE_COUNTERS = "counters"
 SOURCE_GUARD_FAILURES = "guard_failures"
 SOURCE_TIME = "compilation_time_metrics"
 SOURCE_METRICS = "compilation_metrics"
+#: what keeps the hook's own code out of compilation and ends its root
+#: detection before the first compile (without them, the hook can cause
+#: recompiles: ``hook_recompiles``)
+SOURCE_SKIP_CODE = "eval_frame.skip_code"
+SOURCE_START_CALLBACKS = "compile start callbacks"
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from pathlib import Path
 from gputui import fmt
 from gputui.analysis.evidence import roofline_of
 from gputui.analysis.finding import Finding
+from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof
 from gputui.analysis.trace_summary import TraceSummary
 from gputui.protocol.trace_metrics import STEP_CATEGORIES
 from gputui.reports import findings as findings_text
+from gputui.reports import mfu as mfu_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.kernels import kernel_table
@@ -59,10 +61,12 @@ def render(
     top: int = 10,
     roof: Roof | None = None,
     width: int | None = None,
+    mfu: tuple[Utilisation | None, str | None] | None = None,
 ) -> list[str]:
     """The text report of one rank, in lines of at most ``width`` characters (the
     output's width by default): every sentence wrapped whole, long kernel and op
-    names elided in the middle."""
+    names elided in the middle.  ``mfu``: the trace's MFU, or why there is none
+    (``analysis.mfu.trace_utilisation``)."""
     width = output_width() if width is None else width
     m = summary.metrics
     title = f"rank {summary.rank}" + (f"/{summary.world_size}" if summary.world_size else "")
@@ -86,6 +90,10 @@ def render(
     if m.account is not None:
         out.extend(["", *account_lines(m.account, width=width)])
     out.extend(_step_breakdown(summary, width))
+    if mfu is not None:
+        out.append("")
+        for i, sentence in enumerate(mfu_text.trace_lines(*mfu)):
+            out.extend(wrap(sentence, width, _TAB if i else "", _TAB))
     out.extend(_hta(summary, width))
     out.extend(_kernels(summary, top, width))
     out.extend(_roofline(summary, roof, top, width))

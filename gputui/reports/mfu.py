@@ -1,5 +1,6 @@
 """The MFU in words: the one line ``attach --once`` prints and the attach
-screen's header shows (analysis.mfu has the convention)."""
+screen's header shows, and ``gputui analyze``'s for a trace (analysis.mfu has
+the convention)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def short(u: Utilisation) -> str:
     return f"MFU {_pct(u.mfu)}, HFU {_pct(u.hfu or 0.0)}, {rate}"
 
 
-def line(u: Utilisation) -> str:
-    """The whole sentence: rates, peaks, the measured ceiling's share, FLOPs per step."""
+def line(u: Utilisation, during_trace: bool = False) -> str:
+    """The whole sentence: rates, peaks, the measured ceiling's share, FLOPs per
+    step.  ``during_trace``: the rate is that of a trace's own steps."""
     parts = [short(u)]
     if u.peak_tflops is not None:
         parts.append(f"{u.peak} datasheet peak {u.peak_tflops:,.1f} TFLOP/s (dense)")
@@ -48,8 +50,23 @@ def line(u: Utilisation) -> str:
     if u.hardware_flops_per_step > u.model_flops_per_step * 1.0005:
         per_step += f" ({_flops(u.hardware_flops_per_step)} with recomputation)"
     if u.steps_per_s is not None:
-        per_step += f" at {u.steps_per_s:,.2f} unprofiled steps/s"
+        steps = "steps/s during the trace" if during_trace else "unprofiled steps/s"
+        per_step += f" at {u.steps_per_s:,.2f} {steps}"
     parts.append(per_step)
     if u.partial:
         parts.append("counted from the top op rows only (the job's hook predates FLOP totals)")
     return "; ".join(parts)
+
+
+#: what a trace's MFU is not: the live one
+DURING_TRACE = (
+    "(the profiler slows the steps it records: this can read lower than the job's "
+    "MFU without it, which gputui attach measures)"
+)
+
+
+def trace_lines(u: Utilisation | None, note: str | None) -> list[str]:
+    """``gputui analyze``'s sentences on a trace's MFU (unwrapped)."""
+    if u is None:
+        return [f"MFU during the trace: unknown: {fmt.clean(note or 'no FLOPs counted')}"]
+    return [f"MFU during the trace: {line(u, during_trace=True)}", DURING_TRACE]

@@ -22,6 +22,7 @@ launcher itself.  Calls are then summed per (name, input shapes, dtypes).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -29,11 +30,13 @@ from typing import Any
 from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, FlopTotals, OpRow
 from gputui.trace import op_costs
 from gputui.trace.op_costs import Shape
-from gputui.trace.timeline import infer_activity
+from gputui.trace.timeline import infer_activity, is_user_annotation
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+#: the host categories of the profiler's step marks (older torch: cpu_op)
+_STEP_CATS = frozenset({"user_annotation", "cpu_op"})
 _STEP_MARK = re.compile(r"^(ProfilerStep#\d+|## )")
 
 
@@ -283,6 +286,7 @@ class ChromeTraceOps:
         self.activities: list[tuple[Any, Any, int]] = []  # (correlation, External id, ns)
         self.has_shapes = False
         self.given_up = False
+        self.steps: list[tuple[int, int]] = []  #: host ``ProfilerStep#N`` ranges (ns)
 
     def add(self, events: Iterable[Any]) -> None:
         if self.given_up:
@@ -292,6 +296,10 @@ class ChromeTraceOps:
             if not isinstance(ev, dict):
                 continue
             cat = ev.get("cat")
+            if cat in _STEP_CATS and str(ev.get("name", "")).startswith("ProfilerStep#"):
+                start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
+                if start is not None and dur is not None:
+                    self.steps.append((start, start + dur))
             args = ev.get("args")
             if not isinstance(args, dict):
                 continue
@@ -327,6 +335,25 @@ class ChromeTraceOps:
             return None
         return flop_totals(self.ops, _parents(self.ops), _trace_details)
 
+    def step_totals(self) -> tuple[FlopTotals, int] | None:
+        """The FLOPs of the ops that start inside the trace's host steps
+        (``ProfilerStep#N``), and how many steps: what one step costs is the
+        first over the second.  A trace without step marks is one step (as the
+        step breakdown takes it): every op.  None without shapes."""
+        if self.given_up or not self.has_shapes:
+            return None
+        if not self.steps:
+            return flop_totals(self.ops, _parents(self.ops), _trace_details), 1
+        spans = sorted(self.steps)
+        starts = [lo for lo, _hi in spans]
+
+        def inside(t: int) -> bool:
+            i = bisect.bisect_right(starts, t) - 1
+            return i >= 0 and t < spans[i][1]
+
+        ops = [op for op in self.ops if inside(op.start)]
+        return flop_totals(ops, _parents(ops), _trace_details), len(spans)
+
     def rows(self, top: int | None = None) -> list[OpRow]:
         if self.given_up or not self.has_shapes:
             return []
@@ -356,7 +383,7 @@ def _untyped_activity(ev: Any) -> str:
     """The activity type of an event of a torch without ``activity_type()``."""
     name = ev.name()
     on_gpu = getattr(ev.device_type(), "name", "CPU") != "CPU"
-    if ev.is_user_annotation() or _STEP_MARK.match(name):
+    if is_user_annotation(ev) or _STEP_MARK.match(name):
         return "user_annotation"
     activity = infer_activity(name, on_gpu)
     if activity == "cpu_op" and ev.linked_correlation_id():

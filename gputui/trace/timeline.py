@@ -74,6 +74,26 @@ def infer_activity(name: str, on_gpu: bool) -> str:
     return "cpu_op"
 
 
+#: ``RecordScope.USER_SCOPE``: the scope of ``record_function`` ranges and step
+#: marks in torch's raw events (the same number from torch 2.4 to 2.13)
+USER_SCOPE = 7
+
+
+def is_user_annotation(ev: Any) -> bool:
+    """Whether a raw profiler event is a user annotation (``record_function``,
+    ``ProfilerStep#N``): ``is_user_annotation()`` where the event has it, else
+    (torch 2.4) its record scope."""
+    try:
+        return bool(ev.is_user_annotation())
+    except AttributeError:
+        pass
+    scope = getattr(ev, "scope", None)
+    try:
+        return callable(scope) and scope() == USER_SCOPE
+    except Exception:
+        return False
+
+
 STEP_MARK = "ProfilerStep"
 _STEP_ID = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 

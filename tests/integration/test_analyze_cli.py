@@ -382,3 +382,104 @@ def test_counts_of_one_are_singular(capsys: pytest.CaptureFixture[str], tmp_path
     assert "Step time (TensorBoard plugin's breakdown): 1 step," in out
     for wrong in ("1 steps", "1 names", "1 GPU activities", "1 events", "1 streams"):
         assert wrong not in out, wrong
+
+
+# -- MFU during the trace ------------------------------------------------------------------
+FP32_TRACE = DATA.parent / "h100_fp32_matmul_flops.pt.trace.json.gz"
+
+
+def _mfu(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[dict, str, int]:
+    """(the rank's ``utilisation`` and ``utilisation_note`` in --json, the text
+    report, the JSON version)."""
+    code, out, _ = run(capsys, "--json", str(path))
+    assert code == 0
+    doc = json.loads(out)
+    (rank,) = doc["ranks"]
+    code, text, _ = run(capsys, str(path))
+    assert code == 0
+    return {k: rank[k] for k in ("utilisation", "utilisation_note")}, text, doc["version"]
+
+
+def test_mfu_of_an_fp32_trace_against_a_hand_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """h100_fp32_matmul_flops: six Linear(4096, 4096) layers and a Linear(4096, 1)
+    head on a 4096-row fp32 batch, 3 steps traced with shapes on an H100 80GB
+    HBM3 (SXM).  By hand: a 4096-square product is 2·4096³ FLOPs; a step runs 6
+    in the forward and 11 in the backward (every layer's weight gradient, the
+    input gradient of all but the first), and the head 3 products of 2·4096²
+    (forward, input and weight gradients): 17·2·4096³ + 3·2·4096² = 2.33656e12
+    FLOPs (the trace's addmm and mm over its 3 steps).  The trace's steps (the
+    report's step time, the TensorBoard plugin's): 49,536, 49,675 and 49,587
+    us, 49,599.3 us on average: 47.11 TFLOP/s, under the fp32 peak (67 TFLOP/s),
+    so no TF32.  MFU = 2.33656e12 / 0.0495993 s / 67e12 = 70.31%."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no measured ceilings
+    doc, text, version = _mfu(capsys, FP32_TRACE)
+    assert version == 3
+    u, hand_flops = doc["utilisation"], 17 * 2 * 4096**3 + 3 * 2 * 4096**2
+    assert doc["utilisation_note"] is None
+    assert u["model_flops_per_step"] == hand_flops == u["hardware_flops_per_step"]
+    assert u["steps_per_s"] == pytest.approx(1e6 / ((49536 + 49675 + 49587) / 3))
+    assert (u["dtype"], u["peak"], u["peak_tflops"]) == ("fp32", "fp32", 67.0)
+    assert u["mfu"] == pytest.approx(hand_flops / 0.0495993 / 67e12, rel=1e-5)
+    assert u["mfu"] == pytest.approx(0.7031, abs=5e-5)
+    assert u["measured_share"] is None and u["note"] is None
+    flat = " ".join(text.split())
+    assert "MFU during the trace: MFU 70.3%, HFU 70.3%, 47.1 TFLOP/s fp32" in flat
+    assert "2.34 TFLOP per step at 20.16 steps/s during the trace" in flat
+    assert "the profiler slows the steps it records" in flat
+
+
+def test_mfu_of_a_bf16_transformer_trace_against_a_hand_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """h100_healthy_flops_step11: a bf16 transformer (B 16, T 512, d 1024, 8
+    layers of 16 heads, MLP 4096, vocabulary 32000; cuDNN attention with a
+    mask: full, not causal), one step traced with shapes.  By hand, forward:
+    per layer 24·BT·d² (q, k, v, output and MLP products) + 4·B·T²·d
+    (attention), and the LM head 2·BT·d·V; backward twice the forward:
+    3·(8·(24·8192·1024² + 4·16·512²·1024) + 2·8192·1024·32000) = 6.9707e12
+    FLOPs.  Its one step: 47,783 us.  MFU = 6.9707e12 / 0.047783 s / 989.5e12
+    (the bf16 dense peak) = 14.74%; HFU adds the scores the fused attention
+    backward computes again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    doc, text, _ = _mfu(capsys, FLOPS_TRACE)
+    u = doc["utilisation"]
+    bt, d, layers = 16 * 512, 1024, 8
+    forward = layers * (24 * bt * d * d + 4 * 16 * 512 * 512 * d) + 2 * bt * d * 32000
+    assert u["model_flops_per_step"] == 3 * forward
+    assert (u["dtype"], u["peak_tflops"]) == ("bf16", 989.5)
+    assert u["mfu"] == pytest.approx(3 * forward / 0.047783 / 989.5e12, rel=1e-5)
+    assert u["hfu"] > u["mfu"]
+    assert "MFU during the trace: MFU 14.7%" in " ".join(text.split())
+
+
+def test_a_trace_without_shapes_has_no_mfu_and_says_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc, text, _ = _mfu(capsys, DATA / "healthy.pt.trace.json.gz")
+    assert doc["utilisation"] is None
+    assert (
+        doc["utilisation_note"] == "the trace has no input shapes (profile with record_shapes=True)"
+    )
+    assert "MFU during the trace: unknown: the trace has no input shapes" in " ".join(text.split())
+
+
+def test_a_trace_of_an_unknown_gpu_gives_its_rate_without_mfu(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same trace on a GPU the datasheet table does not know: the FLOP rate,
+    and the MFU unknown, with why."""
+    import gzip
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    doc = json.loads(gzip.decompress(FP32_TRACE.read_bytes()))
+    for dev in doc["deviceProperties"]:
+        dev["name"] = "NVIDIA Made-up 9000"
+    path = tmp_path / "unknown.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    found, text, _ = _mfu(capsys, path)
+    u = found["utilisation"]
+    assert u["mfu"] is None and u["achieved_tflops"] == pytest.approx(47.11, abs=0.01)
+    assert u["note"] == "peak unknown for NVIDIA Made-up 9000"
+    assert "47.1 TFLOP/s fp32 (MFU: peak unknown for NVIDIA Made-up 9000)" in " ".join(text.split())

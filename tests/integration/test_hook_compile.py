@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import gputui.hook  # noqa: E402
+from gputui.protocol.messages import StepFlag  # noqa: E402
 from tests.helpers import hookutil  # noqa: E402
+from tests.helpers.deadlines import RUN_S  # noqa: E402
 
 
 @pytest.mark.slow
@@ -38,16 +41,29 @@ def test_compiled_model_keeps_step_count_and_flags_coarse_phases(hook: gputui.ho
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])
 
 
+class Mlp(torch.nn.Module):
+    """A model of the job's own: dynamo compiles its forward (it skips frames
+    of torch.nn's files, so a bare ``nn.Sequential`` has nothing to compile)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x).relu())  # type: ignore[no-any-return]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["module.compile", "torch.compile"])
 def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: str) -> None:
     """The root found in the first steps is on the short call route; compiling
-    it later keeps the step count, and the data says the phases got coarser
-    (the forward is inside the compiled code now)."""
+    it later keeps the step count and the forward phase, the data says the
+    phases got coarser, and only the steps that compiled are compile steps
+    (the hook's own code is never compiled: compiled, it would flag them all)."""
     from gputui.hook import _roots
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    model = Mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(8, 16), torch.randn(8, 1)
 
@@ -59,7 +75,8 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
 
     dynamo = importlib.import_module("torch._dynamo")
     dynamo.reset()
-    importlib.import_module("torch._dynamo.utils").counters.clear()  # earlier tests' graphs
+    utils = importlib.import_module("torch._dynamo.utils")
+    utils.counters.clear()  # earlier tests' graphs
     train(model, 3)
     assert type(vars(model)["_compiled_call_impl"]) is _roots._RootCall
     server = hook.server
@@ -74,12 +91,18 @@ def test_compiling_a_model_after_its_first_steps(hook: gputui.hook.Hook, how: st
     hook.torch_hooks.recheck_roots()  # what the I/O thread does twice a second
     if how == "module.compile":
         assert model._forward_hooks and model._forward_pre_hooks  # the general route
-    train(call, 3)
-    hookutil.wait_steps(hook, 9)
-    assert all(r["wall"] > 0 for r in server.ring.last(9))
+    train(call, 10)
+    hookutil.wait_steps(hook, 16)
+    steps = server.ring.last(16)
+    assert all(r["wall"] > 0 for r in steps)
     status = hook.status()
     assert status["phases_coarse"] is True
     assert any("torch.compile" in reason for reason in status["coarse_reasons"])
+    # one frame compiled (the model's forward), none of the hook's
+    assert dict(utils.counters["frames"]).get("total") == 1, dict(utils.counters["frames"])
+    flagged = [r["i"] for r in steps if r.get("flags", 0) & StepFlag.COMPILE]
+    assert 1 <= len(flagged) <= 2, flagged  # the first compiled step (and its backward)
+    assert all(r["phases"].get("forward", 0) > 0 for r in steps[-5:])
 
 
 # -- what torch.compile did, through attach --once -----------------------------------------
@@ -187,3 +210,68 @@ def test_a_viewer_older_than_the_compile_report_still_attaches(
     assert cli.main(["attach", str(os.getpid()), "--once", "--timeout", "10"]) == 0
     out = capsys.readouterr().out
     assert "invalid" not in out and "steps" in out
+
+
+# -- the hook's own effect on compilation, against a control run without it --------------
+COMPILE_JOB = hookutil.REPO / "tests" / "jobs" / "compile_job.py"
+
+
+def _compile_job(tmp_path: Path, name: str, *args: str) -> dict:
+    """What dynamo did in tests/jobs/compile_job.py run with these arguments."""
+    out = tmp_path / f"{name}.json"
+    with hookutil.isolated_dirs() as dirs:
+        done = subprocess.run(
+            [hookutil.PY, str(COMPILE_JOB), "--out", str(out), *args],
+            env=hookutil.make_env(*dirs),
+            cwd=str(hookutil.REPO),
+            capture_output=True,
+            text=True,
+            timeout=RUN_S,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("how", "eager_steps"),
+    [("torch.compile", "0"), ("module.compile", "0"), ("function", "2")],
+    ids=["torch.compile", "module.compile", "function-after-eager-steps"],
+)
+def test_the_hook_makes_dynamo_compile_nothing_more(
+    tmp_path: Path, how: str, eager_steps: str
+) -> None:
+    """A model with a graph break, compiled before its first step (or called from
+    a compiled function once the hook has found it as a root): under the hook
+    dynamo compiles the same frames and graphs, breaks and recompiles as often,
+    as in a control run without it (the hook's step detection ends, and its
+    global module hooks go, before the first compile; its own code is never
+    compiled as a frame, and a root's call route traced inside compiled code
+    adds no break)."""
+    args = ("--how", how, "--eager-steps", eager_steps)
+    hooked = _compile_job(tmp_path, "hooked", "--install", *args)
+    control = _compile_job(tmp_path, "control", *args)
+    assert control["graph_breaks"] >= 1 and control["graphs"] >= 2  # the planted print
+    for key in ("frames", "graphs", "graph_breaks", "recompiles"):
+        assert hooked[key] == control[key], (key, hooked, control)
+    assert hooked["report"]["hook_recompiles"] == 0
+
+
+def _line(marker: str) -> int:
+    text = COMPILE_JOB.read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if marker in line)
+
+
+@pytest.mark.slow
+def test_an_item_break_is_named_with_its_reason_and_line(tmp_path: Path) -> None:
+    """``.item()`` in a compiled forward: the compile report names the break,
+    its file, function and line (the print break: through attach above)."""
+    report = _compile_job(tmp_path, "item", "--install", "--break", "item", "--steps", "3")[
+        "report"
+    ]
+    top = report["breaks"][0]
+    assert "item" in top["reason"].lower(), top
+    assert top["file"].endswith("compile_job.py") and top["function"] == "forward"
+    assert top["line"] == _line("# ITEM BREAK")
+    assert report["unavailable"] == []

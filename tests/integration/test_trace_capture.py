@@ -3,7 +3,9 @@ they equal what ``gputui analyze`` computes from the same capture's trace file."
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -145,6 +147,16 @@ def _capture(job: hookutil.Job, flops: bool = False) -> CaptureResult:
     return result
 
 
+def _cuts_open_ranges() -> bool:
+    """torch 2.4 exports a range still open when the trace stops (the optimizer
+    step whose post hook ends a capture) with no duration, where its raw events
+    keep the time: the trace file has that much less op time in its last step
+    (2.13 exports the range whole)."""
+    version = importlib.metadata.version("torch")
+    major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
+    return (major, minor) <= (2, 4)
+
+
 def _agree(live: TraceMetrics, trace: TraceMetrics) -> None:
     """The capture's metrics and those of its trace file: the same definitions
     over the same events, rounded from nanoseconds in one and from the trace's
@@ -155,9 +167,20 @@ def _agree(live: TraceMetrics, trace: TraceMetrics) -> None:
     )
     a, b = live.step_breakdown, trace.step_breakdown
     assert a is not None and b is not None and a.steps == b.steps
+    cut = _cuts_open_ranges()
     for category in ("kernel", "runtime", "dataloader", "cpu_op", "other"):
         pa, pb = a.category_pct(category), b.category_pct(category)
-        assert pa is not None and pb is not None and abs(pa - pb) <= 0.5, category
+        assert pa is not None and pb is not None, category
+        if cut and category in ("cpu_op", "other"):
+            continue
+        assert abs(pa - pb) <= 0.5, category
+    if cut:
+        # the cut range's time is "other" in the trace, "cpu_op" in the events
+        assert a.category_pct("cpu_op") >= b.category_pct("cpu_op") - 0.5  # type: ignore[operator]
+        pairs = [
+            (x.category_pct("cpu_op") or 0.0) + (x.category_pct("other") or 0.0) for x in (a, b)
+        ]
+        assert abs(pairs[0] - pairs[1]) <= 0.5
     if trace.temporal is None:
         assert live.temporal is None
         return

@@ -91,13 +91,56 @@ def test_each_compile_is_a_window_on_the_watch_clock(dynamo: Any) -> None:
     import time
 
     clock = Clock()
-    watch = CompileWatch(clock)
     wall = time.time()
+    watch = CompileWatch(clock, since=wall - 10.0)
     compile_frame(dynamo, "forward", wall - 3.0, 2.0)
     (window,) = watch.poll()
     # Unix times mapped onto the watch's clock (now 100 = wall now)
     assert window == pytest.approx((97.0, 99.0), abs=0.05)
     assert watch.poll() == []  # nothing new
+
+
+def test_compiles_before_the_watch_are_not_its_own(dynamo: Any) -> None:
+    """A hook installed again in one process: the compiles of the first one's
+    time are not windows of this one, and its first compile still is."""
+    import time
+
+    clock = Clock()
+    wall = time.time()
+    compile_frame(dynamo, "forward", wall - 30.0, 2.0)
+    watch = CompileWatch(clock, since=wall - 10.0)
+    clock.now = 101.0
+    assert watch.poll() == []
+    compile_frame(dynamo, "forward", wall + 0.2, 0.5)
+    clock.now = 102.0
+    (window,) = watch.poll()
+    assert window == pytest.approx((102.2, 102.7), abs=0.05)  # clock 102 = wall now
+    clock.now = 103.0
+    assert watch.poll() == [] and watch.pending is None
+
+
+def test_records_of_compiles_still_running_are_read_when_they_come(dynamo: Any) -> None:
+    """Two frames counted, one of them still compiling: its record is read at a
+    later poll, though the counters no longer change."""
+    import time
+
+    clock = Clock()
+    wall = time.time()
+    watch = CompileWatch(clock, since=wall - 10.0)
+    compile_frame(dynamo, "forward", wall - 3.0, 1.0)
+    dynamo.counters["frames"]["total"] += 1  # the resume function, compiling
+    assert len(watch.poll()) == 1
+    dynamo.records.append(
+        Record(
+            co_name="r",
+            co_filename="/w/t.py",
+            start_time_us=int((wall - 1.5) * 1e6),
+            duration_us=int(1e6),
+        )
+    )
+    (window,) = watch.poll()
+    assert window == pytest.approx((98.5, 99.5), abs=0.05)
+    assert watch.poll() == [] and watch.pending is None
 
 
 def test_a_count_before_its_record_waits_one_poll(dynamo: Any) -> None:
@@ -178,3 +221,66 @@ def test_report_text_cleans_the_jobs_strings() -> None:
     text = "\n".join(compile_text.lines(report))
     assert "\x1b" not in text and "\\x1b" in text
     assert compile_text.short(report) == "compile: 1 break, 0 recompiles, 1.5 s"
+
+
+# -- keeping the hook's code out of dynamo (gputui.hook._dynamo) -----------------------------
+class FakeHandler:
+    def __init__(self) -> None:
+        self.start_callbacks: list[Any] = []
+
+    def register_start_callback(self, fn: Any) -> Any:
+        self.start_callbacks.append(fn)
+        return fn
+
+    def remove_start_callback(self, fn: Any) -> None:
+        self.start_callbacks.remove(fn)
+
+
+def test_the_hooks_code_is_skipped_and_the_first_compile_is_told() -> None:
+    """Every function torch may call from a skipped frame of its own is marked
+    (a root's call route, the forward hooks, the recorder, closures made at
+    install), and the start callback takes 2.4's no argument and 2.13's one."""
+    from gputui.hook import _dynamo, _recorder, _roots, _torch_hooks
+
+    skipped: list[Any] = []
+    dynamo = types.SimpleNamespace(
+        eval_frame=types.SimpleNamespace(skip_code=skipped.append), callback_handler=FakeHandler()
+    )
+    started: list[int] = []
+    missing, remove = _dynamo.keep_out(dynamo, lambda: started.append(1))
+    assert missing == [] and remove is not None
+    codes = set(skipped)
+    for fn in (
+        _torch_hooks.TorchHooks._global_pre,
+        _torch_hooks.TorchHooks._forward_post,
+        _torch_hooks.TorchHooks.compile_starts,
+        _roots._RootCall.__call__,
+        _roots._RootPreHook.__call__,
+        _recorder.Recorder.enter,
+        _recorder.Recorder.mark,
+    ):
+        assert fn.__code__ in codes, fn
+    closures = {c.co_name for c in codes}
+    assert {"_engine_run_backward", "__next__", "capture_begin"} <= closures
+    (callback,) = dynamo.callback_handler.start_callbacks
+    callback()  # torch 2.4
+    callback(object())  # torch 2.13: CallbackArgs
+    assert started == [1, 1]
+    remove()
+    assert dynamo.callback_handler.start_callbacks == []
+
+
+def test_a_torch_without_them_says_so_in_the_report(dynamo: Any) -> None:
+    from gputui.hook import _dynamo
+
+    bare = types.SimpleNamespace(eval_frame=types.SimpleNamespace(), callback_handler=None)
+    missing, remove = _dynamo.keep_out(bare, lambda: None)
+    assert remove is None
+    assert missing == ["eval_frame.skip_code", "compile start callbacks"]
+    watch = CompileWatch(Clock())
+    watch.hook_missing = missing
+    dynamo.counters["frames"]["total"] = 1
+    report = CompileReport.from_wire(watch.report())
+    assert set(missing) <= set(report.unavailable)
+    note = compile_text.unavailable(report, None)
+    assert note is not None and "compile start callbacks" in note

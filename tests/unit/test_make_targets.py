@@ -112,3 +112,21 @@ def test_any_args_go_through_make_run(args: str) -> None:
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert "the live screen needs a terminal" in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1
+
+
+# -- make test-torch TORCH_PY=... ----------------------------------------------------------------
+def test_the_torch_target_names_test_files_that_exist() -> None:
+    """``make test-torch`` runs TORCH_TESTS under another torch: every file it
+    names exists, and the torch.compile and hook tests are among them."""
+    proc = subprocess.run(
+        ["make", "-n", "test-torch", "TORCH_PY=python-of-another-torch"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_S,
+    )
+    assert proc.returncode == 0, proc.stderr
+    files = [w for w in proc.stdout.split() if w.startswith("tests/")]
+    assert all((REPO / f).is_file() for f in files), files
+    assert "tests/integration/test_hook_compile.py" in files
+    assert "tests/integration/test_hook.py" in files and "python-of-another-torch" in proc.stdout

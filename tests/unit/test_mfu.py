@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.analysis.mfu import utilisation
+from gputui.analysis.mfu import NO_FLOP_OPS, NO_GPU, NO_SHAPES, trace_utilisation, utilisation
 from gputui.analysis.roofline import MEASURED, Roof
 from gputui.ceilings.datasheet import H100_SXM, datasheet_for
 from gputui.protocol.capture import CaptureOptions, CaptureResult
@@ -104,3 +104,42 @@ def test_the_line_names_mfu_hfu_rate_and_peak() -> None:
     assert text.startswith("MFU 20.2%, HFU 25.3%, 200.0 TFLOP/s bf16")
     assert "25.0% of the measured bf16 ceiling" in text
     assert "4.00 TFLOP per step (5.00 TFLOP with recomputation)" in text
+
+
+# -- a trace's steps (gputui analyze) ---------------------------------------------------------
+def test_a_trace_gets_the_live_convention_over_its_own_step_time() -> None:
+    """The same figures as a capture's with the same totals, the step rate
+    being the trace's own (1/step time), and the sentence says so."""
+    sheet = H100_SXM.roof()
+    u, why = trace_utilisation((BF16_TOTALS, 5), 20_000.0, H100, sheet, _measured(800.0))
+    live = utilisation(_capture(BF16_TOTALS), 50.0, H100, sheet, _measured(800.0))
+    assert why is None and u is not None and live is not None
+    assert u.as_dict() == {**live.as_dict(), "capture_id": None}
+    text = " ".join(mfu_text.trace_lines(u, why))
+    assert "at 50.00 steps/s during the trace" in text and "unprofiled" not in text
+    assert "the profiler slows the steps it records" in text
+
+
+@pytest.mark.parametrize(
+    ("flops", "step_us", "gpu", "expect"),
+    [
+        (None, 20_000.0, H100, NO_SHAPES),
+        ((FlopTotals(0.0, 0.0, (), 0.0, 0, 3), 2), 20_000.0, H100, NO_FLOP_OPS),
+    ],
+    ids=["no-shapes", "no-flop-ops"],
+)
+def test_a_trace_without_mfu_says_why(
+    flops: tuple[FlopTotals, int] | None, step_us: float, gpu: str, expect: str
+) -> None:
+    u, why = trace_utilisation(flops, step_us, gpu, H100_SXM.roof())
+    assert u is None and why == expect
+    assert mfu_text.trace_lines(u, why) == [f"MFU during the trace: unknown: {expect}"]
+
+
+def test_a_trace_naming_no_gpu_gives_its_rate_and_says_so() -> None:
+    u, why = trace_utilisation((BF16_TOTALS, 5), 20_000.0, None, None)
+    assert why is None and u is not None
+    assert u.achieved_tflops == pytest.approx(200.0) and u.mfu is None
+    assert u.note == NO_GPU
+    u, _ = trace_utilisation((BF16_TOTALS, 5), None, H100, H100_SXM.roof())
+    assert u is not None and u.achieved_tflops is None and u.note == "no step time in the trace"

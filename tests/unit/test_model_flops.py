@@ -164,3 +164,39 @@ def test_flop_totals_round_trip_the_wire() -> None:
     totals = FlopTotals(3e12, 4e12, (("bf16", 2.5e12), ("fp32", 0.5e12)), 1e12, 10, 1)
     back = FlopTotals.from_wire(totals.to_wire())
     assert back == totals and back.dtype == "bf16"
+
+
+def _cpu_op(name: str, ts: float, dur: float, ext: int, dims: list[list[int]]) -> dict:
+    args = {"External id": ext, "Input Dims": dims, "Input type": ["float"] * len(dims)}
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+def test_a_traces_step_flops_count_the_ops_inside_its_steps() -> None:
+    """``gputui analyze``'s MFU: the matrix products that start inside the
+    trace's host ProfilerStep ranges, over their number; an op before the first
+    step (warm-up, a forward outside the loop) is not one of them, and the GPU
+    mirror of a step mark is not a step."""
+    from gputui.trace.op_rows import ChromeTraceOps
+
+    mm = [[64, 32], [32, 16]]  # 2*64*32*16 = 65,536 FLOPs
+    step = {"ph": "X", "cat": "user_annotation", "args": {"External id": 1}}
+    events = [
+        _cpu_op("aten::mm", 10.0, 5.0, 2, mm),  # before the steps
+        {**step, "name": "ProfilerStep#4", "ts": 100.0, "dur": 50.0},
+        {**step, "name": "ProfilerStep#5", "ts": 150.0, "dur": 50.0},
+        {**step, "cat": "gpu_user_annotation", "name": "ProfilerStep#5", "ts": 160.0, "dur": 60.0},
+        _cpu_op("aten::mm", 110.0, 5.0, 3, mm),
+        _cpu_op("aten::mm", 160.0, 5.0, 4, mm),
+        _cpu_op("aten::mm", 170.0, 5.0, 5, mm),
+    ]
+    ops = ChromeTraceOps()
+    ops.add(events)
+    found = ops.step_totals()
+    assert found is not None
+    totals, steps = found
+    assert steps == 2 and totals.model == 3 * 65536 and totals.ops == 3
+    whole = ops.totals()
+    assert whole is not None and whole.model == 4 * 65536
+    without_marks = ChromeTraceOps()
+    without_marks.add([e for e in events if not e["name"].startswith("ProfilerStep")])
+    assert without_marks.step_totals() == (whole, 1)  # one step: the whole trace
