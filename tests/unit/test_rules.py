@@ -17,6 +17,7 @@ from gputui.protocol.capture import CaptureResult, CpuOpRow
 from gputui.protocol.compile import CompileReason, CompileReport
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.op_rows import OpRow
+from gputui.protocol.profile import KIND_TORCH, KIND_USER, ProfileFunction, PythonProfile
 from tests.helpers import memsnap
 from tests.helpers.evidence import (
     GIB,
@@ -486,3 +487,53 @@ def test_the_data_fixes_name_the_loaders_own_settings() -> None:
         "copy.pageable", dataclasses.replace(pageable, loader=LoaderInfo(num_workers=2))
     )
     assert unpinned.fix.startswith("the DataLoader runs with pin_memory=False")
+
+
+def _optimizer_profile(function: str, file: str = "/venv/torch/optim/adam.py") -> PythonProfile:
+    """A sampler profile whose optimizer phase runs torch.optim's ``function``."""
+    return PythonProfile(
+        sampled_s=10.0,
+        samples=1000,
+        functions=(
+            ProfileFunction("/job/train.py", "main", KIND_USER, 20, 1, 0.5, 10.0),
+            ProfileFunction(file, function, KIND_TORCH, 683, 600, 1.9, 1.9),
+        ),
+    )
+
+
+def test_optimizer_heavy_fits_its_fix_to_the_implementation_the_sampler_saw() -> None:
+    """The multi-tensor optimizer (AdamW's default on CUDA) is told to go fused,
+    not to use the multi-tensor one it runs; a fused one gets no finding (its
+    fix does not apply); a single-tensor one and an unknown one the general
+    fix.  Measured on a compiled GPT-2 with AdamW's default on an H200: the
+    finding told the job to use foreach=True, which it already did."""
+    heavy = with_phases(optimizer=0.012)
+
+    def run(profile: PythonProfile | None) -> list[Finding]:
+        return fired("steps.optimizer_heavy", evidence(heavy, python_profile=profile))
+
+    [multi] = run(_optimizer_profile("_multi_tensor_adam"))
+    assert "multi-tensor implementation" in multi.evidence
+    assert "_multi_tensor_adam" in multi.evidence
+    assert multi.fix.startswith("switch to the fused implementation")
+    [single] = run(_optimizer_profile("_single_tensor_adamw", "torch/optim/adamw.py"))
+    assert "single-tensor implementation" in single.evidence
+    assert single.fix.startswith("use the multi-tensor or fused")
+    assert single.impact_pct is not None and multi.impact_pct is not None
+    assert single.impact_pct > multi.impact_pct  # 66% of the phase against 40%
+    assert run(_optimizer_profile("_fused_adamw")) == []
+    [unknown] = run(None)
+    assert "implementation" not in unknown.evidence
+    assert unknown.impact_pct == pytest.approx(single.impact_pct)
+    # a user's function of the same name is not torch.optim's
+    [mine] = run(_optimizer_profile("_fused_adamw", "/job/my_optim.py"))
+    assert "implementation" not in mine.evidence
+
+
+def test_optimizer_heavy_reads_a_fused_optimizer_from_the_capture() -> None:
+    heavy = with_phases(optimizer=0.012)
+    fused = CaptureResult(cpu_ops=(CpuOpRow("aten::_fused_adamw_", 1, 1500.0, 1500.0),))
+    assert fired("steps.optimizer_heavy", evidence(heavy, cap=fused)) == []
+    foreach = CaptureResult(cpu_ops=(CpuOpRow("aten::_foreach_mul_", 1, 1500.0, 1500.0),))
+    [multi] = fired("steps.optimizer_heavy", evidence(heavy, cap=foreach))
+    assert "multi-tensor implementation" in multi.evidence
