@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections import Counter, namedtuple
 from collections.abc import Iterator
@@ -626,3 +627,26 @@ def test_a_process_read_in_turns_shows_its_cpu_share_between_its_two_reads(
         # what its read found stands until its next read
         assert shown[after:until] == [pytest.approx(share)] * (until - after)
     assert shown[-1] == pytest.approx(80.0, abs=1.0)
+
+
+def test_a_live_source_handed_a_view_passes_it_to_its_host_collector(ps: FakePsutil) -> None:
+    gpus = [
+        h100(processes=[FakeProcess(20_000 + g * 250 + k) for k in range(250)]) for g in range(2)
+    ]
+    for gpu in gpus:
+        for p in gpu.processes:
+            ps.procs[p.pid] = ProcInfo()
+    clock = Clock()
+    host = HostCollector(ps, clock=clock)
+    source = LiveSource(gpu=NvmlCollector(FakeNvml(gpus)), host=host)
+    source.sample()  # no view yet: every process
+    assert ps.calls["cpu_percent"] == 500
+    in_view = InView()
+    in_view.set("table", frozenset({20_000, 20_001}))
+    source.use_view(in_view)
+    assert host.in_view is in_view
+    clock.now += 1.0
+    source.sample()
+    # the two in view and, of the 498 others, a fifth (one second of five)
+    assert ps.calls["cpu_percent"] == 500 + 2 + math.ceil(498 / REREAD_EVERY_S)
+    source.close()
