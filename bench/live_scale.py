@@ -34,7 +34,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
     from gputui import cli
-    from gputui.collectors import nvml
+    from gputui.collectors import nvml_open
     from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
     pids = [int(line) for line in args.pids.read_text().split()]
@@ -50,7 +50,8 @@ def main() -> int:
         for i in range(args.gpus)
     ]
     fake = FakeNvml(gpus)
-    nvml._import_pynvml = lambda: fake  # type: ignore[assignment]
+    # the monitor and --once open NVML through nvml_open (open_live)
+    nvml_open.import_pynvml = lambda: fake
     stop = threading.Event()
 
     def churn() -> None:  # a tenth of the processes change their numbers each second
