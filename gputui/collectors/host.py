@@ -221,8 +221,12 @@ class HostCollector:
         self._enriched_at = now
         view = self.in_view.pids() if self.in_view is not None else None
         if view is None or len(pids) <= READ_ALL_UP_TO:
-            for pid in pids:
-                self._read(pid, now)
+            for pid in pids:  # all read now: their order of reads stays as it is
+                turn = turns.get(pid)
+                if turn is None:
+                    turns[pid] = _Turn(now, self._details(pid))
+                else:
+                    turn.read_at, turn.details = now, self._details(pid)
         else:
             for pid in pids:
                 if pid in view or pid not in turns:  # on screen, or seen for the first time
