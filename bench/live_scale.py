@@ -30,11 +30,18 @@ def main() -> int:
         help="instead of gputui: time the live source's first sample and N more in this "
         "process (CPU seconds, JSON on standard output)",
     )
+    parser.add_argument(
+        "--view",
+        type=int,
+        metavar="K",
+        help="with --collect: the later samples with the first K pids on screen, as the "
+        "monitor's process table says (the others read in turns)",
+    )
     parser.add_argument("gputui", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
     from gputui import cli
-    from gputui.collectors import nvml
+    from gputui.collectors import nvml_open
     from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
     pids = [int(line) for line in args.pids.read_text().split()]
@@ -50,7 +57,8 @@ def main() -> int:
         for i in range(args.gpus)
     ]
     fake = FakeNvml(gpus)
-    nvml._import_pynvml = lambda: fake  # type: ignore[assignment]
+    # the monitor and --once open NVML through nvml_open (open_live)
+    nvml_open.import_pynvml = lambda: fake
     stop = threading.Event()
 
     def churn() -> None:  # a tenth of the processes change their numbers each second
@@ -64,7 +72,7 @@ def main() -> int:
                         proc.mem_util = (proc.mem_util or 0) * 3 % 97
 
     if args.collect:
-        return collect(fake, args.collect)
+        return collect(fake, args.collect, None if args.view is None else pids[: args.view])
     threading.Thread(target=churn, daemon=True).start()
     argv = [a for a in args.gputui if a != "--"]
     try:
@@ -73,9 +81,11 @@ def main() -> int:
         stop.set()
 
 
-def collect(fake: object, refreshes: int) -> int:
+def collect(fake: object, refreshes: int, view: list[int] | None = None) -> int:
     """CPU seconds of the live source's first sample (every process new: its
-    facts are read) and of each later one (the mean of ``refreshes``)."""
+    facts are read) and of each later one (the mean of ``refreshes``); with
+    ``view``, those pids on screen and the samples 1 s apart, as the monitor's
+    at 1 s (the processes off screen are read in turns that follow the clock)."""
     import json
     import time
 
@@ -87,8 +97,16 @@ def collect(fake: object, refreshes: int) -> int:
     start = time.process_time()
     first = source.sample()
     first_s = time.process_time() - start
+    if view is not None:
+        from gputui.collectors.in_view import InView
+
+        in_view = InView()
+        in_view.set("table", frozenset(view))
+        source.use_view(in_view)
     start = time.process_time()
     for _ in range(refreshes):
+        if view is not None:
+            time.sleep(1.0)  # no CPU time
         source.sample()
     later_s = (time.process_time() - start) / refreshes
     named = sum(1 for p in first.processes if p.cmdline)

@@ -12,15 +12,26 @@ that the pid was not reused, then CPU, memory and parent in a ``oneshot``) cost
 about 140 µs a process on the development VM: 0.28 s a refresh for a node of
 2,000 GPU processes.  Where there is no /proc, or psutil is a test's fake
 without a ``proc_stat`` reader, the numbers come from psutil as before.
+
+With more than ``READ_ALL_UP_TO`` GPU processes and a monitor that says which
+are on screen (:class:`~gputui.collectors.in_view.InView`), only those are read
+at every refresh; the others in turns, those read longest ago first, about a
+``REREAD_EVERY_S``-th of them a second, so that each is read at least every
+``REREAD_EVERY_S``, its last numbers standing meanwhile.  Its CPU % is then the
+share of a CPU it used between its two reads (CPU time over wall time, as at
+every refresh), and a pid reused meanwhile is seen at its next read.  A process
+seen for the first time is read at once.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from gputui.collectors.in_view import InView
 from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
 from gputui.snapshot.model import HostSnapshot, ProcessSnapshot, evolve
 
@@ -34,6 +45,22 @@ MIN_CPU_INTERVAL_S = 0.1
 
 #: the most user names a collector keeps
 MAX_USERS = 4096
+
+#: up to this many GPU processes, every one is read at every refresh
+READ_ALL_UP_TO = 200
+
+#: with more, a process not on screen is read again at least this often
+REREAD_EVERY_S = 5.0
+
+
+class _Turn:
+    """When a process was last read and what that read gave."""
+
+    __slots__ = ("details", "read_at")
+
+    def __init__(self, read_at: float, details: dict[str, Any]) -> None:
+        self.read_at = read_at
+        self.details = details
 
 
 class _ProcessEntry:
@@ -72,6 +99,7 @@ class HostCollector:
         psutil: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
         proc_stat: Callable[[int], ProcStat | None] | None = None,
+        in_view: InView | None = None,
     ) -> None:
         if psutil is None:
             import psutil as psutil_module
@@ -99,6 +127,12 @@ class HostCollector:
         self._processes: dict[int, _ProcessEntry] = {}
         #: user names by uid
         self._users: dict[int, str] = {}
+        #: the pids on screen, set by the monitor; None: read every process each time
+        self.in_view = in_view
+        #: pid -> its last read, the one read longest ago first
+        self._turns: dict[int, _Turn] = {}
+        #: the clock at the previous enrich (the time to the next is guessed from it)
+        self._enriched_at: float | None = None
 
     def _quiet(self, query: Any) -> Any:
         try:
@@ -174,16 +208,51 @@ class HostCollector:
 
     def enrich(self, processes: tuple[ProcessSnapshot, ...]) -> tuple[ProcessSnapshot, ...]:
         """The same processes with user, command line, CPU%, RSS, start time, ppid."""
-        details: dict[int, dict[str, Any]] = {}
-        for snapshot in processes:
-            # a host pid this PID namespace does not show: another process has that number here
-            if snapshot.pid not in details and not snapshot.pid_is_host:
-                details[snapshot.pid] = self._details(snapshot.pid)
+        # a host pid this PID namespace does not show: another process has that number here
+        pids = dict.fromkeys(p.pid for p in processes if not p.pid_is_host)
+        turns = self._turns
         # forget processes that left the GPUs (or died): their cache would only grow
-        for pid in list(self._processes):
-            if pid not in details:
-                del self._processes[pid]
-        return tuple(p if p.pid_is_host else evolve(p, **details[p.pid]) for p in processes)
+        for cache in (self._processes, turns):
+            for pid in [pid for pid in cache if pid not in pids]:
+                del cache[pid]
+        now = self._clock()
+        # the time to the next refresh, guessed as long as the time since the last one
+        ahead = 0.0 if self._enriched_at is None else max(0.0, now - self._enriched_at)
+        self._enriched_at = now
+        view = self.in_view.pids() if self.in_view is not None else None
+        if view is None or len(pids) <= READ_ALL_UP_TO:
+            for pid in pids:  # all read now: their order of reads stays as it is
+                turn = turns.get(pid)
+                if turn is None:
+                    turns[pid] = _Turn(now, self._details(pid))
+                else:
+                    turn.read_at, turn.details = now, self._details(pid)
+        else:
+            for pid in pids:
+                if pid in view or pid not in turns:  # on screen, or seen for the first time
+                    self._read(pid, now)
+            self._read_in_turns(now, ahead, len(pids) - sum(1 for pid in view if pid in pids))
+        return tuple(p if p.pid_is_host else evolve(p, **turns[p.pid].details) for p in processes)
+
+    def _read_in_turns(self, now: float, ahead: float, others: int) -> None:
+        """Read the processes off screen that were read longest ago: as many as
+        bring each round within ``REREAD_EVERY_S``, and any that would pass it
+        before the next refresh."""
+        quota = math.ceil(max(0, others) * ahead / REREAD_EVERY_S)
+        # the next refresh within three quarters of the last interval counts as late
+        # enough: a refresh a little early does not add a read
+        late = now + 0.75 * ahead - REREAD_EVERY_S
+        for pid, turn in list(self._turns.items()):
+            if turn.read_at >= now or (quota <= 0 and turn.read_at > late):
+                break  # read this time, or (oldest first) none left that is due
+            self._read(pid, now)
+            quota -= 1
+
+    def _read(self, pid: int, now: float) -> None:
+        """One read of ``pid``, kept as its latest (last in the order of reads)."""
+        turns = self._turns
+        turns.pop(pid, None)
+        turns[pid] = _Turn(now, self._details(pid))
 
     def _entry(self, pid: int) -> _ProcessEntry | None:
         """The cached process for pid, replaced when the pid was reused."""

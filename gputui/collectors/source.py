@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
+    from gputui.collectors.in_view import InView
     from gputui.snapshot.model import Snapshot
 
 
@@ -89,6 +90,13 @@ class LiveSource:
             sample_latency_ms=(time.perf_counter() - start) * 1000.0,
             error=gpu.error,
         )
+
+    def use_view(self, in_view: InView) -> None:
+        """Read the host side of the processes ``in_view`` says are on screen at
+        every sample, the others in turns (many GPU processes only: see
+        :mod:`gputui.collectors.host`).  Without it every process is read."""
+        if hasattr(self._host, "in_view"):
+            self._host.in_view = in_view
 
     def close(self) -> None:
         self._gpu.close()  # type: ignore[attr-defined]

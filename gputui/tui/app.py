@@ -23,6 +23,7 @@ from gputui import fmt
 from gputui.analysis.finding import FINDINGS_WINDOW
 from gputui.analysis.monitor_findings import findings
 from gputui.collectors import processes
+from gputui.collectors.in_view import InView
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
@@ -107,6 +108,9 @@ class GputuiApp(BaseApp):
         #: measured ceilings per GPU UUID, and the UUIDs already looked up
         self._ceilings: Mapping[str, Ceilings] = {}
         self._ceilings_tried: set[str] = set()
+        #: the pids on screen (the process table, the detail screen), for the collector
+        self.in_view = InView()
+        self._view_given = False
         self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
         if ascii_only:
             ascii.use_ascii(self)
@@ -161,9 +165,19 @@ class GputuiApp(BaseApp):
     def _on_sample(self, snapshot: Snapshot) -> None:
         # Runs on the sampler thread, right after sample(): the source's notion of the
         # recorded time belongs to this very snapshot.
+        self._give_view()
         recorded_at = getattr(self.source, "recorded_at_s", None)
         ceilings = None if self.source.is_recording else self._ceilings_of(snapshot)
         self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress(), ceilings))
+
+    def _give_view(self) -> None:
+        """Tell a live source which processes are on screen (after its first
+        sample: a source still opening is not waited for on the UI thread)."""
+        if not self._view_given:
+            self._view_given = True
+            use_view = getattr(self.source, "use_view", None)
+            if callable(use_view):
+                use_view(self.in_view)
 
     def _ceilings_of(self, snapshot: Snapshot) -> Mapping[str, Ceilings]:
         """The measured ceilings of this machine's GPUs (``gputui bench`` saves
@@ -229,6 +243,7 @@ class GputuiApp(BaseApp):
         """
         for _ in range(count):
             snapshot = self.source.sample()
+            self._give_view()
             recorded_at = getattr(self.source, "recorded_at_s", None)
             self.ingest(snapshot, recorded_at, self._replay_progress())
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from gputui.analysis.finding import Finding
+from gputui.collectors.in_view import InView
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
@@ -43,6 +44,8 @@ class MonitorHost(Protocol):
     history: History
     sampler: Sampler
     source: SnapshotSource
+    #: the pids on screen, read by a live collector
+    in_view: InView
     banner: str | None
     readonly: bool
     ascii_only: bool

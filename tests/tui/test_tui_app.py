@@ -12,6 +12,7 @@ import psutil
 import pytest
 from textual.widgets import Input
 
+from gputui.collectors.in_view import InView
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.app import GputuiApp, SnapshotReady, make_app
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
@@ -23,6 +24,8 @@ from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, Ho
 from gputui.tui.widgets.processes import ProcessTable
 from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import (
+    LiveLikeSource,
+    header,
     live_like_source,
     make_snapshots,
     replay_source,
@@ -683,3 +686,44 @@ async def test_selection_and_scroll_survive_refreshes() -> None:
             assert top <= t.cursor_row < top + in_view
             moved += abs(t.cursor_row - before) >= in_view
         assert moved  # the process did jump further than a screen
+
+
+class ViewedSource(LiveLikeSource):
+    """A live-like source that keeps the view the app hands a live source."""
+
+    in_view: InView | None = None
+
+    def use_view(self, in_view: InView) -> None:
+        self.in_view = in_view
+
+
+def pids_in_view(t: ProcessTable) -> frozenset[int]:
+    top = t.scroll_offset.y
+    keys = t.order[top : top + t.size.height - 1]
+    return frozenset(row.pid for row in map(t.row, keys) if row is not None)
+
+
+async def test_the_pids_on_screen_reach_a_live_source() -> None:
+    many = make_snapshots(n_gpus=8, n_procs=40, n_steps=3)
+    source = ViewedSource(header(), many, "live")
+    async with app_for(source=source).run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        assert source.in_view is app.in_view
+        t = table(app)
+        first = pids_in_view(t)
+        assert 0 < len(first) < 40
+        await wait_for(pilot, lambda: app.in_view.pids() == first)
+        await pilot.press("end")  # scrolled: the view follows
+        await wait_for(pilot, lambda: pids_in_view(t) != first)
+        last = pids_in_view(t)
+        await wait_for(pilot, lambda: app.in_view.pids() == last)
+        t.move_cursor(len(t.order) - 1)
+        proc = t.selected_process
+        assert proc is not None
+        # the detail screen's process stays read at every refresh until it closes
+        await pilot.press("home")
+        await wait_for(pilot, lambda: app.in_view.pids() == first)
+        app.push_screen(ProcessDetailScreen(proc))
+        await wait_for(pilot, lambda: app.in_view.pids() == first | {proc.pid})
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.in_view.pids() == first)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections import Counter, namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from gputui.collectors.host import SWAP_EVERY, HostCollector
+from gputui.collectors.host import READ_ALL_UP_TO, REREAD_EVERY_S, SWAP_EVERY, HostCollector
+from gputui.collectors.in_view import InView
 from gputui.collectors.nvml import NvmlCollector
 from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
 from gputui.collectors.source import LiveSource
@@ -505,3 +508,145 @@ def test_proc_facts_agree_with_psutil(tmp_path: Any) -> None:
         for child in children:
             child.kill()
             child.wait(30)
+
+
+# ------------------------------------------- many processes: the ones in view first
+
+
+class Node:
+    """``count`` GPU processes over a fake /proc, enriched at each tick of a clock."""
+
+    def __init__(self, ps: FakePsutil, count: int, view: frozenset[int] | None = None) -> None:
+        self.stat, self.clock = FakeStat(), Clock()
+        self.pids = list(range(10_000, 10_000 + count))
+        for pid in self.pids:
+            ps.procs[pid] = ProcInfo()
+            self.stat.stats[pid] = _stat()
+        self.in_view = InView()
+        if view is not None:
+            self.in_view.set("table", view)
+        self.collector = HostCollector(
+            ps, clock=self.clock, proc_stat=self.stat, in_view=self.in_view
+        )
+        #: per refresh: (its time, the pids read)
+        self.log: list[tuple[float, set[int]]] = []
+
+    def refresh(self, step_s: float = 1.0) -> tuple[ProcessSnapshot, ...]:
+        if self.log:
+            self.clock.now += step_s
+        before = Counter(self.stat.reads)
+        out = self.collector.enrich(tuple(gpu_process(pid) for pid in self.pids))
+        self.log.append((self.clock.now, set((self.stat.reads - before).keys())))
+        return out
+
+    def read_times(self, pid: int) -> list[float]:
+        return [now for now, read in self.log if pid in read]
+
+
+def test_up_to_the_budget_every_process_is_read_at_every_refresh(ps: FakePsutil) -> None:
+    # the common case does not change: a monitor's view or not, all read each time
+    node = Node(ps, READ_ALL_UP_TO, view=frozenset({10_000}))
+    for _ in range(12):
+        node.refresh()
+    assert all(read == set(node.pids) for _now, read in node.log)
+
+
+def test_without_a_view_every_process_is_read_at_every_refresh(ps: FakePsutil) -> None:
+    # --once, --json, the exporter, record and serve say nothing of a view
+    node = Node(ps, 2 * READ_ALL_UP_TO)
+    for _ in range(12):
+        node.refresh()
+    assert all(read == set(node.pids) for _now, read in node.log)
+
+
+def test_above_the_budget_the_processes_in_view_every_time_the_others_in_turns(
+    ps: FakePsutil,
+) -> None:
+    count = 5 * READ_ALL_UP_TO
+    shown = frozenset(range(10_000, 10_040))
+    node = Node(ps, count, view=shown)
+    for _ in range(31):
+        node.refresh()
+    first_now, first = node.log[0]
+    assert first == set(node.pids)  # every process is new: read at once
+    for _now, read in node.log:
+        assert shown <= read
+    others = [pid for pid in node.pids if pid not in shown]
+    for pid in others:
+        times = [first_now, *node.read_times(pid)[1:], node.log[-1][0]]
+        gaps = [b - a for a, b in pairwise(times)]
+        assert max(gaps) <= REREAD_EVERY_S, (pid, times)
+    # in turns: about a fifth of the others at each 1 s refresh, never all at once
+    per_refresh = [len(read - shown) for _now, read in node.log[1:]]
+    assert max(per_refresh) < 0.3 * len(others), per_refresh
+    assert sum(per_refresh) < 0.3 * len(others) * len(per_refresh)
+    # a control: the same node without a view reads every process every time
+    control = Node(FakePsutil(), count)
+    for _ in range(3):
+        control.refresh()
+    assert all(len(read) == count for _now, read in control.log)
+
+
+def test_a_new_process_is_read_at_once_and_the_view_is_followed(ps: FakePsutil) -> None:
+    node = Node(ps, 3 * READ_ALL_UP_TO, view=frozenset({10_000}))
+    for _ in range(3):
+        node.refresh()
+    ps.procs[77] = ProcInfo(cmdline=["new"])
+    node.stat.stats[77] = _stat()
+    node.pids.append(77)
+    procs = node.refresh()
+    assert 77 in node.log[-1][1] and procs[-1].cmdline == ("new",)
+    # the table scrolled: the new rows are read at the next refresh, the old ones no more
+    node.in_view.set("table", frozenset({10_500, 10_501}))
+    node.refresh()
+    assert {10_500, 10_501} <= node.log[-1][1]
+    reads_of_first = len(node.read_times(10_000))
+    for _ in range(3):
+        node.refresh()
+    assert len(node.read_times(10_000)) <= reads_of_first + 1
+
+
+def test_a_process_read_in_turns_shows_its_cpu_share_between_its_two_reads(
+    ps: FakePsutil,
+) -> None:
+    node = Node(ps, 2 * READ_ALL_UP_TO, view=frozenset({10_000}))
+    pid = node.pids[-1]
+    # 30% of a CPU for the first 10 s, then 80%: the CPU ticks at each refresh
+    ticks = [0]
+    for step in range(1, 25):
+        ticks.append(ticks[-1] + int(CLOCK_TICKS * (0.3 if step <= 10 else 0.8)))
+    shown: list[float | None] = []
+    for step in range(25):
+        node.stat.stats[pid] = _stat(cpu_ticks=ticks[step])
+        procs = node.refresh()
+        shown.append(next(p.cpu_pct for p in procs if p.pid == pid))
+    reads = [round(now - 1000.0) for now in node.read_times(pid)]
+    assert 5 <= len(reads) < 25  # in turns, not at every refresh
+    for before, after, until in zip(reads, reads[1:], [*reads[2:], 25], strict=False):
+        share = 100.0 * (ticks[after] - ticks[before]) / CLOCK_TICKS / (after - before)
+        # what its read found stands until its next read
+        assert shown[after:until] == [pytest.approx(share)] * (until - after)
+    assert shown[-1] == pytest.approx(80.0, abs=1.0)
+
+
+def test_a_live_source_handed_a_view_passes_it_to_its_host_collector(ps: FakePsutil) -> None:
+    gpus = [
+        h100(processes=[FakeProcess(20_000 + g * 250 + k) for k in range(250)]) for g in range(2)
+    ]
+    for gpu in gpus:
+        for p in gpu.processes:
+            ps.procs[p.pid] = ProcInfo()
+    clock = Clock()
+    host = HostCollector(ps, clock=clock)
+    source = LiveSource(gpu=NvmlCollector(FakeNvml(gpus)), host=host)
+    source.sample()  # no view yet: every process
+    assert ps.calls["cpu_percent"] == 500
+    in_view = InView()
+    in_view.set("table", frozenset({20_000, 20_001}))
+    source.use_view(in_view)
+    assert host.in_view is in_view
+    clock.now += 1.0
+    source.sample()
+    # the two in view and, of the 498 others, a fifth (one second of five)
+    assert ps.calls["cpu_percent"] == 500 + 2 + math.ceil(498 / REREAD_EVERY_S)
+    source.close()

@@ -141,7 +141,12 @@ class ProcessDetailScreen(Screen[object]):
 
     def on_mount(self) -> None:
         self.gapp.history.watch(self.proc.key)
+        # its %CPU and host memory read at every refresh, however many processes
+        self.gapp.in_view.set("detail", frozenset({self.proc.pid}))
         self.refresh_data()
+
+    def on_unmount(self) -> None:
+        self.gapp.in_view.clear("detail")
 
     def _values(self, gone: bool = False) -> DetailValues:
         app = self.gapp

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from textual import events, on, work
@@ -112,7 +113,9 @@ class MonitorScreen(Screen[object]):
         header.state.banner = app.banner
         header.state.readonly = app.readonly
         self.query_one(Input).display = False
-        self.query_one(ProcessTable).focus()
+        table = self.query_one(ProcessTable)
+        table.on_view = partial(app.in_view.set, "table")
+        table.focus()
         self._apply_layout()
         self.refresh_data()
 

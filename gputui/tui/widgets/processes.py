@@ -14,6 +14,7 @@ processes costs a sort (in C) and the few dozen rows on screen per refresh, not
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -128,6 +129,10 @@ class ProcessTable(ScrollView, can_focus=True):
         self._columns_for: tuple[tuple[ProcessSnapshot, ...], int, list[str]] | None = None
         #: the widget's style during one render_lines pass
         self._pass_style: Style | None = None
+        #: told the pids of the GPU processes in view when they change (a live
+        #: collector reads those at every refresh, the others in turns)
+        self.on_view: Callable[[frozenset[int]], None] | None = None
+        self._told: frozenset[int] | None = None
 
     # -- what the screen calls -------------------------------------------------
 
@@ -235,6 +240,18 @@ class ProcessTable(ScrollView, can_focus=True):
         else:
             self._refresh_changed(self._painted[1], painted)
         self._painted = (top, painted)
+        self._tell_view()
+
+    def _tell_view(self) -> None:
+        """Say which GPU processes are in view, if that changed."""
+        if self.on_view is None:
+            return
+        top = self.scroll_offset.y
+        end = min(len(self._rows), top + max(0, self.size.height - 1))
+        pids = frozenset(row.pid for row in self._rows[top:end] if row.proc is not None)
+        if pids != self._told:
+            self._told = pids
+            self.on_view(pids)
 
     def _top_after(self, cursor: int, top: int, found: int | None) -> int:
         """The first row in view after a refresh: where it was, unless the selected
@@ -358,6 +375,7 @@ class ProcessTable(ScrollView, can_focus=True):
         # The widget's style is looked up once per pass, not once per line: walking the
         # ancestors' backgrounds cost more than drawing a cached row.
         self._pass_style = self.rich_style
+        self._tell_view()  # scrolled, resized
         try:
             return super().render_lines(crop)
         finally:
