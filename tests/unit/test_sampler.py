@@ -146,10 +146,18 @@ def test_time_weighting_credits_a_gil_holding_call_its_wall_time() -> None:
     and takes one sample when it ends.  Counting samples would give it about
     one sample per call against several per sleep; weighting each sample by
     the time since the previous one gives it its share of the wall time."""
-    values = [float((i * 7919) % 1000003) for i in range(300_000)]
-    t0 = time.perf_counter()
-    gil_hog(values)
-    sort_s = time.perf_counter() - t0
+    # a hog of at least 10 sampling intervals: the sampler, woken during it,
+    # has that long to be scheduled before the hog ends, even on a loaded
+    # machine, and counting would give the hog at most 1 sample in 11
+    n = 300_000
+    while True:
+        values = [float((i * 7919) % 1000003) for i in range(n)]
+        t0 = time.perf_counter()
+        gil_hog(values)
+        sort_s = time.perf_counter() - t0
+        if sort_s >= 0.1 or n >= 4_800_000:
+            break
+        n *= 2
     spent = {"hog": 0.0, "sleep": 0.0}
 
     def body(stop: threading.Event) -> None:
