@@ -93,7 +93,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["traced_top_kb"] = {k: v / 1024 for k, v in by_file.most_common(args.top)}
         if profiler is not None:
             stats = pstats.Stats(profiler)
-            stats.sort_stats("cumulative").print_stats(args.top)
+            stats.sort_stats(args.sort).print_stats(args.top)
         app.exit()
     tops = collections.Counter(m.split(".")[0] for m in sys.modules)
     out["modules"] = len(sys.modules)
@@ -116,6 +116,9 @@ def main() -> int:
         help="no tracemalloc during the refreshes (it slows each allocation: for CPU figures)",
     )
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--sort", default="cumulative", help="cProfile's order: cumulative (default) or tottime"
+    )
     parser.add_argument("--out", type=Path, help="also write the figures as JSON")
     args = parser.parse_args()
     load = os.getloadavg()

@@ -1,0 +1,173 @@
+"""The codec's compiled converters read every value exactly as a plain loop over
+the same plan does: the same instance, or the same error with the same
+message, on real snapshots of the embedded recording with fields replaced by
+values of every JSON type, in and out of range, and fields removed."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputui.snapshot.codec import DecodeError, _json_type, dataclass_plan, from_json
+from gputui.snapshot.model import MAX_STR_CHARS, Snapshot
+
+DEMO = Path(__file__).resolve().parents[2] / "gputui" / "data" / "demo.jsonl.gz"
+
+
+def reference(cls: type, data: Any) -> Any:
+    """``cls`` from ``data`` by a loop over the plan: the behaviour the compiled
+    converter must have."""
+    plan, required, defaults = dataclass_plan(cls)
+    name = cls.__name__
+    if type(data) is not dict:
+        raise DecodeError(f"{name}: expected an object, got {_json_type(data)}")
+    for key in required:
+        if key not in data:
+            raise DecodeError(f"{name}: missing field {key!r}")
+    kwargs: dict[str, Any] = {}
+    for key, kind, lo, hi, nullable, conv in plan:
+        if key not in data:
+            continue
+        value = data[key]
+        if value is None:
+            kwargs[key] = None if nullable else conv(value)
+        elif kind.__name__ == "_Words" and (
+            type(value) is list
+            and len(value) <= hi
+            and all(type(v) is str for v in value)
+            and max(map(len, value), default=0) <= MAX_STR_CHARS
+        ):
+            kwargs[key] = tuple(value)
+        elif type(value) is kind and (
+            kind is bool or lo <= (len(value) if kind is str else value) <= hi
+        ):
+            kwargs[key] = value
+        else:
+            kwargs[key] = conv(value)
+    if defaults is not None:
+        out = object.__new__(cls)
+        out.__dict__.update(defaults, **kwargs)
+        return out
+    return cls(**kwargs)
+
+
+def _classes(cls: type, seen: dict[str, type]) -> dict[str, type]:
+    seen[cls.__name__] = cls
+    pending = list(typing.get_type_hints(cls).values())
+    while pending:
+        tp = pending.pop()
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp) and tp.__name__ not in seen:
+            _classes(tp, seen)
+        pending.extend(typing.get_args(tp))
+    return seen
+
+
+CLASSES = _classes(Snapshot, {})
+
+
+def _samples() -> list[tuple[type, dict[str, Any]]]:
+    """(class, JSON value) of every value class a snapshot of the demo holds."""
+    lines = gzip.open(DEMO, "rt").read().splitlines()
+    found: dict[str, tuple[type, dict[str, Any]]] = {}
+
+    def walk(cls: type, value: Any) -> None:
+        if type(value) is not dict:
+            return
+        found.setdefault(cls.__name__, (cls, value))
+        hints = typing.get_type_hints(cls)
+        for key, item in value.items():
+            tp = hints.get(key)
+            inner = [a for a in typing.get_args(tp) if a is not type(None)] if tp else []
+            for t in [tp, *inner, *(a for i in inner for a in typing.get_args(i))]:
+                if isinstance(t, type) and dataclasses.is_dataclass(t):
+                    for v in item if type(item) is list else [item]:
+                        walk(t, v)
+            if tp is not None and typing.get_origin(tp) is tuple:
+                (item_type, _) = typing.get_args(tp)
+                if dataclasses.is_dataclass(item_type) and type(item) is list:
+                    for v in item:
+                        walk(item_type, v)
+
+    for line in lines[1:40]:
+        walk(Snapshot, json.loads(line))
+    return list(found.values())
+
+
+SAMPLES = _samples()
+
+#: values of every JSON type, in and out of every range
+ODD = st.one_of(
+    st.sampled_from(
+        [None, True, False, 0, -1, 1, 2**63, -(2**70), 1.5, -0.5, 1e308, -1e308, 1e-300]
+    ),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.just("x" * (MAX_STR_CHARS + 1)),
+    st.lists(st.text(max_size=4), max_size=4),
+    st.lists(st.integers(), max_size=3),
+    st.just(["a"] * 5000),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+def shape(value: Any) -> Any:
+    """``value`` with the type of every part (a tuple is not a list, 1 is not 1.0)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, [(k, shape(v)) for k, v in vars(value).items()])
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, [shape(v) for v in value])
+    return (type(value).__name__, value)
+
+
+def outcome(fn: Any, cls: type, data: Any) -> Any:
+    try:
+        return ("ok", shape(fn(cls, data)))
+    except DecodeError as exc:
+        return ("error", type(exc).__name__, str(exc))
+
+
+def test_the_samples_cover_the_nested_classes() -> None:
+    """The control: the walk found a real value of most classes a snapshot holds."""
+    assert {"Snapshot", "ProcessSnapshot", "DeviceSnapshot", "HostSnapshot"} <= {
+        c.__name__ for c, _ in SAMPLES
+    }
+    assert len(SAMPLES) >= 5
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    st.sampled_from(SAMPLES),
+    st.lists(st.tuples(st.integers(min_value=0), ODD, st.booleans()), max_size=4),
+    st.one_of(st.none(), ODD),
+)
+def test_compiled_converters_agree_with_the_loop(
+    sample: tuple[type, dict[str, Any]],
+    edits: list[tuple[int, Any, bool]],
+    whole: Any,
+) -> None:
+    cls, value = sample
+    data: Any = dict(value)
+    keys = sorted(data)
+    for at, replacement, remove in edits:
+        key = keys[at % len(keys)]
+        if remove:
+            data.pop(key, None)
+        else:
+            data[key] = replacement
+    if whole is not None and not edits:
+        data = whole  # not an object at all
+    assert outcome(lambda c, d: from_json(c, d), cls, data) == outcome(reference, cls, data)
+
+
+def test_a_real_snapshot_reads_the_same_both_ways() -> None:
+    for cls, value in SAMPLES:
+        assert outcome(lambda c, d: from_json(c, d), cls, value) == outcome(reference, cls, value)
+        assert outcome(reference, cls, value)[0] == "ok"
