@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from itertools import compress, count
+from operator import eq
 from typing import cast
 
 from gputui.collectors.recording_io import load_line, load_objects, value_end
@@ -35,6 +36,9 @@ _SEPARATOR = b'},{"pid":'
 #: snapshot can hold there (a process is an object), checked after
 _PLACEHOLDER = b'"processes":[[[]]]'
 _MAX_PROCESSES = MAX_ITEMS["Snapshot.processes"]
+#: when more than one process in this many differs from the one at its place in
+#: the line before, the others are looked up by their text: some moved
+_MOVED = 5
 #: new processes read at once (their JSON values held until converted)
 _BATCH = 512
 
@@ -43,8 +47,11 @@ class SnapshotLines:
     """Decodes the lines of one pass over a recording, in order."""
 
     def __init__(self) -> None:
-        #: the previous line's processes by their text
-        self._known: dict[bytes, ProcessSnapshot] = {}
+        #: the previous line's processes and their texts, in order, and by text
+        #: (None until needed)
+        self._pieces: list[bytes] = []
+        self._processes: list[ProcessSnapshot] = []
+        self._known: dict[bytes, ProcessSnapshot] | None = {}
 
     def decode(self, line: bytes) -> Snapshot:
         """The snapshot of ``line``; DecodeError or ValueError as
@@ -63,7 +70,7 @@ class SnapshotLines:
             if paused:
                 gc.enable()
         if snapshot is None:
-            self._known = {}
+            self._pieces, self._processes, self._known = [], [], {}
             return snapshot_from_json(load_line(line))
         return snapshot
 
@@ -90,9 +97,24 @@ class SnapshotLines:
         # The lookups, and finding the pieces no process of the line before had,
         # run in C: a line of 20,000 processes, nine in ten of them unchanged, is
         # then mostly the few thousand it must decode.
-        known = self._known
-        processes: list[ProcessSnapshot | None] = list(map(known.get, pieces))
+        # A process whose text is the one at its place in the line before (most
+        # of them: the processes keep their order) is found by a comparison of
+        # the two texts, without hashing either; the others by their text when
+        # many differ (a process that came or went moved those after it).
+        old_pieces, old_processes = self._pieces, self._processes
+        if len(old_pieces) == len(pieces):
+            processes: list[ProcessSnapshot | None] = list(
+                map(_same, map(eq, pieces, old_pieces), old_processes)
+            )
+        else:
+            processes = [None] * len(pieces)
         missing = list(compress(count(), map(_is_none, processes)))
+        if len(missing) > len(pieces) // _MOVED:
+            # processes came or went before others, which moved: look them up
+            known = self._known_by_text()
+            for i in missing:
+                processes[i] = known.get(pieces[i])
+            missing = [i for i in missing if processes[i] is None]
         for at in range(0, len(missing), _BATCH):
             batch = missing[at : at + _BATCH]
             values = load_objects([pieces[i] for i in batch], _FIRST, b"}")
@@ -100,9 +122,20 @@ class SnapshotLines:
                 processes[i] = from_json(ProcessSnapshot, value)
         done = cast(list[ProcessSnapshot], processes)  # every None filled
         snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(done))
-        self._known = dict(zip(pieces, done, strict=True))
+        self._pieces, self._processes, self._known = pieces, done, None
         return snapshot
+
+    def _known_by_text(self) -> dict[bytes, ProcessSnapshot]:
+        """The previous line's processes by their text (built when a process
+        moved, the first time it is needed)."""
+        if self._known is None:
+            self._known = dict(zip(self._pieces, self._processes, strict=True))
+        return self._known
 
 
 def _is_none(value: object) -> bool:
     return value is None
+
+
+def _same(equal: bool, process: ProcessSnapshot) -> ProcessSnapshot | None:
+    return process if equal else None

@@ -54,6 +54,25 @@ def test_pieces_decode_as_the_whole_line_and_unchanged_processes_are_reused() ->
     assert b.processes[-1].pid == 20
 
 
+def test_processes_that_moved_are_reused_and_those_in_place_compared_in_place() -> None:
+    decoder = SnapshotLines()
+    procs = [_proc(pid) for pid in range(10, 30)]
+    a = decoder.decode(_line(snapshot_to_json(_with_processes(1.0, procs))))
+    # the first process went, a new one came last: every other one moved up
+    moved = [*procs[1:], _proc(99)]
+    b = decoder.decode(_line(snapshot_to_json(_with_processes(2.0, moved))))
+    assert b == _with_processes(2.0, moved)
+    assert all(after is before for after, before in zip(b.processes[:-1], a.processes[1:]))
+    # in place: two changed, two swapped (decoded anew, the same values)
+    swapped = list(b.processes)
+    swapped[3], swapped[4] = swapped[4], swapped[3]
+    swapped[0] = _proc(swapped[0].pid, cpu_pct=7.0)
+    c = decoder.decode(_line(snapshot_to_json(_with_processes(3.0, swapped))))
+    assert c == _with_processes(3.0, swapped)
+    kept = [i for i in range(len(swapped)) if c.processes[i] is b.processes[i]]
+    assert kept == [i for i in range(len(swapped)) if i not in (0, 3, 4)]
+
+
 @pytest.mark.parametrize("count", [0, 1, 2])
 def test_few_processes(count: int) -> None:
     snap = _with_processes(1.0, [_proc(pid) for pid in range(count)])
