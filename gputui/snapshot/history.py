@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import attrgetter
 
-from gputui.snapshot.model import ProcessSnapshot, Snapshot
+from gputui.snapshot.model import ProcessSnapshot, Snapshot, replaced
 
 _PID = attrgetter("pid")
 
@@ -77,6 +77,11 @@ class History:
     _last_input_s: float | None = None
     #: the pids of the processes with series (a quick test before the key's)
     _pids: set[int] = field(default_factory=set)
+    #: the processes last passed over with every series taken, the pids with
+    #: series then, and which of them had one
+    _mask: tuple[tuple[ProcessSnapshot, ...], set[int], list[bool]] = field(
+        default_factory=lambda: ((), set(), [])
+    )
 
     def __post_init__(self) -> None:
         if self.times.maxlen != self.series_points:
@@ -156,7 +161,7 @@ class History:
         if room <= 0:
             # Every series taken: only the processes with one are looked at (the
             # others of a node's thousands passed over in C).
-            procs = compress(procs, map(pids.__contains__, map(_PID, procs)))
+            procs = compress(procs, self._tracked_mask(snapshot.processes))
         for proc in procs:
             if proc.pid not in pids and room <= 0:
                 continue
@@ -184,6 +189,22 @@ class History:
             del tracked[key]
         if stale:
             self._pids = {pid for _uuid, pid in tracked}
+
+    def _tracked_mask(self, procs: tuple[ProcessSnapshot, ...]) -> list[bool]:
+        """Whether each of ``procs`` has a pid with series; read only for the
+        processes that are not the ones at their place last time, while the
+        pids with series stay the same."""
+        old, old_pids, mask = self._mask
+        pids = self._pids
+        changed = replaced(procs, old) if old_pids == pids else None
+        if changed is None:
+            mask = list(map(pids.__contains__, map(_PID, procs)))
+        elif changed:
+            mask = mask[:]
+            for i in changed:
+                mask[i] = procs[i].pid in pids
+        self._mask = (procs, set(pids), mask)
+        return mask
 
     def _track(self, key: tuple[str, int]) -> _ProcessHistory:
         entry = _ProcessHistory(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress, count
+from operator import attrgetter, is_not
 from typing import Any, TypeVar
 
 from gputui.snapshot.value import ValueBase as ValueBase  # re-exported: the rooms' base
@@ -296,6 +297,36 @@ def any_placed(processes: Sequence[ProcessSnapshot]) -> bool:
     if _NOWHERE.issuperset(map(_PLACES, processes)):
         return False
     return any(p.container is not None or p.pid_is_host for p in processes)
+
+
+def replaced(new: Sequence[object], old: Sequence[object]) -> list[int] | None:
+    """The positions where ``new`` holds another object than ``old`` (by
+    identity: no object is read, so thousands cost a pass over two arrays of
+    pointers), or None when their lengths differ.  A replay reuses each process
+    that did not change, so most positions hold the same object."""
+    if len(new) != len(old):
+        return None
+    return list(compress(count(), map(is_not, new, old)))
+
+
+class PlacedMemo:
+    """:func:`any_placed` of successive process lists, reading only the processes
+    that are not the ones at their place in the previous list while none was
+    placed (the common case, on every refresh)."""
+
+    def __init__(self) -> None:
+        self._processes: tuple[ProcessSnapshot, ...] = ()
+        self._placed = False
+
+    def __call__(self, processes: Sequence[ProcessSnapshot]) -> bool:
+        processes = tuple(processes)
+        changed = replaced(processes, self._processes)
+        if changed is None or self._placed or not self._processes:
+            placed = any_placed(processes)
+        else:
+            placed = any_placed([processes[i] for i in changed])
+        self._processes, self._placed = processes, placed
+        return placed
 
 
 @dataclass(frozen=True, eq=False, repr=False)

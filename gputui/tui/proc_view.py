@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import lru_cache
 from itertools import compress, count
-from operator import attrgetter, is_, is_not
+from operator import attrgetter
 from typing import Any, overload
 
 from rich.text import Text
 
 from gputui import fmt
 from gputui.reports import container_text
-from gputui.snapshot.model import ProcessSnapshot, any_placed
+from gputui.snapshot.model import ProcessSnapshot, any_placed, replaced
 from gputui.tui import render
+from gputui.tui.proc_sort import GPU_OF, SORT_VALUES, base_order, runtime_s, sorted_by
+from gputui.tui.proc_sort import PID_OF as _PID
+from gputui.tui.proc_sort import sort_processes as sort_processes  # the table's order
 
 #: shown only while a process shown is in a container (or is a host pid)
 CONTAINER = ("container", "CONTAINER", 16)
@@ -140,76 +143,6 @@ class SortSpec:
         if column == self.column:
             return self.toggled()
         return SortSpec(column, column in DESCENDING_FIRST)
-
-
-def runtime_s(proc: ProcessSnapshot, now_s: float) -> float | None:
-    if proc.start_time_s is None:
-        return None
-    return max(0.0, now_s - proc.start_time_s)
-
-
-#: how each sortable column orders its rows: a getter of a process's value (None
-#: sorts last); a new column adds its getter here
-SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
-    "gpu": attrgetter("gpu_index"),
-    "pid": attrgetter("pid"),
-    "user": attrgetter("user"),
-    "type": attrgetter("type"),
-    "gpu_mem": attrgetter("gpu_mem_bytes"),
-    "sm": attrgetter("sm_pct"),
-    "bw": attrgetter("mem_bw_pct"),
-    "cpu": attrgetter("cpu_pct"),
-    "rss": attrgetter("rss_bytes"),
-    "container": container_text.sort_key,
-    "command": attrgetter("command"),
-}
-_PID = attrgetter("pid")
-_GPU = attrgetter("gpu_index")
-_PPID = attrgetter("ppid")
-_IS_NONE = partial(is_, None)
-_NOT_NONE = partial(is_not, None)
-
-
-def base_order(procs: Sequence[ProcessSnapshot]) -> list[int]:
-    """The positions of ``procs`` by GPU, then pid (the ties of every sort)."""
-    return _base_order(list(map(_PID, procs)), list(map(_GPU, procs)))
-
-
-def _base_order(pids: list[int], gpus: list[int]) -> list[int]:
-    # by pid, then (stable) by GPU: two sorts of plain integers (C compares them
-    # faster than pairs, and lists of integers are nothing for the collector to
-    # walk); a snapshot comes in this order already: an ordered list is one pass
-    order = sorted(range(len(pids)), key=pids.__getitem__)
-    order.sort(key=gpus.__getitem__)
-    return order
-
-
-def sort_processes(
-    procs: Sequence[ProcessSnapshot],
-    spec: SortSpec,
-    now_s: float,
-    base: list[int] | None = None,
-) -> list[ProcessSnapshot]:
-    """Sorted by ``spec``; unknown values (N/A) always last; ties by GPU then pid
-    (``base``: :func:`base_order` of ``procs``, when the caller has it).
-
-    Every step runs in C (getters, ``sorted`` on positions): the order of 20,000
-    processes costs a few milliseconds, and an already ordered list (a snapshot's
-    own order) costs one pass."""
-    items = list(map(procs.__getitem__, base_order(procs) if base is None else base))
-    if spec.column == "gpu" and not spec.descending:
-        return items
-    value: Callable[[ProcessSnapshot], Any] = (
-        (lambda p: runtime_s(p, now_s)) if spec.column == "time" else SORT_VALUES[spec.column]
-    )
-    values = list(map(value, items))
-    if None in values:
-        known = list(compress(range(len(items)), map(_NOT_NONE, values)))
-        unknown = list(compress(range(len(items)), map(_IS_NONE, values)))
-    else:
-        known, unknown = list(range(len(items))), []
-    known.sort(key=values.__getitem__, reverse=spec.descending)
-    return list(map(items.__getitem__, known + unknown))
 
 
 @dataclass(frozen=True)
@@ -365,10 +298,15 @@ def cells(
     )
 
 
-def shown_columns(width: int, procs: Sequence[ProcessSnapshot]) -> list[str]:
-    """The columns a table ``width`` cells wide shows for ``procs``."""
+def shown_columns(
+    width: int,
+    procs: Sequence[ProcessSnapshot],
+    placed: Callable[[Sequence[ProcessSnapshot]], bool] = any_placed,
+) -> list[str]:
+    """The columns a table ``width`` cells wide shows for ``procs`` (``placed``:
+    :func:`any_placed`, or a :class:`PlacedMemo` of the caller's)."""
     narrow = width < NARROW_WIDTH
-    with_container = any_placed(procs)
+    with_container = placed(procs)
     return [
         key
         for key in COLUMN_KEYS
@@ -401,6 +339,9 @@ def _command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
     # Every row is redrawn each sample, and command lines rarely change: cleaning
     # each argument of every row again was a tenth of the table's drawing time.
     return fmt.command(cmdline, name, MAX_COMMAND_CHARS)
+
+
+_PPID = attrgetter("ppid")
 
 
 class RowList(Sequence[Row]):
@@ -490,8 +431,10 @@ class RowBuilder:
         self._filter: ProcFilter | None = None
         #: id(process) -> (process, matched): the process is held, so its id is not reused
         self._matched: dict[int, tuple[ProcessSnapshot, bool]] = {}
-        #: pids and GPUs of the processes last sorted, and their base order
-        self._base: tuple[list[int], list[int], list[int]] = ([], [], [])
+        #: the processes last sorted, and their base order
+        self._base: tuple[tuple[ProcessSnapshot, ...], list[int]] = ((), [])
+        #: the processes last sorted in base order, the column, and their values
+        self._values: tuple[tuple[ProcessSnapshot, ...], str, list[Any]] = ((), "", [])
         #: the pids, GPUs and parents of the processes last laid out as a tree, in
         #: their order, with ``ascii_only``; and that layout
         self._tree: tuple[tuple[Any, ...], TreeLayout] | None = None
@@ -506,24 +449,53 @@ class RowBuilder:
         ascii_only: bool = False,
     ) -> RowList:
         shown = self._filtered(procs, flt)
-        ordered = sort_processes(shown, spec, now_s, self._base_order(shown))
+        base = self._base_order(shown)
+        items = list(map(shown.__getitem__, base))
+        if spec.column == "gpu" and not spec.descending:
+            ordered = items
+        else:
+            ordered = sorted_by(items, spec, now_s, self._sort_values(items, spec))
         if not tree:
             self._tree = None
             return RowList(ordered)
         return RowList(ordered, self._layout(ordered, ascii_only))
 
     def _base_order(self, procs: Sequence[ProcessSnapshot]) -> list[int]:
-        pids, gpus = list(map(_PID, procs)), list(map(_GPU, procs))
-        old_pids, old_gpus, order = self._base
-        if pids != old_pids or gpus != old_gpus:
-            order = _base_order(pids, gpus)
-            self._base = (pids, gpus, order)
+        """:func:`base_order`, kept while each process is the one at its place
+        last time or has its pid and GPU (read only for those that are not)."""
+        procs = tuple(procs)
+        old, order = self._base
+        changed = replaced(procs, old)
+        if changed is None or not all(
+            procs[i].pid == old[i].pid and procs[i].gpu_index == old[i].gpu_index for i in changed
+        ):
+            order = base_order(procs)
+        self._base = (procs, order)
         return order
+
+    def _sort_values(self, items: list[ProcessSnapshot], spec: SortSpec) -> list[Any] | None:
+        """The sort column's value of each of ``items``, read only for the
+        processes that are not the ones at their place last time; None for the
+        columns whose values move with time (the run time)."""
+        if spec.column == "time":
+            return None
+        getter = SORT_VALUES[spec.column]
+        now = tuple(items)
+        old, column, values = self._values
+        changed = replaced(now, old) if column == spec.column else None
+        if changed is None:
+            values = list(map(getter, now))
+        elif changed:
+            values = values[:]
+            for i in changed:
+                values[i] = getter(now[i])
+        self._values = (now, spec.column, values)
+        return values
 
     def _layout(self, ordered: list[ProcessSnapshot], ascii_only: bool) -> TreeLayout:
         structure = (
             list(map(_PID, ordered)),
-            list(map(_GPU, ordered)),
+            list(map(GPU_OF, ordered)),
             list(map(_PPID, ordered)),
             ascii_only,
         )

@@ -62,7 +62,9 @@ def test_processes_that_moved_are_reused_and_those_in_place_compared_in_place() 
     moved = [*procs[1:], _proc(99)]
     b = decoder.decode(_line(snapshot_to_json(_with_processes(2.0, moved))))
     assert b == _with_processes(2.0, moved)
-    assert all(after is before for after, before in zip(b.processes[:-1], a.processes[1:]))
+    assert all(
+        after is before for after, before in zip(b.processes[:-1], a.processes[1:], strict=True)
+    )
     # in place: two changed, two swapped (decoded anew, the same values)
     swapped = list(b.processes)
     swapped[3], swapped[4] = swapped[4], swapped[3]

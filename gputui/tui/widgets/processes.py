@@ -28,7 +28,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputui import fmt
-from gputui.snapshot.model import ProcessSnapshot
+from gputui.snapshot.model import PlacedMemo, ProcessSnapshot
 from gputui.tui import proc_view
 from gputui.tui.proc_view import (
     COLUMN_KEYS,
@@ -110,6 +110,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self._procs: tuple[ProcessSnapshot, ...] = ()
         self._now_s = 0.0
         self._builder = RowBuilder()
+        #: whether a process is in a container, read only for processes that changed
+        self._placed = PlacedMemo()
         self._rows = RowList()
         #: row key -> (process, tree prefix, parent name, time, cells): the cells of rows
         #: that were in view, made again when one of the four changes
@@ -312,7 +314,7 @@ class ProcessTable(ScrollView, can_focus=True):
         if known is not None and known[0] is self._procs and known[1] == width:
             shown = known[2]
         else:  # a pass over every process: once per refresh
-            shown = proc_view.shown_columns(width, self._procs)
+            shown = proc_view.shown_columns(width, self._procs, self._placed)
             self._columns_for = (self._procs, width, shown)
         fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
         # The command takes what the fixed columns leave (one space between columns).

@@ -1,0 +1,101 @@
+"""The process table's order: each column's sort value, and the order by GPU
+and pid that breaks every tie (no textual).  Each step runs in C over the
+processes (getters, ``sorted`` on positions)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_, is_not
+from typing import Any, Protocol
+
+from gputui.reports import container_text
+from gputui.snapshot.model import ProcessSnapshot
+
+
+class SortSpec(Protocol):
+    """What an order is asked by (``proc_view.SortSpec``)."""
+
+    @property
+    def column(self) -> str: ...
+    @property
+    def descending(self) -> bool: ...
+
+
+def runtime_s(proc: ProcessSnapshot, now_s: float) -> float | None:
+    if proc.start_time_s is None:
+        return None
+    return max(0.0, now_s - proc.start_time_s)
+
+
+#: how each sortable column orders its rows: a getter of a process's value (None
+#: sorts last); a new column adds its getter here
+SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
+    "gpu": attrgetter("gpu_index"),
+    "pid": attrgetter("pid"),
+    "user": attrgetter("user"),
+    "type": attrgetter("type"),
+    "gpu_mem": attrgetter("gpu_mem_bytes"),
+    "sm": attrgetter("sm_pct"),
+    "bw": attrgetter("mem_bw_pct"),
+    "cpu": attrgetter("cpu_pct"),
+    "rss": attrgetter("rss_bytes"),
+    "container": container_text.sort_key,
+    "command": attrgetter("command"),
+}
+PID_OF = attrgetter("pid")
+GPU_OF = attrgetter("gpu_index")
+_IS_NONE = partial(is_, None)
+_NOT_NONE = partial(is_not, None)
+
+
+def base_order(procs: Sequence[ProcessSnapshot]) -> list[int]:
+    """The positions of ``procs`` by GPU, then pid (the ties of every sort)."""
+    return _base_order(list(map(PID_OF, procs)), list(map(GPU_OF, procs)))
+
+
+def _base_order(pids: list[int], gpus: list[int]) -> list[int]:
+    # by pid, then (stable) by GPU: two sorts of plain integers (C compares them
+    # faster than pairs, and lists of integers are nothing for the collector to
+    # walk); a snapshot comes in this order already: an ordered list is one pass
+    order = sorted(range(len(pids)), key=pids.__getitem__)
+    order.sort(key=gpus.__getitem__)
+    return order
+
+
+def sort_processes(
+    procs: Sequence[ProcessSnapshot],
+    spec: SortSpec,
+    now_s: float,
+    base: list[int] | None = None,
+) -> list[ProcessSnapshot]:
+    """Sorted by ``spec``; unknown values (N/A) always last; ties by GPU then pid
+    (``base``: :func:`base_order` of ``procs``, when the caller has it).
+
+    Every step runs in C (getters, ``sorted`` on positions): the order of 20,000
+    processes costs a few milliseconds, and an already ordered list (a snapshot's
+    own order) costs one pass."""
+    items = list(map(procs.__getitem__, base_order(procs) if base is None else base))
+    if spec.column == "gpu" and not spec.descending:
+        return items
+    return sorted_by(items, spec, now_s)
+
+
+def sorted_by(
+    items: list[ProcessSnapshot], spec: SortSpec, now_s: float, values: list[Any] | None = None
+) -> list[ProcessSnapshot]:
+    """``items`` (in base order) sorted by ``spec``'s column (``values``: each
+    one's value of it, when the caller has them)."""
+    if values is None:
+        value: Callable[[ProcessSnapshot], Any] = (
+            (lambda p: runtime_s(p, now_s)) if spec.column == "time" else SORT_VALUES[spec.column]
+        )
+        values = list(map(value, items))
+    if None in values:
+        known = list(compress(range(len(items)), map(_NOT_NONE, values)))
+        unknown = list(compress(range(len(items)), map(_IS_NONE, values)))
+    else:
+        known, unknown = list(range(len(items))), []
+    known.sort(key=values.__getitem__, reverse=spec.descending)
+    return list(map(items.__getitem__, known + unknown))
