@@ -7,10 +7,11 @@ here makes it testable without an app.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import compress, count
+from itertools import compress, count, filterfalse
 from operator import attrgetter
 from typing import Any, overload
 
@@ -417,6 +418,28 @@ class RowList(Sequence[Row]):
         return None
 
 
+#: the base order is mended when at most one process in this many has another
+#: pid or GPU than the one at its place last time, else sorted again
+_MENDED = 32
+
+
+def mended_order(order: list[int], procs: Sequence[ProcessSnapshot], moved: list[int]) -> list[int]:
+    """:func:`base_order` of ``procs`` from ``order``, the one of a list that
+    differed from ``procs`` only at the positions ``moved``: those are taken out
+    and put back where they belong.  The order by GPU and pid keeps equal
+    processes in their positions' order, so (GPU, pid, position) orders every
+    position as the full sort does."""
+
+    def key(i: int) -> tuple[int, int, int]:
+        proc = procs[i]
+        return (proc.gpu_index, proc.pid, i)
+
+    out = list(filterfalse(set(moved).__contains__, order))
+    for i in moved:
+        insort(out, i, key=key)
+    return out
+
+
 class RowBuilder:
     """Filters, sorts and lays out the rows at each refresh.
 
@@ -462,14 +485,23 @@ class RowBuilder:
 
     def _base_order(self, procs: Sequence[ProcessSnapshot]) -> list[int]:
         """:func:`base_order`, kept while each process is the one at its place
-        last time or has its pid and GPU (read only for those that are not)."""
+        last time or has its pid and GPU (read only for those that are not), and
+        mended when a few have another (a process replaced in its place)."""
         procs = tuple(procs)
         old, order = self._base
         changed = replaced(procs, old)
-        if changed is None or not all(
-            procs[i].pid == old[i].pid and procs[i].gpu_index == old[i].gpu_index for i in changed
-        ):
+        if changed is None:
             order = base_order(procs)
+        else:
+            moved = [
+                i
+                for i in changed
+                if procs[i].pid != old[i].pid or procs[i].gpu_index != old[i].gpu_index
+            ]
+            if len(moved) > len(procs) // _MENDED:
+                order = base_order(procs)
+            elif moved:
+                order = mended_order(order, procs, moved)
         self._base = (procs, order)
         return order
 

@@ -22,7 +22,15 @@ from gputui.snapshot.model import (
     any_placed,
     replaced,
 )
-from gputui.tui.proc_view import SORTABLE, ProcFilter, RowBuilder, SortSpec, build_rows
+from gputui.tui.proc_sort import base_order
+from gputui.tui.proc_view import (
+    SORTABLE,
+    ProcFilter,
+    RowBuilder,
+    SortSpec,
+    build_rows,
+    mended_order,
+)
 from tests.unit.test_replay import make_snapshot
 
 
@@ -84,7 +92,7 @@ REFRESHES = st.lists(st.lists(CHANGE, max_size=4), min_size=1, max_size=8)
 
 @settings(max_examples=150, deadline=None)
 @given(
-    st.integers(min_value=0, max_value=30),
+    st.integers(min_value=0, max_value=100),
     REFRESHES,
     st.sampled_from(SORTABLE),
     st.booleans(),
@@ -137,3 +145,20 @@ def test_replaced_compares_identity_not_values() -> None:
     assert replaced((a, b), (a, b)) == []
     assert replaced((same_value, b), (a, b)) == [0]
     assert replaced((a,), (a, b)) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40)), min_size=1, max_size=60),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.integers(0, 40)), max_size=6),
+)
+def test_a_mended_order_is_the_full_sort(
+    keys: list[tuple[int, int]], moves: list[tuple[int, int, int]]
+) -> None:
+    """Duplicate (GPU, pid) pairs included: ties keep their positions' order."""
+    before = [proc(pid, gpu) for gpu, pid in keys]
+    after = list(before)
+    for at, gpu, pid in moves:
+        after[at % len(after)] = proc(pid, gpu)
+    moved = sorted({i for i in range(len(after)) if after[i] is not before[i]})
+    assert mended_order(base_order(before), after, moved) == base_order(after)
