@@ -289,6 +289,7 @@ def _compile_converter(
         "_DecodeError": DecodeError,
         "_json_type": _json_type,
         "_only_str": _ONLY_STR.issuperset,
+        "_intern": sys.intern,
         "_max_chars": MAX_STR_CHARS,
     }
     target = "_d" if defaults is not None else "_kw"
@@ -314,13 +315,13 @@ def _compile_converter(
         if kind is bool:
             taken.append(("type(v) is bool", "v"))
         elif kind is str:
-            taken.append((f"type(v) is str and _lo{n} <= len(v) <= _hi{n}", "v"))
+            taken.append((f"type(v) is str and _lo{n} <= len(v) <= _hi{n}", "_intern(v)"))
         elif kind is _Words:
             words = (
                 f"type(v) is list and len(v) <= _hi{n} and _only_str(map(type, v))"
                 " and max(map(len, v), default=0) <= _max_chars"
             )
-            taken.append((words, "tuple(v)"))
+            taken.append((words, "tuple(map(_intern, v))"))
         elif kind is not _Complex:
             taken.append((f"type(v) is _k{n} and _lo{n} <= v <= _hi{n}", "v"))
         lines += [f"    if {key!r} in data:", f"        v = data[{key!r}]"]

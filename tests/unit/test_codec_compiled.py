@@ -171,3 +171,20 @@ def test_a_real_snapshot_reads_the_same_both_ways() -> None:
     for cls, value in SAMPLES:
         assert outcome(lambda c, d: from_json(c, d), cls, value) == outcome(reference, cls, value)
         assert outcome(reference, cls, value)[0] == "ok"
+
+
+def test_equal_strings_read_from_different_values_are_one_object() -> None:
+    """A node's thousands of processes repeat a few users, GPU ids and command
+    words: each is held once (the memory of a 20,000-process replay)."""
+    from gputui.snapshot.model import ProcessSnapshot
+
+    def value() -> dict[str, Any]:  # new strings each time, as a JSON parse makes them
+        return json.loads(
+            '{"pid": 1, "gpu_index": 0, "gpu_uuid": "GPU-abc", "type": "compute",'
+            ' "user": "ana", "cmdline": ["python", "serve.py", "--port=8000"]}'
+        )
+
+    a, b = from_json(ProcessSnapshot, value()), from_json(ProcessSnapshot, value())
+    assert a.user == b.user == "ana" and a.user is b.user
+    assert a.gpu_uuid is b.gpu_uuid
+    assert all(x is y for x, y in zip(a.cmdline, b.cmdline, strict=True))
