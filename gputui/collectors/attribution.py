@@ -59,6 +59,10 @@ class ContainerAttributor:
         # gethostname() is uname's node name: the same, without importing socket
         self._node_hostname = node_hostname if node_hostname is not None else os.uname().nodename
         self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
+        #: each placed process's value as last made, with what it was made from
+        self._joined: dict[
+            tuple[str, int], tuple[ProcessSnapshot, ContainerInfo, ProcessSnapshot]
+        ] = {}
         #: cgroup texts already parsed, and what they name
         self._parsed: dict[str, ContainerInfo | None] = {}
 
@@ -66,6 +70,7 @@ class ContainerAttributor:
         out: list[ProcessSnapshot] = []
         cache = self._cache
         seen: set[tuple[int, float]] = set()
+        last, joined = self._joined, {}
         for proc in processes:
             if proc.pid_is_host:
                 out.append(proc)  # another namespace's pid: nothing here is about it
@@ -81,7 +86,17 @@ class ContainerAttributor:
                 if info is _MISSING:
                     info = self.lookup(proc.pid)
                     cache[key] = info
-            out.append(proc if info is None else evolve(proc, container=info))
+            if info is None:
+                out.append(proc)
+                continue
+            known = last.get(proc.key)
+            if known is not None and known[0] is proc and known[1] is info:
+                value = known[2]  # the value of the last refresh: nothing changed
+            else:
+                value = evolve(proc, container=info)
+            joined[proc.key] = (proc, info, value)
+            out.append(value)
+        self._joined = joined
         if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:
             self._cache = {key: cache[key] for key in seen if key in cache}
         return tuple(out)

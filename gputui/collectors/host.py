@@ -63,6 +63,14 @@ class _Turn:
         self.details = details
 
 
+def _same(details: dict[str, Any], turn: _Turn | None) -> dict[str, Any]:
+    """``details``, or the equal details ``turn`` holds (the same object: the
+    process's joined value is then kept, see ``enrich``)."""
+    if turn is not None and turn.details == details:
+        return turn.details
+    return details
+
+
 class _ProcessEntry:
     """A cached psutil.Process with the facts that never change for one process."""
 
@@ -131,6 +139,10 @@ class HostCollector:
         self.in_view = in_view
         #: pid -> its last read, the one read longest ago first
         self._turns: dict[int, _Turn] = {}
+        #: each process's value as last joined, with what it was joined from
+        self._joined: dict[
+            tuple[str, int], tuple[ProcessSnapshot, dict[str, Any], ProcessSnapshot]
+        ] = {}
         #: the clock at the previous enrich (the time to the next is guessed from it)
         self._enriched_at: float | None = None
 
@@ -226,13 +238,30 @@ class HostCollector:
                 if turn is None:
                     turns[pid] = _Turn(now, self._details(pid))
                 else:
-                    turn.read_at, turn.details = now, self._details(pid)
+                    turn.read_at, turn.details = now, _same(self._details(pid), turn)
         else:
             for pid in pids:
                 if pid in view or pid not in turns:  # on screen, or seen for the first time
                     self._read(pid, now)
             self._read_in_turns(now, ahead, len(pids) - sum(1 for pid in view if pid in pids))
-        return tuple(p if p.pid_is_host else evolve(p, **turns[p.pid].details) for p in processes)
+        # A process whose value and details are the objects of the last refresh
+        # is the value made then (its facts and NVML's numbers did not change).
+        last, joined = self._joined, {}
+        out = []
+        for p in processes:
+            if p.pid_is_host:
+                out.append(p)
+                continue
+            details = turns[p.pid].details
+            known = last.get(p.key)
+            if known is not None and known[0] is p and known[1] is details:
+                value = known[2]
+            else:
+                value = evolve(p, **details)
+            joined[p.key] = (p, details, value)
+            out.append(value)
+        self._joined = joined
+        return tuple(out)
 
     def _read_in_turns(self, now: float, ahead: float, others: int) -> None:
         """Read the processes off screen that were read longest ago: as many as
@@ -251,8 +280,8 @@ class HostCollector:
     def _read(self, pid: int, now: float) -> None:
         """One read of ``pid``, kept as its latest (last in the order of reads)."""
         turns = self._turns
-        turns.pop(pid, None)
-        turns[pid] = _Turn(now, self._details(pid))
+        old = turns.pop(pid, None)
+        turns[pid] = _Turn(now, _same(self._details(pid), old))
 
     def _entry(self, pid: int) -> _ProcessEntry | None:
         """The cached process for pid, replaced when the pid was reused."""

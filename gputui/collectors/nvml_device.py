@@ -102,6 +102,8 @@ class DeviceReader:
         # process utilization: last NVML timestamp seen and the last values
         self._proc_util_ts = 0
         self._proc_util: dict[int, tuple[float, float]] | None = None
+        #: the processes of the last read by pid (processes_of keeps it)
+        self._processes: dict[int, ProcessSnapshot] = {}
         self._mig_static: dict[str, tuple[int | None, str | None, int | None]] = {}
         if handle is not None:
             self._load_identity()
@@ -570,11 +572,10 @@ class DeviceReader:
         )
         compute_mem = memory_by_pid(compute)
         graphics_mem = memory_by_pid(graphics)
-        if not compute_mem and not graphics_mem:
-            return []
-        if process_util or self._proc_util is None:
+        if (compute_mem or graphics_mem) and (process_util or self._proc_util is None):
             self._proc_util = self._read_process_util()
-        return processes_of(compute_mem, graphics_mem, self._proc_util, self.index, self.uuid)
+        util, known = self._proc_util, self._processes
+        return processes_of(compute_mem, graphics_mem, util, self.index, self.uuid, known)
 
     def _read_process_util(self) -> dict[int, tuple[float, float]] | None:
         """Latest SM% and memory% per pid since the last read (~2 ms: slow cadence);

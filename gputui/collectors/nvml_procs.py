@@ -72,10 +72,18 @@ def processes_of(
     util: dict[int, tuple[float, float]] | None,
     index: int,
     uuid: str,
+    previous: dict[int, ProcessSnapshot] | None = None,
 ) -> list[ProcessSnapshot]:
     """The device's processes from its compute and graphics lists (pid -> memory)
-    and the process utilization samples (None when that query does not work)."""
+    and the process utilization samples (None when that query does not work).
+
+    ``previous``: the processes of the device's last read by pid, made these
+    processes' on return; one whose values are all the same is that value
+    again, not a new one (an idle process of a node's thousands: the views
+    downstream read only the processes that are new objects)."""
     processes: list[ProcessSnapshot] = []
+    if previous is None:
+        previous = {}
     for pid in sorted(compute_mem.keys() | graphics_mem.keys()):
         in_compute, in_graphics = pid in compute_mem, pid in graphics_mem
         if in_compute and in_graphics:
@@ -90,6 +98,18 @@ def processes_of(
         if util is not None:
             # the query worked: a process without a sample did no work
             sm_pct, mem_bw_pct = util.get(pid, (0.0, 0.0))
+        old = previous.get(pid)
+        if (
+            old is not None
+            and old.gpu_mem_bytes == memory
+            and old.sm_pct == sm_pct
+            and old.mem_bw_pct == mem_bw_pct
+            and old.type == kind
+            and old.gpu_index == index
+            and old.gpu_uuid == uuid
+        ):
+            processes.append(old)
+            continue
         processes.append(
             ProcessSnapshot(
                 pid=pid,
@@ -101,4 +121,6 @@ def processes_of(
                 mem_bw_pct=mem_bw_pct,
             )
         )
+    previous.clear()
+    previous.update((p.pid, p) for p in processes)
     return processes

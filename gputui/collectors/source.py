@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
     from gputui.collectors.in_view import InView
-    from gputui.snapshot.model import Snapshot
+    from gputui.snapshot.model import ProcessSnapshot, Snapshot
 
 
 class SnapshotSource(Protocol):
@@ -63,6 +63,8 @@ class LiveSource:
         self._pids = pids if pids is not None else PidMapper()
         self._containers = containers if containers is not None else ContainerAttributor()
         self.label = "live"
+        #: the hooked processes' marked values of the last refresh, with their source
+        self._marked: dict[tuple[str, int], tuple[ProcessSnapshot, ProcessSnapshot]] = {}
 
     def sample(self) -> Snapshot:
         from gputui.snapshot.model import Snapshot
@@ -74,10 +76,7 @@ class LiveSource:
         processes = self._containers.attribute(processes)  # type: ignore[attr-defined]
         hooked = _hooked_pids()
         if hooked:
-            processes = tuple(
-                dataclasses.replace(p, hooked=True) if p.pid in hooked and not p.pid_is_host else p
-                for p in processes
-            )
+            processes = self._mark_hooked(processes, hooked)
         host = self._host.sample()  # type: ignore[attr-defined]
         return Snapshot(
             timestamp_s=time.time(),
@@ -90,6 +89,25 @@ class LiveSource:
             sample_latency_ms=(time.perf_counter() - start) * 1000.0,
             error=gpu.error,
         )
+
+    def _mark_hooked(
+        self, processes: tuple[ProcessSnapshot, ...], hooked: set[int]
+    ) -> tuple[ProcessSnapshot, ...]:
+        """``processes`` with the hooked ones marked; a process that is the object
+        of the last refresh keeps its marked value of then."""
+        last, marked = self._marked, {}
+        out = []
+        for p in processes:
+            if p.pid in hooked and not p.pid_is_host:
+                known = last.get(p.key)
+                value = known[1] if known is not None and known[0] is p else None
+                if value is None:
+                    value = dataclasses.replace(p, hooked=True)
+                marked[p.key] = (p, value)
+                p = value
+            out.append(p)
+        self._marked = marked
+        return tuple(out)
 
     def use_view(self, in_view: InView) -> None:
         """Read the host side of the processes ``in_view`` says are on screen at

@@ -290,3 +290,19 @@ def test_one_parse_per_cgroup_text(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     rows = attributor.attribute(tuple(_proc(pid) for pid in range(100, 111)))
     assert [p.container is not None and p.container.id == ID for p in rows] == [True] * 10 + [False]
     assert len(parsed) == 2
+
+
+def test_a_process_placed_as_before_is_the_value_made_before(tmp_path: Path) -> None:
+    """The same input value and container: the output of the last refresh (the
+    views read only the processes that are new objects); another input, a new
+    value."""
+    proc = FakeProc(tmp_path / "proc", 1)
+    proc.add(100, cgroup=f"0::/system.slice/docker-{ID}.scope\n")
+    attributor = ContainerAttributor(proc.path, RuntimeNames({}), node_hostname="node")
+    given = _proc(100)
+    (first,) = attributor.attribute((given,))
+    (again,) = attributor.attribute((given,))
+    assert again is first and first.container is not None
+    changed = dataclasses.replace(given, gpu_mem_bytes=7)
+    (other,) = attributor.attribute((changed,))
+    assert other is not first and other.gpu_mem_bytes == 7 and other.container == first.container

@@ -343,6 +343,30 @@ def test_live_source_joins_gpu_and_host(ps: FakePsutil) -> None:
     assert fake.shutdown_count == 1
 
 
+def test_a_process_whose_values_held_is_the_same_value_as_last_refresh(ps: FakePsutil) -> None:
+    """Unchanged NVML numbers and host details give the last refresh's value
+    (the views read only the processes that are new objects); a change in
+    either gives a new value with it."""
+    ps.procs[100] = ProcInfo(cpu=[0.0] * 10)
+    ps.procs[101] = ProcInfo(cpu=[0.0] * 10)
+    ps.procs[102] = ProcInfo(cpu=[0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
+    idle, moving, busy = FakeProcess(100), FakeProcess(101), FakeProcess(102)
+    fake = FakeNvml([h100(processes=[idle, moving, busy])])
+    source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector(ps))
+
+    def by_pid() -> dict[int, ProcessSnapshot]:
+        return {p.pid: p for p in source.sample().processes}
+
+    by_pid()
+    before = by_pid()
+    moving.used_gpu_memory = 2 * GIB
+    after = by_pid()
+    assert after[100] is before[100]
+    assert after[101] is not before[101] and after[101].gpu_mem_bytes == 2 * GIB
+    assert after[102] is not before[102] and after[102].cpu_pct != before[102].cpu_pct
+    source.close()
+
+
 def test_a_busy_node_reads_each_process_once_a_sample_and_its_facts_once(
     ps: FakePsutil,
 ) -> None:
@@ -649,4 +673,16 @@ def test_a_live_source_handed_a_view_passes_it_to_its_host_collector(ps: FakePsu
     source.sample()
     # the two in view and, of the 498 others, a fifth (one second of five)
     assert ps.calls["cpu_percent"] == 500 + 2 + math.ceil(498 / REREAD_EVERY_S)
+    source.close()
+
+
+def test_a_hooked_process_marked_as_before_is_the_value_marked_before(ps: FakePsutil) -> None:
+    source = LiveSource(gpu=NvmlCollector(FakeNvml([h100()])), host=HostCollector(ps))
+    given = gpu_process(7)
+    (first,) = source._mark_hooked((given,), {7})
+    (again,) = source._mark_hooked((given,), {7})
+    assert first.hooked and again is first
+    (other,) = source._mark_hooked((gpu_process(7),), {7})
+    assert other.hooked and other is not first
+    assert source._mark_hooked((given,), set()) == (given,)
     source.close()
