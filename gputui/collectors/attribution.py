@@ -89,12 +89,13 @@ class ContainerAttributor:
             if info is None:
                 out.append(proc)
                 continue
-            known = last.get(proc.key)
+            place = (proc.gpu_uuid, proc.pid)  # proc.key of a pid of this namespace
+            known = last.get(place)
             if known is not None and known[0] is proc and known[1] is info:
                 value = known[2]  # the value of the last refresh: nothing changed
             else:
                 value = evolve(proc, container=info)
-            joined[proc.key] = (proc, info, value)
+            joined[place] = (proc, info, value)
             out.append(value)
         self._joined = joined
         if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:

@@ -253,12 +253,13 @@ class HostCollector:
                 out.append(p)
                 continue
             details = turns[p.pid].details
-            known = last.get(p.key)
+            key = (p.gpu_uuid, p.pid)  # p.key of a pid of this namespace
+            known = last.get(key)
             if known is not None and known[0] is p and known[1] is details:
                 value = known[2]
             else:
                 value = evolve(p, **details)
-            joined[p.key] = (p, details, value)
+            joined[key] = (p, details, value)
             out.append(value)
         self._joined = joined
         return tuple(out)

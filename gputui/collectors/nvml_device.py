@@ -41,7 +41,7 @@ from gputui.collectors.nvml_fields import (
     to_float,
     to_int,
 )
-from gputui.collectors.nvml_procs import processes_of, read_mig
+from gputui.collectors.nvml_procs import DeviceProcesses, read_mig
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics, MigInstance, ProcessSnapshot
 
 Query = Callable[[], Any]
@@ -102,8 +102,8 @@ class DeviceReader:
         # process utilization: last NVML timestamp seen and the last values
         self._proc_util_ts = 0
         self._proc_util: dict[int, tuple[float, float]] | None = None
-        #: the processes of the last read by pid (processes_of keeps it)
-        self._processes: dict[int, ProcessSnapshot] = {}
+        #: the processes of the last read (unchanged ones are reused)
+        self._processes = DeviceProcesses()
         self._mig_static: dict[str, tuple[int | None, str | None, int | None]] = {}
         if handle is not None:
             self._load_identity()
@@ -574,8 +574,8 @@ class DeviceReader:
         graphics_mem = memory_by_pid(graphics)
         if (compute_mem or graphics_mem) and (process_util or self._proc_util is None):
             self._proc_util = self._read_process_util()
-        util, known = self._proc_util, self._processes
-        return processes_of(compute_mem, graphics_mem, util, self.index, self.uuid, known)
+        util = self._proc_util
+        return self._processes.read(compute_mem, graphics_mem, util, self.index, self.uuid)
 
     def _read_process_util(self) -> dict[int, tuple[float, float]] | None:
         """Latest SM% and memory% per pid since the last read (~2 ms: slow cadence);

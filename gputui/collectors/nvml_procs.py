@@ -124,3 +124,36 @@ def processes_of(
     previous.clear()
     previous.update((p.pid, p) for p in processes)
     return processes
+
+
+class DeviceProcesses:
+    """A device's processes read after read: the list of the last read again
+    when NVML's lists and the utilization samples are those of then (most
+    refreshes of a node whose processes hold their memory), else
+    :func:`processes_of` with the last read's values to reuse."""
+
+    def __init__(self) -> None:
+        self._inputs: tuple[Any, ...] | None = None
+        self._by_pid: dict[int, ProcessSnapshot] = {}
+        self._last: list[ProcessSnapshot] = []
+
+    def read(
+        self,
+        compute_mem: dict[int, int | None],
+        graphics_mem: dict[int, int | None],
+        util: dict[int, tuple[float, float]] | None,
+        index: int,
+        uuid: str,
+    ) -> list[ProcessSnapshot]:
+        inputs = self._inputs
+        if (
+            inputs is not None
+            and inputs[2] is util
+            and inputs[0] == compute_mem
+            and inputs[1] == graphics_mem
+            and inputs[3:] == (index, uuid)
+        ):
+            return list(self._last)
+        self._last = processes_of(compute_mem, graphics_mem, util, index, uuid, self._by_pid)
+        self._inputs = (compute_mem, graphics_mem, util, index, uuid)
+        return list(self._last)
