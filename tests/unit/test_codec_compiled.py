@@ -15,7 +15,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.snapshot.codec import DecodeError, _json_type, dataclass_plan, from_json
+from gputui.snapshot.codec import (
+    DecodeError,
+    _compile_converter,
+    _json_type,
+    _loop_converter,
+    dataclass_plan,
+    from_json,
+)
 from gputui.snapshot.model import MAX_STR_CHARS, Snapshot
 
 DEMO = Path(__file__).resolve().parents[2] / "gputui" / "data" / "demo.jsonl.gz"
@@ -127,6 +134,14 @@ def shape(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+def compiled(cls: type, data: Any) -> Any:
+    return _compile_converter(cls, *dataclass_plan(cls))(data)
+
+
+def looped(cls: type, data: Any) -> Any:
+    return _loop_converter(cls, *dataclass_plan(cls))(data)
+
+
 def outcome(fn: Any, cls: type, data: Any) -> Any:
     try:
         return ("ok", shape(fn(cls, data)))
@@ -164,7 +179,10 @@ def test_compiled_converters_agree_with_the_loop(
             data[key] = replacement
     if whole is not None and not edits:
         data = whole  # not an object at all
-    assert outcome(lambda c, d: from_json(c, d), cls, data) == outcome(reference, cls, data)
+    expected = outcome(reference, cls, data)
+    assert outcome(compiled, cls, data) == expected
+    assert outcome(looped, cls, data) == expected
+    assert outcome(lambda c, d: from_json(c, d), cls, data) == expected
 
 
 def test_a_real_snapshot_reads_the_same_both_ways() -> None:
@@ -184,7 +202,24 @@ def test_equal_strings_read_from_different_values_are_one_object() -> None:
             ' "user": "ana", "cmdline": ["python", "serve.py", "--port=8000"]}'
         )
 
-    a, b = from_json(ProcessSnapshot, value()), from_json(ProcessSnapshot, value())
-    assert a.user == b.user == "ana" and a.user is b.user
-    assert a.gpu_uuid is b.gpu_uuid
-    assert all(x is y for x, y in zip(a.cmdline, b.cmdline, strict=True))
+    for way in (compiled, looped):
+        a, b = way(ProcessSnapshot, value()), way(ProcessSnapshot, value())
+        assert a.user == b.user == "ana" and a.user is b.user
+        assert a.gpu_uuid is b.gpu_uuid
+        assert all(x is y for x, y in zip(a.cmdline, b.cmdline, strict=True))
+
+
+def test_a_class_read_often_gets_its_compiled_converter() -> None:
+    """The loop first (compiling costs start-up time), the compiled function
+    after COMPILE_AFTER values: the same values either way."""
+    from gputui.snapshot import codec
+    from gputui.snapshot.model import GpmMetrics
+
+    convert = codec._dataclass_converter(GpmMetrics)
+    data = {"sm_activity_pct": 50.0, "tensor_activity_pct": 7.0}
+    state = convert.__closure__  # the converter's own state, read as a test may
+    assert state is not None
+    values = [shape(convert(dict(data))) for _ in range(codec.COMPILE_AFTER + 3)]
+    assert all(v == values[0] for v in values)
+    fast = next(c.cell_contents for c in state if isinstance(c.cell_contents, list))[1]
+    assert fast is not None and fast.__code__.co_filename == "<converter of GpmMetrics>"
