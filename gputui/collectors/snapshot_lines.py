@@ -21,11 +21,11 @@ from __future__ import annotations
 import dataclasses
 import gc
 from itertools import compress, count
-from operator import eq
+from operator import eq, not_
 from typing import cast
 
 from gputui.collectors.recording_io import load_line, load_objects, value_end
-from gputui.snapshot.codec import DecodeError, from_json, snapshot_from_json
+from gputui.snapshot.codec import DecodeError, converter_of, snapshot_from_json
 from gputui.snapshot.model import MAX_ITEMS, ProcessSnapshot, Snapshot
 
 _KEY = b'"processes":['
@@ -79,10 +79,13 @@ class SnapshotLines:
         if start < 0 or line.find(_START, start + 1) >= 0:
             return None
         # Each process's text without the '{"pid":' before it and the '}' after it:
-        # the cut leaves the middle ones so, and the first and last are made so.
-        pieces = line[start + len(_START) :].split(_SEPARATOR)
-        if len(pieces) > _MAX_PROCESSES:
-            return None
+        # the cut leaves the middle ones so, and the first and last are made so
+        # (the whole line is cut: no copy of its processes first).
+        pieces = line.split(_SEPARATOR)
+        head = start + len(_START)
+        if len(pieces) > _MAX_PROCESSES or len(pieces[0]) < head:
+            return None  # a cut before the processes: not a line as gputui writes them
+        pieces[0] = pieces[0][head:]
         # The last piece holds the last process and the rest of the line after it.
         last_text = (_FIRST + pieces[-1]).decode("utf-8")
         end = value_end(last_text)
@@ -101,25 +104,26 @@ class SnapshotLines:
         # of them: the processes keep their order) is found by a comparison of
         # the two texts, without hashing either; the others by their text when
         # many differ (a process that came or went moved those after it).
-        old_pieces, old_processes = self._pieces, self._processes
+        old_pieces = self._pieces
+        processes: list[ProcessSnapshot | None]
         if len(old_pieces) == len(pieces):
-            processes: list[ProcessSnapshot | None] = list(
-                map(_same, map(eq, pieces, old_pieces), old_processes)
-            )
+            processes = list(self._processes)  # those at a missing place are replaced
+            missing = list(compress(count(), map(not_, map(eq, pieces, old_pieces))))
         else:
             processes = [None] * len(pieces)
-        missing = list(compress(count(), map(_is_none, processes)))
+            missing = list(range(len(pieces)))
         if len(missing) > len(pieces) // _MOVED:
             # processes came or went before others, which moved: look them up
             known = self._known_by_text()
             for i in missing:
                 processes[i] = known.get(pieces[i])
             missing = [i for i in missing if processes[i] is None]
+        convert = converter_of(ProcessSnapshot)
         for at in range(0, len(missing), _BATCH):
             batch = missing[at : at + _BATCH]
             values = load_objects([pieces[i] for i in batch], _FIRST, b"}")
             for i, value in zip(batch, values, strict=True):
-                processes[i] = from_json(ProcessSnapshot, value)
+                processes[i] = convert(value)
         done = cast(list[ProcessSnapshot], processes)  # every None filled
         snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(done))
         self._pieces, self._processes, self._known = pieces, done, None
@@ -131,11 +135,3 @@ class SnapshotLines:
         if self._known is None:
             self._known = dict(zip(self._pieces, self._processes, strict=True))
         return self._known
-
-
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-def _same(equal: bool, process: ProcessSnapshot) -> ProcessSnapshot | None:
-    return process if equal else None

@@ -91,6 +91,8 @@ def _hostile(case: str) -> bytes:
         doc["processes"][0]["extra"] = [{"pid": 7}, {"pid": 8}, {"pid": 9}]
     elif case == "key_order":
         doc["processes"][1] = dict(reversed(list(doc["processes"][1].items())))
+    elif case == "separator_before_the_processes":
+        doc = {"extra": [{"pid": 3}, {"pid": 4}], **doc}
     line = _line(doc)
     if case == "spaces":
         line = json.dumps(doc).encode()
@@ -105,6 +107,7 @@ def _hostile(case: str) -> bytes:
         "objects_nested_in_a_process",
         "key_order",
         "spaces",
+        "separator_before_the_processes",
     ],
 )
 def test_lines_that_do_not_cut_cleanly_decode_as_a_whole(case: str) -> None:
