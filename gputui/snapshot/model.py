@@ -306,7 +306,17 @@ def replaced(new: Sequence[object], old: Sequence[object]) -> list[int] | None:
     that did not change, so most positions hold the same object."""
     if len(new) != len(old):
         return None
-    return list(compress(count(), map(is_not, new, old)))
+    last = _REPLACED
+    if last[0] is new and last[1] is old:
+        return list(last[2])  # the views of one refresh ask the same question
+    changed = list(compress(count(), map(is_not, new, old)))
+    if type(new) is tuple and type(old) is tuple:  # the same objects: the same answer
+        _REPLACED[:] = (new, old, changed)
+    return list(changed)
+
+
+#: the last answer of :func:`replaced`, with its question
+_REPLACED: list[Any] = [None, None, []]
 
 
 class PlacedMemo:

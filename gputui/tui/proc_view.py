@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress, count, filterfalse
-from operator import attrgetter
+from operator import attrgetter, ne
 from typing import Any, overload
 
 from rich.text import Text
@@ -343,6 +343,7 @@ def _command_text(cmdline: tuple[str, ...] | None, name: str | None) -> str:
 
 
 _PPID = attrgetter("ppid")
+_PID_GPU = attrgetter("pid", "gpu_index")
 
 
 class RowList(Sequence[Row]):
@@ -493,11 +494,10 @@ class RowBuilder:
         if changed is None:
             order = base_order(procs)
         else:
-            moved = [
-                i
-                for i in changed
-                if procs[i].pid != old[i].pid or procs[i].gpu_index != old[i].gpu_index
-            ]
+            # those of the changed places whose pid or GPU changed, found in C
+            now = map(_PID_GPU, map(procs.__getitem__, changed))
+            then = map(_PID_GPU, map(old.__getitem__, changed))
+            moved = list(compress(changed, map(ne, now, then)))
             if len(moved) > len(procs) // _MENDED:
                 order = base_order(procs)
             elif moved:

@@ -162,3 +162,14 @@ def test_a_mended_order_is_the_full_sort(
         after[at % len(after)] = proc(pid, gpu)
     moved = sorted({i for i in range(len(after)) if after[i] is not before[i]})
     assert mended_order(base_order(before), after, moved) == base_order(after)
+
+
+def test_replaced_answers_again_only_for_the_same_tuples() -> None:
+    a, b, c = proc(1), proc(2), proc(3)
+    new, old = (a, b), (a, c)
+    assert replaced(new, old) == [1]
+    assert replaced(new, old) == [1]  # asked again: the remembered answer
+    mutable_new, mutable_old = [a, b], [a, c]
+    assert replaced(mutable_new, mutable_old) == [1]
+    mutable_new[0] = c  # a list may change between two questions
+    assert replaced(mutable_new, mutable_old) == [0, 1]
