@@ -306,17 +306,17 @@ def replaced(new: Sequence[object], old: Sequence[object]) -> list[int] | None:
     that did not change, so most positions hold the same object."""
     if len(new) != len(old):
         return None
-    last = _REPLACED
-    if last[0] is new and last[1] is old:
-        return list(last[2])  # the views of one refresh ask the same question
+    last_new, last_old, last_changed = _REPLACED[0]  # one read: one question's answer
+    if last_new is new and last_old is old:
+        return list(last_changed)  # the views of one refresh ask the same question
     changed = list(compress(count(), map(is_not, new, old)))
     if type(new) is tuple and type(old) is tuple:  # the same objects: the same answer
-        _REPLACED[:] = (new, old, changed)
+        _REPLACED[0] = (new, old, changed)
     return list(changed)
 
 
-#: the last answer of :func:`replaced`, with its question
-_REPLACED: list[Any] = [None, None, []]
+#: the last question to :func:`replaced` and its answer, as one tuple
+_REPLACED: list[tuple[Any, Any, list[int]]] = [(None, None, [])]
 
 
 class PlacedMemo:
