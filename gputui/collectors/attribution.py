@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gputui.collectors.containers import parse_cgroup
+from gputui.collectors.kept import Kept
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve
+
+
+def _placed(process: ProcessSnapshot, container: ContainerInfo) -> ProcessSnapshot:
+    return evolve(process, container=container)
+
 
 if TYPE_CHECKING:  # the runtimes' API client (socket, json) loads with a container
     from gputui.collectors.runtime_api import Names, RuntimeNames
@@ -59,10 +65,8 @@ class ContainerAttributor:
         # gethostname() is uname's node name: the same, without importing socket
         self._node_hostname = node_hostname if node_hostname is not None else os.uname().nodename
         self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
-        #: each placed process's value as last made, with what it was made from
-        self._joined: dict[
-            tuple[str, int], tuple[ProcessSnapshot, ContainerInfo, ProcessSnapshot]
-        ] = {}
+        #: each placed process's value, kept while the process and container are
+        self._placed: Kept[ProcessSnapshot, ContainerInfo, ProcessSnapshot] = Kept(_placed)
         #: cgroup texts already parsed, and what they name
         self._parsed: dict[str, ContainerInfo | None] = {}
 
@@ -70,7 +74,7 @@ class ContainerAttributor:
         out: list[ProcessSnapshot] = []
         cache = self._cache
         seen: set[tuple[int, float]] = set()
-        last, joined = self._joined, {}
+        placed = self._placed
         for proc in processes:
             if proc.pid_is_host:
                 out.append(proc)  # another namespace's pid: nothing here is about it
@@ -86,18 +90,11 @@ class ContainerAttributor:
                 if info is _MISSING:
                     info = self.lookup(proc.pid)
                     cache[key] = info
-            if info is None:
-                out.append(proc)
-                continue
-            place = (proc.gpu_uuid, proc.pid)  # proc.key of a pid of this namespace
-            known = last.get(place)
-            if known is not None and known[0] is proc and known[1] is info:
-                value = known[2]  # the value of the last refresh: nothing changed
-            else:
-                value = evolve(proc, container=info)
-            joined[place] = (proc, info, value)
-            out.append(value)
-        self._joined = joined
+            # the value of the last refresh while the process and its container are
+            out.append(
+                proc if info is None else placed.value((proc.gpu_uuid, proc.pid), proc, info)
+            )
+        placed.done()
         if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:
             self._cache = {key: cache[key] for key in seen if key in cache}
         return tuple(out)

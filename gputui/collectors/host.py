@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gputui.collectors.in_view import InView
+from gputui.collectors.kept import Kept
 from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
 from gputui.snapshot.model import HostSnapshot, ProcessSnapshot, evolve
 
@@ -69,6 +70,10 @@ def _same(details: dict[str, Any], turn: _Turn | None) -> dict[str, Any]:
     if turn is not None and turn.details == details:
         return turn.details
     return details
+
+
+def _joined(process: ProcessSnapshot, details: dict[str, Any]) -> ProcessSnapshot:
+    return evolve(process, **details)
 
 
 class _ProcessEntry:
@@ -139,10 +144,8 @@ class HostCollector:
         self.in_view = in_view
         #: pid -> its last read, the one read longest ago first
         self._turns: dict[int, _Turn] = {}
-        #: each process's value as last joined, with what it was joined from
-        self._joined: dict[
-            tuple[str, int], tuple[ProcessSnapshot, dict[str, Any], ProcessSnapshot]
-        ] = {}
+        #: each process's value joined with its details, kept while both are
+        self._joined: Kept[ProcessSnapshot, dict[str, Any], ProcessSnapshot] = Kept(_joined)
         #: the clock at the previous enrich (the time to the next is guessed from it)
         self._enriched_at: float | None = None
 
@@ -246,23 +249,13 @@ class HostCollector:
             self._read_in_turns(now, ahead, len(pids) - sum(1 for pid in view if pid in pids))
         # A process whose value and details are the objects of the last refresh
         # is the value made then (its facts and NVML's numbers did not change).
-        last, joined = self._joined, {}
-        out = []
-        for p in processes:
-            if p.pid_is_host:
-                out.append(p)
-                continue
-            details = turns[p.pid].details
-            key = (p.gpu_uuid, p.pid)  # p.key of a pid of this namespace
-            known = last.get(key)
-            if known is not None and known[0] is p and known[1] is details:
-                value = known[2]
-            else:
-                value = evolve(p, **details)
-            joined[key] = (p, details, value)
-            out.append(value)
-        self._joined = joined
-        return tuple(out)
+        joined = self._joined
+        out = tuple(
+            p if p.pid_is_host else joined.value((p.gpu_uuid, p.pid), p, turns[p.pid].details)
+            for p in processes
+        )
+        joined.done()
+        return out
 
     def _read_in_turns(self, now: float, ahead: float, others: int) -> None:
         """Read the processes off screen that were read longest ago: as many as

@@ -97,13 +97,12 @@ class SnapshotLines:
         if type(top) is not dict or top.get("processes") != [[[]]]:
             return None
         top["processes"] = []
-        # The lookups, and finding the pieces no process of the line before had,
-        # run in C: a line of 20,000 processes, nine in ten of them unchanged, is
-        # then mostly the few thousand it must decode.
         # A process whose text is the one at its place in the line before (most
         # of them: the processes keep their order) is found by a comparison of
-        # the two texts, without hashing either; the others by their text when
-        # many differ (a process that came or went moved those after it).
+        # the two texts in C, without hashing either; the others by their text
+        # when many differ (a process that came or went moved those after it).
+        # A line of 20,000 processes, nine in ten unchanged, is then mostly the
+        # few thousand it must decode.
         old_pieces = self._pieces
         processes: list[ProcessSnapshot | None]
         if len(old_pieces) == len(pieces):

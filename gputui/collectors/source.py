@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gputui.collectors.kept import Kept
+
 if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
     from gputui.collectors.in_view import InView
     from gputui.snapshot.model import ProcessSnapshot, Snapshot
@@ -63,8 +65,8 @@ class LiveSource:
         self._pids = pids if pids is not None else PidMapper()
         self._containers = containers if containers is not None else ContainerAttributor()
         self.label = "live"
-        #: the hooked processes' marked values of the last refresh, with their source
-        self._marked: dict[tuple[str, int], tuple[ProcessSnapshot, ProcessSnapshot]] = {}
+        #: the hooked processes' marked values, kept while the process is the same
+        self._marked: Kept[ProcessSnapshot, bool, ProcessSnapshot] = Kept(_marked)
 
     def sample(self) -> Snapshot:
         from gputui.snapshot.model import Snapshot
@@ -95,19 +97,13 @@ class LiveSource:
     ) -> tuple[ProcessSnapshot, ...]:
         """``processes`` with the hooked ones marked; a process that is the object
         of the last refresh keeps its marked value of then."""
-        last, marked = self._marked, {}
-        out = []
-        for p in processes:
-            if p.pid in hooked and not p.pid_is_host:
-                known = last.get(p.key)
-                value = known[1] if known is not None and known[0] is p else None
-                if value is None:
-                    value = dataclasses.replace(p, hooked=True)
-                marked[p.key] = (p, value)
-                p = value
-            out.append(p)
-        self._marked = marked
-        return tuple(out)
+        marked = self._marked
+        out = tuple(
+            marked.value(p.key, p, True) if p.pid in hooked and not p.pid_is_host else p
+            for p in processes
+        )
+        marked.done()
+        return out
 
     def use_view(self, in_view: InView) -> None:
         """Read the host side of the processes ``in_view`` says are on screen at
@@ -320,6 +316,10 @@ class SampleAhead:
             self._thread.join(5.0)
         if self._source is not None:
             self._source.close()
+
+
+def _marked(process: ProcessSnapshot, _hooked: bool) -> ProcessSnapshot:
+    return dataclasses.replace(process, hooked=True)
 
 
 def _hooked_pids() -> set[int]:
