@@ -480,7 +480,12 @@ class Server:
     def _deliver_outbox(self) -> None:
         if not self.outbox:
             return
-        self.collector.collect()  # steps before a capture message reach viewers before it
+        # The steps a capture message speaks of reach viewers before it: a short
+        # capture ends, and is processed, between two of the I/O thread's rounds.
+        self.collector.collect()
+        for viewer in list(self.viewers.values()):
+            if viewer.subscribed:
+                self._pump_steps(viewer, limit=MAX_OUT)
         for target, obj in self.outbox.take():
             self.broadcast(obj, extra=target)
 

@@ -129,7 +129,10 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         client.request_capture(steps=3)  # while the first is armed: busy
         states: list[str] = []
         result = None
+        newest = -1  # the newest step received before the result
         for ev in hookutil.events(client):
+            if isinstance(ev, StepBatch) and ev.steps:
+                newest = max(newest, ev.steps[-1].index)
             if isinstance(ev, CaptureStatus):
                 states.append(ev.state)
             if isinstance(ev, CaptureResult) and ev.id == cid:
@@ -151,6 +154,8 @@ def test_capture_cpu_ops_and_refusal_of_second(env: dict[str, str], tmp_path: Pa
         # the profiled steps are flagged so statistics can leave them out
         first, last = result.first_step, result.last_step
         assert first is not None and last is not None
+        # ... and reach the viewer before the result that names them
+        assert newest >= last
         steps = hookutil.wait_for(
             lambda: (h := {s.index: s for s in _history(job.pid, 2000)}) and last + 2 in h and h,
             WAIT_S,
