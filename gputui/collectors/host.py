@@ -17,7 +17,11 @@ With more than ``READ_ALL_UP_TO`` GPU processes and a monitor that says which
 are on screen (:class:`~gputui.collectors.in_view.InView`), only those are read
 at every refresh; the others in turns, those read longest ago first, about a
 ``REREAD_EVERY_S``-th of them a second, so that each is read at least every
-``REREAD_EVERY_S``, its last numbers standing meanwhile.  Its CPU % is then the
+``REREAD_EVERY_S``, its last numbers standing meanwhile.  That is while the
+monitor orders its rows by a host value (%CPU, HOST-MEM); otherwise nothing
+shows the numbers of a process off screen, and each is read at least every
+``REREAD_IDLE_S`` (on switching to such an order, those older than
+``REREAD_EVERY_S`` are read at the next refresh).  Its CPU % is then the
 share of a CPU it used between its two reads (CPU time over wall time, as at
 every refresh), and a pid reused meanwhile is seen at its next read.  A process
 seen for the first time is read at once.
@@ -50,8 +54,11 @@ MAX_USERS = 4096
 #: up to this many GPU processes, every one is read at every refresh
 READ_ALL_UP_TO = 200
 
-#: with more, a process not on screen is read again at least this often
+#: with more, a process not on screen is read again at least this often while
+#: the rows are sorted by a host value (%CPU, HOST-MEM) ...
 REREAD_EVERY_S = 5.0
+#: ... and at least this often otherwise
+REREAD_IDLE_S = 30.0
 
 
 class _Turn:
@@ -234,8 +241,9 @@ class HostCollector:
         # the time to the next refresh, guessed as long as the time since the last one
         ahead = 0.0 if self._enriched_at is None else max(0.0, now - self._enriched_at)
         self._enriched_at = now
-        view = self.in_view.pids() if self.in_view is not None else None
-        if view is None or len(pids) <= READ_ALL_UP_TO:
+        in_view = self.in_view
+        view = in_view.pids() if in_view is not None else None
+        if in_view is None or view is None or len(pids) <= READ_ALL_UP_TO:
             for pid in pids:  # all read now: their order of reads stays as it is
                 turn = turns.get(pid)
                 if turn is None:
@@ -246,7 +254,9 @@ class HostCollector:
             for pid in pids:
                 if pid in view or pid not in turns:  # on screen, or seen for the first time
                     self._read(pid, now)
-            self._read_in_turns(now, ahead, len(pids) - sum(1 for pid in view if pid in pids))
+            every = REREAD_EVERY_S if in_view.host_order() else REREAD_IDLE_S
+            others = len(pids) - sum(1 for pid in view if pid in pids)
+            self._read_in_turns(now, ahead, others, every)
         # A process whose value and details are the objects of the last refresh
         # is the value made then (its facts and NVML's numbers did not change).
         joined = self._joined
@@ -257,14 +267,14 @@ class HostCollector:
         joined.done()
         return out
 
-    def _read_in_turns(self, now: float, ahead: float, others: int) -> None:
+    def _read_in_turns(self, now: float, ahead: float, others: int, every: float) -> None:
         """Read the processes off screen that were read longest ago: as many as
-        bring each round within ``REREAD_EVERY_S``, and any that would pass it
+        bring each round within ``every`` seconds, and any that would pass it
         before the next refresh."""
-        quota = math.ceil(max(0, others) * ahead / REREAD_EVERY_S)
+        quota = math.ceil(max(0, others) * ahead / every)
         # the next refresh within three quarters of the last interval counts as late
         # enough: a refresh a little early does not add a read
-        late = now + 0.75 * ahead - REREAD_EVERY_S
+        late = now + 0.75 * ahead - every
         for pid, turn in list(self._turns.items()):
             if turn.read_at >= now or (quota <= 0 and turn.read_at > late):
                 break  # read this time, or (oldest first) none left that is due

@@ -3,9 +3,12 @@
 The monitor's process table says which pids are on screen when it draws, the
 detail screen which process it shows; the live collector, on its own thread,
 reads the host-side numbers of those processes at every refresh and of the
-others in turns (:mod:`gputui.collectors.host`).  Only frozen sets of pids
-cross between the threads.  Nothing set (``--once``, ``--json``, the exporter,
-``record``, ``serve``, a monitor that has not drawn yet) means every process.
+others in turns (:mod:`gputui.collectors.host`): often when the table is sorted
+by a host value (%CPU, HOST-MEM), so that the order of the rows off screen is
+recent, seldom otherwise, since nothing shows those values then.  Only frozen
+sets of pids and flags cross between the threads.  Nothing set (``--once``,
+``--json``, the exporter, ``record``, ``serve``, a monitor that has not drawn
+yet) means every process.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ class InView:
         self._lock = threading.Lock()
         self._parts: dict[str, frozenset[int]] = {}
         self._union: frozenset[int] | None = None
+        self._host_order: set[str] = set()
 
     def set(self, part: str, pids: frozenset[int]) -> None:
         """What ``part`` of the UI shows now."""
@@ -32,8 +36,23 @@ class InView:
     def clear(self, part: str) -> None:
         """``part`` shows nothing any more (a screen closed)."""
         with self._lock:
+            self._host_order.discard(part)
             if self._parts.pop(part, None) is not None:
                 self._union = None
+
+    def order_by_host(self, part: str, wanted: bool) -> None:
+        """Whether ``part`` orders its processes by a host value (%CPU,
+        HOST-MEM): the values of the processes off screen then matter."""
+        with self._lock:
+            if wanted:
+                self._host_order.add(part)
+            else:
+                self._host_order.discard(part)
+
+    def host_order(self) -> bool:
+        """Whether some part orders its processes by a host value."""
+        with self._lock:
+            return bool(self._host_order)
 
     def pids(self) -> frozenset[int] | None:
         """Every pid some part shows; None while no part has said (then: all)."""

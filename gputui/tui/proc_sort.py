@@ -44,6 +44,9 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
     "container": container_text.sort_key,
     "command": attrgetter("command"),
 }
+#: the columns whose values are the host's (read off screen in turns, more often
+#: while the rows are sorted by one of them)
+HOST_ORDER = frozenset({"cpu", "rss"})
 PID_OF = attrgetter("pid")
 GPU_OF = attrgetter("gpu_index")
 _IS_NONE = partial(is_, None)

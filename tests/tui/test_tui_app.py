@@ -15,6 +15,8 @@ from textual.widgets import Input
 from gputui.collectors.in_view import InView
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.app import GputuiApp, SnapshotReady, make_app
+from gputui.tui.proc_sort import HOST_ORDER
+from gputui.tui.proc_view import SORTABLE
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog
 from gputui.tui.screens.help import HelpScreen, help_text
@@ -727,3 +729,23 @@ async def test_the_pids_on_screen_reach_a_live_source() -> None:
         await wait_for(pilot, lambda: app.in_view.pids() == first | {proc.pid})
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.in_view.pids() == first)
+
+
+async def test_sorting_by_a_host_value_reaches_a_live_source() -> None:
+    # sorted by %CPU or HOST-MEM, the rows off screen are ordered by their host
+    # values: the collector reads those processes more often then
+    many = make_snapshots(n_gpus=8, n_procs=40, n_steps=3)
+    source = ViewedSource(header(), many, "live")
+    async with app_for(source=source).run_test(size=(120, 40)) as pilot:
+        app = await started(pilot)
+        t = table(app)
+        await wait_for(pilot, lambda: app.in_view.pids() is not None)
+        assert t.sort_spec.column not in HOST_ORDER and not app.in_view.host_order()
+        seen: set[tuple[str, bool]] = set()
+        for _ in SORTABLE:
+            await pilot.press("s")
+            host = t.sort_spec.column in HOST_ORDER
+            await wait_for(pilot, lambda h=host: app.in_view.host_order() == h)  # type: ignore[misc]
+            column = t.sort_spec.column
+            seen.add((column, app.in_view.host_order()))
+        assert {("cpu", True), ("rss", True), ("gpu_mem", False)} <= seen

@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.host import READ_ALL_UP_TO, REREAD_EVERY_S, SWAP_EVERY, HostCollector
+from gputui.collectors.host import (
+    READ_ALL_UP_TO,
+    REREAD_EVERY_S,
+    REREAD_IDLE_S,
+    SWAP_EVERY,
+    HostCollector,
+)
 from gputui.collectors.in_view import InView
 from gputui.collectors.nvml import NvmlCollector
 from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
@@ -540,7 +546,13 @@ def test_proc_facts_agree_with_psutil(tmp_path: Any) -> None:
 class Node:
     """``count`` GPU processes over a fake /proc, enriched at each tick of a clock."""
 
-    def __init__(self, ps: FakePsutil, count: int, view: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        ps: FakePsutil,
+        count: int,
+        view: frozenset[int] | None = None,
+        host_order: bool = True,
+    ) -> None:
         self.stat, self.clock = FakeStat(), Clock()
         self.pids = list(range(10_000, 10_000 + count))
         for pid in self.pids:
@@ -549,6 +561,8 @@ class Node:
         self.in_view = InView()
         if view is not None:
             self.in_view.set("table", view)
+            # the rows sorted by %CPU (or HOST-MEM): the ones off screen every 5 s
+            self.in_view.order_by_host("table", host_order)
         self.collector = HostCollector(
             ps, clock=self.clock, proc_stat=self.stat, in_view=self.in_view
         )
@@ -611,6 +625,53 @@ def test_above_the_budget_the_processes_in_view_every_time_the_others_in_turns(
     assert all(len(read) == count for _now, read in control.log)
 
 
+def test_sorted_by_no_host_value_the_processes_off_screen_are_read_seldom(
+    ps: FakePsutil,
+) -> None:
+    count = 5 * READ_ALL_UP_TO
+    shown = frozenset(range(10_000, 10_040))
+    others = [pid for pid in range(10_000, 10_000 + count) if pid not in shown]
+    node = Node(ps, count, view=shown, host_order=False)
+    for _ in range(61):
+        node.refresh()
+    for _now, read in node.log:
+        assert shown <= read
+    for pid in others:
+        times = [node.log[0][0], *node.read_times(pid)[1:], node.log[-1][0]]
+        gaps = [b - a for a, b in pairwise(times)]
+        assert REREAD_EVERY_S < max(gaps) <= REREAD_IDLE_S, (pid, times)
+    per_refresh = [len(read - shown) for _now, read in node.log[1:]]
+    assert sum(per_refresh) <= math.ceil(len(others) / REREAD_IDLE_S) * len(per_refresh)
+    # sorted by %CPU from now on: those read more than 5 s ago at the next refresh,
+    # then every process off screen within 5 s again
+    node.in_view.order_by_host("table", True)
+    node.refresh()
+    stale = [pid for pid in others if node.read_times(pid)[-1] < node.log[-2][0] - REREAD_EVERY_S]
+    assert not stale
+    assert len(node.log[-1][1] - shown) > 0.5 * len(others)
+    for _ in range(12):
+        node.refresh()
+    since = node.log[-13][0]
+    for pid in others:
+        times = [t for t in node.read_times(pid) if t >= since]
+        gaps = [b - a for a, b in pairwise([since, *times, node.log[-1][0]])]
+        assert max(gaps) <= REREAD_EVERY_S, (pid, times)
+
+
+def test_the_host_order_is_said_by_part_and_forgotten_with_it() -> None:
+    view = InView()
+    assert not view.host_order()
+    view.set("table", frozenset({1}))
+    view.order_by_host("table", True)
+    view.order_by_host("detail", False)
+    assert view.host_order()
+    view.clear("table")
+    assert not view.host_order()
+    view.order_by_host("table", True)
+    view.order_by_host("table", False)
+    assert not view.host_order()
+
+
 def test_a_new_process_is_read_at_once_and_the_view_is_followed(ps: FakePsutil) -> None:
     node = Node(ps, 3 * READ_ALL_UP_TO, view=frozenset({10_000}))
     for _ in range(3):
@@ -667,6 +728,7 @@ def test_a_live_source_handed_a_view_passes_it_to_its_host_collector(ps: FakePsu
     assert ps.calls["cpu_percent"] == 500
     in_view = InView()
     in_view.set("table", frozenset({20_000, 20_001}))
+    in_view.order_by_host("table", True)
     source.use_view(in_view)
     assert host.in_view is in_view
     clock.now += 1.0

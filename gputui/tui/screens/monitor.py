@@ -115,6 +115,7 @@ class MonitorScreen(Screen[object]):
         self.query_one(Input).display = False
         table = self.query_one(ProcessTable)
         table.on_view = partial(app.in_view.set, "table")
+        table.on_host_order = partial(app.in_view.order_by_host, "table")
         table.focus()
         self._apply_layout()
         self.refresh_data()

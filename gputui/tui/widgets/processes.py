@@ -30,6 +30,7 @@ from textual.strip import Strip
 from gputui import fmt
 from gputui.snapshot.model import PlacedMemo, ProcessSnapshot
 from gputui.tui import proc_view
+from gputui.tui.proc_sort import HOST_ORDER
 from gputui.tui.proc_view import (
     COLUMN_KEYS,
     COLUMNS,
@@ -135,6 +136,10 @@ class ProcessTable(ScrollView, can_focus=True):
         #: collector reads those at every refresh, the others in turns)
         self.on_view: Callable[[frozenset[int]], None] | None = None
         self._told: frozenset[int] | None = None
+        #: told whether the rows are sorted by a host value (%CPU, HOST-MEM), when
+        #: that changes: the collector then reads the processes off screen more often
+        self.on_host_order: Callable[[bool], None] | None = None
+        self._told_host: bool | None = None
 
     # -- what the screen calls -------------------------------------------------
 
@@ -245,7 +250,12 @@ class ProcessTable(ScrollView, can_focus=True):
         self._tell_view()
 
     def _tell_view(self) -> None:
-        """Say which GPU processes are in view, if that changed."""
+        """Say which GPU processes are in view, and whether the rows are sorted
+        by a host value, if that changed."""
+        host = self.sort_spec.column in HOST_ORDER
+        if self.on_host_order is not None and host != self._told_host:
+            self._told_host = host
+            self.on_host_order(host)
         if self.on_view is None:
             return
         top = self.scroll_offset.y
