@@ -6,7 +6,10 @@ documents, so decoding does not depend on which pynvml release is installed.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import struct
+from collections.abc import Iterator
 from typing import Any
 
 from gputui.snapshot.model import ValueBase
@@ -243,10 +246,84 @@ def to_float(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+#: the fields of a process utilization sample the monitor reads, in this order
+_UTIL_FIELDS = ("pid", "timeStamp", "smUtil", "memUtil")
+_UNSIGNED = {4: "I", 8: "Q"}
+_LAYOUTS: dict[type, struct.Struct | None] = {}
+
+
+def _layout(cls: type) -> struct.Struct | None:
+    """How to unpack ``_UTIL_FIELDS`` from the bytes of ``cls``, a ctypes
+    structure (None when it is not one, or its fields are not plain unsigned
+    integers)."""
+    if cls in _LAYOUTS:
+        return _LAYOUTS[cls]
+    layout = None
+    try:
+        types = dict(cls._fields_)  # type: ignore[attr-defined]
+        size = ctypes.sizeof(cls)
+        places = sorted(
+            (getattr(cls, name).offset, getattr(cls, name).size, name) for name in _UTIL_FIELDS
+        )
+        if [name for *_, name in places] == list(_UTIL_FIELDS) and all(
+            issubclass(types[name], ctypes._SimpleCData) and types[name]._type_ in "ILQ"  # type: ignore[attr-defined]
+            for name in _UTIL_FIELDS
+        ):
+            fmt, at = "=", 0
+            for offset, width, _name in places:
+                fmt += "x" * (offset - at) + _UNSIGNED[width]
+                at = offset + width
+            fmt += "x" * (size - at)
+            layout = struct.Struct(fmt)
+            if layout.size != size:
+                layout = None
+    except (AttributeError, KeyError, TypeError, ValueError):
+        layout = None
+    _LAYOUTS[cls] = layout
+    return layout
+
+
+def _unpacked(samples: Any) -> Iterator[tuple[int, int, int, int]] | None:
+    """(pid, timeStamp, smUtil, memUtil) of each sample, read from memory in
+    one pass, when ``samples`` is the consecutive run of one ctypes array that
+    pynvml returns (``c_samples[0:count]``); None otherwise.  Reading each
+    field of each structure through pynvml's ``__getattribute__`` cost more
+    than the NVML call on a node with thousands of processes."""
+    if not isinstance(samples, list) or not samples:
+        return None
+    first, last = samples[0], samples[-1]
+    cls = type(first)
+    base = getattr(first, "_b_base_", None)
+    if not isinstance(first, ctypes.Structure) or not isinstance(base, ctypes.Array):
+        return None
+    layout = _layout(cls)
+    if layout is None:
+        return None
+    size, count = layout.size, len(samples)
+    start, bottom = ctypes.addressof(first), ctypes.addressof(base)
+    if (
+        start < bottom
+        or start + count * size > bottom + ctypes.sizeof(base)
+        or ctypes.addressof(last) != start + (count - 1) * size
+        or not all(type(s) is cls and s._b_base_ is base for s in samples)
+    ):
+        return None
+    return layout.iter_unpack(ctypes.string_at(start, count * size))
+
+
 def latest_process_util(samples: Any) -> tuple[dict[int, tuple[float, float]], int]:
     """pid -> (SM %, memory %) from each pid's newest sample, and the newest timestamp."""
     latest: dict[int, tuple[int, float, float]] = {}
     newest = 0
+    rows = _unpacked(samples)
+    if rows is not None:
+        for pid, stamp, sm, mem in rows:
+            known = latest.get(pid)
+            if known is None or stamp >= known[0]:
+                latest[pid] = (stamp, float(sm), float(mem))
+            if stamp > newest:
+                newest = stamp
+        return {pid: (sm, mem) for pid, (_, sm, mem) in latest.items()}, newest
     for sample in samples:
         stamp, pid = int(sample.timeStamp), int(sample.pid)
         known = latest.get(pid)

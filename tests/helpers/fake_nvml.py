@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import inspect
+import struct
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,13 @@ INVALID_ARGUMENT = real.NVML_ERROR_INVALID_ARGUMENT
 UNKNOWN = real.NVML_ERROR_UNKNOWN
 NOT_FOUND = real.NVML_ERROR_NOT_FOUND
 UNINITIALIZED = real.NVML_ERROR_UNINITIALIZED
+
+#: pid, timeStamp, smUtil, memUtil of a c_nvmlProcessUtilizationSample_t, at their offsets
+_UTIL_SAMPLE = struct.Struct("=I4xQII")
+assert [
+    getattr(real.c_nvmlProcessUtilizationSample_t, f).offset
+    for f in ("pid", "timeStamp", "smUtil", "memUtil")
+] == [0, 8, 16, 20]
 
 __all__ = [
     "DRIVER_NOT_LOADED",
@@ -481,20 +489,20 @@ class FakeNvml:
     @_api
     def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, timeStamp: int) -> list[Any]:
         self._util_clock_us += 1_000_000
-        samples = []
-        for process in self._gpu(handle).processes:
-            if process.sm_util is None:
-                continue
-            sample = real.c_nvmlProcessUtilizationSample_t()
-            sample.pid = process.pid
-            sample.timeStamp = self._util_clock_us
-            sample.smUtil = process.sm_util
-            sample.memUtil = process.mem_util or 0
-            if sample.timeStamp > timeStamp:
-                samples.append(sample)
-        if not samples:
+        stamp = self._util_clock_us
+        rows = [
+            (process.pid, stamp, process.sm_util, process.mem_util or 0)
+            for process in self._gpu(handle).processes
+            if process.sm_util is not None
+        ]
+        if not rows or stamp <= timeStamp:
             raise real.NVMLError(NOT_FOUND)
-        return samples
+        # as pynvml returns them: a slice of the array NVML filled
+        sample_type = real.c_nvmlProcessUtilizationSample_t
+        array = (sample_type * (len(rows) + 1))()
+        for i, (pid, when, sm, mem) in enumerate(rows):
+            _UTIL_SAMPLE.pack_into(array, i * ctypes.sizeof(sample_type), pid, when, sm, mem)
+        return array[0 : len(rows)]
 
     # ------------------------------------------------------------------ GPM
 
