@@ -76,7 +76,7 @@ class ContainerAttributor:
         seen: set[tuple[int, float]] = set()
         placed = self._placed
         for proc in processes:
-            if proc.pid_is_host:
+            if proc.host_pid is not None and proc.host_pid == proc.pid:  # pid_is_host
                 out.append(proc)  # another namespace's pid: nothing here is about it
                 continue
             started = proc.start_time_s
@@ -91,9 +91,7 @@ class ContainerAttributor:
                     info = self.lookup(proc.pid)
                     cache[key] = info
             # the value of the last refresh while the process and its container are
-            out.append(
-                proc if info is None else placed.value((proc.gpu_uuid, proc.pid), proc, info)
-            )
+            out.append(proc if info is None else placed.value(id(proc), proc, info))
         placed.done()
         if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:
             self._cache = {key: cache[key] for key in seen if key in cache}

@@ -231,7 +231,7 @@ class HostCollector:
     def enrich(self, processes: tuple[ProcessSnapshot, ...]) -> tuple[ProcessSnapshot, ...]:
         """The same processes with user, command line, CPU%, RSS, start time, ppid."""
         # a host pid this PID namespace does not show: another process has that number here
-        pids = dict.fromkeys(p.pid for p in processes if not p.pid_is_host)
+        pids = dict.fromkeys(p.pid for p in processes if p.host_pid is None or p.host_pid != p.pid)
         turns = self._turns
         # forget processes that left the GPUs (or died): their cache would only grow
         for cache in (self._processes, turns):
@@ -259,12 +259,15 @@ class HostCollector:
             self._read_in_turns(now, ahead, others, every)
         # A process whose value and details are the objects of the last refresh
         # is the value made then (its facts and NVML's numbers did not change).
-        joined = self._joined
+        # (Kept by the value's identity: the same object or a new value.)
+        value = self._joined.value
         out = tuple(
-            p if p.pid_is_host else joined.value((p.gpu_uuid, p.pid), p, turns[p.pid].details)
+            p
+            if p.host_pid is not None and p.host_pid == p.pid  # pid_is_host
+            else value(id(p), p, turns[p.pid].details)
             for p in processes
         )
-        joined.done()
+        self._joined.done()
         return out
 
     def _read_in_turns(self, now: float, ahead: float, others: int, every: float) -> None:

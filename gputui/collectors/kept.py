@@ -20,7 +20,10 @@ V = TypeVar("V")
 class Kept(Generic[S, P, V]):
     """``make(source, part)`` per key, kept while ``source`` and ``part`` are
     the objects it was made from.  Call :meth:`value` for each key of a sample,
-    then :meth:`done`: the keys a sample did not ask for are forgotten."""
+    then :meth:`done`: the keys a sample did not ask for are forgotten.
+
+    ``id(source)`` serves as the key where one source makes one value: an entry
+    holds its source, so no other live object has that id meanwhile."""
 
     def __init__(self, make: Callable[[S, P], V]) -> None:
         self._make = make

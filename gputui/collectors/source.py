@@ -99,7 +99,7 @@ class LiveSource:
         of the last refresh keeps its marked value of then."""
         marked = self._marked
         out = tuple(
-            marked.value(p.key, p, True) if p.pid in hooked and not p.pid_is_host else p
+            marked.value(id(p), p, True) if p.pid in hooked and not p.pid_is_host else p
             for p in processes
         )
         marked.done()
