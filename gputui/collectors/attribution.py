@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from itertools import repeat
+from operator import attrgetter, is_
+from typing import TYPE_CHECKING, Any
 
 from gputui.collectors.containers import parse_cgroup
-from gputui.collectors.kept import Kept
+from gputui.collectors.kept import KeptRun
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve
 
 
-def _placed(process: ProcessSnapshot, container: ContainerInfo) -> ProcessSnapshot:
-    return evolve(process, container=container)
+def _placed(process: ProcessSnapshot, container: ContainerInfo | None) -> ProcessSnapshot:
+    return process if container is None else evolve(process, container=container)
+
+
+_PID = attrgetter("pid")
+_START = attrgetter("start_time_s")
+_HOST_PID = attrgetter("host_pid")
 
 
 if TYPE_CHECKING:  # the runtimes' API client (socket, json) loads with a container
@@ -66,36 +73,39 @@ class ContainerAttributor:
         self._node_hostname = node_hostname if node_hostname is not None else os.uname().nodename
         self._cache: dict[tuple[int, float], ContainerInfo | None] = {}
         #: each placed process's value, kept while the process and container are
-        self._placed: Kept[ProcessSnapshot, ContainerInfo, ProcessSnapshot] = Kept(_placed)
+        self._placed: KeptRun[ProcessSnapshot, ContainerInfo | None, ProcessSnapshot] = KeptRun(
+            _placed
+        )
         #: cgroup texts already parsed, and what they name
         self._parsed: dict[str, ContainerInfo | None] = {}
 
     def attribute(self, processes: Sequence[ProcessSnapshot]) -> tuple[ProcessSnapshot, ...]:
-        out: list[ProcessSnapshot] = []
         cache = self._cache
-        seen: set[tuple[int, float]] = set()
-        placed = self._placed
-        for proc in processes:
-            if proc.host_pid is not None and proc.host_pid == proc.pid:  # pid_is_host
-                out.append(proc)  # another namespace's pid: nothing here is about it
-                continue
-            started = proc.start_time_s
-            if started is None:
-                # no start time to tell a reused pid by: read it every time
-                info = self.lookup(proc.pid)
-            else:
-                key = (proc.pid, started)
-                seen.add(key)
-                info = cache.get(key, _MISSING)  # type: ignore[arg-type]
-                if info is _MISSING:
-                    info = self.lookup(proc.pid)
-                    cache[key] = info
-            # the value of the last refresh while the process and its container are
-            out.append(proc if info is None else placed.value(id(proc), proc, info))
-        placed.done()
-        if len(cache) > len(seen) + 64 or len(cache) > MAX_CACHED:
+        pids = list(map(_PID, processes))
+        starts = list(map(_START, processes))
+        keys = list(zip(pids, starts, strict=True))
+        infos: list[Any] = list(map(cache.get, keys, repeat(_MISSING)))
+        host_pids = list(map(_HOST_PID, processes))
+        if (
+            starts.count(None)
+            or host_pids.count(None) != len(host_pids)
+            or any(map(is_, infos, repeat(_MISSING)))
+        ):
+            for i, info in enumerate(infos):
+                pid, host = pids[i], host_pids[i]
+                if host is not None and host == pid:  # pid_is_host
+                    infos[i] = None  # another namespace's pid: nothing here is about it
+                elif starts[i] is None:
+                    # no start time to tell a reused pid by: read it every time
+                    infos[i] = self.lookup(pid)
+                elif info is _MISSING:
+                    infos[i] = cache[keys[i]] = self.lookup(pid)
+        # the value of the last refresh while the process and its container are
+        out = self._placed.values(processes, infos)
+        if len(cache) > len(keys) + 64 or len(cache) > MAX_CACHED:
+            seen = set(keys)
             self._cache = {key: cache[key] for key in seen if key in cache}
-        return tuple(out)
+        return out
 
     def lookup(self, pid: int) -> ContainerInfo | None:
         """The container of ``pid`` now (not cached)."""

@@ -33,10 +33,11 @@ import math
 import os
 import time
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from gputui.collectors.in_view import InView
-from gputui.collectors.kept import Kept
+from gputui.collectors.kept import KeptRun
 from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
 from gputui.snapshot.model import HostSnapshot, ProcessSnapshot, evolve
 
@@ -79,8 +80,14 @@ def _same(details: dict[str, Any], turn: _Turn | None) -> dict[str, Any]:
     return details
 
 
-def _joined(process: ProcessSnapshot, details: dict[str, Any]) -> ProcessSnapshot:
-    return evolve(process, **details)
+def _joined(process: ProcessSnapshot, details: dict[str, Any] | None) -> ProcessSnapshot:
+    # None: a host pid this PID namespace does not show (no details of its own)
+    return process if details is None else evolve(process, **details)
+
+
+_PID = attrgetter("pid")
+_HOST_PID = attrgetter("host_pid")
+_DETAILS = attrgetter("details")
 
 
 class _ProcessEntry:
@@ -152,7 +159,9 @@ class HostCollector:
         #: pid -> its last read, the one read longest ago first
         self._turns: dict[int, _Turn] = {}
         #: each process's value joined with its details, kept while both are
-        self._joined: Kept[ProcessSnapshot, dict[str, Any], ProcessSnapshot] = Kept(_joined)
+        self._joined: KeptRun[ProcessSnapshot, dict[str, Any] | None, ProcessSnapshot] = KeptRun(
+            _joined
+        )
         #: the clock at the previous enrich (the time to the next is guessed from it)
         self._enriched_at: float | None = None
 
@@ -231,7 +240,16 @@ class HostCollector:
     def enrich(self, processes: tuple[ProcessSnapshot, ...]) -> tuple[ProcessSnapshot, ...]:
         """The same processes with user, command line, CPU%, RSS, start time, ppid."""
         # a host pid this PID namespace does not show: another process has that number here
-        pids = dict.fromkeys(p.pid for p in processes if p.host_pid is None or p.host_pid != p.pid)
+        every_pid = list(map(_PID, processes))
+        host_pids = list(map(_HOST_PID, processes))
+        if host_pids.count(None) == len(host_pids):  # no host pid: the common case
+            pids = dict.fromkeys(every_pid)
+        else:
+            pids = dict.fromkeys(
+                pid
+                for pid, host in zip(every_pid, host_pids, strict=True)
+                if host is None or host != pid
+            )
         turns = self._turns
         # forget processes that left the GPUs (or died): their cache would only grow
         for cache in (self._processes, turns):
@@ -259,16 +277,14 @@ class HostCollector:
             self._read_in_turns(now, ahead, others, every)
         # A process whose value and details are the objects of the last refresh
         # is the value made then (its facts and NVML's numbers did not change).
-        # (Kept by the value's identity: the same object or a new value.)
-        value = self._joined.value
-        out = tuple(
-            p
-            if p.host_pid is not None and p.host_pid == p.pid  # pid_is_host
-            else value(id(p), p, turns[p.pid].details)
-            for p in processes
-        )
-        self._joined.done()
-        return out
+        if len(pids) == len(every_pid):
+            details = list(map(_DETAILS, map(turns.__getitem__, every_pid)))
+        else:  # host pids: no details (a process here may have the same number)
+            details = [
+                None if host is not None and host == pid else turns[pid].details
+                for pid, host in zip(every_pid, host_pids, strict=True)
+            ]
+        return self._joined.values(processes, details)
 
     def _read_in_turns(self, now: float, ahead: float, others: int, every: float) -> None:
         """Read the processes off screen that were read longest ago: as many as
