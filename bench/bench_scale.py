@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shlex
@@ -177,6 +178,20 @@ print(json.dumps({{"processes": len(pids), "us_per_process": per}}))
     )
     result: dict[str, Any] = json.loads(out.stdout)
     return result
+
+
+def reference_loop_s(rounds: int = 5) -> float:
+    """CPU seconds of a fixed pure-Python loop (the least of ``rounds``): how
+    fast this machine runs Python now; a shared VM's speed drifts by tens of
+    percent within an hour, and the monitor's CPU with it."""
+    best = math.inf
+    for _ in range(rounds):
+        start = time.process_time()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.process_time() - start)
+    return round(best, 4)
 
 
 def start_sleepers(count: int, groups: int = 4) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
@@ -354,6 +369,7 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TERM", "xterm-256color")
     load_before = os.getloadavg()
+    speed_before = reference_loop_s()
     results = sweep(args) if args.sizes else {}
     if args.live:
         trees = [
@@ -373,6 +389,9 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_before": load_before,
             "load_after": os.getloadavg(),
+            # the VM's speed: the same CPU-bound loop before and after (its run
+            # to run spread explains that of the monitors' figures across runs)
+            "reference_loop_s": [speed_before, reference_loop_s()],
         },
         "results": results,
     }

@@ -119,7 +119,11 @@ def test_a_stopped_job_is_not_credited_its_stop(env: dict[str, str], tmp_path: P
         client = HookClient.connect(job.pid)
         try:
             client.start()
-            before = profile_of(client)
+            # the sampler is under way (its window open) before the stop: on a
+            # loaded machine the first profile may come before its first samples
+            before = hookutil.wait_for(
+                lambda: (p := profile_of(client)).samples >= 5 and p, 60, "the first samples"
+            )
             os.kill(job.pid, signal.SIGSTOP)
             try:
                 time.sleep(stop_s)
