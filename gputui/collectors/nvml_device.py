@@ -41,7 +41,7 @@ from gputui.collectors.nvml_fields import (
     to_float,
     to_int,
 )
-from gputui.collectors.nvml_procs import DeviceProcesses, read_mig
+from gputui.collectors.nvml_procs import DeviceProcesses, list_queries, read_mig
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics, MigInstance, ProcessSnapshot
 
 Query = Callable[[], Any]
@@ -558,18 +558,8 @@ class DeviceReader:
 
     def _read_processes(self, process_util: bool) -> list[ProcessSnapshot]:
         nv, h = self.nvml, self.handle
-        compute = self.call(
-            "compute_procs",
-            lambda: nv.nvmlDeviceGetComputeRunningProcesses_v3(h),
-            lambda: nv.nvmlDeviceGetComputeRunningProcesses_v2(h),
-            lambda: nv.nvmlDeviceGetComputeRunningProcesses(h),
-        )
-        graphics = self.call(
-            "graphics_procs",
-            lambda: nv.nvmlDeviceGetGraphicsRunningProcesses_v3(h),
-            lambda: nv.nvmlDeviceGetGraphicsRunningProcesses_v2(h),
-            lambda: nv.nvmlDeviceGetGraphicsRunningProcesses(h),
-        )
+        compute = self.call("compute_procs", *list_queries(nv, h, "Compute"))
+        graphics = self.call("graphics_procs", *list_queries(nv, h, "Graphics"))
         compute_mem = memory_by_pid(compute)
         graphics_mem = memory_by_pid(graphics)
         if (compute_mem or graphics_mem) and (process_util or self._proc_util is None):

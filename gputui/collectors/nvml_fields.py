@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gputui.snapshot.model import ValueBase
@@ -210,14 +210,21 @@ class CounterRate:
 
 
 def memory_by_pid(infos: Any) -> dict[int, int | None]:
-    """pid -> GPU memory; MIG lists one entry per GPU instance, so entries sum."""
-    out: dict[int, int | None] = {}
+    """pid -> GPU memory; MIG lists one entry per GPU instance, so entries sum.
+    A dict is that already (``nvml_procs.raw_memory_by_pid``)."""
+    if isinstance(infos, dict):
+        return infos
     if not infos:
-        return out
+        return {}
+    return sum_by_pid((int(info.pid), getattr(info, "usedGpuMemory", None)) for info in infos)
+
+
+def sum_by_pid(entries: Iterable[tuple[int, int | None]]) -> dict[int, int | None]:
+    """pid -> GPU memory from (pid, used memory) entries: NVML's "not available"
+    (all ones) is None, and a pid's entries sum (one per MIG instance)."""
+    out: dict[int, int | None] = {}
     not_available = 2**64 - 1
-    for info in infos:
-        pid = int(info.pid)
-        used = getattr(info, "usedGpuMemory", None)
+    for pid, used in entries:
         memory = int(used) if used is not None and used != not_available else None
         if pid in out:
             known = out[pid]
@@ -249,25 +256,26 @@ def to_float(value: Any) -> float | None:
 #: the fields of a process utilization sample the monitor reads, in this order
 _UTIL_FIELDS = ("pid", "timeStamp", "smUtil", "memUtil")
 _UNSIGNED = {4: "I", 8: "Q"}
-_LAYOUTS: dict[type, struct.Struct | None] = {}
+_LAYOUTS: dict[tuple[type, tuple[str, ...]], struct.Struct | None] = {}
 
 
-def _layout(cls: type) -> struct.Struct | None:
-    """How to unpack ``_UTIL_FIELDS`` from the bytes of ``cls``, a ctypes
-    structure (None when it is not one, or its fields are not plain unsigned
-    integers)."""
-    if cls in _LAYOUTS:
-        return _LAYOUTS[cls]
+def layout_of(cls: type, fields: tuple[str, ...]) -> struct.Struct | None:
+    """How to unpack ``fields`` (in their order in memory) from the bytes of
+    ``cls``, a ctypes structure: None when it is not one, or those fields are
+    not plain unsigned integers."""
+    key = (cls, fields)
+    if key in _LAYOUTS:
+        return _LAYOUTS[key]
     layout = None
     try:
         types = dict(cls._fields_)  # type: ignore[attr-defined]
         size = ctypes.sizeof(cls)
         places = sorted(
-            (getattr(cls, name).offset, getattr(cls, name).size, name) for name in _UTIL_FIELDS
+            (getattr(cls, name).offset, getattr(cls, name).size, name) for name in fields
         )
-        if [name for *_, name in places] == list(_UTIL_FIELDS) and all(
+        if [name for *_, name in places] == list(fields) and all(
             issubclass(types[name], ctypes._SimpleCData) and types[name]._type_ in "ILQ"  # type: ignore[attr-defined]
-            for name in _UTIL_FIELDS
+            for name in fields
         ):
             fmt, at = "=", 0
             for offset, width, _name in places:
@@ -279,7 +287,7 @@ def _layout(cls: type) -> struct.Struct | None:
                 layout = None
     except (AttributeError, KeyError, TypeError, ValueError):
         layout = None
-    _LAYOUTS[cls] = layout
+    _LAYOUTS[key] = layout
     return layout
 
 
@@ -296,7 +304,7 @@ def _unpacked(samples: Any) -> Iterator[tuple[int, int, int, int]] | None:
     base = getattr(first, "_b_base_", None)
     if not isinstance(first, ctypes.Structure) or not isinstance(base, ctypes.Array):
         return None
-    layout = _layout(cls)
+    layout = layout_of(cls, _UTIL_FIELDS)
     if layout is None:
         return None
     size, count = layout.size, len(samples)

@@ -25,7 +25,7 @@ import struct
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pynvml as real  # type: ignore[import-untyped]
 
@@ -52,6 +52,9 @@ UNKNOWN = real.NVML_ERROR_UNKNOWN
 NOT_FOUND = real.NVML_ERROR_NOT_FOUND
 UNINITIALIZED = real.NVML_ERROR_UNINITIALIZED
 
+#: pid, usedGpuMemory, gpuInstanceId, computeInstanceId of a c_nvmlProcessInfo_v3_t
+_PROCESS_INFO = struct.Struct("=I4xQII")
+assert _PROCESS_INFO.size == ctypes.sizeof(real.c_nvmlProcessInfo_v3_t)
 #: pid, timeStamp, smUtil, memUtil of a c_nvmlProcessUtilizationSample_t, at their offsets
 _UTIL_SAMPLE = struct.Struct("=I4xQII")
 assert [
@@ -477,6 +480,43 @@ class FakeNvml:
                 )
             )
         return infos
+
+    #: the process lists' C functions (as ``_nvmlGetFunctionPointer`` finds
+    #: them) and the process kinds each lists
+    _RAW_LISTS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "nvmlDeviceGetComputeRunningProcesses_v3": ("compute", "both"),
+        "nvmlDeviceGetGraphicsRunningProcesses_v3": ("graphics", "both"),
+    }
+
+    def _nvmlGetFunctionPointer(self, name: str) -> Callable[..., int]:
+        """NVML's C functions for the process lists, as pynvml's private lookup
+        returns them: they fill the caller's array and return a status, as the
+        library does (an injected failure is its status)."""
+        if name not in self._RAW_LISTS or name in self._removed:
+            raise real.NVMLError(FUNCTION_NOT_FOUND)
+        kinds = self._RAW_LISTS[name]
+
+        def function(handle: FakeHandle, count: Any, array: Any) -> int:
+            if array is None:  # a read's first call (as pynvml's wrapper, counted once)
+                self.calls[name] += 1
+            try:
+                self._before(name, handle)
+            except real.NVMLError as exc:
+                return int(exc.value)
+            processes = [p for p in self._gpu(handle).processes if p.kind in kinds]
+            wanted = len(processes)
+            if array is None or len(array) < wanted:
+                count._obj.value = wanted
+                return real.NVML_SUCCESS if not wanted else real.NVML_ERROR_INSUFFICIENT_SIZE
+            for i, p in enumerate(processes):
+                used = 2**64 - 1 if p.used_gpu_memory is None else p.used_gpu_memory
+                _PROCESS_INFO.pack_into(
+                    array, i * _PROCESS_INFO.size, p.pid, used, p.gpu_instance_id, 0xFFFFFFFF
+                )
+            count._obj.value = wanted
+            return real.NVML_SUCCESS
+
+        return function
 
     @_api
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pynvml  # type: ignore[import-untyped]
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.collectors.nvml_fields import _unpacked, latest_process_util
-from gputui.collectors.nvml_procs import DeviceProcesses, processes_of
-from tests.helpers.fake_nvml import FakeNvml, FakeProcess, h100
+from gputui.collectors.nvml import NvmlCollector
+from gputui.collectors.nvml_fields import _unpacked, latest_process_util, memory_by_pid
+from gputui.collectors.nvml_procs import DeviceProcesses, processes_of, raw_memory_by_pid
+from tests.helpers.fake_nvml import UNKNOWN, FakeNvml, FakeProcess, h100
 
 
 def test_the_same_lists_give_the_same_values_and_a_change_a_new_one() -> None:
@@ -105,3 +107,64 @@ def test_the_fake_nvml_returns_samples_as_pynvml_does() -> None:
     handle = fake.nvmlDeviceGetHandleByIndex(0)
     samples = fake.nvmlDeviceGetProcessUtilization(handle, 0)
     assert [row[0] for row in _unpacked(samples) or ()] == [10, 11]
+
+
+# -- the process lists, read from NVML's array ---------------------------------------
+def _listed(fake: FakeNvml, kind: str) -> tuple[dict[int, int | None], dict[int, int | None]]:
+    """A device's ``kind`` list read directly and through pynvml's wrapper."""
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    name = f"nvmlDeviceGet{kind}RunningProcesses_v3"
+    raw = raw_memory_by_pid(fake, handle, name)
+    return raw, memory_by_pid(getattr(fake, name)(handle))
+
+
+def test_a_list_read_from_nvmls_array_is_what_pynvmls_wrapper_gives() -> None:
+    processes = [
+        FakeProcess(10, used_gpu_memory=3 * 2**30),
+        FakeProcess(11, used_gpu_memory=None),  # NVML's "not available"
+        FakeProcess(12, used_gpu_memory=2**40, kind="both"),
+        FakeProcess(13, used_gpu_memory=5, kind="graphics"),
+        # one process in two MIG instances: its entries sum
+        FakeProcess(14, used_gpu_memory=7, gpu_instance_id=1),
+        FakeProcess(14, used_gpu_memory=9, gpu_instance_id=2),
+    ]
+    fake = FakeNvml([h100(processes=processes)])
+    raw, wrapped = _listed(fake, "Compute")
+    assert raw == wrapped == {10: 3 * 2**30, 11: None, 12: 2**40, 14: 16}
+    raw, wrapped = _listed(fake, "Graphics")
+    assert raw == wrapped == {12: 2**40, 13: 5}
+    assert _listed(FakeNvml([h100(processes=[])]), "Compute") == ({}, {})
+
+
+class _NoPointer(FakeNvml):
+    """A pynvml without the private lookup of NVML's functions."""
+
+    def _nvmlGetFunctionPointer(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+def test_the_device_reader_reads_the_lists_directly_and_falls_back_to_the_wrapper() -> None:
+    procs = [FakeProcess(10 + k, used_gpu_memory=k * 2**20) for k in range(30)]
+    direct = FakeNvml([h100(processes=procs)])
+
+    def wrapper(_handle: Any) -> Any:
+        raise AssertionError("pynvml's wrapper called: the list was not read directly")
+
+    direct.nvmlDeviceGetComputeRunningProcesses_v3 = wrapper  # type: ignore[method-assign]
+    wrapped = _NoPointer([h100(processes=procs)])
+    first = NvmlCollector(direct).sample().processes
+    second = NvmlCollector(wrapped).sample().processes
+    assert first == second and len(first) == 30
+    assert wrapped.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 1
+
+
+def test_a_list_whose_read_fails_says_so_as_pynvml_would() -> None:
+    fake = FakeNvml([h100(processes=[FakeProcess(10)])])
+    fake.fail("nvmlDeviceGetComputeRunningProcesses_v3", UNKNOWN, times=1)
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(pynvml.NVMLError) as raised:
+        raw_memory_by_pid(fake, handle, "nvmlDeviceGetComputeRunningProcesses_v3")
+    assert raised.value.value == UNKNOWN
+    assert raw_memory_by_pid(fake, handle, "nvmlDeviceGetComputeRunningProcesses_v3") == {10: 2**30}
