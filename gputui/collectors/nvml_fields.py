@@ -222,8 +222,14 @@ def memory_by_pid(infos: Any) -> dict[int, int | None]:
 def sum_by_pid(entries: Iterable[tuple[int, int | None]]) -> dict[int, int | None]:
     """pid -> GPU memory from (pid, used memory) entries: NVML's "not available"
     (all ones) is None, and a pid's entries sum (one per MIG instance)."""
-    out: dict[int, int | None] = {}
     not_available = 2**64 - 1
+    if isinstance(entries, list):
+        # the common case, each pid once and every amount known, built in C
+        simple: dict[int, int | None] = dict(entries)
+        amounts = simple.values()
+        if len(simple) == len(entries) and not_available not in amounts and None not in amounts:
+            return simple
+    out: dict[int, int | None] = {}
     for pid, used in entries:
         memory = int(used) if used is not None and used != not_available else None
         if pid in out:

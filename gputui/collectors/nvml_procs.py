@@ -101,7 +101,7 @@ def raw_memory_by_pid(nv: Any, handle: Any, function: str) -> dict[int, int | No
         raise nv.NVMLError(ret)
     entries = min(count.value, len(array))
     data = ctypes.string_at(array, entries * ctypes.sizeof(info_type))
-    return sum_by_pid(layout.iter_unpack(data))
+    return sum_by_pid(list(layout.iter_unpack(data)))
 
 
 def list_queries(nv: Any, handle: Any, kind: str) -> tuple[Callable[[], Any], ...]:
