@@ -42,38 +42,25 @@ def main() -> int:
     sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
     from gputui import cli
     from gputui.collectors import nvml_open
-    from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
+    from tests.helpers.fake_gpus import busy_node, churn
+    from tests.helpers.fake_nvml import FakeNvml
 
     pids = [int(line) for line in args.pids.read_text().split()]
-    gpus = [
-        h100(
-            uuid=f"GPU-00000000-0000-0000-0000-{i:012d}",
-            bus_id=f"00000000:{0x19 + i:02x}:00.0",
-            processes=[
-                FakeProcess(pid, used_gpu_memory=GIB // 4, sm_util=k % 100, mem_util=k % 37)
-                for k, pid in enumerate(pids[i :: args.gpus])
-            ],
-        )
-        for i in range(args.gpus)
-    ]
+    gpus = busy_node(pids, args.gpus)
     fake = FakeNvml(gpus)
     # the monitor and --once open NVML through nvml_open (open_live)
     nvml_open.import_pynvml = lambda: fake
     stop = threading.Event()
 
-    def churn() -> None:  # a tenth of the processes change their numbers each second
+    def churning() -> None:  # a tenth of the processes change their numbers each second
         step = 0
         while not stop.wait(1.0):
             step += 1
-            for gpu in gpus:
-                for k, proc in enumerate(gpu.processes):
-                    if (k + step) % 10 == 0:
-                        proc.sm_util = (proc.sm_util or 0) * 7 % 101
-                        proc.mem_util = (proc.mem_util or 0) * 3 % 97
+            churn(gpus, step)
 
     if args.collect:
         return collect(fake, args.collect, None if args.view is None else pids[: args.view])
-    threading.Thread(target=churn, daemon=True).start()
+    threading.Thread(target=churning, daemon=True).start()
     argv = [a for a in args.gputui if a != "--"]
     try:
         return cli.main(argv)

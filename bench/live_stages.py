@@ -36,20 +36,11 @@ def main() -> int:
     from gputui.collectors.in_view import InView
     from gputui.collectors.nvml import NvmlCollector
     from gputui.collectors.source import LiveSource
-    from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
+    from tests.helpers.fake_gpus import busy_node, churn
+    from tests.helpers.fake_nvml import FakeNvml
 
     pids = [int(line) for line in args.pids.read_text().split()]
-    gpus = [
-        h100(
-            uuid=f"GPU-00000000-0000-0000-0000-{i:012d}",
-            bus_id=f"00000000:{0x19 + i:02x}:00.0",
-            processes=[
-                FakeProcess(pid, used_gpu_memory=GIB // 4, sm_util=k % 100, mem_util=k % 37)
-                for k, pid in enumerate(pids[i :: args.gpus])
-            ],
-        )
-        for i in range(args.gpus)
-    ]
+    gpus = busy_node(pids, args.gpus)
     now = [1000.0]
     source = LiveSource(gpu=NvmlCollector(FakeNvml(gpus)), host=HostCollector(clock=lambda: now[0]))
     source.sample()  # every process new: its facts read
@@ -82,11 +73,7 @@ def main() -> int:
     source_module._hooked_pids = timed("hooked", source_module._hooked_pids)
     total = 0.0
     for step in range(args.refreshes):
-        for gpu in gpus:
-            for k, proc in enumerate(gpu.processes):
-                if (k + step) % 10 == 0:
-                    proc.sm_util = (proc.sm_util or 0) * 7 % 101
-                    proc.mem_util = (proc.mem_util or 0) * 3 % 97
+        churn(gpus, step)
         now[0] += 1.0
         start = time.thread_time()
         source.sample()

@@ -180,3 +180,29 @@ def _apply(gpu: FakeGpu, overrides: dict[str, Any]) -> FakeGpu:
             raise TypeError(f"FakeGpu has no field {key!r}")
         setattr(gpu, key, value)
     return gpu
+
+
+def busy_node(pids: list[int], gpus: int = 8) -> list[FakeGpu]:
+    """``gpus`` H100s sharing the processes ``pids`` evenly: the benches' node of
+    many GPU processes (each with 0.25 GiB and its own %SM and %BW)."""
+    return [
+        h100(
+            uuid=f"GPU-00000000-0000-0000-0000-{i:012d}",
+            bus_id=f"00000000:{0x19 + i:02x}:00.0",
+            processes=[
+                FakeProcess(pid, used_gpu_memory=GIB // 4, sm_util=k % 100, mem_util=k % 37)
+                for k, pid in enumerate(pids[i::gpus])
+            ],
+        )
+        for i in range(gpus)
+    ]
+
+
+def churn(gpus: list[FakeGpu], step: int) -> None:
+    """A tenth of the processes of ``gpus`` (which tenth: ``step``) get new %SM
+    and %BW, as a busy node's do each second."""
+    for gpu in gpus:
+        for k, proc in enumerate(gpu.processes):
+            if (k + step) % 10 == 0:
+                proc.sm_util = (proc.sm_util or 0) * 7 % 101
+                proc.mem_util = (proc.mem_util or 0) * 3 % 97
