@@ -9,7 +9,7 @@ are new objects, pass over it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress
 from operator import and_, is_, not_
 from typing import Generic, TypeVar
@@ -18,45 +18,21 @@ S = TypeVar("S")
 P = TypeVar("P")
 V = TypeVar("V")
 
-#: KeptRun: more than one place in this many differs: found by identity instead
+#: more than one place in this many differs: the values are found by identity
 _MOVED = 5
 
 
-class Kept(Generic[S, P, V]):
-    """``make(source, part)`` per key, kept while ``source`` and ``part`` are
-    the objects it was made from.  Call :meth:`value` for each key of a sample,
-    then :meth:`done`: the keys a sample did not ask for are forgotten.
-
-    ``id(source)`` serves as the key where one source makes one value: an entry
-    holds its source, so no other live object has that id meanwhile."""
-
-    def __init__(self, make: Callable[[S, P], V]) -> None:
-        self._make = make
-        self._last: dict[Hashable, tuple[S, P, V]] = {}
-        self._now: dict[Hashable, tuple[S, P, V]] = {}
-
-    def value(self, key: Hashable, source: S, part: P) -> V:
-        known = self._last.get(key)
-        if known is not None and known[0] is source and known[1] is part:
-            value = known[2]
-        else:
-            value = self._make(source, part)
-        self._now[key] = (source, part, value)
-        return value
-
-    def done(self) -> None:
-        self._last, self._now = self._now, {}
-
-
 class KeptRun(Generic[S, P, V]):
-    """:class:`Kept` for a whole sample at once, the sources and their parts
-    given in order: where both are the objects at the same place of the last
-    sample, the value made then, found by comparisons in C; the others made
-    one by one.  NVML lists a device's processes in the same order refresh
-    after refresh, so on a node of thousands most places hold the same
-    objects.  Where more than a fifth of the places differ (a process came or
-    went and shifted the others), the values are found by their sources'
-    identity instead, as :class:`Kept` does."""
+    """``make(source, part)`` for each source of a sample and its part, given
+    in order: where both are the objects at the same place of the last sample,
+    the value made then, found by comparisons in C; the others made one by
+    one.  NVML lists a device's processes in the same order refresh after
+    refresh, so on a node of thousands most places hold the same objects.
+    Where more than a fifth of the places differ (a process came or went and
+    shifted the others), a value is kept where its source and part are the
+    objects of the last sample at any place (by the source's identity: the
+    last sample's sources are held, so no other live object has their ids).
+    Only the last sample is remembered."""
 
     def __init__(self, make: Callable[[S, P], V]) -> None:
         self._make = make

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gputui.collectors.kept import Kept
+from gputui.collectors.kept import KeptRun
 
 if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
     from gputui.collectors.in_view import InView
@@ -66,7 +66,7 @@ class LiveSource:
         self._containers = containers if containers is not None else ContainerAttributor()
         self.label = "live"
         #: the hooked processes' marked values, kept while the process is the same
-        self._marked: Kept[ProcessSnapshot, bool, ProcessSnapshot] = Kept(_marked)
+        self._marked: KeptRun[ProcessSnapshot, bool | None, ProcessSnapshot] = KeptRun(_marked)
 
     def sample(self) -> Snapshot:
         from gputui.snapshot.model import Snapshot
@@ -97,13 +97,8 @@ class LiveSource:
     ) -> tuple[ProcessSnapshot, ...]:
         """``processes`` with the hooked ones marked; a process that is the object
         of the last refresh keeps its marked value of then."""
-        marked = self._marked
-        out = tuple(
-            marked.value(id(p), p, True) if p.pid in hooked and not p.pid_is_host else p
-            for p in processes
-        )
-        marked.done()
-        return out
+        marks = [True if p.pid in hooked and not p.pid_is_host else None for p in processes]
+        return self._marked.values(processes, marks)
 
     def use_view(self, in_view: InView) -> None:
         """Read the host side of the processes ``in_view`` says are on screen at
@@ -318,8 +313,8 @@ class SampleAhead:
             self._source.close()
 
 
-def _marked(process: ProcessSnapshot, _hooked: bool) -> ProcessSnapshot:
-    return dataclasses.replace(process, hooked=True)
+def _marked(process: ProcessSnapshot, hooked: bool | None) -> ProcessSnapshot:
+    return process if hooked is None else dataclasses.replace(process, hooked=True)
 
 
 def _hooked_pids() -> set[int]:

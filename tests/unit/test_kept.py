@@ -1,5 +1,6 @@
 """A value made from (source, part) is kept while both are the same objects,
-made again when either is another object, and forgotten when not asked for."""
+made again when either is another object, and forgotten when a sample does not
+hold them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.collectors.kept import Kept, KeptRun
+from gputui.collectors.kept import KeptRun
 
 
 def test_kept_while_the_same_objects_made_again_otherwise_forgotten_when_absent() -> None:
@@ -18,16 +19,15 @@ def test_kept_while_the_same_objects_made_again_otherwise_forgotten_when_absent(
         made.append((source, part))
         return (source, part)
 
-    kept: Kept[list[int], dict[str, int], tuple[list[int], dict[str, int]]] = Kept(make)
+    kept: KeptRun[list[int], dict[str, int], tuple[list[int], dict[str, int]]] = KeptRun(make)
     a, b, part = [1], [2], {"x": 1}
-    first = kept.value("a", a, part), kept.value("b", b, part)
-    kept.done()
-    assert kept.value("a", a, part) is first[0]  # the same objects: kept
-    assert kept.value("b", b, {"x": 1}) is not first[1]  # an equal part, another object
-    kept.done()
+    first = kept.values([a, b], [part, part])
+    again = kept.values([a, b], [part, {"x": 1}])
+    assert again[0] is first[0]  # the same objects: kept
+    assert again[1] is not first[1]  # an equal part, another object
     assert len(made) == 3
-    kept.done()  # a sample that asked for nothing: both forgotten
-    assert kept.value("a", a, part) is not first[0] and len(made) == 4
+    kept.values([], [])  # a sample that asked for nothing: both forgotten
+    assert kept.values([a], [part])[0] is not first[0] and len(made) == 4
 
 
 # -- KeptRun: a whole sample at once ------------------------------------------------
