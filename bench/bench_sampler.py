@@ -14,12 +14,14 @@ pure Python (the GIL never released).  Each is calibrated to its step time
 first.  On the CPU, torch runs ``--threads`` intra-op threads (default 4, at
 most the CPUs less two, so the sampler thread and the hook's own have a core).
 
-Three measurements, for each workload:
+Four measurements, for each workload:
 
 1. Direct: the time each sampler tick holds the GIL, from its wake-up to its
    next sleep (the sampler adds it up when a bench asks:
    ``gputui.hook._sampler.TICK_TIME``), over the wall time: the most the
-   training thread can wait for the GIL behind the sampler's work.
+   training thread can wait for the GIL behind the sampler's work.  Taken in
+   blocks of its own after the rounds (reading the thread's CPU clock costs a
+   tick two system calls).
 2. A control thread that wakes at the sampler's rate and does nothing but take
    the GIL: the wake-up and hand-over cost alone, without the sampler's work.
 3. Paired step times: rounds of eight blocks of about ``--block-s`` seconds in
@@ -30,6 +32,18 @@ Three measurements, for each workload:
    blocks; reported: the median of each over the rounds with a bootstrap 95%
    interval.  off' against off (A/A) is the bench's own resolution: a cost is
    shown only where its interval clears the A/A one.
+4. Per tick, within the blocks: each step is timed, and each tick's wake-up
+   (``gputui.hook._sampler.TICK_LOG``; the control's own) falls in one step.
+   Within each block, the slope of step time on the number of ticks in the
+   step is what a tick adds to the step it falls in; the block's drift and
+   the machine's state are the same for the steps with and without a tick.
+   A step that falls a tick is likelier to be a long one (a longer step
+   spans more time): the same slope over the off blocks, with ticks drawn at
+   random at the same rate, measures that bias, and is subtracted.  Steps
+   longer than ``CUT`` times their block's median (the machine's hiccups) are
+   left out of the slopes and counted.  Reported: the cost a tick, times the
+   ticks a second, as a share of the step time, with a bootstrap 95% interval
+   over the rounds (each round's blocks drawn together).
 
 ``--viewer`` keeps a subscribed viewer (another process) attached during the
 whole run, so the profile is also built and sent every 2 s (in every block).
@@ -63,6 +77,8 @@ from gputui.hook import _sampler  # noqa: E402
 
 #: the block order of a round: O off, A off again (A/A), S sampler, C control
 ORDER = "OASCCSAO"
+#: per-tick estimate: steps longer than this many times their block's median are left out
+CUT = 4.0
 TARGET_MS = {"short": 2.0, "long": 50.0, "pure": 3.0}
 
 
@@ -135,13 +151,19 @@ def build(kind: str, device: str, scale: float) -> Any:
 
 
 def timed(work: Any, steps: int) -> list[float]:
+    return [end - start for start, end in spans(work, steps)]
+
+
+def spans(work: Any, steps: int) -> list[tuple[float, float]]:
+    """Each step's start and end (``time.perf_counter``)."""
     out = []
     clock = time.perf_counter
     step = work.step
+    push = out.append
     for _ in range(steps):
         t0 = clock()
         step()
-        out.append(clock() - t0)
+        push((t0, clock()))
     return out
 
 
@@ -162,13 +184,16 @@ class Control:
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self.ticks = 0
+        #: each tick's wake-up (time.perf_counter), as the sampler's TICK_LOG
+        self.log: list[float] = []
         self._stop = False
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        sleep, period = time.sleep, self.interval_s
+        sleep, period, clock, log = time.sleep, self.interval_s, time.perf_counter, self.log
         while not self._stop:
             sleep(period)
+            log.append(clock())
             self.ticks += 1
 
     def start(self) -> None:
@@ -188,6 +213,94 @@ def bootstrap(values: list[float], draws: int = 2000) -> tuple[float, float]:
     rng = random.Random(0)
     medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
     return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
+def ticks_per_step(steps: list[tuple[float, float]], ticks: list[float]) -> list[int]:
+    """How many of ``ticks`` (sorted times) fall in each step."""
+    out = []
+    j, n = 0, len(ticks)
+    for start, end in steps:
+        while j < n and ticks[j] < start:
+            j += 1
+        k = 0
+        while j < n and ticks[j] < end:
+            k += 1
+            j += 1
+        out.append(k)
+    return out
+
+
+def random_ticks(start: float, end: float, rate: float, rng: random.Random) -> list[float]:
+    """Times at about ``rate`` a second, spaced at random (the off blocks' null)."""
+    out = []
+    t = start + rng.uniform(0, 1 / rate)
+    while t < end:
+        out.append(t)
+        t += rng.uniform(0.5, 1.5) / rate
+    return out
+
+
+class Block:
+    """One block's steps: durations, ticks in each, its wall time and ticks."""
+
+    __slots__ = ("cut", "durations", "ticks", "wall_s")
+
+    def __init__(self, steps: list[tuple[float, float]], ticks: list[float]) -> None:
+        per_step = ticks_per_step(steps, sorted(ticks))
+        durations = [end - start for start, end in steps]
+        limit = CUT * statistics.median(durations)
+        kept = [(d, k) for d, k in zip(durations, per_step, strict=True) if d <= limit]
+        self.cut = len(durations) - len(kept)
+        self.durations = [d for d, _ in kept]
+        self.ticks = [k for _, k in kept]
+        self.wall_s = steps[-1][1] - steps[0][0]
+
+
+def slope(blocks: list[Block]) -> float:
+    """Seconds a tick adds to its step: step time on ticks in the step,
+    within each block (each centred on its own means), pooled."""
+    sxy = sxx = 0.0
+    for b in blocks:
+        if len(b.durations) < 2:
+            continue
+        md = sum(b.durations) / len(b.durations)
+        mk = sum(b.ticks) / len(b.ticks)
+        for d, k in zip(b.durations, b.ticks, strict=True):
+            sxy += (d - md) * (k - mk)
+            sxx += (k - mk) ** 2
+    return sxy / sxx if sxx else 0.0
+
+
+def per_tick(rounds: list[dict[str, list[Block]]], mode: str, draws: int = 1000) -> dict[str, Any]:
+    """The per-tick estimate of ``mode`` against the off blocks' null, with a
+    bootstrap interval over rounds."""
+
+    def estimate(picked: list[dict[str, list[Block]]]) -> tuple[float, float, float]:
+        on = [b for r in picked for b in r[mode]]
+        off = [b for r in picked for b in r["O"]]
+        ticks = sum(sum(b.ticks) for b in on)
+        steps_s = sum(sum(b.durations) for b in on)
+        cost, null = slope(on), slope(off)
+        share = (cost - null) * ticks / steps_s if steps_s else 0.0
+        return share, cost, null
+
+    share, cost, null = estimate(rounds)
+    rng = random.Random(1)
+    shares = sorted(estimate(rng.choices(rounds, k=len(rounds)))[0] for _ in range(draws))
+    on = [b for r in rounds for b in r[mode]]
+    off = [b for r in rounds for b in r["O"]]
+    steps_on = sum(len(b.durations) + b.cut for b in on)
+    steps_off = sum(len(b.durations) + b.cut for b in off)
+    return {
+        "share": share,
+        "ci95": [shares[int(0.025 * draws)], shares[int(0.975 * draws) - 1]],
+        "us_per_tick": 1e6 * (cost - null),
+        "slope_us": 1e6 * cost,
+        "null_us": 1e6 * null,
+        "ticks_per_s": sum(sum(b.ticks) for b in on) / sum(b.wall_s for b in on),
+        "cut_per_1000": 1000 * sum(b.cut for b in on) / steps_on if steps_on else 0.0,
+        "cut_per_1000_off": 1000 * sum(b.cut for b in off) / steps_off if steps_off else 0.0,
+    }
 
 
 def summary(ratios: list[float]) -> dict[str, Any]:
@@ -214,13 +327,21 @@ class Modes:
         self.sampler_cpu_s = 0.0
         self.control_wall_s = 0.0
         self.control_ticks = 0
+        self.timing_wall_s = 0.0  # the T blocks'
+        self.log: list[float] = []
         self._clock: int | None = None
         self._cpu0 = self._t0 = 0.0
         self._samples0 = self._ticks0 = 0
 
     def start(self, mode: str) -> None:
-        if mode == "S":
-            _sampler.TICK_TIME = self.tick  # read by the sampler thread as it starts
+        """``mode``: O, A (off), S (the sampler, its ticks logged), C (the
+        control), T (the sampler, each tick's GIL time measured)."""
+        self.log = []
+        if mode in "ST":
+            if mode == "S":
+                _sampler.TICK_LOG = self.log  # read by the sampler thread as it starts
+            else:
+                _sampler.TICK_TIME = self.tick
             self._samples0 = self.sampler.samples
             self.sampler.start()
             thread = self.sampler._thread
@@ -228,40 +349,61 @@ class Modes:
             self._cpu0 = time.clock_gettime(self._clock)
         elif mode == "C":
             self._ticks0 = self.control.ticks
+            self.control.log = self.log
             self.control.start()
         self._t0 = time.perf_counter()
 
-    def stop(self, mode: str) -> None:
+    def stop(self, mode: str) -> list[float]:
+        """Ends the block; its ticks' wake-up times (none for O, A, T)."""
         wall = time.perf_counter() - self._t0
-        if mode == "S":
+        if mode in "ST":
             assert self._clock is not None
-            self.sampler_cpu_s += time.clock_gettime(self._clock) - self._cpu0
+            cpu_s = time.clock_gettime(self._clock) - self._cpu0
             self.sampler.stop()
-            self.samples += self.sampler.samples - self._samples0
-            self.sampler_wall_s += wall
-            _sampler.TICK_TIME = None
+            _sampler.TICK_LOG = _sampler.TICK_TIME = None
+            if mode == "S":
+                self.sampler_cpu_s += cpu_s
+                self.samples += self.sampler.samples - self._samples0
+                self.sampler_wall_s += wall
+            else:
+                self.timing_wall_s += wall
         elif mode == "C":
             self.control.stop()
             self.control_ticks += self.control.ticks - self._ticks0
             self.control_wall_s += wall
+        return self.log if mode in "SC" else []
 
 
 def run(work: Any, modes: Modes, step_s: float, seconds: float, block_s: float) -> dict[str, Any]:
-    """The rounds of one workload."""
+    """The rounds of one workload, then the direct measurement."""
     steps = max(8, round(block_s / step_s))
     rounds = max(3, round(seconds / (len(ORDER) * steps * step_s)))
     ratios: dict[str, list[float]] = {"S": [], "C": [], "A": []}
+    blocks: list[dict[str, list[Block]]] = []
     all_off: list[float] = []
+    rate = 1 / modes.sampler.interval_s
+    rng = random.Random(0)
     for _ in range(rounds):
         got: dict[str, list[float]] = {m: [] for m in "OASC"}
+        kept: dict[str, list[Block]] = {m: [] for m in "OASC"}
         for mode in ORDER:
             modes.start(mode)
-            got[mode] += timed(work, steps)
-            modes.stop(mode)
+            block = spans(work, steps)
+            ticks = modes.stop(mode)
+            if mode in "OA":
+                ticks = random_ticks(block[0][0], block[-1][1], rate, rng)
+            got[mode] += [end - start for start, end in block]
+            kept[mode].append(Block(block, ticks))
         off = statistics.median(got["O"])
         for mode, into in ratios.items():
             into.append(statistics.median(got[mode]) / off)
         all_off += got["O"]
+        blocks.append(kept)
+    # the direct measurement: the GIL each tick holds, in blocks of its own
+    for _ in range(max(4, rounds // 4)):
+        modes.start("T")
+        timed(work, steps)
+        modes.stop("T")
     tick_s, ticks, tick_cpu_s = modes.tick
     return {
         "workload": work.name,
@@ -272,11 +414,13 @@ def run(work: Any, modes: Modes, step_s: float, seconds: float, block_s: float) 
         "sampler": summary(ratios["S"]),
         "control": summary(ratios["C"]),
         "a_a": summary(ratios["A"]),
+        # what a tick adds to the step it falls in, as a share of the step time
+        "per_tick": {"sampler": per_tick(blocks, "S"), "control": per_tick(blocks, "C")},
         "samples": modes.samples,
         "mean_interval_ms": 1e3 * modes.sampler_wall_s / modes.samples if modes.samples else None,
         # the direct bound: the GIL held by the sampler's ticks, over the wall time
         "gil_us_per_tick": 1e6 * tick_s / ticks if ticks else None,
-        "gil_pct_of_wall": 100 * tick_s / modes.sampler_wall_s if modes.sampler_wall_s else None,
+        "gil_pct_of_wall": 100 * tick_s / modes.timing_wall_s if modes.timing_wall_s else None,
         # the sampler thread's own CPU time in those spans (the rest: preempted)
         "gil_cpu_us_per_tick": 1e6 * tick_cpu_s / ticks if ticks else None,
         "sampler_cpu_us_per_sample": 1e6 * modes.sampler_cpu_s / modes.samples
@@ -313,10 +457,20 @@ def line(r: dict[str, Any]) -> str:
         low, high = s["ci95"]
         return f"{key} {pct(s['median'])} [{pct(low)}, {pct(high)}]"
 
+    def tick(key: str) -> str:
+        t = r["per_tick"][key]
+        low, high = t["ci95"]
+        return (
+            f"{key} {100 * t['share']:+.2f}% [{100 * low:+.2f}%, {100 * high:+.2f}%] "
+            f"({t['us_per_tick']:.1f} us a tick, {t['ticks_per_s']:.0f} a second; "
+            f"cut {t['cut_per_1000']:.1f}/1000 steps, off {t['cut_per_1000_off']:.1f})"
+        )
+
     return (
         f"{r['workload']:<13} step {r['step_off_ms']:7.3f} ms, {r['rounds']} rounds of "
         f"{r['steps_per_block']} steps a block: {est('sampler')}  {est('control')}  "
-        f"{est('a_a')};  GIL held {r['gil_us_per_tick'] or 0:.1f} us a tick "
+        f"{est('a_a')};  per tick: {tick('sampler')}  {tick('control')};  "
+        f"GIL held {r['gil_us_per_tick'] or 0:.1f} us a tick "
         f"({r['gil_cpu_us_per_tick'] or 0:.1f} us of it on a CPU) = "
         f"{r['gil_pct_of_wall'] or 0:.3f}% of the wall; sampler thread CPU "
         f"{r['sampler_cpu_us_per_sample'] or 0:.0f} us a sample, "

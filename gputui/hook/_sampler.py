@@ -104,6 +104,9 @@ MAX_STACKS = 1024
 #: next sleep, and its own CPU time in that span (less than the first where the
 #: machine preempted it meanwhile); None: nothing is measured
 TICK_TIME: list[Any] | None = None
+#: when a bench sets it (before ``start``), each tick appends its wake-up time
+#: (``time.perf_counter()``, the GIL just taken) to this list; None: nothing
+TICK_LOG: list[float] | None = None
 
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
 
@@ -275,6 +278,7 @@ class Sampler:
         periodic = self.periodic
         due = clock() + self.periodic_s
         timing = TICK_TIME
+        ticks = TICK_LOG
         thread_cpu = time.thread_time
         tick_cpu = 0.0
         while not self._stopping and generation == self._generation:
@@ -285,6 +289,8 @@ class Sampler:
                 continue
             sleep(period)
             now = clock()  # the GIL is back: this tick holds it until the next sleep
+            if ticks is not None:
+                ticks.append(now)
             if timing is not None:
                 tick_cpu = thread_cpu()
             if self._stopping or generation != self._generation:

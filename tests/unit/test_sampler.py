@@ -382,6 +382,20 @@ def test_a_bench_can_read_the_time_each_tick_holds_the_gil(
     assert timing[0] > 0 and timing[2] >= 0
 
 
+def test_a_bench_can_read_when_each_tick_took_the_gil(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks: list[float] = []
+    monkeypatch.setattr(sampler_mod, "TICK_LOG", ticks)
+    before = time.perf_counter()
+    with sampling(repeating(busy_python)) as sampler:
+        wait_for(lambda: sampler.samples >= 5, 60, "five samples")
+    taken = sampler.samples
+    logged = len(ticks)
+    assert ticks == sorted(ticks) and before < ticks[0]
+    # one entry a tick: those that took a sample, the first (no weight yet) and
+    # perhaps one that found the sampler stopping
+    assert taken + 1 <= logged <= taken + 2
+
+
 def test_phases_per_function_are_bounded() -> None:
     rec = Recorder()
     rec.thread = threading.get_ident()
