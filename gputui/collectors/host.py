@@ -252,9 +252,11 @@ class HostCollector:
             )
         turns = self._turns
         # forget processes that left the GPUs (or died): their cache would only grow
+        # (the set differences run in C: a node's thousands are walked each refresh)
         for cache in (self._processes, turns):
-            for pid in [pid for pid in cache if pid not in pids]:
-                del cache[pid]
+            if len(cache) != len(pids) or cache.keys() != pids.keys():
+                for pid in cache.keys() - pids.keys():
+                    del cache[pid]
         now = self._clock()
         # the time to the next refresh, guessed as long as the time since the last one
         ahead = 0.0 if self._enriched_at is None else max(0.0, now - self._enriched_at)
@@ -269,12 +271,13 @@ class HostCollector:
                 else:
                     turn.read_at, turn.details = now, _same(self._details(pid), turn)
         else:
-            for pid in pids:
-                if pid in view or pid not in turns:  # on screen, or seen for the first time
-                    self._read(pid, now)
+            shown = view & pids.keys()
+            # on screen, or seen for the first time (all read at ``now``: their order
+            # among themselves does not matter to the turns)
+            for pid in shown | (pids.keys() - turns.keys()):
+                self._read(pid, now)
             every = REREAD_EVERY_S if in_view.host_order() else REREAD_IDLE_S
-            others = len(pids) - sum(1 for pid in view if pid in pids)
-            self._read_in_turns(now, ahead, others, every)
+            self._read_in_turns(now, ahead, len(pids) - len(shown), every)
         # A process whose value and details are the objects of the last refresh
         # is the value made then (its facts and NVML's numbers did not change).
         if len(pids) == len(every_pid):

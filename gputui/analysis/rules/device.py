@@ -16,6 +16,8 @@ evidence, the wire protocol or Rich.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, contains
 
 from gputui import fmt
 from gputui.analysis import thresholds, throttle
@@ -132,17 +134,16 @@ def device_evidence(snapshot: Snapshot, recent: Sequence[Snapshot]) -> list[Devi
     ]
 
 
+_TYPE = attrgetter("type")
+_GPU = attrgetter("gpu_index")
+
+
 def _computing(snapshot: Snapshot) -> set[int]:
-    """The GPUs with a compute process; the walk stops once every GPU has one (a node
-    with thousands of processes finds them among its first few)."""
-    computing: set[int] = set()
-    every = len(snapshot.devices)
-    for p in snapshot.processes:
-        if "compute" in p.type:
-            computing.add(p.gpu_index)
-            if len(computing) >= every:
-                break
-    return computing
+    """The GPUs with a compute process: one pass in C over the processes (the
+    monitor runs this at every sample; a node may list thousands, by GPU)."""
+    processes = snapshot.processes
+    compute = map(contains, map(_TYPE, processes), repeat("compute"))
+    return set(compress(map(_GPU, processes), compute))
 
 
 def _finding(
