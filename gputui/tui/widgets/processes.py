@@ -46,6 +46,102 @@ MIN_COMMAND = 12
 _RIGHT = {"pid", "gpu_mem", "sm", "bw", "cpu", "rss", "time"}
 
 
+def line_text(
+    columns: list[str],
+    values: tuple[Any, ...],
+    widths: list[int],
+    style: Style | None,
+    ascii_only: bool,
+) -> Text:
+    """One row (or the header) as a Rich Text: each cell padded to its column's
+    width (right-aligned in ``_RIGHT``), cut with an ellipsis where longer,
+    ``style`` (the cursor's) under the cells' own."""
+    line = Text(no_wrap=True, overflow="crop", end="")
+    for i, (column, value, width) in enumerate(zip(columns, values, widths, strict=True)):
+        if i:
+            # Between columns only: a space after the last one made every line a
+            # cell too wide, and cropping a line with a non-ASCII character (an
+            # ellipsis) costs Rich a walk over each character.
+            line.append(" ")
+        text = value if isinstance(value, Text) else Text(str(value))
+        plain = text.plain
+        cells = len(plain) if plain.isascii() else text.cell_len
+        if cells > width:
+            # Cut with an ellipsis, so a cut command never reads as a whole one.
+            text = text.copy()
+            text.truncate(max(0, width - 1))
+            text.append(fmt.ellipsis(ascii_only))
+            cells = text.cell_len
+        pad = " " * max(0, width - cells)
+        if column in _RIGHT:
+            line.append(pad)
+            line.append_text(text)
+        else:
+            line.append_text(text)
+            line.append(pad)
+    if style is not None:
+        # Under the cells' own colours, so a red %SM stays red on the cursor row.
+        line.stylize_before(style)
+    return line
+
+
+def row_segments(
+    columns: list[str],
+    values: tuple[Any, ...],
+    widths: list[int],
+    cursor: Style | None,
+    ascii_only: bool,
+    get_style: Callable[..., Style],
+) -> list[Segment] | None:
+    """The segments Rich renders :func:`line_text`'s row into, built directly
+    (a refresh draws every changed row: Rich's general path costs several times
+    more); None for a row with a cell of spans, non-ASCII text or control
+    characters, which Rich lays out.  The same segments as Rich's, split where
+    Rich splits them: at each styled cell's ends, an empty one too."""
+    out: list[Segment] = []
+    run = ""  # unstyled text since the last styled cell
+    ellipsis = fmt.ellipsis(ascii_only)
+    null = Style.null()
+    # Rich gives unstyled text the line's (null) style, or the cursor's; a line
+    # with no style at all is one segment without one
+    plain_style = null if cursor is None else cursor
+    styled = False  # a styled cell, even an empty one, is a span of Rich's
+    for i, (column, value, width) in enumerate(zip(columns, values, widths, strict=True)):
+        if i:
+            run += " "
+        if isinstance(value, Text):
+            if value.spans:
+                return None
+            plain, style = value.plain, value.style
+        else:
+            plain, style = str(value), ""
+        if not (plain.isascii() and plain.isprintable()):  # Rich measures those
+            return None
+        if len(plain) > width:
+            plain = plain[: max(0, width - 1)] + ellipsis  # the ellipsis is one cell
+        pad = " " * max(0, width - len(plain))
+        right = column in _RIGHT
+        if right:
+            run += pad
+        if style:
+            styled = True
+            if run:
+                out.append(Segment(run, plain_style))
+                run = ""
+            if plain:
+                own = get_style(style, default=null)
+                out.append(Segment(plain, own if cursor is None else cursor + own))
+        else:
+            run += plain
+        if not right:
+            run += pad
+    if not styled and (cursor is None or not run):  # no span (the cursor's needs text)
+        return [Segment(run)]
+    if run:
+        out.append(Segment(run, plain_style))
+    return out
+
+
 class ProcessTable(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "processtable--header",
@@ -350,34 +446,7 @@ class ProcessTable(ScrollView, can_focus=True):
     # -- drawing ---------------------------------------------------------------
 
     def _line(self, values: tuple[Any, ...], style: Style | None) -> Text:
-        line = Text(no_wrap=True, overflow="crop", end="")
-        columns = zip(self._shown, values, self._widths, strict=True)
-        for i, (column, value, width) in enumerate(columns):
-            if i:
-                # Between columns only: a space after the last one made every line a
-                # cell too wide, and cropping a line with a non-ASCII character (an
-                # ellipsis) costs Rich a walk over each character.
-                line.append(" ")
-            text = value if isinstance(value, Text) else Text(str(value))
-            plain = text.plain
-            cells = len(plain) if plain.isascii() else text.cell_len
-            if cells > width:
-                # Cut with an ellipsis, so a cut command never reads as a whole one.
-                text = text.copy()
-                text.truncate(max(0, width - 1))
-                text.append(fmt.ellipsis(self.ascii_only))
-                cells = text.cell_len
-            pad = " " * max(0, width - cells)
-            if column in _RIGHT:
-                line.append(pad)
-                line.append_text(text)
-            else:
-                line.append_text(text)
-                line.append(pad)
-        if style is not None:
-            # Under the cells' own colours, so a red %SM stays red on the cursor row.
-            line.stylize_before(style)
-        return line
+        return line_text(self._shown, values, self._widths, style, self.ascii_only)
 
     def _strip(self, text: Text, width: int, base: Style) -> Strip:
         segments = list(text.render(self.app.console))
@@ -415,7 +484,13 @@ class ProcessTable(ScrollView, can_focus=True):
             and cached[3] == cursor
         ):
             return cached[4]
-        strip = self._strip(self._line(values, cursor), width, base)
+        segments = row_segments(
+            self._shown, values, self._widths, cursor, self.ascii_only, self.app.console.get_style
+        )
+        if segments is None:  # a cell Rich must lay out (wide characters, spans)
+            strip = self._strip(self._line(values, cursor), width, base)
+        else:
+            strip = Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
         self._strips[key] = (values, width, base, cursor, strip)
         return strip
 
