@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
 from gputui.reports.text import to_ascii
@@ -42,6 +43,12 @@ class BaseApp(App[None]):
     HELP_TOPIC = "monitor"
 
     ascii_only = False
+
+    def get_driver_class(self) -> type[Driver]:
+        # Textual's Linux driver with an input thread that sleeps while no key comes
+        from gputui.tui.driver import driver_class
+
+        return driver_class(super().get_driver_class())
 
     def get_key_display(self, binding: Binding) -> str:
         shown = super().get_key_display(binding)
