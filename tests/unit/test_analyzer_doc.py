@@ -3,19 +3,11 @@ says on the H100 recordings, as it says it now."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers.bench_scripts import bench_module
 
 
 def test_the_analyzer_page_is_current() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "analyzer_doc", REPO / "bench" / "analyzer_doc.py"
-    )
-    assert spec is not None and spec.loader is not None
-    doc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(doc)
+    doc = bench_module("analyzer_doc")
     current = doc.DOC.read_text()
     assert doc.render(current) == current, "stale: run python bench/analyzer_doc.py"
     for rule_id in doc.REGISTRY:

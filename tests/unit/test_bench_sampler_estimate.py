@@ -4,26 +4,18 @@ catching more ticks."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.importorskip("torch")
+from tests.helpers.bench_scripts import bench_module
 
-REPO = Path(__file__).resolve().parents[2]
+pytest.importorskip("torch")
 
 
 def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "bench_sampler", REPO / "bench" / "bench_sampler.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("bench_sampler")
 
 
 RATE = 100.0
