@@ -241,9 +241,12 @@ def random_ticks(start: float, end: float, rate: float, rng: random.Random) -> l
 
 
 class Block:
-    """One block's steps: durations, ticks in each, its wall time and ticks."""
+    """One block's steps, reduced to what the per-tick estimate sums: the
+    centred cross and square sums of step time and ticks (each block centred
+    on its own means), its ticks, step time, steps, the steps cut and its wall
+    time."""
 
-    __slots__ = ("cut", "durations", "ticks", "wall_s")
+    __slots__ = ("cut", "steps", "steps_s", "sxx", "sxy", "ticks", "wall_s")
 
     def __init__(self, steps: list[tuple[float, float]], ticks: list[float]) -> None:
         per_step = ticks_per_step(steps, sorted(ticks))
@@ -251,24 +254,22 @@ class Block:
         limit = CUT * statistics.median(durations)
         kept = [(d, k) for d, k in zip(durations, per_step, strict=True) if d <= limit]
         self.cut = len(durations) - len(kept)
-        self.durations = [d for d, _ in kept]
-        self.ticks = [k for _, k in kept]
+        self.steps = len(kept)
+        self.steps_s = sum(d for d, _ in kept)
+        self.ticks = sum(k for _, k in kept)
+        self.sxy = self.sxx = 0.0
+        if len(kept) >= 2:
+            md, mk = self.steps_s / len(kept), self.ticks / len(kept)
+            self.sxy = sum((d - md) * (k - mk) for d, k in kept)
+            self.sxx = sum((k - mk) ** 2 for _, k in kept)
         self.wall_s = steps[-1][1] - steps[0][0]
 
 
 def slope(blocks: list[Block]) -> float:
     """Seconds a tick adds to its step: step time on ticks in the step,
-    within each block (each centred on its own means), pooled."""
-    sxy = sxx = 0.0
-    for b in blocks:
-        if len(b.durations) < 2:
-            continue
-        md = sum(b.durations) / len(b.durations)
-        mk = sum(b.ticks) / len(b.ticks)
-        for d, k in zip(b.durations, b.ticks, strict=True):
-            sxy += (d - md) * (k - mk)
-            sxx += (k - mk) ** 2
-    return sxy / sxx if sxx else 0.0
+    within each block, pooled."""
+    sxx = sum(b.sxx for b in blocks)
+    return sum(b.sxy for b in blocks) / sxx if sxx else 0.0
 
 
 def per_tick(rounds: list[dict[str, list[Block]]], mode: str, draws: int = 1000) -> dict[str, Any]:
@@ -278,8 +279,8 @@ def per_tick(rounds: list[dict[str, list[Block]]], mode: str, draws: int = 1000)
     def estimate(picked: list[dict[str, list[Block]]]) -> tuple[float, float, float]:
         on = [b for r in picked for b in r[mode]]
         off = [b for r in picked for b in r["O"]]
-        ticks = sum(sum(b.ticks) for b in on)
-        steps_s = sum(sum(b.durations) for b in on)
+        ticks = sum(b.ticks for b in on)
+        steps_s = sum(b.steps_s for b in on)
         cost, null = slope(on), slope(off)
         share = (cost - null) * ticks / steps_s if steps_s else 0.0
         return share, cost, null
@@ -289,15 +290,15 @@ def per_tick(rounds: list[dict[str, list[Block]]], mode: str, draws: int = 1000)
     shares = sorted(estimate(rng.choices(rounds, k=len(rounds)))[0] for _ in range(draws))
     on = [b for r in rounds for b in r[mode]]
     off = [b for r in rounds for b in r["O"]]
-    steps_on = sum(len(b.durations) + b.cut for b in on)
-    steps_off = sum(len(b.durations) + b.cut for b in off)
+    steps_on = sum(b.steps + b.cut for b in on)
+    steps_off = sum(b.steps + b.cut for b in off)
     return {
         "share": share,
         "ci95": [shares[int(0.025 * draws)], shares[int(0.975 * draws) - 1]],
         "us_per_tick": 1e6 * (cost - null),
         "slope_us": 1e6 * cost,
         "null_us": 1e6 * null,
-        "ticks_per_s": sum(sum(b.ticks) for b in on) / sum(b.wall_s for b in on),
+        "ticks_per_s": sum(b.ticks for b in on) / sum(b.wall_s for b in on),
         "cut_per_1000": 1000 * sum(b.cut for b in on) / steps_on if steps_on else 0.0,
         "cut_per_1000_off": 1000 * sum(b.cut for b in off) / steps_off if steps_off else 0.0,
     }
