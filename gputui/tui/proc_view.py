@@ -293,10 +293,19 @@ def cells(
         _pct_cell(proc.mem_bw_pct),
         Text("-" if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}", justify="right"),
         Text(fmt.size(proc.rss_bytes), justify="right"),
-        Text(fmt.duration(runtime_s(proc, now_s)), justify="right"),
+        time_cell(proc, now_s),
         Text(container_text.label(proc), style="dim" if proc.pid_is_host else ""),
         command,
     )
+
+
+#: where the TIME cell is in :func:`cells`' tuple (the one cell that follows the clock)
+TIME_CELL = COLUMN_KEYS.index("time")
+
+
+def time_cell(proc: ProcessSnapshot, now_s: float) -> Text:
+    """A process's TIME cell: how long it has run at ``now_s``."""
+    return Text(fmt.duration(runtime_s(proc, now_s)), justify="right")
 
 
 def shown_columns(

@@ -749,3 +749,43 @@ async def test_sorting_by_a_host_value_reaches_a_live_source() -> None:
             column = t.sort_spec.column
             seen.add((column, app.in_view.host_order()))
         assert {("cpu", True), ("rss", True), ("gpu_mem", False)} <= seen
+
+
+async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    from gputui.tui import proc_view
+
+    base = make_snapshots(n_gpus=1, n_procs=1, n_steps=4)
+    start = base[0].timestamp_s
+    proc = dataclasses.replace(base[0].processes[0], start_time_s=start - 50.0)
+    # the same process object at every step: only the clock moves (0.4 s, then 10 s)
+    snaps = [
+        dataclasses.replace(snap, timestamp_s=start + at, processes=(proc,))
+        for snap, at in zip(base, (0.0, 0.4, 10.4, 20.4), strict=True)
+    ]
+    make_cells = proc_view.cells
+    made = _count_calls(monkeypatch, "cells", lambda row: row.pid)
+    app = app_for(source=replay_source(snaps))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        t = table(app)
+        key = t.order[0]
+        assert t.cell(key, "time").plain == "50s"
+        made.clear()
+        row_before = t._row_cells(0)[1]
+        app.advance()  # 50.4 s: the same text, the same row
+        await pilot.pause()
+        assert t.cell(key, "time").plain == "50s"
+        assert t._row_cells(0)[1] is row_before
+        for expected in ("1:00", "1:10"):
+            app.advance()
+            await pilot.pause()
+            assert t.cell(key, "time").plain == expected
+            # the row equals one made from scratch, and no row was made from scratch
+            fresh = make_cells(t.row(key), t._now_s)  # type: ignore[arg-type]
+            assert t._row_cells(0)[1] == tuple(fresh[i] for i in t._indices)
+            assert expected in t.render_line(1).text
+        assert made == []

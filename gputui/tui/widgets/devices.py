@@ -257,8 +257,14 @@ class DevicePanel(TextPanel):
         return sum(block_lines(d) for d in self.devices)
 
     def build(self, width: int) -> Text:
-        if not self.devices:
+        lines = self.build_lines(width)
+        if lines is None:
             return Text("no GPUs in this snapshot", style="dim")
+        return Text("\n").join(lines)
+
+    def build_lines(self, width: int) -> list[Text] | None:
+        if not self.devices:
+            return None  # one line in the panel's own style: drawn by build()
         lines: list[Text] = []
         for device in self.devices:
             if self.compact:
@@ -270,4 +276,4 @@ class DevicePanel(TextPanel):
             else:
                 measured = self.ceilings.get(device.uuid) if device.uuid else None
                 lines.extend(full_block(device, width, self.ascii_only, measured))
-        return Text("\n").join(lines)
+        return lines

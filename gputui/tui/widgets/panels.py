@@ -144,6 +144,9 @@ class HostPanel(TextPanel):
         return frac, f"{fmt.size(used)}/{fmt.size(total)}"
 
     def build(self, width: int) -> Text:
+        return Text("\n").join(self.build_lines(width))
+
+    def build_lines(self, width: int) -> list[Text]:
         h = self.host
         mem_frac, mem_label = self._mem(h.mem_used_bytes, h.mem_total_bytes)
         swap_frac, swap_label = self._mem(h.swap_used_bytes, h.swap_total_bytes)
@@ -181,9 +184,9 @@ class HostPanel(TextPanel):
                 )
             )
             line.append(f" load {load} up {fmt.duration(h.uptime_s)}")
-            return line
+            return [line]
         bar_w = max(6, width - 6)
-        lines = [
+        return [
             Text.assemble(
                 (fmt.clean(h.hostname or "host", 128), "bold"),
                 f"  {h.cpu_count or '?'} CPUs  up {fmt.duration(h.uptime_s)}",
@@ -200,7 +203,6 @@ class HostPanel(TextPanel):
             ),
             Text(f"load {load}"),
         ]
-        return Text("\n").join(lines)
 
 
 def _frac(pct: float | None) -> float | None:
@@ -232,6 +234,9 @@ class HistoryPanel(TextPanel):
         return self.history.window_points(GRAPH_WINDOW_S)
 
     def build(self, width: int) -> Text:
+        return Text("\n").join(self.build_lines(width))
+
+    def build_lines(self, width: int) -> list[Text]:
         label, maximum, unit = GPU_METRICS[self.metric]
         history = self.history
         title = Text()
@@ -240,7 +245,7 @@ class HistoryPanel(TextPanel):
         span = history.span_s(points) if history else None
         title.append(f"  last {fmt.duration(span) if span else '-'}  (m: metric)", style="dim")
         if history is None:
-            return title
+            return [title]
         graph_w = max(8, width - 12)
         lines = [title]
         for device in self.devices:
@@ -266,7 +271,7 @@ class HistoryPanel(TextPanel):
             line.append_text(render.sparkline(values, graph_w, 100.0, self.ascii_only, "green"))
             line.append(_value(values[-1] if values else None, "%").rjust(6))
             lines.append(line)
-        return Text("\n").join(lines)
+        return lines
 
 
 def _value(value: float | None, unit: str) -> str:

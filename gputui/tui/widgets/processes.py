@@ -221,6 +221,8 @@ class ProcessTable(ScrollView, can_focus=True):
         self._widths: list[int] = []
         #: indices of the shown columns in COLUMNS
         self._indices: list[int] = []
+        #: where the TIME cell is among the shown cells (None: not shown)
+        self._time_at: int | None = None
         #: the first row in view and, per line in view, what it showed at the last
         #: refresh: (key, cells, under the cursor)
         self._painted: tuple[int, list[tuple[str, tuple[Any, ...], bool]]] = (0, [])
@@ -384,19 +386,33 @@ class ProcessTable(ScrollView, can_focus=True):
         """Row ``index``'s key and its cells in the shown columns (made again only
         when its process, tree prefix, parent name or the time changed)."""
         row = self._rows[index]
-        name = self.parent_names.get(row.pid) if row.proc is None else None
+        proc = row.proc
+        name = self.parent_names.get(row.pid) if proc is None else None
+        now = self._now_s
         cached = self._cells.get(row.key)
         if (
             cached is not None
-            and cached[0] is row.proc
+            and cached[0] is proc
             and cached[1] == row.prefix
             and cached[2] == name
-            and cached[3] == self._now_s
         ):
-            return row.key, cached[4]
-        every = proc_view.cells(row, self._now_s, self.ascii_only, name)
+            if cached[3] == now:
+                return row.key, cached[4]
+            # Only the clock moved (every refresh): the TIME cell is the one that
+            # follows it; the row stays the same tuple while its text does not change.
+            at = self._time_at
+            if proc is None or at is None:
+                self._cells[row.key] = (proc, row.prefix, name, now, cached[4])
+                return row.key, cached[4]
+            values = cached[4]
+            time = proc_view.time_cell(proc, now)
+            if time.plain != values[at].plain:
+                values = (*values[:at], time, *values[at + 1 :])
+            self._cells[row.key] = (proc, row.prefix, name, now, values)
+            return row.key, values
+        every = proc_view.cells(row, now, self.ascii_only, name)
         values = tuple(every[i] for i in self._indices)
-        self._cells[row.key] = (row.proc, row.prefix, name, self._now_s, values)
+        self._cells[row.key] = (proc, row.prefix, name, now, values)
         return row.key, values
 
     def _refresh_changed(
@@ -430,6 +446,7 @@ class ProcessTable(ScrollView, can_focus=True):
             self._shown = shown
             self._widths = widths
             self._indices = [COLUMN_KEYS.index(k) for k in shown]
+            self._time_at = shown.index("time") if "time" in shown else None
             self._strips.clear()
             self._header = None
             self._cells = {}  # made again with the new column set

@@ -52,7 +52,10 @@ class TextPanel(Widget):
         super().__init__(id=id, classes=classes)
         if self.WRAP:
             self.add_class("-wrap")
-        self._text = Text()
+        #: the text as built; None while it is the lines a panel made (``text`` joins them)
+        self._text: Text | None = Text()
+        #: the lines on screen are the ones a panel made (``build_lines``)
+        self._made_lines = False
         #: the text's lines as drawn (wrapped at ``_wrap_width`` when WRAP)
         self._lines: list[Text] = [Text()]
         self._wrap_width = 0
@@ -66,6 +69,13 @@ class TextPanel(Widget):
         """The panel's text at ``width`` cells; subclasses draw their last data."""
         return Text()
 
+    def build_lines(self, width: int) -> list[Text] | None:
+        """The panel's lines at ``width`` cells, for a panel that makes its text a
+        line at a time (no text-wide style, no wrapping): drawn as they are, with
+        no join into one Text and split again at every refresh.  None: the panel
+        draws :meth:`build`."""
+        return None
+
     def _split(self, text: Text, width: int) -> list[Text]:
         if self.WRAP:
             return list(text.wrap(self.app.console, max(1, width), overflow="fold", no_wrap=False))
@@ -73,6 +83,10 @@ class TextPanel(Widget):
 
     def redraw(self) -> None:
         width = self.content_region.width or self.app.size.width
+        built = None if self.WRAP or self.SELECTABLE else self.build_lines(width)
+        if built is not None:
+            self._redraw_lines(built)
+            return
         text = self.build(width)
         if getattr(self.app, "ascii_only", False):
             # --ascii: what the panel quotes too ("83°C" in a finding, a name)
@@ -101,8 +115,31 @@ class TextPanel(Widget):
         lines = self._split(text, width)
         old = self._lines
         self._text = text
+        self._made_lines = False
         self._lines = lines
         self._wrap_width = width
+        self._repaint(old, lines, restyled)
+
+    def _redraw_lines(self, lines: list[Text]) -> None:
+        """:meth:`redraw` of the lines a panel made itself."""
+        if getattr(self.app, "ascii_only", False):
+            lines = [ascii_text(line) for line in lines]
+        # A line's own style becomes a span over it, as joining the lines makes it
+        # (Rich's render ignores the style of a Text without spans).
+        lines = [_spanned(line) if line.style else line for line in lines]
+        if not lines:
+            lines = [Text()]
+        old = self._lines
+        restyled = self._text_style != ""
+        if not restyled and self._made_lines and lines == old:
+            return
+        self._text_style, self._rich_text_style = "", Style.null()
+        self._text = None  # joined when asked for (plain, render)
+        self._made_lines = True
+        self._lines = lines
+        self._repaint(old, lines, restyled)
+
+    def _repaint(self, old: list[Text], lines: list[Text], restyled: bool) -> None:
         if self.WRAP or len(lines) != len(old):
             self._strips = [None] * len(lines)
             self.refresh(layout=True)
@@ -139,8 +176,15 @@ class TextPanel(Widget):
             # one call for every run: Textual marks them and wakes the screen once
             self.refresh(*changed)
 
-    def render(self) -> Text:
+    @property
+    def whole_text(self) -> Text:
+        """The panel's text as one Text (the lines a panel made, joined)."""
+        if self._text is None:
+            self._text = Text("\n").join(self._lines)
         return self._text
+
+    def render(self) -> Text:
+        return self.whole_text
 
     def render_line(self, y: int) -> Strip:
         if self.SELECTABLE:
@@ -165,7 +209,7 @@ class TextPanel(Widget):
             return super().get_content_height(container, viewport, width)
         if self.WRAP and width and width != self._wrap_width:
             # Laid out at a width other than the last redraw's: wrap for that width.
-            self._lines = self._split(self._text, width)
+            self._lines = self._split(self.whole_text, width)
             self._wrap_width = width
             self._strips = [None] * len(self._lines)
         return len(self._lines)
@@ -186,4 +230,11 @@ class TextPanel(Widget):
     @property
     def plain(self) -> str:
         """What the panel shows, as plain text (tests read this)."""
-        return self._text.plain
+        return self.whole_text.plain
+
+
+def _spanned(line: Text) -> Text:
+    """``line`` with its own style as a span over all of it."""
+    out = Text(end=line.end)
+    out.append_text(line)
+    return out
