@@ -15,6 +15,7 @@ evidence, the wire protocol or Rich.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, contains
@@ -25,7 +26,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
 from gputui.analysis.severity import CRIT, WARN, Severity
-from gputui.snapshot.model import DeviceSnapshot, Snapshot, ValueBase
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, ValueBase, replaced
 from gputui.snapshot.value import value_class
 
 #: GPU utilization below this is "low" (TensorBoard)
@@ -139,11 +140,33 @@ _GPU = attrgetter("gpu_index")
 
 
 def _computing(snapshot: Snapshot) -> set[int]:
-    """The GPUs with a compute process: one pass in C over the processes (the
-    monitor runs this at every sample; a node may list thousands, by GPU)."""
+    """The GPUs with a compute process.  The monitor asks at every sample, and a
+    node may list thousands of processes, most of them the objects of the last
+    sample: the count of compute processes per GPU is carried over from the last
+    list asked about, with only the places that hold another process counted
+    again (the first list, or one that changed in more than a quarter of its
+    places, is counted in one pass in C)."""
     processes = snapshot.processes
-    compute = map(contains, map(_TYPE, processes), repeat("compute"))
-    return set(compress(map(_GPU, processes), compute))
+    last, counts = _COUNTED[0]
+    changed = replaced(processes, last) if type(processes) is tuple else None
+    if changed is None or len(changed) > len(processes) // 4:
+        compute = map(contains, map(_TYPE, processes), repeat("compute"))
+        counts = Counter(compress(map(_GPU, processes), compute))
+    elif changed:
+        counts = counts.copy()
+        for i in changed:
+            gone, came = last[i], processes[i]
+            if "compute" in gone.type:
+                counts[gone.gpu_index] -= 1
+            if "compute" in came.type:
+                counts[came.gpu_index] += 1
+    if type(processes) is tuple:
+        _COUNTED[0] = (processes, counts)
+    return {gpu for gpu, n in counts.items() if n > 0}
+
+
+#: the last process list :func:`_computing` counted, and its counts per GPU
+_COUNTED: list[tuple[tuple[ProcessSnapshot, ...], Counter[int]]] = [((), Counter())]
 
 
 def _finding(
