@@ -59,6 +59,11 @@ def main(args: argparse.Namespace, leaving: bool = False) -> int:
     # The screen needs a terminal; without one it is refused last, once the
     # recording has been read or the driver opened (their errors come first).
     screen = not args.once and has_terminal()
+    if screen:
+        # before any thread starts: one malloc arena for all of them (gputui.tui.heap)
+        from gputui.tui.heap import one_arena
+
+        one_arena()
     live: SampleAhead | None = None
     if args.demo or args.replay:
         source, banner = open_recording(args)

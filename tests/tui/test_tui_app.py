@@ -789,3 +789,18 @@ async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
             assert t._row_cells(0)[1] == tuple(fresh[i] for i in t._indices)
             assert expected in t.render_line(1).text
         assert made == []
+
+
+async def test_a_running_monitor_trims_its_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputui.tui import heap
+
+    trims: list[bool] = []
+    monkeypatch.setattr(heap, "trim", lambda: trims.append(True) or True)
+    monkeypatch.setattr(heap, "FIRST_TRIM_S", 0.01)
+    monkeypatch.setattr(heap, "TRIM_EVERY_S", 0.05)
+    app = app_for()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        assert trims == []  # headless (tests, screenshots): no housekeeping
+        app.start_housekeeping()
+        await wait_for(pilot, lambda: len(trims) >= 3)  # once at start, then every interval

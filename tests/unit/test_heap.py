@@ -1,0 +1,103 @@
+"""The monitor's C heap: one malloc arena from before its threads start, and
+free pages handed back to the kernel (gputui.tui.heap)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from gputui import cli
+from gputui.collectors import nvml_open
+from gputui.commands import tty
+from gputui.tui import heap
+from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
+
+glibc = pytest.mark.skipif(heap._libc() is None, reason="not glibc: both calls are no-ops")
+
+#: a heap with holes: 80 MiB of 4 KiB blocks, every 16th kept, the rest freed
+#: (free() keeps what is below a live block); the RSS before and after a trim
+HOLES = """
+import ctypes, sys
+from gputui.tui import heap
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+heap.trim()  # what start-up freed: not counted
+def rss_kb():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS:"))
+blocks = [libc.malloc(4096) for _ in range(20480)]
+for b in blocks:
+    ctypes.memset(b, 1, 4096)
+for i, b in enumerate(blocks):
+    if i % 16:
+        libc.free(b)
+before = rss_kb()
+trimmed = heap.trim()
+print(before, rss_kb(), trimmed)
+"""
+
+
+@glibc
+def test_a_trim_returns_the_free_pages_of_the_heap() -> None:
+    done = subprocess.run([sys.executable, "-c", HOLES], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, after, trimmed = done.stdout.split()
+    # 75 MiB of the 80 were freed in holes: a trim gives most of it back
+    assert trimmed == "True"
+    assert int(before) - int(after) > 50 * 1024, (before, after)
+
+
+@glibc
+def test_one_arena_is_accepted() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "from gputui.tui import heap; print(heap.one_arena())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "True", done.stderr
+
+
+def test_the_monitor_asks_for_one_arena_before_its_threads_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nv = FakeNvml([h100(processes=[FakeProcess(4242, used_gpu_memory=3 * GIB)])])
+    monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
+    monkeypatch.setattr(tty, "has_terminal", lambda: True)
+    events: list[str] = []
+    monkeypatch.setattr(heap, "one_arena", lambda: events.append("one arena"))
+    start = threading.Thread.start
+
+    def starting(thread: threading.Thread) -> None:
+        events.append(f"thread {thread.name}")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", starting)
+
+    def no_screen(**_kw: Any) -> None:
+        # the sample has been taken by now (settle_live waited for it)
+        events.append("screen")
+        raise KeyboardInterrupt  # the command line's way out, without a screen
+
+    import gputui.tui.app
+
+    monkeypatch.setattr(gputui.tui.app, "make_app", no_screen)
+    cli.main([])
+    assert nv.init_count == 1  # the live path ran: its sample thread opened NVML
+    assert "thread gputui-first-sample" in events and events[-1] == "screen"
+    assert events[0] == "one arena" and events.count("one arena") == 1
+
+
+def test_one_shot_and_pipes_leave_malloc_alone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[bool] = []
+    monkeypatch.setattr(heap, "one_arena", lambda: asked.append(True))
+    assert cli.main(["--demo", "--once"]) == 0
+    assert "H100" in capsys.readouterr().out
+    assert asked == []
