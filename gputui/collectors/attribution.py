@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.collectors.containers import parse_cgroup
 from gputui.collectors.kept import KeptRun
-from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve
+from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve, replaced
 
 
 def _placed(process: ProcessSnapshot, container: ContainerInfo | None) -> ProcessSnapshot:
@@ -78,19 +78,57 @@ class ContainerAttributor:
         )
         #: cgroup texts already parsed, and what they name
         self._parsed: dict[str, ContainerInfo | None] = {}
+        #: the last list attributed, its containers, and whether each was read from
+        #: the cache by (pid, start time) (then a process object at the same place
+        #: next time has the same container)
+        self._last: tuple[tuple[ProcessSnapshot, ...], list[Any], bool] = ((), [], False)
 
     def attribute(self, processes: Sequence[ProcessSnapshot]) -> tuple[ProcessSnapshot, ...]:
+        infos = self._carried(processes)
+        if infos is None:
+            infos = self._infos(processes)
+        # the value of the last refresh while the process and its container are
+        return self._placed.values(processes, infos)
+
+    def _carried(self, processes: Sequence[ProcessSnapshot]) -> list[Any] | None:
+        """The containers of ``processes`` from the last list's, where most places
+        hold the very process objects of the last refresh (a node of thousands, of
+        which a few changed): the others looked up one by one.  None when the last
+        list had a process read at every refresh (no start time, or another
+        namespace's pid), when too many places changed, or when the cache is due to
+        be pruned: all are then looked up."""
+        last, infos, steady = self._last
+        if not steady or type(processes) is not tuple or len(self._cache) > len(processes) + 64:
+            return None
+        changed = replaced(processes, last)
+        if changed is None or len(changed) > len(processes) // 4:
+            return None
+        infos = list(infos)
+        cache = self._cache
+        for i in changed:
+            process = processes[i]
+            pid, start, host = process.pid, process.start_time_s, process.host_pid
+            if start is None or host is not None:
+                return None  # read at every refresh: the whole list's path
+            key = (pid, start)
+            info = cache.get(key, _MISSING)
+            if info is _MISSING:
+                info = cache[key] = self.lookup(pid)
+            infos[i] = info
+        self._last = (processes, infos, True)
+        return infos
+
+    def _infos(self, processes: Sequence[ProcessSnapshot]) -> list[Any]:
+        """The container of each of ``processes``, from the cache by (pid, start
+        time), looked up where missing."""
         cache = self._cache
         pids = list(map(_PID, processes))
         starts = list(map(_START, processes))
         keys = list(zip(pids, starts, strict=True))
         infos: list[Any] = list(map(cache.get, keys, repeat(_MISSING)))
         host_pids = list(map(_HOST_PID, processes))
-        if (
-            starts.count(None)
-            or host_pids.count(None) != len(host_pids)
-            or any(map(is_, infos, repeat(_MISSING)))
-        ):
+        steady = not starts.count(None) and host_pids.count(None) == len(host_pids)
+        if not steady or any(map(is_, infos, repeat(_MISSING))):
             for i, info in enumerate(infos):
                 pid, host = pids[i], host_pids[i]
                 if host is not None and host == pid:  # pid_is_host
@@ -100,12 +138,11 @@ class ContainerAttributor:
                     infos[i] = self.lookup(pid)
                 elif info is _MISSING:
                     infos[i] = cache[keys[i]] = self.lookup(pid)
-        # the value of the last refresh while the process and its container are
-        out = self._placed.values(processes, infos)
         if len(cache) > len(keys) + 64 or len(cache) > MAX_CACHED:
             seen = set(keys)
             self._cache = {key: cache[key] for key in seen if key in cache}
-        return out
+        self._last = (tuple(processes), infos, steady)
+        return infos
 
     def lookup(self, pid: int) -> ContainerInfo | None:
         """The container of ``pid`` now (not cached)."""

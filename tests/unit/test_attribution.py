@@ -306,3 +306,62 @@ def test_a_process_placed_as_before_is_the_value_made_before(tmp_path: Path) -> 
     changed = dataclasses.replace(given, gpu_mem_bytes=7)
     (other,) = attributor.attribute((changed,))
     assert other is not first and other.gpu_mem_bytes == 7 and other.container == first.container
+
+
+def test_containers_carried_from_the_last_list_equal_a_fresh_look_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refresh after refresh, most places hold the process objects of the last
+    list: their containers are carried over, the others looked up.  Every list's
+    containers equal those a new attributor finds for it, through pid reuse,
+    processes without a start time and host pids."""
+    import random
+
+    from gputui.collectors import attribution
+
+    rng = random.Random(7)
+    proc = FakeProc(tmp_path / "proc", 1)
+    groups = [f"0::/system.slice/docker-{ID}.scope\n", "0::/user.slice\n", f"0::{POD_SLICE}\n"]
+    starts: dict[int, float] = {}
+
+    def fresh(pid: int) -> ProcessSnapshot:
+        starts[pid] = starts.get(pid, 0.0) + 1.0  # a new process: a new start time
+        proc.add(pid, cgroup=rng.choice(groups))
+        return _proc(pid, start=starts[pid])
+
+    processes = [fresh(pid) for pid in range(100, 160)]
+    attributor = ContainerAttributor(proc.path, RuntimeNames({}), node_hostname="node")
+    whole: list[int] = []  # the steps at which it looked the whole list up
+    full = attribution.ContainerAttributor._infos
+    step = 0
+
+    def counting(self: Any, given: Any) -> Any:
+        if self is attributor:
+            whole.append(step)
+        return full(self, given)
+
+    monkeypatch.setattr(attribution.ContainerAttributor, "_infos", counting)
+    odd: list[int] = []  # places of a process read at every refresh
+    for step in range(40):
+        changes = rng.choice([0, 1, 3, 8]) if step else 0
+        for at in rng.sample(range(len(processes)), changes):
+            if rng.random() < 0.5:  # new numbers, the same process
+                processes[at] = dataclasses.replace(processes[at], gpu_mem_bytes=step)
+            else:  # the pid reused by another process
+                processes[at] = fresh(processes[at].pid)
+        if step == 20:  # one without a start time, one of another PID namespace
+            odd = [3, 4]
+            processes[3] = dataclasses.replace(processes[3], start_time_s=None)
+            processes[4] = dataclasses.replace(processes[4], host_pid=processes[4].pid)
+        if step == 25:
+            for at in odd:
+                processes[at] = fresh(processes[at].pid)
+        if step == 30:  # a list of another length
+            processes.append(fresh(160))
+        given = tuple(processes)
+        got = [p.container for p in attributor.attribute(given)]
+        new = ContainerAttributor(proc.path, RuntimeNames({}), node_hostname="node")
+        assert got == [p.container for p in new.attribute(given)], step
+    # whole at the first list, while a process is read every time, and at the new length
+    assert {0, 20, 21, 22, 23, 24, 25, 30} <= set(whole)
+    assert len(whole) < 20  # the other refreshes carried the containers over
