@@ -60,10 +60,12 @@ def main(args: argparse.Namespace, leaving: bool = False) -> int:
     # recording has been read or the driver opened (their errors come first).
     screen = not args.once and has_terminal()
     if screen:
-        # before any thread starts: one malloc arena for all of them (gputui.tui.heap)
-        from gputui.tui.heap import one_arena
+        # before any thread starts (gputui.tui.footprint): one malloc arena for all of
+        # them, and the event loop's asyncio without OpenSSL
+        from gputui.tui.footprint import asyncio_without_tls, one_arena
 
         one_arena()
+        asyncio_without_tls()
     live: SampleAhead | None = None
     if args.demo or args.replay:
         source, banner = open_recording(args)

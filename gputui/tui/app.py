@@ -27,7 +27,7 @@ from gputui.collectors.in_view import InView
 from gputui.collectors.source import Sampler, SnapshotSource
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.tui import ascii, heap
+from gputui.tui import ascii, footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.monitor_host import Current
 
@@ -153,8 +153,8 @@ class GputuiApp(BaseApp):
         """What a monitor that runs for days does to its own memory."""
         self.set_timer(GC_FREEZE_AFTER_S, self._freeze_startup_objects)
         # the start-up's freed memory back to the kernel, then what later frees
-        self.set_timer(heap.FIRST_TRIM_S, lambda: heap.trim())
-        self.set_interval(heap.TRIM_EVERY_S, lambda: heap.trim())
+        self.set_timer(footprint.FIRST_TRIM_S, lambda: footprint.trim())
+        self.set_interval(footprint.TRIM_EVERY_S, lambda: footprint.trim())
 
     def _freeze_startup_objects(self) -> None:
         # Modules, styles, widgets (and a short recording, decoded by then) live as

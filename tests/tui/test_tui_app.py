@@ -792,12 +792,12 @@ async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
 
 
 async def test_a_running_monitor_trims_its_heap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputui.tui import heap
+    from gputui.tui import footprint
 
     trims: list[bool] = []
-    monkeypatch.setattr(heap, "trim", lambda: trims.append(True) or True)
-    monkeypatch.setattr(heap, "FIRST_TRIM_S", 0.01)
-    monkeypatch.setattr(heap, "TRIM_EVERY_S", 0.05)
+    monkeypatch.setattr(footprint, "trim", lambda: trims.append(True) or True)
+    monkeypatch.setattr(footprint, "FIRST_TRIM_S", 0.01)
+    monkeypatch.setattr(footprint, "TRIM_EVERY_S", 0.05)
     app = app_for()
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)

@@ -1,5 +1,5 @@
 """The monitor's C heap: one malloc arena from before its threads start, and
-free pages handed back to the kernel (gputui.tui.heap)."""
+free pages handed back to the kernel (gputui.tui.footprint)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,20 @@ import pytest
 from gputui import cli
 from gputui.collectors import nvml_open
 from gputui.commands import tty
-from gputui.tui import heap
+from gputui.tui import footprint
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
-glibc = pytest.mark.skipif(heap._libc() is None, reason="not glibc: both calls are no-ops")
+glibc = pytest.mark.skipif(footprint._libc() is None, reason="not glibc: both calls are no-ops")
 
 #: a heap with holes: 80 MiB of 4 KiB blocks, every 16th kept, the rest freed
 #: (free() keeps what is below a live block); the RSS before and after a trim
 HOLES = """
 import ctypes, sys
-from gputui.tui import heap
+from gputui.tui import footprint
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
-heap.trim()  # what start-up freed: not counted
+footprint.trim()  # what start-up freed: not counted
 def rss_kb():
     with open("/proc/self/status") as fh:
         return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS:"))
@@ -37,7 +37,7 @@ for i, b in enumerate(blocks):
     if i % 16:
         libc.free(b)
 before = rss_kb()
-trimmed = heap.trim()
+trimmed = footprint.trim()
 print(before, rss_kb(), trimmed)
 """
 
@@ -55,7 +55,7 @@ def test_a_trim_returns_the_free_pages_of_the_heap() -> None:
 @glibc
 def test_one_arena_is_accepted() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "from gputui.tui import heap; print(heap.one_arena())"],
+        [sys.executable, "-c", "from gputui.tui import footprint; print(footprint.one_arena())"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -70,7 +70,8 @@ def test_the_monitor_asks_for_one_arena_before_its_threads_start(
     monkeypatch.setattr(nvml_open, "import_pynvml", lambda: nv)
     monkeypatch.setattr(tty, "has_terminal", lambda: True)
     events: list[str] = []
-    monkeypatch.setattr(heap, "one_arena", lambda: events.append("one arena"))
+    monkeypatch.setattr(footprint, "one_arena", lambda: events.append("one arena"))
+    monkeypatch.setattr(footprint, "asyncio_without_tls", lambda: events.append("asyncio"))
     start = threading.Thread.start
 
     def starting(thread: threading.Thread) -> None:
@@ -90,14 +91,43 @@ def test_the_monitor_asks_for_one_arena_before_its_threads_start(
     cli.main([])
     assert nv.init_count == 1  # the live path ran: its sample thread opened NVML
     assert "thread gputui-first-sample" in events and events[-1] == "screen"
-    assert events[0] == "one arena" and events.count("one arena") == 1
+    assert events[:2] == ["one arena", "asyncio"]
+    assert events.count("one arena") == events.count("asyncio") == 1
 
 
 def test_one_shot_and_pipes_leave_malloc_alone(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     asked: list[bool] = []
-    monkeypatch.setattr(heap, "one_arena", lambda: asked.append(True))
+    monkeypatch.setattr(footprint, "one_arena", lambda: asked.append(True))
+    monkeypatch.setattr(footprint, "asyncio_without_tls", lambda: asked.append(True))
     assert cli.main(["--demo", "--once"]) == 0
     assert "H100" in capsys.readouterr().out
     assert asked == []
+
+
+TLS_FREE = """
+import sys
+from gputui.tui import footprint
+done = footprint.asyncio_without_tls()
+print(done, "ssl" in sys.modules, "asyncio" in sys.modules)
+import asyncio
+asyncio.run(asyncio.sleep(0))  # the loop runs
+import ssl  # and ssl can be imported afterwards by whatever needs it
+print(ssl.PROTOCOL_TLS_CLIENT is not None, footprint.asyncio_without_tls())
+"""
+
+
+def test_asyncio_loads_without_openssl_and_ssl_still_imports_later() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", TLS_FREE], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "True", "True", "False"]
+
+
+def test_asyncio_already_loaded_is_left_as_it_is() -> None:
+    import asyncio  # noqa: F401
+
+    assert footprint.asyncio_without_tls() is False
+    assert "ssl" not in sys.modules or sys.modules["ssl"] is not None
