@@ -150,19 +150,19 @@ def _computing(snapshot: Snapshot) -> set[int]:
     last, counts = _COUNTED[0]
     changed = replaced(processes, last) if type(processes) is tuple else None
     if changed is None or len(changed) > len(processes) // 4:
-        compute = map(contains, map(_TYPE, processes), repeat("compute"))
-        counts = Counter(compress(map(_GPU, processes), compute))
+        counts = _compute_gpus(processes)
     elif changed:
-        counts = counts.copy()
-        for i in changed:
-            gone, came = last[i], processes[i]
-            if "compute" in gone.type:
-                counts[gone.gpu_index] -= 1
-            if "compute" in came.type:
-                counts[came.gpu_index] += 1
+        counts = counts + _compute_gpus(list(map(processes.__getitem__, changed)))
+        counts.subtract(_compute_gpus(list(map(last.__getitem__, changed))))
     if type(processes) is tuple:
         _COUNTED[0] = (processes, counts)
     return {gpu for gpu, n in counts.items() if n > 0}
+
+
+def _compute_gpus(processes: Sequence[ProcessSnapshot]) -> Counter[int]:
+    """How many of ``processes`` compute on each GPU (one pass in C)."""
+    compute = map(contains, map(_TYPE, processes), repeat("compute"))
+    return Counter(compress(map(_GPU, processes), compute))
 
 
 #: the last process list :func:`_computing` counted, and its counts per GPU
