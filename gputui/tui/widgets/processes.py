@@ -384,7 +384,8 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _row_cells(self, index: int) -> tuple[str, tuple[Any, ...]]:
         """Row ``index``'s key and its cells in the shown columns (made again only
-        when its process, tree prefix, parent name or the time changed)."""
+        when its process, tree prefix or parent name changed; the clock makes its
+        TIME cell again)."""
         row = self._rows[index]
         proc = row.proc
         name = self.parent_names.get(row.pid) if proc is None else None

@@ -3,6 +3,8 @@
 Each refresh builds a Text from plain values; when it equals what is on screen
 nothing is repainted.  Otherwise the Text is split into lines and only the lines
 that differ are repainted (without a layout pass while the line count holds).
+A panel that makes its text a line at a time hands the lines over instead
+(``build_lines``): the same lines, without a join and a split at every refresh.
 
 The lines are drawn through the line API: a line becomes one Strip, rendered by
 Rich and cached until that line's text, the width or the widget's style changes.
@@ -52,7 +54,7 @@ class TextPanel(Widget):
         super().__init__(id=id, classes=classes)
         if self.WRAP:
             self.add_class("-wrap")
-        #: the text as built; None while it is the lines a panel made (``text`` joins them)
+        #: the text as built; None while it is the lines a panel made (``whole_text`` joins them)
         self._text: Text | None = Text()
         #: the lines on screen are the ones a panel made (``build_lines``)
         self._made_lines = False
