@@ -3,7 +3,7 @@
 **One malloc arena, trimmed.**  glibc gives a thread that finds the heap's lock
 taken an arena of its own (64 MiB reserved, what it touches resident), and
 keeps the free space of every arena.  The monitor's threads (the screen, the
-sampler, Textual's writer and input threads, NVML's) start together, so whether
+sampler, Textual's writer and input threads) start together, so whether
 one more arena is made depends on which thread reaches malloc first: on the GPU
 machines the live monitor's RSS was 71 MB in some runs and 81 MB in others, the
 difference an arena's anonymous memory.  The start-up (imports, NVML's
@@ -13,11 +13,11 @@ a screen asks glibc for a single arena before its threads start
 started and then now and then (:func:`trim`).  Both are no-ops where the C
 library has neither call (musl, macOS).  Python's own small objects live in its
 arenas, not malloc's: only larger blocks (strings, lists, NVML's and the
-terminal's buffers) take malloc's lock, so one arena costs the threads no
-measurable waiting.
+terminal's buffers) take malloc's lock: one arena did not raise the
+monitor's CPU in any measurement (docs/benchmarks.md).
 
 **No TLS library.**  asyncio imports ``ssl`` when it can, and with it OpenSSL's
-two libraries (5 MB resident); the monitor's event loop never opens a TLS
+two libraries (about 5 MB resident); the monitor's event loop never opens a TLS
 connection.  :func:`asyncio_without_tls` imports asyncio while ``ssl`` cannot be
 imported (asyncio is written for Pythons built without it), then lets ``ssl``
 be imported again by whatever asks for it later.
