@@ -13,8 +13,8 @@ a screen asks glibc for a single arena before its threads start
 started and then now and then (:func:`trim`).  Both are no-ops where the C
 library has neither call (musl, macOS).  Python's own small objects live in its
 arenas, not malloc's: only larger blocks (strings, lists, NVML's and the
-terminal's buffers) take malloc's lock: one arena did not raise the
-monitor's CPU in any measurement (docs/benchmarks.md).
+terminal's buffers) take malloc's lock: with one arena the monitor's CPU
+stayed within its windows' spread (docs/benchmarks.md).
 
 **No TLS library.**  asyncio imports ``ssl`` when it can, and with it OpenSSL's
 two libraries (about 5 MB resident); the monitor's event loop never opens a TLS
