@@ -25,6 +25,7 @@ be imported again by whatever asks for it later.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -36,26 +37,23 @@ FIRST_TRIM_S = 5.0
 #: ...and then this often (a trim costs well under a millisecond)
 TRIM_EVERY_S = 60.0
 
-_LIBC: list[Any] = []
 
-
+@functools.cache
 def _libc() -> Any | None:
     """The process's C library, if it is glibc (None elsewhere)."""
-    if not _LIBC:
-        lib = None
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
 
-                found = ctypes.CDLL(None)
-                if hasattr(found, "mallopt") and hasattr(found, "malloc_trim"):
-                    found.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-                    found.malloc_trim.argtypes = [ctypes.c_size_t]
-                    lib = found
-            except (OSError, AttributeError, ImportError):
-                lib = None
-        _LIBC.append(lib)
-    return _LIBC[0]
+        lib = ctypes.CDLL(None)
+        if not (hasattr(lib, "mallopt") and hasattr(lib, "malloc_trim")):
+            return None
+        lib.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.malloc_trim.argtypes = [ctypes.c_size_t]
+        return lib
+    except (OSError, AttributeError, ImportError):
+        return None
 
 
 def one_arena() -> bool:

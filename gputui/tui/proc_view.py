@@ -303,9 +303,14 @@ def cells(
 TIME_CELL = COLUMN_KEYS.index("time")
 
 
+def time_text(proc: ProcessSnapshot, now_s: float) -> str:
+    """What a process's TIME cell says: how long it has run at ``now_s``."""
+    return fmt.duration(runtime_s(proc, now_s))
+
+
 def time_cell(proc: ProcessSnapshot, now_s: float) -> Text:
-    """A process's TIME cell: how long it has run at ``now_s``."""
-    return Text(fmt.duration(runtime_s(proc, now_s)), justify="right")
+    """A process's TIME cell."""
+    return Text(time_text(proc, now_s), justify="right")
 
 
 def shown_columns(

@@ -406,9 +406,8 @@ class ProcessTable(ScrollView, can_focus=True):
                 self._cells[row.key] = (proc, row.prefix, name, now, cached[4])
                 return row.key, cached[4]
             values = cached[4]
-            time = proc_view.time_cell(proc, now)
-            if time.plain != values[at].plain:
-                values = (*values[:at], time, *values[at + 1 :])
+            if proc_view.time_text(proc, now) != values[at].plain:
+                values = (*values[:at], proc_view.time_cell(proc, now), *values[at + 1 :])
             self._cells[row.key] = (proc, row.prefix, name, now, values)
             return row.key, values
         every = proc_view.cells(row, now, self.ascii_only, name)
