@@ -22,39 +22,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# the ceilings themselves live apart (gputui.analysis.roof); named here too
+from gputui.analysis.roof import DATASHEET as DATASHEET
+from gputui.analysis.roof import MEASURED as MEASURED
+from gputui.analysis.roof import Roof
 from gputui.protocol.op_rows import OpRow
 from gputui.trace import op_costs
 from gputui.trace.op_costs import FP32, TF32
 
 MEMORY = "memory"
 COMPUTE = "compute"
-MEASURED = "measured"
-DATASHEET = "datasheet"
 #: an fp32 op faster than this share of the fp32 ceiling must have run on TF32
 #: tensor cores (allowed by ``torch.backends.cuda.matmul``): compare it with those
 TF32_EVIDENCE = 1.05
-
-
-@dataclass(frozen=True)
-class Roof:
-    """A GPU's ceilings: memory bandwidth and dense compute per dtype family."""
-
-    bandwidth_gbps: float
-    compute_tflops: tuple[tuple[str, float], ...]  #: ("bf16", 790.0), ...
-    source: str  #: MEASURED or DATASHEET
-    label: str  #: what the figures are: "measured 2026-11-23", "H100 SXM5 datasheet"
-
-    def tflops(self, family: str | None) -> float | None:
-        for fam, value in self.compute_tflops:
-            if fam == family:
-                return value
-        return None
-
-    def balance_flop_per_byte(self, family: str | None) -> float | None:
-        peak = self.tflops(family)
-        if peak is None or self.bandwidth_gbps <= 0:
-            return None
-        return peak * 1e12 / (self.bandwidth_gbps * 1e9)
 
 
 @dataclass(frozen=True)

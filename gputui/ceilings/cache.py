@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from gputui.analysis.roofline import Roof
+from gputui.analysis.roof import Roof
 from gputui.ceilings.datasheet import datasheet_for
 from gputui.ceilings.measured import Ceilings
 from gputui.errors import GputuiError

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gputui.analysis.roofline import DATASHEET, Roof
+from gputui.analysis.roof import DATASHEET, Roof
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from gputui.analysis.roofline import MEASURED, Roof
+from gputui.analysis.roof import MEASURED, Roof
 
 HBM_COPY = "hbm_copy"
 MATMUL_FP32 = "matmul_fp32"

@@ -159,3 +159,48 @@ def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
     assert proc.returncode == 0, proc.stderr
     # and only its one-shot leaves the kernel to end NVML's session
     assert f"COLLECTING {collecting} LEAVING {not collecting}" in proc.stdout
+
+
+#: what the monitor's screen never uses: the op rows and their cost model come
+#: with a trace or an attached job (its device panel shows only a GPU's ceilings)
+UNUSED_BY_THE_SCREEN = (
+    "gputui.analysis.roofline",
+    "gputui.protocol",
+    "gputui.trace",
+    "gputui.session",
+    "gputui.exporter",
+    "gputui.cluster",
+)
+
+SCREEN = """
+import asyncio, sys
+from gputui.collectors.replay import ReplaySource
+from gputui.tui.app import make_app
+
+async def main():
+    app = make_app(ReplaySource.demo(), interval_s=3600.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(600):
+            if app.snapshot_count >= 1:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        assert app.snapshot_count >= 1, "no snapshot"
+
+asyncio.run(main())
+from gputui.ceilings.cache import load_ceilings  # the live screen's, on its sampler thread
+watched = {watched!r}
+print('LOADED', sorted(m for m in sys.modules
+      if m in watched or m.startswith(tuple(w + '.' for w in watched))))
+"""
+
+
+def test_the_monitors_screen_loads_no_op_rows_or_trace_model() -> None:
+    # gputui.analysis.roof is the control: the device panel's ceilings are loaded
+    code = SCREEN.format(watched=(*UNUSED_BY_THE_SCREEN, "gputui.analysis.roof"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))
+    assert ast.literal_eval(line[len("LOADED ") :]) == ["gputui.analysis.roof"]
