@@ -61,11 +61,11 @@ def main(args: argparse.Namespace, leaving: bool = False) -> int:
     screen = not args.once and has_terminal()
     if screen:
         # before any thread starts (gputui.tui.footprint): one malloc arena for all of
-        # them, and the event loop's asyncio without OpenSSL
-        from gputui.tui.footprint import asyncio_without_tls, one_arena
+        # them, and the event loop and Textual without OpenSSL or archive libraries
+        from gputui.tui.footprint import lean_imports, one_arena
 
         one_arena()
-        asyncio_without_tls()
+        lean_imports()
     live: SampleAhead | None = None
     if args.demo or args.replay:
         source, banner = open_recording(args)

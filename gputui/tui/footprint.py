@@ -16,11 +16,15 @@ arenas, not malloc's: only larger blocks (strings, lists, NVML's and the
 terminal's buffers) take malloc's lock: with one arena the monitor's CPU
 stayed within its windows' spread (docs/benchmarks.md).
 
-**No TLS library.**  asyncio imports ``ssl`` when it can, and with it OpenSSL's
-two libraries (about 5 MB resident); the monitor's event loop never opens a TLS
-connection.  :func:`asyncio_without_tls` imports asyncio while ``ssl`` cannot be
-imported (asyncio is written for Pythons built without it), then lets ``ssl``
-be imported again by whatever asks for it later.
+**No TLS or archive libraries.**  asyncio imports ``ssl`` when it can, and with
+it OpenSSL's two libraries (about 5 MB resident); the monitor's event loop never
+opens a TLS connection.  Textual's imports reach ``shutil`` (through
+``tempfile``), which loads ``bz2`` and ``lzma`` and their C libraries (about
+0.3 MB) to say which archive formats it can write; the monitor writes none.
+:func:`lean_imports` imports asyncio and shutil while those three modules
+cannot be imported (both are written for Pythons built without them), then lets
+them be imported again by whatever asks for them later.  (In that process
+``shutil.make_archive`` then offers no bzip2 or xz formats.)
 """
 
 from __future__ import annotations
@@ -69,16 +73,27 @@ def trim() -> bool:
     return bool(lib is not None and lib.malloc_trim(0) == 1)
 
 
-def asyncio_without_tls() -> bool:
-    """Import asyncio without ``ssl``, if neither is loaded yet; True if done.
-    Call it before the process starts its threads: an import of ``ssl`` on
-    another thread meanwhile would fail."""
-    if "asyncio" in sys.modules or "ssl" in sys.modules:
+#: what the monitor's imports would load and it never uses (see the module's doc)
+UNUSED_LIBRARIES = ("ssl", "bz2", "lzma")
+
+
+def lean_imports() -> bool:
+    """Import asyncio and shutil (those not loaded yet) while those of
+    :data:`UNUSED_LIBRARIES` not loaded yet cannot be; True if something was
+    imported so.  Call it before the process starts its threads: an import of
+    one of them on another thread meanwhile would fail."""
+    wanted = [name for name in ("asyncio", "shutil") if name not in sys.modules]
+    blocked = [name for name in UNUSED_LIBRARIES if name not in sys.modules]
+    if not (wanted and blocked):
         return False
-    sys.modules["ssl"] = None  # type: ignore[assignment]  # "import ssl" fails
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # "import ssl" fails
     try:
-        import asyncio  # noqa: F401  (asyncio's own modules take ssl = None)
+        # asyncio's own modules take ssl = None, shutil its formats without bz2, lzma
+        for name in wanted:
+            __import__(name)
     finally:
-        if "ssl" in sys.modules and sys.modules["ssl"] is None:
-            del sys.modules["ssl"]
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
     return True

@@ -3,6 +3,7 @@ free pages handed back to the kernel (gputui.tui.footprint)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import threading
@@ -17,6 +18,11 @@ from gputui.tui import footprint
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 glibc = pytest.mark.skipif(footprint._libc() is None, reason="not glibc: both calls are no-ops")
+#: a Python built with all three (else there is nothing to leave out)
+all_three = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in footprint.UNUSED_LIBRARIES),
+    reason="this Python lacks ssl, bz2 or lzma",
+)
 
 #: a heap with holes: 80 MiB of 4 KiB blocks, every 16th kept, the rest freed
 #: (free() keeps what is below a live block); the RSS before and after a trim
@@ -71,7 +77,7 @@ def test_the_monitor_asks_for_one_arena_before_its_threads_start(
     monkeypatch.setattr(tty, "has_terminal", lambda: True)
     events: list[str] = []
     monkeypatch.setattr(footprint, "one_arena", lambda: events.append("one arena"))
-    monkeypatch.setattr(footprint, "asyncio_without_tls", lambda: events.append("asyncio"))
+    monkeypatch.setattr(footprint, "lean_imports", lambda: events.append("imports"))
     start = threading.Thread.start
 
     def starting(thread: threading.Thread) -> None:
@@ -91,8 +97,8 @@ def test_the_monitor_asks_for_one_arena_before_its_threads_start(
     cli.main([])
     assert nv.init_count == 1  # the live path ran: its sample thread opened NVML
     assert "thread gputui-first-sample" in events and events[-1] == "screen"
-    assert events[:2] == ["one arena", "asyncio"]
-    assert events.count("one arena") == events.count("asyncio") == 1
+    assert events[:2] == ["one arena", "imports"]
+    assert events.count("one arena") == events.count("imports") == 1
 
 
 def test_one_shot_and_pipes_leave_malloc_alone(
@@ -100,34 +106,61 @@ def test_one_shot_and_pipes_leave_malloc_alone(
 ) -> None:
     asked: list[bool] = []
     monkeypatch.setattr(footprint, "one_arena", lambda: asked.append(True))
-    monkeypatch.setattr(footprint, "asyncio_without_tls", lambda: asked.append(True))
+    monkeypatch.setattr(footprint, "lean_imports", lambda: asked.append(True))
     assert cli.main(["--demo", "--once"]) == 0
     assert "H100" in capsys.readouterr().out
     assert asked == []
 
 
-TLS_FREE = """
+LEAN = """
 import sys
 from gputui.tui import footprint
-done = footprint.asyncio_without_tls()
-print(done, "ssl" in sys.modules, "asyncio" in sys.modules)
+done = footprint.lean_imports()
+print(done, *(name in sys.modules for name in ("ssl", "bz2", "lzma", "asyncio", "shutil")))
 import asyncio
 asyncio.run(asyncio.sleep(0))  # the loop runs
-import ssl  # and ssl can be imported afterwards by whatever needs it
-print(ssl.PROTOCOL_TLS_CLIENT is not None, footprint.asyncio_without_tls())
+# Textual's own imports (tempfile, through platformdirs) find shutil loaded
+import textual.app  # noqa: F401
+print(*(name in sys.modules for name in ("ssl", "bz2", "lzma")))
+import bz2, lzma, ssl  # and each imports afterwards for whatever needs it
+print(ssl.PROTOCOL_TLS_CLIENT is not None, bz2.decompress(bz2.compress(b"x")) == b"x",
+      lzma.decompress(lzma.compress(b"x")) == b"x", footprint.lean_imports())
 """
 
 
-def test_asyncio_loads_without_openssl_and_ssl_still_imports_later() -> None:
+@all_three
+def test_asyncio_and_textual_load_without_tls_or_archive_libraries_which_import_later() -> None:
+    done = subprocess.run([sys.executable, "-c", LEAN], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert lines == [
+        ["True", "False", "False", "False", "True", "True"],
+        ["False", "False", "False"],
+        ["True", "True", "True", "False"],
+    ]
+
+
+CONTROL = """
+import sys
+import asyncio, textual.app
+print(*(name in sys.modules for name in ("ssl", "bz2", "lzma")))
+"""
+
+
+@all_three
+def test_the_control_textual_and_asyncio_load_them_otherwise() -> None:
+    """What the blocks are worth: without them, these three are loaded."""
     done = subprocess.run(
-        [sys.executable, "-c", TLS_FREE], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", CONTROL], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False", "True", "True", "False"]
+    assert done.stdout.split() == ["True", "True", "True"]
 
 
-def test_asyncio_already_loaded_is_left_as_it_is() -> None:
+def test_what_is_already_loaded_is_left_as_it_is() -> None:
     import asyncio  # noqa: F401
+    import shutil  # noqa: F401
 
-    assert footprint.asyncio_without_tls() is False
-    assert "ssl" not in sys.modules or sys.modules["ssl"] is not None
+    assert footprint.lean_imports() is False
+    for name in footprint.UNUSED_LIBRARIES:
+        assert name not in sys.modules or sys.modules[name] is not None
