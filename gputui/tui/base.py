@@ -5,7 +5,7 @@ and the notices too."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -13,7 +13,7 @@ from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
 from gputui.reports.text import to_ascii
-from gputui.tui import ascii
+from gputui.tui import ascii, key_names
 
 #: the footer's names of keys that are not ASCII
 _ASCII_KEYS = {"⏎": "enter", "↑": "up", "↓": "down", "←": "left", "→": "right", "⇥": "tab"}
@@ -43,6 +43,11 @@ class BaseApp(App[None]):
     HELP_TOPIC = "monitor"
 
     ascii_only = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # the footer's and the bindings' key names, without Unicode's names table
+        key_names.install()
+        super().__init__(*args, **kwargs)
 
     def get_driver_class(self) -> type[Driver]:
         # Textual's Linux driver with an input thread that sleeps while no key comes
