@@ -40,7 +40,7 @@ def test_installed_they_answer_as_textual_for_any_key() -> None:
 
 #: the monitor's first frames with unicodedata.lookup counted
 LOOKUPS = """
-import asyncio, sys, unicodedata
+import sys, unicodedata
 calls = []
 real = unicodedata.lookup
 pressing = []  # the test's own key presses look their keys up (Pilot.press): not counted
@@ -53,31 +53,11 @@ def counted(name):
 
 
 unicodedata.lookup = counted
-import gputui.tui.base
 from gputui.tui import key_names
+from tests.helpers.demo_screen import run_demo_screen
 if sys.argv[1] == "control":
     key_names.install = lambda: False  # Textual's own answers
-from gputui.collectors.replay import ReplaySource
-from gputui.tui.app import make_app
-
-async def main():
-    app = make_app(ReplaySource.demo(), interval_s=3600.0)
-    async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(600):
-            if app.snapshot_count >= 1:
-                break
-            await pilot.pause(0.05)
-        await pilot.pause()
-        pressing.append(True)
-        await pilot.press("question_mark")  # the help screen: its keys too
-        pressing.clear()
-        await pilot.pause()
-        pressing.append(True)
-        await pilot.press("escape")
-        pressing.clear()
-        await pilot.pause()
-
-asyncio.run(main())
+run_demo_screen(["question_mark", "escape"], pressing)  # the help screen: its keys too
 print("LOOKUPS", len(calls))
 """
 

@@ -173,21 +173,9 @@ UNUSED_BY_THE_SCREEN = (
 )
 
 SCREEN = """
-import asyncio, sys
-from gputui.collectors.replay import ReplaySource
-from gputui.tui.app import make_app
-
-async def main():
-    app = make_app(ReplaySource.demo(), interval_s=3600.0)
-    async with app.run_test(size=(120, 40)) as pilot:
-        for _ in range(600):
-            if app.snapshot_count >= 1:
-                break
-            await pilot.pause(0.05)
-        await pilot.pause()
-        assert app.snapshot_count >= 1, "no snapshot"
-
-asyncio.run(main())
+import sys
+from tests.helpers.demo_screen import run_demo_screen
+run_demo_screen()
 from gputui.ceilings.cache import load_ceilings  # the live screen's, on its sampler thread
 watched = {watched!r}
 print('LOADED', sorted(m for m in sys.modules
