@@ -12,12 +12,16 @@ This module answers for the names of the keys gputui's screens and Textual's
 widgets bind, from tables written here, and asks Textual for any other name.
 Each answer in the tables is Textual's own, as the tests check against Textual's
 functions.  :func:`install` puts the two functions where Textual's screens and
-apps call them; it is a no-op where Textual does not have them there.
+apps call them; it leaves Textual as it is where it does not have them there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+import textual.app
+import textual.keys
+import textual.screen
 
 #: key name -> the character it stands for (None: none), as Textual's
 #: ``key_to_character`` says
@@ -124,26 +128,20 @@ def _format_key(textual: Callable[[str], str]) -> Callable[[str], str]:
     return format_key
 
 
-_MADE = {"key_to_character": _key_to_character, "format_key": _format_key}
-
-
 def install() -> bool:
     """Answer Textual's screens and apps from the tables; True if done (or
     done before)."""
-    try:
-        import textual.app
-        import textual.keys
-        import textual.screen
-    except ImportError:  # pragma: no cover - textual is a dependency
-        return False
     done = True
-    for module, name in ((textual.screen, "key_to_character"), (textual.app, "format_key")):
+    for module, name, made in (
+        (textual.screen, "key_to_character", _key_to_character),
+        (textual.app, "format_key", _format_key),
+    ):
         current = getattr(module, name, None)
         original = getattr(textual.keys, name, None)
         if current is None or original is None:
             done = False
         elif current is original:
-            setattr(module, name, _MADE[name](original))
+            setattr(module, name, made(original))
         elif getattr(current, "__wrapped__", None) is not original:
             done = False  # someone else's: left as it is
     return done
