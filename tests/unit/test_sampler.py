@@ -159,23 +159,41 @@ def test_time_weighting_credits_a_gil_holding_call_its_wall_time() -> None:
             break
         n *= 2
     spent = {"hog": 0.0, "sleep": 0.0}
+    watched: list[Sampler] = []
+
+    def gil_hog_seen(values: list[float], stop: threading.Event) -> None:
+        """sorted() as gil_hog, then on in this frame until the sampler has
+        taken its sample (the first since the sort began, read after it ended).
+        On a crowded machine the sampler, given the GIL as sorted() returns, can
+        lose its core before it reads the stack, and would then find the thread
+        already in the next call; the sample that ends the wait was read in
+        this frame, so the sort's time is credited here, as it is at once on a
+        machine with a core to spare."""
+        sampler = watched[0]
+        seen = sampler.samples  # no sample can come between this and the sort
+        sorted(values)
+        while sampler.samples == seen and not stop.is_set():
+            pass
 
     def body(stop: threading.Event) -> None:
         clock = time.perf_counter
+        while not watched and not stop.is_set():
+            time.sleep(0.01)
         while not stop.is_set():
             a = clock()
-            gil_hog(values)
+            gil_hog_seen(values, stop)
             b = clock()
             sleeper(sort_s)  # the control: as long, with the GIL free
             spent["hog"] += b - a
             spent["sleep"] += clock() - b
 
     with sampling(body) as sampler:
+        watched.append(sampler)
         profile = profile_after(sampler, max(3.0, 20 * sort_s))
     wall = spent["hog"] + spent["sleep"]
     hog_share = spent["hog"] / wall
-    # the hog's time lands on its line (the sampler gets the GIL as sorted returns)
-    got = profile.share(row(profile, "gil_hog").self_s)
+    # the hog's time lands on its frame
+    got = profile.share(row(profile, gil_hog_seen.__qualname__).self_s)
     slept = profile.share(row(profile, "sleeper").self_s)
     assert abs(got - hog_share) < 0.2, (got, hog_share)
     assert abs(slept - (1 - hog_share)) < 0.2, (slept, hog_share)
