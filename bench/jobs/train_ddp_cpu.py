@@ -11,6 +11,11 @@ through a small MLP, backward (DDP's gradient all-reduce runs inside it), SGD.
 other ranks wait for it in the all-reduce every step, which is what a straggler
 looks like.  ``--steps 0`` trains until killed.
 
+``--layers L --width W --batch B`` make the model ``L`` hidden layers of ``W``
+(a GPU's worth of work and of gradients), and ``--bucket-cap-mb`` sets DDP's
+gradient buckets: one bucket larger than every gradient together makes the
+all-reduce start only when backward has ended (no overlap with compute).
+
 Failure modes, for the tests: ``--hang-rank R --hang-file F`` makes rank R's
 data loading sleep for good once F exists (the others then wait in the
 all-reduce); ``--stop-rank R --stop-file F`` makes rank R leave the loop once
@@ -30,10 +35,13 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class SleepyBatches(Dataset):  # type: ignore[type-arg]
-    def __init__(self, n: int, sleep_s: float, hang_file: str | None = None) -> None:
+    def __init__(
+        self, n: int, sleep_s: float, hang_file: str | None = None, batch: int = 32
+    ) -> None:
         self.n = n
         self.sleep_s = sleep_s
         self.hang_file = hang_file
+        self.batch = batch
 
     def __len__(self) -> int:
         return self.n
@@ -45,15 +53,16 @@ class SleepyBatches(Dataset):  # type: ignore[type-arg]
             while True:  # a data loader that never comes back (a stuck file system)
                 time.sleep(3600)
         g = torch.Generator().manual_seed(idx)
-        return torch.randn(32, 64, generator=g), torch.randn(32, 1, generator=g)
+        return torch.randn(self.batch, 64, generator=g), torch.randn(self.batch, 1, generator=g)
 
 
 class Model(torch.nn.Module):
-    def __init__(self, slow_s: float) -> None:
+    def __init__(self, slow_s: float, width: int = 256, layers: int = 1) -> None:
         super().__init__()
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)
-        )
+        hidden: list[torch.nn.Module] = [torch.nn.Linear(64, width), torch.nn.ReLU()]
+        for _ in range(layers - 1):
+            hidden += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        self.net = torch.nn.Sequential(*hidden, torch.nn.Linear(width, 1))
         self.slow_s = slow_s
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -74,6 +83,10 @@ def main() -> int:
     parser.add_argument("--stop-rank", type=int, default=-1)
     parser.add_argument("--stop-file")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--layers", type=int, default=1, help="hidden layers")
+    parser.add_argument("--width", type=int, default=256, help="hidden layers' width")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's buckets")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cuda = args.device == "cuda"
@@ -83,13 +96,16 @@ def main() -> int:
     rank = dist.get_rank()
     slow = rank == args.slow_rank
     device = torch.device("cuda") if cuda else torch.device("cpu")
-    model = DistributedDataParallel(Model(args.slow_s if slow else 0.0).to(device))
+    model = DistributedDataParallel(
+        Model(args.slow_s if slow else 0.0, args.width, args.layers).to(device),
+        bucket_cap_mb=args.bucket_cap_mb,
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     total = args.steps if args.steps > 0 else 10**9
     stop = args.stop_file if rank == args.stop_rank else None
     sleep = args.data_sleep + (args.slow_data_s if slow else 0.0)
     hang = args.hang_file if rank == args.hang_rank else None
-    loader = DataLoader(SleepyBatches(min(total, 10**6), sleep, hang), batch_size=None)
+    loader = DataLoader(SleepyBatches(min(total, 10**6), sleep, hang, args.batch), batch_size=None)
     done = 0
     while done < total:
         for x, y in loader:

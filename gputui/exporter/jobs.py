@@ -98,6 +98,9 @@ class JobSnapshot:
     memory: JobMemory | None
     #: the container and pod the job runs in (None: on the host, or not known)
     container: ContainerInfo | None = None
+    #: the GPU's UUID as NVML names it (the join with the GPU series; the
+    #: index is the job's own CUDA numbering, not NVML's)
+    device_uuid: str | None = None
     #: the job's MFU from the newest capture with FLOPs anyone asked for
     utilisation: Utilisation | None = None
 
@@ -160,6 +163,8 @@ class _Job:
         self.argv = tuple(str(a) for a in hello.argv)
         index = getattr(hello.device, "index", None)
         self.device_index = _int(index, -1) if index is not None else None
+        uuid = getattr(hello.device, "uuid", None)
+        self.device_uuid = uuid if isinstance(uuid, str) and uuid else None
         self.steps = 0
         self.step_sum = 0.0
         self.recent: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
@@ -223,6 +228,7 @@ class _Job:
             last_step_time_s=self.last_step_t,
             memory=self.memory,
             container=self.container,
+            device_uuid=self.device_uuid,
             utilisation=self.utilisation(),
         )
 

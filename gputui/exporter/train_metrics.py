@@ -6,7 +6,9 @@ group ranks into jobs and divide one counter by another
 (``rate(gputui_train_phase_seconds_total[1m]) / ignoring(phase)
 group_left rate(gputui_train_steps_total[1m])`` is seconds of each phase per
 step).  ``gputui_train_info`` adds ``local_rank``, ``world_size``, ``pid`` and the
-GPU (and, with ``--cmdline``, the command).  Counters count from when the
+GPU: ``gpu``, its index as the job numbers it (under ``CUDA_VISIBLE_DEVICES``
+not NVML's), and ``UUID``, the same label as on the GPU series, to join them
+by (and, with ``--cmdline``, the command).  Counters count from when the
 exporter started following the job: a restarted exporter starts them at zero
 again, which ``rate()`` reads as a counter reset.
 """
@@ -112,6 +114,7 @@ def train_families(jobs: Sequence[JobSnapshot], hostname: str, cmdline: bool) ->
             ("world_size", str(job.world_size)),
             ("pid", str(job.pid)),
             ("gpu", "" if job.device_index is None else str(job.device_index)),
+            ("UUID", job.device_uuid or ""),
         )
         if cmdline:
             extra += (("command", " ".join(job.argv)[:MAX_COMMAND_CHARS]),)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -60,3 +61,66 @@ def test_live_exporter_serves_every_gpu_in_base_units() -> None:
         proc.wait(WAIT_S)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_each_rank_of_a_ddp_job_joins_its_gpu_by_uuid() -> None:
+    """Two ranks on two GPUs: both GPUs' series, both ranks' training series, and
+    each rank's UUID label names the GPU NVML runs that rank's process on."""
+    torch = pytest.importorskip("torch")
+    import pynvml
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    from tests.helpers.ddp_gpu import ddp_job
+
+    with ddp_job(2, "--data-sleep", "0.002") as job:
+        port = free_port()
+        env = dict(job.env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gputui", "exporter", "--listen", "127.0.0.1",
+             "--port", str(port)],
+            cwd=str(REPO), env=env, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert proc.stderr is not None
+            assert "serving" in proc.stderr.readline()
+            deadline = time.monotonic() + WAIT_S
+            families: dict = {}
+            while time.monotonic() < deadline:
+                body = http_get(f"http://127.0.0.1:{port}/metrics")
+                if body is not None:
+                    families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+                    steps = families.get("gputui_train_steps")
+                    counts = [] if steps is None else [s.value for s in steps.samples]
+                    if len(counts) == 2 and min(counts) > 0:
+                        break
+                time.sleep(0.2)
+            gpus = {s.labels["UUID"]: s.labels["gpu"] for s in families["gputui_gpu_info"].samples}
+            assert len(gpus) == torch.cuda.device_count()
+            util = families["gputui_gpu_utilization_ratio"].samples
+            assert {s.labels["UUID"] for s in util} == set(gpus)
+            info = {int(s.labels["pid"]): s.labels for s in families["gputui_train_info"].samples}
+            assert sorted(info) == sorted(job.ranks)
+            assert {s.labels["rank"] for s in families["gputui_train_steps"].samples} == {"0", "1"}
+            # the truth: NVML's own list of compute processes per GPU
+            pynvml.nvmlInit()
+            try:
+                on_gpu: dict[str, set[int]] = {}
+                for i in range(pynvml.nvmlDeviceGetCount()):
+                    handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                    uuid = pynvml.nvmlDeviceGetUUID(handle)
+                    uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+                    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                    on_gpu[uuid] = {p.pid for p in procs}
+            finally:
+                pynvml.nvmlShutdown()
+            uuids = set()
+            for pid, labels in info.items():
+                assert labels["UUID"] in gpus, labels
+                assert pid in on_gpu[labels["UUID"]], (pid, labels["UUID"], on_gpu)
+                uuids.add(labels["UUID"])
+            assert len(uuids) == 2  # one GPU each
+            print(json.dumps({"gpus": gpus, "ranks": {p: dict(v) for p, v in info.items()}}))
+        finally:
+            proc.terminate()
+            proc.wait(WAIT_S)

@@ -227,7 +227,9 @@ def watcher() -> Iterator[tuple[JobWatcher, dict[int, FakeClient], set[int]]]:
     clients: dict[int, FakeClient] = {}
     alive: set[int] = {101, 102}
     hellos = {
-        101: FakeHello(rank=0, local_rank=0, world_size=2),
+        101: FakeHello(
+            rank=0, local_rank=0, world_size=2, device=DeviceInfo(index=0, uuid="GPU-aa")
+        ),
         102: FakeHello(rank=1, local_rank=1, world_size=2),
     }
     envs = {101: {"TORCHELASTIC_RUN_ID": "run-42"}, 102: {"TORCHELASTIC_RUN_ID": "run-42"}}
@@ -261,6 +263,9 @@ def test_jobs_series_from_hook_events(watcher: Any) -> None:
     info = {s.labels["rank"]: s.labels for s in families["gputui_train_info"].samples}
     assert info["0"]["job_id"] == info["1"]["job_id"] == "run-42"
     assert info["1"]["world_size"] == "2" and info["1"]["pid"] == "102"
+    # the join with the GPU series: the UUID the hook read, empty where not known
+    assert (info["0"]["gpu"], info["0"]["UUID"]) == ("0", "GPU-aa")
+    assert (info["1"]["gpu"], info["1"]["UUID"]) == ("", "")
     steps = {s.labels["rank"]: s.value for s in families["gputui_train_steps"].samples}
     assert steps == {"0": 2, "1": 1}
     phases = {
