@@ -6,7 +6,7 @@
 Prints, per trace, the largest difference (percentage points) in the temporal
 breakdown (idle, compute, non-compute shares), in the idle breakdown (host
 wait, kernel wait, other shares of idle time) and in the overlap, and the
-launch counts of both.  tests/test_hta_truth.py asserts the same within 0.5
+launch counts of both.  tests/integration/test_hta_truth.py asserts the same within 0.5
 point; this shows how much room there is (docs/analyze.md).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from test_hta_truth import hta  # noqa: E402
 

@@ -3,7 +3,10 @@ otherwise; the rank summary says who is behind, stuck, gone or elsewhere."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,7 @@ from gputui.session.ranks import (
 )
 from tests.helpers.evidence import capture, evidence, gpu_samples, kernel, steps
 
+DATA = Path(__file__).resolve().parents[1] / "data"
 BASE = {"data": 0.002, "forward": 0.005, "backward": 0.01, "optimizer": 0.002, "other": 0.001}
 
 
@@ -244,3 +248,53 @@ def test_the_straggler_is_seen_by_the_gpu_wait_when_nccl_waits_on_the_gpu() -> N
     overlap = found.get("ranks.poor_overlap")
     assert overlap is None or (overlap.impact_pct or 0) < 1
     assert engine.analyze_ranks(ranks(waiting, slow))[0].rule == "ranks.straggler"
+
+
+def _measured(case: str) -> RanksEvidence:
+    """A case of bench/gpu_ranks_nccl.sh as measured on two H100s (the rank
+    report's phase shares and each rank's synchronized capture)."""
+    data = json.loads((DATA / "h100x2-nccl" / "rank_cases.json").read_text())
+    members = []
+    for r in data["cases"][case]["ranks"]:
+        phases = {k: v * r["step_s"] for k, v in r["phase_shares"].items()}
+        cap = r["capture"]
+        rows = [kernel(f"k{i}", c, calls, us) for i, (c, calls, us) in enumerate(cap["kernels"])]
+        taken = capture(
+            rows,
+            span_us=cap["span_us"],
+            busy_us=cap["busy_pct"] / 100 * cap["span_us"],
+            overlap=cap["overlap"],
+            n_steps=cap["steps"],
+        )
+        job = evidence(steps(phases=phases), cap=taken)
+        members.append(RankEvidence(pid=100 + r["rank"], job=job, rank=r["rank"], last_step=59))
+    return ranks(*members)
+
+
+@pytest.mark.parametrize(
+    ("case", "rules"),
+    [
+        ("healthy", {}),  # a small MLP: the GPUs idle, one rank's kernel spins for the other
+        ("slow", {"ranks.straggler": "rank 1"}),
+        ("overlap", {}),  # 8 x 4096, 25 MB buckets: one rank's capture spins, the other overlaps
+        ("nooverlap", {"ranks.poor_overlap": "rank 0"}),  # one bucket: 0% overlap
+        ("bigslow", {"ranks.straggler": "rank 1"}),  # its CPU waits in backward, not in comm
+    ],
+)
+def test_the_rank_rules_on_ddp_with_nccl_on_two_h100s(case: str, rules: dict[str, str]) -> None:
+    """Straggler and overlap on real NCCL jobs: a waiting rank's CPU does not
+    wait in the collective (it blocks later, in backward), and its all-reduce
+    kernels spin on the GPU, so neither its comm phase nor its capture alone
+    tells who waits for whom."""
+    found = engine.analyze_ranks(_measured(case))
+    assert {f.rule: f.scope for f in found} == rules
+    if rules:
+        assert found[0].rule == next(iter(rules))  # the top line
+    if case == "bigslow":
+        (f,) = found
+        # rank 1's data loading is 20 ms slower (--slow-data-s 0.02)
+        planted = re.search(r"rank 1's data takes ([\d.]+)ms per step longer", f.evidence)
+        assert planted is not None and 18 < float(planted.group(1)) < 22, f.evidence
+        assert "rank 0 waits for it in communication kernels on the GPU (91% of its" in f.evidence
+        assert "data loading" in f.fix
+        assert 60 < (f.impact_pct or 0) < 75

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from gputui import fmt
-from gputui.analysis.evidence import MIN_GPU_SAMPLES, RankEvidence, RanksEvidence
+from gputui.analysis.evidence import MIN_GPU_SAMPLES, CaptureView, RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import WARN
@@ -26,6 +27,9 @@ from gputui.trace.kernels import COMMUNICATION, MEMCPY, MEMSET
 STRAGGLER_SKEW = 1.1
 #: ...and the others must wait at least this share of their step for it
 STRAGGLER_WAIT_SHARE = 0.05
+#: from captures: the others' communication kernels take this much more of
+#: their GPU span than the straggler's
+STRAGGLER_GPU_WAIT_SHARE = 0.10
 #: communication above this share of the step (TensorBoard profiler's advice)
 COMM_SHARE = 0.10
 #: comm kernels overlapped with compute less than this (HTA's ratio) is poor
@@ -130,30 +134,51 @@ def _comm_kernel_s(r: RankEvidence) -> float | None:
     return cap.by_class_us.get(COMMUNICATION, 0.0) / cap.steps / 1e6
 
 
-@rule(
-    "ranks.straggler",
-    "comm",
-    "bottleneck tables: GPU idle and CPU idle waiting at an NCCL barrier; the cluster view's "
-    "straggler (compute per step against the job's median)",
-    ("ranks", "steps"),
-    scope="ranks",
-    trigger=(
-        "ranks: >= 2 ranks with 20 ordinary steps; one rank's compute per step (its step less "
-        "its comm) >= 1.1x the others' median, and the others' comm beyond its own >= 5% of "
-        "their step; cost: that wait's share of the step"
-    ),
-)
-def straggler(ev: RanksEvidence) -> Iterable[Finding]:
-    ready = [r for r in ev.ready if r.compute_mean_s is not None]
-    if len(ready) < 2:
-        return []
+def _comm_span_share(r: RankEvidence) -> float | None:
+    """The share of the rank's capture span its communication kernels take."""
+    cap = r.job.capture
+    if cap is None or not cap.span_us:
+        return None
+    return cap.by_class_us.get(COMMUNICATION, 0.0) / cap.span_us
+
+
+def _excess(slow: RankEvidence, others: list[RankEvidence]) -> dict[str, float]:
+    """Seconds per step more than the others' median, per phase (comm aside)."""
+    theirs: dict[str, list[float]] = {}
+    for o in others:
+        for name, seconds in _phase_means(o).items():
+            theirs.setdefault(name, []).append(seconds)
+    return {
+        name: seconds - (statistics.median(theirs[name]) if name in theirs else 0.0)
+        for name, seconds in _phase_means(slow).items()
+    }
+
+
+@dataclass(frozen=True)
+class _Straggler:
+    slow: RankEvidence
+    others: list[RankEvidence]
+    #: what each of the others waits for it per step (seconds), and where
+    wait: float
+    where: str
+    #: its phase with the largest excess over the others, and that excess
+    phase: str
+    excess: float
+    #: the others' median step (seconds)
+    step: float
+    #: how it was seen: its compute time (wall), or its peers' GPUs waiting
+    evidence: str
+
+
+def _by_compute(ready: list[RankEvidence]) -> _Straggler | None:
+    """The rank whose compute per step (its step less its comm) is longest, when
+    the others wait for it in their comm phase, or in their communication
+    kernels where captures show them (NCCL's kernels spin on the waiting rank's
+    GPU while its CPU has moved on)."""
     slow = max(ready, key=lambda r: r.compute_mean_s or 0.0)
     others = [r for r in ready if r is not slow]
     slow_compute = slow.compute_mean_s or 0.0
     peer_compute = _median(o.compute_mean_s or 0.0 for o in others) or 0.0
-    # What the others wait for it: their comm time beyond the straggler's own --
-    # on the CPU, and on the GPU where captures show it (NCCL's kernels spin on
-    # the waiting rank's GPU while the CPU has already moved on)
     waits = [max(0.0, o.comm_mean_s - slow.comm_mean_s) for o in others]
     wait = statistics.median(waits)
     where = "in communication"
@@ -169,39 +194,99 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
         or slow_compute < STRAGGLER_SKEW * peer_compute
         or wait < STRAGGLER_WAIT_SHARE * step
     ):
-        return []
-    mine = _phase_means(slow)
-    theirs: dict[str, list[float]] = {}
-    for o in others:
-        for name, seconds in _phase_means(o).items():
-            theirs.setdefault(name, []).append(seconds)
-    excess = {
-        name: seconds - (statistics.median(theirs[name]) if name in theirs else 0.0)
-        for name, seconds in mine.items()
-    }
+        return None
+    excess = _excess(slow, others)
     phase = max(excess, key=lambda n: excess[n]) if excess else OTHER
     if where != "in communication" and excess:
         # The others cannot wait longer than the straggler is slower: its phase's
         # excess bounds what its peers' NCCL kernels spin for on the GPU (their
         # transfer is in that kernel time too)
         wait = min(wait, max(excess[phase], slow_compute - peer_compute, 0.0))
-    seen, fix = _cause(slow, others, phase)
     evidence = (
         f"{slow.label} needs {fmt.ms(slow_compute)} per step against {fmt.ms(peer_compute)} on "
         f"the others ({phase} +{fmt.ms(max(0.0, excess.get(phase, 0.0)))}); "
         f"{_ranks(others)} {'waits' if len(others) == 1 else 'wait'} {fmt.ms(wait)} per step "
-        f"for it {where}; {seen}"
+        f"for it {where}"
     )
+    return _Straggler(slow, others, wait, where, phase, excess.get(phase, 0.0), step, evidence)
+
+
+def _by_gpu_wait(ready: list[RankEvidence]) -> _Straggler | None:
+    """The rank whose GPU spends least of its capture in communication kernels,
+    when the others' GPUs spend much more there and it has a phase of its own
+    that takes much longer than theirs.  With NCCL a waiting rank's CPU does not
+    wait in the collective: it queues the all-reduce and blocks later, wherever
+    the GPU's queue or memory makes it (its backward, its next copy), so every
+    rank's step less its comm looks alike; the wait is on the GPU.  Captures of
+    a healthy job can differ too (the profiler starts unevenly), hence the
+    second condition: a phase of the straggler's own, on its CPU."""
+    shares = {r.pid: _comm_span_share(r) for r in ready}
+    if any(v is None for v in shares.values()):
+        return None
+    slow = min(ready, key=lambda r: shares[r.pid] or 0.0)
+    others = [r for r in ready if r is not slow]
+    mine = shares[slow.pid] or 0.0
+    gpu_wait = statistics.median((shares[o.pid] or 0.0) - mine for o in others)
+    step = _median(o.step_mean_s or 0.0 for o in others) or 0.0
+    excess = _excess(slow, others)
+    if not step or not excess or gpu_wait < STRAGGLER_GPU_WAIT_SHARE:
+        return None
+    phase = max(excess, key=lambda n: excess[n])
+    if excess[phase] < (STRAGGLER_SKEW - 1.0) * step:
+        return None
+    # the captured share of the others' GPU time spent waiting, on an ordinary
+    # step, and at most what the straggler's phase takes longer
+    wait = min(gpu_wait * step, excess[phase])
+    theirs = statistics.median(shares[o.pid] or 0.0 for o in others)
+    verb, whose = ("waits", "its") if len(others) == 1 else ("wait", "their")
+    evidence = (
+        f"{slow.label}'s {phase} takes {fmt.ms(excess[phase])} per step longer than the "
+        f"others'; {_ranks(others)} {verb} for it in communication kernels on the GPU "
+        f"({theirs * 100:.0f}% of {whose} captured GPU time against {mine * 100:.0f}% on "
+        f"{slow.label}), about {fmt.ms(wait)} per step"
+    )
+    where = "in communication kernels on the GPU"
+    return _Straggler(slow, others, wait, where, phase, excess[phase], step, evidence)
+
+
+def find_straggler(ev: RanksEvidence) -> _Straggler | None:
+    ready = [r for r in ev.ready if r.compute_mean_s is not None]
+    if len(ready) < 2:
+        return None
+    return _by_compute(ready) or _by_gpu_wait(ready)
+
+
+@rule(
+    "ranks.straggler",
+    "comm",
+    "bottleneck tables: GPU idle and CPU idle waiting at an NCCL barrier; the cluster view's "
+    "straggler (compute per step against the job's median)",
+    ("ranks", "steps"),
+    scope="ranks",
+    trigger=(
+        "ranks: >= 2 ranks with 20 ordinary steps; one rank's compute per step (its step less "
+        "its comm) >= 1.1x the others' median, and the others' comm beyond its own >= 5% of "
+        "their step; or, from captures, the others' communication kernels >= 10 points more "
+        "of their GPU span than its own, and one of its phases >= 10% of the step longer than "
+        "the others'; cost: that wait's share of the step"
+    ),
+)
+def straggler(ev: RanksEvidence) -> Iterable[Finding]:
+    found = find_straggler(ev)
+    if found is None:
+        return []
+    slow = found.slow
+    seen, fix = _cause(slow, found.others, found.phase)
     return [
         finding(
             ev,
             "ranks.straggler",
             f"{slow.label} is the straggler: the other ranks wait for it",
-            evidence,
+            f"{found.evidence}; {seen}",
             fix,
             "the ranks' compute times level out in the rank view, and the others' comm time "
             "drops to what the transfer itself takes",
-            share=min(1.0, wait / step),
+            share=min(1.0, found.wait / found.step),
             scope=slow.label,
         )
     ]
@@ -258,42 +343,48 @@ def comm_bound(ev: RanksEvidence) -> Iterable[Finding]:
     ("ranks", "capture"),
     scope="ranks",
     trigger=(
-        "ranks' captures: communication kernels >= 10% of a rank's GPU span, and < 50% of their "
-        "time overlapping compute kernels (HTA's ratio); cost: the exposed share, span share x "
-        "(1 - overlap), of the worst rank, at most its compute kernels' share of the span (what "
-        "overlap could hide the communication behind)"
+        "ranks' captures, of the rank whose communication kernels take the least of its GPU "
+        "span (the one that waits least for its peers): those kernels >= 10% of the span, and "
+        "< 50% of their time overlapping compute kernels (HTA's ratio); cost: the exposed "
+        "share, span share x (1 - overlap), at most its compute kernels' share of the span "
+        "(what overlap could hide the communication behind)"
     ),
 )
 def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
-    worst: tuple[float, RankEvidence, float, float] | None = None
-    for r in ev.ranks:
-        cap = r.job.capture
+    # A rank's communication kernels run from its own launch to the last peer's:
+    # on every rank but the last to arrive they also spin, waiting (a healthy
+    # job's ranks arrive in turns; a straggler's peers wait for it each step).
+    # The rank whose kernels take the least of its GPU span waited least: its
+    # capture shows the transfer itself, and how much of it overlaps compute.
+    seen: list[tuple[float, RankEvidence, CaptureView, float, float]] = []
+    for rank in ev.ranks:
+        cap = rank.job.capture
         if cap is None or cap.comm_compute_overlap is None or not cap.span_us:
             continue
-        comm_us = cap.by_class_us.get(COMMUNICATION, 0.0)
-        span_share = comm_us / cap.span_us
-        if span_share < OVERLAP_COMM_SPAN or cap.comm_compute_overlap >= OVERLAP_MIN:
-            continue
-        # Overlap hides communication behind compute: it can recover at most the
-        # compute there is (a waiting rank's NCCL kernels spin for the time a
-        # slower peer takes; that is the straggler's cost, not overlap's)
-        compute_us = max(0.0, cap.kernel_total_us - comm_us) - sum(
-            cap.by_class_us.get(c, 0.0) for c in (MEMCPY, MEMSET)
-        )
-        hideable = min(1.0, compute_us / cap.span_us)
-        exposed = min(span_share * (1.0 - cap.comm_compute_overlap), hideable)
-        if worst is None or exposed > worst[0]:
-            worst = (exposed, r, span_share, cap.comm_compute_overlap)
-    if worst is None:
+        share = cap.by_class_us.get(COMMUNICATION, 0.0) / cap.span_us
+        seen.append((share, rank, cap, cap.span_us, cap.comm_compute_overlap))
+    if not seen:
         return []
-    exposed, r, span_share, overlap = worst
+    span_share, r, cap, span_us, overlap = min(seen, key=lambda row: row[0])
+    if span_share < OVERLAP_COMM_SPAN or overlap >= OVERLAP_MIN:
+        return []
+    # Overlap hides communication behind compute: it can recover at most the
+    # compute there is
+    comm_us = cap.by_class_us.get(COMMUNICATION, 0.0)
+    compute_us = max(0.0, cap.kernel_total_us - comm_us) - sum(
+        cap.by_class_us.get(c, 0.0) for c in (MEMCPY, MEMSET)
+    )
+    hideable = min(1.0, compute_us / span_us)
+    exposed = min(span_share * (1.0 - overlap), hideable)
+    others = "" if len(seen) < 2 else ", the rank that waits least for its peers"
     return [
         finding(
             ev,
             "ranks.poor_overlap",
             "communication kernels run alone, not alongside compute",
-            f"in {r.label}'s capture, communication kernels take {span_share * 100:.0f}% of the "
-            f"GPU span and only {overlap * 100:.0f}% of their time overlaps compute kernels",
+            f"in {r.label}'s capture{others}, communication kernels take "
+            f"{span_share * 100:.0f}% of the GPU span and only {overlap * 100:.0f}% of their "
+            "time overlaps compute kernels",
             "let DDP start all-reduces during backward: smaller bucket_cap_mb so the first "
             "buckets are ready early, no find_unused_parameters=True unless needed, "
             "static_graph=True; avoid synchronising (.item(), torch.cuda.synchronize()) between "
