@@ -8,7 +8,7 @@
 # Cases (default: all):
 #   healthy    a small MLP, every rank alike
 #   slow       the same with rank 1 slower in its data loading (a straggler)
-#   overlap    8 layers of 4096 (134 M parameters, 0.5 GB of gradients), DDP's
+#   overlap    8 layers of 4096 (118 M parameters, 0.47 GB of gradients), DDP's
 #              25 MB buckets: the all-reduce runs during backward
 #   nooverlap  the same model in one bucket larger than every gradient: the
 #              all-reduce starts when backward has ended

@@ -5,9 +5,10 @@
 
 Prints, per trace, the largest difference (percentage points) in the temporal
 breakdown (idle, compute, non-compute shares), in the idle breakdown (host
-wait, kernel wait, other shares of idle time) and in the overlap, and the
-launch counts of both.  tests/integration/test_hta_truth.py asserts the same within 0.5
-point; this shows how much room there is (docs/analyze.md).
+wait, kernel wait, other shares of idle time) and in the overlap, the launch
+counts of both, and both tools' comm/compute overlap.
+tests/integration/test_hta_truth.py asserts the same within 0.5 point; this
+shows how much room there is (docs/analyze.md).
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def main() -> int:
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
     paths = [Path(p) for p in sys.argv[1:]] or sorted((REPO / "tests/data/traces").glob("*.gz"))
-    print(f"{'trace':<40} {'temporal':>9} {'idle':>9} {'overlap':>9} {'launches':>15}")
+    print(
+        f"{'trace':<40} {'temporal':>9} {'idle':>9} {'overlap':>9} {'launches':>15}"
+        f"  {'overlap % (gputui / HTA)':>24}"
+    )
     worst = [0.0, 0.0, 0.0]
     for path in paths:
         ref = hta(path)
@@ -57,6 +61,8 @@ def main() -> int:
             f"{name:<40} {d_t:>9.3f} {d_i:>9.3f} "
             f"{'-' if ov is None and rov is None else f'{d_o:.3f}':>9} "
             f"{ls.launches:>7}/{ref['launches']:<7}"
+            f"  {'-' if ov is None else f'{ov:.2f}':>11} / "
+            f"{'-' if rov is None else f'{rov:.2f}':<10}"
         )
     print(f"{'largest difference (points)':<40} {worst[0]:>9.3f} {worst[1]:>9.3f} {worst[2]:>9.3f}")
     return 0

@@ -98,6 +98,16 @@ RANKS_VIEWS: dict[str, tuple[int, int]] = {
     "ranks-80x24": (80, 24),
 }
 
+#: the embedded DDP demos (two H100s, NCCL): the monitor at this sample (rank 1
+#: slower: its GPU mostly idle, rank 0's waiting in the all-reduce), and the
+#: rank view after its synchronized capture
+DDP_AT = 100
+DDP_RANKS_AT_S = 25.0
+DDP_VIEWS: dict[str, tuple[int, int]] = {
+    "ddp-120x40": (120, 40),
+    "ranks-ddp-120x40": (120, 40),
+}
+
 #: a real attach session of a leaking job on an H100, with a memory snapshot
 MEMORY_RECORDING = ROOT / "tests" / "data" / "h100" / "memory_snapshot.jsonl.gz"
 #: name -> size of the memory snapshot views (with --memory-recording)
@@ -285,6 +295,33 @@ async def render_ranks(args: argparse.Namespace, name: str, size: tuple[int, int
     return path
 
 
+async def render_ddp(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.commands.attach import RANKS_DEMO_BANNER
+    from gputui.commands.monitor import DEMO_BANNER as MONITOR_BANNER
+    from gputui.session.feeds import demo_recording
+    from gputui.session.rank_feeds import ReplayRanksFeed
+    from gputui.tui.attach.ranks import RanksApp
+
+    if name.startswith("ranks-"):
+        feed = ReplayRanksFeed(demo_recording("ddp"), "demo")
+        ranks = RanksApp(feed, banner=RANKS_DEMO_BANNER, autostart=False)
+        async with ranks.run_test(size=size) as pilot:
+            await pilot.pause()
+            ranks.ranks_screen.replay_to(DDP_RANKS_AT_S)
+            await pilot.pause()
+            svg = ranks.export_screenshot(title=f"gputui {name}")
+    else:
+        source = ReplaySource.demo(name="ddp")
+        app: GputuiApp = make_app(source, 1.0, banner=MONITOR_BANNER, autostart=False)
+        async with app.run_test(size=size) as pilot:
+            app.advance(DDP_AT)
+            await pilot.pause()
+            svg = app.export_screenshot(title=f"gputui {name}")
+    path = args.out / f"{name}.svg"
+    path.write_text(svg)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group()
@@ -304,7 +341,15 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="*",
         choices=sorted(
-            [*VIEWS, *ATTACH_VIEWS, *RANKS_VIEWS, *ROOFLINE_VIEWS, *PYTHON_VIEWS, *MEMORY_VIEWS]
+            [
+                *VIEWS,
+                *ATTACH_VIEWS,
+                *RANKS_VIEWS,
+                *DDP_VIEWS,
+                *ROOFLINE_VIEWS,
+                *PYTHON_VIEWS,
+                *MEMORY_VIEWS,
+            ]
         ),
         help="render only these",
     )
@@ -332,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = [
         (ATTACH_VIEWS, render_attach),
         (RANKS_VIEWS, render_ranks),
+        (DDP_VIEWS, render_ddp),
         (ROOFLINE_VIEWS, render_roofline),
         (PYTHON_VIEWS, render_python),
     ]

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import gc
 import importlib
+import itertools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -58,11 +59,19 @@ sub-commands:
 examples:
   gputui                      live monitor
   gputui --demo               play the embedded recording of a real H100 session
+  gputui --demo ddp           ... of two H100s running a DDP job
   gputui --once               print one snapshot and exit
   gputui --once --json        the same snapshot as JSON
   gputui attach 12345 --once  print a hooked job's step statistics
 """
 
+
+#: the monitor's embedded recordings (``--demo NAME``: gputui.collectors.replay's
+#: DEMO_RESOURCES), the default first
+DEMOS = {
+    "h100": "one H100, a transformer's training and a second process",
+    "ddp": "two H100s, DDP with NCCL",
+}
 
 #: the most rows --rows takes (a snapshot holds at most 2^17 processes)
 MAX_ROWS = 2**17
@@ -91,9 +100,7 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--demo", action="store_true", help="play the embedded recording of a real GPU session"
-    )
+    types.add_demo(source, DEMOS)
     source.add_argument("--replay", metavar="FILE", help="play a recording made by 'gputui record'")
     parser.add_argument(
         DEMO_IF_NO_GPU,
@@ -182,6 +189,11 @@ def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
                 command.error(f"unrecognized arguments: {' '.join(extra)}")
             return int(args.func(args) or 0)
         monitor_parser = build_monitor_parser()
+        # "--demo attach": a sub-command after the option that takes a name
+        named = [b for a, b in itertools.pairwise(args_list) if a == "--demo"]
+        misplaced = _misplaced_sub_command(named)
+        if misplaced is not None:
+            raise GputuiError(misplaced)
         args, extra = monitor_parser.parse_known_args(args_list)
         if extra:
             misplaced = _misplaced_sub_command(extra)

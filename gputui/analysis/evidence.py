@@ -90,7 +90,7 @@ class CaptureView:
             by_class_us=dict(cap.by_class),
             kernels=cap.kernels,
             cpu_ops=cap.cpu_ops,
-            comm_compute_overlap=None if gpu is None else gpu.comm_compute_overlap,
+            comm_compute_overlap=cap.comm_compute_overlap,
             trace_path=cap.trace_path,
             account=None if cap.trace_metrics is None else cap.trace_metrics.account,
             op_rows=cap.op_rows,

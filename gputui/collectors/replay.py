@@ -56,6 +56,8 @@ __all__ = [
 
 RECORDING_TYPE = "gputui-recording"
 DEMO_RESOURCE = "demo.jsonl.gz"
+#: the embedded recordings ``gputui --demo NAME`` plays, by name (the first: --demo)
+DEMO_RESOURCES = {"h100": DEMO_RESOURCE, "ddp": "demo_ddp.jsonl.gz"}
 #: what ``read_recording`` (a whole recording in memory) reads at most, decompressed
 MAX_WHOLE_BYTES = 256 * 2**20
 #: a recording's cadence outside (0, this] is not believed (the replay's own pace)
@@ -153,9 +155,9 @@ def _file_opener(path: str | os.PathLike[str]) -> Callable[[int], LineReader]:
     return open_reader
 
 
-def _demo_opener() -> Callable[[int], LineReader]:
+def _demo_opener(name: str = "h100") -> Callable[[int], LineReader]:
     try:
-        raw = embedded_bytes(DEMO_RESOURCE)
+        raw = embedded_bytes(DEMO_RESOURCES[name])
     except (FileNotFoundError, OSError):
         raise RecordingError("the embedded demo recording is missing from this install") from None
     return lambda max_total: reader_for_bytes(raw, "demo recording", max_total)
@@ -517,8 +519,8 @@ class ReplaySource:
         return cls(player.header, (), f"recording: {clean(Path(path).name)}", speed, player=player)
 
     @classmethod
-    def demo(cls, speed: float = 1.0) -> ReplaySource:
-        player = _StreamPlayer(_demo_opener(), MAX_TOTAL_BYTES)
+    def demo(cls, speed: float = 1.0, name: str = "h100") -> ReplaySource:
+        player = _StreamPlayer(_demo_opener(name), MAX_TOTAL_BYTES)
         header = player.header
         where = f" of {clean(header.note)}" if header.note else ""
         return cls(header, (), f"DEMO: recording{where}", speed, player=player)

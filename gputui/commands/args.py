@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,22 @@ interval = seconds(0.1, 30.0)
 
 
 # -- flags several commands share, said once ----------------------------------------------------
+def add_demo(group: Any, demos: Mapping[str, str], checked: bool = True) -> None:
+    """``--demo [NAME]``: one of the embedded recordings ``demos`` (name: what it
+    shows), the first without a name.  ``checked=False``: the command checks the
+    name itself (one with a positional argument: ``--demo 123`` is a pid)."""
+    names = list(demos)
+    listed = "; ".join(f"{name}: {what}" for name, what in demos.items())
+    group.add_argument(
+        "--demo",
+        nargs="?",
+        const=names[0],
+        choices=names if checked else None,
+        metavar="NAME",
+        help=f"play an embedded recording of a real session ({listed}; default {names[0]})",
+    )
+
+
 def add_speed(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--speed",

@@ -44,6 +44,7 @@ EXAMPLES = (
     "  gputui attach --replay s.jsonl.gz        play a saved session\n"
     "  gputui attach --replay s.jsonl.gz --once the report of a saved session\n"
     "  gputui attach --demo                     a real H100 training job, recorded\n"
+    "  gputui attach --demo ddp                 a real DDP job on two H100s: the rank view\n"
     "\n"
     "A rank of a multi-rank job (torchrun), or its launcher's pid, attaches to every\n"
     "local rank of the job: the rank view (Enter: one rank), or with --once the\n"
@@ -127,15 +128,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--record", metavar="FILE", help="live screen: save the session to FILE")
     played = parser.add_mutually_exclusive_group()
     played.add_argument("--replay", metavar="FILE", help="play a session saved with --record")
-    played.add_argument(
-        "--demo", action="store_true", help="play the embedded recording of a real H100 job"
-    )
+    types.add_demo(played, DEMOS, checked=False)
     types.add_speed(parser)
     types.add_ascii(parser)
     parser.set_defaults(func=main)
 
 
 DEMO_BANNER = "DEMO: a recording of a real training job on an H100, not this machine"
+#: the embedded sessions (``--demo NAME``: gputui.session.feeds' DEMO_RESOURCES)
+DEMOS = {
+    "h100": "a transformer training on an H100",
+    "ddp": "a DDP job on two H100s, one rank slower (the rank view)",
+}
+RANKS_DEMO_BANNER = "DEMO: a recording of a real DDP job on two H100s, not this machine"
 
 
 #: options given as None unless the user gives them (a flag that does nothing
@@ -158,6 +163,15 @@ def _given(args: argparse.Namespace) -> set[str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.demo is not None and args.demo not in DEMOS:
+        if args.demo.isdigit() and args.pid is None:  # "--demo 123": the default demo, a pid
+            args.demo, args.pid = next(iter(DEMOS)), types.pid(args.demo)
+        else:
+            names = ", ".join(repr(name) for name in DEMOS)
+            raise GputuiError(
+                f"gputui attach: argument --demo: invalid choice: {args.demo!r} (choose from "
+                f"{names}) (see 'gputui attach --help')"
+            )
     playing = args.replay is not None or args.demo
     given = _given(args)
     if args.json and not args.once and args.memory_snapshot is None:
@@ -266,21 +280,27 @@ def run_live(client: HookClient, args: argparse.Namespace) -> int:
 
 def _ranks_recording(args: argparse.Namespace) -> int | None:
     """A recording of several ranks plays in the rank view (or its report)."""
-    if args.demo:
-        return None
     from gputui.collectors.attach_recording import read_attach_recording
     from gputui.collectors.replay import RecordingError
 
     try:
-        recording = read_attach_recording(args.replay)
+        if args.demo:
+            from gputui.session.feeds import demo_recording
+
+            recording = demo_recording(args.demo)
+            label, banner = f"demo: {DEMOS[args.demo]}", RANKS_DEMO_BANNER
+            instead = f"gputui attach --demo {args.demo} --once"
+        else:
+            recording = read_attach_recording(args.replay)
+            label, banner = f"replay of {args.replay}", f"REPLAY: {args.replay}, not this machine"
+            instead = "gputui attach --replay FILE --once"
         if not recording.ranks:
             return None
         if not args.once:
-            _need_terminal("gputui attach --replay FILE --once")
+            _need_terminal(instead)
         from gputui.commands import attach_ranks
 
-        banner = f"REPLAY: {args.replay}, not this machine"
-        return attach_ranks.replay(args, recording, f"replay of {args.replay}", banner)
+        return attach_ranks.replay(args, recording, label, banner)
     except RecordingError as exc:
         raise GputuiError(f"gputui attach: {exc}") from None
 

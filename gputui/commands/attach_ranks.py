@@ -207,7 +207,7 @@ def replay(args: argparse.Namespace, recording: AttachRecording, label: str, ban
             feed.links[0].pid, first, oneshot.stats_of(first, args.window)
         )
         doc.update(ranks_json(feed.job, summary, findings, []))
-        doc["recording"] = {"label": label, "demo": False}
+        doc["recording"] = {"label": label, "demo": bool(args.demo)}
         print_json(doc)
     else:
         print_ranks(feed.job, summary, findings, [], banner=banner, ascii_only=args.ascii)

@@ -24,7 +24,7 @@ def open_recording(args: argparse.Namespace) -> tuple[SnapshotSource, str]:
     from gputui.collectors.replay import ReplaySource
 
     if args.demo:
-        return ReplaySource.demo(speed=args.speed), DEMO_BANNER
+        return ReplaySource.demo(speed=args.speed, name=args.demo), DEMO_BANNER
     source = ReplaySource.from_file(args.replay, speed=args.speed)
     return source, f"REPLAY: {args.replay}, not this machine"
 

@@ -237,6 +237,18 @@ class CaptureResult:
     #: sent again to a viewer that connected after the capture finished
     replay: bool = False
 
+    @property
+    def comm_compute_overlap(self) -> float | None:
+        """Communication kernels' time overlapped by compute kernels, as a ratio:
+        as Holistic Trace Analysis computes it on this capture's trace (its
+        window leaves the last step out), else over the whole capture (a hook
+        that sent no trace metrics)."""
+        metrics = self.trace_metrics
+        if metrics is not None:
+            pct = metrics.comm_compute_overlap_pct
+            return None if pct is None else pct / 100.0
+        return None if self.gpu_time is None else self.gpu_time.comm_compute_overlap
+
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture_result") -> CaptureResult:
         obj = typed(obj, where)

@@ -35,6 +35,9 @@ from gputui.session.attach import STEP_WINDOW, AttachState
 from gputui.snapshot.model import DeviceSnapshot
 
 DEMO_RESOURCE = "attach_demo.jsonl.gz"
+#: the embedded sessions ``gputui attach --demo NAME`` plays (the first: --demo);
+#: "ddp" holds every rank of a job (the rank view)
+DEMO_RESOURCES = {"h100": DEMO_RESOURCE, "ddp": "attach_demo_ddp.jsonl.gz"}
 
 
 class AttachFeed(Protocol):
@@ -287,8 +290,7 @@ class ReplayFeed(Playback):
 
     @classmethod
     def demo(cls, speed: float = 1.0) -> ReplayFeed:
-        recording = read_attach_bytes(embedded_bytes(DEMO_RESOURCE), "attach demo recording")
-        return cls(recording, "demo: transformer training on an H100", speed)
+        return cls(demo_recording("h100"), "demo: transformer training on an H100", speed)
 
     @property
     def duration_s(self) -> float:
@@ -365,3 +367,12 @@ class ReplayFeed(Playback):
 
     def request_memory_snapshot(self, steps: int) -> str:
         raise GputuiError("this is a recording: memory snapshots need a live job")
+
+
+def demo_recording(name: str) -> AttachRecording:
+    """The embedded attach session ``name`` (:data:`DEMO_RESOURCES`)."""
+    try:
+        raw = embedded_bytes(DEMO_RESOURCES[name])
+    except (FileNotFoundError, OSError):
+        raise RecordingError("the embedded demo recording is missing from this install") from None
+    return read_attach_bytes(raw, f"attach demo recording {name!r}")

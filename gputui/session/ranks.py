@@ -108,7 +108,7 @@ class RankCapture:
             busy_pct=None if gpu is None else gpu.busy_pct,
             comm_us=comm,
             comm_span_share=comm / span if span else None,
-            overlap=None if gpu is None else gpu.comm_compute_overlap,
+            overlap=cap.comm_compute_overlap,
             kernels=tuple(cap.kernels[:TOP_KERNELS]),
             cpu_ops=tuple(cap.cpu_ops[:TOP_OPS]),
             trace_path=cap.trace_path,

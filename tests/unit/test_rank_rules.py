@@ -263,7 +263,7 @@ def _measured(case: str) -> RanksEvidence:
             rows,
             span_us=cap["span_us"],
             busy_us=cap["busy_pct"] / 100 * cap["span_us"],
-            overlap=cap["overlap"],
+            overlap=cap["overlap_hta_pct"] / 100,
             n_steps=cap["steps"],
         )
         job = evidence(steps(phases=phases), cap=taken)
