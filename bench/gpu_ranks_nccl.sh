@@ -13,6 +13,7 @@
 #   nooverlap  the same model in one bucket larger than every gradient: the
 #              all-reduce starts when backward has ended
 #   bigslow    the big model with rank 1 slower in its data loading
+#   lightning  the big model in a Lightning Trainer (strategy="ddp"), rank 1 slower
 # Optional, by environment:
 #   RECORD_RANKS=CASE   also record that case's rank session (bench/record_ranks.py,
 #                       one synchronized capture) to OUT_DIR/ranks-CASE.jsonl.gz
@@ -21,21 +22,23 @@
 set -u
 OUT=${1:?OUT_DIR}
 shift
-CASES=${*:-healthy slow overlap nooverlap bigslow}
+CASES=${*:-healthy slow overlap nooverlap bigslow lightning}
 mkdir -p "$OUT"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
 # NCCL's multicast paths stay off on these machines
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 TORCHRUN=$(dirname "$(command -v python3)")/torchrun
+DDP="bench/jobs/train_ddp_cpu.py --device cuda --steps 0"
 BIG="--layers 8 --width 4096 --batch 256"
 
 args_of() {
     case $1 in
-        healthy) echo "--data-sleep 0.002" ;;
-        slow) echo "--data-sleep 0.002 --slow-rank 1 --slow-data-s 0.02" ;;
-        overlap) echo "$BIG --data-sleep 0.002" ;;
-        nooverlap) echo "$BIG --data-sleep 0.002 --bucket-cap-mb 100000" ;;
-        bigslow) echo "$BIG --data-sleep 0.002 --slow-rank 1 --slow-data-s 0.02" ;;
+        healthy) echo "$DDP --data-sleep 0.002" ;;
+        slow) echo "$DDP --data-sleep 0.002 --slow-rank 1 --slow-data-s 0.02" ;;
+        overlap) echo "$DDP $BIG --data-sleep 0.002" ;;
+        nooverlap) echo "$DDP $BIG --data-sleep 0.002 --bucket-cap-mb 100000" ;;
+        bigslow) echo "$DDP $BIG --data-sleep 0.002 --slow-rank 1 --slow-data-s 0.02" ;;
+        lightning) echo "bench/jobs/lightning_ddp.py --steps 0 $BIG --slow-rank 1 --slow-data-s 0.02" ;;
         *) echo "unknown case $1" >&2; return 1 ;;
     esac
 }
@@ -46,7 +49,7 @@ run_case() {  # NAME
     export XDG_CACHE_HOME=/tmp/cache-$name
     # shellcheck disable=SC2086
     python3 -m gputui run -- "$TORCHRUN" --standalone --nproc-per-node=2 \
-        bench/jobs/train_ddp_cpu.py --device cuda --steps 0 $args > "$OUT/$name.log" 2>&1 &
+        $args > "$OUT/$name.log" 2>&1 &
     local launcher=$!
     for _ in $(seq 90); do
         n=$(python3 -m gputui ls --json 2>/dev/null | python3 -c \

@@ -279,6 +279,7 @@ def _measured(case: str) -> RanksEvidence:
         ("overlap", {}),  # 8 x 4096, 25 MB buckets: one rank's capture spins, the other overlaps
         ("nooverlap", {"ranks.poor_overlap": "rank 0"}),  # one bucket: 0% overlap
         ("bigslow", {"ranks.straggler": "rank 1"}),  # its CPU waits in backward, not in comm
+        ("lightning", {"ranks.straggler": "rank 1"}),  # a Lightning Trainer: waits in "other"
     ],
 )
 def test_the_rank_rules_on_ddp_with_nccl_on_two_h100s(case: str, rules: dict[str, str]) -> None:
