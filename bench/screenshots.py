@@ -279,17 +279,22 @@ def to_png(svg_path: Path) -> Path | None:
     return None
 
 
-async def render_ranks(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
-    from gputui.session.rank_feeds import ReplayRanksFeed
+async def _rank_view(feed: Any, banner: str, at_s: float, name: str, size: tuple[int, int]) -> str:
     from gputui.tui.attach.ranks import RanksApp
 
-    feed = ReplayRanksFeed.from_file(RANKS_RECORDING)
-    app = RanksApp(feed, banner=RANKS_BANNER, autostart=False)
+    app = RanksApp(feed, banner=banner, autostart=False)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
-        app.ranks_screen.replay_to(RANKS_AT_S)
+        app.ranks_screen.replay_to(at_s)
         await pilot.pause()
-        svg = app.export_screenshot(title=f"gputui {name}")
+        return app.export_screenshot(title=f"gputui {name}")
+
+
+async def render_ranks(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
+    from gputui.session.rank_feeds import ReplayRanksFeed
+
+    feed = ReplayRanksFeed.from_file(RANKS_RECORDING)
+    svg = await _rank_view(feed, RANKS_BANNER, RANKS_AT_S, name, size)
     path = args.out / f"{name}.svg"
     path.write_text(svg)
     return path
@@ -300,16 +305,10 @@ async def render_ddp(args: argparse.Namespace, name: str, size: tuple[int, int])
     from gputui.commands.monitor import DEMO_BANNER as MONITOR_BANNER
     from gputui.session.feeds import demo_recording
     from gputui.session.rank_feeds import ReplayRanksFeed
-    from gputui.tui.attach.ranks import RanksApp
 
     if name.startswith("ranks-"):
         feed = ReplayRanksFeed(demo_recording("ddp"), "demo")
-        ranks = RanksApp(feed, banner=RANKS_DEMO_BANNER, autostart=False)
-        async with ranks.run_test(size=size) as pilot:
-            await pilot.pause()
-            ranks.ranks_screen.replay_to(DDP_RANKS_AT_S)
-            await pilot.pause()
-            svg = ranks.export_screenshot(title=f"gputui {name}")
+        svg = await _rank_view(feed, RANKS_DEMO_BANNER, DDP_RANKS_AT_S, name, size)
     else:
         source = ReplaySource.demo(name="ddp")
         app: GputuiApp = make_app(source, 1.0, banner=MONITOR_BANNER, autostart=False)
