@@ -52,11 +52,15 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         return None
     overlap = summary.metrics.comm_compute_overlap_pct
     steps = max(1, len(summary.steps))
-    # HTA's breakdown leaves the last step out; the tables cover every step: the
-    # span is scaled to every step so that shares of it stay shares (idle keeps
-    # its ratio).
-    sb = summary.metrics.step_breakdown
-    scale = steps / sb.steps if sb is not None and sb.steps and steps > sb.steps else 1.0
+    # HTA's breakdown leaves the last step out; the tables cover every GPU
+    # activity of the trace: the span is the one they cover, so that a class's
+    # time is a share of it, and busy keeps HTA's ratio (its idle share).
+    full = summary.gpu_span_us
+    scale = (
+        full / temporal.span_us
+        if temporal is not None and temporal.span_us > 0 and full is not None and full > 0
+        else 1.0
+    )
     return CaptureView(
         steps=steps,
         span_us=None if temporal is None else temporal.span_us * scale,

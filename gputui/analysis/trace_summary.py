@@ -71,6 +71,9 @@ class TraceSummary:
     kernel_names: int = 0
     kernel_total_us: float = 0.0
     kernel_us_by_class: Mapping[str, float] = field(default_factory=dict)
+    #: from the first GPU activity's start to the last one's end, over the
+    #: whole trace (what ``kernels`` and ``kernel_us_by_class`` cover)
+    gpu_span_us: float | None = None
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
     cpu_self_total_us: float = 0.0
@@ -164,6 +167,11 @@ def summarize(
         kernel_names=names,
         kernel_total_us=total,
         kernel_us_by_class=by_class,
+        gpu_span_us=(
+            max(a.end_us for a in timeline.gpu) - min(a.start_us for a in timeline.gpu)
+            if timeline.gpu
+            else None
+        ),
         cpu_ops=ops,
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,
