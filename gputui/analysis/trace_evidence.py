@@ -13,14 +13,23 @@ no NVML samples and no memory counters, so the GPU and memory rules stay quiet.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gputui.analysis import engine
-from gputui.analysis.evidence import CaptureView, JobEvidence, roofline_of
+from gputui.analysis.evidence import (
+    CaptureView,
+    JobEvidence,
+    RankEvidence,
+    RanksEvidence,
+    roofline_of,
+)
 from gputui.analysis.finding import Finding
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import step_stats
 from gputui.analysis.trace_summary import TraceSummary
 from gputui.protocol.messages import DATA
 from gputui.protocol.steps import StepRecord
+from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
 
 #: the name of a traced step's time outside data loading (no rule reads it)
 TRACED = "traced"
@@ -42,6 +51,32 @@ def trace_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
         out.append(
             StepRecord(index=first + i, t=t, wall=wall, phases={DATA: data, TRACED: wall - data})
         )
+    return tuple(out)
+
+
+def trace_rank_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
+    """The trace's profiler steps with the host's own time in phases: the step's
+    time account's buckets (data wait, communication, host sync, launch,
+    dispatch, Python; docs/analyzer.md), as shares of each step.  What ranks
+    are compared by: the step breakdown's data share is data time with the GPU
+    idle, and a rank whose GPU spins in NCCL for a slower peer hides its own
+    data loading there.  None without an account (the step breakdown's then)."""
+    sb = summary.metrics.step_breakdown
+    acct = summary.metrics.account
+    if acct is None or acct.step_us <= 0 or sb is None or not sb.step_us:
+        return trace_steps(summary)
+    shares = {bucket: acct.share(bucket) for bucket in ACCOUNT_BUCKETS if acct.bucket_us(bucket)}
+    first = sb.first_step or 0
+    out = []
+    t = 0.0
+    for i, us in enumerate(sb.step_us):
+        wall = us / 1e6
+        t += wall
+        phases = {name: wall * share for name, share in shares.items()}
+        rest = wall - sum(phases.values())
+        if rest > 0:
+            phases[TRACED] = rest
+        out.append(StepRecord(index=first + i, t=t, wall=wall, phases=phases))
     return tuple(out)
 
 
@@ -77,8 +112,14 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
     )
 
 
-def trace_evidence(summary: TraceSummary, roof: Roof | None = None) -> JobEvidence:
-    steps = trace_steps(summary)
+def trace_evidence(
+    summary: TraceSummary,
+    roof: Roof | None = None,
+    steps: tuple[StepRecord, ...] | None = None,
+) -> JobEvidence:
+    """One rank's trace as the job rules' evidence (``steps``: its step records,
+    :func:`trace_steps`'s by default)."""
+    steps = trace_steps(summary) if steps is None else steps
     return JobEvidence(
         stats=step_stats(steps, exclude_profiled=False),
         steps=steps,
@@ -95,3 +136,27 @@ def trace_job_findings(summary: TraceSummary, roof: Roof | None = None) -> list[
     """The analyzer's job rules on one rank's trace (its op rows against ``roof``
     when it has both), ranked."""
     return engine.analyze(trace_evidence(summary, roof))
+
+
+def trace_rank_findings(
+    summaries: Sequence[TraceSummary], roofs: Sequence[Roof | None] | None = None
+) -> list[Finding]:
+    """The rank rules across the traces of one job's ranks (each file a rank its
+    ``distributedInfo`` names, one world size, two ranks or more), ranked; none
+    for traces that are not the ranks of one job."""
+    ranks = [s.rank for s in summaries]
+    worlds = {s.world_size for s in summaries}
+    if (
+        len(summaries) < 2
+        or len(set(ranks)) != len(ranks)
+        or any(s.rank_from != "distributedInfo" for s in summaries)
+        or len(worlds) != 1
+    ):
+        return []
+    roofs = roofs if roofs is not None else [None] * len(summaries)
+    members = tuple(
+        RankEvidence(pid=s.rank, job=trace_evidence(s, roof, trace_rank_steps(s)), rank=s.rank)
+        for s, roof in sorted(zip(summaries, roofs, strict=True), key=lambda p: p[0].rank)
+    )
+    (world,) = worlds
+    return engine.analyze_ranks(RanksEvidence(members, world))

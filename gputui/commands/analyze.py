@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: 2 adds each rank's step account (``account``); 3 its MFU during the trace
 #: (``utilisation``, ``utilisation_note``); every key of 1 and 2 stays
-JSON_VERSION = 3
+JSON_VERSION = 4
 
 
 SUMMARY = "what torch.profiler traces say (steps, breakdowns, kernels)"
@@ -157,10 +157,10 @@ def _load(
 def main(args: argparse.Namespace) -> int:
     from gputui.analysis.evidence import roofline_of
     from gputui.analysis.finding import ranked
-    from gputui.analysis.trace_evidence import trace_job_findings
+    from gputui.analysis.trace_evidence import trace_job_findings, trace_rank_findings
     from gputui.analysis.trace_summary import summary_json, trace_findings
     from gputui.reports import roofline as roofline_text
-    from gputui.reports.analyze import render
+    from gputui.reports.analyze import render, render_across
     from gputui.trace.tables import TOP_ROWS
 
     warnings: list[str] = []
@@ -180,6 +180,7 @@ def main(args: argparse.Namespace) -> int:
         for s, roof in zip(summaries, roofs, strict=True)
     ]
     mfus = [mfu_of(s, roof) for s, roof in zip(summaries, roofs, strict=True)]
+    across = trace_rank_findings(summaries, roofs)
     if args.json:
         ranks = []
         for s, f, roof, (util, why) in zip(summaries, findings, roofs, mfus, strict=True):
@@ -189,10 +190,16 @@ def main(args: argparse.Namespace) -> int:
             doc_rank["utilisation"] = None if util is None else util.as_dict()
             doc_rank["utilisation_note"] = why
             ranks.append(doc_rank)
-        doc = {"version": JSON_VERSION, "gputui": __version__, "ranks": ranks, "warnings": warnings}
+        doc = {
+            "version": JSON_VERSION,
+            "gputui": __version__,
+            "ranks": ranks,
+            "warnings": warnings,
+            "across_ranks": [f.to_json() for f in across],
+        }
         print(json.dumps(doc, indent=2))
         return 0
-    lines: list[str] = []
+    lines: list[str] = render_across(across) if across else []
     for summary, found, roof, mfu in zip(summaries, findings, roofs, mfus, strict=True):
         if lines:
             lines.append("")

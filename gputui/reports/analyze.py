@@ -101,6 +101,13 @@ def render(
     return out
 
 
+def render_across(findings: Sequence[Finding], width: int | None = None) -> list[str]:
+    """The findings of the rank rules across the traces of one job's ranks."""
+    width = output_width() if width is None else width
+    head = f"Findings across ranks ({len(findings)})"
+    return [head, *findings_text.text_blocks(findings, width)]
+
+
 def _findings(findings: Sequence[Finding], width: int) -> list[str]:
     if not findings:
         return []
