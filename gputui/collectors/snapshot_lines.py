@@ -41,6 +41,12 @@ _MAX_PROCESSES = MAX_ITEMS["Snapshot.processes"]
 _MOVED = 5
 #: new processes read at once (their JSON values held until converted)
 _BATCH = 512
+#: a line of at least this many processes leaves everything the collector
+#: tracks out of it (``gc.freeze``) before the collector resumes, so that its
+#: young collection does not walk the line's values; None: never.  The monitor
+#: sets it, and gives the frozen objects back for a full collection now and
+#: then (gputui.tui.footprint.SampleFreezer).
+freeze_from: int | None = None
 
 
 class SnapshotLines:
@@ -68,6 +74,8 @@ class SnapshotLines:
             snapshot = None
         finally:
             if paused:
+                if freeze_from is not None and len(self._processes) >= freeze_from:
+                    gc.freeze()
                 gc.enable()
         if snapshot is None:
             self._pieces, self._processes, self._known = [], [], {}

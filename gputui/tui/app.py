@@ -111,6 +111,8 @@ class GputuiApp(BaseApp):
         #: the pids on screen (the process table, the detail screen), for the collector
         self.in_view = InView()
         self._view_given = False
+        #: the collector's housekeeping for thousands of processes (a real screen)
+        self._freezer: footprint.SampleFreezer | None = None
         self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
         if ascii_only:
             ascii.use_ascii(self)
@@ -155,6 +157,8 @@ class GputuiApp(BaseApp):
         # the start-up's freed memory back to the kernel, then what later frees
         self.set_timer(footprint.FIRST_TRIM_S, lambda: footprint.trim())
         self.set_interval(footprint.TRIM_EVERY_S, lambda: footprint.trim())
+        self._freezer = footprint.SampleFreezer()
+        self._freezer.engage()
 
     def _freeze_startup_objects(self) -> None:
         # Modules, styles, widgets (and a short recording, decoded by then) live as
@@ -176,6 +180,9 @@ class GputuiApp(BaseApp):
         recorded_at = getattr(self.source, "recorded_at_s", None)
         ceilings = None if self.source.is_recording else self._ceilings_of(snapshot)
         self.post_message(SnapshotReady(snapshot, recorded_at, self._replay_progress(), ceilings))
+        freezer = self._freezer
+        if freezer is not None:
+            freezer.after_sample(len(snapshot.processes))
 
     def _give_view(self) -> None:
         """Tell a live source which processes are on screen (after its first

@@ -164,3 +164,69 @@ def test_what_is_already_loaded_is_left_as_it_is() -> None:
     assert footprint.lean_imports() is False
     for name in footprint.UNUSED_LIBRARIES:
         assert name not in sys.modules or sys.modules[name] is not None
+
+
+# -- the collector and thousands of processes ---------------------------------------------
+class _Cycle:
+    """Cyclic garbage: freed only by the cyclic collector."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def clean_gc() -> Any:
+    import gc
+
+    from gputui.collectors import snapshot_lines
+
+    gc.unfreeze()
+    yield gc
+    gc.unfreeze()
+    snapshot_lines.freeze_from = None
+
+
+def test_a_large_sample_is_frozen_and_thawed_for_a_full_collection(clean_gc: Any) -> None:
+    import weakref
+
+    gc = clean_gc
+    now = [0.0]
+    freezer = footprint.SampleFreezer(threshold=1000, thaw_every_s=60.0, clock=lambda: now[0])
+    freezer.after_sample(999)  # the control: below the threshold
+    assert gc.get_freeze_count() == 0 and freezer.frozen_since is None
+    garbage = _Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    freezer.after_sample(1000)
+    assert gc.get_freeze_count() > 0 and freezer.frozen_since == 0.0
+    gc.collect()
+    assert gone() is not None  # frozen: no collection reaches it
+    now[0] = 59.0
+    freezer.after_sample(1000)
+    assert freezer.thaws == 0 and gone() is not None
+    now[0] = 60.0
+    freezer.after_sample(1000)
+    assert freezer.thaws == 1 and gone() is None  # the full collection freed it
+    assert gc.get_freeze_count() > 0  # what survived, frozen again
+
+
+def test_the_decoder_freezes_a_large_line_and_decodes_it_the_same(clean_gc: Any) -> None:
+    import json
+
+    from gputui.collectors import snapshot_lines
+    from gputui.collectors.snapshot_lines import SnapshotLines
+    from gputui.snapshot.codec import snapshot_to_json
+    from tests.helpers.synthetic import make_snapshots
+
+    gc = clean_gc
+    (snap,) = make_snapshots(n_gpus=1, n_procs=40, n_steps=1)
+    line = json.dumps(snapshot_to_json(snap), separators=(",", ":")).encode()
+    plain = SnapshotLines().decode(line)
+    assert gc.get_freeze_count() == 0
+    snapshot_lines.freeze_from = 41  # the control: one process more than the line has
+    SnapshotLines().decode(line)
+    assert gc.get_freeze_count() == 0
+    snapshot_lines.freeze_from = 40
+    frozen = SnapshotLines().decode(line)
+    assert gc.get_freeze_count() > 0 and gc.isenabled()
+    assert frozen == plain
