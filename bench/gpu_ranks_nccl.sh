@@ -14,6 +14,7 @@
 #              all-reduce starts when backward has ended
 #   bigslow    the big model with rank 1 slower in its data loading
 #   lightning  the big model in a Lightning Trainer (strategy="ddp"), rank 1 slower
+#   hf         a small GPT-2 in a Hugging Face Trainer (bf16), rank 1 slower
 # Optional, by environment:
 #   RECORD_RANKS=CASE   also record that case's rank session (bench/record_ranks.py,
 #                       one synchronized capture) to OUT_DIR/ranks-CASE.jsonl.gz
@@ -22,7 +23,7 @@
 set -u
 OUT=${1:?OUT_DIR}
 shift
-CASES=${*:-healthy slow overlap nooverlap bigslow lightning}
+CASES=${*:-healthy slow overlap nooverlap bigslow lightning hf}
 mkdir -p "$OUT"
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONUNBUFFERED=1
 # NCCL's multicast paths stay off on these machines
@@ -39,6 +40,7 @@ args_of() {
         nooverlap) echo "$DDP $BIG --data-sleep 0.002 --bucket-cap-mb 100000" ;;
         bigslow) echo "$DDP $BIG --data-sleep 0.002 --slow-rank 1 --slow-data-s 0.02" ;;
         lightning) echo "bench/jobs/lightning_ddp.py --steps 0 $BIG --slow-rank 1 --slow-data-s 0.02" ;;
+        hf) echo "bench/jobs/hf_ddp.py --steps 0 --slow-rank 1 --slow-data-s 0.02" ;;
         *) echo "unknown case $1" >&2; return 1 ;;
     esac
 }

@@ -280,6 +280,9 @@ def _measured(case: str) -> RanksEvidence:
         ("nooverlap", {"ranks.poor_overlap": "rank 0"}),  # one bucket: 0% overlap
         ("bigslow", {"ranks.straggler": "rank 1"}),  # its CPU waits in backward, not in comm
         ("lightning", {"ranks.straggler": "rank 1"}),  # a Lightning Trainer: waits in "other"
+        # a Hugging Face Trainer (GPT-2, bf16): rank 0 waits in forward; the
+        # straggler's own capture shows its all-reduce 23% overlapped
+        ("hf", {"ranks.straggler": "rank 1", "ranks.poor_overlap": "rank 1"}),
     ],
 )
 def test_the_rank_rules_on_ddp_with_nccl_on_two_h100s(case: str, rules: dict[str, str]) -> None:
