@@ -7,6 +7,7 @@ from typing import Any
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
+from gputui.analysis.rules.ranks import wait_hint
 from gputui.collectors.job_group import JobGroup
 from gputui.reports import findings as findings_text
 from gputui.reports.attach import trace_lines
@@ -43,6 +44,7 @@ def ranks_json(
             "leader_step": summary.leader_step,
             "alert": summary.alert,
             "findings": [f.to_json() for f in findings],
+            "wait_hint": wait_hint(summary.evidence),
             "problems": list(problems),
         },
         "ranks": [row.to_json() for row in summary.rows],
@@ -107,6 +109,9 @@ def render(
     if findings:
         out.append(f"findings across ranks ({len(findings)})")
         out.extend(findings_text.text_blocks(findings, width, with_rule=False))
+    hint = wait_hint(summary.evidence)
+    if hint:
+        out.extend(wrap(hint, width, "", _TAB))
     for row in summary.rows:
         out.extend(_capture(row, width, recorded))
     return out

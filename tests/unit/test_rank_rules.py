@@ -302,3 +302,38 @@ def test_the_rank_rules_on_ddp_with_nccl_on_two_h100s(case: str, rules: dict[str
         assert "rank 0 waits for it in communication kernels on the GPU (91% of its" in f.evidence
         assert "data loading" in f.fix
         assert 60 < (f.impact_pct or 0) < 75
+
+
+@pytest.mark.parametrize(
+    ("case", "hinted"),
+    [
+        ("healthy", False),
+        ("slow", False),  # named without a capture: its peer waits in comm
+        ("overlap", False),
+        ("nooverlap", False),
+        ("bigslow", True),
+        ("lightning", True),
+        ("hf", True),
+    ],
+)
+def test_before_a_capture_differing_phases_ask_for_one(case: str, hinted: bool) -> None:
+    """Without captures the NCCL stragglers cannot be named (their peers block
+    outside comm); the rank view says so and what to do, and only there."""
+    import dataclasses
+
+    from gputui.analysis.rules.ranks import wait_hint
+
+    measured = _measured(case)
+    uncaptured = dataclasses.replace(
+        measured,
+        ranks=tuple(
+            dataclasses.replace(r, job=dataclasses.replace(r.job, capture=None))
+            for r in measured.ranks
+        ),
+    )
+    hint = wait_hint(uncaptured)
+    assert (hint is not None) == hinted, hint
+    if hint:
+        assert "rank 1's data +" in hint and "synchronized capture" in hint
+        assert "ranks.straggler" not in {f.rule for f in engine.analyze_ranks(uncaptured)}
+    assert wait_hint(measured) is None  # with the captures the rules say it

@@ -256,6 +256,37 @@ def find_straggler(ev: RanksEvidence) -> _Straggler | None:
     return _by_compute(ready) or _by_gpu_wait(ready)
 
 
+def wait_hint(ev: RanksEvidence) -> str | None:
+    """What to do when the rules see no straggler yet the ranks' own phases
+    differ both ways: one rank a tenth of the step longer than the others in
+    one phase, another in a different one.  With NCCL a rank that waits for a
+    slower one blocks wherever its GPU's queue stops it, not in its comm phase,
+    so the wall-time phases cannot say which waits; a synchronized capture
+    (its communication kernels) can.  None once every rank has a capture or a
+    rule names the straggler."""
+    ready = list(ev.ready)
+    if len(ready) < 2 or all(r.job.capture is not None for r in ready):
+        return None
+    step = ev.step_s
+    if not step or find_straggler(ev) is not None:
+        return None
+    ahead: list[tuple[RankEvidence, str, float]] = []
+    for r in ready:
+        excess = _excess(r, [o for o in ready if o is not r])
+        if excess:
+            phase = max(excess, key=lambda n: excess[n])
+            if excess[phase] >= (STRAGGLER_SKEW - 1.0) * step:
+                ahead.append((r, phase, excess[phase]))
+    if len(ahead) < 2 or len({phase for _r, phase, _x in ahead}) < 2:
+        return None
+    said = ", ".join(f"{r.label}'s {phase} +{fmt.ms(x)}" for r, phase, x in ahead[:4])
+    return (
+        f"the ranks' phases differ ({said} a step): with NCCL a rank that waits for "
+        "another blocks outside comm; a synchronized capture (p, or --capture N) shows "
+        "which GPU waits"
+    )
+
+
 @rule(
     "ranks.straggler",
     "comm",

@@ -26,6 +26,7 @@ from textual.widgets import Footer
 from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
+from gputui.analysis.rules.ranks import wait_hint
 from gputui.errors import GputuiError
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.session.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
@@ -143,6 +144,8 @@ class RankFindings(TextPanel):
         self.findings: tuple[Finding, ...] = ()
         self.ready = False
         self.rows = 3
+        #: what to do when the phases differ and no rule can say who waits
+        self.hint: str | None = None
 
     def build(self, width: int) -> Text:
         title = Text()
@@ -152,7 +155,10 @@ class RankFindings(TextPanel):
             title.append("  the rank rules wait for 20 ordinary steps on two ranks", style="dim")
             return hanging(title, width, hang)
         if not self.findings:
-            title.append("  the ranks keep pace with each other", style="dim green")
+            if self.hint:
+                title.append(f"  {self.hint}", style="yellow")
+            else:
+                title.append("  the ranks keep pace with each other", style="dim green")
             return hanging(title, width, hang)
         more = len(self.findings) - self.rows
         title.append("  " + findings_count(len(self.findings), more, width - hang), style="dim")
@@ -401,6 +407,7 @@ class RanksScreen(Screen[object]):
         panel = self.query_one(RankFindings)
         panel.findings = self.findings
         panel.ready = enough_steps(summary)
+        panel.hint = wait_hint(summary.evidence) if panel.ready and not self.findings else None
         panel.redraw()
         compute = self.query_one(ComputePanel)
         compute.summary = summary
