@@ -13,7 +13,7 @@ no NVML samples and no memory counters, so the GPU and memory rules stay quiet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gputui.analysis import engine
 from gputui.analysis.evidence import (
@@ -35,23 +35,30 @@ from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
 TRACED = "traced"
 
 
-def trace_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
-    """The trace's profiler steps as step records (wall time and data share)."""
+def _steps(summary: TraceSummary, shares: Mapping[str, float]) -> tuple[StepRecord, ...]:
+    """The trace's profiler steps, each phase ``shares`` of its wall time and the
+    rest :data:`TRACED`."""
     sb = summary.metrics.step_breakdown
-    if sb is None or not sb.step_us or not sb.steps_us:
+    if sb is None or not sb.step_us:
         return ()
-    data_share = min(1.0, max(0.0, sb.dataloader_us / sb.steps_us))
     first = sb.first_step or 0
     out = []
     t = 0.0
     for i, us in enumerate(sb.step_us):
         wall = us / 1e6
         t += wall
-        data = wall * data_share
-        out.append(
-            StepRecord(index=first + i, t=t, wall=wall, phases={DATA: data, TRACED: wall - data})
-        )
+        phases = {name: wall * share for name, share in shares.items()}
+        phases[TRACED] = max(0.0, wall - sum(phases.values()))
+        out.append(StepRecord(index=first + i, t=t, wall=wall, phases=phases))
     return tuple(out)
+
+
+def trace_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
+    """The trace's profiler steps as step records (wall time and data share)."""
+    sb = summary.metrics.step_breakdown
+    if sb is None or not sb.step_us or not sb.steps_us:
+        return ()
+    return _steps(summary, {DATA: min(1.0, max(0.0, sb.dataloader_us / sb.steps_us))})
 
 
 def trace_rank_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
@@ -60,24 +67,12 @@ def trace_rank_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
     dispatch, Python; docs/analyzer.md), as shares of each step.  What ranks
     are compared by: the step breakdown's data share is data time with the GPU
     idle, and a rank whose GPU spins in NCCL for a slower peer hides its own
-    data loading there.  None without an account (the step breakdown's then)."""
-    sb = summary.metrics.step_breakdown
+    data loading there.  Without an account, :func:`trace_steps`."""
     acct = summary.metrics.account
-    if acct is None or acct.step_us <= 0 or sb is None or not sb.step_us:
+    if acct is None or acct.step_us <= 0:
         return trace_steps(summary)
-    shares = {bucket: acct.share(bucket) for bucket in ACCOUNT_BUCKETS if acct.bucket_us(bucket)}
-    first = sb.first_step or 0
-    out = []
-    t = 0.0
-    for i, us in enumerate(sb.step_us):
-        wall = us / 1e6
-        t += wall
-        phases = {name: wall * share for name, share in shares.items()}
-        rest = wall - sum(phases.values())
-        if rest > 0:
-            phases[TRACED] = rest
-        out.append(StepRecord(index=first + i, t=t, wall=wall, phases=phases))
-    return tuple(out)
+    buckets = [b for b in ACCOUNT_BUCKETS if acct.bucket_us(b)]
+    return _steps(summary, {b: acct.share(b) for b in buckets})
 
 
 def trace_capture(summary: TraceSummary) -> CaptureView | None:
