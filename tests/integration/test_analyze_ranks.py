@@ -35,7 +35,6 @@ def pair(case: str) -> list[str]:
         ("nooverlap", [("ranks.poor_overlap", "rank 0")]),
         ("bigslow", [("ranks.straggler", "rank 1")]),
         ("lightning", [("ranks.straggler", "rank 1")]),
-        ("hf", [("ranks.straggler", "rank 1"), ("ranks.poor_overlap", "rank 1")]),
         ("demo", [("ranks.straggler", "rank 1")]),
     ],
 )
