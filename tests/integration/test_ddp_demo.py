@@ -118,3 +118,15 @@ def test_the_demos_are_packaged() -> None:
     assert '"data/*.gz"' in pyproject
     for name in ("demo_ddp.jsonl.gz", "attach_demo_ddp.jsonl.gz"):
         assert (Path(REPO) / "gputui" / "data" / name).stat().st_size > 10_000
+
+
+def test_every_demo_name_has_its_recording() -> None:
+    from gputui import cli
+    from gputui.collectors.replay import DEMO_RESOURCES
+    from gputui.commands import attach
+    from gputui.session.feeds import DEMO_RESOURCES as ATTACH_RESOURCES
+
+    assert list(cli.DEMOS) == list(DEMO_RESOURCES)  # the same names, the default first
+    assert list(attach.DEMOS) == list(ATTACH_RESOURCES)
+    for name in (*DEMO_RESOURCES.values(), *ATTACH_RESOURCES.values()):
+        assert (REPO / "gputui" / "data" / name).is_file(), name

@@ -389,10 +389,9 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
     # capture shows the transfer itself, and how much of it overlaps compute.
     seen: list[tuple[float, RankEvidence, CaptureView, float, float]] = []
     for rank in ev.ranks:
-        cap = rank.job.capture
-        if cap is None or cap.comm_compute_overlap is None or not cap.span_us:
+        cap, share = rank.job.capture, _comm_span_share(rank)
+        if cap is None or share is None or cap.comm_compute_overlap is None or not cap.span_us:
             continue
-        share = cap.by_class_us.get(COMMUNICATION, 0.0) / cap.span_us
         seen.append((share, rank, cap, cap.span_us, cap.comm_compute_overlap))
     if not seen:
         return []
