@@ -14,6 +14,18 @@ whose first key is ``pid``, as gputui writes them.  Each piece must then parse
 as exactly one JSON object on its own (a cut inside a nested value leaves a
 piece with an unclosed bracket); a line that is not cut cleanly, or that does not
 decode this way, is decoded whole, as before, with the same errors.
+
+A process that changed mostly changed its numbers (CPU, memory, utilization):
+its user, name and command line, a third of its text and most of its parse and
+check, are as they were.  Those three fields come as one run of text, from
+``,"user":`` to ``,"cpu_pct":`` (the model's order, which gputui writes); a
+changed process whose run is byte for byte the one of the process at its place
+in the line before takes that process's three values, and only the rest of its
+text is parsed.  The values of a run depend on its text alone when the run is at
+the object's top level (no bracket before it in the piece) and parses on its own
+as an object of those three keys, and the rest holds none of them: then the
+process is the one the whole piece reads as.  A piece for which any of this does
+not hold is read whole.
 """
 
 from __future__ import annotations
@@ -25,7 +37,12 @@ from operator import eq, not_
 from typing import cast
 
 from gputui.collectors.recording_io import load_line, load_objects, value_end
-from gputui.snapshot.codec import DecodeError, converter_of, snapshot_from_json
+from gputui.snapshot.codec import (
+    DecodeError,
+    converter_of,
+    dataclass_plan,
+    snapshot_from_json,
+)
 from gputui.snapshot.model import MAX_ITEMS, ProcessSnapshot, Snapshot
 
 _KEY = b'"processes":['
@@ -41,6 +58,11 @@ _MAX_PROCESSES = MAX_ITEMS["Snapshot.processes"]
 _MOVED = 5
 #: new processes read at once (their JSON values held until converted)
 _BATCH = 512
+#: the run of a process's text that holds its user, name and command line:
+#: from its start to the start of the key after it
+_RUN_START = b',"user":'
+_RUN_END = b',"cpu_pct":'
+_RUN_KEYS = frozenset(("user", "name", "cmdline"))
 #: a line of at least this many processes leaves everything the collector
 #: tracks out of it (``gc.freeze``) before the collector resumes, so that its
 #: young collection does not walk the line's values; None: never.  The monitor
@@ -57,7 +79,11 @@ class SnapshotLines:
         #: (None until needed)
         self._pieces: list[bytes] = []
         self._processes: list[ProcessSnapshot] = []
-        self._known: dict[bytes, ProcessSnapshot] | None = {}
+        #: for each of them, where in its text the run of its user, name and
+        #: command line starts when its values are that run's (the module's
+        #: notes), else 0
+        self._run_at: list[int] = []
+        self._known: dict[bytes, int] | None = {}
 
     def decode(self, line: bytes) -> Snapshot:
         """The snapshot of ``line``; DecodeError or ValueError as
@@ -78,7 +104,7 @@ class SnapshotLines:
                     gc.freeze()
                 gc.enable()
         if snapshot is None:
-            self._pieces, self._processes, self._known = [], [], {}
+            self._pieces, self._processes, self._run_at, self._known = [], [], [], {}
             return snapshot_from_json(load_line(line))
         return snapshot
 
@@ -112,33 +138,128 @@ class SnapshotLines:
         # A line of 20,000 processes, nine in ten unchanged, is then mostly the
         # few thousand it must decode.
         old_pieces = self._pieces
+        old_processes = self._processes
         processes: list[ProcessSnapshot | None]
         if len(old_pieces) == len(pieces):
-            processes = list(self._processes)  # those at a missing place are replaced
+            processes = list(old_processes)  # those at a missing place are replaced
+            run_at = list(self._run_at)
             missing = list(compress(count(), map(not_, map(eq, pieces, old_pieces))))
         else:
             processes = [None] * len(pieces)
+            run_at = [0] * len(pieces)
             missing = list(range(len(pieces)))
         if len(missing) > len(pieces) // _MOVED:
             # processes came or went before others, which moved: look them up
             known = self._known_by_text()
+            old_run_at = self._run_at
             for i in missing:
-                processes[i] = known.get(pieces[i])
+                j = known.get(pieces[i])
+                if j is None:
+                    processes[i] = None
+                else:
+                    processes[i], run_at[i] = old_processes[j], old_run_at[j]
             missing = [i for i in missing if processes[i] is None]
+        whole = self._decode_runs(pieces, missing, processes, run_at)
         convert = converter_of(ProcessSnapshot)
-        for at in range(0, len(missing), _BATCH):
-            batch = missing[at : at + _BATCH]
+        for at in range(0, len(whole), _BATCH):
+            batch = whole[at : at + _BATCH]
             values = load_objects([pieces[i] for i in batch], _FIRST, b"}")
             for i, value in zip(batch, values, strict=True):
                 processes[i] = convert(value)
+                run_at[i] = 0
         done = cast(list[ProcessSnapshot], processes)  # every None filled
         snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(done))
-        self._pieces, self._processes, self._known = pieces, done, None
+        self._pieces, self._processes, self._run_at, self._known = pieces, done, run_at, None
         return snapshot
 
-    def _known_by_text(self) -> dict[bytes, ProcessSnapshot]:
-        """The previous line's processes by their text (built when a process
-        moved, the first time it is needed)."""
+    def _decode_runs(
+        self,
+        pieces: list[bytes],
+        missing: list[int],
+        processes: list[ProcessSnapshot | None],
+        run_at: list[int],
+    ) -> list[int]:
+        """Decode the processes at ``missing`` whose user, name and command line
+        form a run (the module's notes): those of the process at the same place
+        in the line before when the runs are the same text, else read from the
+        run.  Returns the places left to read whole."""
+        if not _RUNS or not missing:
+            return missing
+        old_pieces, old_processes, old_run_at = self._pieces, self._processes, self._run_at
+        old_count = len(old_pieces)
+        whole: list[int] = []
+        places: list[int] = []  # read as a rest and a run...
+        starts: list[int] = []
+        rests: list[bytes] = []
+        runs: list[bytes | None] = []  # ...None: the run of the process before
+        for i in missing:
+            piece = pieces[i]
+            start = piece.find(_RUN_START)
+            if start <= 0:
+                whole.append(i)
+                continue
+            end = piece.find(_RUN_END, start)
+            head = piece[:start]
+            if end < 0 or b"{" in head or b"[" in head:
+                whole.append(i)
+                continue
+            run = piece[start:end]
+            at = old_run_at[i] if i < old_count else 0
+            places.append(i)
+            starts.append(start)
+            rests.append(head + piece[end:])
+            # the same text up to the key after it: the same run (each ends at the
+            # first such key after its start)
+            if (
+                at
+                and old_pieces[i].startswith(run, at)
+                and old_pieces[i].startswith(_RUN_END, at + len(run))
+            ):
+                runs.append(None)
+            else:
+                runs.append(run[1:])
+        convert = converter_of(ProcessSnapshot)
+        for at in range(0, len(places), _BATCH):
+            batch = range(at, min(at + _BATCH, len(places)))
+            fresh = [k for k in batch if runs[k] is not None]
+            try:
+                values = load_objects([rests[k] for k in batch], _FIRST, b"}")
+                run_values = load_objects([runs[k] for k in fresh], b"{", b"}")  # type: ignore[misc]
+            except ValueError:  # read whole: the same error as the whole piece, or none
+                whole.extend(places[k] for k in batch)
+                continue
+            by_place = dict(zip(fresh, run_values, strict=True))
+            for k, value in zip(batch, values, strict=True):
+                i = places[k]
+                if "user" in value or "name" in value or "cmdline" in value:
+                    whole.append(i)
+                    continue
+                run_value = by_place.get(k)
+                if run_value is None:
+                    process = convert(value)
+                    before = old_processes[i]
+                    attributes = vars(process)
+                    attributes["user"] = before.user
+                    attributes["name"] = before.name
+                    attributes["cmdline"] = before.cmdline
+                elif run_value.keys() <= _RUN_KEYS:
+                    value.update(run_value)
+                    process = convert(value)
+                else:
+                    whole.append(i)
+                    continue
+                processes[i] = process
+                run_at[i] = starts[k]
+        return whole
+
+    def _known_by_text(self) -> dict[bytes, int]:
+        """The places of the previous line's processes by their text (built when
+        a process moved, the first time it is needed)."""
         if self._known is None:
-            self._known = dict(zip(self._pieces, self._processes, strict=True))
+            self._known = {piece: at for at, piece in enumerate(self._pieces)}
         return self._known
+
+
+#: runs are taken over only where the converter fills a process's attributes
+#: directly (a plain dataclass: see gputui.snapshot.codec.dataclass_plan)
+_RUNS = dataclass_plan(ProcessSnapshot)[2] is not None

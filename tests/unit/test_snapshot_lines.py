@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputui.collectors.recording_io import load_line
 from gputui.collectors.snapshot_lines import SnapshotLines
@@ -174,3 +176,142 @@ def test_huge_integers_decode_as_the_whole_line_reads_them(field: str, digits: s
     except (DecodeError, ValueError) as exc:
         pieces = str(exc)
     assert pieces == whole
+
+
+# -- the run of user, name and command line --------------------------------------
+
+
+def _decoded_pieces_and_whole(second: bytes) -> tuple[Any, Any]:
+    """``second`` decoded after an ordinary line (every process's run known), and
+    decoded whole: (result or error text) of each."""
+    decoder = SnapshotLines()
+    decoder.decode(_line(snapshot_to_json(_with_processes(1.0, [_proc(1), _proc(2)]))))
+    results = []
+    for decode in (decoder.decode, lambda line: snapshot_from_json(load_line(line))):
+        try:
+            results.append(decode(second))
+        except (DecodeError, ValueError) as exc:
+            results.append(str(exc))
+    return results[0], results[1]
+
+
+def test_a_changed_process_with_the_same_run_keeps_its_words_and_reads_the_rest() -> None:
+    decoder = SnapshotLines()
+    procs = [
+        _proc(pid, user="ana", name="python", cmdline=("serve", str(pid))) for pid in (1, 2, 3)
+    ]
+    a = decoder.decode(_line(snapshot_to_json(_with_processes(1.0, procs))))
+    changed = [
+        dataclasses.replace(procs[0], cpu_pct=77.0, gpu_mem_bytes=5),  # numbers only
+        dataclasses.replace(procs[1], cmdline=("serve", "other")),  # its words too
+        procs[2],
+    ]
+    b = decoder.decode(_line(snapshot_to_json(_with_processes(2.0, changed))))
+    assert b == _with_processes(2.0, changed)
+    assert b.processes[0] is not a.processes[0]
+    assert b.processes[0].cmdline is a.processes[0].cmdline  # taken, not read again
+    assert b.processes[0].cpu_pct == 77.0 and b.processes[0].gpu_mem_bytes == 5
+    assert b.processes[1].cmdline == ("serve", "other")
+    assert b.processes[2] is a.processes[2]
+    # a process that came to a place whose run differs reads its own
+    third = [changed[0], _proc(9, user="bo", name="x", cmdline=("y",)), changed[2]]
+    c = decoder.decode(_line(snapshot_to_json(_with_processes(3.0, third))))
+    assert c == _with_processes(3.0, third)
+
+
+def _hostile_run(case: str) -> bytes:
+    line = _line(snapshot_to_json(_with_processes(2.0, [_proc(1, cpu_pct=5.0), _proc(2)])))
+    run = b'"user":"ana","name":null,"cmdline":'
+    assert line.count(run) == 2
+    if case == "user_again_after_the_run":
+        return line.replace(b'"hooked":false}', b'"hooked":false,"user":"eve"}', 1)
+    if case == "name_again_before_the_run":
+        return line.replace(b'"type":"compute",', b'"type":"compute","name":"eve",', 1)
+    if case == "bracket_before_the_run":
+        return line.replace(b'"type":"compute",', b'"type":"compute","x":{"y":1},', 1)
+    if case == "another_key_in_the_run":  # the rest's later "rss_bytes" wins
+        return line.replace(run, b'"user":"ana","rss_bytes":5,"name":null,"cmdline":', 1)
+    if case == "run_ends_inside_a_value":
+        return line.replace(run, b'"user":"ana","x":{"z":1,"cpu_pct":2},"name":null,"cmdline":', 1)
+    if case == "run_not_an_object":
+        return line.replace(run, b'"user":"ana","name":null,"cmdline":[1,],"x":', 1)
+    if case == "user_inside_a_nested_value_first":
+        return line.replace(b'"type":"compute",', b'"type":"compute","x":[{"user":"a"}],', 1)
+    if case == "run_inside_a_nested_value":  # and none at the top level
+        doc = snapshot_to_json(_with_processes(2.0, [_proc(1, cpu_pct=5.0), _proc(2)]))
+        first = doc["processes"][0]
+        for key in ("user", "name", "cmdline"):
+            del first[key]
+        items = list(first.items())
+        items.insert(4, ("x", {"k": 1, "user": "a", "cpu_pct": 2}))
+        doc["processes"][0] = dict(items)
+        return _line(doc)
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "user_again_after_the_run",
+        "name_again_before_the_run",
+        "bracket_before_the_run",
+        "another_key_in_the_run",
+        "run_ends_inside_a_value",
+        "run_not_an_object",
+        "user_inside_a_nested_value_first",
+        "run_inside_a_nested_value",
+    ],
+)
+def test_runs_that_do_not_stand_alone_are_read_with_the_whole_process(case: str) -> None:
+    line = _hostile_run(case)
+    after, whole = _decoded_pieces_and_whole(line)
+    assert after == whole
+    fresh, whole = _decoded_fresh_and_whole(line)
+    assert fresh == whole
+
+
+def _decoded_fresh_and_whole(line: bytes) -> tuple[Any, Any]:
+    out = []
+    for decode in (SnapshotLines().decode, lambda x: snapshot_from_json(load_line(x))):
+        try:
+            out.append(decode(line))
+        except (DecodeError, ValueError) as exc:
+            out.append(str(exc))
+    return out[0], out[1]
+
+
+_KEYS = st.sampled_from(["user", "name", "cmdline", "cpu_pct", "pid", "x", "hooked"])
+_VALUES = st.one_of(
+    st.none(),
+    st.text(max_size=4),
+    st.integers(-2, 3),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.dictionaries(_KEYS, st.integers(0, 2), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    extra=st.lists(st.tuples(_KEYS, _VALUES), max_size=4),
+    at=st.integers(0, 30),
+    words=st.sampled_from([("a", "b"), ("a", "c")]),
+)
+def test_any_process_text_decodes_after_a_line_as_it_decodes_whole(
+    extra: list[tuple[str, Any]], at: int, words: tuple[str, ...]
+) -> None:
+    # The second process of a line gets keys and values spliced in anywhere,
+    # duplicates and nested values included: read after a line whose runs are
+    # known, it is what the whole line reads as (or fails as the whole fails).
+    doc = snapshot_to_json(_with_processes(2.0, [_proc(1), _proc(2, cmdline=words)]))
+    items = list(doc["processes"][1].items())
+    at = min(at, len(items))
+    spliced = ",".join(
+        json.dumps(k) + ":" + json.dumps(v, separators=(",", ":"))
+        for k, v in [*items[:at], *extra, *items[at:]]
+    )
+    text = _line({**doc, "processes": ["P0", "P1"]})
+    line = text.replace(b'"P0"', _line(doc["processes"][0])).replace(
+        b'"P1"', b"{" + spliced.encode() + b"}"
+    )
+    after, whole = _decoded_pieces_and_whole(line)
+    assert after == whole
