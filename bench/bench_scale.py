@@ -7,7 +7,10 @@ For each size (``--sizes``, default 100, 1,000 and 2,000 processes on 8 GPUs,
 and 20,000 on one GPU), a synthetic recording is made once by
 ``bench/scale_recording.py`` (a tenth of the processes change their numbers
 each second, 0.2% are replaced), and the embedded demo (one GPU, one process)
-is measured too.  For each checkout (``--tree LABEL=PATH``, this one by
+is measured too.  Each checkout plays the recording its gputui writes
+(``--format own``: from 1,000 processes a compact one, where the checkout
+writes and reads those; ``--format full``: every checkout the full one).  For
+each checkout (``--tree LABEL=PATH``, this one by
 default), in turns:
 
 - ``once``: ``gputui --replay FILE --once`` into a pipe (every row), with
@@ -43,6 +46,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import signal
 import statistics
@@ -65,15 +69,31 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"100": (100, 8), "1000": (1000, 8), "2000": (2000, 8), "20000": (20000, 1)}
 
 
-def recording(cache: Path, size: str) -> Path:
+def recording(cache: Path, size: str, compact: bool = False) -> Path:
     if size == "demo":
         return ROOT / "gputui" / "data" / "demo.jsonl.gz"
     processes, gpus = SIZES[size]
-    path = cache / f"scale-{processes}x{gpus}.jsonl.gz"
+    path = cache / f"scale-{processes}x{gpus}{'-compact' if compact else ''}.jsonl.gz"
     if not path.exists():
         print(f"making {path}", file=sys.stderr)
-        write_recording(path, processes, gpus)
+        write_recording(path, processes, gpus, compact=compact)
     return path
+
+
+def writes_compact(tree: Path, size: str) -> bool:
+    """Whether the gputui of ``tree`` writes a recording of ``size`` compact (and
+    reads one): the recording each checkout plays with ``--format own``."""
+    if size == "demo":
+        return False
+    source = (tree / "gputui" / "collectors" / "replay.py").read_text()
+    match = re.search(r"^COMPACT_FROM = (\d+)", source, re.M)
+    return match is not None and SIZES[size][0] >= int(match.group(1))
+
+
+def recording_for(args: argparse.Namespace, tree: Path, size: str) -> Path:
+    if args.format == "full":
+        return recording(args.cache, size)
+    return recording(args.cache, size, compact=writes_compact(tree, size))
 
 
 def run_once(
@@ -110,9 +130,9 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
         trees = [("gputui", ROOT)]
     results: dict[str, Any] = {}
     for size in args.sizes:
-        path = recording(args.cache, size)
         entry: dict[str, Any] = {}
         for label, tree in trees:
+            path = recording_for(args, tree, size)
             runs: dict[str, list[tuple[float, float, bool, float]]] = {
                 "once": [],
                 "json": [],
@@ -133,9 +153,11 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
                     mine[f"{name}_rss_mb"] = statistics.median(item[1] for item in items)
                     mine[f"{name}_ok"] = all(item[2] for item in items)
                     mine[f"{name}_cpu_s"] = statistics.median(item[3] for item in items)
+            mine["recording"] = path.name
             entry[label] = mine
         for _ in range(args.windows if "monitor" not in args.skip else 0):
             for label, tree in trees:  # in turns: the machine's drift hits both alike
+                path = recording_for(args, tree, size)
                 command = (
                     f"{shlex.quote(sys.executable)} -m gputui --replay {shlex.quote(str(path))} "
                     "--interval 1"
@@ -364,6 +386,13 @@ def main() -> None:
         help="the live monitor, NVML faked, on N real processes over 8 GPUs",
     )
     p.add_argument("--ls", nargs="*", type=int, default=[], metavar="N", help="ls with N hooked")
+    p.add_argument(
+        "--format",
+        choices=["own", "full"],
+        default="own",
+        help="own: each checkout plays the recording it writes (compact from the size its "
+        "gputui writes so); full: every checkout the full recording",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,10 @@ servers under MPS or time-slicing, many small jobs per GPU):
   and ``--churn`` of them exit and are replaced by new processes (new pids);
 - one process in 500 carries the hook.
 
+With ``--compact`` it is written as gputui writes a recording of 1,000
+processes or more (``gputui.collectors.replay``: a process unchanged since the
+line before is written ``{"pid": PID}``, one line in ``FULL_EVERY`` whole).
+
 The numbers are deterministic (``--seed``).  Nothing here is measured: the
 sweep (``bench/bench_scale.py``) measures gputui on these files.
 """
@@ -117,8 +121,11 @@ def write_recording(
     churn: float = 0.002,
     seed: int = 1,
     interval_s: float = 1.0,
+    compact: bool = False,
 ) -> dict[str, Any]:
     """Write the recording; what it holds (for the benchmark's notes)."""
+    from gputui.collectors.replay import COMPACT_SCHEMA, FULL_EVERY, compact_processes
+
     header, first = _demo_first()
     base = first["devices"][0]
     devices = []
@@ -134,8 +141,11 @@ def write_recording(
         interval_s=interval_s,
         note=f"bench: {gpus} GPU(s), {processes} processes (synthetic)",
     )
+    if compact:
+        header["schema"] = COMPACT_SCHEMA
     body = copy.deepcopy(first)
     body["devices"] = devices
+    last: list[dict[str, Any]] = []
     with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as out:
         out.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
         longest = 0
@@ -151,6 +161,11 @@ def write_recording(
                 )
                 device["mem_used_bytes"] = min(used, device["mem_total_bytes"])
             body["processes"] = node.procs
+            if compact:
+                now_procs = [dict(p) for p in node.procs]  # the node changes them in place
+                if i % FULL_EVERY:
+                    body["processes"] = compact_processes(now_procs, last)
+                last = now_procs
             line = json.dumps(body, separators=(",", ":")).encode()
             longest = max(longest, len(line))
             out.write(line + b"\n")
@@ -160,6 +175,7 @@ def write_recording(
         "snapshots": snapshots,
         "changing": changing,
         "churn": churn,
+        "compact": compact,
         "bytes": path.stat().st_size,
         "longest_line_bytes": longest,
     }
@@ -174,9 +190,17 @@ def main() -> None:
     p.add_argument("--changing", type=float, default=0.1, help="fraction busy per snapshot")
     p.add_argument("--churn", type=float, default=0.002, help="fraction replaced per snapshot")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--compact", action="store_true", help="as gputui writes 1,000 or more")
     args = p.parse_args()
     info = write_recording(
-        args.out, args.processes, args.gpus, args.snapshots, args.changing, args.churn, args.seed
+        args.out,
+        args.processes,
+        args.gpus,
+        args.snapshots,
+        args.changing,
+        args.churn,
+        args.seed,
+        compact=args.compact,
     )
     print(json.dumps(info))
 

@@ -5,6 +5,16 @@ Format: gzip-compressed JSON lines.  The first line is a header
 snapshot (``gputui.snapshot.codec.snapshot_to_json``).  A truncated tail (a recorder killed
 mid-write) loses only the last partial line.
 
+A node with thousands of GPU processes has most of them idle: their lines
+repeat them unchanged.  From :data:`COMPACT_FROM` processes in its first
+snapshot, a recording is written compact (header schema
+:data:`COMPACT_SCHEMA`): a process whose values are those of the process at
+its place on the line before is written as ``{"pid": PID}``, which the reader
+takes as that process again (``gputui.collectors.snapshot_lines``).  Every
+:data:`FULL_EVERY` snapshots a line is written whole, so that a damaged line
+costs at most that many.  A gputui that predates this says the recording's
+schema is newer than it reads; smaller recordings keep the schema they had.
+
 A recording is read as a stream (``gputui.collectors.recording_io``): opening
 one reads its header and first snapshot only, so ``--once`` and the monitor's
 first frame cost the same for a minute or a day of data.  The replay decodes
@@ -22,6 +32,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from itertools import compress, count
+from operator import eq
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +72,12 @@ DEMO_RESOURCE = "demo.jsonl.gz"
 DEMO_RESOURCES = {"h100": DEMO_RESOURCE, "ddp": "demo_ddp.jsonl.gz"}
 #: what ``read_recording`` (a whole recording in memory) reads at most, decompressed
 MAX_WHOLE_BYTES = 256 * 2**20
+#: the processes in a recording's first snapshot from which it is written compact
+COMPACT_FROM = 1000
+#: the header schema of a compact recording (the snapshots' own stays SCHEMA_VERSION)
+COMPACT_SCHEMA = SCHEMA_VERSION + 1
+#: a compact recording writes one line in this many whole
+FULL_EVERY = 60
 #: a recording's cadence outside (0, this] is not believed (the replay's own pace)
 MAX_INTERVAL_S = 3600.0
 #: the monitor's replay starts counting the snapshots this long after its first one
@@ -93,7 +111,10 @@ class ReplayProgress(ValueBase):
 
 
 class RecordingWriter:
-    """Appends snapshots to a new recording (mode 0600); flushes every few snapshots."""
+    """Appends snapshots to a new recording (mode 0600); flushes every few snapshots.
+
+    The header is written with the first snapshot (whose size decides whether the
+    recording is compact: the module's notes), or at :meth:`close` if none came."""
 
     def __init__(
         self,
@@ -101,6 +122,7 @@ class RecordingWriter:
         interval_s: float,
         note: str | None = None,
         hostname: str | None = None,
+        compact_from: int = COMPACT_FROM,
     ) -> None:
         """``hostname``: the machine the snapshots are of (a recording re-recorded
         keeps its own); this one's by default."""
@@ -112,7 +134,12 @@ class RecordingWriter:
         self._file = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9)
         self._raw = raw
         self.count = 0
-        header = {
+        self._compact_from = compact_from
+        #: None until the header is written; then whether lines are compact
+        self.compact: bool | None = None
+        #: the processes of the last line written, as JSON values (compact only)
+        self._last: list[dict[str, Any]] = []
+        self._header = {
             "type": RECORDING_TYPE,
             "schema": SCHEMA_VERSION,
             "created_s": time.time(),
@@ -121,14 +148,27 @@ class RecordingWriter:
             "gputui_version": __version__,
             "note": note,
         }
-        self._write_line(header)
+
+    def _write_header(self, compact: bool) -> None:
+        self.compact = compact
+        if compact:
+            self._header["schema"] = COMPACT_SCHEMA
+        self._write_line(self._header)
 
     def _write_line(self, obj: Any) -> None:
         line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
         self._file.write(line.encode())
 
     def write(self, snapshot: Snapshot) -> None:
-        self._write_line(snapshot_to_json(snapshot))
+        if self.compact is None:
+            self._write_header(len(snapshot.processes) >= self._compact_from)
+        doc = snapshot_to_json(snapshot)
+        if self.compact:
+            procs: list[dict[str, Any]] = doc["processes"]
+            if self.count % FULL_EVERY:
+                doc["processes"] = compact_processes(procs, self._last)
+            self._last = procs
+        self._write_line(doc)
         self.count += 1
         if self.count % 10 == 0:
             self.flush()
@@ -139,8 +179,23 @@ class RecordingWriter:
         self._raw.flush()
 
     def close(self) -> None:
-        self._file.close()
-        self._raw.close()
+        try:
+            if self.compact is None:
+                self._write_header(False)
+        finally:
+            self._file.close()
+            self._raw.close()
+
+
+def compact_processes(
+    processes: list[dict[str, Any]], last: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``processes`` (JSON values) with each one equal to the one at its place in
+    ``last`` written as ``{"pid": PID}`` (the module's notes)."""
+    out = list(processes)
+    for i in compress(count(), map(eq, processes, last)):
+        out[i] = {"pid": processes[i]["pid"]}
+    return out
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -179,7 +234,7 @@ def _parse_header(lines: Iterator[tuple[int, bytes]], name: str) -> RecordingHea
             )
         raise RecordingError(f"{name}: not a gputui recording")
     try:
-        schema = check_schema(head.get("schema"), "recording")
+        schema = check_schema(head.get("schema"), "recording", COMPACT_SCHEMA)
     except DecodeError as exc:
         upgrade = "; upgrade gputui" if "newer" in str(exc) else ""
         raise RecordingError(f"{name}: {exc}{upgrade}") from None

@@ -71,12 +71,19 @@ _RUN_KEYS = frozenset(("user", "name", "cmdline"))
 freeze_from: int | None = None
 
 
+class UnknownPlace(DecodeError):
+    """A compact line's process stands for one the line before does not have."""
+
+
 class SnapshotLines:
     """Decodes the lines of one pass over a recording, in order."""
 
     def __init__(self) -> None:
-        #: the previous line's processes and their texts, in order, and by text
-        #: (None until needed)
+        #: the previous line's pieces as they were on it (a compact line's
+        #: ``{"pid": PID}``: the digits), to compare the next line's with
+        self._raw: list[bytes] = []
+        #: the previous line's processes and their texts (a compact one's: the
+        #: text it stands for), in order, and by text (None until needed)
         self._pieces: list[bytes] = []
         self._processes: list[ProcessSnapshot] = []
         #: for each of them, where in its text the run of its user, name and
@@ -84,6 +91,8 @@ class SnapshotLines:
         #: notes), else 0
         self._run_at: list[int] = []
         self._known: dict[bytes, int] | None = {}
+        #: whether a line came before (read or not)
+        self._seen = False
 
     def decode(self, line: bytes) -> Snapshot:
         """The snapshot of ``line``; DecodeError or ValueError as
@@ -91,11 +100,15 @@ class SnapshotLines:
         # A line makes thousands of short-lived, acyclic values: the collector is
         # paused meanwhile, else its passes over every live object (the monitor's
         # processes, their history) cost a fifth of the decode.
+        seen, self._seen = self._seen, True
+        unknown: UnknownPlace | None = None
         paused = gc.isenabled()
         if paused:
             gc.disable()
         try:
             snapshot = self._decode_pieces(line)
+        except UnknownPlace as exc:
+            snapshot, unknown = None, exc
         except (DecodeError, ValueError):
             snapshot = None
         finally:
@@ -104,9 +117,21 @@ class SnapshotLines:
                     gc.freeze()
                 gc.enable()
         if snapshot is None:
-            self._pieces, self._processes, self._run_at, self._known = [], [], [], {}
-            return snapshot_from_json(load_line(line))
+            self._forget()
+            if unknown is None or not seen:
+                return snapshot_from_json(load_line(line))
+            # A line read whole has no "{"pid": PID}" for a process (a compact
+            # line after one that could not be read): say so, rather than the
+            # process's missing fields.
+            try:
+                return snapshot_from_json(load_line(line))
+            except (DecodeError, ValueError):
+                raise unknown from None
         return snapshot
+
+    def _forget(self) -> None:
+        self._raw, self._pieces, self._processes, self._run_at = [], [], [], []
+        self._known = {}
 
     def _decode_pieces(self, line: bytes) -> Snapshot | None:
         start = line.find(_START)
@@ -137,17 +162,27 @@ class SnapshotLines:
         # when many differ (a process that came or went moved those after it).
         # A line of 20,000 processes, nine in ten unchanged, is then mostly the
         # few thousand it must decode.
+        raw = pieces
         old_pieces = self._pieces
         old_processes = self._processes
         processes: list[ProcessSnapshot | None]
-        if len(old_pieces) == len(pieces):
+        if len(self._raw) == len(pieces):
             processes = list(old_processes)  # those at a missing place are replaced
             run_at = list(self._run_at)
-            missing = list(compress(count(), map(not_, map(eq, pieces, old_pieces))))
+            missing = list(compress(count(), map(not_, map(eq, pieces, self._raw))))
+            pieces = list(old_pieces)  # the texts; those at a missing place replaced
+            for i in missing:
+                pieces[i] = raw[i]
         else:
             processes = [None] * len(pieces)
             run_at = [0] * len(pieces)
             missing = list(range(len(pieces)))
+        # A compact line's process that is the one at its place on the line
+        # before (gputui.collectors.replay): that process, and its text.
+        marked = [i for i in missing if raw[i].isdigit()]
+        if marked:
+            self._take_places(marked, raw, pieces, processes, run_at)
+            missing = [i for i in missing if processes[i] is None or not raw[i].isdigit()]
         if len(missing) > len(pieces) // _MOVED:
             # processes came or went before others, which moved: look them up
             known = self._known_by_text()
@@ -169,8 +204,27 @@ class SnapshotLines:
                 run_at[i] = 0
         done = cast(list[ProcessSnapshot], processes)  # every None filled
         snapshot = dataclasses.replace(snapshot_from_json(top), processes=tuple(done))
-        self._pieces, self._processes, self._run_at, self._known = pieces, done, run_at, None
+        self._raw, self._pieces, self._processes = raw, pieces, done
+        self._run_at, self._known = run_at, None
         return snapshot
+
+    def _take_places(
+        self,
+        marked: list[int],
+        raw: list[bytes],
+        pieces: list[bytes],
+        processes: list[ProcessSnapshot | None],
+        run_at: list[int],
+    ) -> None:
+        old_processes, old_pieces, old_run_at = self._processes, self._pieces, self._run_at
+        for i in marked:
+            pid = int(raw[i])
+            if i >= len(old_processes) or old_processes[i].pid != pid:
+                raise UnknownPlace(
+                    f"process {i + 1} (pid {pid}) is written as the one at its place "
+                    "on the line before, which has no such process"
+                )
+            processes[i], pieces[i], run_at[i] = old_processes[i], old_pieces[i], old_run_at[i]
 
     def _decode_runs(
         self,

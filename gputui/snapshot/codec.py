@@ -148,14 +148,13 @@ def _write_processes(out: typing.TextIO, processes: tuple[Any, ...]) -> None:
     out.write("\n ]")
 
 
-def check_schema(value: Any, what: str) -> int:
-    """``value`` as a schema version this gputui reads; DecodeError with the reason."""
+def check_schema(value: Any, what: str, newest: int = SCHEMA_VERSION) -> int:
+    """``value`` as a schema version this gputui reads (at most ``newest``);
+    DecodeError with the reason."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DecodeError(f"{what} schema {_short(value)} is not a schema version")
-    if value > SCHEMA_VERSION:
-        raise DecodeError(
-            f"{what} schema {value} is newer than this gputui understands ({SCHEMA_VERSION})"
-        )
+    if value > newest:
+        raise DecodeError(f"{what} schema {value} is newer than this gputui understands ({newest})")
     return value
 
 

@@ -3,9 +3,11 @@ bounds, file modes, and the formats users already have on disk."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from gputui.collectors import replay
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     read_attach_bytes,
@@ -24,6 +27,7 @@ from gputui.collectors.attach_recording import (
 )
 from gputui.collectors.recording_io import MAX_LINE_BYTES, LineReader, reader_for_bytes
 from gputui.collectors.replay import (
+    COMPACT_SCHEMA,
     RecordingError,
     RecordingWriter,
     ReplaySource,
@@ -31,7 +35,7 @@ from gputui.collectors.replay import (
     read_recording,
 )
 from gputui.snapshot.codec import snapshot_to_json
-from gputui.snapshot.model import SCHEMA_VERSION
+from gputui.snapshot.model import Snapshot
 from tests.helpers.deadlines import RUN_S
 from tests.unit.test_replay import make_snapshot
 
@@ -271,7 +275,7 @@ def test_deep_nesting_is_not_json_not_a_crash(tmp_path: Path) -> None:
         (-4, "is not a schema version"),
         (0, "is not a schema version"),
         (True, "is not a schema version"),
-        (SCHEMA_VERSION + 1, "newer than this gputui"),
+        (COMPACT_SCHEMA + 1, "newer than this gputui"),
     ],
 )
 def test_header_schema_is_checked(tmp_path: Path, schema: Any, message: str) -> None:
@@ -492,3 +496,95 @@ def test_every_number_in_the_model_has_a_range() -> None:
             if numeric and codec._range_of(f"{cls.__name__}.{field.name}") is None:
                 missing.append(f"{cls.__name__}.{field.name}")
     assert missing == []
+
+
+# -- compact recordings ------------------------------------------------------------------
+
+
+def _node(t: float, count: int, busy: int) -> Snapshot:
+    """``count`` processes; the one at ``busy`` changed at this instant, one new
+    process every 3 s (the others keep their places and values)."""
+    base = make_snapshot(t)
+    procs = [
+        dataclasses.replace(
+            base.processes[0],
+            pid=100 + i + (1000 if i == 0 and int(t) % 3 == 0 else 0),
+            cpu_pct=float(int(t) % 50) if i == busy else 1.0,
+            cmdline=("serve", f"--shard={i}"),
+            start_time_s=T0 - 100.0,
+        )
+        for i in range(count)
+    ]
+    return dataclasses.replace(base, processes=tuple(procs))
+
+
+@pytest.mark.parametrize("compact_from", [5, 6])
+def test_a_node_of_many_processes_is_recorded_compact_and_replays_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact_from: int
+) -> None:
+    monkeypatch.setattr(replay, "FULL_EVERY", 4)
+    snapshots = [_node(T0 + n, 5, busy=n % 5) for n in range(10)]
+    path = tmp_path / "node.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0, compact_from=compact_from)
+    for snap in snapshots:
+        writer.write(snap)
+    writer.close()
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    header = json.loads(lines[0])
+    compact = compact_from <= 5
+    assert header["schema"] == (replay.COMPACT_SCHEMA if compact else replay.SCHEMA_VERSION)
+    pids_alone = [len(re.findall(rb'\{"pid":\d+\}', line)) for line in lines[1:]]
+    if compact:
+        # the first line and every FULL_EVERY-th whole; the others hold the
+        # processes that did not change as their pid alone
+        assert [n for n, k in enumerate(pids_alone) if k == 0] == [0, 4, 8]
+        assert all(k >= 1 for n, k in enumerate(pids_alone) if n % 4)
+    else:
+        assert not any(pids_alone)
+    assert read_recording(path)[1] == snapshots
+    # streamed, twice round (the first line of a pass after the last of the one before)
+    source = ReplaySource.from_file(path)
+    try:
+        played = [source.sample() for _ in range(2 * len(snapshots))]
+    finally:
+        source.close()
+    assert played == snapshots * 2
+
+
+def test_a_compact_recording_is_too_new_for_a_gputui_that_reads_snapshots_alone() -> None:
+    # What a gputui before compact recordings checks a header's schema against.
+    from gputui.snapshot.codec import DecodeError, check_schema
+
+    with pytest.raises(DecodeError, match="newer than this gputui"):
+        check_schema(replay.COMPACT_SCHEMA, "recording", replay.SCHEMA_VERSION)
+
+
+def test_a_damaged_line_of_a_compact_recording_costs_the_lines_up_to_the_next_whole_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay, "FULL_EVERY", 4)
+    snapshots = [_node(T0 + n, 5, busy=n % 5) for n in range(8)]
+    path = tmp_path / "node.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0, compact_from=1)
+    for snap in snapshots:
+        writer.write(snap)
+    writer.close()
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    lines[2] = lines[2][:40]  # the second snapshot's line cut short
+    write_lines(path, list(lines))
+    source = ReplaySource.from_file(path)
+    errors: list[str] = []
+    played: list[Snapshot] = []
+    try:
+        for _ in range(7):
+            try:
+                played.append(source.sample())
+            except RecordingError as exc:
+                errors.append(str(exc))
+    finally:
+        source.close()
+    assert "line 3 is not valid JSON" in errors[0]
+    assert all("no such process" in e for e in errors[1:])
+    assert len(errors) == 3  # lines 3-5: snapshots 2-4; the fifth is whole
+    assert played[0] == snapshots[0]
+    assert played[1:4] == snapshots[4:7]

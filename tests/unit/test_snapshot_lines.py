@@ -315,3 +315,64 @@ def test_any_process_text_decodes_after_a_line_as_it_decodes_whole(
     )
     after, whole = _decoded_pieces_and_whole(line)
     assert after == whole
+
+
+# -- compact lines: {"pid": PID} for the process at its place on the line before --
+
+
+def _compact(doc: dict[str, Any], places: set[int]) -> bytes:
+    out = dict(doc)
+    out["processes"] = [
+        {"pid": p["pid"]} if i in places else p for i, p in enumerate(doc["processes"])
+    ]
+    return _line(out)
+
+
+def test_a_pid_alone_is_the_process_at_its_place_on_the_line_before() -> None:
+    decoder = SnapshotLines()
+    procs = [_proc(pid, cmdline=("serve", str(pid))) for pid in range(10, 20)]
+    a = decoder.decode(_line(snapshot_to_json(_with_processes(1.0, procs))))
+    changed = [dataclasses.replace(p, cpu_pct=9.0) if p.pid == 13 else p for p in procs]
+    second = snapshot_to_json(_with_processes(2.0, changed))
+    b = decoder.decode(_compact(second, {i for i in range(10) if i != 3}))
+    assert b == _with_processes(2.0, changed)
+    assert [x is y for x, y in zip(a.processes, b.processes, strict=True)] == [
+        i != 3 for i in range(10)
+    ]
+    # the same places again, and a process written whole that was written so
+    c = decoder.decode(_compact(snapshot_to_json(_with_processes(3.0, changed)), {0, 1, 3}))
+    assert c == _with_processes(3.0, changed)
+    assert all(x is y for x, y in zip(b.processes, c.processes, strict=True))
+    # fewer processes: a pid alone still names the place on the line before
+    d = decoder.decode(_compact(snapshot_to_json(_with_processes(4.0, changed[:4])), {2}))
+    assert d == _with_processes(4.0, changed[:4]) and d.processes[2] is c.processes[2]
+
+
+@pytest.mark.parametrize("case", ["another_pid", "no_such_place", "after_a_bad_line"])
+def test_a_pid_alone_without_its_process_is_an_error_that_says_so(case: str) -> None:
+    decoder = SnapshotLines()
+    procs = [_proc(pid) for pid in (1, 2)]
+    doc = snapshot_to_json(_with_processes(1.0, procs))
+    decoder.decode(_line(doc))
+    if case == "after_a_bad_line":
+        with pytest.raises(ValueError):
+            decoder.decode(b'{"timestamp_s":')
+        line = _compact(doc, {1})
+    elif case == "another_pid":
+        line = _compact(doc, {1}).replace(b'{"pid":2}', b'{"pid":7}')
+    else:
+        bigger = snapshot_to_json(_with_processes(1.0, [*procs, _proc(3)]))
+        line = _compact(bigger, {2})
+    with pytest.raises(DecodeError, match="no such process"):
+        decoder.decode(line)
+    # and the decoder reads the next whole line
+    assert decoder.decode(_line(doc)) == _with_processes(1.0, procs)
+
+
+def test_a_first_line_with_a_pid_alone_fails_as_the_whole_decode_fails() -> None:
+    line = _compact(snapshot_to_json(_with_processes(1.0, [_proc(1), _proc(2)])), {1})
+    with pytest.raises(DecodeError) as whole:
+        snapshot_from_json(load_line(line))
+    with pytest.raises(DecodeError) as pieces:
+        SnapshotLines().decode(line)
+    assert str(pieces.value) == str(whole.value)
