@@ -20,7 +20,8 @@ one reads its header and first snapshot only, so ``--once`` and the monitor's
 first frame cost the same for a minute or a day of data.  The replay decodes
 each snapshot as it plays it, goes back to the start at the end, and counts
 the snapshots on a thread of its own for the progress it shows.  A recording
-of at most ``PRELOAD_MAX_BYTES`` is then decoded whole on that thread, once:
+of at most ``PRELOAD_MAX_BYTES`` (and ``PRELOAD_MAX_PROCESSES`` processes in
+all its snapshots) is then decoded whole on that thread, once:
 from there on it plays from memory, every pass, without decoding again.
 """
 
@@ -86,6 +87,10 @@ COUNT_DELAY_S = 1.0
 #: is decoded whole after it is counted, and plays from memory (about 10 minutes of
 #: 8 GPUs with 40 processes at 1 s, or hours of a smaller machine)
 PRELOAD_MAX_BYTES = 24 * 2**20
+#: ...and whose snapshots hold at most this many processes in all (a compact
+#: recording's lines are small for the processes they hold: each snapshot in
+#: memory holds every one of them)
+PRELOAD_MAX_PROCESSES = 60_000
 
 
 @value_class
@@ -358,10 +363,12 @@ class _StreamPlayer:
         opener: Callable[[int], LineReader],
         max_total: int,
         preload_max: int = PRELOAD_MAX_BYTES,
+        preload_max_processes: int = PRELOAD_MAX_PROCESSES,
     ) -> None:
         self._opener = opener
         self._max_total = max_total
         self._preload_max = preload_max
+        self._preload_max_processes = preload_max_processes
         self.total: int | None = None
         self.count_error: str | None = None
         self._closed = threading.Event()
@@ -502,6 +509,7 @@ class _StreamPlayer:
         """Decode every snapshot; publish them only if every line decoded (else the
         passes go on streaming, and each bad line is said as it plays)."""
         snapshots: list[Snapshot] = []
+        held = 0
         try:
             with self._opener(self._max_total) as reader:
                 lines = iter(reader)
@@ -509,6 +517,9 @@ class _StreamPlayer:
                 for item in _snapshots(reader, lines):
                     if isinstance(item, RecordingError) or self._closed.is_set():
                         return
+                    held += len(item.processes)
+                    if held > self._preload_max_processes:
+                        return  # too many to hold: the passes go on streaming
                     snapshots.append(item)
         except RecordingError:
             return

@@ -233,6 +233,22 @@ def test_a_recording_over_the_preload_size_streams_every_pass(tmp_path: Path) ->
         source.sample()
 
 
+@pytest.mark.parametrize(("most", "preloaded"), [(4, True), (3, False)])
+def test_a_recording_of_more_processes_than_the_preload_holds_streams(
+    tmp_path: Path, most: int, preloaded: bool
+) -> None:
+    # A compact recording's lines are small for what they hold: the preload
+    # counts the processes its snapshots hold too (one a snapshot here).
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1_700_000_000.0 + i) for i in range(4)]
+    _write(path, snaps)
+    source, player = _stream_source(path, preload_max_processes=most)
+    source.count()
+    player.join(WAIT_S)
+    assert (player.preloaded is not None) == preloaded and source.total == 4
+    assert [source.sample() for _ in range(6)] == snaps + snaps[:2]
+
+
 def test_a_recording_with_a_damaged_line_is_not_preloaded(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl.gz"
     snaps = [make_snapshot(1_700_000_000.0 + i) for i in range(3)]
