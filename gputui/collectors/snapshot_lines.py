@@ -233,23 +233,37 @@ class SnapshotLines:
         processes: list[ProcessSnapshot | None],
         run_at: list[int],
     ) -> list[int]:
-        """Decode the processes at ``missing`` whose user, name and command line
-        form a run (the module's notes): those of the process at the same place
-        in the line before when the runs are the same text, else read from the
-        run.  Returns the places left to read whole."""
-        if not _RUNS or not missing:
+        """Decode the processes at ``missing`` that have a process at their place
+        on the line before and whose user, name and command line form a run (the
+        module's notes): those of the process before when the runs are the same
+        text, else read from the run.  Returns the places left to read whole (a
+        line with no line before is read whole: it has nothing to take over)."""
+        old_count = len(self._pieces)
+        if not _RUNS or not old_count:
             return missing
+        whole: list[int] = []
+        for at in range(0, len(missing), _BATCH):
+            self._decode_run_batch(pieces, missing[at : at + _BATCH], processes, run_at, whole)
+        return whole
+
+    def _decode_run_batch(
+        self,
+        pieces: list[bytes],
+        batch: list[int],
+        processes: list[ProcessSnapshot | None],
+        run_at: list[int],
+        whole: list[int],
+    ) -> None:
         old_pieces, old_processes, old_run_at = self._pieces, self._processes, self._run_at
         old_count = len(old_pieces)
-        whole: list[int] = []
         places: list[int] = []  # read as a rest and a run...
         starts: list[int] = []
         rests: list[bytes] = []
         runs: list[bytes | None] = []  # ...None: the run of the process before
-        for i in missing:
+        for i in batch:
             piece = pieces[i]
             start = piece.find(_RUN_START)
-            if start <= 0:
+            if start <= 0 or i >= old_count:
                 whole.append(i)
                 continue
             end = piece.find(_RUN_END, start)
@@ -258,7 +272,7 @@ class SnapshotLines:
                 whole.append(i)
                 continue
             run = piece[start:end]
-            at = old_run_at[i] if i < old_count else 0
+            at = old_run_at[i]
             places.append(i)
             starts.append(start)
             rests.append(head + piece[end:])
@@ -272,39 +286,37 @@ class SnapshotLines:
                 runs.append(None)
             else:
                 runs.append(run[1:])
+        if not places:
+            return
+        fresh = [k for k, run in enumerate(runs) if run is not None]
+        try:
+            values = load_objects(rests, _FIRST, b"}")
+            run_values = load_objects([runs[k] for k in fresh], b"{", b"}")  # type: ignore[misc]
+        except ValueError:  # read whole: the same error as the whole piece, or none
+            whole.extend(places)
+            return
+        by_place = dict(zip(fresh, run_values, strict=True))
         convert = converter_of(ProcessSnapshot)
-        for at in range(0, len(places), _BATCH):
-            batch = range(at, min(at + _BATCH, len(places)))
-            fresh = [k for k in batch if runs[k] is not None]
-            try:
-                values = load_objects([rests[k] for k in batch], _FIRST, b"}")
-                run_values = load_objects([runs[k] for k in fresh], b"{", b"}")  # type: ignore[misc]
-            except ValueError:  # read whole: the same error as the whole piece, or none
-                whole.extend(places[k] for k in batch)
+        for k, (i, value) in enumerate(zip(places, values, strict=True)):
+            if "user" in value or "name" in value or "cmdline" in value:
+                whole.append(i)
                 continue
-            by_place = dict(zip(fresh, run_values, strict=True))
-            for k, value in zip(batch, values, strict=True):
-                i = places[k]
-                if "user" in value or "name" in value or "cmdline" in value:
-                    whole.append(i)
-                    continue
-                run_value = by_place.get(k)
-                if run_value is None:
-                    process = convert(value)
-                    before = old_processes[i]
-                    attributes = vars(process)
-                    attributes["user"] = before.user
-                    attributes["name"] = before.name
-                    attributes["cmdline"] = before.cmdline
-                elif run_value.keys() <= _RUN_KEYS:
-                    value.update(run_value)
-                    process = convert(value)
-                else:
-                    whole.append(i)
-                    continue
-                processes[i] = process
-                run_at[i] = starts[k]
-        return whole
+            run_value = by_place.get(k)
+            if run_value is None:
+                process = convert(value)
+                before = old_processes[i]
+                attributes = vars(process)
+                attributes["user"] = before.user
+                attributes["name"] = before.name
+                attributes["cmdline"] = before.cmdline
+            elif run_value.keys() <= _RUN_KEYS:
+                value.update(run_value)
+                process = convert(value)
+            else:
+                whole.append(i)
+                continue
+            processes[i] = process
+            run_at[i] = starts[k]
 
     def _known_by_text(self) -> dict[bytes, int]:
         """The places of the previous line's processes by their text (built when

@@ -200,6 +200,10 @@ def test_a_changed_process_with_the_same_run_keeps_its_words_and_reads_the_rest(
     procs = [
         _proc(pid, user="ana", name="python", cmdline=("serve", str(pid))) for pid in (1, 2, 3)
     ]
+    # The first line is read whole; on the next, every process changed and its
+    # run is read on its own: from there on a run can be taken over.
+    decoder.decode(_line(snapshot_to_json(_with_processes(0.0, procs))))
+    procs = [dataclasses.replace(p, cpu_pct=2.0) for p in procs]
     a = decoder.decode(_line(snapshot_to_json(_with_processes(1.0, procs))))
     changed = [
         dataclasses.replace(procs[0], cpu_pct=77.0, gpu_mem_bytes=5),  # numbers only
