@@ -27,6 +27,7 @@ from there on it plays from memory, every pass, without decoding again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -51,7 +52,7 @@ from gputui.collectors.recording_io import (
 )
 from gputui.collectors.snapshot_lines import SnapshotLines
 from gputui.fmt import clean
-from gputui.snapshot.codec import DecodeError, check_schema, snapshot_to_json
+from gputui.snapshot.codec import DecodeError, check_schema, snapshot_to_json, to_json
 from gputui.snapshot.model import SCHEMA_VERSION, UNIX_TIME_MAX_S, Snapshot, ValueBase
 from gputui.snapshot.value import value_class
 
@@ -142,7 +143,9 @@ class RecordingWriter:
         self._compact_from = compact_from
         #: None until the header is written; then whether lines are compact
         self.compact: bool | None = None
-        #: the processes of the last line written, as JSON values (compact only)
+        #: the processes of the last snapshot written, and their JSON values (a
+        #: process that is the same object at the same place is not encoded again)
+        self._last_processes: tuple[Any, ...] = ()
         self._last: list[dict[str, Any]] = []
         self._header = {
             "type": RECORDING_TYPE,
@@ -167,12 +170,16 @@ class RecordingWriter:
     def write(self, snapshot: Snapshot) -> None:
         if self.compact is None:
             self._write_header(len(snapshot.processes) >= self._compact_from)
-        doc = snapshot_to_json(snapshot)
-        if self.compact:
-            procs: list[dict[str, Any]] = doc["processes"]
-            if self.count % FULL_EVERY:
-                doc["processes"] = compact_processes(procs, self._last)
-            self._last = procs
+        doc = snapshot_to_json(dataclasses.replace(snapshot, processes=()))
+        last, last_docs = self._last_processes, self._last
+        procs = [
+            last_docs[i] if i < len(last) and proc is last[i] else to_json(proc)
+            for i, proc in enumerate(snapshot.processes)
+        ]
+        doc["processes"] = procs  # in its place among the keys, as the whole encodes it
+        if self.compact and self.count % FULL_EVERY:
+            doc["processes"] = compact_processes(procs, last_docs)
+        self._last_processes, self._last = snapshot.processes, procs
         self._write_line(doc)
         self.count += 1
         if self.count % 10 == 0:

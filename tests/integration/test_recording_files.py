@@ -588,3 +588,32 @@ def test_a_damaged_line_of_a_compact_recording_costs_the_lines_up_to_the_next_wh
     assert len(errors) == 3  # lines 3-5: snapshots 2-4; the fifth is whole
     assert played[0] == snapshots[0]
     assert played[1:4] == snapshots[4:7]
+
+
+def test_each_line_is_the_snapshot_encoded_whole_though_unchanged_processes_are_not_encoded_again(
+    tmp_path: Path,
+) -> None:
+    # The writer takes the JSON of a process that is the same object at the same
+    # place as in the snapshot before; the line is what encoding it whole gives.
+    base = _node(T0, 4, busy=0)
+    kept = base.processes
+    snapshots = [
+        base,
+        dataclasses.replace(make_snapshot(T0 + 1), processes=kept),  # the same objects
+        dataclasses.replace(
+            make_snapshot(T0 + 2),
+            processes=(kept[0], dataclasses.replace(kept[1], cpu_pct=42.0), *kept[2:]),
+        ),
+        dataclasses.replace(make_snapshot(T0 + 3), processes=(kept[1], kept[0])),  # moved
+        dataclasses.replace(make_snapshot(T0 + 4), processes=()),
+    ]
+    path = tmp_path / "r.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0)
+    for snap in snapshots:
+        writer.write(snap)
+    writer.close()
+    lines = gzip.decompress(path.read_bytes()).splitlines()[1:]
+    assert lines == [
+        json.dumps(snapshot_to_json(snap), separators=(",", ":"), allow_nan=False).encode()
+        for snap in snapshots
+    ]
