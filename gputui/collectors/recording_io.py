@@ -38,9 +38,10 @@ class RecordingError(GputuiError):
     """A recording that is missing, unreadable, or not a valid gputui recording."""
 
 
-#: the longest line read (a snapshot of a big machine is ~0.5 MB; a hook frame at
-#: most 4 MiB, plus the recording's wrapper)
-MAX_LINE_BYTES = 8 * 2**20
+#: the longest line read or written: a snapshot of 20,000 GPU processes is about
+#: 9 MB (command lines of ~120 characters), one of 70,000 about 31 MB (a hook
+#: frame at most 4 MiB, plus the recording's wrapper)
+MAX_LINE_BYTES = 32 * 2**20
 #: the most a monitor recording may hold, decompressed: about two weeks at 1 s of
 #: an 8-GPU machine; the replay reads it as a stream, so this bounds time, not memory
 MAX_TOTAL_BYTES = 4 * 2**30
@@ -215,7 +216,7 @@ class LineReader:
             self.total += len(chunk)
             if self.total > self.max_total:
                 raise RecordingError(
-                    f"{self.name}: more than {_mib(self.max_total)} of data once decompressed; "
+                    f"{self.name}: more than {mib(self.max_total)} of data once decompressed; "
                     "gputui reads at most that"
                 )
             start = 0
@@ -238,7 +239,7 @@ class LineReader:
                 if held > self.max_line:
                     raise RecordingError(
                         f"{self.name}: line {self._number + 1} is longer than "
-                        f"{_mib(self.max_line)}: not a gputui recording"
+                        f"{mib(self.max_line)}: not a gputui recording"
                     )
         if parts:
             self.complete = False
@@ -248,7 +249,7 @@ class LineReader:
         self._number += 1
         if len(line) > self.max_line:
             raise RecordingError(
-                f"{self.name}: line {self._number} is longer than {_mib(self.max_line)}: "
+                f"{self.name}: line {self._number} is longer than {mib(self.max_line)}: "
                 "not a gputui recording"
             )
         if not line.strip():
@@ -259,7 +260,7 @@ class LineReader:
         yield self._number, line
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
     return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 

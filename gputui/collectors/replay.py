@@ -41,11 +41,13 @@ from typing import Any
 
 from gputui import __version__
 from gputui.collectors.recording_io import (
+    MAX_LINE_BYTES,
     MAX_TOTAL_BYTES,
     LineReader,
     RecordingError,
     embedded_bytes,
     load_line,
+    mib,
     open_private,
     open_regular,
     reader_for_bytes,
@@ -164,8 +166,14 @@ class RecordingWriter:
         self._write_line(self._header)
 
     def _write_line(self, obj: Any) -> None:
-        line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
-        self._file.write(line.encode())
+        line = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        if len(line) > MAX_LINE_BYTES:  # a line no reader takes: not written
+            count = len(obj.get("processes", ())) if isinstance(obj, dict) else 0
+            raise RecordingError(
+                f"{self.path.name}: a snapshot of {count} processes is {mib(len(line))} "
+                f"of JSON, over the {mib(MAX_LINE_BYTES)} a recording's line holds"
+            )
+        self._file.write(line)
 
     def write(self, snapshot: Snapshot) -> None:
         if self.compact is None:

@@ -114,7 +114,7 @@ def _bomb(path: Path, zeros: int) -> Path:
 
 
 def test_a_gzip_bomb_is_refused_with_bounded_memory(tmp_path: Path) -> None:
-    path = _bomb(tmp_path / "bomb.gz", 64 * 2**20)
+    path = _bomb(tmp_path / "bomb.gz", 4 * MAX_LINE_BYTES)
     assert path.stat().st_size < 200_000
     tracemalloc.start()
     try:
@@ -123,7 +123,7 @@ def test_a_gzip_bomb_is_refused_with_bounded_memory(tmp_path: Path) -> None:
         _current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # one line at most, plus a decompressed chunk: never the 64 MiB
+    # one line at most, plus a decompressed chunk: never the whole bomb
     assert peak < 2 * MAX_LINE_BYTES + 2**20
 
 
@@ -617,3 +617,17 @@ def test_each_line_is_the_snapshot_encoded_whole_though_unchanged_processes_are_
         json.dumps(snapshot_to_json(snap), separators=(",", ":"), allow_nan=False).encode()
         for snap in snapshots
     ]
+
+
+def test_a_snapshot_too_big_for_a_line_is_refused_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every line the writer writes is one the reader takes.
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 3000)
+    path = tmp_path / "big.jsonl.gz"
+    writer = RecordingWriter(path, interval_s=1.0)
+    writer.write(_node(T0, 1, busy=0))
+    with pytest.raises(RecordingError, match=r"a snapshot of 40 processes is .* over the"):
+        writer.write(_node(T0 + 1, 40, busy=0))
+    writer.close()
+    assert read_recording(path)[1] == [_node(T0, 1, busy=0)]
