@@ -85,7 +85,8 @@ def writes_compact(tree: Path, size: str) -> bool:
     reads one): the recording each checkout plays with ``--format own``."""
     if size == "demo":
         return False
-    source = (tree / "gputui" / "collectors" / "replay.py").read_text()
+    writer = tree / "gputui" / "collectors" / "recording_writer.py"
+    source = writer.read_text() if writer.exists() else ""
     match = re.search(r"^COMPACT_FROM = (\d+)", source, re.M)
     return match is not None and SIZES[size][0] >= int(match.group(1))
 

@@ -19,7 +19,7 @@ servers under MPS or time-slicing, many small jobs per GPU):
 - one process in 500 carries the hook.
 
 With ``--compact`` it is written as gputui writes a recording of 1,000
-processes or more (``gputui.collectors.replay``: a process unchanged since the
+processes or more (``gputui.collectors.recording_writer``: a process unchanged since the
 line before is written ``{"pid": PID}``, one line in ``FULL_EVERY`` whole).
 
 The numbers are deterministic (``--seed``).  Nothing here is measured: the
@@ -124,7 +124,7 @@ def write_recording(
     compact: bool = False,
 ) -> dict[str, Any]:
     """Write the recording; what it holds (for the benchmark's notes)."""
-    from gputui.collectors.replay import COMPACT_SCHEMA, FULL_EVERY, compact_processes
+    from gputui.collectors.recording_writer import COMPACT_SCHEMA, FULL_EVERY, compact_processes
 
     header, first = _demo_first()
     base = first["devices"][0]

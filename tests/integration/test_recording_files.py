@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors import replay
+from gputui.collectors import recording_writer as writing
 from gputui.collectors.attach_recording import (
     AttachRecorder,
     read_attach_bytes,
@@ -27,7 +27,6 @@ from gputui.collectors.attach_recording import (
 )
 from gputui.collectors.recording_io import MAX_LINE_BYTES, LineReader, reader_for_bytes
 from gputui.collectors.replay import (
-    COMPACT_SCHEMA,
     RecordingError,
     RecordingWriter,
     ReplaySource,
@@ -275,7 +274,7 @@ def test_deep_nesting_is_not_json_not_a_crash(tmp_path: Path) -> None:
         (-4, "is not a schema version"),
         (0, "is not a schema version"),
         (True, "is not a schema version"),
-        (COMPACT_SCHEMA + 1, "newer than this gputui"),
+        (writing.COMPACT_SCHEMA + 1, "newer than this gputui"),
     ],
 )
 def test_header_schema_is_checked(tmp_path: Path, schema: Any, message: str) -> None:
@@ -522,7 +521,7 @@ def _node(t: float, count: int, busy: int) -> Snapshot:
 def test_a_node_of_many_processes_is_recorded_compact_and_replays_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compact_from: int
 ) -> None:
-    monkeypatch.setattr(replay, "FULL_EVERY", 4)
+    monkeypatch.setattr(writing, "FULL_EVERY", 4)
     snapshots = [_node(T0 + n, 5, busy=n % 5) for n in range(10)]
     path = tmp_path / "node.jsonl.gz"
     writer = RecordingWriter(path, interval_s=1.0, compact_from=compact_from)
@@ -532,7 +531,7 @@ def test_a_node_of_many_processes_is_recorded_compact_and_replays_the_same(
     lines = gzip.decompress(path.read_bytes()).splitlines()
     header = json.loads(lines[0])
     compact = compact_from <= 5
-    assert header["schema"] == (replay.COMPACT_SCHEMA if compact else replay.SCHEMA_VERSION)
+    assert header["schema"] == (writing.COMPACT_SCHEMA if compact else writing.SCHEMA_VERSION)
     pids_alone = [len(re.findall(rb'\{"pid":\d+\}', line)) for line in lines[1:]]
     if compact:
         # the first line and every FULL_EVERY-th whole; the others hold the
@@ -556,13 +555,13 @@ def test_a_compact_recording_is_too_new_for_a_gputui_that_reads_snapshots_alone(
     from gputui.snapshot.codec import DecodeError, check_schema
 
     with pytest.raises(DecodeError, match="newer than this gputui"):
-        check_schema(replay.COMPACT_SCHEMA, "recording", replay.SCHEMA_VERSION)
+        check_schema(writing.COMPACT_SCHEMA, "recording", writing.SCHEMA_VERSION)
 
 
 def test_a_damaged_line_of_a_compact_recording_costs_the_lines_up_to_the_next_whole_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(replay, "FULL_EVERY", 4)
+    monkeypatch.setattr(writing, "FULL_EVERY", 4)
     snapshots = [_node(T0 + n, 5, busy=n % 5) for n in range(8)]
     path = tmp_path / "node.jsonl.gz"
     writer = RecordingWriter(path, interval_s=1.0, compact_from=1)
@@ -623,7 +622,7 @@ def test_a_snapshot_too_big_for_a_line_is_refused_not_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every line the writer writes is one the reader takes.
-    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 3000)
+    monkeypatch.setattr(writing, "MAX_LINE_BYTES", 3000)
     path = tmp_path / "big.jsonl.gz"
     writer = RecordingWriter(path, interval_s=1.0)
     writer.write(_node(T0, 1, busy=0))
