@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputui.collectors import recording_writer as writing
 from gputui.collectors.attach_recording import (
@@ -630,3 +632,57 @@ def test_a_snapshot_too_big_for_a_line_is_refused_not_written(
         writer.write(_node(T0 + 1, 40, busy=0))
     writer.close()
     assert read_recording(path)[1] == [_node(T0, 1, busy=0)]
+
+
+_PIDS = st.integers(1, 6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.lists(st.tuples(_PIDS, st.sampled_from([0.0, 1.0, 2.5]), st.booleans()), max_size=6),
+        min_size=1,
+        max_size=8,
+    ),
+    full_every=st.integers(1, 4),
+)
+def test_any_run_of_snapshots_recorded_compact_reads_back_the_same(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[list[tuple[int, float, bool]]],
+    full_every: int,
+) -> None:
+    # Processes come, go, move, change or stay (the same object, or an equal
+    # one): the compact recording plays back exactly what was written.
+    made: dict[tuple[int, float, bool], Any] = {}
+    base = make_snapshot(T0).processes[0]
+    snapshots = []
+    for n, procs in enumerate(steps):
+        values = tuple(
+            made.setdefault(
+                key,
+                dataclasses.replace(base, pid=key[0], cpu_pct=key[1], hooked=key[2]),
+            )
+            if key[2]
+            else dataclasses.replace(base, pid=key[0], cpu_pct=key[1])
+            for key in procs
+        )
+        snapshots.append(dataclasses.replace(make_snapshot(T0 + n), processes=values))
+    path = tmp_path_factory.mktemp("rec") / "r.jsonl.gz"
+    original = writing.FULL_EVERY
+    writing.FULL_EVERY = full_every
+    try:
+        writer = RecordingWriter(path, interval_s=1.0, compact_from=0)
+        for snap in snapshots:
+            writer.write(snap)
+        writer.close()
+    finally:
+        writing.FULL_EVERY = original
+    assert json.loads(gzip.decompress(path.read_bytes()).splitlines()[0])["schema"] == (
+        writing.COMPACT_SCHEMA
+    )
+    assert read_recording(path)[1] == snapshots
+    source = ReplaySource.from_file(path)
+    try:
+        assert [source.sample() for _ in range(2 * len(snapshots))] == snapshots * 2
+    finally:
+        source.close()
