@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -145,8 +146,25 @@ def _parse_header(lines: Iterator[tuple[int, bytes]], name: str) -> RecordingHea
     )
 
 
+class _FirstLine:
+    """The first snapshot of a compact recording's pass, and a checksum of its
+    line: the next pass takes it again when its first line is the same, without
+    decoding it (20,000 processes: 0.3 s, every pass of a recording that loops)."""
+
+    def __init__(self) -> None:
+        self.check: tuple[int, int, int] | None = None
+        self.snapshot: Snapshot | None = None
+
+
+def _line_check(line: bytes) -> tuple[int, int, int]:
+    return len(line), zlib.crc32(line), zlib.adler32(line)
+
+
 def _snapshots(
-    reader: LineReader, lines: Iterator[tuple[int, bytes]], decoder: SnapshotLines | None = None
+    reader: LineReader,
+    lines: Iterator[tuple[int, bytes]],
+    decoder: SnapshotLines | None = None,
+    first: _FirstLine | None = None,
 ) -> Iterator[Snapshot | RecordingError]:
     """The snapshots of ``lines`` (a reader's lines after the header), decoded.
 
@@ -159,12 +177,25 @@ def _snapshots(
     try:
         for number, line in lines:
             try:
-                yield decoder.decode(line)
+                if first is None:
+                    yield decoder.decode(line)
+                    continue
+                check = _line_check(line)
+                if first.snapshot is not None and first.check == check:
+                    decoder.assume(first.snapshot)
+                    snapshot = first.snapshot
+                else:
+                    snapshot = decoder.decode(line)
+                    first.check, first.snapshot = check, snapshot
+                first = None
+                yield snapshot
             except DecodeError as exc:
+                first = None
                 if not reader.complete:
                     return
                 yield RecordingError(f"{reader.name}: line {number}: {exc}")
             except ValueError as exc:  # not JSON: JSONDecodeError, UnicodeDecodeError, ...
+                first = None
                 if not reader.complete:
                     return
                 reason = str(exc).split(":")[0]
@@ -274,6 +305,8 @@ class _StreamPlayer:
         #: one decoder for every pass: the first line of a pass finds the processes
         #: of the last line of the one before
         self._decoder = SnapshotLines()
+        #: the first snapshot of the last pass, taken again by the next
+        self._first_line = _FirstLine()
         self._iter: Iterator[Snapshot | RecordingError] = iter(())
         #: read ahead: the first snapshot (opening checks it), perhaps the second
         self._pending: deque[Snapshot | RecordingError] = deque()
@@ -300,7 +333,12 @@ class _StreamPlayer:
             reader.close()
             raise
         self._reader = reader
-        self._iter = _snapshots(reader, lines, self._decoder)
+        # A compact recording's second line stands on the first's processes: a
+        # pass that takes the first snapshot again decodes little of the second.
+        # (Without the first line's texts, a whole second line would be decoded
+        # whole: no gain for the snapshot held.)
+        first = self._first_line if header.schema >= COMPACT_SCHEMA else None
+        self._iter = _snapshots(reader, lines, self._decoder, first)
         return header
 
     @property

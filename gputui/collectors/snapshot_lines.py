@@ -129,6 +129,19 @@ class SnapshotLines:
                 raise unknown from None
         return snapshot
 
+    def assume(self, snapshot: Snapshot) -> None:
+        """Take ``snapshot`` as the line just read (the same line as one decoded
+        before): the next line's processes are compared with its processes.
+        Their texts are not kept: each of them is decoded anew when it changes,
+        and a pid alone takes the process at its place."""
+        count = len(snapshot.processes)
+        # a text no piece can be: the cut removes every separator
+        self._raw = [_SEPARATOR] * count
+        self._pieces = self._raw
+        self._processes = list(snapshot.processes)
+        self._run_at = [0] * count
+        self._known, self._seen = None, True
+
     def _forget(self) -> None:
         self._raw, self._pieces, self._processes, self._run_at = [], [], [], []
         self._known = {}

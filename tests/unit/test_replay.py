@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -320,3 +321,33 @@ def test_a_recording_still_being_written_is_not_preloaded_and_grows(tmp_path: Pa
     # What was written meanwhile plays (in this pass, or the next: it reopens the file).
     played = [source.sample() for _ in range(9)]
     assert all(snap in played for snap in snaps[3:])
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_pass_takes_the_first_snapshot_again_while_its_line_is_the_same(
+    tmp_path: Path, compact: bool
+) -> None:
+    path = tmp_path / "rec.jsonl.gz"
+    snaps = [make_snapshot(1_700_000_000.0 + i, util=float(i)) for i in range(3)]
+    snaps = [dataclasses.replace(s, processes=snaps[0].processes) for s in snaps]
+    writer = RecordingWriter(path, interval_s=1.0, compact_from=0 if compact else 10**9)
+    for snap in snaps:
+        writer.write(snap)
+    writer.close()
+    source, _player = _stream_source(path, preload_max=0)
+    try:
+        first = [source.sample() for _ in range(3)]
+        again = [source.sample() for _ in range(3)]
+        assert first == snaps and again == snaps
+        # compact: not decoded again (its unchanged process stays the same object
+        # on the next line); a whole recording's pass decodes its first line
+        assert (again[0] is first[0]) == compact
+        assert again[1].processes[0] is first[0].processes[0]
+        # the file rewritten with another first line: that one is read
+        other = [make_snapshot(1_800_000_000.0 + i) for i in range(2)]
+        _write(path, other)
+        third = [source.sample() for _ in range(2)]
+        assert third == other and third[0] is not first[0]
+        assert third[0] is not again[0]
+    finally:
+        source.close()
