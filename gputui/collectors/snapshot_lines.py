@@ -191,11 +191,11 @@ class SnapshotLines:
             run_at = [0] * len(pieces)
             missing = list(range(len(pieces)))
         # A compact line's process that is the one at its place on the line
-        # before (gputui.collectors.replay): that process, and its text.
-        marked = [i for i in missing if raw[i].isdigit()]
-        if marked:
-            self._take_places(marked, raw, pieces, processes, run_at)
-            missing = [i for i in missing if processes[i] is None or not raw[i].isdigit()]
+        # before (gputui.collectors.recording_writer): that process, and its text.
+        digits = list(map(bytes.isdigit, map(raw.__getitem__, missing)))
+        if any(digits):
+            self._take_places(list(compress(missing, digits)), raw, pieces, processes, run_at)
+            missing = list(compress(missing, map(not_, digits)))
         if len(missing) > len(pieces) // _MOVED:
             # processes came or went before others, which moved: look them up
             known = self._known_by_text()
