@@ -105,8 +105,9 @@ class RecordingWriter:
         doc["processes"] = procs  # in its place among the keys, as the whole encodes it
         if self.compact and self.count % FULL_EVERY:
             doc["processes"] = compact_processes(procs, last_docs)
-        self._last_processes, self._last = snapshot.processes, procs
         self._write_line(doc)
+        # only a line written is the next one's "line before"
+        self._last_processes, self._last = snapshot.processes, procs
         self.count += 1
         if self.count % 10 == 0:
             self.flush()

@@ -626,12 +626,16 @@ def test_a_snapshot_too_big_for_a_line_is_refused_not_written(
     # Every line the writer writes is one the reader takes.
     monkeypatch.setattr(writing, "MAX_LINE_BYTES", 3000)
     path = tmp_path / "big.jsonl.gz"
-    writer = RecordingWriter(path, interval_s=1.0)
-    writer.write(_node(T0, 1, busy=0))
+    writer = RecordingWriter(path, interval_s=1.0, compact_from=1)
+    small = [_node(T0 + n, 2, busy=n % 2) for n in range(3)]
+    writer.write(small[0])
     with pytest.raises(RecordingError, match=r"a snapshot of 40 processes is .* over the"):
         writer.write(_node(T0 + 1, 40, busy=0))
+    # the next line stands on the last one written, not on the one refused
+    writer.write(small[1])
+    writer.write(small[2])
     writer.close()
-    assert read_recording(path)[1] == [_node(T0, 1, busy=0)]
+    assert read_recording(path)[1] == small
 
 
 _PIDS = st.integers(1, 6)
