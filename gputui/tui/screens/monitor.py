@@ -15,6 +15,7 @@ from textual.widgets import Footer, Input
 
 from gputui.collectors import processes
 from gputui.snapshot.history import GPU_METRICS
+from gputui.tui.compositor import use_line_compositor
 from gputui.tui.monitor_host import MonitorHost
 from gputui.tui.proc_view import SORTABLE, ProcFilter
 from gputui.tui.widgets.devices import DevicePanel
@@ -72,6 +73,7 @@ class MonitorScreen(Screen[object]):
 
     def __init__(self) -> None:
         super().__init__()
+        use_line_compositor(self)
         self.compact_override: bool | None = None
         self.graphs_override: bool | None = None
         self._resolving = False
