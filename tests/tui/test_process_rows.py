@@ -80,3 +80,20 @@ def test_a_typical_row_is_drawn_directly() -> None:
     assert direct is not None and direct == _rich(columns, values, widths, None, False)
     assert "".join(s.text for s in direct) == "0      4242   97 python trai…"
     assert "sm" in _RIGHT
+
+
+def test_a_row_with_one_cell_symbols_is_drawn_directly() -> None:
+    # the hooked process's marker, a tree's branches, an ellipsis: one cell each
+    columns = ["mark", "pid", "command"]
+    values = (Text("◆", style="bold magenta"), "4242", "├─ python train.py …")
+    widths = [1, 7, 12]
+    direct = row_segments(columns, values, widths, Style(bgcolor="blue"), False, CONSOLE.get_style)
+    assert direct is not None
+    assert direct == _rich(columns, values, widths, Style(bgcolor="blue"), False)
+
+
+def test_wide_and_zero_width_characters_are_left_to_rich() -> None:
+    # as many characters as cells, but not one cell each: Rich cuts them otherwise
+    for plain in ("中\u0301x", "e\u0301中", "日本"):
+        row = (["command"], (plain,), [2])
+        assert row_segments(*row, None, False, CONSOLE.get_style) is None

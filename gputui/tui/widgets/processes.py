@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -40,6 +41,11 @@ from gputui.tui.proc_view import (
     RowList,
     SortSpec,
 )
+
+
+def _one_cell(character: str) -> bool:
+    return cell_len(character) == 1
+
 
 #: the command column is at least this wide; the others are fixed
 MIN_COMMAND = 12
@@ -95,9 +101,10 @@ def row_segments(
 ) -> list[Segment] | None:
     """The segments Rich renders :func:`line_text`'s row into, built directly
     (a refresh draws every changed row: Rich's general path costs several times
-    more); None for a row with a cell of spans, non-ASCII text or control
-    characters, which Rich lays out.  The same segments as Rich's, split where
-    Rich splits them: at each styled cell's ends, an empty one too."""
+    more); None for a row with a cell of spans, control characters or characters
+    not one cell wide (wide, combining), which Rich lays out.  The same segments
+    as Rich's, split where Rich splits them: at each styled cell's ends, an empty
+    one too."""
     out: list[Segment] = []
     run = ""  # unstyled text since the last styled cell
     ellipsis = fmt.ellipsis(ascii_only)
@@ -115,8 +122,10 @@ def row_segments(
             plain, style = value.plain, value.style
         else:
             plain, style = str(value), ""
-        if not (plain.isascii() and plain.isprintable()):  # Rich measures those
+        if not plain.isprintable():  # control characters: Rich strips them
             return None
+        if not plain.isascii() and not all(map(_one_cell, plain)):
+            return None  # wide or zero-width characters: Rich measures those
         if len(plain) > width:
             plain = plain[: max(0, width - 1)] + ellipsis  # the ellipsis is one cell
         pad = " " * max(0, width - len(plain))
