@@ -158,7 +158,8 @@ class GputuiApp(BaseApp):
         self.set_timer(footprint.FIRST_TRIM_S, lambda: footprint.trim())
         self.set_interval(footprint.TRIM_EVERY_S, lambda: footprint.trim())
         self._freezer = footprint.SampleFreezer()
-        self._freezer.engage()
+        if self.source.is_recording:  # the live monitor never loads the replay's decoder
+            self._freezer.engage()
 
     def _freeze_startup_objects(self) -> None:
         # Modules, styles, widgets (and a short recording, decoded by then) live as

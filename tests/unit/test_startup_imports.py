@@ -192,3 +192,37 @@ def test_the_monitors_screen_loads_no_op_rows_or_trace_model() -> None:
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))
     assert ast.literal_eval(line[len("LOADED ") :]) == ["gputui.analysis.roof"]
+
+
+HOUSEKEEPING = """
+import asyncio, sys
+{prelude}
+from gputui.tui.app import make_app
+
+async def run():
+    app = make_app({source}, interval_s=3600.0, autostart=False)
+    async with app.run_test(size=(100, 30)):
+        app.start_housekeeping()  # what a monitor in a terminal does at start
+    print('LOADED', 'gputui.collectors.snapshot_lines' in sys.modules)
+
+asyncio.run(run())
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "prelude", "loaded"),
+    [
+        ("open_live(False)", FAKE_NVML + "from gputui.collectors.source import open_live", False),
+        ("ReplaySource.demo()", "from gputui.collectors.replay import ReplaySource", True),
+    ],
+)
+def test_the_live_monitor_does_not_load_the_replays_decoder(
+    source: str, prelude: str, loaded: bool
+) -> None:
+    # the replay (the control) needs it; the live monitor's housekeeping must not load it
+    code = HOUSEKEEPING.format(prelude=prelude, source=source)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=RUN_S
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"LOADED {loaded}" in proc.stdout
