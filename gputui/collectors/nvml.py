@@ -7,7 +7,8 @@ function, a vanished process or a lost GPU becomes ``None`` (or ``lost=True``)
 in the snapshot, and a problem worth showing goes to :attr:`GpuSample.error`.
 
 Cost: what never changes is read once; what rarely changes (power limit, modes,
-ECC counts, remapped rows, NVLink link states) every ``slow_every`` samples;
+ECC counts, remapped rows, NVLink link states, the PCIe link width, BAR1, the
+energy counter) every ``slow_every`` samples;
 per-process utilization (~2 ms per call) every ``process_util_every`` samples.
 The blocking ``nvmlDeviceGetPcieThroughput`` (~20 ms) is never called: PCIe and
 NVLink rates come from cumulative byte counters and from GPM.

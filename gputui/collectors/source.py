@@ -111,7 +111,12 @@ class LiveSource:
         self._gpu.close()  # type: ignore[attr-defined]
 
 
-def open_live(text_one_shot: bool = False, starting: threading.Event | None = None) -> LiveSource:
+def open_live(
+    text_one_shot: bool = False,
+    starting: threading.Event | None = None,
+    *,
+    screen: bool = False,
+) -> LiveSource:
     """The live source, NVML first: pynvml is imported and NVML started (with each
     GPU's handle) before any other collector module loads, and the host-side
     collectors (psutil, the pid and container mappers) load on a second thread
@@ -120,6 +125,9 @@ def open_live(text_one_shot: bool = False, starting: threading.Event | None = No
     ``text_one_shot``: the source serves one text report of instant values
     (``gputui --once``): the NVML queries it does not print are not made
     (:data:`nvml_open.TEXT_ONE_SHOT_SKIPS`).
+
+    ``screen``: the source feeds the monitor's screen, which shows neither energy
+    nor BAR1 (:data:`nvml_open.MONITOR_SKIPS`: not read).
 
     ``starting`` is set once NVML starts opening (or cannot): from then on the
     driver waits without the GIL, and other threads' imports cost this one nothing."""
@@ -145,7 +153,13 @@ def open_live(text_one_shot: bool = False, starting: threading.Event | None = No
     started = nvml_open.start(nvml, begin)
     from gputui.collectors.nvml import NvmlCollector
 
-    skip = nvml_open.TEXT_ONE_SHOT_SKIPS if text_one_shot else frozenset()
+    skip = (
+        nvml_open.TEXT_ONE_SHOT_SKIPS
+        if text_one_shot
+        else nvml_open.MONITOR_SKIPS
+        if screen
+        else frozenset()
+    )
     try:
         gpu = NvmlCollector(started=started, skip=skip)
     except BaseException:

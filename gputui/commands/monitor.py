@@ -76,7 +76,7 @@ def main(args: argparse.Namespace, leaving: bool = False) -> int:
         # the text report of one instant reading: only the queries it shows
         text_one_shot = args.once and not args.json and not args.window
         starting = threading.Event()
-        live = SampleAhead(lambda: open_live(text_one_shot, starting), window)
+        live = SampleAhead(lambda: open_live(text_one_shot, starting, screen=screen), window)
         source, banner = live, None
         if args.once:
             # The report's imports hold the GIL: they wait until the sample thread

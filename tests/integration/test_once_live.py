@@ -235,3 +235,20 @@ def test_a_gpu_the_process_may_not_open_is_hidden_on_the_early_open(
     assert cli.main(["--once", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [d["uuid"] for d in doc["devices"]] == ["GPU-other"]
+
+
+@pytest.mark.parametrize("screen", [True, False], ids=["screen", "json-record-export"])
+def test_the_monitors_screen_does_not_read_energy_or_bar1(fake: FakeNvml, screen: bool) -> None:
+    """The screen shows neither; ``--json``, recordings and the exporter (the control)
+    read both, on the slow cadence."""
+    from gputui.collectors.source import open_live
+
+    source = open_live(screen=screen)
+    try:
+        for _ in range(12):  # past the slow cadence (every tenth sample)
+            source.sample()
+    finally:
+        source.close()
+    unread = {"nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetBAR1MemoryInfo"}
+    assert {name for name in unread if fake.calls[name]} == (set() if screen else unread)
+    assert fake.calls["nvmlDeviceGetPowerUsage"] >= 12

@@ -318,6 +318,16 @@ def test_slow_values_are_read_on_the_slow_cadence(clock: Clock) -> None:
     # measured at ~7 ms and ~0.6 ms per call on an H100: slow cadence only
     assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 2
     assert fake.calls["nvmlDeviceGetBAR1MemoryInfo"] == 2
+    # the link's width (~85 us a call) changes only when the link retrains; its
+    # generation follows the power state and is read every time
+    assert fake.calls["nvmlDeviceGetCurrPcieLinkWidth"] == 2
+    assert fake.calls["nvmlDeviceGetCurrPcieLinkGeneration"] == 20
+
+
+def test_the_pcie_width_read_on_the_slow_cadence_is_in_every_snapshot(clock: Clock) -> None:
+    _fake, collector = make([h100()], clock, slow_every=10)
+    widths = [collector.sample().devices[0].pcie_width for _ in range(12)]
+    assert widths == [16] * 12
 
 
 def test_gpm_devices_take_link_rates_from_gpm_and_skip_field_values(clock: Clock) -> None:
@@ -340,8 +350,8 @@ def test_steady_state_call_count_is_small(h100_rig: tuple[FakeNvml, NvmlCollecto
     collector.sample()  # neither the slow nor the process-utilization cadence
     per_sample = sum(fake.calls.values()) - before
     # utilization, memory, temperature, power, 3 clocks, pstate, throttle,
-    # 2 PCIe link, 2 GPM, 2 process lists
-    assert per_sample <= 16
+    # the PCIe link's generation, 2 GPM, 2 process lists
+    assert per_sample <= 15
 
 
 # ------------------------------------------------------- fallbacks, failures
