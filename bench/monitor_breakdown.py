@@ -1,0 +1,190 @@
+"""Where the running monitor's CPU goes: per thread, per stage, per NVML call.
+
+    python bench/monitor_breakdown.py [--seconds 40] [--warmup 10] [--out FILE] -- GPUTUI-ARGS
+
+Starts ``gputui GPUTUI-ARGS`` (default ``--interval 1``: the live monitor) in a
+tmux pane of 120x40 and, inside that process, counts the CPU time
+(``time.thread_time``) of the monitor's stages over ``--seconds`` after
+``--warmup``: taking a snapshot in (``ingest``: history, findings and the panels'
+text), the screen's update (``compositor``: Textual drawing the changed lines),
+each widget's lines, and every NVML function the sampler calls (``nvml.*``).
+Each thread's CPU comes from ``/proc/self/task``.  The figures are milliseconds
+of CPU per second of wall time; JSON on standard output (and in ``--out``).
+
+``--fake-nvml PIDFILE`` runs against the tests' fake NVML with one GPU whose
+processes are the pids in PIDFILE (no GPU needed; the fake's Python counts in
+the sampler thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _timed(acc: dict[str, list[float]], on: list[bool], label: str, fn: Any, by_type: bool) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if on[0]:
+                key = f"{label}[{type(args[0]).__name__}]" if by_type and args else label
+                entry = acc[key]
+                entry[0] += 1
+                entry[1] += time.thread_time() - start
+
+    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _threads() -> dict[str, tuple[str, int]]:
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[tid] = (name, int(fields[11]) + int(fields[12]))
+    return out
+
+
+def inside(args: argparse.Namespace) -> None:
+    """The monitor itself, with its stages counted."""
+    acc: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+    on = [False]
+    sys.path.insert(0, str(ROOT))
+    from textual._compositor import Compositor
+    from textual.app import App
+    from textual.screen import Screen
+    from textual.widget import Widget
+
+    from gputui.tui import app as appmod
+
+    for cls, name, label, by_type in (
+        (appmod.GputuiApp, "ingest", "ingest", False),
+        (Screen, "_compositor_refresh", "compositor", False),
+        (Compositor, "render_update", "compositor.render_update", False),
+        (App, "_display", "compositor.display", False),
+        (Widget, "render_lines", "lines", True),
+    ):
+        setattr(cls, name, _timed(acc, on, label, getattr(cls, name), by_type))
+    appmod.findings = _timed(acc, on, "ingest.findings", appmod.findings, False)
+
+    if args.fake_nvml:
+        from gputui.collectors import nvml_open
+        from tests.helpers.fake_gpus import busy_node
+        from tests.helpers.fake_nvml import FakeNvml
+
+        pids = [int(line) for line in Path(args.fake_nvml).read_text().split()]
+        nvml: Any = FakeNvml(busy_node(pids, 1))
+        nvml_open.import_pynvml = lambda: nvml
+    else:
+        import pynvml
+
+        nvml = pynvml
+    for name in dir(nvml):
+        if name.startswith(("nvmlDevice", "nvmlGpm", "nvmlSystem")):
+            fn = getattr(nvml, name)
+            if callable(fn):
+                setattr(nvml, name, _timed(acc, on, f"nvml.{name}", fn, False))
+
+    def measure() -> None:
+        time.sleep(args.warmup)
+        before = _threads()
+        on[0] = True
+        start = time.monotonic()
+        time.sleep(args.seconds)
+        on[0] = False
+        wall = time.monotonic() - start
+        after = _threads()
+        tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+        result = {
+            "seconds": round(wall, 2),
+            "threads_ms_per_s": {
+                f"{name}:{tid}": round((ticks - before.get(tid, (name, 0))[1]) * tick_ms / wall, 3)
+                for tid, (name, ticks) in after.items()
+            },
+            "stages_ms_per_s": {
+                key: {"calls": int(count), "ms_per_s": round(cpu * 1000 / wall, 3)}
+                for key, (count, cpu) in sorted(acc.items(), key=lambda kv: -kv[1][1])
+            },
+        }
+        Path(args.result).write_text(json.dumps(result, indent=1))
+        os.kill(os.getpid(), 2)
+
+    threading.Thread(target=measure, daemon=True).start()
+    from gputui import cli
+
+    try:
+        cli.main(args.gputui or ["--interval", "1"])
+    except BaseException:  # the interrupt that ends the measurement
+        pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--fake-nvml", metavar="PIDFILE")
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("gputui", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    if args.gputui and args.gputui[0] == "--":
+        args.gputui = args.gputui[1:]
+    if args.result:
+        inside(args)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "result.json"
+        inner = [sys.executable, __file__, "--result", str(result)]
+        inner += ["--seconds", str(args.seconds), "--warmup", str(args.warmup)]
+        if args.fake_nvml:
+            inner += ["--fake-nvml", str(args.fake_nvml)]
+        inner += ["--", *(args.gputui or ["--interval", "1"])]
+        socket = f"gputui-breakdown-{os.getpid()}"
+        # the monitor draws on standard error: the pane is its terminal
+        command = shlex.join(inner) + "; sleep 30"
+        subprocess.run(
+            ["tmux", "-L", socket, "new-session", "-d", "-x", "120", "-y", "40", command],
+            check=True,
+            cwd=ROOT,
+        )
+        deadline = time.monotonic() + args.warmup + args.seconds + 60
+        try:
+            while not result.exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            time.sleep(0.5)
+            pane = subprocess.run(
+                ["tmux", "-L", socket, "capture-pane", "-p"], capture_output=True, text=True
+            ).stdout
+        finally:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)
+        if not result.exists():
+            print("no result; the pane:\n" + pane, file=sys.stderr)
+            return 1
+        text = result.read_text()
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
