@@ -237,8 +237,11 @@ class ProcessTable(ScrollView, can_focus=True):
         self._painted: tuple[int, list[tuple[str, tuple[Any, ...], bool]]] = (0, [])
         #: the processes and width the columns were last chosen for, and those columns
         self._columns_for: tuple[tuple[ProcessSnapshot, ...], int, list[str]] | None = None
-        #: the widget's style during one render_lines pass
-        self._pass_style: Style | None = None
+        #: the widget's own style ("") and its components' styles, as last looked up:
+        #: Textual works each out again from the ancestors' styles whenever the
+        #: widget is refreshed (every second), though they change only with the CSS
+        #: (a theme, a class, hover) or the focus
+        self._styles: dict[str, Style] = {}
         #: told the pids of the GPU processes in view when they change (a live
         #: collector reads those at every refresh, the others in turns)
         self.on_view: Callable[[frozenset[int]], None] | None = None
@@ -478,19 +481,26 @@ class ProcessTable(ScrollView, can_focus=True):
         segments = list(text.render(self.app.console))
         return Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
 
+    def _style(self, component: str = "") -> Style:
+        """The widget's style, or a component's, looked up once per change of the CSS
+        or the focus: walking the ancestors' styles cost more than drawing a row."""
+        style = self._styles.get(component)
+        if style is None:
+            style = self.get_component_rich_style(component) if component else self.rich_style
+            self._styles[component] = style
+        return style
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()
+        super().notify_style_update()
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        # The widget's style is looked up once per pass, not once per line: walking the
-        # ancestors' backgrounds cost more than drawing a cached row.
-        self._pass_style = self.rich_style
         self._tell_view()  # scrolled, resized
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._pass_style = None
+        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self._pass_style or self.rich_style
+        base = self._style()
         if y == 0:
             return self._header_strip(width, base)
         index = self.scroll_offset.y + y - 1
@@ -500,7 +510,7 @@ class ProcessTable(ScrollView, can_focus=True):
         cursor: Style | None = None
         if index == self.cursor_row:
             name = "processtable--cursor" if self.has_focus else "processtable--cursor-blurred"
-            cursor = self.get_component_rich_style(name)
+            cursor = self._style(name)
         cached = self._strips.get(key)
         if (
             cached is not None
@@ -521,7 +531,7 @@ class ProcessTable(ScrollView, can_focus=True):
         return strip
 
     def _header_strip(self, width: int, base: Style) -> Strip:
-        style = self.get_component_rich_style("processtable--header")
+        style = self._style("processtable--header")
         spec = self.sort_spec
         labels: list[Any] = []
         for key, label, _w in COLUMNS:
@@ -541,9 +551,11 @@ class ProcessTable(ScrollView, can_focus=True):
         return strip
 
     def on_focus(self) -> None:
+        self._styles.clear()
         self.refresh()
 
     def on_blur(self) -> None:
+        self._styles.clear()
         self.refresh()
 
     # -- cursor and mouse ----------------------------------------------------------
