@@ -127,7 +127,11 @@ class HostCollector:
         clock: Callable[[], float] = time.monotonic,
         proc_stat: Callable[[int], ProcStat | None] | None = None,
         in_view: InView | None = None,
+        per_core: bool = True,
     ) -> None:
+        #: read each core's time (``cpu_per_core_pct``); the monitor's screen shows
+        #: only the whole CPU, one line of /proc/stat instead of one per core
+        self.per_core = per_core
         if psutil is None:
             import psutil as psutil_module
 
@@ -200,8 +204,13 @@ class HostCollector:
         )
 
     def _cpu_ticks(self) -> list[tuple[float, float]] | None:
-        """(busy, total) CPU time of each core, from one read of /proc/stat."""
-        cores = self._quiet(lambda: self._psutil.cpu_times(percpu=True))
+        """(busy, total) CPU time of each core, from one read of /proc/stat; of the
+        whole CPU alone (one item) without ``per_core``."""
+        if self.per_core:
+            cores = self._quiet(lambda: self._psutil.cpu_times(percpu=True))
+        else:
+            whole = self._quiet(self._psutil.cpu_times)
+            cores = [whole] if whole is not None else None
         if not cores:
             return None
         ticks = []
@@ -233,6 +242,8 @@ class HostCollector:
             busy_sum += busy
             total_sum += total
             per_core.append(_percent(busy, total))
+        if not self.per_core:
+            return per_core[0], ()
         return _percent(busy_sum, total_sum), tuple(per_core)
 
     # ------------------------------------------------------------- processes

@@ -126,8 +126,9 @@ def open_live(
     (``gputui --once``): the NVML queries it does not print are not made
     (:data:`nvml_open.TEXT_ONE_SHOT_SKIPS`).
 
-    ``screen``: the source feeds the monitor's screen, which shows neither energy
-    nor BAR1 (:data:`nvml_open.MONITOR_SKIPS`: not read).
+    ``screen``: the source feeds the monitor's screen, which shows neither energy,
+    BAR1 (:data:`nvml_open.MONITOR_SKIPS`: not read) nor each core's CPU time (the
+    whole CPU's is read).
 
     ``starting`` is set once NVML starts opening (or cannot): from then on the
     driver waits without the GIL, and other threads' imports cost this one nothing."""
@@ -136,7 +137,7 @@ def open_live(
     # The host side's thread is started now and waits: started at the moment
     # NVML begins to open, starting it would hand the GIL around and delay
     # nvmlInit by a switch interval or two.
-    host = _Opening(_open_host_side)
+    host = _Opening(lambda: _open_host_side(per_core=not screen))
 
     def begin() -> None:
         host.go()
@@ -172,12 +173,12 @@ def open_live(
         raise
 
 
-def _open_host_side() -> tuple[object, object, object]:
+def _open_host_side(per_core: bool = True) -> tuple[object, object, object]:
     from gputui.collectors.attribution import ContainerAttributor
     from gputui.collectors.host import HostCollector
     from gputui.collectors.pid_namespace import PidMapper
 
-    return HostCollector(), PidMapper(), ContainerAttributor()
+    return HostCollector(per_core=per_core), PidMapper(), ContainerAttributor()
 
 
 class _Opening:

@@ -238,12 +238,15 @@ def test_a_gpu_the_process_may_not_open_is_hidden_on_the_early_open(
 
 
 @pytest.mark.parametrize("screen", [True, False], ids=["screen", "json-record-export"])
-def test_the_monitors_screen_does_not_read_energy_or_bar1(fake: FakeNvml, screen: bool) -> None:
-    """The screen shows neither; ``--json``, recordings and the exporter (the control)
-    read both, on the slow cadence."""
+def test_the_monitors_screen_does_not_read_energy_bar1_or_each_core(
+    fake: FakeNvml, screen: bool
+) -> None:
+    """The screen shows none of them; ``--json``, recordings and the exporter (the
+    control) read energy and BAR1 on the slow cadence, and each core's CPU time."""
     from gputui.collectors.source import open_live
 
     source = open_live(screen=screen)
+    assert source._host.per_core is not screen  # type: ignore[attr-defined]
     try:
         for _ in range(12):  # past the slow cadence (every tenth sample)
             source.sample()

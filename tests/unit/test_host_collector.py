@@ -133,10 +133,16 @@ class FakePsutil:
         self.Process = Process
 
     def cpu_times(self, percpu: bool = False) -> Any:
-        """Per-core times growing by 100 ticks a read, `busy_pct` of them busy."""
-        assert percpu
-        self.calls["cpu_times"] += 1
-        reads = self.calls["cpu_times"]
+        """Per-core times growing by 100 ticks a read, `busy_pct` of them busy; the
+        whole CPU's (without ``percpu``) their sum, as /proc/stat's first line."""
+        self.calls["cpu_times" if percpu else "cpu_times_whole"] += 1
+        reads = self.calls["cpu_times"] + self.calls["cpu_times_whole"]
+        if not percpu:
+            cores = self._cores(reads)
+            return CpuTimes(*(sum(values) for values in zip(*cores, strict=True)))
+        return self._cores(reads)
+
+    def _cores(self, reads: int) -> list[Any]:
         return [
             CpuTimes(
                 user=reads * busy * 0.75,
@@ -197,6 +203,19 @@ def test_host_sample(ps: FakePsutil) -> None:
     assert (host.load_1, host.load_5, host.load_15) == (1.5, 1.0, 0.5)
     assert host.uptime_s is not None and host.uptime_s > 1_000_000
     assert host.hostname
+
+
+def test_without_each_core_one_read_of_the_whole_cpu_gives_the_same_total(
+    ps: FakePsutil,
+) -> None:
+    # the monitor's screen shows the whole CPU only (a node's 128 cores are 128 lines)
+    now = [100.0]
+    collector = HostCollector(ps, clock=lambda: now[0], per_core=False)
+    now[0] += 0.5
+    host = collector.sample()
+    assert (ps.calls["cpu_times_whole"], ps.calls["cpu_times"]) == (2, 0)
+    assert host.cpu_pct == pytest.approx(25.0)  # as the per-core read's total
+    assert host.cpu_per_core_pct == ()
 
 
 def test_cpu_percent_over_less_than_a_tenth_of_a_second_is_not_reported(
