@@ -50,6 +50,33 @@ def _timed(acc: dict[str, list[float]], on: list[bool], label: str, fn: Any, by_
     return wrapper
 
 
+def _profiled(profile: Any, on: list[bool], fn: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not on[0]:
+            return fn(*args, **kwargs)
+        profile.enable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            profile.disable()
+
+    return wrapper
+
+
+def _top(profile: Any, wall: float, count: int = 45) -> list[str]:
+    """The functions under a profiled stage by cumulative time (ms per second of
+    wall time, under the profiler's own overhead)."""
+    import pstats
+
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][3])[:count]
+    return [
+        f"{cum * 1000 / wall:8.3f} cum {tot * 1000 / wall:8.3f} own {calls:6d}  "
+        f"{Path(file).name}:{line}({name})"
+        for (file, line, name), (_cc, calls, tot, cum, _callers) in rows
+    ]
+
+
 def _threads() -> dict[str, tuple[str, int]]:
     out = {}
     for tid in os.listdir("/proc/self/task"):
@@ -104,6 +131,22 @@ def inside(args: argparse.Namespace) -> None:
             if callable(fn):
                 setattr(nvml, name, _timed(acc, on, f"nvml.{name}", fn, False))
 
+    profiles: dict[str, Any] = {}
+    if args.profile:
+        import cProfile
+
+        from gputui.collectors import source as source_mod
+
+        targets = {
+            "sampler": (source_mod.LiveSource, "sample"),
+            "ingest": (appmod.GputuiApp, "ingest"),
+            "compositor": (Screen, "_compositor_refresh"),
+        }
+        for label in args.profile:
+            cls, name = targets[label]
+            profiles[label] = profile = cProfile.Profile()
+            setattr(cls, name, _profiled(profile, on, getattr(cls, name)))
+
     def measure() -> None:
         time.sleep(args.warmup)
         before = _threads()
@@ -125,6 +168,8 @@ def inside(args: argparse.Namespace) -> None:
                 for key, (count, cpu) in sorted(acc.items(), key=lambda kv: -kv[1][1])
             },
         }
+        for label, profile in profiles.items():
+            result[f"profile_{label}"] = _top(profile, wall)
         Path(args.result).write_text(json.dumps(result, indent=1))
         os.kill(os.getpid(), 2)
 
@@ -143,6 +188,12 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--fake-nvml", metavar="PIDFILE")
+    parser.add_argument(
+        "--profile",
+        action="append",
+        choices=["sampler", "ingest", "compositor"],
+        help="also profile this stage (cProfile: slower, for where, not how much)",
+    )
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("gputui", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -157,6 +208,8 @@ def main() -> int:
         inner += ["--seconds", str(args.seconds), "--warmup", str(args.warmup)]
         if args.fake_nvml:
             inner += ["--fake-nvml", str(args.fake_nvml)]
+        for label in args.profile or []:
+            inner += ["--profile", label]
         inner += ["--", *(args.gputui or ["--interval", "1"])]
         socket = f"gputui-breakdown-{os.getpid()}"
         # the monitor draws on standard error: the pane is its terminal
