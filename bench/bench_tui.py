@@ -6,6 +6,9 @@ Modes (each prints a table and, with --out, writes JSON):
   replay   the same for `gputui --replay` of a large recording (8 GPUs x 40 processes),
            or with --demo of the demo (one H100); --bare adds a bare Textual app
            (the floor under any Textual screen) to live and replay
+  steady   the live tools of `live` all running at once, each in its own tmux session,
+           measured in the same windows after a long warm-up (default 330 s: the
+           history graphs' 5-minute window full, as on a node left open)
   launch   launch to first full frame, polled from the tmux pane
   soak     a long replay: RSS and CPU per minute, first vs last minute
 
@@ -174,6 +177,51 @@ def mode_live(args: argparse.Namespace) -> dict[str, object]:
     return {"mode": "live", "summary": summary, "windows": [dataclasses.asdict(w) for w in windows]}
 
 
+def mode_steady(args: argparse.Namespace) -> dict[str, object]:
+    tools = [(label, gputui_cmd("--interval 1"), tree) for label, tree in trees(args)]
+    try:
+        import nvitop  # noqa: F401
+
+        tools.append(("nvitop", f"{shlex.quote(sys.executable)} -m nvitop --interval 1", ROOT))
+    except ImportError:
+        print("nvitop not importable: measuring gputui alone", file=sys.stderr)
+    procs: dict[str, psutil.Process] = {}
+    names = {tool: f"gputui-steady-{i}" for i, (tool, _c, _t) in enumerate(tools)}
+    try:
+        for tool, command, tree in tools:
+            path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+            env = (
+                f"cd {shlex.quote(str(tree))} && exec env TERM=xterm-256color "
+                f"PYTHONPATH={shlex.quote(path)} {command}"
+            )
+            session = names[tool]
+            tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", env)
+            pid = int(tmux("display-message", "-p", "-t", f"={session}:", "#{pane_pid}"))
+            procs[tool] = psutil.Process(pid)
+        time.sleep(args.warmup)
+        windows = []
+        for _ in range(args.rounds):
+            before = {tool: tree_cpu_s(proc) for tool, proc in procs.items()}
+            t0 = time.monotonic()
+            time.sleep(args.seconds)
+            elapsed = time.monotonic() - t0
+            for tool, proc in procs.items():
+                cpu = 100.0 * (tree_cpu_s(proc) - before[tool]) / elapsed
+                windows.append(Window(tool, cpu, tree_rss(proc) / 2**20, rss_by_mapping(proc.pid)))
+                print(windows[-1], file=sys.stderr)
+    finally:
+        for session in names.values():
+            subprocess.run(["tmux", "kill-session", "-t", f"={session}"], capture_output=True)
+    summary = summarize(windows)
+    if "nvitop" in summary:
+        summary["ratio_over_nvitop"] = {
+            label: summary[label]["cpu_pct_median"] / summary["nvitop"]["cpu_pct_median"]
+            for label, _tree in trees(args)
+        }
+    windows_out = [dataclasses.asdict(w) for w in windows]
+    return {"mode": "steady", "summary": summary, "windows": windows_out}
+
+
 def big_recording(path: Path, gpus: int, procs: int) -> None:
     """Grow the demo's snapshots to many GPUs and processes (a synthetic load)."""
     from gputui.collectors.replay import RecordingWriter, read_demo
@@ -303,7 +351,7 @@ def main() -> None:
     if not shutil.which("tmux"):
         sys.exit("bench_tui needs tmux")
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("mode", choices=["live", "replay", "launch", "soak"])
+    p.add_argument("mode", choices=["live", "steady", "replay", "launch", "soak"])
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--rounds", type=int, default=2)
@@ -326,6 +374,7 @@ def main() -> None:
     os.environ.setdefault("TERM", "xterm-256color")
     result = {
         "live": mode_live,
+        "steady": mode_steady,
         "replay": mode_replay,
         "launch": mode_launch,
         "soak": mode_soak,
