@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from gputui.tui.widgets.processes import _RIGHT, line_text, row_segments
+from gputui.tui.widgets.process_rows import _RIGHT, line_text, row_segments
 
 CONSOLE = Console(width=200, color_system="truecolor")
 COLUMNS = ["mark", "gpu", "pid", "user", "type", "gpu_mem", "sm", "bw", "cpu", "command"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -28,7 +27,6 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputui import fmt
 from gputui.snapshot.model import PlacedMemo, ProcessSnapshot
 from gputui.tui import proc_view
 from gputui.tui.proc_sort import HOST_ORDER
@@ -41,114 +39,7 @@ from gputui.tui.proc_view import (
     RowList,
     SortSpec,
 )
-
-
-def _one_cell(character: str) -> bool:
-    return cell_len(character) == 1
-
-
-#: the command column is at least this wide; the others are fixed
-MIN_COMMAND = 12
-_RIGHT = {"pid", "gpu_mem", "sm", "bw", "cpu", "rss", "time"}
-
-
-def line_text(
-    columns: list[str],
-    values: tuple[Any, ...],
-    widths: list[int],
-    style: Style | None,
-    ascii_only: bool,
-) -> Text:
-    """One row (or the header) as a Rich Text: each cell padded to its column's
-    width (right-aligned in ``_RIGHT``), cut with an ellipsis where longer,
-    ``style`` (the cursor's) under the cells' own."""
-    line = Text(no_wrap=True, overflow="crop", end="")
-    for i, (column, value, width) in enumerate(zip(columns, values, widths, strict=True)):
-        if i:
-            # Between columns only: a space after the last one made every line a
-            # cell too wide, and cropping a line with a non-ASCII character (an
-            # ellipsis) costs Rich a walk over each character.
-            line.append(" ")
-        text = value if isinstance(value, Text) else Text(str(value))
-        plain = text.plain
-        cells = len(plain) if plain.isascii() else text.cell_len
-        if cells > width:
-            # Cut with an ellipsis, so a cut command never reads as a whole one.
-            text = text.copy()
-            text.truncate(max(0, width - 1))
-            text.append(fmt.ellipsis(ascii_only))
-            cells = text.cell_len
-        pad = " " * max(0, width - cells)
-        if column in _RIGHT:
-            line.append(pad)
-            line.append_text(text)
-        else:
-            line.append_text(text)
-            line.append(pad)
-    if style is not None:
-        # Under the cells' own colours, so a red %SM stays red on the cursor row.
-        line.stylize_before(style)
-    return line
-
-
-def row_segments(
-    columns: list[str],
-    values: tuple[Any, ...],
-    widths: list[int],
-    cursor: Style | None,
-    ascii_only: bool,
-    get_style: Callable[..., Style],
-) -> list[Segment] | None:
-    """The segments Rich renders :func:`line_text`'s row into, built directly
-    (a refresh draws every changed row: Rich's general path costs several times
-    more); None for a row with a cell of spans, control characters or characters
-    not one cell wide (wide, combining), which Rich lays out.  The same segments
-    as Rich's, split where Rich splits them: at each styled cell's ends, an empty
-    one too."""
-    out: list[Segment] = []
-    run = ""  # unstyled text since the last styled cell
-    ellipsis = fmt.ellipsis(ascii_only)
-    null = Style.null()
-    # Rich gives unstyled text the line's (null) style, or the cursor's; a line
-    # with no style at all is one segment without one
-    plain_style = null if cursor is None else cursor
-    styled = False  # a styled cell, even an empty one, is a span of Rich's
-    for i, (column, value, width) in enumerate(zip(columns, values, widths, strict=True)):
-        if i:
-            run += " "
-        if isinstance(value, Text):
-            if value.spans:
-                return None
-            plain, style = value.plain, value.style
-        else:
-            plain, style = str(value), ""
-        if not plain.isprintable():  # control characters: Rich strips them
-            return None
-        if not plain.isascii() and not all(map(_one_cell, plain)):
-            return None  # wide or zero-width characters: Rich measures those
-        if len(plain) > width:
-            plain = plain[: max(0, width - 1)] + ellipsis  # the ellipsis is one cell
-        pad = " " * max(0, width - len(plain))
-        right = column in _RIGHT
-        if right:
-            run += pad
-        if style:
-            styled = True
-            if run:
-                out.append(Segment(run, plain_style))
-                run = ""
-            if plain:
-                own = get_style(style, default=null)
-                out.append(Segment(plain, own if cursor is None else cursor + own))
-        else:
-            run += plain
-        if not right:
-            run += pad
-    if not styled and (cursor is None or not run):  # no span (the cursor's needs text)
-        return [Segment(run)]
-    if run:
-        out.append(Segment(run, plain_style))
-    return out
+from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
 
 
 class ProcessTable(ScrollView, can_focus=True):
