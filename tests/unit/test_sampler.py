@@ -602,18 +602,27 @@ def test_stacks_are_bounded() -> None:
 def test_a_bottom_frame_ends_the_stack() -> None:
     """In a DataLoader worker the frames under the worker loop's wrapper (one
     of gputui's) are the training process's at the fork: not the worker's."""
-    namespace: dict[str, Any] = {"busy_python": busy_python}
-    src = "def loop(until):\n    return busy_python(until)\n"
+    # The loop runs for the thread's whole life, as a worker's loop does: every
+    # sample, however late the sampler thread runs, finds it on the stack.
+    entered = threading.Event()
+    namespace: dict[str, Any] = {"busy_python": busy_python, "time": time, "entered": entered}
+    src = (
+        "def loop(stop):\n"
+        "    entered.set()\n"
+        "    while not stop.is_set():\n"
+        "        busy_python(time.perf_counter() + 0.05)\n"
+    )
     exec(compile(src, os.path.join(GPUTUI_DIR, "hook", "_fake_loop.py"), "exec"), namespace)
     loop = namespace["loop"]
 
-    def forked_from_here(until: float) -> int:
-        return loop(until)  # type: ignore[no-any-return]
+    def forked_from_here(stop: threading.Event) -> None:
+        loop(stop)
 
     rec = Recorder()
     sampler = Sampler(rec, enabled=True)
     sampler.bottom = loop.__code__
-    with Worker(repeating(forked_from_here)) as worker:
+    with Worker(forked_from_here) as worker:
+        assert entered.wait(60), "the worker's loop did not start"
         rec.thread = worker.thread.ident
         sampler.start()
         try:
