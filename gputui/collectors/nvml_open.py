@@ -56,8 +56,9 @@ TEXT_ONE_SHOT_SKIPS = frozenset(
 
 
 #: what the monitor's screen neither shows nor gives to a rule: the energy counter
-#: (about 3 ms of CPU a call on an H100, 580 driver) and BAR1 memory (0.4 ms).  Both
-#: stay in ``--json``, recordings and the exporter, which read every query.
+#: (4.1 ms of CPU a call, 1.1-12 ms, on an H100 with driver 580: bench/nvml_calls.py)
+#: and BAR1 memory (0.36 ms).  Both stay in ``--json``, recordings and the exporter,
+#: which read every query.
 MONITOR_SKIPS = frozenset({"energy", "bar1"})
 
 

@@ -154,13 +154,11 @@ def open_live(
     started = nvml_open.start(nvml, begin)
     from gputui.collectors.nvml import NvmlCollector
 
-    skip = (
-        nvml_open.TEXT_ONE_SHOT_SKIPS
-        if text_one_shot
-        else nvml_open.MONITOR_SKIPS
-        if screen
-        else frozenset()
-    )
+    skip: frozenset[str] = frozenset()
+    if text_one_shot:
+        skip = nvml_open.TEXT_ONE_SHOT_SKIPS
+    elif screen:
+        skip = nvml_open.MONITOR_SKIPS
     try:
         gpu = NvmlCollector(started=started, skip=skip)
     except BaseException:
