@@ -14,6 +14,12 @@ selection needs; for panels that change every frame that was 30-45% of the main
 thread, about twice what this costs.  The price is that text in these panels
 cannot be selected with the mouse; a panel users copy from sets ``SELECTABLE``
 and keeps Textual's path.
+
+A panel with no border, outline, top or bottom padding, tint, hatch or opacity
+(all of the monitor's) also skips Textual's styles cache, which builds each drawn line again
+through the general box model: its lines are the cached strips as they are, the
+app's line filters applied (``render_lines``; ``tests/tui/test_text_panel_lines.py``
+holds it to Textual's drawing of the same panel).
 """
 
 from __future__ import annotations
@@ -21,15 +27,23 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.cells import cell_len
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.color import Color
 from textual.geometry import Region, Size
 from textual.strip import Strip
+from textual.style import Style as TextualStyle
 from textual.widget import Widget
 
 from gputui.tui.render import ascii_text
+
+try:  # Textual's own padding of a line (what its styles cache does)
+    from textual._segment_tools import line_pad
+except ImportError:  # a Textual without it: the panels keep Textual's drawing
+    line_pad = None  # type: ignore[assignment]
 
 
 class TextPanel(Widget):
@@ -66,6 +80,13 @@ class TextPanel(Widget):
         self._rich_text_style = Style.null()
         #: per line: (width, base style, the line drawn, Strip), or None until drawn
         self._strips: list[tuple[int, Style, Text, Strip] | None] = [None]
+        #: the box as last drawn: the style keys of the panel and its ancestors, and
+        #: (plain box?, the filters' background, the style of blank lines)
+        self._box: tuple[tuple[int, ...], tuple[bool, int, int, Color, Style]] | None = None
+        #: per line of a plain box: (the line drawn, what else it was drawn with, Strip)
+        self._plain: dict[int, tuple[Text | None, tuple[object, ...], Strip]] = {}
+        #: the last lines came from the fast path (Textual's styles cache is stale)
+        self._drew_plain = False
 
     def build(self, width: int) -> Text:
         """The panel's text at ``width`` cells; subclasses draw their last data."""
@@ -84,7 +105,7 @@ class TextPanel(Widget):
         return list(text.split("\n", allow_blank=True))
 
     def redraw(self) -> None:
-        width = self.content_region.width or self.app.size.width
+        width = self._content_width() or self.app.size.width
         built = None if self.WRAP or self.SELECTABLE else self.build_lines(width)
         if built is not None:
             self._redraw_lines(built)
@@ -188,10 +209,111 @@ class TextPanel(Widget):
     def render(self) -> Text:
         return self.whole_text
 
+    def _content_width(self) -> int:
+        """``content_region.width`` without looking the panel up on the screen: its
+        laid-out width less its padding and border."""
+        width = self.outer_size.width
+        return max(0, width - self.styles.gutter.width) if width else 0
+
+    def _plain_box(self) -> tuple[bool, int, int, Color, Style]:
+        """Whether this panel's box is its content and a side padding alone (no
+        border, outline, top or bottom padding, tint, hatch or opacity anywhere up
+        its ancestors), its left and right padding, the background the app's
+        filters see and the style of blank cells.  Worked out again whenever a
+        style of the panel or of an ancestor changes."""
+        key = tuple(node.styles._cache_key for node in self.ancestors_with_self)
+        box = self._box
+        if box is not None and box[0] == key:
+            return box[1]
+        styles = self.styles
+        top, right, bottom, left = styles.padding
+        plain = (
+            not any(edge for edge, _color in styles.border)
+            and not any(edge for edge, _color in styles.outline)
+            and not top
+            and not bottom
+            and self._border_title is None
+            and self._border_subtitle is None
+            and not styles.tint.a
+            and styles.text_opacity == 1.0
+            and self.opacity == 1.0
+            and not (styles.has_rule("hatch") and styles.hatch != "none")
+            and styles.overflow_x == "hidden"
+            and styles.overflow_y == "hidden"  # no scrollbar beside the lines
+        )
+        base_background, background = self.background_colors
+        blank = TextualStyle(background=base_background + background).rich_style
+        value = (plain, left, right, background, blank)
+        self._box = (key, value)
+        return value
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self.SELECTABLE or (self.auto_links and self.hover_style._link_id):
+            return self._textual_lines(crop)
+        try:
+            plain, left, right, background, blank = self._plain_box()
+        except AttributeError:  # a Textual whose styles hold no cache key
+            plain = False
+        if not plain or line_pad is None:
+            return self._textual_lines(crop)
+        width, content_height = self.outer_size
+        content_width = width - left - right
+        self._drew_plain = True
+        filters = self.get_line_filters()
+        base = self.visual_style.rich_style + self._rich_text_style
+        key = (content_width, left, right, base, blank)
+        lines = self._lines
+        cache = self._plain
+        strips: list[Strip] = []
+        for y in crop.line_range:
+            line = lines[y] if y < content_height and y < len(lines) else None
+            # the entry names the very line object it drew (see render_line)
+            cached = cache.get(y)
+            if cached is not None and cached[0] is line and cached[1] == key:
+                strip = cached[2]
+            else:
+                strip = self._plain_strip(line, y < content_height, content_width, base)
+                cache[y] = (line, key, strip)
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+            strips.append(strip)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _plain_strip(
+        self, line: Text | None, content: bool, content_width: int, base: Style
+    ) -> Strip:
+        """One line of a plain box as Textual's styles cache draws it (the content
+        line padded to the content width in the panel's style, then the side
+        padding in the background's), made as one Strip."""
+        _plain, left, right, _background, blank = self._plain_box()
+        segments: list[Segment]
+        if line is None:
+            segments = [Segment(" " * content_width, base if content else blank)]
+        else:
+            segments = list(Segment.apply_style(text_segments(line, self.app.console), base))
+            length = sum(segment.cell_length for segment in segments)
+            if length < content_width:
+                segments.append(Segment(" " * (content_width - length), base))
+            elif length > content_width:
+                segments = list(Strip(segments, length).adjust_cell_length(content_width, base))
+        if left or right:
+            segments = line_pad(segments, left, right, blank)
+        return Strip(segments, content_width + left + right)
+
+    def _textual_lines(self, crop: Region) -> list[Strip]:
+        if self._drew_plain:
+            # lines drawn by the fast path left Textual's cache behind: start afresh
+            self._styles_cache.clear()
+            self._drew_plain = False
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         if self.SELECTABLE:
             return super().render_line(y)
-        width = self.content_region.width
+        width = self._content_width()
         base = self.visual_style.rich_style + self._rich_text_style
         if y >= len(self._lines):
             return Strip.blank(width, base)
@@ -201,7 +323,7 @@ class TextPanel(Widget):
         # change of the line, whichever path replaced it (redraw, rewrap, restyle).
         if cached is not None and cached[2] is line and cached[0] == width and cached[1] == base:
             return cached[3]
-        segments = list(line.render(self.app.console))
+        segments = text_segments(line, self.app.console)
         strip = Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
         self._strips[y] = (width, base, line, strip)
         return strip
@@ -239,4 +361,42 @@ def _spanned(line: Text) -> Text:
     """``line`` with its own style as a span over all of it."""
     out = Text(end=line.end)
     out.append_text(line)
+    return out
+
+
+def text_segments(text: Text, console: Console) -> list[Segment]:
+    """``list(text.render(console))``, made directly for the lines panels draw:
+    no style of the text's own, and spans that follow one another without
+    overlapping, or that do so inside one span over the whole line (a line's own
+    style, :func:`_spanned`).  Any other text is Rich's to render.
+    (``tests/tui/test_text_panel_lines.py`` holds it to Rich's rendering.)"""
+    spans = text._spans
+    plain = text.plain
+    if not spans:
+        return [Segment(plain)]
+    if text.style:
+        return list(text.render(console))
+    get_style = console.get_style
+    null = Style.null()
+    size = len(plain)
+    outer = null
+    first = spans[0]
+    if first.start == 0 and first.end == size and len(spans) > 1:
+        # a span over the whole line: the style under every other one
+        outer = get_style(first.style, default=null)
+        spans = spans[1:]
+    out: list[Segment] = []
+    append = out.append
+    at = 0
+    for span in spans:
+        start, end = span.start, span.end
+        if start < at or end < start or end > size:
+            return list(text.render(console))  # overlapping or out of order: Rich's
+        if start > at:
+            append(Segment(plain[at:start], outer))
+        if end > start:
+            append(Segment(plain[start:end], outer + get_style(span.style, default=null)))
+        at = end
+    if at < size:
+        append(Segment(plain[at:], outer))
     return out
