@@ -8,7 +8,8 @@ footer its line, when only the header's clock and one row changed.  The lines
 outside the changed ones are then thrown away.
 
 Here a widget draws only the rows, between its first and its last, that the update
-writes; a widget with no such row is not asked at all.  The lines written are the
+writes; a widget with no such row, or whose part of each such row is already
+drawn by widgets in front of it, is not asked at all.  The lines written are the
 same; only the work behind them is less (``tests/tui/test_tui_compositor.py``: after
 every update of the monitor, a terminal that took each update shows what a whole
 drawing of the screen shows).  Where this Textual has not the compositor this class
@@ -48,13 +49,19 @@ class LineCompositor(Compositor):
             shown = region.intersection(clip)
             if not shown.width:
                 continue
-            rows = written[bisect_left(written, shown.y) : bisect_left(written, shown.bottom)]
+            left, right = shown.x, shown.right
+            # the written rows where some of this widget's span is not yet taken by a
+            # widget in front (the screen and the containers behind the panels: none)
+            rows = [
+                y
+                for y in written[bisect_left(written, shown.y) : bisect_left(written, shown.bottom)]
+                if any(chops[y][cut] is None for cut in cuts[y] if left <= cut < right)
+            ]
             if not rows:
                 continue
             start = rows[0]
             part = Region(shown.x - region.x, start - region.y, shown.width, rows[-1] + 1 - start)
             strips = widget.render_lines(part)
-            left, right = shown.x, shown.right
             for y in rows:
                 line = chops[y]
                 edges = [cut for cut in cuts[y] if left <= cut <= right]
