@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputui import fmt
 from gputui.snapshot.history import MAX_PROCESSES, History
@@ -183,3 +185,28 @@ def test_bars_and_sparklines_keep_their_width() -> None:
     assert render.bucketize([1.0, 9.0, 2.0, 3.0], 2) == [9.0, 3.0]
     assert fmt.duration(59) == "59s" and fmt.duration(3661) == "1:01:01"
     assert fmt.size(1.5 * 2**30) == "1.5GiB" and fmt.size(None) == "N/A"
+
+
+def _buckets_by_definition(values: list[float | None], width: int) -> list[float | None]:
+    if len(values) <= width:
+        return list(values)
+    out: list[float | None] = []
+    for i in range(width):
+        share = values[i * len(values) // width : (i + 1) * len(values) // width]
+        present = [v for v in share if v is not None]
+        out.append(max(present) if present else None)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False)), max_size=400),
+    st.integers(1, 120),
+)
+def test_the_graphs_buckets_are_each_the_max_of_their_share(
+    values: list[float | None], width: int
+) -> None:
+    # with and without gaps: the whole series without None takes the one-pass path
+    assert render.bucketize(values, width) == _buckets_by_definition(values, width)
+    full = [v for v in values if v is not None]
+    assert render.bucketize(full, width) == _buckets_by_definition(full, width)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from textual import events, on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Input
 
 from gputui.collectors import processes
@@ -32,6 +33,8 @@ from gputui.tui.widgets.text_panel import TextPanel
 
 if TYPE_CHECKING:
     from rich.text import Text
+
+_W = TypeVar("_W", bound=Widget)
 
 #: below this height the graphs are hidden and the host panel is one line
 SMALL_HEIGHT = 32
@@ -77,6 +80,7 @@ class MonitorScreen(Screen[object]):
         self.compact_override: bool | None = None
         self.graphs_override: bool | None = None
         self._resolving = False
+        self._panels: dict[type[Widget], Widget] = {}
 
     @property
     def gapp(self) -> MonitorHost:
@@ -163,12 +167,20 @@ class MonitorScreen(Screen[object]):
 
     # -- data --------------------------------------------------------------------
 
+    def _one(self, kind: type[_W]) -> _W:
+        """``query_one(kind)``, remembered: the screen's panels stay for its life
+        (a query walks the screen's widgets, several times at every refresh)."""
+        widget = self._panels.get(kind)
+        if widget is None or widget.parent is None:
+            widget = self._panels[kind] = self.query_one(kind)
+        return widget  # type: ignore[return-value]
+
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
         app = self.gapp
         current = app.current
-        header = self.query_one(HeaderPanel)
+        header = self._one(HeaderPanel)
         state = header.state
         state.interval_s = app.sampler.interval_s
         state.paused = app.sampler.paused
@@ -179,29 +191,29 @@ class MonitorScreen(Screen[object]):
         if current.sampler_error:
             state.error = current.sampler_error
         header.redraw()
-        self.query_one(BannerPanel).redraw()
+        self._one(BannerPanel).redraw()
         if snapshot is None:
             return
-        devices = self.query_one(DevicePanel)
+        devices = self._one(DevicePanel)
         grew = len(snapshot.devices) != len(devices.devices)
         devices.devices = snapshot.devices
         devices.ceilings = current.ceilings
         if grew:
             self._apply_layout()
         devices.redraw()
-        self.query_one(HostPanel).show(snapshot.host)
-        graphs = self.query_one(HistoryPanel)
+        self._one(HostPanel).show(snapshot.host)
+        graphs = self._one(HistoryPanel)
         if graphs.display:
             graphs.show(app.history, snapshot.devices, app.sampler.interval_s)
-        table = self.query_one(ProcessTable)
+        table = self._one(ProcessTable)
         table.show(snapshot.processes, current.data_time_s)
         self._update_status()
-        self.query_one(FindingsBar).show(current.findings)
+        self._one(FindingsBar).show(current.findings)
         if table.tree_view and not app.source.is_recording:
             self._resolve_parents()
 
     def _update_status(self) -> None:
-        table = self.query_one(ProcessTable)
+        table = self._one(ProcessTable)
         spec = table.sort_spec
         arrow = "desc" if spec.descending else "asc"
         parts: list[tuple[str, str]] = [
@@ -220,7 +232,7 @@ class MonitorScreen(Screen[object]):
             parts.append((f"   {problem}", "bold red"))
         if self.gapp.readonly:
             parts.append(("   read-only", "dim"))
-        status = self.query_one(StatusLine)
+        status = self._one(StatusLine)
         status.parts = parts
         status.redraw()
 

@@ -250,10 +250,12 @@ class HistoryPanel(TextPanel):
         lines = [title]
         for device in self.devices:
             values = tail(history.gpu_series(device.uuid, self.metric), points)
-            present = [v for v in values if v is not None]
             top = maximum
-            if self.metric == "power":
-                top = device.power_limit_w or (max(present) if present else None)
+            if self.metric == "power" and not device.power_limit_w:
+                present = [v for v in values if v is not None]
+                top = max(present) if present else None
+            elif self.metric == "power":
+                top = device.power_limit_w
             current = values[-1] if values else None
             line = Text(f"GPU{device.index:<2} ", style="bold")
             if self.metric in ("tensor", "sm") and not device.gpm_supported:
