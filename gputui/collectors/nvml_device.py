@@ -104,6 +104,8 @@ class DeviceReader:
         self._proc_util: dict[int, tuple[float, float]] | None = None
         #: the processes of the last read (unchanged ones are reused)
         self._processes = DeviceProcesses()
+        #: the process lists' array sizes, kept between reads (one NVML call a list)
+        self._list_sizes: dict[str, int] = {}
         self._mig_static: dict[str, tuple[int | None, str | None, int | None]] = {}
         if handle is not None:
             self._load_identity()
@@ -562,8 +564,9 @@ class DeviceReader:
 
     def _read_processes(self, process_util: bool) -> list[ProcessSnapshot]:
         nv, h = self.nvml, self.handle
-        compute = self.call("compute_procs", *list_queries(nv, h, "Compute"))
-        graphics = self.call("graphics_procs", *list_queries(nv, h, "Graphics"))
+        sizes = self._list_sizes
+        compute = self.call("compute_procs", *list_queries(nv, h, "Compute", sizes))
+        graphics = self.call("graphics_procs", *list_queries(nv, h, "Graphics", sizes))
         compute_mem = memory_by_pid(compute)
         graphics_mem = memory_by_pid(graphics)
         if (compute_mem or graphics_mem) and (process_util or self._proc_util is None):

@@ -75,43 +75,64 @@ RAW_LISTS = {
 _INFO_FIELDS = ("pid", "usedGpuMemory")
 
 
-def raw_memory_by_pid(nv: Any, handle: Any, function: str) -> dict[int, int | None]:
+def raw_memory_by_pid(
+    nv: Any, handle: Any, function: str, sizes: dict[str, int] | None = None
+) -> dict[int, int | None]:
     """pid -> GPU memory from NVML's ``function`` (a process list), called as
     pynvml's wrapper calls it (once for the count, again with an array twice as
     long and five more), the array unpacked in C.  pynvml's wrapper makes a
     Python object of each entry, field by field: about 5 µs a process, 10 ms a
     refresh on a node of 2,000 GPU processes.  AttributeError where this pynvml
     has no such function pointer or structure (the caller then asks pynvml's
-    wrapper); NVML's errors raised as the wrapper raises them."""
+    wrapper); NVML's errors raised as the wrapper raises them.
+
+    ``sizes`` (kept by the caller between reads, per function) holds the array
+    size the last read ended with: a read then makes one call, not two, while
+    the list still fits (a list that outgrew it is read again as above)."""
     info_type = getattr(nv, RAW_LISTS[function])
     layout = layout_of(info_type, _INFO_FIELDS)
     if layout is None:
         raise AttributeError(f"{RAW_LISTS[function]}: not a structure of plain integers")
     fn = nv._nvmlGetFunctionPointer(function)
     count = ctypes.c_uint(0)
-    ret = fn(handle, ctypes.byref(count), None)
-    if ret == nv.NVML_SUCCESS:
-        return {}  # no process
-    if ret != nv.NVML_ERROR_INSUFFICIENT_SIZE:
-        raise nv.NVMLError(ret)
-    count.value = count.value * 2 + 5
-    array = (info_type * count.value)()
-    ret = fn(handle, ctypes.byref(count), array)
+    hint = sizes.get(function, 0) if sizes is not None else 0
+    array: Any = None
+    ret = nv.NVML_ERROR_INSUFFICIENT_SIZE
+    if hint:
+        count.value = hint
+        array = (info_type * hint)()
+        ret = fn(handle, ctypes.byref(count), array)
+    if ret == nv.NVML_ERROR_INSUFFICIENT_SIZE:
+        count.value = 0
+        ret = fn(handle, ctypes.byref(count), None)
+        if ret == nv.NVML_SUCCESS:
+            if sizes is not None:
+                sizes[function] = 5
+            return {}  # no process
+        if ret != nv.NVML_ERROR_INSUFFICIENT_SIZE:
+            raise nv.NVMLError(ret)
+        count.value = count.value * 2 + 5
+        array = (info_type * count.value)()
+        ret = fn(handle, ctypes.byref(count), array)
     if ret != nv.NVML_SUCCESS:
         raise nv.NVMLError(ret)
     entries = min(count.value, len(array))
+    if sizes is not None:
+        sizes[function] = entries * 2 + 5
     data = ctypes.string_at(array, entries * ctypes.sizeof(info_type))
     return sum_by_pid(list(layout.iter_unpack(data)))
 
 
-def list_queries(nv: Any, handle: Any, kind: str) -> tuple[Callable[[], Any], ...]:
+def list_queries(
+    nv: Any, handle: Any, kind: str, sizes: dict[str, int] | None = None
+) -> tuple[Callable[[], Any], ...]:
     """The ways to read a device's ``kind`` ("Compute" or "Graphics") process
     list, newest first: NVML's v3 function called directly, then pynvml's
     wrappers of v3, v2 and the first version (``DeviceReader.call`` keeps to
     the first that this pynvml and driver have)."""
     name = f"nvmlDeviceGet{kind}RunningProcesses"
     return (
-        lambda: raw_memory_by_pid(nv, handle, f"{name}_v3"),
+        lambda: raw_memory_by_pid(nv, handle, f"{name}_v3", sizes),
         lambda: getattr(nv, f"{name}_v3")(handle),
         lambda: getattr(nv, f"{name}_v2")(handle),
         lambda: getattr(nv, name)(handle),

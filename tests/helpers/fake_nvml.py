@@ -140,6 +140,8 @@ class FakeNvml:
         self.cuda_version = cuda_version
         self.nvml_version = nvml_version
         self.calls: Counter[str] = Counter()
+        #: the process lists whose last call answered "too small" (a read under way)
+        self._list_reading: dict[str, bool] = {}
         #: real pynvml functions the collector looked up that the fake lacks
         self.missing_lookups: Counter[str] = Counter()
         self.init_count = 0
@@ -497,7 +499,9 @@ class FakeNvml:
         kinds = self._RAW_LISTS[name]
 
         def function(handle: FakeHandle, count: Any, array: Any) -> int:
-            if array is None:  # a read's first call (as pynvml's wrapper, counted once)
+            # one read counted once (as pynvml's wrapper is): a call that follows one
+            # that answered "too small" goes on with the same read
+            if not self._list_reading.pop(name, False):
                 self.calls[name] += 1
             try:
                 self._before(name, handle)
@@ -507,7 +511,10 @@ class FakeNvml:
             wanted = len(processes)
             if array is None or len(array) < wanted:
                 count._obj.value = wanted
-                return real.NVML_SUCCESS if not wanted else real.NVML_ERROR_INSUFFICIENT_SIZE
+                if not wanted:
+                    return real.NVML_SUCCESS
+                self._list_reading[name] = True
+                return real.NVML_ERROR_INSUFFICIENT_SIZE
             for i, p in enumerate(processes):
                 used = 2**64 - 1 if p.used_gpu_memory is None else p.used_gpu_memory
                 _PROCESS_INFO.pack_into(

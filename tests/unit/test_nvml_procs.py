@@ -168,3 +168,60 @@ def test_a_list_whose_read_fails_says_so_as_pynvml_would() -> None:
         raw_memory_by_pid(fake, handle, "nvmlDeviceGetComputeRunningProcesses_v3")
     assert raised.value.value == UNKNOWN
     assert raw_memory_by_pid(fake, handle, "nvmlDeviceGetComputeRunningProcesses_v3") == {10: 2**30}
+
+
+class _CountedCalls(FakeNvml):
+    """Counts every call of the lists' C functions (the fake counts first calls)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.c_calls = 0
+
+    def _nvmlGetFunctionPointer(self, name: str) -> Any:
+        function = super()._nvmlGetFunctionPointer(name)
+
+        def counted(*args: Any) -> int:
+            self.c_calls += 1
+            return function(*args)
+
+        return counted
+
+
+def test_a_list_read_again_takes_one_call_while_it_fits() -> None:
+    gpu = h100(processes=[FakeProcess(10 + k, used_gpu_memory=k) for k in range(3)])
+    fake = _CountedCalls([gpu])
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    name = "nvmlDeviceGetComputeRunningProcesses_v3"
+    sizes: dict[str, int] = {}
+
+    def read() -> tuple[dict[int, int | None], int]:
+        before = fake.c_calls
+        raw = raw_memory_by_pid(fake, handle, name, sizes)
+        assert raw == memory_by_pid(getattr(fake, name)(handle))  # the wrapper: the control
+        return raw, fake.c_calls - before
+
+    assert read() == ({10: 0, 11: 1, 12: 2}, 2)  # the count, then the array
+    assert read()[1] == 1  # the array of last time's size: enough
+    gpu.processes.extend(FakeProcess(20 + k, used_gpu_memory=k) for k in range(40))
+    raw, calls = read()  # outgrown: the array, the count, the array again
+    assert len(raw) == 43 and calls == 3
+    assert read()[1] == 1
+    gpu.processes.clear()
+    assert read() == ({}, 1)
+    assert read() == ({}, 1)
+    # without sizes: the two calls as before
+    before = fake.c_calls
+    gpu.processes.append(FakeProcess(30))
+    assert raw_memory_by_pid(fake, handle, name) == {30: 2**30}
+    assert fake.c_calls - before == 2
+
+
+def test_the_device_reader_keeps_the_lists_sizes_between_samples() -> None:
+    fake = _CountedCalls([h100(processes=[FakeProcess(10), FakeProcess(11, kind="graphics")])])
+    collector = NvmlCollector(fake)
+    collector.sample()
+    before = fake.c_calls
+    second = collector.sample()
+    assert fake.c_calls - before == 2  # one call for each of the two lists
+    assert sorted(p.pid for p in second.processes) == [10, 11]
