@@ -111,6 +111,10 @@ def inside(args: argparse.Namespace) -> None:
         (Widget, "render_lines", "lines", True),
     ):
         setattr(cls, name, _timed(acc, on, label, getattr(cls, name), by_type))
+    from gputui.tui.widgets.text_panel import TextPanel
+
+    if "render_lines" in vars(TextPanel):  # the panels' own drawing of their lines
+        TextPanel.render_lines = _timed(acc, on, "lines", TextPanel.render_lines, True)
     appmod.findings = _timed(acc, on, "ingest.findings", appmod.findings, False)
 
     if args.fake_nvml:
@@ -133,11 +137,13 @@ def inside(args: argparse.Namespace) -> None:
 
     profiles: dict[str, Any] = {}
     if args.profile:
+        import asyncio
         import cProfile
 
         from gputui.collectors import source as source_mod
 
         targets = {
+            "loop": (asyncio.BaseEventLoop, "_run_once"),
             "sampler": (source_mod.LiveSource, "sample"),
             "ingest": (appmod.GputuiApp, "ingest"),
             "compositor": (Screen, "_compositor_refresh"),
@@ -191,7 +197,7 @@ def main() -> int:
     parser.add_argument(
         "--profile",
         action="append",
-        choices=["sampler", "ingest", "compositor"],
+        choices=["loop", "sampler", "ingest", "compositor"],
         help="also profile this stage (cProfile: slower, for where, not how much)",
     )
     parser.add_argument("--result", help=argparse.SUPPRESS)
