@@ -1,6 +1,7 @@
-"""The panels' own drawing of their lines (no styles cache) must give what
-Textual's drawing of the same panel gives, in every state the monitor reaches and
-after the styles under a panel change; a panel with a box keeps Textual's path."""
+"""The panels' and the process table's own drawing of their lines (no styles
+cache) must give what Textual's drawing of the same widget gives, in every state
+the monitor reaches and after the styles under it change; a widget with a box
+keeps Textual's path."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from textual.widget import Widget
 
 from gputui.collectors.replay import ReplaySource
 from gputui.tui.app import make_app
+from gputui.tui.widgets.processes import ProcessTable
 from gputui.tui.widgets.text_panel import TextPanel, text_segments
+from tests.helpers.synthetic import make_snapshots, replay_source
 
 
 def _textual(panel: TextPanel, crop: Region) -> list[Strip]:
@@ -147,3 +150,46 @@ def _texts(draw: st.DrawFn) -> Text:
 def test_a_lines_segments_are_richs(text: Text) -> None:
     console = Console(width=80)
     assert text_segments(text, console) == list(text.render(console))
+
+
+def _check_table(table: ProcessTable) -> None:
+    width, height = table.region.size
+    for crop in (
+        Region(0, 0, width, height),
+        Region(0, 1, width, 2),
+        Region(3, 0, width - 6, 3),
+        Region(0, height - 1, width, 1),
+    ):
+        ours = table.render_lines(crop)
+        assert table._drew_plain
+        assert ours == _textual(table, crop), f"{crop}"
+
+
+async def test_the_process_tables_lines_are_what_textual_draws() -> None:
+    # 4 GPUs x 60 processes: more rows than the table shows, so a scrollbar beside it
+    source = replay_source(make_snapshots(n_gpus=4, n_procs=60, n_steps=4, seed=3))
+    app = make_app(source, interval_s=3600.0, autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.advance()
+        await pilot.pause()
+        table = app.screen.query_one(ProcessTable)
+        assert table.max_scroll_y > 0  # the control: the rows overflow the table
+        _check_table(table)
+        for key in ("down", "down", "pagedown", "s", "t", "end"):
+            await pilot.press(key)
+            if key == "s":
+                app.advance()  # new values under a new order
+            await pilot.pause()
+            _check_table(table)
+        table.blur()
+        await pilot.pause()
+        _check_table(table)
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        _check_table(table)
+        # a table with a box draws through Textual's cache
+        table.styles.padding = (0, 1)
+        await pilot.pause()
+        crop = Region(0, 0, *table.region.size)
+        assert table.render_lines(crop) == _textual(table, crop)
+        assert not table._drew_plain

@@ -39,6 +39,7 @@ from gputui.tui.proc_view import (
     RowList,
     SortSpec,
 )
+from gputui.tui.widgets.plain_box import plain_box
 from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
 
 
@@ -133,6 +134,8 @@ class ProcessTable(ScrollView, can_focus=True):
         #: widget is refreshed (every second), though they change only with the CSS
         #: (a theme, a class, hover) or the focus
         self._styles: dict[str, Style] = {}
+        #: the last lines came from the table's own drawing (Textual's cache is stale)
+        self._drew_plain = False
         #: told the pids of the GPU processes in view when they change (a live
         #: collector reads those at every refresh, the others in turns)
         self.on_view: Callable[[frozenset[int]], None] | None = None
@@ -387,7 +390,30 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._tell_view()  # scrolled, resized
-        return super().render_lines(crop)
+        box = plain_box(self)
+        if box is None or box.left or box.right:
+            if self._drew_plain:  # Textual's cache missed what was drawn meanwhile
+                self._styles_cache.clear()
+                self._drew_plain = False
+            return super().render_lines(crop)
+        # The rows as they are (each cached until its values change), the app's
+        # filters applied: what Textual's styles cache makes of a box without
+        # border or padding (tests/tui/test_text_panel_lines.py).
+        self._drew_plain = True
+        width, height = self.outer_size
+        filters = self.get_line_filters()
+        strips: list[Strip] = []
+        for y in crop.line_range:
+            strip = self.render_line(y) if y < height else Strip.blank(width, box.blank)
+            if strip.cell_length != width:
+                strip = strip.adjust_cell_length(width, box.blank)
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, box.background)
+            strips.append(strip)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

@@ -32,18 +32,12 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.color import Color
 from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.style import Style as TextualStyle
 from textual.widget import Widget
 
 from gputui.tui.render import ascii_text
-
-try:  # Textual's own padding of a line (what its styles cache does)
-    from textual._segment_tools import line_pad
-except ImportError:  # a Textual without it: the panels keep Textual's drawing
-    line_pad = None  # type: ignore[assignment]
+from gputui.tui.widgets.plain_box import PlainBox, line_pad, plain_box
 
 
 class TextPanel(Widget):
@@ -80,9 +74,6 @@ class TextPanel(Widget):
         self._rich_text_style = Style.null()
         #: per line: (width, base style, the line drawn, Strip), or None until drawn
         self._strips: list[tuple[int, Style, Text, Strip] | None] = [None]
-        #: the box as last drawn: the style keys of the panel and its ancestors, and
-        #: (plain box?, the filters' background, the style of blank lines)
-        self._box: tuple[tuple[int, ...], tuple[bool, int, int, Color, Style]] | None = None
         #: per line of a plain box: (the line drawn, what else it was drawn with, Strip)
         self._plain: dict[int, tuple[Text | None, tuple[object, ...], Strip]] = {}
         #: the last lines came from the fast path (Textual's styles cache is stale)
@@ -215,47 +206,13 @@ class TextPanel(Widget):
         width = self.outer_size.width
         return max(0, width - self.styles.gutter.width) if width else 0
 
-    def _plain_box(self) -> tuple[bool, int, int, Color, Style]:
-        """Whether this panel's box is its content and a side padding alone (no
-        border, outline, top or bottom padding, tint, hatch or opacity anywhere up
-        its ancestors), its left and right padding, the background the app's
-        filters see and the style of blank cells.  Worked out again whenever a
-        style of the panel or of an ancestor changes."""
-        key = tuple(node.styles._cache_key for node in self.ancestors_with_self)
-        box = self._box
-        if box is not None and box[0] == key:
-            return box[1]
-        styles = self.styles
-        top, right, bottom, left = styles.padding
-        plain = (
-            not any(edge for edge, _color in styles.border)
-            and not any(edge for edge, _color in styles.outline)
-            and not top
-            and not bottom
-            and self._border_title is None
-            and self._border_subtitle is None
-            and not styles.tint.a
-            and styles.text_opacity == 1.0
-            and self.opacity == 1.0
-            and not (styles.has_rule("hatch") and styles.hatch != "none")
-            and styles.overflow_x == "hidden"
-            and styles.overflow_y == "hidden"  # no scrollbar beside the lines
-        )
-        base_background, background = self.background_colors
-        blank = TextualStyle(background=base_background + background).rich_style
-        value = (plain, left, right, background, blank)
-        self._box = (key, value)
-        return value
-
     def render_lines(self, crop: Region) -> list[Strip]:
         if self.SELECTABLE or (self.auto_links and self.hover_style._link_id):
             return self._textual_lines(crop)
-        try:
-            plain, left, right, background, blank = self._plain_box()
-        except AttributeError:  # a Textual whose styles hold no cache key
-            plain = False
-        if not plain or line_pad is None:
+        box = plain_box(self)
+        if box is None:
             return self._textual_lines(crop)
+        left, right, background, blank = box
         width, content_height = self.outer_size
         content_width = width - left - right
         self._drew_plain = True
@@ -272,7 +229,7 @@ class TextPanel(Widget):
             if cached is not None and cached[0] is line and cached[1] == key:
                 strip = cached[2]
             else:
-                strip = self._plain_strip(line, y < content_height, content_width, base)
+                strip = self._plain_strip(line, y < content_height, content_width, base, box)
                 cache[y] = (line, key, strip)
             for line_filter in filters:
                 strip = strip.apply_filter(line_filter, background)
@@ -283,12 +240,12 @@ class TextPanel(Widget):
         return strips
 
     def _plain_strip(
-        self, line: Text | None, content: bool, content_width: int, base: Style
+        self, line: Text | None, content: bool, content_width: int, base: Style, box: PlainBox
     ) -> Strip:
         """One line of a plain box as Textual's styles cache draws it (the content
         line padded to the content width in the panel's style, then the side
         padding in the background's), made as one Strip."""
-        _plain, left, right, _background, blank = self._plain_box()
+        left, right, _background, blank = box
         segments: list[Segment]
         if line is None:
             segments = [Segment(" " * content_width, base if content else blank)]
