@@ -6,7 +6,8 @@
 Each tree (default: this checkout) runs in its own interpreter, the trees taking
 turns ``--rounds`` times.  Inside, the monitor's app runs headless (Textual's
 test driver at 120x40) on the tests' fake NVML: one busy H100 whose gauges move
-at every sample, one GPU process.  A cycle takes a sample on the main thread
+at every sample, one GPU process (``--procs N``: N, a tenth of them with new
+%SM and %BW at every sample).  A cycle takes a sample on the main thread
 (``sample``), hands it to the app (``ingest``: history, findings, the panels'
 text) and lets the screen draw the lines that changed (``draw``: Textual's
 update, through the app's compositor).  The figures are microseconds of CPU
@@ -30,16 +31,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def inside(tree: Path, cycles: int, profile_to: str | None = None) -> dict[str, float]:
+def inside(
+    tree: Path, cycles: int, profile_to: str | None = None, procs: int = 1
+) -> dict[str, float]:
     sys.path.insert(0, str(tree))
     sys.path.append(str(ROOT))  # the tests' fake NVML, for a tree of the package alone
     import asyncio
 
     from gputui.collectors import nvml_open
-    from tests.helpers.fake_gpus import busy_node
+    from tests.helpers.fake_gpus import busy_node, churn
     from tests.helpers.fake_nvml import FakeNvml
 
-    gpus = busy_node([os.getpid()], 1)
+    # this process, and pids no process has (their host side is missing, as for a
+    # process in another pid namespace)
+    gpus = busy_node([os.getpid(), *range(4_000_000, 4_000_000 + procs - 1)], 1)
     nvml = FakeNvml(gpus)
     nvml_open.import_pynvml = lambda: nvml
     from gputui.collectors.source import open_live
@@ -57,6 +62,7 @@ def inside(tree: Path, cycles: int, profile_to: str | None = None) -> dict[str, 
         gpu.util_gpu = 90 + step % 9
         gpu.power_mw = 640_000 + (step * 7919) % 60_000
         gpu.clock_sm = 1700 + (step * 13) % 280
+        churn(gpus, step)  # a tenth of the processes get new %SM and %BW
 
     async def run() -> dict[str, float]:
         totals = {"sample": 0.0, "ingest": 0.0, "draw": 0.0}
@@ -94,6 +100,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cycles", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--procs", type=int, default=1, help="GPU processes on the fake H100")
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument(
         "--profile", metavar="FILE", help="one run of this checkout under cProfile, stats to FILE"
@@ -101,10 +108,10 @@ def main() -> int:
     parser.add_argument("--inside", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
-        print(json.dumps(inside(Path(args.inside), args.cycles)))
+        print(json.dumps(inside(Path(args.inside), args.cycles, procs=args.procs)))
         return 0
     if args.profile:
-        print(json.dumps(inside(ROOT, args.cycles, args.profile)))
+        print(json.dumps(inside(ROOT, args.cycles, args.profile, args.procs)))
         return 0
     trees = [
         (name, str(Path(tree).resolve()))
@@ -114,7 +121,10 @@ def main() -> int:
     for round_ in range(args.rounds):
         for name, tree in trees:
             out = subprocess.run(
-                [sys.executable, __file__, "--inside", tree, "--cycles", str(args.cycles)],
+                [
+                    *(sys.executable, __file__, "--inside", tree),
+                    *("--cycles", str(args.cycles), "--procs", str(args.procs)),
+                ],
                 capture_output=True,
                 text=True,
                 cwd=tree,
