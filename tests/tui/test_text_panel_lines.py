@@ -166,7 +166,7 @@ def _check_table(table: ProcessTable) -> None:
 
 
 async def test_the_process_tables_lines_are_what_textual_draws() -> None:
-    # 4 GPUs x 60 processes: more rows than the table shows, so a scrollbar beside it
+    # 60 processes on 4 GPUs: more rows than the table shows, so a scrollbar beside it
     source = replay_source(make_snapshots(n_gpus=4, n_procs=60, n_steps=4, seed=3))
     app = make_app(source, interval_s=3600.0, autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:
