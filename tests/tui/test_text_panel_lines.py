@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Span, Text
 from textual.app import App, ComposeResult
+from textual.filter import Monochrome
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -67,6 +68,12 @@ async def test_the_monitors_panels_draw_what_textual_draws() -> None:
         app.screen.styles.background = "darkred"
         await pilot.pause()
         _check_all(app.screen)
+        # NO_COLOR's filter on top of the app's own (each line passes through all)
+        app._filters.append(Monochrome())
+        app.screen.refresh()
+        await pilot.pause()
+        _check_all(app.screen)
+        _check_table(app.screen.query_one(ProcessTable))
         # the control: the fast path ran, also for the panels with side padding
         drew = {type(p).__name__ for p in app.screen.query(TextPanel) if p._drew_plain}
         assert {"HeaderPanel", "DevicePanel", "HostPanel", "HistoryPanel"} <= drew
