@@ -51,7 +51,8 @@ class LineCompositor(Compositor):
                 continue
             left, right = shown.x, shown.right
             # the written rows where some of this widget's span is not yet taken by a
-            # widget in front (the screen and the containers behind the panels: none)
+            # widget in front (for the screen and the containers behind the panels,
+            # usually none: they are not asked)
             rows = [
                 y
                 for y in written[bisect_left(written, shown.y) : bisect_left(written, shown.bottom)]

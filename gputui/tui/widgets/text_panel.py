@@ -15,11 +15,13 @@ thread, about twice what this costs.  The price is that text in these panels
 cannot be selected with the mouse; a panel users copy from sets ``SELECTABLE``
 and keeps Textual's path.
 
-A panel with no border, outline, top or bottom padding, tint, hatch or opacity
-(all of the monitor's) also skips Textual's styles cache, which builds each drawn line again
-through the general box model: its lines are the cached strips as they are, the
-app's line filters applied (``render_lines``; ``tests/tui/test_text_panel_lines.py``
-holds it to Textual's drawing of the same panel).
+A panel whose box is its content and at most a side padding (no border, outline,
+top or bottom padding, tint, hatch or opacity: all of the monitor's panels) also
+skips Textual's styles cache, which builds each drawn line again through the
+whole box model: a changed line becomes one strip, padding included, and the
+app's line filters are applied to it (``render_lines``, :mod:`.plain_box`;
+``tests/tui/test_text_panel_lines.py`` holds it to Textual's drawing of the same
+panel).
 """
 
 from __future__ import annotations
