@@ -34,13 +34,28 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _timed(acc: dict[str, list[float]], on: list[bool], label: str, fn: Any, by_type: bool) -> Any:
+def _timed(
+    acc: dict[str, list[float]],
+    on: list[bool],
+    label: str,
+    fn: Any,
+    by_type: bool,
+    depth: list[int] | None = None,
+) -> Any:
+    """``fn`` timed under ``label``; with ``depth`` (shared by the wrappers of one
+    label) only the outermost call counts, so that an override that calls the
+    method it overrides is not counted twice."""
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         start = time.thread_time()
+        if depth is not None:
+            depth[0] += 1
         try:
             return fn(*args, **kwargs)
         finally:
-            if on[0]:
+            if depth is not None:
+                depth[0] -= 1
+            if on[0] and (depth is None or depth[0] == 0):
                 key = f"{label}[{type(args[0]).__name__}]" if by_type and args else label
                 entry = acc[key]
                 entry[0] += 1
@@ -108,13 +123,19 @@ def inside(args: argparse.Namespace) -> None:
         (Screen, "_compositor_refresh", "compositor", False),
         (Compositor, "render_update", "compositor.render_update", False),
         (App, "_display", "compositor.display", False),
-        (Widget, "render_lines", "lines", True),
     ):
         setattr(cls, name, _timed(acc, on, label, getattr(cls, name), by_type))
+    from gputui.tui.widgets.processes import ProcessTable
     from gputui.tui.widgets.text_panel import TextPanel
 
-    if "render_lines" in vars(TextPanel):  # the panels' own drawing of their lines
-        TextPanel.render_lines = _timed(acc, on, "lines", TextPanel.render_lines, True)
+    # each widget's lines: Textual's drawing and the widgets' own (the main thread
+    # draws: one depth for all)
+    depth = [0]
+    drawing: tuple[type[Widget], ...] = (Widget, TextPanel, ProcessTable)
+    for widget_cls in drawing:
+        if "render_lines" in vars(widget_cls):
+            timed = _timed(acc, on, "lines", widget_cls.render_lines, True, depth)
+            setattr(widget_cls, "render_lines", timed)  # noqa: B010
     appmod.findings = _timed(acc, on, "ingest.findings", appmod.findings, False)
 
     if args.fake_nvml:
