@@ -34,6 +34,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.filter import LineFilter
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
@@ -78,6 +79,8 @@ class TextPanel(Widget):
         self._strips: list[tuple[int, Style, Text, Strip] | None] = [None]
         #: per line of a plain box: (the line drawn, what else it was drawn with, Strip)
         self._plain: dict[int, tuple[Text | None, tuple[object, ...], Strip]] = {}
+        #: the panel's style as last drawn, and its sum with each style under it
+        self._styled: tuple[Style | None, dict[Style | None, Style]] = (None, {})
         #: the last lines came from the fast path (Textual's styles cache is stale)
         self._drew_plain = False
 
@@ -218,9 +221,11 @@ class TextPanel(Widget):
         width, content_height = self.outer_size
         content_width = width - left - right
         self._drew_plain = True
-        filters = self.get_line_filters()
+        filters = tuple(self.get_line_filters())
         base = self.visual_style.rich_style + self._rich_text_style
-        key = (content_width, left, right, base, blank)
+        key = (content_width, left, right, base, blank, background, filters)
+        if self._styled[0] != base or len(self._styled[1]) > 256:
+            self._styled = (base, {})
         lines = self._lines
         cache = self._plain
         strips: list[Strip] = []
@@ -231,10 +236,10 @@ class TextPanel(Widget):
             if cached is not None and cached[0] is line and cached[1] == key:
                 strip = cached[2]
             else:
-                strip = self._plain_strip(line, y < content_height, content_width, base, box)
+                strip = self._plain_strip(
+                    line, y < content_height, content_width, base, box, filters
+                )
                 cache[y] = (line, key, strip)
-            for line_filter in filters:
-                strip = strip.apply_filter(line_filter, background)
             strips.append(strip)
         if crop.column_span != (0, width):
             x1, x2 = crop.column_span
@@ -242,24 +247,44 @@ class TextPanel(Widget):
         return strips
 
     def _plain_strip(
-        self, line: Text | None, content: bool, content_width: int, base: Style, box: PlainBox
+        self,
+        line: Text | None,
+        content: bool,
+        content_width: int,
+        base: Style,
+        box: PlainBox,
+        filters: tuple[LineFilter, ...],
     ) -> Strip:
         """One line of a plain box as Textual's styles cache draws it (the content
         line padded to the content width in the panel's style, then the side
-        padding in the background's), made as one Strip."""
-        left, right, _background, blank = box
+        padding in the background's, then the app's line filters), made as one
+        Strip: the filters go over the segments before the strip is made, where
+        Textual makes a second strip of the first (the same segments)."""
+        left, right, background, blank = box
         segments: list[Segment]
         if line is None:
             segments = [Segment(" " * content_width, base if content else blank)]
         else:
-            segments = list(Segment.apply_style(text_segments(line, self.app.console), base))
-            length = sum(segment.cell_length for segment in segments)
+            # the panel's style under each segment's (as Segment.apply_style does),
+            # each sum worked out once while the panel's style holds
+            styled = self._styled[1]
+            segments = []
+            append = segments.append
+            length = 0
+            for text, style, _control in text_segments(line, self.app.console):
+                combined = styled.get(style)
+                if combined is None:
+                    combined = styled[style] = base + style
+                append(Segment(text, combined))
+                length += cell_len(text)
             if length < content_width:
-                segments.append(Segment(" " * (content_width - length), base))
+                append(Segment(" " * (content_width - length), base))
             elif length > content_width:
                 segments = list(Strip(segments, length).adjust_cell_length(content_width, base))
         if left or right:
             segments = line_pad(segments, left, right, blank)
+        for line_filter in filters:
+            segments = line_filter.apply(segments, background)
         return Strip(segments, content_width + left + right)
 
     def _textual_lines(self, crop: Region) -> list[Strip]:
