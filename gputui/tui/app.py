@@ -36,6 +36,12 @@ if TYPE_CHECKING:  # the live monitor never imports the replay module
     from gputui.collectors.replay import ReplayProgress
 
 #: the interval steps that + and - move through
+#: the findings are worked out again when this much data time has passed since
+#: they last were (or sooner when the GPUs change): they read a window of
+#: FINDINGS_WINDOW samples, so a finding shows at most a sample later, and at a
+#: 1 s interval the rules run at every other sample
+FINDINGS_EVERY_S = 2.0
+
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 AttachFactory = Callable[[int], "Screen[object] | None"]
@@ -105,6 +111,8 @@ class GputuiApp(BaseApp):
         self.current = Current()
         self.snapshot_count = 0
         self._recent: deque[Snapshot] = deque(maxlen=FINDINGS_WINDOW)
+        #: the data time and the GPUs of the findings' last run
+        self._findings_for: tuple[float, tuple[tuple[str, bool], ...]] | None = None
         #: measured ceilings per GPU UUID, and the UUIDs already looked up
         self._ceilings: Mapping[str, Ceilings] = {}
         self._ceilings_tried: set[str] = set()
@@ -246,7 +254,15 @@ class GputuiApp(BaseApp):
         self._recent.append(snapshot)
         self.current.snapshot = snapshot
         self.current.data_time_s = data_time
-        self.current.findings = findings(snapshot, list(self._recent))
+        gpus = tuple((device.uuid, device.lost) for device in snapshot.devices)
+        last = self._findings_for
+        if (
+            last is None
+            or last[1] != gpus
+            or not 0 <= data_time - last[0] < FINDINGS_EVERY_S - step / 2
+        ):
+            self.current.findings = findings(snapshot, list(self._recent))
+            self._findings_for = (data_time, gpus)
         self.current.sampler_error = None
         self._refresh_screens()
 

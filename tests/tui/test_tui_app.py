@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import pytest
 from textual.widgets import Input
 
 from gputui.collectors.in_view import InView
-from gputui.snapshot.model import ProcessSnapshot
+from gputui.collectors.replay import ReplaySource
+from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui.app import GputuiApp, SnapshotReady, make_app
 from gputui.tui.proc_sort import HOST_ORDER
 from gputui.tui.proc_view import SORTABLE
@@ -804,3 +806,51 @@ async def test_a_running_monitor_trims_its_heap(monkeypatch: pytest.MonkeyPatch)
         assert trims == []  # headless (tests, screenshots): no housekeeping
         app.start_housekeeping()
         await wait_for(pilot, lambda: len(trims) >= 3)  # once at start, then every interval
+
+
+@pytest.mark.parametrize(("interval_s", "every"), [(1.0, 2), (2.0, 1), (0.5, 4)])
+async def test_findings_run_every_two_seconds_of_data_and_at_once_when_the_gpus_change(
+    monkeypatch: pytest.MonkeyPatch, interval_s: float, every: int
+) -> None:
+    """The device rules read a window of samples: they run again once 2 s of data
+    have passed (every other sample at 1 s, each one at 2 s), and at once when the
+    GPUs change or the data time goes back; the bar keeps the last run's findings."""
+    from gputui.tui import app as app_module
+
+    runs: list[Snapshot] = []
+    real = app_module.findings
+
+    def counted(snapshot: Snapshot, history: Any = None) -> Any:
+        runs.append(snapshot)
+        return real(snapshot, history)
+
+    monkeypatch.setattr(app_module, "findings", counted)
+    source = ReplaySource(header(interval_s=interval_s), SNAPSHOTS, "recording: synthetic")
+    app = make_app(source, 3600.0, autostart=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert (app.source.natural_interval_s or app.sampler.interval_s) == interval_s
+        snaps = SNAPSHOTS[:9]
+        for i, snapshot in enumerate(snaps):
+            app.ingest(snapshot, 100.0 + i * interval_s)
+            ran = i % every == 0
+            assert (runs[-1] is snapshot) == ran, i
+            if ran:  # the control: the rules over the same window, worked out again
+                assert app.current.findings == real(snapshot, snaps[max(0, i - 9) : i + 1])
+        assert len(runs) == len(range(0, len(snaps), every))
+        await pilot.pause()
+        bar = app.screen.query_one(FindingsBar)
+        assert bar.items is app.current.findings
+        # a GPU lost, then gone: at once, each
+        lost = dataclasses.replace(
+            snaps[0],
+            devices=(dataclasses.replace(snaps[0].devices[0], lost=True), *snaps[0].devices[1:]),
+        )
+        app.ingest(lost, 100.0 + 9 * interval_s)
+        assert runs[-1] is lost
+        fewer = dataclasses.replace(snaps[1], devices=snaps[1].devices[1:])
+        app.ingest(fewer, 100.0 + 9.1 * interval_s)
+        assert runs[-1] is fewer
+        # the data time went back (a replay that started over)
+        app.ingest(snaps[2], 50.0)
+        assert runs[-1] is snaps[2]

@@ -290,6 +290,8 @@ class FindingsBar(TextPanel):
         self.items: list[Finding] = []
 
     def show(self, items: list[Finding]) -> None:
+        if items is self.items:
+            return  # the same findings (they are not worked out at every sample)
         self.items = items
         self.redraw()
 
