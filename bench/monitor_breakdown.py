@@ -156,6 +156,22 @@ def inside(args: argparse.Namespace) -> None:
             if callable(fn):
                 setattr(nvml, name, _timed(acc, on, f"nvml.{name}", fn, False))
 
+    # the cyclic collector's passes, by generation, on whichever thread ran them
+    import gc
+
+    gc_start: dict[int, float] = {}
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        tid = threading.get_ident()
+        if phase == "start":
+            gc_start[tid] = time.thread_time()
+        elif on[0] and tid in gc_start:
+            entry = acc[f"gc.gen{info.get('generation', '?')}"]
+            entry[0] += 1
+            entry[1] += time.thread_time() - gc_start.pop(tid)
+
+    gc.callbacks.append(on_gc)
+
     profiles: dict[str, Any] = {}
     if args.profile:
         import asyncio
