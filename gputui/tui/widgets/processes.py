@@ -41,6 +41,7 @@ from gputui.tui.proc_view import (
 )
 from gputui.tui.widgets.plain_box import plain_box
 from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
+from gputui.tui.widgets.repaint import repaint
 
 
 class ProcessTable(ScrollView, can_focus=True):
@@ -329,11 +330,14 @@ class ProcessTable(ScrollView, can_focus=True):
         # Only the lines whose row changed are repainted: with most rows steady from one
         # sample to the next, the compositor then renders a few lines, not the table.
         width = self.size.width
+        changed = []
         for line in range(max(len(before), len(after))):
             old = before[line] if line < len(before) else None
             new = after[line] if line < len(after) else None
             if old != new:
-                self.refresh(Region(0, line + 1, width, 1))
+                changed.append(Region(0, line + 1, width, 1))
+        if changed:  # one call: the screen is told once
+            repaint(self, *changed)
 
     def _layout_columns(self) -> bool:
         """Fit the columns to the width; True when they changed (all rows redraw)."""

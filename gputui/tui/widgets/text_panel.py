@@ -41,6 +41,7 @@ from textual.widget import Widget
 
 from gputui.tui.render import ascii_text
 from gputui.tui.widgets.plain_box import PlainBox, line_pad, plain_box
+from gputui.tui.widgets.repaint import repaint
 
 
 class TextPanel(Widget):
@@ -193,7 +194,7 @@ class TextPanel(Widget):
             changed.append(Region(0, start, full, y - start))
         if changed:
             # one call for every run: Textual marks them and wakes the screen once
-            self.refresh(*changed)
+            repaint(self, *changed)
 
     @property
     def whole_text(self) -> Text:

@@ -1,0 +1,83 @@
+"""Repaint a widget's lines without the round trip through its own message queue.
+
+``Widget.refresh(*regions)`` marks the regions dirty, then prompts the widget:
+its message loop wakes, goes idle, and only then posts an ``Update`` to the
+screen, whose loop wakes in turn to schedule the drawing.  A monitor whose
+panels each change a few lines a second paid two messages and two wake-ups per
+panel per refresh before any line was drawn.  :func:`repaint` marks the regions
+exactly as ``refresh`` does and puts the widget among the screen's dirty
+widgets itself (what the screen's ``Update`` handler does), then prompts the
+screen once: one wake-up for all the panels of a refresh.
+
+Where the widget has more pending than a repaint (a layout, a scroll, a style
+refresh, a repaint already asked for), is not mounted or has no screen, or
+where this Textual lacks what this relies on, it is ``widget.refresh`` as
+before.  ``tests/tui/test_tui_compositor.py`` feeds every update of the monitor
+to a model terminal and compares it with a whole drawing of the screen.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.widget import Widget
+
+#: what repaint reads and sets on a widget (Textual 8's)
+_WIDGET_NEEDS = (
+    "_set_dirty",
+    "_layout_cache",
+    "_rich_style_cache",
+    "clear_cached_dimensions",
+    "_repaint_required",
+    "_layout_required",
+    "_scroll_required",
+    "_refresh_styles_required",
+    "_is_mounted",
+    "_closing",
+)
+
+
+@functools.cache
+def supported() -> bool:
+    """This Textual has what :func:`repaint` relies on."""
+    probe = Widget()
+    return all(hasattr(probe, name) for name in _WIDGET_NEEDS) and hasattr(Screen, "_on_update")
+
+
+def repaint(widget: Widget, *regions: Region) -> None:
+    """``widget.refresh(*regions)`` (the whole widget when none), the screen told
+    at once (see the module's notes)."""
+    if not supported() or not _plain_repaint(widget):
+        widget.refresh(*regions)
+        return
+    try:
+        screen = widget.screen
+    except Exception:  # no screen (NoScreen) or being torn down: Textual's way
+        widget.refresh(*regions)
+        return
+    dirty = getattr(screen, "_dirty_widgets", None)
+    compositor = getattr(screen, "_compositor", None)
+    if dirty is None or compositor is None or screen not in compositor:
+        widget.refresh(*regions)
+        return
+    widget._layout_cache.clear()
+    widget._set_dirty(*regions)
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+    if widget.display:
+        dirty.add(widget)
+        screen.check_idle()
+
+
+def _plain_repaint(widget: Widget) -> bool:
+    """The widget is mounted and has nothing pending but what a repaint does."""
+    return bool(
+        widget._is_mounted
+        and not widget._closing
+        and not widget._repaint_required
+        and not widget._layout_required
+        and not widget._scroll_required
+        and not widget._refresh_styles_required
+    )
