@@ -8,8 +8,8 @@ turns ``--rounds`` times.  Inside, the monitor's app runs headless (Textual's
 test driver at 120x40) on the tests' fake NVML: one busy H100 whose gauges move
 at every sample, one GPU process (``--procs N``: N, a tenth of them with new
 %SM and %BW at every sample).  A cycle takes a sample on the main thread
-(``sample``), hands it to the app (``ingest``: history, findings, the panels'
-text) and lets the screen draw the lines that changed (``draw``: Textual's
+(``sample``), hands it to the app as a second of data (``ingest``: history,
+findings, the panels' text) and lets the screen draw the lines that changed (``draw``: Textual's
 update, through the app's compositor).  The figures are microseconds of CPU
 (``time.thread_time`` of the main thread) per cycle, over ``--cycles`` cycles
 after 60 of warm-up; a slower machine or a busy one scales every tree alike, so
@@ -55,6 +55,10 @@ def inside(
     except TypeError:  # a tree from before the screen's own source
         source = open_live()
     app = make_app(source, interval_s=3600.0, autostart=False)
+    # the live monitor's interval for what follows it (the findings' cadence); the
+    # sampler thread is never started, each cycle is a second of data
+    app.sampler._interval_s = 1.0
+    start_s = time.time()
     gpu = gpus[0]
 
     def move(step: int) -> None:
@@ -80,7 +84,7 @@ def inside(
                 t0 = time.thread_time()
                 snapshot = source.sample()
                 t1 = time.thread_time()
-                app.ingest(snapshot)
+                app.ingest(snapshot, start_s + step)
                 t2 = time.thread_time()
                 await asyncio.sleep(0.04)  # the screen's update runs in here
                 t3 = time.thread_time()
