@@ -7,7 +7,8 @@ tmux pane of 120x40 and, inside that process, counts the CPU time
 (``time.thread_time``) of the monitor's stages over ``--seconds`` after
 ``--warmup``: taking a snapshot in (``ingest``: history, findings and the panels'
 text), the screen's update (``compositor``: Textual drawing the changed lines),
-each widget's lines, and every NVML function the sampler calls (``nvml.*``).
+each widget's lines, every NVML function the sampler calls (``nvml.*``), and
+the cyclic collector's passes by generation (``gc.gen*``).
 Each thread's CPU comes from ``/proc/self/task``.  The figures are milliseconds
 of CPU per second of wall time; JSON on standard output (and in ``--out``).
 
