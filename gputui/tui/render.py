@@ -8,6 +8,7 @@ terminal (or a serial console over SSH) stays readable.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -93,14 +94,34 @@ def sparkline(
         top = max(present) if present else 1.0
     top = top or 1.0
     text = Text(" " * (width - len(buckets)))
-    last = len(chars) - 1
-    # the level (value / top, in 0..1) rounded to the nearest of the characters
-    cells = [
-        " " if value is None else chars[int(max(0.0, min(1.0, value / top)) * last + 0.5)]
-        for value in buckets
-    ]
-    text.append("".join(cells), style=style)
+    # each value's character, worked out once per graph top (see _Levels)
+    levels = _levels(chars, top)
+    text.append("".join(map(levels.__getitem__, buckets)), style=style)
     return text
+
+
+class _Levels(dict[float | None, str]):
+    """A value's character in a graph whose top is ``top``: its level (value /
+    top, in 0..1) rounded to the nearest of ``chars``, a blank for a gap.  Made
+    for each value the first time it is asked for: a graph's values repeat (whole
+    percents), and the graphs are drawn again at every sample."""
+
+    def __init__(self, chars: str, top: float) -> None:
+        super().__init__({None: " "})
+        self.chars = chars
+        self.top = top
+        self.last = len(chars) - 1
+
+    def __missing__(self, value: float) -> str:
+        char = self.chars[int(max(0.0, min(1.0, value / self.top)) * self.last + 0.5)]
+        if len(self) < 4096:  # bounded: values that never repeat (watts) are not kept
+            self[value] = char
+        return char
+
+
+@functools.lru_cache(maxsize=64)
+def _levels(chars: str, top: float) -> _Levels:
+    return _Levels(chars, top)
 
 
 def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
@@ -110,7 +131,7 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
         return list(values)
     if None not in values:  # the usual case: no gap in the series, one pass in C
         full = cast("Sequence[float]", values)
-        return [max(full[i * n // width : (i + 1) * n // width]) for i in range(width)]
+        return list(map(max, map(full.__getitem__, _shares(n, width))))
     out: list[float | None] = []
     lo = 0
     for i in range(1, width + 1):
@@ -123,6 +144,12 @@ def bucketize(values: Sequence[float | None], width: int) -> list[float | None]:
         present = [v for v in share if v is not None]
         out.append(max(present) if present else None)
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _shares(n: int, width: int) -> tuple[slice, ...]:
+    """Where each of ``width`` buckets takes its share of ``n`` values (n > width)."""
+    return tuple(slice(i * n // width, (i + 1) * n // width) for i in range(width))
 
 
 def join_parts(

@@ -210,3 +210,42 @@ def test_the_graphs_buckets_are_each_the_max_of_their_share(
     assert render.bucketize(values, width) == _buckets_by_definition(values, width)
     full = [v for v in values if v is not None]
     assert render.bucketize(full, width) == _buckets_by_definition(full, width)
+
+
+def _sparkline_by_definition(
+    values: list[float | None], width: int, top: float | None, ascii_only: bool
+) -> str:
+    chars = "_.-~=+*#" if ascii_only else "▁▂▃▄▅▆▇█"
+    buckets = _buckets_by_definition(values, width)
+    if top is None:
+        present = [v for v in buckets if v is not None]
+        top = max(present) if present else 1.0
+    top = top or 1.0
+    last = len(chars) - 1
+    cells = [
+        " " if v is None else chars[int(max(0.0, min(1.0, v / top)) * last + 0.5)] for v in buckets
+    ]
+    return " " * (width - len(buckets)) + "".join(cells)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.integers(-5, 120).map(float),  # repeated whole percents, out of range too
+            st.floats(-10, 1e4, allow_nan=False),
+        ),
+        max_size=400,
+    ),
+    st.integers(1, 120),
+    st.one_of(st.none(), st.sampled_from([0.0, 100.0, 700.0, 3.5])),
+    st.booleans(),
+)
+def test_a_sparkline_is_each_buckets_level_rounded_to_a_character(
+    values: list[float | None], width: int, top: float | None, ascii_only: bool
+) -> None:
+    # twice: the second time the characters come from what the first one worked out
+    for _ in range(2):
+        spark = render.sparkline(values, width, top, ascii_only)
+        assert spark.plain == _sparkline_by_definition(values, width, top, ascii_only)
