@@ -141,6 +141,8 @@ class ProcessTable(ScrollView, can_focus=True):
         #: collector reads those at every refresh, the others in turns)
         self.on_view: Callable[[frozenset[int]], None] | None = None
         self._told: frozenset[int] | None = None
+        #: the size while the rows are refreshed (None otherwise)
+        self._size_now: Size | None = None
         #: told whether the rows are sorted by a host value (%CPU, HOST-MEM), when
         #: that changes: the collector then reads the processes off screen more often
         self.on_host_order: Callable[[bool], None] | None = None
@@ -215,7 +217,19 @@ class ProcessTable(ScrollView, can_focus=True):
 
     # -- the update ------------------------------------------------------------
 
+    def _sized(self) -> Size:
+        """The table's size: looked up once per refresh of the rows (Textual works
+        it out from the screen's layout at every call)."""
+        return self._size_now or self.size
+
     def refresh_rows(self) -> None:
+        self._size_now = self.size
+        try:
+            self._refresh_rows()
+        finally:
+            self._size_now = None
+
+    def _refresh_rows(self) -> None:
         relaid = self._layout_columns()
         selected = self.selected_row
         before_cursor, before_top = self.cursor_row, self.scroll_offset.y
@@ -236,7 +250,7 @@ class ProcessTable(ScrollView, can_focus=True):
             self.cursor_row = found
         else:
             self.cursor_row = max(0, min(self.cursor_row, len(rows) - 1))
-        self.virtual_size = Size(self.size.width, len(rows) + 1)
+        self.virtual_size = Size(self._sized().width, len(rows) + 1)
         top = self._top_after(before_cursor, before_top, found)
         if top != before_top:
             self.scroll_to(y=top, animate=False, immediate=True)
@@ -264,7 +278,7 @@ class ProcessTable(ScrollView, can_focus=True):
         if self.on_view is None:
             return
         top = self.scroll_offset.y
-        end = min(len(self._rows), top + max(0, self.size.height - 1))
+        end = min(len(self._rows), top + max(0, self._sized().height - 1))
         pids = frozenset(row.pid for row in self._rows[top:end] if row.proc is not None)
         if pids != self._told:
             self._told = pids
@@ -273,7 +287,7 @@ class ProcessTable(ScrollView, can_focus=True):
     def _top_after(self, cursor: int, top: int, found: int | None) -> int:
         """The first row in view after a refresh: where it was, unless the selected
         process moved out of view; then the view follows it, keeping it on its line."""
-        visible = max(1, self.size.height - 1)
+        visible = max(1, self._sized().height - 1)
         if found is None or not top <= cursor < top + visible:
             return top
         if top <= found < top + visible:
@@ -282,7 +296,7 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _visible(self, top: int) -> list[tuple[str, tuple[Any, ...], bool]]:
         """What each line in view shows: (row key, cells, under the cursor)."""
-        end = min(len(self._rows), top + max(0, self.size.height - 1))
+        end = min(len(self._rows), top + max(0, self._sized().height - 1))
         out = []
         for index in range(top, end):
             key, values = self._row_cells(index)
@@ -329,7 +343,7 @@ class ProcessTable(ScrollView, can_focus=True):
     ) -> None:
         # Only the lines whose row changed are repainted: with most rows steady from one
         # sample to the next, the compositor then renders a few lines, not the table.
-        width = self.size.width
+        width = self._sized().width
         changed = []
         for line in range(max(len(before), len(after))):
             old = before[line] if line < len(before) else None
@@ -341,7 +355,7 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _layout_columns(self) -> bool:
         """Fit the columns to the width; True when they changed (all rows redraw)."""
-        width = self.size.width or self.app.size.width
+        width = self._sized().width or self.app.size.width
         known = self._columns_for
         if known is not None and known[0] is self._procs and known[1] == width:
             shown = known[2]
