@@ -162,6 +162,7 @@ class GputuiApp(BaseApp):
     def start_housekeeping(self) -> None:
         """What a monitor that runs for days does to its own memory."""
         self.set_timer(GC_FREEZE_AFTER_S, self._freeze_startup_objects)
+        footprint.fewer_young_passes()
         # the start-up's freed memory back to the kernel, then what later frees
         self.set_timer(footprint.FIRST_TRIM_S, lambda: footprint.trim())
         self.set_interval(footprint.TRIM_EVERY_S, lambda: footprint.trim())

@@ -117,6 +117,24 @@ def lean_imports() -> bool:
     return True
 
 
+#: the young generation's threshold for a screen (Python's default: 700).  What
+#: a refresh makes and keeps for a while (the snapshot, history points, strips)
+#: filled the young generation every two or three seconds, and each pass walked
+#: the containers that hold it (about 0.25 ms); ten times the default, it is
+#: walked every twenty or thirty seconds, and what dies meanwhile is never
+#: walked (docs/benchmarks.md).  The older generations keep their thresholds.
+YOUNG_THRESHOLD = 7000
+
+
+def fewer_young_passes() -> tuple[int, int, int]:
+    """Raise the young generation's threshold to :data:`YOUNG_THRESHOLD` (never
+    lower it); the thresholds before."""
+    before = gc.get_threshold()
+    if before[0] and before[0] < YOUNG_THRESHOLD:
+        gc.set_threshold(YOUNG_THRESHOLD, *before[1:])
+    return before
+
+
 #: GPU processes in a sample from which :class:`SampleFreezer` freezes
 FREEZE_PROCESSES = 1000
 #: how often frozen objects go back to the collector for one full collection

@@ -800,12 +800,21 @@ async def test_a_running_monitor_trims_its_heap(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(footprint, "trim", lambda: trims.append(True) or True)
     monkeypatch.setattr(footprint, "FIRST_TRIM_S", 0.01)
     monkeypatch.setattr(footprint, "TRIM_EVERY_S", 0.05)
+    import gc
+
     app = app_for()
-    async with app.run_test(size=(120, 40)) as pilot:
-        await started(pilot)
-        assert trims == []  # headless (tests, screenshots): no housekeeping
-        app.start_housekeeping()
-        await wait_for(pilot, lambda: len(trims) >= 3)  # once at start, then every interval
+    before = gc.get_threshold()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await started(pilot)
+            assert trims == []  # headless (tests, screenshots): no housekeeping
+            assert gc.get_threshold() == before
+            app.start_housekeeping()
+            # the young generation is collected ten times less often, the others as before
+            assert gc.get_threshold() == (max(before[0], footprint.YOUNG_THRESHOLD), *before[1:])
+            await wait_for(pilot, lambda: len(trims) >= 3)  # once at start, then every interval
+    finally:
+        gc.set_threshold(*before)
 
 
 @pytest.mark.parametrize(("interval_s", "every"), [(1.0, 2), (2.0, 1), (0.5, 4)])

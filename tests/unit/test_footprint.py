@@ -230,3 +230,21 @@ def test_the_decoder_freezes_a_large_line_and_decodes_it_the_same(clean_gc: Any)
     frozen = SnapshotLines().decode(line)
     assert gc.get_freeze_count() > 0 and gc.isenabled()
     assert frozen == plain
+
+
+def test_fewer_young_passes_raises_only_the_young_threshold() -> None:
+    import gc
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        assert footprint.fewer_young_passes() == (700, 10, 10)
+        assert gc.get_threshold() == (footprint.YOUNG_THRESHOLD, 10, 10)
+        gc.set_threshold(50_000, 5, 5)  # already higher: kept
+        footprint.fewer_young_passes()
+        assert gc.get_threshold() == (50_000, 5, 5)
+        gc.set_threshold(0, 10, 10)  # the collector switched off by its threshold: kept
+        footprint.fewer_young_passes()
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*before)
