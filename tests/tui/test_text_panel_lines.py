@@ -18,7 +18,7 @@ from textual.widget import Widget
 from gputui.collectors.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.widgets.processes import ProcessTable
-from gputui.tui.widgets.text_panel import TextPanel, text_segments
+from gputui.tui.widgets.text_panel import RECENT_LINES, TextPanel, text_segments
 from tests.helpers.synthetic import make_snapshots, replay_source
 
 
@@ -200,3 +200,57 @@ async def test_the_process_tables_lines_are_what_textual_draws() -> None:
         crop = Region(0, 0, *table.region.size)
         assert table.render_lines(crop) == _textual(table, crop)
         assert not table._drew_plain
+
+
+class _Gauge(TextPanel):
+    """A line that goes back and forth between a few states, as a gauge does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.value = 0
+        self.colour = "green"
+
+    def build_lines(self, width: int) -> list[Text]:
+        line = Text("UTIL ", style="bold")
+        line.append("█" * self.value, style=self.colour)
+        line.append(f" {self.value}%")
+        return [Text("title"), line]
+
+
+class _GaugeApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield _Gauge()
+
+
+async def test_a_line_drawn_a_moment_ago_is_drawn_from_its_strip() -> None:
+    app = _GaugeApp()
+    async with app.run_test(size=(40, 4)) as pilot:
+        panel = app.query_one(_Gauge)
+        whole = Region(0, 0, 40, 2)
+
+        async def draw(value: int) -> list[Strip]:
+            panel.value = value
+            panel.redraw()
+            await pilot.pause()
+            ours = panel.render_lines(whole)
+            assert ours == _textual(panel, whole)  # the control: Textual's drawing
+            return ours
+
+        first = await draw(3)
+        second = await draw(4)
+        assert second[1] is not first[1] and second[0] is first[0]
+        again = await draw(3)
+        assert again[1] is first[1]  # the same text, spans and style: the same strip
+        panel.colour = "red"  # the same text in another colour: another strip
+        red = await draw(3)
+        assert red[1] is not first[1] and red[1].text == first[1].text
+        panel.colour = "green"
+        # what else the line is drawn with changes (the theme): drawn afresh
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        themed = await draw(4)
+        assert themed[1] is not second[1]
+        # the oldest strips go past the limit
+        for value in range(5, 5 + RECENT_LINES + 1):
+            await draw(value % 30)
+        assert len(panel._recent[1]) <= RECENT_LINES

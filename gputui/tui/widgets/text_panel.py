@@ -44,6 +44,10 @@ from gputui.tui.widgets.plain_box import PlainBox, line_pad, plain_box
 from gputui.tui.widgets.repaint import repaint
 
 
+#: how many recently drawn lines a panel keeps the strips of, whatever their place
+RECENT_LINES = 16
+
+
 class TextPanel(Widget):
     DEFAULT_CSS = """
     TextPanel {
@@ -80,6 +84,9 @@ class TextPanel(Widget):
         self._strips: list[tuple[int, Style, Text, Strip] | None] = [None]
         #: per line of a plain box: (the line drawn, what else it was drawn with, Strip)
         self._plain: dict[int, tuple[Text | None, tuple[object, ...], Strip]] = {}
+        #: the strips of the lines drawn last, by their text, spans and style (what
+        #: else they were drawn with first): the oldest goes past RECENT_LINES
+        self._recent: tuple[object, dict[tuple[object, ...], Strip]] = (None, {})
         #: the panel's style as last drawn, and its sum with each style under it
         self._styled: tuple[Style | None, dict[Style | None, Style]] = (None, {})
         #: the last lines came from the fast path (Textual's styles cache is stale)
@@ -229,6 +236,9 @@ class TextPanel(Widget):
             self._styled = (base, {})
         lines = self._lines
         cache = self._plain
+        if self._recent[0] != key:
+            self._recent = (key, {})
+        recent = self._recent[1]
         strips: list[Strip] = []
         for y in crop.line_range:
             line = lines[y] if y < content_height and y < len(lines) else None
@@ -237,9 +247,20 @@ class TextPanel(Widget):
             if cached is not None and cached[0] is line and cached[1] == key:
                 strip = cached[2]
             else:
-                strip = self._plain_strip(
-                    line, y < content_height, content_width, base, box, filters
+                # a gauge going back and forth draws lines it drew a moment ago
+                content = (
+                    ("", (), y < content_height)
+                    if line is None
+                    else (line.plain, tuple(line._spans), line.style)
                 )
+                strip = recent.get(content)  # type: ignore[assignment]
+                if strip is None:
+                    strip = self._plain_strip(
+                        line, y < content_height, content_width, base, box, filters
+                    )
+                    if len(recent) >= RECENT_LINES:
+                        del recent[next(iter(recent))]
+                    recent[content] = strip
                 cache[y] = (line, key, strip)
             strips.append(strip)
         if crop.column_span != (0, width):
