@@ -43,7 +43,6 @@ from gputui.tui.render import ascii_text
 from gputui.tui.widgets.plain_box import PlainBox, line_pad, plain_box
 from gputui.tui.widgets.repaint import repaint
 
-
 #: how many recently drawn lines a panel keeps the strips of, whatever their place
 RECENT_LINES = 16
 
