@@ -121,7 +121,7 @@ def lean_imports() -> bool:
 #: a refresh makes and keeps for a while (the snapshot, history points, strips)
 #: filled the young generation every two or three seconds, and each pass walked
 #: the containers that hold it (about 0.25 ms); ten times the default, it is
-#: walked every twenty or thirty seconds, and what dies meanwhile is never
+#: walked every twenty to forty seconds, and what dies meanwhile is never
 #: walked (docs/benchmarks.md).  The older generations keep their thresholds.
 YOUNG_THRESHOLD = 7000
 
