@@ -141,6 +141,8 @@ class ProcessTable(ScrollView, can_focus=True):
         #: collector reads those at every refresh, the others in turns)
         self.on_view: Callable[[frozenset[int]], None] | None = None
         self._told: frozenset[int] | None = None
+        #: the rows, and the first and end row in view, when the pids were last told
+        self._told_view: tuple[object, int, int] | None = None
         #: the size while the rows are refreshed (None otherwise)
         self._size_now: Size | None = None
         #: told whether the rows are sorted by a host value (%CPU, HOST-MEM), when
@@ -279,6 +281,10 @@ class ProcessTable(ScrollView, can_focus=True):
             return
         top = self.scroll_offset.y
         end = min(len(self._rows), top + max(0, self._sized().height - 1))
+        told = self._told_view
+        if told is not None and told[0] is self._rows and told[1:] == (top, end):
+            return  # the same rows in the same place: the same pids (drawing asks often)
+        self._told_view = (self._rows, top, end)
         pids = frozenset(row.pid for row in self._rows[top:end] if row.proc is not None)
         if pids != self._told:
             self._told = pids
