@@ -30,6 +30,7 @@ from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui import ascii, footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.monitor_host import Current
+from gputui.tui.widgets.repaint import draw_now
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
     from gputui.ceilings.measured import Ceilings
@@ -294,6 +295,7 @@ class GputuiApp(BaseApp):
             # ... or while the screen is being taken down: its panels are gone, and
             # there is nothing left to draw (never worth a crash of the monitor).
             return
+        draw_now(screen)
 
     # -- actions -----------------------------------------------------------------
 

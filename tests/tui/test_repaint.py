@@ -10,7 +10,7 @@ from textual.geometry import Region
 
 from gputui.tui.compositor import use_line_compositor
 from gputui.tui.widgets import repaint as repaint_module
-from gputui.tui.widgets.repaint import repaint
+from gputui.tui.widgets.repaint import draw_now, repaint
 from gputui.tui.widgets.text_panel import TextPanel
 
 
@@ -112,3 +112,38 @@ async def test_without_what_it_relies_on_it_is_refresh(monkeypatch: pytest.Monke
         crops = _drawn(panel)
         await pilot.pause()
         assert [crop.y for crop in crops] == [0]
+
+
+async def test_draw_now_draws_the_changed_line_at_once() -> None:
+    app = Host()
+    async with app.run_test(size=(40, 6)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(Lines)
+        crops = _drawn(panel)
+        assert not draw_now(app.screen)  # nothing dirty: nothing to draw
+        panel.rows[2] = "now"
+        panel._lines = [Text(row) for row in panel.rows]
+        repaint(panel, Region(0, 2, 40, 1))
+        assert draw_now(app.screen)
+        # drawn before the event loop turned once: no pause in between
+        assert [(crop.y, crop.height) for crop in crops] == [(2, 1)]
+        assert not app.screen._dirty_widgets  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert [(crop.y, crop.height) for crop in crops] == [(2, 1)]  # and only once
+
+
+async def test_draw_now_leaves_a_pending_layout_to_textual() -> None:
+    app = Host()
+    async with app.run_test(size=(40, 6)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(Lines)
+        repaint(panel, Region(0, 0, 40, 1))
+        panel._layout_required = True  # type: ignore[attr-defined]  # its Layout on the way
+        assert not draw_now(app.screen)
+        assert panel in app.screen._dirty_widgets  # type: ignore[attr-defined]
+        panel._layout_required = False  # type: ignore[attr-defined]
+        app.screen._layout_required = True  # type: ignore[attr-defined]
+        assert not draw_now(app.screen)
+        app.screen._layout_required = False  # type: ignore[attr-defined]
+        assert draw_now(app.screen)
+        await pilot.pause()

@@ -14,6 +14,8 @@ refresh, a repaint already asked for), is not mounted or has no screen, or
 where this Textual lacks what this relies on, it is ``widget.refresh`` as
 before.  ``tests/tui/test_tui_compositor.py`` feeds every update of the monitor
 to a model terminal and compares it with a whole drawing of the screen.
+:func:`draw_now` goes one step further for the monitor: the dirty widgets are
+drawn at once, in the same turn of the event loop as the snapshot.
 """
 
 from __future__ import annotations
@@ -81,3 +83,32 @@ def _plain_repaint(widget: Widget) -> bool:
         and not widget._scroll_required
         and not widget._refresh_styles_required
     )
+
+
+def draw_now(screen: Screen[object]) -> bool:
+    """Draw the lines of ``screen``'s dirty widgets now, as its update timer
+    would a moment later; False (Textual's way) when more than a repaint is
+    pending.
+
+    The monitor calls it once a snapshot is on its panels.  Textual's way, the
+    screen's prompt wakes it, its idle handler resumes its update timer, and the
+    timer's task sleeps to its next tick before the same drawing: three turns
+    of the event loop between the data and the terminal."""
+    if not supported() or not hasattr(screen, "_on_timer_update"):
+        return False
+    if (
+        not screen.is_current
+        or screen.app._batch_count
+        or screen._layout_required
+        or screen._scroll_required
+        or screen._repaint_required
+        or screen._recompose_required
+        or not screen._dirty_widgets
+    ):
+        return False
+    # a widget asked for a layout whose message has not reached the screen yet:
+    # Textual's update, a moment later, draws once with the new layout
+    if any(widget._layout_required for widget in screen._compositor.visible_widgets):
+        return False
+    screen._on_timer_update()
+    return True
