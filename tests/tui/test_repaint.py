@@ -147,3 +147,13 @@ async def test_draw_now_leaves_a_pending_layout_to_textual() -> None:
         app.screen._layout_required = False  # type: ignore[attr-defined]
         assert draw_now(app.screen)
         await pilot.pause()
+
+
+def test_draw_now_on_a_screen_without_what_it_reads_is_textuals_way() -> None:
+    import types
+
+    drawn: list[bool] = []
+    # a screen of another Textual: current, with a timer update, but none of the flags
+    other = types.SimpleNamespace(is_current=True, _on_timer_update=lambda: drawn.append(True))
+    assert draw_now(other) is False  # type: ignore[arg-type]
+    assert drawn == []

@@ -85,6 +85,18 @@ def _plain_repaint(widget: Widget) -> bool:
     )
 
 
+#: what draw_now reads on a screen (Textual 8's)
+_SCREEN_NEEDS = (
+    "_on_timer_update",
+    "_layout_required",
+    "_scroll_required",
+    "_repaint_required",
+    "_recompose_required",
+    "_dirty_widgets",
+    "_compositor",
+)
+
+
 def draw_now(screen: Screen[object]) -> bool:
     """Draw the lines of ``screen``'s dirty widgets now, as its update timer
     would a moment later; False (Textual's way) when more than a repaint is
@@ -94,8 +106,8 @@ def draw_now(screen: Screen[object]) -> bool:
     screen's prompt wakes it, its idle handler resumes its update timer, and the
     timer's task sleeps to its next tick before the same drawing: three turns
     of the event loop between the data and the terminal."""
-    if not supported() or not hasattr(screen, "_on_timer_update"):
-        return False
+    if not supported() or not all(hasattr(screen, name) for name in _SCREEN_NEEDS):
+        return False  # a Textual whose screen differs: its own way, never a crash
     if (
         not screen.is_current
         or screen.app._batch_count
