@@ -30,7 +30,7 @@ from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui import ascii, footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.monitor_host import Current
-from gputui.tui.widgets.repaint import draw_now
+from gputui.tui.widgets.repaint import draw_now, held_prompts
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
     from gputui.ceilings.measured import Ceilings
@@ -289,13 +289,14 @@ class GputuiApp(BaseApp):
         refresh = getattr(screen, "refresh_data", None)
         if refresh is None:
             return
-        try:
-            refresh()
-        except NoMatches:
-            # ... or while the screen is being taken down: its panels are gone, and
-            # there is nothing left to draw (never worth a crash of the monitor).
-            return
-        draw_now(screen)
+        with held_prompts():  # the screen is drawn here, not woken to draw
+            try:
+                refresh()
+            except NoMatches:
+                # ... or while the screen is being taken down: its panels are gone,
+                # and there is nothing left to draw (never worth a crash of the monitor).
+                return
+            draw_now(screen)
 
     # -- actions -----------------------------------------------------------------
 

@@ -157,3 +157,61 @@ def test_draw_now_on_a_screen_without_what_it_reads_is_textuals_way() -> None:
     other = types.SimpleNamespace(is_current=True, _on_timer_update=lambda: drawn.append(True))
     assert draw_now(other) is False  # type: ignore[arg-type]
     assert drawn == []
+
+
+def _prompts(app: Host) -> list[object]:
+    """The prompts posted to the app's screen from now on."""
+    from textual.messages import Prompt
+
+    prompts: list[object] = []
+    screen = app.screen
+    original = screen.post_message
+
+    def record(message: object) -> bool:
+        if isinstance(message, Prompt):
+            prompts.append(message)
+        return original(message)  # type: ignore[arg-type]
+
+    screen.post_message = record  # type: ignore[method-assign]
+    return prompts
+
+
+async def test_a_held_prompt_is_dropped_once_draw_now_drew() -> None:
+    app = Host()
+    async with app.run_test(size=(40, 6)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(Lines)
+        prompts = _prompts(app)
+        crops = _drawn(panel)
+        with repaint_module.held_prompts():
+            panel.rows[0] = "held"
+            panel._lines = [Text(row) for row in panel.rows]
+            repaint(panel, Region(0, 0, 40, 1))
+            assert prompts == []  # held
+            assert draw_now(app.screen)
+        assert prompts == []  # drawn: the screen is not woken for nothing
+        await pilot.pause()
+        assert [(crop.y, crop.height) for crop in crops] == [(0, 1)]
+
+
+async def test_a_held_prompt_goes_out_when_draw_now_did_not_draw() -> None:
+    app = Host()
+    async with app.run_test(size=(40, 6)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(Lines)
+        prompts = _prompts(app)
+        crops = _drawn(panel)
+        with repaint_module.held_prompts():
+            panel.rows[1] = "later"
+            panel._lines = [Text(row) for row in panel.rows]
+            repaint(panel, Region(0, 1, 40, 1))
+            app.screen._layout_required = True  # type: ignore[attr-defined]
+            assert not draw_now(app.screen)
+            app.screen._layout_required = False  # type: ignore[attr-defined]
+            assert prompts == [] and crops == []
+        assert len(prompts) == 1  # prompted once, at the end
+        await pilot.pause()
+        # Textual drew it, woken by that prompt
+        assert (1, 1) in [(crop.y, crop.height) for crop in crops]
+        assert panel.render_lines(Region(0, 1, 40, 1))[0].text.rstrip() == "later"
+        assert not repaint_module._held

@@ -15,12 +15,19 @@ where this Textual lacks what this relies on, it is ``widget.refresh`` as
 before.  ``tests/tui/test_tui_compositor.py`` feeds every update of the monitor
 to a model terminal and compares it with a whole drawing of the screen.
 :func:`draw_now` goes one step further for the monitor: the dirty widgets are
-drawn at once, in the same turn of the event loop as the snapshot.
+drawn at once, in the same turn of the event loop as the snapshot.  Around its
+snapshot's repaints the monitor holds the screen's prompt
+(:func:`held_prompts`): a screen that ``draw_now`` drew is not prompted at all
+(its prompt would only wake it to find nothing to draw, one more message and an
+``Idle`` event a second), and one that it did not draw is prompted once at the
+end, as ``repaint`` would have.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 from textual.geometry import Region
 from textual.screen import Screen
@@ -70,7 +77,31 @@ def repaint(widget: Widget, *regions: Region) -> None:
     widget._rich_style_cache.clear()
     if widget.display:
         dirty.add(widget)
-        screen.check_idle()
+        if _held:
+            _held[-1].add(screen)  # prompted at the end of the hold, unless drawn
+        else:
+            screen.check_idle()
+
+
+#: the screens repainted inside each :func:`held_prompts` under way, innermost last
+_held: list[set[Screen[object]]] = []
+
+
+@contextlib.contextmanager
+def held_prompts() -> Iterator[None]:
+    """Repaints inside prompt no screen; on the way out, each screen they
+    repainted and :func:`draw_now` did not draw meanwhile is prompted once (its
+    dirty widgets drawn by Textual, as after a plain ``repaint``).  On the
+    event loop's thread, as every repaint."""
+    screens: set[Screen[object]] = set()
+    _held.append(screens)
+    try:
+        yield
+    finally:
+        # by identity (two holds' sets may be equal)
+        del _held[next(i for i in range(len(_held) - 1, -1, -1) if _held[i] is screens)]
+        for screen in screens:
+            screen.check_idle()
 
 
 def _plain_repaint(widget: Widget) -> bool:
@@ -123,4 +154,6 @@ def draw_now(screen: Screen[object]) -> bool:
     if any(widget._layout_required for widget in screen._compositor.visible_widgets):
         return False
     screen._on_timer_update()
+    if _held:
+        _held[-1].discard(screen)  # drawn: no prompt to wake it for nothing
     return True
