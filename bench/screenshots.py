@@ -53,6 +53,25 @@ PNG_FONT = "DejaVu Sans Mono"
 Setup = Callable[[Any], Awaitable[None]]
 
 
+#: how many pauses a screen gets to settle before its screenshot is taken anyway
+SETTLE_TRIES = 50
+
+
+async def settled(app: Any, pilot: Any, title: str) -> str:
+    """The screen's SVG once two exports a pause apart are the same.  A change
+    can take more than one turn of the loop to draw (rows, then the scrollbar
+    they call for, then the layout around it), and the screens' own timers run
+    meanwhile: one pause captured one state or another from run to run."""
+    svg = app.export_screenshot(title=title)
+    for _ in range(SETTLE_TRIES):
+        await pilot.pause()
+        again = app.export_screenshot(title=title)
+        if again == svg:
+            return svg
+        svg = again
+    return svg
+
+
 async def _nothing(pilot: Any) -> None:
     return None
 
@@ -172,7 +191,7 @@ async def render(
         await pilot.pause()
         await setup(pilot)
         await pilot.pause()
-        svg = app.export_screenshot(title=f"gputui {name}")
+        svg = await settled(app, pilot, f"gputui {name}")
     if ascii_only:
         _ascii_off()
     path = args.out / f"{name}.svg"
@@ -199,7 +218,7 @@ async def render_attach(args: argparse.Namespace, name: str, size: tuple[int, in
         await pilot.pause()
         app.attach_screen.replay_to(ATTACH_AT_S)
         await pilot.pause()
-        svg = app.export_screenshot(title=f"gputui {name}")
+        svg = await settled(app, pilot, f"gputui {name}")
     path = args.out / f"{name}.svg"
     path.write_text(svg)
     return path
@@ -225,7 +244,7 @@ async def render_subscreen(
         while not ready(app.screen):
             await pilot.pause(0.01)
         await pilot.pause()
-        svg = app.export_screenshot(title=f"gputui {name}")
+        svg = await settled(app, pilot, f"gputui {name}")
     path = args.out / f"{name}.svg"
     path.write_text(svg)
     return path
@@ -287,7 +306,7 @@ async def _rank_view(feed: Any, banner: str, at_s: float, name: str, size: tuple
         await pilot.pause()
         app.ranks_screen.replay_to(at_s)
         await pilot.pause()
-        return app.export_screenshot(title=f"gputui {name}")
+        return await settled(app, pilot, f"gputui {name}")
 
 
 async def render_ranks(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
@@ -315,7 +334,7 @@ async def render_ddp(args: argparse.Namespace, name: str, size: tuple[int, int])
         async with app.run_test(size=size) as pilot:
             app.advance(DDP_AT)
             await pilot.pause()
-            svg = app.export_screenshot(title=f"gputui {name}")
+            svg = await settled(app, pilot, f"gputui {name}")
     path = args.out / f"{name}.svg"
     path.write_text(svg)
     return path
