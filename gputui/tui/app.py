@@ -72,9 +72,14 @@ class SnapshotReady(Message):
 
 
 class SamplerFailed(Message):
+    """The sampler's last sample failed; a newer failure replaces an unhandled one."""
+
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SamplerFailed)
 
 
 #: seconds after start-up when the objects made so far leave the cyclic collector

@@ -10,7 +10,9 @@ the app's context, in the order they were put, with what Textual's queue gave
 the monitor's messages:
 
 - a newer item that ``replaces`` the one still waiting takes its place (a slow
-  terminal draws the newest snapshot, never a backlog);
+  terminal draws the newest snapshot, never a backlog), and at most
+  :data:`MAX_WAITING` wait, the oldest dropped first (a loop held up for
+  minutes while the sampler alternates failures and snapshots);
 - an exception in the function goes to the app's own handler (the traceback
   shown, the app ended), as an exception in a message handler does;
 - an item put before :meth:`Inbox.open` or after :meth:`Inbox.close`, or once
@@ -27,6 +29,9 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 _T = TypeVar("_T")
+
+#: items waiting at most; one more drops the oldest
+MAX_WAITING = 64
 
 
 class Inbox(Generic[_T]):
@@ -68,6 +73,8 @@ class Inbox(Generic[_T]):
                 items[-1] = item
                 return True
             items.append(item)
+            if len(items) > MAX_WAITING:
+                del items[0]
             if len(items) > 1:
                 return True  # a drain is on its way and takes this one too
         try:

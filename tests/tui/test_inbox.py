@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from gputui.tui.inbox import Inbox
+from gputui.tui.inbox import MAX_WAITING, Inbox
 
 WHO = contextvars.ContextVar("WHO", default="nobody")
 
@@ -34,7 +34,8 @@ async def test_items_from_a_thread_arrive_in_order_on_the_loop_in_the_openers_co
     WHO.set("the app")
     inbox.open()
     WHO.set("someone else")  # the context as it was at open() is the one used
-    items = [f"item {i}" for i in range(200)]
+    # as many as may wait: none dropped, however late the loop drains them
+    items = [f"item {i}" for i in range(MAX_WAITING)]
 
     def feed() -> None:
         for item in items:
@@ -133,3 +134,23 @@ async def test_the_monitor_takes_the_samplers_failure_and_recovery_in_order(coun
         await _until(lambda: app.snapshot_count == before + count)
         assert len(errors) == count and all("NVML went away" in (e or "") for e in errors)
         assert app.current.sampler_error is None  # the last word was the good snapshot
+
+
+async def test_at_most_max_waiting_items_wait_the_oldest_dropped() -> None:
+    taken: list[object] = []
+    inbox: Inbox[object] = Inbox(taken.append, _raise)
+    inbox.open()
+    items = [f"item {i}" for i in range(MAX_WAITING + 10)]
+    for item in items:
+        assert inbox.put(item)
+    await _until(lambda: bool(taken))
+    assert taken == items[-MAX_WAITING:]
+
+
+def test_a_newer_failure_replaces_a_waiting_one_and_nothing_else() -> None:
+    from gputui.tui.app import SamplerFailed, SnapshotReady
+
+    older, newer = SamplerFailed("first"), SamplerFailed("second")
+    assert newer.can_replace(older)
+    assert not newer.can_replace(SnapshotReady(None, None))  # type: ignore[arg-type]
+    assert not SnapshotReady(None, None).can_replace(older)  # type: ignore[arg-type]
