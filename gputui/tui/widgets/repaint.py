@@ -98,8 +98,7 @@ def held_prompts() -> Iterator[None]:
     try:
         yield
     finally:
-        # by identity (two holds' sets may be equal)
-        del _held[next(i for i in range(len(_held) - 1, -1, -1) if _held[i] is screens)]
+        _held.pop()  # holds nest: this one is the innermost
         for screen in screens:
             screen.check_idle()
 
