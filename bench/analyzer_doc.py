@@ -112,7 +112,7 @@ def rules_section() -> str:
 
 
 def scenarios_section() -> str:
-    from gputui.collectors.replay import read_recording
+    from gputui.recording.replay import read_recording
     from tests.integration.test_analyzer_h100 import DATA, scenario
 
     _header, snaps = read_recording(DATA / "monitor-scenarios.jsonl.gz")
@@ -153,8 +153,8 @@ def cases_section() -> str:
     """What ``gputui analyze`` says of each case's trace, with its step account."""
     from gputui.analysis.trace_evidence import trace_job_findings
     from gputui.analysis.trace_summary import summarize, trace_findings
-    from gputui.collectors.trace_file import read_trace
     from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS
+    from gputui.tracefile.reader import read_trace
 
     lines = [
         "| job (planted) | step account (largest shares) | gputui's warn/crit findings |",

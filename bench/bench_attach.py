@@ -38,8 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gputui.collectors.attach_recording import read_attach_recording  # noqa: E402
 from gputui.protocol import find_socket  # noqa: E402
+from gputui.recording.attach import read_attach_recording  # noqa: E402
 
 FIXED_RATE = REPO / "bench" / "jobs" / "fixed_rate.py"
 

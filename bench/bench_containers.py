@@ -41,14 +41,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gputui.collectors.attribution import (  # noqa: E402
+from gputui.host.attribution import (  # noqa: E402
     HOSTNAME_FILE,
     NAMESPACE_FILE,
     ContainerAttributor,
 )
-from gputui.collectors.host import HostCollector  # noqa: E402
-from gputui.collectors.pid_namespace import INIT_PID_NS, PidMapper  # noqa: E402
-from gputui.collectors.runtime_api import RuntimeNames  # noqa: E402
+from gputui.host.collector import HostCollector  # noqa: E402
+from gputui.host.pid_namespace import INIT_PID_NS, PidMapper  # noqa: E402
+from gputui.host.runtime_api import RuntimeNames  # noqa: E402
 from gputui.snapshot.model import ProcessSnapshot  # noqa: E402
 
 TARGET_US = 100.0

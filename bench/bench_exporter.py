@@ -192,9 +192,9 @@ def render_baseline(recording: Path, processes: bool, rounds: int) -> dict[str, 
     """Our families rendered by our exposition and by prometheus_client, in-process."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gputui.collectors.replay import ReplaySource
     from gputui.exporter.collector import ExporterCollector, ExporterOptions
     from gputui.exporter.promclient import PrometheusClientCollector
+    from gputui.recording.replay import ReplaySource
 
     source = ReplaySource.from_file(recording)
     collector = ExporterCollector(

@@ -177,7 +177,7 @@ class Probe:
     """The always-subscribed viewer: collects (end time, wall) of every record."""
 
     def __init__(self, pid: int) -> None:
-        from gputui.collectors.hook_client import HookClient, Status, StepBatch
+        from gputui.client.hook import HookClient, Status, StepBatch
 
         self.Status, self.StepBatch = Status, StepBatch
         self.records: list[tuple[float, float]] = []
@@ -242,7 +242,7 @@ def measure(scenario: str, probe: Probe, job_pid: int, path: str, seconds: float
 
 def _viewers_now(pid: int) -> int:
     """The hook's viewer count, this connection included."""
-    from gputui.collectors.hook_client import HookClient
+    from gputui.client.hook import HookClient
 
     client = HookClient.connect(pid)
     client.close()
@@ -270,7 +270,7 @@ def viewer_kill_recovery(job_pid: int, path: str) -> float:
 
 def job_kill_recovery(loops: int) -> float:
     """Seconds from a job's SIGKILL until its viewer has the Disconnected event."""
-    from gputui.collectors.hook_client import Disconnected, HookClient, StepBatch
+    from gputui.client.hook import Disconnected, HookClient, StepBatch
     from gputui.protocol import find_socket
 
     job = subprocess.Popen(

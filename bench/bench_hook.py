@@ -48,7 +48,7 @@ import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import gputui.hook  # noqa: E402
-from gputui.collectors.hook_client import HookClient  # noqa: E402
+from gputui.client.hook import HookClient  # noqa: E402
 from gputui.hook._server import IDLE_TICK_S  # noqa: E402
 
 # The capture part's imports are in capture(): the interleaved part also runs
@@ -56,7 +56,7 @@ from gputui.hook._server import IDLE_TICK_S  # noqa: E402
 
 VIEWER = r"""
 import json, sys
-from gputui.collectors.hook_client import HookClient, StepBatch, Synced
+from gputui.client.hook import HookClient, StepBatch, Synced
 pid, target = int(sys.argv[1]), int(sys.argv[2])
 c = HookClient.connect(pid)
 c.subscribe(history=0)
@@ -232,7 +232,7 @@ def transformer(device: torch.device, cpu: bool) -> Workload:
 #: without a viewer.
 PERSISTENT_VIEWER = r"""
 import sys, time
-from gputui.collectors.hook_client import HookClient
+from gputui.client.hook import HookClient
 pid = int(sys.argv[1])
 print("ready", flush=True)
 for _ in sys.stdin:
@@ -493,7 +493,7 @@ def io_thread_cost(work: Workload, steps: int) -> dict[str, float]:
 
 
 def capture(work: Workload, device: torch.device) -> dict[str, Any]:
-    from gputui.collectors.hook_client import CaptureResult
+    from gputui.client.hook import CaptureResult
     from gputui.hook._reduce import extract, reduce_events
     from gputui.trace.trace_metrics import compute as compute_trace_metrics
 

@@ -56,8 +56,8 @@ PACKAGES = ("pynvml", "psutil", "nvitop")
 CACHE_CHECK = (
     "import importlib, json, os, sys\n"
     "for name in ('pynvml', 'psutil', 'nvitop', 'gputui.cli', 'gputui.commands.monitor',\n"
-    "             'gputui.collectors.source', 'gputui.collectors.nvml',\n"
-    "             'gputui.collectors.host', 'gputui.reports.monitor'):\n"
+    "             'gputui.sources.live', 'gputui.nvml.collector',\n"
+    "             'gputui.host.collector', 'gputui.reports.monitor'):\n"
     "    try:\n"
     "        importlib.import_module(name)\n"
     "    except ImportError:\n"

@@ -115,7 +115,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 async def headless(n: int, rate: float, history_s: float, window: float) -> dict[str, Any]:
-    from gputui.collectors.job_group import find_job
+    from gputui.client.job_group import find_job
     from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.ranks import RanksApp
 

@@ -438,7 +438,7 @@ def run(work: Any, modes: Modes, step_s: float, seconds: float, block_s: float) 
 
 VIEWER = r"""
 import sys
-from gputui.collectors.hook_client import HookClient
+from gputui.client.hook import HookClient
 client = HookClient.connect(int(sys.argv[1]))
 client.subscribe(history=0)
 client.start()

@@ -85,8 +85,12 @@ def writes_compact(tree: Path, size: str) -> bool:
     reads one): the recording each checkout plays with ``--format own``."""
     if size == "demo":
         return False
-    writer = tree / "gputui" / "collectors" / "recording_writer.py"
-    source = writer.read_text() if writer.exists() else ""
+    # the writer's place before and after collectors/ was split by subject
+    writers = (
+        tree / "gputui" / "recording" / "writer.py",
+        tree / "gputui" / "collectors" / "recording_writer.py",
+    )
+    source = next((w.read_text() for w in writers if w.exists()), "")
     match = re.search(r"^COMPACT_FROM = (\d+)", source, re.M)
     return match is not None and SIZES[size][0] >= int(match.group(1))
 
@@ -183,7 +187,7 @@ def host_cost(tree: Path, refreshes: int = 20) -> dict[str, Any]:
     (which reads each process's command line and user once)."""
     code = f"""
 import json, os, time
-from gputui.collectors.host import HostCollector
+from gputui.host.collector import HostCollector
 from gputui.snapshot.model import ProcessSnapshot
 pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 procs = tuple(ProcessSnapshot(pid=p, gpu_index=0, gpu_uuid="GPU-0", type="compute") for p in pids)

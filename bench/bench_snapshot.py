@@ -35,7 +35,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gputui.collectors.source import LiveSource  # noqa: E402
+from gputui.sources.live import LiveSource  # noqa: E402
 
 _BUSY = """
 import sys, torch

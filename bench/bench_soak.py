@@ -41,7 +41,7 @@ FIXED_RATE = REPO / "bench" / "jobs" / "fixed_rate.py"
 
 # -- the viewer (its own process: --viewer) ------------------------------------------------
 def viewer_main(pid: int, reconnect_s: float, out: str) -> int:
-    from gputui.collectors.hook_client import (
+    from gputui.client.hook import (
         AttachError,
         Disconnected,
         HookClient,

@@ -224,7 +224,7 @@ def mode_steady(args: argparse.Namespace) -> dict[str, object]:
 
 def big_recording(path: Path, gpus: int, procs: int) -> None:
     """Grow the demo's snapshots to many GPUs and processes (a synthetic load)."""
-    from gputui.collectors.replay import RecordingWriter, read_demo
+    from gputui.recording.replay import RecordingWriter, read_demo
 
     header, snaps = read_demo()
     writer = RecordingWriter(path, interval_s=header.interval_s or 1.0, note="bench: scaled demo")

@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from test_hta_truth import hta  # noqa: E402
 
-from gputui.collectors.trace_file import read_trace  # noqa: E402
 from gputui.trace.trace_metrics import compute  # noqa: E402
+from gputui.tracefile.reader import read_trace  # noqa: E402
 
 
 def diff(a: tuple[float | None, ...], b: tuple[float | None, ...]) -> float:

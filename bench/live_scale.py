@@ -41,7 +41,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
     from gputui import cli
-    from gputui.collectors import nvml_open
+    from gputui.nvml import startup as nvml_open
     from tests.helpers.fake_gpus import busy_node, churn
     from tests.helpers.fake_nvml import FakeNvml
 
@@ -76,16 +76,16 @@ def collect(fake: object, refreshes: int, view: list[int] | None = None) -> int:
     import json
     import time
 
-    from gputui.collectors.host import HostCollector
-    from gputui.collectors.nvml import NvmlCollector
-    from gputui.collectors.source import LiveSource
+    from gputui.host.collector import HostCollector
+    from gputui.nvml.collector import NvmlCollector
+    from gputui.sources.live import LiveSource
 
     source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector())
     start = time.process_time()
     first = source.sample()
     first_s = time.process_time() - start
     if view is not None:
-        from gputui.collectors.in_view import InView
+        from gputui.host.in_view import InView
 
         in_view = InView()
         in_view.set("table", frozenset(view))

@@ -31,11 +31,11 @@ def main() -> int:
     parser.add_argument("--refreshes", type=int, default=40)
     args = parser.parse_args()
     sys.path.insert(0, str(Path.cwd()))  # the checkout's tests/ (run from its root)
-    import gputui.collectors.source as source_module
-    from gputui.collectors.host import HostCollector
-    from gputui.collectors.in_view import InView
-    from gputui.collectors.nvml import NvmlCollector
-    from gputui.collectors.source import LiveSource
+    import gputui.sources.live as source_module
+    from gputui.host.collector import HostCollector
+    from gputui.host.in_view import InView
+    from gputui.nvml.collector import NvmlCollector
+    from gputui.sources.live import LiveSource
     from tests.helpers.fake_gpus import busy_node, churn
     from tests.helpers.fake_nvml import FakeNvml
 

@@ -162,7 +162,7 @@ def inside(args: argparse.Namespace) -> None:
     appmod.findings = _timed(acc, on, "ingest.findings", appmod.findings, False)
 
     if args.fake_nvml:
-        from gputui.collectors import nvml_open
+        from gputui.nvml import startup as nvml_open
         from tests.helpers.fake_gpus import busy_node
         from tests.helpers.fake_nvml import FakeNvml
 
@@ -200,7 +200,7 @@ def inside(args: argparse.Namespace) -> None:
         import asyncio
         import cProfile
 
-        from gputui.collectors import source as source_mod
+        from gputui.sources import live as source_mod
 
         targets = {
             "loop": (asyncio.BaseEventLoop, "_run_once"),

@@ -26,7 +26,7 @@ def main() -> None:
     pynvml.nvmlShutdown()
     print(f"import pynvml {1e3 * (t1 - t0):.1f} ms, nvmlInit {1e3 * (t2 - t1):.1f} ms")
 
-    from gputui.collectors.source import LiveSource
+    from gputui.sources.live import LiveSource
 
     t3 = time.perf_counter()
     source = LiveSource()

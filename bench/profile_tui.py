@@ -54,7 +54,7 @@ def history_bytes(history: Any) -> dict[str, int]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from gputui.collectors.replay import ReplaySource
+    from gputui.recording.replay import ReplaySource
     from gputui.tui.app import make_app
 
     source = ReplaySource.from_file(args.replay) if args.replay else ReplaySource.demo()

@@ -12,14 +12,14 @@ import argparse
 import sys
 import time
 
-from gputui.collectors.attach_recording import AttachRecorder
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     AttachError,
     CaptureResult,
     HookClient,
     MemorySnapshotResult,
     MemorySnapshotStatus,
 )
+from gputui.recording.attach import AttachRecorder
 
 
 def connect(pid: int, wait_s: float) -> HookClient:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.collectors.job_group import find_job
+from gputui.client.job_group import find_job
 from gputui.session.rank_feeds import LiveRanksFeed
 
 

@@ -3,7 +3,7 @@
     python bench/scale_recording.py OUT.jsonl.gz --processes 2000 --gpus 8
     python bench/scale_recording.py OUT.jsonl.gz --processes 20000 --gpus 1
 
-Written in the format ``gputui --replay`` reads (``gputui/collectors/replay.py``:
+Written in the format ``gputui --replay`` reads (``gputui/recording/replay.py``:
 a header line, then one snapshot per line, gzip-compressed), from the embedded
 demo's first snapshot: its device repeated ``--gpus`` times, and ``--processes``
 processes spread evenly over them, as a busy shared node has them (inference
@@ -19,7 +19,7 @@ servers under MPS or time-slicing, many small jobs per GPU):
 - one process in 500 carries the hook.
 
 With ``--compact`` it is written as gputui writes a recording of 1,000
-processes or more (``gputui.collectors.recording_writer``: a process unchanged since the
+processes or more (``gputui.recording.writer``: a process unchanged since the
 line before is written ``{"pid": PID}``, one line in ``FULL_EVERY`` whole).
 
 The numbers are deterministic (``--seed``).  Nothing here is measured: the
@@ -124,7 +124,7 @@ def write_recording(
     compact: bool = False,
 ) -> dict[str, Any]:
     """Write the recording; what it holds (for the benchmark's notes)."""
-    from gputui.collectors.recording_writer import COMPACT_SCHEMA, FULL_EVERY, compact_processes
+    from gputui.recording.writer import COMPACT_SCHEMA, FULL_EVERY, compact_processes
 
     header, first = _demo_first()
     base = first["devices"][0]

@@ -38,7 +38,7 @@ def inside(
     sys.path.append(str(ROOT))  # the tests' fake NVML, for a tree of the package alone
     import asyncio
 
-    from gputui.collectors import nvml_open
+    from gputui.nvml import startup as nvml_open
     from tests.helpers.fake_gpus import busy_node, churn
     from tests.helpers.fake_nvml import FakeNvml
 
@@ -47,7 +47,7 @@ def inside(
     gpus = busy_node([os.getpid(), *range(4_000_000, 4_000_000 + procs - 1)], 1)
     nvml = FakeNvml(gpus)
     nvml_open.import_pynvml = lambda: nvml
-    from gputui.collectors.source import open_live
+    from gputui.sources.live import open_live
     from gputui.tui.app import make_app
 
     try:

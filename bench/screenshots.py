@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gputui.collectors.replay import RecordingError, ReplaySource  # noqa: E402
+from gputui.recording.replay import RecordingError, ReplaySource  # noqa: E402
 from gputui.tui.app import GputuiApp, make_app  # noqa: E402
 from gputui.tui.screens.detail import ProcessDetailScreen  # noqa: E402
 from gputui.tui.widgets.processes import ProcessTable  # noqa: E402

@@ -66,7 +66,7 @@ examples:
 """
 
 
-#: the monitor's embedded recordings (``--demo NAME``: gputui.collectors.replay's
+#: the monitor's embedded recordings (``--demo NAME``: gputui.recording.replay's
 #: DEMO_RESOURCES), the default first
 DEMOS = {
     "h100": "one H100, a transformer's training and a second process",

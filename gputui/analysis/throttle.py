@@ -2,7 +2,7 @@
 
 The one table that the findings, the device panel, ``gputui --once`` and the
 exporter all read, so a reason is named and coloured the same everywhere.
-Reasons are the decoded NVML clock-event bits (``collectors.nvml_fields``).
+Reasons are the decoded NVML clock-event bits (``nvml.fields``).
 Severity follows what the reason costs: a power cap lowers clocks as designed
 under full load (warn); a software thermal slowdown means the GPU runs hot
 enough to be held back (warn); hardware slowdowns, hardware thermal slowdown

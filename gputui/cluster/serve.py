@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from gputui.cluster.wire import encode, hello_message, snapshot_message
-from gputui.collectors.source import SnapshotSource
 from gputui.snapshot.model import Snapshot
+from gputui.sources.live import SnapshotSource
 
 #: the hooked jobs (a connection to each hook) are read again at least this often,
 #: and whenever the set of hooked processes changes
@@ -33,7 +33,7 @@ class HostOnlySource:
     label = "live"
 
     def __init__(self, reason: str) -> None:
-        from gputui.collectors.host import HostCollector
+        from gputui.host.collector import HostCollector
 
         self.reason = reason
         self._host = HostCollector()

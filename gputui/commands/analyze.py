@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from gputui.analysis.mfu import Utilisation
     from gputui.analysis.roofline import Roof
     from gputui.analysis.trace_summary import TraceSummary
-    from gputui.collectors.trace_file import TraceFile
+    from gputui.tracefile.reader import TraceFile
 
 # The trace reader, the analyzer and the report are imported where they are used:
 # `gputui analyze --help` and a refused command line load none of them.
@@ -98,7 +98,7 @@ def load(
     twice, or a copy of another (the same trace_id), is read once; ``warnings``
     gets a line for each, and for each reason the files are not the ranks of one
     job (``analyze_ranks``)."""
-    from gputui.collectors.trace_file import find_traces
+    from gputui.tracefile.reader import find_traces
 
     said: list[str] = [] if warnings is None else warnings
     with _without_cyclic_gc():
@@ -109,8 +109,8 @@ def _load(
     files: Sequence[Path], include_last_step: bool, top: int, warnings: list[str]
 ) -> list[TraceSummary]:
     from gputui.analysis.trace_summary import summarize
-    from gputui.collectors.trace_file import read_trace
     from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
+    from gputui.tracefile.reader import read_trace
 
     out: list[TraceSummary] = []
     origins: list[TraceOrigin] = []

@@ -19,7 +19,7 @@ from gputui.protocol import memsnap, messages
 
 if TYPE_CHECKING:
     from gputui.analysis.steps import StepStats
-    from gputui.collectors.hook_client import HookClient
+    from gputui.client.hook import HookClient
     from gputui.session.oneshot import Collected
 
 # The client, the session and the reports are imported where they are used:
@@ -233,14 +233,14 @@ def main(args: argparse.Namespace) -> int:
 
         inject(args.pid, timeout=min(args.timeout, 30.0))
     elif not args.single:
-        from gputui.collectors.job_group import find_job
+        from gputui.client.job_group import find_job
 
         job = find_job(args.pid)
         if job is not None and job.multi_rank:
             from gputui.commands import attach_ranks
 
             return attach_ranks.main(args, job)
-    from gputui.collectors.hook_client import HookClient
+    from gputui.client.hook import HookClient
 
     client = HookClient.connect(args.pid, timeout=min(args.timeout, HELLO_TIMEOUT_S))
     try:
@@ -280,8 +280,8 @@ def run_live(client: HookClient, args: argparse.Namespace) -> int:
 
 def _ranks_recording(args: argparse.Namespace) -> int | None:
     """A recording of several ranks plays in the rank view (or its report)."""
-    from gputui.collectors.attach_recording import read_attach_recording
-    from gputui.collectors.replay import RecordingError
+    from gputui.recording.attach import read_attach_recording
+    from gputui.recording.replay import RecordingError
 
     try:
         if args.demo:
@@ -306,7 +306,7 @@ def _ranks_recording(args: argparse.Namespace) -> int | None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from gputui.collectors.replay import RecordingError
+    from gputui.recording.replay import RecordingError
     from gputui.tui.attach import ReplayFeed, make_attach_app
 
     ranks = _ranks_recording(args)
@@ -385,9 +385,9 @@ def _print_report(
 
 def replay_once(args: argparse.Namespace) -> int:
     """The report of a recorded session, as if attached when it ended."""
-    from gputui.collectors.attach_recording import gpu_sample
-    from gputui.collectors.hook_client import parse_event
-    from gputui.collectors.replay import RecordingError
+    from gputui.client.hook import parse_event
+    from gputui.recording.attach import gpu_sample
+    from gputui.recording.replay import RecordingError
     from gputui.session import oneshot
     from gputui.session.feeds import ReplayFeed
 

@@ -15,7 +15,7 @@ from gputui import fmt
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import job_evidence
 from gputui.analysis.finding import Finding
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     Disconnected,
     HookClient,
     HookError,

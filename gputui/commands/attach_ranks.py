@@ -21,10 +21,10 @@ from typing import Any
 
 from gputui import fmt
 from gputui.analysis.engine import analyze_ranks
-from gputui.collectors.attach_recording import AttachRecording
-from gputui.collectors.hook_client import AttachError, HookClient
-from gputui.collectors.job_group import JobGroup
+from gputui.client.hook import AttachError, HookClient
+from gputui.client.job_group import JobGroup
 from gputui.commands.tty import need_terminal, run_screen
+from gputui.recording.attach import AttachRecording
 from gputui.reports import attach as attach_report
 from gputui.reports.jsondoc import print_json
 from gputui.reports.ranks import print_ranks, ranks_json

@@ -82,16 +82,16 @@ def _port(text: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gputui.collectors.source import LiveSource, Sampler, SnapshotSource
     from gputui.errors import NvmlUnavailable
     from gputui.exporter.collector import ExporterCollector, ExporterOptions
     from gputui.exporter.jobs import JobWatcher, current_hostname
     from gputui.exporter.server import make_server
+    from gputui.sources.live import LiveSource, Sampler, SnapshotSource
 
     source: SnapshotSource | None
     recorded_host: str | None = None
     if args.demo or args.replay:
-        from gputui.collectors.replay import ReplaySource
+        from gputui.recording.replay import ReplaySource
 
         replay = ReplaySource.demo() if args.demo else ReplaySource.from_file(args.replay)
         recorded_host = replay.header.hostname

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 import gputui
-from gputui.collectors.hook_client import AttachError
+from gputui.client.hook import AttachError
 from gputui.protocol import find_socket, paths
 
 _PAYLOAD = """\

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from gputui.commands.args import command
 
 if TYPE_CHECKING:
-    from gputui.collectors.hook_client import Hello
-    from gputui.collectors.job_group import JobGroup
+    from gputui.client.hook import Hello
+    from gputui.client.job_group import JobGroup
 
 SUMMARY = "list this user's attachable jobs"
 DESCRIPTION = (
@@ -68,7 +68,7 @@ def job_entry(job: JobGroup) -> dict[str, Any]:
 
 
 def collect() -> list[dict[str, Any]]:
-    from gputui.collectors.job_group import list_jobs
+    from gputui.client.job_group import list_jobs
 
     jobs, errors = list_jobs()
     entries = [job_entry(job) for job in jobs]
@@ -79,7 +79,7 @@ def collect() -> list[dict[str, Any]]:
 
 def place_in_containers(entries: list[dict[str, Any]]) -> None:
     """Each job's (and rank's) ``container``: its container and pod, or None."""
-    from gputui.collectors.attribution import ContainerAttributor
+    from gputui.host.attribution import ContainerAttributor
     from gputui.snapshot.codec import to_json
 
     attributor = ContainerAttributor()

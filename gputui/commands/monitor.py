@@ -9,8 +9,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from gputui.collectors.source import SampleAhead, SnapshotSource, open_live
 from gputui.errors import GputuiError, NvmlUnavailable
+from gputui.sources.live import SampleAhead, SnapshotSource, open_live
 
 if TYPE_CHECKING:
     from gputui.snapshot.model import Snapshot
@@ -21,7 +21,7 @@ DEMO_BANNER = "DEMO: a recording of a real GPU session, not this machine"
 def open_recording(args: argparse.Namespace) -> tuple[SnapshotSource, str]:
     """The recording the flags ask for (``--demo`` or ``--replay``), and its banner."""
     # imported here: the live path (and `--once`'s start-up time) never pays for it
-    from gputui.collectors.replay import ReplaySource
+    from gputui.recording.replay import ReplaySource
 
     if args.demo:
         return ReplaySource.demo(speed=args.speed, name=args.demo), DEMO_BANNER
@@ -37,7 +37,7 @@ def settle_live(source: SampleAhead, args: argparse.Namespace) -> tuple[Snapshot
     except NvmlUnavailable as exc:
         if not args.demo_if_no_gpu:
             raise
-        from gputui.collectors.replay import ReplaySource
+        from gputui.recording.replay import ReplaySource
 
         reason = str(exc).split(";")[0]
         if args.window is not None:

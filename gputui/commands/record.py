@@ -103,8 +103,8 @@ def _progress(args: argparse.Namespace, count: int) -> None:
 
 
 def record_live(args: argparse.Namespace) -> int:
-    from gputui.collectors.replay import RecordingWriter
-    from gputui.collectors.source import LiveSource
+    from gputui.recording.replay import RecordingWriter
+    from gputui.sources.live import LiveSource
 
     interval = LIVE_INTERVAL_S if args.interval is None else args.interval
     source = LiveSource()
@@ -145,7 +145,7 @@ def rerecord(args: argparse.Namespace) -> int:
     """One pass over a recording, as fast as it reads: the snapshots from
     ``--start`` on, for ``--duration``, at most one per ``--interval`` (all times
     the recording's own, from its first snapshot)."""
-    from gputui.collectors.replay import RecordingError, RecordingWriter, ReplaySource
+    from gputui.recording.replay import RecordingError, RecordingWriter, ReplaySource
 
     if args.replay is not None and _same_file(args.replay, args.output):
         raise GputuiError(f"{PROG}: -o would overwrite the recording it reads; name another file")

@@ -35,10 +35,10 @@ def register(sub: Any) -> None:
 def _hooked_jobs() -> list[dict[str, Any]]:
     """``gputui ls --json``'s entries, each with the job id the exporter gives it
     (so ranks of one job on several nodes group together)."""
-    from gputui.collectors.job_group import list_jobs
-    from gputui.collectors.processes import read_environ
+    from gputui.client.job_group import list_jobs
     from gputui.commands.ls import job_entry
     from gputui.exporter.jobs import current_hostname, job_id_of
+    from gputui.host.processes import read_environ
 
     host = current_hostname()
     entries = []
@@ -52,15 +52,15 @@ def _hooked_jobs() -> list[dict[str, Any]]:
 def main(args: argparse.Namespace) -> int:
     from gputui import __version__
     from gputui.cluster.serve import HostOnlySource, JobsCache, serve
-    from gputui.collectors.source import SnapshotSource
     from gputui.errors import NvmlUnavailable
     from gputui.exporter.jobs import current_hostname
     from gputui.protocol.paths import hooked_pids
+    from gputui.sources.live import SnapshotSource
 
     source: SnapshotSource
     reason: str | None = None
     if args.demo or args.replay:
-        from gputui.collectors.replay import RecordingError, ReplaySource
+        from gputui.recording.replay import RecordingError, ReplaySource
 
         try:
             source = ReplaySource.demo() if args.demo else ReplaySource.from_file(args.replay)
@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
             raise GputuiError(f"gputui serve: {exc}") from None
         host = source.header.hostname or current_hostname()
     else:
-        from gputui.collectors.source import LiveSource
+        from gputui.sources.live import LiveSource
 
         try:
             source = LiveSource()

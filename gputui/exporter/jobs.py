@@ -40,16 +40,16 @@ from typing import Any
 
 from gputui.analysis.mfu import Utilisation, utilisation
 from gputui.ceilings.datasheet import datasheet_for
-from gputui.collectors.attribution import ContainerAttributor
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     CaptureResult,
     Disconnected,
     HookClient,
     MemoryBatch,
     StepBatch,
 )
-from gputui.collectors.processes import read_environ
 from gputui.errors import GputuiError
+from gputui.host.attribution import ContainerAttributor
+from gputui.host.processes import read_environ
 from gputui.protocol import list_sockets
 from gputui.protocol.messages import StepFlag
 from gputui.snapshot.model import ContainerInfo

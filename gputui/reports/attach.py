@@ -15,7 +15,7 @@ from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.analysis.memory import memory_growth
 from gputui.analysis.steps import Dist, StepStats
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     CaptureResult,
     MemorySnapshotResult,
 )

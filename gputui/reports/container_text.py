@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputui import fmt
-from gputui.collectors.pid_namespace import UNMAPPED_NOTE
+from gputui.host.pid_namespace import UNMAPPED_NOTE
 from gputui.snapshot.codec import DecodeError, from_json
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
 

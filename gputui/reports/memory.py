@@ -8,7 +8,7 @@ from typing import Any
 from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.memory import site_label
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     MemorySnapshotResult,
 )
 from gputui.protocol import memsnap as ms

@@ -9,7 +9,6 @@ import heapq
 from gputui import fmt
 from gputui.analysis import monitor_findings, throttle
 from gputui.analysis.finding import Finding
-from gputui.collectors.source import SnapshotSource
 from gputui.reports import findings as findings_text
 from gputui.reports.text import (
     elide_all,
@@ -22,6 +21,7 @@ from gputui.reports.text import (
     wrap_items,
 )
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, any_placed
+from gputui.sources.live import SnapshotSource
 
 
 def print_snapshot(
@@ -248,7 +248,7 @@ def _processes(
     if any(p.hooked for p in procs):
         out.extend(wrap(HOOK_NOTE, width))
     if any(p.pid_is_host for p in procs):
-        from gputui.collectors.pid_namespace import UNMAPPED_NOTE
+        from gputui.host.pid_namespace import UNMAPPED_NOTE
         from gputui.reports import container_text
 
         out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))

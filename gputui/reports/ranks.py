@@ -8,7 +8,7 @@ from typing import Any
 from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
-from gputui.collectors.job_group import JobGroup
+from gputui.client.job_group import JobGroup
 from gputui.reports import findings as findings_text
 from gputui.reports.attach import trace_lines
 from gputui.reports.text import (

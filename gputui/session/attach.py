@@ -34,7 +34,7 @@ from gputui.analysis.steps import (
     phase_order,
     step_stats,
 )
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     CaptureResult,
     CaptureStatus,
     Disconnected,

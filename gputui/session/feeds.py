@@ -17,20 +17,20 @@ from typing import Any, Protocol
 from gputui import fmt
 from gputui.analysis.roofline import Roof
 from gputui.ceilings.cache import roof_for
-from gputui.collectors.attach_recording import (
+from gputui.client.hook import AttachError, Hello, HookClient, parse_event
+from gputui.errors import GputuiError
+from gputui.nvml.gpu_watch import GpuWatch
+from gputui.protocol import paths
+from gputui.protocol.fields import SchemaError
+from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,
     gpu_sample,
     read_attach_bytes,
     read_attach_recording,
 )
-from gputui.collectors.gpu_watch import GpuWatch
-from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
-from gputui.collectors.recording_io import embedded_bytes
-from gputui.collectors.replay import RecordingError
-from gputui.errors import GputuiError
-from gputui.protocol import paths
-from gputui.protocol.fields import SchemaError
+from gputui.recording.io import embedded_bytes
+from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState
 from gputui.snapshot.model import DeviceSnapshot
 
@@ -211,7 +211,7 @@ class LiveFeed:
 def restarted_job(hello: Hello, exclude: int, timeout_s: float = 1.0) -> int | None:
     """The one hooked job of ours, other than ``exclude``, that runs the same
     command in the same directory as ``hello`` said; None when none or several."""
-    from gputui.collectors.hook_client import hook_summary
+    from gputui.client.hook import hook_summary
 
     found = []
     for pid in sorted(paths.list_sockets()):

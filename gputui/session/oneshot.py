@@ -25,7 +25,7 @@ from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.ceilings.cache import roof_for
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     AttachError,
     CaptureResult,
     CaptureStatus,
@@ -258,7 +258,7 @@ class GpuSampling:
     Nothing to sample (a CPU job, no driver) is said in ``got.gpu_note``."""
 
     def __init__(self, got: Collected, seconds: float, open_collector: Any = None) -> None:
-        from gputui.collectors.gpu_watch import GpuWatch
+        from gputui.nvml.gpu_watch import GpuWatch
 
         self.got = got
         self.seconds = seconds

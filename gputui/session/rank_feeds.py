@@ -20,18 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputui.collectors.attach_recording import (
+from gputui.client.hook import AttachError, Hello, HookClient, parse_event
+from gputui.client.job_group import JobGroup, group_jobs
+from gputui.errors import GputuiError
+from gputui.nvml.gpu_watch import GpuWatches
+from gputui.protocol.fields import SchemaError
+from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,
     gpu_sample,
     read_attach_recording,
 )
-from gputui.collectors.gpu_watch import GpuWatches
-from gputui.collectors.hook_client import AttachError, Hello, HookClient, parse_event
-from gputui.collectors.job_group import JobGroup, group_jobs
-from gputui.collectors.replay import RecordingError
-from gputui.errors import GputuiError
-from gputui.protocol.fields import SchemaError
+from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
 from gputui.session.feeds import Playback, roof_of
 from gputui.session.ranks import RankInput, sync_start

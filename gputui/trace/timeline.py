@@ -1,7 +1,7 @@
 """One rank's profiler timeline as plain values, and the interval arithmetic over
 it (standard library only: the hook imports this inside the training job).
 
-Two readers fill a :class:`Timeline`: :mod:`gputui.collectors.trace_file` from a
+Two readers fill a :class:`Timeline`: :mod:`gputui.tracefile.reader` from a
 Chrome trace (``export_chrome_trace``, ``tensorboard_trace_handler``), and the
 hook from torch's raw kineto events.  :mod:`gputui.trace.trace_metrics`
 computes the metrics over it.

@@ -24,11 +24,11 @@ from textual.screen import Screen
 from gputui import fmt
 from gputui.analysis.finding import FINDINGS_WINDOW
 from gputui.analysis.monitor_findings import findings
-from gputui.collectors import processes
-from gputui.collectors.in_view import InView
-from gputui.collectors.source import Sampler, SnapshotSource
+from gputui.host import processes
+from gputui.host.in_view import InView
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
+from gputui.sources.live import Sampler, SnapshotSource
 from gputui.tui import ascii, footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.inbox import Inbox
@@ -37,7 +37,7 @@ from gputui.tui.widgets.repaint import draw_now, held_prompts
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
     from gputui.ceilings.measured import Ceilings
-    from gputui.collectors.replay import ReplayProgress
+    from gputui.recording.replay import ReplayProgress
 
 #: the interval steps that + and - move through
 #: the findings are worked out again when this much data time has passed since

@@ -34,7 +34,7 @@ new ones and the lists of thousands that hold them (cold in the cache: about
 last ten refreshes' (50-80 ms).  With :data:`FREEZE_PROCESSES` or more,
 :class:`SampleFreezer` takes what the collector tracks out of it after each
 sample (``gc.freeze``; a replay's decoder does it before the collector
-resumes: ``gputui.collectors.snapshot_lines.freeze_from``), and every
+resumes: ``gputui.recording.snapshot_lines.freeze_from``), and every
 :data:`THAW_EVERY_S` gives it back for one full collection, then freezes what
 survived (reachable: no garbage held).  Reference counting frees what is
 dropped meanwhile; what stays is cyclic garbage made since the last full
@@ -160,7 +160,7 @@ class SampleFreezer:
 
     def engage(self) -> None:
         """A replay's decoder freezes from the threshold on too."""
-        from gputui.collectors import snapshot_lines
+        from gputui.recording import snapshot_lines
 
         snapshot_lines.freeze_from = self.threshold
 

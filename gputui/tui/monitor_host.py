@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from gputui.analysis.finding import Finding
-from gputui.collectors.in_view import InView
-from gputui.collectors.source import Sampler, SnapshotSource
+from gputui.host.in_view import InView
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
+from gputui.sources.live import Sampler, SnapshotSource
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
     from gputui.ceilings.measured import Ceilings
-    from gputui.collectors.replay import ReplayProgress
+    from gputui.recording.replay import ReplayProgress
 
 
 @dataclass

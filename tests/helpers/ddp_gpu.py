@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gputui.collectors.job_group import parent_pid
+from gputui.client.job_group import parent_pid
 from gputui.protocol import list_sockets
 from tests.helpers import hookutil
 from tests.helpers.deadlines import START_S, WAIT_S

@@ -11,7 +11,7 @@ def run_demo_screen(keys: Sequence[str] = (), pressing: list[bool] | None = None
     """Run the monitor over the demo until its first snapshot is drawn, then
     press ``keys`` in turn; ``pressing`` holds True while a key is being pressed
     (the test driver's own handling of it)."""
-    from gputui.collectors.replay import ReplaySource
+    from gputui.recording.replay import ReplaySource
     from gputui.tui.app import make_app
 
     async def run() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gputui.collectors.pid_namespace import INIT_PID_NS
+from gputui.host.pid_namespace import INIT_PID_NS
 
 OTHER_PID_NS = "pid:[4026532999]"
 

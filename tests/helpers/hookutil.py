@@ -174,7 +174,7 @@ def events(client: Any, timeout_s: float = WAIT_S) -> Iterator[Any]:
     """A viewer's events until Disconnected (included), failing the test if
     ``timeout_s`` passes first: a subscribed viewer gets steps all the time, so
     a wait for one event among them needs a deadline of its own."""
-    from gputui.collectors.hook_client import Disconnected
+    from gputui.client.hook import Disconnected
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -189,7 +189,7 @@ def events(client: Any, timeout_s: float = WAIT_S) -> Iterator[Any]:
 
 def indices_until_synced(client: Any) -> list[int]:
     """The step indices a subscribed client receives until the hook says Synced."""
-    from gputui.collectors.hook_client import StepBatch, Synced
+    from gputui.client.hook import StepBatch, Synced
 
     indices: list[int] = []
     for ev in events(client):

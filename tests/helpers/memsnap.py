@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gputui.collectors.attach_recording import AttachRecorder
 from gputui.hook import _memsnap
 from gputui.hook._memsummary import summarize
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
 from gputui.protocol.schema import DeviceInfo, Hello, StepBatch, StepRecord
+from gputui.recording.attach import AttachRecorder
 
 TORCH_DIR = "/venv/lib/python3.11/site-packages/torch/"
 STDLIB_DIR = "/usr/lib/python3.11/"

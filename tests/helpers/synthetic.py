@@ -14,7 +14,7 @@ import os
 import random
 from pathlib import Path
 
-from gputui.collectors.replay import RecordingHeader, RecordingWriter, ReplaySource
+from gputui.recording.replay import RecordingHeader, RecordingWriter, ReplaySource
 from gputui.snapshot.model import (
     DeviceSnapshot,
     GpmMetrics,

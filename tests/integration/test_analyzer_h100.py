@@ -11,9 +11,9 @@ import pytest
 
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import JobEvidence, job_evidence
-from gputui.collectors.attach_recording import read_attach_recording
-from gputui.collectors.hook_client import CaptureResult, MemoryBatch, StepBatch, parse_event
-from gputui.collectors.replay import read_recording
+from gputui.client.hook import CaptureResult, MemoryBatch, StepBatch, parse_event
+from gputui.recording.attach import read_attach_recording
+from gputui.recording.replay import read_recording
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h100"
 
@@ -79,7 +79,7 @@ def test_the_elementwise_job_reads_memory_bound_in_the_monitor_and_the_job_view(
     the elementwise job (DRAM about 88%, SM about 99%, tensor cores idle) is
     memory-bound in both, and "no tensor-core work" in neither."""
     from gputui.analysis.monitor_findings import findings as device_findings
-    from gputui.collectors.attach_recording import read_attach_recording
+    from gputui.recording.attach import read_attach_recording
 
     recording = read_attach_recording(DATA / "elementwise.jsonl.gz")
     steps = [

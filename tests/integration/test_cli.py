@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gputui.cli import main
-from gputui.collectors.replay import ReplaySource
 from gputui.commands.monitor import DEMO_BANNER
+from gputui.recording.replay import ReplaySource
 from gputui.reports import monitor as report
 from gputui.snapshot.model import SCHEMA_VERSION
 from tests.helpers.deadlines import RUN_S
@@ -76,7 +76,7 @@ def test_corrupt_recording_is_one_line(tmp_path: Path) -> None:
 
 
 def test_no_driver_says_what_is_missing_and_suggests_demo() -> None:
-    from gputui.collectors.nvml import probe
+    from gputui.nvml.collector import probe
 
     if probe() is None:
         pytest.skip("an NVIDIA driver is present here")
@@ -87,7 +87,7 @@ def test_no_driver_says_what_is_missing_and_suggests_demo() -> None:
 
 
 def test_demo_if_no_gpu_falls_back_to_the_recording() -> None:
-    from gputui.collectors.nvml import probe
+    from gputui.nvml.collector import probe
 
     if probe() is None:
         pytest.skip("an NVIDIA driver is present here")
@@ -145,7 +145,7 @@ def test_json_from_demo_matches_golden_and_schema() -> None:
 
 
 def test_replay_of_a_recording_once(tmp_path: Path) -> None:
-    from gputui.collectors.replay import RecordingWriter
+    from gputui.recording.replay import RecordingWriter
     from tests.unit.test_replay import make_snapshot
 
     path = tmp_path / "r.jsonl.gz"
@@ -364,7 +364,7 @@ def test_without_a_terminal_what_is_missing_is_said_before_the_terminal(
 
 
 def test_without_a_terminal_the_live_monitor_says_first_that_there_is_no_driver() -> None:
-    from gputui.collectors.nvml import probe
+    from gputui.nvml.collector import probe
 
     proc = _without_terminal()
     assert proc.returncode == 2
@@ -416,7 +416,7 @@ def test_check_writable_says_why(make: Any, problem: str, tmp_path: Path) -> Non
 
 
 def test_window_on_the_demo_that_replaces_a_missing_driver_is_said() -> None:
-    from gputui.collectors.nvml import probe
+    from gputui.nvml.collector import probe
 
     if probe() is None:
         pytest.skip("an NVIDIA driver is present here")

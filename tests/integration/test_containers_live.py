@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.attribution import ContainerAttributor
-from gputui.collectors.host import HostCollector
-from gputui.collectors.nvml import NvmlCollector
-from gputui.collectors.runtime_api import RuntimeNames
-from gputui.collectors.source import LiveSource
+from gputui.host.attribution import ContainerAttributor
+from gputui.host.collector import HostCollector
+from gputui.host.runtime_api import RuntimeNames
+from gputui.nvml.collector import NvmlCollector
+from gputui.sources.live import LiveSource
 from tests.helpers.fake_nvml import FakeNvml, FakeProcess, h100
 
 
@@ -148,7 +148,7 @@ def test_a_kubepods_path_is_attributed() -> None:
 IN_NAMESPACE = r"""
 import json, os, subprocess, sys, tempfile
 sys.path.insert(0, sys.argv[1])
-from gputui.collectors.pid_namespace import PidMapper, ns_pids
+from gputui.host.pid_namespace import PidMapper, ns_pids
 from gputui.snapshot.model import ProcessSnapshot
 
 outside = int(sys.argv[2])

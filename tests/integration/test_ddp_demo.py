@@ -122,8 +122,8 @@ def test_the_demos_are_packaged() -> None:
 
 def test_every_demo_name_has_its_recording() -> None:
     from gputui import cli
-    from gputui.collectors.replay import DEMO_RESOURCES
     from gputui.commands import attach
+    from gputui.recording.replay import DEMO_RESOURCES
     from gputui.session.feeds import DEMO_RESOURCES as ATTACH_RESOURCES
 
     assert list(cli.DEMOS) == list(DEMO_RESOURCES)  # the same names, the default first

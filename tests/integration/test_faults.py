@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     CaptureResult,
     HookClient,
     StepBatch,
@@ -61,7 +61,7 @@ def job(
 VIEWER = textwrap.dedent(
     """
     import sys, time
-    from gputui.collectors.hook_client import CaptureStatus, HookClient
+    from gputui.client.hook import CaptureStatus, HookClient
     client = HookClient.connect(int(sys.argv[1]))
     client.subscribe(history=0)
     client.start()

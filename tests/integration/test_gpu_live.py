@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputui.collectors.nvml import NvmlCollector
+from gputui.nvml.collector import NvmlCollector
 from tests.helpers.deadlines import RUN_S, WAIT_S
 
 pytestmark = pytest.mark.gpu

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     CaptureResult,
     CaptureStatus,
     HookClient,

@@ -173,7 +173,7 @@ def test_a_viewer_older_than_the_compile_report_still_attaches(
     import os
 
     from gputui import cli
-    from gputui.collectors.hook_client import CompileReport, HookClient, Invalid, Synced
+    from gputui.client.hook import CompileReport, HookClient, Invalid, Synced
     from gputui.protocol import messages, wire
 
     class Printing(torch.nn.Module):

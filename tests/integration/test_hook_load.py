@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import gputui.hook
-from gputui.collectors.hook_client import AttachError, HookClient, StepBatch
+from gputui.client.hook import AttachError, HookClient, StepBatch
 from gputui.hook import _server
 from gputui.protocol import framing
 from gputui.protocol.schema import Status

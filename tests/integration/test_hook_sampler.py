@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     Disconnected,
     HookClient,
     HookError,

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import gputui.hook
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     AttachError,
     Disconnected,
     HookClient,

@@ -16,11 +16,11 @@ import pytest
 
 from gputui import cli
 from gputui.analysis.finding import Finding
-from gputui.collectors import nvml_open
-from gputui.collectors.attach_recording import ATTACH_RECORDING_TYPE
-from gputui.collectors.replay import RecordingWriter, ReplaySource
+from gputui.nvml import startup as nvml_open
 from gputui.protocol.capture import CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.schema import Hello, Status, StepBatch, StepRecord
+from gputui.recording.attach import ATTACH_RECORDING_TYPE
+from gputui.recording.replay import RecordingWriter, ReplaySource
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.trace_file import read_trace
 from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.trace.trace_metrics import compute
+from gputui.tracefile.reader import read_trace
 from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"

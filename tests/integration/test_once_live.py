@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gputui import cli
-from gputui.collectors import nvml_open
+from gputui.nvml import startup as nvml_open
 from gputui.reports.monitor import RATES_HINT
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
@@ -243,7 +243,7 @@ def test_the_monitors_screen_does_not_read_energy_bar1_or_each_core(
 ) -> None:
     """The screen shows none of them; ``--json``, recordings and the exporter (the
     control) read energy and BAR1 on the slow cadence, and each core's CPU time."""
-    from gputui.collectors.source import open_live
+    from gputui.sources.live import open_live
 
     source = open_live(screen=screen)
     assert source._host.per_core is not screen  # type: ignore[attr-defined]

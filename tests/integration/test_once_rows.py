@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gputui import fmt
-from gputui.collectors.replay import RecordingWriter
+from gputui.recording.replay import RecordingWriter
 from gputui.reports import monitor as report
 from gputui.snapshot.codec import print_document, snapshot_document
 from gputui.snapshot.model import ProcessSnapshot, Snapshot

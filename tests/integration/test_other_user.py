@@ -62,7 +62,7 @@ def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
     # The children import nothing new after they drop root: this interpreter's
     # own files may be out of the other users' reach (under /root, say).
     from gputui import cli
-    from gputui.collectors import hook_client  # noqa: F401
+    from gputui.client import hook as hook_client  # noqa: F401
     from gputui.hook import _core  # noqa: F401
 
     for command in ("attach", "ls"):
@@ -196,7 +196,7 @@ def test_root_pointed_at_the_other_users_socket_is_refused(
 
     # ...and the hook counted the refusal on its side (asked by its owner)
     def refused() -> int:
-        from gputui.collectors.hook_client import HookClient
+        from gputui.client.hook import HookClient
 
         client = HookClient.connect(pid)
         print(client.hello.status.refused)

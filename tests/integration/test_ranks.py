@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.attach_recording import read_attach_recording
-from gputui.collectors.job_group import parent_pid
+from gputui.client.job_group import parent_pid
 from gputui.protocol import list_sockets
+from gputui.recording.attach import read_attach_recording
 from gputui.session import ranks as ranks_model
 from tests.helpers import hookutil
 from tests.helpers.deadlines import START_S, WAIT_S
@@ -201,7 +201,7 @@ def test_the_same_steps_are_profiled_on_every_rank(two: Torchrun) -> None:
 async def test_the_rank_view_while_a_rank_hangs(
     two: Torchrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from gputui.collectors.job_group import find_job
+    from gputui.client.job_group import find_job
     from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.ranks import AlertPanel, RanksApp
     from gputui.tui.attach.screen import AttachScreen
@@ -255,7 +255,7 @@ def test_four_ranks(four: Torchrun) -> None:
 
 
 def test_a_rank_that_exits(four: Torchrun, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputui.collectors.job_group import find_job
+    from gputui.client.job_group import find_job
     from gputui.session.rank_feeds import LiveRanksFeed, rank_input
 
     job = find_job(four.launcher)

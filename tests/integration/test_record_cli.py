@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gputui.cli import main
-from gputui.collectors.replay import RecordingWriter, read_demo, read_recording
+from gputui.recording.replay import RecordingWriter, read_demo, read_recording
 from tests.unit.test_replay import make_snapshot
 
 T0 = 1_700_000_000.0

@@ -21,14 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.collectors import recording_writer as writing
-from gputui.collectors.attach_recording import (
+from gputui.recording import writer as writing
+from gputui.recording.attach import (
     AttachRecorder,
     read_attach_bytes,
     read_attach_recording,
 )
-from gputui.collectors.recording_io import MAX_LINE_BYTES, LineReader, reader_for_bytes
-from gputui.collectors.replay import (
+from gputui.recording.io import MAX_LINE_BYTES, LineReader, reader_for_bytes
+from gputui.recording.replay import (
     RecordingError,
     RecordingWriter,
     ReplaySource,
@@ -447,12 +447,12 @@ def test_attach_messages_carry_no_infinity_nan_or_huge_integer() -> None:
 def test_gputui_record_writes_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
-    import gputui.collectors.source
+    import gputui.sources.live
     from gputui.commands import record
     from tests.helpers.synthetic import make_snapshots, replay_source
 
     snapshots = make_snapshots(n_steps=3)
-    monkeypatch.setattr(gputui.collectors.source, "LiveSource", lambda: replay_source(snapshots))
+    monkeypatch.setattr(gputui.sources.live, "LiveSource", lambda: replay_source(snapshots))
     # the command's SIGTERM handler must not outlive the test
     monkeypatch.setattr(signal, "signal", lambda *_args: None)
     out = tmp_path / "session.jsonl.gz"

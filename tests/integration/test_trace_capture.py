@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.hook_client import HookClient
-from gputui.collectors.trace_file import read_trace
+from gputui.client.hook import HookClient
 from gputui.hook._reduce import reduce_events
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.trace.trace_metrics import compute
+from gputui.tracefile.reader import read_trace
 from tests.helpers import hookutil
 from tests.helpers.tracegen import reference_trace
 

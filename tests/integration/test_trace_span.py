@@ -12,7 +12,7 @@ import pytest
 from gputui.analysis.evidence import CaptureView
 from gputui.analysis.trace_evidence import trace_capture
 from gputui.analysis.trace_summary import TraceSummary, summarize
-from gputui.collectors.trace_file import read_trace
+from gputui.tracefile.reader import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NCCL = DATA / "h100x2-nccl"

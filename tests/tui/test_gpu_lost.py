@@ -4,9 +4,9 @@ updating (NVML through the fake binding, the real collector, source and app)."""
 
 from __future__ import annotations
 
-from gputui.collectors.host import HostCollector
-from gputui.collectors.nvml import NvmlCollector
-from gputui.collectors.source import LiveSource
+from gputui.host.collector import HostCollector
+from gputui.nvml.collector import NvmlCollector
+from gputui.sources.live import LiveSource
 from gputui.tui.app import make_app
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import HeaderPanel

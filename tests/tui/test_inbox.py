@@ -112,7 +112,7 @@ def _raise(error: Exception) -> None:
 async def test_the_monitor_takes_the_samplers_failure_and_recovery_in_order(count: int) -> None:
     """A failure then a good snapshot, both waiting: the error is shown, then
     cleared by the snapshot (never the reverse)."""
-    from gputui.collectors.replay import ReplaySource
+    from gputui.recording.replay import ReplaySource
     from gputui.tui.app import make_app
 
     app = make_app(ReplaySource.demo(), 3600.0, autostart=False)

@@ -3,7 +3,7 @@ focus changing must still reach every row it draws."""
 
 from __future__ import annotations
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.widgets.processes import ProcessTable
 

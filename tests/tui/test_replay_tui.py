@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.snapshot.history import History
 from gputui.tui.app import make_app
 from gputui.tui.widgets.panels import BannerPanel

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.widgets.panels import FindingsBar
 

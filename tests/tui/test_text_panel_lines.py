@@ -15,7 +15,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.widgets.processes import ProcessTable
 from gputui.tui.widgets.text_panel import RECENT_LINES, TextPanel, text_segments

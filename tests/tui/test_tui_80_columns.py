@@ -10,9 +10,9 @@ import pytest
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from gputui.collectors.replay import ReplaySource
 from gputui.commands.attach import DEMO_BANNER as ATTACH_BANNER
 from gputui.commands.monitor import DEMO_BANNER
+from gputui.recording.replay import ReplaySource
 from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app

@@ -13,8 +13,8 @@ import psutil
 import pytest
 from textual.widgets import Input
 
-from gputui.collectors.in_view import InView
-from gputui.collectors.replay import ReplaySource
+from gputui.host.in_view import InView
+from gputui.recording.replay import ReplaySource
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from gputui.tui.app import GputuiApp, SnapshotReady, make_app
 from gputui.tui.proc_sort import HOST_ORDER
@@ -394,7 +394,7 @@ async def test_attach_hook_point() -> None:
 async def test_attach_in_the_demo_plays_the_recorded_attach_session() -> None:
     """The demo's hooked job was recorded by its attach screen as well: a on it
     opens that session instead of a dead end."""
-    from gputui.collectors.replay import ReplaySource
+    from gputui.recording.replay import ReplaySource
     from gputui.tui.attach import AttachScreen, ReplayFeed
 
     app = make_app(ReplaySource.demo(), 3600.0, autostart=False)
@@ -483,7 +483,7 @@ async def test_sampler_thread_feeds_the_app(count: int) -> None:
 
 async def test_ascii_mode_draws_nothing_but_ascii() -> None:
     """--ascii covers what Textual draws too: scrollbars, the footer, cut texts."""
-    from gputui.collectors.replay import ReplaySource
+    from gputui.recording.replay import ReplaySource
     from gputui.tui.attach import ReplayFeed, make_attach_app
 
     monitor = make_app(ReplaySource.demo(), 3600.0, ascii_only=True, autostart=False)

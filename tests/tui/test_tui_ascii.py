@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app

@@ -17,8 +17,7 @@ import pytest
 
 from gputui import cli
 from gputui.analysis.memory import memory_growth
-from gputui.collectors.attach_recording import read_attach_recording
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     CaptureResult,
     CaptureStatus,
     Disconnected,
@@ -27,6 +26,7 @@ from gputui.collectors.hook_client import (
     StepBatch,
     StepRecord,
 )
+from gputui.recording.attach import read_attach_recording
 from gputui.session.attach import AttachState, build_view, capture_busy, capture_progress
 from gputui.trace.kernels import short_kernel_name
 from gputui.tui.app import make_app

@@ -14,7 +14,7 @@ from rich.console import Console
 from textual._compositor import Compositor, CompositorUpdate
 from textual.strip import Strip
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.compositor import LineCompositor
 from gputui.tui.screens import monitor

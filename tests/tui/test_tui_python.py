@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.attach_recording import AttachRecorder
 from gputui.protocol.hello import Status
 from gputui.protocol.profile import (
     SAMPLER_OFF,
@@ -21,6 +20,7 @@ from gputui.protocol.profile import (
     PythonProfile,
     SamplerInfo,
 )
+from gputui.recording.attach import AttachRecorder
 from gputui.session.attach import AttachState
 from gputui.tui.attach import LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.python_view import FunctionTable, HeadPanel, PythonScreen

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
 from gputui.errors import GputuiError
+from gputui.recording.attach import AttachRecorder, read_attach_recording
 from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.attach.ranks import AlertPanel, RankCapturePanel, RanksApp, RanksScreen
 from gputui.tui.attach.screen import AttachScreen

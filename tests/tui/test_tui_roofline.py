@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gputui.ceilings.datasheet import H100_SXM
-from gputui.collectors.hook_client import StepBatch, StepRecord
+from gputui.client.hook import StepBatch, StepRecord
 from gputui.protocol import messages
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
 from gputui.session.attach import AttachState

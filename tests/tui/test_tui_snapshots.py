@@ -81,8 +81,8 @@ DEMO_AT = 121
 
 
 def demo_app() -> GputuiApp:
-    from gputui.collectors.replay import ReplaySource
     from gputui.commands.monitor import DEMO_BANNER
+    from gputui.recording.replay import ReplaySource
 
     return make_app(ReplaySource.demo(), 3600.0, banner=DEMO_BANNER, autostart=False)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
-from gputui.collectors.replay import ReplaySource
+from gputui.recording.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app
 from gputui.tui.attach.findings import FindingsScreen as AttachFindings

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.attribution import HOSTNAME_FILE, NAMESPACE_FILE, ContainerAttributor
-from gputui.collectors.runtime_api import RuntimeNames, http_get_json, names_from_answer
+from gputui.host.attribution import HOSTNAME_FILE, NAMESPACE_FILE, ContainerAttributor
+from gputui.host.runtime_api import RuntimeNames, http_get_json, names_from_answer
 from gputui.snapshot.model import ProcessSnapshot
 from tests.helpers.fake_proc import FakeProc
 
@@ -272,7 +272,7 @@ def test_host_pids_and_vanished_processes(tmp_path: Path) -> None:
 
 def test_one_parse_per_cgroup_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a node's thousands of processes live in a few cgroups: each text is parsed once
-    from gputui.collectors import attribution
+    from gputui.host import attribution
 
     parsed: list[str] = []
     original = attribution.parse_cgroup
@@ -317,7 +317,7 @@ def test_containers_carried_from_the_last_list_equal_a_fresh_look_up(
     processes without a start time and host pids."""
     import random
 
-    from gputui.collectors import attribution
+    from gputui.host import attribution
 
     rng = random.Random(7)
     proc = FakeProc(tmp_path / "proc", 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.containers import parse_cgroup, parse_path
+from gputui.host.containers import parse_cgroup, parse_path
 from gputui.snapshot.model import ContainerInfo, PodInfo
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "cgroups"

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.cli import main
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     Disconnected,
     MemoryBatch,
     MemorySample,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.collectors import nvml_open
 from gputui.commands import tty
+from gputui.nvml import startup as nvml_open
 from gputui.tui import footprint
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
@@ -178,7 +178,7 @@ class _Cycle:
 def clean_gc() -> Any:
     import gc
 
-    from gputui.collectors import snapshot_lines
+    from gputui.recording import snapshot_lines
 
     gc.unfreeze()
     yield gc
@@ -213,8 +213,8 @@ def test_a_large_sample_is_frozen_and_thawed_for_a_full_collection(clean_gc: Any
 def test_the_decoder_freezes_a_large_line_and_decodes_it_the_same(clean_gc: Any) -> None:
     import json
 
-    from gputui.collectors import snapshot_lines
-    from gputui.collectors.snapshot_lines import SnapshotLines
+    from gputui.recording import snapshot_lines
+    from gputui.recording.snapshot_lines import SnapshotLines
     from gputui.snapshot.codec import snapshot_to_json
     from tests.helpers.synthetic import make_snapshots
 

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from gputui.collectors.host import (
+from gputui.host.collector import (
     READ_ALL_UP_TO,
     REREAD_EVERY_S,
     REREAD_IDLE_S,
     SWAP_EVERY,
     HostCollector,
 )
-from gputui.collectors.in_view import InView
-from gputui.collectors.nvml import NvmlCollector
-from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
-from gputui.collectors.source import LiveSource
+from gputui.host.in_view import InView
+from gputui.host.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
+from gputui.nvml.collector import NvmlCollector
 from gputui.snapshot.model import ProcessSnapshot
+from gputui.sources.live import LiveSource
 from tests.helpers.fake_nvml import GIB, FakeNvml, FakeProcess, h100
 
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from gputui.collectors.hook_client import AttachError
-from gputui.collectors.job_group import (
+from gputui.client.hook import AttachError
+from gputui.client.job_group import (
     find_job,
     group_jobs,
     list_jobs,

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.collectors.kept import KeptRun
+from gputui.host.kept import KeptRun
 
 
 def test_kept_while_the_same_objects_made_again_otherwise_forgotten_when_absent() -> None:

@@ -12,6 +12,8 @@ import pytest
 from tests.helpers.deadlines import RUN_S
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gputui"
+#: the rooms that read the machine, files and hooks (the monitor's and the viewers' sources)
+COLLECTION_ROOMS = ("nvml", "host", "recording", "client", "tracefile", "sources")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -68,7 +70,7 @@ def test_hook_trace_and_protocol_import_only_stdlib_torch_and_the_layers_below(
 
 
 def test_collection_and_analysis_never_import_the_ui() -> None:
-    for layer in ("collectors", "analysis", "trace", "protocol", "hook"):
+    for layer in (*COLLECTION_ROOMS, "analysis", "trace", "protocol", "hook"):
         for path in modules_under(layer):
             assert not any(m.startswith("gputui.tui") for m in imported_modules(path)), path
 
@@ -194,11 +196,11 @@ def test_only_the_jobs_module_talks_to_hooks() -> None:
         hook_facing = {
             m
             for m in imported_modules(path)
-            if m.startswith(("gputui.collectors.hook_client", "gputui.protocol"))
+            if m.startswith(("gputui.client.hook", "gputui.protocol"))
         }
         if path.name == "jobs.py" and path.parent.name == "exporter":
             assert hook_facing <= {
-                "gputui.collectors.hook_client",
+                "gputui.client.hook",
                 "gputui.protocol",
                 "gputui.protocol.messages",
             }

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.collectors.hook_client import Invalid, parse_event
+from gputui.client.hook import Invalid, parse_event
 from gputui.protocol import framing, messages
 from gputui.protocol import memsnap as ms
 from gputui.protocol.fields import SchemaError

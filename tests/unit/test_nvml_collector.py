@@ -7,14 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputui.collectors import nvml as nvml_module
-from gputui.collectors.nvml import GpuSample, NvmlCollector, probe
-from gputui.collectors.nvml_fields import (
+from gputui.errors import NvmlUnavailable
+from gputui.nvml import collector as nvml_module
+from gputui.nvml.collector import GpuSample, NvmlCollector, probe
+from gputui.nvml.fields import (
     CounterRate,
     cuda_version_string,
     decode_throttle_reasons,
 )
-from gputui.errors import NvmlUnavailable
 from tests.helpers.fake_nvml import (
     DRIVER_NOT_LOADED,
     FUNCTION_NOT_FOUND,

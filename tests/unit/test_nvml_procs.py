@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.collectors.nvml import NvmlCollector
-from gputui.collectors.nvml_fields import _unpacked, latest_process_util, memory_by_pid
-from gputui.collectors.nvml_procs import DeviceProcesses, processes_of, raw_memory_by_pid
+from gputui.nvml.collector import NvmlCollector
+from gputui.nvml.fields import _unpacked, latest_process_util, memory_by_pid
+from gputui.nvml.procs import DeviceProcesses, processes_of, raw_memory_by_pid
 from tests.helpers.fake_nvml import UNKNOWN, FakeNvml, FakeProcess, h100
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.host import HostCollector
-from gputui.collectors.pid_namespace import (
+from gputui.host.collector import HostCollector
+from gputui.host.pid_namespace import (
     HOST,
     INIT_PID_NS,
     MAPPED,

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gputui.hook
-from gputui.collectors import hook_client
-from gputui.collectors.hook_client import (
+from gputui.client import hook as hook_client
+from gputui.client.hook import (
     Disconnected,
     HookClient,
     HookError,
@@ -421,7 +421,7 @@ def test_the_profile_of_a_recording_replays_as_an_event() -> None:
 def test_a_recorded_session_keeps_its_profiles(sampler_env: Any, tmp_path: Path) -> None:
     """``attach --record`` writes every message as it came: the profiles too,
     and they replay as the same events."""
-    from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
+    from gputui.recording.attach import AttachRecorder, read_attach_recording
 
     hook = sampler_env()
     hookutil.wait_for(lambda: hook.sampler.snapshot() is not None, 10, "samples")
@@ -501,7 +501,7 @@ def test_bad_paths_and_workers_name_the_field(
 def test_a_recording_keeps_one_profile_per_period_and_the_last(tmp_path: Path) -> None:
     """The hook sends a profile every 2 s; a recording keeps one per
     PROFILE_EVERY_S, and the newest one held back is written at close."""
-    from gputui.collectors.attach_recording import AttachRecorder, read_attach_recording
+    from gputui.recording.attach import AttachRecorder, read_attach_recording
 
     path = tmp_path / "s.jsonl.gz"
     recorder = AttachRecorder(path, Hello(pid=7).to_wire(), 7)

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.collectors.hook_client import Disconnected, Invalid, parse_event
+from gputui.client.hook import Disconnected, Invalid, parse_event
 from gputui.protocol import framing
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.wire import _DECODERS, decode, encode_message

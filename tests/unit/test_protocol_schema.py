@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.collectors.hook_client import (
+from gputui.client.hook import (
     AttachError,
     Disconnected,
     HookClient,

@@ -16,16 +16,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.collectors.attach_recording import read_attach_bytes
-from gputui.collectors.recording_io import MAX_TOTAL_BYTES, reader_for_bytes
-from gputui.collectors.replay import (
+from gputui.errors import GputuiError
+from gputui.recording.attach import read_attach_bytes
+from gputui.recording.io import MAX_TOTAL_BYTES, reader_for_bytes
+from gputui.recording.replay import (
     RecordingError,
     RecordingHeader,
     ReplaySource,
     _read_whole,
     _StreamPlayer,
 )
-from gputui.errors import GputuiError
 from gputui.reports import monitor as report
 from gputui.snapshot.codec import field_types, snapshot_to_json
 from gputui.snapshot.model import Snapshot
@@ -196,10 +196,10 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
     prints and its JSON is strict, the screen's model builds its view."""
     import contextlib
 
-    from gputui.collectors.attach_recording import gpu_sample
-    from gputui.collectors.hook_client import parse_event
+    from gputui.client.hook import parse_event
     from gputui.protocol.fields import SchemaError
     from gputui.protocol.schema import Hello
+    from gputui.recording.attach import gpu_sample
     from gputui.reports import attach as attach_report
     from gputui.session import oneshot
     from gputui.session.attach import AttachState, build_view

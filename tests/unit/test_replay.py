@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.replay import (
+from gputui.recording.replay import (
     RecordingError,
     RecordingWriter,
     ReplaySource,

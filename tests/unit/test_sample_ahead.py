@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from gputui.collectors.source import SampleAhead
 from gputui.snapshot.model import HostSnapshot, Snapshot
+from gputui.sources.live import SampleAhead
 
 
 class FakeLive:

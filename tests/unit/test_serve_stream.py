@@ -18,7 +18,7 @@ import pytest
 
 from gputui.cluster import smi, wire
 from gputui.cluster.serve import JOBS_REFRESH_S, HostOnlySource, JobsCache, serve
-from gputui.collectors.replay import read_demo
+from gputui.recording.replay import read_demo
 from gputui.snapshot.model import SCHEMA_VERSION
 from tests.helpers.deadlines import RUN_S, WAIT_S
 

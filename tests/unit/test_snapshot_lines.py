@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.collectors.recording_io import load_line
-from gputui.collectors.snapshot_lines import SnapshotLines
+from gputui.recording.io import load_line
+from gputui.recording.snapshot_lines import SnapshotLines
 from gputui.snapshot.codec import DecodeError, snapshot_from_json, snapshot_to_json
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from tests.unit.test_replay import make_snapshot

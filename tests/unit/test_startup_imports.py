@@ -13,7 +13,12 @@ from tests.helpers.deadlines import RUN_S
 #: never needed to print a sub-command's help
 UNUSED_FOR_HELP = (
     "gputui.analysis",
-    "gputui.collectors",
+    "gputui.nvml",
+    "gputui.host",
+    "gputui.recording",
+    "gputui.client",
+    "gputui.tracefile",
+    "gputui.sources",
     "gputui.session",
     "gputui.reports",
     "gputui.snapshot",
@@ -42,7 +47,7 @@ UNUSED_FOR_ONCE = (
     "gputui.tui",
     # the container column and the host-pid note: only when a process has one
     "gputui.reports.container_text",
-    "gputui.collectors.pid_namespace",
+    "gputui.host.pid_namespace",
 )
 
 
@@ -50,9 +55,9 @@ UNUSED_FOR_ONCE = (
 #: runtimes' API client loads with a container id, the codec with --json
 UNUSED_FOR_LIVE_TEXT = (
     "json",
-    "gputui.collectors.runtime_api",
+    "gputui.host.runtime_api",
     "gputui.snapshot.codec",
-    "gputui.collectors.replay",
+    "gputui.recording.replay",
     "gputui.reports.container_text",
     "gputui.protocol.wire",
     "gputui.tui",
@@ -62,7 +67,7 @@ UNUSED_FOR_LIVE_TEXT = (
 
 #: in the child, before ``main``: NVML is the fake (one H100, no process)
 FAKE_NVML = (
-    "from gputui.collectors import nvml_open\n"
+    "from gputui.nvml import startup as nvml_open\n"
     "from tests.helpers.fake_nvml import FakeNvml, h100\n"
     "nvml_open.import_pynvml = lambda: FakeNvml([h100()])\n"
 )
@@ -100,7 +105,7 @@ def test_a_sub_commands_help_loads_only_its_parser(command: str) -> None:
 
 def test_the_attach_parser_loads_the_protocols_limits_not_the_client() -> None:
     watched = (
-        "gputui.collectors.hook_client",
+        "gputui.client.hook",
         "gputui.session",
         "gputui.reports",
         "gputui.analysis",
@@ -203,7 +208,7 @@ async def run():
     app = make_app({source}, interval_s=3600.0, autostart=False)
     async with app.run_test(size=(100, 30)):
         app.start_housekeeping()  # what a monitor in a terminal does at start
-    print('LOADED', 'gputui.collectors.snapshot_lines' in sys.modules)
+    print('LOADED', 'gputui.recording.snapshot_lines' in sys.modules)
 
 asyncio.run(run())
 """
@@ -212,8 +217,8 @@ asyncio.run(run())
 @pytest.mark.parametrize(
     ("source", "prelude", "loaded"),
     [
-        ("open_live(False)", FAKE_NVML + "from gputui.collectors.source import open_live", False),
-        ("ReplaySource.demo()", "from gputui.collectors.replay import ReplaySource", True),
+        ("open_live(False)", FAKE_NVML + "from gputui.sources.live import open_live", False),
+        ("ReplaySource.demo()", "from gputui.recording.replay import ReplaySource", True),
     ],
 )
 def test_the_live_monitor_does_not_load_the_replays_decoder(

@@ -13,9 +13,9 @@ import pytest
 from gputui.analysis import engine
 from gputui.analysis.trace_evidence import trace_job_findings
 from gputui.analysis.trace_summary import summarize
-from gputui.collectors.trace_file import TraceError, read_trace
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, StepAccount, TraceMetrics
 from gputui.trace.account import step_account
+from gputui.tracefile.reader import TraceError, read_trace
 from tests.helpers.evidence import account, capture, evidence, kernel, op
 from tests.helpers.tracegen import ADD, TraceBuilder
 

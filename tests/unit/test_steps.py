@@ -5,7 +5,7 @@ import math
 import pytest
 
 from gputui.analysis.steps import percentile, phase_order, step_stats
-from gputui.collectors.hook_client import StepRecord
+from gputui.client.hook import StepRecord
 
 
 def rec(

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors import json_stream, trace_file
-from gputui.collectors.trace_file import TraceError, find_traces, read_trace
+from gputui.tracefile import json_stream
+from gputui.tracefile import reader as trace_file
+from gputui.tracefile.reader import TraceError, find_traces, read_trace
 from tests.helpers.deadlines import WAIT_S
 from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 

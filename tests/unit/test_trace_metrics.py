@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gputui.collectors.trace_file import read_trace
 from gputui.trace import timeline as tl
 from gputui.trace.step_breakdown import step_breakdown
 from gputui.trace.trace_metrics import compute, launch_stats, quantile, temporal_breakdown
+from gputui.tracefile.reader import read_trace
 from tests.helpers.tracegen import ADD, GEMM, NCCL, TraceBuilder, reference_trace
 
 

@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Footer
 from textual.widgets.data_table import CellDoesNotExist
 
 from gputui import fmt
-from gputui.collectors.hook_client import profile_unavailable
+from gputui.client.hook import profile_unavailable
 from gputui.protocol.profile import PythonProfile
 from gputui.reports.python import FunctionRow, function_rows, path_rows, workers_heading
 from gputui.reports.text import plural

@@ -23,7 +23,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer
 
-from gputui.collectors.hook_client import HookClient
+from gputui.client.hook import HookClient
 from gputui.errors import GputuiError
 from gputui.session.attach import AttachState, AttachView, build_view, capture_busy
 from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed

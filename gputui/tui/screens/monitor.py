@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input
 
-from gputui.collectors import processes
+from gputui.host import processes
 from gputui.snapshot.history import GPU_METRICS
 from gputui.tui.compositor import use_line_compositor
 from gputui.tui.monitor_host import MonitorHost

@@ -14,7 +14,7 @@ about 140 µs a process on the development VM: 0.28 s a refresh for a node of
 without a ``proc_stat`` reader, the numbers come from psutil as before.
 
 With more than ``READ_ALL_UP_TO`` GPU processes and a monitor that says which
-are on screen (:class:`~gputui.collectors.in_view.InView`), only those are read
+are on screen (:class:`~gputui.host.in_view.InView`), only those are read
 at every refresh; the others in turns, those read longest ago first, about a
 ``REREAD_EVERY_S``-th of them a second, so that each is read at least every
 ``REREAD_EVERY_S``, its last numbers standing meanwhile.  That is while the
@@ -36,9 +36,9 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from gputui.collectors.in_view import InView
-from gputui.collectors.kept import KeptRun
-from gputui.collectors.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
+from gputui.host.in_view import InView
+from gputui.host.kept import KeptRun
+from gputui.host.processes import CLOCK_TICKS, ProcStat, read_proc_facts, read_proc_stat
 from gputui.snapshot.model import HostSnapshot, ProcessSnapshot, evolve
 
 #: swap changes slowly and psutil reads two files for it: read it every Nth sample

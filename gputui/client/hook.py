@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import fmt
-from gputui.collectors.deadline_io import recv_before
-from gputui.collectors.processes import ancestors, read_environ
 from gputui.errors import GputuiError
+from gputui.host.processes import ancestors, read_environ
 from gputui.protocol import PROTOCOL_VERSION, FrameError, FrameReader, messages, paths
 from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.compile import CompileReport
+from gputui.protocol.deadline_io import recv_before
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.memsnap import (
     MemorySnapshotRequest,

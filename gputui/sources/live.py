@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gputui.collectors.kept import KeptRun
+from gputui.host.kept import KeptRun
 
 if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
-    from gputui.collectors.in_view import InView
+    from gputui.host.in_view import InView
     from gputui.snapshot.model import ProcessSnapshot, Snapshot
 
 
@@ -55,10 +55,10 @@ class LiveSource:
         pids: object | None = None,
         containers: object | None = None,
     ) -> None:
-        from gputui.collectors.attribution import ContainerAttributor
-        from gputui.collectors.host import HostCollector
-        from gputui.collectors.nvml import NvmlCollector
-        from gputui.collectors.pid_namespace import PidMapper
+        from gputui.host.attribution import ContainerAttributor
+        from gputui.host.collector import HostCollector
+        from gputui.host.pid_namespace import PidMapper
+        from gputui.nvml.collector import NvmlCollector
 
         self._gpu = gpu if gpu is not None else NvmlCollector()
         self._host = host if host is not None else HostCollector()
@@ -103,7 +103,7 @@ class LiveSource:
     def use_view(self, in_view: InView) -> None:
         """Read the host side of the processes ``in_view`` says are on screen at
         every sample, the others in turns (many GPU processes only: see
-        :mod:`gputui.collectors.host`).  Without it every process is read."""
+        :mod:`gputui.host.collector`).  Without it every process is read."""
         if hasattr(self._host, "in_view"):
             self._host.in_view = in_view
 
@@ -132,7 +132,7 @@ def open_live(
 
     ``starting`` is set once NVML starts opening (or cannot): from then on the
     driver waits without the GIL, and other threads' imports cost this one nothing."""
-    from gputui.collectors import nvml_open
+    from gputui.nvml import startup as nvml_open
 
     # The host side's thread is started now and waits: started at the moment
     # NVML begins to open, starting it would hand the GIL around and delay
@@ -152,7 +152,7 @@ def open_live(
             starting.set()
         raise
     started = nvml_open.start(nvml, begin)
-    from gputui.collectors.nvml import NvmlCollector
+    from gputui.nvml.collector import NvmlCollector
 
     skip: frozenset[str] = frozenset()
     if text_one_shot:
@@ -172,9 +172,9 @@ def open_live(
 
 
 def _open_host_side(per_core: bool = True) -> tuple[object, object, object]:
-    from gputui.collectors.attribution import ContainerAttributor
-    from gputui.collectors.host import HostCollector
-    from gputui.collectors.pid_namespace import PidMapper
+    from gputui.host.attribution import ContainerAttributor
+    from gputui.host.collector import HostCollector
+    from gputui.host.pid_namespace import PidMapper
 
     return HostCollector(per_core=per_core), PidMapper(), ContainerAttributor()
 

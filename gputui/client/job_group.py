@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from gputui.collectors.hook_client import AttachError, Hello, hook_summary
-from gputui.collectors.processes import read_environ
+from gputui.client.hook import AttachError, Hello, hook_summary
+from gputui.host.processes import read_environ
 from gputui.protocol import list_sockets
 
 #: torchrun's run id when no rendezvous id was given (every such job has it)

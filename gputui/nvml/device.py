@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collectors.nvml_fields import (
+from gputui.nvml.fields import (
     ALL_LINKS_SCOPE,
     GPM_METRICS,
     KIB,
@@ -41,7 +41,7 @@ from gputui.collectors.nvml_fields import (
     to_float,
     to_int,
 )
-from gputui.collectors.nvml_procs import DeviceProcesses, list_queries, read_mig
+from gputui.nvml.procs import DeviceProcesses, list_queries, read_mig
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics, MigInstance, ProcessSnapshot
 
 Query = Callable[[], Any]

@@ -5,7 +5,7 @@ Format: gzip-compressed JSON lines.  Line 1 is a header
 line 2 the hook's hello; then ``{"t": seconds_since_start, "msg": {...}}`` per
 message.  Replaying feeds the same messages through ``hook_client.parse_event``,
 so the attach screen sees exactly what it saw live.  Recordings are written
-0600 and read as a bounded stream (``gputui.collectors.recording_io``).
+0600 and read as a bounded stream (``gputui.recording.io``).
 
 A session with several ranks of one job is version 2: the header adds
 ``"ranks": [pid, ...]`` (one stream per connection, in that order), line 2 is
@@ -29,7 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.collectors.recording_io import (
+from gputui.fmt import clean
+from gputui.protocol.messages import PYTHON_PROFILE
+from gputui.recording.io import (
     LineReader,
     RecordingError,
     load_message_line,
@@ -37,8 +39,6 @@ from gputui.collectors.recording_io import (
     open_regular,
     reader_for_bytes,
 )
-from gputui.fmt import clean
-from gputui.protocol.messages import PYTHON_PROFILE
 from gputui.snapshot.codec import DecodeError, from_json, to_json
 from gputui.snapshot.model import UNIX_TIME_MAX_S, DeviceSnapshot
 

@@ -3,7 +3,7 @@
 The monitor's process table says which pids are on screen when it draws, the
 detail screen which process it shows; the live collector, on its own thread,
 reads the host-side numbers of those processes at every refresh and of the
-others in turns (:mod:`gputui.collectors.host`): often when the table is sorted
+others in turns (:mod:`gputui.host.collector`): often when the table is sorted
 by a host value (%CPU, HOST-MEM), so that the order of the rows off screen is
 recent, seldom otherwise, since nothing shows those values then.  Only frozen
 sets of pids and flags cross between the threads.  Nothing set (``--once``,

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collectors.nvml_fields import as_text, layout_of, max_known, sum_by_pid, to_int
+from gputui.nvml.fields import as_text, layout_of, max_known, sum_by_pid, to_int
 from gputui.snapshot.model import MigInstance, ProcessSnapshot
 
 Call = Callable[..., Any]

@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collectors import nvml_open
-from gputui.collectors.nvml_device import DeviceLost, DeviceReader
-from gputui.collectors.nvml_fields import ErrorCodes, as_text, cuda_version_string
 from gputui.errors import NvmlUnavailable
+from gputui.nvml import startup as nvml_open
+from gputui.nvml.device import DeviceLost, DeviceReader
+from gputui.nvml.fields import ErrorCodes, as_text, cuda_version_string
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, ValueBase
 from gputui.snapshot.value import value_class
 

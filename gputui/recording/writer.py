@@ -5,7 +5,7 @@ repeat them unchanged.  From :data:`COMPACT_FROM` processes in its first
 snapshot, a recording is written compact (header schema
 :data:`COMPACT_SCHEMA`): a process whose values are those of the process at
 its place on the line before is written as ``{"pid": PID}``, which the reader
-takes as that process again (``gputui.collectors.snapshot_lines``).  Every
+takes as that process again (``gputui.recording.snapshot_lines``).  Every
 :data:`FULL_EVERY` snapshots a line is written whole, so that a damaged line
 costs at most that many.  A gputui that predates this says the recording's
 schema is newer than it reads; smaller recordings keep the schema they had.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui import __version__
-from gputui.collectors.recording_io import MAX_LINE_BYTES, RecordingError, mib, open_private
+from gputui.recording.io import MAX_LINE_BYTES, RecordingError, mib, open_private
 from gputui.snapshot.codec import snapshot_to_json, to_json
 from gputui.snapshot.model import SCHEMA_VERSION, Snapshot
 

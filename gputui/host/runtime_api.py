@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputui.collectors.deadline_io import recv_before
+from gputui.protocol.deadline_io import recv_before
 
 #: runtime -> (its socket paths, tried in order; the request path, "{id}" filled in)
 SOCKETS: dict[str, tuple[tuple[str, ...], str]] = {

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from gputui import fmt
-from gputui.collectors.json_stream import JsonStream, TraceError, text_chunks
 from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
 from gputui.trace.op_rows import ChromeTraceOps
 from gputui.trace.timeline import (
@@ -49,6 +48,7 @@ from gputui.trace.timeline import (
     Timeline,
     as_int,
 )
+from gputui.tracefile.json_stream import JsonStream, TraceError, text_chunks
 
 MAX_FILE_BYTES = 2 << 30
 #: the most files one command reads

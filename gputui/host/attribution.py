@@ -1,8 +1,8 @@
 """Each GPU process's container and pod: its cgroup, then the names.
 
-For every process: :func:`~gputui.collectors.containers.parse_cgroup` of its
+For every process: :func:`~gputui.host.containers.parse_cgroup` of its
 ``/proc/PID/cgroup`` gives the runtime, container id, pod UID and QoS class;
-the runtime's API (:mod:`gputui.collectors.runtime_api`) gives the container's
+the runtime's API (:mod:`gputui.host.runtime_api`) gives the container's
 name; a pod's name and namespace come from the runtime's labels, else from the
 process's own ``/etc/hostname`` and service-account ``namespace`` file (read
 through ``/proc/PID/root``: root only).  What cannot be read stays None and the
@@ -20,8 +20,8 @@ from itertools import repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
-from gputui.collectors.containers import parse_cgroup
-from gputui.collectors.kept import KeptRun
+from gputui.host.containers import parse_cgroup
+from gputui.host.kept import KeptRun
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot, evolve, replaced
 
 
@@ -35,7 +35,7 @@ _HOST_PID = attrgetter("host_pid")
 
 
 if TYPE_CHECKING:  # the runtimes' API client (socket, json) loads with a container
-    from gputui.collectors.runtime_api import Names, RuntimeNames
+    from gputui.host.runtime_api import Names, RuntimeNames
 
 #: the most of a cgroup file read (a few lines of paths)
 MAX_CGROUP_BYTES = 1 << 16
@@ -162,7 +162,7 @@ class ContainerAttributor:
         names: Names = (None, None, None, None)
         if info.id is not None:
             if self._names is None:
-                from gputui.collectors.runtime_api import RuntimeNames
+                from gputui.host.runtime_api import RuntimeNames
 
                 self._names = RuntimeNames()
             names = self._names.lookup(info.runtime, info.id)
@@ -196,7 +196,7 @@ class ContainerAttributor:
 def _first_line(text: str | None) -> str | None:
     if text is None:
         return None
-    from gputui.collectors.runtime_api import MAX_NAME_CHARS
+    from gputui.host.runtime_api import MAX_NAME_CHARS
 
     line = text.strip().split("\n", 1)[0].strip()
     return line[:MAX_NAME_CHARS] or None

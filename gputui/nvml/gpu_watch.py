@@ -121,7 +121,7 @@ class GpuWatch:
 
 
 def _nvml_collector() -> Any:
-    from gputui.collectors.nvml import NvmlCollector
+    from gputui.nvml.collector import NvmlCollector
 
     return NvmlCollector()
 

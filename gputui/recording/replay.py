@@ -5,9 +5,9 @@ Format: gzip-compressed JSON lines.  The first line is a header
 snapshot (``gputui.snapshot.codec.snapshot_to_json``).  A truncated tail (a recorder killed
 mid-write) loses only the last partial line.
 
-Writing, and compact recordings: ``gputui.collectors.recording_writer``.
+Writing, and compact recordings: ``gputui.recording.writer``.
 
-A recording is read as a stream (``gputui.collectors.recording_io``): opening
+A recording is read as a stream (``gputui.recording.io``): opening
 one reads its header and first snapshot only, so ``--once`` and the monitor's
 first frame cost the same for a minute or a day of data.  The replay decodes
 each snapshot as it plays it, goes back to the start at the end, and counts
@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui.collectors.recording_io import (
+from gputui.fmt import clean
+from gputui.recording.io import (
     MAX_TOTAL_BYTES,
     LineReader,
     RecordingError,
@@ -36,9 +37,8 @@ from gputui.collectors.recording_io import (
     open_regular,
     reader_for_bytes,
 )
-from gputui.collectors.recording_writer import COMPACT_SCHEMA, RECORDING_TYPE, RecordingWriter
-from gputui.collectors.snapshot_lines import SnapshotLines
-from gputui.fmt import clean
+from gputui.recording.snapshot_lines import SnapshotLines
+from gputui.recording.writer import COMPACT_SCHEMA, RECORDING_TYPE, RecordingWriter
 from gputui.snapshot.codec import DecodeError, check_schema
 from gputui.snapshot.model import UNIX_TIME_MAX_S, Snapshot, ValueBase
 from gputui.snapshot.value import value_class

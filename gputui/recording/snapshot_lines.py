@@ -36,7 +36,7 @@ from itertools import compress, count
 from operator import eq, not_
 from typing import cast
 
-from gputui.collectors.recording_io import load_line, load_objects, value_end
+from gputui.recording.io import load_line, load_objects, value_end
 from gputui.snapshot.codec import (
     DecodeError,
     converter_of,
@@ -191,7 +191,7 @@ class SnapshotLines:
             run_at = [0] * len(pieces)
             missing = list(range(len(pieces)))
         # A compact line's process that is the one at its place on the line
-        # before (gputui.collectors.recording_writer): that process, and its text.
+        # before (gputui.recording.writer): that process, and its text.
         digits = list(map(bytes.isdigit, map(raw.__getitem__, missing)))
         if any(digits):
             self._take_places(list(compress(missing, digits)), raw, pieces, processes, run_at)
