@@ -177,7 +177,8 @@ class Probe:
     """The always-subscribed viewer: collects (end time, wall) of every record."""
 
     def __init__(self, pid: int) -> None:
-        from gputui.client.hook import HookClient, Status, StepBatch
+        from gputui.client.hook import HookClient
+        from gputui.protocol.schema import Status, StepBatch
 
         self.Status, self.StepBatch = Status, StepBatch
         self.records: list[tuple[float, float]] = []
@@ -270,8 +271,9 @@ def viewer_kill_recovery(job_pid: int, path: str) -> float:
 
 def job_kill_recovery(loops: int) -> float:
     """Seconds from a job's SIGKILL until its viewer has the Disconnected event."""
-    from gputui.client.hook import Disconnected, HookClient, StepBatch
+    from gputui.client.hook import Disconnected, HookClient
     from gputui.protocol import find_socket
+    from gputui.protocol.schema import StepBatch
 
     job = subprocess.Popen(
         [sys.executable, "-c", JOB, "60", str(loops)],

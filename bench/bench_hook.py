@@ -493,8 +493,8 @@ def io_thread_cost(work: Workload, steps: int) -> dict[str, float]:
 
 
 def capture(work: Workload, device: torch.device) -> dict[str, Any]:
-    from gputui.client.hook import CaptureResult
     from gputui.hook._reduce import extract, reduce_events
+    from gputui.protocol.capture import CaptureResult
     from gputui.trace.trace_metrics import compute as compute_trace_metrics
 
     hook = gputui.hook.install()

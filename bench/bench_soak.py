@@ -41,14 +41,9 @@ FIXED_RATE = REPO / "bench" / "jobs" / "fixed_rate.py"
 
 # -- the viewer (its own process: --viewer) ------------------------------------------------
 def viewer_main(pid: int, reconnect_s: float, out: str) -> int:
-    from gputui.client.hook import (
-        AttachError,
-        Disconnected,
-        HookClient,
-        Status,
-        StepBatch,
-    )
+    from gputui.client.hook import AttachError, Disconnected, HookClient
     from gputui.protocol.paths import pid_alive
+    from gputui.protocol.schema import Status, StepBatch
 
     seen: list[list[int]] = []  # runs [lo, hi] of indices received
     missed_runs: list[list[int]] = []  # runs the hook said this viewer will never get

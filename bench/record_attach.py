@@ -12,13 +12,9 @@ import argparse
 import sys
 import time
 
-from gputui.client.hook import (
-    AttachError,
-    CaptureResult,
-    HookClient,
-    MemorySnapshotResult,
-    MemorySnapshotStatus,
-)
+from gputui.client.hook import AttachError, HookClient
+from gputui.protocol.capture import CaptureResult
+from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
 from gputui.recording.attach import AttachRecorder
 
 

@@ -50,39 +50,22 @@ from gputui.protocol.schema import (
     Hello,
     HookError,
     MemoryBatch,
-    MemorySample,
     Ping,
     Pong,
     Status,
     StepBatch,
-    StepRecord,
     Subscribe,
     Synced,
 )
 from gputui.protocol.wire import decode, encode_message
 
+#: what the client defines; the wire's types are imported from gputui.protocol
 __all__ = [
     "AttachError",
-    "CaptureResult",
-    "CaptureStatus",
-    "CompileReport",
     "Disconnected",
     "Event",
-    "Hello",
     "HookClient",
-    "HookError",
     "Invalid",
-    "MemoryBatch",
-    "MemorySample",
-    "MemorySnapshotResult",
-    "MemorySnapshotStatus",
-    "Pong",
-    "PythonProfile",
-    "SamplerInfo",
-    "Status",
-    "StepBatch",
-    "StepRecord",
-    "Synced",
     "parse_event",
 ]
 

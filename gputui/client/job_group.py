@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from gputui.client.hook import AttachError, Hello, hook_summary
+from gputui.client.hook import AttachError, hook_summary
 from gputui.host.processes import read_environ
 from gputui.protocol import list_sockets
+from gputui.protocol.schema import Hello
 
 #: torchrun's run id when no rendezvous id was given (every such job has it)
 NO_RUN_ID = "none"

@@ -15,15 +15,11 @@ from gputui import fmt
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import job_evidence
 from gputui.analysis.finding import Finding
-from gputui.client.hook import (
-    Disconnected,
-    HookClient,
-    HookError,
-    MemorySnapshotResult,
-    MemorySnapshotStatus,
-)
+from gputui.client.hook import Disconnected, HookClient
 from gputui.errors import GputuiError
 from gputui.protocol import memsnap as ms
+from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
+from gputui.protocol.schema import HookError
 from gputui.reports.jsondoc import print_json
 from gputui.reports.memory import json_doc, print_result
 from gputui.session.oneshot import JobFailed

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from gputui.commands.args import command
 
 if TYPE_CHECKING:
-    from gputui.client.hook import Hello
     from gputui.client.job_group import JobGroup
+    from gputui.protocol.schema import Hello
 
 SUMMARY = "list this user's attachable jobs"
 DESCRIPTION = (

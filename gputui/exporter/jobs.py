@@ -40,18 +40,14 @@ from typing import Any
 
 from gputui.analysis.mfu import Utilisation, utilisation
 from gputui.ceilings.datasheet import datasheet_for
-from gputui.client.hook import (
-    CaptureResult,
-    Disconnected,
-    HookClient,
-    MemoryBatch,
-    StepBatch,
-)
+from gputui.client.hook import Disconnected, HookClient
 from gputui.errors import GputuiError
 from gputui.host.attribution import ContainerAttributor
 from gputui.host.processes import read_environ
 from gputui.protocol import list_sockets
+from gputui.protocol.capture import CaptureResult
 from gputui.protocol.messages import StepFlag
+from gputui.protocol.schema import MemoryBatch, StepBatch
 from gputui.snapshot.model import ContainerInfo
 
 #: step durations kept per job for the summary's quantiles

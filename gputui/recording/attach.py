@@ -3,7 +3,7 @@
 Format: gzip-compressed JSON lines.  Line 1 is a header
 ``{"type": "gputui-attach-recording", "version": 1, "created_s", "pid", "note"}``;
 line 2 the hook's hello; then ``{"t": seconds_since_start, "msg": {...}}`` per
-message.  Replaying feeds the same messages through ``hook_client.parse_event``,
+message.  Replaying feeds the same messages through ``gputui.client.hook.parse_event``,
 so the attach screen sees exactly what it saw live.  Recordings are written
 0600 and read as a bounded stream (``gputui.recording.io``).
 

@@ -15,10 +15,8 @@ from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.analysis.memory import memory_growth
 from gputui.analysis.steps import Dist, StepStats
-from gputui.client.hook import (
-    CaptureResult,
-    MemorySnapshotResult,
-)
+from gputui.protocol.capture import CaptureResult
+from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.reports import compile as compile_text
 from gputui.reports import findings as findings_text
 from gputui.reports import mfu as mfu_text

@@ -8,11 +8,8 @@ from typing import Any
 from gputui import fmt
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.memory import site_label
-from gputui.client.hook import (
-    MemorySnapshotResult,
-)
 from gputui.protocol import memsnap as ms
-from gputui.protocol.memsnap import AllocSite
+from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
 from gputui.reports import findings as findings_text
 from gputui.reports.text import emit, output_width, plural, table, wrap
 

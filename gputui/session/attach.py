@@ -34,27 +34,22 @@ from gputui.analysis.steps import (
     phase_order,
     step_stats,
 )
-from gputui.client.hook import (
-    CaptureResult,
-    CaptureStatus,
-    Disconnected,
-    Event,
+from gputui.client.hook import Disconnected, Event, Invalid
+from gputui.protocol import messages
+from gputui.protocol.capture import CaptureResult, CaptureStatus, CpuOpRow
+from gputui.protocol.compile import CompileReport
+from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
+from gputui.protocol.profile import PythonProfile
+from gputui.protocol.schema import (
     Hello,
     HookError,
-    Invalid,
     MemoryBatch,
     MemorySample,
-    MemorySnapshotResult,
-    MemorySnapshotStatus,
     Status,
     StepBatch,
     StepRecord,
     Synced,
 )
-from gputui.protocol import messages
-from gputui.protocol.capture import CpuOpRow
-from gputui.protocol.compile import CompileReport
-from gputui.protocol.profile import PythonProfile
 from gputui.session.evidence import STATS_WINDOW, job_utilisation
 from gputui.session.evidence import evidence as session_evidence
 from gputui.snapshot.model import DeviceSnapshot

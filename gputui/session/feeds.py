@@ -17,11 +17,12 @@ from typing import Any, Protocol
 from gputui import fmt
 from gputui.analysis.roofline import Roof
 from gputui.ceilings.cache import roof_for
-from gputui.client.hook import AttachError, Hello, HookClient, parse_event
+from gputui.client.hook import AttachError, HookClient, parse_event
 from gputui.errors import GputuiError
 from gputui.nvml.gpu_watch import GpuWatch
 from gputui.protocol import paths
 from gputui.protocol.fields import SchemaError
+from gputui.protocol.schema import Hello
 from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,

@@ -25,26 +25,21 @@ from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.ceilings.cache import roof_for
-from gputui.client.hook import (
-    AttachError,
-    CaptureResult,
-    CaptureStatus,
-    Disconnected,
-    Event,
+from gputui.client.hook import AttachError, Disconnected, Event, HookClient, Invalid
+from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.compile import CompileReport
+from gputui.protocol.memsnap import MemorySnapshotResult
+from gputui.protocol.profile import PythonProfile
+from gputui.protocol.schema import (
     Hello,
-    HookClient,
     HookError,
-    Invalid,
     MemoryBatch,
     MemorySample,
-    MemorySnapshotResult,
     Status,
     StepBatch,
     StepRecord,
     Synced,
 )
-from gputui.protocol.compile import CompileReport
-from gputui.protocol.profile import PythonProfile
 from gputui.session.evidence import evidence, job_utilisation
 from gputui.snapshot.model import DeviceSnapshot
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputui.client.hook import AttachError, Hello, HookClient, parse_event
+from gputui.client.hook import AttachError, HookClient, parse_event
 from gputui.client.job_group import JobGroup, group_jobs
 from gputui.errors import GputuiError
 from gputui.nvml.gpu_watch import GpuWatches
 from gputui.protocol.fields import SchemaError
+from gputui.protocol.schema import Hello
 from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,

@@ -189,7 +189,7 @@ def events(client: Any, timeout_s: float = WAIT_S) -> Iterator[Any]:
 
 def indices_until_synced(client: Any) -> list[int]:
     """The step indices a subscribed client receives until the hook says Synced."""
-    from gputui.client.hook import StepBatch, Synced
+    from gputui.protocol.schema import StepBatch, Synced
 
     indices: list[int] = []
     for ev in events(client):

@@ -11,7 +11,9 @@ import pytest
 
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import JobEvidence, job_evidence
-from gputui.client.hook import CaptureResult, MemoryBatch, StepBatch, parse_event
+from gputui.client.hook import parse_event
+from gputui.protocol.capture import CaptureResult
+from gputui.protocol.schema import MemoryBatch, StepBatch
 from gputui.recording.attach import read_attach_recording
 from gputui.recording.replay import read_recording
 

@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gputui.client.hook import (
-    CaptureResult,
-    HookClient,
-    StepBatch,
-    Synced,
-)
+from gputui.client.hook import HookClient
+from gputui.protocol.capture import CaptureResult
+from gputui.protocol.schema import StepBatch, Synced
 from tests.helpers import hookutil
 from tests.helpers.deadlines import START_S, WAIT_S
 

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gputui.client.hook import (
-    CaptureResult,
-    CaptureStatus,
-    HookClient,
-    MemoryBatch,
-    Status,
-    StepBatch,
-    StepRecord,
-    Synced,
-)
+from gputui.client.hook import HookClient
+from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.schema import MemoryBatch, Status, StepBatch, StepRecord, Synced
 from tests.helpers import hookutil
 from tests.helpers.deadlines import RUN_S, START_S, WAIT_S
 

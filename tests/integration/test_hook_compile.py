@@ -173,8 +173,10 @@ def test_a_viewer_older_than_the_compile_report_still_attaches(
     import os
 
     from gputui import cli
-    from gputui.client.hook import CompileReport, HookClient, Invalid, Synced
+    from gputui.client.hook import HookClient, Invalid
     from gputui.protocol import messages, wire
+    from gputui.protocol.compile import CompileReport
+    from gputui.protocol.schema import Synced
 
     class Printing(torch.nn.Module):
         def __init__(self) -> None:

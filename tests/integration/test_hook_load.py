@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import gputui.hook
-from gputui.client.hook import AttachError, HookClient, StepBatch
+from gputui.client.hook import AttachError, HookClient
 from gputui.hook import _server
 from gputui.protocol import framing
-from gputui.protocol.schema import Status
+from gputui.protocol.schema import Status, StepBatch
 from tests.helpers.deadlines import WAIT_S
 from tests.helpers.hookutil import events, indices_until_synced, steps, wait_for, wait_steps
 

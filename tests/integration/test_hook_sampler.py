@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gputui.client.hook import (
-    Disconnected,
-    HookClient,
-    HookError,
-    Invalid,
-    PythonProfile,
-)
+from gputui.client.hook import Disconnected, HookClient, Invalid
+from gputui.protocol.profile import PythonProfile
+from gputui.protocol.schema import HookError
 from tests.helpers import hookutil
 
 pytest.importorskip("torch")

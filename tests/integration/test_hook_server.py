@@ -13,15 +13,9 @@ import time
 import pytest
 
 import gputui.hook
-from gputui.client.hook import (
-    AttachError,
-    Disconnected,
-    HookClient,
-    StepBatch,
-    StepRecord,
-    Synced,
-)
+from gputui.client.hook import AttachError, Disconnected, HookClient
 from gputui.protocol import framing, paths
+from gputui.protocol.schema import StepBatch, StepRecord, Synced
 from tests.helpers.deadlines import WAIT_S
 from tests.helpers.hookutil import events, indices_until_synced, steps
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from gputui import cli
-from gputui.client.hook import Hello
 from gputui.nvml import startup as nvml_open
 from gputui.protocol.hello import DeviceInfo
+from gputui.protocol.schema import Hello
 from gputui.session.oneshot import Collected, GpuSampling
 from gputui.snapshot.model import DeviceSnapshot
 from tests.helpers.fake_nvml import FakeNvml, h100
@@ -64,8 +64,7 @@ def test_attach_replay_once_text_shows_the_findings(capsys: pytest.CaptureFixtur
 
 
 def test_a_short_session_says_the_analyzer_waits(capsys: pytest.CaptureFixture[str]) -> None:
-    from gputui.client.hook import StepBatch
-    from gputui.protocol.schema import StepRecord
+    from gputui.protocol.schema import StepBatch, StepRecord
     from gputui.reports.attach import print_report, report_dict
     from gputui.session.oneshot import stats_of
 

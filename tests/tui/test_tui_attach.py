@@ -17,15 +17,9 @@ import pytest
 
 from gputui import cli
 from gputui.analysis.memory import memory_growth
-from gputui.client.hook import (
-    CaptureResult,
-    CaptureStatus,
-    Disconnected,
-    MemoryBatch,
-    MemorySample,
-    StepBatch,
-    StepRecord,
-)
+from gputui.client.hook import Disconnected
+from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.schema import MemoryBatch, MemorySample, StepBatch, StepRecord
 from gputui.recording.attach import read_attach_recording
 from gputui.session.attach import AttachState, build_view, capture_busy, capture_progress
 from gputui.trace.kernels import short_kernel_name

@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gputui.client.hook import StepBatch, StepRecord, parse_event
+from gputui.client.hook import parse_event
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import MemorySnapshotStatus
+from gputui.protocol.schema import StepBatch, StepRecord
 from gputui.recording.attach import read_attach_recording
 from gputui.session.attach import AttachState
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app

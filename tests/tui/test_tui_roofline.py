@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from gputui.ceilings.datasheet import H100_SXM
-from gputui.client.hook import StepBatch, StepRecord
 from gputui.protocol import messages
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
+from gputui.protocol.schema import StepBatch, StepRecord
 from gputui.session.attach import AttachState
 from gputui.trace.op_rows import rows_from_chrome_trace
 from gputui.tui.attach import ReplayFeed, make_attach_app

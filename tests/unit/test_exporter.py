@@ -13,18 +13,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.cli import main
-from gputui.client.hook import (
-    Disconnected,
-    MemoryBatch,
-    MemorySample,
-    StepBatch,
-    StepRecord,
-)
+from gputui.client.hook import Disconnected
 from gputui.exporter.collector import ExporterCollector, ExporterOptions
 from gputui.exporter.exposition import format_value
 from gputui.exporter.jobs import JobWatcher, job_id_for, job_id_of
 from gputui.exporter.server import make_server
 from gputui.protocol.hello import DeviceInfo, Hello
+from gputui.protocol.schema import MemoryBatch, MemorySample, StepBatch, StepRecord
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
 from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import make_snapshots

@@ -203,6 +203,8 @@ def test_only_the_jobs_module_talks_to_hooks() -> None:
                 "gputui.client.hook",
                 "gputui.protocol",
                 "gputui.protocol.messages",
+                "gputui.protocol.schema",
+                "gputui.protocol.capture",
             }
         else:
             assert hook_facing == set(), path
@@ -244,3 +246,28 @@ def test_the_monitor_once_loads_only_the_device_rules() -> None:
             timeout=60,
         ).stdout
     )
+
+
+def defined_names(path: Path) -> set[str]:
+    """The names a module defines itself (classes, functions, assignments)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_wire_types_are_imported_from_the_protocol_not_through_the_client() -> None:
+    """The hook client is no second home for the protocol's types: whatever is
+    imported from it, it defines."""
+    own = defined_names(PACKAGE / "client" / "hook.py")
+    tests = PACKAGE.parent / "tests"
+    offenders = []
+    for path in [*modules_under(), *sorted(tests.rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "gputui.client.hook":
+                offenders += [(path.name, a.name) for a in node.names if a.name not in own]
+    assert offenders == []

@@ -23,17 +23,7 @@ from hypothesis import strategies as st
 
 import gputui.hook
 from gputui.client import hook as hook_client
-from gputui.client.hook import (
-    Disconnected,
-    HookClient,
-    HookError,
-    Invalid,
-    Status,
-    StepBatch,
-    Synced,
-    parse_event,
-    profile_unavailable,
-)
+from gputui.client.hook import Disconnected, HookClient, Invalid, parse_event, profile_unavailable
 from gputui.protocol import framing, messages, paths, wire
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.hello import Hello
@@ -49,6 +39,7 @@ from gputui.protocol.profile import (
     PythonProfile,
     SamplerInfo,
 )
+from gputui.protocol.schema import HookError, Pong, Status, StepBatch, Synced
 from gputui.protocol.wire import decode, encode_message
 from tests.helpers import hookutil
 from tests.helpers.wire_strategies import JSON, PROFILE, mutate
@@ -276,7 +267,7 @@ def test_a_failing_profile_is_reported_and_the_session_goes_on(
         error = _next(client, HookError)
         assert "the Python profile failed: RuntimeError" in error.error
         client.ping()
-        _next(client, hook_client.Pong)  # the I/O thread still serves
+        _next(client, Pong)  # the I/O thread still serves
     finally:
         client.close()
     assert any("python profile" in e and "no profile today" in e for e in hook.errors.values())

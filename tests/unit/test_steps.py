@@ -5,7 +5,7 @@ import math
 import pytest
 
 from gputui.analysis.steps import percentile, phase_order, step_stats
-from gputui.client.hook import StepRecord
+from gputui.protocol.schema import StepRecord
 
 
 def rec(
