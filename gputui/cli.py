@@ -12,29 +12,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib
 import itertools
 import os
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import NoReturn
 
 from gputui import __version__, fmt
 from gputui.commands import args as types
 from gputui.errors import GputuiError
 
-#: sub-command name -> module under gputui.commands
-SUBCOMMANDS = {
-    "record": "record",
-    "run": "run",
-    "ls": "ls",
-    "attach": "attach",
-    "bench": "bench",
-    "exporter": "exporter",
-    "cluster": "cluster",
-    "analyze": "analyze",
-    "serve": "serve",
-}
+#: the sub-commands, each a module of gputui.commands of the same name
+#: (:func:`command_module` imports it)
+SUBCOMMANDS = ("record", "run", "ls", "attach", "bench", "exporter", "cluster", "analyze", "serve")
 
 #: the monitor's display options that the full-screen sub-commands share: given
 #: before the sub-command (``gputui --ascii attach --demo``) they apply to it
@@ -149,9 +140,52 @@ def build_subcommand_parser(name: str) -> tuple[argparse.ArgumentParser, argpars
     """The top parser with sub-command ``name`` registered, and that sub-command's parser."""
     parser = _Parser(prog="gputui")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    module = importlib.import_module(f"gputui.commands.{SUBCOMMANDS[name]}")
-    module.register(sub)
+    command_module(name).register(sub)
     return parser, sub.choices[name]
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of sub-command ``name``, imported only when that sub-command runs
+    (``--once`` never pays for the others), each by an import statement of its own
+    so that a reader and the import contracts see every one."""
+    match name:
+        case "record":
+            from gputui.commands import record
+
+            return record
+        case "run":
+            from gputui.commands import run
+
+            return run
+        case "ls":
+            from gputui.commands import ls
+
+            return ls
+        case "attach":
+            from gputui.commands import attach
+
+            return attach
+        case "bench":
+            from gputui.commands import bench
+
+            return bench
+        case "exporter":
+            from gputui.commands import exporter
+
+            return exporter
+        case "cluster":
+            from gputui.commands import cluster
+
+            return cluster
+        case "analyze":
+            from gputui.commands import analyze
+
+            return analyze
+        case "serve":
+            from gputui.commands import serve
+
+            return serve
+    raise KeyError(name)
 
 
 def normalize(args: Sequence[str]) -> list[str]:

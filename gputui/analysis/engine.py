@@ -9,32 +9,39 @@ others.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 
 from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY, Rule, run_rule
+from gputui.analysis.rules import (
+    account,
+    attention,
+    capture,
+    compile,
+    device,
+    efficiency,
+    gpu,
+    memory,
+    ranks,
+    roofline,
+    steps,
+)
 from gputui.analysis.severity import CRIT, WARN
 
 #: the rule modules: importing one registers its rules (named once, here)
-RULE_MODULES = tuple(
-    importlib.import_module(f"gputui.analysis.rules.{name}")
-    for name in (
-        [
-            "account",
-            "attention",
-            "capture",
-            "compile",
-            "device",
-            "efficiency",
-            "gpu",
-            "memory",
-            "ranks",
-            "roofline",
-            "steps",
-        ]
-    )
+RULE_MODULES = (
+    account,
+    attention,
+    capture,
+    compile,
+    device,
+    efficiency,
+    gpu,
+    memory,
+    ranks,
+    roofline,
+    steps,
 )
 
 

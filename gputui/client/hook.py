@@ -17,6 +17,7 @@ Every event is a frozen dataclass holding plain values; the last one is always
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import os
@@ -201,94 +202,15 @@ class HookClient:
         for the user: no such process, not hooked, another user's, no answer."""
         if pid <= 0:
             raise AttachError(f"gputui attach: invalid pid {pid}")
-        path = paths.find_socket(pid)
-        if path is None:
-            if not paths.pid_alive(pid):
-                raise AttachError(f"gputui attach: no process with pid {pid}")
-            owner = _owner(pid)
-            if owner is not None and owner != os.getuid():
-                name = fmt.clean(_user_name(owner))
-                raise AttachError(
-                    f"gputui attach: process {pid} belongs to user {name}; gputui only "
-                    f"attaches to your own jobs (as that user: sudo -u {name} gputui attach {pid})"
-                )
-            raise AttachError(not_hooked_message(pid))
-        if not paths.pid_alive(pid):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise AttachError(
-                f"gputui attach: no process with pid {pid} (removed its stale socket)"
-            )
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except PermissionError:
-            sock.close()
-            raise AttachError(f"gputui attach: permission denied on {path}") from None
-        except OSError as exc:
-            sock.close()
-            if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
-                raise AttachError(
-                    f"gputui attach: the hook of process {pid} is not accepting connections "
-                    "(the job may be exiting)"
-                ) from None
-            raise AttachError(f"gputui attach: cannot connect to {path}: {exc.strerror}") from None
-        uid = paths.peer_uid(sock)
-        if uid is not None and uid != paths.current_uid():
-            sock.close()
-            raise AttachError(f"gputui attach: socket {path} is served by uid {uid}, not us")
+        path = _socket_of(pid)
+        sock = _open(path, pid, timeout)
         reader = FrameReader()
         try:
-            first = _read_one(sock, reader, time.monotonic() + timeout)
-        except TimeoutError:
+            hello_msg, rest = _read_hello(sock, reader, pid, timeout)
+            hello = _checked_hello(hello_msg, pid)
+        except AttachError:
             sock.close()
-            raise AttachError(
-                f"gputui attach: the hook of process {pid} did not say hello within "
-                f"{timeout:g} s (the job may be stopped, or its hook stuck)"
-            ) from None
-        except (OSError, FrameError) as exc:
-            sock.close()
-            raise AttachError(
-                f"gputui attach: the hook of process {pid} did not say hello ({exc})"
-            ) from None
-        if first is None:
-            sock.close()
-            raise AttachError(
-                f"gputui attach: the hook of process {pid} closed the connection before hello"
-            )
-        hello_msg, rest = first
-        kind = hello_msg.get("type")
-        if kind == messages.ERROR:  # the hook said why it will not serve us
-            sock.close()
-            try:
-                why = HookError.from_wire(hello_msg).error
-            except SchemaError as exc:
-                why = f"an invalid error message ({exc})"
-            raise AttachError(
-                f"gputui attach: the hook of process {pid} refused the connection: {fmt.clean(why)}"
-            )
-        if kind != messages.HELLO:
-            sock.close()
-            raise AttachError(
-                f"gputui attach: the socket of process {pid} sent a {str(kind)[:32]!r} frame "
-                "where a hello was due: not a gputui hook of this version"
-            )
-        if hello_msg.get("v") != PROTOCOL_VERSION:
-            sock.close()
-            raise AttachError(
-                f"gputui attach: process {pid} speaks hook protocol {hello_msg.get('v')}, "
-                f"this gputui speaks {PROTOCOL_VERSION}; use matching gputui versions"
-            )
-        try:
-            hello = Hello.from_wire(hello_msg)
-        except SchemaError as exc:
-            sock.close()
-            raise AttachError(
-                f"gputui attach: the hook of process {pid} sent an invalid hello ({exc})"
-            ) from None
+            raise
         sock.settimeout(None)
         client = cls(pid, sock, hello, reader)
         client.hello_raw = hello_msg
@@ -490,6 +412,102 @@ def profile_unavailable(sampler: SamplerInfo | None) -> str | None:
     if sampler.state == SAMPLER_FAILED:
         return f"unavailable: the Python sampler failed{reason}"
     return f"unavailable: the Python sampler is off{reason}"
+
+
+def _socket_of(pid: int) -> str:
+    """The socket of process ``pid``'s hook, or the reason there is none to use."""
+    path = paths.find_socket(pid)
+    if path is None:
+        if not paths.pid_alive(pid):
+            raise AttachError(f"gputui attach: no process with pid {pid}")
+        owner = _owner(pid)
+        if owner is not None and owner != os.getuid():
+            name = fmt.clean(_user_name(owner))
+            raise AttachError(
+                f"gputui attach: process {pid} belongs to user {name}; gputui only "
+                f"attaches to your own jobs (as that user: sudo -u {name} gputui attach {pid})"
+            )
+        raise AttachError(not_hooked_message(pid))
+    if not paths.pid_alive(pid):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise AttachError(f"gputui attach: no process with pid {pid} (removed its stale socket)")
+    return path
+
+
+def _open(path: str, pid: int, timeout: float) -> socket.socket:
+    """A connection to the hook's socket, served by this user."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+    except PermissionError:
+        sock.close()
+        raise AttachError(f"gputui attach: permission denied on {path}") from None
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            raise AttachError(
+                f"gputui attach: the hook of process {pid} is not accepting connections "
+                "(the job may be exiting)"
+            ) from None
+        raise AttachError(f"gputui attach: cannot connect to {path}: {exc.strerror}") from None
+    uid = paths.peer_uid(sock)
+    if uid is not None and uid != paths.current_uid():
+        sock.close()
+        raise AttachError(f"gputui attach: socket {path} is served by uid {uid}, not us")
+    return sock
+
+
+def _read_hello(
+    sock: socket.socket, reader: FrameReader, pid: int, timeout: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The first frame and the frames read with it."""
+    try:
+        first = _read_one(sock, reader, time.monotonic() + timeout)
+    except TimeoutError:
+        raise AttachError(
+            f"gputui attach: the hook of process {pid} did not say hello within "
+            f"{timeout:g} s (the job may be stopped, or its hook stuck)"
+        ) from None
+    except (OSError, FrameError) as exc:
+        raise AttachError(
+            f"gputui attach: the hook of process {pid} did not say hello ({exc})"
+        ) from None
+    if first is None:
+        raise AttachError(
+            f"gputui attach: the hook of process {pid} closed the connection before hello"
+        )
+    return first
+
+
+def _checked_hello(hello_msg: dict[str, Any], pid: int) -> Hello:
+    """The hello, or why this hook will not or cannot be talked to."""
+    kind = hello_msg.get("type")
+    if kind == messages.ERROR:  # the hook said why it will not serve us
+        try:
+            why = HookError.from_wire(hello_msg).error
+        except SchemaError as exc:
+            why = f"an invalid error message ({exc})"
+        raise AttachError(
+            f"gputui attach: the hook of process {pid} refused the connection: {fmt.clean(why)}"
+        )
+    if kind != messages.HELLO:
+        raise AttachError(
+            f"gputui attach: the socket of process {pid} sent a {str(kind)[:32]!r} frame "
+            "where a hello was due: not a gputui hook of this version"
+        )
+    if hello_msg.get("v") != PROTOCOL_VERSION:
+        raise AttachError(
+            f"gputui attach: process {pid} speaks hook protocol {hello_msg.get('v')}, "
+            f"this gputui speaks {PROTOCOL_VERSION}; use matching gputui versions"
+        )
+    try:
+        return Hello.from_wire(hello_msg)
+    except SchemaError as exc:
+        raise AttachError(
+            f"gputui attach: the hook of process {pid} sent an invalid hello ({exc})"
+        ) from None
 
 
 def _read_one(

@@ -21,6 +21,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.protocol.memsnap import (
@@ -164,10 +165,67 @@ def summarize(
     if not isinstance(trace, list):
         trace = []
     notes: list[str] = []
+    walk = _walk(trace, sites, is_marker)
+    live, total, alive, at_boundary = walk.live, walk.total, walk.alive, walk.at_boundary
+    truncated = bool(max_entries) and len(trace) >= (max_entries or 0)
+    if truncated:
+        notes.append(
+            f"the window held more allocator events than the {max_entries:,} kept: the oldest "
+            "were overwritten (ask for fewer steps or more entries)"
+        )
+    if not at_boundary:
+        notes.append("no step boundary was found in the allocator's trace")
 
-    live: dict[int, tuple[SiteKey, int]] = {}  # addr -> (site, bytes) of window allocations
-    total: dict[SiteKey, list[int]] = {}  # site -> [bytes, count] allocated in the window
-    alive: dict[SiteKey, list[int]] = {}  # site -> [bytes, count] alive now
+    growth_checked, growing = _growing(at_boundary, sites)
+
+    top = heapq.nlargest(MAX_SITES, total.items(), key=lambda item: (item[1][0], item[1][1]))
+    site_rows = tuple(
+        SiteStats(
+            site=sites.site(key),
+            bytes=row[0],
+            count=row[1],
+            live_bytes=max(0, alive.get(key, [0, 0])[0]),
+            live_count=max(0, alive.get(key, [0, 0])[1]),
+        )
+        for key, row in top
+    )
+    frag, blocks = _segments(snapshot.get("segments") or [], device, live, sites, notes)
+    return {
+        "trace_entries": len(trace),
+        "truncated": truncated,
+        "boundaries": len(at_boundary),
+        "growth_checked": growth_checked,
+        "alloc_count": walk.alloc_count,
+        "alloc_bytes": walk.alloc_bytes,
+        "site_count": len(total),
+        "sites": site_rows,
+        "largest_blocks": blocks,
+        "fragmentation": frag,
+        "growing": tuple(growing[:MAX_GROWING]),
+        "notes": tuple(notes),
+    }
+
+
+@dataclass
+class _Walk:
+    """What one pass over the allocator's trace found."""
+
+    #: addr -> (site, bytes) of the window's allocations still alive
+    live: dict[int, tuple[SiteKey, int]]
+    #: site -> [bytes, count] allocated in the window
+    total: dict[SiteKey, list[int]]
+    #: site -> [bytes, count] alive now
+    alive: dict[SiteKey, list[int]]
+    #: what was alive at each step boundary, per site: (bytes, count)
+    at_boundary: list[dict[SiteKey, tuple[int, int]]]
+    alloc_count: int
+    alloc_bytes: int
+
+
+def _walk(trace: list[Any], sites: Sites, is_marker: Callable[[Any], bool]) -> _Walk:
+    live: dict[int, tuple[SiteKey, int]] = {}
+    total: dict[SiteKey, list[int]] = {}
+    alive: dict[SiteKey, list[int]] = {}
     at_boundary: list[dict[SiteKey, tuple[int, int]]] = []
     markers: set[int] = set()
     #: stack -> its site, or _MARKER: one lookup per event (see stack_key)
@@ -214,16 +272,14 @@ def summarize(
                 now[1] -= 1
         elif action == "free_completed":
             markers.discard(event.get("addr"))  # type: ignore[arg-type]
+    return _Walk(live, total, alive, at_boundary, alloc_count, alloc_bytes)
 
-    truncated = bool(max_entries) and len(trace) >= (max_entries or 0)
-    if truncated:
-        notes.append(
-            f"the window held more allocator events than the {max_entries:,} kept: the oldest "
-            "were overwritten (ask for fewer steps or more entries)"
-        )
-    if not at_boundary:
-        notes.append("no step boundary was found in the allocator's trace")
 
+def _growing(
+    at_boundary: list[dict[SiteKey, tuple[int, int]]], sites: Sites
+) -> tuple[bool, list[GrowingSite]]:
+    """Whether there were enough boundaries to judge growth, and the sites whose
+    live bytes grew across them, most first."""
     # The first boundary opens the window (nothing of it is alive yet, or only
     # part of a step when the trace was cut): growth is read from the next ones.
     series_at = at_boundary[1:]
@@ -246,33 +302,7 @@ def summarize(
                 )
             )
         growing.sort(key=lambda g: -g.growth_bytes)
-
-    top = heapq.nlargest(MAX_SITES, total.items(), key=lambda item: (item[1][0], item[1][1]))
-    site_rows = tuple(
-        SiteStats(
-            site=sites.site(key),
-            bytes=row[0],
-            count=row[1],
-            live_bytes=max(0, alive.get(key, [0, 0])[0]),
-            live_count=max(0, alive.get(key, [0, 0])[1]),
-        )
-        for key, row in top
-    )
-    frag, blocks = _segments(snapshot.get("segments") or [], device, live, sites, notes)
-    return {
-        "trace_entries": len(trace),
-        "truncated": truncated,
-        "boundaries": len(at_boundary),
-        "growth_checked": growth_checked,
-        "alloc_count": alloc_count,
-        "alloc_bytes": alloc_bytes,
-        "site_count": len(total),
-        "sites": site_rows,
-        "largest_blocks": blocks,
-        "fragmentation": frag,
-        "growing": tuple(growing[:MAX_GROWING]),
-        "notes": tuple(notes),
-    }
+    return growth_checked, growing
 
 
 def _segments(

@@ -293,11 +293,7 @@ class DeviceReader:
         fan = self.call("fan", lambda: nv.nvmlDeviceGetFanSpeed(h))
         power_mw = self.call("power", lambda: nv.nvmlDeviceGetPowerUsage(h))
         energy_mj = slow_values.get("energy_mj")
-        clock_sm = self.call("clock_sm", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
-        clock_mem = self.call("clock_mem", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))
-        clock_gfx = self.call(
-            "clock_gfx", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS)
-        )
+        clock_sm, clock_mem, clock_gfx = self._read_clocks()
         pstate = self.call("pstate", lambda: nv.nvmlDeviceGetPerformanceState(h))
         reasons = self.call(
             "throttle",
@@ -315,17 +311,7 @@ class DeviceReader:
         mig_instances = self._read_mig() if s.get("mig_enabled") else ()
         processes = self._read_processes(process_util)
 
-        pcie_tx = fields.get("pcie_tx")
-        pcie_rx = fields.get("pcie_rx")
-        nvlink_tx = fields.get("nvlink_tx")
-        nvlink_rx = fields.get("nvlink_rx")
-        if gpm is not None:
-            # GPM measures the same traffic where the byte counters are unsupported
-            # (not merely without a baseline yet: one source per device keeps graphs honest)
-            if "pcie_tx" not in fields or not slow:
-                pcie_tx, pcie_rx = gpm.pcie_tx_bytes_per_s, gpm.pcie_rx_bytes_per_s
-            if ("nvlink_tx" not in fields or not slow) and s.get("nvlink_count"):
-                nvlink_tx, nvlink_rx = gpm.nvlink_tx_bytes_per_s, gpm.nvlink_rx_bytes_per_s
+        pcie_tx, pcie_rx, nvlink_tx, nvlink_rx = self._traffic(fields, gpm, slow)
 
         device = DeviceSnapshot(
             index=self.index,
@@ -345,9 +331,9 @@ class DeviceReader:
             power_w=power_mw / 1000.0 if power_mw is not None else None,
             power_limit_w=slow_values.get("power_limit_w"),
             energy_j=energy_mj / 1000.0 if energy_mj is not None else None,
-            clock_sm_mhz=to_int(clock_sm),
-            clock_mem_mhz=to_int(clock_mem),
-            clock_gfx_mhz=to_int(clock_gfx),
+            clock_sm_mhz=clock_sm,
+            clock_mem_mhz=clock_mem,
+            clock_gfx_mhz=clock_gfx,
             clock_sm_max_mhz=to_int(s.get("clock_sm_max")),
             clock_mem_max_mhz=to_int(s.get("clock_mem_max")),
             clock_gfx_max_mhz=to_int(s.get("clock_gfx_max")),
@@ -377,6 +363,34 @@ class DeviceReader:
             gpm=gpm,
         )
         return device, processes
+
+    def _read_clocks(self) -> tuple[int | None, int | None, int | None]:
+        """The SM, memory and graphics clocks now, in MHz."""
+        nv, h = self.nvml, self.handle
+        clock_sm = self.call("clock_sm", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+        clock_mem = self.call("clock_mem", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))
+        clock_gfx = self.call(
+            "clock_gfx", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_GRAPHICS)
+        )
+        return to_int(clock_sm), to_int(clock_mem), to_int(clock_gfx)
+
+    def _traffic(
+        self, fields: dict[str, Any], gpm: GpmMetrics | None, slow: bool
+    ) -> tuple[float | None, float | None, float | None, float | None]:
+        """PCIe TX, RX and NVLink TX, RX in bytes per second: the byte counters'
+        rates, or GPM's where it measures the same traffic."""
+        pcie_tx = fields.get("pcie_tx")
+        pcie_rx = fields.get("pcie_rx")
+        nvlink_tx = fields.get("nvlink_tx")
+        nvlink_rx = fields.get("nvlink_rx")
+        if gpm is not None:
+            # GPM measures the same traffic where the byte counters are unsupported
+            # (not merely without a baseline yet: one source per device keeps graphs honest)
+            if "pcie_tx" not in fields or not slow:
+                pcie_tx, pcie_rx = gpm.pcie_tx_bytes_per_s, gpm.pcie_rx_bytes_per_s
+            if ("nvlink_tx" not in fields or not slow) and self._static.get("nvlink_count"):
+                nvlink_tx, nvlink_rx = gpm.nvlink_tx_bytes_per_s, gpm.nvlink_rx_bytes_per_s
+        return pcie_tx, pcie_rx, nvlink_tx, nvlink_rx
 
     def lost_snapshot(self) -> DeviceSnapshot:
         return DeviceSnapshot(

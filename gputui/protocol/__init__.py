@@ -12,7 +12,6 @@ for the socket and framing modules.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,32 +30,37 @@ if TYPE_CHECKING:
         socket_path,
     )
 
-#: each name of the package and the module that defines it
-_HOME = {
-    "SchemaError": "fields",
-    "MAX_FRAME": "framing",
-    "FrameError": "framing",
-    "FrameReader": "framing",
-    "encode": "framing",
-    "encode_obj": "framing",
-    "PROTOCOL_VERSION": "messages",
-    "SocketDirError": "paths",
-    "current_uid": "paths",
-    "ensure_private_dir": "paths",
-    "find_socket": "paths",
-    "hooked_pids": "paths",
-    "list_sockets": "paths",
-    "peer_uid": "paths",
-    "socket_dirs": "paths",
-    "socket_path": "paths",
-}
-
 
 def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    # each module by an import statement of its own, so that a reader and the
+    # import contracts see it
+    if name == "SchemaError":
+        from gputui.protocol import fields
+
+        return getattr(fields, name)
+    if name in ("MAX_FRAME", "FrameError", "FrameReader", "encode", "encode_obj"):
+        from gputui.protocol import framing
+
+        return getattr(framing, name)
+    if name == "PROTOCOL_VERSION":
+        from gputui.protocol import messages
+
+        return getattr(messages, name)
+    if name in (
+        "SocketDirError",
+        "current_uid",
+        "ensure_private_dir",
+        "find_socket",
+        "hooked_pids",
+        "list_sockets",
+        "peer_uid",
+        "socket_dirs",
+        "socket_path",
+    ):
+        from gputui.protocol import paths
+
+        return getattr(paths, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -89,8 +90,12 @@ def test_once_path_does_not_load_textual() -> None:
     assert "LOADED []" in proc.stdout
 
 
-# -- structure: no import cycles, no large modules ---------------------------------------
-MAX_LINES = 600
+# -- structure: no import cycles, no long functions, modules of one concept ------------
+#: a module is one concept, whatever its length (docs/architecture.md); past this
+#: many lines it is worth a second look, and the suite says so (a warning)
+REVIEW_LINES = 800
+#: no function or method is longer than this (a long one is several steps: name them)
+MAX_FUNCTION_LINES = 100
 
 
 def module_names(package: Path) -> dict[str, Path]:
@@ -181,13 +186,66 @@ def test_no_import_cycles_in_the_package() -> None:
     assert cycles(import_graph(PACKAGE)) == []
 
 
-def test_no_module_over_600_lines() -> None:
-    long = {
-        str(path.relative_to(PACKAGE)): n
-        for path in modules_under()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
+def long_modules(package: Path, lines: int) -> dict[str, int]:
+    return {
+        str(path.relative_to(package)): n
+        for path in sorted(package.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > lines
     }
-    assert long == {}
+
+
+def long_functions(package: Path, lines: int) -> dict[str, int]:
+    """``module:function`` -> its length, for the functions and methods over ``lines``
+    (decorators not counted)."""
+    found: dict[str, int] = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > lines:
+                    found[f"{path.relative_to(package)}:{node.name}"] = n
+    return found
+
+
+def test_modules_past_the_review_length_are_named() -> None:
+    """Cohesion, not a cap, decides a module's size: a long one is reported, not failed."""
+    for name, n in long_modules(PACKAGE, REVIEW_LINES).items():
+        warnings.warn(f"{name} has {n} lines: is it still one concept?", stacklevel=1)
+
+
+def test_the_length_checks_find_a_long_function_and_a_long_module(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    (pkg / "a.py").write_text(
+        f"class A:\n    def long(self):\n    {body.replace(chr(10), chr(10) + '    ')}"
+    )
+    (pkg / "b.py").write_text(f"def short():\n{body[: body.index(chr(10)) + 1]}")
+    assert long_functions(pkg, MAX_FUNCTION_LINES) == {"a.py:long": MAX_FUNCTION_LINES + 1}
+    assert list(long_modules(pkg, MAX_FUNCTION_LINES)) == ["a.py"]
+
+
+def test_no_function_over_100_lines() -> None:
+    assert long_functions(PACKAGE, MAX_FUNCTION_LINES) == {}
+
+
+def test_no_module_is_loaded_by_a_name_built_at_run_time() -> None:
+    """Every gputui module is imported by an import statement (lazily where it
+    must be), never through importlib by a string: the import contracts and a
+    reader see only statements."""
+    offenders = []
+    for path in modules_under():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, (ast.Attribute, ast.Name))
+                and getattr(node.func, "attr", getattr(node.func, "id", ""))
+                in ("import_module", "__import__")
+                and node.args
+                and "gputui" in ast.unparse(node.args[0])
+            ):
+                offenders.append(str(path.relative_to(PACKAGE)))
+    assert offenders == []
 
 
 def test_only_the_jobs_module_talks_to_hooks() -> None:
