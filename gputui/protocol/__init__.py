@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     )
 
 
+#: what ``paths`` lends the package's namespace
+_PATHS_NAMES = (
+    "SocketDirError current_uid ensure_private_dir find_socket hooked_pids list_sockets "
+    "peer_uid socket_dirs socket_path"
+).split()
+
+
 def __getattr__(name: str) -> Any:
     # each module by an import statement of its own, so that a reader and the
     # import contracts see it
@@ -46,17 +53,7 @@ def __getattr__(name: str) -> Any:
         from gputui.protocol import messages
 
         return getattr(messages, name)
-    if name in (
-        "SocketDirError",
-        "current_uid",
-        "ensure_private_dir",
-        "find_socket",
-        "hooked_pids",
-        "list_sockets",
-        "peer_uid",
-        "socket_dirs",
-        "socket_path",
-    ):
+    if name in _PATHS_NAMES:
         from gputui.protocol import paths
 
         return getattr(paths, name)
