@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
 
 #: what ``paths`` lends the package's namespace
-_PATHS_NAMES = (
-    "SocketDirError current_uid ensure_private_dir find_socket hooked_pids list_sockets "
-    "peer_uid socket_dirs socket_path"
-).split()
+_PATHS_NAMES = frozenset(
+    {"SocketDirError", "current_uid", "ensure_private_dir", "find_socket", "hooked_pids"}
+    | {"list_sockets", "peer_uid", "socket_dirs", "socket_path"}
+)
 
 
 def __getattr__(name: str) -> Any:
