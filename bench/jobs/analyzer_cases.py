@@ -22,7 +22,23 @@ Cases (the planted cause in brackets):
 - ``hf_gpt2``: a Hugging Face GPT-2 (from a config: no download) trained with
   AdamW in bf16 autocast [none];
 - ``lightning``: a Lightning ``Trainer`` fitting a small model, profiled from a
-  callback [none].
+  callback [none];
+- ``sdpa_mem_efficient``: ``F.scaled_dot_product_attention`` on fp32 inputs with an
+  additive float mask (flash cannot take either): the memory-efficient kernels
+  [SDPA off the flash kernel];
+- ``slow_workers``: a DataLoader whose 2 workers decode too slowly for the step
+  (``decode_sample``) [data loading];
+- ``item_in_forward``: ``.item()`` in the model's forward [host sync];
+- ``compiled_item``: ``torch.compile`` of a model whose forward calls ``.item()``
+  (a graph break) on small layers [launch-bound, blocked by the graph break];
+- ``inference``: a transformer encoder in ``torch.inference_mode()``, batch 2 [launch
+  overhead; no optimizer];
+- ``cpu_randn``: each step makes a 4096 x 4096 tensor with ``torch.randn`` on the CPU
+  and copies it over [CPU-side tensor creation];
+- ``leak``: the losses are kept in a list with their graphs [memory growth];
+- ``hf_trainer``: a Hugging Face ``Trainer`` fitting a GPT-2 (from a config) on random
+  tokens, profiled from a ``TrainerCallback`` [none];
+- ``ddp_one``: DistributedDataParallel over NCCL with one rank [none].
 Each trace is ``OUT_DIR/CASE.pt.trace.json.gz``.
 """
 
@@ -286,6 +302,247 @@ def case_lightning(out: Path) -> Path:
         shutil.copyfileobj(src, dst)
     raw.unlink()
     return gz
+
+
+def case_sdpa_mem_efficient(out: Path) -> Path:
+    t = 2048
+    shape = (4, 8, t, 64)
+    q, k, v = (torch.randn(shape, device=DEV, requires_grad=True) for _ in range(3))
+    # an additive causal mask as floats: flash takes neither fp32 nor a float mask
+    mask = torch.full((t, t), float("-inf"), device=DEV).triu(1)
+
+    def step() -> None:
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        o.square().mean().backward()
+
+    return profiled(out, "sdpa_mem_efficient", step)
+
+
+def decode_sample(i: int) -> np.ndarray:
+    """A slow per-sample decode: what a JPEG decode and resize cost a worker."""
+    rng = np.random.default_rng(i)
+    img = rng.standard_normal((96, 96, 3))
+    for _ in range(12):
+        img = np.sort(img, axis=0) * 0.999
+    return img.reshape(-1)[:1024].astype(np.float32)
+
+
+class SlowDecode(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return 1_000_000
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.from_numpy(decode_sample(i))
+
+
+def case_slow_workers(out: Path) -> Path:
+    model, opt = mlp()
+    loader = torch.utils.data.DataLoader(
+        SlowDecode(), batch_size=64, num_workers=2, pin_memory=True, persistent_workers=True
+    )
+    batches = iter(loader)
+
+    def step() -> None:
+        x = next(batches).to(DEV, non_blocking=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    return profiled(out, "slow_workers", step)
+
+
+class Checked(nn.Module):
+    """A model whose forward reads a value back to the host every layer."""
+
+    def __init__(self, width: int = 2048, depth: int = 8) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = F.gelu(layer(x))
+            if x.abs().max().item() > 1e4:  # a host sync in forward
+                x = x / 1e4
+        return x
+
+
+def case_item_in_forward(out: Path) -> Path:
+    model = Checked().to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(512, 2048, device=DEV)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).float().square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    return profiled(out, "item_in_forward", step)
+
+
+class SmallChecked(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(256, 256) for _ in range(12))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = torch.tanh(layer(x))
+            if i == 5 and x.mean().item() > 10.0:  # a graph break at .item()
+                x = x * 0.5
+        return x
+
+
+def case_compiled_item(out: Path) -> Path:
+    model = torch.compile(SmallChecked().to(DEV))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(32, 256, device=DEV)
+
+    def step() -> None:
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(4):  # compile first
+        step()
+    return profiled(out, "compiled_item", step)
+
+
+def case_inference(out: Path) -> Path:
+    layer = nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
+    model = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False).to(DEV).eval()
+    x = torch.randn(2, 64, 512, device=DEV)
+
+    def step() -> None:
+        with torch.inference_mode():
+            model(x)
+
+    for _ in range(3):
+        step()
+    return profiled(out, "inference", step)
+
+
+def case_cpu_randn(out: Path) -> Path:
+    model, opt = mlp()
+
+    def step() -> None:
+        noise = torch.randn(4096, 4096)  # made on the CPU every step
+        x = noise[:256].to(DEV) + noise.to(DEV).mean()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(2):
+        step()
+    return profiled(out, "cpu_randn", step)
+
+
+def case_leak(out: Path) -> Path:
+    model, opt = mlp()
+    kept: list[torch.Tensor] = []
+    x = torch.randn(256, 1024, device=DEV)
+
+    def step() -> None:
+        out_ = model(x)
+        loss = out_.square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        kept.append(out_)  # every step's output (1 MiB) kept with its graph
+
+    return profiled(out, "leak", step, steps=STEPS + 4)
+
+
+def case_hf_trainer(out: Path) -> Path:
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    raw = out / "hf_trainer.pt.trace.json"
+    cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=512, vocab_size=32000)
+    model = GPT2LMHeadModel(cfg)
+
+    class Tokens(torch.utils.data.Dataset):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return 4096
+
+        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+            ids = torch.randint(0, 32000, (512,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids}
+
+    class Profile(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, *_: Any, **__: Any) -> None:
+            self.prof = torch.profiler.profile(
+                activities=[
+                    torch.profiler.ProfilerActivity.CPU,
+                    torch.profiler.ProfilerActivity.CUDA,
+                ],
+                schedule=torch.profiler.schedule(**SCHEDULE),
+                on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
+            )
+            self.prof.__enter__()
+
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            self.prof.step()
+
+        def on_train_end(self, *_: Any, **__: Any) -> None:
+            self.prof.__exit__(None, None, None)
+
+    args = TrainingArguments(
+        output_dir=str(out / "hf_trainer_out"),
+        per_device_train_batch_size=8,
+        max_steps=STEPS + 2,
+        bf16=True,
+        logging_steps=1000,
+        save_strategy="no",
+        report_to=[],
+        dataloader_num_workers=2,
+    )
+    Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Profile()]).train()
+    gz = raw.with_suffix(".json.gz")
+    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    shutil.rmtree(out / "hf_trainer_out", ignore_errors=True)
+    return gz
+
+
+def case_ddp_one(out: Path) -> Path:
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        model, _ = encoder()
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
+        opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
+        x = torch.randn(8, 512, 1024, device=DEV)
+
+        def step() -> None:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = ddp(x).float().square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        for _ in range(3):
+            step()
+        return profiled(out, "ddp_one", step)
+    finally:
+        dist.destroy_process_group()
 
 
 CASES = {
