@@ -33,7 +33,7 @@ Cases (the planted cause in brackets):
   (a graph break) on small layers [launch-bound, blocked by the graph break];
 - ``inference``: a transformer encoder in ``torch.inference_mode()``, batch 2 [launch
   overhead; no optimizer];
-- ``cpu_randn``: each step makes a 4096 x 4096 tensor with ``torch.randn`` on the CPU
+- ``cpu_randn``: each step makes an 8192 x 1024 tensor with ``torch.randn`` on the CPU
   and copies it over [CPU-side tensor creation];
 - ``leak``: the losses are kept in a list with their graphs [memory growth];
 - ``hf_trainer``: a Hugging Face ``Trainer`` fitting a GPT-2 (from a config) on random
@@ -433,7 +433,7 @@ def case_cpu_randn(out: Path) -> Path:
     model, opt = mlp()
 
     def step() -> None:
-        noise = torch.randn(4096, 4096)  # made on the CPU every step
+        noise = torch.randn(8192, 1024)  # made on the CPU every step
         x = noise[:256].to(DEV) + noise.to(DEV).mean()
         loss = model(x).square().mean()
         loss.backward()
