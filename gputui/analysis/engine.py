@@ -27,7 +27,7 @@ from gputui.analysis.rules import (
     roofline,
     steps,
 )
-from gputui.analysis.severity import CRIT, WARN
+from gputui.analysis.settle import settle
 
 #: the rule modules: importing one registers its rules (named once, here)
 RULE_MODULES = (
@@ -60,25 +60,15 @@ def lacking(r: Rule, ev: JobEvidence) -> str:
 
 
 def analyze(ev: JobEvidence, rules: Iterable[str] | None = None) -> list[Finding]:
-    """Every job rule (or those named) over ``ev``, ranked by what they cost.  A
-    rule whose minimum evidence ``ev`` lacks is not run: it says nothing (the
-    views say what the analyzer waits for)."""
+    """Every job rule (or those named) over ``ev``, settled against its ledger
+    (symptoms under their causes, every cost capped at its part of the step) and
+    ranked by what they cost.  A rule whose minimum evidence ``ev`` lacks is not
+    run: it says nothing (the views say what the analyzer waits for)."""
     out: list[Finding] = []
     for rule_id in rules if rules is not None else job_rules():
         if not lacking(REGISTRY[rule_id], ev):
             out.extend(run_rule(rule_id, ev))
-    return ranked(suppress(out))
-
-
-def suppress(found: list[Finding]) -> list[Finding]:
-    """Leave out each finding whose rule is ``suppressed_by`` a rule that spoke
-    with a warning or worse on the same evidence."""
-    spoke = {f.rule for f in found if f.severity in (WARN, CRIT)}
-    return [
-        f
-        for f in found
-        if f.rule not in REGISTRY or not spoke.intersection(REGISTRY[f.rule].suppressed_by)
-    ]
+    return settle(out, ev.ledger)
 
 
 def analyze_ranks(ev: RanksEvidence) -> list[Finding]:

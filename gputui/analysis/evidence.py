@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from gputui.analysis import thresholds
+from gputui.analysis import ledger, thresholds
 from gputui.analysis.gpu_window import GpuWindow
+from gputui.analysis.ledger import Ledger
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
@@ -43,6 +45,9 @@ MIN_GPU_SAMPLES = int(thresholds.value("min.gpu_samples"))
 GPU_WINDOW = 30
 #: kernels shorter than this are "tiny": launch overhead dominates them
 TINY_KERNEL_US = thresholds.value("launch.tiny_kernel_us")
+#: a profiled step's launch + dispatch time over the job's own (DESIGN §4: CPU+CUDA
+#: profiling slowed a launch-bound H100 step by 75-95%; the low end is taken)
+PROFILER_SLOWDOWN = thresholds.value("idle.profiler_slowdown")
 #: ops placed on the roofline (by GPU time)
 ROOFLINE_TOP = 10
 
@@ -163,6 +168,24 @@ class CaptureView:
         rows = [k for k in self.kernels if _PAGEABLE.match(k.name)]
         return sum(k.total_us for k in rows), sum(k.calls for k in rows)
 
+    def unprofiled_idle(self) -> float | None:
+        """The GPU's idle share of the step once the profiler's own CPU cost is
+        taken out: kernel launch and torch dispatch shrink by the profiler's
+        slowdown (``idle.profiler_slowdown``), and the GPU idles only for the
+        CPU-side time its busy time does not cover.  None without a step account
+        with GPU time."""
+        acct = self.account
+        if acct is None or acct.step_us <= 0:
+            return None
+        busy = acct.gpu_part_share("compute")
+        if busy is None:  # an older hook's account: all GPU activity
+            busy = acct.gpu_busy_share
+        if busy is None:
+            return None
+        issuing = acct.share("launch") + acct.share("dispatch")
+        cpu = 1.0 - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
+        return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
+
     def fp32_gemm_share(self) -> float:
         """Share of kernel time in FP32 GEMMs on the CUDA cores (SIMT sgemm, the
         f32 xmma kernels cuBLAS picks when TF32 is off)."""
@@ -221,6 +244,9 @@ class JobEvidence:
     python_profile: PythonProfile | None = None
     #: what torch.compile did in the job (None: nothing compiled, or unknown)
     compile_report: CompileReport | None = None
+    #: the last step of the newest capture (where the ledger's carried buckets
+    #: come from), None without one
+    capture_step: int | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -230,6 +256,61 @@ class JobEvidence:
     def step_s(self) -> float | None:
         """The typical (median) ordinary step time, seconds."""
         return self.stats.wall.p50 if self.stats.wall is not None else None
+
+    @property
+    def mean_step_s(self) -> float | None:
+        """The mean step of the analyzer's window (the ledger's), seconds: what a
+        share of the step is in milliseconds."""
+        step = self.ledger.step_s
+        if step:
+            return step
+        return self.stats.wall.mean if self.stats.wall is not None else None
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The window and time account every cost is settled against: a trace's
+        (or a capture-only evidence's) measured account, else the live job's
+        ordinary steps with the newest capture's split of the rest."""
+        cap = self.capture
+        acct = None if cap is None else cap.account
+        if self.from_trace:
+            if acct is None or acct.step_us <= 0:
+                return Ledger(ledger.Window("profiled steps", self.stats.count), None)
+            kind = "profiled steps" if self.stats.count else "GPU activity"
+            return ledger.from_account(
+                acct,
+                ledger.Window(kind, acct.steps),
+                gpu_idle=self._unprofiled_idle(),
+                slowdown=PROFILER_SLOWDOWN,
+            )
+        note = "warm-up, profiled and compiling steps left out"
+        usual = ordinary(self.steps)
+        if not usual and acct is not None and acct.step_us > 0:
+            return ledger.from_account(
+                acct,
+                ledger.Window("profiled steps", acct.steps),
+                gpu_idle=self._unprofiled_idle(),
+                source="the capture",
+                slowdown=PROFILER_SLOWDOWN,
+            )
+        return ledger.from_steps(
+            usual,
+            acct,
+            self.capture_step,
+            gpu_idle=self._unprofiled_idle(),
+            note=note,
+            slowdown=PROFILER_SLOWDOWN,
+        )
+
+    def _unprofiled_idle(self) -> float | None:
+        """The GPU's idle share at the job's own speed: NVML's utilization over
+        the attached window, else the capture's account with the profiler's own
+        CPU cost taken out; None without either (or without a GPU)."""
+        gpu = self.gpu
+        if gpu is not None and gpu.util_pct is not None and gpu.samples >= MIN_GPU_SAMPLES:
+            return max(0.0, 1.0 - gpu.util_pct / 100.0)
+        cap = self.capture
+        return None if cap is None else cap.unprofiled_idle()
 
     def phase_share(self, name: str, gpu: bool = False) -> float:
         dists = self.stats.gpu_phases if gpu else self.stats.phases
@@ -306,6 +387,7 @@ def job_evidence(
         compute_capability=compute_capability,
         python_profile=python_profile,
         compile_report=compile_report,
+        capture_step=None if capture is None else capture.last_step,
     )
 
 
@@ -365,6 +447,14 @@ class RanksEvidence:
     def ready(self) -> tuple[RankEvidence, ...]:
         """Ranks with enough ordinary steps for rules about steps."""
         return tuple(r for r in self.ranks if r.job.enough_steps)
+
+    @property
+    def mean_step_s(self) -> float | None:
+        """The job's mean step: the median over ranks of their mean step."""
+        import statistics
+
+        steps = [r.job.mean_step_s for r in self.ready if r.job.mean_step_s]
+        return statistics.median(steps) if steps else None
 
     @property
     def step_s(self) -> float | None:

@@ -5,6 +5,7 @@ monitor, the attach screen, ``--once``, JSON, the exporter and ``gputui analyze`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,6 +44,18 @@ class Finding(ValueBase):
     #: seconds until the job fails at this rate (out of memory), where a rule can
     #: say: such a finding outranks every throughput finding
     failure_in_s: float | None = None
+    #: the part of the step its cost lies in (a bucket of the step's time account,
+    #: "issue" for launch + dispatch, "gpu_busy", "gpu_idle"; gputui.analysis.ledger)
+    bucket: str | None = None
+    #: symptoms of this cause: findings whose time lies in its part of the step,
+    #: shown as its evidence rather than beside it
+    related: tuple[Finding, ...] = ()
+    #: the rule chose the severity itself (it does not follow the settled cost)
+    severity_fixed: bool = False
+
+    def evolve(self, **changes: Any) -> Finding:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (``findings`` in ``--json`` outputs; docs/json.md)."""
@@ -59,6 +72,10 @@ class Finding(ValueBase):
             "source": self.source,
             "gpu": self.gpu_index,
             "failure_in_s": _round(self.failure_in_s),
+            "bucket": self.bucket,
+            "related": [
+                {"rule": r.rule, "title": r.title, "evidence": r.evidence} for r in self.related
+            ],
         }
 
 

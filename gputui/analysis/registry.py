@@ -113,13 +113,22 @@ class Rule(ValueBase):
     scope: str = "job"
     #: when it fires, with its thresholds, in words (docs/analyzer.md)
     trigger: str = ""
-    #: rules whose warn or crit finding on the same evidence silences this one
-    #: (they name the same time more precisely)
-    suppressed_by: tuple[str, ...] = ()
+    #: rules whose warn or crit finding on the same evidence takes this one under
+    #: it as evidence (they name the same time more precisely), whatever part of
+    #: the step either names
+    symptom_of: tuple[str, ...] = ()
     #: the least evidence it speaks from (the engine enforces it)
     minimum: Minimum = Minimum()
     #: the keys of the thresholds its trigger names (gputui.analysis.thresholds)
     thresholds: tuple[str, ...] = ()
+    #: the part of the step its cost lies in (gputui.analysis.ledger: an account
+    #: bucket, "issue", "gpu_busy", "gpu_idle", "outside"); None: no time (a
+    #: failure, a lost GPU, advice)
+    bucket: str | None = None
+    #: an explanation rather than a cause (slow steps, idle gaps, a dominant
+    #: kernel): when a cause's warn or crit finding names the same time, it goes
+    #: under that cause as evidence
+    symptom: bool = False
 
 
 REGISTRY: dict[str, Rule] = {}
@@ -132,9 +141,11 @@ def rule(
     needs: tuple[str, ...],
     scope: str = "job",
     trigger: str = "",
-    suppressed_by: tuple[str, ...] = (),
+    symptom_of: tuple[str, ...] = (),
     *,
     minimum: Minimum | None = None,
+    bucket: str | None = None,
+    symptom: bool = False,
 ) -> Callable[[Check], Check]:
     """Register ``check`` as rule ``rule_id``.  ``trigger`` may name thresholds
     as ``{key}`` (filled from the table); ``minimum`` defaults to what
@@ -151,9 +162,11 @@ def rule(
             needs,
             scope,
             thresholds.fill(trigger),
-            suppressed_by,
+            symptom_of,
             Minimum.of(needs) if minimum is None else minimum,
             thresholds.keys_in(trigger),
+            bucket,
+            symptom,
         )
         return check
 
@@ -184,12 +197,15 @@ def finding(
     scope: str = "job",
     severity: Severity | None = None,
     failure_in_s: float | None = None,
+    bucket: str | None = None,
 ) -> Finding:
     """A finding of rule ``rule_id``; ``share`` (0..1 of the step) sets the impact
-    in % and in ms per step (from the job's median step) and, unless given, the
-    severity."""
+    in % and in ms per step (of the job's mean step: the engine settles both
+    against the ledger, gputui.analysis.ledger) and, unless given, the severity.
+    ``bucket``: the part of the step its time lies in, where the rule's own
+    (registered) part does not say."""
     impact_pct = None if share is None else round(100.0 * max(0.0, min(1.0, share)), 1)
-    step_s = ev.step_s
+    step_s = ev.mean_step_s
     impact_ms = None
     if impact_pct is not None and step_s:
         impact_ms = round(impact_pct / 100.0 * step_s * 1000.0, 2)
@@ -205,6 +221,8 @@ def finding(
         impact_pct=impact_pct,
         impact_ms=impact_ms,
         failure_in_s=failure_in_s,
+        bucket=bucket,
+        severity_fixed=severity is not None,
     )
 
 

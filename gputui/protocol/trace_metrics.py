@@ -309,7 +309,7 @@ class StepBreakdown:
 #: the step's time account's buckets, in the order they claim time (DESIGN §10):
 #: data wait, user phases, communication, host sync wait, kernel launch, torch
 #: dispatch, and Python outside torch (what no other bucket claimed)
-ACCOUNT_BUCKETS = ("data", "phase", "comm", "sync", "launch", "dispatch", "python")
+ACCOUNT_BUCKETS = ("data", "phase", "comm", "sync", "launch", "dispatch", "python", "ahead")
 ACCOUNT_LABELS = {
     "data": "data wait",
     "phase": "user phases",
@@ -318,7 +318,11 @@ ACCOUNT_LABELS = {
     "launch": "kernel launch",
     "dispatch": "torch dispatch",
     "python": "Python outside torch",
+    "ahead": "CPU ahead of the GPU",
 }
+#: the buckets of the host's own time in a step (all but the time the CPU ran
+#: ahead of the GPU and the step waited for the GPU's work)
+HOST_BUCKETS = ACCOUNT_BUCKETS[:-1]
 
 
 @dataclass(frozen=True)
@@ -338,10 +342,24 @@ class StepAccount:
     launch_us: float = 0.0
     dispatch_us: float = 0.0
     python_us: float = 0.0
+    #: the step's time past the host's own (the ``ProfilerStep`` range stretched
+    #: to the end of the GPU work launched in it): the CPU ran ahead and the step
+    #: waited for the GPU (0 in an older hook's account)
+    ahead_us: float = 0.0
     gpu_busy_us: float | None = None
     #: calls per step of the synchronizing and the launching runtime calls
     sync_calls_per_step: float = 0.0
     launch_calls_per_step: float = 0.0
+    #: the GPU's idle time per step by what the host did meanwhile (a host
+    #: bucket; "sync": the GPU drained while the CPU waited, then idled until the
+    #: CPU queued work again); None in an older hook's account
+    gpu_idle_us: Mapping[str, float] | None = None
+    #: the GPU's compute kernels per step, and communication kernels and copies
+    #: (memcpy, memset) where no compute runs (exposed); None in an older
+    #: hook's account
+    gpu_compute_us: float | None = None
+    gpu_comm_us: float | None = None
+    gpu_copy_us: float | None = None
 
     def bucket_us(self, bucket: str) -> float:
         return float(getattr(self, f"{bucket}_us"))
@@ -373,6 +391,10 @@ class StepAccount:
             launch_calls_per_step=f.number(
                 obj, "launch_calls_per_step", where, hi=_BIG, default=0.0
             ),
+            gpu_idle_us=_idle_by_bucket(obj, where),
+            gpu_compute_us=_opt_us(obj, "gpu_compute_us", where),
+            gpu_comm_us=_opt_us(obj, "gpu_comm_us", where),
+            gpu_copy_us=_opt_us(obj, "gpu_copy_us", where),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -383,7 +405,33 @@ class StepAccount:
         out["gpu_busy_us"] = self.gpu_busy_us
         out["sync_calls_per_step"] = self.sync_calls_per_step
         out["launch_calls_per_step"] = self.launch_calls_per_step
+        if self.gpu_idle_us is not None:
+            out["gpu_idle_us"] = dict(self.gpu_idle_us)
+        for part in ("compute", "comm", "copy"):
+            value = getattr(self, f"gpu_{part}_us")
+            if value is not None:
+                out[f"gpu_{part}_us"] = value
         return out
+
+    def gpu_part_share(self, part: str) -> float | None:
+        """The step's share of GPU ``part`` ("compute", "comm": communication
+        kernels where no compute runs, "copy": copies where neither runs)."""
+        value = getattr(self, f"gpu_{part}_us")
+        return None if value is None or self.step_us <= 0 else min(1.0, value / self.step_us)
+
+    def idle_share(self, bucket: str) -> float | None:
+        """The GPU's idle time while the host was in ``bucket``, as a share of the
+        step (None: an older account that did not split it)."""
+        if self.gpu_idle_us is None or self.step_us <= 0:
+            return None
+        return self.gpu_idle_us.get(bucket, 0.0) / self.step_us
+
+
+def _idle_by_bucket(obj: Mapping[str, Any], where: str) -> dict[str, float] | None:
+    raw = f.child(obj, "gpu_idle_us", where)
+    if raw is None:
+        return None
+    return {b: _us(raw, b, f"{where}.gpu_idle_us") for b in HOST_BUCKETS if b in raw}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import CLAIM_LABELS, OUTSIDE
 from gputui.reports import text as layout
 
 if TYPE_CHECKING:  # Rich loads only for the screens: printed reports are plain text
@@ -36,17 +37,25 @@ def impact_text(f: Finding) -> str:
 
 
 def cost_text(f: Finding) -> str:
-    """'about 52% of the step time (3.10 ms per step)', or ''."""
+    """'about 52% of the step time (3.10 ms per step), in host sync wait', or ''."""
     if f.impact_pct is None:
         return ""
     per_step = "" if f.impact_ms is None else f" ({f.impact_ms:.2f} ms per step)"
-    return f"about {f.impact_pct:.0f}% of the step time{per_step}"
+    part = CLAIM_LABELS.get(f.bucket or "")
+    where = f", in {part}" if part and f.bucket != OUTSIDE else ""
+    return f"about {f.impact_pct:.0f}% of the step time{per_step}{where}"
+
+
+def related_text(f: Finding) -> str:
+    """The symptoms a cause explains, as one line of evidence ('' without)."""
+    return "; ".join(f"{r.title} ({r.evidence})" for r in f.related)
 
 
 def fields(f: Finding) -> tuple[tuple[str, str], ...]:
     """A finding's labelled fields, in the order every view shows them."""
     return (
         ("seen", f.evidence),
+        ("also", related_text(f)),
         ("cost", cost_text(f)),
         ("fix", f.fix),
         ("then", f.confirm),

@@ -6,8 +6,14 @@ Each bucket is the union of its intervals over every host thread of the
 process (backward runs its ops on the autograd engine's thread while the
 training thread waits in ``backward()``), and claims only the time no earlier
 bucket claimed, in the order data > user phase > communication > host sync >
-kernel launch > torch dispatch; what is left of the step is Python outside
-torch.  Standard library only: the hook computes it inside the job.
+kernel launch > torch dispatch; what is left of the host's step is Python
+outside torch.  The step itself is the host's ``ProfilerStep`` stretched to the
+end of the GPU work launched in it (the TensorBoard plugin's step): the part past
+the host's own range is the time the CPU ran ahead and the step waited for the
+GPU.  On the GPU side: compute kernels, then communication kernels and copies
+where no compute runs (exposed); the time no compute runs is split by what the
+host did meanwhile.
+Standard library only: the hook computes it inside the job.
 """
 
 from __future__ import annotations
@@ -16,16 +22,20 @@ import bisect
 from collections.abc import Sequence
 
 from gputui.protocol.trace_metrics import StepAccount
-from gputui.trace.step_breakdown import COLLECTIVE_OPS, is_dataloader
+from gputui.trace.step_breakdown import COLLECTIVE_OPS, device_steps, host_steps, is_dataloader
 from gputui.trace.timeline import (
     ANNOTATION,
     DRIVER,
+    HTA_COMMUNICATION,
+    KERNEL,
     MEMCPY,
     OP,
     RUNTIME,
     SYNC,
     Interval,
+    KernelTypes,
     Timeline,
+    intersect,
     length,
     merge,
     subtract,
@@ -132,31 +142,30 @@ def _count_within(starts: Sequence[int], lo: int, hi: int) -> int:
     return bisect.bisect_left(starts, hi) - bisect.bisect_left(starts, lo)
 
 
-def _windows(timeline: Timeline) -> list[Interval]:
-    steps = [(r.start_us, r.end_us) for r in timeline.step_ranges() if r.end_us > r.start_us]
-    if steps:
-        return steps
-    host = [(r.start_us, r.end_us) for r in timeline.ranges if r.kind in (OP, ANNOTATION)]
-    host += [(c.start_us, c.end_us) for c in timeline.runtime]
+def step_windows(timeline: Timeline) -> tuple[list[Interval], list[Interval]]:
+    """The steps of a timeline, as host windows and as the steps' own windows.
+
+    A host window is a ``ProfilerStep`` range; the step's own window is that range
+    stretched to the end of the GPU work launched in it, the trailing steps the
+    profiler cut short left out (the TensorBoard plugin's steps,
+    :func:`~gputui.trace.step_breakdown.device_steps`).  A timeline without step
+    marks is one step: the span of its GPU activity (what comes before the first
+    GPU activity is set-up, what comes after it tear-down), else of its host
+    activity."""
+    host = host_steps(timeline)
     if not host:
-        return []
-    return [(min(s for s, _ in host), max(e for _, e in host))]
+        return [], []
+    steps = device_steps(timeline, host)
+    host = host[: len(steps)]
+    return [(s, e) for s, e, _ in host], [(s, e) for s, e, _ in steps]
 
 
-def step_account(timeline: Timeline) -> StepAccount | None:
-    """The mean account of the timeline's ``ProfilerStep`` ranges (the whole
-    host span when it has none); None without host events."""
-    windows = _windows(timeline)
-    if not windows:
-        return None
-    raw: dict[str, list[Interval]] = {
-        "data": [],
-        "phase": [],
-        "comm": [],
-        "sync": [],
-        "launch": [],
-        "dispatch": [],
-    }
+def _raw_buckets(
+    timeline: Timeline,
+) -> tuple[dict[str, list[Interval]], list[Interval], list[int], list[int]]:
+    """Each host bucket's intervals (not yet exclusive), the synchronizing calls'
+    intervals, and the start times of the synchronizing and launching calls."""
+    raw: dict[str, list[Interval]] = {b: [] for b in _HOST_ORDER}
     roles: dict[tuple[str, str], str | None] = {}  # a trace repeats few names
     for r in timeline.ranges:
         start, end = r.start_us, r.end_us
@@ -175,6 +184,7 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         for a in timeline.gpu
         if a.kind == MEMCPY and a.correlation >= 0 and "Pageable" in a.name
     }
+    sync_calls: list[Interval] = []
     sync_starts: list[int] = []
     launch_starts: list[int] = []
     for c in timeline.runtime:
@@ -184,6 +194,7 @@ def step_account(timeline: Timeline) -> StepAccount | None:
             sync_starts.append(c.start_us)
             if c.end_us > c.start_us:
                 raw["sync"].append((c.start_us, c.end_us))
+                sync_calls.append((c.start_us, c.end_us))
         elif c.name in LAUNCH_CALLS:
             launch_starts.append(c.start_us)
             if c.end_us > c.start_us:
@@ -192,66 +203,118 @@ def step_account(timeline: Timeline) -> StepAccount | None:
             raw["dispatch"].append((c.start_us, c.end_us))
     sync_starts.sort()
     launch_starts.sort()
+    sync_calls.sort()
+    return raw, sync_calls, sync_starts, launch_starts
+
+
+#: the host buckets that claim time, in their order of precedence (Python outside
+#: torch is what none of them claimed)
+_HOST_ORDER = ("data", "phase", "comm", "sync", "launch", "dispatch")
+
+
+def _after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interval]:
+    """The idle gaps the GPU sat in because the CPU waited for it: gaps that a
+    synchronizing call was already waiting at when they began (the GPU drained)
+    and that it returned during; from the gap's start to its end, while the CPU
+    queued the next work."""
+    if not sync_calls:
+        return []
+    starts = [s for s, _ in sync_calls]
+    out: list[Interval] = []
+    for lo, hi in idle:
+        # calls that began by the gap's start, the latest first
+        k = bisect.bisect_right(starts, lo)
+        for j in range(k - 1, max(-1, k - 64), -1):
+            _, e = sync_calls[j]
+            if lo <= e <= hi:
+                out.append((lo, hi))
+                break
+            if e < lo:
+                break
+    return out
+
+
+def step_account(timeline: Timeline) -> StepAccount | None:
+    """The mean account of the timeline's steps (:func:`step_windows`); None
+    without host events."""
+    host, windows = step_windows(timeline)
+    if not windows:
+        return None
+    raw, sync_calls, sync_starts, launch_starts = _raw_buckets(timeline)
     # each bucket keeps only what the earlier ones left
     claimed: list[Interval] = []
-    exclusive: dict[str, _Clipped] = {}
-    for bucket in ("data", "phase", "comm", "sync", "launch", "dispatch"):
-        mine = subtract(merge(raw[bucket]), claimed)
-        exclusive[bucket] = _Clipped(mine)
-        claimed = merge([*claimed, *mine])
-    launched = _Launched(timeline)
+    mine: dict[str, list[Interval]] = {}
+    for bucket in _HOST_ORDER:
+        mine[bucket] = subtract(merge(raw[bucket]), claimed)
+        claimed = merge([*claimed, *mine[bucket]])
+    exclusive = {b: _Clipped(iv) for b, iv in mine.items()}
     totals = dict.fromkeys(exclusive, 0)
-    wall = 0
-    gpu = 0
-    for lo, hi in windows:
-        wall += hi - lo
+    host_wall = 0
+    for lo, hi in host:
+        host_wall += hi - lo
         for bucket, clipped in exclusive.items():
             totals[bucket] += clipped.within(lo, hi)
-        gpu += launched.busy(lo, hi)
+    step_wall = sum(hi - lo for lo, hi in windows)
     n = len(windows)
+    # the GPU side, over the steps' own windows: compute kernels; communication
+    # kernels and copies where no compute runs (exposed); the rest idle
+    parts = _gpu_parts(timeline)
+    span = merge(windows)
+    gpu_busy: float | None = None
+    idle_by: dict[str, float] | None = None
+    exposed: dict[str, float] = {}
+    if parts is not None:
+        compute, comm, copy = (intersect(span, p) for p in parts)
+        comm = subtract(comm, compute)
+        copy = subtract(subtract(copy, compute), comm)
+        gpu_busy = length(merge([*compute, *comm, *copy]))
+        exposed = {"compute": length(compute), "comm": length(comm), "copy": length(copy)}
+        # the time no compute runs, split by what the host did meanwhile
+        idle = subtract(span, compute)
+        bubbles = merge(_after_sync(idle, sync_calls))
+        rest = subtract(idle, bubbles)
+        split = {b: length(intersect(rest, mine[b])) for b in _HOST_ORDER}
+        split["sync"] += length(bubbles)
+        split["python"] = max(0, length(rest) - sum(split[b] for b in _HOST_ORDER))
+        idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
     claimed_total = sum(totals.values())
     return StepAccount(
         steps=n,
-        step_us=round(wall / n, 3),
+        step_us=round(step_wall / n, 3),
         **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
-        python_us=round(max(0, wall - claimed_total) / n, 3),
-        gpu_busy_us=round(gpu / n, 3) if launched.any else None,
+        python_us=round(max(0, host_wall - claimed_total) / n, 3),
+        ahead_us=round(max(0, step_wall - host_wall) / n, 3),
+        gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),
         sync_calls_per_step=round(
-            sum(_count_within(sync_starts, lo, hi) for lo, hi in windows) / n, 3
+            sum(_count_within(sync_starts, lo, hi) for lo, hi in host) / n, 3
         ),
         launch_calls_per_step=round(
-            sum(_count_within(launch_starts, lo, hi) for lo, hi in windows) / n, 3
+            sum(_count_within(launch_starts, lo, hi) for lo, hi in host) / n, 3
         ),
+        gpu_idle_us=idle_by,
+        gpu_compute_us=None if parts is None else round(exposed["compute"] / n, 3),
+        gpu_comm_us=None if parts is None else round(exposed["comm"] / n, 3),
+        gpu_copy_us=None if parts is None else round(exposed["copy"] / n, 3),
     )
 
 
-class _Launched:
-    """The GPU work each step queued: the activities joined by correlation id to
-    the runtime calls made inside the step's window (the GPU runs them later,
-    often after the CPU has moved on to the next step), else, in a trace without
-    correlation ids, the activities inside the window."""
-
-    def __init__(self, timeline: Timeline) -> None:
-        work: dict[int, list[Interval]] = {}
-        loose: list[Interval] = []
-        for a in timeline.gpu:
-            if a.kind == SYNC or a.stream == -1 or a.end_us <= a.start_us:
-                continue
-            if a.correlation >= 0:
-                work.setdefault(a.correlation, []).append((a.start_us, a.end_us))
-            else:
-                loose.append((a.start_us, a.end_us))
-        self.any = bool(work or loose)
-        calls = sorted(
-            (c.start_us, c.correlation) for c in timeline.runtime if c.correlation in work
-        )
-        self.call_starts = [t for t, _ in calls]
-        self.call_ids = [corr for _, corr in calls]
-        self.work = work
-        self.loose = _Clipped(merge(loose))
-
-    def busy(self, lo: int, hi: int) -> int:
-        i = bisect.bisect_left(self.call_starts, lo)
-        j = bisect.bisect_left(self.call_starts, hi)
-        spans = [iv for corr in self.call_ids[i:j] for iv in self.work[corr]]
-        return length(merge(spans)) + self.loose.within(lo, hi)
+def _gpu_parts(
+    timeline: Timeline,
+) -> tuple[list[Interval], list[Interval], list[Interval]] | None:
+    """The merged intervals of compute kernels, communication kernels and copies
+    (memcpy, memset); None without GPU activity."""
+    types = KernelTypes()
+    compute: list[Interval] = []
+    comm: list[Interval] = []
+    copy: list[Interval] = []
+    for a in timeline.gpu:
+        if a.kind == SYNC or a.stream == -1 or a.end_us <= a.start_us:
+            continue
+        iv = (a.start_us, a.end_us)
+        if a.kind == KERNEL:
+            (comm if types(a.name) == HTA_COMMUNICATION else compute).append(iv)
+        else:
+            copy.append(iv)
+    if not (compute or comm or copy):
+        return None
+    return merge(compute), merge(comm), merge(copy)

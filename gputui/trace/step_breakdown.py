@@ -8,7 +8,9 @@ Definitions after ``torch_tb_profiler/profiler/event_parser.py`` and
   and starting no earlier than the previous step's end.  Trailing steps that
   launched no GPU work, or much less than the step before (< 80%), are left
   out: the profiler stopped before their kernels ran.  Without step marks the
-  whole host activity is one step.
+  span of GPU activity is one step (the plugin takes the whole host activity:
+  set-up before the first kernel would count as the step), and without GPU
+  activity the host's.
 - Every moment of the steps goes to the first category active then: GPU kernel
   > memcpy > memset > communication (NCCL/Gloo collectives on the host, and
   kernels they launched or named ``nccl…Kernel``) > CUDA runtime call >
@@ -69,14 +71,24 @@ def _host_role(name: str) -> str | None:
     return "cpu_op"
 
 
-def _host_steps(timeline: Timeline) -> list[tuple[int, int, int | None]]:
-    steps = [(r.start_us, r.end_us, step_id(r.name)) for r in timeline.step_ranges()]
+def host_steps(timeline: Timeline) -> list[tuple[int, int, int | None]]:
+    """The host's ``ProfilerStep`` ranges with their step numbers; without them one
+    step over the span of GPU activity, else over the host's activity."""
+    steps = [
+        (r.start_us, r.end_us, step_id(r.name))
+        for r in timeline.step_ranges()
+        if r.end_us > r.start_us
+    ]
     if steps:
         return steps
-    host = [r for r in timeline.ranges if r.kind in (tl.OP, tl.ANNOTATION, tl.PYTHON)]
+    gpu = [(a.start_us, a.end_us) for a in timeline.gpu if a.stream != -1 and a.end_us > a.start_us]
+    if gpu:
+        return [(min(s for s, _ in gpu), max(e for _, e in gpu), None)]
+    host = [(r.start_us, r.end_us) for r in timeline.ranges if r.kind in (tl.OP, tl.ANNOTATION)]
+    host += [(c.start_us, c.end_us) for c in timeline.runtime]
     if not host:
         return []
-    return [(min(r.start_us for r in host), max(r.end_us for r in host), None)]
+    return [(min(s for s, _ in host), max(e for _, e in host), None)]
 
 
 def device_steps(
@@ -180,7 +192,7 @@ def _gpu_utilization(gpu: Sequence[GpuActivity], lo: int, hi: int) -> float | No
 
 def step_breakdown(timeline: Timeline) -> StepBreakdown | None:
     """The plugin's overview breakdown; None for a trace without host activity."""
-    host = _host_steps(timeline)
+    host = host_steps(timeline)
     if not host:
         return None
     steps = device_steps(timeline, host)

@@ -76,6 +76,7 @@ def cpu_side_largest(acct: StepAccount) -> str:
         "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); cost: that "
         "share (with a GPU: at most its idle share)"
     ),
+    bucket="python",
 )
 def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
     acct = account_of(ev)

@@ -22,6 +22,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import CaptureView, JobEvidence
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.protocol.op_rows import OpRow
 from gputui.trace import kernels
@@ -106,6 +107,7 @@ def score_shapes(rows: Iterable[OpRow]) -> tuple[int, int] | None:
         "[..,T,d] x [..,d,T] matmul, T >= {attention.min_t}); cost: softmax plus half the "
         "elementwise kernels, of the GPU's busy time"
     ),
+    bucket=GPU_BUSY,
 )
 def hand_written(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture
@@ -182,6 +184,7 @@ def _math_reasons(ev: JobEvidence, rows: Iterable[OpRow]) -> list[str]:
         "the recorded dtype, head dim, mask and GPU where the trace has shapes; cost: "
         "softmax plus half the elementwise kernels, of the GPU's busy time"
     ),
+    bucket=GPU_BUSY,
 )
 def sdpa_math(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture

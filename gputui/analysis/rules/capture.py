@@ -22,12 +22,14 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import (
     MIN_GPU_SAMPLES,
+    PROFILER_SLOWDOWN,
     READBACK_OPS,
     SYNC_CALLS,
     CaptureView,
     JobEvidence,
 )
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
 from gputui.analysis.severity import INFO, WARN
@@ -45,9 +47,6 @@ SYNC_PER_STEP = thresholds.value("sync.per_step")
 IDLE_SHARE = thresholds.value("idle.share")
 IDLE_SHARE_PROFILED = thresholds.value("idle.share_profiled")
 SHORT_KERNEL_US = thresholds.value("launch.short_kernel_us")
-#: a profiled step's launch + dispatch time over the job's own (DESIGN §4: CPU+CUDA
-#: profiling slowed a launch-bound H100 step by 75-95%; the low end is taken)
-PROFILER_SLOWDOWN = thresholds.value("idle.profiler_slowdown")
 TINY_SHARE = thresholds.value("launch.tiny_share")
 #: copies: pageable ones' and all host-device copies' share of the span, casts per
 #: step and their share of CPU op time, aten::copy_'s share that "dominates"
@@ -91,17 +90,8 @@ def attributable_idle(ev: JobEvidence, cap: CaptureView) -> float | None:
 
 
 def unprofiled_idle(cap: CaptureView) -> float | None:
-    """The GPU's idle share of the step once the profiler's own CPU cost is taken
-    out: launch + dispatch shrink by :data:`PROFILER_SLOWDOWN`, and the GPU idles
-    only for the CPU-side time its busy time does not cover.  None without a step
-    account with GPU time."""
-    acct = cap.account
-    busy = None if acct is None or acct.step_us <= 0 else acct.gpu_busy_share
-    if acct is None or busy is None:
-        return None
-    issuing = acct.share("launch") + acct.share("dispatch")
-    cpu = 1.0 - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
-    return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
+    """The capture's GPU idle share at the job's own speed (CaptureView.unprofiled_idle)."""
+    return cap.unprofiled_idle()
 
 
 def _unprofiled(ev: JobEvidence) -> bool:
@@ -154,6 +144,7 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
         "cudaDeviceSynchronize, ...) per step; cost: the GPU's idle share net of data "
         "loading (bounded by unprofiled NVML utilization)"
     ),
+    bucket="sync",
 )
 def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -195,23 +186,21 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     "pattern: many short GPU kernels with gaps",
     ("capture",),
     trigger=(
-        "capture: kernels average < {launch.short_kernel_us} or {launch.tiny_share} of them "
-        "are < {launch.tiny_kernel_us}, and the GPU idles >= {idle.share} of the step "
-        "(>= {idle.share_profiled} when only a profiled capture without a step account saw "
-        "it; with one, launch + dispatch count {idle.profiler_slowdown} slower than the "
-        "job's own); fewer than {sync.per_step} host syncs per step; with a step account, "
-        "kernel launch + torch dispatch >= {launch.issue_share} of the step and the largest "
-        "CPU-side share; "
-        "cost: the idle share, at most launch + dispatch"
+        "capture: the GPU idles >= {idle.share} of the step (>= {idle.share_profiled} when "
+        "only a profiled capture without a step account saw it; with one, launch + dispatch "
+        "count {idle.profiler_slowdown} slower than the job's own), and, with a step "
+        "account, kernel launch + torch dispatch >= {launch.issue_share} of the step and the "
+        "largest CPU-side share; without one, kernels average < {launch.short_kernel_us} or "
+        "{launch.tiny_share} of them are < {launch.tiny_kernel_us}; cost: the idle share, at "
+        "most launch + dispatch"
     ),
+    bucket=ISSUE,
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
-    if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or not launch_bound(cap):
+    if cap is None:
         return []
-    idle = attributable_idle(ev, cap)
-    if idle is None or idle < idle_floor(ev, cap):
-        return []
+    tiny_kernels = launch_bound(cap)
     acct = cap.account
     if acct is not None and acct.step_us > 0:
         # Launch-bound means issuing ops holds the step: launch calls and torch
@@ -219,28 +208,55 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         issuing = acct.share("launch") + acct.share("dispatch")
         if issuing < LAUNCH_SHARE or cpu_side_largest(acct) != "launch":
             return []
-        idle = min(idle, issuing)
+    elif not tiny_kernels:
+        return []
+    idle = attributable_idle(ev, cap)
+    if idle is None or idle < idle_floor(ev, cap):
+        return []
+    share = min(idle, issuing) if acct is not None and acct.step_us > 0 else idle
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
     evidence = (
         f"{cap.kernels_per_step:,.0f} kernel launches per step averaging {fmt.us(mean)}"
         + (f", {tiny * 100:.0f}% of them under 10us" if tiny is not None else "")
         + "; "
+        + (
+            ""
+            if acct is None or acct.step_us <= 0
+            else f"kernel launch + torch dispatch {issuing * 100:.0f}% of the step; "
+        )
         + _gap_evidence(ev, cap, idle)
+    )
+    title = (
+        "the step is launch-bound: many tiny kernels"
+        if tiny_kernels
+        else "the step is launch-bound: issuing ops holds it"
     )
     return [
         finding(
             ev,
             "launch.overhead",
-            "the step is launch-bound: many tiny kernels",
+            title,
             evidence,
             "launch fewer, larger kernels: torch.compile(model) fuses small ops "
             "(mode='reduce-overhead' adds CUDA graphs), fused or foreach optimizers, larger "
             "batches per step; capture the step in a CUDA graph when its shapes are static",
             "kernels per step fall and the capture's GPU busy share rises",
-            share=idle,
+            share=share,
         )
     ]
+
+
+#: what the host did while the GPU idled, by account bucket
+_WHILE = {
+    "data": "waited for data",
+    "phase": "ran user phases",
+    "comm": "waited in collectives",
+    "sync": "waited in synchronizations and refilled the GPU after them",
+    "launch": "launched kernels",
+    "dispatch": "ran torch ops (dispatch)",
+    "python": "ran Python outside torch",
+}
 
 
 @rule(
@@ -252,26 +268,37 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     trigger=(
         "capture: the GPU idles >= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
-        "count {idle.profiler_slowdown} slower than the job's own) though kernels are not tiny "
-        "and there are fewer than {sync.per_step} host syncs per step (silent when "
-        "cpu.python names the time)"
+        "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
+        "the idle time: data wait, host sync, launch, Python)"
     ),
-    suppressed_by=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
+    symptom_of=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
+    bucket=GPU_IDLE,
+    symptom=True,
 )
 def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
-    if cap is None or syncs_per_step(cap)[0] >= SYNC_PER_STEP or launch_bound(cap):
+    if cap is None:
         return []
     idle = attributable_idle(ev, cap)
     if idle is None or idle < idle_floor(ev, cap):
         return []
+    split = ev.ledger.idle_shares
+    during = ", ".join(
+        f"{_WHILE[b]} {share * 100:.0f}%"
+        for b, share in sorted(split.items(), key=lambda kv: -kv[1])
+        if share >= 0.01 and b in _WHILE
+    )
     return [
         finding(
             ev,
             "launch.idle_gaps",
             "the GPU idles between kernels",
-            _gap_evidence(ev, cap, idle) + " while the kernels themselves are not tiny: the CPU "
-            "side (Python, host work between ops) does not keep it fed",
+            _gap_evidence(ev, cap, idle)
+            + (
+                f"; meanwhile the host {during}"
+                if during
+                else ": the CPU side (Python, host work between ops) does not keep it fed"
+            ),
             "find the CPU work between launches in the trace (ui.perfetto.dev): move host-side "
             "preprocessing out of the step, torch.compile the model, avoid Python loops over "
             "tensors",
@@ -289,6 +316,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger="capture: Memcpy HtoD/DtoH from pageable memory >= {copy.pageable_share} of the "
     "GPU timeline",
+    bucket="sync",
 )
 def pageable(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -333,6 +361,7 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
         "capture: other host-device copies >= {copy.memcpy_share} of the GPU timeline, or "
         "aten::copy_ >= {copy.copy_cpu_share} of CPU op time"
     ),
+    bucket=GPU_COPY,
 )
 def transfers(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -368,6 +397,7 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger="capture: >= {copy.casts_per_step} aten::to/_to_copy calls per step taking >= "
     "{copy.cast_cpu_share} of CPU op time",
+    bucket="dispatch",
 )
 def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -399,6 +429,7 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     "Nsight Systems: synchronous memcpy and memset",
     ("capture",),
     trigger="capture: >= {copy.sync_memcpy_per_step} synchronous cudaMemcpy/cudaMemset per step",
+    bucket="sync",
 )
 def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -427,6 +458,7 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     "TorchTidy: zero_grad writing zeros instead of setting gradients to None",
     ("capture",),
     trigger="capture: >= {steps.zero_per_step} zero-fill calls per step (zero_grad writing zeros)",
+    bucket=ISSUE,
 )
 def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -463,6 +495,7 @@ def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
         "capture: NCCL kernels >= {comm.share} of the GPU timeline; cost: the part not "
         "overlapped with compute"
     ),
+    bucket=GPU_COMM,
 )
 def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -520,6 +553,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger="capture: NCCL kernels {comm.poor_overlap_share} to {comm.share} of the GPU "
     "timeline with comm/compute overlap < {comm.overlap}",
+    bucket=GPU_COMM,
 )
 def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from gputui import fmt
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import OUTSIDE
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import is_warmup
@@ -82,7 +83,9 @@ _TRIGGER = (
 )
 
 
-@rule("compile.breaks_recompiles", "compile", _SOURCE, ("compile",), trigger=_TRIGGER)
+@rule(
+    "compile.breaks_recompiles", "compile", _SOURCE, ("compile",), trigger=_TRIGGER, bucket=OUTSIDE
+)
 def breaks_recompiles(ev: JobEvidence) -> Iterable[Finding]:
     report = ev.compile_report
     if report is None or not (report.graph_breaks or report.recompile_reasons):

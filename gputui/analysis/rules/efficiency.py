@@ -10,6 +10,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import MIN_GPU_SAMPLES, JobEvidence, is_fp32_gemm
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import capture_of
 from gputui.analysis.severity import INFO
@@ -48,7 +49,8 @@ def tensor_core_fp32(ev: JobEvidence) -> bool:
         "on compute capability 8.0 or newer; cost: 75% of their busy time"
         " (silent when SDPA's math backend made them: attention.sdpa_math speaks)"
     ),
-    suppressed_by=("attention.sdpa_math",),
+    symptom_of=("attention.sdpa_math",),
+    bucket=GPU_BUSY,
 )
 def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -92,6 +94,7 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
         "numbers: then gpu.memory_bound speaks; no roofline: then roofline.memory_bound "
         "speaks)"
     ),
+    bucket=GPU_BUSY,
 )
 def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
@@ -131,6 +134,8 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
         "capture: one compute kernel >= {kernels.top_kernel_share} of kernel time (info: the "
         "deep dive and the ncu command)"
     ),
+    bucket=GPU_BUSY,
+    symptom=True,
 )
 def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)

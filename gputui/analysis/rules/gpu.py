@@ -16,6 +16,7 @@ from typing import Any
 from gputui.analysis import thresholds, throttle
 from gputui.analysis.evidence import MIN_STEPS, GpuWindow, JobEvidence
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import GPU_BUSY, GPU_IDLE
 from gputui.analysis.registry import Minimum, finding, rule, severity_of
 from gputui.analysis.rules.device import (
     BUSY_UTIL_PCT,
@@ -68,6 +69,7 @@ def _scope(gpu: GpuWindow) -> str:
         "the job's GPU >= {gpu.busy_util_pct} busy with a costly clock-event reason in >= "
         "{gpu.throttle_share} of the samples, or >= {gpu.hot_c}; cost: the clock deficit"
     ),
+    bucket=GPU_BUSY,
 )
 def throttled(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -133,6 +135,8 @@ def throttled(ev: JobEvidence) -> Iterable[Finding]:
         "with a mean under {gpu.busy_util_pct}"
     ),
     minimum=Minimum(steps=MIN_STEPS, gpu_samples=SPIKY_SAMPLES),
+    bucket=GPU_IDLE,
+    symptom=True,
 )
 def spiky(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -165,6 +169,7 @@ def spiky(ev: JobEvidence) -> Iterable[Finding]:
     ("gpu",),
     trigger=NO_TENSOR_TRIGGER + " on the job's GPU (a capture with FP32 GEMMs defers to "
     "precision.fp32_matmul)",
+    bucket=GPU_BUSY,
 )
 def no_tensor_work(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -193,6 +198,7 @@ def _said(ev: JobEvidence, gpu: GpuWindow, rule_id: str, said: Said, **kw: Any) 
         "GPM: the job's GPU >= {gpu.busy_util_pct} busy but SM activity < {gpu.low_sm_pct} "
         "(kernels too small to fill it)"
     ),
+    bucket=GPU_BUSY,
 )
 def sm_underused(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -227,6 +233,7 @@ def sm_underused(ev: JobEvidence) -> Iterable[Finding]:
         "GPM: SM activity >= {gpu.low_sm_pct} with achieved occupancy < "
         "{gpu.low_occupancy_pct} and tensor activity < {gpu.tensor_busy_pct}"
     ),
+    bucket=GPU_BUSY,
 )
 def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -260,6 +267,7 @@ def low_occupancy(ev: JobEvidence) -> Iterable[Finding]:
     ("gpu",),
     trigger=MEMORY_BOUND_TRIGGER + " on the job's GPU; cost, with a capture: half the "
     "elementwise and reduction kernels' share of the busy time",
+    bucket=GPU_BUSY,
 )
 def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)
@@ -289,6 +297,8 @@ def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
         "the job's GPU < {gpu.low_util_pct} utilized, with no capture and data loading < "
         "{data.share} (those rules name the cause)"
     ),
+    bucket=GPU_IDLE,
+    symptom=True,
 )
 def low_util(ev: JobEvidence) -> Iterable[Finding]:
     gpu = _ready(ev)

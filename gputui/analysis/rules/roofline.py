@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from gputui import fmt
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.roofline import COMPUTE, MEMORY, OpRoofline, RooflineReport
 from gputui.analysis.severity import INFO
@@ -88,6 +89,7 @@ def _where(op: OpRoofline) -> str:
         f"reaches < {BELOW_ROOF_PCT:.0f}% of what its arithmetic intensity allows on this "
         "GPU's roof (measured ceilings, else the datasheet)"
     ),
+    bucket=GPU_BUSY,
 )
 def below_roof(ev: JobEvidence) -> Iterable[Finding]:
     report = _report(ev)
@@ -160,6 +162,7 @@ def below_roof(ev: JobEvidence) -> Iterable[Finding]:
         f"capture with FLOPs: ops under the balance point take >= "
         f"{MEMORY_BOUND_SHARE * 100:.0f}% of the ops' GPU time"
     ),
+    bucket=GPU_BUSY,
 )
 def memory_bound(ev: JobEvidence) -> Iterable[Finding]:
     report = _report(ev)

@@ -10,6 +10,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import MIN_STEPS, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
+from gputui.analysis.ledger import ISSUE
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
@@ -38,6 +39,7 @@ WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
         "the data phase (waiting in DataLoader.__next__) >= {data.share} of the step "
         "(TensorBoard's threshold)"
     ),
+    bucket="data",
 )
 def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(DATA)
@@ -99,6 +101,8 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
         "forward >= {steps.forward_over_backward} backward on the CPU clock while the GPU's "
         "own forward is not (a sync in the forward)"
     ),
+    bucket="sync",
+    symptom=True,
 )
 def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     forward, backward = ev.phase_mean(FORWARD), ev.phase_mean(BACKWARD)
@@ -207,6 +211,7 @@ def optimizer_impl(ev: JobEvidence) -> tuple[str, str] | None:
         "the fused one; cost: 66% of it with per-parameter kernels or when unknown, 40% "
         "with the multi-tensor ones"
     ),
+    bucket=ISSUE,
 )
 def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     # GPU time when the steps have it: on a GPU-bound job the CPU blocks wherever the
@@ -260,6 +265,8 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
         "time outside data, forward, backward and optimizer >= {steps.other_share} of the "
         "step (info)"
     ),
+    bucket="python",
+    symptom=True,
 )
 def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(OTHER)
@@ -294,6 +301,7 @@ def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
         "of the time; periodic ones are named (checkpoints, evaluation)"
     ),
     minimum=Minimum(steps=MIN_STEPS, trace=False),
+    symptom=True,
 )
 def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     p50 = ev.step_s
