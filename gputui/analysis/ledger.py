@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gputui.analysis import thresholds
 from gputui.analysis.live_account import REST, live_account
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
 
@@ -49,6 +50,8 @@ CLAIM_BUCKETS: Mapping[str, tuple[str, ...]] = {
     ISSUE: ("launch", "dispatch"),
     REST: (REST,),
 }
+#: synchronizations per step from which the host cannot run ahead of the GPU
+SERIALIZING_SYNCS = thresholds.value("sync.per_step")
 #: what each claim is called where a cost is explained
 CLAIM_LABELS: Mapping[str, str] = {
     **ACCOUNT_LABELS,
@@ -136,12 +139,17 @@ class Ledger:
 
     @property
     def gpu_slack(self) -> float | None:
-        """What fixes on the GPU's side can recover at most: its busy time, less
-        what the host waits for anyway (:attr:`host_need`); None where the GPU's
-        time is unknown."""
+        """What fixes on the GPU's side can recover at most (None where the GPU's
+        time is unknown).  Where synchronizations in every step keep the host
+        from running ahead, the GPU's speed holds the step only while the host
+        waits for it (host sync wait, the CPU ahead): that time.  Otherwise its
+        compute time, less what the host waits for anyway (:attr:`host_need`)."""
         if self.gpu_idle is None:
             return None
         busy = 1.0 - self.gpu_idle
+        if (self.syncs_per_step or 0.0) >= SERIALIZING_SYNCS and self.shares:
+            waits = self.shares.get("sync", 0.0) + self.shares.get("ahead", 0.0)
+            return min(busy, waits)
         need = self.host_need
         return busy if need is None else max(0.0, min(busy, 1.0 - need))
 

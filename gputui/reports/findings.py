@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
-from gputui.analysis.ledger import CLAIM_LABELS, OUTSIDE
 from gputui.reports import text as layout
 
 if TYPE_CHECKING:  # Rich loads only for the screens: printed reports are plain text
@@ -41,8 +40,12 @@ def cost_text(f: Finding) -> str:
     if f.impact_pct is None:
         return ""
     per_step = "" if f.impact_ms is None else f" ({f.impact_ms:.2f} ms per step)"
-    part = CLAIM_LABELS.get(f.bucket or "")
-    where = f", in {part}" if part and f.bucket != OUTSIDE else ""
+    where = ""
+    if f.bucket:  # a job's finding (the monitor's device findings have none)
+        from gputui.analysis.ledger import CLAIM_LABELS, OUTSIDE
+
+        part = CLAIM_LABELS.get(f.bucket)
+        where = f", in {part}" if part and f.bucket != OUTSIDE else ""
     return f"about {f.impact_pct:.0f}% of the step time{per_step}{where}"
 
 

@@ -32,6 +32,8 @@ FINDING_KEYS = {
     "source",
     "gpu",
     "failure_in_s",
+    "bucket",
+    "related",
 }
 
 

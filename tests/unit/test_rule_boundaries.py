@@ -421,8 +421,11 @@ DEVICE_CASES: dict[str, Case] = {
 
 
 def said(rule_id: str, ev: Any) -> list[str]:
+    """The severities of ``rule_id``'s findings, those under a cause that names
+    the same time (a symptom's ``related`` place) included."""
     found = device_findings(ev) if isinstance(ev, Snapshot) else engine.analyze(ev)
-    return [f.severity for f in found if f.rule == rule_id]
+    every = [*found, *(r for f in found for r in f.related)]
+    return [f.severity for f in every if f.rule == rule_id]
 
 
 @pytest.mark.parametrize("key", sorted(CASES))

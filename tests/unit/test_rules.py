@@ -460,6 +460,8 @@ def test_finding_json_shape() -> None:
         "source",
         "gpu",
         "failure_in_s",
+        "bucket",
+        "related",
     }
 
 

@@ -429,9 +429,19 @@ class PhaseTable(TextPanel):
 #: how the step account's buckets are drawn: colour, letter in ASCII mode, and
 #: name in the legend (in the order of ACCOUNT_BUCKETS, then the unsplit rest)
 _BUCKETS = (*ACCOUNT_BUCKETS, REST)
-_COLOURS = ("yellow", "magenta", "cyan", "red", "blue", "green", "bright_red", "grey50")
-_LETTERS = ("d", "u", "c", "s", "l", "t", "p", ".")
-_NAMES = ("data", "user", "comm", "sync", "launch", "dispatch", "python", "unsplit")
+_COLOURS = (
+    "yellow",
+    "magenta",
+    "cyan",
+    "red",
+    "blue",
+    "green",
+    "bright_red",
+    "bright_black",
+    "grey50",
+)
+_LETTERS = ("d", "u", "c", "s", "l", "t", "p", "a", ".")
+_NAMES = ("data", "user", "comm", "sync", "launch", "dispatch", "python", "ahead", "unsplit")
 ACCOUNT_STYLE = {
     b: (c, x, n) for b, c, x, n in zip(_BUCKETS, _COLOURS, _LETTERS, _NAMES, strict=True)
 }
