@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from gputui.analysis import ledger, thresholds
+from gputui.analysis.context import JobContext, job_context
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.ledger import Ledger
 from gputui.analysis.memory import MemoryGrowth, memory_growth
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: gputui analyze loads none of these messag
     from gputui.protocol.op_rows import OpRow
     from gputui.protocol.profile import PythonProfile
     from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
-    from gputui.protocol.trace_metrics import StepAccount
+    from gputui.protocol.trace_metrics import JobMarkers, StepAccount
     from gputui.snapshot.model import DeviceSnapshot
 
 #: rules about steps stay silent until MIN_STEPS ordinary steps were seen
@@ -77,6 +78,8 @@ class CaptureView:
     trace_path: str | None = None
     #: the step's time account over the captured steps (None: an older hook's)
     account: StepAccount | None = None
+    #: what kind of job the capture saw (None: an older hook's)
+    markers: JobMarkers | None = None
     #: every op with its input shapes (captures and traces recorded with shapes)
     op_rows: tuple[OpRow, ...] = ()
 
@@ -98,6 +101,7 @@ class CaptureView:
             comm_compute_overlap=cap.comm_compute_overlap,
             trace_path=cap.trace_path,
             account=None if cap.trace_metrics is None else cap.trace_metrics.account,
+            markers=None if cap.trace_metrics is None else cap.trace_metrics.markers,
             op_rows=cap.op_rows,
         )
 
@@ -256,6 +260,18 @@ class JobEvidence:
     def step_s(self) -> float | None:
         """The typical (median) ordinary step time, seconds."""
         return self.stats.wall.p50 if self.stats.wall is not None else None
+
+    @cached_property
+    def context(self) -> JobContext:
+        """Compiled or eager, training or inference, collectives, attention
+        backends, architecture: what the advice follows."""
+        return job_context(
+            None if self.capture is None else self.capture.markers,
+            self.compile_report,
+            self.stats,
+            self.phases_coarse,
+            self.compute_capability,
+        )
 
     @property
     def mean_step_s(self) -> float | None:

@@ -103,6 +103,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         comm_compute_overlap=None if overlap is None else overlap / 100.0,
         trace_path=summary.path,
         account=summary.metrics.account,
+        markers=summary.metrics.markers,
         op_rows=summary.op_rows,
     )
 

@@ -435,6 +435,50 @@ def _idle_by_bucket(obj: Mapping[str, Any], where: str) -> dict[str, float] | No
 
 
 @dataclass(frozen=True)
+class JobMarkers:
+    """What kind of job the timeline is, from the names in it
+    (:mod:`gputui.trace.markers`): compiled by torch.compile, run in CUDA graphs,
+    with a backward pass and an optimizer (training) or not, the collectives
+    and the SDPA backends it used."""
+
+    compiled: bool = False
+    cuda_graphs: bool = False
+    backward: bool = False
+    optimizer: bool = False
+    #: "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv",
+    #: "broadcast"
+    collectives: tuple[str, ...] = ()
+    #: "flash", "efficient", "cudnn", "math"
+    attention: tuple[str, ...] = ()
+
+    @property
+    def training(self) -> bool:
+        return self.backward or self.optimizer
+
+    @classmethod
+    def from_wire(cls, obj: Any, where: str = "markers") -> JobMarkers:
+        obj = _typed(obj, where)
+        return cls(
+            compiled=f.flag(obj, "compiled", where),
+            cuda_graphs=f.flag(obj, "cuda_graphs", where),
+            backward=f.flag(obj, "backward", where),
+            optimizer=f.flag(obj, "optimizer", where),
+            collectives=tuple(f.texts(obj, "collectives", where, 16)),
+            attention=tuple(f.texts(obj, "attention", where, 8)),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "compiled": self.compiled,
+            "cuda_graphs": self.cuda_graphs,
+            "backward": self.backward,
+            "optimizer": self.optimizer,
+            "collectives": list(self.collectives),
+            "attention": list(self.attention),
+        }
+
+
+@dataclass(frozen=True)
 class TraceMetrics:
     """All of a trace's (or a capture's) timeline metrics.  A part is None where
     the trace has nothing to compute it from (no GPU activity, no launch calls,
@@ -454,6 +498,8 @@ class TraceMetrics:
     step_breakdown: StepBreakdown | None = None
     #: the step's time account (absent from captures of an older hook)
     account: StepAccount | None = None
+    #: what kind of job it is (absent from captures of an older hook)
+    markers: JobMarkers | None = None
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "trace_metrics") -> TraceMetrics:
@@ -463,6 +509,7 @@ class TraceMetrics:
         launch = f.child(obj, "launch", where)
         steps = f.child(obj, "step_breakdown", where)
         account = f.child(obj, "account", where)
+        markers = f.child(obj, "markers", where)
         return cls(
             steps_total=f.integer(obj, "steps_total", where, default=0),
             last_step_dropped=f.flag(obj, "last_step_dropped", where),
@@ -480,6 +527,7 @@ class TraceMetrics:
             if steps is None
             else StepBreakdown.from_wire(steps, where + ".step_breakdown"),
             account=None if account is None else StepAccount.from_wire(account, where + ".account"),
+            markers=None if markers is None else JobMarkers.from_wire(markers, where + ".markers"),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -496,4 +544,5 @@ class TraceMetrics:
             if self.step_breakdown is None
             else self.step_breakdown.to_wire(),
             "account": None if self.account is None else self.account.to_wire(),
+            "markers": None if self.markers is None else self.markers.to_wire(),
         }

@@ -22,6 +22,7 @@ from gputui.protocol.trace_metrics import (
     TraceMetrics,
 )
 from gputui.trace.account import step_account
+from gputui.trace.markers import job_markers
 from gputui.trace.step_breakdown import step_breakdown
 from gputui.trace.timeline import (
     HTA_COMMUNICATION,
@@ -77,6 +78,7 @@ def compute(timeline: Timeline, include_last_step: bool = False) -> TraceMetrics
         launch=launch_stats(part.gpu, part.runtime),
         step_breakdown=step_breakdown(timeline),
         account=step_account(timeline),
+        markers=job_markers(timeline),
     )
 
 

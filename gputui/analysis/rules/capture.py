@@ -238,13 +238,50 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
             "launch.overhead",
             title,
             evidence,
-            "launch fewer, larger kernels: torch.compile(model) fuses small ops "
-            "(mode='reduce-overhead' adds CUDA graphs), fused or foreach optimizers, larger "
-            "batches per step; capture the step in a CUDA graph when its shapes are static",
+            launch_fix(ev),
             "kernels per step fall and the capture's GPU busy share rises",
             share=share,
         )
     ]
+
+
+def launch_fix(ev: JobEvidence) -> str:
+    """What cuts the cost of issuing ops, for this job: an eager job compiles; a
+    compiled one moves to CUDA graphs, and is told what blocks them; an
+    inference loop batches more work per call, and hears nothing of optimizers."""
+    ctx = ev.context
+    more_work = (
+        "batch more requests into each call (a larger batch, or padding to a few fixed "
+        "shapes)"
+        if ctx.inference
+        else "use larger batches per step (gradient accumulation keeps the optimizer's batch)"
+    )
+    if ctx.cuda_graphs:
+        return (
+            "the step already runs CUDA graphs: what is left is issued outside them; find "
+            "the ops between graph launches in the trace, move them into the captured region "
+            f"or off the step, and {more_work}"
+        )
+    if ctx.compiled:
+        blocked = ctx.break_where()
+        return (
+            "the model is already compiled: launch cost is now the Python and C++ around "
+            "the compiled graphs; torch.compile(model, mode='reduce-overhead') runs them as "
+            "CUDA graphs, which need the whole step in few graphs with steady shapes"
+            + (
+                f"; the graph break at {blocked} splits it: remove it (keep the value on the "
+                "GPU, or torch._dynamo.config.capture_scalar_outputs=True for .item())"
+                if blocked
+                else "; TORCH_LOGS=graph_breaks names any break that splits it"
+            )
+            + "; mark varying dimensions dynamic or pad them, so shapes stay steady; and "
+            + more_work
+        )
+    fix = "launch fewer, larger kernels: torch.compile(model) fuses small ops "
+    fix += "(mode='reduce-overhead' adds CUDA graphs), "
+    if not ctx.inference:
+        fix += "fused or foreach optimizers (torch.optim.AdamW(..., fused=True)), "
+    return fix + more_work + "; capture the step in a CUDA graph when its shapes are static"
 
 
 #: what the host did while the GPU idled, by account bucket

@@ -1,0 +1,89 @@
+"""The job's context, as evidence for the advice (DESIGN §12): compiled or
+eager, CUDA graphs, training or inference, the collectives in use, the SDPA
+backends that ran, the GPU's architecture.
+
+Read from what the job itself says (torch.compile's counters and graph breaks
+from the hook, the phases of its steps) and from the names in its newest
+capture or trace (:class:`~gputui.protocol.trace_metrics.JobMarkers`).  None
+where nothing tells.  Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gputui import fmt
+from gputui.protocol.messages import BACKWARD, OPTIMIZER
+
+if TYPE_CHECKING:
+    from gputui.analysis.steps import StepStats
+    from gputui.protocol.compile import CompileReason, CompileReport
+    from gputui.protocol.trace_metrics import JobMarkers
+
+
+@dataclass(frozen=True)
+class JobContext:
+    #: compiled by torch.compile (None: nothing tells)
+    compiled: bool | None = None
+    #: steps run through CUDA graphs (mode="reduce-overhead", or by hand)
+    cuda_graphs: bool = False
+    #: a backward pass or an optimizer runs in the steps (None: nothing tells)
+    training: bool | None = None
+    #: collective kinds in use ("all_reduce", "all_to_all", ...)
+    collectives: tuple[str, ...] = ()
+    #: SDPA backends that ran ("flash", "efficient", "cudnn", "math")
+    attention: tuple[str, ...] = ()
+    #: the graph breaks torch.compile reported, most frequent first
+    breaks: tuple[CompileReason, ...] = ()
+    #: the GPU's compute capability ("9.0"), where known
+    compute_capability: str | None = None
+
+    @property
+    def inference(self) -> bool:
+        return self.training is False
+
+    def break_where(self) -> str | None:
+        """``forward (train.py:12): Tensor.item()``: the most frequent graph
+        break and where it is, cleaned; None without one."""
+        if not self.breaks:
+            return None
+        b = self.breaks[0]
+        where = b.where
+        reason = fmt.clean(b.reason, 120)
+        return f"{fmt.clean(where, 160)}: {reason}" if where else reason
+
+
+def job_context(
+    markers: JobMarkers | None,
+    report: CompileReport | None,
+    stats: StepStats,
+    phases_coarse: bool = False,
+    compute_capability: str | None = None,
+) -> JobContext:
+    """The context from a capture's (or trace's) markers, torch.compile's report
+    and the step statistics' phases."""
+    compiled: bool | None = None
+    if report is not None and report.graphs is not None:
+        compiled = report.graphs > 0
+    if markers is not None and markers.compiled:
+        compiled = True
+    elif markers is not None and compiled is None:
+        compiled = False
+    training: bool | None = None
+    if markers is not None:
+        training = markers.training
+    phases = {d.name for d in stats.phases if d.total > 0}
+    if BACKWARD in phases or OPTIMIZER in phases:
+        training = True
+    elif training is None and stats.count and not phases_coarse and phases:
+        training = False
+    return JobContext(
+        compiled=compiled,
+        cuda_graphs=bool(markers and markers.cuda_graphs),
+        training=training,
+        collectives=() if markers is None else markers.collectives,
+        attention=() if markers is None else markers.attention,
+        breaks=() if report is None else report.breaks,
+        compute_capability=compute_capability,
+    )
