@@ -251,8 +251,7 @@ def launch_fix(ev: JobEvidence) -> str:
     inference loop batches more work per call, and hears nothing of optimizers."""
     ctx = ev.context
     more_work = (
-        "batch more requests into each call (a larger batch, or padding to a few fixed "
-        "shapes)"
+        "batch more requests into each call (a larger batch, or padding to a few fixed shapes)"
         if ctx.inference
         else "use larger batches per step (gradient accumulation keeps the optimizer's batch)"
     )
@@ -573,13 +572,43 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
                 if capped
                 else ""
             ),
-            "overlap it with backward: DDP(bucket_cap_mb=25..100, gradient_as_bucket_view=True, "
-            "static_graph=True where the graph is fixed); fewer, larger all-reduces; larger "
-            "batches per GPU (gradient accumulation with no_sync())",
+            comm_fix(ev.context.collectives),
             "the capture's exposed communication time falls",
             share=exposed,
         )
     ]
+
+
+def comm_fix(collectives: tuple[str, ...]) -> str:
+    """Communication advice for the collectives the job runs: all-to-all (expert
+    and embedding parallelism), all-gather and reduce-scatter (FSDP, ZeRO),
+    all-reduce (DDP); the all-reduce advice when nothing tells."""
+    kinds = set(collectives)
+    parts = []
+    if "all_to_all" in kinds or ("send_recv" in kinds and not kinds & {"all_reduce"}):
+        parts.append(
+            "the all-to-all exchange (expert or embedding parallelism) waits on the slowest "
+            "peer and the network: balance the tokens or ids each rank sends (a capacity "
+            "factor, load-balancing loss, sharding by frequency), send fewer, larger "
+            "messages, overlap the exchange with compute of the previous micro-batch, and "
+            "keep it inside a node (NVLink) where the layout allows"
+        )
+    if kinds & {"all_gather", "reduce_scatter"}:
+        parts.append(
+            "FSDP/ZeRO's all-gathers and reduce-scatters: prefetch the next unit's "
+            "parameters (FSDP backward_prefetch=BACKWARD_PRE, forward_prefetch=True), "
+            "larger wrapping units (fewer, larger collectives), hybrid sharding inside a "
+            "node (ShardingStrategy.HYBRID_SHARD), or more compute per gather (a larger "
+            "batch per GPU)"
+        )
+    if "all_reduce" in kinds or not parts:
+        parts.append(
+            "overlap the gradient all-reduce with backward: DDP(bucket_cap_mb=25..100, "
+            "gradient_as_bucket_view=True, static_graph=True where the graph is fixed); "
+            "fewer, larger all-reduces; larger batches per GPU (gradient accumulation with "
+            "no_sync())"
+        )
+    return "; ".join(parts)
 
 
 @rule(
@@ -608,9 +637,11 @@ def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
             "communication is not overlapped with compute",
             f"only {overlap * 100:.0f}% of NCCL time overlaps with compute kernels "
             f"(NCCL {share * 100:.0f}% of the capture)",
-            "let DDP start all-reduces during backward: a smaller bucket_cap_mb for earlier "
-            "buckets, gradient_as_bucket_view=True, no work between loss.backward() and "
-            "optimizer.step() that waits on gradients",
+            comm_fix(ev.context.collectives)
+            if set(ev.context.collectives) - {"all_reduce"}
+            else "let DDP start all-reduces during backward: a smaller bucket_cap_mb for "
+            "earlier buckets, gradient_as_bucket_view=True, no work between loss.backward() "
+            "and optimizer.step() that waits on gradients",
             "overlap rises in a new capture",
             share=share * (1.0 - overlap),
         )

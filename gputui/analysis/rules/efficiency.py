@@ -146,6 +146,7 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
         return []
     short = kernels.short_kernel_name(top.name)
     stem = short.split("<", 1)[0]
+    fix, confirm = _kernel_advice(top.kernel_class, top.name, stem)
     return [
         finding(
             ev,
@@ -153,10 +154,51 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
             "one kernel dominates the GPU time",
             f"{short} ({top.kernel_class}) takes {top.share * 100:.0f}% of kernel time, "
             f"{top.calls} launches of {fmt.us(top.mean_us)}",
-            "make sure it is the kernel you expect at this size; for GEMMs, dimensions that are "
-            "multiples of 8 (16 for fp8) keep the tensor cores' fast paths",
-            f"ncu --set full --kernel-name regex:{stem} --launch-count 5 --target-processes all "
-            "python train.py: its SM and memory throughput, occupancy and stall reasons",
+            fix,
+            confirm,
             severity=INFO,
         )
     ]
+
+
+#: how a kernel's deep dive starts (its class's advice ends with it)
+_NCU = (
+    "ncu --set full --kernel-name regex:{stem} --launch-count 5 --target-processes all "
+    "python train.py: its SM and memory throughput, occupancy and stall reasons"
+)
+
+
+def _kernel_advice(kernel_class: str, name: str, stem: str) -> tuple[str, str]:
+    """(fix, confirm) for a dominant kernel, by its class: a GEMM's shapes, an
+    attention kernel's backend, a communication kernel's collective (no tile
+    advice, no ncu: its time is the network's and the peers'), a generated or
+    hand-written kernel's own profile."""
+    ncu = _NCU.format(stem=stem)
+    if kernel_class == kernels.COMMUNICATION:
+        return (
+            "a communication kernel: its time is the transfer and the wait for the other "
+            "ranks, not this GPU's arithmetic; see the communication findings and the rank "
+            "view (gputui attach LAUNCHER_PID) for the rank the others wait for",
+            "the communication kernel's share falls once the slowest rank or the transfer is fixed",
+        )
+    if kernel_class == kernels.ATTENTION:
+        return (
+            "an attention kernel: check which scaled_dot_product_attention backend it is "
+            "(flash for bf16/fp16 without a materialized mask, memory-efficient otherwise) "
+            "and that the inputs qualify for flash",
+            ncu,
+        )
+    if kernel_class == kernels.GEMM:
+        return (
+            "make sure it is the GEMM you expect at this size: dimensions that are multiples "
+            "of 8 (16 for fp8) keep the tensor cores' fast paths, and bf16/fp16 or TF32 "
+            "inputs use them at all",
+            ncu,
+        )
+    if name.startswith("triton_"):
+        return (
+            "a kernel torch.compile generated: TORCH_LOGS=output_code shows its source; "
+            "a different fusion (torch.compile(mode='max-autotune')) may do better",
+            ncu,
+        )
+    return ("profile this kernel on its own to see what limits it", ncu)
