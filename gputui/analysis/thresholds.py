@@ -89,6 +89,8 @@ steps.warmup_factor         5           x        a first step this many times th
 -- the account and the capture
 cpu.python_share            0.25        share    Python outside torch's share of the step
 cpu.gpu_idle_share          0.15        share    the GPU's idle share while Python holds the step
+cpu.creation_share          0.10        share    CPU-side random tensor creation's share of the step
+cpu.creation_call_us        50          us       a random op this slow per call runs on the CPU
 launch.issue_share          0.4         share    kernel launch + torch dispatch's share of the step
 launch.short_kernel_us      20          us       a mean kernel this short is launch-bound
 launch.tiny_kernel_us       10          us       a kernel this short is tiny

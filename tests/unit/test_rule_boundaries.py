@@ -222,6 +222,22 @@ CASES: dict[str, Case] = {
             )
         ),
     ),
+    # CPU-side random tensors: 5 steps of 10 ms (50 ms), the ops' share of it and
+    # their time per call
+    "cpu.creation_share": past_share(
+        "cpu.tensor_creation",
+        lambda s: evidence(
+            cap=capture(ops=[op("aten::normal_", 5, s * 50_000.0)], account=account(gpu_busy=None))
+        ),
+    ),
+    "cpu.creation_call_us": Case(
+        "cpu.tensor_creation",
+        lambda us: evidence(
+            cap=capture(ops=[op("aten::normal_", 100, us * 100)], account=account(gpu_busy=None))
+        ),
+        +0.1,
+        -0.1,
+    ),
     "cpu.gpu_idle_share": past_share(
         "cpu.python",
         lambda i: evidence(cap=capture(account=account(gpu_busy=1.0 - i, dispatch=0.1))),

@@ -287,6 +287,12 @@ CASES: dict[str, tuple[Factory, Factory]] = {
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.14))),  # 26%
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.16))),  # 24%
     ),
+    "cpu.tensor_creation": (
+        # 5 calls of 2 ms on the CPU: 20% of five 10 ms steps
+        lambda: evidence(cap=capture(ops=[op("aten::normal_", 5, 10_000.0)], account=account())),
+        # 500 GPU launches of 10 us: random tensors made where they are used
+        lambda: evidence(cap=capture(ops=[op("aten::normal_", 500, 5_000.0)], account=account())),
+    ),
     "launch.idle_gaps": (
         lambda: evidence(cap=capture([kernel(GEMM_BF16, "gemm", 100, 50_000.0)])),
         lambda: evidence(cap=gemm_capture()),

@@ -124,3 +124,65 @@ def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
             share=recoverable,
         )
     ]
+
+
+#: the ops that fill a tensor with random numbers (randn, rand, randint, randperm,
+#: dropout's bernoulli, the in-place samplers): on a GPU a launch of a few
+#: microseconds, on the CPU the whole work
+RANDOM_OPS = (
+    "aten::normal_",
+    "aten::uniform_",
+    "aten::random_",
+    "aten::randperm",
+    "aten::bernoulli_",
+    "aten::exponential_",
+)
+#: their share of the step, and their time per call, from which they are a finding
+CREATION_SHARE = thresholds.value("cpu.creation_share")
+CREATION_CALL_US = thresholds.value("cpu.creation_call_us")
+
+
+@rule(
+    "cpu.tensor_creation",
+    "cpu",
+    "gputui: random tensors made on the CPU inside the step (torch.randn without a "
+    "device) cost CPU time and a host-device copy every step; TorchTidy: CPU-initialised "
+    "tensors copied to the GPU",
+    ("capture",),
+    trigger=(
+        "capture or trace: random-number ops (aten::normal_, uniform_, random_, randperm, "
+        "bernoulli_) averaging >= {cpu.creation_call_us} a call (on the CPU: a GPU launch "
+        "takes microseconds) take >= {cpu.creation_share} of the step; cost: their time"
+    ),
+    bucket="dispatch",
+)
+def tensor_creation(ev: JobEvidence) -> Iterable[Finding]:
+    cap = ev.capture
+    acct = account_of(ev)
+    if cap is None or acct is None:
+        return []
+    rows = [o for o in cap.cpu_ops if o.name in RANDOM_OPS and o.calls]
+    us = sum(o.self_us for o in rows)
+    calls = sum(o.calls for o in rows)
+    if not calls or us / calls < CREATION_CALL_US:
+        return []
+    share = us / (acct.step_us * max(1, acct.steps))
+    if share < CREATION_SHARE:
+        return []
+    listed = ", ".join(
+        f"{o.name} x{o.calls} ({fmt.us(o.self_us / o.calls)} each)"
+        for o in sorted(rows, key=lambda o: -o.self_us)[:3]
+    )
+    return [
+        finding(
+            ev,
+            "cpu.tensor_creation",
+            "tensors are made on the CPU inside the step",
+            f"random-number ops take {share * 100:.0f}% of the step on the CPU: {listed}",
+            "make them where they are used: torch.randn(..., device='cuda') (or "
+            "torch.randn_like(x) of a GPU tensor), or once before the loop if they do not "
+            "change; a tensor made on the CPU also costs a host-device copy every step",
+            "a new capture shows the random ops as short launches (a few microseconds each)",
+            share=share,
+        )
+    ]
