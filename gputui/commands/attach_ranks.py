@@ -29,7 +29,7 @@ from gputui.reports import attach as attach_report
 from gputui.reports.jsondoc import print_json
 from gputui.reports.ranks import print_ranks, ranks_json
 from gputui.session import oneshot
-from gputui.session.ranks import RankInput, summarize, sync_start
+from gputui.session.rank_view import RankInput, summarize, sync_start
 
 #: the longest wait for a rank's hello
 HELLO_TIMEOUT_S = 10.0
@@ -63,7 +63,7 @@ def run_live(args: argparse.Namespace, job: JobGroup) -> int:
     # the job was found from its ranks' hellos: only the terminal is left to check
     need_terminal("gputui attach", f"gputui attach {args.pid} --once")
     from gputui.session.rank_feeds import LiveRanksFeed
-    from gputui.tui.attach.ranks import RanksApp
+    from gputui.tui.attach.rank_screen import RanksApp
 
     feed = LiveRanksFeed(job, record_path=args.record)
     return run_screen(RanksApp(feed, ascii_only=args.ascii), feed, args.record)
@@ -183,7 +183,7 @@ def replay(args: argparse.Namespace, recording: AttachRecording, label: str, ban
 
     feed = ReplayRanksFeed(recording, label, speed=args.speed)
     if not args.once:
-        from gputui.tui.attach.ranks import RanksApp
+        from gputui.tui.attach.rank_screen import RanksApp
 
         app = RanksApp(feed, ascii_only=args.ascii, banner=banner)
         try:

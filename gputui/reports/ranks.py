@@ -21,7 +21,7 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
-from gputui.session.ranks import RankRow, RanksSummary
+from gputui.session.rank_view import RankRow, RanksSummary
 from gputui.trace.kernels import CLASS_SHORT
 
 

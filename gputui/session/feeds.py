@@ -39,6 +39,9 @@ DEMO_RESOURCE = "attach_demo.jsonl.gz"
 #: the embedded sessions ``gputui attach --demo NAME`` plays (the first: --demo);
 #: "ddp" holds every rank of a job (the rank view)
 DEMO_RESOURCES = {"h100": DEMO_RESOURCE, "ddp": "attach_demo_ddp.jsonl.gz"}
+#: warm-up steps before a capture asked for from a screen (one rank's, or every
+#: rank's at once in the rank view)
+CAPTURE_WARMUP_STEPS = 1
 
 
 class AttachFeed(Protocol):
@@ -188,7 +191,7 @@ class LiveFeed:
         client = self._live
         if client is None:
             raise AttachError("gputui attach: not connected")
-        return client.request_capture(steps=steps, warmup=1, flops=flops)
+        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP_STEPS, flops=flops)
 
     def request_memory_snapshot(self, steps: int) -> str:
         client = self._live

@@ -34,14 +34,12 @@ from gputui.recording.attach import (
 )
 from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
-from gputui.session.feeds import Playback, roof_of
-from gputui.session.ranks import RankInput, sync_start
+from gputui.session.feeds import CAPTURE_WARMUP_STEPS, Playback, roof_of
+from gputui.session.rank_view import RankInput, sync_start
 from gputui.snapshot.model import DeviceSnapshot
 
 #: connections opened at once when attaching to a job's ranks
 CONNECT_THREADS = 16
-#: warm-up steps of a synchronized capture (as a single rank's)
-CAPTURE_WARMUP = 1
 
 
 class RankLink:
@@ -61,7 +59,7 @@ class RankLink:
 
 
 def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
-    """What :func:`gputui.session.ranks.summarize` reads of one rank's state."""
+    """What :func:`gputui.session.rank_view.summarize` reads of one rank's state."""
     gone = None
     if snap.disconnected is not None:
         gone = snap.disconnected.reason
@@ -111,7 +109,7 @@ class RankFeed:
         client = self.link.client
         if client is None or not isinstance(self.parent, LiveRanksFeed):
             raise GputuiError("this is a recording: captures need a live job")
-        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP, flops=flops)
+        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP_STEPS, flops=flops)
 
     def request_memory_snapshot(self, steps: int) -> str:
         if not isinstance(self.parent, LiveRanksFeed):
@@ -268,7 +266,7 @@ class LiveRanksFeed:
         snaps = [link.state.snapshot() for link in self.links]
         lasts = [_last(s) for s in snaps]
         step_s = _typical_step(snaps)
-        start = sync_start(lasts, step_s, CAPTURE_WARMUP)
+        start = sync_start(lasts, step_s, CAPTURE_WARMUP_STEPS)
         cid = f"ranks-{os.getpid()}-{next(self._ids)}"
         errors: list[str] = []
         asked = 0
@@ -279,7 +277,7 @@ class LiveRanksFeed:
                 continue
             try:
                 client.request_capture(
-                    steps=steps, warmup=CAPTURE_WARMUP, start_step=start, capture_id=cid
+                    steps=steps, warmup=CAPTURE_WARMUP_STEPS, start_step=start, capture_id=cid
                 )
             except GputuiError as exc:
                 errors.append(f"{link.label}: {exc}")

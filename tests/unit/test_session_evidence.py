@@ -12,7 +12,7 @@ from gputui.analysis.roofline import Roof
 from gputui.protocol.hello import LoaderInfo, Status
 from gputui.protocol.schema import DeviceInfo, Hello, MemoryBatch, MemorySample, StepBatch
 from gputui.protocol.steps import StepRecord
-from gputui.session import attach, ranks
+from gputui.session import attach, rank_view
 from gputui.session.oneshot import Collected
 from gputui.session.rank_feeds import rank_input
 from tests.helpers import memsnap
@@ -56,7 +56,7 @@ def test_the_rank_view_sees_what_the_single_job_view_sees() -> None:
         state.add(event)  # type: ignore[arg-type]
     snap = state.snapshot()
     single = attach.evidence(snap)
-    in_ranks = ranks.rank_evidence(rank_input(snap, HELLO)).job
+    in_ranks = rank_view.rank_evidence(rank_input(snap, HELLO)).job
     assert single.loader is not None and single.memory_snapshot is not None
     assert single.roofline == in_ranks.roofline
     assert in_ranks == single
@@ -114,6 +114,6 @@ def test_mfu_and_compile_are_the_same_on_the_screen_once_and_in_the_rank_view() 
     assert once.mfu == pytest.approx(20.0 / 989.5)
     assert view.stats.excluded_compile == 1
     snap = state.snapshot()
-    in_ranks = ranks.rank_evidence(rank_input(snap, HELLO)).job
+    in_ranks = rank_view.rank_evidence(rank_input(snap, HELLO)).job
     assert in_ranks.compile_report == attach.evidence(snap).compile_report == got.compile_report
     assert "compile.breaks_recompiles" in [f.rule for f in analyze(in_ranks)]

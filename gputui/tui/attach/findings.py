@@ -23,7 +23,7 @@ from gputui.tui.render import ascii_text, finding_line, findings_count, hanging
 from gputui.tui.widgets.text_panel import TextPanel
 
 
-class FindingsPanel(TextPanel):
+class JobFindingsPanel(TextPanel):
     """The top findings, ranked by the step time their fix could recover."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -106,13 +106,13 @@ class FindingList(OptionList):
             self.replace_option_prompt_at_index(i, ascii_text(entry) if ascii_only else entry)
 
 
-class FindingsScreen(Screen[object]):
+class JobFindingsScreen(Screen[object]):
     """Every finding of the attached job; the highlighted one in full below."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f,q", "close", "Close")]
     DEFAULT_CSS = """
-    FindingsScreen OptionList { height: auto; max-height: 45%; }
-    FindingsScreen #finding-detail { padding: 1 1; }
+    JobFindingsScreen OptionList { height: auto; max-height: 45%; }
+    JobFindingsScreen #finding-detail { padding: 1 1; }
     """
 
     def __init__(self, findings: tuple[Finding, ...]) -> None:

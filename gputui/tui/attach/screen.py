@@ -29,8 +29,8 @@ from gputui.session.attach import AttachState, AttachView, build_view, capture_b
 from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
-from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
-from gputui.tui.attach.memory_view import MemoryScreen
+from gputui.tui.attach.findings import JobFindingsPanel, JobFindingsScreen
+from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
 from gputui.tui.attach.python_view import PythonScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.subscreen import request_refusal, send_request
@@ -114,7 +114,7 @@ class AttachScreen(Screen[object]):
             yield CaptureTable(id="att-table")
             yield ClassPanel(id="att-classes", ascii_only=ascii_only)
         yield NameLine(id="att-name")
-        yield FindingsPanel(id="att-findings")
+        yield JobFindingsPanel(id="att-findings")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -171,7 +171,7 @@ class AttachScreen(Screen[object]):
         bars.history_rows = 1 if short else 2
         self.query_one(MemoryPanel).compact = short
         self.query_one(PhaseTable).compact = short
-        self.query_one(FindingsPanel).rows = 1 if short else 3
+        self.query_one(JobFindingsPanel).rows = 1 if short else 3
         self.query_one(CapturePanel).show_classes = not wide
         classes = self.query_one(ClassPanel)
         classes.display = wide
@@ -270,7 +270,7 @@ class AttachScreen(Screen[object]):
         if new_capture:
             panels.append(self.query_one(ClassPanel))
         if before is None or view.findings != before.findings:
-            panels.append(self.query_one(FindingsPanel))
+            panels.append(self.query_one(JobFindingsPanel))
         for panel in panels:
             panel.view = view
             panel.redraw()
@@ -328,7 +328,7 @@ class AttachScreen(Screen[object]):
         )
 
     def action_memory(self) -> None:
-        self.app.push_screen(MemoryScreen(self.state, self.feed))
+        self.app.push_screen(MemorySnapshotScreen(self.state, self.feed))
 
     def action_roofline(self) -> None:
         self.app.push_screen(RooflineScreen(self.state, self.feed))
@@ -338,7 +338,7 @@ class AttachScreen(Screen[object]):
 
     def action_findings(self) -> None:
         findings = self.view.findings if self.view is not None else ()
-        self.app.push_screen(FindingsScreen(findings))
+        self.app.push_screen(JobFindingsScreen(findings))
 
     def action_toggle_gpu(self) -> None:
         if not self.gpu_mode and (self.view is None or not self.view.has_gpu_times):

@@ -222,7 +222,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
 
 
-class MemoryPanel(StatePanel):
+class MemorySnapshotPanel(StatePanel):
     SELECTABLE = True  # users copy the snapshot's path from here
 
     def build(self, width: int) -> Text:
@@ -232,25 +232,25 @@ class MemoryPanel(StatePanel):
         return hanging(text, width, lead_width)
 
 
-class MemoryScreen(PanelScreen):
+class MemorySnapshotScreen(PanelScreen):
     """A memory snapshot: asked for on open when the job has none (live), and
     shown as it progresses."""
 
-    PANEL = MemoryPanel
+    PANEL = MemorySnapshotPanel
     REQUEST_ACTION = "snapshot"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "snapshot", "Snapshot"),
         Binding("escape,m,q", "close", "Back"),
     ]
     DEFAULT_CSS = """
-    MemoryScreen #mem-scroll { height: 1fr; }
-    MemoryScreen #mem-panel { padding: 0 1; }
+    MemorySnapshotScreen #mem-scroll { height: 1fr; }
+    MemorySnapshotScreen #mem-panel { padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
         yield BannerPanel(id="mem-banner")  # a replay says so on every screen
         with VerticalScroll(id="mem-scroll"):
-            yield MemoryPanel(self.state, id="mem-panel")
+            yield MemorySnapshotPanel(self.state, id="mem-panel")
         yield Footer()
 
     def wants_request(self, snap: StateSnapshot) -> bool:

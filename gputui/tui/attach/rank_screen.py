@@ -29,10 +29,10 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.errors import GputuiError
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
-from gputui.session.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
+from gputui.session.rank_view import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.trace.kernels import short_kernel_name
 from gputui.tui import render
-from gputui.tui.attach.findings import FindingsScreen
+from gputui.tui.attach.findings import JobFindingsScreen
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachAppBase, AttachScreen
 from gputui.tui.render import finding_line, findings_count, hanging
@@ -494,7 +494,7 @@ class RanksScreen(Screen[object]):
         self._resort()
 
     def action_findings(self) -> None:
-        self.app.push_screen(FindingsScreen(self.findings))
+        self.app.push_screen(JobFindingsScreen(self.findings))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "capture" and self.feed.is_replay:
