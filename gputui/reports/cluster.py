@@ -34,10 +34,6 @@ def _ratio(value: float | None) -> str:
     return fmt.pct(None if value is None else value * 100)
 
 
-def _ms(seconds: float | None) -> str:
-    return fmt.NA if seconds is None else f"{seconds * 1000:.1f}ms"
-
-
 def _power(watts: float | None) -> str:
     return fmt.NA if watts is None else f"{watts:.0f}W"
 
@@ -84,7 +80,7 @@ def job_lines(job: Job, width: int) -> list[str]:
     head = [
         f"job {fmt.clean(job.job_id, 48)}",
         f"ranks {len(job.ranks)}" + (f"/{job.world_size}" if job.world_size else ""),
-        f"step {_ms(job.step_s)}",
+        f"step {fmt.ms(job.step_s, decimals=1, missing=fmt.NA)}",
         *(
             f"{fmt.clean(p, 16)} {v * 100:.0f}%"
             for p, v in sorted(job.phase_share.items(), key=lambda kv: -kv[1])
@@ -99,8 +95,8 @@ def job_lines(job: Job, width: int) -> list[str]:
                 str(r.rank),
                 fmt.clean(r.hostname, 128),
                 fmt.clean(r.gpu, 16),
-                _ms(r.step_s),
-                _ms(r.compute_s),
+                fmt.ms(r.step_s, decimals=1, missing=fmt.NA),
+                fmt.ms(r.compute_s, decimals=1, missing=fmt.NA),
                 "N/A" if r.skew is None else f"{r.skew:.2f}",
                 "<- straggler" if straggler else "",
             ]
@@ -126,7 +122,7 @@ def render(snapshot: ClusterSnapshot, width: int | None = None) -> list[str]:
         f"{plural(len(snapshot.nodes), 'node')},",
         f"{plural(sum(n.gpu_count for n in snapshot.nodes), 'GPU')},",
         f"{plural(len(snapshot.jobs), 'job')}",
-        f"(read in {snapshot.latency_s * 1000:.0f} ms)",
+        f"(read in {fmt.ms(snapshot.latency_s, decimals=0, space=True)})",
     ]
     out = wrap_items(head, width, " ", subsequent=_TAB)
     out += node_table(snapshot.nodes, width)

@@ -37,10 +37,6 @@ def _series(values: tuple[int, ...]) -> str:
     return f"{fmt.size(values[0])} \u2192 {fmt.size(values[-1])}"
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:g} ms"
-
-
 #: the indent of tables and of a long line's continuation
 _TAB = "  "
 
@@ -69,10 +65,13 @@ def render(
     if result.truncated:
         head += " (ring full: the oldest were overwritten)"
     out = wrap(head, width, "", _TAB)
+    start, stop, summary, dump = (
+        fmt.ms(None if v is None else v / 1000, decimals=1, space=True)
+        for v in (result.start_ms, result.stop_ms, result.summary_ms, result.dump_ms)
+    )
     out += wrap(
-        f"cost to the job: history on {_ms(result.start_ms)}, snapshot and off "
-        f"{_ms(result.stop_ms)} at the last step boundary; summary {_ms(result.summary_ms)}"
-        f" and file {_ms(result.dump_ms)} on a worker thread",
+        f"cost to the job: history on {start}, snapshot and off {stop} at the last step "
+        f"boundary; summary {summary} and file {dump} on a worker thread",
         width,
         "",
         _TAB,

@@ -129,9 +129,13 @@ def _summary(text: Text, r: MemorySnapshotResult, width: int, ascii_only: bool) 
         text.append(" (taken before this viewer attached)", style="dim")
     if r.truncated:
         text.append("\n ring full: the oldest events were overwritten", style="yellow")
+    stop, summary, dump = (
+        fmt.ms(None if v is None else v / 1000, decimals=1, space=True)
+        for v in (r.stop_ms, r.summary_ms, r.dump_ms)
+    )
     text.append(
-        f"\n cost: {_ms(r.stop_ms)} at the last step boundary; summary {_ms(r.summary_ms)} "
-        f"and file {_ms(r.dump_ms)} off the training thread",
+        f"\n cost: {stop} at the last step boundary; summary {summary} "
+        f"and file {dump} off the training thread",
         style="dim",
     )
     if r.error:
@@ -216,10 +220,6 @@ def _summary(text: Text, r: MemorySnapshotResult, width: int, ascii_only: bool) 
         text.append(f"\n       open it at {MEMORY_VIZ}", style="dim")
     else:
         text.append(fmt.clean(r.snapshot_error or "not written"), style="yellow")
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f} ms"
 
 
 class MemorySnapshotPanel(StatePanel):

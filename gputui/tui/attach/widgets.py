@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.analysis.live_account import MEASURED, REST, LiveAccount
-from gputui.analysis.steps import SLOW_FACTOR
+from gputui.analysis.steps import SLOW_FACTOR, Dist
 from gputui.protocol import messages
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
 from gputui.reports import compile as compile_text
@@ -47,14 +47,6 @@ def phase_letter(name: str) -> str:
     if name == "other":
         return ":"
     return first if first.isascii() and first.isprintable() and first != " " else "?"
-
-
-def ms(seconds: float | None) -> str:
-    return fmt.ms(seconds, unit=False)
-
-
-def ms_unit(seconds: float | None) -> str:
-    return fmt.ms(seconds)
 
 
 def signed_size(value: float) -> str:
@@ -223,7 +215,7 @@ class StepBars(TextPanel):
         cols = v.columns[-max(1, width) :]
         top = _scale(cols)
         extra = [
-            (f"{len(cols)} steps, top {ms_unit(top)}", "dim"),
+            (f"{len(cols)} steps, top {fmt.ms(top)}", "dim"),
             ("P", "bold magenta"),
             ("profiled", "dim"),
             ("w", "bold yellow"),
@@ -292,7 +284,7 @@ class StepBars(TextPanel):
         for label, values, style in rows[: self.history_rows]:
             line = Text(f"{label:<5}", style="bold")
             line.append_text(render.sparkline(list(values), graph_w, top, self.ascii_only, style))
-            line.append(ms_unit(values[-1] if values else None).rjust(9))
+            line.append(fmt.ms(values[-1] if values else None).rjust(9))
             lines.append(line)
         return lines
 
@@ -300,7 +292,7 @@ class StepBars(TextPanel):
         text = Text()
         p50 = v.stats.wall.p50 if v.stats.wall is not None else None
         if not v.outliers:
-            p50_text = ms_unit(p50)
+            p50_text = fmt.ms(p50)
             text.append(
                 render.first_fitting(
                     width,
@@ -316,9 +308,9 @@ class StepBars(TextPanel):
         parts = []
         for o in v.outliers:
             if o.why == "slow" and p50:
-                parts.append((f"#{o.index} {ms_unit(o.wall_s)} ({o.wall_s / p50:.0f}x p50)", "red"))
+                parts.append((f"#{o.index} {fmt.ms(o.wall_s)} ({o.wall_s / p50:.0f}x p50)", "red"))
             else:
-                parts.append((f"#{o.index} {ms_unit(o.wall_s)} {o.why}", "yellow"))
+                parts.append((f"#{o.index} {fmt.ms(o.wall_s)} {o.why}", "yellow"))
         join_parts(text, parts, width)
         return text
 
@@ -411,19 +403,24 @@ class PhaseTable(TextPanel):
             swatch = phase_letter(d.name) if self.ascii_only else "█"
             line.append(swatch + " ", style=style)
             line.append(f"{fmt.truncate(fmt.clean(d.name, 64), 10):<10}")
-            line.append(f"{ms(d.p50):>7}{ms(d.p90):>7}{ms(d.p99):>7}  ")
+            line.append(_percentiles(d) + "  ")
             line.append_text(render.bar(d.share, bar_w, self.ascii_only, style=style))
             line.append(f"{d.share * 100:5.1f}%")
             lines.append(line)
         if total is not None:
             line = Text()
             line.append(f"  {'step':<10}", style="bold")
-            line.append(f"{ms(total.p50):>7}{ms(total.p90):>7}{ms(total.p99):>7}", style="bold")
+            line.append(_percentiles(total), style="bold")
             line.append(f"  {count} steps", style="dim")
             lines.append(line)
         if v.account is not None and not v.gpu_mode:
             lines.extend(account_lines(v.account, width, self.ascii_only, self.compact))
         return Text("\n").join(lines)
+
+
+def _percentiles(d: Dist) -> str:
+    """p50, p90 and p99 in milliseconds, seven cells each."""
+    return "".join(f"{fmt.ms(x, unit=False):>7}" for x in (d.p50, d.p90, d.p99))
 
 
 #: how the step account's buckets are drawn: colour, letter in ASCII mode, and
