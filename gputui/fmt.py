@@ -128,6 +128,11 @@ def size(value: float | None, width: int = 0) -> str:
     return text.rjust(width) if width else text
 
 
+def signed_size(value: float) -> str:
+    """A change in bytes with its sign: '+4.0MiB', '-512KiB'."""
+    return ("+" if value >= 0 else "-") + size(abs(value))
+
+
 def size_pair(used: float | None, total: float | None) -> str:
     """Used and total bytes in the total's unit, compactly: '28/80GiB',
     '3.5/20GiB' (for narrow bars; ``size`` elsewhere)."""

@@ -202,9 +202,8 @@ def _memory(got: Collected, width: int) -> list[str]:
     ]
     growth = memory_growth(got.memory)
     if growth is not None:
-        sign = "+" if growth.per_step_bytes >= 0 else "-"
         items[-1] += ";"
-        items.append(f"baseline {sign}{fmt.size(abs(growth.per_step_bytes))}/step")
+        items.append(f"baseline {fmt.signed_size(growth.per_step_bytes)}/step")
         if growth.growing:
             items.append("(GROWING)")
     return wrap_items(items, width, " ", subsequent=_TAB)

@@ -17,10 +17,12 @@ from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
 from gputui.tui.attach.findings import JobFindingsScreen
+from gputui.tui.attach.header import AttachHeader
+from gputui.tui.attach.memory_panel import MemoryPanel
 from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
 from gputui.tui.attach.rank_screen import RanksApp, RanksScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
-from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, StepBars
+from gputui.tui.attach.step_bars import StepBars
 from gputui.tui.screens.findings import FindingsScreen
 from gputui.tui.screens.help import HelpScreen
 from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HeaderPanel

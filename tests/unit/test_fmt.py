@@ -105,6 +105,7 @@ def test_ms_of_milliseconds_rounds_as_the_milliseconds(millis: float) -> None:
         assert fmt.ms(millis / 1000, decimals=decimals) == want
     assert fmt.duration(59) == "59s" and fmt.duration(3661) == "1:01:01"
     assert fmt.size_pair(28 * 2**30, 80 * 2**30) == "28/80GiB"
+    assert fmt.signed_size(4 * 2**20) == "+4.0MiB" and fmt.signed_size(-512 * 2**10) == "-512KiB"
     assert fmt.clock(1e20) == fmt.NA
     assert fmt.gpu_name("NVIDIA H100\x1b[2J") == "H100\\x1b[2J"
 

@@ -18,17 +18,16 @@ from gputui import fmt
 from gputui.analysis.evidence import MIN_STEPS, findings_waiting
 from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
-from gputui.session.attach import AttachView
+from gputui.tui.attach.view_panel import ViewPanel
 from gputui.tui.render import ascii_text, finding_line, findings_count, hanging
 from gputui.tui.widgets.text_panel import TextPanel
 
 
-class JobFindingsPanel(TextPanel):
+class JobFindingsPanel(ViewPanel):
     """The top findings, ranked by the step time their fix could recover."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.view: AttachView | None = None
         self.rows = 3
 
     def build(self, width: int) -> Text:

@@ -18,7 +18,7 @@ from textual.message import Message
 
 from gputui import fmt
 from gputui.session.rank_view import EXITED, STALLED, RankRow
-from gputui.tui.attach.widgets import phase_style
+from gputui.tui.attach.phases import phase_style
 from gputui.tui.widgets.text_panel import TextPanel
 
 PHASE_BAR = 16

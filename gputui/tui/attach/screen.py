@@ -30,12 +30,15 @@ from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.findings import JobFindingsPanel, JobFindingsScreen
+from gputui.tui.attach.header import AttachHeader
+from gputui.tui.attach.memory_panel import MemoryPanel
 from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
+from gputui.tui.attach.phase_table import PhaseTable
 from gputui.tui.attach.python_view import PythonScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
+from gputui.tui.attach.step_bars import StepBars
 from gputui.tui.attach.subscreen import request_refusal, send_request
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
-from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.base import BaseApp
 from gputui.tui.widgets.panels import BannerPanel
 
