@@ -9,11 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gputui.client.hook import parse_event
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import MemorySnapshotStatus
 from gputui.protocol.schema import StepBatch, StepRecord
 from gputui.recording.attach import read_attach_recording
+from gputui.reports import memory as memory_report
+from gputui.reports.memsnap_view import GROWING_NOTE, memsnap_view
 from gputui.session.attach import AttachState
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
 from gputui.tui.attach.memory_snapshot import (
@@ -221,3 +225,33 @@ async def test_live_m_on_a_cpu_job_asks_nothing_and_says_why() -> None:
         assert "no memory snapshot for a CPU job" in text and "RSS" in text
         panel = app.screen.query_one(MemorySnapshotPanel)
         assert all(len(line) <= panel.content_region.width for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        h.result(h.planted_leak()),
+        h.result(h.planted_leak(steps=2)),
+        h.result(h.planted_leak(leak=False), snapshot_path=None, snapshot_error="disk full"),
+    ],
+    ids=["leak", "not judged", "none growing"],
+)
+def test_the_screen_and_the_printed_report_say_the_same_sentences(
+    result: ms.MemorySnapshotResult,
+) -> None:
+    """One view model, two faces: every sentence of the snapshot is worded once."""
+    state = AttachState()
+    state.set_hello(h.HELLO)
+    state.add(result)
+    screen = " ".join(
+        memory_text(state.snapshot(), 400, ascii_only=False, live=False).plain.split()
+    )
+    printed = " ".join(" ".join(memory_report.render(result, [], width=400)).split())
+    v = memsnap_view(result)
+    sentences = [v.window, v.counts, v.cost, v.sites_note, v.file, *v.notes]
+    if v.allocator is not None:
+        sentences += [v.allocator.used, *v.allocator.lines]
+    sentences += [v.growing_verdict] if v.growing_verdict else [GROWING_NOTE]
+    sentences += [f"at {f.where} in {f.function}" for f in v.top_frames]
+    for said in sentences:
+        assert said in screen and said in printed, said

@@ -3,9 +3,9 @@ what the job's allocator held and where it came from.
 
 Live, ``m`` asks the hook to record CUDA allocation history for the next
 :data:`SNAPSHOT_STEPS` steps (``s`` asks again); in a replay it shows the snapshot
-the recording holds.  The view is built from plain values (the protocol's frozen
-result) by :func:`memory_text`; every file and function name in it comes from
-the job and is cleaned before display.
+the recording holds.  The summary draws the sentences and rows of
+:mod:`gputui.reports.memsnap_view`, which ``attach --memory-snapshot`` prints
+too (every file and function name in them comes from the job, cleaned there).
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer
 
 from gputui import fmt
-from gputui.analysis.rules.memory import site_label
 from gputui.protocol import memsnap as ms
-from gputui.protocol.memsnap import AllocSite, MemorySnapshotResult
-from gputui.reports.memory import MEMORY_VIZ, NO_FRAME
+from gputui.protocol.memsnap import MemorySnapshotResult
+from gputui.reports import memsnap_view as mv
 from gputui.session.attach import StateSnapshot
 from gputui.tui.attach.subscreen import (
     PanelScreen,
@@ -70,8 +69,8 @@ def progress(snap: StateSnapshot) -> tuple[str, str] | None:
     return "red", f"memory snapshot {state}{reason}"
 
 
-def _site(site: AllocSite | None, width: int) -> str:
-    return fmt.middle(NO_FRAME if site is None else fmt.clean(site_label(site)), max(8, width))
+def _site(site: str, width: int) -> str:
+    return fmt.middle(site, max(8, width))
 
 
 def _section(text: Text, title: str, note: str = "") -> None:
@@ -121,105 +120,74 @@ def memory_text(snap: StateSnapshot, width: int, ascii_only: bool, live: bool) -
 
 
 def _summary(text: Text, r: MemorySnapshotResult, width: int, ascii_only: bool) -> None:
-    window = f"steps {r.first_step}..{r.last_step}"
+    v = mv.memsnap_view(r)
     text.append("\n ")
-    text.append(f"{window} ({r.steps} steps) on device {r.device}", style="bold")
-    text.append(f", {r.alloc_count:,} allocations, {r.trace_entries:,} allocator events")
-    if r.replay:
-        text.append(" (taken before this viewer attached)", style="dim")
-    if r.truncated:
-        text.append("\n ring full: the oldest events were overwritten", style="yellow")
-    stop, summary, dump = (
-        fmt.ms(None if v is None else v / 1000, decimals=1, space=True)
-        for v in (r.stop_ms, r.summary_ms, r.dump_ms)
-    )
-    text.append(
-        f"\n cost: {stop} at the last step boundary; summary {summary} "
-        f"and file {dump} off the training thread",
-        style="dim",
-    )
-    if r.error:
-        text.append(f"\n failed: {fmt.clean(r.error)}", style="red")
-    frag = r.fragmentation
-    if frag is not None:
-        _section(text, "Allocator", f"{frag.segments} segments")
-        bar_w = max(10, min(40, width - 50))
-        used = frag.allocated_bytes / frag.reserved_bytes if frag.reserved_bytes else None
+    text.append(v.window, style="bold")
+    text.append(f", {v.counts}")
+    if v.replayed:
+        text.append(f" ({mv.REPLAYED})", style="dim")
+    if v.truncated:
+        text.append(f"\n {mv.RING_FULL}", style="yellow")
+    text.append(f"\n {v.cost}", style="dim")
+    if v.error:
+        text.append(f"\n {v.error}", style="red")
+    alloc = v.allocator
+    if alloc is not None:
+        _section(text, mv.ALLOCATOR, alloc.note)
+        used = alloc.used_share
+        label = fmt.pct(None if used is None else used * 100)
         text.append("\n reserved ")
-        text.append_text(
-            bar(
-                used,
-                bar_w,
-                ascii_only,
-                style="cyan",
-                label=fmt.pct(None if used is None else used * 100),
-            )
-        )
-        text.append(
-            f" {fmt.size(frag.allocated_bytes)} allocated of {fmt.size(frag.reserved_bytes)}"
-        )
-        text.append(
-            f"\n free blocks in split segments: {frag.inactive_split_blocks} "
-            f"({fmt.size(frag.inactive_split_bytes)}), largest free block "
-            f"{fmt.size(frag.largest_inactive_bytes)}"
-            f"\n allocated before the window: {fmt.size(frag.before_window_bytes)}"
-        )
+        text.append_text(bar(used, max(10, min(40, width - 50)), ascii_only, "cyan", label))
+        text.append(f" {alloc.used}")
+        text.append("".join(f"\n {line}" for line in alloc.lines))
     site_w = max(20, width - 46)
-    if not r.growth_checked:
-        _section(text, "Growing allocations")
-        text.append(
-            f"\n not judged: {r.boundaries} step boundaries found, "
-            f"{ms.MIN_GROWTH_BOUNDARIES + 1} needed",
-            style="yellow",
-        )
-    elif not r.growing:
-        _section(text, "Growing allocations")
-        text.append("\n none: no allocation site grew across the steps", style="green")
-    else:
-        _section(text, "Growing allocations", "alive at every step boundary, and growing")
-        text.append(f"\n {'site':<{site_w}} {'per step':>9} {'at boundaries':<16} {'kept':>5}")
-        for g in r.growing:
-            kept = g.live_count[-1] if g.live_count else 0
-            text.append("\n ")
-            text.append(f"{_site(g.site, site_w):<{site_w}}", style="bold red")
-            text.append(f" {'+' + fmt.size(g.per_step_bytes):>9} ")
-            spark = sparkline(
-                [float(v) for v in g.live_bytes],
-                16,
-                maximum=None,
-                ascii_only=ascii_only,
-                style="red",
-            )
-            text.append_text(spark)
-            text.append(f" {kept:>5}")
-        top = r.growing[0].site
-        if top is not None:
-            for frame in top.frames:
-                where = fmt.middle(fmt.clean(f"{frame.file}:{frame.line}"), max(20, width - 30))
-                text.append(f"\n   at {where} in {fmt.clean(frame.function, 60)}", style="dim")
-    if r.sites:
-        _section(text, "Top allocation sites", f"during the window, {r.site_count} sites")
-        text.append(f"\n {'site':<{site_w}} {'allocated':>10} {'count':>7} {'alive at end':>14}")
-        for s in r.sites[:10]:
-            alive = f"{fmt.size(s.live_bytes)} ({s.live_count})" if s.live_count else "-"
+    _growing(text, v, width, site_w, ascii_only)
+    if v.sites:
+        _section(text, mv.TOP_SITES, v.sites_note)
+        site, allocated, count, alive = mv.SITE_COLUMNS
+        text.append(f"\n {site:<{site_w}} {allocated:>10} {count:>7} {alive:>14}")
+        for s in v.sites:
             text.append(f"\n {_site(s.site, site_w):<{site_w}}")
-            text.append(f" {fmt.size(s.bytes):>10} {s.count:>7,} {alive:>14}")
-    if r.largest_blocks:
-        _section(text, "Largest live blocks")
-        for b in r.largest_blocks:
-            text.append(f"\n {fmt.size(b.bytes):>9} {fmt.clean(b.segment_type, 6):<6} ")
-            if b.in_window or b.site is not None:
+            text.append(f" {s.allocated:>10} {s.count:>7,} {s.alive:>14}")
+    if v.blocks:
+        _section(text, mv.LARGEST)
+        for b in v.blocks:
+            text.append(f"\n {b.size:>9} {fmt.truncate(b.pool, 6):<6} ")
+            if b.site is not None:
                 text.append(_site(b.site, site_w))
             else:
-                text.append("allocated before the window", style="dim")
-    for note in r.notes:
-        text.append(f"\n note: {fmt.clean(note)}", style="yellow")
+                text.append(mv.BEFORE_WINDOW, style="dim")
+    for note in v.notes:
+        text.append(f"\n {note}", style="yellow")
     text.append("\n\n file: ", style="bold")
-    if r.snapshot_path:
-        text.append(fmt.clean(r.snapshot_path))
-        text.append(f"\n       open it at {MEMORY_VIZ}", style="dim")
+    if v.file_written:
+        text.append(v.file)
+        text.append(f"\n       {mv.OPEN_AT}", style="dim")
     else:
-        text.append(fmt.clean(r.snapshot_error or "not written"), style="yellow")
+        text.append(v.file, style="yellow")
+
+
+def _growing(
+    text: Text, v: mv.MemorySnapshotView, width: int, site_w: int, ascii_only: bool
+) -> None:
+    if v.growing_verdict is not None:
+        _section(text, mv.GROWING)
+        style = "green" if v.growth_checked else "yellow"
+        text.append(f"\n {v.growing_verdict}", style=style)
+        return
+    _section(text, mv.GROWING, mv.GROWING_NOTE)
+    site, per_step, at, kept = mv.GROWING_COLUMNS
+    text.append(f"\n {site:<{site_w}} {per_step:>9} {at:<16} {kept:>5}")
+    for g in v.growing:
+        text.append("\n ")
+        text.append(f"{_site(g.site, site_w):<{site_w}}", style="bold red")
+        text.append(f" {g.per_step:>9} ")
+        values = [float(b) for b in g.live_bytes]
+        text.append_text(sparkline(values, 16, maximum=None, ascii_only=ascii_only, style="red"))
+        text.append(f" {g.kept:>5}")
+    for frame in v.top_frames:
+        where = fmt.middle(frame.where, max(20, width - 30))
+        text.append(f"\n   at {where} in {fmt.truncate(frame.function, 60)}", style="dim")
 
 
 class MemorySnapshotPanel(StatePanel):
