@@ -39,8 +39,9 @@ DEMO_RESOURCE = "attach_demo.jsonl.gz"
 #: the embedded sessions ``gputui attach --demo NAME`` plays (the first: --demo);
 #: "ddp" holds every rank of a job (the rank view)
 DEMO_RESOURCES = {"h100": DEMO_RESOURCE, "ddp": "attach_demo_ddp.jsonl.gz"}
-#: warm-up steps before a capture asked for from a screen (one rank's, or every
-#: rank's at once in the rank view)
+#: steps a capture asked for from a screen records, after its warm-up steps (one
+#: rank's, or every rank's at once in the rank view)
+CAPTURE_STEPS = 5
 CAPTURE_WARMUP_STEPS = 1
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -27,9 +26,8 @@ from gputui.session.attach import StateSnapshot
 from gputui.tui.attach.subscreen import (
     PanelScreen,
     StatePanel,
+    ask_hook,
     cpu_job,
-    request_refusal,
-    send_request,
 )
 from gputui.tui.render import bar, hanging, lead_width, sparkline
 from gputui.tui.widgets.panels import BannerPanel
@@ -225,18 +223,12 @@ class MemorySnapshotScreen(PanelScreen):
         return snap.memsnap is None and not cpu_job(snap)
 
     def action_snapshot(self) -> None:
-        refusal = request_refusal(
-            self.feed, self.state.snapshot(), "memory snapshots", memsnap_busy
-        )
-        if refusal is not None:
-            self.notify(refusal, severity="warning")
-            return
-        self._request_worker()
-
-    @work(thread=True, exclusive=True, group="attach-memsnap")
-    def _request_worker(self) -> None:
-        send_request(
+        ask_hook(
             self,
+            self.feed,
+            self.state.snapshot(),
+            "memory snapshots",
+            memsnap_busy,
             lambda: self.feed.request_memory_snapshot(SNAPSHOT_STEPS),
             self.state.set_memsnap_wanted,
         )

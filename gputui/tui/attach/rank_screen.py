@@ -28,6 +28,7 @@ from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.errors import GputuiError
+from gputui.session.feeds import CAPTURE_STEPS
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.session.rank_view import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.trace.kernels import short_kernel_name
@@ -47,7 +48,6 @@ STATS_PERIOD_S = 1.0
 RANKS_PER_SECOND = 4
 #: steps of each rank the view's statistics cover (the newest)
 VIEW_WINDOW = 500
-CAPTURE_STEPS = 5
 #: below this height: no compute lines, one finding, three capture rows
 SHORT_HEIGHT = 34
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -22,19 +21,18 @@ from textual.widgets import Footer
 from gputui import fmt
 from gputui.analysis.evidence import roofline_of
 from gputui.reports import roofline as roofline_text
-from gputui.session.attach import StateSnapshot, capture_busy, capture_progress
+from gputui.session.attach import StateSnapshot, capture_progress
+from gputui.session.feeds import CAPTURE_STEPS
 from gputui.tui.attach.capture_panels import PERFETTO
 from gputui.tui.attach.subscreen import (
     PanelScreen,
     StatePanel,
+    ask_capture,
     cpu_job,
-    request_refusal,
-    send_request,
 )
 from gputui.tui.render import hanging, lead_width
 from gputui.tui.widgets.panels import BannerPanel
 
-CAPTURE_STEPS = 5
 TOP = 10
 _BOUND_STYLE = {"memory": "yellow", "compute": "green"}
 
@@ -137,16 +135,4 @@ class RooflineScreen(PanelScreen):
         return super().check_action(action, parameters)
 
     def action_capture(self) -> None:
-        refusal = request_refusal(self.feed, self.state.snapshot(), "captures", capture_busy)
-        if refusal is not None:
-            self.notify(refusal, severity="warning")
-            return
-        self._capture_worker()
-
-    @work(thread=True, exclusive=True, group="attach-capture")
-    def _capture_worker(self) -> None:
-        send_request(
-            self,
-            lambda: self.feed.request_capture(CAPTURE_STEPS, flops=True),
-            self.state.set_capture_wanted,
-        )
+        ask_capture(self, self.feed, self.state, flops=True)

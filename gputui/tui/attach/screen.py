@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer
 
 from gputui.client.hook import HookClient
 from gputui.errors import GputuiError
-from gputui.session.attach import AttachState, AttachView, build_view, capture_busy
+from gputui.session.attach import AttachState, AttachView, build_view
 from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
@@ -37,14 +37,13 @@ from gputui.tui.attach.phase_table import PhaseTable
 from gputui.tui.attach.python_view import PythonScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.step_bars import StepBars
-from gputui.tui.attach.subscreen import request_refusal, send_request
+from gputui.tui.attach.subscreen import ask_capture
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.base import BaseApp
 from gputui.tui.widgets.panels import BannerPanel
 
 REFRESH_HZ = 4.0
 STATS_PERIOD_S = 1.0
-CAPTURE_STEPS = 5
 #: below this height: short bars, one history line, one memory line
 SHORT_HEIGHT = 34
 #: from this width the class rollup and CPU ops get their own column
@@ -315,20 +314,7 @@ class AttachScreen(Screen[object]):
             self.app.pop_screen()
 
     def action_capture(self) -> None:
-        snap = self.state.snapshot()
-        refusal = request_refusal(
-            self.feed, snap, "captures", capture_busy, not_connected="not connected: r reconnects"
-        )
-        if refusal is not None:
-            self.notify(refusal, severity="warning")
-            return
-        self._capture_worker()
-
-    @work(thread=True, exclusive=True, group="attach-capture")
-    def _capture_worker(self) -> None:
-        send_request(
-            self, lambda: self.feed.request_capture(CAPTURE_STEPS), self.state.set_capture_wanted
-        )
+        ask_capture(self, self.feed, self.state, not_connected="not connected: r reconnects")
 
     def action_memory(self) -> None:
         self.app.push_screen(MemorySnapshotScreen(self.state, self.feed))

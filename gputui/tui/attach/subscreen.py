@@ -6,13 +6,14 @@ off the UI thread."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from textual.screen import Screen
 from textual.timer import Timer
 
 from gputui.errors import GputuiError
-from gputui.session.attach import AttachState, StateSnapshot
-from gputui.session.feeds import AttachFeed
+from gputui.session.attach import AttachState, StateSnapshot, capture_busy
+from gputui.session.feeds import CAPTURE_STEPS, AttachFeed
 from gputui.tui.widgets.text_panel import TextPanel
 
 REFRESH_S = 0.25
@@ -52,6 +53,52 @@ def send_request(
         screen.app.call_from_thread(screen.notify, str(exc), severity="error")
         return
     done(ident)
+
+
+def ask_capture(
+    screen: Screen[object],
+    feed: AttachFeed,
+    state: AttachState,
+    flops: bool = False,
+    not_connected: str = "not connected",
+) -> None:
+    """Ask the hook for a capture of the next :data:`CAPTURE_STEPS` steps (with
+    FLOPs and shapes: the roofline's) unless one is under way."""
+    ask_hook(
+        screen,
+        feed,
+        state.snapshot(),
+        "captures",
+        capture_busy,
+        lambda: feed.request_capture(CAPTURE_STEPS, flops=flops),
+        state.set_capture_wanted,
+        not_connected,
+    )
+
+
+def ask_hook(
+    screen: Screen[object],
+    feed: AttachFeed,
+    snap: StateSnapshot,
+    what: str,
+    busy: Callable[[StateSnapshot], bool],
+    send: Callable[[], str],
+    done: Callable[[str], None],
+    not_connected: str = "not connected",
+) -> None:
+    """Ask the hook for one of ``what`` ("captures", "memory snapshots") unless
+    it is refused now (said in a warning): ``send`` runs on a worker thread (one
+    at a time of each kind) and hands its id to ``done``."""
+    refusal = request_refusal(feed, snap, what, busy, not_connected)
+    if refusal is not None:
+        screen.notify(refusal, severity="warning")
+        return
+    screen.run_worker(
+        partial(send_request, screen, send, done),
+        group=f"attach-{what}",
+        exclusive=True,
+        thread=True,
+    )
 
 
 class StatePanel(TextPanel):
