@@ -4,6 +4,7 @@ sentences and rows (:mod:`gputui.reports.memsnap_view`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gputui import fmt
@@ -11,10 +12,23 @@ from gputui.analysis.finding import Finding
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.reports import findings as findings_text
 from gputui.reports import memsnap_view as mv
+from gputui.reports.jsondoc import print_json
 from gputui.reports.text import emit, output_width, table, wrap
+from gputui.session.oneshot import MemsnapReport
 
 
-def json_doc(pid: int | None, result: MemorySnapshotResult, found: list[Finding]) -> dict[str, Any]:
+def output(report: MemsnapReport, as_json: bool, ascii_only: bool = False) -> None:
+    """The report on standard output: its JSON, or its text to the output's width
+    (``--ascii``: ASCII only)."""
+    if as_json:
+        print_json(json_doc(report.pid, report.result, report.findings))
+    else:
+        print_result(report.result, report.findings, ascii_only)
+
+
+def json_doc(
+    pid: int | None, result: MemorySnapshotResult, found: Sequence[Finding]
+) -> dict[str, Any]:
     """The ``--json`` document (docs/json.md: "attach --memory-snapshot --json")."""
     snap = result.to_wire()
     snap.pop("v", None)
@@ -27,14 +41,14 @@ _TAB = "  "
 
 
 def print_result(
-    result: MemorySnapshotResult, found: list[Finding], ascii_only: bool = False
+    result: MemorySnapshotResult, found: Sequence[Finding], ascii_only: bool = False
 ) -> None:
     """The report on standard output, to its width (``--ascii``: ASCII only)."""
     emit(render(result, found), ascii_only)
 
 
 def render(
-    result: MemorySnapshotResult, found: list[Finding], width: int | None = None
+    result: MemorySnapshotResult, found: Sequence[Finding], width: int | None = None
 ) -> list[str]:
     """The report as lines of at most ``width`` characters (the output's width by
     default): sentences and paths whole, allocation sites elided in the middle in

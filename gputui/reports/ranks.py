@@ -3,6 +3,7 @@ rules' findings, as text and as JSON (docs/json.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gputui import fmt
@@ -10,7 +11,8 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.client.job_group import JobGroup
 from gputui.reports import findings as findings_text
-from gputui.reports.attach import trace_lines
+from gputui.reports.attach import report_dict, trace_lines
+from gputui.reports.jsondoc import print_json
 from gputui.reports.text import (
     elide_all,
     emit,
@@ -21,13 +23,34 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
+from gputui.session.oneshot import RanksReport
 from gputui.session.rank_view import RankRow, RanksSummary
 from gputui.trace.kernels import CLASS_SHORT
 
 
 # -- output -----------------------------------------------------------------------------------
+def output(
+    report: RanksReport, as_json: bool, ascii_only: bool = False, banner: str | None = None
+) -> None:
+    """The report on standard output: ``--json`` (the named rank's own report
+    with ``job`` and ``ranks`` added), or the ranks side by side as text."""
+    if not as_json:
+        print_ranks(
+            report.job, report.summary, report.findings, report.problems, banner, ascii_only
+        )
+        return
+    doc = report_dict(report.named)
+    doc.update(ranks_json(report.job, report.summary, report.findings, report.problems))
+    if report.recorded is not None:
+        doc["recording"] = {"label": report.recorded.label, "demo": report.recorded.demo}
+    print_json(doc)
+
+
 def ranks_json(
-    job: JobGroup, summary: RanksSummary, findings: list[Finding], problems: list[str]
+    job: JobGroup,
+    summary: RanksSummary,
+    findings: Sequence[Finding],
+    problems: Sequence[str],
 ) -> dict[str, Any]:
     """``job`` and ``ranks`` of ``attach --once --json`` for a multi-rank job."""
     return {
@@ -54,8 +77,8 @@ def ranks_json(
 def print_ranks(
     job: JobGroup,
     summary: RanksSummary,
-    findings: list[Finding],
-    problems: list[str],
+    findings: Sequence[Finding],
+    problems: Sequence[str],
     banner: str | None = None,
     ascii_only: bool = False,
 ) -> None:
@@ -77,8 +100,8 @@ LEGEND = (
 def render(
     job: JobGroup,
     summary: RanksSummary,
-    findings: list[Finding],
-    problems: list[str],
+    findings: Sequence[Finding],
+    problems: Sequence[str],
     banner: str | None = None,
     width: int | None = None,
     recorded: bool = False,

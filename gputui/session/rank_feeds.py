@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputui.client.hook import AttachError, HookClient, parse_event
+from gputui.client.hook import AttachError, HookClient
 from gputui.client.job_group import JobGroup, group_jobs
 from gputui.errors import GputuiError
 from gputui.nvml.gpu_watch import GpuWatches
@@ -29,13 +29,13 @@ from gputui.protocol.schema import Hello
 from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,
-    gpu_sample,
     read_attach_recording,
 )
 from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
 from gputui.session.feeds import CAPTURE_WARMUP_STEPS, Playback, roof_of
 from gputui.session.rank_view import RankInput, sync_start
+from gputui.session.reading import deliver
 from gputui.snapshot.model import DeviceSnapshot
 
 #: connections opened at once when attaching to a job's ranks
@@ -424,19 +424,13 @@ class ReplayRanksFeed(Playback):
 
 
 def _deliver(msg: Mapping[str, Any], state: AttachState) -> None:
-    sample = gpu_sample(msg)
-    if sample is not None:
-        state.add_gpu(sample)
-        return
     if msg.get("type") == "hello":  # the rank was connected again
         try:
             state.set_hello(Hello.from_wire(msg))
         except SchemaError:
             pass
         return
-    event = parse_event(msg)
-    if event is not None:
-        state.add(event)
+    deliver(msg, state)
 
 
 def _common_parent(hellos: Sequence[Hello]) -> int | None:
