@@ -13,10 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.widgets import Footer
 
 from gputui import fmt
 from gputui.protocol import memsnap as ms
@@ -30,7 +27,6 @@ from gputui.tui.attach.subscreen import (
     cpu_job,
 )
 from gputui.tui.render import bar, hanging, lead_width, sparkline
-from gputui.tui.widgets.panels import BannerPanel
 
 SNAPSHOT_STEPS = 5
 
@@ -203,21 +199,12 @@ class MemorySnapshotScreen(PanelScreen):
     shown as it progresses."""
 
     PANEL = MemorySnapshotPanel
+    ID = "mem"
     REQUEST_ACTION = "snapshot"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "snapshot", "Snapshot"),
         Binding("escape,m,q", "close", "Back"),
     ]
-    DEFAULT_CSS = """
-    MemorySnapshotScreen #mem-scroll { height: 1fr; }
-    MemorySnapshotScreen #mem-panel { padding: 0 1; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield BannerPanel(id="mem-banner")  # a replay says so on every screen
-        with VerticalScroll(id="mem-scroll"):
-            yield MemorySnapshotPanel(self.state, id="mem-panel")
-        yield Footer()
 
     def wants_request(self, snap: StateSnapshot) -> bool:
         return snap.memsnap is None and not cpu_job(snap)

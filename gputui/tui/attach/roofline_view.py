@@ -13,10 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.widgets import Footer
 
 from gputui import fmt
 from gputui.analysis.evidence import roofline_of
@@ -31,7 +28,6 @@ from gputui.tui.attach.subscreen import (
     cpu_job,
 )
 from gputui.tui.render import hanging, lead_width
-from gputui.tui.widgets.panels import BannerPanel
 
 TOP = 10
 _BOUND_STYLE = {"memory": "yellow", "compute": "green"}
@@ -110,21 +106,12 @@ class RooflineScreen(PanelScreen):
     on open when there is none (live)."""
 
     PANEL = RooflinePanel
+    ID = "roof"
     REQUEST_ACTION = "capture"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "capture", "Capture with FLOPs"),
         Binding("escape,l,q", "close", "Back"),
     ]
-    DEFAULT_CSS = """
-    RooflineScreen #roof-scroll { height: 1fr; }
-    RooflineScreen #roof-panel { padding: 0 1; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield BannerPanel(id="roof-banner")
-        with VerticalScroll(id="roof-scroll"):
-            yield RooflinePanel(self.state, id="roof-panel")
-        yield Footer()
 
     def wants_request(self, snap: StateSnapshot) -> bool:
         return snap.roof is not None and (snap.capture is None or not snap.capture.op_rows)

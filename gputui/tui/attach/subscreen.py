@@ -8,12 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widgets import Footer
 
 from gputui.errors import GputuiError
 from gputui.session.attach import AttachState, StateSnapshot, capture_busy
 from gputui.session.feeds import CAPTURE_STEPS, AttachFeed
+from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
 REFRESH_S = 0.25
@@ -104,8 +108,10 @@ def ask_hook(
 class StatePanel(TextPanel):
     """A text panel drawn from the session's state as it is at each redraw."""
 
-    def __init__(self, state: AttachState, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(
+        self, state: AttachState, *, id: str | None = None, classes: str | None = None
+    ) -> None:
+        super().__init__(id=id, classes=classes)
         self.state = state
         self.live = True
         self.ascii_only = False
@@ -143,16 +149,29 @@ class StateScreen(Screen[object]):
 
 
 class PanelScreen(StateScreen):
-    """A screen of one :class:`TextPanel` drawn from ``state``; subclasses name the
-    panel's class and the request key's action."""
+    """A screen of one :class:`TextPanel` drawn from ``state``, under the banner
+    (a replay says so on every screen) and scrolled; subclasses name the panel's
+    class, its ids' prefix and the request key's action."""
 
     PANEL: type[StatePanel]
+    #: the ids' prefix: ``#{ID}-banner``, ``#{ID}-scroll``, ``#{ID}-panel``
+    ID = ""
     #: the action that asks the hook for something: refused (hidden) in a replay
     REQUEST_ACTION = ""
+    DEFAULT_CSS = """
+    PanelScreen .panel-scroll { height: 1fr; }
+    PanelScreen .panel-body { padding: 0 1; }
+    """
 
     def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
         super().__init__(state, feed)
         self.autostart = autostart
+
+    def compose(self) -> ComposeResult:
+        yield BannerPanel(id=f"{self.ID}-banner")
+        with VerticalScroll(id=f"{self.ID}-scroll", classes="panel-scroll"):
+            yield self.PANEL(self.state, id=f"{self.ID}-panel", classes="panel-body")
+        yield Footer()
 
     def on_mount(self) -> None:
         panel = self.query_one(self.PANEL)
