@@ -28,7 +28,7 @@ from gputui.reports.account import live_lines
 from gputui.reports.jsondoc import finite, message_body, print_json
 from gputui.reports.kernels import kernel_table
 from gputui.reports.python import lines as python_lines
-from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
+from gputui.reports.text import emit, indented_table, output_width, plural, wrap, wrap_items
 from gputui.session.oneshot import JobReport
 from gputui.session.reading import Collected
 
@@ -242,14 +242,9 @@ def _dist_table(title: str, total: Dist | None, phases: tuple[Dist, ...], width:
         ]
         for d in [*phases, *([total] if total is not None else [])]
     ]
-    lines = table(
-        ["phase", "mean", "p50", "p90", "p99", "share"],
-        rows,
-        width - len(_TAB),
-        right=[False, True, True, True, True, True],
-        flexible=0,
-    )
-    return [title, *(_TAB + line for line in lines)]
+    right = [False, True, True, True, True, True]
+    headers = ["phase", "mean", "p50", "p90", "p99", "share"]
+    return [title, *indented_table(headers, rows, width, right=right, flexible=0)]
 
 
 def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
@@ -291,15 +286,10 @@ def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
             ]
             for op in cap.cpu_ops[:TOP]
         ]
-        lines = table(
-            ["self", "total", "share", "calls", "op"],
-            rows,
-            width - len(_TAB),
-            right=[True, True, True, True, False],
-            flexible=4,
-        )
         out.append("top CPU ops (self time)")
-        out.extend(_TAB + line for line in lines)
+        right = [True, True, True, True, False]
+        headers = ["self", "total", "share", "calls", "op"]
+        out.extend(indented_table(headers, rows, width, right=right, flexible=4))
     out.extend(trace_lines(cap.trace_path, cap.trace_error, width, recorded))
     return out
 

@@ -14,7 +14,7 @@ from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Job, Node, state_label
 from gputui.reports import container_text, jsondoc
 from gputui.reports.jsondoc import finite
-from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
+from gputui.reports.text import emit, indented_table, output_width, plural, table, wrap, wrap_items
 
 #: 2: nodes read over SSH (state, note, processes, remote_hostname, age_s)
 JSON_SCHEMA = 2
@@ -101,14 +101,9 @@ def job_lines(job: Job, width: int) -> list[str]:
                 "<- straggler" if straggler else "",
             ]
         )
-    ranks = table(
-        ["rank", "host", "gpu", "step", "compute", "skew", ""],
-        rows,
-        width - len(_TAB),
-        right=[True, False, True, True, True, True, False],
-        flexible=1,
-    )
-    return lines + [_TAB + line for line in ranks]
+    headers = ["rank", "host", "gpu", "step", "compute", "skew", ""]
+    right = [True, False, True, True, True, True, False]
+    return lines + indented_table(headers, rows, width, right=right, flexible=1)
 
 
 def render(snapshot: ClusterSnapshot, width: int | None = None) -> list[str]:
@@ -182,8 +177,7 @@ def _indented(headers: list[str], rows: list[list[str]], width: int, flexible: i
     """A table under a node, its flexible column a name (left), the others numbers."""
     words = ("USER", "MODEL", "CONTAINER")
     right = [i != flexible and h not in words for i, h in enumerate(headers)]
-    lines = table(headers, rows, width - len(_TAB), right=right, flexible=flexible)
-    return [_TAB + line for line in lines]
+    return indented_table(headers, rows, width, right=right, flexible=flexible)
 
 
 def print_text(snapshot: ClusterSnapshot, ascii_only: bool = False) -> None:

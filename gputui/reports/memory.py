@@ -13,7 +13,7 @@ from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.reports import findings as findings_text
 from gputui.reports import memsnap_view as mv
 from gputui.reports.jsondoc import print_json
-from gputui.reports.text import emit, output_width, table, wrap
+from gputui.reports.text import emit, indented_table, output_width, wrap
 from gputui.session.oneshot import MemsnapReport
 
 
@@ -72,14 +72,18 @@ def render(
     if v.sites:
         rows = [[s.site, s.allocated, f"{s.count:,}", s.alive] for s in v.sites]
         out += _section(mv.TOP_SITES, v.sites_note, [], width)
-        out += _indented_table(mv.SITE_COLUMNS, rows, width, [False, True, True, True], 0)
+        out += indented_table(
+            mv.SITE_COLUMNS, rows, width, right=[False, True, True, True], flexible=0
+        )
     if v.blocks:
         rows = [
             [b.size, b.requested, fmt.truncate(b.pool, 8), b.site or mv.BEFORE_WINDOW]
             for b in v.blocks
         ]
         out += _section(mv.LARGEST, "", [], width)
-        out += _indented_table(mv.BLOCK_COLUMNS, rows, width, [True, True, True, False], 3)
+        out += indented_table(
+            mv.BLOCK_COLUMNS, rows, width, right=[True, True, True, False], flexible=3
+        )
     if found:
         out += findings_text.text_blocks(found, width, with_rule=False)
     for note in v.notes:
@@ -100,20 +104,14 @@ def _section(title: str, note: str, lines: list[str], width: int) -> list[str]:
     return out
 
 
-def _indented_table(
-    headers: tuple[str, ...], rows: list[list[str]], width: int, right: list[bool], flexible: int
-) -> list[str]:
-    """A table one tab in from the text above it."""
-    lines = table(list(headers), rows, width - len(_TAB), right=right, flexible=flexible)
-    return [_TAB + line for line in lines]
-
-
 def _growing(v: mv.MemorySnapshotView, width: int) -> list[str]:
     if v.growing_verdict is not None:
         return _section(mv.GROWING, "", [v.growing_verdict], width)
     rows = [[g.site, g.per_step, _series(g.live_bytes), str(g.kept)] for g in v.growing]
     out = _section(mv.GROWING, mv.GROWING_NOTE, [], width)
-    out += _indented_table(mv.GROWING_COLUMNS, rows, width, [False, True, True, True], 0)
+    out += indented_table(
+        mv.GROWING_COLUMNS, rows, width, right=[False, True, True, True], flexible=0
+    )
     for frame in v.top_frames:
         out += wrap(f"at {frame.where} in {frame.function}", width, _TAB * 2, _TAB * 3)
     return out

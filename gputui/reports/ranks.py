@@ -16,6 +16,7 @@ from gputui.reports.jsondoc import print_json
 from gputui.reports.text import (
     elide_all,
     emit,
+    indented_table,
     kernel_name,
     output_width,
     plural,
@@ -189,14 +190,10 @@ def _devices(summary: RanksSummary, width: int) -> list[str]:
                 gpu,
             ]
         )
-    lines = table(
-        ["rank", "memory", "peak", "util", "SM clock", "gpu"],
-        rows,
-        width - len(_TAB),
-        right=[True, True, True, True, True, False],
-        flexible=5,
-    )
-    return ["memory and GPU of each rank", *(_TAB + line for line in lines)]
+    headers = ["rank", "memory", "peak", "util", "SM clock", "gpu"]
+    right = [True, True, True, True, True, False]
+    lines = indented_table(headers, rows, width, right=right, flexible=5)
+    return ["memory and GPU of each rank", *lines]
 
 
 def _phases(summary: RanksSummary, width: int) -> list[str]:
@@ -227,8 +224,7 @@ def _phases(summary: RanksSummary, width: int) -> list[str]:
             end += 1
         headers = ["rank", *(shown[fmt.clean(n, 64)] for n in names[start:end])]
         part = [[r[0], *r[1 + start : 1 + end]] for r in rows]
-        lines = table(headers, part, width - len(_TAB), right=[True] * len(headers), flexible=None)
-        out.extend(_TAB + line for line in lines)
+        out.extend(indented_table(headers, part, width, right=[True] * len(headers), flexible=None))
         start = end
     return out
 
@@ -254,20 +250,12 @@ def _capture(row: RankRow, width: int, recorded: bool) -> list[str]:
             ]
             for k in cap.kernels
         ]
-        lines = table(
-            ["time", "share", "calls", "class", "kernel"],
-            rows,
-            width - len(_TAB),
-            right=[True, True, True, False, False],
-            flexible=4,
-            short=kernel_name,
-        )
-        out.extend(_TAB + line for line in lines)
+        headers = ["time", "share", "calls", "class", "kernel"]
+        right = [True, True, True, False, False]
+        out.extend(indented_table(headers, rows, width, right=right, flexible=4, short=kernel_name))
     elif cap.cpu_ops:
         rows = [[fmt.us(op.self_us), f"{op.calls:,}", fmt.clean(op.name)] for op in cap.cpu_ops]
-        lines = table(
-            ["self", "calls", "op"], rows, width - len(_TAB), right=[True, True, False], flexible=2
-        )
-        out.extend(_TAB + line for line in lines)
+        right = [True, True, False]
+        out.extend(indented_table(["self", "calls", "op"], rows, width, right=right, flexible=2))
     out.extend(trace_lines(cap.trace_path, None, width, recorded, _TAB))
     return out
