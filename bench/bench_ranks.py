@@ -117,7 +117,7 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 async def headless(n: int, rate: float, history_s: float, window: float) -> dict[str, Any]:
     from gputui.client.job_group import find_job
     from gputui.session.rank_feeds import LiveRanksFeed
-    from gputui.tui.attach.ranks import RanksApp
+    from gputui.tui.attach.rank_screen import RanksApp
 
     procs = start_ranks(n, rate, os.environ["GPUTUI_SOCKET_DIR"])
     try:

@@ -251,12 +251,12 @@ async def render_subscreen(
 
 
 async def render_memory(args: argparse.Namespace, name: str, size: tuple[int, int]) -> Path:
-    from gputui.tui.attach.memory_view import MemoryScreen
+    from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
 
     banner = args.banner or f"RECORDING, not this machine: {args.memory_recording.name}"
     return await render_subscreen(
         args, name, size, args.memory_recording, banner, "m",
-        lambda screen: isinstance(screen, MemoryScreen),
+        lambda screen: isinstance(screen, MemorySnapshotScreen),
     )  # fmt: skip
 
 
@@ -299,7 +299,7 @@ def to_png(svg_path: Path) -> Path | None:
 
 
 async def _rank_view(feed: Any, banner: str, at_s: float, name: str, size: tuple[int, int]) -> str:
-    from gputui.tui.attach.ranks import RanksApp
+    from gputui.tui.attach.rank_screen import RanksApp
 
     app = RanksApp(feed, banner=banner, autostart=False)
     async with app.run_test(size=size) as pilot:

@@ -128,6 +128,11 @@ def size(value: float | None, width: int = 0) -> str:
     return text.rjust(width) if width else text
 
 
+def signed_size(value: float) -> str:
+    """A change in bytes with its sign: '+4.0MiB', '-512KiB'."""
+    return ("+" if value >= 0 else "-") + size(abs(value))
+
+
 def size_pair(used: float | None, total: float | None) -> str:
     """Used and total bytes in the total's unit, compactly: '28/80GiB',
     '3.5/20GiB' (for narrow bars; ``size`` elsewhere)."""
@@ -175,22 +180,43 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}:{s:02d}"
 
 
-def ms(seconds: float | None, unit: bool = True) -> str:
-    """A step or phase time in milliseconds, three significant digits: '0.25ms',
-    '4.21ms', '45.2ms', '709ms'; ten seconds and more as '12.3s'.  ``unit=False``
-    leaves out 'ms' (table columns headed in ms)."""
+def ms(
+    seconds: float | None,
+    unit: bool = True,
+    *,
+    decimals: int | None = None,
+    space: bool = False,
+    missing: str = "-",
+) -> str:
+    """A duration given in seconds, shown in milliseconds: the one formatter of
+    step, phase and cost times.
+
+    By default three significant digits: '0.25ms', '4.21ms', '45.2ms', '709ms';
+    ten seconds and more as '12.3s'.  ``decimals=N`` shows a fixed N decimals,
+    always in milliseconds (a column of like figures: '45.2ms', '709.0ms'; a
+    cost: '38.2 ms').  ``unit=False`` leaves out 'ms' (table columns headed in
+    ms), ``space`` puts a space before it, ``missing`` is what None (or NaN)
+    shows.
+    """
     if _missing(seconds):
-        return "-"
+        return missing
     value = float(seconds) * 1000.0  # type: ignore[arg-type]
-    if abs(value) >= 10000:
-        return f"{value / 1000:.1f}s"
-    if abs(value) >= 100:
+    if decimals is not None:
+        # to the picosecond first: a cost the hook measured in milliseconds,
+        # divided by 1000 to come here, rounds as those milliseconds (511.5 / 1000
+        # * 1000 is 511.4999...)
+        text = f"{round(value, 9):.{decimals}f}"
+    elif abs(value) >= 10000:
+        return f"{value / 1000:.1f}" + (" s" if space else "s")
+    elif abs(value) >= 100:
         text = f"{value:.0f}"
     elif abs(value) >= 10:
         text = f"{value:.1f}"
     else:
         text = f"{value:.2f}"
-    return text + ("ms" if unit else "")
+    if not unit:
+        return text
+    return text + (" ms" if space else "ms")
 
 
 def us(micros: float | None) -> str:

@@ -8,6 +8,7 @@ so that every rule sees the same definitions.  Pure: no I/O, no UI.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,10 +62,20 @@ READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "ate
 _PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \(Pageable", re.IGNORECASE)
 
 
+def captured_steps(cap: CaptureResult) -> int:
+    """The steps a capture recorded: its first to its last step, else (a result
+    that does not say them) the steps it was asked to record, which the hook
+    records before it stops (at least 1)."""
+    if cap.first_step is not None and cap.last_step is not None:
+        return max(1, cap.last_step - cap.first_step + 1)
+    return max(1, cap.steps or 1)
+
+
 @dataclass(frozen=True)
 class CaptureView:
-    """A capture's (or a trace's) tables, with the derived numbers rules use.
-    Times are microseconds over the whole capture window of ``steps`` steps."""
+    """A capture's (or a trace's) tables, with the derived numbers rules use and
+    the attach screen draws: the one view of a :class:`CaptureResult`.  Times are
+    microseconds over the whole capture window of ``steps`` steps."""
 
     steps: int
     span_us: float | None
@@ -82,15 +93,22 @@ class CaptureView:
     markers: JobMarkers | None = None
     #: every op with its input shapes (captures and traces recorded with shapes)
     op_rows: tuple[OpRow, ...] = ()
+    # -- where it comes from (a capture; None for a trace) --------------------------------
+    id: str | None = None
+    first_step: int | None = None
+    last_step: int | None = None
+    started_s: float | None = None  #: Unix seconds the profiler started
+    events: int | None = None  #: raw profiler events reduced
+    trace_error: str | None = None
+    error: str | None = None
+    #: sent again to a viewer that connected after the capture finished
+    replayed: bool = False
 
     @classmethod
     def of(cls, cap: CaptureResult) -> CaptureView:
-        steps = 1
-        if cap.first_step is not None and cap.last_step is not None:
-            steps = max(1, cap.last_step - cap.first_step + 1)
         gpu = cap.gpu_time
         return cls(
-            steps=steps,
+            steps=captured_steps(cap),
             span_us=None if gpu is None else gpu.span_us,
             busy_us=None if gpu is None else gpu.busy_us,
             kernel_total_us=cap.kernel_total_us,
@@ -103,9 +121,26 @@ class CaptureView:
             account=None if cap.trace_metrics is None else cap.trace_metrics.account,
             markers=None if cap.trace_metrics is None else cap.trace_metrics.markers,
             op_rows=cap.op_rows,
+            id=cap.id,
+            first_step=cap.first_step,
+            last_step=cap.last_step,
+            started_s=cap.started,
+            events=cap.events,
+            trace_error=cap.trace_error,
+            error=cap.error,
+            replayed=cap.replay,
         )
 
     # -- derived numbers --------------------------------------------------------------------
+    @cached_property
+    def classes(self) -> tuple[tuple[str, float, float], ...]:
+        """(kernel class, microseconds, share of the classes' time), biggest first."""
+        total = math.fsum(self.by_class_us.values())
+        return tuple(
+            (name, us, us / total if total > 0 else 0.0)
+            for name, us in sorted(self.by_class_us.items(), key=lambda item: -item[1])
+        )
+
     @property
     def busy_share(self) -> float | None:
         """The share of the step the GPU is busy: from the step's time account

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from gputui.analysis.evidence import captured_steps
 from gputui.analysis.roofline import TF32_EVIDENCE, Roof
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.op_rows import FlopTotals, OpRow
@@ -77,12 +78,6 @@ def _from_rows(rows: Sequence[OpRow]) -> FlopTotals | None:
         return None
     order = tuple(sorted(by_dtype.items(), key=lambda kv: -kv[1]))
     return FlopTotals(total, total, order, 0.0, len(rows), 0)
-
-
-def captured_steps(cap: CaptureResult) -> int:
-    if cap.first_step is not None and cap.last_step is not None:
-        return max(1, cap.last_step - cap.first_step + 1)
-    return max(1, cap.steps or 1)
 
 
 def utilisation(

@@ -18,15 +18,11 @@ from gputui.errors import GputuiError
 from gputui.protocol import memsnap, messages
 
 if TYPE_CHECKING:
-    from gputui.analysis.steps import StepStats
-    from gputui.client.hook import HookClient
-    from gputui.session.oneshot import Collected
+    from gputui.session.oneshot import OnceOptions
 
 # The client, the session and the reports are imported where they are used:
 # `gputui attach --help` and a refused command line load none of them.
 
-#: the longest wait for a job's hello, whatever --timeout allows for a capture
-HELLO_TIMEOUT_S = 10.0
 #: the hook keeps this many step records
 MAX_WINDOW = 16384
 
@@ -163,6 +159,39 @@ def _given(args: argparse.Namespace) -> set[str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    _check(args)
+    if args.replay is not None or args.demo:
+        return _replay_once(args) if args.once else run_replay(args)
+    # The live screen's need of a terminal is checked last, once the job is
+    # found and connected to: `attach PID --once`, which the refusal names,
+    # must not then fail for a reason known before.
+    if args.inject:
+        from gputui.commands.inject import inject
+
+        inject(args.pid, timeout=min(args.timeout, 30.0))
+    elif not args.single:
+        from gputui.client.job_group import find_job
+
+        job = find_job(args.pid)
+        if job is not None and job.multi_rank:
+            from gputui.commands import attach_ranks
+
+            if not args.once:
+                return attach_ranks.run_live(job, args.pid, args.record, args.ascii)
+            return attach_ranks.once(job, args.pid, options(args), args.json, args.ascii)
+    if args.memory_snapshot is not None:
+        from gputui.commands import attach_memory
+
+        steps, entries = args.memory_snapshot, args.memory_entries
+        return attach_memory.once(args.pid, steps, entries, options(args), args.json, args.ascii)
+    if not args.once:
+        return run_live(args)
+    return once(args.pid, options(args), args.json, args.ascii)
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Refuse what does nothing where it is given (one line, exit 2); the options
+    not given get their defaults."""
     if args.demo is not None and args.demo not in DEMOS:
         if args.demo.isdigit() and args.pid is None:  # "--demo 123": the default demo, a pid
             args.demo, args.pid = next(iter(DEMOS)), types.pid(args.demo)
@@ -172,13 +201,12 @@ def main(args: argparse.Namespace) -> int:
                 f"gputui attach: argument --demo: invalid choice: {args.demo!r} (choose from "
                 f"{names}) (see 'gputui attach --help')"
             )
-    playing = args.replay is not None or args.demo
     given = _given(args)
     if args.json and not args.once and args.memory_snapshot is None:
         raise GputuiError("gputui attach: --json needs --once (or --memory-snapshot)")
     if "memory_entries" in given and args.memory_snapshot is None:
         raise GputuiError("gputui attach: --memory-entries goes with --memory-snapshot N")
-    if playing:
+    if args.replay is not None or args.demo:
         # what measures or waits for a live job does nothing on a recording: said, not ignored
         for flag, on in (
             ("a pid", args.pid is not None),
@@ -194,9 +222,13 @@ def main(args: argparse.Namespace) -> int:
             if on:
                 source = "--demo" if args.demo else "--replay"
                 raise GputuiError(f"gputui attach: {source} plays a recording; {flag} needs a job")
-        return replay_once(args) if args.once else run_replay(args)
+        return
     if args.pid is None:
         raise GputuiError("gputui attach: give the pid of a hooked job (or --demo, --replay FILE)")
+    _check_live(args, given)
+
+
+def _check_live(args: argparse.Namespace, given: set[str]) -> None:
     options = [
         flag
         for flag, on in (
@@ -220,47 +252,34 @@ def main(args: argparse.Namespace) -> int:
         )
     if args.record is not None and args.once:
         raise GputuiError("gputui attach: --record saves the live screen's session; drop --once")
-    snapshot = args.memory_snapshot is not None
-    if snapshot and (args.capture is not None or args.record is not None):
+    if args.memory_snapshot is not None and (args.capture is not None or args.record is not None):
         raise GputuiError("gputui attach: --memory-snapshot runs alone (no --capture, --record)")
     if args.record is not None:
         types.check_writable("gputui attach", args.record)
-    # The live screen's need of a terminal is checked last, once the job is
-    # found and connected to: `attach PID --once`, which the refusal names,
-    # must not then fail for a reason known before.
-    if args.inject:
-        from gputui.commands.inject import inject
 
-        inject(args.pid, timeout=min(args.timeout, 30.0))
-    elif not args.single:
-        from gputui.client.job_group import find_job
 
-        job = find_job(args.pid)
-        if job is not None and job.multi_rank:
-            from gputui.commands import attach_ranks
+def options(args: argparse.Namespace) -> OnceOptions:
+    """What the one-shot look asks of the job."""
+    from gputui.protocol.requests import CaptureRequest
+    from gputui.session.oneshot import OnceOptions
 
-            return attach_ranks.main(args, job)
-    from gputui.client.hook import HookClient
-
-    client = HookClient.connect(args.pid, timeout=min(args.timeout, HELLO_TIMEOUT_S))
-    try:
-        if snapshot:
-            from gputui.commands import attach_memory
-
-            return attach_memory.main(
-                client,
-                args.memory_snapshot,
-                args.memory_entries,
-                args.timeout,
-                args.json,
-                args.ascii,
-            )
-        if not args.once:
-            _need_terminal(f"gputui attach {args.pid} --once")
-            return run_live(client, args)
-        return once(args, client)
-    finally:
-        client.close()
+    capture = None
+    if args.capture is not None:
+        capture = CaptureRequest(
+            steps=args.capture,
+            warmup=args.warmup,
+            shapes=args.shapes,
+            stacks=args.stacks,
+            memory=args.memory,
+            flops=args.flops,
+        )
+    return OnceOptions(
+        window=args.window,
+        timeout_s=args.timeout,
+        gpu_seconds=args.gpu_seconds,
+        capture=capture,
+        quiet=args.json,
+    )
 
 
 # -- live screen ------------------------------------------------------------------------
@@ -270,25 +289,31 @@ def _need_terminal(instead: str) -> None:
     need_terminal("gputui attach", instead)
 
 
-def run_live(client: HookClient, args: argparse.Namespace) -> int:
+def run_live(args: argparse.Namespace) -> int:
     from gputui.commands.tty import run_screen
+    from gputui.session.oneshot import connect
     from gputui.tui.attach import LiveFeed, make_attach_app
 
-    feed = LiveFeed(client.pid, client=client, record_path=args.record)
-    return run_screen(make_attach_app(feed, ascii_only=args.ascii), feed, args.record)
+    client = connect(args.pid, args.timeout)
+    try:
+        _need_terminal(f"gputui attach {args.pid} --once")
+        feed = LiveFeed(client.pid, client=client, record_path=args.record)
+        return run_screen(make_attach_app(feed, ascii_only=args.ascii), feed, args.record)
+    finally:
+        client.close()
 
 
 def _ranks_recording(args: argparse.Namespace) -> int | None:
-    """A recording of several ranks plays in the rank view (or its report)."""
+    """A recording of several ranks plays in the rank view."""
     from gputui.recording.attach import read_attach_recording
     from gputui.recording.replay import RecordingError
 
     try:
         if args.demo:
-            from gputui.session.feeds import demo_recording
+            from gputui.session.feeds import DEMO_LABELS, demo_recording
 
             recording = demo_recording(args.demo)
-            label, banner = f"demo: {DEMOS[args.demo]}", RANKS_DEMO_BANNER
+            label, banner = DEMO_LABELS[args.demo], RANKS_DEMO_BANNER
             instead = f"gputui attach --demo {args.demo} --once"
         else:
             recording = read_attach_recording(args.replay)
@@ -296,11 +321,10 @@ def _ranks_recording(args: argparse.Namespace) -> int | None:
             instead = "gputui attach --replay FILE --once"
         if not recording.ranks:
             return None
-        if not args.once:
-            _need_terminal(instead)
+        _need_terminal(instead)
         from gputui.commands import attach_ranks
 
-        return attach_ranks.replay(args, recording, label, banner)
+        return attach_ranks.replay(recording, label, banner, args.speed, args.ascii)
     except RecordingError as exc:
         raise GputuiError(f"gputui attach: {exc}") from None
 
@@ -336,85 +360,31 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 # -- --once -------------------------------------------------------------------------------
-def once(args: argparse.Namespace, client: HookClient) -> int:
-    from gputui.session import oneshot
+def once(pid: int, options: OnceOptions, as_json: bool, ascii_only: bool) -> int:
+    """The report of a live job."""
+    from gputui.reports import attach as attach_report
+    from gputui.session.oneshot import OneShot
 
-    got = oneshot.Collected(client.hello)
-    gpu = oneshot.GpuSampling(got, args.gpu_seconds)
-    oneshot.collect_live(client, args.window, args.timeout, got)
-    oneshot.profile_live(client, got)
-    if args.capture is not None:
-        # the GPU is sampled before the capture: a profiler slows the job and
-        # changes what its GPU does
-        gpu.finish()
-        request = {
-            "steps": args.capture,
-            "warmup": args.warmup,
-            "shapes": args.shapes,
-            "stacks": args.stacks,
-            "memory": args.memory,
-            "flops": args.flops,
-        }
-        oneshot.capture_live(client, got, request, args.timeout, quiet=args.json)
-    gpu.finish()
-    _print_report(args, client.pid, got, oneshot.stats_of(got, args.window))
+    attach_report.output(OneShot(options).job(pid), as_json, ascii_only)
     return 0
 
 
-def _print_report(
-    args: argparse.Namespace,
-    pid: int | None,
-    got: Collected,
-    stats: StepStats,
-    recording: dict[str, Any] | None = None,
-    banner: str | None = None,
-) -> None:
-    from gputui.reports import attach as attach_report
-    from gputui.reports.jsondoc import print_json
-
-    if args.json:
-        doc = attach_report.report_dict(pid, got, stats, args.window)
-        if recording is not None:
-            doc["recording"] = recording
-        print_json(doc)
-    else:
-        attach_report.print_report(
-            got, stats, banner=banner, window=args.window, ascii_only=args.ascii
-        )
-
-
-def replay_once(args: argparse.Namespace) -> int:
-    """The report of a recorded session, as if attached when it ended."""
-    from gputui.client.hook import parse_event
-    from gputui.recording.attach import gpu_sample
+def _replay_once(args: argparse.Namespace) -> int:
+    """The report of a recorded session, as if attached when it ended (its
+    ranks side by side, for a recording of a job's ranks)."""
     from gputui.recording.replay import RecordingError
-    from gputui.session import oneshot
-    from gputui.session.feeds import ReplayFeed
+    from gputui.reports import attach as attach_report
+    from gputui.reports import ranks as ranks_report
+    from gputui.session.oneshot import OneShot, RanksReport
 
-    ranks = _ranks_recording(args)
-    if ranks is not None:
-        return ranks
     try:
-        feed = ReplayFeed.demo() if args.demo else ReplayFeed.from_file(args.replay)
+        report = OneShot(options(args)).replay(args.replay, args.demo)
     except RecordingError as exc:
         raise GputuiError(f"gputui attach: {exc}") from None
-    got = oneshot.Collected(feed.hello)
-    for _t, msg in feed.recording.messages:
-        sample = gpu_sample(msg)
-        if sample is not None:  # the job's GPU, as the recording viewer saw it
-            got.add_gpu(sample)
-            continue
-        event = parse_event(msg)
-        if event is not None:
-            got.add(event)
-    if not got.gpu and got.hello.cuda_in_use:
-        got.gpu_note = "the recording holds no samples of the job's GPU"
-    _print_report(
-        args,
-        feed.pid,
-        got,
-        oneshot.stats_of(got, args.window),
-        recording={"label": feed.label, "demo": bool(args.demo)},
-        banner=DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine",
-    )
+    if isinstance(report, RanksReport):
+        banner = RANKS_DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
+        ranks_report.output(report, args.json, args.ascii, banner)
+    else:
+        banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
+        attach_report.output(report, args.json, args.ascii, banner)
     return 0

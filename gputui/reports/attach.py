@@ -1,62 +1,81 @@
 """``gputui attach ... --once [--json]``: a hooked job's report, printed.
 
-The report is made of what :class:`gputui.session.oneshot.Collected` folded,
-from a live job or from an attach recording.  Every string the job sent is
-untrusted: the text report shows it through :func:`gputui.fmt.clean`; the JSON
-keeps it exact.
+The report is made of a :class:`gputui.session.oneshot.JobReport`: what was read
+of a live job or of an attach recording, and what the analyzer made of it.
+Every string the job sent is untrusted: the text report shows it through
+:func:`gputui.fmt.clean`; the JSON keeps it exact.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from gputui import fmt
 from gputui.analysis.finding import Finding
-from gputui.analysis.memory import memory_growth
+from gputui.analysis.memory import MemoryGrowth
 from gputui.analysis.steps import Dist, StepStats
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.memsnap import MemorySnapshotResult
+from gputui.protocol.schema import MemorySample
 from gputui.reports import compile as compile_text
 from gputui.reports import findings as findings_text
 from gputui.reports import mfu as mfu_text
 from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.account import live_lines
-from gputui.reports.jsondoc import finite, message_body
+from gputui.reports.jsondoc import finite, message_body, print_json
 from gputui.reports.kernels import kernel_table
 from gputui.reports.python import lines as python_lines
-from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
-from gputui.session.oneshot import Collected
+from gputui.reports.text import emit, indented_table, output_width, plural, wrap, wrap_items
+from gputui.session.oneshot import JobReport
+from gputui.session.reading import Collected
 
 
-def report_dict(
-    pid: int | None, got: Collected, stats: StepStats, window: int = 1000
-) -> dict[str, Any]:
+def output(
+    report: JobReport, as_json: bool, ascii_only: bool = False, banner: str | None = None
+) -> None:
+    """The report on standard output: its JSON, or its text to the output's width
+    (``--ascii``: ASCII only).  A ``banner`` marks a recording: its paths are the
+    recording machine's."""
+    if as_json:
+        doc = report_dict(report)
+        if report.recorded is not None:
+            doc["recording"] = {"label": report.recorded.label, "demo": report.recorded.demo}
+        print_json(doc)
+    else:
+        print_report(report, banner, ascii_only)
+
+
+def report_dict(report: JobReport) -> dict[str, Any]:
     """The ``--json`` document (docs/json.md: "attach --once --json")."""
-    growth = memory_growth(got.memory)
+    got, growth, live, util = (
+        report.got,
+        report.memory_growth,
+        report.live_account,
+        report.utilisation,
+    )
     memory = got.latest_memory
-    live = got.live_account(window)
-    util = got.utilisation(window)
     return finite(
         {
-            "pid": pid,
+            "pid": report.pid,
             "hello": got.hello.to_wire(),
             "status": None if got.status is None else got.status.to_wire(),
             "steps_received": len(got.steps),
             "missed": got.missed,
-            "stats": stats.as_dict(),
+            "stats": report.stats.as_dict(),
             "memory": None if memory is None else memory.to_wire(),
             "memory_growth": None if growth is None else dataclasses.asdict(growth),
             "capture": None if got.capture is None else got.capture.to_wire(),
-            "roofline": None if got.roofline is None else roofline_text.to_json(got.roofline),
+            "roofline": None if report.roofline is None else roofline_text.to_json(report.roofline),
             "utilisation": None if util is None else util.as_dict(),
             "compile": message_body(got.compile_report),
             "compile_note": compile_text.unavailable(got.compile_report, got.status),
             "gpu_samples": len(got.gpu),
             "live_account": None if live is None else live.to_json(),
-            "findings": [f.to_json() for f in got.findings(window)],
-            "analysis_notes": got.analysis_notes(stats),
+            "findings": [f.to_json() for f in report.findings],
+            "analysis_notes": list(report.notes),
             "memory_snapshot": _memory_snapshot(got.memory_snapshot),
             "python_profile": None if got.python_profile is None else got.python_profile.to_wire(),
             "python_profile_note": got.profile_note,
@@ -70,23 +89,14 @@ def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | No
     return message_body(result)
 
 
-def print_report(
-    got: Collected,
-    stats: StepStats,
-    banner: str | None = None,
-    window: int = 1000,
-    ascii_only: bool = False,
-) -> None:
-    """The report on standard output, to its width (``--ascii``: ASCII only).  A
-    ``banner`` marks a recording: its paths are the recording machine's."""
-    emit(render(got, stats, banner, window, recorded=banner is not None), ascii_only)
+def print_report(report: JobReport, banner: str | None = None, ascii_only: bool = False) -> None:
+    """The text report on standard output, to its width (``--ascii``: ASCII only)."""
+    emit(render(report, banner, recorded=banner is not None), ascii_only)
 
 
 def render(
-    got: Collected,
-    stats: StepStats,
+    report: JobReport,
     banner: str | None = None,
-    window: int = 1000,
     width: int | None = None,
     recorded: bool = False,
 ) -> list[str]:
@@ -96,6 +106,7 @@ def render(
     out: list[str] = []
     if banner:
         out.extend(wrap(banner, width))
+    got = report.got
     h = got.hello
     out.extend(wrap(f"pid {h.pid}  {fmt.clean_all(h.argv)}", width, "", _TAB))
     env = [f"python {fmt.clean(h.python, 32)},", f"torch {fmt.clean(h.torch or '-', 64)}"]
@@ -117,20 +128,18 @@ def render(
             out.extend(wrap(f"coarse phases: {reasons}", width, "", _TAB))
     for problem in got.problems[-3:]:
         out.extend(wrap(fmt.clean(problem), width, "", _TAB))
-    out.extend(_steps(got, stats, width))
-    live = got.live_account(window)
-    if live is not None:
-        out.extend(live_lines(live, width=width))
-    out.extend(_memory(got, width))
+    out.extend(_steps(got, report.stats, width))
+    if report.live_account is not None:
+        out.extend(live_lines(report.live_account, width=width))
+    out.extend(_memory(got.latest_memory, report.memory_growth, width))
     if got.capture is not None:
         out.extend(_capture(got.capture, width, recorded))
-        if got.roofline is not None:
-            out.extend(roofline_text.lines(got.roofline, width))
+        if report.roofline is not None:
+            out.extend(roofline_text.lines(report.roofline, width))
         elif got.capture.op_rows:
             out.extend(wrap("roofline: no ceilings known for this GPU: run gputui bench", width))
-        util = got.utilisation(window)
-        if util is not None:
-            out.extend(wrap(mfu_text.line(util), width, "", _TAB))
+        if report.utilisation is not None:
+            out.extend(wrap(mfu_text.line(report.utilisation), width, "", _TAB))
     if got.compile_report is not None:
         for line in compile_text.lines(got.compile_report):
             out.extend(wrap(line, width, "", _TAB))
@@ -154,7 +163,7 @@ def render(
             where = " (on the recording's machine)" if recorded else ""
             about += f"; file{where} {fmt.clean(snap.snapshot_path)}"
         out.extend(wrap(about, width, "", _TAB))
-    out.extend(_findings(got.findings(window), got.analysis_notes(stats), width))
+    out.extend(_findings(report.findings, report.notes, width))
     return out
 
 
@@ -188,8 +197,7 @@ def _steps(got: Collected, stats: StepStats, width: int) -> list[str]:
     return out
 
 
-def _memory(got: Collected, width: int) -> list[str]:
-    memory = got.latest_memory
+def _memory(memory: MemorySample | None, growth: MemoryGrowth | None, width: int) -> list[str]:
     if memory is None:
         return []
     items = [
@@ -200,17 +208,15 @@ def _memory(got: Collected, width: int) -> list[str]:
         f"retries {memory.alloc_retries},",
         f"OOMs {memory.ooms}",
     ]
-    growth = memory_growth(got.memory)
     if growth is not None:
-        sign = "+" if growth.per_step_bytes >= 0 else "-"
         items[-1] += ";"
-        items.append(f"baseline {sign}{fmt.size(abs(growth.per_step_bytes))}/step")
+        items.append(f"baseline {fmt.signed_size(growth.per_step_bytes)}/step")
         if growth.growing:
             items.append("(GROWING)")
     return wrap_items(items, width, " ", subsequent=_TAB)
 
 
-def _findings(items: list[Finding], notes: list[str], width: int) -> list[str]:
+def _findings(items: Sequence[Finding], notes: Sequence[str], width: int) -> list[str]:
     head = "findings" + (
         f" ({len(items)}, ranked by the step time a fix could recover)"
         if items
@@ -236,14 +242,9 @@ def _dist_table(title: str, total: Dist | None, phases: tuple[Dist, ...], width:
         ]
         for d in [*phases, *([total] if total is not None else [])]
     ]
-    lines = table(
-        ["phase", "mean", "p50", "p90", "p99", "share"],
-        rows,
-        width - len(_TAB),
-        right=[False, True, True, True, True, True],
-        flexible=0,
-    )
-    return [title, *(_TAB + line for line in lines)]
+    right = [False, True, True, True, True, True]
+    headers = ["phase", "mean", "p50", "p90", "p99", "share"]
+    return [title, *indented_table(headers, rows, width, right=right, flexible=0)]
 
 
 def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
@@ -285,15 +286,10 @@ def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
             ]
             for op in cap.cpu_ops[:TOP]
         ]
-        lines = table(
-            ["self", "total", "share", "calls", "op"],
-            rows,
-            width - len(_TAB),
-            right=[True, True, True, True, False],
-            flexible=4,
-        )
         out.append("top CPU ops (self time)")
-        out.extend(_TAB + line for line in lines)
+        right = [True, True, True, True, False]
+        headers = ["self", "total", "share", "calls", "op"]
+        out.extend(indented_table(headers, rows, width, right=right, flexible=4))
     out.extend(trace_lines(cap.trace_path, cap.trace_error, width, recorded))
     return out
 

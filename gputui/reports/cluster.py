@@ -14,7 +14,7 @@ from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Job, Node, state_label
 from gputui.reports import container_text, jsondoc
 from gputui.reports.jsondoc import finite
-from gputui.reports.text import emit, output_width, plural, table, wrap, wrap_items
+from gputui.reports.text import emit, indented_table, output_width, plural, table, wrap, wrap_items
 
 #: 2: nodes read over SSH (state, note, processes, remote_hostname, age_s)
 JSON_SCHEMA = 2
@@ -32,10 +32,6 @@ def print_json(snapshot: ClusterSnapshot) -> None:
 
 def _ratio(value: float | None) -> str:
     return fmt.pct(None if value is None else value * 100)
-
-
-def _ms(seconds: float | None) -> str:
-    return fmt.NA if seconds is None else f"{seconds * 1000:.1f}ms"
 
 
 def _power(watts: float | None) -> str:
@@ -84,7 +80,7 @@ def job_lines(job: Job, width: int) -> list[str]:
     head = [
         f"job {fmt.clean(job.job_id, 48)}",
         f"ranks {len(job.ranks)}" + (f"/{job.world_size}" if job.world_size else ""),
-        f"step {_ms(job.step_s)}",
+        f"step {fmt.ms(job.step_s, decimals=1, missing=fmt.NA)}",
         *(
             f"{fmt.clean(p, 16)} {v * 100:.0f}%"
             for p, v in sorted(job.phase_share.items(), key=lambda kv: -kv[1])
@@ -99,20 +95,15 @@ def job_lines(job: Job, width: int) -> list[str]:
                 str(r.rank),
                 fmt.clean(r.hostname, 128),
                 fmt.clean(r.gpu, 16),
-                _ms(r.step_s),
-                _ms(r.compute_s),
+                fmt.ms(r.step_s, decimals=1, missing=fmt.NA),
+                fmt.ms(r.compute_s, decimals=1, missing=fmt.NA),
                 "N/A" if r.skew is None else f"{r.skew:.2f}",
                 "<- straggler" if straggler else "",
             ]
         )
-    ranks = table(
-        ["rank", "host", "gpu", "step", "compute", "skew", ""],
-        rows,
-        width - len(_TAB),
-        right=[True, False, True, True, True, True, False],
-        flexible=1,
-    )
-    return lines + [_TAB + line for line in ranks]
+    headers = ["rank", "host", "gpu", "step", "compute", "skew", ""]
+    right = [True, False, True, True, True, True, False]
+    return lines + indented_table(headers, rows, width, right=right, flexible=1)
 
 
 def render(snapshot: ClusterSnapshot, width: int | None = None) -> list[str]:
@@ -126,7 +117,7 @@ def render(snapshot: ClusterSnapshot, width: int | None = None) -> list[str]:
         f"{plural(len(snapshot.nodes), 'node')},",
         f"{plural(sum(n.gpu_count for n in snapshot.nodes), 'GPU')},",
         f"{plural(len(snapshot.jobs), 'job')}",
-        f"(read in {snapshot.latency_s * 1000:.0f} ms)",
+        f"(read in {fmt.ms(snapshot.latency_s, decimals=0, space=True)})",
     ]
     out = wrap_items(head, width, " ", subsequent=_TAB)
     out += node_table(snapshot.nodes, width)
@@ -186,8 +177,7 @@ def _indented(headers: list[str], rows: list[list[str]], width: int, flexible: i
     """A table under a node, its flexible column a name (left), the others numbers."""
     words = ("USER", "MODEL", "CONTAINER")
     right = [i != flexible and h not in words for i, h in enumerate(headers)]
-    lines = table(headers, rows, width - len(_TAB), right=right, flexible=flexible)
-    return [_TAB + line for line in lines]
+    return indented_table(headers, rows, width, right=right, flexible=flexible)
 
 
 def print_text(snapshot: ClusterSnapshot, ascii_only: bool = False) -> None:

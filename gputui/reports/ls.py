@@ -57,7 +57,7 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
                 str(job.get("launcher_pid") or job["pid"]),
                 _ranks_text(job),
                 f"{job['steps']:,}",
-                "" if step is None else f"{step * 1000:.1f} ms",
+                fmt.ms(step, decimals=1, space=True, missing=""),
                 fmt.clean_all(job["command"]),
             ]
         )

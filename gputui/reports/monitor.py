@@ -113,7 +113,8 @@ def _header(s: Snapshot, width: int) -> list[str]:
         f"CUDA {fmt.clean(s.cuda_driver_version, 64)}",
     ]
     if s.sample_latency_ms is not None:
-        items.append(f"sampled in {s.sample_latency_ms:.1f} ms")
+        latency = fmt.ms(s.sample_latency_ms / 1000, decimals=1, space=True)
+        items.append(f"sampled in {latency}")
     return wrap_items(items, width)
 
 

@@ -3,6 +3,7 @@ rules' findings, as text and as JSON (docs/json.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gputui import fmt
@@ -10,10 +11,12 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.client.job_group import JobGroup
 from gputui.reports import findings as findings_text
-from gputui.reports.attach import trace_lines
+from gputui.reports.attach import report_dict, trace_lines
+from gputui.reports.jsondoc import print_json
 from gputui.reports.text import (
     elide_all,
     emit,
+    indented_table,
     kernel_name,
     output_width,
     plural,
@@ -21,13 +24,34 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
-from gputui.session.ranks import RankRow, RanksSummary
+from gputui.session.oneshot import RanksReport
+from gputui.session.rank_view import RankRow, RanksSummary
 from gputui.trace.kernels import CLASS_SHORT
 
 
 # -- output -----------------------------------------------------------------------------------
+def output(
+    report: RanksReport, as_json: bool, ascii_only: bool = False, banner: str | None = None
+) -> None:
+    """The report on standard output: ``--json`` (the named rank's own report
+    with ``job`` and ``ranks`` added), or the ranks side by side as text."""
+    if not as_json:
+        print_ranks(
+            report.job, report.summary, report.findings, report.problems, banner, ascii_only
+        )
+        return
+    doc = report_dict(report.named)
+    doc.update(ranks_json(report.job, report.summary, report.findings, report.problems))
+    if report.recorded is not None:
+        doc["recording"] = {"label": report.recorded.label, "demo": report.recorded.demo}
+    print_json(doc)
+
+
 def ranks_json(
-    job: JobGroup, summary: RanksSummary, findings: list[Finding], problems: list[str]
+    job: JobGroup,
+    summary: RanksSummary,
+    findings: Sequence[Finding],
+    problems: Sequence[str],
 ) -> dict[str, Any]:
     """``job`` and ``ranks`` of ``attach --once --json`` for a multi-rank job."""
     return {
@@ -54,8 +78,8 @@ def ranks_json(
 def print_ranks(
     job: JobGroup,
     summary: RanksSummary,
-    findings: list[Finding],
-    problems: list[str],
+    findings: Sequence[Finding],
+    problems: Sequence[str],
     banner: str | None = None,
     ascii_only: bool = False,
 ) -> None:
@@ -77,8 +101,8 @@ LEGEND = (
 def render(
     job: JobGroup,
     summary: RanksSummary,
-    findings: list[Finding],
-    problems: list[str],
+    findings: Sequence[Finding],
+    problems: Sequence[str],
     banner: str | None = None,
     width: int | None = None,
     recorded: bool = False,
@@ -166,14 +190,10 @@ def _devices(summary: RanksSummary, width: int) -> list[str]:
                 gpu,
             ]
         )
-    lines = table(
-        ["rank", "memory", "peak", "util", "SM clock", "gpu"],
-        rows,
-        width - len(_TAB),
-        right=[True, True, True, True, True, False],
-        flexible=5,
-    )
-    return ["memory and GPU of each rank", *(_TAB + line for line in lines)]
+    headers = ["rank", "memory", "peak", "util", "SM clock", "gpu"]
+    right = [True, True, True, True, True, False]
+    lines = indented_table(headers, rows, width, right=right, flexible=5)
+    return ["memory and GPU of each rank", *lines]
 
 
 def _phases(summary: RanksSummary, width: int) -> list[str]:
@@ -204,8 +224,7 @@ def _phases(summary: RanksSummary, width: int) -> list[str]:
             end += 1
         headers = ["rank", *(shown[fmt.clean(n, 64)] for n in names[start:end])]
         part = [[r[0], *r[1 + start : 1 + end]] for r in rows]
-        lines = table(headers, part, width - len(_TAB), right=[True] * len(headers), flexible=None)
-        out.extend(_TAB + line for line in lines)
+        out.extend(indented_table(headers, part, width, right=[True] * len(headers), flexible=None))
         start = end
     return out
 
@@ -231,20 +250,12 @@ def _capture(row: RankRow, width: int, recorded: bool) -> list[str]:
             ]
             for k in cap.kernels
         ]
-        lines = table(
-            ["time", "share", "calls", "class", "kernel"],
-            rows,
-            width - len(_TAB),
-            right=[True, True, True, False, False],
-            flexible=4,
-            short=kernel_name,
-        )
-        out.extend(_TAB + line for line in lines)
+        headers = ["time", "share", "calls", "class", "kernel"]
+        right = [True, True, True, False, False]
+        out.extend(indented_table(headers, rows, width, right=right, flexible=4, short=kernel_name))
     elif cap.cpu_ops:
         rows = [[fmt.us(op.self_us), f"{op.calls:,}", fmt.clean(op.name)] for op in cap.cpu_ops]
-        lines = table(
-            ["self", "calls", "op"], rows, width - len(_TAB), right=[True, True, False], flexible=2
-        )
-        out.extend(_TAB + line for line in lines)
+        right = [True, True, False]
+        out.extend(indented_table(["self", "calls", "op"], rows, width, right=right, flexible=2))
     out.extend(trace_lines(cap.trace_path, None, width, recorded, _TAB))
     return out

@@ -364,6 +364,24 @@ def table(
     return [head, rule * max(len(x) for x in (head, *body)), *body]
 
 
+#: the indent of a report's tables and of a long line's continuation
+TAB = "  "
+
+
+def indented_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    *,
+    right: Sequence[bool],
+    flexible: int | None,
+    short: Callable[[str], str] | None = None,
+) -> list[str]:
+    """:func:`table` one :data:`TAB` in from the text above it, within ``width``."""
+    lines = table(headers, rows, width - len(TAB), right=right, flexible=flexible, short=short)
+    return [TAB + line for line in lines]
+
+
 def _widest(header: str, rows: Sequence[Sequence[str]], column: int) -> int:
     return max(len(header), max(map(len, map(itemgetter(column), rows)), default=0))
 

@@ -11,7 +11,6 @@ memory growth, the kernel tables).  Nothing here imports textual.
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.analysis.engine import analyze
-from gputui.analysis.evidence import JobEvidence, ordinary
+from gputui.analysis.evidence import CaptureView, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
 from gputui.analysis.live_account import LiveAccount, since_capture
 from gputui.analysis.memory import MemoryGrowth, memory_growth
@@ -36,7 +35,7 @@ from gputui.analysis.steps import (
 )
 from gputui.client.hook import Disconnected, Event, Invalid
 from gputui.protocol import messages
-from gputui.protocol.capture import CaptureResult, CaptureStatus, CpuOpRow
+from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.compile import CompileReport
 from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
 from gputui.protocol.profile import PythonProfile
@@ -53,7 +52,6 @@ from gputui.protocol.schema import (
 from gputui.session.evidence import STATS_WINDOW, job_utilisation
 from gputui.session.evidence import evidence as session_evidence
 from gputui.snapshot.model import DeviceSnapshot
-from gputui.trace.kernels import short_kernel_name
 
 #: steps kept for the bars, the history graph and the statistics
 STEP_WINDOW = 2000
@@ -331,39 +329,6 @@ class MemoryView:
 
 
 @dataclass(frozen=True)
-class KernelView:
-    """A kernel table row as shown: the full name and its short form."""
-
-    name: str
-    short: str
-    kernel_class: str
-    calls: int
-    total_us: float
-    mean_us: float
-    share: float
-
-
-@dataclass(frozen=True)
-class CaptureView:
-    id: Any
-    first_step: int | None
-    last_step: int | None
-    started_s: float | None
-    kernels: tuple[KernelView, ...]
-    cpu_ops: tuple[CpuOpRow, ...]
-    #: (class, microseconds, share of kernel time), biggest first
-    classes: tuple[tuple[str, float, float], ...]
-    span_us: float | None
-    busy_us: float | None
-    kernel_calls: int | None
-    events: int | None
-    trace_path: str | None
-    trace_error: str | None
-    error: str | None
-    replayed: bool
-
-
-@dataclass(frozen=True)
 class AttachView:
     """Everything the screen draws, computed once per refresh from a snapshot."""
 
@@ -451,7 +416,7 @@ def build_view(
     if previous is not None and previous.snap.capture is snap.capture:
         capture = previous.capture
     else:
-        capture = capture_view(snap.capture)
+        capture = None if snap.capture is None else CaptureView.of(snap.capture)
     if (
         reuse_stats
         and previous is not None
@@ -511,47 +476,6 @@ def memory_view(snap: StateSnapshot) -> MemoryView | None:
         peak=tuple(float(s.peak_allocated) for s, _ in points),
         latest=latest,
         growth=memory_growth(points),
-    )
-
-
-def capture_view(cap: CaptureResult | None) -> CaptureView | None:
-    if cap is None:
-        return None
-    kernels = tuple(
-        KernelView(
-            name=k.name,
-            short=short_kernel_name(k.name),
-            kernel_class=k.kernel_class,
-            calls=k.calls,
-            total_us=k.total_us,
-            mean_us=k.mean_us,
-            share=k.share,
-        )
-        for k in cap.kernels
-    )
-    by_class = {str(k): float(v) for k, v in cap.by_class.items()}
-    class_total = math.fsum(by_class.values())
-    classes = tuple(
-        (name, us, us / class_total if class_total > 0 else 0.0)
-        for name, us in sorted(by_class.items(), key=lambda item: -item[1])
-    )
-    gpu = cap.gpu_time
-    return CaptureView(
-        id=cap.id,
-        first_step=cap.first_step,
-        last_step=cap.last_step,
-        started_s=cap.started,
-        kernels=kernels,
-        cpu_ops=cap.cpu_ops,
-        classes=classes,
-        span_us=None if gpu is None else gpu.span_us,
-        busy_us=None if gpu is None else gpu.busy_us,
-        kernel_calls=cap.kernel_calls,
-        events=cap.events,
-        trace_path=cap.trace_path,
-        trace_error=cap.trace_error,
-        error=cap.error,
-        replayed=cap.replay,
     )
 
 

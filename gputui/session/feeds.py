@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from gputui import fmt
 from gputui.analysis.roofline import Roof
 from gputui.ceilings.cache import roof_for
-from gputui.client.hook import AttachError, HookClient, parse_event
+from gputui.client.hook import AttachError, HookClient
 from gputui.errors import GputuiError
 from gputui.nvml.gpu_watch import GpuWatch
 from gputui.protocol import paths
@@ -26,19 +25,28 @@ from gputui.protocol.schema import Hello
 from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,
-    gpu_sample,
     read_attach_bytes,
     read_attach_recording,
 )
 from gputui.recording.io import embedded_bytes
 from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState
+from gputui.session.reading import deliver
 from gputui.snapshot.model import DeviceSnapshot
 
 DEMO_RESOURCE = "attach_demo.jsonl.gz"
 #: the embedded sessions ``gputui attach --demo NAME`` plays (the first: --demo);
 #: "ddp" holds every rank of a job (the rank view)
 DEMO_RESOURCES = {"h100": DEMO_RESOURCE, "ddp": "attach_demo_ddp.jsonl.gz"}
+#: how each says what it is (a report's ``recording`` label, a screen's header)
+DEMO_LABELS = {
+    "h100": "demo: transformer training on an H100",
+    "ddp": "demo: a DDP job on two H100s, one rank slower (the rank view)",
+}
+#: steps a capture asked for from a screen records, after its warm-up steps (one
+#: rank's, or every rank's at once in the rank view)
+CAPTURE_STEPS = 5
+CAPTURE_WARMUP_STEPS = 1
 
 
 class AttachFeed(Protocol):
@@ -188,7 +196,7 @@ class LiveFeed:
         client = self._live
         if client is None:
             raise AttachError("gputui attach: not connected")
-        return client.request_capture(steps=steps, warmup=1, flops=flops)
+        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP_STEPS, flops=flops)
 
     def request_memory_snapshot(self, steps: int) -> str:
         client = self._live
@@ -291,7 +299,7 @@ class ReplayFeed(Playback):
 
     @classmethod
     def demo(cls, speed: float = 1.0) -> ReplayFeed:
-        return cls(demo_recording("h100"), "demo: transformer training on an H100", speed)
+        return cls(demo_recording("h100"), DEMO_LABELS["h100"], speed)
 
     @property
     def duration_s(self) -> float:
@@ -318,16 +326,6 @@ class ReplayFeed(Playback):
         if autoplay:
             self._start_playing("gputui-attach-replay")
 
-    def _deliver(self, msg: Mapping[str, Any], state: AttachState) -> None:
-        sample = gpu_sample(msg)
-        if sample is not None:  # the job's GPU, as the recording viewer saw it
-            state.add_gpu(sample)
-            return
-        # A damaged message becomes an Invalid event: skipped, and counted, as live.
-        event = parse_event(msg)
-        if event is not None:
-            state.add(event)
-
     def advance_to(self, t: float) -> None:
         """Deliver every message recorded up to ``t`` seconds, on this thread."""
         state = self._state
@@ -337,7 +335,7 @@ class ReplayFeed(Playback):
         with self._lock:
             while self._position < len(messages) and messages[self._position][0] <= t:
                 self._played_t, msg = messages[self._position]
-                self._deliver(msg, state)
+                deliver(msg, state)
                 self._position += 1
             self._played_t = max(self._played_t, min(t, self.duration_s))
 

@@ -1,298 +1,359 @@
-"""A one-shot look at a hooked job (``attach --once``, ``--replay FILE --once``,
-the rank view's ``--once``): its history read until the hook says it is all
-sent, an optional capture, the job's GPU sampled meanwhile, folded into one
-:class:`Collected` that :mod:`gputui.reports.attach` prints."""
+"""One-shot looks at hooked jobs: ``attach --once`` (a live job, or a recording
+of one), the rank view's ``--once`` (every local rank of a job, or a recording
+of them) and ``attach --memory-snapshot``.
+
+A command builds a :class:`OneShot` from its options and makes one call; the
+answer is the report's input, values the printed report and its JSON read
+(:mod:`gputui.reports.attach`, :mod:`gputui.reports.ranks`,
+:mod:`gputui.reports.memory`): the analyzer has run, nothing is left to compute.
+How each thing is read (a hook's history, a capture, the job's GPU) is
+:mod:`gputui.session.reading`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
+import threading
 import time
-from typing import Any
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 from gputui import fmt
-from gputui.analysis.engine import analyze
+from gputui.analysis.engine import analyze, analyze_ranks
 from gputui.analysis.evidence import (
-    GPU_WINDOW,
     MIN_GPU_SAMPLES,
     MIN_STEPS,
     findings_waiting,
+    job_evidence,
     ordinary,
-    roofline_of,
 )
 from gputui.analysis.finding import Finding
 from gputui.analysis.live_account import LiveAccount, since_capture
+from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.mfu import Utilisation
-from gputui.analysis.roofline import Roof, RooflineReport
+from gputui.analysis.roofline import RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
-from gputui.ceilings.cache import roof_for
-from gputui.client.hook import AttachError, Disconnected, Event, HookClient, Invalid
-from gputui.protocol.capture import CaptureResult, CaptureStatus
-from gputui.protocol.compile import CompileReport
+from gputui.client.hook import AttachError, HookClient
+from gputui.client.job_group import JobGroup
+from gputui.protocol.fields import SchemaError
 from gputui.protocol.memsnap import MemorySnapshotResult
-from gputui.protocol.profile import PythonProfile
-from gputui.protocol.schema import (
-    Hello,
-    HookError,
-    MemoryBatch,
-    MemorySample,
-    Status,
-    StepBatch,
-    StepRecord,
-    Synced,
-)
+from gputui.protocol.requests import CaptureRequest
+from gputui.protocol.schema import Hello
+from gputui.recording.attach import AttachRecording, read_attach_recording
+from gputui.recording.replay import RecordingError
 from gputui.session.evidence import evidence, job_utilisation
-from gputui.snapshot.model import DeviceSnapshot
+from gputui.session.feeds import DEMO_LABELS, demo_recording
+from gputui.session.rank_feeds import ReplayRanksFeed, rank_input
+from gputui.session.rank_view import RankInput, RanksSummary, summarize, sync_start
+from gputui.session.reading import (
+    HELLO_TIMEOUT_S,
+    Collected,
+    GpuSampling,
+    JobFailed,
+    capture_live,
+    collect_live,
+    profile_live,
+    snapshot_live,
+)
 
-#: how long the hook may take to send its history
-SYNC_TIMEOUT_S = 10.0
-#: memory samples kept for the growth estimate
-MEMORY_POINTS = 1200
-
-
-class JobFailed(AttachError):
-    """The job went away, or its capture failed or was refused: the command did
-    its part, the job did not (exit status 1, not the 2 of a usage error)."""
-
-    exit_code = 1
-
-
-class Collected:
-    """What the report is made of: the events seen, folded."""
-
-    def __init__(self, hello: Hello) -> None:
-        self.hello = hello
-        self.steps: list[StepRecord] = []
-        self.missed = 0
-        self.status: Status | None = None
-        self.memory: list[tuple[MemorySample, int | None]] = []
-        self.capture: CaptureResult | None = None
-        #: the job's GPU as NVML saw it while attached (or as recorded)
-        self.gpu: list[DeviceSnapshot] = []
-        #: why there are no GPU samples, when there are none
-        self.gpu_note: str | None = None
-        self.memory_snapshot: MemorySnapshotResult | None = None
-        #: the training thread's newest Python profile (the hook's stack sampler),
-        #: and why there is none
-        self.python_profile: PythonProfile | None = None
-        #: what torch.compile did (None: nothing compiled, or an older hook)
-        self.compile_report: CompileReport | None = None
-        self.profile_note: str | None = None
-        self.disconnected: Disconnected | None = None
-        self.problems: list[str] = []  # hook errors, invalid messages
-        #: the job's GPU's ceilings (measured by gputui bench, else the datasheet)
-        device = hello.device
-        self.roof: Roof | None = None if device is None else roof_for(device.uuid, device.name)
-
-    def add(self, event: Event) -> None:
-        if isinstance(event, StepBatch):
-            self.steps.extend(event.steps)
-            self.missed += event.missed
-        elif isinstance(event, Status):
-            self.status = event
-        elif isinstance(event, MemoryBatch):
-            # each sample's own step; an older hook's batch: the newest step seen
-            at = self.steps[-1].index if self.steps else None
-            self.memory.extend((s, at if s.step is None else s.step) for s in event.samples)
-            del self.memory[:-MEMORY_POINTS]
-        elif isinstance(event, CaptureResult):
-            self.capture = event
-        elif isinstance(event, MemorySnapshotResult):
-            self.memory_snapshot = event
-        elif isinstance(event, PythonProfile):
-            self.python_profile = event
-        elif isinstance(event, CompileReport):
-            self.compile_report = event
-        elif isinstance(event, Disconnected):
-            self.disconnected = event
-        elif isinstance(event, HookError):
-            self.problems.append(f"hook: {event.error}")
-        elif isinstance(event, Invalid):
-            self.problems.append(f"skipped an invalid {event.type} message: {event.error}")
-
-    def add_gpu(self, sample: DeviceSnapshot) -> None:
-        self.gpu.append(sample)
-        del self.gpu[:-GPU_WINDOW]
-
-    @property
-    def latest_memory(self) -> MemorySample | None:
-        return self.memory[-1][0] if self.memory else None
-
-    def findings(self, window: int) -> list[Finding]:
-        """The analyzer's findings over the newest ``window`` steps, ranked."""
-        ev = evidence(self, window=window)
-        return analyze(ev)
-
-    def live_account(self, window: int) -> LiveAccount | None:
-        """The step's account over the newest ``window`` ordinary steps: data,
-        user phases and communication from every step, the rest split as the
-        capture measured it."""
-        return since_capture(ordinary(self.steps[-window:]), self.capture)
-
-    def utilisation(self, window: int) -> Utilisation | None:
-        """The job's MFU from its capture with FLOPs and the rate of its
-        ordinary steps in the window (analysis.mfu)."""
-        if self.capture is None or not self.capture.options.flops:
-            return None
-        return job_utilisation(self, evidence(self, window=window).stats.steps_per_s)
-
-    @property
-    def roofline(self) -> RooflineReport | None:
-        return roofline_of(self.capture.op_rows if self.capture else (), self.roof)
-
-    def analysis_notes(self, stats: StepStats) -> list[str]:
-        """What the analyzer could not look at, so a short list reads right."""
-        notes = []
-        if stats.count < MIN_STEPS:
-            notes.append(findings_waiting(stats.count))
-        if self.hello.cuda_in_use and len(self.gpu) < MIN_GPU_SAMPLES:
-            why = f" ({self.gpu_note})" if self.gpu_note else ""
-            notes.append(f"GPU rules need {MIN_GPU_SAMPLES} samples of the job's GPU{why}")
-        if self.capture is None:
-            notes.append("kernel-level rules need a capture: --capture N")
-        return notes
+#: connections opened (and histories read) at once for the ranks of a job
+RANK_THREADS = 16
 
 
-# -- collecting -------------------------------------------------------------------------------
-def collect_live(
-    client: HookClient, window: int, timeout: float, got: Collected | None = None
-) -> Collected:
-    """Subscribe and read the job's history until the hook says it is all sent."""
-    got = got or Collected(client.hello)
-    client.subscribe(history=window, memory=True)
-    client.start()
-    deadline = time.monotonic() + min(timeout, SYNC_TIMEOUT_S)
-    while True:
-        event = client.get(timeout=max(0.0, deadline - time.monotonic()))
-        if event is None:
-            raise JobFailed(
-                f"gputui attach: job {client.pid} did not send its history within "
-                f"{min(timeout, SYNC_TIMEOUT_S):g} s"
-            )
-        got.add(event)
-        if isinstance(event, Disconnected):
-            raise JobFailed(
-                f"gputui attach: job {client.pid} exited while sending its history "
-                f"({fmt.clean(event.reason)})"
-            )
-        if isinstance(event, Synced):
-            return got
+@dataclass(frozen=True)
+class OnceOptions:
+    """What a one-shot look asks of a job (``attach --once``'s options)."""
+
+    window: int = 1000  #: statistics and rules over the newest ``window`` steps
+    timeout_s: float = 300.0  #: the longest wait for the job (its hello: HELLO_TIMEOUT_S)
+    gpu_seconds: float = 1.0  #: the job's GPU sampled this long for the GPU rules
+    #: a capture first (its steps, warm-up and options; the id and the first step
+    #: are the session's)
+    capture: CaptureRequest | None = None
+    quiet: bool = False  #: no progress lines on standard error (``--json``)
 
 
-#: how long a one-shot report waits for the Python profile it asked for
-PROFILE_TIMEOUT_S = 3.0
+@dataclass(frozen=True)
+class Recorded:
+    """Where the report of a recording comes from (``--json``'s ``recording``)."""
+
+    label: str
+    demo: bool
 
 
-def profile_live(client: HookClient, got: Collected, timeout: float = PROFILE_TIMEOUT_S) -> None:
-    """Ask for the training thread's Python profile and wait for it (a little:
-    the hook sends what its sampler has kept, up to the last minute).  Why there
-    is none goes to ``got.profile_note``."""
-    why = client.profile_unavailable()
-    if why is not None:
-        got.profile_note = why
-        return
-    if got.python_profile is not None:
-        return
-    client.request_profile()
-    deadline = time.monotonic() + timeout
-    while (remaining := deadline - time.monotonic()) > 0:
-        event = client.get(timeout=remaining)
-        if event is None:
-            break
-        got.add(event)
-        if isinstance(event, (PythonProfile, Disconnected, HookError)):
-            break  # the profile, or the answer that there is none
-    if got.python_profile is None:
-        got.profile_note = client.profile_unavailable() or (
-            f"the job sent no Python profile within {timeout:g} s"
+@dataclass(frozen=True)
+class JobReport:
+    """``attach --once`` of one job: what was read of it and what the analyzer
+    made of that, over the newest ``window`` steps."""
+
+    pid: int | None
+    got: Collected
+    window: int
+    stats: StepStats
+    findings: tuple[Finding, ...]
+    #: what the analyzer could not look at, so a short list reads right
+    notes: tuple[str, ...]
+    live_account: LiveAccount | None
+    utilisation: Utilisation | None
+    roofline: RooflineReport | None
+    #: the baseline's growth over every memory sample
+    memory_growth: MemoryGrowth | None
+    recorded: Recorded | None = None
+
+    @classmethod
+    def of(
+        cls, pid: int | None, got: Collected, window: int, recorded: Recorded | None = None
+    ) -> JobReport:
+        ev = evidence(got, window=window)
+        stats = step_stats(got.steps[-window:])
+        util = None
+        if got.capture is not None and got.capture.options.flops:
+            util = job_utilisation(got, ev.stats.steps_per_s)
+        return cls(
+            pid=pid,
+            got=got,
+            window=window,
+            stats=stats,
+            findings=tuple(analyze(ev)),
+            notes=_notes(got, stats),
+            live_account=since_capture(ordinary(got.steps[-window:]), got.capture),
+            utilisation=util,
+            roofline=ev.roofline,
+            memory_growth=memory_growth(got.memory),
+            recorded=recorded,
         )
 
 
-def capture_live(
-    client: HookClient, got: Collected, request: dict[str, Any], timeout: float, quiet: bool
-) -> None:
-    """Ask for a capture and wait for its result (raises AttachError on failure)."""
-    cid = client.request_capture(**request)
-    deadline = time.monotonic() + timeout
-    while True:
-        remaining = deadline - time.monotonic()
-        event = client.get(timeout=remaining) if remaining > 0 else None
-        if event is None:
-            try:
-                client.cancel_capture()
-            except AttachError:
-                pass
-            raise JobFailed(
-                f"gputui attach: the capture did not finish within {timeout:g} s "
-                "(is the job still stepping?)"
-            )
-        if isinstance(event, CaptureResult) and event.id != cid:
-            continue  # someone else's capture (or a replay of an older one)
-        got.add(event)
-        if isinstance(event, Disconnected):
-            raise JobFailed(
-                f"gputui attach: job {client.pid} exited before the capture finished "
-                f"({fmt.clean(event.reason)})"
-            )
-        if isinstance(event, CaptureStatus) and event.id == cid:
-            if event.ended:
-                reason = fmt.clean(event.reason or "no reason given")
-                raise JobFailed(f"gputui attach: capture {event.state}: {reason}")
-            if not quiet:
-                where = "" if event.step is None else f" at step {event.step}"
-                print(f"capture: {event.state}{where}", file=sys.stderr)
-        if isinstance(event, CaptureResult):
-            if event.error:
-                raise JobFailed(f"gputui attach: capture failed: {fmt.clean(event.error)}")
-            return
+def _notes(got: Collected, stats: StepStats) -> tuple[str, ...]:
+    notes = []
+    if stats.count < MIN_STEPS:
+        notes.append(findings_waiting(stats.count))
+    if got.hello.cuda_in_use and len(got.gpu) < MIN_GPU_SAMPLES:
+        why = f" ({got.gpu_note})" if got.gpu_note else ""
+        notes.append(f"GPU rules need {MIN_GPU_SAMPLES} samples of the job's GPU{why}")
+    if got.capture is None:
+        notes.append("kernel-level rules need a capture: --capture N")
+    return tuple(notes)
 
 
-class GpuSampling:
-    """The job's GPU (by the UUID its hook reports) sampled while the report is
-    collected, for the analyzer's GPU rules: started before the history is read,
-    so the two overlap; :meth:`finish` waits out the rest of ``seconds``.
-    Nothing to sample (a CPU job, no driver) is said in ``got.gpu_note``."""
+@dataclass(frozen=True)
+class RanksReport:
+    """The rank view's ``--once``: the ranks side by side, the rank rules'
+    findings, and the report of the rank named (the first of a recording)."""
 
-    def __init__(self, got: Collected, seconds: float, open_collector: Any = None) -> None:
-        from gputui.nvml.gpu_watch import GpuWatch
+    job: JobGroup
+    summary: RanksSummary
+    findings: tuple[Finding, ...]
+    problems: tuple[str, ...]  # ranks that did not answer or failed
+    named: JobReport
+    recorded: Recorded | None = None
 
-        self.got = got
-        self.seconds = seconds
-        self.watch: GpuWatch | None = None
-        self.started = time.monotonic()
-        hello = got.hello
-        if not hello.cuda_in_use or hello.device is None:
-            got.gpu_note = "the job uses no CUDA device"
-        elif seconds <= 0:
-            got.gpu_note = "not sampled (--gpu-seconds 0)"
-        else:
-            # MIN_GPU_SAMPLES readings with rates need one more reading (GPM
-            # and PCIe rates are differences)
-            self.watch = GpuWatch(
-                hello.device.uuid,
-                hello.device.index,
-                interval_s=max(0.1, seconds / MIN_GPU_SAMPLES),
-                open_collector=open_collector,
-            )
-            self.watch.start()
 
-    def finish(self) -> None:
-        """Wait out the sampling window and keep the samples (once: a second call
-        does nothing)."""
-        watch = self.watch
-        if watch is None:
-            return
-        self.watch = None
-        deadline = self.started + self.seconds + 0.15
+@dataclass(frozen=True)
+class MemsnapReport:
+    """``attach --memory-snapshot``: the snapshot and the analyzer's findings."""
+
+    pid: int
+    result: MemorySnapshotResult
+    findings: tuple[Finding, ...]
+
+
+def memsnap_findings(result: MemorySnapshotResult) -> tuple[Finding, ...]:
+    """What the analyzer makes of a memory snapshot alone (its growing sites)."""
+    return tuple(analyze(job_evidence((), cuda=True, memory_snapshot=result)))
+
+
+def connect(pid: int, timeout_s: float) -> HookClient:
+    """The job's hook, connected (its hello read within HELLO_TIMEOUT_S at most)."""
+    return HookClient.connect(pid, timeout=min(timeout_s, HELLO_TIMEOUT_S))
+
+
+class OneShot:
+    """A one-shot look, with its options: each method reads what one command
+    asks for and returns its report's input."""
+
+    def __init__(self, options: OnceOptions | None = None) -> None:
+        self.options = options or OnceOptions()
+
+    # -- one job ---------------------------------------------------------------------------------
+    def job(self, pid: int) -> JobReport:
+        """A live job: its history, its Python profile, the capture asked for, and
+        its GPU sampled meanwhile (before the capture: a profiler slows the job
+        and changes what its GPU does)."""
+        o = self.options
+        client = connect(pid, o.timeout_s)
         try:
-            while watch.running and time.monotonic() < deadline:
-                time.sleep(0.02)
+            got = Collected(client.hello)
+            gpu = GpuSampling(got, o.gpu_seconds)
+            collect_live(client, o.window, o.timeout_s, got)
+            profile_live(client, got)
+            if o.capture is not None:
+                gpu.finish()
+                capture_live(client, got, o.capture, o.timeout_s, quiet=o.quiet)
+            gpu.finish()
         finally:
-            watch.stop()
-        for sample in watch.samples():
-            self.got.add_gpu(sample)
-        self.got.gpu_note = watch.reason
+            client.close()
+        return JobReport.of(client.pid, got, o.window)
+
+    def memory_snapshot(self, pid: int, steps: int, max_entries: int) -> MemsnapReport:
+        """A memory snapshot of the job's next ``steps`` steps."""
+        o = self.options
+        client = connect(pid, o.timeout_s)
+        try:
+            result = snapshot_live(client, steps, max_entries, o.timeout_s, o.quiet)
+        finally:
+            client.close()
+        return MemsnapReport(client.pid, result, memsnap_findings(result))
+
+    # -- a recording -----------------------------------------------------------------------------
+    def replay(self, path: str | None = None, demo: str | None = None) -> JobReport | RanksReport:
+        """The report of a recorded session (the file ``path``, or the embedded
+        demo ``demo``) as if attached when it ended: its ranks' of a recording of
+        a job's ranks, else its one job's."""
+        if demo is not None:
+            recording, label = demo_recording(demo), DEMO_LABELS[demo]
+        elif path is not None:
+            # the rank view names the file as given, one job's report its name
+            recording, label = read_attach_recording(path), f"replay of {path}"
+            if not recording.ranks:
+                label = f"replay of {Path(path).name}"
+        else:
+            raise ValueError("a recording's path or a demo's name")
+        recorded = Recorded(label, demo is not None)
+        if recording.ranks:
+            return self._ranks_replay(recording, recorded)
+        try:
+            hello = Hello.from_wire(recording.hello)
+        except SchemaError as exc:
+            raise RecordingError(f"{label}: the recorded hello is invalid ({exc})") from None
+        got = Collected.of_recording(hello, recording.messages)
+        return JobReport.of(recording.pid, got, self.options.window, recorded)
+
+    def _ranks_replay(self, recording: AttachRecording, recorded: Recorded) -> RanksReport:
+        feed = ReplayRanksFeed(recording, recorded.label)
+        feed.connect(autoplay=False)
+        feed.advance_to(float("inf"))
+        snaps = [(link.state.snapshot(), link.hello) for link in feed.links]
+        window = self.options.window
+        summary = summarize([rank_input(s, h) for s, h in snaps], feed.now(), window)
+        first = feed.links[0]
+        named = JobReport.of(first.pid, Collected.of_history(first.hello, snaps[0][0]), window)
+        findings = tuple(analyze_ranks(summary.evidence))
+        return RanksReport(feed.job, summary, findings, (), named, recorded)
+
+    # -- the ranks of a live job -----------------------------------------------------------------
+    def ranks(self, job: JobGroup, pid: int) -> RanksReport:
+        """Every local rank of ``job``: each one's history read over its own
+        connection (at once), the same steps captured on every rank when a
+        capture is asked for; ``pid`` names the rank whose own report it holds."""
+        o = self.options
+        pids = list(job.pids)
+        with ThreadPoolExecutor(max_workers=min(RANK_THREADS, len(pids))) as pool:
+            opened = list(pool.map(self._connect, pids))
+        clients = [c for c in opened if isinstance(c, HookClient)]
+        problems = [
+            f"pid {p}: {fmt.clean(c)}"
+            for p, c in zip(pids, opened, strict=True)
+            if isinstance(c, str)
+        ]
+        if not clients:
+            raise AttachError(problems[0] if problems else "gputui attach: no rank answered")
+        try:
+            collected = self._collect(clients, problems)
+            if o.capture is not None:
+                self._capture(clients, collected, o.capture, problems)
+        finally:
+            for client in clients:
+                client.close()
+        inputs = [_rank_input(got, o.window) for got in collected]
+        summary = summarize(inputs, time.time(), o.window)
+        named = next((k for k, c in enumerate(clients) if c.pid == pid), 0)
+        findings = tuple(analyze_ranks(summary.evidence))
+        report = JobReport.of(pid, collected[named], o.window)
+        return RanksReport(job, summary, findings, tuple(problems), report)
+
+    def _connect(self, pid: int) -> HookClient | str:
+        try:
+            return connect(pid, self.options.timeout_s)
+        except AttachError as exc:
+            return str(exc)
+
+    def _collect(self, clients: list[HookClient], problems: list[str]) -> list[Collected]:
+        """Every rank's history, read at once (each over its own connection)."""
+        o = self.options
+
+        def one(client: HookClient) -> Collected | str:
+            try:
+                return collect_live(client, o.window, o.timeout_s)
+            except AttachError as exc:
+                return str(exc)
+
+        with ThreadPoolExecutor(max_workers=min(RANK_THREADS, len(clients))) as pool:
+            results = list(pool.map(one, clients))
+        out: list[Collected] = []
+        for client, got in zip(clients, results, strict=True):
+            if isinstance(got, str):
+                problems.append(fmt.clean(got))
+                got = Collected(client.hello)
+            out.append(got)
+        return out
+
+    def _capture(
+        self,
+        clients: list[HookClient],
+        collected: Sequence[Collected],
+        ask: CaptureRequest,
+        problems: list[str],
+    ) -> None:
+        """Profile the same steps on every rank and wait for each result."""
+        o = self.options
+        lasts = [got.steps[-1].index if got.steps else None for got in collected]
+        recent = [got.status.recent_step_s for got in collected if got.status is not None]
+        step_s = max((r for r in recent if r), default=None)
+        start = sync_start(lasts, step_s, ask.warmup)
+        request = dataclasses.replace(ask, id=f"ranks-{os.getpid()}-once", start_step=start)
+        if not o.quiet:
+            end = start + ask.steps - 1
+            steps = f"step {start}" if end == start else f"steps {start}..{end}"
+            print(f"capture: every rank records {steps}", file=sys.stderr)
+        failures: dict[int, str] = {}
+        lock = threading.Lock()
+
+        def one(pair: tuple[HookClient, Collected]) -> None:
+            client, got = pair
+            try:
+                capture_live(client, got, request, o.timeout_s, quiet=True)
+            except AttachError as exc:
+                with lock:
+                    failures[client.pid] = str(exc)
+
+        with ThreadPoolExecutor(max_workers=min(RANK_THREADS, len(clients))) as pool:
+            list(pool.map(one, zip(clients, collected, strict=True)))
+        for client in clients:
+            if client.pid in failures:
+                problems.append(f"pid {client.pid}: {fmt.clean(failures[client.pid])}")
+        if len(failures) == len(clients):
+            raise JobFailed(next(iter(failures.values())))
 
 
-# -- the report ----------------------------------------------------------------------------------
-def stats_of(got: Collected, window: int) -> StepStats:
-    return step_stats(got.steps[-window:])
+def _rank_input(got: Collected, window: int) -> RankInput:
+    """What the rank view's rows and rules read of one rank's one-shot read."""
+    gone = got.disconnected
+    return RankInput(
+        hello=got.hello,
+        steps=got.steps[-window:],
+        status=got.status,
+        memory=got.memory,
+        capture=got.capture,
+        gpu=got.gpu,
+        memory_snapshot=got.memory_snapshot,
+        roof=got.roof,
+        python_profile=got.python_profile,
+        compile_report=got.compile_report,
+        gone=None if gone is None else gone.reason,
+        gone_clean=bool(gone is not None and gone.clean),
+    )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gputui.client.hook import AttachError, HookClient, parse_event
+from gputui.client.hook import AttachError, HookClient
 from gputui.client.job_group import JobGroup, group_jobs
 from gputui.errors import GputuiError
 from gputui.nvml.gpu_watch import GpuWatches
@@ -29,19 +29,17 @@ from gputui.protocol.schema import Hello
 from gputui.recording.attach import (
     AttachRecorder,
     AttachRecording,
-    gpu_sample,
     read_attach_recording,
 )
 from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
-from gputui.session.feeds import Playback, roof_of
-from gputui.session.ranks import RankInput, sync_start
+from gputui.session.feeds import CAPTURE_WARMUP_STEPS, Playback, roof_of
+from gputui.session.rank_view import RankInput, sync_start
+from gputui.session.reading import deliver
 from gputui.snapshot.model import DeviceSnapshot
 
 #: connections opened at once when attaching to a job's ranks
 CONNECT_THREADS = 16
-#: warm-up steps of a synchronized capture (as a single rank's)
-CAPTURE_WARMUP = 1
 
 
 class RankLink:
@@ -61,7 +59,7 @@ class RankLink:
 
 
 def rank_input(snap: StateSnapshot, fallback: Hello) -> RankInput:
-    """What :func:`gputui.session.ranks.summarize` reads of one rank's state."""
+    """What :func:`gputui.session.rank_view.summarize` reads of one rank's state."""
     gone = None
     if snap.disconnected is not None:
         gone = snap.disconnected.reason
@@ -111,7 +109,7 @@ class RankFeed:
         client = self.link.client
         if client is None or not isinstance(self.parent, LiveRanksFeed):
             raise GputuiError("this is a recording: captures need a live job")
-        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP, flops=flops)
+        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP_STEPS, flops=flops)
 
     def request_memory_snapshot(self, steps: int) -> str:
         if not isinstance(self.parent, LiveRanksFeed):
@@ -268,7 +266,7 @@ class LiveRanksFeed:
         snaps = [link.state.snapshot() for link in self.links]
         lasts = [_last(s) for s in snaps]
         step_s = _typical_step(snaps)
-        start = sync_start(lasts, step_s, CAPTURE_WARMUP)
+        start = sync_start(lasts, step_s, CAPTURE_WARMUP_STEPS)
         cid = f"ranks-{os.getpid()}-{next(self._ids)}"
         errors: list[str] = []
         asked = 0
@@ -279,7 +277,7 @@ class LiveRanksFeed:
                 continue
             try:
                 client.request_capture(
-                    steps=steps, warmup=CAPTURE_WARMUP, start_step=start, capture_id=cid
+                    steps=steps, warmup=CAPTURE_WARMUP_STEPS, start_step=start, capture_id=cid
                 )
             except GputuiError as exc:
                 errors.append(f"{link.label}: {exc}")
@@ -426,19 +424,13 @@ class ReplayRanksFeed(Playback):
 
 
 def _deliver(msg: Mapping[str, Any], state: AttachState) -> None:
-    sample = gpu_sample(msg)
-    if sample is not None:
-        state.add_gpu(sample)
-        return
     if msg.get("type") == "hello":  # the rank was connected again
         try:
             state.set_hello(Hello.from_wire(msg))
         except SchemaError:
             pass
         return
-    event = parse_event(msg)
-    if event is not None:
-        state.add(event)
+    deliver(msg, state)
 
 
 def _common_parent(hellos: Sequence[Hello]) -> int | None:

@@ -14,7 +14,8 @@ from gputui import cli
 from gputui.nvml import startup as nvml_open
 from gputui.protocol.hello import DeviceInfo
 from gputui.protocol.schema import Hello
-from gputui.session.oneshot import Collected, GpuSampling
+from gputui.session.oneshot import JobReport
+from gputui.session.reading import Collected, GpuSampling
 from gputui.snapshot.model import DeviceSnapshot
 from tests.helpers.fake_nvml import FakeNvml, h100
 
@@ -68,7 +69,6 @@ def test_attach_replay_once_text_shows_the_findings(capsys: pytest.CaptureFixtur
 def test_a_short_session_says_the_analyzer_waits(capsys: pytest.CaptureFixture[str]) -> None:
     from gputui.protocol.schema import StepBatch, StepRecord
     from gputui.reports.attach import print_report, report_dict
-    from gputui.session.oneshot import stats_of
 
     got = Collected(Hello(pid=7, argv=("python", "t.py")))
     got.add(
@@ -80,10 +80,11 @@ def test_a_short_session_says_the_analyzer_waits(capsys: pytest.CaptureFixture[s
             False,
         )
     )
-    doc = report_dict(7, got, stats_of(got, 1000))
+    report = JobReport.of(7, got, 1000)
+    doc = report_dict(report)
     assert doc["findings"] == []
     assert any("waits for 20 ordinary steps" in n for n in doc["analysis_notes"])
-    print_report(got, stats_of(got, 1000))
+    print_report(report)
     assert "waits for 20 ordinary steps" in " ".join(capsys.readouterr().out.split())
 
 

@@ -30,7 +30,7 @@ import pytest
 from gputui.client.job_group import parent_pid
 from gputui.protocol import list_sockets
 from gputui.recording.attach import read_attach_recording
-from gputui.session import ranks as ranks_model
+from gputui.session import rank_view as ranks_model
 from tests.helpers import hookutil
 from tests.helpers.deadlines import START_S, WAIT_S
 from tests.helpers.synthetic import wait_for
@@ -203,7 +203,7 @@ async def test_the_rank_view_while_a_rank_hangs(
 ) -> None:
     from gputui.client.job_group import find_job
     from gputui.session.rank_feeds import LiveRanksFeed
-    from gputui.tui.attach.ranks import AlertPanel, RanksApp
+    from gputui.tui.attach.rank_screen import AlertPanel, RanksApp
     from gputui.tui.attach.screen import AttachScreen
 
     job = find_job(two.launcher)

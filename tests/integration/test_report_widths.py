@@ -251,13 +251,13 @@ def test_ls(run: Run, width: int, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_memory_snapshot_report(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputui.commands import attach_memory
     from gputui.reports import memory
+    from gputui.session.oneshot import memsnap_findings
     from tests.helpers import memsnap as h
 
     monkeypatch.setenv("COLUMNS", str(width))
     result = h.result(h.planted_leak())
-    found = attach_memory.findings(result)
+    found = memsnap_findings(result)
     out = "\n".join(memory.render(result, found))
     check_fits(out, width)
     check_findings_whole(out, [f.to_json() for f in found])

@@ -16,11 +16,13 @@ from gputui.recording.replay import ReplaySource
 from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
-from gputui.tui.attach.findings import FindingsScreen as AttachFindings
-from gputui.tui.attach.memory_view import MemoryScreen
-from gputui.tui.attach.ranks import RanksApp, RanksScreen
+from gputui.tui.attach.findings import JobFindingsScreen
+from gputui.tui.attach.header import AttachHeader
+from gputui.tui.attach.memory_panel import MemoryPanel
+from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
+from gputui.tui.attach.rank_screen import RanksApp, RanksScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
-from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, StepBars
+from gputui.tui.attach.step_bars import StepBars
 from gputui.tui.screens.findings import FindingsScreen
 from gputui.tui.screens.help import HelpScreen
 from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HeaderPanel
@@ -146,8 +148,8 @@ async def test_attach_screens_cut_no_word_at_80_columns() -> None:
         no_cut(notices(app), "notice")
         for key, kind in (
             ("question_mark", HelpScreen),
-            ("f", AttachFindings),
-            ("m", MemoryScreen),
+            ("f", JobFindingsScreen),
+            ("m", MemorySnapshotScreen),
             ("l", RooflineScreen),
         ):
             await pilot.press(key)
@@ -182,7 +184,7 @@ async def test_rank_view_and_a_cpu_rank_cut_no_word_at_80_columns() -> None:
         assert any("no outliers (" in line and ")" in line for line in steps)
         await footer_whole(pilot, app)
         # m and l on a CPU job: what applies to it, whole
-        for key, kind in (("m", MemoryScreen), ("l", RooflineScreen)):
+        for key, kind in (("m", MemorySnapshotScreen), ("l", RooflineScreen)):
             await pilot.press(key)
             await wait_for(pilot, lambda kind=kind: isinstance(app.screen, kind))
             await pilot.pause()

@@ -9,10 +9,10 @@ from gputui.recording.replay import ReplaySource
 from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app
-from gputui.tui.attach.findings import FindingsScreen as AttachFindings
-from gputui.tui.attach.memory_view import MemoryScreen
+from gputui.tui.attach.findings import JobFindingsScreen
+from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
 from gputui.tui.attach.python_view import PythonScreen
-from gputui.tui.attach.ranks import RanksApp
+from gputui.tui.attach.rank_screen import RanksApp
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.screens.findings import FindingsScreen
 from gputui.tui.screens.help import HelpScreen
@@ -62,8 +62,8 @@ async def test_ascii_screens_are_ascii_everywhere() -> None:
         ascii_only("attach notice")
         for key, kind in (
             ("question_mark", HelpScreen),
-            ("f", AttachFindings),
-            ("m", MemoryScreen),
+            ("f", JobFindingsScreen),
+            ("m", MemorySnapshotScreen),
             ("l", RooflineScreen),
             ("y", PythonScreen),
         ):
@@ -78,6 +78,6 @@ async def test_ascii_screens_are_ascii_everywhere() -> None:
         await pilot.pause()
         ascii_only("rank view")  # the footer's enter key
         await pilot.press("f")
-        await wait_for(pilot, lambda: isinstance(app.screen, AttachFindings))
+        await wait_for(pilot, lambda: isinstance(app.screen, JobFindingsScreen))
         await pilot.pause()
         ascii_only("rank findings")

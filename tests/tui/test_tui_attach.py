@@ -26,8 +26,11 @@ from gputui.trace.kernels import short_kernel_name
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, LiveFeed, ReplayFeed, make_attach_app
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
+from gputui.tui.attach.header import AttachHeader
+from gputui.tui.attach.memory_panel import MemoryPanel
+from gputui.tui.attach.phase_table import PhaseTable
+from gputui.tui.attach.step_bars import StepBars
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
-from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.screens.monitor import MonitorScreen
 from gputui.tui.widgets.processes import ProcessTable
 from tests.helpers import hookutil
@@ -501,7 +504,6 @@ def test_a_capture_answered_before_the_request_call_returns_is_not_left_pending(
 async def test_the_phase_panel_shows_the_step_account(utc: None) -> None:
     """The step's account as a stacked bar under the phases; the demo's capture
     predates the account, so the rest of the step stays unsplit, said so."""
-    from gputui.tui.attach.widgets import PhaseTable
 
     app = demo_app()
     async with app.run_test(size=(120, 40)) as pilot:

@@ -14,10 +14,10 @@ from textual.widgets import Input
 from gputui.session.rank_feeds import ReplayRanksFeed
 from gputui.tui.app import make_app
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
-from gputui.tui.attach.findings import FindingsScreen as AttachFindings
-from gputui.tui.attach.memory_view import MemoryScreen
+from gputui.tui.attach.findings import JobFindingsScreen
+from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
+from gputui.tui.attach.rank_screen import RanksApp, RanksScreen
 from gputui.tui.attach.rank_table import RankTable
-from gputui.tui.attach.ranks import RanksApp, RanksScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.table import CaptureTable
 from gputui.tui.base import BaseApp
@@ -97,8 +97,8 @@ async def signal_dialog(pilot: Any) -> None:
         (monitor, filter_focused),
         (lambda: monitor(source=live_like_source(SNAPSHOTS)), signal_dialog),
         (attach, on_top),
-        (attach, pressing("m", then=MemoryScreen)),
-        (attach, pressing("f", then=AttachFindings)),
+        (attach, pressing("m", then=MemorySnapshotScreen)),
+        (attach, pressing("f", then=JobFindingsScreen)),
         (ranks, on_top),
         (ranks, pressing("enter", then=AttachScreen)),
         (cluster, on_top),
@@ -196,8 +196,8 @@ def binding_keys(*classes: type) -> set[str]:
             "monitor",
             (BaseApp, MonitorScreen, ProcessTable, ProcessDetailScreen, SignalDialog, HelpScreen),
         ),
-        ("attach", (BaseApp, AttachScreen, CaptureTable, MemoryScreen, RooflineScreen)),
-        ("ranks", (BaseApp, RanksScreen, RankTable, AttachScreen, MemoryScreen)),
+        ("attach", (BaseApp, AttachScreen, CaptureTable, MemorySnapshotScreen, RooflineScreen)),
+        ("ranks", (BaseApp, RanksScreen, RankTable, AttachScreen, MemorySnapshotScreen)),
         ("cluster", (BaseApp, ClusterScreen, RowList)),
     ],
 )

@@ -9,23 +9,32 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gputui.client.hook import parse_event
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import MemorySnapshotStatus
 from gputui.protocol.schema import StepBatch, StepRecord
 from gputui.recording.attach import read_attach_recording
+from gputui.reports import memory as memory_report
+from gputui.reports.memsnap_view import GROWING_NOTE, memsnap_view
 from gputui.session.attach import AttachState
 from gputui.tui.attach import AttachScreen, ReplayFeed, make_attach_app
-from gputui.tui.attach.memory_view import MemoryPanel, MemoryScreen, memory_text, progress
+from gputui.tui.attach.memory_snapshot import (
+    MemorySnapshotPanel,
+    MemorySnapshotScreen,
+    memory_text,
+    progress,
+)
 from tests.helpers import memsnap as h
 from tests.helpers.synthetic import wait_for
 
 
 def panel_text(app: Any) -> str:
     screen = app.screen
-    if not isinstance(screen, MemoryScreen):
+    if not isinstance(screen, MemorySnapshotScreen):
         return ""
-    return screen.query_one(MemoryPanel).plain
+    return screen.query_one(MemorySnapshotPanel).plain
 
 
 async def test_a_recorded_snapshot_is_shown_with_m(tmp_path: Path) -> None:
@@ -38,7 +47,7 @@ async def test_a_recorded_snapshot_is_shown_with_m(tmp_path: Path) -> None:
         assert isinstance(attach, AttachScreen)
         attach.replay_to()
         await pilot.press("m")
-        await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, MemorySnapshotScreen))
         await wait_for(pilot, lambda: "Growing allocations" in panel_text(app))
         text = panel_text(app)
         assert "steps 100..104 (5 steps) on device 0" in text
@@ -63,7 +72,7 @@ async def test_an_old_recording_without_one_says_so() -> None:
         await pilot.pause()
         app.screen.replay_to()  # type: ignore[attr-defined]
         await pilot.press("m")
-        await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, MemorySnapshotScreen))
         await wait_for(pilot, lambda: "this recording holds no memory snapshot" in panel_text(app))
 
 
@@ -129,7 +138,7 @@ async def test_live_m_starts_a_snapshot_and_shows_its_result() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("m")
-        await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, MemorySnapshotScreen))
         await wait_for(pilot, lambda: "leaky.py:42" in panel_text(app))
         assert feed.requests == [5]
         assert "s: snapshot 5 steps" in panel_text(app)
@@ -144,7 +153,7 @@ async def test_live_refusal_is_shown_and_does_not_block_the_next_try() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         await pilot.press("m")
-        await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, MemorySnapshotScreen))
         await wait_for(pilot, lambda: "need a CUDA job" in panel_text(app))
         assert "memory snapshot unsupported" in panel_text(app)
         await pilot.press("s")
@@ -208,11 +217,41 @@ async def test_live_m_on_a_cpu_job_asks_nothing_and_says_why() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("m")
-        await wait_for(pilot, lambda: isinstance(app.screen, MemoryScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, MemorySnapshotScreen))
         await wait_for(pilot, lambda: "CPU job" in panel_text(app))
         await pilot.pause()
         assert feed.requests == []
         text = panel_text(app)
         assert "no memory snapshot for a CPU job" in text and "RSS" in text
-        panel = app.screen.query_one(MemoryPanel)
+        panel = app.screen.query_one(MemorySnapshotPanel)
         assert all(len(line) <= panel.content_region.width for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        h.result(h.planted_leak()),
+        h.result(h.planted_leak(steps=2)),
+        h.result(h.planted_leak(leak=False), snapshot_path=None, snapshot_error="disk full"),
+    ],
+    ids=["leak", "not judged", "none growing"],
+)
+def test_the_screen_and_the_printed_report_say_the_same_sentences(
+    result: ms.MemorySnapshotResult,
+) -> None:
+    """One view model, two faces: every sentence of the snapshot is worded once."""
+    state = AttachState()
+    state.set_hello(h.HELLO)
+    state.add(result)
+    screen = " ".join(
+        memory_text(state.snapshot(), 400, ascii_only=False, live=False).plain.split()
+    )
+    printed = " ".join(" ".join(memory_report.render(result, [], width=400)).split())
+    v = memsnap_view(result)
+    sentences = [v.window, v.counts, v.cost, v.sites_note, v.file, *v.notes]
+    if v.allocator is not None:
+        sentences += [v.allocator.used, *v.allocator.lines]
+    sentences += [v.growing_verdict] if v.growing_verdict else [GROWING_NOTE]
+    sentences += [f"at {f.where} in {f.function}" for f in v.top_frames]
+    for said in sentences:
+        assert said in screen and said in printed, said

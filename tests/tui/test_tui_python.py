@@ -338,7 +338,7 @@ async def test_y_opens_the_view_of_a_rank_where_the_footer_leaves_it_out() -> No
 
     from gputui.session.rank_feeds import ReplayRanksFeed
     from gputui.tui.attach import AttachScreen
-    from gputui.tui.attach.ranks import RanksApp
+    from gputui.tui.attach.rank_screen import RanksApp
     from tests.tui.test_tui_ranks import AT_S, RECORDING
 
     app = RanksApp(ReplayRanksFeed.from_file(RECORDING), autostart=False)

@@ -21,7 +21,7 @@ from gputui import cli
 from gputui.errors import GputuiError
 from gputui.recording.attach import AttachRecorder, read_attach_recording
 from gputui.session.rank_feeds import ReplayRanksFeed
-from gputui.tui.attach.ranks import AlertPanel, RankCapturePanel, RanksApp, RanksScreen
+from gputui.tui.attach.rank_screen import AlertPanel, RankCapturePanel, RanksApp, RanksScreen
 from gputui.tui.attach.screen import AttachScreen
 from tests.helpers.synthetic import wait_for
 

@@ -10,7 +10,7 @@ from rich.text import Text
 from gputui.recording.replay import ReplaySource
 from gputui.tui.app import make_app
 from gputui.tui.attach import ReplayFeed, make_attach_app
-from gputui.tui.attach.findings import FindingsScreen as AttachFindings
+from gputui.tui.attach.findings import JobFindingsScreen
 from gputui.tui.render import hanging, line_spans
 from gputui.tui.screens.findings import FindingsScreen
 from gputui.tui.screens.help import HelpScreen
@@ -94,7 +94,7 @@ async def test_attach_finding_detail_wraps_under_its_field_at_80() -> None:
         await pilot.pause()
         app.attach_screen.replay_to(31.5)
         await pilot.press("f")
-        await wait_for(pilot, lambda: isinstance(app.screen, AttachFindings))
+        await wait_for(pilot, lambda: isinstance(app.screen, JobFindingsScreen))
         await pilot.pause()
         first, second = continuation_of(rows(app, "#finding-detail"), " fix ")
         assert starts(second) == first.index("fix") + 5, (first, second)

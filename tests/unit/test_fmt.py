@@ -80,8 +80,32 @@ def test_units() -> None:
         "12.3s",
     ]
     assert fmt.us(12.34) == "12.3us" and fmt.us(4500) == "4.5ms"
+    assert fmt.ms(None) == "-" and fmt.ms(float("nan"), missing=fmt.NA) == fmt.NA
+    assert fmt.ms(0.0452, unit=False) == "45.2" and fmt.ms(12.3, unit=False) == "12.3s"
+
+
+def test_ms_options() -> None:
+    """One formatter for every duration: fixed decimals for columns of like
+    figures and costs, a space before the unit where a face writes one."""
+    assert fmt.ms(0.0452, decimals=1) == "45.2ms" and fmt.ms(0.709, decimals=1) == "709.0ms"
+    assert fmt.ms(12.3, decimals=1) == "12300.0ms"  # fixed decimals stay in ms
+    assert fmt.ms(0.0382, decimals=1, space=True) == "38.2 ms"
+    assert fmt.ms(0.0031, decimals=0, space=True) == "3 ms"
+    assert fmt.ms(None, decimals=1, missing=fmt.NA) == fmt.NA
+    assert fmt.ms(None, decimals=1, space=True, missing="") == ""
+    assert fmt.ms(12.3, space=True) == "12.3 s"
+
+
+@pytest.mark.parametrize("millis", [511.5, 1023.85, 1023.985, 0.123])
+def test_ms_of_milliseconds_rounds_as_the_milliseconds(millis: float) -> None:
+    """A cost the hook sends in milliseconds, divided by 1000 for the formatter,
+    rounds as the milliseconds themselves (511.5 / 1000 * 1000 is 511.4999...)."""
+    for decimals in (0, 1, 2):
+        want = f"{millis:.{decimals}f}ms"
+        assert fmt.ms(millis / 1000, decimals=decimals) == want
     assert fmt.duration(59) == "59s" and fmt.duration(3661) == "1:01:01"
     assert fmt.size_pair(28 * 2**30, 80 * 2**30) == "28/80GiB"
+    assert fmt.signed_size(4 * 2**20) == "+4.0MiB" and fmt.signed_size(-512 * 2**10) == "-512KiB"
     assert fmt.clock(1e20) == fmt.NA
     assert fmt.gpu_name("NVIDIA H100\x1b[2J") == "H100\\x1b[2J"
 

@@ -12,7 +12,7 @@ from gputui.analysis.memory import memory_growth
 from gputui.hook._memory import MemorySampler
 from gputui.protocol.schema import Hello, MemoryBatch, MemorySample, StepBatch, StepRecord
 from gputui.session.attach import AttachState
-from gputui.session.oneshot import Collected
+from gputui.session.reading import Collected
 
 MIB = 1 << 20
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gputui.cli import main
-from gputui.commands import attach_memory
 from gputui.reports import memory as memory_report
+from gputui.session.oneshot import memsnap_findings
 from tests.helpers import memsnap as h
 
 EVIL = "/home/u/\x1b[2J\x1b]0;pwned\x07evil[bold]x[/bold].py"
@@ -26,32 +26,33 @@ def hostile_leak() -> h.MemorySnapshotResult:
 
 def test_text_report(capsys: pytest.CaptureFixture[str]) -> None:
     result = h.result(h.planted_leak())
-    memory_report.print_result(result, attach_memory.findings(result))
+    memory_report.print_result(result, memsnap_findings(result))
     out = " ".join(capsys.readouterr().out.split())  # (the report wraps at 80 columns)
-    assert "memory snapshot of job 4242, device 0: steps 100..104 (5 steps)" in out
-    assert "snapshot and off 38.2 ms at the last step boundary" in out
-    assert "growing allocations" in out and "leaky.py:42 (remember)" in out
+    assert "memory snapshot of job 4242: steps 100..104 (5 steps) on device 0" in out
+    assert "cost: 38.2 ms at the last step boundary" in out
+    assert "growing allocations (alive at every step boundary" in out
+    assert "leaky.py:42 (remember)" in out
     assert "+4.0MiB" in out and "4.0MiB → 20.0MiB" in out
     assert f"at {h.LEAK_FILE}:42 in remember" in out  # the stack of the top leak
     assert "top allocation sites" in out and "model.py:30 (forward)" in out
     assert "largest live blocks" in out and "allocated before the window" in out
     assert "WARN allocations from one site survive" in out and "loss.item()" in out
-    assert "snapshot file: /home/u/.cache/gputui/memory/" in out and "memory_viz" in out
+    assert "file: /home/u/.cache/gputui/memory/" in out and "memory_viz" in out
 
 
 def test_text_report_without_a_verdict(capsys: pytest.CaptureFixture[str]) -> None:
     result = h.result(h.planted_leak(steps=2))
-    memory_report.print_result(result, attach_memory.findings(result))
+    memory_report.print_result(result, memsnap_findings(result))
     out = capsys.readouterr().out
-    assert "not judged" in out and "at least 3 steps" in out
+    assert "not judged: 3 step boundaries found, 4 needed" in out
     clean = h.result(h.planted_leak(leak=False))
-    memory_report.print_result(clean, attach_memory.findings(clean))
-    assert "growing allocations: none" in capsys.readouterr().out
+    memory_report.print_result(clean, memsnap_findings(clean))
+    assert "none: no allocation site grew across the steps" in capsys.readouterr().out
 
 
 def test_job_text_is_cleaned_in_print_and_exact_in_json(capsys: pytest.CaptureFixture[str]) -> None:
     result = hostile_leak()
-    found = attach_memory.findings(result)
+    found = memsnap_findings(result)
     memory_report.print_result(result, found)
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out

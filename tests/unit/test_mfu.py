@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from gputui.analysis.evidence import CaptureView
 from gputui.analysis.mfu import NO_FLOP_OPS, NO_GPU, NO_SHAPES, trace_utilisation, utilisation
 from gputui.analysis.roofline import MEASURED, Roof
 from gputui.ceilings.datasheet import H100_SXM, datasheet_for
@@ -143,3 +146,24 @@ def test_a_trace_naming_no_gpu_gives_its_rate_and_says_so() -> None:
     assert u.note == NO_GPU
     u, _ = trace_utilisation((BF16_TOTALS, 5), None, H100, H100_SXM.roof())
     assert u is not None and u.achieved_tflops is None and u.note == "no step time in the trace"
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "steps", "counted"),
+    [(10, 14, 5, 5), (None, None, 5, 5), (None, 14, 3, 3), (None, None, None, 1), (7, 7, 5, 1)],
+)
+def test_the_mfu_and_the_capture_rules_count_the_same_captured_steps(
+    first: int | None, last: int | None, steps: int | None, counted: int
+) -> None:
+    """One count: the first to the last step, else the steps the capture was asked
+    for (the hook records that many before it stops), read by the MFU's FLOPs per
+    step and the capture rules' kernels per step alike."""
+    cap = dataclasses.replace(
+        _capture(BF16_TOTALS), first_step=first, last_step=last, steps=steps, kernel_calls=60
+    )
+    view = CaptureView.of(cap)
+    assert view.steps == counted
+    assert view.kernels_per_step == pytest.approx(60 / counted)
+    u = utilisation(cap, 50.0, H100, H100_SXM.roof())
+    assert u is not None
+    assert u.model_flops_per_step == pytest.approx(5 * 4e12 / counted)

@@ -15,7 +15,7 @@ from gputui.analysis.evidence import RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
 from gputui.protocol.schema import Hello, Status
-from gputui.session.ranks import (
+from gputui.session.rank_view import (
     EXITED,
     RUNNING,
     STALLED,

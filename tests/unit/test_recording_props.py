@@ -196,36 +196,27 @@ def test_attach_replay_of_damaged_real_messages_never_raises(data: bytes) -> Non
     prints and its JSON is strict, the screen's model builds its view."""
     import contextlib
 
-    from gputui.client.hook import parse_event
     from gputui.protocol.fields import SchemaError
     from gputui.protocol.schema import Hello
-    from gputui.recording.attach import gpu_sample
     from gputui.reports import attach as attach_report
-    from gputui.session import oneshot
     from gputui.session.attach import AttachState, build_view
+    from gputui.session.oneshot import JobReport
+    from gputui.session.reading import Collected, deliver
 
     try:
         recording = read_attach_bytes(data, "a")
         hello = Hello.from_wire(recording.hello)
     except (RecordingError, SchemaError):
         return
-    got = oneshot.Collected(hello)
+    got = Collected.of_recording(hello, recording.messages)
     state = AttachState()
     state.set_hello(hello)
     for _t, msg in recording.messages:
-        sample = gpu_sample(msg)
-        if sample is not None:
-            got.add_gpu(sample)
-            state.add_gpu(sample)
-            continue
-        event = parse_event(msg)
-        if event is not None:
-            got.add(event)
-            state.add(event)
-    stats = oneshot.stats_of(got, 1000)
-    json.dumps(attach_report.report_dict(42, got, stats), allow_nan=False)
+        deliver(msg, state)
+    report = JobReport.of(42, got, 1000)
+    json.dumps(attach_report.report_dict(report), allow_nan=False)
     with contextlib.redirect_stdout(io.StringIO()):
-        attach_report.print_report(got, stats, window=1000)
+        attach_report.print_report(report)
     build_view(state.snapshot(), now_s=T0, gpu_mode=True, columns=80)
 
 

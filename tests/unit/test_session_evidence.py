@@ -12,9 +12,10 @@ from gputui.analysis.roofline import Roof
 from gputui.protocol.hello import LoaderInfo, Status
 from gputui.protocol.schema import DeviceInfo, Hello, MemoryBatch, MemorySample, StepBatch
 from gputui.protocol.steps import StepRecord
-from gputui.session import attach, ranks
-from gputui.session.oneshot import Collected
+from gputui.session import attach, rank_view
+from gputui.session.oneshot import JobReport
 from gputui.session.rank_feeds import rank_input
+from gputui.session.reading import Collected
 from tests.helpers import memsnap
 
 HELLO = Hello(
@@ -56,7 +57,7 @@ def test_the_rank_view_sees_what_the_single_job_view_sees() -> None:
         state.add(event)  # type: ignore[arg-type]
     snap = state.snapshot()
     single = attach.evidence(snap)
-    in_ranks = ranks.rank_evidence(rank_input(snap, HELLO)).job
+    in_ranks = rank_view.rank_evidence(rank_input(snap, HELLO)).job
     assert single.loader is not None and single.memory_snapshot is not None
     assert single.roofline == in_ranks.roofline
     assert in_ranks == single
@@ -74,7 +75,7 @@ def test_attach_once_sees_what_the_screen_sees() -> None:
     for event in events():
         state.add(event)  # type: ignore[arg-type]
     screen = attach.evidence(state.snapshot())
-    once = got.findings(1000)
+    once = JobReport.of(HELLO.pid, got, 1000).findings
     assert [f.rule for f in once] == [f.rule for f in analyze(screen)]
     assert any(f.rule == "data.loader_wait" for f in once), [f.rule for f in once]
     assert dataclasses.replace(screen) == screen
@@ -107,13 +108,13 @@ def test_mfu_and_compile_are_the_same_on_the_screen_once_and_in_the_rank_view() 
         got.add(event)  # type: ignore[arg-type]
         state.add(event)  # type: ignore[arg-type]
     view = attach.build_view(state.snapshot(), 0.0)
-    once = got.utilisation(1000)
+    once = JobReport.of(HELLO.pid, got, 1000).utilisation
     assert view.utilisation == once and once is not None
     # 2 TFLOP per step at 10 ordinary steps/s (the compiling step is left out)
     assert once.achieved_tflops == pytest.approx(20.0)
     assert once.mfu == pytest.approx(20.0 / 989.5)
     assert view.stats.excluded_compile == 1
     snap = state.snapshot()
-    in_ranks = ranks.rank_evidence(rank_input(snap, HELLO)).job
+    in_ranks = rank_view.rank_evidence(rank_input(snap, HELLO)).job
     assert in_ranks.compile_report == attach.evidence(snap).compile_report == got.compile_report
     assert "compile.breaks_recompiles" in [f.rule for f in analyze(in_ranks)]

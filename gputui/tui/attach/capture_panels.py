@@ -9,9 +9,9 @@ import os
 from rich.text import Text
 
 from gputui import fmt
-from gputui.session.attach import AttachView
 from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import render
+from gputui.tui.attach.view_panel import ViewPanel
 from gputui.tui.render import join_parts
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -23,15 +23,13 @@ def us_text(us: float) -> str:
 
 
 # -- capture -------------------------------------------------------------------------------
-class CapturePanel(TextPanel):
+class CapturePanel(ViewPanel):
     """The latest capture: when, GPU busy, trace path; progress while one runs."""
 
     def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
-        super().__init__(id=id)
-        self.view: AttachView | None = None
+        super().__init__(id=id, ascii_only=ascii_only)
         self.is_replay = False
         self.show_classes = False
-        self.ascii_only = ascii_only
 
     def build(self, width: int) -> Text:
         v = self.view
@@ -127,13 +125,11 @@ def _home_short(path: str) -> str:
     return path
 
 
-class ClassPanel(TextPanel):
+class ClassPanel(ViewPanel):
     """GPU time by kernel class, GPU busy, and the top CPU ops (wide terminals)."""
 
     def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
-        super().__init__(id=id)
-        self.view: AttachView | None = None
-        self.ascii_only = ascii_only
+        super().__init__(id=id, ascii_only=ascii_only)
         self.op_rows = 6
 
     def build(self, width: int) -> Text:

@@ -18,17 +18,16 @@ from gputui import fmt
 from gputui.analysis.evidence import MIN_STEPS, findings_waiting
 from gputui.analysis.finding import Finding
 from gputui.reports import findings as findings_text
-from gputui.session.attach import AttachView
+from gputui.tui.attach.view_panel import ViewPanel
 from gputui.tui.render import ascii_text, finding_line, findings_count, hanging
 from gputui.tui.widgets.text_panel import TextPanel
 
 
-class FindingsPanel(TextPanel):
+class JobFindingsPanel(ViewPanel):
     """The top findings, ranked by the step time their fix could recover."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.view: AttachView | None = None
         self.rows = 3
 
     def build(self, width: int) -> Text:
@@ -106,13 +105,13 @@ class FindingList(OptionList):
             self.replace_option_prompt_at_index(i, ascii_text(entry) if ascii_only else entry)
 
 
-class FindingsScreen(Screen[object]):
+class JobFindingsScreen(Screen[object]):
     """Every finding of the attached job; the highlighted one in full below."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f,q", "close", "Close")]
     DEFAULT_CSS = """
-    FindingsScreen OptionList { height: auto; max-height: 45%; }
-    FindingsScreen #finding-detail { padding: 1 1; }
+    JobFindingsScreen OptionList { height: auto; max-height: 45%; }
+    JobFindingsScreen #finding-detail { padding: 1 1; }
     """
 
     def __init__(self, findings: tuple[Finding, ...]) -> None:

@@ -17,8 +17,8 @@ from textual import events
 from textual.message import Message
 
 from gputui import fmt
-from gputui.session.ranks import EXITED, STALLED, RankRow
-from gputui.tui.attach.widgets import phase_style
+from gputui.session.rank_view import EXITED, STALLED, RankRow
+from gputui.tui.attach.phases import phase_style
 from gputui.tui.widgets.text_panel import TextPanel
 
 PHASE_BAR = 16

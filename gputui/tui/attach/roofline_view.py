@@ -13,28 +13,22 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.widgets import Footer
 
 from gputui import fmt
 from gputui.analysis.evidence import roofline_of
 from gputui.reports import roofline as roofline_text
-from gputui.session.attach import StateSnapshot, capture_busy, capture_progress
+from gputui.session.attach import StateSnapshot, capture_progress
+from gputui.session.feeds import CAPTURE_STEPS
 from gputui.tui.attach.capture_panels import PERFETTO
 from gputui.tui.attach.subscreen import (
     PanelScreen,
     StatePanel,
+    ask_capture,
     cpu_job,
-    request_refusal,
-    send_request,
 )
 from gputui.tui.render import hanging, lead_width
-from gputui.tui.widgets.panels import BannerPanel
 
-CAPTURE_STEPS = 5
 TOP = 10
 _BOUND_STYLE = {"memory": "yellow", "compute": "green"}
 
@@ -112,21 +106,12 @@ class RooflineScreen(PanelScreen):
     on open when there is none (live)."""
 
     PANEL = RooflinePanel
+    ID = "roof"
     REQUEST_ACTION = "capture"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "capture", "Capture with FLOPs"),
         Binding("escape,l,q", "close", "Back"),
     ]
-    DEFAULT_CSS = """
-    RooflineScreen #roof-scroll { height: 1fr; }
-    RooflineScreen #roof-panel { padding: 0 1; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield BannerPanel(id="roof-banner")
-        with VerticalScroll(id="roof-scroll"):
-            yield RooflinePanel(self.state, id="roof-panel")
-        yield Footer()
 
     def wants_request(self, snap: StateSnapshot) -> bool:
         return snap.roof is not None and (snap.capture is None or not snap.capture.op_rows)
@@ -137,16 +122,4 @@ class RooflineScreen(PanelScreen):
         return super().check_action(action, parameters)
 
     def action_capture(self) -> None:
-        refusal = request_refusal(self.feed, self.state.snapshot(), "captures", capture_busy)
-        if refusal is not None:
-            self.notify(refusal, severity="warning")
-            return
-        self._capture_worker()
-
-    @work(thread=True, exclusive=True, group="attach-capture")
-    def _capture_worker(self) -> None:
-        send_request(
-            self,
-            lambda: self.feed.request_capture(CAPTURE_STEPS, flops=True),
-            self.state.set_capture_wanted,
-        )
+        ask_capture(self, self.feed, self.state, flops=True)

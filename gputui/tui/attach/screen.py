@@ -25,23 +25,25 @@ from textual.widgets import DataTable, Footer
 
 from gputui.client.hook import HookClient
 from gputui.errors import GputuiError
-from gputui.session.attach import AttachState, AttachView, build_view, capture_busy
+from gputui.session.attach import AttachState, AttachView, build_view
 from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
-from gputui.tui.attach.findings import FindingsPanel, FindingsScreen
-from gputui.tui.attach.memory_view import MemoryScreen
+from gputui.tui.attach.findings import JobFindingsPanel, JobFindingsScreen
+from gputui.tui.attach.header import AttachHeader
+from gputui.tui.attach.memory_panel import MemoryPanel
+from gputui.tui.attach.memory_snapshot import MemorySnapshotScreen
+from gputui.tui.attach.phase_table import PhaseTable
 from gputui.tui.attach.python_view import PythonScreen
 from gputui.tui.attach.roofline_view import RooflineScreen
-from gputui.tui.attach.subscreen import request_refusal, send_request
+from gputui.tui.attach.step_bars import StepBars
+from gputui.tui.attach.subscreen import ask_capture
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
-from gputui.tui.attach.widgets import AttachHeader, MemoryPanel, PhaseTable, StepBars
 from gputui.tui.base import BaseApp
 from gputui.tui.widgets.panels import BannerPanel
 
 REFRESH_HZ = 4.0
 STATS_PERIOD_S = 1.0
-CAPTURE_STEPS = 5
 #: below this height: short bars, one history line, one memory line
 SHORT_HEIGHT = 34
 #: from this width the class rollup and CPU ops get their own column
@@ -114,7 +116,7 @@ class AttachScreen(Screen[object]):
             yield CaptureTable(id="att-table")
             yield ClassPanel(id="att-classes", ascii_only=ascii_only)
         yield NameLine(id="att-name")
-        yield FindingsPanel(id="att-findings")
+        yield JobFindingsPanel(id="att-findings")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -171,7 +173,7 @@ class AttachScreen(Screen[object]):
         bars.history_rows = 1 if short else 2
         self.query_one(MemoryPanel).compact = short
         self.query_one(PhaseTable).compact = short
-        self.query_one(FindingsPanel).rows = 1 if short else 3
+        self.query_one(JobFindingsPanel).rows = 1 if short else 3
         self.query_one(CapturePanel).show_classes = not wide
         classes = self.query_one(ClassPanel)
         classes.display = wide
@@ -270,7 +272,7 @@ class AttachScreen(Screen[object]):
         if new_capture:
             panels.append(self.query_one(ClassPanel))
         if before is None or view.findings != before.findings:
-            panels.append(self.query_one(FindingsPanel))
+            panels.append(self.query_one(JobFindingsPanel))
         for panel in panels:
             panel.view = view
             panel.redraw()
@@ -312,23 +314,10 @@ class AttachScreen(Screen[object]):
             self.app.pop_screen()
 
     def action_capture(self) -> None:
-        snap = self.state.snapshot()
-        refusal = request_refusal(
-            self.feed, snap, "captures", capture_busy, not_connected="not connected: r reconnects"
-        )
-        if refusal is not None:
-            self.notify(refusal, severity="warning")
-            return
-        self._capture_worker()
-
-    @work(thread=True, exclusive=True, group="attach-capture")
-    def _capture_worker(self) -> None:
-        send_request(
-            self, lambda: self.feed.request_capture(CAPTURE_STEPS), self.state.set_capture_wanted
-        )
+        ask_capture(self, self.feed, self.state, not_connected="not connected: r reconnects")
 
     def action_memory(self) -> None:
-        self.app.push_screen(MemoryScreen(self.state, self.feed))
+        self.app.push_screen(MemorySnapshotScreen(self.state, self.feed))
 
     def action_roofline(self) -> None:
         self.app.push_screen(RooflineScreen(self.state, self.feed))
@@ -338,7 +327,7 @@ class AttachScreen(Screen[object]):
 
     def action_findings(self) -> None:
         findings = self.view.findings if self.view is not None else ()
-        self.app.push_screen(FindingsScreen(findings))
+        self.app.push_screen(JobFindingsScreen(findings))
 
     def action_toggle_gpu(self) -> None:
         if not self.gpu_mode and (self.view is None or not self.view.has_gpu_times):

@@ -6,13 +6,18 @@ off the UI thread."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widgets import Footer
 
 from gputui.errors import GputuiError
-from gputui.session.attach import AttachState, StateSnapshot
-from gputui.session.feeds import AttachFeed
+from gputui.session.attach import AttachState, StateSnapshot, capture_busy
+from gputui.session.feeds import CAPTURE_STEPS, AttachFeed
+from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
 REFRESH_S = 0.25
@@ -54,11 +59,59 @@ def send_request(
     done(ident)
 
 
+def ask_capture(
+    screen: Screen[object],
+    feed: AttachFeed,
+    state: AttachState,
+    flops: bool = False,
+    not_connected: str = "not connected",
+) -> None:
+    """Ask the hook for a capture of the next :data:`CAPTURE_STEPS` steps (with
+    FLOPs and shapes: the roofline's) unless one is under way."""
+    ask_hook(
+        screen,
+        feed,
+        state.snapshot(),
+        "captures",
+        capture_busy,
+        lambda: feed.request_capture(CAPTURE_STEPS, flops=flops),
+        state.set_capture_wanted,
+        not_connected,
+    )
+
+
+def ask_hook(
+    screen: Screen[object],
+    feed: AttachFeed,
+    snap: StateSnapshot,
+    what: str,
+    busy: Callable[[StateSnapshot], bool],
+    send: Callable[[], str],
+    done: Callable[[str], None],
+    not_connected: str = "not connected",
+) -> None:
+    """Ask the hook for one of ``what`` ("captures", "memory snapshots") unless
+    it is refused now (said in a warning): ``send`` runs on a worker thread (one
+    at a time of each kind) and hands its id to ``done``."""
+    refusal = request_refusal(feed, snap, what, busy, not_connected)
+    if refusal is not None:
+        screen.notify(refusal, severity="warning")
+        return
+    screen.run_worker(
+        partial(send_request, screen, send, done),
+        group=f"attach-{what}",
+        exclusive=True,
+        thread=True,
+    )
+
+
 class StatePanel(TextPanel):
     """A text panel drawn from the session's state as it is at each redraw."""
 
-    def __init__(self, state: AttachState, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(
+        self, state: AttachState, *, id: str | None = None, classes: str | None = None
+    ) -> None:
+        super().__init__(id=id, classes=classes)
         self.state = state
         self.live = True
         self.ascii_only = False
@@ -96,16 +149,29 @@ class StateScreen(Screen[object]):
 
 
 class PanelScreen(StateScreen):
-    """A screen of one :class:`TextPanel` drawn from ``state``; subclasses name the
-    panel's class and the request key's action."""
+    """A screen of one :class:`TextPanel` drawn from ``state``, under the banner
+    (a replay says so on every screen) and scrolled; subclasses name the panel's
+    class, its ids' prefix and the request key's action."""
 
     PANEL: type[StatePanel]
+    #: the ids' prefix: ``#{ID}-banner``, ``#{ID}-scroll``, ``#{ID}-panel``
+    ID = ""
     #: the action that asks the hook for something: refused (hidden) in a replay
     REQUEST_ACTION = ""
+    DEFAULT_CSS = """
+    PanelScreen .panel-scroll { height: 1fr; }
+    PanelScreen .panel-body { padding: 0 1; }
+    """
 
     def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
         super().__init__(state, feed)
         self.autostart = autostart
+
+    def compose(self) -> ComposeResult:
+        yield BannerPanel(id=f"{self.ID}-banner")
+        with VerticalScroll(id=f"{self.ID}-scroll", classes="panel-scroll"):
+            yield self.PANEL(self.state, id=f"{self.ID}-panel", classes="panel-body")
+        yield Footer()
 
     def on_mount(self) -> None:
         panel = self.query_one(self.PANEL)

@@ -16,7 +16,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from gputui import fmt
-from gputui.session.attach import CaptureView
+from gputui.analysis.evidence import CaptureView
+from gputui.trace.kernels import short_kernel_name
 from gputui.tui.attach.capture_panels import CLASS_SHORT, class_style, us_text
 
 KERNELS = "kernels"
@@ -104,7 +105,7 @@ class CaptureTable(DataTable[Any]):
                 self.full_names[k.name] = (f"{k.kernel_class} kernel", k.name)
                 self.add_row(
                     # Text, not str: DataTable reads markup in a string cell.
-                    Text(" " + shorten(fmt.clean(k.short), name_w - 1)),
+                    Text(" " + shorten(fmt.clean(short_kernel_name(k.name)), name_w - 1)),
                     Text(
                         " " + CLASS_SHORT.get(k.kernel_class, k.kernel_class),
                         style=class_style(k.kernel_class),

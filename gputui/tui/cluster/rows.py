@@ -185,10 +185,8 @@ def process_rows(processes: Sequence[ProcessSnapshot]) -> list[Row]:
     ]
 
 
-def _ms(seconds: float | None) -> Text:
-    return _right(
-        fmt.NA if seconds is None else f"{seconds * 1000:.1f}ms", "" if seconds else "dim"
-    )
+def _ms_cell(seconds: float | None) -> Text:
+    return _right(fmt.ms(seconds, decimals=1, missing=fmt.NA), "" if seconds else "dim")
 
 
 def _phases(shares: Mapping[str, float]) -> Text:
@@ -222,7 +220,7 @@ def job_rows(jobs: Sequence[Job]) -> list[Row]:
                     Text(f"{fmt.middle(fmt.clean(job.job_id), 28)} [{size}]", style="bold"),
                     Text(fmt.clean(", ".join(job.hosts), 20)),
                     Text(""),
-                    _ms(job.step_s),
+                    _ms_cell(job.step_s),
                     Text(""),
                     _right(straggler, "bold red") if straggler else Text(""),
                     _phases(job.phase_share),
@@ -237,8 +235,8 @@ def job_rows(jobs: Sequence[Job]) -> list[Row]:
                         Text(f"  rank {rank.rank}"),
                         Text(fmt.clean(rank.hostname, 20)),
                         _right(fmt.clean(rank.gpu, 6)),
-                        _ms(rank.step_s),
-                        _ms(rank.compute_s),
+                        _ms_cell(rank.step_s),
+                        _ms_cell(rank.compute_s),
                         _skew(rank),
                         _phases(rank.phase_share),
                     ),

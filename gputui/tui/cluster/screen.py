@@ -176,9 +176,10 @@ class ClusterScreen(Screen[object]):
             self.query_one("#cl-jobs", RowList).set_rows(job_rows(snapshot.jobs))
         gpus = sum(n.gpu_count for n in snapshot.nodes)
         down = [n.hostname for n in snapshot.nodes if n.up is False]
+        took = fmt.ms(snapshot.latency_s, decimals=0, space=True)
         status = Text(
             f"{len(snapshot.nodes)} nodes, {gpus} GPUs, {len(snapshot.jobs)} jobs"
-            f"  read {clock(snapshot.taken_at_s)} in {snapshot.latency_s * 1000:.0f} ms",
+            f"  read {clock(snapshot.taken_at_s)} in {took}",
             style="dim",
         )
         if down:

@@ -28,11 +28,12 @@ from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.errors import GputuiError
+from gputui.session.feeds import CAPTURE_STEPS
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
-from gputui.session.ranks import EXITED, RankRow, RanksSummary, enough_steps, summarize
+from gputui.session.rank_view import EXITED, RankRow, RanksSummary, enough_steps, summarize
 from gputui.trace.kernels import short_kernel_name
 from gputui.tui import render
-from gputui.tui.attach.findings import FindingsScreen
+from gputui.tui.attach.findings import JobFindingsScreen
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachAppBase, AttachScreen
 from gputui.tui.render import finding_line, findings_count, hanging
@@ -47,7 +48,6 @@ STATS_PERIOD_S = 1.0
 RANKS_PER_SECOND = 4
 #: steps of each rank the view's statistics cover (the newest)
 VIEW_WINDOW = 500
-CAPTURE_STEPS = 5
 #: below this height: no compute lines, one finding, three capture rows
 SHORT_HEIGHT = 34
 
@@ -494,7 +494,7 @@ class RanksScreen(Screen[object]):
         self._resort()
 
     def action_findings(self) -> None:
-        self.app.push_screen(FindingsScreen(self.findings))
+        self.app.push_screen(JobFindingsScreen(self.findings))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "capture" and self.feed.is_replay:
