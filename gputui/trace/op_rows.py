@@ -296,6 +296,8 @@ class ChromeTraceOps:
             if not isinstance(ev, dict):
                 continue
             cat = ev.get("cat")
+            if not isinstance(cat, str):
+                continue  # no category of interest (and a list or dict is no set member)
             if cat in _STEP_CATS and str(ev.get("name", "")).startswith("ProfilerStep#"):
                 start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
                 if start is not None and dur is not None:
@@ -312,7 +314,7 @@ class ChromeTraceOps:
                 if shaped:
                     self.has_shapes = True
                 elif not self.has_shapes and len(ops) >= SHAPES_PROBE_OPS:
-                    self._give_up()
+                    self.give_up()
                     return
                 tid = (ev.get("pid"), ev.get("tid"))
                 name = str(ev.get("name", ""))
@@ -325,7 +327,8 @@ class ChromeTraceOps:
                 if dur is not None:
                     activities.append((args.get("correlation"), args.get("External id"), dur))
 
-    def _give_up(self) -> None:
+    def give_up(self) -> None:
+        """Stop collecting: a trace recorded without shapes has no op rows."""
         self.given_up = True
         self.ops, self.launch_to_op, self.activities = [], {}, []
 
