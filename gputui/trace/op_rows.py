@@ -275,6 +275,20 @@ def _ns(us: Any) -> int | None:
 SHAPES_PROBE_OPS = 10_000
 
 
+def _key(value: Any) -> Any:
+    """A trace's id as a dict key: a list or an object (no id a writer gives) is none."""
+    return None if type(value) in (list, dict) else value
+
+
+def thread_key(pid: Any, tid: Any) -> tuple[Any, Any]:
+    """The thread of a trace event, as a dict key (a list or an object as its text)."""
+    if type(pid) in (list, dict):
+        pid = repr(pid)
+    if type(tid) in (list, dict):
+        tid = repr(tid)
+    return pid, tid
+
+
 class ChromeTraceOps:
     """Op rows of a Chrome trace fed one list of events at a time (a streaming
     reader calls :meth:`add` for each chunk; :func:`rows_from_chrome_trace` with
@@ -307,7 +321,7 @@ class ChromeTraceOps:
                 continue
             if cat == "cpu_op":
                 start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
-                ext = args.get("External id")
+                ext = _key(args.get("External id"))
                 if start is None or dur is None or ext is None:
                     continue
                 shaped = "Input Dims" in args
@@ -316,16 +330,20 @@ class ChromeTraceOps:
                 elif not self.has_shapes and len(ops) >= SHAPES_PROBE_OPS:
                     self.give_up()
                     return
-                tid = (ev.get("pid"), ev.get("tid"))
+                tid = thread_key(ev.get("pid"), ev.get("tid"))
                 name = str(ev.get("name", ""))
                 ops.append(_Op(tid, start, start + dur, name, ext, args if shaped else {}))
             elif cat in _LAUNCH_CATS:
                 if "correlation" in args and "External id" in args:
-                    launch_to_op[args["correlation"]] = args["External id"]
+                    corr = _key(args["correlation"])
+                    if corr is not None or args["correlation"] is None:
+                        launch_to_op[corr] = _key(args["External id"])
             elif cat in GPU_ACTIVITIES:
                 dur = _ns(ev.get("dur"))
                 if dur is not None:
-                    activities.append((args.get("correlation"), args.get("External id"), dur))
+                    activities.append(
+                        (_key(args.get("correlation")), _key(args.get("External id")), dur)
+                    )
 
     def give_up(self) -> None:
         """Stop collecting: a trace recorded without shapes has no op rows."""

@@ -32,6 +32,7 @@ from gputui.trace.op_rows import (
     ChromeTraceOps,
     _ns,
     _Op,
+    thread_key,
 )
 from gputui.trace.timeline import (
     DRIVER,
@@ -242,7 +243,7 @@ class TypedReader:
                 name = ev.name
                 op_list.append(
                     _Op(
-                        (ev.pid, ev.tid),
+                        thread_key(ev.pid, ev.tid),
                         start,
                         start + dur,
                         "" if name is unset else name,
