@@ -21,6 +21,12 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
 READERS = pytest.mark.parametrize("typed", [True, False], ids=["typed", "stdlib"])
 
 
+@pytest.fixture(autouse=True)
+def typed_from_the_first_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed decoder on every batch, however small the trace."""
+    monkeypatch.setattr(trace_file, "TYPED_FROM_BYTES", 0)
+
+
 def reference_timeline(tmp_path: Path) -> trace_file.Timeline:
     return read_trace(reference_trace().write(tmp_path / "ref.json")).timeline
 

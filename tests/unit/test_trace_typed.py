@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.tracefile import json_stream, typed
+from gputui.tracefile import json_stream, reader, typed
 from gputui.tracefile.reader import TraceError, TraceFile, read_trace
 from tests.helpers.tracegen import reference_trace
 
@@ -61,6 +61,12 @@ def both(path: Path) -> tuple[Any, Any]:
         except TraceError as exc:
             out.append(("error", str(exc)))
     return out[0], out[1]
+
+
+@pytest.fixture(autouse=True)
+def typed_from_the_first_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed decoder on every batch, however small the trace."""
+    monkeypatch.setattr(reader, "TYPED_FROM_BYTES", 0)
 
 
 class Batches:
