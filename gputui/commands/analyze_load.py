@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing
 import os
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -35,13 +34,16 @@ if TYPE_CHECKING:
     from gputui.tracefile.reader import TraceFile
 
 
-@dataclass(frozen=True)
 class RankRead:
     """What one file gives the analysis: where it comes from and its summary
-    (ranked by ``distributedInfo``, else -1 until the files' order places it)."""
+    (ranked by ``distributedInfo``, else -1 until the files' order places it).
+    A plain class: a dataclass costs a millisecond to define, on every run."""
 
-    origin: TraceOrigin
-    summary: TraceSummary
+    __slots__ = ("origin", "summary")
+
+    def __init__(self, origin: TraceOrigin, summary: TraceSummary) -> None:
+        self.origin = origin
+        self.summary = summary
 
 
 def cpus() -> int:
@@ -233,6 +235,8 @@ def read_rank(index: int, path: str, include_last_step: bool, top: int) -> RankR
 
 
 def _context() -> Any:
+    import multiprocessing  # only for several files: one file is read without it
+
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if ctx.get_start_method() == "forkserver":

@@ -244,3 +244,11 @@ def test_analyze_loads_the_typed_decoder_for_large_traces_only() -> None:
     assert loaded_by(["analyze", small, "--json"], watched) == []
     loaded = loaded_by(["analyze", large, "--json"], watched)
     assert "msgspec" in loaded and "gputui.tracefile.typed" in loaded
+
+
+def test_analyze_of_one_file_starts_no_workers_and_imports_no_multiprocessing() -> None:
+    """About 15 ms of imports that one file, read in this process, does not need."""
+    small = str(
+        Path(__file__).resolve().parents[1] / "data" / "traces" / "healthy.pt.trace.json.gz"
+    )
+    assert loaded_by(["analyze", small, "--json"], ("multiprocessing",)) == []
