@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
         type=types.integer(1, 1024),
         default=None,
         metavar="N",
-        help="read up to N rank files at once, each in its own process (default: one per "
+        help="rank files read at once, each by its own process, 1-1024 (default: one per "
         "CPU; 1: one after the other in this process)",
     )
     parser.set_defaults(func=main)
