@@ -1,4 +1,4 @@
-"""Read Chrome traces written by torch.profiler into timelines (standard library).
+"""Read Chrome traces written by torch.profiler into timelines.
 
 Accepts ``export_chrome_trace`` files, ``tensorboard_trace_handler`` directories
 (``*.pt.trace.json[.gz]``), any ``.json`` / ``.json.gz`` trace, and gputui's own
@@ -6,13 +6,14 @@ capture traces.  Several files are several ranks (the rank from the trace's
 ``distributedInfo`` when it has one).
 
 The file is parsed as a stream -- the top-level object key by key, then the
-``traceEvents`` array one event at a time, each turned into a small
-:mod:`gputui.trace.timeline` record at once -- so a 500 MB trace never sits
-in memory as a list of dicts.  Bounded: only regular files, at most
-:data:`MAX_FILE_BYTES` on disk and ``json_stream.MAX_JSON_BYTES`` of JSON, no
-decompression ratio beyond ``json_stream.MAX_RATIO``.  Anything else -- a truncated
-file, a foreign format -- is a :class:`TraceError` with one line naming the
-file and the problem.
+``traceEvents`` array a batch of whole events at a time (decoded by msgspec
+into typed Structs, :mod:`gputui.tracefile.typed`, past the first megabyte),
+each event turned into a small :mod:`gputui.trace.timeline` record at once --
+so a large trace never sits in memory as text or as a list of dicts.
+Bounded: only regular files, at most :data:`MAX_FILE_BYTES` on disk and
+``json_stream.MAX_JSON_BYTES`` of JSON, no decompression ratio beyond
+``json_stream.MAX_RATIO``.  Anything else -- a truncated file, a foreign format
+-- is a :class:`TraceError` with one line naming the file and the problem.
 """
 
 from __future__ import annotations
