@@ -3,6 +3,21 @@
     .venv/bin/python bench/bench_analyze.py                    # 5, 50 and 500 MB
     .venv/bin/python bench/bench_analyze.py --sizes 5 50 --rounds 3 --out /tmp/bench.json
     .venv/bin/python bench/bench_analyze.py --data --out /tmp/bench.json  # tests/data's traces
+    .venv/bin/python bench/bench_analyze.py --sizes 820 --no-hta --before /tmp/base
+    .venv/bin/python bench/bench_analyze.py --data --before /tmp/base   # and the code before
+    .venv/bin/python bench/bench_analyze.py --ranks 2 --rank-mb 200 --jobs-list 1 2
+
+Every tiled size also runs the typed-decode floor (``bench/floor.py``: the file
+read whole and decoded by msgspec into Structs of the fields gputui reads,
+``args`` raw) in its own process, and gives gputui's wall time over the
+floor's and gputui's peak RSS over the size of the JSON.  ``--before TREE``
+runs a checkout of an earlier commit too (``git worktree add TREE COMMIT``; run
+with ``PYTHONPATH=TREE`` and this environment), alternating with the others.
+``--ranks N`` writes N rank files of ``--rank-mb`` MB each (one tiled trace, each
+copy with its own ``distributedInfo.rank`` and ``trace_id``) and runs ``gputui
+analyze DIR --json --jobs J`` for each J of ``--jobs-list``, and one rank alone:
+wall time, and the peak of the summed RSS of gputui and its worker processes
+(sampled every 20 ms).
 
 ``--data`` runs both tools on every trace kept in ``tests/data`` instead (the
 H100 cases, the planted scenarios, the two-H100 NCCL pair), as they are on
@@ -145,15 +160,18 @@ print(json.dumps({
 """
 
 
-def measure_rss(cmd: list[str], timeout: float) -> dict[str, Any]:
-    """Run ``cmd`` through :data:`LAUNCHER`: its wall time, its own peak RSS
-    (``wait4``), exit status; killed after ``timeout`` seconds."""
+def measure_rss(
+    cmd: list[str], timeout: float, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> dict[str, Any]:
+    """Run ``cmd`` through :data:`LAUNCHER` in ``cwd``: its wall time, its own
+    peak RSS (``wait4``), exit status; killed after ``timeout`` seconds."""
     launcher = subprocess.Popen(
         [sys.executable, "-c", LAUNCHER, *cmd],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=str(REPO),
+        cwd=str(cwd),
         start_new_session=True,
+        env=env,
     )
     try:
         out, _ = launcher.communicate(timeout=timeout)
@@ -166,34 +184,81 @@ def measure_rss(cmd: list[str], timeout: float) -> dict[str, Any]:
     return got
 
 
-def compare(path: Path, rounds: int, timeout: float) -> dict[str, Any]:
-    """Both tools on ``path``, alternating, ``rounds`` times each: every run, the
-    median wall time, the peak RSS, and HTA's time over gputui's."""
-    ours = [sys.executable, "-m", "gputui", "analyze", str(path), "--json"]
-    theirs = [sys.executable, "-c", HTA_SCRIPT, str(path)]
-    row: dict[str, Any] = {"gputui": [], "hta": []}
+FLOOR_SCRIPT = r"""
+import gzip, sys
+sys.path.insert(0, sys.argv[2])
+from floor import decode_floor
+with open(sys.argv[1], "rb") as fh:
+    data = fh.read()
+if data[:2] == b"\x1f\x8b":
+    data = gzip.decompress(data)
+print(decode_floor(data))
+"""
+
+
+def tools(
+    path: Path, hta: bool, floor: bool, before: str | None
+) -> list[tuple[str, list[str], dict[str, str] | None]]:
+    """(name, command, environment) of every tool measured on ``path``."""
+    out: list[tuple[str, list[str], dict[str, str] | None]] = [
+        ("gputui", [sys.executable, "-m", "gputui", "analyze", str(path), "--json"], None)
+    ]
+    if before:
+        # run in the earlier checkout: ``-m`` puts the working directory first on
+        # the path, before PYTHONPATH and this checkout's editable install
+        env = {**os.environ, "PYTHONPATH": before, "BENCH_CWD": before}
+        out.append(
+            ("before", [sys.executable, "-m", "gputui", "analyze", str(path), "--json"], env)
+        )
+    if hta:
+        out.append(("hta", [sys.executable, "-c", HTA_SCRIPT, str(path)], None))
+    if floor:
+        out.append(
+            ("floor", [sys.executable, "-c", FLOOR_SCRIPT, str(path), str(REPO / "bench")], None)
+        )
+    return out
+
+
+def compare(
+    path: Path,
+    rounds: int,
+    timeout: float,
+    hta: bool = True,
+    floor: bool = False,
+    before: str | None = None,
+) -> dict[str, Any]:
+    """The tools on ``path``, alternating, ``rounds`` times each: every run, the
+    median wall time, the peak RSS, and the ratios."""
+    order = tools(path, hta, floor, before)
+    row: dict[str, Any] = {name: [] for name, _cmd, _env in order}
     for r in range(rounds):
-        order = [("gputui", ours), ("hta", theirs)]
-        if r % 2:
-            order.reverse()
-        for name, cmd in order:
-            got = measure_rss(cmd, timeout)
+        for name, cmd, env in order if r % 2 == 0 else order[::-1]:
+            cwd = Path(env["BENCH_CWD"]) if env and "BENCH_CWD" in env else REPO
+            got = measure_rss(cmd, timeout, env, cwd)
             row[name].append(got)
             print(f"  {name:6} {got}", flush=True)
-    for name in ("gputui", "hta"):
+    for name, _cmd, _env in order:
         ok = [g["wall_s"] for g in row[name] if g["rc"] == 0]
         row[f"{name}_median_s"] = statistics.median(ok) if ok else None
         cpu = [g["cpu_s"] for g in row[name] if g["rc"] == 0 and "cpu_s" in g]
         row[f"{name}_median_cpu_s"] = statistics.median(cpu) if cpu else None
         rss = [g["peak_rss_mib"] for g in row[name] if g["peak_rss_mib"] is not None]
         row[f"{name}_peak_rss_mib"] = max(rss) if rss else None
-    if row["gputui_median_s"] and row["hta_median_s"]:
-        row["speedup"] = round(row["hta_median_s"] / row["gputui_median_s"], 2)
-    if row["gputui_median_cpu_s"] and row["hta_median_cpu_s"]:
-        row["cpu_speedup"] = round(row["hta_median_cpu_s"] / row["gputui_median_cpu_s"], 2)
+    ours = row["gputui_median_s"]
+    for name, key in (("hta", "speedup"), ("before", "before_over_gputui")):
+        if ours and row.get(f"{name}_median_s"):
+            row[key] = round(row[f"{name}_median_s"] / ours, 2)
+        cpu_ours = row["gputui_median_cpu_s"]
+        if cpu_ours and row.get(f"{name}_median_cpu_s"):
+            row[f"cpu_{key}"] = round(row[f"{name}_median_cpu_s"] / cpu_ours, 2)
+    if before and row.get("hta_median_s") and row.get("before_median_s"):
+        row["speedup_before"] = round(row["hta_median_s"] / row["before_median_s"], 2)
+    if before and row.get("hta_median_cpu_s") and row.get("before_median_cpu_s"):
+        row["cpu_speedup_before"] = round(row["hta_median_cpu_s"] / row["before_median_cpu_s"], 2)
+    if ours and row.get("floor_median_s"):
+        row["gputui_over_floor"] = round(ours / row["floor_median_s"], 2)
     print(
-        f"  median gputui {row['gputui_median_s']} s, HTA {row['hta_median_s']} s, "
-        f"x{row.get('speedup')}",
+        "  median " + ", ".join(f"{n} {row[f'{n}_median_s']} s" for n, _c, _e in order),
         flush=True,
     )
     return row
@@ -204,19 +269,122 @@ def data_traces() -> list[Path]:
     return sorted((REPO / "tests" / "data").rglob("*.pt.trace.json*"))
 
 
-def run_data(rounds: int, timeout: float, results: dict[str, Any]) -> None:
-    """Both tools on each trace of tests/data; the median and lowest ratio."""
-    for path in data_traces():
-        print(f"{path.relative_to(REPO)}: {path.stat().st_size / 1e6:.2f} MB", flush=True)
-        row: dict[str, Any] = {"trace": str(path.relative_to(REPO)), "bytes": path.stat().st_size}
-        row.update(compare(path, rounds, timeout))
+def run_data(
+    rounds: int, timeout: float, results: dict[str, Any], before: str | None, hta: bool
+) -> None:
+    """The tools on each trace of tests/data (and ``--extra`` files); the median
+    and lowest ratios."""
+    for path in data_traces() + [Path(p).resolve() for p in results.get("extra", [])]:
+        name = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+        print(f"{name}: {path.stat().st_size / 1e6:.2f} MB", flush=True)
+        row: dict[str, Any] = {"trace": name, "bytes": path.stat().st_size}
+        row.update(compare(path, rounds, timeout, hta=hta, before=before))
         results["runs"].append(row)
-    for key in ("speedup", "cpu_speedup"):
+    keys = ["speedup", "cpu_speedup", "speedup_before", "cpu_speedup_before"]
+    keys += ["before_over_gputui", "cpu_before_over_gputui"]
+    for key in keys:
         ratios = [r[key] for r in results["runs"] if r.get(key)]
         if ratios:
             results[f"median_{key}"] = statistics.median(ratios)
             results[f"min_{key}"] = min(ratios)
             print(f"{key}: median x{statistics.median(ratios):.2f}, lowest x{min(ratios):.2f}")
+
+
+# -- ranks in parallel ---------------------------------------------------------------------
+def write_ranks(source: Path, scratch: Path, ranks: int, megabytes: float) -> list[Path]:
+    """``ranks`` copies of one tiled trace, each its own rank of one job."""
+    one = scratch / "tiled-rank.json"
+    tile(source, one, megabytes)
+    text = one.read_text()
+    one.unlink()
+    head, sep, tail = text.partition('"traceEvents": [')
+    doc_head = json.loads(head.rstrip().rstrip(",") + "}")
+    out: list[Path] = []
+    for r in range(ranks):
+        doc_head["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": ranks}
+        doc_head["trace_id"] = f"BENCHRANK{r:04d}"
+        path = scratch / f"rank{r}.pt.trace.json"
+        path.write_text(json.dumps(doc_head)[:-1] + ", " + sep + tail)
+        out.append(path)
+    return out
+
+
+def tree_peak(cmd: list[str], timeout: float) -> dict[str, Any]:
+    """Run ``cmd``: wall time, and the peak of the RSS summed over it and its
+    descendants (worker processes, the fork server), sampled every 20 ms."""
+    import psutil
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(REPO))
+    root = psutil.Process(proc.pid)
+    peak = peak_procs = 0
+    while proc.poll() is None:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        if total > peak:
+            peak, peak_procs = total, len(procs)
+        if time.perf_counter() - t0 > timeout:
+            proc.kill()
+            break
+        time.sleep(0.02)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.wait()
+    return {
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "peak_tree_rss_mib": round(peak / 2**20, 1),
+        "processes_at_peak": peak_procs,
+        "rc": proc.returncode,
+        "error": err.strip().splitlines()[-1:] if proc.returncode else None,
+    }
+
+
+def run_ranks(args: argparse.Namespace, scratch: Path, results: dict[str, Any]) -> None:
+    source = Path(args.source)
+    files = write_ranks(source, scratch, args.ranks, args.rank_mb)
+    rank_dir = scratch
+    size = sum(p.stat().st_size for p in files)
+    results["ranks"] = {
+        "ranks": args.ranks,
+        "bytes_each": files[0].stat().st_size,
+        "bytes": size,
+        "cpus": os.cpu_count(),
+        "runs": [],
+    }
+    base = [sys.executable, "-m", "gputui", "analyze"]
+    cases = [("one rank", [*base, str(files[0]), "--json"])]
+    cases += [
+        (f"{args.ranks} ranks, --jobs {j}", [*base, str(rank_dir), "--json", "--jobs", str(j)])
+        for j in args.jobs_list
+    ]
+    for r in range(args.rounds):
+        for name, cmd in cases if r % 2 == 0 else cases[::-1]:
+            got = {"case": name, **tree_peak(cmd, args.timeout)}
+            results["ranks"]["runs"].append(got)
+            print(f"  {got}", flush=True)
+    summary = {}
+    for name, _cmd in cases:
+        ok = [g for g in results["ranks"]["runs"] if g["case"] == name and g["rc"] == 0]
+        if ok:
+            summary[name] = {
+                "wall_s": statistics.median(g["wall_s"] for g in ok),
+                "peak_tree_rss_mib": max(g["peak_tree_rss_mib"] for g in ok),
+            }
+    one = summary.get("one rank", {}).get("wall_s")
+    for got in summary.values():
+        if one:
+            got["over_one_rank"] = round(got["wall_s"] / one, 2)
+    results["ranks"]["summary"] = summary
+    print(json.dumps(summary, indent=2))
+    for p in files:
+        p.unlink()
 
 
 def main() -> int:
@@ -228,6 +396,13 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the tiled traces")
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--data", action="store_true", help="the traces in tests/data instead")
+    ap.add_argument("--extra", nargs="*", default=[], help="with --data: more trace files")
+    ap.add_argument("--source", default=str(SOURCE), help="the trace to tile")
+    ap.add_argument("--before", help="a checkout of an earlier commit, run too")
+    ap.add_argument("--no-hta", action="store_true", help="leave HTA out")
+    ap.add_argument("--ranks", type=int, default=0, help="rank files read in parallel")
+    ap.add_argument("--rank-mb", type=float, default=200.0, help="MB of JSON per rank")
+    ap.add_argument("--jobs-list", type=int, nargs="+", default=[1, 2], help="--jobs to try")
     args = ap.parse_args()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="gputui-bench-analyze-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -243,8 +418,9 @@ def main() -> int:
 
         results["pandas"] = pandas.__version__
     except ImportError:
-        print("HolisticTraceAnalysis is not installed (pip install '.[test]')", file=sys.stderr)
-        return 2
+        if not args.no_hta:
+            print("HolisticTraceAnalysis is not installed (pip install '.[test]')", file=sys.stderr)
+            return 2
     with open("/proc/meminfo") as fh:
         results["mem_total"] = fh.readline().split(":", 1)[1].strip()
     # An installed package has its bytecode compiled (pip does it on install), as
@@ -253,10 +429,33 @@ def main() -> int:
     import compileall
 
     compileall.compile_dir(str(REPO / "gputui"), quiet=1)
+    if args.before:
+        compileall.compile_dir(str(Path(args.before) / "gputui"), quiet=1)
+        results["before"] = args.before
     results["bytecode"] = "gputui compiled before the runs, as an install does"
     results["loadavg_before"] = os.getloadavg()
+    try:
+        import subprocess as sp
+
+        model = sp.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        results["cpu_model"] = next(
+            (ln.split(":", 1)[1].strip() for ln in model.splitlines() if "Model name" in ln), None
+        )
+    except OSError:
+        results["cpu_model"] = None
+    if args.ranks:
+        try:
+            run_ranks(args, scratch, results)
+        finally:
+            if not args.keep and not args.dir:
+                shutil.rmtree(scratch, ignore_errors=True)
+        results["loadavg_after"] = os.getloadavg()
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2))
+        return 0
     if args.data:
-        run_data(args.rounds, args.timeout, results)
+        results["extra"] = args.extra
+        run_data(args.rounds, args.timeout, results, args.before, not args.no_hta)
         results["loadavg_after"] = os.getloadavg()
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=2))
@@ -264,10 +463,21 @@ def main() -> int:
     try:
         for size in args.sizes:
             path = scratch / f"tiled-{size:g}MB.pt.trace.json"
-            info = tile(SOURCE, path, size)
+            if not path.exists():
+                info = tile(Path(args.source), path, size)
+            else:  # --dir with --keep: the trace written by an earlier run
+                info = {"copies": None, "steps": None, "bytes": path.stat().st_size}
             print(f"{path.name}: {info['bytes'] / 1e6:.0f} MB, {info['steps']} steps", flush=True)
             row: dict[str, Any] = {"size_mb": round(info["bytes"] / 1e6, 1), **info}
-            row.update(compare(path, args.rounds, args.timeout))
+            row.update(
+                compare(
+                    path, args.rounds, args.timeout, not args.no_hta, floor=True, before=args.before
+                )
+            )
+            if row.get("gputui_peak_rss_mib"):
+                row["gputui_rss_over_json"] = round(
+                    row["gputui_peak_rss_mib"] * 2**20 / info["bytes"], 2
+                )
             results["runs"].append(row)
             if not args.keep:
                 path.unlink()

@@ -11,23 +11,18 @@ ops, and the findings of the trace rules.  docs/analyze.md has the definitions.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import json
 import sys
-from collections import Counter
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from gputui import __version__, fmt
+from gputui import __version__
 from gputui.commands import args as types
 
 if TYPE_CHECKING:
     from gputui.analysis.mfu import Utilisation
     from gputui.analysis.roofline import Roof
     from gputui.analysis.trace_summary import TraceSummary
-    from gputui.tracefile.reader import TraceFile
 
 # The trace reader, the analyzer and the report are imported where they are used:
 # `gputui analyze --help` and a refused command line load none of them.
@@ -61,97 +56,15 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="keep the last ProfilerStep in the HTA breakdowns (HTA leaves it out by default)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=types.integer(1, 1024),
+        default=None,
+        metavar="N",
+        help="rank files read at once, each by its own process, 1-1024 (default: one per "
+        "CPU; 1: one after the other in this process)",
+    )
     parser.set_defaults(func=main)
-
-
-def _device(tf: TraceFile) -> tuple[str | None, int | None, str | None]:
-    """The GPU the trace's activity ran on, as its header describes it."""
-    if not tf.devices:
-        return None, None, None
-    used = Counter(a.device for a in tf.timeline.gpu)
-    index = used.most_common(1)[0][0] if used else tf.devices[0].index
-    dev = next((d for d in tf.devices if d.index == index), tf.devices[0])
-    return dev.name, dev.total_memory_bytes, dev.compute_capability
-
-
-@contextlib.contextmanager
-def _without_cyclic_gc() -> Iterator[None]:
-    """A trace becomes millions of small records without cycles: reference
-    counting frees them, and the cyclic collector would only walk them again
-    and again (about a fifth of the run time on a 50 MB trace)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def load(
-    paths: Sequence[str],
-    include_last_step: bool = False,
-    top: int = 30,
-    warnings: list[str] | None = None,
-) -> list[TraceSummary]:
-    """Every trace file named by ``paths``, summarized, by rank.  A file named
-    twice, or a copy of another (the same trace_id), is read once; ``warnings``
-    gets a line for each, and for each reason the files are not the ranks of one
-    job (``analyze_ranks``)."""
-    from gputui.tracefile.reader import find_traces
-
-    said: list[str] = [] if warnings is None else warnings
-    with _without_cyclic_gc():
-        return _load(find_traces(paths, said), include_last_step, top, said)
-
-
-def _load(
-    files: Sequence[Path], include_last_step: bool, top: int, warnings: list[str]
-) -> list[TraceSummary]:
-    from gputui.analysis.trace_summary import summarize
-    from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
-    from gputui.tracefile.reader import read_trace
-
-    out: list[TraceSummary] = []
-    origins: list[TraceOrigin] = []
-    ids: dict[str, str] = {}
-    for path in files:
-        tf = read_trace(path)
-        if tf.trace_id is not None and tf.trace_id in ids:
-            warnings.append(
-                f"{fmt.clean(tf.path)}: a copy of {fmt.clean(ids[tf.trace_id])} (the same "
-                "trace_id); read once"
-            )
-            continue
-        if tf.trace_id is not None:
-            ids[tf.trace_id] = tf.path
-        position = len(origins)
-        origins.append(TraceOrigin(tf.path, tf.rank, tf.world_size, tf.host_pid, tf.trace_id))
-        name, memory, cc = _device(tf)
-        if tf.rank is not None:
-            rank, rank_from = tf.rank, "distributedInfo"
-        else:
-            rank, rank_from = position, "order"
-        out.append(
-            summarize(
-                tf.timeline,
-                rank,
-                rank_from,
-                tf.path,
-                world_size=tf.world_size,
-                device_name=name,
-                device_memory_bytes=memory,
-                compute_capability=cc,
-                include_last_step=include_last_step,
-                top=top,
-                op_rows=tf.op_rows,
-                step_flops=tf.step_flops,
-            )
-        )
-        del tf  # one file's events at a time
-    warnings.extend(job_warnings(origins))
-    out.sort(key=lambda s: s.rank)
-    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -159,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
     from gputui.analysis.finding import ranked
     from gputui.analysis.trace_evidence import trace_job_findings, trace_rank_findings
     from gputui.analysis.trace_summary import summary_json, trace_findings
+    from gputui.commands.analyze_load import load
     from gputui.reports import roofline as roofline_text
     from gputui.reports.analyze import render, render_across
     from gputui.trace.tables import TOP_ROWS
@@ -171,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
         args.include_last_step,
         max(args.top, TOP_ROWS),
         warnings,
+        jobs=args.jobs,
     )
     for line in warnings:
         print(f"gputui analyze: warning: {line}", file=sys.stderr)

@@ -275,6 +275,20 @@ def _ns(us: Any) -> int | None:
 SHAPES_PROBE_OPS = 10_000
 
 
+def _key(value: Any) -> Any:
+    """A trace's id as a dict key: a list or an object (no id a writer gives) is none."""
+    return None if type(value) in (list, dict) else value
+
+
+def thread_key(pid: Any, tid: Any) -> tuple[Any, Any]:
+    """The thread of a trace event, as a dict key (a list or an object as its text)."""
+    if type(pid) in (list, dict):
+        pid = repr(pid)
+    if type(tid) in (list, dict):
+        tid = repr(tid)
+    return pid, tid
+
+
 class ChromeTraceOps:
     """Op rows of a Chrome trace fed one list of events at a time (a streaming
     reader calls :meth:`add` for each chunk; :func:`rows_from_chrome_trace` with
@@ -296,6 +310,8 @@ class ChromeTraceOps:
             if not isinstance(ev, dict):
                 continue
             cat = ev.get("cat")
+            if not isinstance(cat, str):
+                continue  # no category of interest (and a list or dict is no set member)
             if cat in _STEP_CATS and str(ev.get("name", "")).startswith("ProfilerStep#"):
                 start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
                 if start is not None and dur is not None:
@@ -305,27 +321,32 @@ class ChromeTraceOps:
                 continue
             if cat == "cpu_op":
                 start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
-                ext = args.get("External id")
+                ext = _key(args.get("External id"))
                 if start is None or dur is None or ext is None:
                     continue
                 shaped = "Input Dims" in args
                 if shaped:
                     self.has_shapes = True
                 elif not self.has_shapes and len(ops) >= SHAPES_PROBE_OPS:
-                    self._give_up()
+                    self.give_up()
                     return
-                tid = (ev.get("pid"), ev.get("tid"))
+                tid = thread_key(ev.get("pid"), ev.get("tid"))
                 name = str(ev.get("name", ""))
                 ops.append(_Op(tid, start, start + dur, name, ext, args if shaped else {}))
             elif cat in _LAUNCH_CATS:
                 if "correlation" in args and "External id" in args:
-                    launch_to_op[args["correlation"]] = args["External id"]
+                    corr = _key(args["correlation"])
+                    if corr is not None or args["correlation"] is None:
+                        launch_to_op[corr] = _key(args["External id"])
             elif cat in GPU_ACTIVITIES:
                 dur = _ns(ev.get("dur"))
                 if dur is not None:
-                    activities.append((args.get("correlation"), args.get("External id"), dur))
+                    activities.append(
+                        (_key(args.get("correlation")), _key(args.get("External id")), dur)
+                    )
 
-    def _give_up(self) -> None:
+    def give_up(self) -> None:
+        """Stop collecting: a trace recorded without shapes has no op rows."""
         self.given_up = True
         self.ops, self.launch_to_op, self.activities = [], {}, []
 

@@ -56,7 +56,8 @@ class TraceError(GputuiError):
 
 def text_chunks(raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) -> Iterator[str]:
     """Decoded text of a plain or gzip-compressed file, chunk by chunk, counting
-    (and bounding) the JSON bytes."""
+    (and bounding) the JSON bytes in ``counter[0]`` (and, when it has a second
+    slot, the bytes of the file read so far in ``counter[1]``)."""
     head = raw.read(2)
     raw.seek(0)
     compressed = head == b"\x1f\x8b"
@@ -74,6 +75,8 @@ def text_chunks(raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) 
             break
         total += len(data)
         counter[0] = total
+        if len(counter) > 1:
+            counter[1] = raw.tell()
         if total > MAX_JSON_BYTES:
             raise TraceError(
                 f"{where}: more than {fmt.size(MAX_JSON_BYTES)} of JSON; refusing to read it"
@@ -95,11 +98,18 @@ def text_chunks(raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) 
 # -- a streaming reader of one JSON document ------------------------------------------------
 class JsonStream:
     """A window on the text: values are decoded with the standard decoder as
-    soon as they are complete, and the consumed text is dropped."""
+    soon as they are complete, and the consumed text is dropped.
 
-    def __init__(self, chunks: Iterator[str], where: str) -> None:
+    ``typed``, when given, is offered each batch of whole events first (the text
+    of a JSON array): it returns True when it took them, False to leave them to
+    the standard decoder (which then decides whether they are valid JSON)."""
+
+    def __init__(
+        self, chunks: Iterator[str], where: str, typed: Callable[[str], bool] | None = None
+    ) -> None:
         self.chunks = chunks
         self.where = where
+        self.typed = typed
         self.buf = ""
         self.pos = 0
         self.base = 0  # offset in the text of buf[0]
@@ -185,11 +195,13 @@ class JsonStream:
             nxt = m.end() if m else cut + 2
             if nxt >= len(buf) or buf[nxt] != "{":
                 continue  # not between two objects: inside a string
-            try:
-                items = _DECODER.decode("[" + buf[pos : cut + 1] + "]")
-            except json.JSONDecodeError:
-                continue
-            each(items)
+            text = "[" + buf[pos : cut + 1] + "]"
+            if self.typed is None or not self.typed(text):
+                try:
+                    items = _DECODER.decode(text)
+                except json.JSONDecodeError:
+                    continue
+                each(items)
             self.pos = cut + 2
             return True
         self.one_by_one_until = self.base + end + 2

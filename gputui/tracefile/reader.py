@@ -1,4 +1,4 @@
-"""Read Chrome traces written by torch.profiler into timelines (standard library).
+"""Read Chrome traces written by torch.profiler into timelines.
 
 Accepts ``export_chrome_trace`` files, ``tensorboard_trace_handler`` directories
 (``*.pt.trace.json[.gz]``), any ``.json`` / ``.json.gz`` trace, and gputui's own
@@ -6,49 +6,33 @@ capture traces.  Several files are several ranks (the rank from the trace's
 ``distributedInfo`` when it has one).
 
 The file is parsed as a stream -- the top-level object key by key, then the
-``traceEvents`` array one event at a time, each turned into a small
-:mod:`gputui.trace.timeline` record at once -- so a 500 MB trace never sits
-in memory as a list of dicts.  Bounded: only regular files, at most
-:data:`MAX_FILE_BYTES` on disk and ``json_stream.MAX_JSON_BYTES`` of JSON, no
-decompression ratio beyond ``json_stream.MAX_RATIO``.  Anything else -- a truncated
-file, a foreign format -- is a :class:`TraceError` with one line naming the
-file and the problem.
+``traceEvents`` array a batch of whole events at a time (decoded by msgspec
+into typed Structs, :mod:`gputui.tracefile.typed`, past the first megabyte),
+each event turned into a small :mod:`gputui.trace.timeline` record at once --
+so a large trace never sits in memory as text or as a list of dicts.
+Bounded: only regular files, at most :data:`MAX_FILE_BYTES` on disk and
+``json_stream.MAX_JSON_BYTES`` of JSON, no decompression ratio beyond
+``json_stream.MAX_RATIO``.  Anything else -- a truncated file, a foreign format
+-- is a :class:`TraceError` with one line naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from math import ceil, floor
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 from gputui import fmt
 from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
 from gputui.trace.op_rows import ChromeTraceOps
-from gputui.trace.timeline import (
-    ANNOTATION,
-    DRIVER,
-    GPU_ANNOTATION,
-    GPU_OTHER,
-    HOST_OTHER,
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    OP,
-    PYTHON,
-    RUNTIME,
-    SYNC,
-    SYNC_NAMES,
-    GpuActivity,
-    HostRange,
-    RuntimeCall,
-    Timeline,
-    as_int,
-)
+from gputui.trace.timeline import Timeline, as_int
+from gputui.tracefile.builder import Builder
 from gputui.tracefile.json_stream import JsonStream, TraceError, text_chunks
+
+__all__ = ["DeviceProps", "Timeline", "TraceError", "TraceFile", "find_traces", "read_trace"]
 
 MAX_FILE_BYTES = 2 << 30
 #: the most files one command reads
@@ -56,42 +40,6 @@ MAX_FILES = 4096
 
 TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 JSON_GLOBS = ("*.json", "*.json.gz")
-
-#: categories, lower-cased (older traces say "Kernel", "Memcpy", "Runtime")
-_GPU_KINDS = {
-    "kernel": KERNEL,
-    "concurrent_kernel": KERNEL,
-    "mtia_ccp_events": KERNEL,
-    "gpu_memcpy": MEMCPY,
-    "memcpy": MEMCPY,
-    "gpu_memset": MEMSET,
-    "memset": MEMSET,
-    "cuda_sync": SYNC,
-}
-_HOST_KINDS = {
-    "cpu_op": OP,
-    "operator": OP,
-    "python": OP,
-    "user_annotation": ANNOTATION,
-    "gpu_user_annotation": GPU_ANNOTATION,
-    "python_function": PYTHON,
-}
-_RUNTIME_CATS = frozenset({"cuda_runtime", "runtime"})
-#: host-side categories: never GPU activity, even with a stream in their args
-#: (Triton's host-side launcher ops carry ``args.stream``; HTA counts them as
-#: GPU work, which they are not)
-_HOST_CATS = frozenset(
-    {
-        "cpu_op",
-        "operator",
-        "python",
-        "user_annotation",
-        "python_function",
-        "cuda_runtime",
-        "runtime",
-        "cuda_driver",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -207,107 +155,7 @@ def _open_regular(path: Path) -> tuple[BinaryIO, int]:
         raise
 
 
-# -- events to timeline records -----------------------------------------------------------------
-class _Builder:
-    """Turns trace events into timeline records (HTA's reading of them)."""
-
-    def __init__(self) -> None:
-        self.timeline = Timeline()
-        self.names: dict[str, str] = {}
-        self.threads: dict[Any, int] = {}
-        self.host_pid: int | None = None
-
-    def thread(self, tid: Any) -> int:
-        """A thread id as an int (some writers use strings)."""
-        if type(tid) is int:
-            return tid
-        got = self.threads.get(tid)
-        if got is None:
-            got = self.threads[tid] = -2 - len(self.threads)
-        return got
-
-    def add(self, events: list[Any]) -> None:
-        """Turn a list of trace events into records.  Locals, not attributes, in
-        the loop: a large trace has millions of events."""
-        tl = self.timeline
-        names = self.names
-        thread = self.thread
-        gpu_append = tl.gpu.append
-        runtime_append = tl.runtime.append
-        range_append = tl.ranges.append
-        new = tuple.__new__  # a NamedTuple without its Python-level __new__
-        gpu_kinds, host_kinds, runtime_cats = _GPU_KINDS, _HOST_KINDS, _RUNTIME_CATS
-        host_cats = _HOST_CATS
-        sync_names = SYNC_NAMES
-        number = (float, int)
-        skipped = 0
-        host_pid = self.host_pid
-        for ev in events:
-            if type(ev) is not dict:
-                skipped += 1
-                continue
-            dur = ev.get("dur")
-            cat = ev.get("cat")
-            # HTA reads complete events only (flow, instant and metadata events
-            # have no duration), and never the profiler's own "Trace" span.
-            if dur is None or cat is None or cat == "Trace":
-                continue
-            if type(cat) is not str:
-                cat = str(cat)
-            ts = ev.get("ts")
-            if type(ts) not in number or type(dur) not in number or ts != ts or dur != dur:
-                skipped += 1
-                continue
-            name = ev.get("name")
-            if type(name) is not str:
-                name = "" if name is None else str(name)
-            name = names.setdefault(name, name)
-            args = ev.get("args")
-            if type(args) is not dict:
-                args = {}
-            corr = args.get("correlation", -1)
-            if type(corr) is not int:
-                corr = as_int(corr)
-            stream = args.get("stream", -1)
-            if type(stream) is not int:
-                stream = as_int(stream)
-            ext = args.get("External id")
-            if type(ext) is not int:
-                ext = as_int(args.get("external id") if ext is None else ext)
-            start = ceil(cast(float, ts))  # a number: checked above
-            end = floor(ts + dur)
-            if end < start:
-                end = start
-            if (stream >= 0 and cat not in host_cats and cat.lower() not in host_cats) or (
-                name in sync_names
-            ):
-                # HTA's GPU events: on a stream (with a correlation id, normally),
-                # or a device-wide sync.
-                device = args.get("device")
-                if type(device) is not int:
-                    device = as_int(ev.get("pid"), 0)
-                kind = gpu_kinds.get(cat) or gpu_kinds.get(cat.lower(), GPU_OTHER)
-                gpu_append(
-                    new(
-                        GpuActivity,
-                        (start, end, round(dur * 1000), kind, name, stream, device, corr, ext),
-                    )
-                )
-            elif corr >= 0:
-                kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
-                tid = thread(ev.get("tid"))
-                runtime_append(new(RuntimeCall, (start, end, name, tid, corr, ext, kind)))
-            else:
-                kind = host_kinds.get(cat) or host_kinds.get(cat.lower(), HOST_OTHER)
-                tid = thread(ev.get("tid"))
-                range_append(new(HostRange, (start, end, name, tid, kind, ext)))
-                if host_pid is None and type(ev.get("pid")) is int:
-                    host_pid = ev["pid"]
-        self.host_pid = host_pid
-        tl.events += len(events)
-        tl.skipped += skipped
-
-
+# -- the header and the reading ----------------------------------------------------------
 def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
     props = meta.get("deviceProperties")
     if not isinstance(props, list):
@@ -332,21 +180,57 @@ def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
     return tuple(out)
 
 
-def read_trace(path: str | Path) -> TraceFile:
+#: the typed decoder takes over once this much JSON has been read: below it the
+#: standard decoder is as fast, and a small trace does not import msgspec (10 ms)
+TYPED_FROM_BYTES = 1 << 20
+
+#: what a reader says while it reads: bytes of the file read, events decoded
+Progress = Callable[[int, int], None]
+
+
+def read_trace(
+    path: str | Path, progress: Progress | None = None, *, typed: bool = True
+) -> TraceFile:
     """One trace file as a :class:`TraceFile`; :class:`TraceError` if it is not
-    a readable Chrome trace."""
+    a readable Chrome trace.
+
+    The events are decoded into typed Structs (:mod:`gputui.tracefile.typed`),
+    batch by batch, once :data:`TYPED_FROM_BYTES` of JSON have been read (the
+    first batches, and all of a small trace, by the standard decoder into dicts);
+    ``typed=False`` reads every batch with the standard decoder (the reader
+    before the typed one, kept to compare them).
+    ``progress``, when given, is called after each batch with the bytes of the
+    file read so far and the events decoded."""
     path = Path(path)
     where = fmt.clean(str(path), 300)
     raw, file_bytes = _open_regular(path)
-    builder = _Builder()
-    counter = [0]
+    builder = Builder()
+    counter = [0, 0]
     with raw:
-        stream = JsonStream(text_chunks(raw, file_bytes, where, counter), where)
         ops = ChromeTraceOps()
+        hook = None
+        if typed:
+            typed_batch: list[Callable[[str], bool]] = []
+
+            def hook(text: str) -> bool:
+                if not typed_batch:
+                    if counter[0] < TYPED_FROM_BYTES:
+                        return False
+                    from gputui.tracefile.typed import TypedReader
+
+                    typed_batch.append(TypedReader(builder, ops).batch)
+                took = typed_batch[0](text)
+                if took and progress is not None:
+                    progress(counter[1], builder.timeline.events)
+                return took
+
+        stream = JsonStream(text_chunks(raw, file_bytes, where, counter), where, hook)
 
         def each(events: list[Any]) -> None:
             builder.add(events)
             ops.add(events)
+            if progress is not None:
+                progress(counter[1], builder.timeline.events)
 
         meta = stream.document(each)
     tl = builder.timeline

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -231,3 +232,23 @@ def test_the_live_monitor_does_not_load_the_replays_decoder(
     )
     assert proc.returncode == 0, proc.stderr
     assert f"LOADED {loaded}" in proc.stdout
+
+
+def test_analyze_loads_the_typed_decoder_for_large_traces_only() -> None:
+    """msgspec costs about 10 ms to import: a small trace is read without it, a
+    trace past the first megabyte of JSON with it."""
+    data = Path(__file__).resolve().parents[1] / "data"
+    small = str(data / "h100-cases" / "compiled.pt.trace.json.gz")
+    large = str(data / "traces" / "healthy.pt.trace.json.gz")  # 6.4 MB of JSON
+    watched = ("msgspec", "gputui.tracefile.typed")
+    assert loaded_by(["analyze", small, "--json"], watched) == []
+    loaded = loaded_by(["analyze", large, "--json"], watched)
+    assert "msgspec" in loaded and "gputui.tracefile.typed" in loaded
+
+
+def test_analyze_of_one_file_starts_no_workers_and_imports_no_multiprocessing() -> None:
+    """About 15 ms of imports that one file, read in this process, does not need."""
+    small = str(
+        Path(__file__).resolve().parents[1] / "data" / "traces" / "healthy.pt.trace.json.gz"
+    )
+    assert loaded_by(["analyze", small, "--json"], ("multiprocessing",)) == []

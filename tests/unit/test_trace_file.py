@@ -17,6 +17,14 @@ from tests.helpers.deadlines import WAIT_S
 from tests.helpers.tracegen import GEMM, TraceBuilder, reference_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+#: every guard holds on both readers: the typed one and the standard decoder's
+READERS = pytest.mark.parametrize("typed", [True, False], ids=["typed", "stdlib"])
+
+
+@pytest.fixture(autouse=True)
+def typed_from_the_first_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed decoder on every batch, however small the trace."""
+    monkeypatch.setattr(trace_file, "TYPED_FROM_BYTES", 0)
 
 
 def reference_timeline(tmp_path: Path) -> trace_file.Timeline:
@@ -45,7 +53,8 @@ def test_records_and_header(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("form", ["gzip", "compact", "bare-array", "bom", "trailing-comma"])
-def test_every_layout_reads_the_same(tmp_path: Path, form: str) -> None:
+@READERS
+def test_every_layout_reads_the_same(typed: bool, tmp_path: Path, form: str) -> None:
     doc = reference_trace().document()
     if form == "gzip":
         path = tmp_path / "t.json.gz"
@@ -71,11 +80,12 @@ def test_every_layout_reads_the_same(tmp_path: Path, form: str) -> None:
             )
         )
         assert ",]" in path.read_text()
-    same(read_trace(path).timeline, reference_timeline(tmp_path))
+    same(read_trace(path, typed=typed).timeline, reference_timeline(tmp_path))
 
 
+@READERS
 def test_tiny_chunks_and_braces_inside_strings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    typed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Values split across reads, and names holding '},' (which a batch decode
     must not cut at) read the same as with whole-file decoding."""
@@ -83,10 +93,10 @@ def test_tiny_chunks_and_braces_inside_strings(
     t.op('weird},{"name": "x"},', 300.0, 1.0)
     t.launch(301.0, 1.0, 'kernel<"},">', 302.0, 1.0)
     path = t.write(tmp_path / "t.json")
-    whole = read_trace(path).timeline
+    whole = read_trace(path, typed=typed).timeline
     for chunk in (1, 7, 64):
         monkeypatch.setattr(json_stream, "CHUNK", chunk)
-        same(read_trace(path).timeline, whole)
+        same(read_trace(path, typed=typed).timeline, whole)
     assert any(r.name == 'weird},{"name": "x"},' for r in whole.ranges)
 
 
@@ -114,27 +124,32 @@ def test_real_traces_read_like_json_load() -> None:
         (b"[1, 2", "truncated"),
     ],
 )
-def test_bad_files_are_one_clear_line(tmp_path: Path, content: bytes, problem: str) -> None:
+@READERS
+def test_bad_files_are_one_clear_line(
+    typed: bool, tmp_path: Path, content: bytes, problem: str
+) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     with pytest.raises(TraceError) as err:
-        read_trace(path)
+        read_trace(path, typed=typed)
     assert problem in str(err.value)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
-def test_truncated_gzip(tmp_path: Path) -> None:
+@READERS
+def test_truncated_gzip(typed: bool, tmp_path: Path) -> None:
     data = gzip.compress(json.dumps(reference_trace().document()).encode())
     path = tmp_path / "cut.json.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceError, match="truncated"):
-        read_trace(path)
+        read_trace(path, typed=typed)
     path.write_bytes(b"\x1f\x8b" + b"\x00" * 40)
     with pytest.raises(TraceError, match="gzip"):
-        read_trace(path)
+        read_trace(path, typed=typed)
 
 
-def test_not_a_regular_file(tmp_path: Path) -> None:
+@READERS
+def test_not_a_regular_file(typed: bool, tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
     done = threading.Event()
@@ -142,7 +157,7 @@ def test_not_a_regular_file(tmp_path: Path) -> None:
 
     def read() -> None:
         try:
-            read_trace(fifo)
+            read_trace(fifo, typed=typed)
         except TraceError as exc:
             errors.append(str(exc))
         done.set()
@@ -151,32 +166,34 @@ def test_not_a_regular_file(tmp_path: Path) -> None:
     assert done.wait(WAIT_S), "reading a FIFO must not block"
     assert errors and "not a regular file" in errors[0]
     with pytest.raises(TraceError, match="not a regular file"):
-        read_trace("/dev/null")
+        read_trace("/dev/null", typed=typed)
     with pytest.raises(TraceError, match="No such file"):
-        read_trace(tmp_path / "missing.json")
+        read_trace(tmp_path / "missing.json", typed=typed)
 
 
-def test_size_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@READERS
+def test_size_limits(typed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = reference_trace().write(tmp_path / "t.json")
     monkeypatch.setattr(trace_file, "MAX_FILE_BYTES", 100)
     with pytest.raises(TraceError, match="more than the"):
-        read_trace(path)
+        read_trace(path, typed=typed)
     monkeypatch.setattr(trace_file, "MAX_FILE_BYTES", 1 << 30)
     monkeypatch.setattr(json_stream, "MAX_JSON_BYTES", 1000)
     with pytest.raises(TraceError, match="of JSON"):
-        read_trace(path)
+        read_trace(path, typed=typed)
 
 
-def test_decompression_bomb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@READERS
+def test_decompression_bomb(typed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     doc = reference_trace().document()
     doc["padding"] = " " * 2_000_000  # compresses about 1000x
     path = tmp_path / "bomb.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     monkeypatch.setattr(json_stream, "RATIO_FLOOR", 1 << 20)
     with pytest.raises(TraceError, match="decompresses to more than"):
-        read_trace(path)
+        read_trace(path, typed=typed)
     monkeypatch.setattr(json_stream, "MAX_RATIO", 10_000)
-    assert read_trace(path).timeline.gpu
+    assert read_trace(path, typed=typed).timeline.gpu
 
 
 def test_find_traces(tmp_path: Path) -> None:
@@ -198,7 +215,8 @@ def test_find_traces(tmp_path: Path) -> None:
         find_traces([str(tmp_path / "nope")])
 
 
-def test_odd_but_valid_events(tmp_path: Path) -> None:
+@READERS
+def test_odd_but_valid_events(typed: bool, tmp_path: Path) -> None:
     """Strings where numbers are expected, missing fields, a stream without a
     correlation id: read, not refused."""
     t = TraceBuilder()
@@ -219,14 +237,15 @@ def test_odd_but_valid_events(tmp_path: Path) -> None:
     t.events.append({"ph": "X", "cat": "cpu_op", "ts": "soon", "dur": 1.0, "name": "x"})
     t.events.append({"ph": "X", "cat": "cpu_op", "ts": 5.0, "dur": 1.0, "name": None})
     t.events.append(["not", "an", "event"])  # type: ignore[arg-type]
-    tl = read_trace(t.write(tmp_path / "t.json")).timeline
+    tl = read_trace(t.write(tmp_path / "t.json"), typed=typed).timeline
     assert [a.stream for a in tl.gpu] == [7, 7]
     assert tl.gpu[1].correlation == -1
     assert tl.skipped == 2
     assert any(r.name == "" for r in tl.ranges)
 
 
-def test_older_capitalised_categories(tmp_path: Path) -> None:
+@READERS
+def test_older_capitalised_categories(typed: bool, tmp_path: Path) -> None:
     t = reference_trace()
     renames = {
         "kernel": "Kernel",
@@ -236,7 +255,7 @@ def test_older_capitalised_categories(tmp_path: Path) -> None:
     }
     for ev in t.events:
         ev["cat"] = renames.get(ev["cat"], ev["cat"])
-    old = read_trace(t.write(tmp_path / "old.json")).timeline
+    old = read_trace(t.write(tmp_path / "old.json"), typed=typed).timeline
     same(old, reference_timeline(tmp_path))
 
 

@@ -1,0 +1,264 @@
+"""The events of a trace decoded into typed Structs (msgspec) that hold only the
+fields the analysis reads, then turned into the same timeline records and op
+rows as :mod:`gputui.tracefile.builder` and :class:`ChromeTraceOps` make of the
+standard decoder's dicts.
+
+Only ordinary values are typed: a string where a number belongs, a ``null``, a
+boolean id, a number out of range, an event that is not an object, anything the
+strict decoder refuses, sends the whole batch back to the standard decoder and
+the dict path, which reads it as before.  So a typed batch is one whose every
+field has the one type the fast path is written for, and the two paths cannot
+disagree on anything else.
+
+An op's arguments beyond its ids (``Input Dims``, ``Input type``, ``Concrete
+Inputs``, ``flops``: what the roofline and the MFU read) stay raw JSON, copied
+out of the batch, and are decoded only for the ops that end up in a row.
+"""
+
+from __future__ import annotations
+
+import json
+from math import ceil, floor
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, Raw, UnsetType, field
+
+from gputui.trace.op_rows import (
+    _LAUNCH_CATS,
+    _STEP_CATS,
+    GPU_ACTIVITIES,
+    SHAPES_PROBE_OPS,
+    ChromeTraceOps,
+    _ns,
+    _Op,
+    thread_key,
+)
+from gputui.trace.timeline import (
+    DRIVER,
+    GPU_OTHER,
+    HOST_OTHER,
+    RUNTIME,
+    SYNC_NAMES,
+    GpuActivity,
+    HostRange,
+    RuntimeCall,
+    as_int,
+)
+from gputui.tracefile.builder import (
+    GPU_KINDS,
+    HOST_CATS,
+    HOST_KINDS,
+    HUGE_US,
+    RUNTIME_CATS,
+    Builder,
+)
+
+_EMPTY = Raw()
+
+
+class Args(msgspec.Struct, gc=False):
+    """The arguments of an event that the analysis reads."""
+
+    correlation: int | UnsetType = UNSET
+    stream: int | UnsetType = UNSET
+    device: int | UnsetType = UNSET
+    external_id: int | UnsetType = field(name="External id", default=UNSET)
+    external_id_lower: int | UnsetType = field(name="external id", default=UNSET)
+    input_dims: Raw = field(name="Input Dims", default=_EMPTY)
+    input_type: Raw = field(name="Input type", default=_EMPTY)
+    concrete_inputs: Raw = field(name="Concrete Inputs", default=_EMPTY)
+    flops: Raw = _EMPTY
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event: the fields the analysis reads, nothing else."""
+
+    cat: str | UnsetType = UNSET
+    name: str | UnsetType = UNSET
+    ts: int | float | UnsetType = UNSET
+    dur: int | float | UnsetType = UNSET
+    pid: Any = None
+    tid: Any = None
+    args: Args | None = None
+
+
+_DECODER = msgspec.json.Decoder(list[Event])
+
+
+class ShapeArgs:
+    """An op's shape arguments as raw JSON, decoded when a row needs them (the
+    ``args`` mapping :func:`gputui.trace.op_rows._trace_details` reads)."""
+
+    __slots__ = ("raw",)
+
+    _KEYS = ("Input Dims", "Input type", "Concrete Inputs", "flops")
+
+    def __init__(self, args: Args) -> None:
+        self.raw = tuple(
+            r.copy() if len(r) else None
+            for r in (args.input_dims, args.input_type, args.concrete_inputs, args.flops)
+        )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            raw = self.raw[self._KEYS.index(key)]
+        except ValueError:
+            return default
+        return default if raw is None else json.loads(bytes(raw))
+
+
+class TypedReader:
+    """Decodes batches of events (the text of a JSON array) into records; a batch
+    it cannot type is left to the dict path (:meth:`batch` returns False)."""
+
+    def __init__(self, builder: Builder, ops: ChromeTraceOps) -> None:
+        self.builder = builder
+        self.ops = ops
+
+    def batch(self, text: str) -> bool:
+        try:
+            events = _DECODER.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        self._records(events)
+        if not self.ops.given_up:
+            self._op_rows(events)
+        return True
+
+    def _records(self, events: list[Event]) -> None:
+        """What :meth:`Builder.add` does with the same events as dicts."""
+        b = self.builder
+        tl = b.timeline
+        names = b.names
+        thread = b.thread
+        gpu_append = tl.gpu.append
+        runtime_append = tl.runtime.append
+        range_append = tl.ranges.append
+        new = tuple.__new__
+        gpu_kinds, host_kinds, runtime_cats = GPU_KINDS, HOST_KINDS, RUNTIME_CATS
+        host_cats = HOST_CATS
+        sync_names = SYNC_NAMES
+        unset = UNSET
+        huge = HUGE_US
+        skipped = 0
+        host_pid = b.host_pid
+        for ev in events:
+            dur = ev.dur
+            cat = ev.cat
+            if dur is unset or cat is unset or cat == "Trace":
+                continue
+            ts = ev.ts
+            if ts is unset or not -huge < ts < huge or not -huge < dur < huge:
+                skipped += 1
+                continue
+            name = ev.name
+            if name is unset:
+                name = ""
+            name = names.setdefault(name, name)
+            args = ev.args
+            corr: Any
+            stream: Any
+            ext: Any
+            device: Any
+            if args is None:
+                corr = stream = ext = -1
+                device = unset
+            else:
+                corr = args.correlation
+                if corr is unset:
+                    corr = -1
+                stream = args.stream
+                if stream is unset:
+                    stream = -1
+                ext = args.external_id
+                if ext is unset:
+                    ext = args.external_id_lower
+                    if ext is unset:
+                        ext = -1
+                device = args.device
+            start = ceil(ts)
+            end = floor(ts + dur)
+            if end < start:
+                end = start
+            if (stream >= 0 and cat not in host_cats and cat.lower() not in host_cats) or (
+                name in sync_names
+            ):
+                if device is unset:
+                    device = as_int(ev.pid, 0)
+                kind = gpu_kinds.get(cat) or gpu_kinds.get(cat.lower(), GPU_OTHER)
+                gpu_append(
+                    new(
+                        GpuActivity,
+                        (start, end, round(dur * 1000), kind, name, stream, device, corr, ext),
+                    )
+                )
+            elif corr >= 0:
+                kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
+                tid = ev.tid
+                if type(tid) is not int:
+                    tid = thread(tid)
+                runtime_append(new(RuntimeCall, (start, end, name, tid, corr, ext, kind)))
+            else:
+                kind = host_kinds.get(cat) or host_kinds.get(cat.lower(), HOST_OTHER)
+                tid = ev.tid
+                if type(tid) is not int:
+                    tid = thread(tid)
+                range_append(new(HostRange, (start, end, name, tid, kind, ext)))
+                if host_pid is None and type(ev.pid) is int:
+                    host_pid = ev.pid
+        b.host_pid = host_pid
+        tl.events += len(events)
+        tl.skipped += skipped
+
+    def _op_rows(self, events: list[Event]) -> None:
+        """What :meth:`ChromeTraceOps.add` does with the same events as dicts."""
+        ops = self.ops
+        op_list, launch_to_op, activities = ops.ops, ops.launch_to_op, ops.activities
+        unset = UNSET
+        for ev in events:
+            cat = ev.cat
+            if cat is unset:
+                continue
+            if cat in _STEP_CATS:
+                name = ev.name
+                if name is not unset and name.startswith("ProfilerStep#"):
+                    start, dur = _ns(ev.ts), _ns(ev.dur)
+                    if start is not None and dur is not None:
+                        ops.steps.append((start, start + dur))
+            args = ev.args
+            if args is None:
+                continue
+            if cat == "cpu_op":
+                start, dur = _ns(ev.ts), _ns(ev.dur)
+                ext = args.external_id
+                if start is None or dur is None or ext is unset:
+                    continue
+                shaped = len(args.input_dims) > 0
+                if shaped:
+                    ops.has_shapes = True
+                elif not ops.has_shapes and len(op_list) >= SHAPES_PROBE_OPS:
+                    ops.give_up()
+                    return
+                name = ev.name
+                op_list.append(
+                    _Op(
+                        thread_key(ev.pid, ev.tid),
+                        start,
+                        start + dur,
+                        "" if name is unset else name,
+                        ext,
+                        ShapeArgs(args) if shaped else {},
+                    )
+                )
+            elif cat in _LAUNCH_CATS:
+                corr, ext = args.correlation, args.external_id
+                if corr is not unset and ext is not unset:
+                    launch_to_op[corr] = ext
+            elif cat in GPU_ACTIVITIES:
+                dur = _ns(ev.dur)
+                if dur is not None:
+                    corr, ext = args.correlation, args.external_id
+                    activities.append(
+                        (None if corr is unset else corr, None if ext is unset else ext, dur)
+                    )
