@@ -545,3 +545,31 @@ def test_optimizer_heavy_reads_a_fused_optimizer_from_the_capture() -> None:
     foreach = CaptureResult(cpu_ops=(CpuOpRow("aten::_foreach_mul_", 1, 1500.0, 1500.0),))
     [multi] = fired("steps.optimizer_heavy", evidence(heavy, cap=foreach))
     assert "multi-tensor implementation" in multi.evidence
+
+
+def test_slow_steps_that_wait_for_data_go_under_the_data_finding_named_by_their_period() -> None:
+    """Every 10th step waits 0.3 s for data (a loader's slow shard): the slow-step
+    finding names the period and goes under data.loader_wait, which ranks; its
+    cost is the data bucket's, not a second claim on the same time."""
+    records = steps(n=100)
+    for s in records:
+        if s.index % 10 == 9:
+            s.phases["data"] = 0.3
+            object.__setattr__(s, "wall", s.wall + 0.3)
+    found = engine.analyze(evidence(records))
+    top = found[0]
+    assert top.rule == "data.loader_wait", [(f.rule, f.impact_pct) for f in found]
+    (slow,) = [r for r in top.related if r.rule == "steps.slow_outliers"]
+    assert "every 10th step" in slow.evidence and "waiting for data" in slow.evidence
+    assert "steps.slow_outliers" not in [f.rule for f in found]
+    # claims on the data bucket never add up past it
+    assert top.impact_pct <= 100 * evidence(records).ledger.shares["data"] + 0.1
+
+
+def test_slow_steps_outside_every_cause_stand_alone() -> None:
+    """Slow steps whose extra time is in the model's phases (no cause claims it)
+    stay a finding of their own, by their period."""
+    walls = [0.036 * (5 if k % 10 == 9 else 1) for k in range(100)]
+    found = engine.analyze(evidence(steps(n=100, walls=walls)))
+    (slow,) = [f for f in found if f.rule == "steps.slow_outliers"]
+    assert "every 10th step" in slow.evidence and slow.related == ()

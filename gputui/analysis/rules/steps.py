@@ -4,6 +4,7 @@ and optimizer, slow steps and the warm-up."""
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Iterable
 
 from gputui import fmt
@@ -14,7 +15,8 @@ from gputui.analysis.ledger import ISSUE
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
-from gputui.protocol.messages import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER
+from gputui.protocol.messages import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, OTHER
+from gputui.protocol.steps import StepRecord
 
 #: the thresholds (gputui.analysis.thresholds): data loading's share of the step
 #: (TensorBoard's advice), forward over backward (a sync in forward), backward over
@@ -316,27 +318,71 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     share = excess / total
     if share < OUTLIER_SHARE:
         return []
-    every = ""
-    if len(slow) >= 2:
-        gaps = [b.index - a.index for a, b in itertools.pairwise(slow)]
-        spread = max(gaps) - min(gaps)
-        if spread <= max(1, min(gaps) // 10):
-            every = f", every {min(gaps)} steps"
     worst = max(slow, key=lambda s: s.wall)
+    factor = sum(s.wall for s in slow) / len(slow) / p50
+    period = _period(slow)
+    when = (
+        f"every {_ordinal(period)} step ({len(slow)} of {len(usual)} steps), "
+        f"{factor:.1f}x the median {fmt.ms(p50)}"
+        if period
+        else f"{len(slow)} of {len(usual)} steps took over {SLOW_FACTOR:g}x the median "
+        f"{fmt.ms(p50)}, {factor:.1f}x on average"
+    )
+    phase, phase_share = _where_slow(usual, slow)
+    where = (
+        f"; {phase_share * 100:.0f}% of their extra time is {_PHASE_WORDS.get(phase, phase)}"
+        if phase is not None
+        else ""
+    )
     return [
         finding(
             ev,
             "steps.slow_outliers",
             "some steps are much slower than the rest",
-            f"{len(slow)} of {len(usual)} steps took over {SLOW_FACTOR:g}x the median "
-            f"{fmt.ms(p50)}{every} (slowest: step {worst.index}, {fmt.ms(worst.wall)})",
+            f"{when} (slowest: step {worst.index}, {fmt.ms(worst.wall)}){where}",
             "find what runs on those steps: checkpoint saving (save asynchronously or less "
             "often), evaluation, logging flushes, Python garbage collection (gc.freeze() after "
             "start-up), dataloader worker restarts (persistent_workers=True)",
             "the outliers list on the attach screen empties or the slow steps get shorter",
             share=share,
+            bucket=_PHASE_BUCKETS.get(phase) if phase is not None else None,
         )
     ]
+
+
+#: the account bucket a slow step's extra time lies in, by the phase that holds it
+_PHASE_BUCKETS = {DATA: "data", COMM: "comm", OTHER: "python"}
+_PHASE_WORDS = {DATA: "waiting for data", COMM: "in communication", OTHER: "outside the phases"}
+
+
+def _period(slow: list[StepRecord]) -> int | None:
+    """N when the slow steps come every Nth step (at least three of them)."""
+    if len(slow) < 3:
+        return None
+    gaps = [b.index - a.index for a, b in itertools.pairwise(slow)]
+    low, high = min(gaps), max(gaps)
+    return low if low > 1 and high - low <= max(1, low // 10) else None
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _where_slow(usual: list[StepRecord], slow: list[StepRecord]) -> tuple[str | None, float]:
+    """The phase that holds most of the slow steps' extra time over the median
+    step's phases, and its share of that extra time (None: no phase stands out)."""
+    names = {name for s in usual for name in s.phases}
+    median = {name: statistics.median(s.phases.get(name, 0.0) for s in usual) for name in names}
+    extra = {
+        name: sum(max(0.0, s.phases.get(name, 0.0) - median[name]) for s in slow) for name in names
+    }
+    total = sum(extra.values())
+    if total <= 0:
+        return None, 0.0
+    phase = max(extra, key=lambda n: extra[n])
+    share = extra[phase] / total
+    return (phase, share) if share >= 0.5 else (None, 0.0)
 
 
 @rule(
