@@ -68,13 +68,14 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from gputui.analysis.diagnosis import job_diagnosis
     from gputui.analysis.evidence import roofline_of
     from gputui.analysis.finding import ranked
     from gputui.analysis.trace_evidence import trace_job_findings, trace_rank_findings
     from gputui.analysis.trace_summary import summary_json, trace_findings
     from gputui.commands.analyze_load import load
     from gputui.reports import roofline as roofline_text
-    from gputui.reports.analyze import render, render_across
+    from gputui.reports.analyze import render, render_across, render_diagnosis
     from gputui.trace.tables import TOP_ROWS
 
     warnings: list[str] = []
@@ -96,6 +97,9 @@ def main(args: argparse.Namespace) -> int:
     ]
     mfus = [mfu_of(s, roof) for s, roof in zip(summaries, roofs, strict=True)]
     across = trace_rank_findings(summaries, roofs)
+    diagnosis = job_diagnosis(
+        [(s.rank, f) for s, f in zip(summaries, findings, strict=True)], across
+    )
     if args.json:
         ranks = []
         for s, f, roof, (util, why) in zip(summaries, findings, roofs, mfus, strict=True):
@@ -111,10 +115,13 @@ def main(args: argparse.Namespace) -> int:
             "ranks": ranks,
             "warnings": warnings,
             "across_ranks": [f.to_json() for f in across],
+            "diagnosis": None if diagnosis is None else diagnosis.to_json(),
         }
         print(json.dumps(doc, indent=2))
         return 0
-    lines: list[str] = render_across(across) if across else []
+    lines: list[str] = [] if diagnosis is None else render_diagnosis(diagnosis)
+    if across:
+        lines.extend(["", *render_across(across)] if lines else render_across(across))
     for summary, found, roof, mfu in zip(summaries, findings, roofs, mfus, strict=True):
         if lines:
             lines.append("")

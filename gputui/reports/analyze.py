@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputui import fmt
+from gputui.analysis.diagnosis import Diagnosis
 from gputui.analysis.evidence import roofline_of
 from gputui.analysis.finding import Finding
 from gputui.analysis.mfu import Utilisation
@@ -99,6 +100,12 @@ def render(
     out.extend(_roofline(summary, roof, top, width))
     out.extend(_cpu_ops(summary, top, width))
     return out
+
+
+def render_diagnosis(diagnosis: Diagnosis, width: int | None = None) -> list[str]:
+    """The job's one diagnosis across its ranks, first of a report of several."""
+    width = output_width() if width is None else width
+    return wrap(fmt.clean(diagnosis.sentence()), width, "Job: ", _TAB)
 
 
 def render_across(findings: Sequence[Finding], width: int | None = None) -> list[str]:

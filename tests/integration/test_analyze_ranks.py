@@ -53,7 +53,8 @@ def test_the_rank_rules_across_the_traces_of_a_job(
 def test_the_text_report_puts_them_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", *pair("bigslow")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Findings across ranks (1)\nCRIT  rank 1 is the straggler")
+    assert out.startswith("Job: rank 1 is the straggler")
+    assert "\n\nFindings across ranks (1)\nCRIT  rank 1 is the straggler" in out
     assert out.index("── rank 0/2") < out.index("── rank 1/2")
 
 
@@ -70,3 +71,22 @@ def test_traces_that_are_not_one_jobs_ranks_get_none(
     copy = tmp_path / "x.pt.trace.json.gz"
     shutil.copy(other, copy)
     assert analyze(capsys, pair("bigslow")[1], str(copy))["across_ranks"] == []
+
+
+def test_a_job_of_several_ranks_gets_one_diagnosis(capsys: pytest.CaptureFixture[str]) -> None:
+    """The two ranks of the straggler job: rank 1 waits for its data, rank 0 waits
+    for rank 1 in NCCL.  One diagnosis leads the report: the straggler and why it
+    is slow, in the text and in --json."""
+    pair = [str(NCCL / f"bigslow-rank{r}.pt.trace.json.gz") for r in (0, 1)]
+    assert main(["analyze", *pair, "--json"]) == 0
+    diagnosis = json.loads(capsys.readouterr().out)["diagnosis"]
+    assert diagnosis["straggler"] == 1 and diagnosis["cause"] == "data.loader_wait"
+    assert diagnosis["ranks"] == [0]
+    assert main(["analyze", *pair]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Job: rank 1 is the straggler") and "data loading" in first
+
+
+def test_one_rank_has_no_job_diagnosis(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(NCCL / "bigslow-rank0.pt.trace.json.gz"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["diagnosis"] is None

@@ -573,3 +573,26 @@ def test_slow_steps_outside_every_cause_stand_alone() -> None:
     found = engine.analyze(evidence(steps(n=100, walls=walls)))
     (slow,) = [f for f in found if f.rule == "steps.slow_outliers"]
     assert "every 10th step" in slow.evidence and slow.related == ()
+
+
+def test_the_job_diagnosis_is_the_cause_most_ranks_share() -> None:
+    from gputui.analysis.diagnosis import job_diagnosis
+
+    def f(rule: str, pct: float, severity: str = "warn") -> Finding:
+        return Finding(rule, severity, "job", rule, "", "", impact_pct=pct)  # type: ignore[arg-type]
+
+    per_rank = [
+        (0, [f("launch.overhead", 40.0)]),
+        (1, [f("launch.overhead", 50.0)]),
+        (2, [f("data.loader_wait", 70.0)]),
+        (3, [f("launch.overhead", 45.0), f("data.loader_wait", 20.0)]),
+    ]
+    d = job_diagnosis(per_rank)
+    assert d is not None and d.cause == "launch.overhead" and d.ranks == (0, 1, 3)
+    assert d.impact_pct == 45.0 and d.outliers == ((2, "data.loader_wait"),)
+    assert "on 3 of 4 ranks" in d.sentence() and "rank 2: data.loader_wait" in d.sentence()
+    # a straggler found by the rank rules is the diagnosis, with its own cause
+    straggler = Finding("ranks.straggler", "crit", "rank 2", "rank 2 is the straggler", "", "")
+    d = job_diagnosis(per_rank, [straggler])
+    assert d is not None and d.straggler == 2 and d.cause == "data.loader_wait"
+    assert job_diagnosis(per_rank[:1]) is None
