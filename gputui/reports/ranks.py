@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui import fmt
+from gputui.analysis.diagnosis import Diagnosis
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.client.job_group import JobGroup
@@ -37,11 +38,18 @@ def output(
     with ``job`` and ``ranks`` added), or the ranks side by side as text."""
     if not as_json:
         print_ranks(
-            report.job, report.summary, report.findings, report.problems, banner, ascii_only
+            report.job,
+            report.summary,
+            report.findings,
+            report.problems,
+            banner,
+            ascii_only,
+            diagnosis=report.diagnosis,
         )
         return
     doc = report_dict(report.named)
     doc.update(ranks_json(report.job, report.summary, report.findings, report.problems))
+    doc["diagnosis"] = None if report.diagnosis is None else report.diagnosis.to_json()
     if report.recorded is not None:
         doc["recording"] = {"label": report.recorded.label, "demo": report.recorded.demo}
     print_json(doc)
@@ -82,10 +90,13 @@ def print_ranks(
     problems: Sequence[str],
     banner: str | None = None,
     ascii_only: bool = False,
+    diagnosis: Diagnosis | None = None,
 ) -> None:
     """The report on standard output, to its width (``--ascii``: ASCII only).  A
     ``banner`` marks a recording: its trace paths are the recording machine's."""
-    lines = render(job, summary, findings, problems, banner, recorded=banner is not None)
+    lines = render(
+        job, summary, findings, problems, banner, recorded=banner is not None, diagnosis=diagnosis
+    )
     emit(lines, ascii_only)
 
 
@@ -106,6 +117,7 @@ def render(
     banner: str | None = None,
     width: int | None = None,
     recorded: bool = False,
+    diagnosis: Diagnosis | None = None,
 ) -> list[str]:
     """The multi-rank report as lines of at most ``width`` characters (the
     output's width by default), every value with its unit."""
@@ -127,6 +139,8 @@ def render(
     for said in (summary.alert, summary.missing_text(), *problems[-4:]):
         if said:
             out.extend(wrap(fmt.clean(said), width, "", _TAB))
+    if diagnosis is not None:
+        out.extend(wrap(fmt.clean(diagnosis.sentence()), width, "diagnosis: ", _TAB))
     out.extend(_rank_table(summary, width))
     out.extend(_devices(summary, width))
     out.extend(_phases(summary, width))

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputui import fmt
+from gputui.analysis.diagnosis import Diagnosis, job_diagnosis
 from gputui.analysis.engine import analyze, analyze_ranks
 from gputui.analysis.evidence import (
     MIN_GPU_SAMPLES,
     MIN_STEPS,
+    RanksEvidence,
     findings_waiting,
     job_evidence,
     ordinary,
@@ -151,6 +153,8 @@ class RanksReport:
     problems: tuple[str, ...]  # ranks that did not answer or failed
     named: JobReport
     recorded: Recorded | None = None
+    #: the job's one diagnosis across its ranks (None: fewer than two)
+    diagnosis: Diagnosis | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,12 @@ class MemsnapReport:
     pid: int
     result: MemorySnapshotResult
     findings: tuple[Finding, ...]
+
+
+def diagnose(ranks: RanksEvidence, across: Sequence[Finding]) -> Diagnosis | None:
+    """The job's one diagnosis from each rank's own findings and the rank rules'."""
+    per_rank = [(r.rank if r.rank is not None else r.pid, analyze(r.job)) for r in ranks.ready]
+    return job_diagnosis(per_rank, across)
 
 
 def memsnap_findings(result: MemorySnapshotResult) -> tuple[Finding, ...]:
@@ -243,7 +253,9 @@ class OneShot:
         first = feed.links[0]
         named = JobReport.of(first.pid, Collected.of_history(first.hello, snaps[0][0]), window)
         findings = tuple(analyze_ranks(summary.evidence))
-        return RanksReport(feed.job, summary, findings, (), named, recorded)
+        return RanksReport(
+            feed.job, summary, findings, (), named, recorded, diagnose(summary.evidence, findings)
+        )
 
     # -- the ranks of a live job -----------------------------------------------------------------
     def ranks(self, job: JobGroup, pid: int) -> RanksReport:

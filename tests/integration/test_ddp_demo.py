@@ -72,8 +72,11 @@ def test_the_rank_view_names_the_slow_rank() -> None:
     # the job ran with --slow-rank 1 --slow-data-s 0.02
     assert (top["rule"], top["scope"]) == ("ranks.straggler", "rank 1")
     assert "rank 1's data takes" in top["evidence"]
+    # one diagnosis for the job: the straggler, and why it is slow
+    assert doc["diagnosis"]["straggler"] == 1
+    assert doc["diagnosis"]["cause"] == "data.loader_wait"
     text = gputui("attach", "--demo", "ddp", "--once")
-    assert "rank 1 is the straggler" in text.stdout
+    assert "diagnosis: rank 1 is the straggler" in text.stdout
 
 
 def test_the_rank_views_overlap_is_htas_on_the_captures_traces() -> None:
