@@ -421,14 +421,15 @@ def job_evidence(
     if capture is not None and capture.first_step is not None and memory:
         lo, hi = capture.first_step - 1, (capture.last_step or capture.first_step) + 1
         unprofiled = [(s, at) for s, at in memory if at is None or not lo <= at <= hi]
+    stats = step_stats(ordinary(recent), exclude_profiled=False)
     return JobEvidence(
-        stats=step_stats(ordinary(recent), exclude_profiled=False),
+        stats=stats,
         steps=recent,
         cuda=cuda,
         phases_coarse=phases_coarse,
         batch_size=batch_size,
         memory=memory[-1][0] if memory else None,
-        growth=memory_growth(unprofiled),
+        growth=memory_growth(unprofiled, stats.steps_per_s),
         device_total_bytes=device_total_bytes,
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 #: 2 adds each rank's step account (``account``); 3 its MFU during the trace
 #: (``utilisation``, ``utilisation_note``); every key of 1 and 2 stays
-JSON_VERSION = 4
+JSON_VERSION = 5
 
 
 SUMMARY = "what torch.profiler traces say (steps, breakdowns, kernels)"

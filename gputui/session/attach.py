@@ -229,10 +229,10 @@ class AttachState:
                         self._last_index = step.index
                         self._received += 1
             elif isinstance(event, MemoryBatch):
-                # each sample's own step; an older hook's: the newest step seen
-                at = self._last_index if self._last_index >= 0 else None
+                # each sample's own step (an older hook's say none: their growth is
+                # judged over their times, analysis.memory)
                 for sample in event.samples:
-                    self._memory.append((sample, at if sample.step is None else sample.step))
+                    self._memory.append((sample, sample.step))
             elif isinstance(event, Status):
                 self._status = event
             elif isinstance(event, CaptureStatus):
@@ -412,7 +412,7 @@ def build_view(
     if previous is not None and _same_tail(previous.snap.memory, snap.memory):
         memory = previous.memory
     elif snap.memory:
-        memory = memory_view(snap)
+        memory = memory_view(snap, stats.steps_per_s)
     if previous is not None and previous.snap.capture is snap.capture:
         capture = previous.capture
     else:
@@ -459,7 +459,7 @@ def _same_tail(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return len(a) == len(b) and (not a or a[-1] is b[-1])
 
 
-def memory_view(snap: StateSnapshot) -> MemoryView | None:
+def memory_view(snap: StateSnapshot, steps_per_s: float | None = None) -> MemoryView | None:
     if not snap.memory:
         return None
     latest, _ = snap.memory[-1]
@@ -475,7 +475,7 @@ def memory_view(snap: StateSnapshot) -> MemoryView | None:
         reserved=tuple(float(s.reserved) for s, _ in points),
         peak=tuple(float(s.peak_allocated) for s, _ in points),
         latest=latest,
-        growth=memory_growth(points),
+        growth=memory_growth(points, steps_per_s),
     )
 
 

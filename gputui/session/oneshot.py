@@ -41,6 +41,7 @@ from gputui.analysis.roofline import RooflineReport
 from gputui.analysis.steps import StepStats, step_stats
 from gputui.client.hook import AttachError, HookClient
 from gputui.client.job_group import JobGroup
+from gputui.protocol.capture import CaptureResult
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.requests import CaptureRequest
@@ -125,7 +126,7 @@ class JobReport:
             live_account=since_capture(ordinary(got.steps[-window:]), got.capture),
             utilisation=util,
             roofline=ev.roofline,
-            memory_growth=memory_growth(got.memory),
+            memory_growth=memory_growth(got.memory, stats.steps_per_s),
             recorded=recorded,
         )
 
@@ -139,7 +140,38 @@ def _notes(got: Collected, stats: StepStats) -> tuple[str, ...]:
         notes.append(f"GPU rules need {MIN_GPU_SAMPLES} samples of the job's GPU{why}")
     if got.capture is None:
         notes.append("kernel-level rules need a capture: --capture N")
+    else:
+        notes.extend(older_capture_notes(got.capture))
+    if got.memory and all(at is None for _s, at in got.memory):
+        notes.append(
+            "the memory samples carry no step numbers (an older gputui's hook): memory "
+            "growth is judged over their times, and only over two minutes or more of them"
+        )
     return tuple(notes)
+
+
+def older_capture_notes(capture: CaptureResult) -> list[str]:
+    """What a capture from an older gputui's hook cannot tell."""
+    metrics = capture.trace_metrics
+    acct = None if metrics is None else metrics.account
+    notes = []
+    if acct is None:
+        notes.append(
+            "the capture has no step account (an older gputui's hook): where the step's "
+            "time goes is not split, so each cost is held to what the capture does show "
+            "(launches and CPU op times, GPU idle time)"
+        )
+    elif acct.gpu_idle_us is None:
+        notes.append(
+            "the capture's account does not split the GPU's idle time by what the host did "
+            "(an older gputui's hook): host-side costs are held to their buckets"
+        )
+    if metrics is not None and metrics.markers is None:
+        notes.append(
+            "the capture does not say whether the job is compiled or training (an older "
+            "gputui's hook): advice does not follow the job's kind"
+        )
+    return notes
 
 
 @dataclass(frozen=True)

@@ -109,9 +109,9 @@ class Collected:
         elif isinstance(event, Status):
             self.status = event
         elif isinstance(event, MemoryBatch):
-            # each sample's own step; an older hook's batch: the newest step seen
-            at = self.steps[-1].index if self.steps else None
-            self.memory.extend((s, at if s.step is None else s.step) for s in event.samples)
+            # each sample's own step (an older hook's say none: their growth is
+            # judged over their times, analysis.memory)
+            self.memory.extend((s, s.step) for s in event.samples)
             del self.memory[:-MEMORY_POINTS]
         elif isinstance(event, CaptureResult):
             self.capture = event

@@ -1,12 +1,14 @@
 """Each memory sample carries the step it was taken at, so a one-shot report
-sees growth from the history the hook keeps (an older hook's samples still read,
-stamped with the newest step as before)."""
+sees growth from the history the hook keeps (an older hook's samples carry none:
+their growth is judged over their own times)."""
 
 from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from gputui.analysis.memory import memory_growth
 from gputui.hook._memory import MemorySampler
@@ -66,7 +68,7 @@ def test_attach_once_sees_growth_from_the_kept_history() -> None:
     found = memory_growth(got.memory)
     assert found is not None and found.growing and found.steps >= 100
     assert abs(found.per_step_bytes - MIB) < 0.05 * MIB
-    # an older hook: no step in the samples, the whole batch at the newest step
+    # an older hook: no step in the samples (judged over their times, with a step rate)
     old = Collected(Hello(pid=7, cuda_in_use=True))
     old.add(steps())
     old.add(leaking_history(with_steps=False))
@@ -116,3 +118,28 @@ def test_memory_taken_during_a_capture_is_not_growth() -> None:
     assert "memory.growth" not in rules
     control = [f.rule for f in engine.analyze(evidence(steps(300), rising, None))]
     assert "memory.growth" in control
+
+
+def test_samples_without_step_numbers_are_judged_over_their_own_times() -> None:
+    """An older hook's samples carry no step: a history batch arrives at one
+    moment, so the arrival's step says nothing.  Flat memory after a start-up ramp
+    is not growth; a real leak over minutes is, per step at the job's rate."""
+    from gputui.analysis.memory import MIN_TIME_SPAN_S, memory_growth
+    from gputui.protocol.steps import MemorySample
+
+    gib = 2**30
+
+    def sample(t: float, allocated: float) -> tuple[MemorySample, None]:
+        return MemorySample(t=t, device=0, allocated=int(allocated), reserved=int(allocated)), None
+
+    ramp_then_flat = [sample(t, min(t, 10) * gib) for t in range(0, 600, 5)]
+    flat = memory_growth(ramp_then_flat, steps_per_s=10.0)
+    assert flat is not None and not flat.growing and flat.by_time
+    leak = [sample(t, 4 * gib + t * 2**20) for t in range(0, 600, 5)]  # 1 MiB/s
+    grown = memory_growth(leak, steps_per_s=10.0)
+    assert grown is not None and grown.growing and grown.by_time
+    assert grown.per_step_bytes == pytest.approx(2**20 / 10, rel=0.05)
+    # too short a span, or no step rate: nothing said
+    short = [sample(t, 4 * gib + t * 2**20) for t in range(0, int(MIN_TIME_SPAN_S) - 10, 5)]
+    assert memory_growth(short, steps_per_s=10.0) is None
+    assert memory_growth(leak) is None

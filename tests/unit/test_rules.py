@@ -596,3 +596,18 @@ def test_the_job_diagnosis_is_the_cause_most_ranks_share() -> None:
     d = job_diagnosis(per_rank, [straggler])
     assert d is not None and d.straggler == 2 and d.cause == "data.loader_wait"
     assert job_diagnosis(per_rank[:1]) is None
+
+
+def test_an_older_captures_launch_cost_is_held_to_its_cpu_ops_time() -> None:
+    """A capture without a step account (an older gputui's) of a numpy-bound step:
+    28 launches of 5 us in a 67 ms step.  Launch cost is at most the capture's
+    CPU ops and launch calls, not the GPU's whole idle time."""
+    walls = [0.067] * 60
+    cap = capture(
+        [kernel("elementwise_kernel<add>", "elementwise", 28 * 5, 28 * 5 * 5.0)],
+        [op("cudaLaunchKernel", 28 * 5, 28 * 5 * 5.0), op("aten::add", 28 * 5, 28 * 5 * 10.0)],
+        n_steps=5,
+    )
+    (f,) = fired("launch.overhead", evidence(steps(n=60, walls=walls), cap=cap))
+    assert f.impact_pct is not None and f.impact_pct < 1.0
+    assert "no step account" in f.evidence

@@ -213,7 +213,17 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     idle = attributable_idle(ev, cap)
     if idle is None or idle < idle_floor(ev, cap):
         return []
-    share = min(idle, issuing) if acct is not None and acct.step_us > 0 else idle
+    ceiling = None
+    if acct is not None and acct.step_us > 0:
+        share = min(idle, issuing)
+    else:
+        # a capture without a step account (an older hook's): issuing ops costs at
+        # most the time the capture's CPU ops and launch calls took per step
+        share = idle
+        step_us = (ev.mean_step_s or 0.0) * 1e6
+        if step_us > 0 and cap.cpu_ops:
+            ceiling = sum(o.self_us for o in cap.cpu_ops) / cap.steps / step_us
+            share = min(share, ceiling)
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
     evidence = (
@@ -226,6 +236,12 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
             else f"kernel launch + torch dispatch {issuing * 100:.0f}% of the step; "
         )
         + _gap_evidence(ev, cap, idle)
+        + (
+            f"; the capture has no step account (an older gputui's): its CPU ops and "
+            f"launch calls take {ceiling * 100:.0f}% of the step, the most launch cost can be"
+            if ceiling is not None
+            else ""
+        )
     )
     title = (
         "the step is launch-bound: many tiny kernels"

@@ -51,6 +51,12 @@ def growth(ev: JobEvidence) -> Iterable[Finding]:
     evidence = (
         f"allocated memory's baseline grew {fmt.size(g.total_bytes)} over {g.steps:,} steps "
         f"({fmt.size(g.per_step_bytes)} per step)"
+        + (
+            " (the hook does not number its samples: judged over their times at the job's "
+            "step rate)"
+            if g.by_time
+            else ""
+        )
     )
     severity = WARN
     seconds: float | None = None
