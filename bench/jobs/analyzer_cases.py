@@ -65,6 +65,8 @@ SCHEDULE = {"wait": 2, "warmup": 2, "active": 3, "repeat": 1}
 
 #: seconds to run a case's step without a profiler (``--live``); 0: profile it
 LIVE_S = 0.0
+#: record input shapes and FLOPs in the traces (``--shapes``)
+SHAPES = False
 
 
 def profiled(out: Path, name: str, step: Callable[[], None], steps: int = STEPS) -> Path:
@@ -80,6 +82,8 @@ def profiled(out: Path, name: str, step: Callable[[], None], steps: int = STEPS)
         activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
         schedule=torch.profiler.schedule(**SCHEDULE),
         on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
+        record_shapes=SHAPES,
+        with_flops=SHAPES,
     ) as prof:
         for _ in range(steps):
             step()
@@ -188,7 +192,7 @@ def encoder() -> tuple[nn.Module, torch.optim.Optimizer]:
 
 def case_healthy(out: Path) -> Path:
     model, opt = encoder()
-    x = torch.randn(16, 512, 1024, device=DEV)
+    x = torch.randn(32, 1024, 1024, device=DEV)
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -357,7 +361,7 @@ def case_slow_workers(out: Path) -> Path:
 class Checked(nn.Module):
     """A model whose forward reads a value back to the host every layer."""
 
-    def __init__(self, width: int = 2048, depth: int = 8) -> None:
+    def __init__(self, width: int = 4096, depth: int = 8) -> None:
         super().__init__()
         self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
 
@@ -372,7 +376,7 @@ class Checked(nn.Module):
 def case_item_in_forward(out: Path) -> Path:
     model = Checked().to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    x = torch.randn(512, 2048, device=DEV)
+    x = torch.randn(4096, 4096, device=DEV)
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -387,16 +391,19 @@ def case_item_in_forward(out: Path) -> Path:
 
 
 class SmallChecked(nn.Module):
+    """Two small layers with a value read back in between: torch.compile breaks
+    the graph at the ``.item()``."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(256, 256) for _ in range(12))
+        self.a = nn.Linear(1024, 1024)
+        self.b = nn.Linear(1024, 1024)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for i, layer in enumerate(self.layers):
-            x = torch.tanh(layer(x))
-            if i == 5 and x.mean().item() > 10.0:  # a graph break at .item()
-                x = x * 0.5
-        return x
+        h = torch.tanh(self.a(x))
+        if h.mean().item() > 10.0:  # a graph break at .item()
+            h = h * 0.5
+        return self.b(torch.tanh(h))
 
 
 def case_compiled_item(out: Path) -> Path:
@@ -412,6 +419,11 @@ def case_compiled_item(out: Path) -> Path:
 
     for _ in range(4):  # compile first
         step()
+    import torch._dynamo.utils as dynamo_utils
+
+    graphs = dynamo_utils.counters["stats"].get("unique_graphs", 0)
+    breaks = sum(dynamo_utils.counters["graph_break"].values())
+    print(f"compiled_item: {graphs} graphs, {breaks} graph breaks", file=sys.stderr)
     return profiled(out, "compiled_item", step)
 
 
@@ -553,7 +565,10 @@ CASES = {
 
 
 def main() -> None:
-    global LIVE_S
+    global LIVE_S, SHAPES
+    if sys.argv[1] == "--shapes":
+        SHAPES = True
+        del sys.argv[1]
     if sys.argv[1] == "--live":
         LIVE_S = float(sys.argv[2])
         CASES[sys.argv[3]](Path("."))
