@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from gputui.analysis.evidence import JobEvidence, RanksEvidence
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.registry import REGISTRY, Rule, run_rule
-from gputui.analysis.rules import (
+
+# the rule modules: importing one registers its rules (named once, here)
+from gputui.analysis.rules import (  # noqa: F401 (imported to register)
     account,
     attention,
     capture,
@@ -28,21 +30,6 @@ from gputui.analysis.rules import (
     steps,
 )
 from gputui.analysis.settle import settle
-
-#: the rule modules: importing one registers its rules (named once, here)
-RULE_MODULES = (
-    account,
-    attention,
-    capture,
-    compile,
-    device,
-    efficiency,
-    gpu,
-    memory,
-    ranks,
-    roofline,
-    steps,
-)
 
 
 def job_rules() -> list[str]:
