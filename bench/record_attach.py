@@ -2,7 +2,7 @@
 (and, with ``--memory-at``, one memory snapshot).
 
 Usage: python bench/record_attach.py PID -o attach.jsonl.gz [--seconds 40] [--capture-at 10]
-       [--memory-at 20 --memory-steps 8]
+       [--memory-at 20 --memory-steps 8] [--gpu] [--profile-at 25]
 Waits for the job's socket to appear (the hook opens it when training starts).
 """
 
@@ -42,6 +42,12 @@ def main() -> None:
     p.add_argument("--memory-at", type=float, default=None, help="ask for a memory snapshot")
     p.add_argument("--memory-steps", type=int, default=8)
     p.add_argument("--note", default=None)
+    p.add_argument(
+        "--gpu", action="store_true", help="sample the job's GPU (NVML) into the recording"
+    )
+    p.add_argument(
+        "--profile-at", type=float, default=None, help="ask for the Python profile at S seconds"
+    )
     args = p.parse_args()
     client = connect(args.pid, 120.0)
     recorder = AttachRecorder(args.output, client.hello_raw, args.pid, note=args.note)
@@ -58,6 +64,14 @@ def main() -> None:
 
     client.start(on_event=on_event, on_raw=recorder.write)
     client.subscribe(history=2000, memory=True)
+    watch = None
+    device = client.hello.device
+    if args.gpu and device is not None:
+        from gputui.nvml.gpu_watch import GpuWatch
+
+        watch = GpuWatch(device.uuid, device.index, on_sample=recorder.write_gpu)
+        watch.start()
+    profile_asked = args.profile_at is None
     start = time.monotonic()
     asked = False
     memory_asked = args.memory_at is None
@@ -68,7 +82,12 @@ def main() -> None:
         if not memory_asked and time.monotonic() - start >= args.memory_at:
             client.request_memory_snapshot(args.memory_steps)
             memory_asked = True
+        if not profile_asked and time.monotonic() - start >= args.profile_at:
+            client.request_profile()
+            profile_asked = True
         time.sleep(0.2)
+    if watch is not None:
+        watch.stop()
     client.close()
     recorder.close()
     print(
