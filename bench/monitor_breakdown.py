@@ -7,17 +7,17 @@ tmux pane of 120x40 and, inside that process, counts the CPU time
 (``time.thread_time``) of the monitor's stages over ``--seconds`` after
 ``--warmup``: taking a snapshot in (``ingest``: history, findings and the panels'
 text), the screen's update (``compositor``: Textual drawing the changed lines),
-each widget's lines, every NVML function the sampler calls (``nvml.*``), and
+each widget's lines, every NVML function the poller calls (``nvml.*``), and
 the cyclic collector's passes by generation (``gc.gen*``).
 Each thread's CPU comes from ``/proc/self/task`` (in clock ticks), and the
-screen's and the sampler's also from their own CPU clocks
+screen's and the poller's also from their own CPU clocks
 (``threads_exact_ms_per_s``: to the microsecond, where a tick is 0.25 ms a
 second over 40 s).  The figures are milliseconds of CPU per second of wall
 time; JSON on standard output (and in ``--out``).
 
 ``--fake-nvml PIDFILE`` runs against the tests' fake NVML with one GPU whose
 processes are the pids in PIDFILE (no GPU needed; the fake's Python counts in
-the sampler thread).
+the poller thread).
 """
 
 from __future__ import annotations
@@ -111,14 +111,14 @@ def _threads() -> dict[str, tuple[str, int]]:
 
 
 def _thread_clocks() -> dict[str, float]:
-    """CPU seconds of the screen's thread (the main one) and the sampler's, from
+    """CPU seconds of the screen's thread (the main one) and the poller's, from
     each thread's own CPU clock."""
     out = {}
     for thread in threading.enumerate():
         if thread is threading.main_thread():
             label = "screen"
-        elif thread.name == "gputui-sampler":
-            label = "sampler"
+        elif thread.name == "gputui-poller":
+            label = "poller"
         else:
             continue
         try:
@@ -204,7 +204,7 @@ def inside(args: argparse.Namespace) -> None:
 
         targets = {
             "loop": (asyncio.BaseEventLoop, "_run_once"),
-            "sampler": (source_mod.LiveSource, "sample"),
+            "poller": (source_mod.LiveSource, "sample"),
             "ingest": (appmod.GputuiApp, "ingest"),
             "compositor": (Screen, "_compositor_refresh"),
         }
@@ -263,7 +263,7 @@ def main() -> int:
     parser.add_argument(
         "--profile",
         action="append",
-        choices=["loop", "sampler", "ingest", "compositor"],
+        choices=["loop", "poller", "ingest", "compositor"],
         help="also profile this stage (cProfile: slower, for where, not how much)",
     )
     parser.add_argument("--result", help=argparse.SUPPRESS)

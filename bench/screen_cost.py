@@ -56,8 +56,8 @@ def inside(
         source = open_live()
     app = make_app(source, interval_s=3600.0, autostart=False)
     # the live monitor's interval for what follows it (the findings' cadence); the
-    # sampler thread is never started, each cycle is a second of data
-    app.sampler._interval_s = 1.0
+    # poller thread is never started, each cycle is a second of data
+    app.poller._interval_s = 1.0
     start_s = time.time()
     gpu = gpus[0]
 

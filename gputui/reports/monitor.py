@@ -21,7 +21,7 @@ from gputui.reports.text import (
     wrap_items,
 )
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, any_placed
-from gputui.sources.live import SnapshotSource
+from gputui.sources.base import SnapshotSource
 
 
 def print_snapshot(

@@ -1,6 +1,7 @@
 """The monitor app and its factory, shared by the CLI and the tests.
 
-Data flow: the :class:`Sampler` thread calls ``source.sample()`` and hands a
+Data flow: the :class:`~gputui.sources.poller.Poller` thread calls
+``source.sample()`` and hands a
 :class:`SnapshotReady` to the app's loop through an :class:`~gputui.tui.inbox.Inbox`
 (not Textual's message queue: a tenth of a millisecond a sample less); a newer
 snapshot replaces one still waiting (``can_replace``), so a slow terminal
@@ -28,7 +29,8 @@ from gputui.host import processes
 from gputui.host.in_view import InView
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.sources.live import Sampler, SnapshotSource
+from gputui.sources.base import SnapshotSource
+from gputui.sources.poller import Poller
 from gputui.tui import ascii, footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.inbox import Inbox
@@ -52,7 +54,7 @@ AttachFactory = Callable[[int], "Screen[object] | None"]
 
 
 class SnapshotReady(Message):
-    """A new snapshot from the sampler thread; a newer one replaces an unhandled one."""
+    """A new snapshot from the poller thread; a newer one replaces an unhandled one."""
 
     def __init__(
         self,
@@ -71,15 +73,15 @@ class SnapshotReady(Message):
         return isinstance(message, SnapshotReady)
 
 
-class SamplerFailed(Message):
-    """The sampler's last sample failed; a newer failure replaces an unhandled one."""
+class PollFailed(Message):
+    """The poller's last sample failed; a newer failure replaces an unhandled one."""
 
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SamplerFailed)
+        return isinstance(message, PollFailed)
 
 
 #: seconds after start-up when the objects made so far leave the cyclic collector
@@ -130,11 +132,11 @@ class GputuiApp(BaseApp):
         self._view_given = False
         #: the collector's housekeeping for thousands of processes (a real screen)
         self._freezer: footprint.SampleFreezer | None = None
-        #: what the sampler thread hands the loop: snapshots and its failures, in order
+        #: what the poller thread hands the loop: snapshots and its failures, in order
         self._inbox: Inbox[Message] = Inbox(
             self._take, self._inbox_failed, lambda new, waiting: new.can_replace(waiting)
         )
-        self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
+        self.poller = Poller(source, self.interval_s, self._on_sample, self._on_sample_error)
         if ascii_only:
             ascii.use_ascii(self)
 
@@ -169,7 +171,7 @@ class GputuiApp(BaseApp):
     def on_mount(self) -> None:
         self._inbox.open()
         if self.autostart:
-            self.sampler.start()
+            self.poller.start()
         if not self.is_headless:  # tests and screenshots: many apps in one process
             self.start_housekeeping()
 
@@ -193,16 +195,16 @@ class GputuiApp(BaseApp):
 
     def on_unmount(self) -> None:
         self._inbox.close()
-        self.sampler.stop()
+        self.poller.stop()
         self.source.close()
 
     # -- data in -----------------------------------------------------------------
 
     def _on_sample(self, snapshot: Snapshot) -> None:
-        # Runs on the sampler thread, right after sample(): the source's notion of the
+        # Runs on the poller thread, right after sample(): the source's notion of the
         # recorded time belongs to this very snapshot.
         self._give_view()
-        recorded_at = getattr(self.source, "recorded_at_s", None)
+        recorded_at = self.source.recorded_at_s
         ceilings = None if self.source.is_recording else self._ceilings_of(snapshot)
         self._deliver(SnapshotReady(snapshot, recorded_at, self._replay_progress(), ceilings))
         freezer = self._freezer
@@ -214,13 +216,11 @@ class GputuiApp(BaseApp):
         sample: a source still opening is not waited for on the UI thread)."""
         if not self._view_given:
             self._view_given = True
-            use_view = getattr(self.source, "use_view", None)
-            if callable(use_view):
-                use_view(self.in_view)
+            self.source.use_view(self.in_view)
 
     def _ceilings_of(self, snapshot: Snapshot) -> Mapping[str, Ceilings]:
         """The measured ceilings of this machine's GPUs (``gputui bench`` saves
-        them per UUID): read on the sampler thread, once per GPU."""
+        them per UUID): read on the poller thread, once per GPU."""
         known = self._ceilings
         new = [d.uuid for d in snapshot.devices if d.uuid and d.uuid not in self._ceilings_tried]
         if new:
@@ -236,11 +236,10 @@ class GputuiApp(BaseApp):
         return known
 
     def _replay_progress(self) -> ReplayProgress | None:
-        progress = getattr(self.source, "progress", None)
-        return progress() if callable(progress) else None
+        return self.source.progress()
 
     def _on_sample_error(self, exc: BaseException) -> None:
-        self._deliver(SamplerFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
+        self._deliver(PollFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
 
     def _deliver(self, message: Message) -> None:
         """To the loop through the inbox; as a message while the inbox is not open
@@ -251,8 +250,8 @@ class GputuiApp(BaseApp):
     def _take(self, message: Message) -> None:
         if isinstance(message, SnapshotReady):
             self.on_snapshot_ready(message)
-        elif isinstance(message, SamplerFailed):
-            self.on_sampler_failed(message)
+        elif isinstance(message, PollFailed):
+            self.on_poll_failed(message)
 
     def _inbox_failed(self, error: Exception) -> None:
         # as an exception in a message handler: Textual shows it and ends the app
@@ -266,8 +265,8 @@ class GputuiApp(BaseApp):
             self.current.ceilings = message.ceilings
         self.ingest(message.snapshot, message.recorded_at_s, message.replay)
 
-    def on_sampler_failed(self, message: SamplerFailed) -> None:
-        self.current.sampler_error = message.error
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self.current.poll_error = message.error
         self._refresh_screens()
 
     def ingest(
@@ -284,7 +283,7 @@ class GputuiApp(BaseApp):
             # The history graphs break here too (time went back: History.add).
             self.notify("replay restarted from the beginning", timeout=3)
         self.snapshot_count += 1
-        step = self.source.natural_interval_s or self.sampler.interval_s
+        step = self.source.natural_interval_s or self.poller.interval_s
         self.history.add(snapshot, data_time, step)
         self._recent.append(snapshot)
         self.current.snapshot = snapshot
@@ -298,20 +297,19 @@ class GputuiApp(BaseApp):
         ):
             self.current.findings = findings(snapshot, list(self._recent))
             self._findings_for = (data_time, gpus)
-        self.current.sampler_error = None
+        self.current.poll_error = None
         self._refresh_screens()
 
     def advance(self, count: int = 1) -> None:
         """Sample the source ``count`` times now, on this thread (screenshots, tests).
 
-        Use with ``autostart=False`` (or a long interval) so that the sampler thread
+        Use with ``autostart=False`` (or a long interval) so that the poller thread
         does not sample the same source meanwhile.
         """
         for _ in range(count):
             snapshot = self.source.sample()
             self._give_view()
-            recorded_at = getattr(self.source, "recorded_at_s", None)
-            self.ingest(snapshot, recorded_at, self._replay_progress())
+            self.ingest(snapshot, self.source.recorded_at_s, self._replay_progress())
 
     def _refresh_screens(self) -> None:
         # Only the top screen is drawn; screens below catch up when they resume.
@@ -340,13 +338,13 @@ class GputuiApp(BaseApp):
             self.push_screen(FindingsScreen())
 
     def action_toggle_pause(self) -> None:
-        paused = not self.sampler.paused
-        self.sampler.set_paused(paused)
+        paused = not self.poller.paused
+        self.poller.set_paused(paused)
         self.notify("paused" if paused else "resumed", timeout=1.5)
         self._refresh_screens()
 
     def action_change_interval(self, step: int) -> None:
-        current = self.sampler.interval_s
+        current = self.poller.interval_s
         if step > 0:
             bigger = [i for i in INTERVALS if i > current + 1e-9]
             new = bigger[0] if bigger else INTERVALS[-1]
@@ -354,7 +352,7 @@ class GputuiApp(BaseApp):
             smaller = [i for i in INTERVALS if i < current - 1e-9]
             new = smaller[-1] if smaller else INTERVALS[0]
         self.interval_s = new
-        self.sampler.set_interval(new)
+        self.poller.set_interval(new)
         self.notify(f"sampling every {new:g} s", timeout=1.5)
         self._refresh_screens()
 
@@ -461,7 +459,7 @@ def make_app(
 
     ``attach_factory(pid)`` builds the attach screen for a hooked process; by default
     the live attach screen, and none for a recording (its pids are not this machine's).
-    ``autostart=False`` leaves the sampler thread off: data then comes only from
+    ``autostart=False`` leaves the poller thread off: data then comes only from
     :meth:`GputuiApp.advance` (deterministic tests and screenshots).
     """
     if attach_factory is None and not source.is_recording:

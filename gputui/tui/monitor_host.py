@@ -15,7 +15,8 @@ from gputui.analysis.finding import Finding
 from gputui.host.in_view import InView
 from gputui.snapshot.history import History
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.sources.live import Sampler, SnapshotSource
+from gputui.sources.base import SnapshotSource
+from gputui.sources.poller import Poller
 
 if TYPE_CHECKING:  # the live monitor never imports the replay module
     from gputui.ceilings.measured import Ceilings
@@ -30,7 +31,8 @@ class Current:
     #: the time the data describes: a recording's own time, else the sample time
     data_time_s: float = 0.0
     findings: list[Finding] = field(default_factory=list)
-    sampler_error: str | None = None
+    #: the poller's last failure, until a snapshot comes again
+    poll_error: str | None = None
     #: where a replay is (position, total, loops); None for live data
     replay: ReplayProgress | None = None
     #: GPU UUID -> the ceilings `gputui bench` measured on it (live data only)
@@ -42,7 +44,7 @@ class MonitorHost(Protocol):
 
     current: Current
     history: History
-    sampler: Sampler
+    poller: Poller
     source: SnapshotSource
     #: the pids on screen, read by a live collector
     in_view: InView

@@ -57,5 +57,5 @@ async def test_the_sampler_thread_survives_a_lost_gpu() -> None:
         await wait_for(pilot, lambda: app.snapshot_count >= seen + 3)
         devices = app.current.snapshot.devices  # type: ignore[union-attr]
         assert [d.lost for d in devices] == [True, False]
-        assert app.current.sampler_error is None
+        assert app.current.poll_error is None
         assert "GPU 0" in app.screen.query_one(HeaderPanel).plain

@@ -83,7 +83,7 @@ def test_put_after_the_loop_closed_is_dropped() -> None:
     loop = asyncio.new_event_loop()
     loop.run_until_complete(opened())
     loop.close()
-    assert not inbox.put("after")  # no RuntimeError out of the sampler thread
+    assert not inbox.put("after")  # no RuntimeError out of the poller thread
     assert not inbox._items
 
 
@@ -109,7 +109,7 @@ def _raise(error: Exception) -> None:
 
 
 @pytest.mark.parametrize("count", [3])
-async def test_the_monitor_takes_the_samplers_failure_and_recovery_in_order(count: int) -> None:
+async def test_the_monitor_takes_the_pollers_failure_and_recovery_in_order(count: int) -> None:
     """A failure then a good snapshot, both waiting: the error is shown, then
     cleared by the snapshot (never the reverse)."""
     from gputui.recording.replay import ReplaySource
@@ -120,20 +120,20 @@ async def test_the_monitor_takes_the_samplers_failure_and_recovery_in_order(coun
         await pilot.pause()
         source = app.source
         errors: list[str | None] = []
-        original = app.on_sampler_failed
+        original = app.on_poll_failed
 
         def failed(message):  # type: ignore[no-untyped-def]
             original(message)
-            errors.append(app.current.sampler_error)
+            errors.append(app.current.poll_error)
 
-        app.on_sampler_failed = failed  # type: ignore[method-assign]
+        app.on_poll_failed = failed  # type: ignore[method-assign]
         before = app.snapshot_count
         for _ in range(count):
             app._on_sample_error(OSError("NVML went away"))
             app._on_sample(source.sample())
         await _until(lambda: app.snapshot_count == before + count)
         assert len(errors) == count and all("NVML went away" in (e or "") for e in errors)
-        assert app.current.sampler_error is None  # the last word was the good snapshot
+        assert app.current.poll_error is None  # the last word was the good snapshot
 
 
 async def test_at_most_max_waiting_items_wait_the_oldest_dropped() -> None:
@@ -148,9 +148,9 @@ async def test_at_most_max_waiting_items_wait_the_oldest_dropped() -> None:
 
 
 def test_a_newer_failure_replaces_a_waiting_one_and_nothing_else() -> None:
-    from gputui.tui.app import SamplerFailed, SnapshotReady
+    from gputui.tui.app import PollFailed, SnapshotReady
 
-    older, newer = SamplerFailed("first"), SamplerFailed("second")
+    older, newer = PollFailed("first"), PollFailed("second")
     assert newer.can_replace(older)
     assert not newer.can_replace(SnapshotReady(None, None))  # type: ignore[arg-type]
     assert not SnapshotReady(None, None).can_replace(older)  # type: ignore[arg-type]

@@ -353,13 +353,13 @@ async def test_pause_and_interval_keys() -> None:
     async with app_for(interval_s=1.0).run_test() as pilot:
         app = await started(pilot)
         await pilot.press("p")
-        assert app.sampler.paused
+        assert app.poller.paused
         await pilot.press("p")
-        assert not app.sampler.paused
+        assert not app.poller.paused
         await pilot.press("plus")
-        assert app.sampler.interval_s == 2.0
+        assert app.poller.interval_s == 2.0
         await pilot.press("minus", "minus")
-        assert app.sampler.interval_s == 0.5
+        assert app.poller.interval_s == 0.5
 
 
 async def test_attach_hook_point() -> None:
@@ -838,7 +838,7 @@ async def test_findings_run_every_two_seconds_of_data_and_at_once_when_the_gpus_
     app = make_app(source, 3600.0, autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        assert (app.source.natural_interval_s or app.sampler.interval_s) == interval_s
+        assert (app.source.natural_interval_s or app.poller.interval_s) == interval_s
         snaps = SNAPSHOTS[:9]
         for i, snapshot in enumerate(snaps):
             app.ingest(snapshot, 100.0 + i * interval_s)

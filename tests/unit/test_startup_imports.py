@@ -181,7 +181,7 @@ SCREEN = """
 import sys
 from tests.helpers.demo_screen import run_demo_screen
 run_demo_screen()
-from gputui.ceilings.cache import load_ceilings  # the live screen's, on its sampler thread
+from gputui.ceilings.cache import load_ceilings  # the live screen's, on its poller thread
 watched = {watched!r}
 print('LOADED', sorted(m for m in sys.modules
       if m in watched or m.startswith(tuple(w + '.' for w in watched))))

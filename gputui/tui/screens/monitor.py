@@ -182,14 +182,14 @@ class MonitorScreen(Screen[object]):
         current = app.current
         header = self._one(HeaderPanel)
         state = header.state
-        state.interval_s = app.sampler.interval_s
-        state.paused = app.sampler.paused
+        state.interval_s = app.poller.interval_s
+        state.paused = app.poller.paused
         snapshot = current.snapshot
         if snapshot is not None:
             header_state_from(snapshot, state)
             state.data_time_s = current.data_time_s
-        if current.sampler_error:
-            state.error = current.sampler_error
+        if current.poll_error:
+            state.error = current.poll_error
         header.redraw()
         self._one(BannerPanel).redraw()
         if snapshot is None:
@@ -204,7 +204,7 @@ class MonitorScreen(Screen[object]):
         self._one(HostPanel).show(snapshot.host)
         graphs = self._one(HistoryPanel)
         if graphs.display:
-            graphs.show(app.history, snapshot.devices, app.sampler.interval_s)
+            graphs.show(app.history, snapshot.devices, app.poller.interval_s)
         table = self._one(ProcessTable)
         table.show(snapshot.processes, current.data_time_s)
         self._update_status()
