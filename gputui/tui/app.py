@@ -34,6 +34,7 @@ from gputui.sources.poller import Poller
 from gputui.tui import ascii, footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.inbox import Inbox
+from gputui.tui.messages import PollFailed, SnapshotReady
 from gputui.tui.monitor_host import Current
 from gputui.tui.widgets.repaint import draw_now, held_prompts
 
@@ -51,37 +52,6 @@ FINDINGS_EVERY_S = 2.0
 INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 AttachFactory = Callable[[int], "Screen[object] | None"]
-
-
-class SnapshotReady(Message):
-    """A new snapshot from the poller thread; a newer one replaces an unhandled one."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        recorded_at_s: float | None,
-        replay: ReplayProgress | None = None,
-        ceilings: Mapping[str, Ceilings] | None = None,
-    ) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.recorded_at_s = recorded_at_s
-        self.replay = replay
-        self.ceilings = ceilings
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SnapshotReady)
-
-
-class PollFailed(Message):
-    """The poller's last sample failed; a newer failure replaces an unhandled one."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, PollFailed)
 
 
 #: seconds after start-up when the objects made so far leave the cyclic collector

@@ -148,7 +148,7 @@ async def test_at_most_max_waiting_items_wait_the_oldest_dropped() -> None:
 
 
 def test_a_newer_failure_replaces_a_waiting_one_and_nothing_else() -> None:
-    from gputui.tui.app import PollFailed, SnapshotReady
+    from gputui.tui.messages import PollFailed, SnapshotReady
 
     older, newer = PollFailed("first"), PollFailed("second")
     assert newer.can_replace(older)

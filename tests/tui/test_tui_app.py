@@ -16,7 +16,8 @@ from textual.widgets import Input
 from gputui.host.in_view import InView
 from gputui.recording.replay import ReplaySource
 from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.tui.app import GputuiApp, SnapshotReady, make_app
+from gputui.tui.app import GputuiApp, make_app
+from gputui.tui.messages import SnapshotReady
 from gputui.tui.proc_sort import HOST_ORDER
 from gputui.tui.proc_view import SORTABLE
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen

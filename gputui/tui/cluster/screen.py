@@ -19,7 +19,6 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -41,21 +40,7 @@ from gputui.tui.cluster.rows import (
     node_rows,
     process_rows,
 )
-
-
-class ClusterReady(Message):
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ClusterReady)
-
-
-class ClusterFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+from gputui.tui.messages import ClusterFailed, ClusterReady
 
 
 class ClusterScreen(Screen[object]):
