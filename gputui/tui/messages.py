@@ -13,12 +13,8 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from gputui.ceilings.measured import Ceilings
     from gputui.cluster.view import ClusterSnapshot
-    from gputui.recording.replay import ReplayProgress
-    from gputui.snapshot.model import Snapshot
+    from gputui.session.monitor import Reading
 
 
 class _Newest(Message):
@@ -29,24 +25,15 @@ class _Newest(Message):
 
 
 class SnapshotReady(_Newest):
-    """A new snapshot from the monitor's poller."""
+    """A reading from the monitor's poller (an app whose inbox is not open yet)."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        recorded_at_s: float | None,
-        replay: ReplayProgress | None = None,
-        ceilings: Mapping[str, Ceilings] | None = None,
-    ) -> None:
+    def __init__(self, reading: Reading) -> None:
         super().__init__()
-        self.snapshot = snapshot
-        self.recorded_at_s = recorded_at_s
-        self.replay = replay
-        self.ceilings = ceilings
+        self.reading = reading
 
 
 class PollFailed(_Newest):
-    """The monitor poller's last sample failed."""
+    """The monitor poller's last sample failed (an app whose inbox is not open)."""
 
     def __init__(self, error: str) -> None:
         super().__init__()

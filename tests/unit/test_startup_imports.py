@@ -167,7 +167,8 @@ def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
 
 
 #: what the monitor's screen never uses: the op rows and their cost model come
-#: with a trace or an attached job (its device panel shows only a GPU's ceilings)
+#: with a trace or an attached job (its device panel shows only a GPU's ceilings);
+#: of the sessions, it loads only the monitor's (MONITORS_SESSION)
 UNUSED_BY_THE_SCREEN = (
     "gputui.analysis.roofline",
     "gputui.protocol",
@@ -176,6 +177,7 @@ UNUSED_BY_THE_SCREEN = (
     "gputui.exporter",
     "gputui.cluster",
 )
+MONITORS_SESSION = ["gputui.session", "gputui.session.monitor"]
 
 SCREEN = """
 import sys
@@ -196,7 +198,8 @@ def test_the_monitors_screen_loads_no_op_rows_or_trace_model() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))
-    assert ast.literal_eval(line[len("LOADED ") :]) == ["gputui.analysis.roof"]
+    loaded = ast.literal_eval(line[len("LOADED ") :])
+    assert loaded == ["gputui.analysis.roof", *MONITORS_SESSION]
 
 
 HOUSEKEEPING = """
