@@ -197,7 +197,7 @@ def _processes(
     placed = any_placed(procs)
     labels: dict[str, str] = {}
     if placed:  # the container column (its module loads only then)
-        from gputui.reports import container_text
+        from gputui.session import container_text
 
         # narrow outputs: a shorter container, and the running time goes first
         fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
@@ -249,7 +249,7 @@ def _processes(
         out.extend(wrap(HOOK_NOTE, width))
     if any(p.pid_is_host for p in procs):
         from gputui.host.pid_namespace import UNMAPPED_NOTE
-        from gputui.reports import container_text
+        from gputui.session import container_text
 
         out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out

@@ -14,11 +14,11 @@ from textual.widgets import Input
 
 from gputui.host.in_view import InView
 from gputui.session.monitor import Reading
+from gputui.session.process_sort import HOST_ORDER
+from gputui.session.process_view import SORTABLE
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.app import GputuiApp, make_app
 from gputui.tui.messages import SnapshotReady
-from gputui.tui.proc_sort import HOST_ORDER
-from gputui.tui.proc_view import SORTABLE
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog
 from gputui.tui.screens.help import HelpScreen, help_text
@@ -569,9 +569,9 @@ async def test_start_up_objects_leave_the_cyclic_collector_outside_tests(
 
 
 def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
-    from gputui.tui import proc_view
+    from gputui.session import process_view
 
-    proc_view._command_text.cache_clear()
+    process_view._command_text.cache_clear()
     short = ProcessSnapshot(
         pid=1, gpu_index=0, gpu_uuid="GPU-0", type="compute", cmdline=("python", "train.py\x1b[2J")
     )
@@ -579,24 +579,22 @@ def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
         pid=2, gpu_index=0, gpu_uuid="GPU-0", type="compute", cmdline=("x" * 5000,)
     )
     for _ in range(3):
-        assert proc_view.display_command(short) == "python train.py\\x1b[2J"
-        assert proc_view.display_command(long).startswith("xxx")
-    info = proc_view._command_text.cache_info()
+        assert process_view.display_command(short) == "python train.py\\x1b[2J"
+        assert process_view.display_command(long).startswith("xxx")
+    info = process_view._command_text.cache_info()
     assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
 
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str, what: Any) -> list[Any]:
-    """``what`` of the first argument of each call of ``proc_view.NAME`` from now on."""
-    from gputui.tui import proc_view
-
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, what: Any) -> list[Any]:
+    """``what`` of the first argument of each call of ``module.NAME`` from now on."""
     seen: list[Any] = []
-    original = getattr(proc_view, name)
+    original = getattr(module, name)
 
     def counting(first: Any, *args: Any) -> Any:
         seen.append(what(first))
         return original(first, *args)
 
-    monkeypatch.setattr(proc_view, name, counting)
+    monkeypatch.setattr(module, name, counting)
     return seen
 
 
@@ -631,7 +629,9 @@ def _big_node(steps: int, count: int = 500) -> list[Any]:
 async def test_many_processes_make_cells_for_the_rows_in_view_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    made = _count_calls(monkeypatch, "cells", lambda row: row.pid)
+    from gputui.tui.widgets import process_rows
+
+    made = _count_calls(monkeypatch, process_rows, "cells", lambda row: row.pid)
     app = app_for(source=replay_source(_big_node(4)))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
@@ -650,7 +650,9 @@ async def test_many_processes_make_cells_for_the_rows_in_view_only(
 
 
 async def test_tree_selection_and_scroll_survive_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
-    laid = _count_calls(monkeypatch, "tree_layout", len)
+    from gputui.session import process_view
+
+    laid = _count_calls(monkeypatch, process_view, "tree_layout", len)
     app = app_for(source=replay_source(_big_node(6)))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
@@ -764,7 +766,7 @@ async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
 ) -> None:
     import dataclasses
 
-    from gputui.tui import proc_view
+    from gputui.tui.widgets import process_rows
 
     base = make_snapshots(n_gpus=1, n_procs=1, n_steps=4)
     start = base[0].timestamp_s
@@ -774,8 +776,8 @@ async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
         dataclasses.replace(snap, timestamp_s=start + at, processes=(proc,))
         for snap, at in zip(base, (0.0, 0.4, 10.4, 20.4), strict=True)
     ]
-    make_cells = proc_view.cells
-    made = _count_calls(monkeypatch, "cells", lambda row: row.pid)
+    make_cells = process_rows.cells
+    made = _count_calls(monkeypatch, process_rows, "cells", lambda row: row.pid)
     app = app_for(source=replay_source(snaps))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)

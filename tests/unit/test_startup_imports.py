@@ -46,7 +46,7 @@ UNUSED_FOR_ONCE = (
     "gputui.protocol",
     "gputui.tui",
     # the container column and the host-pid note: only when a process has one
-    "gputui.reports.container_text",
+    "gputui.session.container_text",
     "gputui.host.pid_namespace",
 )
 
@@ -58,7 +58,7 @@ UNUSED_FOR_LIVE_TEXT = (
     "gputui.host.runtime_api",
     "gputui.snapshot.codec",
     "gputui.recording.replay",
-    "gputui.reports.container_text",
+    "gputui.session.container_text",
     "gputui.protocol.wire",
     "gputui.tui",
     "textual",
@@ -177,7 +177,13 @@ UNUSED_BY_THE_SCREEN = (
     "gputui.exporter",
     "gputui.cluster",
 )
-MONITORS_SESSION = ["gputui.session", "gputui.session.monitor"]
+MONITORS_SESSION = [
+    "gputui.session",
+    "gputui.session.container_text",
+    "gputui.session.monitor",
+    "gputui.session.process_sort",
+    "gputui.session.process_view",
+]
 
 SCREEN = """
 import sys

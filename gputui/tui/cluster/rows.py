@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.cluster.view import Gpu, Job, Node, Rank, state_label
-from gputui.reports import container_text
+from gputui.session import container_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.render import bar, level_style, sparkline
 

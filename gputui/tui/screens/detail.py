@@ -14,11 +14,12 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
-from gputui.reports import container_text
+from gputui.session import container_text
+from gputui.session.process_sort import runtime_s
+from gputui.session.process_view import TYPE_SHORT, display_command
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.monitor_host import MonitorHost
-from gputui.tui.proc_view import TYPE_SHORT, display_command, runtime_s
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 

@@ -15,10 +15,10 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input
 
 from gputui.host import processes
+from gputui.session.process_view import SORTABLE, ProcFilter
 from gputui.snapshot.history import GPU_METRICS
 from gputui.tui.compositor import use_line_compositor
 from gputui.tui.monitor_host import MonitorHost
-from gputui.tui.proc_view import SORTABLE, ProcFilter
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import (
     BannerPanel,
