@@ -25,7 +25,7 @@ from gputui.host import processes
 from gputui.session.monitor import MonitorSession, Reading
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.sources.base import SnapshotSource
-from gputui.tui import ascii, footprint
+from gputui.tui import footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.inbox import Inbox
 from gputui.tui.messages import PollFailed, SnapshotReady
@@ -39,6 +39,14 @@ GC_FREEZE_AFTER_S = 5.0
 
 
 class GputuiApp(BaseApp):
+    """The monitor app over ``source`` (live, replay or a test's).
+
+    ``attach_factory(pid)`` builds the attach screen for a hooked process; by default
+    the live attach screen, and none for a recording (its pids are not this machine's).
+    ``autostart=False`` leaves the poller off: data then comes only from
+    :meth:`GputuiApp.advance` (deterministic tests and screenshots).
+    """
+
     CSS_PATH = "gputui.tcss"
     TITLE = "gputui"
 
@@ -58,13 +66,14 @@ class GputuiApp(BaseApp):
         ascii_only: bool = False,
         banner: str | None = None,
         attach_factory: AttachFactory | None = None,
+        *,
         autostart: bool = True,
     ) -> None:
-        super().__init__()
-        self.autostart = autostart
+        super().__init__(ascii_only=ascii_only, autostart=autostart)
         self.readonly = readonly
-        self.ascii_only = ascii_only
         self.banner = banner
+        if attach_factory is None and not source.is_recording:
+            attach_factory = _live_attach_screen
         self.attach_factory = attach_factory
         #: the collector's housekeeping for thousands of processes (a real screen)
         self._freezer: footprint.SampleFreezer | None = None
@@ -74,8 +83,6 @@ class GputuiApp(BaseApp):
         )
         #: what the monitor knows: source, poller, history, findings, the newest data
         self.session = MonitorSession(source, interval_s, self._on_reading, self._on_failure)
-        if ascii_only:
-            ascii.use_ascii(self)
 
     def replay_status(self) -> str | None:
         """Where a replay is, for the banner: '1,234/86,400', then '... pass 2'."""
@@ -309,26 +316,8 @@ class GputuiApp(BaseApp):
             yield from monitor()
 
 
-def make_app(
-    source: SnapshotSource,
-    interval_s: float = 1.0,
-    readonly: bool = False,
-    ascii_only: bool = False,
-    banner: str | None = None,
-    attach_factory: AttachFactory | None = None,
-    *,
-    autostart: bool = True,
-) -> GputuiApp:
-    """The monitor app over ``source`` (live, replay or a test's).
-
-    ``attach_factory(pid)`` builds the attach screen for a hooked process; by default
-    the live attach screen, and none for a recording (its pids are not this machine's).
-    ``autostart=False`` leaves the poller off: data then comes only from
-    :meth:`GputuiApp.advance` (deterministic tests and screenshots).
-    """
-    if attach_factory is None and not source.is_recording:
-        attach_factory = _live_attach_screen
-    return GputuiApp(source, interval_s, readonly, ascii_only, banner, attach_factory, autostart)
+#: the monitor app's factory, shared by the CLI and the tests
+make_app = GputuiApp
 
 
 def _live_attach_screen(pid: int) -> Screen[object] | None:

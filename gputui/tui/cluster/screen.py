@@ -26,7 +26,6 @@ from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Node
 from gputui.errors import GputuiError
 from gputui.fmt import clock
-from gputui.tui import ascii
 from gputui.tui.base import BaseApp
 from gputui.tui.cluster.keyed_table import KeyedRow, KeyedTable
 from gputui.tui.cluster.rows import (
@@ -245,14 +244,10 @@ class ClusterApp(BaseApp):
     def __init__(
         self, source: Any, interval_s: float, ascii_only: bool = False, autostart: bool = True
     ) -> None:
-        super().__init__()
+        super().__init__(ascii_only=ascii_only, autostart=autostart)
         self.source = source
         self.interval_s = interval_s
-        self.ascii_only = ascii_only
-        self.autostart = autostart
         self.started_s = time.monotonic()
-        if ascii_only:
-            ascii.use_ascii(self)
 
     def get_default_screen(self) -> Screen[object]:
         return ClusterScreen(self.source, self.interval_s, autostart=self.autostart)
