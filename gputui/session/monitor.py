@@ -55,7 +55,7 @@ class Current:
     ceilings: Mapping[str, Ceilings] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Reading:
     """One snapshot and what the source said with it, made on the thread that
     sampled it: the time the data describes, the replay's progress, and the
