@@ -32,12 +32,16 @@ class SnapshotReady(_Newest):
         self.reading = reading
 
 
-class PollFailed(_Newest):
-    """The monitor poller's last sample failed (an app whose inbox is not open)."""
+class _Failed(Message):
+    """A thread's work failed: ``error`` says why, as one line."""
 
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class PollFailed(_Failed, _Newest):
+    """The monitor poller's last sample failed (an app whose inbox is not open)."""
 
 
 class ClusterReady(_Newest):
@@ -48,12 +52,8 @@ class ClusterReady(_Newest):
         self.snapshot = snapshot
 
 
-class ClusterFailed(Message):
+class ClusterFailed(_Failed):
     """A refresh of the cluster failed (each one is said)."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
 
 
 class CaptureArrived(Message):
