@@ -5,19 +5,20 @@
 Starts ``gputui GPUTUI-ARGS`` (default ``--interval 1``: the live monitor) in a
 tmux pane of 120x40 and, inside that process, counts the CPU time
 (``time.thread_time``) of the monitor's stages over ``--seconds`` after
-``--warmup``: taking a snapshot in (``ingest``: history, findings and the panels'
-text), the screen's update (``compositor``: Textual drawing the changed lines),
-each widget's lines, every NVML function the sampler calls (``nvml.*``), and
+``--warmup``: taking a snapshot in (``ingest``: the session's history and
+findings, and the panels' text), the screen's update (``compositor``: Textual
+drawing the changed lines), each widget's lines, every NVML function the poller
+calls (``nvml.*``), and
 the cyclic collector's passes by generation (``gc.gen*``).
 Each thread's CPU comes from ``/proc/self/task`` (in clock ticks), and the
-screen's and the sampler's also from their own CPU clocks
+screen's and the poller's also from their own CPU clocks
 (``threads_exact_ms_per_s``: to the microsecond, where a tick is 0.25 ms a
 second over 40 s).  The figures are milliseconds of CPU per second of wall
 time; JSON on standard output (and in ``--out``).
 
 ``--fake-nvml PIDFILE`` runs against the tests' fake NVML with one GPU whose
 processes are the pids in PIDFILE (no GPU needed; the fake's Python counts in
-the sampler thread).
+the poller thread).
 """
 
 from __future__ import annotations
@@ -111,14 +112,14 @@ def _threads() -> dict[str, tuple[str, int]]:
 
 
 def _thread_clocks() -> dict[str, float]:
-    """CPU seconds of the screen's thread (the main one) and the sampler's, from
+    """CPU seconds of the screen's thread (the main one) and the poller's, from
     each thread's own CPU clock."""
     out = {}
     for thread in threading.enumerate():
         if thread is threading.main_thread():
             label = "screen"
-        elif thread.name == "gputui-sampler":
-            label = "sampler"
+        elif thread.name == "gputui-poller":
+            label = "poller"
         else:
             continue
         try:
@@ -139,10 +140,11 @@ def inside(args: argparse.Namespace) -> None:
     from textual.screen import Screen
     from textual.widget import Widget
 
+    from gputui.session import monitor as session
     from gputui.tui import app as appmod
 
     for cls, name, label, by_type in (
-        (appmod.GputuiApp, "ingest", "ingest", False),
+        (appmod.GputuiApp, "_take", "ingest", False),
         (Screen, "_compositor_refresh", "compositor", False),
         (Compositor, "render_update", "compositor.render_update", False),
         (App, "_display", "compositor.display", False),
@@ -159,7 +161,7 @@ def inside(args: argparse.Namespace) -> None:
         if "render_lines" in vars(widget_cls):
             timed = _timed(acc, on, "lines", widget_cls.render_lines, True, depth)
             setattr(widget_cls, "render_lines", timed)  # noqa: B010
-    appmod.findings = _timed(acc, on, "ingest.findings", appmod.findings, False)
+    session.findings = _timed(acc, on, "ingest.findings", session.findings, False)
 
     if args.fake_nvml:
         from gputui.nvml import startup as nvml_open
@@ -204,8 +206,8 @@ def inside(args: argparse.Namespace) -> None:
 
         targets = {
             "loop": (asyncio.BaseEventLoop, "_run_once"),
-            "sampler": (source_mod.LiveSource, "sample"),
-            "ingest": (appmod.GputuiApp, "ingest"),
+            "poller": (source_mod.LiveSource, "sample"),
+            "ingest": (appmod.GputuiApp, "_take"),
             "compositor": (Screen, "_compositor_refresh"),
         }
         for label in args.profile:
@@ -263,7 +265,7 @@ def main() -> int:
     parser.add_argument(
         "--profile",
         action="append",
-        choices=["loop", "sampler", "ingest", "compositor"],
+        choices=["loop", "poller", "ingest", "compositor"],
         help="also profile this stage (cProfile: slower, for where, not how much)",
     )
     parser.add_argument("--result", help=argparse.SUPPRESS)

@@ -82,7 +82,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         tracemalloc.stop()
         out["cpu_ms_per_refresh"] = cpu / args.refreshes * 1000
         out["rss_mb"] = psutil.Process().memory_info().rss / 2**20
-        out["history"] = history_bytes(app.history)
+        out["history"] = history_bytes(app.session.history)
         by_file: collections.Counter[str] = collections.Counter()
         for stat in traced.statistics("filename") if traced is not None else ():
             name = stat.traceback[0].filename

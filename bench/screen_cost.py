@@ -8,13 +8,14 @@ turns ``--rounds`` times.  Inside, the monitor's app runs headless (Textual's
 test driver at 120x40) on the tests' fake NVML: one busy H100 whose gauges move
 at every sample, one GPU process (``--procs N``: N, a tenth of them with new
 %SM and %BW at every sample).  A cycle takes a sample on the main thread
-(``sample``), hands it to the app as a second of data (``ingest``: history,
-findings, the panels' text) and lets the screen draw the lines that changed (``draw``: Textual's
-update, through the app's compositor).  The figures are microseconds of CPU
-(``time.thread_time`` of the main thread) per cycle, over ``--cycles`` cycles
-after 60 of warm-up; a slower machine or a busy one scales every tree alike, so
-compare the trees of one run.  No terminal is written: a real terminal adds the
-escape codes' writing (``bench/monitor_breakdown.py`` measures that).
+(``sample``), hands it to the app as a second of data (``ingest``: the session's
+history and findings, the panels' text) and lets the screen draw the lines that
+changed (``draw``: Textual's update, through the app's compositor).  The figures
+are microseconds of CPU (``time.thread_time`` of the main thread) per cycle,
+over ``--cycles`` cycles after 60 of warm-up; a slower machine or a busy one
+scales every tree alike, so compare the trees of one run.  No terminal is
+written: a real terminal adds the escape codes' writing
+(``bench/monitor_breakdown.py`` measures that).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,8 +58,26 @@ def inside(
         source = open_live()
     app = make_app(source, interval_s=3600.0, autostart=False)
     # the live monitor's interval for what follows it (the findings' cadence); the
-    # sampler thread is never started, each cycle is a second of data
-    app.sampler._interval_s = 1.0
+    # poller is never started, each cycle is a second of data
+    session = getattr(app, "session", None)
+    if session is not None:
+        from gputui.session.monitor import Reading
+
+        session.poller._interval_s = 1.0
+
+        def reading(snapshot: Any, data_time_s: float) -> Any:
+            return Reading(snapshot, data_time_s)  # made on the poller's thread
+
+        take = app._take
+    else:  # a tree from before the monitor's session
+        app.sampler._interval_s = 1.0
+
+        def reading(snapshot: Any, data_time_s: float) -> Any:
+            return (snapshot, data_time_s)
+
+        def take(item: Any) -> None:
+            app.ingest(*item)
+
     start_s = time.time()
     gpu = gpus[0]
 
@@ -82,9 +102,9 @@ def inside(
                 if profile is not None and step == 60:
                     profile.enable()
                 t0 = time.thread_time()
-                snapshot = source.sample()
+                item = reading(source.sample(), start_s + step)
                 t1 = time.thread_time()
-                app.ingest(snapshot, start_s + step)
+                take(item)
                 t2 = time.thread_time()
                 await asyncio.sleep(0.04)  # the screen's update runs in here
                 t3 = time.thread_time()

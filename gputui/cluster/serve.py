@@ -18,18 +18,16 @@ from typing import Any, BinaryIO
 
 from gputui.cluster.wire import encode, hello_message, snapshot_message
 from gputui.snapshot.model import Snapshot
-from gputui.sources.live import SnapshotSource
+from gputui.sources.base import SnapshotSource
 
 #: the hooked jobs (a connection to each hook) are read again at least this often,
 #: and whenever the set of hooked processes changes
 JOBS_REFRESH_S = 10.0
 
 
-class HostOnlySource:
+class HostOnlySource(SnapshotSource):
     """A node without a usable NVIDIA driver: its host values, no GPU, and why."""
 
-    is_recording = False
-    natural_interval_s: float | None = None
     label = "live"
 
     def __init__(self, reason: str) -> None:

@@ -86,7 +86,9 @@ def main(args: argparse.Namespace) -> int:
     from gputui.exporter.collector import ExporterCollector, ExporterOptions
     from gputui.exporter.jobs import JobWatcher, current_hostname
     from gputui.exporter.server import make_server
-    from gputui.sources.live import LiveSource, Sampler, SnapshotSource
+    from gputui.sources.base import SnapshotSource
+    from gputui.sources.live import LiveSource
+    from gputui.sources.poller import Poller
 
     source: SnapshotSource | None
     recorded_host: str | None = None
@@ -125,10 +127,10 @@ def main(args: argparse.Namespace) -> int:
         f"{hostname}: {what}; hooked jobs "
         f"{'followed' if jobs is not None else 'not followed (recording)'}",
     )
-    sampler = None
+    poller = None
     if source is not None:
-        sampler = Sampler(source, interval, collector.on_snapshot, collector.on_error)
-        sampler.start()
+        poller = Poller(source, interval, collector.on_snapshot, collector.on_error)
+        poller.start()
     if jobs is not None:
         jobs.start()
     stop = threading.Event()
@@ -160,9 +162,9 @@ def main(args: argparse.Namespace) -> int:
     finally:
         server.shutdown()
         server.server_close()
-        if sampler is not None:
-            sampler.stop()
-            sampler.source.close()
+        if poller is not None:
+            poller.stop()
+            poller.source.close()
         if jobs is not None:
             jobs.stop()
     return 0

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from gputui.errors import GputuiError, NvmlUnavailable
-from gputui.sources.live import SampleAhead, SnapshotSource, open_live
+from gputui.sources.base import SnapshotSource
+from gputui.sources.live import SampleAhead, open_live
 
 if TYPE_CHECKING:
     from gputui.snapshot.model import Snapshot

@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     from gputui.errors import NvmlUnavailable
     from gputui.exporter.jobs import current_hostname
     from gputui.protocol.paths import hooked_pids
-    from gputui.sources.live import SnapshotSource
+    from gputui.sources.base import SnapshotSource
 
     source: SnapshotSource
     reason: str | None = None

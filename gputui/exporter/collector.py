@@ -1,6 +1,6 @@
 """One scrape: fresh metric families from the latest values, nothing else.
 
-The sampler thread hands every snapshot to :meth:`ExporterCollector.on_snapshot`
+The poller thread hands every snapshot to :meth:`ExporterCollector.on_snapshot`
 (which only stores it and integrates the clock-event counters); the job watcher
 keeps its own totals.  A scrape builds new families from whatever is newest, so a
 process or a rank that is gone is simply absent, and no scrape calls NVML or
@@ -64,7 +64,7 @@ class ExporterCollector:
         self.last_render_s: float | None = None
         self._host = labels((("hostname", options.hostname),))
 
-    # -- fed by the sampler thread ---------------------------------------------------
+    # -- fed by the poller thread ----------------------------------------------------
     def on_snapshot(self, snapshot: Snapshot) -> None:
         now = self._clock()
         with self._lock:

@@ -151,7 +151,7 @@ class ClockEventCounters:
     Fed every snapshot with its arrival time (monotonic seconds, not the
     snapshot's own timestamp, which jumps back when a recording loops).  The
     reasons a snapshot reports are taken to have held for the interval before it,
-    capped at ``max_gap_s`` so that a stalled sampler does not book minutes.
+    capped at ``max_gap_s`` so that a stalled poller does not book minutes.
     """
 
     def __init__(self, max_gap_s: float) -> None:

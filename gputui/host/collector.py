@@ -226,7 +226,7 @@ class HostCollector:
 
         One read of the per-core times serves both: psutil's two cpu_percent
         calls, which read /proc/stat twice, were a fifth of a live sample in a
-        profile of the sampler on the H100 machine."""
+        profile of the poller on the H100 machine."""
         now, ticks = self._clock(), self._cpu_ticks()
         prev, since = self._cpu_prev, self._cpu_since
         self._cpu_prev, self._cpu_since = ticks, now

@@ -134,7 +134,7 @@ class RuntimeNames:
         self._cache: dict[tuple[str, str], tuple[Names, float | None]] = {}
         #: runtime -> (why it is not asked, until when): one that timed out or
         #: refused is not asked about its other containers meanwhile, so a hung
-        #: daemon costs the sampler one timeout per RETRY_S, not one per container
+        #: daemon costs the poller one timeout per RETRY_S, not one per container
         self._down: dict[str, tuple[str, float]] = {}
 
     def lookup(self, runtime: str, container_id: str) -> Names:

@@ -97,7 +97,7 @@ class DeviceReader:
         self._gpm_request: Any = None
         self._gpm_prev_t = 0.0
         #: the last metrics over a whole window, repeated by a reading that came too
-        #: soon (a sampler at 0.1 s lands a hair under it about half the time)
+        #: soon (a poller at 0.1 s lands a hair under it about half the time)
         self._gpm_last: GpmMetrics | None = None
         # process utilization: last NVML timestamp seen and the last values
         self._proc_util_ts = 0

@@ -50,7 +50,7 @@ MIB = 1024 * 1024
 KIB = 1024
 
 #: rates (counter deltas, GPM) need at least this long between readings; the
-#: sampler's shortest interval is 0.1 s, so this only guards back-to-back calls
+#: poller's shortest interval is 0.1 s, so this only guards back-to-back calls
 MIN_RATE_INTERVAL_S = 0.02
 
 #: GPM counters refresh every 100 ms: on the H100, two GPM samples less than

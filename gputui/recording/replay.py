@@ -25,7 +25,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputui.fmt import clean
 from gputui.recording.io import (
@@ -42,6 +42,9 @@ from gputui.recording.writer import COMPACT_SCHEMA, RECORDING_TYPE, RecordingWri
 from gputui.snapshot.codec import DecodeError, check_schema
 from gputui.snapshot.model import UNIX_TIME_MAX_S, Snapshot, ValueBase
 from gputui.snapshot.value import value_class
+
+if TYPE_CHECKING:
+    from gputui.host.in_view import InView
 
 __all__ = [
     "DEMO_RESOURCE",
@@ -470,9 +473,15 @@ class ReplaySource:
     a view that plots history should order by arrival, since time jumps back
     when the recording loops.  ``loops`` counts the returns to the start: the
     snapshot that ``sample`` returns right after ``loops`` grew is the first one.
+
+    It is a :class:`gputui.sources.base.SnapshotSource` (a room above this one,
+    not imported): it declares the same members, the optional ones as their
+    defaults say.
     """
 
     is_recording = True
+    #: a snapshot's own timestamp is the time it was recorded
+    recorded_at_s: float | None = None
 
     def __init__(
         self,
@@ -532,6 +541,9 @@ class ReplaySource:
         self._player.start_counting(COUNT_DELAY_S)
         return ReplayProgress(self.position, self._player.total, self.loops)
 
+    def use_view(self, in_view: InView) -> None:
+        """A recording reads every process alike: which are on screen is not asked."""
+
     def count(self, timeout_s: float = 60.0) -> int | None:
         """The number of snapshots, waiting up to ``timeout_s`` for the count."""
         self._player.start_counting()
@@ -545,7 +557,7 @@ class ReplaySource:
         try:
             snapshot = player.next_in_pass()
         except RecordingError:
-            # A damaged line: skipped, and said (the sampler shows the error).
+            # A damaged line: skipped, and said (the monitor shows the error).
             self.position += 1
             raise
         if snapshot is None:

@@ -12,9 +12,10 @@ from typing import Any
 
 from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Job, Node, state_label
-from gputui.reports import container_text, jsondoc
+from gputui.reports import jsondoc
 from gputui.reports.jsondoc import finite
 from gputui.reports.text import emit, indented_table, output_width, plural, table, wrap, wrap_items
+from gputui.session import container_text
 
 #: 2: nodes read over SSH (state, note, processes, remote_hostname, age_s)
 JSON_SCHEMA = 2

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputui.reports import container_text
 from gputui.reports.text import elide_all, emit, output_width, table, wrap
+from gputui.session import container_text
 
 
 def _ranks_text(job: dict[str, Any]) -> str:

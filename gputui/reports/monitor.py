@@ -21,7 +21,7 @@ from gputui.reports.text import (
     wrap_items,
 )
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, any_placed
-from gputui.sources.live import SnapshotSource
+from gputui.sources.base import SnapshotSource
 
 
 def print_snapshot(
@@ -198,7 +198,7 @@ def _processes(
     placed = any_placed(procs)
     labels: dict[str, str] = {}
     if placed:  # the container column (its module loads only then)
-        from gputui.reports import container_text
+        from gputui.session import container_text
 
         # narrow outputs: a shorter container, and the running time goes first
         fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
@@ -250,7 +250,7 @@ def _processes(
         out.extend(wrap(HOOK_NOTE, width))
     if any(p.pid_is_host for p in procs):
         from gputui.host.pid_namespace import UNMAPPED_NOTE
-        from gputui.reports import container_text
+        from gputui.session import container_text
 
         out.extend(wrap(f"{container_text.HOST_PID}: {UNMAPPED_NOTE}", width))
     return out

@@ -369,7 +369,7 @@ class Snapshot(_Value):
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     nvml_version: str | None = None
-    #: how long the sampling pass took on the sampler thread
+    #: how long the sampling pass took on the poller thread
     sample_latency_ms: float | None = None
     #: a problem worth showing (e.g. "GPU 1 lost"), None when all is well
     error: str | None = None

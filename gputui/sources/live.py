@@ -1,9 +1,8 @@
-"""Snapshot sources and the sampler thread.
+"""The live source: this machine now, NVML joined with the host's side.
 
-A source turns one call of ``sample()`` into one whole :class:`Snapshot`.  The
-live source reads NVML and psutil; the replay source reads a recording.  The
-:class:`Sampler` calls a source on its own thread at a fixed cadence and hands
-each snapshot to a callback, so no view ever waits on a collector.
+:func:`open_live` opens NVML ahead of every other collector; :class:`SampleAhead`
+opens it, and takes the first snapshot, on a thread while the UI imports.  The
+poller (:mod:`gputui.sources.poller`) calls a source at the monitor's cadence.
 """
 
 from __future__ import annotations
@@ -13,40 +12,19 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from gputui.host.kept import KeptRun
+from gputui.sources.base import SnapshotSource
 
 if TYPE_CHECKING:  # the snapshot model loads with the collectors, after NVML opens
     from gputui.host.in_view import InView
+    from gputui.recording.replay import ReplayProgress
     from gputui.snapshot.model import ProcessSnapshot, Snapshot
 
 
-class SnapshotSource(Protocol):
-    """Anything that yields whole snapshots."""
-
-    @property
-    def label(self) -> str:
-        """Shown to the user: "live", "recording: FILE", "demo recording (...)"."""
-
-    @property
-    def is_recording(self) -> bool:
-        """True when the data is a recording, not this machine now."""
-
-    @property
-    def natural_interval_s(self) -> float | None:
-        """The natural time between snapshots (a recording's own cadence), or None."""
-
-    def sample(self) -> Snapshot: ...
-
-    def close(self) -> None: ...
-
-
-class LiveSource:
+class LiveSource(SnapshotSource):
     """This machine now: NVML for the GPUs, psutil for the host and processes."""
-
-    is_recording = False
-    natural_interval_s: float | None = None
 
     def __init__(
         self,
@@ -218,7 +196,7 @@ class _Opening:
         return self._value
 
 
-class SampleAhead:
+class SampleAhead(SnapshotSource):
     """A live source opened, and its first snapshot taken, on a thread.
 
     The monitor spends its first few hundred milliseconds (``--once``: about a
@@ -230,7 +208,8 @@ class SampleAhead:
 
     ``opened()`` waits for the open step and raises its error (no driver, say), so
     the caller can still fall back to something else; ``sample()`` hands out the
-    first snapshot, then passes through to the source.
+    first snapshot, then passes through to the source, as every capability
+    :class:`SnapshotSource` declares does.
     """
 
     def __init__(
@@ -256,23 +235,33 @@ class SampleAhead:
         assert self._source is not None
         return self._source
 
-    @property
-    def label(self) -> str:
-        return self.opened().label
+    def _opened(self) -> SnapshotSource:
+        # what the poller's thread asks at every sample: the source, without the
+        # wait once it is open
+        source = self._source
+        return source if source is not None else self.opened()
 
     @property
-    def is_recording(self) -> bool:
-        return self.opened().is_recording
+    def label(self) -> str:  # type: ignore[override]
+        return self._opened().label
 
     @property
-    def natural_interval_s(self) -> float | None:
-        return self.opened().natural_interval_s
+    def is_recording(self) -> bool:  # type: ignore[override]
+        return self._opened().is_recording
 
-    def __getattr__(self, name: str) -> object:
-        # Optional source attributes (recorded_at_s, say) read through getattr().
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.opened(), name)
+    @property
+    def natural_interval_s(self) -> float | None:  # type: ignore[override]
+        return self._opened().natural_interval_s
+
+    @property
+    def recorded_at_s(self) -> float | None:
+        return self._opened().recorded_at_s
+
+    def use_view(self, in_view: InView) -> None:
+        self._opened().use_view(in_view)
+
+    def progress(self) -> ReplayProgress | None:
+        return self._opened().progress()
 
     def _open_and_sample(self) -> None:
         try:
@@ -339,78 +328,3 @@ def _hooked_pids() -> set[int]:
         return hooked_pids()
     except OSError:
         return set()
-
-
-class Sampler:
-    """Calls ``source.sample()`` every ``interval_s`` on a daemon thread.
-
-    Polls never overlap: the next one is scheduled after the previous one ends.
-    Pausing stops sampling without stopping the thread; ``set_interval`` takes
-    effect at once.  An exception in the source is passed to ``on_error`` and
-    sampling goes on.
-    """
-
-    def __init__(
-        self,
-        source: SnapshotSource,
-        interval_s: float,
-        on_snapshot: Callable[[Snapshot], None],
-        on_error: Callable[[BaseException], None] | None = None,
-    ) -> None:
-        self.source = source
-        self._interval_s = max(0.1, interval_s)
-        self._on_snapshot = on_snapshot
-        self._on_error = on_error
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._paused = False
-        self._thread = threading.Thread(target=self._run, name="gputui-sampler", daemon=True)
-
-    @property
-    def interval_s(self) -> float:
-        return self._interval_s
-
-    @property
-    def paused(self) -> bool:
-        return self._paused
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-
-    def set_interval(self, interval_s: float) -> None:
-        self._interval_s = max(0.1, interval_s)
-        self._wake.set()
-
-    def set_paused(self, paused: bool) -> None:
-        self._paused = paused
-        self._wake.set()
-
-    def sample_now(self) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            start = time.perf_counter()
-            if not self._paused:
-                try:
-                    snapshot = self.source.sample()
-                except Exception as exc:  # a source must never kill the thread
-                    if self._on_error is not None:
-                        self._on_error(exc)
-                else:
-                    if snapshot.sample_latency_ms is None:
-                        latency = (time.perf_counter() - start) * 1000.0
-                        snapshot = dataclasses.replace(snapshot, sample_latency_ms=latency)
-                    self._on_snapshot(snapshot)
-            # The next poll starts one interval after this one started, never before
-            # this one ended: polls never overlap and cadence does not drift.
-            delay = self._interval_s - (time.perf_counter() - start)
-            if delay > 0:
-                self._wake.wait(delay)
-            self._wake.clear()

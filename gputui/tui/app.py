@@ -1,85 +1,37 @@
 """The monitor app and its factory, shared by the CLI and the tests.
 
-Data flow: the :class:`Sampler` thread calls ``source.sample()`` and hands a
-:class:`SnapshotReady` to the app's loop through an :class:`~gputui.tui.inbox.Inbox`
-(not Textual's message queue: a tenth of a millisecond a sample less); a newer
-snapshot replaces one still waiting (``can_replace``), so a slow terminal
-always draws the newest snapshot, never a backlog.  The app keeps
-the bounded history and the findings and tells the visible screen to redraw.
+Data flow: the session's poller thread calls ``source.sample()``, and the
+session makes a :class:`~gputui.session.monitor.Reading` of each snapshot, which
+reaches the app's loop through an :class:`~gputui.tui.inbox.Inbox` (not Textual's
+message queue: a tenth of a millisecond a sample less); a newer reading
+replaces one still waiting, so a slow terminal always draws the newest
+snapshot, never a backlog.  The app hands each reading back to the
+:class:`~gputui.session.monitor.MonitorSession` (history, findings) and redraws
+the visible screen.
 """
 
 from __future__ import annotations
 
 import gc
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
 from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
-from textual.message import Message
 from textual.screen import Screen
 
 from gputui import fmt
-from gputui.analysis.finding import FINDINGS_WINDOW
-from gputui.analysis.monitor_findings import findings
 from gputui.host import processes
-from gputui.host.in_view import InView
-from gputui.snapshot.history import History
-from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.sources.live import Sampler, SnapshotSource
-from gputui.tui import ascii, footprint
+from gputui.session.monitor import MonitorSession, Reading
+from gputui.snapshot.model import ProcessSnapshot
+from gputui.sources.base import SnapshotSource
+from gputui.tui import footprint
 from gputui.tui.base import BaseApp
 from gputui.tui.inbox import Inbox
-from gputui.tui.monitor_host import Current
+from gputui.tui.messages import PollFailed, SnapshotReady
 from gputui.tui.widgets.repaint import draw_now, held_prompts
 
-if TYPE_CHECKING:  # the live monitor never imports the replay module
-    from gputui.ceilings.measured import Ceilings
-    from gputui.recording.replay import ReplayProgress
-
-#: the interval steps that + and - move through
-#: the findings are worked out again when this much data time has passed since
-#: they last were (or sooner when the GPUs change): they read a window of
-#: FINDINGS_WINDOW samples, so a finding shows at most a sample later, and at a
-#: 1 s interval the rules run at every other sample
-FINDINGS_EVERY_S = 2.0
-
-INTERVALS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-
 AttachFactory = Callable[[int], "Screen[object] | None"]
-
-
-class SnapshotReady(Message):
-    """A new snapshot from the sampler thread; a newer one replaces an unhandled one."""
-
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        recorded_at_s: float | None,
-        replay: ReplayProgress | None = None,
-        ceilings: Mapping[str, Ceilings] | None = None,
-    ) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.recorded_at_s = recorded_at_s
-        self.replay = replay
-        self.ceilings = ceilings
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SnapshotReady)
-
-
-class SamplerFailed(Message):
-    """The sampler's last sample failed; a newer failure replaces an unhandled one."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SamplerFailed)
 
 
 #: seconds after start-up when the objects made so far leave the cyclic collector
@@ -87,6 +39,14 @@ GC_FREEZE_AFTER_S = 5.0
 
 
 class GputuiApp(BaseApp):
+    """The monitor app over ``source`` (live, replay or a test's).
+
+    ``attach_factory(pid)`` builds the attach screen for a hooked process; by default
+    the live attach screen, and none for a recording (its pids are not this machine's).
+    ``autostart=False`` leaves the poller off: data then comes only from
+    :meth:`GputuiApp.advance` (deterministic tests and screenshots).
+    """
+
     CSS_PATH = "gputui.tcss"
     TITLE = "gputui"
 
@@ -106,41 +66,27 @@ class GputuiApp(BaseApp):
         ascii_only: bool = False,
         banner: str | None = None,
         attach_factory: AttachFactory | None = None,
+        *,
         autostart: bool = True,
     ) -> None:
-        super().__init__()
-        self.autostart = autostart
-        self.source = source
-        self.interval_s = max(0.1, interval_s)
+        super().__init__(ascii_only=ascii_only, autostart=autostart)
         self.readonly = readonly
-        self.ascii_only = ascii_only
         self.banner = banner
+        if attach_factory is None and not source.is_recording:
+            attach_factory = _live_attach_screen
         self.attach_factory = attach_factory
-        self.history = History()
-        self.current = Current()
-        self.snapshot_count = 0
-        self._recent: deque[Snapshot] = deque(maxlen=FINDINGS_WINDOW)
-        #: the data time and the GPUs of the findings' last run
-        self._findings_for: tuple[float, tuple[tuple[str, bool], ...]] | None = None
-        #: measured ceilings per GPU UUID, and the UUIDs already looked up
-        self._ceilings: Mapping[str, Ceilings] = {}
-        self._ceilings_tried: set[str] = set()
-        #: the pids on screen (the process table, the detail screen), for the collector
-        self.in_view = InView()
-        self._view_given = False
         #: the collector's housekeeping for thousands of processes (a real screen)
         self._freezer: footprint.SampleFreezer | None = None
-        #: what the sampler thread hands the loop: snapshots and its failures, in order
-        self._inbox: Inbox[Message] = Inbox(
-            self._take, self._inbox_failed, lambda new, waiting: new.can_replace(waiting)
+        #: what the poller's thread hands the loop: readings and failures, in order
+        self._inbox: Inbox[Reading | str] = Inbox(
+            self._take, self._inbox_failed, lambda new, waiting: type(new) is type(waiting)
         )
-        self.sampler = Sampler(source, self.interval_s, self._on_sample, self._on_sample_error)
-        if ascii_only:
-            ascii.use_ascii(self)
+        #: what the monitor knows: source, poller, history, findings, the newest data
+        self.session = MonitorSession(source, interval_s, self._on_reading, self._on_failure)
 
     def replay_status(self) -> str | None:
         """Where a replay is, for the banner: '1,234/86,400', then '... pass 2'."""
-        replay = self.current.replay
+        replay = self.session.current.replay
         if replay is None:
             return None
         total = "?" if replay.total is None else f"{replay.total:,}"
@@ -149,9 +95,10 @@ class GputuiApp(BaseApp):
 
     def recording_banner(self) -> str | None:
         """The line every screen shows while the data is not this machine now."""
-        if not (self.banner or self.source.is_recording):
+        source = self.session.source
+        if not (self.banner or source.is_recording):
             return None
-        label = self.source.label
+        label = source.label
         text = self.banner or f"RECORDING, not this machine: {label}"
         if self.banner and label not in self.banner:
             # "DEMO: recording of ..." under a "DEMO: a recording ..." banner: say
@@ -169,7 +116,7 @@ class GputuiApp(BaseApp):
     def on_mount(self) -> None:
         self._inbox.open()
         if self.autostart:
-            self.sampler.start()
+            self.session.start()
         if not self.is_headless:  # tests and screenshots: many apps in one process
             self.start_housekeeping()
 
@@ -181,7 +128,7 @@ class GputuiApp(BaseApp):
         self.set_timer(footprint.FIRST_TRIM_S, lambda: footprint.trim())
         self.set_interval(footprint.TRIM_EVERY_S, lambda: footprint.trim())
         self._freezer = footprint.SampleFreezer()
-        if self.source.is_recording:  # the live monitor never loads the replay's decoder
+        if self.session.source.is_recording:  # the live monitor never loads its decoder
             self._freezer.engage()
 
     def _freeze_startup_objects(self) -> None:
@@ -193,66 +140,32 @@ class GputuiApp(BaseApp):
 
     def on_unmount(self) -> None:
         self._inbox.close()
-        self.sampler.stop()
-        self.source.close()
+        self.session.close()
 
     # -- data in -----------------------------------------------------------------
 
-    def _on_sample(self, snapshot: Snapshot) -> None:
-        # Runs on the sampler thread, right after sample(): the source's notion of the
-        # recorded time belongs to this very snapshot.
-        self._give_view()
-        recorded_at = getattr(self.source, "recorded_at_s", None)
-        ceilings = None if self.source.is_recording else self._ceilings_of(snapshot)
-        self._deliver(SnapshotReady(snapshot, recorded_at, self._replay_progress(), ceilings))
+    def _on_reading(self, reading: Reading) -> None:
+        # on the poller's thread, right after the session made the reading
+        if not self._inbox.put(reading):
+            # an app not mounted yet, or one taken down: as a message
+            self.post_message(SnapshotReady(reading))
         freezer = self._freezer
         if freezer is not None:
-            freezer.after_sample(len(snapshot.processes))
+            freezer.after_sample(len(reading.snapshot.processes))
 
-    def _give_view(self) -> None:
-        """Tell a live source which processes are on screen (after its first
-        sample: a source still opening is not waited for on the UI thread)."""
-        if not self._view_given:
-            self._view_given = True
-            use_view = getattr(self.source, "use_view", None)
-            if callable(use_view):
-                use_view(self.in_view)
+    def _on_failure(self, error: str) -> None:
+        if not self._inbox.put(error):
+            self.post_message(PollFailed(error))
 
-    def _ceilings_of(self, snapshot: Snapshot) -> Mapping[str, Ceilings]:
-        """The measured ceilings of this machine's GPUs (``gputui bench`` saves
-        them per UUID): read on the sampler thread, once per GPU."""
-        known = self._ceilings
-        new = [d.uuid for d in snapshot.devices if d.uuid and d.uuid not in self._ceilings_tried]
-        if new:
-            from gputui.ceilings.cache import load_ceilings
-
-            found = dict(known)
-            for uuid in new:
-                self._ceilings_tried.add(uuid)
-                measured = load_ceilings(uuid)
-                if measured is not None:
-                    found[uuid] = measured
-            self._ceilings = known = found
-        return known
-
-    def _replay_progress(self) -> ReplayProgress | None:
-        progress = getattr(self.source, "progress", None)
-        return progress() if callable(progress) else None
-
-    def _on_sample_error(self, exc: BaseException) -> None:
-        self._deliver(SamplerFailed(f"sampling failed: {type(exc).__name__}: {exc}"))
-
-    def _deliver(self, message: Message) -> None:
-        """To the loop through the inbox; as a message while the inbox is not open
-        (an app not mounted yet, or one taken down)."""
-        if not self._inbox.put(message):
-            self.post_message(message)
-
-    def _take(self, message: Message) -> None:
-        if isinstance(message, SnapshotReady):
-            self.on_snapshot_ready(message)
-        elif isinstance(message, SamplerFailed):
-            self.on_sampler_failed(message)
+    def _take(self, item: Reading | str) -> None:
+        """A reading or a failure from the poller, on the loop: into the session,
+        then onto the visible screen."""
+        if isinstance(item, str):
+            self.session.take_failure(item)
+        elif self.session.take(item):
+            # The history graphs break here too (time went back: History.add).
+            self.notify("replay restarted from the beginning", timeout=3)
+        self._refresh_screens()
 
     def _inbox_failed(self, error: Exception) -> None:
         # as an exception in a message handler: Textual shows it and ends the app
@@ -262,56 +175,20 @@ class GputuiApp(BaseApp):
         handle(error)
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        if message.ceilings is not None:
-            self.current.ceilings = message.ceilings
-        self.ingest(message.snapshot, message.recorded_at_s, message.replay)
+        self._take(message.reading)
 
-    def on_sampler_failed(self, message: SamplerFailed) -> None:
-        self.current.sampler_error = message.error
-        self._refresh_screens()
-
-    def ingest(
-        self,
-        snapshot: Snapshot,
-        recorded_at_s: float | None = None,
-        replay: ReplayProgress | None = None,
-    ) -> None:
-        """Take one snapshot: history, findings, then redraw the visible screen."""
-        data_time = recorded_at_s if recorded_at_s is not None else snapshot.timestamp_s
-        previous = self.current.replay
-        self.current.replay = replay
-        if replay is not None and previous is not None and replay.loops > previous.loops:
-            # The history graphs break here too (time went back: History.add).
-            self.notify("replay restarted from the beginning", timeout=3)
-        self.snapshot_count += 1
-        step = self.source.natural_interval_s or self.sampler.interval_s
-        self.history.add(snapshot, data_time, step)
-        self._recent.append(snapshot)
-        self.current.snapshot = snapshot
-        self.current.data_time_s = data_time
-        gpus = tuple((device.uuid, device.lost) for device in snapshot.devices)
-        last = self._findings_for
-        if (
-            last is None
-            or last[1] != gpus
-            or not 0 <= data_time - last[0] < FINDINGS_EVERY_S - step / 2
-        ):
-            self.current.findings = findings(snapshot, list(self._recent))
-            self._findings_for = (data_time, gpus)
-        self.current.sampler_error = None
-        self._refresh_screens()
+    def on_poll_failed(self, message: PollFailed) -> None:
+        self._take(message.error)
 
     def advance(self, count: int = 1) -> None:
-        """Sample the source ``count`` times now, on this thread (screenshots, tests).
+        """Sample the source ``count`` times now, on this thread, and draw each
+        (screenshots, tests).
 
-        Use with ``autostart=False`` (or a long interval) so that the sampler thread
+        Use with ``autostart=False`` (or a long interval) so that the poller
         does not sample the same source meanwhile.
         """
         for _ in range(count):
-            snapshot = self.source.sample()
-            self._give_view()
-            recorded_at = getattr(self.source, "recorded_at_s", None)
-            self.ingest(snapshot, recorded_at, self._replay_progress())
+            self._take(self.session.sample_now())
 
     def _refresh_screens(self) -> None:
         # Only the top screen is drawn; screens below catch up when they resume.
@@ -340,21 +217,12 @@ class GputuiApp(BaseApp):
             self.push_screen(FindingsScreen())
 
     def action_toggle_pause(self) -> None:
-        paused = not self.sampler.paused
-        self.sampler.set_paused(paused)
+        paused = self.session.toggle_pause()
         self.notify("paused" if paused else "resumed", timeout=1.5)
         self._refresh_screens()
 
     def action_change_interval(self, step: int) -> None:
-        current = self.sampler.interval_s
-        if step > 0:
-            bigger = [i for i in INTERVALS if i > current + 1e-9]
-            new = bigger[0] if bigger else INTERVALS[-1]
-        else:
-            smaller = [i for i in INTERVALS if i < current - 1e-9]
-            new = smaller[-1] if smaller else INTERVALS[0]
-        self.interval_s = new
-        self.sampler.set_interval(new)
+        new = self.session.change_interval(step)
         self.notify(f"sampling every {new:g} s", timeout=1.5)
         self._refresh_screens()
 
@@ -370,7 +238,7 @@ class GputuiApp(BaseApp):
                 "read-only mode (--readonly): sending signals is disabled", severity="warning"
             )
             return
-        if self.source.is_recording:
+        if self.session.source.is_recording:
             self.notify(
                 f"this is a recording: pid {proc.pid} is not that process on this machine",
                 severity="warning",
@@ -405,10 +273,11 @@ class GputuiApp(BaseApp):
                 severity="warning",
             )
             return
-        if self.attach_factory is None and self.source.is_recording:
+        source = self.session.source
+        if self.attach_factory is None and source.is_recording:
             # A recording's pids are not this machine's. The demo's hooked job was
             # recorded by its attach screen too: play that session.
-            if self.source.label.startswith("DEMO"):
+            if source.label.startswith("DEMO"):
                 from gputui.tui.attach import AttachScreen, ReplayFeed
 
                 self.push_screen(AttachScreen(ReplayFeed.demo()))
@@ -447,26 +316,8 @@ class GputuiApp(BaseApp):
             yield from monitor()
 
 
-def make_app(
-    source: SnapshotSource,
-    interval_s: float = 1.0,
-    readonly: bool = False,
-    ascii_only: bool = False,
-    banner: str | None = None,
-    attach_factory: AttachFactory | None = None,
-    *,
-    autostart: bool = True,
-) -> GputuiApp:
-    """The monitor app over ``source`` (live, replay or a test's).
-
-    ``attach_factory(pid)`` builds the attach screen for a hooked process; by default
-    the live attach screen, and none for a recording (its pids are not this machine's).
-    ``autostart=False`` leaves the sampler thread off: data then comes only from
-    :meth:`GputuiApp.advance` (deterministic tests and screenshots).
-    """
-    if attach_factory is None and not source.is_recording:
-        attach_factory = _live_attach_screen
-    return GputuiApp(source, interval_s, readonly, ascii_only, banner, attach_factory, autostart)
+#: the monitor app's factory, shared by the CLI and the tests
+make_app = GputuiApp
 
 
 def _live_attach_screen(pid: int) -> Screen[object] | None:

@@ -5,7 +5,7 @@ and the notices too."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -44,10 +44,17 @@ class BaseApp(App[None]):
 
     ascii_only = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *, ascii_only: bool = False, autostart: bool = True) -> None:
         # the footer's and the bindings' key names, without Unicode's names table
         key_names.install()
-        super().__init__(*args, **kwargs)
+        super().__init__()
+        #: ASCII drawing (--ascii): the panels, Textual's scrollbars, the footer's
+        #: key names and the notices
+        self.ascii_only = ascii_only
+        #: False: the data comes only as a test or a screenshot feeds it
+        self.autostart = autostart
+        if ascii_only:
+            ascii.use_ascii(self)
 
     def get_driver_class(self) -> type[Driver]:
         # Textual's Linux driver with an input thread that sleeps while no key comes

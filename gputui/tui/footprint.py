@@ -3,7 +3,7 @@
 **One malloc arena, trimmed.**  glibc gives a thread that finds the heap's lock
 taken an arena of its own (64 MiB reserved, what it touches resident), and
 keeps the free space of every arena.  The monitor's threads (the screen, the
-sampler, Textual's writer and input threads) start together, so whether
+poller, Textual's writer and input threads) start together, so whether
 one more arena is made depends on which thread reaches malloc first: on the GPU
 machines the live monitor's RSS was 71 MB in some runs and 81 MB in others, the
 difference an arena's anonymous memory.  The start-up (imports, NVML's
@@ -143,7 +143,7 @@ THAW_EVERY_S = 60.0
 
 class SampleFreezer:
     """Keeps a large snapshot's values out of the cyclic collector (the module's
-    notes).  :meth:`after_sample` runs after each sample, on the sampler thread."""
+    notes).  :meth:`after_sample` runs after each sample, on the poller thread."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Values from the sampler thread to the screen's event loop, in order.
+"""Values from the poller thread to the screen's event loop, in order.
 
 A message posted to a Textual app from another thread wakes the loop, goes
 through the app's queue and dispatch (its handlers looked up by name along the
@@ -12,7 +12,7 @@ the monitor's messages:
 - a newer item that ``replaces`` the one still waiting takes its place (a slow
   terminal draws the newest snapshot, never a backlog), and at most
   :data:`MAX_WAITING` wait, the oldest dropped first (a loop held up for
-  minutes while the sampler alternates failures and snapshots);
+  minutes while the poller alternates failures and snapshots);
 - an exception in the function goes to the app's own handler (the traceback
   shown, the app ended), as an exception in a message handler does;
 - an item put before :meth:`Inbox.open` or after :meth:`Inbox.close`, or once

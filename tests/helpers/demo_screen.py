@@ -18,11 +18,11 @@ def run_demo_screen(keys: Sequence[str] = (), pressing: list[bool] | None = None
         app = make_app(ReplaySource.demo(), interval_s=3600.0)
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(600):
-                if app.snapshot_count >= 1:
+                if app.session.snapshot_count >= 1:
                     break
                 await pilot.pause(0.05)
             await pilot.pause()
-            assert app.snapshot_count >= 1, "no snapshot drawn"
+            assert app.session.snapshot_count >= 1, "no snapshot drawn"
             for key in keys:
                 if pressing is not None:
                     pressing.append(True)

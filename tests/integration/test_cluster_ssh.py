@@ -194,7 +194,7 @@ def test_a_node_without_a_driver_is_reachable_with_no_gpu_and_why(lab: SshLab) -
 
 
 async def test_screen_shows_nodes_processes_and_reasons(lab: SshLab) -> None:
-    from gputui.tui.cluster.rowlist import RowList
+    from gputui.tui.cluster.keyed_table import KeyedTable
     from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app
     from tests.helpers.synthetic import wait_for
 
@@ -207,8 +207,8 @@ async def test_screen_shows_nodes_processes_and_reasons(lab: SshLab) -> None:
         async with app.run_test(size=(160, 40)) as pilot:
             screen = app.screen
             assert isinstance(screen, ClusterScreen)
-            nodes = screen.query_one("#cl-nodes", RowList)
-            procs = screen.query_one("#cl-procs", RowList)
+            nodes = screen.query_one("#cl-nodes", KeyedTable)
+            procs = screen.query_one("#cl-procs", KeyedTable)
 
             def shown() -> bool:
                 rows = [nodes.row_plain(i) for i in range(len(nodes.keys))]

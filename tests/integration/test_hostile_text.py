@@ -123,7 +123,7 @@ async def test_monitor_screens_show_hostile_strings_escaped(recording: Path) -> 
         shown = screen_text(app)
         assert unsafe(shown) == [] and "train.py \\x1b]0;pwned" in shown
         await pilot.press("escape")
-        app.current.findings = [
+        app.session.current.findings = [
             Finding("x", "warn", "GPU 0", "title" + EVIL, "seen" + EVIL, "fix" + EVIL)
         ]
         await pilot.press("f")

@@ -38,8 +38,8 @@ async def test_a_gpu_lost_mid_session_is_marked_and_the_others_update() -> None:
         await pilot.pause()
         text = panel.plain
         assert "55%" in text and "LOST: not answering" in text
-        assert app.snapshot_count == 6 and app.is_running
-        lost = [d for d in app.current.snapshot.devices if d.lost]  # type: ignore[union-attr]
+        assert app.session.snapshot_count == 6 and app.is_running
+        lost = [d for d in app.session.current.snapshot.devices if d.lost]  # type: ignore[union-attr]
         assert [d.index for d in lost] == [1]
 
 
@@ -51,11 +51,11 @@ async def test_the_sampler_thread_survives_a_lost_gpu() -> None:
     source = LiveSource(gpu=NvmlCollector(fake), host=HostCollector())
     app = make_app(source, interval_s=0.05)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.snapshot_count >= 2)
+        await wait_for(pilot, lambda: app.session.snapshot_count >= 2)
         fake.fail("nvmlDeviceGetUtilizationRates", GPU_IS_LOST, device=0)
-        seen = app.snapshot_count
-        await wait_for(pilot, lambda: app.snapshot_count >= seen + 3)
-        devices = app.current.snapshot.devices  # type: ignore[union-attr]
+        seen = app.session.snapshot_count
+        await wait_for(pilot, lambda: app.session.snapshot_count >= seen + 3)
+        devices = app.session.current.snapshot.devices  # type: ignore[union-attr]
         assert [d.lost for d in devices] == [True, False]
-        assert app.current.sampler_error is None
+        assert app.session.current.poll_error is None
         assert "GPU 0" in app.screen.query_one(HeaderPanel).plain

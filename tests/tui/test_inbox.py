@@ -83,7 +83,7 @@ def test_put_after_the_loop_closed_is_dropped() -> None:
     loop = asyncio.new_event_loop()
     loop.run_until_complete(opened())
     loop.close()
-    assert not inbox.put("after")  # no RuntimeError out of the sampler thread
+    assert not inbox.put("after")  # no RuntimeError out of the poller thread
     assert not inbox._items
 
 
@@ -109,7 +109,7 @@ def _raise(error: Exception) -> None:
 
 
 @pytest.mark.parametrize("count", [3])
-async def test_the_monitor_takes_the_samplers_failure_and_recovery_in_order(count: int) -> None:
+async def test_the_monitor_takes_the_pollers_failure_and_recovery_in_order(count: int) -> None:
     """A failure then a good snapshot, both waiting: the error is shown, then
     cleared by the snapshot (never the reverse)."""
     from gputui.recording.replay import ReplaySource
@@ -118,22 +118,32 @@ async def test_the_monitor_takes_the_samplers_failure_and_recovery_in_order(coun
     app = make_app(ReplaySource.demo(), 3600.0, autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        source = app.source
+        session = app.session
         errors: list[str | None] = []
-        original = app.on_sampler_failed
+        original = session.take_failure
 
-        def failed(message):  # type: ignore[no-untyped-def]
-            original(message)
-            errors.append(app.current.sampler_error)
+        def failed(error: str) -> None:
+            original(error)
+            errors.append(session.current.poll_error)
 
-        app.on_sampler_failed = failed  # type: ignore[method-assign]
-        before = app.snapshot_count
+        session.take_failure = failed  # type: ignore[method-assign]
+        before = session.snapshot_count
         for _ in range(count):
-            app._on_sample_error(OSError("NVML went away"))
-            app._on_sample(source.sample())
-        await _until(lambda: app.snapshot_count == before + count)
+            # what the poller's thread calls, in the order it would
+            session._poll_failed(OSError("NVML went away"))
+            session._polled(session.source.sample())
+        await _until(lambda: session.snapshot_count == before + count)
         assert len(errors) == count and all("NVML went away" in (e or "") for e in errors)
-        assert app.current.sampler_error is None  # the last word was the good snapshot
+        assert session.current.poll_error is None  # the last word was the good snapshot
+        # readings in a row: the newest replaces the one waiting, and is drawn
+        before = session.snapshot_count
+        snapshots = [session.source.sample() for _ in range(3)]
+        for snapshot in snapshots:
+            session._polled(snapshot)
+        await _until(lambda: session.snapshot_count > before)
+        await pilot.pause()
+        assert session.snapshot_count == before + 1
+        assert session.current.snapshot is snapshots[-1]
 
 
 async def test_at_most_max_waiting_items_wait_the_oldest_dropped() -> None:
@@ -148,9 +158,12 @@ async def test_at_most_max_waiting_items_wait_the_oldest_dropped() -> None:
 
 
 def test_a_newer_failure_replaces_a_waiting_one_and_nothing_else() -> None:
-    from gputui.tui.app import SamplerFailed, SnapshotReady
+    from gputui.session.monitor import Reading
+    from gputui.snapshot.model import HostSnapshot, Snapshot
+    from gputui.tui.messages import PollFailed, SnapshotReady
 
-    older, newer = SamplerFailed("first"), SamplerFailed("second")
+    older, newer = PollFailed("first"), PollFailed("second")
+    ready = SnapshotReady(Reading(Snapshot(timestamp_s=0.0, host=HostSnapshot()), 0.0))
     assert newer.can_replace(older)
-    assert not newer.can_replace(SnapshotReady(None, None))  # type: ignore[arg-type]
-    assert not SnapshotReady(None, None).can_replace(older)  # type: ignore[arg-type]
+    assert not newer.can_replace(ready)
+    assert not ready.can_replace(older)

@@ -50,7 +50,7 @@ async def test_banner_shows_position_and_marks_the_loop() -> None:
         assert app.screen.query_one(BannerPanel).plain.rstrip().endswith("2/5  pass 2")
         assert [n.message for n in app._notifications] == ["replay restarted from the beginning"]
         uuid = source.sample().devices[0].uuid
-        assert list(app.history.gpu_series(uuid, "util"))[5] is None
+        assert list(app.session.history.gpu_series(uuid, "util"))[5] is None
 
 
 async def test_banner_keeps_the_progress_at_80_columns(tmp_path: Path) -> None:

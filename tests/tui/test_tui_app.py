@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import subprocess
 import sys
@@ -14,17 +13,24 @@ import pytest
 from textual.widgets import Input
 
 from gputui.host.in_view import InView
-from gputui.recording.replay import ReplaySource
-from gputui.snapshot.model import ProcessSnapshot, Snapshot
-from gputui.tui.app import GputuiApp, SnapshotReady, make_app
-from gputui.tui.proc_sort import HOST_ORDER
-from gputui.tui.proc_view import SORTABLE
+from gputui.session.monitor import Reading
+from gputui.session.process_sort import HOST_ORDER
+from gputui.session.process_view import SORTABLE
+from gputui.snapshot.model import ProcessSnapshot
+from gputui.tui.app import GputuiApp, make_app
+from gputui.tui.messages import SnapshotReady
 from gputui.tui.screens.detail import DetailPanel, ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog
 from gputui.tui.screens.help import HelpScreen, help_text
 from gputui.tui.screens.monitor import MonitorScreen, StatusLine
 from gputui.tui.widgets.devices import DevicePanel
-from gputui.tui.widgets.panels import BannerPanel, FindingsBar, HistoryPanel, HostPanel
+from gputui.tui.widgets.panels import (
+    BannerPanel,
+    FindingsBar,
+    HeaderPanel,
+    HistoryPanel,
+    HostPanel,
+)
 from gputui.tui.widgets.processes import ProcessTable
 from tests.helpers.deadlines import WAIT_S
 from tests.helpers.synthetic import (
@@ -62,7 +68,7 @@ def notes(app: GputuiApp) -> list[str]:
 
 async def started(pilot: Any) -> GputuiApp:
     app: GputuiApp = pilot.app
-    await wait_for(pilot, lambda: app.snapshot_count >= 1)
+    await wait_for(pilot, lambda: app.session.snapshot_count >= 1)
     await pilot.pause()
     return app
 
@@ -111,7 +117,7 @@ async def test_sort_keys_and_header_click() -> None:
         t.post_message(t.HeaderSelected("sm"))
         await pilot.pause()
         assert t.sort_spec.column == "sm" and t.sort_spec.descending
-        snapshot = app.current.snapshot
+        snapshot = app.session.current.snapshot
         assert snapshot is not None
         by_key = {f"{p.gpu_uuid}|{p.pid}": p for p in snapshot.processes}
         sms = [by_key[k].sm_pct for k in t.order]
@@ -138,7 +144,7 @@ async def test_filter_by_text_user_gpu_and_type() -> None:
         assert app.screen.query_one(Input).has_focus
         await pilot.press(*"user:bob")
         await pilot.pause()
-        procs = {p.pid: p for p in app.current.snapshot.processes}  # type: ignore[union-attr]
+        procs = {p.pid: p for p in app.session.current.snapshot.processes}  # type: ignore[union-attr]
         users = {procs[int(k.split("|")[1])].user for k in t.order}
         assert users == {"bob"} and len(t.order) == 2
         await pilot.press("enter")
@@ -353,13 +359,13 @@ async def test_pause_and_interval_keys() -> None:
     async with app_for(interval_s=1.0).run_test() as pilot:
         app = await started(pilot)
         await pilot.press("p")
-        assert app.sampler.paused
+        assert app.session.poller.paused
         await pilot.press("p")
-        assert not app.sampler.paused
+        assert not app.session.poller.paused
         await pilot.press("plus")
-        assert app.sampler.interval_s == 2.0
+        assert app.session.poller.interval_s == 2.0
         await pilot.press("minus", "minus")
-        assert app.sampler.interval_s == 0.5
+        assert app.session.poller.interval_s == 0.5
 
 
 async def test_attach_hook_point() -> None:
@@ -468,8 +474,8 @@ async def test_ascii_mode_draws_only_ascii() -> None:
 
 
 def test_snapshot_messages_collapse() -> None:
-    a = SnapshotReady(SNAPSHOTS[0], None)
-    b = SnapshotReady(SNAPSHOTS[1], None)
+    a = SnapshotReady(Reading(SNAPSHOTS[0], 0.0))
+    b = SnapshotReady(Reading(SNAPSHOTS[1], 1.0))
     assert a.can_replace(b) and b.can_replace(a)
 
 
@@ -477,8 +483,8 @@ def test_snapshot_messages_collapse() -> None:
 async def test_sampler_thread_feeds_the_app(count: int) -> None:
     async with app_for(interval_s=0.1).run_test() as pilot:
         app = pilot.app
-        await wait_for(pilot, lambda: app.snapshot_count >= 3)
-        assert app.history.samples == app.snapshot_count
+        await wait_for(pilot, lambda: app.session.snapshot_count >= 3)
+        assert app.session.history.samples == app.session.snapshot_count
 
 
 async def test_ascii_mode_draws_nothing_but_ascii() -> None:
@@ -526,7 +532,7 @@ async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
     app = make_app(live_like_source(snapshots), 3600.0)
     async with app.run_test(size=(140, 50)) as pilot:
         await started(pilot)
-        await wait_for(pilot, lambda: uuid in app.current.ceilings)
+        await wait_for(pilot, lambda: uuid in app.session.current.ceilings)
         app.screen.refresh_data()  # type: ignore[attr-defined]
         panel = app.screen.query_one(DevicePanel)
         first, second = panel.plain.split("GPU 1 ", 1)
@@ -537,7 +543,7 @@ async def test_live_monitor_shows_dram_and_pcie_against_measured_ceilings(
     replay = app_for()
     async with replay.run_test(size=(140, 50)) as pilot:
         await started(pilot)
-        assert replay.current.ceilings == {}
+        assert replay.session.current.ceilings == {}
 
 
 async def test_start_up_objects_leave_the_cyclic_collector_outside_tests(
@@ -563,9 +569,9 @@ async def test_start_up_objects_leave_the_cyclic_collector_outside_tests(
 
 
 def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
-    from gputui.tui import proc_view
+    from gputui.session import process_view
 
-    proc_view._command_text.cache_clear()
+    process_view._command_text.cache_clear()
     short = ProcessSnapshot(
         pid=1, gpu_index=0, gpu_uuid="GPU-0", type="compute", cmdline=("python", "train.py\x1b[2J")
     )
@@ -573,24 +579,22 @@ def test_command_lines_are_cleaned_once_and_long_ones_not_kept() -> None:
         pid=2, gpu_index=0, gpu_uuid="GPU-0", type="compute", cmdline=("x" * 5000,)
     )
     for _ in range(3):
-        assert proc_view.display_command(short) == "python train.py\\x1b[2J"
-        assert proc_view.display_command(long).startswith("xxx")
-    info = proc_view._command_text.cache_info()
+        assert process_view.display_command(short) == "python train.py\\x1b[2J"
+        assert process_view.display_command(long).startswith("xxx")
+    info = process_view._command_text.cache_info()
     assert (info.hits, info.misses, info.currsize) == (2, 1, 1)
 
 
-def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str, what: Any) -> list[Any]:
-    """``what`` of the first argument of each call of ``proc_view.NAME`` from now on."""
-    from gputui.tui import proc_view
-
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, what: Any) -> list[Any]:
+    """``what`` of the first argument of each call of ``module.NAME`` from now on."""
     seen: list[Any] = []
-    original = getattr(proc_view, name)
+    original = getattr(module, name)
 
     def counting(first: Any, *args: Any) -> Any:
         seen.append(what(first))
         return original(first, *args)
 
-    monkeypatch.setattr(proc_view, name, counting)
+    monkeypatch.setattr(module, name, counting)
     return seen
 
 
@@ -625,7 +629,9 @@ def _big_node(steps: int, count: int = 500) -> list[Any]:
 async def test_many_processes_make_cells_for_the_rows_in_view_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    made = _count_calls(monkeypatch, "cells", lambda row: row.pid)
+    from gputui.tui.widgets import process_rows
+
+    made = _count_calls(monkeypatch, process_rows, "cells", lambda row: row.pid)
     app = app_for(source=replay_source(_big_node(4)))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
@@ -644,7 +650,9 @@ async def test_many_processes_make_cells_for_the_rows_in_view_only(
 
 
 async def test_tree_selection_and_scroll_survive_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
-    laid = _count_calls(monkeypatch, "tree_layout", len)
+    from gputui.session import process_view
+
+    laid = _count_calls(monkeypatch, process_view, "tree_layout", len)
     app = app_for(source=replay_source(_big_node(6)))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
@@ -712,25 +720,25 @@ async def test_the_pids_on_screen_reach_a_live_source() -> None:
     source = ViewedSource(header(), many, "live")
     async with app_for(source=source).run_test(size=(120, 40)) as pilot:
         app = await started(pilot)
-        assert source.in_view is app.in_view
+        assert source.in_view is app.session.in_view
         t = table(app)
         first = pids_in_view(t)
         assert 0 < len(first) < 40
-        await wait_for(pilot, lambda: app.in_view.pids() == first)
+        await wait_for(pilot, lambda: app.session.in_view.pids() == first)
         await pilot.press("end")  # scrolled: the view follows
         await wait_for(pilot, lambda: pids_in_view(t) != first)
         last = pids_in_view(t)
-        await wait_for(pilot, lambda: app.in_view.pids() == last)
+        await wait_for(pilot, lambda: app.session.in_view.pids() == last)
         t.move_cursor(len(t.order) - 1)
         proc = t.selected_process
         assert proc is not None
         # the detail screen's process stays read at every refresh until it closes
         await pilot.press("home")
-        await wait_for(pilot, lambda: app.in_view.pids() == first)
+        await wait_for(pilot, lambda: app.session.in_view.pids() == first)
         app.push_screen(ProcessDetailScreen(proc))
-        await wait_for(pilot, lambda: app.in_view.pids() == first | {proc.pid})
+        await wait_for(pilot, lambda: app.session.in_view.pids() == first | {proc.pid})
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.in_view.pids() == first)
+        await wait_for(pilot, lambda: app.session.in_view.pids() == first)
 
 
 async def test_sorting_by_a_host_value_reaches_a_live_source() -> None:
@@ -741,15 +749,15 @@ async def test_sorting_by_a_host_value_reaches_a_live_source() -> None:
     async with app_for(source=source).run_test(size=(120, 40)) as pilot:
         app = await started(pilot)
         t = table(app)
-        await wait_for(pilot, lambda: app.in_view.pids() is not None)
-        assert t.sort_spec.column not in HOST_ORDER and not app.in_view.host_order()
+        await wait_for(pilot, lambda: app.session.in_view.pids() is not None)
+        assert t.sort_spec.column not in HOST_ORDER and not app.session.in_view.host_order()
         seen: set[tuple[str, bool]] = set()
         for _ in SORTABLE:
             await pilot.press("s")
             host = t.sort_spec.column in HOST_ORDER
-            await wait_for(pilot, lambda h=host: app.in_view.host_order() == h)  # type: ignore[misc]
+            await wait_for(pilot, lambda h=host: app.session.in_view.host_order() == h)  # type: ignore[misc]
             column = t.sort_spec.column
-            seen.add((column, app.in_view.host_order()))
+            seen.add((column, app.session.in_view.host_order()))
         assert {("cpu", True), ("rss", True), ("gpu_mem", False)} <= seen
 
 
@@ -758,7 +766,7 @@ async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
 ) -> None:
     import dataclasses
 
-    from gputui.tui import proc_view
+    from gputui.tui.widgets import process_rows
 
     base = make_snapshots(n_gpus=1, n_procs=1, n_steps=4)
     start = base[0].timestamp_s
@@ -768,8 +776,8 @@ async def test_time_cell_follows_the_clock_and_only_it_is_made_again(
         dataclasses.replace(snap, timestamp_s=start + at, processes=(proc,))
         for snap, at in zip(base, (0.0, 0.4, 10.4, 20.4), strict=True)
     ]
-    make_cells = proc_view.cells
-    made = _count_calls(monkeypatch, "cells", lambda row: row.pid)
+    make_cells = process_rows.cells
+    made = _count_calls(monkeypatch, process_rows, "cells", lambda row: row.pid)
     app = app_for(source=replay_source(snaps))
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
@@ -817,49 +825,24 @@ async def test_a_running_monitor_trims_its_heap(monkeypatch: pytest.MonkeyPatch)
         gc.set_threshold(*before)
 
 
-@pytest.mark.parametrize(("interval_s", "every"), [(1.0, 2), (2.0, 1), (0.5, 4)])
-async def test_findings_run_every_two_seconds_of_data_and_at_once_when_the_gpus_change(
-    monkeypatch: pytest.MonkeyPatch, interval_s: float, every: int
-) -> None:
-    """The device rules read a window of samples: they run again once 2 s of data
-    have passed (every other sample at 1 s, each one at 2 s), and at once when the
-    GPUs change or the data time goes back; the bar keeps the last run's findings."""
-    from gputui.tui import app as app_module
-
-    runs: list[Snapshot] = []
-    real = app_module.findings
-
-    def counted(snapshot: Snapshot, history: Any = None) -> Any:
-        runs.append(snapshot)
-        return real(snapshot, history)
-
-    monkeypatch.setattr(app_module, "findings", counted)
-    source = ReplaySource(header(interval_s=interval_s), SNAPSHOTS, "recording: synthetic")
-    app = make_app(source, 3600.0, autostart=False)
+async def test_the_findings_bar_shows_the_sessions_findings() -> None:
+    """What the session works out (its cadence: tests/unit/test_monitor_session.py)
+    is what the bar draws."""
+    app = make_app(replay_source(SNAPSHOTS), 3600.0, autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:
+        app.advance(3)
         await pilot.pause()
-        assert (app.source.natural_interval_s or app.sampler.interval_s) == interval_s
-        snaps = SNAPSHOTS[:9]
-        for i, snapshot in enumerate(snaps):
-            app.ingest(snapshot, 100.0 + i * interval_s)
-            ran = i % every == 0
-            assert (runs[-1] is snapshot) == ran, i
-            if ran:  # the control: the rules over the same window, worked out again
-                assert app.current.findings == real(snapshot, snaps[max(0, i - 9) : i + 1])
-        assert len(runs) == len(range(0, len(snaps), every))
-        await pilot.pause()
-        bar = app.screen.query_one(FindingsBar)
-        assert bar.items is app.current.findings
-        # a GPU lost, then gone: at once, each
-        lost = dataclasses.replace(
-            snaps[0],
-            devices=(dataclasses.replace(snaps[0].devices[0], lost=True), *snaps[0].devices[1:]),
-        )
-        app.ingest(lost, 100.0 + 9 * interval_s)
-        assert runs[-1] is lost
-        fewer = dataclasses.replace(snaps[1], devices=snaps[1].devices[1:])
-        app.ingest(fewer, 100.0 + 9.1 * interval_s)
-        assert runs[-1] is fewer
-        # the data time went back (a replay that started over)
-        app.ingest(snaps[2], 50.0)
-        assert runs[-1] is snaps[2]
+        assert app.screen.query_one(FindingsBar).items is app.session.current.findings
+
+
+async def test_the_interval_has_one_holder_the_poller() -> None:
+    """+ and - set the poller's interval, which the header, the graphs and the
+    findings' cadence read: no other copy of it is kept to go stale."""
+    async with app_for(interval_s=1.0).run_test() as pilot:
+        app = await started(pilot)
+        await pilot.press("plus")
+        assert app.session.poller.interval_s == 2.0
+        assert not hasattr(app, "interval_s")
+        assert "interval_s" not in vars(app.session)
+        app.screen.refresh_data()  # type: ignore[attr-defined]
+        assert app.screen.query_one(HeaderPanel).state.interval_s == 2.0

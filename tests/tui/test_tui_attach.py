@@ -176,7 +176,7 @@ async def test_monitor_a_pushes_attach_screen_and_escape_returns() -> None:
     # connect; escape returns to the process list.
     app = make_app(live_like_source(make_snapshots(n_gpus=2, n_procs=4, n_steps=3)), 3600.0)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.snapshot_count >= 1)
+        await wait_for(pilot, lambda: app.session.snapshot_count >= 1)
         table = app.screen.query_one(ProcessTable)
         hooked = next(k for k in table.order if (r := table.row(k)) and r.proc and r.proc.hooked)
         table.select_key(hooked)
@@ -201,7 +201,7 @@ async def test_monitor_on_a_recording_cannot_attach() -> None:
 
     app.notify = record  # type: ignore[method-assign]
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.snapshot_count >= 1)
+        await wait_for(pilot, lambda: app.session.snapshot_count >= 1)
         table = app.screen.query_one(ProcessTable)
         hooked = next(k for k in table.order if (r := table.row(k)) and r.proc and r.proc.hooked)
         table.select_key(hooked)

@@ -21,7 +21,7 @@ from gputui.tui.attach.rank_table import RankTable
 from gputui.tui.attach.roofline_view import RooflineScreen
 from gputui.tui.attach.table import CaptureTable
 from gputui.tui.base import BaseApp
-from gputui.tui.cluster.rowlist import RowList
+from gputui.tui.cluster.keyed_table import KeyedTable
 from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app
 from gputui.tui.screens.detail import ProcessDetailScreen
 from gputui.tui.screens.dialogs import SignalDialog
@@ -198,7 +198,7 @@ def binding_keys(*classes: type) -> set[str]:
         ),
         ("attach", (BaseApp, AttachScreen, CaptureTable, MemorySnapshotScreen, RooflineScreen)),
         ("ranks", (BaseApp, RanksScreen, RankTable, AttachScreen, MemorySnapshotScreen)),
-        ("cluster", (BaseApp, ClusterScreen, RowList)),
+        ("cluster", (BaseApp, ClusterScreen, KeyedTable)),
     ],
 )
 def test_help_names_every_key_of_its_screens(topic: str, classes: tuple[type, ...]) -> None:

@@ -9,17 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputui import fmt
-from gputui.snapshot.history import MAX_PROCESSES, History
-from gputui.snapshot.model import ProcessSnapshot
-from gputui.tui import render
-from gputui.tui.proc_view import (
+from gputui.session.process_view import (
     ProcFilter,
     RowBuilder,
     SortSpec,
     build_rows,
-    sort_processes,
     tree_rows,
 )
+from gputui.snapshot.history import MAX_PROCESSES, History
+from gputui.snapshot.model import ProcessSnapshot
+from gputui.tui import render
 from tests.helpers.synthetic import make_snapshots
 
 
@@ -108,10 +107,10 @@ def test_filter_parsing_and_matching() -> None:
 
 def test_sort_puts_unknown_values_last_both_ways() -> None:
     procs = [proc(1, sm_pct=10.0), proc(2, sm_pct=None), proc(3, sm_pct=50.0)]
-    down = sort_processes(procs, SortSpec("sm", True), 0.0)
-    assert [p.pid for p in down] == [3, 1, 2]
-    up = sort_processes(procs, SortSpec("sm", False), 0.0)
-    assert [p.pid for p in up] == [1, 3, 2]
+    down = build_rows(procs, SortSpec("sm", True), ProcFilter(), False, 0.0)
+    assert [r.pid for r in down] == [3, 1, 2]
+    up = build_rows(procs, SortSpec("sm", False), ProcFilter(), False, 0.0)
+    assert [r.pid for r in up] == [1, 3, 2]
     assert SortSpec("gpu").on("gpu").descending and SortSpec("gpu").on("cpu").descending
 
 
@@ -146,22 +145,22 @@ def test_tree_layout_is_kept_while_the_structure_stays_and_rows_show_new_values(
     grown = [*busier, proc(13, ppid=11)]
     third = builder.build(grown, spec, everything, True, 0.0)
     assert third._tree is not layout
-    assert third[:] == tree_rows(sort_processes(grown, spec, 0.0))
+    assert third[:] == build_rows(grown, spec, everything, True, 0.0)
     assert third.find("GPU-0|13") == 3 and third.find("parent|500") == 0
     assert third.find("GPU-1|13") is None and third.process_count == 4
 
 
 def test_tree_rows_are_made_only_when_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputui.tui import proc_view
+    from gputui.session import process_view
 
     made: list[int] = []
-    original = proc_view.Row
+    original = process_view.Row
 
     def counting(*args: object, **kw: object) -> object:
         made.append(1)
         return original(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(proc_view, "Row", counting)
+    monkeypatch.setattr(process_view, "Row", counting)
     many = [proc(100 + k, ppid=50 + k % 3) for k in range(1000)]
     rows = RowBuilder().build(many, SortSpec(), ProcFilter(), True, 0.0)
     assert len(rows) == 1003 and not made

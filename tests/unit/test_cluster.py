@@ -262,7 +262,7 @@ class FakeSource:
 
 
 async def test_screen_shows_values_collected_off_the_ui_thread() -> None:
-    from gputui.tui.cluster.rowlist import RowList
+    from gputui.tui.cluster.keyed_table import KeyedTable
     from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app
 
     source = FakeSource([snapshot_with(HOSTILE)])
@@ -271,12 +271,12 @@ async def test_screen_shows_values_collected_off_the_ui_thread() -> None:
         screen = app.screen
         assert isinstance(screen, ClusterScreen)
         await wait_for(pilot, lambda: screen.refreshes >= 1)
-        nodes = screen.query_one("#cl-nodes", RowList)
+        nodes = screen.query_one("#cl-nodes", KeyedTable)
         row = nodes.row_plain(0)
         assert "\x1b" not in row and row.strip().startswith("evil\\x1b")
         # the first node's GPUs and history are read right after the first refresh
         await wait_for(pilot, lambda: [HOSTILE] in source.hosts)
-        gpus = screen.query_one("#cl-gpus", RowList)
+        gpus = screen.query_one("#cl-gpus", KeyedTable)
         assert len(gpus.keys) == 1
         # The control: what the first refresh rendered once its renders settle
         # (on a loaded machine one can still be pending here).
@@ -310,7 +310,7 @@ async def test_screen_shows_errors_on_one_line() -> None:
 
 
 async def test_moving_the_node_cursor_reads_that_nodes_gpus() -> None:
-    from gputui.tui.cluster.rowlist import RowList
+    from gputui.tui.cluster.keyed_table import KeyedTable
     from gputui.tui.cluster.screen import ClusterScreen, make_cluster_app
 
     util = pick_gpu_values([(gputui_labels("a", "0"), 0.5), (gputui_labels("b", "0"), 0.7)])
@@ -322,10 +322,10 @@ async def test_moving_the_node_cursor_reads_that_nodes_gpus() -> None:
         screen = app.screen
         assert isinstance(screen, ClusterScreen)
         await wait_for(pilot, lambda: ["a"] in source.hosts)
-        nodes = screen.query_one("#cl-nodes", RowList)
+        nodes = screen.query_one("#cl-nodes", KeyedTable)
         assert nodes.has_focus and nodes.cursor_key == "a"
         await pilot.press("down")
         await wait_for(pilot, lambda: ["b"] in source.hosts)
         assert screen.selected_host == "b"
-        gpu_rows = screen.query_one("#cl-gpus", RowList)
+        gpu_rows = screen.query_one("#cl-gpus", KeyedTable)
         assert [k for k in gpu_rows.keys] == ["b/0"]

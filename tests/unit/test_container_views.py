@@ -11,13 +11,13 @@ from rich.text import Text
 
 from gputui.exporter.jobs import JobWatcher
 from gputui.exporter.train_metrics import train_families
-from gputui.reports import container_text
 from gputui.reports import ls as ls_report
 from gputui.reports import monitor as once_report
+from gputui.session import container_text, process_view
 from gputui.snapshot.codec import snapshot_from_json, snapshot_to_json, to_json
 from gputui.snapshot.model import ContainerInfo, PodInfo, ProcessSnapshot
-from gputui.tui import proc_view
 from gputui.tui.screens.detail import DetailPanel, DetailValues
+from gputui.tui.widgets import process_rows
 from tests.helpers.synthetic import make_snapshots, replay_source
 from tests.unit.test_exporter import FakeClient, FakeHello, collector_with, parse, samples
 
@@ -59,27 +59,27 @@ def test_labels() -> None:
 
 def test_table_column_only_with_containers() -> None:
     host = [_proc(1), _proc(2)]
-    assert "container" not in proc_view.shown_columns(200, host)
+    assert "container" not in process_view.shown_columns(200, host)
     placed = [*host, _proc(3, container=POD)]
-    assert "container" in proc_view.shown_columns(200, placed)
-    assert "container" in proc_view.shown_columns(80, placed)
-    rows = proc_view.build_rows(
-        placed, proc_view.SortSpec("container"), proc_view.ProcFilter(), False, 0.0
+    assert "container" in process_view.shown_columns(200, placed)
+    assert "container" in process_view.shown_columns(80, placed)
+    rows = process_view.build_rows(
+        placed, process_view.SortSpec("container"), process_view.ProcFilter(), False, 0.0
     )
     # sorted by container: the one in a pod first, the host's processes (no value) last
     assert [r.pid for r in rows] == [3, 1, 2]
-    index = proc_view.COLUMN_KEYS.index("container")
-    assert _plain(proc_view.cells(rows[0], 0.0)[index]) == "ml/trainer-0"
-    assert len(proc_view.cells(rows[1], 0.0)) == len(proc_view.COLUMNS)
-    parent = proc_view.Row("parent|9", None, 9)
-    assert len(proc_view.cells(parent, 0.0)) == len(proc_view.COLUMNS)
+    index = process_view.COLUMN_KEYS.index("container")
+    assert _plain(process_rows.cells(rows[0], 0.0)[index]) == "ml/trainer-0"
+    assert len(process_rows.cells(rows[1], 0.0)) == len(process_view.COLUMNS)
+    parent = process_view.Row("parent|9", None, 9)
+    assert len(process_rows.cells(parent, 0.0)) == len(process_view.COLUMNS)
 
 
 def test_a_host_pid_is_keyed_apart_from_a_local_pid_of_the_same_number() -> None:
     local, host = _proc(42), _proc(42, host_pid=42)
     assert local.key != host.key
-    rows = proc_view.build_rows(
-        [local, host], proc_view.SortSpec(), proc_view.ProcFilter(), False, 0.0
+    rows = process_view.build_rows(
+        [local, host], process_view.SortSpec(), process_view.ProcFilter(), False, 0.0
     )
     assert len({r.key for r in rows}) == 2
 
@@ -93,7 +93,7 @@ def test_filter_matches_pod_namespace_and_id() -> None:
         ("cri-o", [3]),
         ("host", [4]),
     ]:
-        shown = [p.pid for p in procs if proc_view.ProcFilter.parse(text).matches(p)]
+        shown = [p.pid for p in procs if process_view.ProcFilter.parse(text).matches(p)]
         assert shown == pids, text
 
 

@@ -13,6 +13,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gputui.session.process_sort import base_order
+from gputui.session.process_view import (
+    SORTABLE,
+    ProcFilter,
+    RowBuilder,
+    SortSpec,
+    build_rows,
+    mended_order,
+)
 from gputui.snapshot import history as history_mod
 from gputui.snapshot.history import History
 from gputui.snapshot.model import (
@@ -21,15 +30,6 @@ from gputui.snapshot.model import (
     ProcessSnapshot,
     any_placed,
     replaced,
-)
-from gputui.tui.proc_sort import base_order
-from gputui.tui.proc_view import (
-    SORTABLE,
-    ProcFilter,
-    RowBuilder,
-    SortSpec,
-    build_rows,
-    mended_order,
 )
 from tests.unit.test_replay import make_snapshot
 

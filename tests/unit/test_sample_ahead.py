@@ -7,14 +7,14 @@ import time
 
 import pytest
 
+from gputui.host.in_view import InView
 from gputui.snapshot.model import HostSnapshot, Snapshot
+from gputui.sources.base import SnapshotSource
 from gputui.sources.live import SampleAhead
 
 
-class FakeLive:
+class FakeLive(SnapshotSource):
     label = "live"
-    is_recording = False
-    natural_interval_s = None
 
     def __init__(self, fail_first: bool = False) -> None:
         self.opened_at = time.monotonic()
@@ -40,7 +40,7 @@ def test_first_sample_is_taken_on_a_thread_then_samples_pass_through() -> None:
     live = ahead.opened()
     assert isinstance(live, FakeLive)
     assert ahead.label == "live" and ahead.is_recording is False
-    assert ahead.opened_at == live.opened_at  # optional attributes read through
+    assert ahead.natural_interval_s is None
     first = ahead.sample()
     assert first.timestamp_s == 2.0
     assert first.sample_latency_ms is not None
@@ -51,6 +51,36 @@ def test_first_sample_is_taken_on_a_thread_then_samples_pass_through() -> None:
     assert live.calls[2] == threading.current_thread().name
     ahead.close()
     assert live.closed
+
+
+def test_the_declared_capabilities_pass_through_and_nothing_else() -> None:
+    class Capable(FakeLive):
+        recorded_at_s = 12.5
+        natural_interval_s = 2.0
+
+        def use_view(self, in_view: InView) -> None:
+            self.in_view = in_view
+
+        def progress(self) -> None:
+            self.calls.append("progress")
+
+    ahead = SampleAhead(Capable)
+    live = ahead.opened()
+    assert isinstance(live, Capable)
+    assert ahead.recorded_at_s == 12.5 and ahead.natural_interval_s == 2.0
+    view = InView()
+    ahead.use_view(view)
+    assert live.in_view is view
+    ahead.progress()
+    assert live.calls[-1] == "progress"
+    # what the source has beyond the declared capabilities is not reached through
+    assert not hasattr(ahead, "opened_at") and not hasattr(ahead, "closed")
+    # a source without the optional ones has their defaults
+    plain = SampleAhead(FakeLive)
+    plain.use_view(view)
+    assert plain.recorded_at_s is None and plain.progress() is None
+    ahead.close()
+    plain.close()
 
 
 def test_the_first_snapshot_comes_a_whole_rate_window_after_the_warm_up_ends() -> None:

@@ -47,7 +47,7 @@ UNUSED_FOR_ONCE = (
     "gputui.protocol",
     "gputui.tui",
     # the container column and the host-pid note: only when a process has one
-    "gputui.reports.container_text",
+    "gputui.session.container_text",
     "gputui.host.pid_namespace",
 )
 
@@ -59,7 +59,7 @@ UNUSED_FOR_LIVE_TEXT = (
     "gputui.host.runtime_api",
     "gputui.snapshot.codec",
     "gputui.recording.replay",
-    "gputui.reports.container_text",
+    "gputui.session.container_text",
     "gputui.protocol.wire",
     "gputui.tui",
     "textual",
@@ -168,7 +168,8 @@ def test_the_monitors_one_shot_runs_without_the_cyclic_collector(
 
 
 #: what the monitor's screen never uses: the op rows and their cost model come
-#: with a trace or an attached job (its device panel shows only a GPU's ceilings)
+#: with a trace or an attached job (its device panel shows only a GPU's ceilings);
+#: of the sessions, it loads only the monitor's (MONITORS_SESSION)
 UNUSED_BY_THE_SCREEN = (
     "gputui.analysis.roofline",
     "gputui.protocol",
@@ -177,12 +178,19 @@ UNUSED_BY_THE_SCREEN = (
     "gputui.exporter",
     "gputui.cluster",
 )
+MONITORS_SESSION = [
+    "gputui.session",
+    "gputui.session.container_text",
+    "gputui.session.monitor",
+    "gputui.session.process_sort",
+    "gputui.session.process_view",
+]
 
 SCREEN = """
 import sys
 from tests.helpers.demo_screen import run_demo_screen
 run_demo_screen()
-from gputui.ceilings.cache import load_ceilings  # the live screen's, on its sampler thread
+from gputui.ceilings.cache import load_ceilings  # the live screen's, on its poller thread
 watched = {watched!r}
 print('LOADED', sorted(m for m in sys.modules
       if m in watched or m.startswith(tuple(w + '.' for w in watched))))
@@ -197,7 +205,8 @@ def test_the_monitors_screen_loads_no_op_rows_or_trace_model() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))
-    assert ast.literal_eval(line[len("LOADED ") :]) == ["gputui.analysis.roof"]
+    loaded = ast.literal_eval(line[len("LOADED ") :])
+    assert loaded == ["gputui.analysis.roof", *MONITORS_SESSION]
 
 
 HOUSEKEEPING = """

@@ -18,7 +18,6 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer
@@ -40,6 +39,7 @@ from gputui.tui.attach.step_bars import StepBars
 from gputui.tui.attach.subscreen import ask_capture
 from gputui.tui.attach.table import CPU_OPS, KERNELS, CaptureTable
 from gputui.tui.base import BaseApp
+from gputui.tui.messages import CaptureArrived
 from gputui.tui.widgets.panels import BannerPanel
 
 REFRESH_HZ = 4.0
@@ -50,10 +50,6 @@ SHORT_HEIGHT = 34
 WIDE_WIDTH = 110
 #: from this width the footer shows every key (g, o and r too): they fit
 ALL_KEYS_WIDTH = 120
-
-
-class CaptureArrived(Message):
-    """A capture result reached the state (posted from the reader thread)."""
 
 
 class AttachScreen(Screen[object]):

@@ -12,11 +12,10 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.cluster.view import Gpu, Job, Node, Rank, state_label
-from gputui.reports import container_text
+from gputui.session import container_text
 from gputui.snapshot.model import ProcessSnapshot
+from gputui.tui.cluster.keyed_table import KeyedRow
 from gputui.tui.render import bar, level_style, sparkline
-
-Row = tuple[str, tuple[Text, ...]]
 
 # (label, width): fixed widths, so that new values never make the table re-measure
 # its columns (that layout pass was most of a refresh's CPU on a large cluster)
@@ -86,8 +85,8 @@ def _memory(used: float | None, total: float | None) -> Text:
     return _right(f"{fmt.size(used)}/{fmt.size(total)}", style)
 
 
-def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[Row]:
-    rows: list[Row] = []
+def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[KeyedRow]:
+    rows: list[KeyedRow] = []
     for node in nodes:
         label = state_label(node)
         style = {"DOWN": "bold red", "ERROR": "bold red", "?": "dim", "slow": "yellow"}
@@ -127,8 +126,8 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else value * 100
 
 
-def gpu_rows(gpus: Sequence[Gpu], ascii_only: bool, spark_width: int = 30) -> list[Row]:
-    rows: list[Row] = []
+def gpu_rows(gpus: Sequence[Gpu], ascii_only: bool, spark_width: int = 30) -> list[KeyedRow]:
+    rows: list[KeyedRow] = []
     for gpu in gpus:
         history = [None if v is None else v * 100 for v in gpu.util_history]
         temp = fmt.NA if gpu.temp_c is None else f"{gpu.temp_c:.0f}C"
@@ -166,7 +165,7 @@ PROCESS_COLUMNS = (
 )
 
 
-def process_rows(processes: Sequence[ProcessSnapshot]) -> list[Row]:
+def process_rows(processes: Sequence[ProcessSnapshot]) -> list[KeyedRow]:
     """A node's GPU processes (names and command lines chosen by its users: cleaned)."""
     return [
         (
@@ -206,8 +205,8 @@ def _skew(rank: Rank) -> Text:
     return _right(f"{rank.skew:.2f}", style)
 
 
-def job_rows(jobs: Sequence[Job]) -> list[Row]:
-    rows: list[Row] = []
+def job_rows(jobs: Sequence[Job]) -> list[KeyedRow]:
+    rows: list[KeyedRow] = []
     for job in jobs:
         size = f"{len(job.ranks)}/{job.world_size}" if job.world_size else str(len(job.ranks))
         straggler = ""

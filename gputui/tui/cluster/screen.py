@@ -19,7 +19,6 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -27,9 +26,8 @@ from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Node
 from gputui.errors import GputuiError
 from gputui.fmt import clock
-from gputui.tui import ascii
 from gputui.tui.base import BaseApp
-from gputui.tui.cluster.rowlist import Row, RowList
+from gputui.tui.cluster.keyed_table import KeyedRow, KeyedTable
 from gputui.tui.cluster.rows import (
     GPU_COLUMNS,
     HISTORY_COLUMN,
@@ -41,21 +39,7 @@ from gputui.tui.cluster.rows import (
     node_rows,
     process_rows,
 )
-
-
-class ClusterReady(Message):
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ClusterReady)
-
-
-class ClusterFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+from gputui.tui.messages import ClusterFailed, ClusterReady
 
 
 class ClusterScreen(Screen[object]):
@@ -75,7 +59,7 @@ class ClusterScreen(Screen[object]):
         self.selected_host: str | None = None
         self.refreshes = 0
         self.history_width = 30
-        self._row_cache: dict[str, tuple[Node, Row]] = {}
+        self._row_cache: dict[str, tuple[Node, KeyedRow]] = {}
         self._in_flight = False
         self._again = False
         #: the source reads processes (over SSH; Prometheus has none)
@@ -97,18 +81,18 @@ class ClusterScreen(Screen[object]):
         gpu_columns = (*GPU_COLUMNS, (HISTORY_COLUMN, self.history_width))
         yield Static(id="cl-header")
         yield Static(id="cl-status")
-        yield RowList(NODE_COLUMNS, id="cl-nodes")
+        yield KeyedTable(NODE_COLUMNS, id="cl-nodes")
         yield Static(id="cl-gpus-title", classes="cl-title")
-        yield RowList(gpu_columns, id="cl-gpus")
+        yield KeyedTable(gpu_columns, id="cl-gpus")
         if self.has_processes:
             yield Static(id="cl-procs-title", classes="cl-title")
-            yield RowList(PROCESS_COLUMNS, id="cl-procs")
+            yield KeyedTable(PROCESS_COLUMNS, id="cl-procs")
         yield Static("Jobs and ranks", id="cl-jobs-title", classes="cl-title")
-        yield RowList(JOB_COLUMNS, id="cl-jobs")
+        yield KeyedTable(JOB_COLUMNS, id="cl-jobs")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#cl-nodes", RowList).focus()
+        self.query_one("#cl-nodes", KeyedTable).focus()
         self._show_header()
         self.query_one("#cl-status", Static).update(
             Text(f"reading {fmt.clean(self.source_title)} ...", style="dim")
@@ -165,7 +149,7 @@ class ClusterScreen(Screen[object]):
         # Prometheus' values change once per scrape interval (often 15 s) while the
         # view refreshes every few seconds: rows are rebuilt only when values moved.
         if before is None or before.nodes != snapshot.nodes:
-            self.query_one("#cl-nodes", RowList).set_rows(self._node_rows(snapshot.nodes))
+            self.query_one("#cl-nodes", KeyedTable).set_rows(self._node_rows(snapshot.nodes))
         if self.selected_host is None and snapshot.nodes:
             self.selected_host = snapshot.nodes[0].hostname
             if not any(g.util_history for n in snapshot.nodes for g in n.gpus):
@@ -173,7 +157,7 @@ class ClusterScreen(Screen[object]):
         if before is None or self._node(self.selected_host) != _node_in(before, self.selected_host):
             self._show_gpus()
         if before is None or before.jobs != snapshot.jobs:
-            self.query_one("#cl-jobs", RowList).set_rows(job_rows(snapshot.jobs))
+            self.query_one("#cl-jobs", KeyedTable).set_rows(job_rows(snapshot.jobs))
         gpus = sum(n.gpu_count for n in snapshot.nodes)
         down = [n.hostname for n in snapshot.nodes if n.up is False]
         took = fmt.ms(snapshot.latency_s, decimals=0, space=True)
@@ -186,7 +170,7 @@ class ClusterScreen(Screen[object]):
             status.append(f"  down: {fmt.clean(', '.join(down), 80)}", style="bold red")
         self.query_one("#cl-status", Static).update(status)
 
-    def _node_rows(self, nodes: Sequence[Node]) -> list[Row]:
+    def _node_rows(self, nodes: Sequence[Node]) -> list[KeyedRow]:
         """Rows of ``nodes``, reusing the row of every node whose values did not move
         (Prometheus updates a node once per scrape, a few nodes per refresh)."""
         cache = self._row_cache
@@ -220,7 +204,7 @@ class ClusterScreen(Screen[object]):
     def _show_gpus(self) -> None:
         node = self._node(self.selected_host)
         title = self.query_one("#cl-gpus-title", Static)
-        table = self.query_one("#cl-gpus", RowList)
+        table = self.query_one("#cl-gpus", KeyedTable)
         if node is None:
             title.update(Text("GPUs", style="bold"))
             table.set_rows([])
@@ -237,10 +221,10 @@ class ClusterScreen(Screen[object]):
                 + Text(fmt.clean(node.hostname, 60), style="bold cyan")
                 + Text(f"  ({len(node.processes)})", style="dim")
             )
-            self.query_one("#cl-procs", RowList).set_rows(process_rows(node.processes))
+            self.query_one("#cl-procs", KeyedTable).set_rows(process_rows(node.processes))
 
-    @on(RowList.Highlighted, "#cl-nodes")
-    def _node_highlighted(self, event: RowList.Highlighted) -> None:
+    @on(KeyedTable.Highlighted, "#cl-nodes")
+    def _node_highlighted(self, event: KeyedTable.Highlighted) -> None:
         host = event.key
         if host == self.selected_host:
             return
@@ -261,14 +245,10 @@ class ClusterApp(BaseApp):
     def __init__(
         self, source: Any, interval_s: float, ascii_only: bool = False, autostart: bool = True
     ) -> None:
-        super().__init__()
+        super().__init__(ascii_only=ascii_only, autostart=autostart)
         self.source = source
         self.interval_s = interval_s
-        self.ascii_only = ascii_only
-        self.autostart = autostart
         self.started_s = time.monotonic()
-        if ascii_only:
-            ascii.use_ascii(self)
 
     def get_default_screen(self) -> Screen[object]:
         return ClusterScreen(self.source, self.interval_s, autostart=self.autostart)

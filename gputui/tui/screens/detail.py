@@ -14,11 +14,12 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
-from gputui.reports import container_text
+from gputui.session import container_text
+from gputui.session.process_sort import runtime_s
+from gputui.session.process_view import TYPE_SHORT, display_command
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui import render
 from gputui.tui.monitor_host import MonitorHost
-from gputui.tui.proc_view import TYPE_SHORT, display_command, runtime_s
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -140,31 +141,31 @@ class ProcessDetailScreen(Screen[object]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.gapp.history.watch(self.proc.key)
+        self.gapp.session.history.watch(self.proc.key)
         # its %CPU and host memory read at every refresh, however many processes
-        self.gapp.in_view.set("detail", frozenset({self.proc.pid}))
+        self.gapp.session.in_view.set("detail", frozenset({self.proc.pid}))
         self.refresh_data()
 
     def on_unmount(self) -> None:
-        self.gapp.in_view.clear("detail")
+        self.gapp.session.in_view.clear("detail")
 
     def _values(self, gone: bool = False) -> DetailValues:
-        app = self.gapp
+        session = self.gapp.session
         proc = self.proc
-        snapshot = app.current.snapshot
+        snapshot = session.current.snapshot
         others = [
             p.gpu_index
             for p in (snapshot.processes if snapshot else ())
             if p.key[1] == proc.key[1] and p.gpu_uuid != proc.gpu_uuid
         ]
-        series = {name: list(app.history.process_series(proc.key, name)) for name in SERIES}
-        return DetailValues(proc, app.current.data_time_s, gone, others, series)
+        series = {name: list(session.history.process_series(proc.key, name)) for name in SERIES}
+        return DetailValues(proc, session.current.data_time_s, gone, others, series)
 
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
         panel = self.query_one(DetailPanel)
-        snapshot = self.gapp.current.snapshot
+        snapshot = self.gapp.session.current.snapshot
         gone = panel.values.gone
         if snapshot is not None:
             match = next((p for p in snapshot.processes if p.key == self.proc.key), None)

@@ -13,8 +13,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
 from gputui import fmt
+from gputui.session.process_view import display_command
 from gputui.snapshot.model import ProcessSnapshot
-from gputui.tui.proc_view import display_command
 
 #: button id -> signal
 CHOICES = {

@@ -59,7 +59,7 @@ class FindingsScreen(Screen[object]):
             panel = self.query_one(FindingsPanel)
         except NoMatches:  # not composed yet, or already taken down
             return
-        panel.items = list(cast(MonitorHost, self.app).current.findings)
+        panel.items = list(cast(MonitorHost, self.app).session.current.findings)
         panel.redraw()
 
     def action_close(self) -> None:

@@ -15,10 +15,10 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input
 
 from gputui.host import processes
+from gputui.session.process_view import SORTABLE, ProcFilter
 from gputui.snapshot.history import GPU_METRICS
 from gputui.tui.compositor import use_line_compositor
 from gputui.tui.monitor_host import MonitorHost
-from gputui.tui.proc_view import SORTABLE, ProcFilter
 from gputui.tui.widgets.devices import DevicePanel
 from gputui.tui.widgets.panels import (
     BannerPanel,
@@ -110,18 +110,19 @@ class MonitorScreen(Screen[object]):
         header = self.query_one(HeaderPanel)
         # A recording's full label is on the banner line under the header: the
         # header says only which kind of data this is, so host and clock fit.
+        source = app.session.source
         header.state.label = (
-            ("DEMO" if app.source.label.startswith("DEMO") else "REPLAY")
-            if app.source.is_recording
-            else app.source.label
+            ("DEMO" if source.label.startswith("DEMO") else "REPLAY")
+            if source.is_recording
+            else source.label
         )
-        header.state.is_recording = app.source.is_recording
+        header.state.is_recording = source.is_recording
         header.state.banner = app.banner
         header.state.readonly = app.readonly
         self.query_one(Input).display = False
         table = self.query_one(ProcessTable)
-        table.on_view = partial(app.in_view.set, "table")
-        table.on_host_order = partial(app.in_view.order_by_host, "table")
+        table.on_view = partial(app.session.in_view.set, "table")
+        table.on_host_order = partial(app.session.in_view.order_by_host, "table")
         table.focus()
         self._apply_layout()
         self.refresh_data()
@@ -178,18 +179,19 @@ class MonitorScreen(Screen[object]):
     def refresh_data(self) -> None:
         if not self.is_mounted:
             return
-        app = self.gapp
-        current = app.current
+        session = self.gapp.session
+        current = session.current
+        poller = session.poller
         header = self._one(HeaderPanel)
         state = header.state
-        state.interval_s = app.sampler.interval_s
-        state.paused = app.sampler.paused
+        state.interval_s = poller.interval_s
+        state.paused = poller.paused
         snapshot = current.snapshot
         if snapshot is not None:
             header_state_from(snapshot, state)
             state.data_time_s = current.data_time_s
-        if current.sampler_error:
-            state.error = current.sampler_error
+        if current.poll_error:
+            state.error = current.poll_error
         header.redraw()
         self._one(BannerPanel).redraw()
         if snapshot is None:
@@ -204,12 +206,12 @@ class MonitorScreen(Screen[object]):
         self._one(HostPanel).show(snapshot.host)
         graphs = self._one(HistoryPanel)
         if graphs.display:
-            graphs.show(app.history, snapshot.devices, app.sampler.interval_s)
+            graphs.show(session.history, snapshot.devices, poller.interval_s)
         table = self._one(ProcessTable)
         table.show(snapshot.processes, current.data_time_s)
         self._update_status()
         self._one(FindingsBar).show(current.findings)
-        if table.tree_view and not app.source.is_recording:
+        if table.tree_view and not session.source.is_recording:
             self._resolve_parents()
 
     def _update_status(self) -> None:
@@ -327,7 +329,7 @@ class MonitorScreen(Screen[object]):
         table = self.query_one(ProcessTable)
         table.set_tree(not table.tree_view)
         self._update_status()
-        if table.tree_view and not self.gapp.source.is_recording:
+        if table.tree_view and not self.gapp.session.source.is_recording:
             self._resolve_parents()
 
     def action_signal(self) -> None:

@@ -35,7 +35,7 @@ class HeaderState:
 
 
 class HeaderPanel(TextPanel):
-    """Title line with source, host, driver, cadence and the sampler's own latency."""
+    """Title line with source, host, driver, cadence and the poller's own latency."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

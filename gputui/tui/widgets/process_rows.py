@@ -1,4 +1,5 @@
-"""One process-table row as Rich would render it: as a Text (:func:`line_text`) and,
+"""One process-table row as Rich would render it: its cells (:func:`cells`, from a
+:class:`~gputui.session.process_view.Row`), as a Text (:func:`line_text`) and,
 for the common rows, as its segments made directly (:func:`row_segments`)."""
 
 from __future__ import annotations
@@ -12,10 +13,77 @@ from rich.style import Style
 from rich.text import Text
 
 from gputui import fmt
+from gputui.session import container_text
+from gputui.session.process_view import (
+    MAX_COMMAND_CHARS,
+    TYPE_SHORT,
+    Row,
+    display_command,
+    time_text,
+)
+from gputui.snapshot.model import ProcessSnapshot
+from gputui.tui import render
 
 
 def _one_cell(character: str) -> bool:
     return cell_len(character) == 1
+
+
+def cells(
+    row: Row,
+    now_s: float,
+    ascii_only: bool = False,
+    parent_name: str | None = None,
+) -> tuple[Any, ...]:
+    """The cells of one row, in COLUMNS order."""
+    proc = row.proc
+    if proc is None:
+        name = (
+            fmt.clean(parent_name, MAX_COMMAND_CHARS) if parent_name else "(parent, not on a GPU)"
+        )
+        return (
+            "",
+            "",
+            str(row.pid),
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            Text(row.prefix + name, style="dim"),
+        )
+    mark = ("@" if ascii_only else "◆") if proc.hooked else ""
+    command = row.prefix + display_command(proc)
+    return (
+        Text(mark, style="bold magenta"),
+        str(proc.gpu_index),
+        str(proc.pid),
+        fmt.clean(proc.user, 64),
+        TYPE_SHORT.get(proc.type, proc.type),
+        Text(fmt.size(proc.gpu_mem_bytes), justify="right"),
+        _pct_cell(proc.sm_pct),
+        _pct_cell(proc.mem_bw_pct),
+        Text("-" if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}", justify="right"),
+        Text(fmt.size(proc.rss_bytes), justify="right"),
+        time_cell(proc, now_s),
+        Text(container_text.label(proc), style="dim" if proc.pid_is_host else ""),
+        command,
+    )
+
+
+def time_cell(proc: ProcessSnapshot, now_s: float) -> Text:
+    """A process's TIME cell."""
+    return Text(time_text(proc, now_s), justify="right")
+
+
+def _pct_cell(value: float | None) -> Text:
+    if value is None:
+        return Text("-", style="dim", justify="right")
+    return Text(f"{value:.0f}", style=render.level_style(value), justify="right")
 
 
 #: the command column is at least this wide; the others are fixed

@@ -27,18 +27,19 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputui.snapshot.model import PlacedMemo, ProcessSnapshot
-from gputui.tui import proc_view
-from gputui.tui.proc_sort import HOST_ORDER
-from gputui.tui.proc_view import (
+from gputui.session import process_view
+from gputui.session.process_sort import HOST_ORDER
+from gputui.session.process_view import (
     COLUMN_KEYS,
     COLUMNS,
+    LazyRows,
     ProcFilter,
     Row,
     RowBuilder,
-    RowList,
     SortSpec,
 )
+from gputui.snapshot.model import PlacedMemo, ProcessSnapshot
+from gputui.tui.widgets import process_rows
 from gputui.tui.widgets.plain_box import plain_box
 from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
 from gputui.tui.widgets.repaint import repaint
@@ -111,7 +112,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._builder = RowBuilder()
         #: whether a process is in a container, read only for processes that changed
         self._placed = PlacedMemo()
-        self._rows = RowList()
+        self._rows = LazyRows()
         #: row key -> (process, tree prefix, parent name, time, cells): the cells of rows
         #: that were in view, made again when one of the four changes
         self._cells: dict[str, tuple[Any, str, str | None, float, tuple[Any, ...]]] = {}
@@ -333,11 +334,11 @@ class ProcessTable(ScrollView, can_focus=True):
                 self._cells[row.key] = (proc, row.prefix, name, now, cached[4])
                 return row.key, cached[4]
             values = cached[4]
-            if proc_view.time_text(proc, now) != values[at].plain:
-                values = (*values[:at], proc_view.time_cell(proc, now), *values[at + 1 :])
+            if process_view.time_text(proc, now) != values[at].plain:
+                values = (*values[:at], process_rows.time_cell(proc, now), *values[at + 1 :])
             self._cells[row.key] = (proc, row.prefix, name, now, values)
             return row.key, values
-        every = proc_view.cells(row, now, self.ascii_only, name)
+        every = process_rows.cells(row, now, self.ascii_only, name)
         values = tuple(every[i] for i in self._indices)
         self._cells[row.key] = (proc, row.prefix, name, now, values)
         return row.key, values
@@ -366,7 +367,7 @@ class ProcessTable(ScrollView, can_focus=True):
         if known is not None and known[0] is self._procs and known[1] == width:
             shown = known[2]
         else:  # a pass over every process: once per refresh
-            shown = proc_view.shown_columns(width, self._procs, self._placed)
+            shown = process_view.shown_columns(width, self._procs, self._placed)
             self._columns_for = (self._procs, width, shown)
         fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
         # The command takes what the fixed columns leave (one space between columns).

@@ -1,8 +1,9 @@
-"""What the process table shows: columns, filter, sort and tree order (no textual).
+"""What the process table shows: columns, filter, sort and tree order.
 
-The table widget asks this module for an ordered list of rows, each with a stable
-key and its cells, and only touches the cells that changed.  Keeping the logic
-here makes it testable without an app.
+The table widget asks this module for its rows in order, each with a stable key,
+and makes only the cells that changed (their Rich text:
+:mod:`gputui.tui.widgets.process_rows`).  Nothing here draws: it is tested
+without an app.
 """
 
 from __future__ import annotations
@@ -15,15 +16,11 @@ from itertools import compress, count, filterfalse
 from operator import attrgetter, ne
 from typing import Any, overload
 
-from rich.text import Text
-
 from gputui import fmt
-from gputui.reports import container_text
+from gputui.session import container_text
+from gputui.session.process_sort import GPU_OF, SORT_VALUES, base_order, runtime_s, sorted_by
+from gputui.session.process_sort import PID_OF as _PID
 from gputui.snapshot.model import ProcessSnapshot, any_placed, replaced
-from gputui.tui import render
-from gputui.tui.proc_sort import GPU_OF, SORT_VALUES, base_order, runtime_s, sorted_by
-from gputui.tui.proc_sort import PID_OF as _PID
-from gputui.tui.proc_sort import sort_processes as sort_processes  # the table's order
 
 #: shown only while a process shown is in a container (or is a host pid)
 CONTAINER = ("container", "CONTAINER", 16)
@@ -128,6 +125,8 @@ class ProcFilter:
 
 @dataclass(frozen=True)
 class SortSpec:
+    """The table's sort: a column of :data:`SORTABLE` and its direction."""
+
     column: str = "gpu"
     descending: bool = False
 
@@ -249,68 +248,13 @@ TREE_MARKS = ("├─ ", "└─ ", "│  ", "   ")
 
 def tree_rows(procs: list[ProcessSnapshot], ascii_only: bool = False) -> list[Row]:
     """Every row of the tree (:func:`tree_layout`), made."""
-    rows = RowList(procs, tree_layout(procs, ascii_only))
+    rows = LazyRows(procs, tree_layout(procs, ascii_only))
     return rows[:]
-
-
-def cells(
-    row: Row,
-    now_s: float,
-    ascii_only: bool = False,
-    parent_name: str | None = None,
-) -> tuple[Any, ...]:
-    """The cells of one row, in COLUMNS order."""
-    proc = row.proc
-    if proc is None:
-        name = (
-            fmt.clean(parent_name, MAX_COMMAND_CHARS) if parent_name else "(parent, not on a GPU)"
-        )
-        return (
-            "",
-            "",
-            str(row.pid),
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            Text(row.prefix + name, style="dim"),
-        )
-    mark = ("@" if ascii_only else "◆") if proc.hooked else ""
-    command = row.prefix + display_command(proc)
-    return (
-        Text(mark, style="bold magenta"),
-        str(proc.gpu_index),
-        str(proc.pid),
-        fmt.clean(proc.user, 64),
-        TYPE_SHORT.get(proc.type, proc.type),
-        Text(fmt.size(proc.gpu_mem_bytes), justify="right"),
-        _pct_cell(proc.sm_pct),
-        _pct_cell(proc.mem_bw_pct),
-        Text("-" if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}", justify="right"),
-        Text(fmt.size(proc.rss_bytes), justify="right"),
-        time_cell(proc, now_s),
-        Text(container_text.label(proc), style="dim" if proc.pid_is_host else ""),
-        command,
-    )
-
-
-#: where the TIME cell is in :func:`cells`' tuple (the one cell that follows the clock)
-TIME_CELL = COLUMN_KEYS.index("time")
 
 
 def time_text(proc: ProcessSnapshot, now_s: float) -> str:
     """What a process's TIME cell says: how long it has run at ``now_s``."""
     return fmt.duration(runtime_s(proc, now_s))
-
-
-def time_cell(proc: ProcessSnapshot, now_s: float) -> Text:
-    """A process's TIME cell."""
-    return Text(time_text(proc, now_s), justify="right")
 
 
 def shown_columns(
@@ -327,12 +271,6 @@ def shown_columns(
         for key in COLUMN_KEYS
         if not (narrow and key in NARROW_HIDDEN) and (with_container or key != CONTAINER_COLUMN)
     ]
-
-
-def _pct_cell(value: float | None) -> Text:
-    if value is None:
-        return Text("-", style="dim", justify="right")
-    return Text(f"{value:.0f}", style=render.level_style(value), justify="right")
 
 
 def display_command(proc: ProcessSnapshot) -> str:
@@ -360,7 +298,7 @@ _PPID = attrgetter("ppid")
 _PID_GPU = attrgetter("pid", "gpu_index")
 
 
-class RowList(Sequence[Row]):
+class LazyRows(Sequence[Row]):
     """The table's rows, top to bottom.
 
     Rows are made when asked for: a table of 20,000 processes draws the few dozen
@@ -485,18 +423,19 @@ class RowBuilder:
         tree: bool,
         now_s: float,
         ascii_only: bool = False,
-    ) -> RowList:
+    ) -> LazyRows:
         shown = self._filtered(procs, flt)
         base = self._base_order(shown)
         items = list(map(shown.__getitem__, base))
         if spec.column == "gpu" and not spec.descending:
             ordered = items
         else:
-            ordered = sorted_by(items, spec, now_s, self._sort_values(items, spec))
+            values = self._sort_values(items, spec)
+            ordered = sorted_by(items, spec.column, spec.descending, now_s, values)
         if not tree:
             self._tree = None
-            return RowList(ordered)
-        return RowList(ordered, self._layout(ordered, ascii_only))
+            return LazyRows(ordered)
+        return LazyRows(ordered, self._layout(ordered, ascii_only))
 
     def _base_order(self, procs: Sequence[ProcessSnapshot]) -> list[int]:
         """:func:`base_order`, kept while each process is the one at its place

@@ -20,7 +20,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-Row = tuple[str, tuple[Text, ...]]
+#: a row: its key, and its cells
+KeyedRow = tuple[str, tuple[Text, ...]]
 Columns = Sequence[tuple[str, int]]
 
 
@@ -46,24 +47,24 @@ def header_text(columns: Columns) -> Text:
     return row_text([Text(label, style="bold") for label, _ in columns], columns)
 
 
-class RowList(ScrollView, can_focus=True):
+class KeyedTable(ScrollView, can_focus=True):
     DEFAULT_CSS = """
-    RowList {
+    KeyedTable {
         height: 1fr;
         overflow-x: hidden;
     }
-    RowList > .rowlist--header {
+    KeyedTable > .keyedtable--header {
         background: $panel;
         text-style: bold;
     }
-    RowList > .rowlist--cursor {
+    KeyedTable > .keyedtable--cursor {
         background: $primary 30%;
     }
-    RowList:focus > .rowlist--cursor {
+    KeyedTable:focus > .keyedtable--cursor {
         background: $primary;
     }
     """
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"rowlist--cursor", "rowlist--header"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"keyedtable--cursor", "keyedtable--header"}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "move(-1)", "Up", show=False),
         Binding("down", "move(1)", "Down", show=False),
@@ -74,14 +75,14 @@ class RowList(ScrollView, can_focus=True):
     ]
 
     class Highlighted(Message):
-        def __init__(self, row_list: RowList, key: str) -> None:
+        def __init__(self, table: KeyedTable, key: str) -> None:
             super().__init__()
-            self.row_list = row_list
+            self.table = table
             self.key = key
 
         @property
-        def control(self) -> RowList:
-            return self.row_list
+        def control(self) -> KeyedTable:
+            return self.table
 
     def __init__(self, columns: Columns, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -104,7 +105,7 @@ class RowList(ScrollView, can_focus=True):
     def cursor_key(self) -> str | None:
         return self.keys[self.cursor] if 0 <= self.cursor < len(self.keys) else None
 
-    def set_rows(self, rows: Sequence[Row]) -> None:
+    def set_rows(self, rows: Sequence[KeyedRow]) -> None:
         """Show ``rows``; the cursor stays on its key when that row is still there."""
         old_key = self.cursor_key
         keys = [key for key, _ in rows]
@@ -177,7 +178,7 @@ class RowList(ScrollView, can_focus=True):
                 self._header = (
                     Strip(segments)
                     .extend_cell_length(self.line_width)
-                    .apply_style(self.get_component_rich_style("rowlist--header"))
+                    .apply_style(self.get_component_rich_style("keyedtable--header"))
                     .apply_style(self.rich_style)
                 )
             return self._header.crop(0, width)
@@ -194,7 +195,7 @@ class RowList(ScrollView, can_focus=True):
             strip = Strip(segments).extend_cell_length(self.line_width)
             # styles apply underneath: the cursor's first, so it wins over the background
             if is_cursor:
-                strip = strip.apply_style(self.get_component_rich_style("rowlist--cursor"))
+                strip = strip.apply_style(self.get_component_rich_style("keyedtable--cursor"))
             strip = strip.apply_style(self.rich_style)
             self._strips[(key, is_cursor)] = strip
         return strip.crop(0, width) if width < strip.cell_length else strip

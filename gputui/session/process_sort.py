@@ -1,6 +1,7 @@
 """The process table's order: each column's sort value, and the order by GPU
-and pid that breaks every tie (no textual).  Each step runs in C over the
-processes (getters, ``sorted`` on positions)."""
+and pid that breaks every tie.  Each step runs in C over the processes
+(getters, ``sorted`` on positions).  The column and the direction come as plain
+values: the table's :class:`~gputui.session.process_view.SortSpec` holds them."""
 
 from __future__ import annotations
 
@@ -8,19 +9,10 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import compress
 from operator import attrgetter, is_, is_not
-from typing import Any, Protocol
+from typing import Any
 
-from gputui.reports import container_text
+from gputui.session import container_text
 from gputui.snapshot.model import ProcessSnapshot
-
-
-class SortSpec(Protocol):
-    """What an order is asked by (``proc_view.SortSpec``)."""
-
-    @property
-    def column(self) -> str: ...
-    @property
-    def descending(self) -> bool: ...
 
 
 def runtime_s(proc: ProcessSnapshot, now_s: float) -> float | None:
@@ -67,32 +59,23 @@ def _base_order(pids: list[int], gpus: list[int]) -> list[int]:
     return order
 
 
-def sort_processes(
-    procs: Sequence[ProcessSnapshot],
-    spec: SortSpec,
+def sorted_by(
+    items: list[ProcessSnapshot],
+    column: str,
+    descending: bool,
     now_s: float,
-    base: list[int] | None = None,
+    values: list[Any] | None = None,
 ) -> list[ProcessSnapshot]:
-    """Sorted by ``spec``; unknown values (N/A) always last; ties by GPU then pid
-    (``base``: :func:`base_order` of ``procs``, when the caller has it).
+    """``items`` (in base order: :func:`base_order`) sorted by ``column``;
+    unknown values (N/A) always last, ties in base order (``values``: each one's
+    value of the column, when the caller has them).
 
     Every step runs in C (getters, ``sorted`` on positions): the order of 20,000
     processes costs a few milliseconds, and an already ordered list (a snapshot's
     own order) costs one pass."""
-    items = list(map(procs.__getitem__, base_order(procs) if base is None else base))
-    if spec.column == "gpu" and not spec.descending:
-        return items
-    return sorted_by(items, spec, now_s)
-
-
-def sorted_by(
-    items: list[ProcessSnapshot], spec: SortSpec, now_s: float, values: list[Any] | None = None
-) -> list[ProcessSnapshot]:
-    """``items`` (in base order) sorted by ``spec``'s column (``values``: each
-    one's value of it, when the caller has them)."""
     if values is None:
         value: Callable[[ProcessSnapshot], Any] = (
-            (lambda p: runtime_s(p, now_s)) if spec.column == "time" else SORT_VALUES[spec.column]
+            (lambda p: runtime_s(p, now_s)) if column == "time" else SORT_VALUES[column]
         )
         values = list(map(value, items))
     if None in values:
@@ -100,5 +83,5 @@ def sorted_by(
         unknown = list(compress(range(len(items)), map(_IS_NONE, values)))
     else:
         known, unknown = list(range(len(items))), []
-    known.sort(key=values.__getitem__, reverse=spec.descending)
+    known.sort(key=values.__getitem__, reverse=descending)
     return list(map(items.__getitem__, known + unknown))
