@@ -242,6 +242,15 @@ def test_the_gpu_keeps_flash_out_below_sm80() -> None:
     assert "flash needs an sm 8.0 (Ampere) or newer GPU" in f.fix
 
 
+def test_rocm_runs_flash_and_memory_efficient_on_the_same_kernels() -> None:
+    ev = sdpa_job("efficient", dtype="bf16", cc="9.4", sheet=None)
+    cap = ev.capture
+    assert cap is not None and found(ev, "attention.sdpa_efficient")
+    hip = capture(list(cap.kernels), [op("hipLaunchKernel", 90, 900.0)], busy_us=TOTAL)
+    rocm = evidence(cap=hip, compute_capability="9.4")
+    assert found(rocm, "attention.sdpa_efficient") == []
+
+
 @pytest.mark.parametrize(
     ("head", "inputs", "blocked"),
     [(192, (), False), (208, (), True), (240, (), False), (240, ("dropout",), True)],

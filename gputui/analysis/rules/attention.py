@@ -609,6 +609,8 @@ def sdpa_findings(ev: JobEvidence, rule_id: str, backend: str) -> list[Finding]:
     cc = _cc(ev)
     if backend == "efficient" and cc is not None and cc < 8.0:
         return []  # no flash on this GPU: the memory-efficient kernel is SDPA's fastest
+    if backend == "efficient" and any(o.name.startswith("hip") for o in cap.cpu_ops):
+        return []  # ROCm: flash and memory-efficient run the same AOTriton kernels
     mine = [
         c for r in cap.op_rows if (c := sdpa_call(r)) is not None and owner(c, seen, ev) == backend
     ]
@@ -673,7 +675,8 @@ def sdpa_math(ev: JobEvidence) -> Iterable[Finding]:
     ("capture",),
     trigger=(
         "capture or trace: SDPA's memory-efficient kernels ran (fmha_cutlass*, "
-        "aten::_efficient_attention_*) on sm 8.0 or newer; why flash was not chosen from the "
+        "aten::_efficient_attention_*) on sm 8.0 or newer (not on ROCm, where both backends "
+        "run the same kernels); why flash was not chosen from the "
         "shapes, dtypes, mask and GPU (without shapes: the kernels' dtype, the ops SDPA ran on "
         "a mask); cost: with shapes, the calls' GPU time less their FLOPs at flash's rate "
         "({attention.flash_sm80} of the datasheet bf16 peak on sm 8.x, {attention.flash_sm90} "
