@@ -380,6 +380,7 @@ def test_without_shapes_the_cost_is_a_documented_share_of_the_kernels(
 def test_a_gpu_without_a_datasheet_costs_shaped_calls_by_the_ratio() -> None:
     f = one(sdpa_job("efficient", rows=rows(F32), sheet=None), "attention.sdpa_efficient")
     assert f.impact_pct == pytest.approx(30.0, abs=0.1)
+    assert "no datasheet peak of this GPU to count the calls' FLOPs against" in f.evidence
 
 
 def test_the_math_backend_without_shapes_costs_its_softmax_and_scores() -> None:
