@@ -286,6 +286,10 @@ class JobEvidence:
     #: the last step of the newest capture (where the ledger's carried buckets
     #: come from), None without one
     capture_step: int | None = None
+    #: the GPU's datasheet ceilings (gputui.ceilings.datasheet): what a kernel
+    #: could reach on it, for costs against a faster kernel (attention against
+    #: flash); None for a GPU the table does not know
+    datasheet: Roof | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -412,6 +416,7 @@ def job_evidence(
     compute_capability: str | None = None,
     python_profile: PythonProfile | None = None,
     compile_report: CompileReport | None = None,
+    datasheet: Roof | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps.  Memory samples taken during
     the latest capture (a step before it to a step after it) are left out of the
@@ -440,6 +445,7 @@ def job_evidence(
         python_profile=python_profile,
         compile_report=compile_report,
         capture_step=None if capture is None else capture.last_step,
+        datasheet=datasheet,
     )
 
 

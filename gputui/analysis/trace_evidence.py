@@ -112,9 +112,11 @@ def trace_evidence(
     summary: TraceSummary,
     roof: Roof | None = None,
     steps: tuple[StepRecord, ...] | None = None,
+    datasheet: Roof | None = None,
 ) -> JobEvidence:
     """One rank's trace as the job rules' evidence (``steps``: its step records,
-    :func:`trace_steps`'s by default)."""
+    :func:`trace_steps`'s by default; ``datasheet``: the ceilings of the trace's
+    GPU by its datasheet)."""
     steps = trace_steps(summary) if steps is None else steps
     return JobEvidence(
         stats=step_stats(steps, exclude_profiled=False),
@@ -125,13 +127,17 @@ def trace_evidence(
         from_trace=True,
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
+        datasheet=datasheet,
     )
 
 
-def trace_job_findings(summary: TraceSummary, roof: Roof | None = None) -> list[Finding]:
+def trace_job_findings(
+    summary: TraceSummary, roof: Roof | None = None, datasheet: Roof | None = None
+) -> list[Finding]:
     """The analyzer's job rules on one rank's trace (its op rows against ``roof``
-    when it has both), ranked."""
-    return engine.analyze(trace_evidence(summary, roof))
+    when it has both; costs against a faster kernel from the GPU's
+    ``datasheet``), ranked."""
+    return engine.analyze(trace_evidence(summary, roof, datasheet=datasheet))
 
 
 def trace_rank_findings(

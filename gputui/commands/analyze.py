@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"gputui analyze: warning: {line}", file=sys.stderr)
     roofs = roofs_of(summaries)
     findings = [
-        ranked([*trace_findings(s), *trace_job_findings(s, roof)])
+        ranked([*trace_findings(s), *trace_job_findings(s, roof, datasheet_of(s))])
         for s, roof in zip(summaries, roofs, strict=True)
     ]
     mfus = [mfu_of(s, roof) for s, roof in zip(summaries, roofs, strict=True)]
@@ -146,6 +146,15 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
         None if sheet is None else sheet.roof(),
         roof if roof is not None and roof.source == MEASURED else None,
     )
+
+
+def datasheet_of(summary: TraceSummary) -> Roof | None:
+    """The datasheet ceilings of a rank's GPU (None for a GPU the table does not
+    know): the attention rules cost a call against flash at its peak."""
+    from gputui.ceilings.datasheet import datasheet_for
+
+    sheet = datasheet_for(summary.device_name)
+    return None if sheet is None else sheet.roof()
 
 
 def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:

@@ -11,7 +11,7 @@ from gputui.analysis.evidence import JobEvidence, job_evidence
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.schema import MemorySample, StepRecord
-from gputui.protocol.trace_metrics import StepAccount, TraceMetrics
+from gputui.protocol.trace_metrics import JobMarkers, StepAccount, TraceMetrics
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics
 from gputui.trace import op_costs
 
@@ -67,6 +67,7 @@ def capture(
     overlap: float | None = None,
     op_rows: Sequence[OpRow] = (),
     account: StepAccount | None = None,
+    markers: JobMarkers | None = None,
     **by_class: float,
 ) -> CaptureResult:
     total = sum(k.total_us for k in kernels)
@@ -94,7 +95,11 @@ def capture(
         cpu_ops=tuple(ops),
         op_rows=tuple(op_rows),
         options=CaptureOptions(shapes=bool(op_rows), flops=bool(op_rows)),
-        trace_metrics=None if account is None else TraceMetrics(account=account),
+        trace_metrics=(
+            None
+            if account is None and markers is None
+            else TraceMetrics(account=account, markers=markers)
+        ),
     )
 
 
@@ -201,4 +206,59 @@ def evidence(
         cuda=True,
         device_total_bytes=kw.pop("total", 80 * GIB),
         **kw,
+    )
+
+
+#: the SDPA ops' input lists as the profiler records them: (name, where q is,
+#: where the mask is, where is_causal is, how many inputs)
+_SDPA_SIGNATURES = {
+    "aten::scaled_dot_product_attention": (0, 3, 5, 8),
+    "aten::_scaled_dot_product_efficient_attention_backward": (1, 4, 11, 13),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (1, 8, 14, 16),
+    "aten::_scaled_dot_product_flash_attention_backward": (1, None, 11, 13),
+}
+
+
+def sdpa_row(
+    q: Sequence[int],
+    dtype: str = "c10::BFloat16",
+    *,
+    name: str = "aten::scaled_dot_product_attention",
+    kv: Sequence[int] | None = None,
+    v: Sequence[int] | None = None,
+    mask: Sequence[int] | None = None,
+    causal: bool = False,
+    calls: int = 3,
+    device_us: float = 1000.0,
+) -> OpRow:
+    """An SDPA op row (the public forward op, or a backend's backward op) with
+    its inputs where the profiler puts them, FLOPs and bytes from the shapes
+    (is_causal halves the FLOPs, as gputui counts them from the concrete input)."""
+    first, at_mask, at_causal, n = _SDPA_SIGNATURES[name]
+    k = tuple(kv or q)
+    dims: list[tuple[int, ...] | None] = [()] * n
+    types = [""] * n
+    concrete = [""] * n
+    for i, shape in enumerate((q, k, tuple(v or k))):
+        dims[first + i], types[first + i] = tuple(shape), dtype
+    if first:  # the backward's grad_out
+        dims[0], types[0] = tuple(q), dtype
+    if mask is not None and at_mask is not None:
+        dims[at_mask], types[at_mask] = tuple(mask), dtype
+    concrete[at_causal] = "True" if causal else "False"
+    types[at_causal] = "Scalar"
+    shapes, kinds = tuple(dims), tuple(types)
+    flops = op_costs.estimate_flops(name, shapes, kinds, concrete)
+    moved, rule = op_costs.estimate_bytes(name, shapes, kinds, concrete)
+    return OpRow(
+        name=name,
+        input_dims=shapes,
+        input_types=kinds,
+        calls=calls,
+        device_us=device_us,
+        kernels=calls,
+        flops=None if flops is None else flops * calls,
+        flops_source=None if flops is None else "estimated",
+        bytes_moved=None if moved is None else moved * calls,
+        bytes_rule=rule,
     )

@@ -125,6 +125,30 @@ def attention(t: float) -> Any:
     return evidence(cap=capture(ks, busy_us=100_000.0, op_rows=[row]))
 
 
+def flash_rate(eff: float, cc: str) -> Any:
+    """3 calls of fp32 SDPA (q 4x8x2048x64) forward and backward whose kernels run
+    at share ``eff`` of the GPU's datasheet bf16 peak: slower than flash's rate
+    there (the threshold), they lose time to it."""
+    from gputui.ceilings.datasheet import A100_SXM_80, H100_SXM
+
+    sheet = (A100_SXM_80 if cc.startswith("8") else H100_SXM).roof()
+    q = [4, 8, 2048, 64]
+    fwd_flops = 3 * 4 * 32 * 2048**2 * 64
+    us = fwd_flops / (eff * sheet.tflops("bf16") * 1e6)  # type: ignore[operator]
+    backward = "aten::_scaled_dot_product_efficient_attention_backward"
+    rows = [
+        h.sdpa_row(q, "float", device_us=us),
+        h.sdpa_row(q, "float", name=backward, device_us=2.5 * us),
+    ]
+    ks = [
+        kernel("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "attention", 3, us),
+        kernel("fmha_cutlassB_f32_aligned_64x64_k64_sm80", "attention", 3, 2.5 * us),
+    ]
+    return evidence(
+        cap=capture(ks, busy_us=3.5 * us, op_rows=rows), compute_capability=cc, datasheet=sheet
+    )
+
+
 def top_kernel(s: float) -> Any:
     others = [kernel(f"{GEMM}_{k}", "gemm", 10, (1 - s) / 5 * SPAN) for k in range(5)]
     return evidence(cap=capture([kernel(GEMM, "gemm", 10, s * SPAN), *others]))
@@ -363,6 +387,12 @@ CASES: dict[str, Case] = {
         ),
     ),
     "attention.min_t": Case("attention.hand_written", attention, 0, -1),
+    "attention.flash_sm80": Case(
+        "attention.sdpa_efficient", lambda e: flash_rate(e, "8.0"), -0.001, +0.001
+    ),
+    "attention.flash_sm90": Case(
+        "attention.sdpa_efficient", lambda e: flash_rate(e, "9.0"), -0.001, +0.001
+    ),
     # -- memory (an 80 GiB device)
     "memory.near_full": past_share(
         "memory.near_full",

@@ -214,11 +214,11 @@ def test_sdpa_math_says_why_flash_was_not_eligible_from_the_shapes() -> None:
     math = op_row("aten::_scaled_dot_product_attention_math", [[4, 8, 2048, 320]], "float", 3, 1.0)
     cap = dataclasses.replace(attention_capture(20_000.0), op_rows=(sdpa, math))
     (f,) = [f for f in engine.analyze(evidence(cap=cap)) if f.rule == "attention.sdpa_math"]
-    assert "fp32 inputs" in f.evidence and "head dim 320 > 256" in f.evidence
-    assert "explicit attn_mask" in f.evidence
+    assert "fp32 inputs" in f.evidence and "head dim 320 (flash takes at most 256)" in f.evidence
+    assert "an attn_mask (4x1x2048x2048: flash takes none; if it is the causal" in f.evidence
     bare = attention_capture(20_000.0, op("aten::_scaled_dot_product_attention_math", 3, 5.0))
     (g,) = [f for f in engine.analyze(evidence(cap=bare)) if f.rule == "attention.sdpa_math"]
-    assert "reason is unknown without recorded shapes" in g.evidence
+    assert "the capture has no input shapes: record the input shapes" in g.evidence
 
 
 def test_hand_written_attention_sizes_the_score_matrix_from_the_shapes() -> None:
