@@ -223,7 +223,10 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         step_us = (ev.mean_step_s or 0.0) * 1e6
         if step_us > 0 and cap.cpu_ops:
             ceiling = sum(o.self_us for o in cap.cpu_ops) / cap.steps / step_us
-            share = min(share, ceiling)
+            if ceiling < share:
+                share = ceiling
+            else:
+                ceiling = None  # it holds nothing back: not worth a word
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
     evidence = (
