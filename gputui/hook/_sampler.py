@@ -448,8 +448,7 @@ class Sampler:
         for (phase, ids, offsets), (weight, codes) in raw.items():
             _bump(win.phases, phase, weight, MAX_PHASES)
             self._seq = seq = self._seq + 1
-            infos = self._infos(codes, ids)
-            outside = _outside(infos)
+            outside = self._outside(codes, ids)
             if outside:
                 win.outside_s += weight
                 _bump(win.outside_phases, phase, weight, MAX_PHASES)
@@ -457,11 +456,12 @@ class Sampler:
             site = True  # the innermost frame of the job's own code too: site time
             kept: list[int] = []  # the stack's codes (gputui's own left out)
             kept_offsets: list[int] = []
-            for info, cid, lasti in zip(infos, ids, offsets, strict=True):
-                if info[4]:  # gputui's own frame: transparent
-                    continue
+            for i, (cid, lasti) in enumerate(zip(ids, offsets, strict=True)):
                 row = get(cid)
                 if row is None:
+                    info = self._info(codes, ids, i)
+                    if info[4]:  # gputui's own frame: transparent
+                        continue
                     row = self._new_function(win, info)
                 if row[2] != seq:  # once per sample, however deep it recurses
                     row[2] = seq
@@ -496,20 +496,49 @@ class Sampler:
             elif len(stacks) < MAX_STACKS:
                 stacks[stack_key] = [weight, tuple(kept_offsets)]
 
-    def _infos(self, codes: list[CodeType], ids: tuple[int, ...]) -> list[_Info]:
-        """The classification of each code of a stack (innermost first),
-        made outermost first: generated code takes its caller's kind."""
-        known = self._codes.get
-        infos: list[_Info] = [_OTHER_INFO] * len(codes)
+    def _info(self, codes: list[CodeType], ids: tuple[int, ...], i: int) -> _Info:
+        """The classification of a stack's ``i``-th code (innermost first):
+        code generated at run time takes its caller's kind, so its callers are
+        classified first."""
+        info = self._codes.get(ids[i])
+        if info is not None:
+            return info
+        code = codes[i]
         caller: _Info | None = None
-        for i in range(len(codes) - 1, -1, -1):
-            info = known(ids[i])
+        if code.co_filename == _GENERATED:
+            for j in range(i + 1, len(codes)):
+                caller = self._info(codes, ids, j)
+                if not caller[4]:
+                    break
+                caller = None
+        return self._classify(code, caller)
+
+    def _outside(self, codes: list[CodeType], ids: tuple[int, ...]) -> bool:
+        """Whether a sample (its stack, innermost first) is time in code
+        outside torch: its innermost frame, standard-library frames counted as
+        their caller's, is the job's own or a library's.  A library's code is
+        torch's when torch's compiler or its runtime called it (triton, sympy),
+        and the library's own when other torch code did (a library's model
+        forward called by ``Module.__call__``, a library's dataset by the
+        DataLoader).  Walks only as far as it takes to tell."""
+        in_library = False
+        known = self._codes.get
+        for i, cid in enumerate(ids):
+            info = known(cid)
             if info is None:
-                info = self._classify(codes[i], caller)
-            infos[i] = info
-            if not info[4]:
-                caller = info
-        return infos
+                info = self._info(codes, ids, i)
+            if info[4]:
+                continue
+            owner = info[7]
+            if owner == _C_STD:
+                continue
+            if owner == _C_LIB:
+                in_library = True
+                continue
+            if owner == _C_USER:
+                return True
+            return in_library and owner == _C_TORCH
+        return True
 
     def _new_function(self, win: _Window, info: _Info) -> list[Any]:
         """The function row of ``info``'s code in ``win`` (new, or the
@@ -626,29 +655,6 @@ class Sampler:
                 "outside_phases_s": _phase_map(outside_phases),
             },
         )
-
-
-def _outside(infos: list[_Info]) -> bool:
-    """Whether a sample (its stack's classifications, innermost first) is time
-    in code outside torch: its innermost frame, standard-library frames counted
-    as their caller's, is the job's own or a library's.  A library's code is
-    torch's when torch's compiler or its runtime called it (triton, sympy),
-    and the library's own when other torch code did (a library's model forward
-    called by ``Module.__call__``, a library's dataset by the DataLoader)."""
-    in_library = False
-    for info in infos:
-        if info[4]:
-            continue
-        owner = info[7]
-        if owner == _C_STD:
-            continue
-        if owner == _C_LIB:
-            in_library = True
-            continue
-        if owner == _C_USER:
-            return True
-        return in_library and owner == _C_TORCH
-    return True
 
 
 def _replay(log: list[Any], pos: int, stack: list[str], length: int) -> int:
