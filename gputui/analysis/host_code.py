@@ -132,16 +132,35 @@ def _outside_s(profile: PythonProfile, f: ProfileFunction, phases: Iterable[str]
     return f.outside_s * own / total if total > 0 else 0.0
 
 
-def outside_phases(profile: PythonProfile) -> dict[str, float]:
+def _by_function(profile: PythonProfile) -> list[tuple[ProfileFunction, dict[str, float]]]:
+    """Each function with self time outside torch, and that time by phase."""
+    exact = profile.outside_phases_s is not None
+    out = []
+    for f in profile.functions:
+        by_phase = phases_of(f)
+        if not by_phase:
+            continue
+        if exact:
+            total = sum(by_phase.values())
+            if f.outside_s > 0 and total > 0:
+                k = f.outside_s / total
+                out.append((f, {p: s * k for p, s in by_phase.items()}))
+        elif estimated_outside(profile, f):
+            out.append((f, dict(by_phase)))
+    return out
+
+
+def outside_phases(
+    profile: PythonProfile, split: list[tuple[ProfileFunction, dict[str, float]]] | None = None
+) -> dict[str, float]:
     """Seconds in code outside torch by phase: the hook's own split, else the
-    estimate from the profile's functions."""
+    estimate from the profile's functions (``split``: their split, when known)."""
     if profile.outside_phases_s is not None:
         return dict(profile.outside_phases_s)
     out: dict[str, float] = {}
-    for f in profile.functions:
-        if f.self_s > 0 and estimated_outside(profile, f):
-            for phase, s in phases_of(f).items():
-                out[phase] = out.get(phase, 0.0) + s
+    for _f, by_phase in _by_function(profile) if split is None else split:
+        for phase, s in by_phase.items():
+            out[phase] = out.get(phase, 0.0) + s
     return out
 
 
@@ -237,36 +256,51 @@ class HostCode:
 
 
 def _hot(
-    profile: PythonProfile, phases: frozenset[str], base: float, n: int = NAMED
+    profile: PythonProfile,
+    split: list[tuple[ProfileFunction, dict[str, float]]],
+    phases: frozenset[str],
+    base: float,
+    n: int = NAMED,
 ) -> tuple[HotFunction, ...]:
     """The ``n`` functions with the most time outside torch in ``phases``, as
     shares of ``base`` seconds."""
     rows = []
-    for f in profile.functions:
-        s = _outside_s(profile, f, phases)
+    for f, by_phase in split:
+        mine = {p: v for p, v in by_phase.items() if p in phases}
+        s = sum(mine.values())
         if base > 0 and s / base >= NAMED_SHARE:
-            rows.append((s, f))
+            rows.append((s, f, mine))
     rows.sort(key=lambda r: -r[0])
     out = []
-    for s, f in rows[:n]:
-        by_phase = phases_of(f)
-        total = sum(v for p, v in by_phase.items() if p in phases)
-        one = max(
-            ((p, v) for p, v in by_phase.items() if p in phases),
-            key=lambda kv: kv[1],
-            default=(None, 0.0),
-        )
-        phase = one[0] if total > 0 and one[1] >= ONE_PHASE * total else None
+    for s, f, mine in rows[:n]:
+        one = max(mine.items(), key=lambda kv: kv[1])
+        phase = one[0] if one[1] >= ONE_PHASE * s else None
         out.append(HotFunction(f, s / base, _caller(profile, f), phase))
     return tuple(out)
+
+
+#: the last profile read and what it said (the ledger, the rule and the
+#: account read the same profile in turn)
+_last: tuple[PythonProfile | None, HostCode | None] = (None, None)
 
 
 def host_code(profile: PythonProfile | None) -> HostCode | None:
     """What ``profile`` says of the training thread's time in code outside
     torch; None without one, or before it holds ``min.profile_samples``."""
+    global _last
+    last = _last
+    if profile is not None and last[0] is profile:
+        return last[1]
+    found = _host_code(profile)
+    _last = (profile, found)
+    return found
+
+
+def _host_code(profile: PythonProfile | None) -> HostCode | None:
     if profile is None or profile.samples < MIN_SAMPLES or profile.sampled_s <= 0:
         return None
-    by_phase = outside_phases(profile)
+    split = _by_function(profile)
+    by_phase = outside_phases(profile, split)
     base = profile.sampled_s
     loop = sum(s for p, s in by_phase.items() if p in LOOP_PHASES) / base
     model = sum(s for p, s in by_phase.items() if p in MODEL_PHASES) / base
@@ -280,8 +314,8 @@ def host_code(profile: PythonProfile | None) -> HostCode | None:
         samples=profile.samples,
         window_s=profile.window_s,
         exact=profile.outside_phases_s is not None,
-        functions=_hot(profile, counted, base),
-        all_functions=_hot(profile, counted | MODEL_PHASES, base),
+        functions=_hot(profile, split, counted, base),
+        all_functions=_hot(profile, split, counted | MODEL_PHASES, base),
     )
 
 
