@@ -88,13 +88,13 @@ def _fix(host: HostCode | None, model: bool, where: str) -> str:
     )
 
 
-def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> tuple[bool, float | None]:
-    """(whether the job has a GPU, its busy share of the step where known)."""
+def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
+    """The GPU's busy share of the step where known: the account's, else (no
+    capture) NVML's while attached, as the ledger has it."""
     if acct is not None:
-        busy = acct.gpu_busy_share if ev.cuda or acct.gpu_busy_us is not None else None
-        return busy is not None or ev.cuda, busy
+        return acct.gpu_busy_share if ev.cuda or acct.gpu_busy_us is not None else None
     idle = ev.ledger.gpu_idle
-    return ev.cuda, None if idle is None else 1.0 - idle
+    return None if idle is None else 1.0 - idle
 
 
 @rule(
@@ -110,8 +110,8 @@ def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> tuple[bool, float | 
         "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); where the "
         "Python sampler saw the job, at most the time it found in code outside torch (torch's "
         "own autograd, optimizers and module calls are torch's); without a capture, the "
-        "sampler alone ({min.profile_samples} samples, the steps rules' minimum of ordinary "
-        "steps): code outside torch in the loop and user phases >= {cpu.python_share} of the "
+        "sampler alone (from {min.profile_samples} samples and {min.steps} ordinary steps): "
+        "code outside torch in the loop and user phases >= {cpu.python_share} of the "
         "training thread's time and ahead of data and communication, with the GPU idle >= "
         "{cpu.gpu_idle_share} (or no GPU); cost: that share (with a GPU: at most its idle "
         "share)"
@@ -142,7 +142,7 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     groups["phase"] -= phase
     if share < PYTHON_SHARE or any(v > share for k, v in groups.items() if k != "python"):
         return []
-    _, busy = _gpu_busy(ev, acct)
+    busy = _gpu_busy(ev, acct)
     if busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
         return []  # the GPU is kept busy: the Python time is hidden behind it
     recoverable = share if busy is None else min(share, 1.0 - busy)
@@ -185,8 +185,8 @@ def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
     waits = max(led.shares.get("data", 0.0), led.shares.get("comm", 0.0))
     if share < PYTHON_SHARE or share < waits:
         return []
-    cuda, busy = _gpu_busy(ev, None)
-    if cuda and (busy is None or 1.0 - busy < GPU_IDLE_SHARE):
+    busy = _gpu_busy(ev, None)
+    if ev.cuda and (busy is None or 1.0 - busy < GPU_IDLE_SHARE):
         return []  # the GPU's idle time unknown, or too short to wait for the host
     evidence = (
         f"the Python sampler finds {share * 100:.0f}% of the training thread's time in "
