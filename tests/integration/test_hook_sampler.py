@@ -218,11 +218,14 @@ def test_forked_dataloader_workers_are_sampled_apart_from_the_training_thread(
         assert set(profile.workers.phases_s) == {"worker"}
         # not training-thread time: the control is the same job with the work in the loop
         assert all(f.function != "hot_numpy" for f in profile.functions)
+
         # the data finding names it, and points its fix at it
-        loading = hookutil.wait_for(
-            lambda: finding_of(env, job.pid, "data.loader_wait"), 90, "the data finding"
-        )
-        assert "DataLoader workers spend" in loading["evidence"]
+        def loading_named() -> dict | None:  # type: ignore[type-arg]
+            found = finding_of(env, job.pid, "data.loader_wait")
+            return found if found and "DataLoader workers spend" in found["evidence"] else None
+
+        # (the workers' profile holds enough samples a little after it first names them)
+        loading = hookutil.wait_for(loading_named, 90, "the data finding naming the function")
         assert "in hot_numpy (train_cpu.py:" in loading["evidence"]
         assert "make hot_numpy (train_cpu.py:" in loading["fix"]
         text = hookutil.gputui(env, "attach", str(job.pid), "--once", timeout=120).stdout
