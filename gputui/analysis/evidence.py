@@ -19,6 +19,7 @@ from gputui.analysis import ledger, thresholds
 from gputui.analysis.context import JobContext, job_context
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.ledger import Ledger
+from gputui.analysis.live_account import sampled_python
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
@@ -325,7 +326,8 @@ class JobEvidence:
     def ledger(self) -> Ledger:
         """The window and time account every cost is settled against: a trace's
         (or a capture-only evidence's) measured account, else the live job's
-        ordinary steps with the newest capture's split of the rest."""
+        ordinary steps with the newest capture's split of the rest (before any,
+        the Python sampler's Python outside torch told apart from the rest)."""
         cap = self.capture
         acct = None if cap is None else cap.account
         if self.from_trace:
@@ -355,6 +357,7 @@ class JobEvidence:
             gpu_idle=self._unprofiled_idle(),
             note=note,
             slowdown=PROFILER_SLOWDOWN,
+            python_share=sampled_python(self.python_profile),
         )
 
     def _unprofiled_idle(self) -> float | None:

@@ -77,8 +77,11 @@ TABLE: dict[str, Threshold] = _table(
 min.steps                   20          count    ordinary steps a live job's step rules wait for
 min.gpu_samples             3           count    samples of the job's GPU the GPU rules wait for
 min.spiky_samples           10          count    NVML samples before utilization can be called spiky
+min.profile_samples         100         count    Python sampler samples before its shares count
 -- steps
 data.share                  0.05        share    data loading's share of the step (TensorBoard)
+data.hot_share              0.5         share    a function's share of the loading's sampled
+                                                 time from which the data finding names it
 steps.forward_over_backward 1.5         x        forward over backward: a sync in forward
 steps.backward_over_forward 3           x        backward over forward: checkpointing
 steps.optimizer_share       0.15        share    the optimizer's share of the step

@@ -392,7 +392,7 @@ def build_view(
         stats = step_stats(steps[-STATS_WINDOW:])
         p50_now = stats.wall.p50 if stats.wall is not None else None
         found = outliers(steps, p50_now)
-        acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture)
+        acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture, snap.python_profile)
     names: set[str] = set()
     for step in steps[-max(columns, 1) :]:
         names.update(step.phases)

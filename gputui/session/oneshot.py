@@ -123,7 +123,9 @@ class JobReport:
             stats=stats,
             findings=tuple(analyze(ev)),
             notes=_notes(got, stats),
-            live_account=since_capture(ordinary(got.steps[-window:]), got.capture),
+            live_account=since_capture(
+                ordinary(got.steps[-window:]), got.capture, got.python_profile
+            ),
             utilisation=util,
             roofline=ev.roofline,
             memory_growth=memory_growth(got.memory, stats.steps_per_s),

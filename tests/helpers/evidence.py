@@ -10,6 +10,7 @@ from typing import Any
 from gputui.analysis.evidence import JobEvidence, job_evidence
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.op_rows import OpRow
+from gputui.protocol.profile import PathFrame, ProfileFunction, PythonProfile
 from gputui.protocol.schema import MemorySample, StepRecord
 from gputui.protocol.trace_metrics import JobMarkers, StepAccount, TraceMetrics
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics
@@ -189,6 +190,62 @@ def memory(points: Sequence[tuple[int, int]], reserved: int | None = None, **kw:
         )
         for i, (a, at) in enumerate(points)
     ]
+
+
+NUMPY_SORT = "/venv/lib/python3.11/site-packages/numpy/_core/fromnumeric.py"
+TORCH_GRAPH = "/venv/lib/python3.11/site-packages/torch/autograd/graph.py"
+
+
+def python_profile(
+    outside: Mapping[str, float],
+    samples: int = 1000,
+    sampled_s: float = 10.0,
+    exact: bool = True,
+    workers: PythonProfile | None = None,
+) -> PythonProfile:
+    """A sampler's profile over ``sampled_s`` seconds: numpy's ``sort``, called
+    from the job's ``augment`` (data.py:12), holds share ``outside[phase]`` of it
+    in each phase, and torch's autograd engine the rest (in backward).  ``exact``:
+    the hook's own split of the time outside torch (else an older hook's
+    profile, estimated from the functions)."""
+    sort_s = {p: share * sampled_s for p, share in outside.items() if share > 0}
+    total = sum(sort_s.values())
+    sort = ProfileFunction(
+        NUMPY_SORT,
+        "sort",
+        "lib",
+        1092,
+        1000,
+        total,
+        total,
+        sort_s,
+        path=(0,),
+        outside_s=total if exact else 0.0,
+    )
+    augment = ProfileFunction(
+        "/job/data.py", "augment", "user", 12, 10, 0.0, total, {}, total, dict(sort_s)
+    )
+    engine = ProfileFunction(
+        TORCH_GRAPH,
+        "_engine_run_backward",
+        "torch",
+        979,
+        900,
+        sampled_s - total,
+        sampled_s - total,
+        {"backward": sampled_s - total},
+    )
+    return PythonProfile(
+        window_s=sampled_s,
+        sampled_s=sampled_s,
+        samples=samples,
+        functions=(augment, sort, engine),
+        frames=(PathFrame("/job/data.py", "augment", 12),),
+        outside_s=total if exact else None,
+        outside_phases_s=sort_s if exact else None,
+        workers=workers,
+        worker_processes=0 if workers is None else 2,
+    )
 
 
 def evidence(
