@@ -24,6 +24,7 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
+from gputui.session.autocapture import OFF, REPLACED, AutoOutcome
 from gputui.session.oneshot import RanksReport
 from gputui.session.rank_view import RankRow, RanksSummary
 from gputui.trace.kernels import CLASS_SHORT
@@ -37,7 +38,13 @@ def output(
     with ``job`` and ``ranks`` added), or the ranks side by side as text."""
     if not as_json:
         print_ranks(
-            report.job, report.summary, report.findings, report.problems, banner, ascii_only
+            report.job,
+            report.summary,
+            report.findings,
+            report.problems,
+            banner,
+            ascii_only,
+            auto=report.named.auto_capture,
         )
         return
     doc = report_dict(report.named)
@@ -82,10 +89,12 @@ def print_ranks(
     problems: Sequence[str],
     banner: str | None = None,
     ascii_only: bool = False,
+    auto: AutoOutcome | None = None,
 ) -> None:
     """The report on standard output, to its width (``--ascii``: ASCII only).  A
-    ``banner`` marks a recording: its trace paths are the recording machine's."""
-    lines = render(job, summary, findings, problems, banner, recorded=banner is not None)
+    ``banner`` marks a recording: its trace paths are the recording machine's;
+    ``auto`` is what the automatic capture did (a live job's)."""
+    lines = render(job, summary, findings, problems, banner, recorded=banner is not None, auto=auto)
     emit(lines, ascii_only)
 
 
@@ -106,6 +115,7 @@ def render(
     banner: str | None = None,
     width: int | None = None,
     recorded: bool = False,
+    auto: AutoOutcome | None = None,
 ) -> list[str]:
     """The multi-rank report as lines of at most ``width`` characters (the
     output's width by default), every value with its unit."""
@@ -136,6 +146,8 @@ def render(
     hint = wait_hint(summary.evidence)
     if hint:
         out.extend(wrap(hint, width, "", _TAB))
+    if auto is not None and auto.state not in (OFF, REPLACED):
+        out.extend(wrap(auto.text, width, "", _TAB))
     for row in summary.rows:
         out.extend(_capture(row, width, recorded))
     return out
