@@ -104,6 +104,15 @@ def costliest(
     return best
 
 
+def kind_of(result: CaptureResult | None, automatic: bool) -> str:
+    """How a line names a capture: ``automatic capture with FLOPs``, ``this
+    capture``; a hook that predates FLOPs captures without them, said so."""
+    if not automatic:
+        return "this capture"
+    flops = result is not None and result.options.flops
+    return "automatic capture with FLOPs" if flops else "automatic capture (no FLOPs)"
+
+
 def cost_parts(cost: CaptureCost | None, stop_ms: float | None = None) -> list[str]:
     """What a capture cost the job, in a few parts, most telling first: the
     time it took from the job (in its ordinary steps), the profiled steps'
@@ -221,6 +230,12 @@ class AutoCapture:
                 return True
             return False
 
+    def forget_user(self, who: str) -> None:
+        """Screen ``who`` closed: its waiting capture is dropped."""
+        with self._lock:
+            if self.waiting_user == who:
+                self.waiting_user = None
+
     # -- the session ---------------------------------------------------------------------
     def due(self, snaps: Sequence[StateSnapshot], now_s: float) -> str | None:
         """The capture id to ask every rank of ``snaps`` for now, else None
@@ -298,7 +313,7 @@ class AutoCapture:
         if state == DONE:
             cost, result = costliest(snaps, cid)
             stop = None if result is None else result.stop_ms
-            text = "automatic capture with FLOPs: " + cost_text(cost, stop)
+            text = f"{kind_of(result, True)}: " + cost_text(cost, stop)
             if waits:
                 text += "; your capture (p) goes next"
             return AutoLine(state, text, cost, waits, cid)
@@ -340,14 +355,15 @@ class AutoOutcome:
     capture_id: str | None = None
     cost: CaptureCost | None = None
     stop_ms: float | None = None
+    #: the capture carries FLOPs (False from a hook that predates them)
+    flops: bool = True
 
     @property
     def text(self) -> str:
         """The report's line."""
         if self.state == DONE:
-            return f"automatic capture with FLOPs ({self.reason}): " + cost_text(
-                self.cost, self.stop_ms
-            )
+            kind = "automatic capture with FLOPs" if self.flops else "automatic capture (no FLOPs)"
+            return f"{kind} ({self.reason}): " + cost_text(self.cost, self.stop_ms)
         return f"automatic capture: {self.reason}"
 
     def to_json(self) -> dict[str, Any]:
@@ -484,4 +500,4 @@ def outcome_of(collected: Sequence[_Captured], capture_id: str, why: str) -> Aut
     cost, result = costliest(collected, capture_id)
     if result is None:
         return AutoOutcome(FAILED, "no result arrived", capture_id)
-    return AutoOutcome(DONE, why, capture_id, cost, result.stop_ms)
+    return AutoOutcome(DONE, why, capture_id, cost, result.stop_ms, result.options.flops)

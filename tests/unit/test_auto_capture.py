@@ -21,7 +21,7 @@ from gputui.analysis.auto_capture import (
 )
 from gputui.analysis.steps import WARMUP_STEPS
 from gputui.protocol import messages
-from gputui.protocol.capture import CaptureResult, CaptureStatus
+from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
 from gputui.protocol.hello import CaptureInfo, Status
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.requests import CaptureRequest
@@ -314,6 +314,17 @@ def test_the_result_ends_it_and_the_users_capture_goes_next() -> None:
     assert line.cost is not None and "cost the job" in line.text
 
 
+def test_a_closed_screens_waiting_capture_is_dropped() -> None:
+    auto = AutoCapture()
+    steps = steady_steps()
+    assert auto.due([snap(steps)], now_of(steps)) is not None
+    assert auto.user_capture("attach") and auto.user_waits
+    auto.forget_user("ranks")  # another screen's: nothing
+    assert auto.user_waits
+    auto.forget_user("attach")
+    assert not auto.user_waits
+
+
 def test_p_before_it_is_asked_replaces_it() -> None:
     auto = AutoCapture()
     assert not auto.user_capture()  # goes at once
@@ -402,7 +413,8 @@ def test_an_older_hooks_result_is_still_the_automatic_capture() -> None:
     auto = AutoCapture()
     steps = profiled_job([0.05, 0.015, 0.012, 0.01] + [0.01] * 10)
     cid = auto.due([snap(steps[:20])], now_of(steps[:20]))
-    old = result(id=cid, first=21, last=25, end=None, ready_ms=None, stop_ms=None)
+    flops = CaptureOptions(shapes=True, flops=True)
+    old = result(id=cid, first=21, last=25, end=None, ready_ms=None, stop_ms=None, options=flops)
     done = snap(steps, capture=old)
     auto.due([done], now_of(steps))
     assert auto.state == DONE
@@ -412,3 +424,9 @@ def test_an_older_hooks_result_is_still_the_automatic_capture() -> None:
     parts = [text for text, _style in cost_line(view, auto.line([done]))]
     assert parts[0].startswith("automatic capture with FLOPs: cost the job")
     assert "profiler stop unavailable (an older hook)" in parts
+    # a hook older still, without FLOPs: the capture is named for what it is
+    plain = dataclasses.replace(old, options=CaptureOptions())
+    done = snap(steps, capture=plain)
+    view = build_view(done, now_of(steps))
+    first = cost_line(view, auto.line([done]))[0][0]
+    assert first.startswith("automatic capture (no FLOPs): cost the job")

@@ -10,7 +10,15 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.session.attach import AttachView
-from gputui.session.autocapture import ASKED, FAILED, SKIPPED, WAITING, AutoLine, cost_parts
+from gputui.session.autocapture import (
+    ASKED,
+    FAILED,
+    SKIPPED,
+    WAITING,
+    AutoLine,
+    cost_parts,
+    kind_of,
+)
 from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import render
 from gputui.tui.attach.view_panel import ViewPanel
@@ -37,9 +45,8 @@ def cost_line(view: AttachView | None, auto: AutoLine | None) -> list[tuple[str,
         result = view.snap.capture
         stop_ms = None if result is None else result.stop_ms
         automatic = cap.auto or (auto is not None and auto.capture_id == cap.id)
-        who = "automatic capture with FLOPs:" if automatic else "this capture:"
         first, *rest = cost_parts(view.capture_cost, stop_ms)
-        parts = [(f"{who} {first}", ""), *((part, "") for part in rest)]
+        parts = [(f"{kind_of(result, automatic)}: {first}", ""), *((p, "") for p in rest)]
         if auto is not None and auto.user_waits:
             parts.insert(1, ("your capture (p) goes next", "yellow"))
         elif auto is not None and auto.state == SKIPPED:

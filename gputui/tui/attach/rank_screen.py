@@ -30,7 +30,14 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.errors import GputuiError
 from gputui.session.attach import StateSnapshot
-from gputui.session.autocapture import ASKED, FAILED, WAITING, AutoCapture, cost_parts
+from gputui.session.autocapture import (
+    ASKED,
+    FAILED,
+    WAITING,
+    AutoCapture,
+    cost_parts,
+    kind_of,
+)
 from gputui.session.autocapture import KEY as AUTO_KEY
 from gputui.session.feeds import CAPTURE_STEPS
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
@@ -487,7 +494,10 @@ class RanksScreen(Screen[object]):
         if snap is not None and snap.capture is not None:
             cost = capture_cost(snap.steps, snap.capture)
             if cost is not None or not snap.capture.replay:
-                who = "automatic capture with FLOPs" if snap.capture.auto else "this capture"
+                automatic = snap.capture.auto or (
+                    auto is not None and auto.capture_id == snap.capture.id
+                )
+                who = kind_of(snap.capture, automatic)
                 first, *rest = cost_parts(cost, snap.capture.stop_ms)
                 label = link.label if link is not None else "this rank"
                 parts = [(f"{who} on {label}: {first}", ""), *((p, "") for p in rest)]

@@ -162,6 +162,8 @@ class AttachScreen(Screen[object]):
 
     def on_unmount(self) -> None:
         self.state.on_capture = None
+        if self.auto is not None:
+            self.auto.forget_user(self.USER)  # a capture waiting to be sent from here
         # Leaving the screen (escape back to the monitor, or quitting) ends the session.
         if self._timer is not None:
             self._timer.stop()
