@@ -164,11 +164,6 @@ class AutoLine:
     #: more about it (why the job counts as steady, or not yet), when there is room
     detail: str = ""
 
-    @property
-    def sentence(self) -> str:
-        """The text with its detail, in one sentence."""
-        return f"{self.text} ({self.detail})" if self.detail else self.text
-
 
 class AutoCapture:
     """One viewer's automatic capture, over one job's ranks (one, for the
@@ -247,6 +242,7 @@ class AutoCapture:
                 return None
             if self.state != WAITING:
                 return None
+            self.detail = ""
             live = [s for s in snaps if s.hello is not None and s.disconnected is None]
             if not live or not all(s.synced for s in live):
                 self.reason = "waiting for the job's history"
@@ -285,6 +281,10 @@ class AutoCapture:
         for snap in snaps:
             result, status = snap.capture, snap.capture_status
             if result is not None and result.id == cid:
+                if result.error:
+                    self.state = FAILED
+                    self.reason = f"failed: {fmt.clean(result.error)}"
+                    return
                 continue
             if status is not None and status.id == cid and status.ended:
                 if status.state == messages.CAPTURE_BUSY:

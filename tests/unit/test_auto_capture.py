@@ -351,6 +351,15 @@ def test_a_refusal(state: str, reason: str, after: str) -> None:
         assert reason in auto.line([snap(steps)]).text
 
 
+def test_a_result_with_an_error_is_a_failure() -> None:
+    auto = AutoCapture()
+    steps = steady_steps()
+    cid = auto.due([snap(steps)], now_of(steps))
+    broken = result(id=cid, error="RuntimeError: boom")
+    auto.due([snap(steps, capture=broken)], now_of(steps))
+    assert auto.state == FAILED and "boom" in auto.line([snap(steps)]).text
+
+
 def test_off_and_on_again() -> None:
     auto = AutoCapture(enabled=False)
     steps = steady_steps()

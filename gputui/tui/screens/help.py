@@ -93,8 +93,8 @@ ATTACH: list[Section] = [
     (
         "Attach screen",
         [
-            ("p", "profile the next 5 steps: kernels, CPU ops, FLOPs and a trace file"),
-            ("a", "the automatic capture (once the job is steady): off, or on again"),
+            ("p", "profile the next 5 steps: kernels, ops, FLOPs, trace file"),
+            ("a", "the automatic capture once the job is steady: off / on"),
             ("g", "step times: wall clock / GPU time"),
             ("o", "the table: GPU kernels / CPU ops"),
             ("up / down", "move in the table (the line under it shows the full name)"),
@@ -148,7 +148,7 @@ RANKS: list[Section] = [
             ("up / down", "move the cursor; pgup / pgdn: a page"),
             ("s / S", "sort by the next column / reverse the sort"),
             ("p", "profile the same 5 steps on every rank"),
-            ("a", "the automatic capture of every rank: off, or on again"),
+            ("a", "the automatic capture of every rank: off / on"),
             ("f", "findings across ranks, each with its evidence and fix"),
             ("r", "reconnect the ranks that were lost (a replay: play it again)"),
         ],
