@@ -104,6 +104,8 @@ class CaptureView:
     error: str | None = None
     #: sent again to a viewer that connected after the capture finished
     replayed: bool = False
+    #: a viewer's automatic capture (False from a hook that predates the flag)
+    auto: bool = False
 
     @classmethod
     def of(cls, cap: CaptureResult) -> CaptureView:
@@ -130,6 +132,7 @@ class CaptureView:
             trace_error=cap.trace_error,
             error=cap.error,
             replayed=cap.replay,
+            auto=cap.auto,
         )
 
     # -- derived numbers --------------------------------------------------------------------
