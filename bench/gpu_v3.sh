@@ -16,7 +16,7 @@ py=python3
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 $py bench/jobs/profiler_cost.py ${PROFILER_CASES:-healthy inference item_in_forward leak numpy_preproc} \
     >"$out/profiler_cost.jsonl" 2>"$work/logs/profiler_cost.err"
-for c in compiled_item item_in_forward healthy cpu_randn; do
+for c in ${TRACE_CASES:-compiled_item item_in_forward_wide healthy cpu_randn}; do
     timeout 200 $py bench/jobs/analyzer_cases.py "$work/tr" $c >>"$work/logs/traces.log" 2>&1
 done
 for c in ${SHAPES_CASES:-sdpa_mem_efficient sdpa_math hand_attention healthy inference}; do
