@@ -22,8 +22,7 @@ done
 for c in ${SHAPES_CASES:-sdpa_mem_efficient sdpa_math hand_attention healthy inference}; do
     timeout 200 $py bench/jobs/analyzer_cases.py --shapes "$work/trs" $c >>"$work/logs/traces.log" 2>&1
 done
-for c in slow_workers item_in_forward compiled_item inference cpu_randn leak \
-    sdpa_mem_efficient healthy; do
+for c in ${LIVE_CASES:-slow_workers item_in_forward_wide compiled_item inference leak healthy}; do
     $py -m gputui run -- $py bench/jobs/analyzer_cases.py --live "$seconds" $c \
         >"$work/logs/$c.run.log" 2>&1 &
     job=$!
