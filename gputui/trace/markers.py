@@ -22,6 +22,7 @@ collective in use, attention advice the SDPA backend that ran.  The names:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from gputui.protocol.trace_metrics import JobMarkers
 from gputui.trace.timeline import KERNEL, Timeline
@@ -65,10 +66,22 @@ def _collective(name: str) -> str | None:
 
 def job_markers(timeline: Timeline) -> JobMarkers:
     """The markers of one timeline (each distinct name looked at once)."""
+    return markers_of(
+        {r.name for r in timeline.ranges},
+        {r.name for r in timeline.runtime},
+        {a.name for a in timeline.gpu if a.kind == KERNEL},
+    )
+
+
+def markers_of(
+    range_names: Iterable[str], runtime_names: Iterable[str], kernel_names: Iterable[str]
+) -> JobMarkers:
+    """The markers of a timeline's distinct names: its host ranges', its runtime
+    calls' and its kernels'."""
     compiled = cuda_graphs = backward = optimizer = False
     collectives: set[str] = set()
     attention: set[str] = set()
-    for name in {r.name for r in timeline.ranges}:
+    for name in range_names:
         if name.startswith(_COMPILED_RANGES):
             compiled = True
         elif name.startswith("autograd::engine::evaluate_function") or name.endswith(
@@ -84,10 +97,9 @@ def job_markers(timeline: Timeline) -> JobMarkers:
         for backend, prefixes in _ATTENTION_OPS:
             if name.startswith(prefixes):
                 attention.add(backend)
-    for name in {r.name for r in timeline.runtime}:
-        if name in _GRAPH_LAUNCHES:
-            cuda_graphs = True
-    for name in {a.name for a in timeline.gpu if a.kind == KERNEL}:
+    if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
+        cuda_graphs = True
+    for name in kernel_names:
         if name.startswith("triton_"):
             compiled = True
         if "nccl" in name.lower():
