@@ -906,6 +906,7 @@ class GpuPass:
         hta_all, hta_comp, hta_comm = self.hta_all, self.hta_comp, self.hta_comm
         cpu_us, gpu_us, delays = self.launch_us
         coll = GPU_COLLECTIVE - GPU_COMPUTE
+        kernel, off, wait_us, cutoff_us = KERNEL, OFF_STREAM, KERNEL_WAIT_US, RUNTIME_CUTOFF_US
         short = launched = before = kernels = seen = 0
         parts = False
         for a in scan.timeline.gpu:
@@ -926,8 +927,8 @@ class GpuPass:
                     lists[cls].append(a)
                     parts = parts or e > s
                 else:
-                    lists[cls + OFF_STREAM].append(a)
-            if kind == KERNEL:
+                    lists[cls + off].append(a)
+            if kind == kernel:
                 kernels += 1
                 dev = per_device.get(a[6])
                 if dev is None:
@@ -970,7 +971,7 @@ class GpuPass:
                     gap = s - row[0]
                     if call is not None and call[0] > row[0]:
                         row[1] += gap
-                    elif gap < KERNEL_WAIT_US:
+                    elif gap < wait_us:
                         row[2] += gap
                     else:
                         row[3] += gap
@@ -981,7 +982,7 @@ class GpuPass:
                 cpu_us.append(c)
                 gpu_us.append(g)
                 delays.append(d if d > 0 else 0)
-                short += c <= RUNTIME_CUTOFF_US and g < c
+                short += c <= cutoff_us and g < c
         return kernels, parts, launched, before, short, seen
 
     def _code(self, kind: str, name: str) -> tuple[int, int, bool, bool]:
@@ -1022,11 +1023,12 @@ class RuntimePass:
         sync_names, launch_names = SYNC_CALLS, LAUNCH_CALLS
         launch = RT_LAUNCH - RT_SYNC
         other = RT_OTHER - RT_SYNC
+        runtime_api, driver = RUNTIME, RT_DRIVER
         for r in scan.timeline.runtime:
             s = r[0]
             e = r[1]
             name = r[2]
-            api = 0 if r[6] == RUNTIME else RT_DRIVER
+            api = 0 if r[6] == runtime_api else driver
             if name in sync_names or (blocking and r[4] in blocking):
                 sync_starts.append(s)
                 lists[api].append(r)

@@ -24,6 +24,7 @@ left out here: they are not host work.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from operator import itemgetter
 
 from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepBreakdown
@@ -87,12 +88,20 @@ _CATEGORY_BITS = (
 _STEPS = bits(STEP_WINDOWS)
 
 
+_KERNELS = _both(GPU_COMPUTE) | _both(GPU_COMM) | _both(GPU_COLLECTIVE)
+
+
 def _gpu_utilization(scan: Scan, lo: int, hi: int) -> float | None:
     """Union of kernel time within [lo, hi] over that span, on the device with
     the most kernel time."""
     per_device = scan.gpu.per_device
     if hi <= lo or not per_device:
         return None
+    steps = scan.steps
+    if len(per_device) == 1 and all(a[1] == b[0] for a, b in pairwise(steps)):
+        # one device, steps end to end: the sweep measured it already
+        covered = sum(us for mask, us in scan.swept.items() if mask & _STEPS and mask & _KERNELS)
+        return round(100.0 * covered / (hi - lo), 2)
 
     def kernel_us(items: list[tuple[int, int]]) -> int:
         return sum(map(_END, items)) - sum(map(_START, items))
