@@ -186,9 +186,10 @@ RT_DRIVER = 1  # added to the three above
 GPU_COMPUTE, GPU_COMM, GPU_COLLECTIVE, GPU_MEMCPY, GPU_MEMSET, GPU_OTHER = 12, 14, 16, 18, 20, 22
 OFF_STREAM = 1
 #: the host's steps, the steps' own windows, the GPU's idle gaps a
-#: synchronization left (the account's)
-HOST_WINDOWS, STEP_WINDOWS, SYNC_GAPS = 24, 25, 26
-LAYERS = 27
+#: synchronization left (the account's), and from the first step's start to
+#: the last step's end (the plugin's GPU utilization)
+HOST_WINDOWS, STEP_WINDOWS, SYNC_GAPS, STEPS_SPAN = 24, 25, 26, 27
+LAYERS = 28
 
 
 def bits(*layers: int) -> int:
@@ -722,6 +723,7 @@ class Scan:
         layers[HOST_WINDOWS] = host
         layers[STEP_WINDOWS] = span
         layers[SYNC_GAPS] = self.sync_gaps
+        layers[STEPS_SPAN] = [(steps[0][0], steps[-1][1])]
         lo = min(host[0][0], span[0][0])
         hi = max(max(e for _, e in host), span[-1][1])
         return sweep(layers, lo, hi)

@@ -24,7 +24,6 @@ left out here: they are not host work.
 
 from __future__ import annotations
 
-from itertools import pairwise
 from operator import itemgetter
 
 from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepBreakdown
@@ -46,6 +45,7 @@ from gputui.trace.scan import (
     RT_OTHER,
     RT_SYNC,
     STEP_WINDOWS,
+    STEPS_SPAN,
     TAIL_KEEP,
     Scan,
     bits,
@@ -86,6 +86,7 @@ _CATEGORY_BITS = (
     ("cpu_op", bits(PHASE, COMM_OTHER, DISPATCH_OP, ANNOTATION_OTHER)),
 )
 _STEPS = bits(STEP_WINDOWS)
+_SPAN = bits(STEPS_SPAN)
 
 
 _KERNELS = _both(GPU_COMPUTE) | _both(GPU_COMM) | _both(GPU_COLLECTIVE)
@@ -98,9 +99,9 @@ def _gpu_utilization(scan: Scan, lo: int, hi: int) -> float | None:
     if hi <= lo or not per_device:
         return None
     steps = scan.steps
-    if len(per_device) == 1 and all(a[1] == b[0] for a, b in pairwise(steps)):
-        # one device, steps end to end: the sweep measured it already
-        covered = sum(us for mask, us in scan.swept.items() if mask & _STEPS and mask & _KERNELS)
+    if len(per_device) == 1 and (lo, hi) == (steps[0][0], steps[-1][1]):
+        # one device: the sweep measured it already
+        covered = sum(us for mask, us in scan.swept.items() if mask & _SPAN and mask & _KERNELS)
         return round(100.0 * covered / (hi - lo), 2)
 
     def kernel_us(items: list[tuple[int, int]]) -> int:

@@ -68,6 +68,7 @@ CHECKS: list[tuple[str, str, Any]] = [
     ("syncs", rf"{COUNT} synchronizations per step", "syncs"),
     ("data", rf"waits {SHARE} of the step for the next batch", "data"),
     ("step", rf"for the next batch \([^)]*? of a {STEP} step\)", "step"),
+    ("step", rf"of the step \([^)]*? of {STEP}\) is CPU time outside torch", "step"),
     ("busy", rf"busy {SHARE} of the profiled steps", "busy"),
     ("busy", rf"the GPU is busy {SHARE} of the step", "busy"),
 ]
