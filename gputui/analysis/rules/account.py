@@ -89,10 +89,10 @@ def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
     if busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
         return []  # the GPU is kept busy: the Python time is hidden behind it
     recoverable = share if busy is None else min(share, 1.0 - busy)
-    step_ms = acct.step_us / 1000.0
+    step_s = acct.step_us / 1e6  # the account's and the ledger's mean step, as they print it
     evidence = (
-        f"{share * 100:.0f}% of the step ({fmt.ms(share * step_ms / 1000.0)} of "
-        f"{fmt.ms(step_ms / 1000.0)}) is CPU time outside torch ops; "
+        f"{share * 100:.0f}% of the step ({fmt.ms(share * step_s)} of "
+        f"{fmt.ms(step_s)}) is CPU time outside torch ops; "
         + shares_text(acct, "dispatch", "launch", "sync", "data")
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
