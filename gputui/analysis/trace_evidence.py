@@ -55,15 +55,12 @@ def _steps(summary: TraceSummary, shares: Mapping[str, float]) -> tuple[StepReco
 
 def trace_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
     """The trace's profiler steps as step records (wall time and data share: the
-    account's data wait, else the step breakdown's DataLoader time)."""
+    step breakdown's DataLoader time, when nothing else ran: what waiting for
+    data cost the step; the account's data wait, all of it, is the ledger's)."""
     sb = summary.metrics.step_breakdown
     if sb is None or not sb.step_us or not sb.steps_us:
         return ()
-    acct = summary.metrics.account
-    data = acct.share("data") if acct is not None and acct.step_us > 0 else None
-    if data is None:
-        data = sb.dataloader_us / sb.steps_us
-    return _steps(summary, {DATA: min(1.0, max(0.0, data))})
+    return _steps(summary, {DATA: min(1.0, max(0.0, sb.dataloader_us / sb.steps_us))})
 
 
 def trace_rank_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:

@@ -42,12 +42,12 @@ WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
     bucket="data",
 )
 def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
-    led = ev.ledger
-    measured = led.share("data") if led.has_account and led.step_s else None
-    share = ev.phase_share(DATA) if measured is None else measured
+    share = ev.phase_share(DATA)
     if share < DATA_SHARE:
         return []
-    if measured is None:
+    led = ev.ledger
+    waits = led.share("data") if led.has_account and led.step_s else None
+    if waits is None:
         p50 = ev.phase_p50(DATA)
         evidence = (
             f"the training loop waits {share * 100:.0f}% of the time for the next batch "
@@ -55,9 +55,12 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
         )
     else:  # the ledger's figures: its window's mean step, as the account shows them
         evidence = (
-            f"the training loop waits {share * 100:.0f}% of the step for the next batch "
-            f"({fmt.ms(share * (led.step_s or 0.0))} of a {fmt.ms(led.step_s)} step)"
+            f"the training loop waits {waits * 100:.0f}% of the step for the next batch "
+            f"({fmt.ms(waits * (led.step_s or 0.0))} of a {fmt.ms(led.step_s)} step)"
         )
+        if round(100 * waits) != round(100 * share):
+            # a trace: the step breakdown's DataLoader time with nothing else running
+            evidence += f"; with the GPU idle, {share * 100:.0f}% of the step"
     gpu = ev.gpu
     if gpu is not None and gpu.util_pct is not None:
         evidence += f"; GPU util {gpu.util_pct:.0f}%"
