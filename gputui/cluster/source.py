@@ -111,11 +111,15 @@ NODE_AGGREGATES = {
 
 
 def node_query(selector: str) -> str:
-    """Every node's aggregates in one query (the node table needs no per-GPU series)."""
+    """Every node's aggregates in one query (the node table needs no per-GPU series).
+    Each GPU counts once: a GPU shared by two Slurm jobs has a series of each
+    gauge per job (``hpc_job``, gputui's and dcgm-exporter's), reduced to one
+    per GPU before the node's sum, mean and count."""
     by = "hostname, Hostname"
     q = gpu_queries(selector)
     parts = [
-        tagged(f, f"{op} by ({by}) ({q[field]})") for f, (op, field) in NODE_AGGREGATES.items()
+        tagged(f, f"{op} by ({by}) (max by ({by}, gpu) ({q[field]}))")
+        for f, (op, field) in NODE_AGGREGATES.items()
     ]
     parts.append(
         tagged(

@@ -7,6 +7,12 @@ over.  Percentages become ratios 0-1, MHz hertz, and cumulative readings (energy
 ECC errors) ``_total`` counters.  Clock-event ("throttle") reasons are integrated
 into seconds per reason by :class:`ClockEventCounters` as snapshots arrive, so
 ``rate()`` of the counter is the fraction of time a reason held the clocks.
+
+A GPU's gauges carry ``hpc_job``, the Slurm job with a process on it, as
+dcgm-exporter's HPC job mapping labels them: one series per job where several
+share the GPU, none without a job.  Its counters, info and lost series do not:
+a counter whose labels changed with the job would start a new series, and a
+fault at a job's end (an Xid that killed it) would be missed by ``increase()``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
-from gputui.exporter.container_labels import container_labels, host_pid_labels
+from gputui.exporter.container_labels import (
+    HPC_JOB,
+    container_labels,
+    host_pid_labels,
+    job_labels,
+    jobs_by_gpu,
+)
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, Labels, labels
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 
@@ -212,8 +224,11 @@ def gpu_families(
     mig_total = Family("gputui_gpu_mig_memory_total_bytes", GAUGE, "Memory of a MIG instance.")
     driver = snapshot.driver_version or ""
     cuda = snapshot.cuda_driver_version or ""
+    jobs = jobs_by_gpu(snapshot.processes)
     for device in snapshot.devices:
         lab = device_labels(device, host)
+        # the gauges: one series per Slurm job on the GPU (dcgm-exporter's mapping)
+        gauge_labs = [lab.extend((HPC_JOB, job)) for job in jobs.get(device.index, ())] or [lab]
         info.add(
             lab.extend(
                 ("driver_version", driver),
@@ -228,12 +243,14 @@ def gpu_families(
         for family, (_, _, attr, scale) in zip(gauges, _DEVICE_GAUGES, strict=True):
             value = getattr(device, attr)
             if value is not None:
-                family.add(lab, _scaled(value, scale))
+                for gauge_lab in gauge_labs:
+                    family.add(gauge_lab, _scaled(value, scale))
         if device.gpm is not None:
             for family, (_, _, attr) in zip(gpm, _GPM_GAUGES, strict=True):
                 value = getattr(device.gpm, attr)
                 if value is not None:
-                    family.add(lab, value / 100.0)
+                    for gauge_lab in gauge_labs:
+                        family.add(gauge_lab, value / 100.0)
         energy.add(lab, device.energy_j)
         ecc.add(lab.extend(("type", "corrected")), device.ecc_errors_corrected)
         ecc.add(lab.extend(("type", "uncorrected")), device.ecc_errors_uncorrected)
@@ -289,6 +306,7 @@ def process_families(snapshot: Snapshot, options: GpuOptions) -> list[Family]:
             ("process_name", proc.name or ""),
             *host_pid_labels(proc),
             *container_labels(proc.container),
+            *job_labels(proc.slurm),
         )
         if options.cmdline:
             command = " ".join(proc.cmdline) if proc.cmdline else (proc.name or "")

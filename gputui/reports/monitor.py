@@ -20,7 +20,13 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, any_placed
+from gputui.snapshot.model import (
+    DeviceSnapshot,
+    ProcessSnapshot,
+    Snapshot,
+    any_in_job,
+    any_placed,
+)
 from gputui.sources.base import SnapshotSource
 
 
@@ -203,6 +209,13 @@ def _processes(
         # narrow outputs: a shorter container, and the running time goes first
         fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
         labels = elide_all({container_text.label(p) for p in procs}, fit)
+    in_job = any_in_job(procs)
+    jobs: dict[str, str] = {}
+    if in_job:  # the Slurm job column (its module loads only then)
+        from gputui.session import slurm_text
+
+        fit = slurm_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
+        jobs = elide_all({slurm_text.label(p) for p in procs}, fit)
     cells = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -221,11 +234,16 @@ def _processes(
         )
         if placed:
             cells[-1].insert(7, labels[container_text.label(p)])
+        if in_job:
+            cells[-1].insert(-1, jobs[slurm_text.label(p)])
     headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
     right = [True, True, False, True, True, True, True, False]
     if placed:
         headers.insert(7, "Container")
         right.insert(7, False)
+    if in_job:
+        headers.insert(-1, "Job")
+        right.insert(-1, False)
     out = table(
         headers,
         cells,
@@ -233,7 +251,7 @@ def _processes(
         right=right,
         flexible=len(headers) - 1,
         rule=rule,
-        optional=(headers.index("Time"),) if placed else (),
+        optional=(headers.index("Time"),) if placed or in_job else (),
     )
     left = len(s.processes) - len(procs)
     if left:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.cluster.view import Gpu, Job, Node, Rank, state_label
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.cluster.keyed_table import KeyedRow
 from gputui.tui.render import bar, level_style, sparkline
@@ -161,12 +161,14 @@ PROCESS_COLUMNS = (
     ("GPU mem", 9),
     ("SM", 4),
     ("container", 24),
+    ("job", 16),
     ("command", 80),
 )
 
 
 def process_rows(processes: Sequence[ProcessSnapshot]) -> list[KeyedRow]:
-    """A node's GPU processes (names and command lines chosen by its users: cleaned)."""
+    """A node's GPU processes, grouped by Slurm job (names and command lines
+    chosen by its users: cleaned)."""
     return [
         (
             f"{p.gpu_index}/{p.pid}",
@@ -177,10 +179,11 @@ def process_rows(processes: Sequence[ProcessSnapshot]) -> list[KeyedRow]:
                 _right(fmt.size(p.gpu_mem_bytes)),
                 _right(fmt.pct(p.sm_pct)),
                 Text(container_text.label(p), style="dim" if p.pid_is_host else ""),
+                Text(slurm_text.label(p)),
                 Text(fmt.command(p.cmdline, p.name, 300), style="bold" if p.hooked else ""),
             ),
         )
-        for p in processes
+        for p in slurm_text.grouped(processes)
     ]
 
 
