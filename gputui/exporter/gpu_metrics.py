@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
+from gputui.analysis.xid import CATALOGUE as XID_CATALOGUE
 from gputui.exporter.container_labels import (
     HPC_JOB,
     container_labels,
@@ -220,6 +221,19 @@ def gpu_families(
         "Seconds a clock-event (throttle) reason held the GPU's clocks, since the exporter "
         "started; rate() is the fraction of time.",
     )
+    xid_total = Family(
+        "gputui_xid_errors_total",
+        COUNTER,
+        "Xid errors the driver reported for the GPU, by code: NVML's critical Xid events "
+        "since the exporter started and the kernel log's since boot, one count an error. "
+        "Every code of gputui's catalogue is served from 0 while the GPU is watched.",
+    )
+    xid_last = Family(
+        "DCGM_FI_DEV_XID_ERRORS",
+        GAUGE,
+        "Value of the last XID error encountered (dcgm-exporter's name; 0: none since the "
+        "exporter started, or in the kernel log since boot).",
+    )
     mig_used = Family("gputui_gpu_mig_memory_used_bytes", GAUGE, "Memory used by a MIG instance.")
     mig_total = Family("gputui_gpu_mig_memory_total_bytes", GAUGE, "Memory of a MIG instance.")
     driver = snapshot.driver_version or ""
@@ -238,6 +252,7 @@ def gpu_families(
             1,
         )
         lost.add(lab, 1 if device.lost else 0)
+        _xid_series(device, lab, xid_total, xid_last)
         if device.lost:
             continue
         for family, (_, _, attr, scale) in zip(gauges, _DEVICE_GAUGES, strict=True):
@@ -263,10 +278,35 @@ def gpu_families(
             mig_lab = lab.extend(("GPU_I_PROFILE", profile), ("GPU_I_ID", str(mig.gpu_instance_id)))
             mig_used.add(mig_lab, mig.mem_used_bytes)
             mig_total.add(mig_lab, mig.mem_total_bytes)
-    families = [info, lost, *gauges, *gpm, energy, ecc, events, mig_used, mig_total]
+    families = [
+        info,
+        lost,
+        *gauges,
+        *gpm,
+        energy,
+        ecc,
+        events,
+        xid_total,
+        xid_last,
+        mig_used,
+        mig_total,
+    ]
     if options.processes:
         families.extend(process_families(snapshot, options))
     return families
+
+
+def _xid_series(device: DeviceSnapshot, lab: Labels, total: Family, last: Family) -> None:
+    """A watched GPU's Xid counters (every catalogue code from 0, so that
+    ``increase()`` sees a first error) and its last Xid; nothing where the GPU's
+    Xid errors are not watched (not known, or neither source readable)."""
+    if not device.xid_sources and not device.xid_counts:
+        return
+    counts = {c.xid: c.count for c in device.xid_counts}
+    for code in sorted(set(XID_CATALOGUE) | set(counts)):
+        total.add(lab.extend(("xid", str(code))), counts.get(code, 0))
+    newest = device.xid_errors[-1].xid if device.xid_errors else 0
+    last.add(lab, newest)
 
 
 def _flag(value: bool | None) -> str:

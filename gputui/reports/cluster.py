@@ -73,6 +73,11 @@ def node_table(nodes: tuple[Node, ...], width: int) -> list[str]:
     ]
     if throttled:
         out.extend(wrap("throttled: " + ", ".join(throttled), width, "", _TAB))
+    xids = [
+        f"{fmt.clean(n.hostname, 128)} ({plural(n.xid_gpus, 'GPU')})" for n in nodes if n.xid_gpus
+    ]
+    if xids:
+        out.extend(wrap("Xid errors: " + ", ".join(xids), width, "", _TAB))
     return out
 
 
@@ -143,6 +148,8 @@ def node_lines(node: Node, width: int) -> list[str]:
     if node.note:
         out += wrap(fmt.clean(node.note, 400), width, _TAB, _TAB)
     if node.gpus:
+        # an XID column (the last Xid's code) while a GPU's driver reported one
+        xid = any(g.xid_last for g in node.gpus)
         gpus = [
             [
                 fmt.clean(g.gpu, 6),
@@ -151,10 +158,12 @@ def node_lines(node: Node, width: int) -> list[str]:
                 f"{fmt.size(g.mem_used_bytes)}/{fmt.size(g.mem_total_bytes)}",
                 _power(g.power_w),
                 fmt.NA if g.temp_c is None else f"{g.temp_c:.0f}C",
+                *([f"{g.xid_last:.0f}" if g.xid_last else "-"] if xid else []),
             ]
             for g in node.gpus
         ]
-        out += _indented(["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP"], gpus, width, 1)
+        headers = ["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP", *(["XID"] if xid else [])]
+        out += _indented(headers, gpus, width, 1)
     if node.processes:
         # a container column while some process runs in one (or is a host pid),
         # a job column while one runs in a Slurm job (the processes grouped by job)

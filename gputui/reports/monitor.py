@@ -92,6 +92,8 @@ def render(
     for device in snapshot.devices:
         if not device.lost:
             out.extend(_state_line(device, width, ascii_only, instant))
+        elif device.xid_errors:  # what a lost GPU's driver said of it
+            out.extend(_xid_line(device, width))
     if instant and snapshot.devices:
         out.extend(wrap(RATES_HINT, width))
     after = [
@@ -175,9 +177,23 @@ def _state_line(d: DeviceSnapshot, width: int, ascii_only: bool, instant: bool) 
         items.append(",".join(t.flag for t in costly))
     if d.ecc_errors_uncorrected:
         items.append(f"ECC uncorrected {d.ecc_errors_uncorrected}")
+    if d.xid_errors or d.xid_sources == ():  # the Xid text (its module loads only then)
+        from gputui.session import xid_text
+
+        said = xid_text.line(d, with_date=True)
+        items.append(said if said is not None else xid_text.NOT_WATCHED)
     if not items:
         return []
     return wrap_items([f"GPU {d.index}", *items], width, subsequent="       ")
+
+
+def _xid_line(d: DeviceSnapshot, width: int) -> list[str]:
+    from gputui.session import xid_text
+
+    said = xid_text.line(d, with_date=True)
+    if said is None:
+        return []
+    return wrap_items([f"GPU {d.index}", said], width, subsequent="       ")
 
 
 def _sm(p: ProcessSnapshot, first_recorded: bool) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gputui.snapshot.model import SlurmJob, Snapshot
+from gputui.snapshot.model import SlurmJob, Snapshot, XidCount, XidEvent
 from tests.helpers.deadlines import RUN_S
 from tests.helpers.hookutil import isolated_dirs, make_env, start_job, wait_for
 from tests.helpers.promutil import (
@@ -63,6 +63,10 @@ class Lab:
 SHARED_JOBS = (SlurmJob(101, "0", name="a"), SlurmJob(102, "batch", name="b"))
 
 
+#: node-b's GPU 1 reported Xid 79 twice; its others are watched and have none
+XID_79 = XidEvent(79, 1.7e9, None, None, "GPU has fallen off the bus.", "kernel log")
+
+
 def _with_jobs(snapshots: list[Snapshot]) -> list[Snapshot]:
     out = []
     for snap in snapshots:
@@ -70,7 +74,11 @@ def _with_jobs(snapshots: list[Snapshot]) -> list[Snapshot]:
         processes = list(snap.processes)
         for i, job in zip(on_gpu0, SHARED_JOBS, strict=False):
             processes[i] = dataclasses.replace(processes[i], slurm=job)
-        out.append(dataclasses.replace(snap, processes=tuple(processes)))
+        devices = [dataclasses.replace(d, xid_sources=("nvml",)) for d in snap.devices]
+        devices[1] = dataclasses.replace(
+            devices[1], xid_errors=(XID_79, XID_79), xid_counts=(XidCount(79, 2),)
+        )
+        out.append(dataclasses.replace(snap, processes=tuple(processes), devices=tuple(devices)))
     return out
 
 
@@ -216,6 +224,10 @@ def test_cluster_once_json_matches_the_exporters(lab: Lab) -> None:
         lab.served(1), "gputui_gpu_memory_total_bytes", gpu="3"
     )
     assert b3["model"] == "NVIDIA A100-SXM4-40GB" and b3["source"] == "gputui"
+    # node-b's GPU 1 reported Xid 79 twice: its last Xid and count, the node's GPUs with one
+    xids = {g["gpu"]: (g["xid_last"], g["xid_count"]) for g in nodes["node-b"]["gpus"]}
+    assert xids == {"0": (0, 0), "1": (79, 2), "2": (0, 0), "3": (0, 0)}
+    assert nodes["node-b"]["xid_gpus"] == 1 and nodes["node-a"]["xid_gpus"] == 0
     assert any(v is not None for v in nodes["node-b"]["gpus"][0]["util_history"])
     (job,) = doc["jobs"]
     (rank,) = job["ranks"]

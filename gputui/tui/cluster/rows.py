@@ -98,6 +98,11 @@ def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[KeyedRow]:
                 f"{node.throttled_gpus} GPU{'s' if node.throttled_gpus > 1 else ''} throttled  ",
                 style="yellow",
             )
+        if node.xid_gpus:
+            notes.append(
+                f"{node.xid_gpus} GPU{'s' if node.xid_gpus > 1 else ''} with Xid errors  ",
+                style="bold red",
+            )
         if node.source == "nvidia-smi only":
             notes.append("nvidia-smi only  ", style="dim")
         if node.note:
@@ -134,12 +139,21 @@ def gpu_rows(gpus: Sequence[Gpu], ascii_only: bool, spark_width: int = 30) -> li
         name = fmt.gpu_name(gpu.model)[:16]
         if (gpu.throttled_ratio or 0) >= 0.01:
             name += " (throttled)"
+        if gpu.xid_last:
+            name += f" Xid {gpu.xid_last:.0f}"
         rows.append(
             (
                 f"{gpu.hostname}/{gpu.gpu}",
                 (
                     _right(fmt.clean(gpu.gpu, 6)),
-                    Text(name, style="yellow" if "throttled" in name else ""),
+                    Text(
+                        name,
+                        style="bold red"
+                        if gpu.xid_last
+                        else "yellow"
+                        if "throttled" in name
+                        else "",
+                    ),
                     bar(gpu.util_ratio, 10, ascii_only, label=fmt.pct(_pct(gpu.util_ratio))),
                     _ratio_text(gpu.sm_active_ratio),
                     _ratio_text(gpu.tensor_active_ratio),

@@ -15,6 +15,7 @@ from gputui import fmt
 from gputui.analysis import throttle
 from gputui.ceilings.datasheet import datasheet_for
 from gputui.ceilings.measured import Ceilings
+from gputui.session import xid_text
 from gputui.snapshot.model import DeviceSnapshot, MigInstance
 from gputui.tui import render
 from gputui.tui.render import SEVERITY_STYLE
@@ -39,6 +40,11 @@ def _flags(device: DeviceSnapshot, text: Text, ascii_only: bool) -> None:
     if device.ecc_errors_uncorrected:
         text.append(" ")
         text.append(f"{sign} ECC {device.ecc_errors_uncorrected}", style="bold reverse red")
+    if device.xid_errors:
+        flagged = xid_text.flag(device)
+        if flagged is not None:
+            text.append(" ")
+            text.append(f"{sign} {flagged[0]}", style=SEVERITY_STYLE[flagged[1]])
 
 
 def _power(device: DeviceSnapshot) -> str:
@@ -70,7 +76,11 @@ def full_block(
 ) -> list[Text]:
     if device.lost:
         name = fmt.clean(device.name, 128)
-        return [Text(f"GPU {device.index}  {name}  LOST: not answering", style="bold red")]
+        lost = Text(f"GPU {device.index}  {name}  LOST: not answering", style="bold red")
+        said = xid_text.line(device) if device.xid_errors else None
+        if said is not None:
+            lost.append(f"  {said}")
+        return [lost]
     up, down = ("^", "v") if ascii_only else ("↑", "↓")
     # line 1: identity, thermals, power, clocks, throttle flags
     head = Text()
@@ -146,6 +156,12 @@ def full_block(
         line4.append("   rows remap pending/failed", style="bold red")
     if device.mig_enabled:
         line4.append(f"   MIG on ({len(device.mig_instances)})", style="cyan")
+    if device.xid_errors:
+        said = xid_text.line(device)
+        if said is not None:
+            line4.append(f"   {said}", style="bold red")
+    elif xid_text.not_watched(device):
+        line4.append(f"   {xid_text.NOT_WATCHED}", style="dim")
     lines = [head, line2, line3, line4]
     lines += [
         _mig_line(m, bar_w, ascii_only, i == len(device.mig_instances) - 1)
@@ -188,6 +204,9 @@ def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
     line.append(fmt.truncate(fmt.gpu_name(device.name), 14, ascii_only).ljust(15), style="cyan")
     if device.lost:
         line.append("LOST: not answering", style="bold red")
+        flagged = xid_text.flag(device) if device.xid_errors else None
+        if flagged is not None:
+            line.append(f" {flagged[0]}", style="bold red")
         return line
     gpm = device.gpm
     tensor = gpm.tensor_activity_pct if gpm is not None and device.gpm_supported else None
