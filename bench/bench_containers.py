@@ -10,13 +10,13 @@ Four workloads, timed in one run with a baseline:
   quarter on the host.  The runtime's API is not asked (no sockets): a
   container's name look-up happens once per container, within its timeout
   (0.25 s), and is cached after that whatever it answered.
-- ``slurm``: a /proc tree with ``--procs`` processes: half in the tasks of 32
-  Slurm jobs' steps under cgroup v2 (``slurmstepd.scope/job_J/step_S/user/
-  task_0``), a quarter in 16 jobs under cgroup v1 (``/slurm/uid_U/job_J/
-  step_S/task_0``), a quarter on the host.  Half of the processes in jobs have
-  an environment naming their job (``SLURM_JOB_ID``, ``SLURM_JOB_NAME``); the
-  others' jobs are named by a fake ``scontrol`` on PATH (a shell script that
-  prints the job's line): one call per job, on the first refresh only.
+- ``slurm``: a /proc tree with ``--procs`` processes: half in the steps of 16
+  Slurm jobs under cgroup v2 (``slurmstepd.scope/job_J/step_S/user/task_0``),
+  a quarter in 4 jobs under cgroup v1 (``/slurm/uid_U/job_J/step_S/task_0``),
+  a quarter on the host.  Half of the processes in jobs have an environment
+  naming their job (``SLURM_JOB_ID``, ``SLURM_JOB_NAME``); the jobs no such
+  process names (8 of the 20) are named by a fake ``scontrol`` (a shell script
+  that prints the job's line): one call per job, on the first refresh only.
 - ``real``: every process of this machine, through its real /proc.
 - ``mapped``: NVML's host pids mapped into a container's PID namespace through
   a fake host /proc (``GPUTUI_HOST_PROC``'s mode): two files per process per
