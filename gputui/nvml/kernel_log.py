@@ -6,7 +6,8 @@ holds (so a first read finds the Xid errors since boot, as ``dmesg`` would),
 then each new one as it is logged; a read with nothing new fails at once
 (EAGAIN), so a sample with no new record costs one system call.  At most
 :data:`MAX_RECORDS` records are read a sample (a kernel's buffer holds a few
-thousand; the rest wait for the next).  The kernel lets root read it, and
+thousand; the rest wait for the next), at most :data:`MAX_FIRST_RECORDS` by
+the first (about 1.2 µs a record).  The kernel lets root read it, and
 other users only where ``kernel.dmesg_restrict`` is 0; when it cannot be read
 the reason is kept and it is not tried again.  (``dmesg`` reads the same
 buffer under the same permission: it is not run.)
@@ -32,6 +33,10 @@ from typing import NamedTuple
 KMSG = "/dev/kmsg"
 #: records read at most per call
 MAX_RECORDS = 4096
+#: records read at most by the first call: the kernel's buffer since boot (a few
+#: thousand records on most machines, tens of thousands on a large one), so that
+#: the newest errors, at its end, are found by the first sample (``--once``)
+MAX_FIRST_RECORDS = 1 << 16
 #: the longest record read (the kernel's own limit is about 1 KiB a line)
 MAX_RECORD_BYTES = 8192
 #: the most of a line's words kept (the driver's are a hundred characters or two)
@@ -155,14 +160,16 @@ class KernelLog:
         """The Xid lines logged since the last read (the first: since boot)."""
         if self.reason is not None:
             return []
+        limit = MAX_RECORDS
         if self._fd is None:
             try:
                 self._fd = self._open(self._path, os.O_RDONLY | os.O_NONBLOCK)
             except OSError as exc:
                 self.reason = f"{self._path} is not readable ({exc.strerror or exc})"
                 return []
+            limit = MAX_FIRST_RECORDS
         out: list[KernelXid] = []
-        for _ in range(MAX_RECORDS):
+        for _ in range(limit):
             try:
                 record = os.read(self._fd, MAX_RECORD_BYTES)
             except BlockingIOError:  # nothing new

@@ -268,13 +268,13 @@ def test_the_kernel_log_is_read_in_bounded_steps(tmp_path: Path) -> None:
     # a regular file is read a buffer at a time: ask for fewer buffers than it holds
     log.write_text(record * 2000)
     reader = KernelLog(str(log))
-    saved = kernel_log.MAX_RECORDS
-    kernel_log.MAX_RECORDS = 2
+    saved = kernel_log.MAX_RECORDS, kernel_log.MAX_FIRST_RECORDS
+    kernel_log.MAX_RECORDS = kernel_log.MAX_FIRST_RECORDS = 2
     try:
         first = reader.read()
         second = reader.read()
     finally:
-        kernel_log.MAX_RECORDS = saved
+        kernel_log.MAX_RECORDS, kernel_log.MAX_FIRST_RECORDS = saved
     size = len(record)
     assert len(first) == (2 * kernel_log.MAX_RECORD_BYTES) // size
     assert len(second) > 0 and len(first) + len(second) < 2000
