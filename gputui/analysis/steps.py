@@ -151,13 +151,19 @@ def step_stats(
     ``ordinary_only``: the analyzer's window, the first :data:`WARMUP_STEPS`
     left out too (every report's statistics, so that they and the analyzer's
     ledger print the same step)."""
-    warm = 0
-    if ordinary_only:
-        warm = sum(1 for s in steps if s.index < WARMUP_STEPS)
-        steps = [s for s in steps if s.index >= WARMUP_STEPS]
-    kept = [s for s in steps if not (exclude_profiled and s.flags & _NOT_TIMED)]
-    compiling = sum(1 for s in steps if s.flags & COMPILE_FLAG) if exclude_profiled else 0
-    excluded = len(steps) - len(kept) - compiling
+    # Each step left out is counted under one reason, the most telling first:
+    # compiling (torch.compile's first steps are warm-up steps too), profiled, warm-up.
+    compiling = excluded = warm = 0
+    kept: list[StepLike] = []
+    for s in steps:
+        if exclude_profiled and s.flags & COMPILE_FLAG:
+            compiling += 1
+        elif exclude_profiled and s.flags & PROFILED_FLAG:
+            excluded += 1
+        elif ordinary_only and s.index < WARMUP_STEPS:
+            warm += 1
+        else:
+            kept.append(s)
     if not kept:
         return StepStats(
             0, None, None, excluded, None, (), None, (), None, None, False, compiling, warm
