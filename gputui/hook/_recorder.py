@@ -456,6 +456,18 @@ class Recorder:
         return self._stream_obj
 
 
+class HookPoints:
+    """What installs hook points in torch: the recorder they feed, where their
+    errors go (``report_error(where, exc)``), and torch, once imported."""
+
+    def __init__(
+        self, recorder: Recorder, report_error: Callable[[str, BaseException], None]
+    ) -> None:
+        self.rec = recorder
+        self.report_error = report_error
+        self.torch: Any = None
+
+
 def replay(
     start: float,
     end: float,
