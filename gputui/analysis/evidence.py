@@ -104,6 +104,8 @@ class CaptureView:
     error: str | None = None
     #: sent again to a viewer that connected after the capture finished
     replayed: bool = False
+    #: a viewer's automatic capture (False from a hook that predates the flag)
+    auto: bool = False
 
     @classmethod
     def of(cls, cap: CaptureResult) -> CaptureView:
@@ -130,6 +132,7 @@ class CaptureView:
             trace_error=cap.trace_error,
             error=cap.error,
             replayed=cap.replay,
+            auto=cap.auto,
         )
 
     # -- derived numbers --------------------------------------------------------------------
@@ -210,9 +213,10 @@ class CaptureView:
 
     def unprofiled_idle(self) -> float | None:
         """The GPU's idle share of the step once the profiler's own CPU cost is
-        taken out: kernel launch and torch dispatch shrink by the profiler's
-        slowdown (``idle.profiler_slowdown``), and the GPU idles only for the
-        CPU-side time its busy time does not cover.  None without a step account
+        taken out: the host's own time (the step less the time it ran ahead of
+        the GPU) with kernel launch and torch dispatch shrunk by the profiler's
+        slowdown (``idle.profiler_slowdown``); the GPU idles only for the
+        host time its busy time does not cover.  None without a step account
         with GPU time."""
         acct = self.account
         if acct is None or acct.step_us <= 0:
@@ -223,7 +227,7 @@ class CaptureView:
         if busy is None:
             return None
         issuing = acct.share("launch") + acct.share("dispatch")
-        cpu = 1.0 - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
+        cpu = 1.0 - acct.share("ahead") - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
         return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
     def fp32_gemm_share(self) -> float:

@@ -155,6 +155,9 @@ class CaptureResult(spec.Wire):
     trace_bytes: int | None = None
     trace_error: str | None = None
     error: str | None = None
+    #: taken by a viewer on its own (the automatic capture); False from a hook
+    #: that predates it, whoever asked (sent only when true)
+    auto: bool = spec.flag(omit_empty=True)
     #: sent again to a viewer that connected after the capture finished
     replay: bool = spec.flag(omit_empty=True)
 

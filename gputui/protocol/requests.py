@@ -64,6 +64,10 @@ class CaptureRequest(spec.Wire):
     #: record from this step index on (warm-up before it), so that every rank of a
     #: job profiles the same steps; None: from the next step boundary
     start_step: int | None = spec.integer(None, 0, 1 << 62, omit_none=True)
+    #: asked by a viewer on its own (the automatic capture), not by its user;
+    #: the result says so (a hook that predates it ignores the key; sent only
+    #: when true)
+    auto: bool = spec.flag(omit_empty=True)
 
 
 @spec.message(m.CAPTURE_CANCEL)
