@@ -5,8 +5,9 @@ and written to the wire: its key, its checked reader from
 :mod:`gputui.protocol.fields` with its limits, its default when the key is
 absent, and whether it is left out when empty.  :func:`message` (a frame, with
 ``v`` and ``type``) and :func:`value` (an object inside one) compile the
-class's ``from_wire`` and ``to_wire`` from them, once at import, as
-``dataclasses`` compiles ``__init__``::
+class's ``from_wire`` and ``to_wire`` from them, once, at their first use (as
+``dataclasses`` compiles ``__init__``, but only for the classes a process
+uses)::
 
     @spec.message(m.PONG)
     @dataclass(frozen=True)
@@ -247,15 +248,15 @@ def inline(cls: type[Wire], *, factory: Callable[[], Any]) -> Any:
 
 # -- compiling ------------------------------------------------------------------------------------
 def message(kind: str) -> Callable[[type[_T]], type[_T]]:
-    """Compiles a frame's ``from_wire`` (``where`` defaults to its type) and
+    """Declares a frame: ``from_wire`` (``where`` defaults to its type) and
     ``to_wire`` (``v`` and ``type`` first)."""
-    return lambda cls: _compile(cls, kind, kind)
+    return lambda cls: _declare(cls, kind, kind)
 
 
 def value(where: str = "") -> Callable[[type[_T]], type[_T]]:
-    """Compiles the methods of an object inside a frame; ``where`` names it in
-    errors when the caller does not."""
-    return lambda cls: _compile(cls, where, None)
+    """Declares an object inside a frame; ``where`` names it in errors when the
+    caller does not."""
+    return lambda cls: _declare(cls, where, None)
 
 
 def decode(cls: type[_T], obj: Any, where: str) -> _T:
@@ -291,8 +292,50 @@ def _specs(cls: type) -> list[tuple[str, str, FieldSpec]]:
     return out
 
 
-def _compile(cls: type[_T], where: str, kind: str | None) -> type[_T]:
+def _declare(cls: type[_T], where: str, kind: str | None) -> type[_T]:
+    """Checks the fields' specs now (a field without one fails the import) and
+    puts stubs in place of the methods: the first call of any compiles them
+    all (most processes use a few of the classes)."""
     specs = _specs(cls)
+    own = {name for name in ("from_wire", "to_wire") if name in cls.__dict__}
+    target: Any = cls
+
+    def compile_now() -> None:
+        _compile(target, specs, where, kind, own)
+
+    def decode_stub(cls_: Any, obj: Any, where: str = where) -> Any:
+        compile_now()  # with the class's own default ``where``, not this call's
+        return target.__wire_decode__(cls_, obj, where)
+
+    def body_stub(self: Any) -> dict[str, Any]:
+        compile_now()
+        return self.__wire_body__()  # type: ignore[no-any-return]
+
+    def encode_stub(self: Any) -> dict[str, Any]:
+        compile_now()
+        return self.__wire_encode__()  # type: ignore[no-any-return]
+
+    _install(target, decode_stub, body_stub, encode_stub, own)
+    target.WHERE = where
+    target.TYPE = kind
+    return cls
+
+
+def _install(cls: Any, decoder: Any, body: Any, encoder: Any, own: set[str]) -> None:
+    cls.__wire_decode__ = decoder
+    cls.__wire_body__ = body
+    cls.__wire_encode__ = encoder
+    if "from_wire" not in own:
+        cls.from_wire = classmethod(decoder)
+    if "to_wire" not in own:
+        cls.to_wire = encoder
+
+
+def _compile(
+    cls: Any, specs: list[tuple[str, str, FieldSpec]], where: str, kind: str | None, own: set[str]
+) -> None:
+    """Writes the class's decoder and encoders out and compiles them (as
+    ``dataclasses`` writes ``__init__``)."""
     ns: dict[str, Any] = {"_typed": f.typed, "_where": where}
     reads = []
     for i, (name, key, spec) in enumerate(specs):
@@ -310,17 +353,7 @@ def _compile(cls: type[_T], where: str, kind: str | None) -> type[_T]:
         *_encoder(specs, ns, f"{{'v': {PROTOCOL_VERSION!r}, 'type': {kind!r}, " if kind else "{"),
     ]
     exec("\n".join(source), ns)  # the source is built above from the fields' specs
-    decoder, body, encoder = ns["__wire_decode__"], ns["__wire_body__"], ns["__wire_encode__"]
-    cls.__wire_decode__ = decoder  # type: ignore[attr-defined]
-    cls.__wire_body__ = body  # type: ignore[attr-defined]
-    cls.__wire_encode__ = encoder  # type: ignore[attr-defined]
-    cls.WHERE = where  # type: ignore[attr-defined]
-    cls.TYPE = kind  # type: ignore[attr-defined]
-    if "from_wire" not in cls.__dict__:
-        cls.from_wire = classmethod(decoder)  # type: ignore[attr-defined]
-    if "to_wire" not in cls.__dict__:
-        cls.to_wire = encoder  # type: ignore[attr-defined]
-    return cls
+    _install(cls, ns["__wire_decode__"], ns["__wire_body__"], ns["__wire_encode__"], own)
 
 
 def _encoder(specs: list[tuple[str, str, FieldSpec]], ns: dict[str, Any], head: str) -> list[str]:
