@@ -300,8 +300,12 @@ def _declare(cls: type[_T], where: str, kind: str | None) -> type[_T]:
     own = {name for name in ("from_wire", "to_wire") if name in cls.__dict__}
     target: Any = cls
 
+    done: list[bool] = []
+
     def compile_now() -> None:
-        _compile(target, specs, where, kind, own)
+        if not done:  # once: a stub kept by a caller (a bound method) then only forwards
+            _compile(target, specs, where, kind, own)
+            done.append(True)
 
     def decode_stub(cls_: Any, obj: Any, where: str = where) -> Any:
         compile_now()  # with the class's own default ``where``, not this call's
