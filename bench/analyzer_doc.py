@@ -155,11 +155,7 @@ CASES = [
     ("h200", "inference", "an fp32 transformer encoder in torch.inference_mode(), batch 2"),
     ("h200", "hf_trainer", "a Hugging Face Trainer fitting GPT-2 in bf16 (SDPA on cuDNN)"),
     ("h200", "slow_workers", "a DataLoader whose 2 workers decode too slowly for the step"),
-    (
-        "h200",
-        "item_in_forward",
-        ".item() after every layer of a 2048-wide MLP's forward, batch 512",
-    ),
+    ("h200", "item_in_forward", ".item() after every layer of a 2048-wide MLP, batch 512"),
     ("h200", "leak", "a small MLP whose outputs are kept in a list with their graphs"),
     ("h200", "lightning", "a Lightning Trainer fitting a small MLP"),
     ("h200", "compiled", "torch.compile with a print in forward (a graph break)"),

@@ -54,7 +54,9 @@ def _steps(summary: TraceSummary, shares: Mapping[str, float]) -> tuple[StepReco
 
 
 def trace_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
-    """The trace's profiler steps as step records (wall time and data share)."""
+    """The trace's profiler steps as step records (wall time and data share: the
+    step breakdown's DataLoader time, when nothing else ran: what waiting for
+    data cost the step; the account's data wait, all of it, is the ledger's)."""
     sb = summary.metrics.step_breakdown
     if sb is None or not sb.step_us or not sb.steps_us:
         return ()
@@ -81,9 +83,11 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
     if temporal is None and not summary.kernels and not summary.cpu_ops:
         return None
     overlap = summary.metrics.comm_compute_overlap_pct
-    steps = max(1, len(summary.steps))
-    # HTA's breakdown leaves the last step out; the tables cover every GPU
-    # activity of the trace: the span is the one they cover, so that a class's
+    acct = summary.metrics.account
+    # the tables cover the window: the account's steps
+    steps = acct.steps if acct is not None and acct.steps else max(1, len(summary.steps))
+    # HTA's breakdown leaves the last step out; the tables cover the GPU
+    # activities of the window: the span is the one they cover, so that a class's
     # time is a share of it, and busy keeps HTA's ratio (its idle share).
     full = summary.gpu_span_us
     scale = (
@@ -96,7 +100,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         span_us=None if temporal is None else temporal.span_us * scale,
         busy_us=None if temporal is None else (temporal.span_us - temporal.idle_us) * scale,
         kernel_total_us=summary.kernel_total_us,
-        kernel_calls=summary.gpu_activities,
+        kernel_calls=summary.kernel_calls,
         by_class_us=dict(summary.kernel_us_by_class),
         kernels=summary.kernels,
         cpu_ops=summary.cpu_ops,

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 # `gputui analyze --help` and a refused command line load none of them.
 
 #: 2 adds each rank's step account (``account``); 3 its MFU during the trace
-#: (``utilisation``, ``utilisation_note``); every key of 1 and 2 stays
+#: (``utilisation``, ``utilisation_note``); 5 its window (``window``, ``setup``,
+#: ``teardown``), its sanity counts and warnings (``sanity``, ``warnings``), the
+#: analyzer's ledger (``ledger``) and ``kernel_calls``; every earlier key stays
 JSON_VERSION = 5
 
 
@@ -68,10 +70,11 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from gputui.analysis import engine
     from gputui.analysis.diagnosis import job_diagnosis
     from gputui.analysis.evidence import roofline_of
     from gputui.analysis.finding import ranked
-    from gputui.analysis.trace_evidence import trace_job_findings, trace_rank_findings
+    from gputui.analysis.trace_evidence import trace_evidence, trace_rank_findings
     from gputui.analysis.trace_summary import summary_json, trace_findings
     from gputui.commands.analyze_load import load
     from gputui.reports import roofline as roofline_text
@@ -91,10 +94,15 @@ def main(args: argparse.Namespace) -> int:
     for line in warnings:
         print(f"gputui analyze: warning: {line}", file=sys.stderr)
     roofs = roofs_of(summaries)
-    findings = [
-        ranked([*trace_findings(s), *trace_job_findings(s, roof, datasheet_of(s))])
+    evidence = [
+        trace_evidence(s, roof, datasheet=datasheet_of(s))
         for s, roof in zip(summaries, roofs, strict=True)
     ]
+    findings = [
+        ranked([*trace_findings(s), *engine.analyze(ev)])
+        for s, ev in zip(summaries, evidence, strict=True)
+    ]
+    ledgers = [ev.ledger for ev in evidence]
     mfus = [mfu_of(s, roof) for s, roof in zip(summaries, roofs, strict=True)]
     across = trace_rank_findings(summaries, roofs)
     diagnosis = job_diagnosis(
@@ -102,8 +110,11 @@ def main(args: argparse.Namespace) -> int:
     )
     if args.json:
         ranks = []
-        for s, f, roof, (util, why) in zip(summaries, findings, roofs, mfus, strict=True):
+        for s, f, roof, (util, why), led in zip(
+            summaries, findings, roofs, mfus, ledgers, strict=True
+        ):
             doc_rank = summary_json(s, f)
+            doc_rank["ledger"] = led.to_json()
             report = roofline_of(s.op_rows, roof)
             doc_rank["roofline"] = None if report is None else roofline_text.to_json(report)
             doc_rank["utilisation"] = None if util is None else util.as_dict()
@@ -122,10 +133,12 @@ def main(args: argparse.Namespace) -> int:
     lines: list[str] = [] if diagnosis is None else render_diagnosis(diagnosis)
     if across:
         lines.extend(["", *render_across(across)] if lines else render_across(across))
-    for summary, found, roof, mfu in zip(summaries, findings, roofs, mfus, strict=True):
+    for summary, found, roof, mfu, led in zip(
+        summaries, findings, roofs, mfus, ledgers, strict=True
+    ):
         if lines:
             lines.append("")
-        lines.extend(render(summary, found, args.top, roof, mfu=mfu))
+        lines.extend(render(summary, found, args.top, roof, mfu=mfu, ledger=led))
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

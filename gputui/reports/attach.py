@@ -191,6 +191,7 @@ def _steps(got: Collected, stats: StepStats, width: int) -> list[str]:
         f"steps {stats.first_index}..{stats.last_index} ({stats.count:,}"
         + (f", {stats.excluded_profiled:,} profiled left out" if stats.excluded_profiled else "")
         + (f", {stats.excluded_compile:,} compiling left out" if stats.excluded_compile else "")
+        + (f", {stats.excluded_warmup:,} warm-up left out" if stats.excluded_warmup else "")
         + (f", {got.missed:,} missed" if got.missed else "")
         + f"): {stats.steps_per_s:.2f} steps/s"
     )

@@ -393,7 +393,7 @@ def build_view(
     ):
         stats, found, acct = previous.stats, previous.outliers, previous.account
     else:
-        stats = step_stats(steps[-STATS_WINDOW:])
+        stats = step_stats(steps[-STATS_WINDOW:], ordinary_only=True)
         p50_now = stats.wall.p50 if stats.wall is not None else None
         found = outliers(steps, p50_now)
         acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture, snap.python_profile)

@@ -136,7 +136,7 @@ class JobReport:
         auto_capture: AutoOutcome | None = None,
     ) -> JobReport:
         ev = evidence(got, window=window)
-        stats = step_stats(got.steps[-window:])
+        stats = step_stats(got.steps[-window:], ordinary_only=True)
         util = None
         if got.capture is not None and got.capture.options.flops:
             util = job_utilisation(got, ev.stats.steps_per_s)

@@ -194,13 +194,30 @@ def _collective(name: str) -> str | None:
 
 def job_markers(timeline: Timeline) -> JobMarkers:
     """The markers of one timeline (each distinct name looked at once)."""
+    return markers_of(
+        {r.name for r in timeline.ranges},
+        {r.name for r in timeline.runtime},
+        {a.name for a in timeline.gpu if a.kind == KERNEL},
+        timeline.ranges,
+    )
+
+
+def markers_of(
+    range_names: Iterable[str],
+    runtime_names: Iterable[str],
+    kernel_names: Iterable[str],
+    ranges: Iterable[HostRange] = (),
+) -> JobMarkers:
+    """The markers of a timeline's distinct names: its host ranges', its runtime
+    calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
+    SDPA's own ops show of its inputs."""
     compiled = cuda_graphs = backward = optimizer = False
     collectives: set[str] = set()
     attention: set[str] = set()
     inputs: set[str] = set()
-    names = {r.name for r in timeline.ranges}
+    names = range_names if isinstance(range_names, (set, frozenset)) else set(range_names)
     if SDPA_OP in names:
-        inputs = attention_inputs(timeline.ranges)
+        inputs = attention_inputs(ranges)
     for name in names:
         if name.startswith(_COMPILED_RANGES):
             compiled = True
@@ -217,10 +234,9 @@ def job_markers(timeline: Timeline) -> JobMarkers:
         backend = op_backend(name)
         if backend is not None:
             attention.add(backend)
-    for name in {r.name for r in timeline.runtime}:
-        if name in _GRAPH_LAUNCHES:
-            cuda_graphs = True
-    for name in {a.name for a in timeline.gpu if a.kind == KERNEL}:
+    if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
+        cuda_graphs = True
+    for name in kernel_names:
         if name.startswith("triton_"):
             compiled = True
         if "nccl" in name.lower():

@@ -297,7 +297,9 @@ def test_a_step_spent_in_numpy_gets_the_python_finding_first_without_a_capture(
     args = ["--steps", "0", "--hot", "numpy", "--hot-ms", "30", "--install"]
     job = hookutil.start_job(env, tmp_path, args, False)
     try:
-        doc = hookutil.wait_for(lambda: sampled_enough(env, job.pid), 120, "the sampler's shares")
+        doc = hookutil.wait_for(
+            lambda: sampled_enough(env, job.pid, "--no-capture"), 120, "the sampler's shares"
+        )
         first = doc["findings"][0]
         assert first["rule"] == "cpu.python", [f["rule"] for f in doc["findings"]]
         assert first["severity"] == "crit" and first["impact_pct"] > 50
@@ -324,7 +326,7 @@ def test_torchs_own_code_is_no_python_outside_torch(
     job = hookutil.start_job(env, tmp_path, ["--install"], False, job=KEEP_OUTPUTS)
     try:
         hookutil.wait_for(lambda: sampled_enough(env, job.pid), 120, "the sampler's shares")
-        doc = once_json(env, job.pid, *(["--capture", "5"] if capture else []))
+        doc = once_json(env, job.pid, *(["--capture", "5"] if capture else ["--no-capture"]))
         profile = PythonProfile.from_wire(doc["python_profile"])
         assert profile.outside_phases_s is not None
         assert profile.share(profile.outside_s or 0.0) < 0.1, profile.outside_phases_s

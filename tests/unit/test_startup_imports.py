@@ -184,6 +184,7 @@ MONITORS_SESSION = [
     "gputui.session.monitor",
     "gputui.session.process_sort",
     "gputui.session.process_view",
+    "gputui.session.slurm_text",
 ]
 
 SCREEN = """

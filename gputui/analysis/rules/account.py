@@ -146,11 +146,11 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     if busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
         return []  # the GPU is kept busy: the Python time is hidden behind it
     recoverable = share if busy is None else min(share, 1.0 - busy)
-    step_ms = acct.step_us / 1000.0
+    step_s = acct.step_us / 1e6  # the account's and the ledger's mean step, as they print it
     outside_ops = acct.share("python")
     evidence = (
-        f"{outside_ops * 100:.0f}% of the step ({fmt.ms(outside_ops * step_ms / 1000.0)} of "
-        f"{fmt.ms(step_ms / 1000.0)}) is CPU time outside torch ops; "
+        f"{outside_ops * 100:.0f}% of the step ({fmt.ms(outside_ops * step_s)} of "
+        f"{fmt.ms(step_s)}) is CPU time outside torch ops; "
         + shares_text(acct, "dispatch", "launch", "sync", "data")
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"

@@ -52,11 +52,22 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(DATA)
     if share < DATA_SHARE:
         return []
-    p50 = ev.phase_p50(DATA)
-    evidence = (
-        f"the training loop waits {share * 100:.0f}% of the time for the next batch "
-        f"(data p50 {fmt.ms(p50)} of a {fmt.ms(ev.step_s)} step)"
-    )
+    led = ev.ledger
+    waits = led.share("data") if led.has_account and led.step_s else None
+    if waits is None:
+        p50 = ev.phase_p50(DATA)
+        evidence = (
+            f"the training loop waits {share * 100:.0f}% of the time for the next batch "
+            f"(data p50 {fmt.ms(p50)} of a {fmt.ms(ev.step_s)} step)"
+        )
+    else:  # the ledger's figures: its window's mean step, as the account shows them
+        evidence = (
+            f"the training loop waits {waits * 100:.0f}% of the step for the next batch "
+            f"({fmt.ms(waits * (led.step_s or 0.0))} of a {fmt.ms(led.step_s)} step)"
+        )
+        if round(100 * waits) != round(100 * share):
+            # a trace: the step breakdown's DataLoader time with nothing else running
+            evidence += f"; with the GPU idle, {share * 100:.0f}% of the step"
     gpu = ev.gpu
     if gpu is not None and gpu.util_pct is not None:
         evidence += f"; GPU util {gpu.util_pct:.0f}%"
