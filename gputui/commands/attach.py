@@ -108,19 +108,19 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help=f"statistics over the last N steps, 1-{MAX_WINDOW} (1000)",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--gpu-seconds",
-        type=types.seconds(0.0, 60.0),
-        default=None,
-        metavar="S",
-        help="with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
+        0.0,
+        60.0,
+        "with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--timeout",
-        type=types.seconds(0.1, 3600.0),
-        default=None,
-        metavar="S",
-        help="give up waiting for the job (hello: at most 10 s) after S s, 0.1-3600 (300)",
+        0.1,
+        3600.0,
+        "give up waiting for the job (hello: at most 10 s) after S s, 0.1-3600 (300)",
     )
     parser.add_argument(
         "--inject", action="store_true", help="load the hook into a running job (Python >= 3.14)"
