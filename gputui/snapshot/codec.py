@@ -181,7 +181,6 @@ def from_json(cls: type[T], data: Any) -> T:
     return result
 
 
-
 def from_json_or_none(cls: type[T], data: Any) -> T | None:
     """:func:`from_json` of an optional part of a document: None where it is
     absent or empty, or does not decode."""
