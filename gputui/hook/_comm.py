@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gputui.hook._recorder import _MARKS, LOG_MAX, X_COMM, HookPoints, Recorder
+from gputui.hook._recorder import _MARKS, X_COMM, HookPoints, Recorder
 from gputui.protocol.messages import COMM
 from gputui.protocol.schema import CommInfo
 
@@ -106,12 +106,7 @@ def close_comm(rec: Recorder) -> None:
                 event = None
             else:
                 rec._gpu_edge()
-        log.append(t)
-        log.append(X_COMM)
-        if rec.edges is not None:
-            rec._gpu_edge()
-        if len(log) >= LOG_MAX:
-            rec._flush_segment(t)
+        rec.log_edge(t, X_COMM)
     except Exception as exc:
         rec._fail("communication phase", exc)
     finally:

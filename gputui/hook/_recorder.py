@@ -239,15 +239,21 @@ class Recorder:
             t = self.clock()
             if not self.started:
                 self._start(t)
-            log = self.log
-            log.append(t)
-            log.append(name)
-            if self.edges is not None:  # a GPU-timed step
-                self._gpu_edge()
-            if len(log) >= LOG_MAX:
-                self._flush_segment(t)
+            self.log_edge(t, name)
         except Exception as exc:
             self._fail("phase enter", exc)
+
+    def log_edge(self, t: float, entry: str) -> None:
+        """Log a phase's edge at ``t`` (its entry: the phase's name, or EXIT and
+        the name), with a GPU-timed step's event; a full log is flushed.  The
+        caller guards it against errors (``_fail``)."""
+        log = self.log
+        log.append(t)
+        log.append(entry)
+        if self.edges is not None:  # a GPU-timed step
+            self._gpu_edge()
+        if len(log) >= LOG_MAX:
+            self._flush_segment(t)
 
     def enter_wake(self, name: str) -> None:
         """``enter(name)`` for a phase in which the training thread waits with the
@@ -270,14 +276,7 @@ class Recorder:
         if not self.enabled or not self.started:
             return
         try:
-            t = self.clock()
-            log = self.log
-            log.append(t)
-            log.append(EXIT + name)
-            if self.edges is not None:
-                self._gpu_edge()
-            if len(log) >= LOG_MAX:
-                self._flush_segment(t)
+            self.log_edge(self.clock(), EXIT + name)
         except Exception as exc:
             self._fail("phase exit", exc)
 
