@@ -131,6 +131,12 @@ def add_seconds(
     parser.add_argument(flag, type=seconds(lo, hi), default=default, metavar="S", help=says)
 
 
+def add_switches(parser: Any, *switches: tuple[str, str]) -> None:
+    """On/off options, ``(flag, help)`` each, in the order given (off by default)."""
+    for flag, says in switches:
+        parser.add_argument(flag, action="store_true", help=says)
+
+
 def add_ascii(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"

@@ -56,8 +56,11 @@ def register(sub: Any) -> None:
         metavar="S",
         help="label matchers added to every query, e.g. 'cluster=\"a\"'",
     )
-    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    types.add_switches(
+        parser,
+        ("--once", "print one snapshot and exit"),
+        ("--json", "with --once: print JSON"),
+    )
     types.add_seconds(
         parser,
         "--interval",
