@@ -89,13 +89,13 @@ class DetailPanel(TextPanel):
         ]
         for name, value in facts:
             lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
-        for title, section in (
+        for heading, section in (
             ("Container", container_text.facts(proc)),
             ("Slurm", slurm_text.facts(proc)),
         ):
             if section:
                 lines.append(Text(""))
-                lines.append(Text(title, style="bold"))
+                lines.append(Text(heading, style="bold"))
                 for name, value in section:
                     lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
         lines.append(Text(""))
