@@ -97,6 +97,13 @@ class TraceSummary:
         sb = self.metrics.step_breakdown
         return None if sb is None else sb.step_us_mean
 
+    @property
+    def gpu_ran(self) -> bool:
+        """Whether any work went to a GPU: GPU activity, or kernel launches the
+        profiler recorded without their kernels.  A trace with neither ran its
+        ops on the CPU, even where it names the machine's GPUs."""
+        return self.gpu_activities > 0 or self.sanity.kernel_launch_calls > 0
+
 
 #: The trace rules: each reads a summary and returns findings.  The rule engine
 #: registers its trace rules here; ``gputui analyze`` shows what they return.

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.analysis.mfu import NO_GPU_TIME, NO_GPU_WORK
 from gputui.cli import main
 from tests.helpers.tracegen import ADD, GEMM, TraceBuilder
 
@@ -153,3 +154,46 @@ def test_every_launch_api_is_a_launch_but_in_htas_counts(
     assert rank["step_breakdown"]["step_us"][-1] == pytest.approx(970.0)
     assert "2 launch calls per step (every launch API" in text
     assert "HTA counts cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync and" in text
+
+
+def _shaped_mm(t: TraceBuilder, ts: float) -> None:
+    t.op("aten::mm", ts, 500.0)
+    t.events[-1]["args"].update(
+        {"Input Dims": [[256, 256], [256, 256]], "Input type": ["float", "float"]}
+    )
+
+
+def test_ops_of_a_cpu_run_on_a_gpu_machine_get_no_gpu_peak_or_roofline(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The trace names the machine's H100 but no op launched anything: its FLOP
+    rate is the CPU's, no share of the GPU's peak, and no GPU roof places its ops."""
+    t = TraceBuilder()
+    for k in range(3):
+        t.step(k + 1, k * 1_000.0, 900.0)
+        _shaped_mm(t, k * 1_000.0 + 100.0)
+    rank, text = analyze(capsys, t.write(tmp_path / "cpu-on-gpu-machine.pt.trace.json"))
+    util = rank["utilisation"]
+    assert util is not None and util["mfu"] is None and util["peak_tflops"] is None
+    assert util["note"] == NO_GPU_WORK
+    assert util["achieved_tflops"] == pytest.approx(2 * 256**3 / 900.0 / 1e6)  # a 900us step
+    assert rank["roofline"] is None
+    assert "Roofline" not in text and "datasheet" not in text
+    assert f"(MFU: {NO_GPU_WORK})" in text
+
+
+def test_launches_without_kernel_records_and_no_steps_have_no_mfu(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Only the host's span times such a trace: the GPU may run long after it."""
+    t = TraceBuilder()
+    for k in range(3):
+        _shaped_mm(t, k * 1_000.0 + 100.0)
+        t.call("cudaLaunchKernel", k * 1_000.0 + 150.0, 10.0)
+    rank, text = analyze(capsys, t.write(tmp_path / "nokernels-nosteps.pt.trace.json"))
+    assert rank["window"]["kind"] == "host activity"
+    assert rank["utilisation"] is None and rank["utilisation_note"] == NO_GPU_TIME
+    assert f"unknown: {NO_GPU_TIME}" in text
+    t.step(1, 0.0, 2_900.0)  # with a step, the step's wall time times it
+    rank, _text = analyze(capsys, t.write(tmp_path / "nokernels-step.pt.trace.json"))
+    assert rank["utilisation"] is not None and rank["utilisation"]["mfu"] is not None
