@@ -278,6 +278,9 @@ class JobEvidence:
     #: read from a profiler trace (``gputui analyze``): its few steps are all
     #: there is, and every one of them was profiled
     from_trace: bool = False
+    #: a trace's share of the window's host time inside torch.compile's
+    #: compiling ranges (time no fix of the model's code recovers)
+    compile_share: float = 0.0
     #: the latest memory snapshot's summary (allocation sites, growing ones)
     memory_snapshot: MemorySnapshotResult | None = None
     #: the latest capture's top ops on the GPU's roofline (captures with FLOPs)

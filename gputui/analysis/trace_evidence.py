@@ -129,10 +129,19 @@ def trace_evidence(
         capture=trace_capture(summary),
         device_total_bytes=summary.device_memory_bytes,
         from_trace=True,
+        compile_share=_compile_share(summary),
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
         datasheet=datasheet,
     )
+
+
+def _compile_share(summary: TraceSummary) -> float:
+    """The window's share inside torch.compile's compiling ranges."""
+    window = summary.window_us
+    if window is None or window[1] <= window[0]:
+        return 0.0
+    return min(1.0, summary.sanity.compile_us / (window[1] - window[0]))
 
 
 def trace_job_findings(

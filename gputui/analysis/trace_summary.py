@@ -214,8 +214,8 @@ SKEWED_FIGURES = (
 
 def warnings(summary: TraceSummary) -> list[str]:
     """What a reader of this rank's figures must know first, one sentence each:
-    GPU activity the profiler did not record, clocks that disagree, a trace
-    without steps."""
+    GPU activity the profiler did not record, clocks that disagree, torch.compile
+    compiling inside the window, a trace without steps."""
     out: list[str] = []
     s = summary.sanity
     if s.kernel_launch_calls and not s.kernel_records:
@@ -231,6 +231,14 @@ def warnings(summary: TraceSummary) -> list[str]:
             "launch call (the host's and the GPU's clocks disagree): "
             + SKEWED_FIGURES
             + " are unreliable"
+        )
+    if s.compile_us > 0 and summary.window_us is not None:
+        lo, hi = summary.window_us
+        out.append(
+            f"torch.compile compiled inside the window: {fmt.ms(s.compile_us / 1e6)} of its "
+            f"{fmt.ms((hi - lo) / 1e6)} in its compiling ranges (… (dynamo_timed)), host time "
+            "that is the compiler's, not the model's; profile compiled steps after the first "
+            "ones (a schedule's wait and warmup)"
         )
     if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
         lo, hi = summary.window_us

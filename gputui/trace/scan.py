@@ -494,6 +494,13 @@ class Sanity:
     kernel_records: int = 0
     #: host-side ProfilerStep ranges
     steps: int = 0
+    #: host time inside torch.compile's compiling ranges (``… (dynamo_timed)``:
+    #: tracing, lowering, compiling its kernels) in the window, microseconds
+    compile_us: float = 0.0
+
+
+#: the suffix of the ranges torch.compile times its compiling with
+COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 
 
 @dataclass
@@ -815,7 +822,26 @@ class Scan:
             kernel_launch_calls=self.runtime.kernel_launch_calls,
             kernel_records=g.kernels,
             steps=len(self.step_ranges),
+            compile_us=self._compile_us(),
         )
+
+    def _compile_us(self) -> float:
+        """The union of torch.compile's compiling ranges inside the window."""
+        window = self.window
+        if window is None or not any(n.endswith(COMPILE_RANGE_SUFFIX) for n in self.range_names):
+            return 0.0
+        lo, hi = window
+        total, reach = 0, lo
+        for r in self.timeline.ranges:  # in start order
+            if r[0] >= hi:
+                break
+            if not r[2].endswith(COMPILE_RANGE_SUFFIX):
+                continue
+            start, end = max(r[0], reach), min(r[1], hi)
+            if end > start:
+                total += end - start
+                reach = end
+        return float(total)
 
 
 _MISSING = object()

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gputui.analysis import engine
 from gputui.analysis.mfu import NO_GPU_TIME, NO_GPU_WORK
+from gputui.analysis.trace_evidence import trace_evidence
 from gputui.cli import main
+from gputui.commands.analyze_load import load
 from tests.helpers.tracegen import ADD, GEMM, TraceBuilder
 
 
@@ -197,3 +200,49 @@ def test_launches_without_kernel_records_and_no_steps_have_no_mfu(
     t.step(1, 0.0, 2_900.0)  # with a step, the step's wall time times it
     rank, _text = analyze(capsys, t.write(tmp_path / "nokernels-step.pt.trace.json"))
     assert rank["utilisation"] is not None and rank["utilisation"]["mfu"] is not None
+
+
+def _compiling(t: TraceBuilder, name: str) -> None:
+    """A first compiled call: 9 ms of torch.compile's own work between the
+    kernels of the pass before it and of the compiled pass after it."""
+    for k in range(3):
+        t.op("aten::mm", 100.0 * k, 50.0)
+        t.launch(100.0 * k + 10.0, 5.0, "triton_poi_fused_add_0", 100.0 * k + 20.0, 30.0)
+    t.op(name, 400.0, 9_000.0, cat="user_annotation")
+    if name.endswith("(dynamo_timed)"):  # nested, as torch writes them: counted once
+        t.op("GraphLowering.run (dynamo_timed)", 1_000.0, 2_000.0, cat="user_annotation")
+    for k in range(3):
+        t0 = 9_500.0 + 100.0 * k
+        t.op("aten::mm", t0, 50.0)
+        t.launch(t0 + 10.0, 5.0, "triton_poi_fused_add_0", t0 + 20.0, 30.0)
+
+
+def test_torch_compile_compiling_in_the_window_is_said_and_not_blamed_on_the_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The window holds torch.compile compiling (its ``(dynamo_timed)`` ranges):
+    the warning says so, and neither the model's Python nor the GPU's idle time
+    while it compiles is a finding; the same 9 ms under another name are."""
+    t = TraceBuilder()
+    _compiling(t, "compile_fx_inner (dynamo_timed)")
+    rank, text = analyze(capsys, t.write(tmp_path / "compiling.pt.trace.json"))
+    compiling = [w for w in rank["warnings"] if w.startswith("torch.compile compiled")]
+    assert compiling == [
+        "torch.compile compiled inside the window: 9.00ms of its 9.73ms in its compiling "
+        "ranges (… (dynamo_timed)), host time that is the compiler's, not the model's; "
+        "profile compiled steps after the first ones (a schedule's wait and warmup)"
+    ]
+    assert f"warning: {compiling[0][:40]}" in text
+    rules = {f["rule"] for f in rank["findings"]}
+    assert not rules & {"cpu.python", "launch.idle_gaps"}, rules
+
+    t = TraceBuilder()
+    _compiling(t, "my_preprocessing")
+    path = t.write(tmp_path / "python.pt.trace.json")
+    rank, _text = analyze(capsys, path)
+    assert not [w for w in rank["warnings"] if w.startswith("torch.compile compiled")]
+    (summary,) = load([str(path)], jobs=1)
+    (python,) = [f for f in engine.analyze(trace_evidence(summary)) if f.rule == "cpu.python"]
+    (gaps,) = [r for r in python.related if r.rule == "launch.idle_gaps"]
+    assert "avoid Python loops" in gaps.fix
+    assert "torch.compile the model" not in gaps.fix  # it is compiled already

@@ -341,7 +341,8 @@ _WHILE = {
     "(Python, data loading); Nsight Systems: low GPU utilization",
     ("capture",),
     trigger=(
-        "capture: the GPU idles >= {idle.share} of the step ({idle.share_profiled} when "
+        "capture: the GPU idles (less a trace's time in torch.compile's compiling ranges) "
+        ">= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
         "the idle time: data wait, host sync, launch, Python)"
@@ -355,6 +356,8 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None:
         return []
     idle = attributable_idle(ev, cap)
+    if idle is not None:  # the GPU waiting for torch.compile's compiling is not the model's
+        idle = max(0.0, idle - ev.compile_share)
     if idle is None or idle < idle_floor(ev, cap):
         return []
     split = ev.ledger.idle_shares
@@ -375,8 +378,9 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
                 else ": the CPU side (Python, host work between ops) does not keep it fed"
             ),
             "find the CPU work between launches in the trace (ui.perfetto.dev): move host-side "
-            "preprocessing out of the step, torch.compile the model, avoid Python loops over "
-            "tensors",
+            "preprocessing out of the step, "
+            + ("" if ev.context.compiled else "torch.compile the model, ")
+            + "avoid Python loops over tensors",
             "the capture's GPU busy share rises",
             share=idle,
         )
