@@ -356,6 +356,7 @@ def test_poor_overlap_advice_follows_the_collectives_in_use(
 ) -> None:
     """An all-to-all (embedding or expert parallelism) or FSDP's collectives are
     not DDP's gradient all-reduce."""
+
     def cap() -> object:
         # a capture with markers reads its overlap from its trace metrics (HTA's %)
         c = comm_capture(0.2, JobMarkers(collectives=collectives))

@@ -106,7 +106,8 @@ def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
     ("capture", "profile"),
     trigger=(
         "capture or trace: Python outside torch (less a trace's time in torch.compile's "
-        "compiling ranges) >= {cpu.python_share} of the step and the largest CPU-side share (ahead of launch + dispatch, sync, data, communication), "
+        "compiling ranges) >= {cpu.python_share} of the step and the largest CPU-side "
+        "share (ahead of launch + dispatch, sync, data, communication), "
         "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); where the "
         "Python sampler saw the job, at most the time it found in code outside torch (torch's "
         "own autograd, optimizers and module calls are torch's); without a capture, the "
