@@ -240,6 +240,13 @@ def warnings(summary: TraceSummary) -> list[str]:
             "that is the compiler's, not the model's; profile compiled steps after the first "
             "ones (a schedule's wait and warmup)"
         )
+    if s.cold_launches:
+        out.append(
+            f"{s.cold_launches:,} launch call{'' if s.cold_launches == 1 else 's'} took "
+            f"{fmt.ms(s.cold_launch_us / 1e6)} in the window (100ms or more each): CUDA "
+            "loading kernels' modules or compiling them on first use, a one-off that is no "
+            "launch cost of the loop; profile steps after a warm-up"
+        )
     if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
         lo, hi = summary.window_us
         what = "GPU activity" if summary.window_kind == WINDOW_GPU else "host activity"

@@ -246,3 +246,36 @@ def test_torch_compile_compiling_in_the_window_is_said_and_not_blamed_on_the_mod
     (gaps,) = [r for r in python.related if r.rule == "launch.idle_gaps"]
     assert "avoid Python loops" in gaps.fix
     assert "torch.compile the model" not in gaps.fix  # it is compiled already
+
+
+def test_a_cold_launch_is_a_one_off_not_launch_overhead(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A launch call of 500 ms is CUDA loading (or compiling) the kernel on its
+    first use: said in a warning, and neither launch-bound nor idle GPU time;
+    the same trace with the call at a launch's usual length has neither warning."""
+
+    def trace(first_call_us: float) -> Path:
+        t = TraceBuilder()
+        t.op("aten::add", 0.0, 10.0)  # the GPU at work before it: the window holds it
+        t.launch(2.0, 5.0, ADD, 8.0, 5.0)
+        t.op("aten::mm", 20.0, first_call_us + 20.0)
+        t.launch(25.0, first_call_us, GEMM, first_call_us + 30.0, 100.0)
+        for k in range(20):
+            t0 = first_call_us + 200.0 + 50.0 * k
+            t.op("aten::add", t0, 40.0)
+            t.launch(t0 + 5.0, 30.0, ADD, t0 + 40.0, 5.0)
+        return t.write(tmp_path / f"cold-{first_call_us:.0f}.pt.trace.json")
+
+    rank, text = analyze(capsys, trace(500_000.0))
+    cold = [w for w in rank["warnings"] if "launch call took" in w]
+    assert cold == [
+        "1 launch call took 500ms in the window (100ms or more each): CUDA loading kernels' "
+        "modules or compiling them on first use, a one-off that is no launch cost of the "
+        "loop; profile steps after a warm-up"
+    ]
+    assert f"warning: {cold[0][:30]}" in text
+    rules = {f["rule"] for f in rank["findings"]}
+    assert not rules & {"launch.overhead", "launch.idle_gaps"}, rules
+    rank, _text = analyze(capsys, trace(30.0))
+    assert not [w for w in rank["warnings"] if "launch call took" in w]
