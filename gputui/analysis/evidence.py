@@ -278,6 +278,11 @@ class JobEvidence:
     #: read from a profiler trace (``gputui analyze``): its few steps are all
     #: there is, and every one of them was profiled
     from_trace: bool = False
+    #: a trace's shares of the window in one-off work, time no fix of the
+    #: model's code recovers: torch.compile's compiling ranges, and cold launch
+    #: calls (CUDA loading or compiling a kernel on its first use)
+    compile_share: float = 0.0
+    cold_launch_share: float = 0.0
     #: the latest memory snapshot's summary (allocation sites, growing ones)
     memory_snapshot: MemorySnapshotResult | None = None
     #: the latest capture's top ops on the GPU's roofline (captures with FLOPs)
@@ -295,6 +300,11 @@ class JobEvidence:
     #: could reach on it, for costs against a faster kernel (attention against
     #: flash); None for a GPU the table does not know
     datasheet: Roof | None = None
+
+    @property
+    def one_off_share(self) -> float:
+        """A trace's share of the window in one-off work (compiling, cold launches)."""
+        return min(1.0, self.compile_share + self.cold_launch_share)
 
     @property
     def enough_steps(self) -> bool:

@@ -112,6 +112,10 @@ def utilisation(
 NO_SHAPES = "the trace has no input shapes (profile with record_shapes=True)"
 NO_FLOP_OPS = "no matrix product, convolution or attention op in the trace's steps"
 NO_GPU = "the trace names no GPU (no deviceProperties)"
+NO_GPU_WORK = "no op ran on a GPU (no kernel launch or GPU activity in the trace)"
+NO_GPU_TIME = (
+    "the GPU's activity was not recorded and the trace has no steps: nothing times its work"
+)
 
 
 def trace_utilisation(
@@ -120,19 +124,31 @@ def trace_utilisation(
     gpu_name: str | None,
     datasheet: Roof | None,
     measured: Roof | None = None,
+    gpu_work: bool = True,
+    timed: bool = True,
 ) -> tuple[Utilisation | None, str | None]:
     """The MFU of a trace's steps, with the convention of the live one but the
     traced steps' own time: the profiler's slowdown is in it, so it reads lower
     than the job's MFU.  ``step_flops``: the FLOPs of the ops inside the steps
-    and how many steps; ``step_us``: the mean step.  When there is none, why."""
+    and how many steps; ``step_us``: the mean step; ``gpu_work``: whether any
+    op ran on a GPU (else the rate has no GPU peak to be a share of);
+    ``timed``: whether ``step_us`` times the GPU's work (not where the GPU's
+    activity went unrecorded and only the host's span gives a time: the GPU
+    may run long after it).  When there is none, why."""
     if step_flops is None:
         return None, NO_SHAPES
+    if not timed:
+        return None, NO_GPU_TIME
     totals, steps = step_flops
     rate = 1e6 / step_us if step_us and step_us > 0 else None
+    if not gpu_work:
+        datasheet = measured = None
     util = _of(totals, steps, rate, gpu_name, datasheet, measured, "no step time in the trace")
     if util is None:
         return None, NO_FLOP_OPS
-    if gpu_name is None:
+    if not gpu_work:
+        util = replace(util, note=NO_GPU_WORK)
+    elif gpu_name is None:
         util = replace(util, note=NO_GPU)
     return util, None
 

@@ -129,10 +129,20 @@ def trace_evidence(
         capture=trace_capture(summary),
         device_total_bytes=summary.device_memory_bytes,
         from_trace=True,
+        compile_share=_window_share(summary, summary.sanity.compile_us),
+        cold_launch_share=_window_share(summary, summary.sanity.cold_launch_us),
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
         datasheet=datasheet,
     )
+
+
+def _window_share(summary: TraceSummary, us: float) -> float:
+    """``us`` as a share of the trace's window."""
+    window = summary.window_us
+    if window is None or window[1] <= window[0]:
+        return 0.0
+    return min(1.0, us / (window[1] - window[0]))
 
 
 def trace_job_findings(

@@ -97,6 +97,13 @@ class TraceSummary:
         sb = self.metrics.step_breakdown
         return None if sb is None else sb.step_us_mean
 
+    @property
+    def gpu_ran(self) -> bool:
+        """Whether any work went to a GPU: GPU activity, or kernel launches the
+        profiler recorded without their kernels.  A trace with neither ran its
+        ops on the CPU, even where it names the machine's GPUs."""
+        return self.gpu_activities > 0 or self.sanity.kernel_launch_calls > 0
+
 
 #: The trace rules: each reads a summary and returns findings.  The rule engine
 #: registers its trace rules here; ``gputui analyze`` shows what they return.
@@ -207,8 +214,8 @@ SKEWED_FIGURES = (
 
 def warnings(summary: TraceSummary) -> list[str]:
     """What a reader of this rank's figures must know first, one sentence each:
-    GPU activity the profiler did not record, clocks that disagree, a trace
-    without steps."""
+    GPU activity the profiler did not record, clocks that disagree, torch.compile
+    compiling inside the window, a trace without steps."""
     out: list[str] = []
     s = summary.sanity
     if s.kernel_launch_calls and not s.kernel_records:
@@ -224,6 +231,21 @@ def warnings(summary: TraceSummary) -> list[str]:
             "launch call (the host's and the GPU's clocks disagree): "
             + SKEWED_FIGURES
             + " are unreliable"
+        )
+    if s.compile_us > 0 and summary.window_us is not None:
+        lo, hi = summary.window_us
+        out.append(
+            f"torch.compile compiled inside the window: {fmt.ms(s.compile_us / 1e6)} of its "
+            f"{fmt.ms((hi - lo) / 1e6)} in its compiling ranges (… (dynamo_timed)), host time "
+            "that is the compiler's, not the model's; profile compiled steps after the first "
+            "ones (a schedule's wait and warmup)"
+        )
+    if s.cold_launches:
+        out.append(
+            f"{s.cold_launches:,} launch call{'' if s.cold_launches == 1 else 's'} took "
+            f"{fmt.ms(s.cold_launch_us / 1e6)} in the window (100ms or more each): CUDA "
+            "loading kernels' modules or compiling them on first use, a one-off that is no "
+            "launch cost of the loop; profile steps after a warm-up"
         )
     if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
         lo, hi = summary.window_us

@@ -149,6 +149,7 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
     is a measured one; or why there is none."""
     from gputui.analysis.mfu import trace_utilisation
     from gputui.analysis.roofline import MEASURED
+    from gputui.analysis.trace_summary import WINDOW_STEPS
     from gputui.ceilings.datasheet import datasheet_for
 
     sheet = datasheet_for(summary.device_name)
@@ -158,6 +159,11 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
         summary.device_name,
         None if sheet is None else sheet.roof(),
         roof if roof is not None and roof.source == MEASURED else None,
+        gpu_work=summary.gpu_ran,
+        # launches without kernel records and no steps: only the host's span
+        timed=summary.gpu_activities > 0
+        or not summary.gpu_ran
+        or summary.window_kind == WINDOW_STEPS,
     )
 
 
@@ -166,19 +172,22 @@ def datasheet_of(summary: TraceSummary) -> Roof | None:
     know): the attention rules cost a call against flash at its peak."""
     from gputui.ceilings.datasheet import datasheet_for
 
+    if not summary.gpu_ran:
+        return None  # its ops ran on the CPU
     sheet = datasheet_for(summary.device_name)
     return None if sheet is None else sheet.roof()
 
 
 def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:
     """Each rank's roof: ``gputui bench``'s ceilings of a GPU of the trace's device
-    name measured on this machine, else that GPU's datasheet."""
+    name measured on this machine, else that GPU's datasheet; none for a rank
+    whose ops ran on the CPU (no GPU's ceilings place them)."""
     by_name: dict[str | None, Roof | None] = {}
-    if not any(s.op_rows for s in summaries):
+    if not any(s.op_rows and s.gpu_ran for s in summaries):
         return [None for _ in summaries]  # no op rows to place: no ceilings to read
     from gputui.ceilings.cache import roof_for
 
     for s in summaries:
-        if s.device_name not in by_name:
+        if s.gpu_ran and s.device_name not in by_name:
             by_name[s.device_name] = roof_for(None, s.device_name)
-    return [by_name[s.device_name] for s in summaries]
+    return [by_name[s.device_name] if s.gpu_ran else None for s in summaries]

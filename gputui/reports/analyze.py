@@ -336,6 +336,8 @@ def _hta_differs(summary: TraceSummary, ledger: Ledger | None) -> str | None:
 
 
 def _roofline(summary: TraceSummary, roof: Roof | None, top: int, width: int) -> list[str]:
+    if not summary.gpu_ran:
+        return []  # its ops ran on the CPU: no GPU roof places them
     if not summary.op_rows:
         if summary.kernel_total_us <= 0:
             return []

@@ -264,8 +264,18 @@ def _rows(
     return rows[:top] if top is not None else rows
 
 
+#: the largest time a trace may give (microseconds): torch before 2.0 wrote
+#: events at their Unix time (1.7e15 us in 2023), later ones from a base time;
+#: 1e17 us is the year 5138
+MAX_TRACE_US = 1e17
+
+
 def _ns(us: Any) -> int | None:
-    if isinstance(us, bool) or not isinstance(us, (int, float)) or not -1e15 < us < 1e15:
+    if (
+        isinstance(us, bool)
+        or not isinstance(us, (int, float))
+        or not -MAX_TRACE_US < us < MAX_TRACE_US
+    ):
         return None  # also NaN and infinities
     return round(us * 1000.0)
 

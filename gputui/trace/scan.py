@@ -495,6 +495,21 @@ class Sanity:
     kernel_records: int = 0
     #: host-side ProfilerStep ranges
     steps: int = 0
+    #: host time inside torch.compile's compiling ranges (``… (dynamo_timed)``:
+    #: tracing, lowering, compiling its kernels) in the window, microseconds
+    compile_us: float = 0.0
+    #: launch calls in the window of COLD_LAUNCH_US or longer (CUDA loading a
+    #: kernel's module, or compiling it, on its first use), and their time (us)
+    cold_launches: int = 0
+    cold_launch_us: float = 0.0
+
+
+#: the suffix of the ranges torch.compile times its compiling with
+COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
+#: a launch call this long (us) is no launch's cost but a one-off: a launch
+#: takes microseconds, CUDA's lazy loading of a module or a JIT compile of its
+#: kernels on first use tens to thousands of milliseconds
+COLD_LAUNCH_US = 100_000
 
 
 @dataclass
@@ -801,7 +816,43 @@ class Scan:
             kernel_launch_calls=self.runtime.kernel_launch_calls,
             kernel_records=g.kernels,
             steps=len(self.step_ranges),
+            compile_us=self._compile_us(),
+            cold_launches=len(self._cold_launches),
+            cold_launch_us=float(sum(e - s for s, e in self._cold_launches)),
         )
+
+    @cached_property
+    def _cold_launches(self) -> list[tuple[int, int]]:
+        """The launch calls of :data:`COLD_LAUNCH_US` or longer in the window."""
+        window = self.window
+        if window is None:
+            return []
+        lo, hi = window
+        rt = self.runtime.lists
+        return [
+            (max(r[0], lo), min(r[1], hi))
+            for calls in (rt[RT_LAUNCH - RT_SYNC], rt[RT_LAUNCH - RT_SYNC + RT_DRIVER])
+            for r in calls
+            if r[1] - r[0] >= COLD_LAUNCH_US and r[1] > lo and r[0] < hi
+        ]
+
+    def _compile_us(self) -> float:
+        """The union of torch.compile's compiling ranges inside the window."""
+        window = self.window
+        if window is None or not any(n.endswith(COMPILE_RANGE_SUFFIX) for n in self.range_names):
+            return 0.0
+        lo, hi = window
+        total, reach = 0, lo
+        for r in self.timeline.ranges:  # in start order
+            if r[0] >= hi:
+                break
+            if not r[2].endswith(COMPILE_RANGE_SUFFIX):
+                continue
+            start, end = max(r[0], reach), min(r[1], hi)
+            if end > start:
+                total += end - start
+                reach = end
+        return float(total)
 
 
 _MISSING = object()

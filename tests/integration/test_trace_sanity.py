@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gputui.analysis import engine
+from gputui.analysis.mfu import NO_GPU_TIME, NO_GPU_WORK
+from gputui.analysis.trace_evidence import trace_evidence
 from gputui.cli import main
+from gputui.commands.analyze_load import load
 from tests.helpers.tracegen import ADD, GEMM, TraceBuilder
 
 
@@ -153,3 +157,125 @@ def test_every_launch_api_is_a_launch_but_in_htas_counts(
     assert rank["step_breakdown"]["step_us"][-1] == pytest.approx(970.0)
     assert "2 launch calls per step (every launch API" in text
     assert "HTA counts cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync and" in text
+
+
+def _shaped_mm(t: TraceBuilder, ts: float) -> None:
+    t.op("aten::mm", ts, 500.0)
+    t.events[-1]["args"].update(
+        {"Input Dims": [[256, 256], [256, 256]], "Input type": ["float", "float"]}
+    )
+
+
+def test_ops_of_a_cpu_run_on_a_gpu_machine_get_no_gpu_peak_or_roofline(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The trace names the machine's H100 but no op launched anything: its FLOP
+    rate is the CPU's, no share of the GPU's peak, and no GPU roof places its ops."""
+    t = TraceBuilder()
+    for k in range(3):
+        t.step(k + 1, k * 1_000.0, 900.0)
+        _shaped_mm(t, k * 1_000.0 + 100.0)
+    rank, text = analyze(capsys, t.write(tmp_path / "cpu-on-gpu-machine.pt.trace.json"))
+    util = rank["utilisation"]
+    assert util is not None and util["mfu"] is None and util["peak_tflops"] is None
+    assert util["note"] == NO_GPU_WORK
+    assert util["achieved_tflops"] == pytest.approx(2 * 256**3 / 900.0 / 1e6)  # a 900us step
+    assert rank["roofline"] is None
+    assert "Roofline" not in text and "datasheet" not in text
+    assert f"(MFU: {NO_GPU_WORK})" in text
+
+
+def test_launches_without_kernel_records_and_no_steps_have_no_mfu(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Only the host's span times such a trace: the GPU may run long after it."""
+    t = TraceBuilder()
+    for k in range(3):
+        _shaped_mm(t, k * 1_000.0 + 100.0)
+        t.call("cudaLaunchKernel", k * 1_000.0 + 150.0, 10.0)
+    rank, text = analyze(capsys, t.write(tmp_path / "nokernels-nosteps.pt.trace.json"))
+    assert rank["window"]["kind"] == "host activity"
+    assert rank["utilisation"] is None and rank["utilisation_note"] == NO_GPU_TIME
+    assert f"unknown: {NO_GPU_TIME}" in text
+    t.step(1, 0.0, 2_900.0)  # with a step, the step's wall time times it
+    rank, _text = analyze(capsys, t.write(tmp_path / "nokernels-step.pt.trace.json"))
+    assert rank["utilisation"] is not None and rank["utilisation"]["mfu"] is not None
+
+
+def _compiling(t: TraceBuilder, name: str) -> None:
+    """A first compiled call: 9 ms of torch.compile's own work between the
+    kernels of the pass before it and of the compiled pass after it."""
+    for k in range(3):
+        t.op("aten::mm", 100.0 * k, 50.0)
+        t.launch(100.0 * k + 10.0, 5.0, "triton_poi_fused_add_0", 100.0 * k + 20.0, 30.0)
+    t.op(name, 400.0, 9_000.0, cat="user_annotation")
+    if name.endswith("(dynamo_timed)"):  # nested, as torch writes them: counted once
+        t.op("GraphLowering.run (dynamo_timed)", 1_000.0, 2_000.0, cat="user_annotation")
+    for k in range(3):
+        t0 = 9_500.0 + 100.0 * k
+        t.op("aten::mm", t0, 50.0)
+        t.launch(t0 + 10.0, 5.0, "triton_poi_fused_add_0", t0 + 20.0, 30.0)
+
+
+def test_torch_compile_compiling_in_the_window_is_said_and_not_blamed_on_the_model(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The window holds torch.compile compiling (its ``(dynamo_timed)`` ranges):
+    the warning says so, and neither the model's Python nor the GPU's idle time
+    while it compiles is a finding; the same 9 ms under another name are."""
+    t = TraceBuilder()
+    _compiling(t, "compile_fx_inner (dynamo_timed)")
+    rank, text = analyze(capsys, t.write(tmp_path / "compiling.pt.trace.json"))
+    compiling = [w for w in rank["warnings"] if w.startswith("torch.compile compiled")]
+    assert compiling == [
+        "torch.compile compiled inside the window: 9.00ms of its 9.73ms in its compiling "
+        "ranges (… (dynamo_timed)), host time that is the compiler's, not the model's; "
+        "profile compiled steps after the first ones (a schedule's wait and warmup)"
+    ]
+    assert f"warning: {compiling[0][:40]}" in text
+    rules = {f["rule"] for f in rank["findings"]}
+    assert not rules & {"cpu.python", "launch.idle_gaps"}, rules
+
+    t = TraceBuilder()
+    _compiling(t, "my_preprocessing")
+    path = t.write(tmp_path / "python.pt.trace.json")
+    rank, _text = analyze(capsys, path)
+    assert not [w for w in rank["warnings"] if w.startswith("torch.compile compiled")]
+    (summary,) = load([str(path)], jobs=1)
+    (python,) = [f for f in engine.analyze(trace_evidence(summary)) if f.rule == "cpu.python"]
+    (gaps,) = [r for r in python.related if r.rule == "launch.idle_gaps"]
+    assert "avoid Python loops" in gaps.fix
+    assert "torch.compile the model" not in gaps.fix  # it is compiled already
+
+
+def test_a_cold_launch_is_a_one_off_not_launch_overhead(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A launch call of 500 ms is CUDA loading (or compiling) the kernel on its
+    first use: said in a warning, and neither launch-bound nor idle GPU time;
+    the same trace with the call at a launch's usual length has neither warning."""
+
+    def trace(first_call_us: float) -> Path:
+        t = TraceBuilder()
+        t.op("aten::add", 0.0, 10.0)  # the GPU at work before it: the window holds it
+        t.launch(2.0, 5.0, ADD, 8.0, 5.0)
+        t.op("aten::mm", 20.0, first_call_us + 20.0)
+        t.launch(25.0, first_call_us, GEMM, first_call_us + 30.0, 100.0)
+        for k in range(20):
+            t0 = first_call_us + 200.0 + 50.0 * k
+            t.op("aten::add", t0, 40.0)
+            t.launch(t0 + 5.0, 30.0, ADD, t0 + 40.0, 5.0)
+        return t.write(tmp_path / f"cold-{first_call_us:.0f}.pt.trace.json")
+
+    rank, text = analyze(capsys, trace(500_000.0))
+    cold = [w for w in rank["warnings"] if "launch call took" in w]
+    assert cold == [
+        "1 launch call took 500ms in the window (100ms or more each): CUDA loading kernels' "
+        "modules or compiling them on first use, a one-off that is no launch cost of the "
+        "loop; profile steps after a warm-up"
+    ]
+    assert f"warning: {cold[0][:30]}" in text
+    rules = {f["rule"] for f in rank["findings"]}
+    assert not rules & {"launch.overhead", "launch.idle_gaps"}, rules
+    rank, _text = analyze(capsys, trace(30.0))
+    assert not [w for w in rank["warnings"] if "launch call took" in w]

@@ -3,6 +3,7 @@ otherwise; the rank summary says who is behind, stuck, gone or elsewhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -14,7 +15,9 @@ from gputui.analysis import engine
 from gputui.analysis.evidence import RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
+from gputui.protocol.capture import CaptureResult
 from gputui.protocol.schema import Hello, Status
+from gputui.protocol.trace_metrics import JobMarkers
 from gputui.session.rank_view import (
     EXITED,
     RUNNING,
@@ -49,7 +52,7 @@ def even(comm: float = 0.001) -> RanksEvidence:
     return ranks(*(rank(r, {"comm": comm}) for r in range(3)))
 
 
-def comm_capture(overlap: float) -> object:
+def comm_capture(overlap: float, markers: JobMarkers | None = None) -> CaptureResult:
     """30 ms of all-reduce beside 50 ms of GEMMs it could hide behind."""
     return capture(
         [
@@ -59,6 +62,7 @@ def comm_capture(overlap: float) -> object:
         span_us=100_000.0,
         busy_us=90_000.0,
         overlap=overlap,
+        markers=markers,
     )
 
 
@@ -337,3 +341,27 @@ def test_before_a_capture_differing_phases_ask_for_one(case: str, hinted: bool) 
         assert "rank 1's data +" in hint and "synchronized capture" in hint
         assert "ranks.straggler" not in {f.rule for f in engine.analyze_ranks(uncaptured)}
     assert wait_hint(measured) is None  # with the captures the rules say it
+
+
+@pytest.mark.parametrize(
+    ("collectives", "says", "never"),
+    [
+        (("all_reduce",), "let DDP start all-reduces during backward", "all-to-all"),
+        (("all_reduce", "all_to_all"), "the all-to-all exchange", "let DDP start"),
+        (("all_gather", "reduce_scatter"), "FSDP/ZeRO's all-gathers", "let DDP start"),
+    ],
+)
+def test_poor_overlap_advice_follows_the_collectives_in_use(
+    collectives: tuple[str, ...], says: str, never: str
+) -> None:
+    """An all-to-all (embedding or expert parallelism) or FSDP's collectives are
+    not DDP's gradient all-reduce."""
+
+    def cap() -> object:
+        # a capture with markers reads its overlap from its trace metrics (HTA's %)
+        c = comm_capture(0.2, JobMarkers(collectives=collectives))
+        metrics = dataclasses.replace(c.trace_metrics, comm_compute_overlap_pct=20.0)
+        return dataclasses.replace(c, trace_metrics=metrics)
+
+    (f,) = fired("ranks.poor_overlap", ranks(rank(0, {}, cap=cap()), rank(1, {})))
+    assert says in f.fix and never not in f.fix

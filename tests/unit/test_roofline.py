@@ -433,3 +433,36 @@ def test_a_tensor_list_input_has_no_shape_in_raw_events_as_in_the_trace() -> Non
     ]  # fmt: skip
     (row,) = rows_from_kineto(events)
     assert row.input_dims == (None, None, ())  # as rows_from_chrome_trace reads the trace
+
+
+def test_a_trace_at_unix_time_gives_its_rows_and_step_flops() -> None:
+    """torch before 2.0 wrote each event at its Unix time in microseconds
+    (1.69e15 in 2023): its ops are read as those of a trace from a base time."""
+    from gputui.trace.op_rows import ChromeTraceOps
+
+    def events(base: float) -> list[dict[str, Any]]:
+        return [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#10", "pid": 1, "tid": 1,
+             "ts": base, "dur": 1000, "args": {"External id": 1}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+             "ts": base + 10, "dur": 400,
+             "args": {"External id": 2, "Input Dims": [[64, 32], [32, 16]],
+                      "Input type": ["float", "float"]}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": base + 20, "dur": 5, "args": {"External id": 2, "correlation": 9}},
+            {"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x32_nt", "pid": 0, "tid": 7,
+             "ts": base + 30, "dur": 50, "args": {"External id": 2, "correlation": 9}},
+        ]  # fmt: skip
+
+    def read(base: float) -> tuple[list[Any], Any]:
+        ops = ChromeTraceOps()
+        ops.add(events(base))
+        return ops.rows(), ops.step_totals()
+
+    near_rows, near_flops = read(4590436926000.0)
+    rows, flops = read(1694128201435418.0)
+    assert [(r.name, r.flops, r.device_us) for r in rows] == [("aten::mm", 2 * 64 * 32 * 16, 50.0)]
+    assert [(r.name, r.flops, r.device_us) for r in rows] == [
+        (r.name, r.flops, r.device_us) for r in near_rows
+    ]
+    assert flops is not None and flops == near_flops and flops[1] == 1

@@ -574,3 +574,24 @@ def test_the_printed_trigger_is_the_tables() -> None:
     assert "launch.short_kernel_us" in r.thresholds
     assert f"< {TABLE['launch.short_kernel_us'].text}" in r.trigger
     assert "{" not in "".join(rr.trigger for rr in REGISTRY.values())
+
+
+@pytest.mark.parametrize(
+    ("cc", "says", "never"),
+    [
+        (None, "bf16/fp16 or TF32", None),
+        ("8.0", "bf16/fp16 or TF32", None),
+        ("7.9", "fp16 tensor cores, no TF32 or bf16", "bf16/fp16 or TF32"),
+        ("7.0", "fp16 tensor cores, no TF32 or bf16", "bf16/fp16 or TF32"),
+        ("6.9", "no tensor cores", "fp16 inputs"),
+    ],
+)
+def test_a_dominant_gemms_advice_names_the_tensor_cores_the_gpu_has(
+    cc: str | None, says: str, never: str | None
+) -> None:
+    """TF32 and bf16 tensor cores came with sm 8.0, fp16 ones with sm 7.0."""
+    ev = top_kernel(0.9)
+    ev = dataclasses.replace(ev, compute_capability=cc)
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "kernels.top_kernel"]
+    assert says in f.fix
+    assert never is None or never not in f.fix

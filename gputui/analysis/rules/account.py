@@ -105,8 +105,9 @@ def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
     "bottleneck tables: low GPU utilization with the CPU busy",
     ("capture", "profile"),
     trigger=(
-        "capture or trace: Python outside torch >= {cpu.python_share} of the step and the "
-        "largest CPU-side share (ahead of launch + dispatch, sync, data, communication), "
+        "capture or trace: Python outside torch (less a trace's time in torch.compile's "
+        "compiling ranges) >= {cpu.python_share} of the step and the largest CPU-side "
+        "share (ahead of launch + dispatch, sync, data, communication), "
         "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); where the "
         "Python sampler saw the job, at most the time it found in code outside torch (torch's "
         "own autograd, optimizers and module calls are torch's); without a capture, the "
@@ -133,7 +134,9 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     """A capture's or a trace's account, bounded by the sampler where it saw
     the job: the account's host time outside torch ops that is in torch's own
     code is not Python outside torch."""
-    python, phase = acct.share("python"), 0.0
+    # torch.compile's compiling (a trace that holds it) is Python no change to
+    # the job's own code recovers
+    python, phase = max(0.0, acct.share("python") - ev.compile_share), 0.0
     if host is not None:
         python = min(python, host.loop + host.model)
         phase = min(acct.share("phase"), host.user_phases)

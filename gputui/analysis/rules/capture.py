@@ -203,8 +203,10 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
         "capture: the GPU idles >= {idle.share} of the step (>= {idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own), and, with a step "
-        "account, kernel launch + torch dispatch >= {launch.issue_share} of the step and the "
-        "largest CPU-side share; without one, kernels average < {launch.short_kernel_us} or "
+        "account, kernel launch (less a trace's cold launch calls, 100ms or more) + torch "
+        "dispatch >= {launch.issue_share} of the step and the largest CPU-side share (a "
+        "trace's one-off time, compiling and cold launches, out of the idle share); "
+        "without one, kernels average < {launch.short_kernel_us} or "
         "{launch.tiny_share} of them are < {launch.tiny_kernel_us}; cost: the idle share, at "
         "most launch + dispatch"
     ),
@@ -219,12 +221,16 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     if acct is not None and acct.step_us > 0:
         # Launch-bound means issuing ops holds the step: launch calls and torch
         # dispatch, not Python outside torch, a sync or the data loader.
-        issuing = acct.share("launch") + acct.share("dispatch")
+        # a trace's cold launches (first-use loading) are no launch cost of the loop
+        launch = max(0.0, acct.share("launch") - ev.cold_launch_share)
+        issuing = launch + acct.share("dispatch")
         if issuing < LAUNCH_SHARE or cpu_side_largest(acct) != "launch":
             return []
     elif not tiny_kernels:
         return []
     idle = attributable_idle(ev, cap)
+    if idle is not None:  # nor is the GPU's idle time while they ran
+        idle = max(0.0, idle - ev.one_off_share)
     if idle is None or idle < idle_floor(ev, cap):
         return []
     ceiling = None
@@ -355,7 +361,9 @@ _WHILE = {
     "(Python, data loading); Nsight Systems: low GPU utilization",
     ("capture",),
     trigger=(
-        "capture: the GPU idles >= {idle.share} of the step ({idle.share_profiled} when "
+        "capture: the GPU idles (less a trace's one-off time: torch.compile's compiling "
+        "ranges, cold launch calls) "
+        ">= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
         "the idle time: data wait, host sync, launch, Python)"
@@ -369,6 +377,8 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None:
         return []
     idle = attributable_idle(ev, cap)
+    if idle is not None:  # the GPU waiting for torch.compile's compiling is not the model's
+        idle = max(0.0, idle - ev.one_off_share)
     if idle is None or idle < idle_floor(ev, cap):
         return []
     split = ev.ledger.idle_shares
@@ -389,8 +399,9 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
                 else ": the CPU side (Python, host work between ops) does not keep it fed"
             ),
             "find the CPU work between launches in the trace (ui.perfetto.dev): move host-side "
-            "preprocessing out of the step, torch.compile the model, avoid Python loops over "
-            "tensors",
+            "preprocessing out of the step, "
+            + ("" if ev.context.compiled else "torch.compile the model, ")
+            + "avoid Python loops over tensors",
             "the capture's GPU busy share rises",
             share=idle,
         )

@@ -27,16 +27,20 @@ BUSY_SHARE = thresholds.value("kernels.busy_share")
 TOP_KERNEL_SHARE = thresholds.value("kernels.top_kernel_share")
 
 
+def _major(ev: JobEvidence) -> int | None:
+    """The major version of the GPU's compute capability (None: not known)."""
+    cc = ev.compute_capability
+    try:
+        return int(float(cc)) if cc else None
+    except ValueError:
+        return None
+
+
 def tensor_core_fp32(ev: JobEvidence) -> bool:
     """TF32 and bf16 tensor cores exist (compute capability 8.0 or newer, or
     not known: a live job's GPU is told by the GPM tensor activity instead)."""
-    cc = ev.compute_capability
-    if not cc:
-        return True
-    try:
-        return float(cc) >= 8.0
-    except ValueError:
-        return True
+    major = _major(ev)
+    return major is None or major >= 8
 
 
 @rule(
@@ -147,7 +151,7 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
         return []
     short = kernels.short_kernel_name(top.name)
     stem = short.split("<", 1)[0]
-    fix, confirm = _kernel_advice(top.kernel_class, top.name, stem)
+    fix, confirm = _kernel_advice(top.kernel_class, top.name, stem, _major(ev))
     return [
         finding(
             ev,
@@ -169,11 +173,14 @@ _NCU = (
 )
 
 
-def _kernel_advice(kernel_class: str, name: str, stem: str) -> tuple[str, str]:
-    """(fix, confirm) for a dominant kernel, by its class: a GEMM's shapes, an
-    attention kernel's backend, a communication kernel's collective (no tile
-    advice, no ncu: its time is the network's and the peers'), a generated or
-    hand-written kernel's own profile."""
+def _kernel_advice(
+    kernel_class: str, name: str, stem: str, major: int | None = None
+) -> tuple[str, str]:
+    """(fix, confirm) for a dominant kernel, by its class: a GEMM's shapes and
+    the tensor cores the GPU has (``major``: its compute capability's, None
+    where not known), an attention kernel's backend, a communication kernel's
+    collective (no tile advice, no ncu: its time is the network's and the
+    peers'), a generated or hand-written kernel's own profile."""
     ncu = _NCU.format(stem=stem)
     if kernel_class == kernels.COMMUNICATION:
         return (
@@ -199,6 +206,20 @@ def _kernel_advice(kernel_class: str, name: str, stem: str) -> tuple[str, str]:
             ncu,
         )
     if kernel_class == kernels.GEMM:
+        if major is not None and major < 7:
+            return (
+                f"make sure it is the GEMM you expect at this size: this GPU (sm {major}.x) "
+                "has no tensor cores, so its GEMMs run on the CUDA cores whatever the dtype",
+                ncu,
+            )
+        if major is not None and major < 8:
+            return (
+                "make sure it is the GEMM you expect at this size: dimensions that are "
+                "multiples of 8 keep the tensor cores' fast paths, and fp16 inputs use them "
+                f"at all (sm {major}.x has fp16 tensor cores, no TF32 or bf16 ones): "
+                "torch.autocast('cuda', dtype=torch.float16)",
+                ncu,
+            )
         return (
             "make sure it is the GEMM you expect at this size: dimensions that are multiples "
             "of 8 (16 for fp8) keep the tensor cores' fast paths, and bf16/fp16 or TF32 "

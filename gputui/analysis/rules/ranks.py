@@ -18,6 +18,7 @@ from gputui import fmt
 from gputui.analysis.evidence import MIN_GPU_SAMPLES, CaptureView, RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
+from gputui.analysis.rules.capture import comm_fix
 from gputui.analysis.severity import WARN
 from gputui.protocol.messages import COMM, DATA, OTHER
 from gputui.trace.kernels import COMMUNICATION, MEMCPY, MEMSET
@@ -407,6 +408,7 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
     hideable = min(1.0, compute_us / span_us)
     exposed = min(span_share * (1.0 - overlap), hideable)
     others = "" if len(seen) < 2 else ", the rank that waits least for its peers"
+    collectives = tuple(sorted({c for m in ev.ranks for c in m.job.context.collectives}))
     return [
         finding(
             ev,
@@ -415,10 +417,14 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
             f"in {r.label}'s capture{others}, communication kernels take "
             f"{span_share * 100:.0f}% of the GPU span and only {overlap * 100:.0f}% of their "
             "time overlaps compute kernels",
-            "let DDP start all-reduces during backward: smaller bucket_cap_mb so the first "
-            "buckets are ready early, no find_unused_parameters=True unless needed, "
-            "static_graph=True; avoid synchronising (.item(), torch.cuda.synchronize()) between "
-            "backward and the optimizer step; with FSDP, keep forward/backward prefetch on",
+            # the collectives in use: all-to-all and FSDP's get their own advice
+            comm_fix(collectives)
+            if set(collectives) - {"all_reduce"}
+            else "let DDP start all-reduces during backward: smaller bucket_cap_mb so the "
+            "first buckets are ready early, no find_unused_parameters=True unless needed, "
+            "static_graph=True; avoid synchronising (.item(), torch.cuda.synchronize()) "
+            "between backward and the optimizer step; with FSDP, keep forward/backward "
+            "prefetch on",
             "a new synchronized capture (p on the rank view) shows the overlap above 50%",
             share=exposed,
             scope=r.label,

@@ -1,0 +1,88 @@
+"""`gputui analyze` on traces other projects published (tests/data/thirdparty,
+their sources and licenses in its README): what a reading of each trace
+found, held.  Their figures agree with Holistic Trace Analysis'."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.analysis.mfu import NO_GPU_WORK
+from gputui.cli import main
+from tests.integration.test_hta_truth import check, quiet_hta  # noqa: F401 (autouse)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "thirdparty"
+DLRM = sorted(DATA.glob("param-dlrm-8xv100-rank*.trace.json.gz"))
+SWITCH = DATA / "switchtransformers-a100-moe.trace.json.gz"
+PARTICLE = DATA / "particle-transformer-a100-fp16.trace.json.gz"
+PARTICLE_CPU = DATA / "particle-transformer-cpu-on-a100-machine.trace.json.gz"
+
+
+def analyze(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
+    assert main(["analyze", "--json", *map(str, paths)]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def rules(rank: dict[str, Any]) -> list[str]:
+    return [f["rule"] for f in rank["findings"]]
+
+
+@pytest.mark.parametrize(
+    "path", [DLRM[0], SWITCH, PARTICLE], ids=lambda p: p.name.removesuffix(".trace.json.gz")
+)
+def test_agrees_with_hta(path: Path) -> None:
+    check(path)
+
+
+def test_dlrm_on_eight_v100s_exchanges_embeddings_all_to_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """DLRM on eight V100s (torch 2.1, events at their Unix time): a 14.5 ms
+    step of small kernels, the embeddings exchanged all-to-all and the dense
+    part's gradients all-reduced by DDP."""
+    assert len(DLRM) == 8
+    doc = analyze(capsys, *DLRM)
+    rank0 = next(r for r in doc["ranks"] if r["rank"] == 0)
+    assert rules(rank0)[0] == "launch.overhead"
+    comm = next(f for f in rank0["findings"] if f["rule"] == "comm.share")
+    assert "all-to-all exchange" in comm["fix"] and "gradient all-reduce" in comm["fix"]
+    # its ops carry shapes: the MFU is counted (V100 has no datasheet entry)
+    util = rank0["utilisation"]
+    assert util is not None and util["model_flops_per_step"] > 0
+    assert util["note"] == "peak unknown for Tesla V100-SXM2-32GB"
+    (across,) = doc["across_ranks"]
+    assert across["rule"] == "ranks.poor_overlap"
+    assert across["fix"].startswith("the all-to-all exchange")
+
+
+def test_switch_transformer_runs_its_matmuls_in_fp32(capsys: pytest.CaptureFixture[str]) -> None:
+    """A switch-transformer's forward on an A100 with ampere_sgemm kernels: FP32
+    on the CUDA cores, 93% of kernel time."""
+    (rank,) = analyze(capsys, SWITCH)["ranks"]
+    assert rules(rank)[0] == "precision.fp32_matmul"
+    assert "93% of kernel time" in rank["findings"][0]["evidence"]
+
+
+def test_a_cold_first_launch_is_not_launch_overhead(capsys: pytest.CaptureFixture[str]) -> None:
+    """Particle Transformer's fp16 forward on an A100, its first: one launch call
+    takes 1337 ms (the other 548 a median 8.6 us)."""
+    (rank,) = analyze(capsys, PARTICLE)["ranks"]
+    assert rank["warnings"][0].startswith("1 launch call took 1337ms in the window")
+    assert "launch.overhead" not in rules(rank)
+    assert rules(rank)[0] == "launch.idle_gaps"
+
+
+def test_a_model_run_on_the_cpu_of_a_gpu_machine_gets_no_gpu_peak(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same model in eval mode on the CPU (mkldnn convolutions) of a machine
+    whose A100 the trace names: no launch, no GPU activity."""
+    (rank,) = analyze(capsys, PARTICLE_CPU)["ranks"]
+    assert rank["gpu_activities"] == 0 and rank["sanity"]["kernel_launch_calls"] == 0
+    util = rank["utilisation"]
+    assert util["note"] == NO_GPU_WORK and util["mfu"] is None and util["peak_tflops"] is None
+    assert rank["roofline"] is None
