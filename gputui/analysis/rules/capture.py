@@ -335,8 +335,11 @@ def _graph_advice(ev: JobEvidence) -> str:
     per_step = 0.0 if cap is None else syncs_per_step(cap)[0]
     if per_step < SYNC_PER_STEP:
         return "; capture the step in a CUDA graph when its shapes are static"
+    # the count the account and sync.host_sync print (blocking copies too)
+    counted = ev.ledger.syncs_per_step
+    shown = per_step if counted is None else counted
     return (
-        f"; its {fmt.per_step(per_step)} synchronizations per step (.item(), .cpu(), "
+        f"; its {fmt.per_step(shown)} synchronizations per step (.item(), .cpu(), "
         "print(tensor)) stop the host each time and keep the step out of a CUDA graph "
         "(and reduce-overhead): keep those values on the GPU first"
     )
