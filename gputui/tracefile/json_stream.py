@@ -186,9 +186,13 @@ class JsonStream:
             return False
         buf, pos = self.buf, self.pos
         end = len(buf)
-        for _attempt in range(BATCH_ATTEMPTS):
+        for attempt in range(BATCH_ATTEMPTS):
             cut = buf.rfind("},", pos, end)
             if cut <= pos:
+                if attempt == 0 and len(buf) - pos < CHUNK and self.fill():
+                    # the rest of the text is an event cut short by the chunk:
+                    # read on, so that it starts the next batch (once)
+                    return self._batch(each)
                 return False
             end = cut
             m = _WS.match(buf, cut + 2)

@@ -53,6 +53,8 @@ from gputui.tracefile.builder import (
     RUNTIME_CATS,
     Builder,
 )
+from gputui.tracefile.categories import DECODER as CATEGORY_DECODER
+from gputui.tracefile.categories import ByCategory
 
 _EMPTY = Raw()
 
@@ -108,15 +110,36 @@ class ShapeArgs:
         return default if raw is None else json.loads(bytes(raw))
 
 
+#: batches the by-category decoder may refuse before the reader stops trying it
+#: (a trace with other categories, or odd values, is read event by event)
+CATEGORY_MISSES = 4
+
+
 class TypedReader:
     """Decodes batches of events (the text of a JSON array) into records; a batch
-    it cannot type is left to the dict path (:meth:`batch` returns False)."""
+    it cannot type is left to the dict path (:meth:`batch` returns False).
+
+    Once the op rows have given up (a trace recorded without shapes), a batch is
+    first offered to the by-category path (:mod:`gputui.tracefile.categories`), then to
+    the per-event one."""
 
     def __init__(self, builder: Builder, ops: ChromeTraceOps) -> None:
         self.builder = builder
         self.ops = ops
+        self.by_category: ByCategory | None = ByCategory(builder)
+        self.misses = 0
 
     def batch(self, text: str) -> bool:
+        if self.by_category is not None and self.ops.given_up:
+            try:
+                if self.by_category.take(CATEGORY_DECODER.decode(text)):
+                    return True
+            except msgspec.ValidationError:
+                self.misses += 1
+                if self.misses >= CATEGORY_MISSES:
+                    self.by_category = None
+            except msgspec.DecodeError:
+                return False  # not JSON: neither decoder reads it
         try:
             events = _DECODER.decode(text)
         except (msgspec.DecodeError, msgspec.ValidationError):

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.tracefile import json_stream, reader, typed
+from gputui.trace.op_rows import ChromeTraceOps
+from gputui.tracefile import categories, json_stream, reader, typed
 from gputui.tracefile.reader import TraceError, TraceFile, read_trace
 from tests.helpers.tracegen import reference_trace
 
@@ -63,18 +64,43 @@ def both(path: Path) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-@pytest.fixture(autouse=True)
-def typed_from_the_first_byte(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The typed decoder on every batch, however small the trace."""
+class _NoShapes(ChromeTraceOps):
+    """The op rows of a trace recorded without shapes: given up from the start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.give_up()
+
+
+@pytest.fixture(autouse=True, params=["op-rows", "no-shapes"])
+def typed_from_the_first_byte(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The typed decoder on every batch, however small the trace; each test runs
+    twice: with the op rows probing for shapes (the per-event path), and with
+    them given up, as in a trace recorded without shapes (the by-category path
+    first, :mod:`gputui.tracefile.categories`)."""
     monkeypatch.setattr(reader, "TYPED_FROM_BYTES", 0)
+    if request.param == "no-shapes":
+        monkeypatch.setattr(reader, "ChromeTraceOps", _NoShapes)
+    return str(request.param)
 
 
 class Batches:
-    """Counts the batches the typed decoder took and left."""
+    """Counts the batches the typed decoder took and left, and those the by-category
+    path took."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.took = self.left = 0
+        self.took = self.left = self.by_category = 0
         real = typed.TypedReader.batch
+        take = categories.ByCategory.take
+
+        def counted(cols: categories.ByCategory, events: list[Any]) -> bool:
+            ok = take(cols, events)
+            self.by_category += ok
+            return ok
+
+        monkeypatch.setattr(categories.ByCategory, "take", counted)
 
         def batch(reader: typed.TypedReader, text: str) -> bool:
             ok = real(reader, text)
@@ -89,14 +115,21 @@ class Batches:
 
 @pytest.mark.parametrize("path", kept_traces(), ids=lambda p: str(p.relative_to(p.parents[1])))
 def test_both_readers_read_every_kept_trace_the_same(
-    path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path, monkeypatch: pytest.MonkeyPatch, typed_from_the_first_byte: str
 ) -> None:
+    if typed_from_the_first_byte == "no-shapes":
+        # batches of 16 kB: most of them without the metadata events (no
+        # category) that send a batch to the per-event path
+        monkeypatch.setattr(json_stream, "CHUNK", 1 << 14)
     batches = Batches(monkeypatch)
     new, old = both(path)
     assert new == old
     assert new[0] != "error"
-    # the typed path read them (a trace torch wrote has nothing it leaves)
+    # the typed path read them (a trace torch wrote has nothing it leaves), and
+    # without shapes the by-category path
     assert batches.took >= 1 and batches.left == 0
+    if typed_from_the_first_byte == "no-shapes":
+        assert batches.by_category >= 1
 
 
 def test_batches_cut_small_read_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +167,11 @@ def test_one_odd_event_sends_its_batch_to_the_dict_path(
     assert any(r.name == "" for r in new[2])
 
 
-def test_shape_arguments_are_decoded_only_for_the_ops_in_a_row(tmp_path: Path) -> None:
+def test_shape_arguments_are_decoded_only_for_the_ops_in_a_row(
+    tmp_path: Path, typed_from_the_first_byte: str
+) -> None:
+    if typed_from_the_first_byte == "no-shapes":
+        pytest.skip("about the op rows of a trace with shapes")
     path = REPO / "tests" / "data" / "h100_fp32_matmul_flops.pt.trace.json.gz"
     decoded: list[str] = []
     real = typed.ShapeArgs.get
@@ -303,6 +340,46 @@ def test_regular_events_read_the_same(evs: list[dict[str, Any]]) -> None:
 def test_any_events_read_the_same_and_never_crash(evs: list[Any]) -> None:
     new, old = read_both({"traceEvents": evs})
     assert new == old
+
+
+#: events of the categories the by-category path knows, with ids that are sometimes
+#: negative or missing (a stream, a correlation id): both paths' cases
+known = st.fixed_dictionaries(
+    {
+        "ph": st.just("X"),
+        "cat": st.sampled_from(categories.CATEGORIES),
+        "name": st.sampled_from(NAMES),
+        "ts": times,
+        "dur": st.one_of(times, st.floats(0, 2).map(lambda x: round(x, 3))),
+        "pid": st.integers(0, 4),
+        "tid": st.integers(0, 4),
+        "args": arguments(ids),
+    }
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(known, min_size=1, max_size=40))
+def test_events_of_known_categories_read_the_same(evs: list[dict[str, Any]]) -> None:
+    new, old = read_both({"traceEvents": evs})
+    assert new == old
+
+
+def test_the_by_category_path_reads_a_batch_as_the_dict_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed_from_the_first_byte: str
+) -> None:
+    """A batch of every kind of record, short and long, read by category."""
+    evs = json.loads(json.dumps(PLAIN))
+    for ev in evs:
+        ev.get("args", {}).pop("Input Dims", None)
+    evs += [dict(ev, ts=ev["ts"] + 0.4, dur=0.3) for ev in evs]
+    evs.append({"ph": "X", "cat": "gpu_user_annotation", "name": "a", "ts": 9, "dur": 2, "tid": 3})
+    evs.append({"ph": "s", "cat": "ac2g", "name": "flow", "ts": 9, "id": 1, "pid": 1, "tid": 1})
+    evs.append({"ph": "X", "cat": "Trace", "name": "t", "ts": 0, "dur": 99, "tid": "x"})
+    batches = Batches(monkeypatch)
+    new, old = read_both({"traceEvents": evs})
+    assert new == old and len(new[0]) == 2 and len(new[1]) == 2 and len(new[2]) == 5
+    assert batches.by_category == (typed_from_the_first_byte == "no-shapes")
 
 
 ODD_VALUES = [
