@@ -169,7 +169,16 @@ class CaptureView:
         total = self.kernel_total_us
         if total <= 0:
             return 0.0
-        return sum(self.by_class_us.get(c, 0.0) for c in classes) / total
+        return self.class_us(*classes) / total
+
+    def class_us(self, *classes: str) -> float:
+        """GPU time (us) of the kernels in these kernel classes."""
+        return sum(self.by_class_us.get(c, 0.0) for c in classes)
+
+    @property
+    def cpu_op_us(self) -> float:
+        """Self time (us) of all the capture's CPU ops."""
+        return sum(o.self_us for o in self.cpu_ops)
 
     def span_share(self, us: float) -> float | None:
         """``us`` microseconds as a share of the capture span (at most all of it:

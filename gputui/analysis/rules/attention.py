@@ -128,7 +128,7 @@ def recoverable(cap: CaptureView) -> float:
 def fused_attention(cap: CaptureView) -> bool:
     """Any sign of a fused attention kernel or SDPA op in the capture."""
     return (
-        cap.by_class_us.get(kernels.ATTENTION, 0.0) > 0
+        cap.class_us(kernels.ATTENTION) > 0
         or any(_SDPA_OPS.match(o.name) for o in cap.cpu_ops)
         or any(_SDPA_OPS.match(r.name) for r in cap.op_rows)
     )

@@ -242,7 +242,7 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         share = idle
         step_us = (ev.mean_step_s or 0.0) * 1e6
         if step_us > 0 and cap.cpu_ops:
-            ceiling = sum(o.self_us for o in cap.cpu_ops) / cap.steps / step_us
+            ceiling = cap.cpu_op_us / cap.steps / step_us
             if ceiling < share:
                 share = ceiling
             else:
@@ -470,11 +470,11 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None or not cap.span_us:
         return []
-    memcpy_us = cap.by_class_us.get(kernels.MEMCPY, 0.0)
+    memcpy_us = cap.class_us(kernels.MEMCPY)
     pageable_us, _ = cap.pageable_copies()
     share = (memcpy_us - pageable_us) / cap.span_us  # copy.pageable speaks for those
     copy = cap.op("aten::copy_")
-    total_cpu = sum(o.self_us for o in cap.cpu_ops)
+    total_cpu = cap.cpu_op_us
     cpu_share = copy.self_us / total_cpu if copy is not None and total_cpu else 0.0
     if share < MEMCPY_SHARE and not (cpu_share >= COPY_CPU_SHARE and share >= 0.02):
         return []
@@ -507,7 +507,7 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     if cap is None:
         return []
     us, calls = cap.ops_us(("aten::to", "aten::_to_copy"))
-    total_cpu = sum(o.self_us for o in cap.cpu_ops)
+    total_cpu = cap.cpu_op_us
     if calls / cap.steps < CASTS_PER_STEP or not total_cpu or us / total_cpu < CAST_CPU_SHARE:
         return []
     return [
@@ -604,7 +604,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None or not cap.span_us:
         return []
-    comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)
+    comm_us = cap.class_us(kernels.COMMUNICATION)
     # kernels on several streams can add up past the span: a share is at most all of it
     share = cap.span_share(comm_us) or 0.0
     if share < COMM_SHARE:
@@ -692,7 +692,7 @@ def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None or not cap.span_us or cap.comm_compute_overlap is None:
         return []
-    comm_us = cap.by_class_us.get(kernels.COMMUNICATION, 0.0)
+    comm_us = cap.class_us(kernels.COMMUNICATION)
     share = comm_us / cap.span_us
     overlap = cap.comm_compute_overlap
     if share < POOR_OVERLAP_SHARE or overlap >= OVERLAP or share >= COMM_SHARE:

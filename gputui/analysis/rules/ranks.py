@@ -132,7 +132,7 @@ def _comm_kernel_s(r: RankEvidence) -> float | None:
     cap = r.job.capture
     if cap is None or not cap.steps or not cap.kernel_total_us:
         return None
-    return cap.by_class_us.get(COMMUNICATION, 0.0) / cap.steps / 1e6
+    return cap.class_us(COMMUNICATION) / cap.steps / 1e6
 
 
 def _comm_span_share(r: RankEvidence) -> float | None:
@@ -140,7 +140,7 @@ def _comm_span_share(r: RankEvidence) -> float | None:
     cap = r.job.capture
     if cap is None or not cap.span_us:
         return None
-    return cap.by_class_us.get(COMMUNICATION, 0.0) / cap.span_us
+    return cap.class_us(COMMUNICATION) / cap.span_us
 
 
 def _excess(slow: RankEvidence, others: list[RankEvidence]) -> dict[str, float]:
@@ -401,10 +401,8 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
         return []
     # Overlap hides communication behind compute: it can recover at most the
     # compute there is
-    comm_us = cap.by_class_us.get(COMMUNICATION, 0.0)
-    compute_us = max(0.0, cap.kernel_total_us - comm_us) - sum(
-        cap.by_class_us.get(c, 0.0) for c in (MEMCPY, MEMSET)
-    )
+    comm_us = cap.class_us(COMMUNICATION)
+    compute_us = max(0.0, cap.kernel_total_us - comm_us) - cap.class_us(MEMCPY, MEMSET)
     hideable = min(1.0, compute_us / span_us)
     exposed = min(span_share * (1.0 - overlap), hideable)
     others = "" if len(seen) < 2 else ", the rank that waits least for its peers"

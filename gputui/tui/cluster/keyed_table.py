@@ -14,11 +14,13 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import events
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from gputui.tui.widgets.cursor_keys import CURSOR_BINDINGS
 
 #: a row: its key, and its cells
 KeyedRow = tuple[str, tuple[Text, ...]]
@@ -65,14 +67,7 @@ class KeyedTable(ScrollView, can_focus=True):
     }
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"keyedtable--cursor", "keyedtable--header"}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "move(-1000000)", "First", show=False),
-        Binding("end", "move(1000000)", "Last", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [*CURSOR_BINDINGS]
 
     class Highlighted(Message):
         def __init__(self, table: KeyedTable, key: str) -> None:
@@ -159,11 +154,14 @@ class KeyedTable(ScrollView, can_focus=True):
         elif index >= top + height:
             self.scroll_to(y=index - height + 1, animate=False)
 
-    def action_move(self, delta: int) -> None:
-        self.move_to(self.cursor + delta)
+    def action_cursor(self, step: int) -> None:
+        self.move_to(self.cursor + step)
 
     def action_page(self, direction: int) -> None:
         self.move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 2))
+
+    def action_edge(self, step: int) -> None:
+        self.move_to(0 if step < 0 else len(self.keys) - 1)
 
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:  # not the header

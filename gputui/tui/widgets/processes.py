@@ -40,6 +40,7 @@ from gputui.session.process_view import (
 )
 from gputui.snapshot.model import PlacedMemo, ProcessSnapshot, any_in_job
 from gputui.tui.widgets import process_rows
+from gputui.tui.widgets.cursor_keys import CURSOR_BINDINGS
 from gputui.tui.widgets.plain_box import plain_box
 from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
 from gputui.tui.widgets.repaint import repaint
@@ -74,12 +75,7 @@ class ProcessTable(ScrollView, can_focus=True):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select", "Detail", show=False),
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "edge(-1)", "Top", show=False),
-        Binding("end", "edge(1)", "Bottom", show=False),
+        *CURSOR_BINDINGS,
     ]
 
     class HeaderSelected(Message):
