@@ -138,7 +138,10 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
         else:
             text += f" (busy {busy * 100:.0f}% of the profiled steps"
         if not _unprofiled(ev) and unprofiled_idle(cap) is not None:
-            text += f", where launch and dispatch count {PROFILER_SLOWDOWN:g}x slower under the profiler"
+            text += (
+                f", where launch and dispatch count {PROFILER_SLOWDOWN:g}x slower "
+                "under the profiler"
+            )
         text += ")"
     return text
 
