@@ -76,6 +76,7 @@ def main(args: argparse.Namespace) -> int:
     from gputui.commands.analyze_load import load
     from gputui.reports import roofline as roofline_text
     from gputui.reports.analyze import render, render_across, render_diagnosis
+    from gputui.reports.text import emit
     from gputui.trace.tables import TOP_ROWS
 
     warnings: list[str] = []
@@ -126,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
         if lines:
             lines.append("")
         lines.extend(render(summary, found, args.top, roof, mfu=mfu))
-    sys.stdout.write("\n".join(lines) + "\n")
+    emit(lines)
     return 0
 
 

@@ -11,6 +11,7 @@ says how many, and where to see them.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from gputui.commands.tty import need_terminal, run_screen
@@ -49,9 +50,16 @@ def replay(
     from gputui.tui.attach.rank_screen import RanksApp
 
     feed = ReplayRanksFeed(recording, label, speed=speed)
-    app = RanksApp(feed, ascii_only=ascii_only, banner=banner)
+    app = RanksApp(feed, ascii_only=ascii_only, banner=banner, notice=recording.ends_early)
     try:
         app.run()
     finally:
         feed.close()
+        said_ends_early(recording)
     return int(app.return_code or 0)
+
+
+def said_ends_early(recording: AttachRecording) -> None:
+    """A recording that ends early, said on stderr once its screen is gone."""
+    if recording.ends_early is not None:
+        print(f"gputui attach: {recording.ends_early}", file=sys.stderr)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import zlib
@@ -386,9 +387,17 @@ def _widest(header: str, rows: Sequence[Sequence[str]], column: int) -> int:
     return max(len(header), max(map(len, map(itemgetter(column), rows)), default=0))
 
 
+def plain_terminal() -> bool:
+    """``TERM=dumb``: a terminal (an editor's shell, a CI log) that draws neither
+    block characters nor line drawing: every report and screen is drawn in
+    ASCII, as with ``--ascii``."""
+    return os.environ.get("TERM") == "dumb"
+
+
 def emit(lines: Iterable[str], ascii_only: bool = False, stream: TextIO | None = None) -> None:
-    """The report's lines on ``stream`` (standard output), in ASCII with ``--ascii``."""
+    """The report's lines on ``stream`` (standard output), in ASCII with ``--ascii``
+    (or on a ``TERM=dumb`` terminal)."""
     body = "\n".join(lines)
-    if ascii_only:
+    if ascii_only or plain_terminal():
         body = to_ascii(body)
     (sys.stdout if stream is None else stream).write(body + "\n")

@@ -75,6 +75,7 @@ class GputuiApp(BaseApp):
         if attach_factory is None and not source.is_recording:
             attach_factory = _live_attach_screen
         self.attach_factory = attach_factory
+        self._said_ends_early = False
         #: the collector's housekeeping for thousands of processes (a real screen)
         self._freezer: footprint.SampleFreezer | None = None
         #: what the poller's thread hands the loop: readings and failures, in order
@@ -165,7 +166,18 @@ class GputuiApp(BaseApp):
         elif self.session.take(item):
             # The history graphs break here too (time went back: History.add).
             self.notify("replay restarted from the beginning", timeout=3)
+        self._say_ends_early()
         self._refresh_screens()
+
+    def _say_ends_early(self) -> None:
+        """A recording that ends early (cut off, or still being written): said once."""
+        replay = self.session.current.replay
+        if self._said_ends_early or replay is None or replay.ends_early is None:
+            return
+        self._said_ends_early = True
+        from gputui.recording.io import ends_early
+
+        self.notify(ends_early("the recording", replay.ends_early), severity="warning", timeout=8)
 
     def _inbox_failed(self, error: Exception) -> None:
         # as an exception in a message handler: Textual shows it and ends the app

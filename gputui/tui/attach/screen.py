@@ -366,14 +366,21 @@ class AttachAppBase(BaseApp):
         ascii_only: bool = False,
         banner: str | None = None,
         autostart: bool = True,
+        notice: str | None = None,
     ) -> None:
         super().__init__()
         self.feed = feed
         self.ascii_only = ascii_only
         self.banner = banner
         self.autostart = autostart
+        #: said once the screen is up (a recording that ends early)
+        self.notice = notice
         if ascii_only:
             ascii.use_ascii(self)
+
+    def on_mount(self) -> None:
+        if self.notice:
+            self.notify(self.notice, severity="warning", timeout=8)
 
     def recording_banner(self) -> str | None:
         """Read by BannerPanel: a replay is never this machine now."""
@@ -405,6 +412,7 @@ def make_attach_app(
     ascii_only: bool = False,
     banner: str | None = None,
     autostart: bool = True,
+    notice: str | None = None,
 ) -> AttachApp:
     """The attach app over a connected client, a live feed or a replay.
 
@@ -414,7 +422,7 @@ def make_attach_app(
     feed: AttachFeed = (
         LiveFeed(source.pid, client=source) if isinstance(source, HookClient) else source
     )
-    return AttachApp(feed, ascii_only=ascii_only, banner=banner, autostart=autostart)
+    return AttachApp(feed, ascii_only=ascii_only, banner=banner, autostart=autostart, notice=notice)
 
 
 def attach_screen_factory(pid: int) -> AttachScreen:
