@@ -89,7 +89,9 @@ def render(
     out.extend(wrap(steps, width, "   "))
     out.extend(_findings(findings, width))
     if m.account is not None:
-        out.extend(["", *account_lines(m.account, width=width)])
+        # a trace without GPU kernels is a job on the CPU (as its evidence says)
+        cuda = summary.kernel_total_us > 0
+        out.extend(["", *account_lines(m.account, width=width, cuda=cuda)])
     out.extend(_step_breakdown(summary, width))
     if mfu is not None:
         out.append("")

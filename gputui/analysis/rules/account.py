@@ -17,7 +17,7 @@ from gputui.analysis import thresholds
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import finding, rule
-from gputui.protocol.trace_metrics import ACCOUNT_LABELS, StepAccount
+from gputui.protocol.trace_metrics import StepAccount, account_label
 
 if TYPE_CHECKING:
     from gputui.protocol.profile import ProfileFunction
@@ -42,10 +42,11 @@ def account_of(ev: JobEvidence) -> StepAccount | None:
     return acct if acct is not None and acct.step_us > 0 and acct.steps > 0 else None
 
 
-def shares_text(acct: StepAccount, *buckets: str) -> str:
-    """``python 71%, torch dispatch 12%`` for the named buckets."""
+def shares_text(acct: StepAccount, *buckets: str, cuda: bool = True) -> str:
+    """``python 71%, torch dispatch 12%`` for the named buckets (``cuda``: the
+    job runs on a GPU; without one, torch's ops are its compute)."""
     return ", ".join(
-        f"{ACCOUNT_LABELS[b]} {acct.share(b) * 100:.0f}%" for b in buckets if acct.share(b) > 0
+        f"{account_label(b, cuda)} {acct.share(b) * 100:.0f}%" for b in buckets if acct.share(b) > 0
     )
 
 
@@ -93,7 +94,7 @@ def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
     evidence = (
         f"{share * 100:.0f}% of the step ({fmt.ms(share * step_ms / 1000.0)} of "
         f"{fmt.ms(step_ms / 1000.0)}) is CPU time outside torch ops; "
-        + shares_text(acct, "dispatch", "launch", "sync", "data")
+        + shares_text(acct, "dispatch", "launch", "sync", "data", cuda=ev.cuda)
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
     )
