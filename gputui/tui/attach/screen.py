@@ -69,10 +69,10 @@ class AttachScreen(Screen[object]):
         Binding("f", "findings", "Findings"),
         Binding("m", "memory", "Memory"),
         Binding("l", "roofline", "Roofline"),
-        # y shows at 80 columns unless esc (Back) does too: then from ALL_KEYS_WIDTH
-        Binding("y", "when_room('python')", "Python"),
-        Binding("y", "python", "Python", show=False),
-        Binding("escape", "back", "Back"),
+        Binding("y", "python", "Python"),
+        # Pushed over the monitor or the rank view, q (and esc) go back to it, and
+        # the footer says "q Back"; alone, this binding is off and q quits.
+        Binding("q,escape", "back", "Back"),
     ]
 
     def __init__(
@@ -292,21 +292,24 @@ class AttachScreen(Screen[object]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "when_wide":
             return self.all_keys
-        if action == "when_room":
-            return self.all_keys or len(self.app.screen_stack) <= 1
         if action == "back":
-            # Only when pushed over another screen (the monitor); alone, q quits.
-            return len(self.app.screen_stack) > 1
+            # Only when pushed over another screen (the monitor, the rank view):
+            # alone, the app's q quits.
+            return self.pushed
         return True
+
+    @property
+    def pushed(self) -> bool:
+        """Over another screen (the monitor's, the rank view's): q goes back to it."""
+        stack = self.app.screen_stack
+        return len(stack) > 1 and self in stack[1:]
 
     def action_when_wide(self, action: str) -> None:
         """A key the footer shows only when every key fits: the same action."""
         getattr(self, f"action_{action}")()
 
-    action_when_room = action_when_wide
-
     def action_back(self) -> None:
-        if len(self.app.screen_stack) > 1:
+        if self.pushed and self.app.screen is self:
             self.app.pop_screen()
 
     def action_capture(self) -> None:
