@@ -94,6 +94,14 @@ class GputuiApp(BaseApp):
         text = f"{replay.position:,}/{total}"
         return f"{text}  pass {replay.loops + 1}" if replay.loops else text
 
+    def replay_status_width(self) -> int:
+        """The most cells :meth:`replay_status` takes in this replay (its position
+        up to the total, a few passes): the banner keeps that room from the start."""
+        replay = self.session.current.replay
+        if replay is None or replay.total is None:
+            return 0
+        return len(f"{replay.total:,}/{replay.total:,}  pass {max(9, replay.loops + 1)}")
+
     def recording_banner(self) -> str | None:
         """The line every screen shows while the data is not this machine now."""
         source = self.session.source
