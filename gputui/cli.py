@@ -78,13 +78,20 @@ class _Parser(argparse.ArgumentParser):
         make: Callable[..., argparse.HelpFormatter] = self.formatter_class  # HelpFormatter's
         return make(prog=self.prog, width=columns - 2)
 
+    def format_help(self) -> str:
+        # argparse's usage lines keep their indent under a long command, whatever
+        # the width: every line within the output's width (COLUMNS=40 included)
+        from gputui.reports.text import fit_lines, output_width
+
+        return fit_lines(super().format_help(), output_width())
+
 
 def build_monitor_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gputui",
         description="Monitor NVIDIA GPUs and the PyTorch jobs on them.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=types.ExamplesFormatter,
     )
     source = parser.add_mutually_exclusive_group()
     types.add_demo(source, DEMOS)

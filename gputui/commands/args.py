@@ -188,13 +188,18 @@ def _why_not_writable(path: Path) -> str | None:
     return None
 
 
-class _ExamplesFormatter(argparse.HelpFormatter):
+class ExamplesFormatter(argparse.HelpFormatter):
     """Paragraphs wrapped to the terminal; a text of several lines (a list of
-    examples) kept as written."""
+    examples, of sub-commands) laid out line by line to the terminal's width
+    (``reports.text.help_block``: an example's description under its column,
+    or under the example where the width leaves no room)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if "\n" in text:
-            return "".join(indent + line for line in text.splitlines(keepends=True))
+            from gputui.reports.text import help_block
+
+            lines = help_block(text, max(20, width - len(indent)))
+            return "".join(indent + line + "\n" for line in lines)
         return super()._fill_text(text, width, indent)
 
 
@@ -209,6 +214,6 @@ def command(
         help=summary,
         description=description,
         epilog=examples,
-        formatter_class=_ExamplesFormatter,
+        formatter_class=ExamplesFormatter,
     )
     return parser

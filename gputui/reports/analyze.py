@@ -153,10 +153,12 @@ def _hta(summary: TraceSummary, width: int) -> list[str]:
     t = m.temporal
     if t is None:
         return ["", *wrap("GPU time: no GPU activity in the trace (a CPU-only profile)", width)]
-    said = [
-        f"compute {_pct(t.compute_pct)}   non-compute {_pct(t.non_compute_pct)}   "
-        f"idle {_pct(t.idle_pct)}"
+    shares = [
+        f"compute {_pct(t.compute_pct)}",
+        f"non-compute {_pct(t.non_compute_pct)}",
+        f"idle {_pct(t.idle_pct)}",
     ]
+    said: list[str] = []
     ib = m.idle_breakdown
     if ib is not None and ib.idle_us > 0:
         said.append(
@@ -186,6 +188,7 @@ def _hta(summary: TraceSummary, width: int) -> list[str]:
             "activity",
             width,
         ),
+        *wrap_items(shares, width, "   ", _TAB, _TAB * 2),
     ]
     for line in said:
         out.extend(wrap(line, width, _TAB, _TAB * 2))
@@ -262,6 +265,8 @@ def _cpu_ops(summary: TraceSummary, top: int, width: int) -> list[str]:
         width - len(_TAB),
         right=[True, True, True, True, False],
         flexible=4,
+        optional=(2, 3),  # narrower: calls and mean give way to the op's name
+        least=16,
     )
     out.extend(_TAB + line for line in lines)
     return out

@@ -244,7 +244,8 @@ def _dist_table(title: str, total: Dist | None, phases: tuple[Dist, ...], width:
     ]
     right = [False, True, True, True, True, True]
     headers = ["phase", "mean", "p50", "p90", "p99", "share"]
-    return [title, *indented_table(headers, rows, width, right=right, flexible=0)]
+    table = indented_table(headers, rows, width, right=right, flexible=0, optional=(1,))
+    return [title, *table]
 
 
 def _capture(cap: CaptureResult, width: int, recorded: bool, cuda: bool = True) -> list[str]:
@@ -289,7 +290,13 @@ def _capture(cap: CaptureResult, width: int, recorded: bool, cuda: bool = True) 
         out.append("top CPU ops (self time)")
         right = [True, True, True, True, False]
         headers = ["self", "total", "share", "calls", "op"]
-        out.extend(indented_table(headers, rows, width, right=right, flexible=4))
+        # narrower: calls and total give way to the op's name
+        optional = (3, 1)
+        out.extend(
+            indented_table(
+                headers, rows, width, right=right, flexible=4, optional=optional, least=16
+            )
+        )
     out.extend(trace_lines(cap.trace_path, cap.trace_error, width, recorded))
     return out
 

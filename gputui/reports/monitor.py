@@ -142,6 +142,7 @@ def _devices(s: Snapshot, width: int, rule: str) -> list[str]:
         right=[True, False, True, True, True, True, True],
         flexible=1,
         rule=rule,
+        optional=(6,),  # the SM clock; narrower, a GPU's values on lines of their own
     )
 
 
@@ -233,7 +234,8 @@ def _processes(
         right=right,
         flexible=len(headers) - 1,
         rule=rule,
-        optional=(headers.index("Time"),) if placed else (),
+        # narrower outputs leave out the running time, then CPU and SM shares
+        optional=tuple(headers.index(h) for h in ("Time", "CPU", "SM")),
     )
     left = len(s.processes) - len(procs)
     if left:
@@ -247,7 +249,9 @@ def _processes(
             )
         )
     if any(p.hooked for p in procs):
-        out.extend(wrap(HOOK_NOTE, width))
+        # the command whole on one line
+        note, command = HOOK_NOTE.split(": ", 1)
+        out.extend(wrap_items([f"{note}:", command], width, " ", subsequent="  "))
     if any(p.pid_is_host for p in procs):
         from gputui.host.pid_namespace import UNMAPPED_NOTE
         from gputui.session import container_text
