@@ -34,6 +34,10 @@ from gputui.tui.widgets.repaint import draw_now, held_prompts
 AttachFactory = Callable[[int], "Screen[object] | None"]
 
 
+#: the banner keeps room for a replay's position up to this many snapshots before
+#: they are counted (and up to the count after)
+REPLAY_COUNT_ROOM = 9_999
+
 #: seconds after start-up when the objects made so far leave the cyclic collector
 GC_FREEZE_AFTER_S = 5.0
 
@@ -96,11 +100,13 @@ class GputuiApp(BaseApp):
 
     def replay_status_width(self) -> int:
         """The most cells :meth:`replay_status` takes in this replay (its position
-        up to the total, a few passes): the banner keeps that room from the start."""
+        up to the total, a few passes; before the count, a total of thousands):
+        the banner keeps that room from the start."""
         replay = self.session.current.replay
-        if replay is None or replay.total is None:
+        if replay is None:
             return 0
-        return len(f"{replay.total:,}/{replay.total:,}  pass {max(9, replay.loops + 1)}")
+        total = f"{max(replay.total or 0, REPLAY_COUNT_ROOM):,}"
+        return len(f"{total}/{total}  pass {max(9, replay.loops + 1)}")
 
     def recording_banner(self) -> str | None:
         """The line every screen shows while the data is not this machine now."""
