@@ -138,14 +138,29 @@ def scenarios_section() -> str:
     return "\n".join(lines) + "\n"
 
 
-#: jobs recorded on an H100 by bench/jobs/analyzer_cases.py (tests/data/h100-cases)
+#: jobs recorded by bench/jobs/analyzer_cases.py on an H100 (tests/data/h100-cases)
+#: and on an H200 (tests/data/h200-cases)
 CASES = [
-    ("numpy_preproc", "numpy augmentation on the training thread"),
-    ("numpy_workers", "the same augmentation in 8 DataLoader workers"),
-    ("hand_attention", "softmax(q @ k^T / sqrt(d)) @ v, T = 4096, bf16"),
-    ("sdpa_math", "F.scaled_dot_product_attention forced onto the math backend"),
-    ("lightning", "a Lightning Trainer fitting a small MLP"),
-    ("compiled", "torch.compile with a print in forward (a graph break)"),
+    ("h100", "numpy_preproc", "numpy augmentation on the training thread"),
+    ("h100", "numpy_workers", "the same augmentation in 8 DataLoader workers"),
+    ("h100", "hand_attention", "softmax(q @ k^T / sqrt(d)) @ v, T = 4096, bf16"),
+    ("h100", "sdpa_math", "F.scaled_dot_product_attention forced onto the math backend"),
+    ("h100", "lightning", "a Lightning Trainer fitting a small MLP"),
+    ("h100", "compiled", "torch.compile with a print in forward (a graph break)"),
+    (
+        "h200",
+        "sdpa_mem_efficient",
+        "F.scaled_dot_product_attention on fp32 q, k, v with an additive float causal mask",
+    ),
+    ("h200", "inference", "an fp32 transformer encoder in torch.inference_mode(), batch 2"),
+    ("h200", "hf_trainer", "a Hugging Face Trainer fitting GPT-2 in bf16 (SDPA on cuDNN)"),
+    ("h200", "slow_workers", "a DataLoader whose 2 workers decode too slowly for the step"),
+    ("h200", "item_in_forward", ".item() after every layer of a 2048-wide MLP, batch 512"),
+    ("h200", "leak", "a small MLP whose outputs are kept in a list with their graphs"),
+    ("h200", "lightning", "a Lightning Trainer fitting a small MLP"),
+    ("h200", "compiled", "torch.compile with a print in forward (a graph break)"),
+    ("h200", "ddp_one", "DistributedDataParallel over NCCL, one rank, a bf16 encoder, batch 8"),
+    ("h200", "encoder_batch16", "a bf16 transformer encoder with fused AdamW, batch 16 x 512"),
 ]
 
 
@@ -153,15 +168,16 @@ def cases_section() -> str:
     """What ``gputui analyze`` says of each case's trace, with its step account."""
     from gputui.analysis.trace_evidence import trace_job_findings
     from gputui.analysis.trace_summary import summarize, trace_findings
+    from gputui.ceilings.datasheet import datasheet_for
     from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS
     from gputui.tracefile.reader import read_trace
 
     lines = [
-        "| job (planted) | step account (largest shares) | gputui's warn/crit findings |",
-        "| --- | --- | --- |",
+        "| job (planted) | GPU | step account (largest shares) | gputui's warn/crit findings |",
+        "| --- | --- | --- | --- |",
     ]
-    for name, planted in CASES:
-        path = REPO / "tests" / "data" / "h100-cases" / f"{name}.pt.trace.json.gz"
+    for gpu, name, planted in CASES:
+        path = REPO / "tests" / "data" / f"{gpu}-cases" / f"{name}.pt.trace.json.gz"
         tf = read_trace(path)
         dev = tf.devices[0] if tf.devices else None
         summary = summarize(
@@ -171,11 +187,9 @@ def cases_section() -> str:
             str(path),
             compute_capability=None if dev is None else dev.compute_capability,
         )
-        found = [
-            f
-            for f in [*trace_findings(summary), *trace_job_findings(summary)]
-            if f.severity != "info"
-        ]
+        sheet = datasheet_for(None if dev is None else dev.name)
+        job = trace_job_findings(summary, datasheet=None if sheet is None else sheet.roof())
+        found = [f for f in [*trace_findings(summary), *job] if f.severity != "info"]
         acct = summary.metrics.account
         shares = ""
         if acct is not None:
@@ -190,7 +204,7 @@ def cases_section() -> str:
             else f"`{f.rule}` ({f.severity}): {_cell(f.title)}"
             for f in found
         )
-        lines.append(f"| **{name}** ({planted}) | {shares} | {said or 'none'} |")
+        lines.append(f"| **{name}** ({planted}) | {gpu.upper()} | {shares} | {said or 'none'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -51,12 +51,28 @@ from gputui.hook._recorder import Recorder  # noqa: E402
 SAMPLES = 2000
 
 
-def load(path: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("baseline_sampler", path)
+def _module(name: str, path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load(path: str) -> ModuleType:
+    """The baseline sampler; with its own checkout's profile rows
+    (``_profile_rows.py`` beside it) where it has them, since the shape of its
+    tables goes with them."""
+    rows = Path(path).with_name("_profile_rows.py")
+    key = "gputui.hook._profile_rows"
+    if not rows.exists():
+        return _module("baseline_sampler", path)
+    ours = sys.modules[key]
+    sys.modules[key] = _module("baseline_profile_rows", str(rows))
+    try:
+        return _module("baseline_sampler", path)
+    finally:
+        sys.modules[key] = ours
 
 
 def stack(depth: int, count: int) -> tuple[list[FrameType], threading.Event, threading.Thread]:

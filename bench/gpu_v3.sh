@@ -14,16 +14,15 @@ work=$(mktemp -d)
 mkdir -p "$work/tr" "$work/trs" "$work/attach" "$work/logs"
 py=python3
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-$py bench/jobs/profiler_cost.py healthy inference item_in_forward compiled_item leak \
-    numpy_preproc cpu_randn >"$out/profiler_cost.jsonl" 2>"$work/logs/profiler_cost.err"
-for c in compiled_item item_in_forward healthy cpu_randn; do
+$py bench/jobs/profiler_cost.py ${PROFILER_CASES:-healthy inference item_in_forward leak numpy_preproc} \
+    >"$out/profiler_cost.jsonl" 2>"$work/logs/profiler_cost.err"
+for c in ${TRACE_CASES:-compiled_item item_in_forward_wide healthy cpu_randn}; do
     timeout 200 $py bench/jobs/analyzer_cases.py "$work/tr" $c >>"$work/logs/traces.log" 2>&1
 done
-for c in sdpa_mem_efficient sdpa_math hand_attention healthy inference; do
+for c in ${SHAPES_CASES:-sdpa_mem_efficient sdpa_math hand_attention healthy inference}; do
     timeout 200 $py bench/jobs/analyzer_cases.py --shapes "$work/trs" $c >>"$work/logs/traces.log" 2>&1
 done
-for c in slow_workers item_in_forward compiled_item inference cpu_randn leak \
-    sdpa_mem_efficient healthy; do
+for c in ${LIVE_CASES:-slow_workers item_in_forward_wide compiled_item inference leak healthy}; do
     $py -m gputui run -- $py bench/jobs/analyzer_cases.py --live "$seconds" $c \
         >"$work/logs/$c.run.log" 2>&1 &
     job=$!

@@ -219,6 +219,15 @@ def ms(
     return text + (" ms" if space else "ms")
 
 
+def per_step(count: float | None) -> str:
+    """A count per step (calls, launches) as every report prints it: '173', '14',
+    '2.3', '0.3'."""
+    if _missing(count):
+        return "-"
+    value = float(count)  # type: ignore[arg-type]
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}".removesuffix(".0")
+
+
 def us(micros: float | None) -> str:
     """A kernel or op time given in microseconds: '12.3us', '4.5ms', '120ms'."""
     if _missing(micros):

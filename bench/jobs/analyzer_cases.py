@@ -16,7 +16,8 @@ Cases (the planted cause in brackets):
   [hand-written attention];
 - ``sdpa_math``: ``F.scaled_dot_product_attention`` forced onto the math
   backend [SDPA off the flash kernel];
-- ``healthy``: a bf16 transformer encoder with SDPA [none];
+- ``healthy``: a bf16 transformer encoder with SDPA, batch 32 x 1024 [none];
+  ``encoder_batch16``: the same at batch 16 x 512 (on an H200 its host cannot keep up);
 - ``compiled``: the same under ``torch.compile`` with a graph break (a print in
   forward) [graph break];
 - ``hf_gpt2``: a Hugging Face GPT-2 (from a config: no download) trained with
@@ -28,7 +29,9 @@ Cases (the planted cause in brackets):
   [SDPA off the flash kernel];
 - ``slow_workers``: a DataLoader whose 2 workers decode too slowly for the step
   (``decode_sample``) [data loading];
-- ``item_in_forward``: ``.item()`` in the model's forward [host sync];
+- ``item_in_forward``: ``.item()`` in the model's forward, 2048 wide, batch 512 [host
+  sync]; ``item_in_forward_wide``: the same 4096 wide, batch 4096, where the GPU's
+  work outlasts the host's;
 - ``compiled_item``: ``torch.compile`` of a model whose forward calls ``.item()``
   (a graph break) on small layers [launch-bound, blocked by the graph break];
 - ``inference``: a transformer encoder in ``torch.inference_mode()``, batch 2 [launch
@@ -190,9 +193,9 @@ def encoder() -> tuple[nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
 
-def case_healthy(out: Path) -> Path:
+def _encoder_case(out: Path, name: str, batch: int, seq: int) -> Path:
     model, opt = encoder()
-    x = torch.randn(32, 1024, 1024, device=DEV)
+    x = torch.randn(batch, seq, 1024, device=DEV)
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -203,7 +206,16 @@ def case_healthy(out: Path) -> Path:
 
     for _ in range(3):
         step()
-    return profiled(out, "healthy", step)
+    return profiled(out, name, step)
+
+
+def case_healthy(out: Path) -> Path:
+    return _encoder_case(out, "healthy", 32, 1024)
+
+
+def case_encoder_batch16(out: Path) -> Path:
+    """The encoder at batch 16 x 512: on an H200 its host cannot keep up."""
+    return _encoder_case(out, "encoder_batch16", 16, 512)
 
 
 class Breaks(nn.Module):
@@ -361,7 +373,7 @@ def case_slow_workers(out: Path) -> Path:
 class Checked(nn.Module):
     """A model whose forward reads a value back to the host every layer."""
 
-    def __init__(self, width: int = 4096, depth: int = 8) -> None:
+    def __init__(self, width: int = 2048, depth: int = 8) -> None:
         super().__init__()
         self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
 
@@ -373,10 +385,10 @@ class Checked(nn.Module):
         return x
 
 
-def case_item_in_forward(out: Path) -> Path:
-    model = Checked().to(DEV)
+def _item_in_forward(out: Path, name: str, width: int, batch: int) -> Path:
+    model = Checked(width).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    x = torch.randn(4096, 4096, device=DEV)
+    x = torch.randn(batch, width, device=DEV)
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -387,7 +399,16 @@ def case_item_in_forward(out: Path) -> Path:
 
     for _ in range(3):
         step()
-    return profiled(out, "item_in_forward", step)
+    return profiled(out, name, step)
+
+
+def case_item_in_forward(out: Path) -> Path:
+    return _item_in_forward(out, "item_in_forward", 2048, 512)
+
+
+def case_item_in_forward_wide(out: Path) -> Path:
+    """The same with GPU work that outlasts the host's: the syncs now stall it."""
+    return _item_in_forward(out, "item_in_forward_wide", 4096, 4096)
 
 
 class SmallChecked(nn.Module):

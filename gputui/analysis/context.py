@@ -34,6 +34,9 @@ class JobContext:
     collectives: tuple[str, ...] = ()
     #: SDPA backends that ran ("flash", "efficient", "cudnn", "math")
     attention: tuple[str, ...] = ()
+    #: what the SDPA calls' own ops show of their inputs ("mask", "causal",
+    #: "upcast", "dropout": gputui.trace.markers.attention_inputs)
+    attention_inputs: tuple[str, ...] = ()
     #: the graph breaks torch.compile reported, most frequent first
     breaks: tuple[CompileReason, ...] = ()
     #: the GPU's compute capability ("9.0"), where known
@@ -84,6 +87,7 @@ def job_context(
         training=training,
         collectives=() if markers is None else markers.collectives,
         attention=() if markers is None else markers.attention,
+        attention_inputs=() if markers is None else markers.attention_inputs,
         breaks=() if report is None else report.breaks,
         compute_capability=compute_capability,
     )

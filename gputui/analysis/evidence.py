@@ -19,6 +19,7 @@ from gputui.analysis import ledger, thresholds
 from gputui.analysis.context import JobContext, job_context
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.ledger import Ledger
+from gputui.analysis.live_account import sampled_python
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
@@ -103,6 +104,8 @@ class CaptureView:
     error: str | None = None
     #: sent again to a viewer that connected after the capture finished
     replayed: bool = False
+    #: a viewer's automatic capture (False from a hook that predates the flag)
+    auto: bool = False
 
     @classmethod
     def of(cls, cap: CaptureResult) -> CaptureView:
@@ -129,6 +132,7 @@ class CaptureView:
             trace_error=cap.trace_error,
             error=cap.error,
             replayed=cap.replay,
+            auto=cap.auto,
         )
 
     # -- derived numbers --------------------------------------------------------------------
@@ -209,9 +213,10 @@ class CaptureView:
 
     def unprofiled_idle(self) -> float | None:
         """The GPU's idle share of the step once the profiler's own CPU cost is
-        taken out: kernel launch and torch dispatch shrink by the profiler's
-        slowdown (``idle.profiler_slowdown``), and the GPU idles only for the
-        CPU-side time its busy time does not cover.  None without a step account
+        taken out: the host's own time (the step less the time it ran ahead of
+        the GPU) with kernel launch and torch dispatch shrunk by the profiler's
+        slowdown (``idle.profiler_slowdown``); the GPU idles only for the
+        host time its busy time does not cover.  None without a step account
         with GPU time."""
         acct = self.account
         if acct is None or acct.step_us <= 0:
@@ -222,7 +227,7 @@ class CaptureView:
         if busy is None:
             return None
         issuing = acct.share("launch") + acct.share("dispatch")
-        cpu = 1.0 - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
+        cpu = 1.0 - acct.share("ahead") - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
         return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
     def fp32_gemm_share(self) -> float:
@@ -286,6 +291,10 @@ class JobEvidence:
     #: the last step of the newest capture (where the ledger's carried buckets
     #: come from), None without one
     capture_step: int | None = None
+    #: the GPU's datasheet ceilings (gputui.ceilings.datasheet): what a kernel
+    #: could reach on it, for costs against a faster kernel (attention against
+    #: flash); None for a GPU the table does not know
+    datasheet: Roof | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -321,7 +330,8 @@ class JobEvidence:
     def ledger(self) -> Ledger:
         """The window and time account every cost is settled against: a trace's
         (or a capture-only evidence's) measured account, else the live job's
-        ordinary steps with the newest capture's split of the rest."""
+        ordinary steps with the newest capture's split of the rest (before any,
+        the Python sampler's Python outside torch told apart from the rest)."""
         cap = self.capture
         acct = None if cap is None else cap.account
         if self.from_trace:
@@ -351,6 +361,7 @@ class JobEvidence:
             gpu_idle=self._unprofiled_idle(),
             note=note,
             slowdown=PROFILER_SLOWDOWN,
+            python_share=sampled_python(self.python_profile),
         )
 
     def _unprofiled_idle(self) -> float | None:
@@ -412,6 +423,7 @@ def job_evidence(
     compute_capability: str | None = None,
     python_profile: PythonProfile | None = None,
     compile_report: CompileReport | None = None,
+    datasheet: Roof | None = None,
 ) -> JobEvidence:
     """The evidence over the newest ``window`` steps.  Memory samples taken during
     the latest capture (a step before it to a step after it) are left out of the
@@ -440,6 +452,7 @@ def job_evidence(
         python_profile=python_profile,
         compile_report=compile_report,
         capture_step=None if capture is None else capture.last_step,
+        datasheet=datasheet,
     )
 
 

@@ -10,7 +10,8 @@ The engine, not the rules, owns the arithmetic of what a finding costs.  A
 - **one time account over it**: the mean step's wall time and its exclusive
   buckets (data wait, user phases, communication, host sync wait, kernel
   launch, torch dispatch, Python outside torch; a live job between captures has
-  its unmeasured rest as one part), the GPU's busy share, and the launch and
+  its unmeasured rest as one part, less the Python outside torch its sampler saw
+  in the loop before any capture), the GPU's busy share, and the launch and
   sync calls per step;
 - **every cost**: a rule says which part of the step it explains (a *claim*: a
   bucket, the GPU's idle time or its busy time) and how much of the step it
@@ -43,11 +44,15 @@ GPU_COPY = "gpu_copy"
 ISSUE = "issue"
 #: a cost outside the window's steps (compiling steps), on its own base
 OUTSIDE = "outside"
+#: the job's own code and its libraries on the host: Python outside torch, and
+#: the user phases where the Python sampler found such code
+HOST_CODE = "host_code"
 
 #: each claim and the account buckets it draws on
 CLAIM_BUCKETS: Mapping[str, tuple[str, ...]] = {
     **{b: (b,) for b in ACCOUNT_BUCKETS},
     ISSUE: ("launch", "dispatch"),
+    HOST_CODE: ("python", "phase"),
     REST: (REST,),
 }
 #: synchronizations per step from which the host cannot run ahead of the GPU
@@ -56,6 +61,7 @@ SERIALIZING_SYNCS = thresholds.value("sync.per_step")
 CLAIM_LABELS: Mapping[str, str] = {
     **ACCOUNT_LABELS,
     ISSUE: "kernel launch + torch dispatch",
+    HOST_CODE: "Python outside torch and user phases",
     REST: "the step outside data, phases and communication",
     GPU_BUSY: "the GPU's compute time",
     GPU_IDLE: "the GPU's idle time",
@@ -99,7 +105,7 @@ class Ledger:
     #: window has an account (empty where it has none)
     shares: Mapping[str, float] = field(default_factory=dict)
     #: where the buckets that are not measured on every step come from
-    #: ("capture at step 120", "the trace"), '' when all are
+    #: ("capture at step 120", "the trace", "the Python sampler"), '' when all are
     source: str = ""
     #: the GPU's busy share of the step as measured (a trace's or a capture's
     #: account: profiled), None where unknown or no GPU
@@ -266,10 +272,12 @@ def from_steps(
     gpu_idle: float | None = None,
     note: str = "",
     slowdown: float = 1.0,
+    python_share: float | None = None,
 ) -> Ledger:
     """The ledger of a live job's ordinary ``steps`` (step records): the measured
-    buckets from every step, the rest split as the capture's account says."""
-    acct = live_account(steps, captured, capture_step)  # type: ignore[arg-type]
+    buckets from every step, the rest split as the capture's account says, or,
+    without one, the Python sampler's ``python_share`` of the step told apart."""
+    acct = live_account(steps, captured, capture_step, python_share)  # type: ignore[arg-type]
     window = Window("ordinary steps", 0 if acct is None else acct.steps, note)
     if acct is None:
         return Ledger(window, None)
@@ -288,7 +296,11 @@ def from_steps(
         window=window,
         step_s=acct.step_s,
         shares=shares,
-        source="" if capture_step is None else f"capture at step {capture_step}",
+        source=(
+            f"capture at step {capture_step}"
+            if capture_step is not None
+            else ("the Python sampler" if acct.sampled else "")
+        ),
         gpu_busy=busy,
         gpu_idle=gpu_idle,
         launches_per_step=None if captured is None else captured.launch_calls_per_step,

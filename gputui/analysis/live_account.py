@@ -6,8 +6,13 @@ still times three of them on every step -- data wait (the loader's
 collectives) -- and the rest of each step (forward, backward, optimizer and the
 time outside every phase) is split among host sync wait, kernel launch, torch
 dispatch and Python outside torch in the proportions the last capture measured,
-labelled as coming from that capture.  Without a capture the rest stays one
-part, "not split yet".  Pure: steps and the capture's account in, a value out.
+labelled as coming from that capture.  Without a capture the Python sampler
+names one part of the rest: the training thread's time in code outside torch in
+the loop (the optimizer phase and the time outside every phase; not forward and
+backward, where the sampler cannot tell the model's Python from the torch ops it
+runs: gputui.analysis.host_code), labelled as the sampler's; the remainder stays
+one part, "not split yet".  Pure: steps, the capture's account and the
+sampler's share in, a value out.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gputui.analysis.host_code import host_code
 from gputui.protocol.messages import BUILTIN_PHASES, COMM, DATA, OTHER
 from gputui.protocol.steps import StepRecord
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
 
 if TYPE_CHECKING:
     from gputui.protocol.capture import CaptureResult
+    from gputui.protocol.profile import PythonProfile
 
 #: the buckets the hook times on every step, in their order of precedence
 MEASURED = ("data", "phase", "comm")
@@ -47,7 +54,8 @@ def measured_seconds(phases: Mapping[str, float]) -> dict[str, float]:
 class LiveAccount:
     """Mean seconds per step of each bucket over ``steps`` ordinary steps: the
     measured ones from every step, the others from the capture at
-    ``capture_step`` (None: no capture yet, and the rest is one part)."""
+    ``capture_step`` (None: no capture yet, and the rest is one part, less the
+    Python outside torch the sampler saw in the loop where ``sampled``)."""
 
     steps: int
     step_s: float
@@ -55,6 +63,8 @@ class LiveAccount:
     capture_step: int | None = None
     #: the GPU's busy share of the captured steps
     gpu_busy_share: float | None = None
+    #: "python" is the Python sampler's share, not a capture's
+    sampled: bool = False
 
     def share(self, bucket: str) -> float:
         return self.seconds.get(bucket, 0.0) / self.step_s if self.step_s > 0 else 0.0
@@ -65,6 +75,8 @@ class LiveAccount:
             return "every step"
         if bucket == REST:
             return "no capture yet"
+        if self.sampled and bucket == "python":
+            return "the Python sampler"
         return f"from capture at step {self.capture_step}"
 
     @property
@@ -85,6 +97,7 @@ class LiveAccount:
                     "seconds": self.seconds[b],
                     "share": self.share(b),
                     "measured": b in MEASURED,
+                    "source": self.source(b),
                 }
                 for b in self.ordered
             ],
@@ -95,10 +108,13 @@ def live_account(
     steps: Sequence[StepRecord],
     captured: StepAccount | None = None,
     capture_step: int | None = None,
+    python_share: float | None = None,
 ) -> LiveAccount | None:
     """The account over ``steps`` (ordinary ones: the caller leaves out warm-up
     and profiled steps), the rest split as the capture's ``captured`` account
-    says; None without steps."""
+    says; without one, ``python_share`` of the step (the sampler's Python
+    outside torch in the loop), at most the rest, is told apart from the rest.
+    None without steps."""
     # Phase totals first, then the buckets once: this runs over a thousand steps
     # once a second on the attach screen.
     n = 0
@@ -119,16 +135,33 @@ def live_account(
     parts = {b: captured.bucket_us(b) for b in CARRIED} if captured is not None else {}
     whole = sum(parts.values())
     if captured is None or whole <= 0:
-        seconds[REST] = rest
-        return LiveAccount(n, step_s, seconds)
+        python = 0.0 if python_share is None else min(rest, max(0.0, python_share) * step_s)
+        if python > 0:
+            seconds["python"] = python
+        seconds[REST] = rest - python
+        return LiveAccount(n, step_s, seconds, sampled=python > 0)
     for b, us in parts.items():
         seconds[b] = rest * us / whole
     return LiveAccount(n, step_s, seconds, capture_step, captured.gpu_busy_share)
 
 
-def since_capture(steps: Sequence[StepRecord], capture: CaptureResult | None) -> LiveAccount | None:
+def sampled_python(profile: PythonProfile | None) -> float | None:
+    """The sampler's share of the training thread's time in code outside torch
+    in the loop (None without a profile of enough samples)."""
+    host = host_code(profile)
+    return None if host is None else host.loop
+
+
+def since_capture(
+    steps: Sequence[StepRecord],
+    capture: CaptureResult | None,
+    profile: PythonProfile | None = None,
+) -> LiveAccount | None:
     """The account over ``steps`` (ordinary ones), the rest split by ``capture``'s
-    step account where it has one (an older hook's capture has none)."""
+    step account where it has one (an older hook's capture has none), else the
+    sampler's ``profile`` tells Python outside torch apart from the rest."""
     metrics = None if capture is None else capture.trace_metrics
     captured = None if metrics is None else metrics.account
-    return live_account(steps, captured, None if capture is None else capture.last_step)
+    return live_account(
+        steps, captured, None if capture is None else capture.last_step, sampled_python(profile)
+    )

@@ -4,7 +4,7 @@ step.  Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from gputui.analysis.finding import Finding, ranked
 from gputui.analysis.ledger import (
@@ -64,28 +64,6 @@ def _explains(symptom: Finding, cause: Finding) -> bool:
         return False
     # a bucket inside a group (launch inside issue)
     return bool(set(CLAIM_BUCKETS.get(where, ())) & set(CLAIM_BUCKETS.get(why, ())))
-
-
-def attach_symptoms(found: Sequence[Finding]) -> list[Finding]:
-    """Each symptom whose time a cause names goes under that cause (its
-    ``related`` evidence) instead of standing beside it; the cause with the
-    largest cost takes it."""
-    causes = sorted(
-        (f for f in found if not _is_symptom(f)),
-        key=lambda f: -(f.impact_pct or 0.0),
-    )
-    related: dict[int, list[Finding]] = {}
-    kept: list[Finding] = []
-    for f in found:
-        if _may_attach(f):
-            cause = next((c for c in causes if _explains(f, c)), None)
-            if cause is not None:
-                related.setdefault(id(cause), []).append(f)
-                continue
-        kept.append(f)
-    return [
-        f.evolve(related=(*f.related, *related[id(f)])) if id(f) in related else f for f in kept
-    ]
 
 
 class _Budget:
@@ -157,11 +135,54 @@ class _Budget:
 
 
 def settle(found: Iterable[Finding], ledger: Ledger) -> list[Finding]:
-    """The findings as reported: symptoms under their causes, every cost capped
-    at what the ledger holds in its part of the step and in milliseconds of the
-    ledger's mean step, severity from the settled cost, ranked."""
-    findings = attach_symptoms(list(found))
+    """The findings as reported: every cost capped at what the ledger holds in
+    its part of the step and in milliseconds of the ledger's mean step, severity
+    from the settled cost, symptoms under the cause that names their time (the
+    one with the largest settled cost), ranked.  Causes are settled first, so a
+    symptom never takes a part of the step a cause names."""
+    found = list(found)
     budget = _Budget(ledger)
+    causes = _settled([f for f in found if not _may_attach(f)], budget, ledger)
+    loose = [f for f in found if _may_attach(f)]
+    under = _placement(causes, loose)  # id(symptom) -> index of its cause
+    left = _settled([f for f in loose if id(f) not in under], budget, ledger)
+    # a finding left standing may itself explain the pure symptoms beside it (a
+    # dominant kernel under precision.fp32_matmul, which stands where
+    # attention.sdpa_math does not speak)
+    heads = [*causes, *left]
+    more = _placement(heads, [f for f in left if _is_symptom(f)])
+    heads = [f for f in heads if id(f) not in more]
+    index = {id(f): i for i, f in enumerate(heads)}
+    related: dict[int, list[Finding]] = {}
+    for f in loose:
+        if id(f) in under:
+            related.setdefault(under[id(f)], []).append(f)
+    all_heads = [*causes, *left]
+    for f in left:
+        if id(f) in more:
+            cause = all_heads[more[id(f)]]
+            related.setdefault(index[id(cause)], []).append(f)
+    out = [
+        f.evolve(related=(*f.related, *related[i])) if i in related else f
+        for i, f in enumerate(heads)
+    ]
+    return ranked(out)
+
+
+def _placement(causes: list[Finding], loose: list[Finding]) -> dict[int, int]:
+    """For each finding of ``loose`` that a settled cause (or another of
+    ``loose`` that stands on its own) explains: the index of that finding in
+    ``causes + standing``, the one with the largest settled cost first."""
+    heads = sorted(range(len(causes)), key=lambda i: -(causes[i].impact_pct or 0.0))
+    out: dict[int, int] = {}
+    for f in loose:
+        i = next((i for i in heads if _explains(f, causes[i])), None)
+        if i is not None:
+            out[id(f)] = i
+    return out
+
+
+def _settled(findings: list[Finding], budget: _Budget, ledger: Ledger) -> list[Finding]:
     out: list[Finding] = []
     # the largest claims are settled first: a smaller claim on the same part
     # gets what is left
@@ -177,4 +198,4 @@ def settle(found: Iterable[Finding], ledger: Ledger) -> list[Finding]:
         if not f.severity_fixed:
             severity = severity_of(pct)
         out.append(f.evolve(impact_pct=pct, impact_ms=ms, severity=severity, bucket=claim))
-    return ranked(out)
+    return out

@@ -19,7 +19,8 @@ from gputui.analysis import thresholds
 from gputui.protocol.messages import BUILTIN_PHASES, OTHER, StepFlag
 
 PROFILED_FLAG = int(StepFlag.PROFILED)
-COMPILE_FLAG = int(StepFlag.COMPILE)
+#: steps torch.compile compiled in, or that captured a CUDA graph: building, not running
+COMPILE_FLAG = int(StepFlag.COMPILE | StepFlag.GRAPH_CAPTURE)
 #: steps whose time says nothing about the job's pace
 _NOT_TIMED = PROFILED_FLAG | COMPILE_FLAG
 #: the first steps of a job are warm-up (allocator, cudnn autotune, compilation)
@@ -75,8 +76,11 @@ class StepStats:
     steps_per_s: float | None
     samples_per_s: float | None
     samples_inferred: bool
-    #: steps left out because torch.compile compiled during them
+    #: steps left out because torch.compile compiled during them (or they
+    #: captured a CUDA graph)
     excluded_compile: int = 0
+    #: the first steps, left out as warm-up (``ordinary_only``)
+    excluded_warmup: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,13 +144,30 @@ def _per_phase(steps: Sequence[StepLike], get: Any, denominator: float) -> tuple
     )
 
 
-def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> StepStats:
-    """Statistics over ``steps`` (e.g. the last N records of a stream)."""
-    kept = [s for s in steps if not (exclude_profiled and s.flags & _NOT_TIMED)]
-    compiling = sum(1 for s in steps if s.flags & COMPILE_FLAG) if exclude_profiled else 0
-    excluded = len(steps) - len(kept) - compiling
+def step_stats(
+    steps: Sequence[StepLike], exclude_profiled: bool = True, *, ordinary_only: bool = False
+) -> StepStats:
+    """Statistics over ``steps`` (e.g. the last N records of a stream).
+    ``ordinary_only``: the analyzer's window, the first :data:`WARMUP_STEPS`
+    left out too (every report's statistics, so that they and the analyzer's
+    ledger print the same step)."""
+    # Each step left out is counted under one reason, the most telling first:
+    # compiling (torch.compile's first steps are warm-up steps too), profiled, warm-up.
+    compiling = excluded = warm = 0
+    kept: list[StepLike] = []
+    for s in steps:
+        if exclude_profiled and s.flags & COMPILE_FLAG:
+            compiling += 1
+        elif exclude_profiled and s.flags & PROFILED_FLAG:
+            excluded += 1
+        elif ordinary_only and s.index < WARMUP_STEPS:
+            warm += 1
+        else:
+            kept.append(s)
     if not kept:
-        return StepStats(0, None, None, excluded, None, (), None, (), None, None, False, compiling)
+        return StepStats(
+            0, None, None, excluded, None, (), None, (), None, None, False, compiling, warm
+        )
     wall_total = math.fsum(s.wall for s in kept)
     wall = dist("step", (s.wall for s in kept), wall_total)
     phases = _per_phase(kept, lambda s: s.phases, wall_total)
@@ -181,6 +202,7 @@ def step_stats(steps: Sequence[StepLike], exclude_profiled: bool = True) -> Step
         samples_per_s=samples_per_s,
         samples_inferred=any(s.samples_inferred for s in with_samples),
         excluded_compile=compiling,
+        excluded_warmup=warm,
     )
 
 

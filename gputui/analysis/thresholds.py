@@ -77,8 +77,11 @@ TABLE: dict[str, Threshold] = _table(
 min.steps                   20          count    ordinary steps a live job's step rules wait for
 min.gpu_samples             3           count    samples of the job's GPU the GPU rules wait for
 min.spiky_samples           10          count    NVML samples before utilization can be called spiky
+min.profile_samples         100         count    Python sampler samples before its shares count
 -- steps
 data.share                  0.05        share    data loading's share of the step (TensorBoard)
+data.hot_share              0.5         share    a function's share of the loading's sampled
+                                                 time from which the data finding names it
 steps.forward_over_backward 1.5         x        forward over backward: a sync in forward
 steps.backward_over_forward 3           x        backward over forward: checkpointing
 steps.optimizer_share       0.15        share    the optimizer's share of the step
@@ -120,6 +123,15 @@ kernels.busy_share          0.5         share    the GPU's busy share for kernel
 kernels.top_kernel_share    0.25        share    one kernel's share of kernel time
 attention.softmax_share     0.1         share    softmax kernels' share of kernel time
 attention.min_t             256         count    sequence length from which T x T scores cost
+attention.flash_sm80        0.5         share    the share of the datasheet's dense bf16 peak flash
+                                                 attention reaches on sm 8.x (FlashAttention-2:
+                                                 50-73% on an A100): SDPA calls slower than their
+                                                 FLOPs at that rate lose time to flash
+attention.flash_sm90        0.3         share    ... on sm 9.0 and newer, and where the GPU's
+                                                 architecture is unknown (FlashAttention-2, which
+                                                 torch's flash backend is, reaches 35% of an H100's;
+                                                 PyTorch's own benchmark measured its forward at
+                                                 29-31%)
 -- memory
 memory.near_full            0.9         share    peak memory's share of the device (TensorBoard)
 memory.oom_soon_s           600         seconds  a growing job this close to full is critical

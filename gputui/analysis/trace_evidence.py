@@ -54,7 +54,9 @@ def _steps(summary: TraceSummary, shares: Mapping[str, float]) -> tuple[StepReco
 
 
 def trace_steps(summary: TraceSummary) -> tuple[StepRecord, ...]:
-    """The trace's profiler steps as step records (wall time and data share)."""
+    """The trace's profiler steps as step records (wall time and data share: the
+    step breakdown's DataLoader time, when nothing else ran: what waiting for
+    data cost the step; the account's data wait, all of it, is the ledger's)."""
     sb = summary.metrics.step_breakdown
     if sb is None or not sb.step_us or not sb.steps_us:
         return ()
@@ -81,9 +83,11 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
     if temporal is None and not summary.kernels and not summary.cpu_ops:
         return None
     overlap = summary.metrics.comm_compute_overlap_pct
-    steps = max(1, len(summary.steps))
-    # HTA's breakdown leaves the last step out; the tables cover every GPU
-    # activity of the trace: the span is the one they cover, so that a class's
+    acct = summary.metrics.account
+    # the tables cover the window: the account's steps
+    steps = acct.steps if acct is not None and acct.steps else max(1, len(summary.steps))
+    # HTA's breakdown leaves the last step out; the tables cover the GPU
+    # activities of the window: the span is the one they cover, so that a class's
     # time is a share of it, and busy keeps HTA's ratio (its idle share).
     full = summary.gpu_span_us
     scale = (
@@ -96,7 +100,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         span_us=None if temporal is None else temporal.span_us * scale,
         busy_us=None if temporal is None else (temporal.span_us - temporal.idle_us) * scale,
         kernel_total_us=summary.kernel_total_us,
-        kernel_calls=summary.gpu_activities,
+        kernel_calls=summary.kernel_calls,
         by_class_us=dict(summary.kernel_us_by_class),
         kernels=summary.kernels,
         cpu_ops=summary.cpu_ops,
@@ -112,9 +116,11 @@ def trace_evidence(
     summary: TraceSummary,
     roof: Roof | None = None,
     steps: tuple[StepRecord, ...] | None = None,
+    datasheet: Roof | None = None,
 ) -> JobEvidence:
     """One rank's trace as the job rules' evidence (``steps``: its step records,
-    :func:`trace_steps`'s by default)."""
+    :func:`trace_steps`'s by default; ``datasheet``: the ceilings of the trace's
+    GPU by its datasheet)."""
     steps = trace_steps(summary) if steps is None else steps
     return JobEvidence(
         stats=step_stats(steps, exclude_profiled=False),
@@ -125,13 +131,17 @@ def trace_evidence(
         from_trace=True,
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
+        datasheet=datasheet,
     )
 
 
-def trace_job_findings(summary: TraceSummary, roof: Roof | None = None) -> list[Finding]:
+def trace_job_findings(
+    summary: TraceSummary, roof: Roof | None = None, datasheet: Roof | None = None
+) -> list[Finding]:
     """The analyzer's job rules on one rank's trace (its op rows against ``roof``
-    when it has both), ranked."""
-    return engine.analyze(trace_evidence(summary, roof))
+    when it has both; costs against a faster kernel from the GPU's
+    ``datasheet``), ranked."""
+    return engine.analyze(trace_evidence(summary, roof, datasheet=datasheet))
 
 
 def trace_rank_findings(

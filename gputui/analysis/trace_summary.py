@@ -14,28 +14,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui import fmt
 from gputui.analysis.finding import Finding, ranked
 from gputui.protocol.capture import CpuOpRow, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
+from gputui.trace.scan import Outside, Sanity, Scan
 from gputui.trace.tables import TOP_ROWS
-from gputui.trace.timeline import (
-    DRIVER,
-    GPU_ANNOTATION,
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    OP,
-    RUNTIME,
-    Timeline,
-    self_times,
-    step_id,
-)
+from gputui.trace.timeline import Timeline, step_id
 from gputui.trace.trace_metrics import compute
 
-_TABLE_KINDS = frozenset({KERNEL, MEMCPY, MEMSET})
+#: what a trace's window is
+WINDOW_STEPS = "profiled steps"
+WINDOW_GPU = "GPU activity"
+WINDOW_HOST = "host activity"
 
 
 @dataclass(frozen=True)
@@ -49,11 +43,18 @@ class TraceSummary:
     - ``metrics``: :class:`~gputui.protocol.trace_metrics.TraceMetrics` -- the
       same value a capture result carries (``temporal``, ``idle_breakdown``,
       ``comm_compute_overlap_pct``, ``launch``, ``step_breakdown``).
+    - ``window_us``: the analyzer's window (``window_kind``): from the first
+      step's start to the last step's end (each step stretched over the GPU
+      work it launched), or, without steps, the span of GPU activity; what
+      lies before it is set-up (``setup``), what lies after it tear-down
+      (``teardown``).
     - ``kernels``: the top GPU activities by total time (kernels, memcpy,
-      memset; ``kernel_class`` from :mod:`gputui.trace.kernels`), over the
-      whole trace; ``kernel_us_by_class`` totals every activity per class.
+      memset; ``kernel_class`` from :mod:`gputui.trace.kernels`) that start in
+      the window; ``kernel_us_by_class`` totals every such activity per class.
     - ``cpu_ops``: the top host ops and runtime calls by self time (a
-      ``cudaStreamSynchronize`` row is a host sync), over the whole trace.
+      ``cudaStreamSynchronize`` row is a host sync) that start in the window.
+    - ``sanity``: what the trace says of itself that the figures depend on
+      (:func:`warnings` words it).
     """
 
     rank: int
@@ -71,8 +72,10 @@ class TraceSummary:
     kernel_names: int = 0
     kernel_total_us: float = 0.0
     kernel_us_by_class: Mapping[str, float] = field(default_factory=dict)
-    #: from the first GPU activity's start to the last one's end, over the
-    #: whole trace (what ``kernels`` and ``kernel_us_by_class`` cover)
+    #: the activities ``kernel_total_us`` counts
+    kernel_calls: int = 0
+    #: from the first GPU activity in the window to the last one's end (what
+    #: ``kernels`` and ``kernel_us_by_class`` cover)
     gpu_span_us: float | None = None
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
@@ -82,6 +85,12 @@ class TraceSummary:
     #: the FLOPs of the ops inside the host steps and how many steps (traces
     #: with shapes; None otherwise)
     step_flops: tuple[FlopTotals, int] | None = None
+    window_us: tuple[int, int] | None = None
+    #: "profiled steps", "GPU activity" (no steps), "host activity" (neither)
+    window_kind: str = WINDOW_STEPS
+    setup: Outside = field(default_factory=Outside)
+    teardown: Outside = field(default_factory=Outside)
+    sanity: Sanity = field(default_factory=Sanity)
 
     @property
     def step_us_mean(self) -> float | None:
@@ -105,30 +114,19 @@ def trace_findings(
     return ranked(found)
 
 
-def kernel_rows(
-    timeline: Timeline, top: int = TOP_ROWS
-) -> tuple[tuple[KernelRow, ...], int, float, dict[str, float]]:
-    """Top GPU activities by total time, the number of names, the total (µs),
-    and the total per kernel class (µs, biggest first)."""
-    table = tables.kernel_table(
-        tables.tally((a.name, a.dur_ns) for a in timeline.gpu if a.kind in _TABLE_KINDS), top
-    )
-    return table.rows, table.names, table.total_us, table.by_class_us
+def kernel_rows(scan: Scan, top: int = TOP_ROWS) -> tables.KernelTable:
+    """The GPU activities that start in the window, by name (the top ``top`` by
+    total time), their count, total and total per kernel class."""
+    return tables.kernel_table(scan.kernel_tally(), top)
 
 
-def cpu_op_rows(timeline: Timeline, top: int = TOP_ROWS) -> tuple[tuple[CpuOpRow, ...], int, float]:
-    """Top host ops and runtime calls by self time (own time minus direct
-    children's, per thread); annotations and Python functions take part in the
-    nesting but are not rows.  Also the number of names and the total self time."""
-    by_thread: dict[int, list[tuple[int, int, str, bool]]] = {}
-    for r in timeline.ranges:
-        if r.kind != GPU_ANNOTATION:
-            by_thread.setdefault(r.thread, []).append((r.start_us, r.end_us, r.name, r.kind == OP))
-    for c in timeline.runtime:
-        if c.kind in (RUNTIME, DRIVER):
-            by_thread.setdefault(c.thread, []).append((c.start_us, c.end_us, c.name, True))
-    # name -> [calls, self, total] (µs)
-    table = tables.cpu_op_table(self_times(by_thread), top, per_us=1.0)
+def cpu_op_rows(scan: Scan, top: int = TOP_ROWS) -> tuple[tuple[CpuOpRow, ...], int, float]:
+    """Top host ops and runtime calls in the window by self time (own time minus
+    direct children's, per thread); annotations and Python functions take part in
+    the nesting but are not rows.  Also the number of names and the total self
+    time."""
+    per_name = {t.name: [t.calls, t.self_us, t.total_us] for t in scan.op_tally()}
+    table = tables.cpu_op_table(per_name, top, per_us=1.0)
     return table.rows, table.names, table.self_total_us
 
 
@@ -147,10 +145,20 @@ def summarize(
     op_rows: Sequence[OpRow] = (),
     step_flops: tuple[FlopTotals, int] | None = None,
 ) -> TraceSummary:
-    """The summary of one rank (the device fields: what the trace says of its GPU)."""
-    kernels, names, total, by_class = kernel_rows(timeline, top)
-    ops, op_names, self_total = cpu_op_rows(timeline, top)
-    steps = tuple(s for s in (step_id(r.name) for r in timeline.step_ranges()) if s is not None)
+    """The summary of one rank (the device fields: what the trace says of its GPU).
+    Sorts the timeline's lists by start (:class:`~gputui.trace.scan.Scan`)."""
+    scan = Scan(timeline, include_last_step)
+    metrics = compute(timeline, include_last_step, scan)
+    table = kernel_rows(scan, top)
+    ops, op_names, self_total = cpu_op_rows(scan, top)
+    steps = tuple(s for s in (step_id(r[2]) for r in scan.step_ranges) if s is not None)
+    setup, teardown = scan.outside()
+    if any(r[1] > r[0] for r in scan.step_ranges):
+        kind = WINDOW_STEPS
+    elif any(a[5] != -1 and a[1] > a[0] for a in timeline.gpu):
+        kind = WINDOW_GPU
+    else:
+        kind = WINDOW_HOST
     return TraceSummary(
         rank=rank,
         rank_from=rank_from,
@@ -162,22 +170,82 @@ def summarize(
         events=timeline.events,
         gpu_activities=len(timeline.gpu),
         steps=steps,
-        metrics=compute(timeline, include_last_step),
-        kernels=kernels,
-        kernel_names=names,
-        kernel_total_us=total,
-        kernel_us_by_class=by_class,
-        gpu_span_us=(
-            max(a.end_us for a in timeline.gpu) - min(a.start_us for a in timeline.gpu)
-            if timeline.gpu
-            else None
-        ),
+        metrics=metrics,
+        kernels=table.rows,
+        kernel_names=table.names,
+        kernel_total_us=table.total_us,
+        kernel_us_by_class=table.by_class_us,
+        kernel_calls=table.calls,
+        gpu_span_us=scan.gpu_span(),
         cpu_ops=ops,
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,
         op_rows=tuple(op_rows),
         step_flops=step_flops,
+        window_us=scan.window,
+        window_kind=kind,
+        setup=_outside(setup, top),
+        teardown=_outside(teardown, top),
+        sanity=scan.sanity(),
     )
+
+
+#: the ops a summary keeps of what lies outside the window
+OUTSIDE_ROWS = 5
+
+
+def _outside(side: Outside, top: int) -> Outside:
+    return Outside(side.us, side.ops[: min(top, OUTSIDE_ROWS)], side.gpu_activities, side.gpu_us)
+
+
+#: the figures a disagreement between the host's and the GPU's clocks makes wrong
+SKEWED_FIGURES = (
+    "the launch delays, HTA's host-wait idle time, the steps' stretch over their GPU work, "
+    "and the split of the GPU's idle time by what the host did"
+)
+
+
+def warnings(summary: TraceSummary) -> list[str]:
+    """What a reader of this rank's figures must know first, one sentence each:
+    GPU activity the profiler did not record, clocks that disagree, a trace
+    without steps."""
+    out: list[str] = []
+    s = summary.sanity
+    if s.kernel_launch_calls and not s.kernel_records:
+        out.append(
+            f"GPU activity not recorded: {s.kernel_launch_calls:,} kernel launch "
+            f"call{'' if s.kernel_launch_calls == 1 else 's'} and no kernel records (profile "
+            "with ProfilerActivity.CUDA); the GPU's busy and idle time, the kernel table and "
+            "the launch delays are unknown"
+        )
+    if s.kernels_before_launch:
+        out.append(
+            f"{s.kernels_before_launch:,} of {s.kernels_launched:,} kernels start before their "
+            "launch call (the host's and the GPU's clocks disagree): "
+            + SKEWED_FIGURES
+            + " are unreliable"
+        )
+    if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
+        lo, hi = summary.window_us
+        what = "GPU activity" if summary.window_kind == WINDOW_GPU else "host activity"
+        out.append(
+            f"no ProfilerStep marks: the window is the span of {what} ({fmt.ms((hi - lo) / 1e6)}), "
+            "taken as one step; profile with a schedule and call prof.step() each step for "
+            "per-step figures"
+        )
+    return out
+
+
+def outside_json(side: Outside) -> dict[str, Any]:
+    return {
+        "us": side.us,
+        "gpu_activities": side.gpu_activities,
+        "gpu_us": side.gpu_us,
+        "ops": [
+            {"name": o.name, "calls": o.calls, "self_us": o.self_us, "total_us": o.total_us}
+            for o in side.ops
+        ],
+    }
 
 
 def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dict[str, Any]:
@@ -203,9 +271,27 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
     ]
     out["kernel_names"] = summary.kernel_names
     out["kernel_total_us"] = summary.kernel_total_us
+    out["kernel_calls"] = summary.kernel_calls
     out["kernel_us_by_class"] = dict(summary.kernel_us_by_class)
     out["cpu_ops"] = [o.to_wire() for o in summary.cpu_ops]
     out["cpu_op_names"] = summary.cpu_op_names
     out["cpu_self_total_us"] = summary.cpu_self_total_us
+    window = summary.window_us
+    out["window"] = {
+        "kind": summary.window_kind,
+        "start_us": None if window is None else window[0],
+        "end_us": None if window is None else window[1],
+        "us": None if window is None else window[1] - window[0],
+    }
+    out["setup"] = outside_json(summary.setup)
+    out["teardown"] = outside_json(summary.teardown)
+    sanity = summary.sanity
+    out["sanity"] = {
+        "kernels_launched": sanity.kernels_launched,
+        "kernels_before_launch": sanity.kernels_before_launch,
+        "kernel_launch_calls": sanity.kernel_launch_calls,
+        "kernel_records": sanity.kernel_records,
+    }
+    out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]
     return out

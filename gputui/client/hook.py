@@ -252,12 +252,14 @@ class HookClient:
         flops: bool = False,
         start_step: int | None = None,
         capture_id: str | None = None,
+        auto: bool = False,
     ) -> str:
         """Ask for a profiler capture of the next ``steps`` steps (from step
         ``start_step`` on, when given: every rank of a job profiles the same
         steps); returns its id (CaptureStatus/CaptureResult events carry it).
         ``flops`` adds torch's FLOP counts and shapes, and the result's op rows
-        (the roofline)."""
+        (the roofline).  ``auto``: the viewer's automatic capture, not its user's
+        (the result says so)."""
         cid = capture_id or f"{os.getpid()}-{next(self._ids)}"
         self._send(
             CaptureRequest(
@@ -269,6 +271,7 @@ class HookClient:
                 memory=bool(memory),
                 flops=bool(flops),
                 start_step=None if start_step is None else max(0, int(start_step)),
+                auto=bool(auto),
             )
         )
         return cid

@@ -87,6 +87,9 @@ def gpu_queries(selector: str, hosts: Sequence[str] | None = None) -> dict[str, 
             "sum without (reason) "
             f"(rate(gputui_gpu_clock_event_seconds_total{throttled}[{RATE_WINDOW}]))"
         ),
+        # gputui serves dcgm-exporter's name for the last Xid too (with its hostname label)
+        "xid_last": f"DCGM_FI_DEV_XID_ERRORS{s} or DCGM_FI_DEV_XID_ERRORS{d}",
+        "xid_count": f"sum without (xid) (gputui_xid_errors_total{s})",
     }
 
 
@@ -111,11 +114,15 @@ NODE_AGGREGATES = {
 
 
 def node_query(selector: str) -> str:
-    """Every node's aggregates in one query (the node table needs no per-GPU series)."""
+    """Every node's aggregates in one query (the node table needs no per-GPU series).
+    Each GPU counts once: a GPU shared by two Slurm jobs has a series of each
+    gauge per job (``hpc_job``, gputui's and dcgm-exporter's), reduced to one
+    per GPU before the node's sum, mean and count."""
     by = "hostname, Hostname"
     q = gpu_queries(selector)
     parts = [
-        tagged(f, f"{op} by ({by}) ({q[field]})") for f, (op, field) in NODE_AGGREGATES.items()
+        tagged(f, f"{op} by ({by}) (max by ({by}, gpu) ({q[field]}))")
+        for f, (op, field) in NODE_AGGREGATES.items()
     ]
     parts.append(
         tagged(
@@ -123,6 +130,7 @@ def node_query(selector: str) -> str:
             f"count by ({by}) ({q['throttled_ratio']} >= {THROTTLED_MIN_RATIO})",
         )
     )
+    parts.append(tagged("xid_gpus", f"count by ({by}) (max by ({by}, gpu) ({q['xid_last']}) > 0)"))
     return " or ".join(parts)
 
 

@@ -48,8 +48,18 @@ def gpu_of(host: str, d: DeviceSnapshot, view: HostView) -> Gpu:
         mem_total_bytes=None if d.mem_total_bytes is None else float(d.mem_total_bytes),
         temp_c=d.temp_gpu_c,
         throttled_ratio=view.throttled.get(d.index),
+        xid_last=_xid_last(d),
+        xid_count=float(sum(c.count for c in d.xid_counts)) if d.xid_sources else None,
         util_history=tuple(None if v is None else v / 100.0 for v in history),
     )
+
+
+def _xid_last(d: DeviceSnapshot) -> float | None:
+    """The GPU's last Xid (0: none), as the exporter serves it; None where its
+    Xid errors are not watched."""
+    if d.xid_errors:
+        return float(d.xid_errors[-1].xid)
+    return 0.0 if d.xid_sources else None
 
 
 def _note(view: HostView) -> str | None:
@@ -83,6 +93,7 @@ def node_of(view: HostView) -> Node:
         mem_used_bytes=sum_of([g.mem_used_bytes for g in gpus]),
         mem_total_bytes=sum_of([g.mem_total_bytes for g in gpus]),
         throttled_gpus=sum(1 for g in gpus if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO),
+        xid_gpus=sum(1 for g in gpus if g.xid_last),
         state=view.state,
         note=_note(view),
         processes=snapshot.processes if snapshot is not None else (),

@@ -45,6 +45,10 @@ class Gpu:
     temp_c: float | None = None
     #: fraction of the last minute a costly clock-event reason held the clocks
     throttled_ratio: float | None = None
+    #: the last Xid error's code (0: none; None: not watched or not known)
+    xid_last: float | None = None
+    #: every Xid error counted for the GPU (None: not known)
+    xid_count: float | None = None
     #: utilization over the history window, oldest first (None: no sample)
     util_history: tuple[float | None, ...] = ()
 
@@ -67,6 +71,8 @@ class Node:
     mem_used_bytes: float | None
     mem_total_bytes: float | None
     throttled_gpus: int
+    #: GPUs whose driver reported an Xid error (their last Xid is not 0)
+    xid_gpus: int = 0
     # read over SSH (``gputui cluster --ssh``); the defaults for Prometheus
     #: "connecting", "up", "slow", "down" or "protocol error" (None: Prometheus' up)
     state: str | None = None
@@ -177,6 +183,8 @@ GPU_FIELDS = (
     "mem_total_bytes",
     "temp_c",
     "throttled_ratio",
+    "xid_last",
+    "xid_count",
 )
 
 
@@ -247,6 +255,7 @@ NODE_FIELDS = (
     "mem_total_bytes",
     "gpu_count",
     "throttled_gpus",
+    "xid_gpus",
 )
 NodeValues = Mapping[str, tuple[Mapping[str, str], float | None]]
 
@@ -305,10 +314,12 @@ def build_nodes(
                 "throttled_gpus": sum(
                     1 for g in members if (g.throttled_ratio or 0.0) >= THROTTLED_MIN_RATIO
                 ),
+                "xid_gpus": sum(1 for g in members if g.xid_last),
             }
             source = members[0].source if members else None
         count = int(fields.pop("gpu_count") or 0)
         throttled = int(fields.pop("throttled_gpus") or 0)
+        xids = int(fields.pop("xid_gpus") or 0)
         nodes.append(
             Node(
                 hostname=host,
@@ -318,6 +329,7 @@ def build_nodes(
                 gpus=tuple(members),
                 gpu_count=count,
                 throttled_gpus=throttled,
+                xid_gpus=xids,
                 **fields,  # type: ignore[arg-type]
             )
         )

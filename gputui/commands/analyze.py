@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 # `gputui analyze --help` and a refused command line load none of them.
 
 #: 2 adds each rank's step account (``account``); 3 its MFU during the trace
-#: (``utilisation``, ``utilisation_note``); every key of 1 and 2 stays
+#: (``utilisation``, ``utilisation_note``); 5 its window (``window``, ``setup``,
+#: ``teardown``), its sanity counts and warnings (``sanity``, ``warnings``), the
+#: analyzer's ledger (``ledger``) and ``kernel_calls``; every earlier key stays
 JSON_VERSION = 5
 
 
@@ -68,10 +70,11 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from gputui.analysis import engine
     from gputui.analysis.diagnosis import job_diagnosis
     from gputui.analysis.evidence import roofline_of
     from gputui.analysis.finding import ranked
-    from gputui.analysis.trace_evidence import trace_job_findings, trace_rank_findings
+    from gputui.analysis.trace_evidence import trace_evidence, trace_rank_findings
     from gputui.analysis.trace_summary import summary_json, trace_findings
     from gputui.commands.analyze_load import load
     from gputui.reports import roofline as roofline_text
@@ -92,10 +95,15 @@ def main(args: argparse.Namespace) -> int:
     for line in warnings:
         print(f"gputui analyze: warning: {line}", file=sys.stderr)
     roofs = roofs_of(summaries)
-    findings = [
-        ranked([*trace_findings(s), *trace_job_findings(s, roof)])
+    evidence = [
+        trace_evidence(s, roof, datasheet=datasheet_of(s))
         for s, roof in zip(summaries, roofs, strict=True)
     ]
+    findings = [
+        ranked([*trace_findings(s), *engine.analyze(ev)])
+        for s, ev in zip(summaries, evidence, strict=True)
+    ]
+    ledgers = [ev.ledger for ev in evidence]
     mfus = [mfu_of(s, roof) for s, roof in zip(summaries, roofs, strict=True)]
     across = trace_rank_findings(summaries, roofs)
     diagnosis = job_diagnosis(
@@ -103,8 +111,11 @@ def main(args: argparse.Namespace) -> int:
     )
     if args.json:
         ranks = []
-        for s, f, roof, (util, why) in zip(summaries, findings, roofs, mfus, strict=True):
+        for s, f, roof, (util, why), led in zip(
+            summaries, findings, roofs, mfus, ledgers, strict=True
+        ):
             doc_rank = summary_json(s, f)
+            doc_rank["ledger"] = led.to_json()
             report = roofline_of(s.op_rows, roof)
             doc_rank["roofline"] = None if report is None else roofline_text.to_json(report)
             doc_rank["utilisation"] = None if util is None else util.as_dict()
@@ -123,10 +134,12 @@ def main(args: argparse.Namespace) -> int:
     lines: list[str] = [] if diagnosis is None else render_diagnosis(diagnosis)
     if across:
         lines.extend(["", *render_across(across)] if lines else render_across(across))
-    for summary, found, roof, mfu in zip(summaries, findings, roofs, mfus, strict=True):
+    for summary, found, roof, mfu, led in zip(
+        summaries, findings, roofs, mfus, ledgers, strict=True
+    ):
         if lines:
             lines.append("")
-        lines.extend(render(summary, found, args.top, roof, mfu=mfu))
+        lines.extend(render(summary, found, args.top, roof, mfu=mfu, ledger=led))
     emit(lines)
     return 0
 
@@ -147,6 +160,15 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
         None if sheet is None else sheet.roof(),
         roof if roof is not None and roof.source == MEASURED else None,
     )
+
+
+def datasheet_of(summary: TraceSummary) -> Roof | None:
+    """The datasheet ceilings of a rank's GPU (None for a GPU the table does not
+    know): the attention rules cost a call against flash at its peak."""
+    from gputui.ceilings.datasheet import datasheet_for
+
+    sheet = datasheet_for(summary.device_name)
+    return None if sheet is None else sheet.roof()
 
 
 def roofs_of(summaries: Sequence[TraceSummary]) -> list[Roof | None]:

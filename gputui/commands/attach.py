@@ -32,8 +32,9 @@ SUMMARY = "show a hooked job's step times and kernels"
 DESCRIPTION = "Connect to the gputui hook inside a running PyTorch job."
 EXAMPLES = (
     "examples:\n"
-    "  gputui attach 12345 --once               step statistics, memory\n"
-    "  gputui attach 12345 --capture 5 --once   profile 5 steps, print top kernels\n"
+    "  gputui attach 12345 --once               steps, memory, kernels (a capture once steady)\n"
+    "  gputui attach 12345 --once --no-capture  the same without profiling the job\n"
+    "  gputui attach 12345 --capture 5 --once   profile the next 5 steps, print top kernels\n"
     "  gputui attach 12345 --memory-snapshot 5  allocation sites and leaks of 5 steps\n"
     "  gputui attach --inject 12345 --once      load the hook first (Python >= 3.14)\n"
     "  gputui attach 12345                      the live screen (p: capture, m: memory)\n"
@@ -74,9 +75,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--memory", action="store_true", help="capture: profile allocations")
     parser.add_argument(
         "--flops",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="capture: record FLOPs and shapes (every capture does, unless --no-flops); print "
+        "each top op's achieved TFLOP/s and bandwidth on this GPU's roofline (gputui bench's "
+        "ceilings, else the datasheet)",
+    )
+    parser.add_argument(
+        "--no-capture",
         action="store_true",
-        help="capture: record FLOPs and shapes; print each top op's achieved TFLOP/s and "
-        "bandwidth on this GPU's roofline (gputui bench's ceilings, else the datasheet)",
+        help="no automatic capture (without it, a job with no capture in the last 10 minutes "
+        "is profiled for 5 steps with FLOPs once steady; the screen's a key does the same)",
     )
     parser.add_argument(
         "--memory-snapshot",
@@ -178,7 +187,9 @@ def main(args: argparse.Namespace) -> int:
             from gputui.commands import attach_ranks
 
             if not args.once:
-                return attach_ranks.run_live(job, args.pid, args.record, args.ascii)
+                return attach_ranks.run_live(
+                    job, args.pid, args.record, args.ascii, auto_capture=not args.no_capture
+                )
             return attach_ranks.once(job, args.pid, options(args), args.json, args.ascii)
     if args.memory_snapshot is not None:
         from gputui.commands import attach_memory
@@ -219,6 +230,7 @@ def _check(args: argparse.Namespace) -> None:
             ("--gpu-seconds", "gpu_seconds" in given),
             ("--timeout", "timeout" in given),
             ("--single", args.single),
+            ("--no-capture", args.no_capture),
         ):
             if on:
                 source = "--demo" if args.demo else "--replay"
@@ -237,7 +249,7 @@ def _check_live(args: argparse.Namespace, given: set[str]) -> None:
             ("--shapes", args.shapes),
             ("--stacks", args.stacks),
             ("--memory", args.memory),
-            ("--flops", args.flops),
+            ("--flops" if args.flops else "--no-flops", args.flops is not None),
         )
         if on
     ]
@@ -253,8 +265,17 @@ def _check_live(args: argparse.Namespace, given: set[str]) -> None:
         )
     if args.record is not None and args.once:
         raise GputuiError("gputui attach: --record saves the live screen's session; drop --once")
-    if args.memory_snapshot is not None and (args.capture is not None or args.record is not None):
-        raise GputuiError("gputui attach: --memory-snapshot runs alone (no --capture, --record)")
+    if args.memory_snapshot is not None and (
+        args.capture is not None or args.record is not None or args.no_capture
+    ):
+        raise GputuiError(
+            "gputui attach: --memory-snapshot runs alone (no --capture, --no-capture, --record)"
+        )
+    if args.no_capture and args.capture is not None:
+        raise GputuiError(
+            "gputui attach: --capture N asks for a capture and --no-capture for none: "
+            "give one of them (--capture N takes the automatic capture's place)"
+        )
     if args.record is not None:
         types.check_writable("gputui attach", args.record)
 
@@ -272,7 +293,7 @@ def options(args: argparse.Namespace) -> OnceOptions:
             shapes=args.shapes,
             stacks=args.stacks,
             memory=args.memory,
-            flops=args.flops,
+            flops=args.flops is not False,  # every capture carries FLOPs (docs/hook.md)
         )
     return OnceOptions(
         window=args.window,
@@ -280,6 +301,7 @@ def options(args: argparse.Namespace) -> OnceOptions:
         gpu_seconds=args.gpu_seconds,
         capture=capture,
         quiet=args.json,
+        auto_capture=not args.no_capture,
     )
 
 
@@ -299,7 +321,8 @@ def run_live(args: argparse.Namespace) -> int:
     try:
         _need_terminal(f"gputui attach {args.pid} --once")
         feed = LiveFeed(client.pid, client=client, record_path=args.record)
-        return run_screen(make_attach_app(feed, ascii_only=args.ascii), feed, args.record)
+        app = make_attach_app(feed, ascii_only=args.ascii, auto_capture=not args.no_capture)
+        return run_screen(app, feed, args.record)
     finally:
         client.close()
 

@@ -31,15 +31,19 @@ def once(job: JobGroup, pid: int, options: OnceOptions, as_json: bool, ascii_onl
     return 0
 
 
-def run_live(job: JobGroup, pid: int, record: str | None, ascii_only: bool) -> int:
-    """The rank view of a running job (``--record FILE`` saves its session)."""
+def run_live(
+    job: JobGroup, pid: int, record: str | None, ascii_only: bool, auto_capture: bool = True
+) -> int:
+    """The rank view of a running job (``--record FILE`` saves its session;
+    ``auto_capture=False``: ``--no-capture``)."""
     # the job was found from its ranks' hellos: only the terminal is left to check
     need_terminal("gputui attach", f"gputui attach {pid} --once")
     from gputui.session.rank_feeds import LiveRanksFeed
     from gputui.tui.attach.rank_screen import RanksApp
 
     feed = LiveRanksFeed(job, record_path=record)
-    return run_screen(RanksApp(feed, ascii_only=ascii_only), feed, record)
+    app = RanksApp(feed, ascii_only=ascii_only, auto_capture=auto_capture)
+    return run_screen(app, feed, record)
 
 
 def replay(

@@ -78,15 +78,17 @@ def collect() -> list[dict[str, Any]]:
 
 
 def place_in_containers(entries: list[dict[str, Any]]) -> None:
-    """Each job's (and rank's) ``container``: its container and pod, or None."""
+    """Each job's (and rank's) ``container``: its container and pod, or None;
+    and its ``slurm``: its Slurm job step, or None."""
     from gputui.host.attribution import ContainerAttributor
     from gputui.snapshot.codec import to_json
 
     attributor = ContainerAttributor()
     for entry in entries:
         for process in [entry, *entry.get("ranks", ())]:
-            info = attributor.lookup(process["pid"])
+            info, job = attributor.place(process["pid"]) or (None, None)
             process["container"] = None if info is None else to_json(info)
+            process["slurm"] = None if job is None else to_json(job)
 
 
 def main(args: argparse.Namespace) -> int:

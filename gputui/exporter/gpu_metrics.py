@@ -7,6 +7,12 @@ over.  Percentages become ratios 0-1, MHz hertz, and cumulative readings (energy
 ECC errors) ``_total`` counters.  Clock-event ("throttle") reasons are integrated
 into seconds per reason by :class:`ClockEventCounters` as snapshots arrive, so
 ``rate()`` of the counter is the fraction of time a reason held the clocks.
+
+A GPU's gauges carry ``hpc_job``, the Slurm job with a process on it, as
+dcgm-exporter's HPC job mapping labels them: one series per job where several
+share the GPU, none without a job.  Its counters, info and lost series do not:
+a counter whose labels changed with the job would start a new series, and a
+fault at a job's end (an Xid that killed it) would be missed by ``increase()``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.analysis.throttle import THROTTLES
-from gputui.exporter.container_labels import container_labels, host_pid_labels
+from gputui.analysis.xid import CATALOGUE as XID_CATALOGUE
+from gputui.exporter.container_labels import (
+    HPC_JOB,
+    container_labels,
+    host_pid_labels,
+    job_labels,
+    jobs_by_gpu,
+)
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, Family, Labels, labels
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot
 
@@ -208,12 +221,28 @@ def gpu_families(
         "Seconds a clock-event (throttle) reason held the GPU's clocks, since the exporter "
         "started; rate() is the fraction of time.",
     )
+    xid_total = Family(
+        "gputui_xid_errors_total",
+        COUNTER,
+        "Xid errors the driver reported for the GPU, by code: NVML's critical Xid events "
+        "since the exporter started and the kernel log's since boot, one count an error. "
+        "Every code of gputui's catalogue is served from 0 while the GPU is watched.",
+    )
+    xid_last = Family(
+        "DCGM_FI_DEV_XID_ERRORS",
+        GAUGE,
+        "Value of the last XID error encountered (dcgm-exporter's name; 0: none since the "
+        "exporter started, or in the kernel log since boot).",
+    )
     mig_used = Family("gputui_gpu_mig_memory_used_bytes", GAUGE, "Memory used by a MIG instance.")
     mig_total = Family("gputui_gpu_mig_memory_total_bytes", GAUGE, "Memory of a MIG instance.")
     driver = snapshot.driver_version or ""
     cuda = snapshot.cuda_driver_version or ""
+    jobs = jobs_by_gpu(snapshot.processes)
     for device in snapshot.devices:
         lab = device_labels(device, host)
+        # the gauges: one series per Slurm job on the GPU (dcgm-exporter's mapping)
+        gauge_labs = [lab.extend((HPC_JOB, job)) for job in jobs.get(device.index, ())] or [lab]
         info.add(
             lab.extend(
                 ("driver_version", driver),
@@ -223,17 +252,20 @@ def gpu_families(
             1,
         )
         lost.add(lab, 1 if device.lost else 0)
+        _xid_series(device, lab, xid_total, xid_last)
         if device.lost:
             continue
         for family, (_, _, attr, scale) in zip(gauges, _DEVICE_GAUGES, strict=True):
             value = getattr(device, attr)
             if value is not None:
-                family.add(lab, _scaled(value, scale))
+                for gauge_lab in gauge_labs:
+                    family.add(gauge_lab, _scaled(value, scale))
         if device.gpm is not None:
             for family, (_, _, attr) in zip(gpm, _GPM_GAUGES, strict=True):
                 value = getattr(device.gpm, attr)
                 if value is not None:
-                    family.add(lab, value / 100.0)
+                    for gauge_lab in gauge_labs:
+                        family.add(gauge_lab, value / 100.0)
         energy.add(lab, device.energy_j)
         ecc.add(lab.extend(("type", "corrected")), device.ecc_errors_corrected)
         ecc.add(lab.extend(("type", "uncorrected")), device.ecc_errors_uncorrected)
@@ -246,10 +278,35 @@ def gpu_families(
             mig_lab = lab.extend(("GPU_I_PROFILE", profile), ("GPU_I_ID", str(mig.gpu_instance_id)))
             mig_used.add(mig_lab, mig.mem_used_bytes)
             mig_total.add(mig_lab, mig.mem_total_bytes)
-    families = [info, lost, *gauges, *gpm, energy, ecc, events, mig_used, mig_total]
+    families = [
+        info,
+        lost,
+        *gauges,
+        *gpm,
+        energy,
+        ecc,
+        events,
+        xid_total,
+        xid_last,
+        mig_used,
+        mig_total,
+    ]
     if options.processes:
         families.extend(process_families(snapshot, options))
     return families
+
+
+def _xid_series(device: DeviceSnapshot, lab: Labels, total: Family, last: Family) -> None:
+    """A watched GPU's Xid counters (every catalogue code from 0, so that
+    ``increase()`` sees a first error) and its last Xid; nothing where the GPU's
+    Xid errors are not watched (not known, or neither source readable)."""
+    if not device.xid_sources and not device.xid_counts:
+        return
+    counts = {c.xid: c.count for c in device.xid_counts}
+    for code in sorted(set(XID_CATALOGUE) | set(counts)):
+        total.add(lab.extend(("xid", str(code))), counts.get(code, 0))
+    newest = device.xid_errors[-1].xid if device.xid_errors else 0
+    last.add(lab, newest)
 
 
 def _flag(value: bool | None) -> str:
@@ -289,6 +346,7 @@ def process_families(snapshot: Snapshot, options: GpuOptions) -> list[Family]:
             ("process_name", proc.name or ""),
             *host_pid_labels(proc),
             *container_labels(proc.container),
+            *job_labels(proc.slurm),
         )
         if options.cmdline:
             command = " ".join(proc.cmdline) if proc.cmdline else (proc.name or "")

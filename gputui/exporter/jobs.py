@@ -48,7 +48,7 @@ from gputui.protocol import list_sockets
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.schema import MemoryBatch, StepBatch
-from gputui.snapshot.model import ContainerInfo
+from gputui.snapshot.model import ContainerInfo, SlurmJob
 
 #: step durations kept per job for the summary's quantiles
 RECENT_STEPS = 256
@@ -94,6 +94,8 @@ class JobSnapshot:
     memory: JobMemory | None
     #: the container and pod the job runs in (None: on the host, or not known)
     container: ContainerInfo | None = None
+    #: the Slurm job step it runs in (None: outside Slurm, or not known)
+    slurm: SlurmJob | None = None
     #: the GPU's UUID as NVML names it (the join with the GPU series; the
     #: index is the job's own CUDA numbering, not NVML's)
     device_uuid: str | None = None
@@ -146,11 +148,17 @@ class _Job:
     """Running totals of one connection; written on its reader thread."""
 
     def __init__(
-        self, pid: int, client: Any, job_id: str, container: ContainerInfo | None = None
+        self,
+        pid: int,
+        client: Any,
+        job_id: str,
+        container: ContainerInfo | None = None,
+        slurm: SlurmJob | None = None,
     ) -> None:
         hello = client.hello
         self.pid = pid
         self.container = container
+        self.slurm = slurm
         self.client = client
         self.job_id = job_id
         self.rank = _int(hello.rank, 0)
@@ -224,6 +232,7 @@ class _Job:
             last_step_time_s=self.last_step_t,
             memory=self.memory,
             container=self.container,
+            slurm=self.slurm,
             device_uuid=self.device_uuid,
             utilisation=self.utilisation(),
         )
@@ -254,11 +263,15 @@ class JobWatcher:
         list_jobs: Callable[[], Mapping[int, str]] = list_sockets,
         environ_of: Callable[[int], Mapping[str, str]] = read_environ,
         container_of: Callable[[int], ContainerInfo | None] | None = None,
+        slurm_of: Callable[[int], SlurmJob | None] | None = None,
     ) -> None:
         self.hostname = hostname
-        if container_of is None:
-            container_of = ContainerAttributor().lookup
+        if container_of is None or slurm_of is None:
+            attributor = ContainerAttributor()
+            container_of = container_of or attributor.lookup
+            slurm_of = slurm_of or attributor.job_of
         self._container_of = container_of
+        self._slurm_of = slurm_of
         self.scan_interval_s = scan_interval_s
         self.connect_timeout_s = connect_timeout_s
         self._connect = connect
@@ -328,7 +341,7 @@ class JobWatcher:
             self._retry_at[pid] = time.monotonic() + RETRY_AFTER_S
             return
         job_id = job_id_of(client.hello, self.hostname, pid, self._environ_of)
-        job = _Job(pid, client, job_id, self._container_of(pid))
+        job = _Job(pid, client, job_id, self._container_of(pid), self._slurm_of(pid))
         with self._lock:
             self._jobs[pid] = job
         try:

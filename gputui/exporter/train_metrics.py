@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from gputui.analysis.live_account import measured_seconds
-from gputui.exporter.container_labels import container_labels
+from gputui.exporter.container_labels import container_labels, job_labels
 from gputui.exporter.exposition import COUNTER, GAUGE, INFO, SUMMARY, Family, labels, quantiles
 from gputui.exporter.gpu_metrics import MAX_COMMAND_CHARS
 from gputui.exporter.jobs import JobSnapshot
@@ -140,6 +140,7 @@ class _TrainFamilies:
                 ("job_id", job.job_id),
                 ("rank", str(job.rank)),
                 *container_labels(job.container),
+                *job_labels(job.slurm),
             )
         )
         extra: tuple[tuple[str, str], ...] = (

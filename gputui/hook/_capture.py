@@ -247,6 +247,7 @@ class CaptureController:
             "warmup": req.warmup,
             "options": CaptureOptions(req.shapes or req.flops, req.stacks, req.memory, req.flops),
             "periodic": self.periodic_request,
+            "auto": req.auto,
             "started": round(self.started_wall, 3),
             "window_end_wall": time.time(),
             "window_end_perf": t_stop0,

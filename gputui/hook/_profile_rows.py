@@ -20,9 +20,10 @@ from gputui.protocol.profile import (
 )
 
 # A code's classification: (code, file, qualified name, kind, skip, first line,
-# {instruction offset: line} filled by snapshots).
-_Info = tuple[CodeType | None, str, str, str, bool, int, dict[int, int]]
-_OTHER_INFO: _Info = (None, "(other)", "(other)", KIND_OTHER, False, 0, {})
+# {instruction offset: line} filled by snapshots, what its frames are for a
+# sample's owner: the sampler's _C_* values).
+_Info = tuple[CodeType | None, str, str, str, bool, int, dict[int, int], int]
+_OTHER_INFO: _Info = (None, "(other)", "(other)", KIND_OTHER, False, 0, {}, 3)
 MAX_OFFSETS = 4096  # offsets remembered per code
 #: callers a call path carries (the nearest; the outer ones are counted)
 PATH_FRAMES = 32
@@ -132,7 +133,7 @@ def _paths(
 
 
 def _function(row: list[Any], path: tuple[tuple[int, ...], int] = ((), 0)) -> ProfileFunction:
-    self_s, total_s, phases, lines, info, site_s, site_phases = row
+    self_s, total_s, phases, lines, info, site_s, site_phases, outside_s = row
     line = 0
     if lines:
         line = max(lines.items(), key=lambda item: (item[1][2], item[1][0], item[1][1]))[0]
@@ -149,6 +150,7 @@ def _function(row: list[Any], path: tuple[tuple[int, ...], int] = ((), 0)) -> Pr
         site_phases_s=_phase_map(site_phases),
         path=path[0],
         path_cut=path[1],
+        outside_s=_r(outside_s),
     )
 
 
@@ -162,14 +164,16 @@ def build_profile(
     ``TOP_FUNCTIONS`` functions by site, self and total time with their call
     paths, the top ``TOP_LINES`` lines; ``fields``: the profile's others."""
     # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
-    #               info, site_s, {phase: site_s}]
+    #               info, site_s, {phase: site_s}, outside_s]
     merged: dict[Any, list[Any]] = {}
-    for key, (self_s, total_s, row_phases, info, site_s, site_phases), offsets in copies:
+    for key, times, offsets in copies:
+        self_s, total_s, row_phases, info, site_s, site_phases, outside_s = times
         into = merged.get(key)
         if into is None:
-            merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}]
+            merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}, 0.0]
         into[0] += self_s
         into[1] += total_s
+        into[7] += outside_s
         _add(into[2], row_phases)
         into[5] += site_s
         _add(into[6], site_phases)

@@ -18,7 +18,12 @@ total time (anywhere on the stack, once per sample however deep it recurses)
 and site time (the innermost frame of the job's own code, with the library or
 torch code it called); self and site time per step phase (replayed from the
 recorder's edge log, as the collector does).  gputui's own frames are
-transparent.  Tables are bounded (past ``MAX_FUNCTIONS``/``MAX_LINES`` time
+transparent.  Each sample is also torch's own or outside torch (its owner,
+:func:`_outside`): a standard-library frame counts as its caller's, code
+generated at run time (``exec``: inductor's kernel launchers) takes its
+caller's kind, and a library that torch's compiler runs (triton, sympy) is
+torch's, while a library's code that torch calls back (a model's forward, a
+dataset) is the library's.  Tables are bounded (past ``MAX_FUNCTIONS``/``MAX_LINES`` time
 goes to one ``other`` row) and cover the last one to two ``WINDOW_S`` windows.
 
 A tick holds the GIL (the training thread waits for it when it wants it
@@ -110,9 +115,35 @@ TICK_LOG: list[float] | None = None
 
 _NO_LINE = -1  # the offset of a function's time past MAX_LINES: line 0 on the wire
 
+# What a code's frames are for the owner of a sample (_Info's last field): torch's
+# own code, torch's compiler and its runtime (a library it calls is torch's too),
+# the job's own code, a library, the standard library (its caller's), and code
+# generated at run time (resolved to its caller's when first seen)
+_C_TORCH, _C_COMPILER, _C_USER, _C_LIB, _C_STD, _C_GENERATED = range(6)
+#: torch's compiler stack, relative to torch's package directory: the libraries
+#: it calls (triton, sympy) run for torch, not for the job
+_COMPILER = (
+    "_dynamo/",
+    "_inductor/",
+    "_functorch/",
+    "fx/",
+    "_subclasses/",
+    "_higher_order_ops/",
+    "utils/_sympy/",
+    "_export/",
+    "export/",
+    "_prims/",
+    "_prims_common/",
+    "_refs/",
+    "_decomp/",
+    "_guards.py",
+)
+#: the file name ``exec``/``compile`` give code made from a string
+_GENERATED = "<string>"
+
 # Row layouts (plain lists: the sampler's loop indexes them)
 # function: [self_s, total_s, last sample seq, {phase: self_s}, {offset: line row}, info,
-#            site_s, {phase: site_s}]
+#            site_s, {phase: site_s}, outside_s]
 # line:     [self_s, total_s, last sample seq, site_s], by instruction offset (f_lasti)
 # Site time: the sample's innermost frame of the job's own code (kind user) gets
 # it, whatever library or torch code it had called: what the job can change.
@@ -138,6 +169,8 @@ class _Window:
         "kinds",
         "lines",
         "other",
+        "outside_phases",
+        "outside_s",
         "pending",
         "phases",
         "sampled_s",
@@ -153,6 +186,8 @@ class _Window:
         self.samples = 0
         self.sampled_s = 0.0
         self.site_s = 0.0  # samples with a frame of the job's own code
+        self.outside_s = 0.0  # samples in code outside torch (_outside)
+        self.outside_phases: dict[str, float] = {}
         self.phases: dict[str, float] = {}
         self.kinds: dict[str, float] = {}
         self.deep = 0  # samples whose stack was cut at MAX_DEPTH
@@ -413,16 +448,21 @@ class Sampler:
         for (phase, ids, offsets), (weight, codes) in raw.items():
             _bump(win.phases, phase, weight, MAX_PHASES)
             self._seq = seq = self._seq + 1
+            outside = self._outside(codes, ids)
+            if outside:
+                win.outside_s += weight
+                _bump(win.outside_phases, phase, weight, MAX_PHASES)
             inner = True  # the innermost frame is still to come: self time
             site = True  # the innermost frame of the job's own code too: site time
             kept: list[int] = []  # the stack's codes (gputui's own left out)
             kept_offsets: list[int] = []
-            for code, cid, lasti in zip(codes, ids, offsets, strict=True):
+            for i, (cid, lasti) in enumerate(zip(ids, offsets, strict=True)):
                 row = get(cid)
                 if row is None:
-                    row = self._new_function(win, code)
-                    if row is None:  # gputui's own frame: transparent
+                    info = self._info(codes, ids, i)
+                    if info[4]:  # gputui's own frame: transparent
                         continue
+                    row = self._new_function(win, info)
                 if row[2] != seq:  # once per sample, however deep it recurses
                     row[2] = seq
                     row[1] += weight
@@ -437,6 +477,8 @@ class Sampler:
                 if inner:
                     inner = False
                     row[0] += weight
+                    if outside:
+                        row[8] += weight
                     lrow[0] += weight
                     _bump(row[3], phase, weight, MAX_ROW_PHASES)
                     kind = row[5][3]
@@ -454,21 +496,60 @@ class Sampler:
             elif len(stacks) < MAX_STACKS:
                 stacks[stack_key] = [weight, tuple(kept_offsets)]
 
-    def _new_function(self, win: _Window, code: CodeType) -> list[Any] | None:
-        """The function row of ``code`` in ``win`` (new, or the ``other`` row
-        past the bound); None for gputui's own code."""
-        info = self._codes.get(id(code))
-        if info is None:
-            info = self._classify(code)
-        if info[4]:
-            return None
+    def _info(self, codes: list[CodeType], ids: tuple[int, ...], i: int) -> _Info:
+        """The classification of a stack's ``i``-th code (innermost first):
+        code generated at run time takes its caller's kind, so its callers are
+        classified first."""
+        info = self._codes.get(ids[i])
+        if info is not None:
+            return info
+        code = codes[i]
+        caller: _Info | None = None
+        if code.co_filename == _GENERATED:
+            for j in range(i + 1, len(codes)):
+                caller = self._info(codes, ids, j)
+                if not caller[4]:
+                    break
+                caller = None
+        return self._classify(code, caller)
+
+    def _outside(self, codes: list[CodeType], ids: tuple[int, ...]) -> bool:
+        """Whether a sample (its stack, innermost first) is time in code
+        outside torch: its innermost frame, standard-library frames counted as
+        their caller's, is the job's own or a library's.  A library's code is
+        torch's when torch's compiler or its runtime called it (triton, sympy),
+        and the library's own when other torch code did (a library's model
+        forward called by ``Module.__call__``, a library's dataset by the
+        DataLoader).  Walks only as far as it takes to tell."""
+        in_library = False
+        known = self._codes.get
+        for i, cid in enumerate(ids):
+            info = known(cid)
+            if info is None:
+                info = self._info(codes, ids, i)
+            if info[4]:
+                continue
+            owner = info[7]
+            if owner == _C_STD:
+                continue
+            if owner == _C_LIB:
+                in_library = True
+                continue
+            if owner == _C_USER:
+                return True
+            return in_library and owner == _C_TORCH
+        return True
+
+    def _new_function(self, win: _Window, info: _Info) -> list[Any]:
+        """The function row of ``info``'s code in ``win`` (new, or the
+        ``other`` row past the bound)."""
         if len(win.funcs) < MAX_FUNCTIONS:
-            row = [0.0, 0.0, 0, {}, {}, info, 0.0, {}]
-            win.funcs[id(code)] = row
+            row = [0.0, 0.0, 0, {}, {}, info, 0.0, {}, 0.0]
+            win.funcs[id(info[0])] = row
             return row
         other = win.other
         if other is None:
-            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO, 0.0, {}]
+            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO, 0.0, {}, 0.0]
         return other
 
     def _new_line(self, win: _Window, lines: dict[int, list[Any]], lasti: int) -> list[Any]:
@@ -482,31 +563,41 @@ class Sampler:
         win.lines += 1
         return lrow
 
-    def _classify(self, code: CodeType) -> _Info:
+    def _classify(self, code: CodeType, caller: _Info | None = None) -> _Info:
+        """A code's kind, and what its frames are for a sample's owner;
+        ``caller``: the classification of the frame that called it (code
+        generated at run time is its caller's)."""
         file = code.co_filename or ""
         name = getattr(code, "co_qualname", None) or code.co_name
         skip = file.startswith(self._own)
-        info: _Info = (code, file, name, self._kind(file), skip, code.co_firstlineno, {})
+        kind, owner = self._kind(file)
+        if owner == _C_GENERATED:
+            kind, owner = (KIND_USER, _C_USER) if caller is None else (caller[3], caller[7])
+        info: _Info = (code, file, name, kind, skip, code.co_firstlineno, {}, owner)
         codes = self._codes
         if len(codes) < MAX_CODES:
             codes[id(code)] = info  # keeps the code alive: its id stays its own
         return info
 
-    def _kind(self, file: str) -> str:
+    def _kind(self, file: str) -> tuple[str, int]:
+        """A file's kind of code, and what its frames are for a sample's owner."""
         torch_dir = self._torch
         if torch_dir is None:
             torch_file = getattr(sys.modules.get("torch"), "__file__", None)
             if isinstance(torch_file, str):
                 self._torch = torch_dir = os.path.dirname(torch_file) + os.sep
         if torch_dir is not None and file.startswith(torch_dir):
-            return KIND_TORCH
+            inner = file[len(torch_dir) :].replace(os.sep, "/")
+            return KIND_TORCH, _C_COMPILER if inner.startswith(_COMPILER) else _C_TORCH
         if file.startswith("<eval_with_key>") or "/torchinductor_" in file:
-            return KIND_TORCH  # torch.fx and inductor's generated code
+            return KIND_TORCH, _C_COMPILER  # torch.fx and inductor's generated code
         if "/site-packages/" in file or "/dist-packages/" in file:
-            return KIND_LIB
+            return KIND_LIB, _C_LIB
         if file.startswith((self._stdlib, "<frozen ")):
-            return KIND_LIB
-        return KIND_USER
+            return KIND_LIB, _C_STD
+        if file == _GENERATED:
+            return KIND_USER, _C_GENERATED
+        return KIND_USER, _C_USER
 
     # -- the profile (I/O thread) --------------------------------------------------------
     def snapshot(self, notes: tuple[str, ...] = ()) -> PythonProfile | None:
@@ -529,17 +620,20 @@ class Sampler:
             truncated = any(w.other is not None or w.lines >= MAX_LINES for w in windows)
             phases: dict[str, float] = {}
             kinds: dict[str, float] = {}
+            outside = sum(w.outside_s for w in windows)
+            outside_phases: dict[str, float] = {}
             copies: list[tuple[Any, list[Any], list[Any]]] = []
             stack_copies = [list(w.stacks.items()) for w in windows]
             for win in windows:
                 _add(phases, win.phases)
                 _add(kinds, win.kinds)
+                _add(outside_phases, win.outside_phases)
                 rows: list[tuple[Any, list[Any]]] = list(win.funcs.items())
                 if win.other is not None:
                     rows.append((None, win.other))
                 for key, row in rows:
                     lines = [(n, r[0], r[1], r[3]) for n, r in row[4].items()]
-                    fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7])]
+                    fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7]), row[8]]
                     copies.append((key, fields, lines))
         if deep:
             notes = (*notes, f"{deep} samples had stacks deeper than {MAX_DEPTH} frames (cut)")
@@ -557,6 +651,8 @@ class Sampler:
                 "kinds_s": {k: _r(v) for k, v in kinds.items()},
                 "truncated": truncated,
                 "notes": notes,
+                "outside_s": _r(outside),
+                "outside_phases_s": _phase_map(outside_phases),
             },
         )
 

@@ -319,14 +319,19 @@ def merge(profiles: Iterable[PythonProfile]) -> PythonProfile | None:
     frames: dict[PathFrame, int] = {}
     phases: dict[str, float] = {}
     kinds: dict[str, float] = {}
+    # the split of time outside torch, where every worker's hook made one
+    split = all(p.outside_phases_s is not None for p in profiles)
+    outside: dict[str, float] = {}
     for p in profiles:
         _add(phases, p.phases_s)
         _add(kinds, p.kinds_s)
+        _add(outside, p.outside_phases_s or {})
         for fn in p.functions:
             key = (fn.file, fn.function, fn.kind)
             have = funcs.get(key)
             if have is None:
-                funcs[key] = have = [fn, 0.0, 0.0, 0.0, {}, {}, fn, p]
+                funcs[key] = have = [fn, 0.0, 0.0, 0.0, {}, {}, fn, p, 0.0]
+            have[8] += fn.outside_s
             have[1] += fn.self_s
             have[2] += fn.total_s
             have[3] += fn.site_s
@@ -342,7 +347,7 @@ def merge(profiles: Iterable[PythonProfile]) -> PythonProfile | None:
             lrow[2] += ln.site_s
     rows = sorted(funcs.values(), key=lambda r: (-max(r[1], r[3]), -r[2]))[:TOP_ROWS]
     functions = []
-    for first, self_s, total_s, site_s, fphases, sphases, best, owner in rows:
+    for first, self_s, total_s, site_s, fphases, sphases, best, owner, outside_s in rows:
         path = []
         for frame in owner.path_of(best):
             index = frames.get(frame)
@@ -364,6 +369,7 @@ def merge(profiles: Iterable[PythonProfile]) -> PythonProfile | None:
                 site_phases_s=sphases,
                 path=tuple(path),
                 path_cut=best.path_cut,
+                outside_s=round(outside_s, 6),
             )
         )
     top_lines = sorted(lines.items(), key=lambda kv: -max(kv[1][0], kv[1][2]))[:TOP_ROWS]
@@ -385,4 +391,6 @@ def merge(profiles: Iterable[PythonProfile]) -> PythonProfile | None:
         lines_seen=len(lines),
         truncated=any(p.truncated for p in profiles),
         frames=tuple(frames),
+        outside_s=round(sum(outside.values()), 6) if split else None,
+        outside_phases_s={k: round(v, 6) for k, v in outside.items()} if split else None,
     )

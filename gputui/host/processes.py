@@ -85,10 +85,10 @@ def send_signal(
 MAX_ENVIRON_BYTES = 1 << 20
 
 
-def read_environ(pid: int, limit: int = MAX_ENVIRON_BYTES) -> dict[str, str]:
+def read_environ(pid: int, limit: int = MAX_ENVIRON_BYTES, proc: str = "/proc") -> dict[str, str]:
     """The environment a process started with; {} when it cannot be read."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
+        with open(f"{proc}/{pid}/environ", "rb") as fh:
             data = fh.read(limit)
     except OSError:
         return {}

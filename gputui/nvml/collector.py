@@ -11,7 +11,9 @@ ECC counts, remapped rows, NVLink link states, the PCIe link width, BAR1, the
 energy counter) every ``slow_every`` samples;
 per-process utilization (~2 ms per call) every ``process_util_every`` samples.
 The blocking ``nvmlDeviceGetPcieThroughput`` (~20 ms) is never called: PCIe and
-NVLink rates come from cumulative byte counters and from GPM.
+NVLink rates come from cumulative byte counters and from GPM.  Critical Xid
+events are read at every sample without waiting (:mod:`gputui.nvml.xid_events`):
+one call that answers "none" in the common case.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from gputui.errors import NvmlUnavailable
 from gputui.nvml import startup as nvml_open
 from gputui.nvml.device import DeviceLost, DeviceReader
 from gputui.nvml.fields import ErrorCodes, as_text, cuda_version_string
+from gputui.nvml.kernel_log import KMSG, KernelLog, bus_key
+from gputui.nvml.xid_events import RawXid, XidEvents
+from gputui.nvml.xid_log import KERNEL_LOG, NVML, XidLog
 from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, ValueBase
 from gputui.snapshot.value import value_class
 
@@ -45,6 +50,8 @@ class GpuSample(ValueBase):
     nvml_version: str | None = None
     #: e.g. "GPU 1 (GPU-5e1c...) is lost (fell off the bus?)"; None when all is well
     error: str | None = None
+    #: the critical Xid events NVML reported since the last sample
+    xids: tuple[RawXid, ...] = ()
 
 
 def _safe_str(exc: BaseException) -> str:
@@ -109,6 +116,9 @@ class NvmlCollector:
     ``started``: a session :func:`nvml_open.start` began (NVML initialised, the
     handles open), taken over instead of opening one.  ``skip``: device queries
     never made (their values stay None), e.g. :data:`nvml_open.TEXT_ONE_SHOT_SKIPS`.
+    ``kernel_log``: the file the driver's ``NVRM: Xid`` lines are read from
+    (``/dev/kmsg``), or its reader; None: not read.  ``wall_clock``: the time
+    an NVML event is stamped with.
     """
 
     def __init__(
@@ -120,6 +130,8 @@ class NvmlCollector:
         clock: Callable[[], float] = time.monotonic,
         started: nvml_open.Started | None = None,
         skip: frozenset[str] = frozenset(),
+        kernel_log: str | KernelLog | None = KMSG,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._nvml = nvml if started is None else started.nvml
         self._started = started
@@ -130,6 +142,14 @@ class NvmlCollector:
         self._lock = threading.Lock()
         self._open = False
         self._readers: list[DeviceReader] = []
+        #: the critical Xid events' set (None: not asked, or closed)
+        self._xids: XidEvents | None = None
+        #: the kernel log's Xid lines (opened at the first sample)
+        self._kernel = KernelLog(kernel_log) if isinstance(kernel_log, str) else kernel_log
+        self._xid_log = XidLog()
+        self._wall_clock = wall_clock
+        #: what the readers' xid_sources were last set from
+        self._xid_watch: tuple[frozenset[int] | None, bool | None] | None = None
         self._samples = 0
         self.driver_version: str | None = None
         self.cuda_driver_version: str | None = None
@@ -207,6 +227,17 @@ class NvmlCollector:
             # first counter and GPM readings now, so the first sample has rates
             reader.prime(now)
             self._readers.append(reader)
+        if "xid_events" not in self._skip:
+            live = [(r.index, r.handle) for r in self._readers if r.lost_reason is None]
+            self._xids = XidEvents(nv, errors, live)
+
+    @property
+    def xid_unwatched(self) -> dict[int | None, str]:
+        """Why a GPU's (by index; None: every GPU's) Xid events are not read
+        from NVML here."""
+        if self._xids is None:
+            return {None: "Xid events were not asked for"}
+        return dict(self._xids.unwatched)
 
     def close(self) -> None:
         """End the NVML session and free GPM buffers; safe to call twice.  (A
@@ -219,6 +250,10 @@ class NvmlCollector:
         if not self._open:
             return
         self._open = False
+        if self._xids is not None:
+            self._xids.close()
+        if self._kernel is not None:
+            self._kernel.close()
         for reader in self._readers:
             reader.close()
         self._readers = []
@@ -251,6 +286,9 @@ class NvmlCollector:
             devices: list[DeviceSnapshot] = []
             processes: list[ProcessSnapshot] = []
             problems: list[str] = []
+            xid_events = self._xids
+            xids = xid_events.poll() if xid_events is not None else []
+            self._watch_xids(xids)
             for reader in self._readers:
                 try:
                     device, device_processes = reader.sample(now, slow, process_util)
@@ -272,7 +310,38 @@ class NvmlCollector:
                 cuda_driver_version=self.cuda_driver_version,
                 nvml_version=self.nvml_version,
                 error="; ".join(problems) if problems else None,
+                xids=tuple(xids),
             )
+
+    def _watch_xids(self, events: list[RawXid]) -> None:
+        """The kernel log's new Xid lines and NVML's ``events`` into each GPU's
+        errors, and where each GPU's are watched (the readers hand both to their
+        snapshots, so a sample without a new error makes nothing new)."""
+        lines = self._kernel.read() if self._kernel is not None else []
+        if events or lines:
+            gpu_of = {}
+            for reader in self._readers:
+                key = bus_key(reader.bus_id)
+                if key is not None:
+                    gpu_of[key] = reader.index
+            changed = self._xid_log.add(events, lines, gpu_of, self._wall_clock())
+            for reader in self._readers:
+                if reader.index in changed:
+                    errors, counts = self._xid_log.values(reader.index)
+                    reader.xid_fields = {
+                        **reader.xid_fields,
+                        "xid_errors": errors,
+                        "xid_counts": counts,
+                    }
+        watched = self._xids.watched if self._xids is not None else None
+        readable = self._kernel.readable if self._kernel is not None else False
+        if (watched, readable) != self._xid_watch:
+            self._xid_watch = (watched, readable)
+            for reader in self._readers:
+                sources = [NVML] if watched is not None and reader.index in watched else []
+                if readable:
+                    sources.append(KERNEL_LOG)
+                reader.xid_fields = {**reader.xid_fields, "xid_sources": tuple(sources)}
 
     def disabled_queries(self, index: int) -> frozenset[str]:
         """Queries found unsupported on one device (for diagnostics and tests)."""

@@ -107,6 +107,10 @@ class DeviceReader:
         #: the process lists' array sizes, kept between reads (one NVML call a list)
         self._list_sizes: dict[str, int] = {}
         self._mig_static: dict[str, tuple[int | None, str | None, int | None]] = {}
+        #: the GPU's Xid errors, their counts and where they are watched, as its
+        #: snapshots hold them: ``xid_errors``, ``xid_counts``, ``xid_sources``
+        #: (a dict made anew by the collector when they change)
+        self.xid_fields: dict[str, Any] = {}
         if handle is not None:
             self._load_identity()
 
@@ -361,6 +365,7 @@ class DeviceReader:
             persistence_mode=slow_values.get("persistence_mode"),
             gpm_supported=self.gpm_supported,
             gpm=gpm,
+            **self.xid_fields,
         )
         return device, processes
 
@@ -394,11 +399,22 @@ class DeviceReader:
 
     def lost_snapshot(self) -> DeviceSnapshot:
         return DeviceSnapshot(
-            index=self.index, name=self.name, uuid=self.uuid, bus_id=self.bus_id, lost=True
+            index=self.index,
+            name=self.name,
+            uuid=self.uuid,
+            bus_id=self.bus_id,
+            lost=True,
+            **self.xid_fields,
         )
 
     def identity_snapshot(self) -> DeviceSnapshot:
-        return DeviceSnapshot(index=self.index, name=self.name, uuid=self.uuid, bus_id=self.bus_id)
+        return DeviceSnapshot(
+            index=self.index,
+            name=self.name,
+            uuid=self.uuid,
+            bus_id=self.bus_id,
+            **self.xid_fields,
+        )
 
     # ------------------------------------------------------------ slow reads
 

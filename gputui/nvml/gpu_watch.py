@@ -123,7 +123,8 @@ class GpuWatch:
 def _nvml_collector() -> Any:
     from gputui.nvml.collector import NvmlCollector
 
-    return NvmlCollector()
+    # the job's GPU's values only: its Xid errors are the monitor's to watch
+    return NvmlCollector(kernel_log=None, skip=frozenset({"xid_events"}))
 
 
 class GpuWatches:

@@ -201,6 +201,9 @@ class CaptureResult:
     warmup: int | None = None
     options: CaptureOptions = field(default_factory=CaptureOptions)
     periodic: bool = False
+    #: taken by a viewer on its own (the automatic capture); False from a hook
+    #: that predates it, whoever asked
+    auto: bool = False
     started: float | None = None  # Unix seconds the profiler started
     window_end_wall: float | None = None
     # what it cost, in milliseconds
@@ -268,6 +271,7 @@ class CaptureResult:
             if options is None
             else CaptureOptions.from_wire(options, where + ".options"),
             periodic=f.flag(obj, "periodic", where),
+            auto=f.flag(obj, "auto", where),
             started=f.opt_number(obj, "started", where, hi=MAX_TIME_S),
             window_end_wall=f.opt_number(obj, "window_end_wall", where, hi=MAX_TIME_S),
             stop_ms=f.opt_number(obj, "stop_ms", where, hi=_BIG),
@@ -350,6 +354,8 @@ class CaptureResult:
         )
         if self.flop_totals is not None:
             out["flop_totals"] = self.flop_totals.to_wire()
+        if self.auto:
+            out["auto"] = True
         if self.replay:
             out["replay"] = True
         return out

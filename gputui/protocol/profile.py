@@ -155,7 +155,9 @@ class ProfileFunction:
     ``path``: its callers on the hottest stack through it, outermost first,
     as indices into the profile's ``frames`` (each at the line of its call);
     ``path_cut``: outer frames of that stack left out (absent from a hook
-    that predates paths: both empty)."""
+    that predates paths: both empty).  ``outside_s``: the part of its self
+    time whose sample was in code outside torch (see
+    :attr:`PythonProfile.outside_phases_s`); 0 from a hook that predates it."""
 
     file: str
     function: str
@@ -169,6 +171,7 @@ class ProfileFunction:
     site_phases_s: dict[str, float] = field(default_factory=dict)
     path: tuple[int, ...] = ()
     path_cut: int = 0
+    outside_s: float = 0.0
 
     @property
     def time_s(self) -> float:
@@ -195,6 +198,7 @@ class ProfileFunction:
             site_phases_s=_phases(obj, "site_phases_s", where, MAX_ROW_PHASES),
             path=_indices(obj, "path", where),
             path_cut=f.integer(obj, "path_cut", where, 0, MAX_LINE, default=0),
+            outside_s=f.number(obj, "outside_s", where, default=0.0),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -214,6 +218,8 @@ class ProfileFunction:
             out["path"] = list(self.path)
         if self.path_cut:
             out["path_cut"] = self.path_cut
+        if self.outside_s:
+            out["outside_s"] = self.outside_s
         return out
 
 
@@ -288,7 +294,15 @@ class PythonProfile:
     DataLoader worker processes, aggregated over the ``worker_processes``
     whose samples it holds (their ``sampled_s`` summed: shares are of the
     workers' time); ``workers_note`` says why there is none.  A hook that
-    predates them sends neither: a viewer then says nothing about workers."""
+    predates them sends neither: a viewer then says nothing about workers.
+
+    ``outside_phases_s``: per step phase, the sampled time in code outside
+    torch: a sample whose innermost frame (standard-library frames count as
+    their caller's) is the job's own code or a library's, not torch's own
+    Python and C++ (its autograd engine, optimizers, module calls, data
+    loading, and the libraries its compiler runs, such as triton);
+    ``outside_s`` its sum.  None from a hook that predates the split: a
+    viewer estimates it from the functions' kinds and call paths."""
 
     t: float = 0.0
     window_s: float = 0.0
@@ -308,6 +322,8 @@ class PythonProfile:
     workers: PythonProfile | None = None
     worker_processes: int = 0
     workers_note: str | None = None
+    outside_s: float | None = None
+    outside_phases_s: dict[str, float] | None = None
 
     def share(self, seconds: float) -> float:
         """``seconds`` as a share (0-1) of the sampled time (0 without samples)."""
@@ -376,6 +392,8 @@ class PythonProfile:
             else PythonProfile.from_wire(workers, f"{where}.workers", nested=True),
             worker_processes=f.integer(obj, "worker_processes", where, 0, 1 << 20, default=0),
             workers_note=f.opt_text(obj, "workers_note", where, 1024),
+            outside_s=f.opt_number(obj, "outside_s", where),
+            outside_phases_s=f.seconds_map(obj, "outside_phases_s", where, 1024, default=None),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -407,6 +425,10 @@ class PythonProfile:
             out["worker_processes"] = self.worker_processes
         if self.workers_note is not None:
             out["workers_note"] = self.workers_note
+        if self.outside_s is not None:
+            out["outside_s"] = self.outside_s
+        if self.outside_phases_s is not None:
+            out["outside_phases_s"] = dict(self.outside_phases_s)
         return out
 
 

@@ -98,6 +98,9 @@ class CaptureRequest:
     #: record from this step index on (warm-up before it), so that every rank of a
     #: job profiles the same steps; None: from the next step boundary
     start_step: int | None = None
+    #: asked by a viewer on its own (the automatic capture), not by its user;
+    #: the result says so (a hook that predates it ignores the key)
+    auto: bool = False
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "capture") -> CaptureRequest:
@@ -111,6 +114,7 @@ class CaptureRequest:
             memory=f.flag(obj, "memory", where),
             flops=f.flag(obj, "flops", where),
             start_step=f.opt_integer(obj, "start_step", where, 0, 1 << 62),
+            auto=f.flag(obj, "auto", where),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -126,6 +130,8 @@ class CaptureRequest:
         )
         if self.start_step is not None:
             out["start_step"] = self.start_step
+        if self.auto:
+            out["auto"] = True
         return out
 
 

@@ -463,6 +463,11 @@ class JobMarkers:
     collectives: tuple[str, ...] = ()
     #: "flash", "efficient", "cudnn", "math"
     attention: tuple[str, ...] = ()
+    #: what the SDPA calls' own ops and kernels show of their inputs: "mask" (an
+    #: attn_mask was prepared for the kernel), "causal" (the math backend built
+    #: the is_causal mask), "upcast" (the math backend cast 16-bit inputs to
+    #: fp32), "dropout" (dropout ran inside the attention)
+    attention_inputs: tuple[str, ...] = ()
 
     @property
     def training(self) -> bool:
@@ -478,6 +483,7 @@ class JobMarkers:
             optimizer=f.flag(obj, "optimizer", where),
             collectives=tuple(f.texts(obj, "collectives", where, 16)),
             attention=tuple(f.texts(obj, "attention", where, 8)),
+            attention_inputs=tuple(f.texts(obj, "attention_inputs", where, 8, 16)),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -488,6 +494,7 @@ class JobMarkers:
             "optimizer": self.optimizer,
             "collectives": list(self.collectives),
             "attention": list(self.attention),
+            "attention_inputs": list(self.attention_inputs),
         }
 
 

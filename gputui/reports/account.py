@@ -69,12 +69,13 @@ def live_lines(
     live: LiveAccount, ascii_only: bool = False, width: int = 80, cuda: bool = True
 ) -> list[str]:
     """The account between captures: the buckets the hook times on every step
-    marked ``*``, the others labelled with the capture they come from."""
+    marked ``*``, the Python sampler's ``+``, the others labelled with the
+    capture they come from."""
     head = f"Step time account (last {plural(live.steps, 'step')}, {fmt.ms(live.step_s)} each)"
     out = wrap(head, width, "", "  ")
     bar = max(0, min(BAR, width - 46))
     for b in live.ordered:
-        mark = "*" if b in MEASURED else " "
+        mark = "*" if b in MEASURED else ("+" if live.sampled and b == "python" else " ")
         out.append(_row(f"{label(b, cuda)}{mark}", live.share(b), live.seconds[b], bar, ascii_only))
     split = [b for b in live.ordered if b not in MEASURED]
     if live.capture_step is not None:
@@ -90,6 +91,11 @@ def live_lines(
             if len(split) < len(live.ordered)
             else ("no data wait, user phase or communication (* measured on every step)")
         )
+        if live.sampled:
+            note += (
+                "; + the Python sampler's time in code outside torch in the loop (forward "
+                "and backward are in the rest)"
+            )
         if split:
             note += "; a capture with the step account (--capture N) splits the rest"
     out.extend(wrap(note, width, "  ", "    "))

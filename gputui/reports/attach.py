@@ -29,6 +29,7 @@ from gputui.reports.jsondoc import finite, message_body, print_json
 from gputui.reports.kernels import kernel_table
 from gputui.reports.python import lines as python_lines
 from gputui.reports.text import emit, indented_table, output_width, plural, wrap, wrap_items
+from gputui.session.autocapture import OFF, REPLACED
 from gputui.session.oneshot import JobReport
 from gputui.session.reading import Collected
 
@@ -57,7 +58,7 @@ def report_dict(report: JobReport) -> dict[str, Any]:
         report.utilisation,
     )
     memory = got.latest_memory
-    return finite(
+    doc: dict[str, Any] = finite(
         {
             "pid": report.pid,
             "hello": got.hello.to_wire(),
@@ -82,6 +83,9 @@ def report_dict(report: JobReport) -> dict[str, Any]:
             "problems": list(got.problems),
         }
     )
+    if report.auto_capture is not None:  # a live job's (a recording's report has none)
+        doc["auto_capture"] = finite(report.auto_capture.to_json())
+    return doc
 
 
 def _memory_snapshot(result: MemorySnapshotResult | None) -> dict[str, Any] | None:
@@ -132,6 +136,9 @@ def render(
     if report.live_account is not None:
         out.extend(live_lines(report.live_account, width=width, cuda=h.cuda_in_use))
     out.extend(_memory(got.latest_memory, report.memory_growth, width))
+    auto = report.auto_capture
+    if auto is not None and auto.state not in (OFF, REPLACED):
+        out.extend(wrap(auto.text, width, "", _TAB))
     if got.capture is not None:
         out.extend(_capture(got.capture, width, recorded, h.cuda_in_use))
         if report.roofline is not None:
@@ -184,6 +191,7 @@ def _steps(got: Collected, stats: StepStats, width: int) -> list[str]:
         f"steps {stats.first_index}..{stats.last_index} ({stats.count:,}"
         + (f", {stats.excluded_profiled:,} profiled left out" if stats.excluded_profiled else "")
         + (f", {stats.excluded_compile:,} compiling left out" if stats.excluded_compile else "")
+        + (f", {stats.excluded_warmup:,} warm-up left out" if stats.excluded_warmup else "")
         + (f", {got.missed:,} missed" if got.missed else "")
         + f"): {stats.steps_per_s:.2f} steps/s"
     )

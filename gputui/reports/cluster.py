@@ -15,7 +15,7 @@ from gputui.cluster.view import ClusterSnapshot, Job, Node, state_label
 from gputui.reports import jsondoc
 from gputui.reports.jsondoc import finite
 from gputui.reports.text import emit, indented_table, output_width, plural, table, wrap, wrap_items
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 
 #: 2: nodes read over SSH (state, note, processes, remote_hostname, age_s)
 JSON_SCHEMA = 2
@@ -74,6 +74,11 @@ def node_table(nodes: tuple[Node, ...], width: int) -> list[str]:
     ]
     if throttled:
         out.extend(wrap("throttled: " + ", ".join(throttled), width, "", _TAB))
+    xids = [
+        f"{fmt.clean(n.hostname, 128)} ({plural(n.xid_gpus, 'GPU')})" for n in nodes if n.xid_gpus
+    ]
+    if xids:
+        out.extend(wrap("Xid errors: " + ", ".join(xids), width, "", _TAB))
     return out
 
 
@@ -144,6 +149,8 @@ def node_lines(node: Node, width: int) -> list[str]:
     if node.note:
         out += wrap(fmt.clean(node.note, 400), width, _TAB, _TAB)
     if node.gpus:
+        # an XID column (the last Xid's code) while a GPU's driver reported one
+        xid = any(g.xid_last for g in node.gpus)
         gpus = [
             [
                 fmt.clean(g.gpu, 6),
@@ -152,13 +159,17 @@ def node_lines(node: Node, width: int) -> list[str]:
                 f"{fmt.size(g.mem_used_bytes)}/{fmt.size(g.mem_total_bytes)}",
                 _power(g.power_w),
                 fmt.NA if g.temp_c is None else f"{g.temp_c:.0f}C",
+                *([f"{g.xid_last:.0f}" if g.xid_last else "-"] if xid else []),
             ]
             for g in node.gpus
         ]
-        out += _indented(["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP"], gpus, width, 1)
+        headers = ["GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP", *(["XID"] if xid else [])]
+        out += _indented(headers, gpus, width, 1)
     if node.processes:
-        # a container column while some process runs in one (or is a host pid)
+        # a container column while some process runs in one (or is a host pid),
+        # a job column while one runs in a Slurm job (the processes grouped by job)
         placed = any(p.container is not None or p.pid_is_host for p in node.processes)
+        in_job = any(p.slurm is not None for p in node.processes)
         procs = [
             [
                 str(p.pid),
@@ -166,18 +177,27 @@ def node_lines(node: Node, width: int) -> list[str]:
                 fmt.clean(p.user, 32),
                 fmt.size(p.gpu_mem_bytes),
                 *([container_text.label(p)] if placed else []),
+                *([slurm_text.label(p)] if in_job else []),
                 fmt.command(p.cmdline, p.name),
             ]
-            for p in node.processes
+            for p in (slurm_text.grouped(node.processes) if in_job else node.processes)
         ]
-        headers = ["PID", "GPU", "USER", "GPU MEM", *(["CONTAINER"] if placed else []), "COMMAND"]
+        headers = [
+            "PID",
+            "GPU",
+            "USER",
+            "GPU MEM",
+            *(["CONTAINER"] if placed else []),
+            *(["JOB"] if in_job else []),
+            "COMMAND",
+        ]
         out += _indented(headers, procs, width, len(headers) - 1)
     return out
 
 
 def _indented(headers: list[str], rows: list[list[str]], width: int, flexible: int) -> list[str]:
     """A table under a node, its flexible column a name (left), the others numbers."""
-    words = ("USER", "MODEL", "CONTAINER")
+    words = ("USER", "MODEL", "CONTAINER", "JOB")
     right = [i != flexible and h not in words for i, h in enumerate(headers)]
     return indented_table(headers, rows, width, right=right, flexible=flexible)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.reports.text import elide_all, emit, output_width, table, wrap
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 
 
 def _ranks_text(job: dict[str, Any]) -> str:
@@ -40,6 +40,10 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
     placed = any(job.get("container") for job in jobs)
     texts = [container_text.label_of(job.get("container")) for job in jobs]
     labels = elide_all(texts, container_text.LABEL_WIDTH)
+    in_job = any(job.get("slurm") for job in jobs)
+    job_labels = elide_all(
+        [slurm_text.label_of(job.get("slurm")) for job in jobs], slurm_text.LABEL_WIDTH
+    )
     rows: list[list[str]] = []
     under: dict[int, list[str]] = {}
     for job in jobs:
@@ -47,6 +51,8 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
             rows.append([str(job["pid"]), "", "", "", fmt.clean(job["error"])])
             if placed:
                 rows[-1].insert(4, "")
+            if in_job:
+                rows[-1].insert(-1, "")
             continue
         step = job["recent_step_s"]
         if "ranks" in job:  # the launcher's pid, then the ranks'
@@ -63,11 +69,16 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
         )
         if placed:
             rows[-1].insert(4, labels[container_text.label_of(job.get("container"))])
+        if in_job:
+            rows[-1].insert(-1, job_labels[slurm_text.label_of(job.get("slurm"))])
     headers = ["PID", "RANK", "STEPS", "STEP", "COMMAND"]
     right = [True, True, True, True, False]
     if placed:
         headers.insert(4, "CONTAINER")
         right.insert(4, False)
+    if in_job:
+        headers.insert(-1, "JOB")
+        right.insert(-1, False)
     return table(
         headers,
         rows,

@@ -65,8 +65,9 @@ DURING_TRACE = (
 )
 
 
-def trace_lines(u: Utilisation | None, note: str | None) -> list[str]:
-    """``gputui analyze``'s sentences on a trace's MFU (unwrapped)."""
+def trace_lines(u: Utilisation | None, note: str | None, window: str = "the trace") -> list[str]:
+    """``gputui analyze``'s sentences on a trace's MFU (unwrapped); ``window``:
+    what it is over (``the 3 profiled steps``)."""
     if u is None:
-        return [f"MFU during the trace: unknown: {fmt.clean(note or 'no FLOPs counted')}"]
-    return [f"MFU during the trace: {line(u, during_trace=True)}", DURING_TRACE]
+        return [f"MFU over {window}: unknown: {fmt.clean(note or 'no FLOPs counted')}"]
+    return [f"MFU over {window}: {line(u, during_trace=True)}", DURING_TRACE]

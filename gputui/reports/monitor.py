@@ -20,7 +20,13 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, any_placed
+from gputui.snapshot.model import (
+    DeviceSnapshot,
+    ProcessSnapshot,
+    Snapshot,
+    any_in_job,
+    any_placed,
+)
 from gputui.sources.base import SnapshotSource
 
 
@@ -86,6 +92,8 @@ def render(
     for device in snapshot.devices:
         if not device.lost:
             out.extend(_state_line(device, width, ascii_only, instant))
+        elif device.xid_errors:  # what a lost GPU's driver said of it
+            out.extend(_xid_line(device, width))
     if instant and snapshot.devices:
         out.extend(wrap(RATES_HINT, width))
     after = [
@@ -170,9 +178,23 @@ def _state_line(d: DeviceSnapshot, width: int, ascii_only: bool, instant: bool) 
         items.append(",".join(t.flag for t in costly))
     if d.ecc_errors_uncorrected:
         items.append(f"ECC uncorrected {d.ecc_errors_uncorrected}")
+    if d.xid_errors or d.xid_sources == ():  # the Xid text (its module loads only then)
+        from gputui.session import xid_text
+
+        said = xid_text.line(d, with_date=True)
+        items.append(said if said is not None else xid_text.NOT_WATCHED)
     if not items:
         return []
     return wrap_items([f"GPU {d.index}", *items], width, subsequent="       ")
+
+
+def _xid_line(d: DeviceSnapshot, width: int) -> list[str]:
+    from gputui.session import xid_text
+
+    said = xid_text.line(d, with_date=True)
+    if said is None:
+        return []
+    return wrap_items([f"GPU {d.index}", said], width, subsequent="       ")
 
 
 def _sm(p: ProcessSnapshot, first_recorded: bool) -> str:
@@ -204,6 +226,13 @@ def _processes(
         # narrow outputs: a shorter container, and the running time goes first
         fit = container_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
         labels = elide_all({container_text.label(p) for p in procs}, fit)
+    in_job = any_in_job(procs)
+    jobs: dict[str, str] = {}
+    if in_job:  # the Slurm job column (its module loads only then)
+        from gputui.session import slurm_text
+
+        fit = slurm_text.LABEL_WIDTH if width >= WIDE_CONTAINER_OUTPUT else 12
+        jobs = elide_all({slurm_text.label(p) for p in procs}, fit)
     cells = []
     for p in procs:
         runtime = None if p.start_time_s is None else s.timestamp_s - p.start_time_s
@@ -222,11 +251,16 @@ def _processes(
         )
         if placed:
             cells[-1].insert(7, labels[container_text.label(p)])
+        if in_job:
+            cells[-1].insert(-1, jobs[slurm_text.label(p)])
     headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
     right = [True, True, False, True, True, True, True, False]
     if placed:
         headers.insert(7, "Container")
         right.insert(7, False)
+    if in_job:
+        headers.insert(-1, "Job")
+        right.insert(-1, False)
     out = table(
         headers,
         cells,
@@ -279,6 +313,6 @@ def _host(s: Snapshot, width: int) -> list[str]:
         f"swap {fmt.size(h.swap_used_bytes)}/{fmt.size(h.swap_total_bytes)}",
     ]
     return [
-        *wrap_items(items, width),
+        *wrap_items(items, width, subsequent="     "),
         *wrap_items([f"load {load}", f"up {fmt.duration(h.uptime_s)}"], width, indent="     "),
     ]

@@ -25,6 +25,7 @@ from gputui.reports.text import (
     wrap,
     wrap_items,
 )
+from gputui.session.autocapture import OFF, REPLACED, AutoOutcome
 from gputui.session.oneshot import RanksReport
 from gputui.session.rank_view import RankRow, RanksSummary
 from gputui.trace.kernels import CLASS_SHORT
@@ -45,6 +46,7 @@ def output(
             banner,
             ascii_only,
             diagnosis=report.diagnosis,
+            auto=report.named.auto_capture,
         )
         return
     doc = report_dict(report.named)
@@ -91,11 +93,20 @@ def print_ranks(
     banner: str | None = None,
     ascii_only: bool = False,
     diagnosis: Diagnosis | None = None,
+    auto: AutoOutcome | None = None,
 ) -> None:
     """The report on standard output, to its width (``--ascii``: ASCII only).  A
-    ``banner`` marks a recording: its trace paths are the recording machine's."""
+    ``banner`` marks a recording: its trace paths are the recording machine's;
+    ``auto`` is what the automatic capture did (a live job's)."""
     lines = render(
-        job, summary, findings, problems, banner, recorded=banner is not None, diagnosis=diagnosis
+        job,
+        summary,
+        findings,
+        problems,
+        banner,
+        recorded=banner is not None,
+        diagnosis=diagnosis,
+        auto=auto,
     )
     emit(lines, ascii_only)
 
@@ -118,6 +129,7 @@ def render(
     width: int | None = None,
     recorded: bool = False,
     diagnosis: Diagnosis | None = None,
+    auto: AutoOutcome | None = None,
 ) -> list[str]:
     """The multi-rank report as lines of at most ``width`` characters (the
     output's width by default), every value with its unit."""
@@ -150,6 +162,8 @@ def render(
     hint = wait_hint(summary.evidence)
     if hint:
         out.extend(wrap(hint, width, "", _TAB))
+    if auto is not None and auto.state not in (OFF, REPLACED):
+        out.extend(wrap(auto.text, width, "", _TAB))
     for row in summary.rows:
         out.extend(_capture(row, width, recorded))
     return out

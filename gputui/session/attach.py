@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.analysis.auto_capture import CaptureCost, capture_cost
 from gputui.analysis.engine import analyze
 from gputui.analysis.evidence import CaptureView, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
@@ -350,6 +351,9 @@ class AttachView:
     #: the step's time account over the statistics' steps (the capture's split)
     account: LiveAccount | None = None
     utilisation: Utilisation | None = None  # the MFU (analysis.mfu)
+    #: what the capture shown cost the job, from its steps (None: no capture, or
+    #: its steps are not in the history)
+    capture_cost: CaptureCost | None = None
 
     @property
     def has_gpu_times(self) -> bool:
@@ -389,10 +393,10 @@ def build_view(
     ):
         stats, found, acct = previous.stats, previous.outliers, previous.account
     else:
-        stats = step_stats(steps[-STATS_WINDOW:])
+        stats = step_stats(steps[-STATS_WINDOW:], ordinary_only=True)
         p50_now = stats.wall.p50 if stats.wall is not None else None
         found = outliers(steps, p50_now)
-        acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture)
+        acct = since_capture(ordinary(steps[-STATS_WINDOW:]), snap.capture, snap.python_profile)
     names: set[str] = set()
     for step in steps[-max(columns, 1) :]:
         names.update(step.phases)
@@ -417,6 +421,15 @@ def build_view(
         capture = previous.capture
     else:
         capture = None if snap.capture is None else CaptureView.of(snap.capture)
+    cost = None
+    if snap.capture is not None:
+        kept = None
+        if previous is not None and previous.snap.capture is snap.capture:
+            kept = previous.capture_cost
+        if kept is not None and kept.complete:
+            cost = kept  # every step it cost is in: it no longer changes
+        else:
+            cost = capture_cost(snap.steps, snap.capture)
     if (
         reuse_stats
         and previous is not None
@@ -445,6 +458,7 @@ def build_view(
         findings=advice,
         account=acct,
         utilisation=util,
+        capture_cost=cost,
     )
 
 

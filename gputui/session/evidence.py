@@ -60,6 +60,9 @@ def evidence(
     ``gpu_window`` samples."""
     hello, status = job.hello, job.status
     device = hello.device if hello is not None else None
+    sheet = datasheet_for(device.name if device is not None else None)
+    if hello is not None and not hello.cuda_in_use:
+        sheet = None
     return job_evidence(
         job.steps[-window:],
         job.memory,
@@ -75,6 +78,7 @@ def evidence(
         roof=job.roof,
         python_profile=job.python_profile,
         compile_report=job.compile_report,
+        datasheet=None if sheet is None else sheet.roof(),
     )
 
 

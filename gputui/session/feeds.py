@@ -62,9 +62,12 @@ class AttachFeed(Protocol):
     def now(self) -> float:
         """The time the data describes (a recording's own time when replaying)."""
 
-    def request_capture(self, steps: int, flops: bool = False) -> str:
-        """Ask for a profiler capture (``flops``: with FLOPs and shapes, for the
-        roofline); returns its id (raises GputuiError)."""
+    def request_capture(
+        self, steps: int, flops: bool = False, capture_id: str | None = None, auto: bool = False
+    ) -> str:
+        """Ask for a profiler capture (``flops``: with FLOPs and shapes; ``auto``:
+        the automatic capture, of id ``capture_id``); returns its id (raises
+        GputuiError)."""
 
     def request_memory_snapshot(self, steps: int) -> str:
         """Ask for a memory snapshot; returns its id (raises GputuiError)."""
@@ -192,11 +195,20 @@ class LiveFeed:
     def now(self) -> float:
         return time.time()
 
-    def request_capture(self, steps: int, flops: bool = False) -> str:
+    def request_capture(
+        self, steps: int, flops: bool = False, capture_id: str | None = None, auto: bool = False
+    ) -> str:
         client = self._live
         if client is None:
             raise AttachError("gputui attach: not connected")
-        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP_STEPS, flops=flops)
+        return client.request_capture(
+            steps=steps,
+            warmup=CAPTURE_WARMUP_STEPS,
+            shapes=flops,
+            flops=flops,
+            capture_id=capture_id,
+            auto=auto,
+        )
 
     def request_memory_snapshot(self, steps: int) -> str:
         client = self._live
@@ -361,7 +373,9 @@ class ReplayFeed(Playback):
     def now(self) -> float:
         return self._t0 + self._played_t
 
-    def request_capture(self, steps: int, flops: bool = False) -> str:
+    def request_capture(
+        self, steps: int, flops: bool = False, capture_id: str | None = None, auto: bool = False
+    ) -> str:
         raise GputuiError("this is a recording: captures need a live job")
 
     def request_memory_snapshot(self, steps: int) -> str:

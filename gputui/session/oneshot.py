@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputui import fmt
+from gputui.analysis.auto_capture import steadiness
 from gputui.analysis.diagnosis import Diagnosis, job_diagnosis
 from gputui.analysis.engine import analyze, analyze_ranks
 from gputui.analysis.evidence import (
@@ -48,8 +49,21 @@ from gputui.protocol.requests import CaptureRequest
 from gputui.protocol.schema import Hello
 from gputui.recording.attach import AttachRecording, read_attach_recording
 from gputui.recording.replay import RecordingError
+from gputui.session.autocapture import (
+    FAILED,
+    OFF,
+    REPLACED,
+    SKIPPED,
+    AutoOutcome,
+    auto_id,
+    auto_request,
+    capture_once,
+    outcome_of,
+    settle_cost,
+    wait_turn,
+)
 from gputui.session.evidence import evidence, job_utilisation
-from gputui.session.feeds import DEMO_LABELS, demo_recording
+from gputui.session.feeds import CAPTURE_STEPS, DEMO_LABELS, demo_recording
 from gputui.session.rank_feeds import ReplayRanksFeed, rank_input
 from gputui.session.rank_view import RankInput, RanksSummary, summarize, sync_start
 from gputui.session.reading import (
@@ -78,6 +92,9 @@ class OnceOptions:
     #: are the session's)
     capture: CaptureRequest | None = None
     quiet: bool = False  #: no progress lines on standard error (``--json``)
+    #: without ``capture``: the automatic capture (once the job is steady, unless
+    #: it was captured in the last ten minutes); False: ``--no-capture``
+    auto_capture: bool = True
 
 
 @dataclass(frozen=True)
@@ -108,13 +125,20 @@ class JobReport:
     #: the baseline's growth over every memory sample
     memory_growth: MemoryGrowth | None
     recorded: Recorded | None = None
+    #: what the automatic capture did (None: a recording, where none is taken)
+    auto_capture: AutoOutcome | None = None
 
     @classmethod
     def of(
-        cls, pid: int | None, got: Collected, window: int, recorded: Recorded | None = None
+        cls,
+        pid: int | None,
+        got: Collected,
+        window: int,
+        recorded: Recorded | None = None,
+        auto_capture: AutoOutcome | None = None,
     ) -> JobReport:
         ev = evidence(got, window=window)
-        stats = step_stats(got.steps[-window:])
+        stats = step_stats(got.steps[-window:], ordinary_only=True)
         util = None
         if got.capture is not None and got.capture.options.flops:
             util = job_utilisation(got, ev.stats.steps_per_s)
@@ -125,11 +149,14 @@ class JobReport:
             stats=stats,
             findings=tuple(analyze(ev)),
             notes=_notes(got, stats),
-            live_account=since_capture(ordinary(got.steps[-window:]), got.capture),
+            live_account=since_capture(
+                ordinary(got.steps[-window:]), got.capture, got.python_profile
+            ),
             utilisation=util,
             roofline=ev.roofline,
             memory_growth=memory_growth(got.memory, stats.steps_per_s),
             recorded=recorded,
+            auto_capture=auto_capture,
         )
 
 
@@ -230,6 +257,7 @@ class OneShot:
         and changes what its GPU does)."""
         o = self.options
         client = connect(pid, o.timeout_s)
+        auto = self._auto_outcome()
         try:
             got = Collected(client.hello)
             gpu = GpuSampling(got, o.gpu_seconds)
@@ -238,10 +266,23 @@ class OneShot:
             if o.capture is not None:
                 gpu.finish()
                 capture_live(client, got, o.capture, o.timeout_s, quiet=o.quiet)
+            elif auto is None:
+                gpu.finish()
+                auto = capture_once(client, got, o.timeout_s, o.quiet)
             gpu.finish()
         finally:
             client.close()
-        return JobReport.of(client.pid, got, o.window)
+        return JobReport.of(client.pid, got, o.window, auto_capture=auto)
+
+    def _auto_outcome(self) -> AutoOutcome | None:
+        """The automatic capture's outcome when it is not to run (``--no-capture``,
+        or ``--capture N`` in its place); None when it runs."""
+        o = self.options
+        if o.capture is not None:
+            return AutoOutcome(REPLACED, f"--capture {o.capture.steps} asked for one instead")
+        if not o.auto_capture:
+            return AutoOutcome(OFF, "off (--no-capture)")
+        return None
 
     def memory_snapshot(self, pid: int, steps: int, max_entries: int) -> MemsnapReport:
         """A memory snapshot of the job's next ``steps`` steps."""
@@ -308,10 +349,13 @@ class OneShot:
         ]
         if not clients:
             raise AttachError(problems[0] if problems else "gputui attach: no rank answered")
+        auto = self._auto_outcome()
         try:
             collected = self._collect(clients, problems)
             if o.capture is not None:
                 self._capture(clients, collected, o.capture, problems)
+            elif auto is None:
+                auto = self._auto_capture(clients, collected, problems)
         finally:
             for client in clients:
                 client.close()
@@ -319,8 +363,39 @@ class OneShot:
         summary = summarize(inputs, time.time(), o.window)
         named = next((k for k, c in enumerate(clients) if c.pid == pid), 0)
         findings = tuple(analyze_ranks(summary.evidence))
-        report = JobReport.of(pid, collected[named], o.window)
+        report = JobReport.of(pid, collected[named], o.window, auto_capture=auto)
         return RanksReport(job, summary, findings, tuple(problems), report)
+
+    def _auto_capture(
+        self, clients: list[HookClient], collected: list[Collected], problems: list[str]
+    ) -> AutoOutcome:
+        """The automatic capture of every rank (one synchronized capture), when
+        the job was not captured in the last ten minutes, once every rank is
+        steady; its cost on the rank it cost most."""
+        o = self.options
+        deadline = time.monotonic() + o.timeout_s
+        pairs = list(zip(clients, collected, strict=True))
+        with ThreadPoolExecutor(max_workers=min(RANK_THREADS, len(pairs))) as pool:
+            waits = list(pool.map(lambda p: wait_turn(p[0], p[1], deadline, True), pairs))
+        skipped = next((w for w in waits if w is not None and w.state == SKIPPED), None)
+        if skipped is not None:
+            return skipped
+        blocked = next((w for w in waits if w is not None), None)
+        if blocked is not None:
+            return blocked
+        why = min((steadiness(got.steps) for got in collected), key=lambda j: j.run_steps).reason
+        cid = auto_id(1)
+        if not o.quiet:
+            print(
+                f"automatic capture: every rank, {CAPTURE_STEPS} steps with FLOPs", file=sys.stderr
+            )
+        try:
+            self._capture(clients, collected, auto_request(cid), problems)
+        except JobFailed as exc:
+            return AutoOutcome(FAILED, fmt.clean(str(exc).removeprefix("gputui attach: ")), cid)
+        with ThreadPoolExecutor(max_workers=min(RANK_THREADS, len(pairs))) as pool:
+            list(pool.map(lambda p: settle_cost(p[0], p[1], cid, deadline), pairs))
+        return outcome_of(collected, cid, why)
 
     def _connect(self, pid: int) -> HookClient | str:
         try:
@@ -361,7 +436,9 @@ class OneShot:
         recent = [got.status.recent_step_s for got in collected if got.status is not None]
         step_s = max((r for r in recent if r), default=None)
         start = sync_start(lasts, step_s, ask.warmup)
-        request = dataclasses.replace(ask, id=f"ranks-{os.getpid()}-once", start_step=start)
+        request = dataclasses.replace(
+            ask, id=ask.id or f"ranks-{os.getpid()}-once", start_step=start
+        )
         if not o.quiet:
             end = start + ask.steps - 1
             steps = f"step {start}" if end == start else f"steps {start}..{end}"

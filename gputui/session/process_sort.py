@@ -11,7 +11,7 @@ from itertools import compress
 from operator import attrgetter, is_, is_not
 from typing import Any
 
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 from gputui.snapshot.model import ProcessSnapshot
 
 
@@ -34,6 +34,7 @@ SORT_VALUES: dict[str, Callable[[ProcessSnapshot], Any]] = {
     "cpu": attrgetter("cpu_pct"),
     "rss": attrgetter("rss_bytes"),
     "container": container_text.sort_key,
+    "job": slurm_text.sort_key,
     "command": attrgetter("command"),
 }
 #: the columns whose values are the host's (read off screen in turns, more often

@@ -17,13 +17,15 @@ from operator import attrgetter, ne
 from typing import Any, overload
 
 from gputui import fmt
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 from gputui.session.process_sort import GPU_OF, SORT_VALUES, base_order, runtime_s, sorted_by
 from gputui.session.process_sort import PID_OF as _PID
-from gputui.snapshot.model import ProcessSnapshot, any_placed, replaced
+from gputui.snapshot.model import ProcessSnapshot, any_in_job, any_placed, replaced
 
 #: shown only while a process shown is in a container (or is a host pid)
 CONTAINER = ("container", "CONTAINER", 16)
+#: shown only while a process shown is in a Slurm job
+JOB = ("job", "JOB", 16)
 #: (key, label, width); width None = fit the content (the command takes the rest)
 COLUMNS: list[tuple[str, str, int | None]] = [
     ("mark", " ", 1),
@@ -38,6 +40,7 @@ COLUMNS: list[tuple[str, str, int | None]] = [
     ("rss", "HOST-MEM", 9),
     ("time", "TIME", 8),
     CONTAINER,
+    JOB,
     ("command", "COMMAND", None),
 ]
 COLUMN_KEYS = [key for key, _label, _width in COLUMNS]
@@ -46,6 +49,7 @@ NARROW_WIDTH = 110
 NARROW_HIDDEN = {"type", "bw", "rss"}
 SORTABLE = [key for key in COLUMN_KEYS if key != "mark"]
 CONTAINER_COLUMN = CONTAINER[0]
+JOB_COLUMN = JOB[0]
 #: columns whose natural order is "biggest first"
 DESCENDING_FIRST = {"gpu_mem", "sm", "bw", "cpu", "rss", "time"}
 TYPE_SHORT = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
@@ -60,7 +64,8 @@ FILTER_KEYS = frozenset({"user", "u", "gpu", "g", "type", "t"})
 class ProcFilter:
     """Which processes the table shows; parsed from the filter box.
 
-    Words match the command, name, user or pid (case-insensitive, all must match);
+    Words match the command, name, user or pid, a container or Slurm job
+    (case-insensitive, all must match);
     ``user:NAME``, ``gpu:N`` and ``type:compute|graphics`` restrict further.
     """
 
@@ -125,6 +130,8 @@ class ProcFilter:
             haystack = f"{proc.pid} {proc.user or ''} {proc.name or ''} {proc.command}".lower()
             if proc.container is not None or proc.pid_is_host:
                 haystack += " " + container_text.search_text(proc).lower()
+            if proc.slurm is not None:
+                haystack += " " + slurm_text.search_text(proc).lower()
             return all(word in haystack for word in self.words)
         return True
 
@@ -267,16 +274,18 @@ def shown_columns(
     width: int,
     procs: Sequence[ProcessSnapshot],
     placed: Callable[[Sequence[ProcessSnapshot]], bool] = any_placed,
+    in_job: Callable[[Sequence[ProcessSnapshot]], bool] = any_in_job,
 ) -> list[str]:
     """The columns a table ``width`` cells wide shows for ``procs`` (``placed``:
-    :func:`any_placed`, or a :class:`PlacedMemo` of the caller's)."""
+    :func:`any_placed`, ``in_job``: :func:`any_in_job`, or a
+    :class:`PlacedMemo` of the caller's for each)."""
     narrow = width < NARROW_WIDTH
-    with_container = placed(procs)
-    return [
-        key
-        for key in COLUMN_KEYS
-        if not (narrow and key in NARROW_HIDDEN) and (with_container or key != CONTAINER_COLUMN)
-    ]
+    hidden = set(NARROW_HIDDEN) if narrow else set()
+    if not placed(procs):
+        hidden.add(CONTAINER_COLUMN)
+    if not in_job(procs):
+        hidden.add(JOB_COLUMN)
+    return [key for key in COLUMN_KEYS if key not in hidden]
 
 
 def display_command(proc: ProcessSnapshot) -> str:

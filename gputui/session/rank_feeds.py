@@ -105,11 +105,20 @@ class RankFeed:
     def now(self) -> float:
         return self.parent.now()
 
-    def request_capture(self, steps: int, flops: bool = False) -> str:
+    def request_capture(
+        self, steps: int, flops: bool = False, capture_id: str | None = None, auto: bool = False
+    ) -> str:
         client = self.link.client
         if client is None or not isinstance(self.parent, LiveRanksFeed):
             raise GputuiError("this is a recording: captures need a live job")
-        return client.request_capture(steps=steps, warmup=CAPTURE_WARMUP_STEPS, flops=flops)
+        return client.request_capture(
+            steps=steps,
+            warmup=CAPTURE_WARMUP_STEPS,
+            shapes=flops,
+            flops=flops,
+            capture_id=capture_id,
+            auto=auto,
+        )
 
     def request_memory_snapshot(self, steps: int) -> str:
         if not isinstance(self.parent, LiveRanksFeed):
@@ -260,14 +269,18 @@ class LiveRanksFeed:
     def rank_feed(self, link: RankLink) -> RankFeed:
         return RankFeed(self, link)
 
-    def request_capture(self, steps: int) -> CaptureAsk:
-        """Ask every connected rank to profile the same ``steps`` steps, from a
-        step far enough ahead that the request reaches all of them first."""
+    def request_capture(
+        self, steps: int, capture_id: str | None = None, auto: bool = False
+    ) -> CaptureAsk:
+        """Ask every connected rank to profile the same ``steps`` steps (with
+        FLOPs and shapes, as every capture), from a step far enough ahead that
+        the request reaches all of them first; ``auto``: the automatic capture,
+        of id ``capture_id``."""
         snaps = [link.state.snapshot() for link in self.links]
         lasts = [_last(s) for s in snaps]
         step_s = _typical_step(snaps)
         start = sync_start(lasts, step_s, CAPTURE_WARMUP_STEPS)
-        cid = f"ranks-{os.getpid()}-{next(self._ids)}"
+        cid = capture_id or f"ranks-{os.getpid()}-{next(self._ids)}"
         errors: list[str] = []
         asked = 0
         for link, snap in zip(self.links, snaps, strict=True):
@@ -277,7 +290,13 @@ class LiveRanksFeed:
                 continue
             try:
                 client.request_capture(
-                    steps=steps, warmup=CAPTURE_WARMUP_STEPS, start_step=start, capture_id=cid
+                    steps=steps,
+                    warmup=CAPTURE_WARMUP_STEPS,
+                    shapes=True,
+                    flops=True,
+                    start_step=start,
+                    capture_id=cid,
+                    auto=auto,
                 )
             except GputuiError as exc:
                 errors.append(f"{link.label}: {exc}")
@@ -419,7 +438,9 @@ class ReplayRanksFeed(Playback):
     def rank_feed(self, link: RankLink) -> RankFeed:
         return RankFeed(self, link)
 
-    def request_capture(self, steps: int) -> CaptureAsk:
+    def request_capture(
+        self, steps: int, capture_id: str | None = None, auto: bool = False
+    ) -> CaptureAsk:
         raise GputuiError("this is a recording: captures need a live job")
 
 

@@ -228,6 +228,7 @@ def capture_live(
         flops=request.flops,
         start_step=request.start_step,
         capture_id=request.id,
+        auto=request.auto,
     )
     deadline = time.monotonic() + timeout
     while True:

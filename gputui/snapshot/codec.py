@@ -127,7 +127,8 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 def _flat_json(value: Any) -> dict[str, Any]:
     """A dataclass of plain fields (a process) as a dict: tuples stay tuples (JSON
-    writes them as lists), nothing checked (the encoder refuses a NaN)."""
+    writes them as lists), nothing checked (the encoder refuses a NaN, and a value
+    of its own, a container or a Slurm job: :func:`to_json` writes those)."""
     names = _field_names(type(value))  # type: ignore[arg-type]
     return {name: getattr(value, name) for name in names}
 
@@ -142,7 +143,7 @@ def _write_processes(out: typing.TextIO, processes: tuple[Any, ...]) -> None:
         chunk = processes[start : start + STREAM_PROCESSES]
         try:
             texts = [encode(_flat_json(p)) for p in chunk]
-        except ValueError:  # a NaN or an infinity: null, as everywhere else
+        except (ValueError, TypeError):  # a NaN or an infinity (null), or a nested value
             texts = [encode(to_json(p)) for p in chunk]
         out.write(("  " if not start else ",\n  ") + ",\n  ".join(texts))
     out.write("\n ]")

@@ -8,7 +8,7 @@ recorded as JSON and replayed without NVML.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import attrgetter, is_not
@@ -67,6 +67,16 @@ FIELD_RANGES: dict[str, tuple[float, float]] = {
     "ProcessSnapshot.ppid": (0, 2**31 - 1),
     "ProcessSnapshot.host_pid": (0, 2**31 - 1),
     "ProcessSnapshot.gpu_index": (0, 2**16),
+    # Slurm's job ids and uids are 32-bit unsigned numbers
+    "SlurmJob.job_id": (0, 2**32 - 1),
+    "SlurmJob.uid": (0, 2**32 - 1),
+    "SlurmJob.array_job_id": (0, 2**32 - 1),
+    "SlurmJob.array_task_id": (0, 2**32 - 1),
+    # NVIDIA's Xid codes are small numbers; a count is a count
+    "XidEvent.xid": (0, 2**16),
+    "XidEvent.pid": (0, 2**31 - 1),
+    "XidCount.xid": (0, 2**16),
+    "XidCount.count": (0, 2**63),
 }
 #: any other number (a test checks that every numeric field has a range above)
 INT_RANGE: tuple[float, float] = (0, 2**63)
@@ -80,6 +90,9 @@ MAX_ITEMS: dict[str, int] = {
     "HostSnapshot.cpu_per_core_pct": 2**16,
     "DeviceSnapshot.throttle_reasons": 64,
     "DeviceSnapshot.mig_instances": 1024,
+    "DeviceSnapshot.xid_errors": 64,
+    "DeviceSnapshot.xid_counts": 1024,
+    "DeviceSnapshot.xid_sources": 8,
     "ProcessSnapshot.cmdline": 2**16,
 }
 
@@ -135,6 +148,35 @@ class MigInstance(_Value):
     sm_count: int | None = None
 
 
+@value_class
+class XidEvent(_Value):
+    """One Xid error the NVIDIA driver reported for a GPU: from NVML's critical
+    Xid events, the kernel log's ``NVRM: Xid`` line, or both (one event)."""
+
+    #: the Xid code (79: fallen off the bus, 48: double-bit ECC, ...)
+    xid: int
+    #: when it was reported (Unix time: the kernel log's, else when gputui read it)
+    time_s: float
+    #: the process the driver names in its kernel log line (NVML's event names none)
+    pid: int | None = None
+    #: that process's name, and the driver's words after the code; both None for
+    #: another user's process (its pid alone, as for other processes gputui may
+    #: not read) or where the kernel log is not readable (untrusted text)
+    process_name: str | None = None
+    detail: str | None = None
+    #: where it was read: "nvml", "kernel log" or "nvml+kernel log"
+    source: str = "nvml"
+
+
+@value_class
+class XidCount(_Value):
+    """How many Xid errors of one code a GPU reported since gputui started
+    watching (the kernel log's since boot, where it is read)."""
+
+    xid: int
+    count: int
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class DeviceSnapshot(_Value):
     """One GPU at one moment."""
@@ -188,6 +230,13 @@ class DeviceSnapshot(_Value):
     remapped_rows_uncorrectable: int | None = None
     remapped_rows_pending: bool | None = None
     remapped_rows_failed: bool | None = None
+    #: the newest Xid errors, oldest first (at most a few); () = none seen
+    xid_errors: tuple[XidEvent, ...] = ()
+    #: every Xid error seen, counted by code (ascending); () = none seen
+    xid_counts: tuple[XidCount, ...] = ()
+    #: where Xid errors are watched for this GPU ("nvml", "kernel log"); () when
+    #: neither can be read here; None when not known (a recording, an old gputui)
+    xid_sources: tuple[str, ...] | None = None
     # modes
     mig_enabled: bool | None = None
     mig_instances: tuple[MigInstance, ...] = ()
@@ -238,6 +287,30 @@ class ContainerInfo(_Value):
     note: str | None = None
 
 
+@value_class
+class SlurmJob(_Value):
+    """The Slurm job step a process runs in, from its cgroup path (Slurm's
+    ``job_<id>/step_<step>`` directories, cgroup v1 or v2).
+
+    The name comes from the process's own ``SLURM_JOB_NAME`` where gputui may
+    read its environment, else from ``scontrol show job``; users choose it
+    (untrusted text)."""
+
+    #: the job's own id (a job array's task has one of its own)
+    job_id: int
+    #: the step: "0", "1", ... (srun), "batch", "extern", "interactive", "0+1"
+    #: (a heterogeneous job's component); None where the path names none
+    step: str | None = None
+    #: the job's owner, from a cgroup v1 path (``uid_<uid>``); None under v2
+    uid: int | None = None
+    name: str | None = None
+    #: a job array's task: the array's job id and the task's index
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    #: why the name is missing, in words (None: nothing is)
+    note: str | None = None
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class ProcessSnapshot(_Value):
     """One process using one GPU (a process on two GPUs gives two rows)."""
@@ -267,6 +340,8 @@ class ProcessSnapshot(_Value):
     hooked: bool = False
     #: the container (and pod) it runs in; None on the host or when unknown
     container: ContainerInfo | None = None
+    #: the Slurm job step it runs in; None outside Slurm or when unknown
+    slurm: SlurmJob | None = None
 
     @property
     def pid_is_host(self) -> bool:
@@ -299,6 +374,15 @@ def any_placed(processes: Sequence[ProcessSnapshot]) -> bool:
     return any(p.container is not None or p.pid_is_host for p in processes)
 
 
+_SLURM = attrgetter("slurm")
+
+
+def any_in_job(processes: Sequence[ProcessSnapshot]) -> bool:
+    """Whether one of ``processes`` runs in a Slurm job (the views show a job
+    column then); the common answer, none, is found in C."""
+    return any(map(_SLURM, processes))
+
+
 def replaced(new: Sequence[object], old: Sequence[object]) -> list[int] | None:
     """The positions where ``new`` holds another object than ``old`` (by
     identity: no object is read, so thousands cost a pass over two arrays of
@@ -320,11 +404,13 @@ _REPLACED: list[tuple[Any, Any, list[int]]] = [(None, None, [])]
 
 
 class PlacedMemo:
-    """:func:`any_placed` of successive process lists, reading only the processes
-    that are not the ones at their place in the previous list while none was
-    placed (the common case, on every refresh)."""
+    """:func:`any_placed` (or ``test``, e.g. :func:`any_in_job`) of successive
+    process lists, reading only the processes that are not the ones at their
+    place in the previous list while none was placed (the common case, on
+    every refresh)."""
 
-    def __init__(self) -> None:
+    def __init__(self, test: Callable[[Sequence[ProcessSnapshot]], bool] | None = None) -> None:
+        self._test = any_placed if test is None else test
         self._processes: tuple[ProcessSnapshot, ...] = ()
         self._placed = False
 
@@ -332,9 +418,9 @@ class PlacedMemo:
         processes = tuple(processes)
         changed = replaced(processes, self._processes)
         if changed is None or self._placed or not self._processes:
-            placed = any_placed(processes)
+            placed = self._test(processes)
         else:
-            placed = any_placed([processes[i] for i in changed])
+            placed = self._test([processes[i] for i in changed])
         self._processes, self._placed = processes, placed
         return placed
 

@@ -20,20 +20,39 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from itertools import pairwise
 
 from gputui.protocol.trace_metrics import StepAccount
-from gputui.trace.step_breakdown import COLLECTIVE_OPS, device_steps, host_steps, is_dataloader
+from gputui.trace.scan import (
+    COLLECTIVE,
+    COMM_OTHER,
+    DATA,
+    DISPATCH_OP,
+    GPU_COLLECTIVE,
+    GPU_COMM,
+    GPU_COMPUTE,
+    GPU_MEMCPY,
+    GPU_MEMSET,
+    GPU_OTHER,
+    HOST_WINDOWS,
+    LAUNCH_CALLS,
+    PHASE,
+    PHASE_PREFIX,
+    RT_DRIVER,
+    RT_LAUNCH,
+    RT_OTHER,
+    RT_SYNC,
+    STEP_WINDOWS,
+    SYNC_CALLS,
+    SYNC_GAPS,
+    Scan,
+    after_sync,
+    bits,
+    merge_sorted,
+    union,
+)
 from gputui.trace.timeline import (
-    ANNOTATION,
-    DRIVER,
-    HTA_COMMUNICATION,
-    KERNEL,
-    MEMCPY,
-    OP,
-    RUNTIME,
-    SYNC,
     Interval,
-    KernelTypes,
     Timeline,
     intersect,
     length,
@@ -41,76 +60,22 @@ from gputui.trace.timeline import (
     subtract,
 )
 
-#: runtime and driver calls in which the CPU waits for the GPU.  Not
-#: ``cudaStreamWaitEvent``: it makes a stream wait, and returns at once.
-SYNC_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpyFromSymbol",
-        "cudaMemcpyToSymbol",
-        "cudaMemset",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "cuMemcpyDtoH_v2",
-        "cuMemcpyHtoD_v2",
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
-        "hipMemcpy",
-        "hipMemcpy2D",
-        "hipMemset",
-    }
+__all__ = ["LAUNCH_CALLS", "PHASE_PREFIX", "SYNC_CALLS", "step_account", "step_windows"]
+
+#: each host bucket's layers in the scan's sweep, in the buckets' order of precedence
+_BUCKET_BITS = (
+    ("data", bits(DATA)),
+    ("phase", bits(PHASE)),
+    ("comm", bits(COLLECTIVE, COMM_OTHER)),
+    ("sync", bits(RT_SYNC, RT_SYNC + RT_DRIVER)),
+    ("launch", bits(RT_LAUNCH, RT_LAUNCH + RT_DRIVER)),
+    ("dispatch", bits(DISPATCH_OP, RT_OTHER, RT_OTHER + RT_DRIVER)),
 )
-#: runtime and driver calls that queue GPU work
-LAUNCH_CALLS = frozenset(
-    {
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "cudaLaunchCooperativeKernel",
-        "cudaGraphLaunch",
-        "cudaMemcpyAsync",
-        "cudaMemsetAsync",
-        "cuLaunchKernel",
-        "cuLaunchKernelEx",
-        "cuGraphLaunch",
-        "hipLaunchKernel",
-        "hipExtLaunchKernel",
-        "hipModuleLaunchKernel",
-        "hipExtModuleLaunchKernel",
-        "hipGraphLaunch",
-        "hipMemcpyAsync",
-        "hipMemsetAsync",
-        "hipMemcpyWithStream",
-    }
-)
-#: the hook's own user phases (``gputui.hook.phase("ckpt")``) appear as ranges
-#: named with this prefix
-PHASE_PREFIX = "gputui.phase:"
-_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
-
-
-def _is_comm(name: str) -> bool:
-    return name in COLLECTIVE_OPS or name.startswith(_COMM_PREFIXES)
-
-
-def _role(name: str, kind: str) -> str | None:
-    """The bucket a host range claims for (None: none, a step mark)."""
-    if kind not in (OP, ANNOTATION):
-        return None
-    if is_dataloader(name):
-        return "data"
-    if name.startswith(PHASE_PREFIX):
-        return "phase"
-    if _is_comm(name):
-        return "comm"
-    if kind == OP and not name.startswith("ProfilerStep#"):
-        return "dispatch"
-    return None
+#: the GPU's compute kernels, communication kernels and copies on a stream
+_COMPUTE = bits(GPU_COMPUTE, GPU_COLLECTIVE)
+_COMM = bits(GPU_COMM)
+_COPY = bits(GPU_MEMCPY, GPU_MEMSET, GPU_OTHER)
+_HOST, _STEPS, _BUBBLES = bits(HOST_WINDOWS), bits(STEP_WINDOWS), bits(SYNC_GAPS)
 
 
 class _Clipped:
@@ -148,63 +113,17 @@ def step_windows(timeline: Timeline) -> tuple[list[Interval], list[Interval]]:
     A host window is a ``ProfilerStep`` range; the step's own window is that range
     stretched to the end of the GPU work launched in it, the trailing steps the
     profiler cut short left out (the TensorBoard plugin's steps,
-    :func:`~gputui.trace.step_breakdown.device_steps`).  A timeline without step
-    marks is one step: the span of its GPU activity (what comes before the first
-    GPU activity is set-up, what comes after it tear-down), else of its host
+    :func:`~gputui.trace.scan.device_steps`).  A timeline without step marks is
+    one step: the span of its GPU activity (what comes before the first GPU
+    activity is set-up, what comes after it tear-down), else of its host
     activity."""
-    host = host_steps(timeline)
-    if not host:
-        return [], []
-    steps = device_steps(timeline, host)
-    host = host[: len(steps)]
+    return _windows(Scan(timeline))
+
+
+def _windows(scan: Scan) -> tuple[list[Interval], list[Interval]]:
+    steps = scan.steps
+    host = scan.host[: len(steps)]
     return [(s, e) for s, e, _ in host], [(s, e) for s, e, _ in steps]
-
-
-def _raw_buckets(
-    timeline: Timeline,
-) -> tuple[dict[str, list[Interval]], list[Interval], list[int], list[int]]:
-    """Each host bucket's intervals (not yet exclusive), the synchronizing calls'
-    intervals, and the start times of the synchronizing and launching calls."""
-    raw: dict[str, list[Interval]] = {b: [] for b in _HOST_ORDER}
-    roles: dict[tuple[str, str], str | None] = {}  # a trace repeats few names
-    for r in timeline.ranges:
-        start, end = r.start_us, r.end_us
-        if end <= start:
-            continue
-        key = (r.name, r.kind)
-        role = roles.get(key, "")
-        if role == "":
-            role = roles[key] = _role(r.name, r.kind)
-        if role is not None:
-            raw[role].append((start, end))
-    # An "async" copy from pageable host memory blocks the CPU until it is done
-    # (it runs synchronously): host sync wait, not launch.
-    blocking = {
-        a.correlation
-        for a in timeline.gpu
-        if a.kind == MEMCPY and a.correlation >= 0 and "Pageable" in a.name
-    }
-    sync_calls: list[Interval] = []
-    sync_starts: list[int] = []
-    launch_starts: list[int] = []
-    for c in timeline.runtime:
-        if c.kind not in (RUNTIME, DRIVER):
-            continue
-        if c.name in SYNC_CALLS or (c.correlation in blocking and c.correlation >= 0):
-            sync_starts.append(c.start_us)
-            if c.end_us > c.start_us:
-                raw["sync"].append((c.start_us, c.end_us))
-                sync_calls.append((c.start_us, c.end_us))
-        elif c.name in LAUNCH_CALLS:
-            launch_starts.append(c.start_us)
-            if c.end_us > c.start_us:
-                raw["launch"].append((c.start_us, c.end_us))
-        elif c.end_us > c.start_us:  # other runtime calls are torch's own overhead
-            raw["dispatch"].append((c.start_us, c.end_us))
-    sync_starts.sort()
-    launch_starts.sort()
-    sync_calls.sort()
-    return raw, sync_calls, sync_starts, launch_starts
 
 
 #: the host buckets that claim time, in their order of precedence (Python outside
@@ -212,40 +131,115 @@ def _raw_buckets(
 _HOST_ORDER = ("data", "phase", "comm", "sync", "launch", "dispatch")
 
 
-def _after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interval]:
-    """The idle gaps the GPU sat in because the CPU waited for it: gaps that a
-    synchronizing call was already waiting at when they began (the GPU drained)
-    and that it returned during; from the gap's start to its end, while the CPU
-    queued the next work."""
-    if not sync_calls:
-        return []
-    starts = [s for s, _ in sync_calls]
-    out: list[Interval] = []
-    for lo, hi in idle:
-        # calls that began by the gap's start, the latest first
-        k = bisect.bisect_right(starts, lo)
-        for j in range(k - 1, max(-1, k - 64), -1):
-            _, e = sync_calls[j]
-            if lo <= e <= hi:
-                out.append((lo, hi))
-                break
-            if e < lo:
-                break
-    return out
-
-
-def step_account(timeline: Timeline) -> StepAccount | None:
+def step_account(timeline: Timeline, scan: Scan | None = None) -> StepAccount | None:
     """The mean account of the timeline's steps (:func:`step_windows`); None
-    without host events."""
-    host, windows = step_windows(timeline)
+    without host events.  ``scan``: the timeline's scan, where one is made."""
+    scan = Scan(timeline) if scan is None else scan
+    host, windows = _windows(scan)
     if not windows:
         return None
-    raw, sync_calls, sync_starts, launch_starts = _raw_buckets(timeline)
+    calls = scan.runtime
+    if all(a[1] <= b[0] for a, b in pairwise(host)):
+        return _swept(scan, host, windows)
+    # overlapping steps: each step's own measure (the general arithmetic)
+    ranges, rt, gpu = scan.ranges.lists, calls.lists, scan.gpu.lists
+
+    def merged(*layers: list[object]) -> list[Interval]:
+        return union(*(merge_sorted(layer) for layer in layers if layer))
+
+    def rt_layer(bucket: int) -> list[Interval]:
+        return merged(rt[bucket - RT_SYNC], rt[bucket - RT_SYNC + RT_DRIVER])
+
+    raw = {
+        "data": merged(ranges[DATA]),
+        "phase": merged(ranges[PHASE]),
+        "comm": merged(ranges[COLLECTIVE], ranges[COMM_OTHER]),
+        "sync": rt_layer(RT_SYNC),
+        "launch": rt_layer(RT_LAUNCH),
+        "dispatch": union(merged(ranges[DISPATCH_OP]), rt_layer(RT_OTHER)),
+    }
+    parts = None
+    if scan.gpu.has_parts:
+        parts = (
+            merged(gpu[GPU_COMPUTE - GPU_COMPUTE], gpu[GPU_COLLECTIVE - GPU_COMPUTE]),
+            merged(gpu[GPU_COMM - GPU_COMPUTE]),
+            merged(*(gpu[i - GPU_COMPUTE] for i in (GPU_MEMCPY, GPU_MEMSET, GPU_OTHER))),
+        )
+    return _account(
+        host, windows, raw, calls.sync_calls, calls.sync_starts, calls.launch_starts, parts
+    )
+
+
+def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAccount:
+    """The account from the scan's sweep (steps that do not overlap)."""
+    lens = scan.swept
+    n = len(windows)
+    totals = dict.fromkeys((b for b, _ in _BUCKET_BITS), 0)
+    split = dict.fromkeys(totals, 0)
+    compute = comm = copy = rest = 0
+    for mask, us in lens.items():
+        top = next((b for b, m in _BUCKET_BITS if mask & m), None)
+        if mask & _HOST and top is not None:
+            totals[top] += us
+        if mask & _STEPS:
+            if mask & _COMPUTE:
+                compute += us
+            else:
+                if mask & _COMM:
+                    comm += us
+                elif mask & _COPY:
+                    copy += us
+                if not mask & _BUBBLES:
+                    rest += us
+                    if top is not None:
+                        split[top] += us
+    has_gpu = scan.gpu.has_parts
+    idle_by: dict[str, float] | None = None
+    if has_gpu:
+        split["sync"] += length(scan.sync_gaps)
+        split["python"] = max(0, rest - sum(split[b] for b, _ in _BUCKET_BITS))
+        idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
+    host_wall = sum(hi - lo for lo, hi in host)
+    step_wall = sum(hi - lo for lo, hi in windows)
+    calls = scan.runtime
+    return StepAccount(
+        steps=n,
+        step_us=round(step_wall / n, 3),
+        **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
+        python_us=round(max(0, host_wall - sum(totals.values())) / n, 3),
+        ahead_us=round(max(0, step_wall - host_wall) / n, 3),
+        gpu_busy_us=round((compute + comm + copy) / n, 3) if has_gpu else None,
+        sync_calls_per_step=round(
+            sum(_count_within(calls.sync_starts, lo, hi) for lo, hi in host) / n, 3
+        ),
+        launch_calls_per_step=round(
+            sum(_count_within(calls.launch_starts, lo, hi) for lo, hi in host) / n, 3
+        ),
+        gpu_idle_us=idle_by,
+        gpu_compute_us=round(compute / n, 3) if has_gpu else None,
+        gpu_comm_us=round(comm / n, 3) if has_gpu else None,
+        gpu_copy_us=round(copy / n, 3) if has_gpu else None,
+    )
+
+
+def _account(
+    host: list[Interval],
+    windows: list[Interval],
+    raw: dict[str, list[Interval]],
+    sync_calls: list[Interval],
+    sync_starts: list[int],
+    launch_starts: list[int],
+    parts: tuple[list[Interval], list[Interval], list[Interval]] | None,
+) -> StepAccount:
+    """The account from the steps' windows, each host bucket's merged intervals
+    (not yet exclusive), the synchronizing calls and the starts of the
+    synchronizing and launching calls, and the GPU's merged compute kernels,
+    communication kernels and copies (None without GPU activity)."""
     # each bucket keeps only what the earlier ones left
     claimed: list[Interval] = []
     mine: dict[str, list[Interval]] = {}
     for bucket in _HOST_ORDER:
-        mine[bucket] = subtract(merge(raw[bucket]), claimed)
+        mine[bucket] = subtract(raw[bucket], claimed)
         claimed = merge([*claimed, *mine[bucket]])
     exclusive = {b: _Clipped(iv) for b, iv in mine.items()}
     totals = dict.fromkeys(exclusive, 0)
@@ -258,7 +252,6 @@ def step_account(timeline: Timeline) -> StepAccount | None:
     n = len(windows)
     # the GPU side, over the steps' own windows: compute kernels; communication
     # kernels and copies where no compute runs (exposed); the rest idle
-    parts = _gpu_parts(timeline)
     span = merge(windows)
     gpu_busy: float | None = None
     idle_by: dict[str, float] | None = None
@@ -271,7 +264,7 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         exposed = {"compute": length(compute), "comm": length(comm), "copy": length(copy)}
         # the time no compute runs, split by what the host did meanwhile
         idle = subtract(span, compute)
-        bubbles = merge(_after_sync(idle, sync_calls))
+        bubbles = merge(after_sync(idle, sync_calls))
         rest = subtract(idle, bubbles)
         split = {b: length(intersect(rest, mine[b])) for b in _HOST_ORDER}
         split["sync"] += length(bubbles)
@@ -296,25 +289,3 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         gpu_comm_us=None if parts is None else round(exposed["comm"] / n, 3),
         gpu_copy_us=None if parts is None else round(exposed["copy"] / n, 3),
     )
-
-
-def _gpu_parts(
-    timeline: Timeline,
-) -> tuple[list[Interval], list[Interval], list[Interval]] | None:
-    """The merged intervals of compute kernels, communication kernels and copies
-    (memcpy, memset); None without GPU activity."""
-    types = KernelTypes()
-    compute: list[Interval] = []
-    comm: list[Interval] = []
-    copy: list[Interval] = []
-    for a in timeline.gpu:
-        if a.kind == SYNC or a.stream == -1 or a.end_us <= a.start_us:
-            continue
-        iv = (a.start_us, a.end_us)
-        if a.kind == KERNEL:
-            (comm if types(a.name) == HTA_COMMUNICATION else compute).append(iv)
-        else:
-            copy.append(iv)
-    if not (compute or comm or copy):
-        return None
-    return merge(compute), merge(comm), merge(copy)

@@ -60,12 +60,19 @@ COARSE_CLASSES = (COMPUTE, COMMUNICATION, MEMCPY, MEMSET)
 
 # Order matters: attention kernels are often built from CUTLASS/GEMM pieces, so
 # attention is tested before gemm; "reduce" appears in NCCL names, so
-# communication is tested first (in kernel_class, before these rules).
+# communication is tested first (in kernel_class, before these rules).  cuDNN's
+# SDPA backward runs two helpers beside its ``cudnn_generated_fort_native_sdpa_…``
+# kernels (``cudnn::fusion::compute_dot_do_o_specialized``, the dO·O row sums,
+# and ``cudnn::fusion::convert_dq_to_16bits``), and SDPA with dropout on cuDNN
+# unpacks its random seed with ``at::cuda::philox::unpack_cudnn``: attention too
+# (the second would read as a convolution by its ``conv``).
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         ATTENTION,
         re.compile(
-            r"flash|fmha|attention|attn|sdpa|mha_|softmax_warp_?attn|xformers", re.IGNORECASE
+            r"flash|fmha|attention|attn|sdpa|mha_|softmax_warp_?attn|xformers|"
+            r"cudnn::fusion::(compute_dot_do_o|convert_dq)|philox::unpack_cudnn",
+            re.IGNORECASE,
         ),
     ),
     (

@@ -16,15 +16,19 @@ collective in use, attention advice the SDPA backend that ran.  The names:
 - **collectives**: NCCL kernels and host collectives by kind (all-reduce,
   all-gather, reduce-scatter, all-to-all, send/recv, broadcast);
 - **attention**: the scaled-dot-product-attention backends that ran, by op and
-  kernel name (flash, memory-efficient, cuDNN, math).
+  kernel name (flash, memory-efficient, cuDNN, math), and what the ops inside
+  each SDPA call show of its inputs (:func:`attention_inputs`): an attn_mask, the
+  math backend's is_causal mask, its casts of 16-bit inputs to fp32, dropout.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Iterable
 
 from gputui.protocol.trace_metrics import JobMarkers
-from gputui.trace.timeline import KERNEL, Timeline
+from gputui.trace.timeline import KERNEL, HostRange, Timeline
 
 _COMPILED_RANGES = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
@@ -54,6 +58,131 @@ _ATTENTION_KERNELS = (
     ("efficient", re.compile(r"fmha_cutlass|efficient_attention|mem_eff")),
     ("cudnn", re.compile(r"cudnn.*(sdpa|flash|fmha|attention)", re.IGNORECASE)),
 )
+#: the public op, and the backend ops it calls (an op named by one of these
+#: prefixes runs a backend's kernels: what is outside them is SDPA's own work)
+SDPA_OP = "aten::scaled_dot_product_attention"
+_BACKEND_OPS = tuple(p for _backend, prefixes in _ATTENTION_OPS for p in prefixes)
+_MATH_OP = "aten::_scaled_dot_product_attention_math"
+#: ops SDPA runs on an attn_mask before its backend op: a boolean mask made
+#: additive (logical_not, then where or masked_fill), a float mask expanded to
+#: the batch and heads for the memory-efficient and cuDNN kernels
+_MASK_OPS = frozenset(
+    {"aten::expand", "aten::logical_not", "aten::where", "aten::masked_fill", "aten::masked_fill_"}
+)
+#: inside the math backend: the lower triangle it builds for is_causal=True, the
+#: mask added to the scores, the copies that cast 16-bit inputs to fp32 (it
+#: computes in fp32 unless torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp
+#: is on; fp32 inputs need no copy), dropout
+_MATH_CAUSAL = "aten::tril"
+_MATH_ADD = frozenset({"aten::add_", "aten::add"})
+_MATH_UPCAST = "aten::_to_copy"
+_DROPOUT_OPS = frozenset({"aten::dropout", "aten::native_dropout", "aten::bernoulli_"})
+_PROBES = _MASK_OPS | _MATH_ADD | _DROPOUT_OPS | {_MATH_CAUSAL, _MATH_UPCAST}
+#: the memory-efficient backward's kernels with dropout applied (their generated
+#: names say so: ``fmha_cutlassB_bf16_aligned_64x64_k64_dropout_sm80``)
+_DROPOUT_KERNEL = re.compile(r"fmha_cutlassB_\w*_dropout_")
+
+
+def op_backend(name: str) -> str | None:
+    """The SDPA backend an op belongs to ("flash", "efficient", "cudnn",
+    "math"), None for any other op."""
+    for backend, prefixes in _ATTENTION_OPS:
+        if name.startswith(prefixes):
+            return backend
+    return None
+
+
+def kernel_backend(name: str) -> str | None:
+    """The SDPA backend a kernel belongs to ("flash", "efficient", "cudnn"),
+    None for any other kernel (the math backend runs ordinary matmul and
+    softmax kernels)."""
+    for backend, pattern in _ATTENTION_KERNELS:
+        if pattern.search(name):
+            return backend
+    return None
+
+
+class _Spans:
+    """The union of some host ranges per thread, as disjoint sorted spans: which
+    span (if any) holds a range."""
+
+    def __init__(self) -> None:
+        self._raw: dict[int, list[tuple[int, int]]] = {}
+        self._starts: dict[int, list[int]] = {}
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+
+    def add(self, r: HostRange) -> None:
+        self._raw.setdefault(r.thread, []).append((r.start_us, r.end_us))
+
+    def close(self) -> _Spans:
+        for thread, raw in self._raw.items():
+            merged: list[tuple[int, int]] = []
+            for lo, hi in sorted(raw):
+                if merged and lo <= merged[-1][1]:
+                    merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+                else:
+                    merged.append((lo, hi))
+            self._spans[thread] = merged
+            self._starts[thread] = [lo for lo, _hi in merged]
+        return self
+
+    def holding(self, r: HostRange) -> int:
+        """The index of the span on ``r``'s thread that holds it; -1 for none."""
+        starts = self._starts.get(r.thread)
+        if not starts:
+            return -1
+        i = bisect.bisect_right(starts, r.start_us) - 1
+        return i if i >= 0 and r.end_us <= self._spans[r.thread][i][1] else -1
+
+
+def attention_inputs(ranges: Iterable[HostRange]) -> set[str]:
+    """What the ops inside scaled_dot_product_attention calls show of their
+    inputs (no input shapes needed):
+
+    - "mask": an attn_mask was prepared before the backend op (a boolean mask
+      made additive, a float mask expanded for the fused kernels), or the math
+      backend added a mask to the scores that it did not build itself;
+    - "causal": the math backend built the lower triangle of is_causal=True;
+    - "upcast": the math backend copied its inputs to fp32: they were fp16 or
+      bf16;
+    - "dropout": the math backend ran dropout.
+
+    One pass over the host ranges; call it only where SDPA ran."""
+    sdpa, backend, math = _Spans(), _Spans(), _Spans()
+    probes: list[HostRange] = []
+    for r in ranges:
+        name = r.name
+        if name == SDPA_OP:
+            sdpa.add(r)
+        elif name in _PROBES:
+            probes.append(r)
+        elif name.startswith(_BACKEND_OPS):
+            backend.add(r)
+            if name == _MATH_OP:
+                math.add(r)
+    sdpa.close(), backend.close(), math.close()
+    found: set[str] = set()
+    causal: set[tuple[int, int]] = set()  # math calls (thread, span) that built the triangle
+    added: set[tuple[int, int]] = set()  # ... that added a mask to the scores
+    for r in probes:
+        name = r.name
+        in_math = math.holding(r)
+        if in_math >= 0:
+            if name == _MATH_CAUSAL:
+                causal.add((r.thread, in_math))
+            elif name in _MATH_ADD:
+                added.add((r.thread, in_math))
+            elif name == _MATH_UPCAST:
+                found.add("upcast")
+            elif name in _DROPOUT_OPS:
+                found.add("dropout")
+        elif name in _MASK_OPS and sdpa.holding(r) >= 0 and backend.holding(r) < 0:
+            found.add("mask")
+    if causal:
+        found.add("causal")
+    if added - causal:
+        found.add("mask")
+    return found
 
 
 def _collective(name: str) -> str | None:
@@ -65,10 +194,31 @@ def _collective(name: str) -> str | None:
 
 def job_markers(timeline: Timeline) -> JobMarkers:
     """The markers of one timeline (each distinct name looked at once)."""
+    return markers_of(
+        {r.name for r in timeline.ranges},
+        {r.name for r in timeline.runtime},
+        {a.name for a in timeline.gpu if a.kind == KERNEL},
+        timeline.ranges,
+    )
+
+
+def markers_of(
+    range_names: Iterable[str],
+    runtime_names: Iterable[str],
+    kernel_names: Iterable[str],
+    ranges: Iterable[HostRange] = (),
+) -> JobMarkers:
+    """The markers of a timeline's distinct names: its host ranges', its runtime
+    calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
+    SDPA's own ops show of its inputs."""
     compiled = cuda_graphs = backward = optimizer = False
     collectives: set[str] = set()
     attention: set[str] = set()
-    for name in {r.name for r in timeline.ranges}:
+    inputs: set[str] = set()
+    names = range_names if isinstance(range_names, (set, frozenset)) else set(range_names)
+    if SDPA_OP in names:
+        inputs = attention_inputs(ranges)
+    for name in names:
         if name.startswith(_COMPILED_RANGES):
             compiled = True
         elif name.startswith("autograd::engine::evaluate_function") or name.endswith(
@@ -81,22 +231,23 @@ def job_markers(timeline: Timeline) -> JobMarkers:
             kind = _collective(name)
             if kind is not None:
                 collectives.add(kind)
-        for backend, prefixes in _ATTENTION_OPS:
-            if name.startswith(prefixes):
-                attention.add(backend)
-    for name in {r.name for r in timeline.runtime}:
-        if name in _GRAPH_LAUNCHES:
-            cuda_graphs = True
-    for name in {a.name for a in timeline.gpu if a.kind == KERNEL}:
+        backend = op_backend(name)
+        if backend is not None:
+            attention.add(backend)
+    if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
+        cuda_graphs = True
+    for name in kernel_names:
         if name.startswith("triton_"):
             compiled = True
         if "nccl" in name.lower():
             kind = _collective(name)
             if kind is not None:
                 collectives.add(kind)
-        for backend, pattern in _ATTENTION_KERNELS:
-            if pattern.search(name):
-                attention.add(backend)
+        backend = kernel_backend(name)
+        if backend is not None:
+            attention.add(backend)
+            if _DROPOUT_KERNEL.search(name):
+                inputs.add("dropout")
     return JobMarkers(
         compiled=compiled,
         cuda_graphs=cuda_graphs,
@@ -104,4 +255,5 @@ def job_markers(timeline: Timeline) -> JobMarkers:
         optimizer=optimizer,
         collectives=tuple(sorted(collectives)),
         attention=tuple(sorted(attention)),
+        attention_inputs=tuple(sorted(inputs)),
     )

@@ -86,7 +86,7 @@ _ELEMENTWISE_FLOP = frozenset(
     | {"aten::add_", "aten::mul_", "aten::sub_", "aten::div_"}
 )
 #: attention forward ops -> index of ``is_causal`` in their arguments
-_ATTENTION_FWD = {
+ATTENTION_FWD = {
     "aten::scaled_dot_product_attention": 5,
     "aten::_scaled_dot_product_flash_attention": 4,
     "aten::_scaled_dot_product_efficient_attention": 6,
@@ -94,11 +94,21 @@ _ATTENTION_FWD = {
     "aten::_scaled_dot_product_flash_attention_for_cpu": 3,
 }
 #: attention backward ops (grad_out, q, k, v first) -> index of ``is_causal``
-_ATTENTION_BWD = {
+ATTENTION_BWD = {
     "aten::_scaled_dot_product_flash_attention_backward": 11,
     "aten::_scaled_dot_product_efficient_attention_backward": 11,
     "aten::_scaled_dot_product_cudnn_attention_backward": 14,
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 7,
+}
+#: attention ops -> index of their ``attn_mask`` (``attn_bias``) argument; the
+#: flash ops take none
+ATTENTION_MASK = {
+    "aten::scaled_dot_product_attention": 3,
+    "aten::_scaled_dot_product_efficient_attention": 3,
+    "aten::_scaled_dot_product_cudnn_attention": 3,
+    "aten::_scaled_dot_product_attention_math": 3,
+    "aten::_scaled_dot_product_efficient_attention_backward": 4,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 8,
 }
 _WRITE_ONLY = frozenset(
     {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_", "aten::random_"}
@@ -111,7 +121,7 @@ _REDUCTIONS = frozenset(
 #: ops with a FLOP formula.  When ops nest, the outermost of these owns the GPU
 #: time of everything under it (``aten::conv2d`` over ``cudnn_convolution``).
 FLOP_OPS = frozenset(
-    _MATMUL | _CONV | {_CONV_BWD} | _ELEMENTWISE_FLOP | set(_ATTENTION_FWD) | set(_ATTENTION_BWD)
+    _MATMUL | _CONV | {_CONV_BWD} | _ELEMENTWISE_FLOP | set(ATTENTION_FWD) | set(ATTENTION_BWD)
 )
 #: ops that count toward a model's FLOPs (MFU): the matrix products, convolutions
 #: and attention; elementwise ops are left out, as in the usual MFU convention
@@ -123,7 +133,7 @@ FORWARD_OPS = frozenset(
     {"aten::linear", "aten::matmul", "aten::einsum", "aten::addmm", "aten::baddbmm"}
     | {"aten::_scaled_mm", "aten::_convolution"}
     | _CONV
-    | set(_ATTENTION_FWD)
+    | set(ATTENTION_FWD)
 )
 
 Shape = tuple[int, ...]
@@ -153,7 +163,7 @@ def numel(shape: Sequence[int]) -> int:
     return n
 
 
-def _tensor(dims: Sequence[Shape | None], types: Sequence[str], i: int) -> Shape | None:
+def tensor_shape(dims: Sequence[Shape | None], types: Sequence[str], i: int) -> Shape | None:
     """Input ``i`` as a tensor shape (``()`` for a 0-d tensor), None if it is not a
     tensor (a scalar, a list, an undefined optional)."""
     if i >= len(dims) or i >= len(types) or not is_tensor_type(types[i]):
@@ -196,8 +206,8 @@ def _matmul_mnk(
 ) -> tuple[int, int, int, int] | None:
     """(batch, M, N, K) of a matrix-product op, from its input shapes."""
     first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
-    a = _tensor(dims, types, first)
-    b = _tensor(dims, types, first + 1)
+    a = tensor_shape(dims, types, first)
+    b = tensor_shape(dims, types, first + 1)
     if a is None or b is None:
         return None
     if name in ("aten::bmm", "aten::baddbmm"):
@@ -215,8 +225,8 @@ def _conv_out(
     """(input shape, output shape) of a convolution (input, weight, bias, stride,
     padding, dilation, ...), 1 to 3 spatial dimensions; None for a transposed one
     (``aten::convolution``'s argument 6)."""
-    x = _tensor(dims, types, 0)
-    w = _tensor(dims, types, 1)
+    x = tensor_shape(dims, types, 0)
+    w = tensor_shape(dims, types, 1)
     if x is None or w is None or len(x) != len(w) or not 3 <= len(x) <= 5:
         return None
     if _concrete(concrete, 6).strip() == "True" and len(concrete) > 7:
@@ -239,13 +249,15 @@ def _conv_flops(out: Shape, w: Shape) -> float:
     return 2.0 * numel(out) * numel(w[1:])
 
 
-def _attention_dims(
+def attention_dims(
     name: str, dims: Sequence[Shape | None], types: Sequence[str]
 ) -> tuple[Shape, Shape, Shape] | None:
-    first = 1 if name in _ATTENTION_BWD else 0
-    q = _tensor(dims, types, first)
-    k = _tensor(dims, types, first + 1)
-    v = _tensor(dims, types, first + 2)
+    """The shapes of an attention op's query, key and value (after the backward's
+    ``grad_out``), None where they are not tensors of 3 dimensions or more."""
+    first = 1 if name in ATTENTION_BWD else 0
+    q = tensor_shape(dims, types, first)
+    k = tensor_shape(dims, types, first + 1)
+    v = tensor_shape(dims, types, first + 2)
     if q is None or k is None or v is None or len(q) < 3 or len(k) < 3 or len(v) < 3:
         return None
     return q, k, v
@@ -267,32 +279,32 @@ def estimate_flops(
         return 2.0 * batch * m * n * k
     if name in _CONV:
         shapes = _conv_out(dims, types, concrete)
-        w = _tensor(dims, types, 1)
+        w = tensor_shape(dims, types, 1)
         if shapes is None or w is None:
             return None
         return _conv_flops(shapes[1], w)
     if name == _CONV_BWD:
         return _conv_backward_flops(dims, types, concrete)
     if name in _ELEMENTWISE_FLOP:
-        operands = [s for i in range(len(dims)) if (s := _tensor(dims, types, i)) is not None]
+        operands = [s for i in range(len(dims)) if (s := tensor_shape(dims, types, i)) is not None]
         if not operands:
             return None
         return float(numel(_broadcast(operands)))
-    if name in _ATTENTION_FWD or name in _ATTENTION_BWD:
-        qkv = _attention_dims(name, dims, types)
+    if name in ATTENTION_FWD or name in ATTENTION_BWD:
+        qkv = attention_dims(name, dims, types)
         if qkv is None:
             return None
         query, key, value = qkv
         heads = numel(query[:-2])
         lq, lk, dq, dv = query[-2], key[-2], query[-1], value[-1]
-        if name in _ATTENTION_FWD:
+        if name in ATTENTION_FWD:
             # scores = q @ k^T, out = softmax(scores) @ v
             flops = 2.0 * heads * lq * lk * (dq + dv)
-            causal = _causal(concrete, _ATTENTION_FWD[name])
+            causal = _causal(concrete, ATTENTION_FWD[name])
         else:
             # recomputed scores, grad of v, grad of scores, grad of q, grad of k
             flops = 2.0 * heads * lq * lk * (3 * dq + 2 * dv)
-            causal = _causal(concrete, _ATTENTION_BWD[name])
+            causal = _causal(concrete, ATTENTION_BWD[name])
         # A causal mask skips about half of the score matrix.
         return flops / 2.0 if causal else flops
     return None
@@ -304,8 +316,8 @@ def _conv_backward_flops(
     """``aten::convolution_backward(grad_output, input, weight, bias_sizes, stride,
     padding, dilation, transposed, output_padding, groups, output_mask)``: each of
     the input and weight gradients it computes costs what the forward did."""
-    grad = _tensor(dims, types, 0)
-    w = _tensor(dims, types, 2)
+    grad = tensor_shape(dims, types, 0)
+    w = tensor_shape(dims, types, 2)
     if grad is None or w is None or len(grad) != len(w):
         return None
     mask = re.findall(r"True|False", _concrete(concrete, 10))
@@ -331,13 +343,13 @@ def model_flops(
     flops = estimate_flops(name, dims, types, concrete)
     if flops is None:
         return None
-    if name in _ATTENTION_BWD:
-        qkv = _attention_dims(name, dims, types)
+    if name in ATTENTION_BWD:
+        qkv = attention_dims(name, dims, types)
         if qkv is None:
             return None
         query, key, _value = qkv
         recompute = 2.0 * numel(query[:-2]) * query[-2] * key[-2] * query[-1]
-        if _causal(concrete, _ATTENTION_BWD[name]):
+        if _causal(concrete, ATTENTION_BWD[name]):
             recompute /= 2.0
         return flops - recompute, flops
     return flops, flops
@@ -352,7 +364,7 @@ def estimate_bytes(
     """(bytes one call moves at least, the rule used); None when the inputs carry
     no shapes.  See the module docstring for the rules."""
     tensors = [
-        (s, types[i]) for i in range(len(dims)) if (s := _tensor(dims, types, i)) is not None
+        (s, types[i]) for i in range(len(dims)) if (s := tensor_shape(dims, types, i)) is not None
     ]
     if not tensors:
         return None, GENERIC
@@ -372,13 +384,13 @@ def estimate_bytes(
         shapes = _conv_out(dims, types, concrete)
         if shapes is not None:
             return float(read + numel(shapes[1]) * DTYPE_BYTES.get(types[0], 0)), CONV
-    if name in _ATTENTION_FWD or name in _ATTENTION_BWD:
-        qkv = _attention_dims(name, dims, types)
+    if name in ATTENTION_FWD or name in ATTENTION_BWD:
+        qkv = attention_dims(name, dims, types)
         if qkv is not None:
             query, key, value = qkv
-            item = DTYPE_BYTES.get(types[1 if name in _ATTENTION_BWD else 0], 0)
+            item = DTYPE_BYTES.get(types[1 if name in ATTENTION_BWD else 0], 0)
             written = numel(query)
-            if name in _ATTENTION_BWD:
+            if name in ATTENTION_BWD:
                 written += numel(key) + numel(value)  # grad of q, k and v
             return float(read + written * item), ATTENTION
     if name == "aten::copy_" and len(tensors) >= 2:

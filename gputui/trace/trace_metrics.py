@@ -8,6 +8,11 @@ definitions follow HTA's source (``hta/analyzers/breakdown_analysis.py``,
 parser), so the numbers agree with what HTA prints for the same trace; the
 tests compare both on real H100 traces.  The TensorBoard plugin's step
 breakdown is in :mod:`gputui.trace.step_breakdown`.
+
+:func:`compute` reads one :class:`~gputui.trace.scan.Scan` of the timeline for
+every metric; the functions below it are the general definitions, used where
+two runtime calls share a correlation id (the scan's joins assume they do not)
+and by the tests as the reference.
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ from gputui.protocol.trace_metrics import (
     TraceMetrics,
 )
 from gputui.trace.account import step_account
-from gputui.trace.markers import job_markers
+from gputui.trace.markers import markers_of
+from gputui.trace.scan import (
+    HTA_LAUNCH_CALLS,
+    KERNEL_WAIT_US,
+    LAUNCH_DELAY_CUTOFF_US,
+    RUNTIME_CUTOFF_US,
+    Scan,
+    merge_sorted,
+)
 from gputui.trace.step_breakdown import step_breakdown
 from gputui.trace.timeline import (
     HTA_COMMUNICATION,
@@ -41,45 +54,97 @@ from gputui.trace.timeline import (
     merge,
 )
 
-#: HTA's ``consecutive_kernel_delay``: documented as 30 ns, compared with its
-#: microsecond timestamps, so a gap shorter than 30 µs is "kernel wait"
-KERNEL_WAIT_US = 30
-#: HTA's ``runtime_cutoff`` and ``launch_delay_cutoff`` (µs)
-RUNTIME_CUTOFF_US = 50
-LAUNCH_DELAY_CUTOFF_US = 100
+__all__ = [
+    "KERNEL_WAIT_US",
+    "LAUNCH_CALLS",
+    "LAUNCH_DELAY_CUTOFF_US",
+    "RUNTIME_CUTOFF_US",
+    "compute",
+    "hta_metrics",
+]
+
 #: the calls HTA's launch statistics join to GPU work
-LAUNCH_CALLS = frozenset(
-    {
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "runFunction - job_prep_and_submit_for_execution",
-        "cudaMemcpyAsync",
-        "cudaMemsetAsync",
-    }
-)
+LAUNCH_CALLS = HTA_LAUNCH_CALLS
 #: the activity kinds HTA's idle breakdown looks at (its kernel, memcpy and
 #: memset categories; not synchronisations)
 _IDLE_KINDS = frozenset({KERNEL, MEMCPY, MEMSET})
 
 
-def compute(timeline: Timeline, include_last_step: bool = False) -> TraceMetrics:
+def compute(
+    timeline: Timeline, include_last_step: bool = False, scan: Scan | None = None
+) -> TraceMetrics:
     """Every metric of one rank's timeline.  The HTA parts read HTA's window
     (the last ProfilerStep left out unless ``include_last_step``); the step
-    breakdown reads the whole timeline, as the TensorBoard plugin does."""
-    window = hta_window(timeline, include_last_step)
-    part = window.timeline
-    types = KernelTypes()
+    breakdown and the account read the steps, as the TensorBoard plugin does.
+    ``scan``: the timeline's scan (made with the same ``include_last_step``),
+    where one is made already."""
+    scan = Scan(timeline, include_last_step) if scan is None else scan
+    temporal, idle, overlap, launch = hta_metrics(scan)
+    steps_total, dropped = scan.hta_steps
     return TraceMetrics(
-        steps_total=window.steps_total,
-        last_step_dropped=window.last_step_dropped,
-        temporal=temporal_breakdown(part.gpu, types),
-        idle_breakdown=idle_breakdown(part.gpu, part.runtime),
-        comm_compute_overlap_pct=comm_compute_overlap_pct(part.gpu, types),
-        launch=launch_stats(part.gpu, part.runtime),
-        step_breakdown=step_breakdown(timeline),
-        account=step_account(timeline),
-        markers=job_markers(timeline),
+        steps_total=steps_total,
+        last_step_dropped=dropped,
+        temporal=temporal,
+        idle_breakdown=idle,
+        comm_compute_overlap_pct=overlap,
+        launch=launch,
+        step_breakdown=step_breakdown(timeline, scan),
+        account=step_account(timeline, scan),
+        markers=markers_of(
+            scan.range_names, scan.runtime_names, scan.gpu.kernel_names, timeline.ranges
+        ),
     )
+
+
+def hta_metrics(
+    scan: Scan,
+) -> tuple[TemporalBreakdown | None, IdleBreakdown | None, float | None, LaunchStats | None]:
+    """HTA's temporal breakdown, idle breakdown, communication overlap and
+    launch statistics over HTA's window: from the scan's GPU pass, or, where
+    two runtime calls share a correlation id, by the general definitions."""
+    if not scan.unique_calls:
+        part = hta_window(scan.timeline, scan.include_last_step).timeline
+        types = KernelTypes()
+        return (
+            temporal_breakdown(part.gpu, types),
+            idle_breakdown(part.gpu, part.runtime),
+            comm_compute_overlap_pct(part.gpu, types),
+            launch_stats(part.gpu, part.runtime),
+        )
+    g = scan.gpu
+    temporal: TemporalBreakdown | None = None
+    overlap: float | None = None
+    if g.hta_all:
+        every = merge_sorted(g.hta_all)
+        span = every[-1][1] - every[0][0]
+        idle_us = span - length(every)
+        comp = merge_sorted(g.hta_comp)
+        compute_us = length(comp)
+        temporal = TemporalBreakdown(
+            span_us=float(span),
+            idle_us=float(idle_us),
+            compute_us=float(compute_us),
+            non_compute_us=float(span - compute_us - idle_us),
+        )
+        comm = merge_sorted(g.hta_comm)
+        comm_us = length(comm)
+        if comm_us > 0:
+            overlap = round(100.0 * length(intersect(comp, comm)) / comm_us, 2)
+    idle: IdleBreakdown | None = None
+    if g.idle:
+        rows = [
+            StreamIdle(stream, float(r[1]), float(r[2]), float(r[3]))
+            for stream, r in sorted(g.idle.items())
+        ]
+        idle = IdleBreakdown(
+            host_wait_us=float(sum(r.host_wait_us for r in rows)),
+            kernel_wait_us=float(sum(r.kernel_wait_us for r in rows)),
+            other_us=float(sum(r.other_us for r in rows)),
+            streams=tuple(rows),
+        )
+    cpu, work, delays = g.launch_us
+    launch = _launch_stats(sorted(cpu), sorted(work), sorted(delays), g.short)
+    return temporal, idle, overlap, launch
 
 
 def _on_streams(gpu: Sequence[GpuActivity]) -> list[GpuActivity]:
@@ -191,14 +256,23 @@ def launch_stats(gpu: Sequence[GpuActivity], runtime: Sequence[RuntimeCall]) -> 
             call_us = r.end_us - r.start_us
             delay = max(0, a.start_us - r.start_us - call_us)
             pairs.append((call_us, a.end_us - a.start_us, delay))
-    if not pairs:
-        return None
     cpu = sorted(p[0] for p in pairs)
     work = sorted(p[1] for p in pairs)
     delays = sorted(p[2] for p in pairs)
+    short = sum(1 for c, g, _ in pairs if c <= RUNTIME_CUTOFF_US and g < c)
+    return _launch_stats(cpu, work, delays, short)
+
+
+def _launch_stats(
+    cpu: list[int], work: list[int], delays: list[int], short: int
+) -> LaunchStats | None:
+    """The statistics of launch pairs from their sorted call durations, GPU
+    durations and launch delays, and the GPU work shorter than its call."""
+    if not cpu:
+        return None
     return LaunchStats(
-        launches=len(pairs),
-        short_kernels=sum(1 for c, g, _ in pairs if c <= RUNTIME_CUTOFF_US and g < c),
+        launches=len(cpu),
+        short_kernels=short,
         runtime_outliers=sum(1 for c in cpu if c > RUNTIME_CUTOFF_US),
         launch_delay_outliers=sum(1 for d in delays if d > LAUNCH_DELAY_CUTOFF_US),
         runtime_us_mean=round(sum(cpu) / len(cpu), 3),

@@ -159,16 +159,19 @@ def join_parts(
     ascii_only: bool | None = None,
     *,
     cut: bool = False,
+    cut_first: bool = False,
 ) -> None:
     """Append ``(part, style)`` pairs separated by two spaces while they fit in
     ``width``: whole parts only, the first that does not fit and the rest are left
     out.  With ``cut`` (a part that quotes the job, such as its errors) that first
-    part is cut with an ellipsis instead, when there is room for a few characters."""
+    part is cut with an ellipsis instead, when there is room for a few characters;
+    with ``cut_first``, only the line's first part is (a sentence, then details
+    that go whole or not at all)."""
     for i, (part, style) in enumerate(parts):
         sep = "  " if i else ""
         if len(text) + len(sep) + len(part) > width:
             room = width - len(text) - len(sep)
-            if cut and room > 4:
+            if (cut or (cut_first and i == 0)) and room > 4:
                 text.append(sep)
                 text.append(fmt.truncate(part, room, ascii_only), style=style)
             break

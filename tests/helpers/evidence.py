@@ -10,8 +10,9 @@ from typing import Any
 from gputui.analysis.evidence import JobEvidence, job_evidence
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CpuOpRow, GpuTime, KernelRow
 from gputui.protocol.op_rows import OpRow
+from gputui.protocol.profile import PathFrame, ProfileFunction, PythonProfile
 from gputui.protocol.schema import MemorySample, StepRecord
-from gputui.protocol.trace_metrics import StepAccount, TraceMetrics
+from gputui.protocol.trace_metrics import JobMarkers, StepAccount, TraceMetrics
 from gputui.snapshot.model import DeviceSnapshot, GpmMetrics
 from gputui.trace import op_costs
 
@@ -67,6 +68,7 @@ def capture(
     overlap: float | None = None,
     op_rows: Sequence[OpRow] = (),
     account: StepAccount | None = None,
+    markers: JobMarkers | None = None,
     **by_class: float,
 ) -> CaptureResult:
     total = sum(k.total_us for k in kernels)
@@ -94,7 +96,11 @@ def capture(
         cpu_ops=tuple(ops),
         op_rows=tuple(op_rows),
         options=CaptureOptions(shapes=bool(op_rows), flops=bool(op_rows)),
-        trace_metrics=None if account is None else TraceMetrics(account=account),
+        trace_metrics=(
+            None
+            if account is None and markers is None
+            else TraceMetrics(account=account, markers=markers)
+        ),
     )
 
 
@@ -186,6 +192,62 @@ def memory(points: Sequence[tuple[int, int]], reserved: int | None = None, **kw:
     ]
 
 
+NUMPY_SORT = "/venv/lib/python3.11/site-packages/numpy/_core/fromnumeric.py"
+TORCH_GRAPH = "/venv/lib/python3.11/site-packages/torch/autograd/graph.py"
+
+
+def python_profile(
+    outside: Mapping[str, float],
+    samples: int = 1000,
+    sampled_s: float = 10.0,
+    exact: bool = True,
+    workers: PythonProfile | None = None,
+) -> PythonProfile:
+    """A sampler's profile over ``sampled_s`` seconds: numpy's ``sort``, called
+    from the job's ``augment`` (data.py:12), holds share ``outside[phase]`` of it
+    in each phase, and torch's autograd engine the rest (in backward).  ``exact``:
+    the hook's own split of the time outside torch (else an older hook's
+    profile, estimated from the functions)."""
+    sort_s = {p: share * sampled_s for p, share in outside.items() if share > 0}
+    total = sum(sort_s.values())
+    sort = ProfileFunction(
+        NUMPY_SORT,
+        "sort",
+        "lib",
+        1092,
+        1000,
+        total,
+        total,
+        sort_s,
+        path=(0,),
+        outside_s=total if exact else 0.0,
+    )
+    augment = ProfileFunction(
+        "/job/data.py", "augment", "user", 12, 10, 0.0, total, {}, total, dict(sort_s)
+    )
+    engine = ProfileFunction(
+        TORCH_GRAPH,
+        "_engine_run_backward",
+        "torch",
+        979,
+        900,
+        sampled_s - total,
+        sampled_s - total,
+        {"backward": sampled_s - total},
+    )
+    return PythonProfile(
+        window_s=sampled_s,
+        sampled_s=sampled_s,
+        samples=samples,
+        functions=(augment, sort, engine),
+        frames=(PathFrame("/job/data.py", "augment", 12),),
+        outside_s=total if exact else None,
+        outside_phases_s=sort_s if exact else None,
+        workers=workers,
+        worker_processes=0 if workers is None else 2,
+    )
+
+
 def evidence(
     step_list: Sequence[StepRecord] | None = None,
     mem: Sequence[Any] = (),
@@ -201,4 +263,59 @@ def evidence(
         cuda=True,
         device_total_bytes=kw.pop("total", 80 * GIB),
         **kw,
+    )
+
+
+#: the SDPA ops' input lists as the profiler records them: (name, where q is,
+#: where the mask is, where is_causal is, how many inputs)
+_SDPA_SIGNATURES = {
+    "aten::scaled_dot_product_attention": (0, 3, 5, 8),
+    "aten::_scaled_dot_product_efficient_attention_backward": (1, 4, 11, 13),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (1, 8, 14, 16),
+    "aten::_scaled_dot_product_flash_attention_backward": (1, None, 11, 13),
+}
+
+
+def sdpa_row(
+    q: Sequence[int],
+    dtype: str = "c10::BFloat16",
+    *,
+    name: str = "aten::scaled_dot_product_attention",
+    kv: Sequence[int] | None = None,
+    v: Sequence[int] | None = None,
+    mask: Sequence[int] | None = None,
+    causal: bool = False,
+    calls: int = 3,
+    device_us: float = 1000.0,
+) -> OpRow:
+    """An SDPA op row (the public forward op, or a backend's backward op) with
+    its inputs where the profiler puts them, FLOPs and bytes from the shapes
+    (is_causal halves the FLOPs, as gputui counts them from the concrete input)."""
+    first, at_mask, at_causal, n = _SDPA_SIGNATURES[name]
+    k = tuple(kv or q)
+    dims: list[tuple[int, ...] | None] = [()] * n
+    types = [""] * n
+    concrete = [""] * n
+    for i, shape in enumerate((q, k, tuple(v or k))):
+        dims[first + i], types[first + i] = tuple(shape), dtype
+    if first:  # the backward's grad_out
+        dims[0], types[0] = tuple(q), dtype
+    if mask is not None and at_mask is not None:
+        dims[at_mask], types[at_mask] = tuple(mask), dtype
+    concrete[at_causal] = "True" if causal else "False"
+    types[at_causal] = "Scalar"
+    shapes, kinds = tuple(dims), tuple(types)
+    flops = op_costs.estimate_flops(name, shapes, kinds, concrete)
+    moved, rule = op_costs.estimate_bytes(name, shapes, kinds, concrete)
+    return OpRow(
+        name=name,
+        input_dims=shapes,
+        input_types=kinds,
+        calls=calls,
+        device_us=device_us,
+        kernels=calls,
+        flops=None if flops is None else flops * calls,
+        flops_source=None if flops is None else "estimated",
+        bytes_moved=None if moved is None else moved * calls,
+        bytes_rule=rule,
     )

@@ -92,6 +92,9 @@ class FakeGpu:
     #: functions the driver's libnvidia-ml lacks (FunctionNotFound): an old driver
     not_in_driver: set[str] = field(default_factory=set)
     lost: bool = False
+    #: the event types nvmlDeviceGetSupportedEventTypes reports (critical Xid
+    #: errors, single- and double-bit ECC, power state changes, by default)
+    event_types: int = 0x0000000000000001 | 0x2 | 0x4 | 0x8
 
 
 def h100(**overrides: Any) -> FakeGpu:

@@ -14,6 +14,9 @@ path runs against it; only libnvidia-ml is replaced.
   (an older pynvml): looking it up raises AttributeError.
 * ``fake.calls["nvmlDeviceGetProcessUtilization"]`` - how often each was called.
 * ``FakeGpu.lost = True`` - every call on that GPU raises GpuIsLost.
+* ``fake.xid(0, 79)`` - a critical Xid event on GPU 0, read by the next
+  ``nvmlEventSetWait_v2`` of an event set registered for it (``fake.event_sets``:
+  the sets made, with what each registered and whether it was freed).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import inspect
 import struct
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import pynvml as real  # type: ignore[import-untyped]
@@ -74,6 +77,7 @@ __all__ = [
     "NOT_SUPPORTED",
     "NO_PERMISSION",
     "UNKNOWN",
+    "FakeEventSet",
     "FakeGpu",
     "FakeHandle",
     "FakeMig",
@@ -98,6 +102,26 @@ class _Failure:
     code: int
     device: int | None
     times: int | None
+
+
+@dataclass
+class FakeEventSet:
+    """One nvmlEventSetCreate's set: the devices (by index) and event types
+    registered, whether it was freed."""
+
+    registered: dict[int, int] = field(default_factory=dict)
+    freed: bool = False
+
+
+@dataclass
+class FakeEventData:
+    """What nvmlEventSetWait_v2 returns (c_nvmlEventData_t's fields)."""
+
+    device: FakeHandle
+    eventType: int
+    eventData: int
+    gpuInstanceId: int = 0xFFFFFFFF
+    computeInstanceId: int = 0xFFFFFFFF
 
 
 @dataclass
@@ -154,8 +178,20 @@ class FakeNvml:
         #: (seq of sample1, seq of sample2) for each nvmlGpmMetricsGet
         self.gpm_pairs: list[tuple[int, int]] = []
         self._util_clock_us = 1_000_000
+        #: the event sets made, in order; the events waiting, oldest first
+        self.event_sets: list[FakeEventSet] = []
+        self._events: list[FakeEventData] = []
 
     # ------------------------------------------------------------ test API
+
+    def xid(self, device: int, code: int, gpu_instance_id: int = 0xFFFFFFFF) -> None:
+        """A critical Xid event on GPU ``device``, read by the next wait of an
+        event set registered for it (as NVML queues them)."""
+        self._events.append(
+            FakeEventData(
+                FakeHandle(device), real.nvmlEventTypeXidCriticalError, code, gpu_instance_id
+            )
+        )
 
     def fail(
         self, function: str, code: int, device: int | None = None, times: int | None = None
@@ -550,6 +586,41 @@ class FakeNvml:
         for i, (pid, when, sm, mem) in enumerate(rows):
             _UTIL_SAMPLE.pack_into(array, i * ctypes.sizeof(sample_type), pid, when, sm, mem)
         return array[0 : len(rows)]
+
+    # --------------------------------------------------------------- events
+
+    @_api
+    def nvmlEventSetCreate(self) -> FakeEventSet:
+        event_set = FakeEventSet()
+        self.event_sets.append(event_set)
+        return event_set
+
+    @_api
+    def nvmlDeviceGetSupportedEventTypes(self, handle: FakeHandle) -> int:
+        return self._gpu(handle).event_types
+
+    @_api
+    def nvmlDeviceRegisterEvents(
+        self, handle: FakeHandle, eventTypes: int, eventSet: FakeEventSet
+    ) -> None:
+        if not eventTypes & self._gpu(handle).event_types:
+            raise real.NVMLError(NOT_SUPPORTED)
+        eventSet.registered[handle.index] = eventSet.registered.get(handle.index, 0) | eventTypes
+
+    @_api
+    def nvmlEventSetWait_v2(self, eventSet: FakeEventSet, timeoutms: int) -> FakeEventData:
+        if eventSet.freed:
+            raise real.NVMLError(INVALID_ARGUMENT)
+        for position, event in enumerate(self._events):
+            types = eventSet.registered.get(event.device.index, 0)
+            if types & event.eventType:
+                del self._events[position]
+                return event
+        raise real.NVMLError(real.NVML_ERROR_TIMEOUT)
+
+    @_api
+    def nvmlEventSetFree(self, eventSet: FakeEventSet) -> None:
+        eventSet.freed = True
 
     # ------------------------------------------------------------------ GPM
 

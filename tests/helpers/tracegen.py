@@ -75,14 +75,12 @@ class TraceBuilder:
         call: str = "cudaLaunchKernel",
         device: int = 0,
         external: int | None = None,
+        call_cat: str = "cuda_runtime",
     ) -> int:
-        """A launch call and the GPU activity it queued; returns the correlation."""
-        self.correlation += 1
-        corr = self.correlation
+        """A launch call and the GPU activity it queued; returns the correlation.
+        ``call_cat``: "cuda_driver" for the driver's API (cuLaunchKernel)."""
+        corr = self.call(call, ts, dur, cat=call_cat, external=external)
         ext = self.external if external is None else external
-        self._x(
-            "cuda_runtime", call, ts, dur, **{"External id": ext, "cbid": 211, "correlation": corr}
-        )
         gpu = self._x(
             cat,
             name,
@@ -123,6 +121,25 @@ class TraceBuilder:
             }
         )
         return corr
+
+    def call(
+        self,
+        name: str,
+        ts: float,
+        dur: float,
+        *,
+        cat: str = "cuda_runtime",
+        external: int | None = None,
+    ) -> int:
+        """A runtime call with its correlation id and no GPU activity (cudaMalloc,
+        cudaStreamSynchronize, or a launch whose kernel was not recorded);
+        returns the correlation."""
+        self.correlation += 1
+        ext = self.external if external is None else external
+        self._x(
+            cat, name, ts, dur, **{"External id": ext, "cbid": 211, "correlation": self.correlation}
+        )
+        return self.correlation
 
     def document(self) -> dict[str, Any]:
         doc = dict(self.meta)

@@ -26,10 +26,13 @@ def test_text_report_of_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None
     assert max(len(line) for line in lines) <= 80  # piped: 80 columns
     assert lines[0].startswith("── rank 0")
     assert "NVIDIA H100 80GB HBM3" in lines[1]
-    assert "3 steps (ProfilerStep#10–12); HTA's breakdowns leave out the last step" in out
-    assert "GPU utilization 6.7%" in " ".join(out.split())
+    assert "3 steps (ProfilerStep#10–12)" in out
+    flat = " ".join(out.split())
+    assert "window of every section but HTA's: the 3 profiled steps, 274ms" in flat
+    assert "HTA's window: ProfilerStep#10–11, the last step left out" in flat
+    assert 'kernels ran 6.7% of the steps (the plugin\'s "GPU utilization": kernels only)' in flat
     dataloader = next(line for line in lines if line.strip().startswith("DataLoader"))
-    assert "72.9%" in dataloader
+    assert "DataLoader, GPU idle" in dataloader and "72.9%" in dataloader
     assert "compute 6.7%   non-compute 0.1%   idle 93.2%" in out
     assert "host wait 99.3%" in out
     assert "no communication kernels" in out
@@ -400,7 +403,13 @@ def test_counts_of_one_are_singular(capsys: pytest.CaptureFixture[str], tmp_path
     _, out, _ = run(capsys, str(t.write(tmp_path / "one.pt.trace.json")))
     out = " ".join(out.split())
     assert "1 GPU activity" in out and "in 1 name)" in out and "1 step (ProfilerStep#1)" in out
-    assert "Step time (TensorBoard plugin's breakdown): 1 step," in out
+    assert "window of every section but HTA's: the 1 profiled step," in out
+    assert (
+        "breakdown: each moment goes to the first of these that ran then), the 1 profiled step,"
+        in out
+    )
+    assert "1 launch call per step" in out
+    assert "Findings (" not in out or "over the 1 profiled step" in out
     for wrong in ("1 steps", "1 names", "1 GPU activities", "1 events", "1 streams"):
         assert wrong not in out, wrong
 
@@ -446,7 +455,7 @@ def test_mfu_of_an_fp32_trace_against_a_hand_count(
     assert u["mfu"] == pytest.approx(0.7031, abs=5e-5)
     assert u["measured_share"] is None and u["note"] is None
     flat = " ".join(text.split())
-    assert "MFU during the trace: MFU 70.3%, HFU 70.3%, 47.1 TFLOP/s fp32" in flat
+    assert "MFU over the 3 profiled steps: MFU 70.3%, HFU 70.3%, 47.1 TFLOP/s fp32" in flat
     assert "2.34 TFLOP per step at 20.16 steps/s during the trace" in flat
     assert "the profiler slows the steps it records" in flat
 
@@ -472,7 +481,7 @@ def test_mfu_of_a_bf16_transformer_trace_against_a_hand_count(
     assert (u["dtype"], u["peak_tflops"]) == ("bf16", 989.5)
     assert u["mfu"] == pytest.approx(3 * forward / 0.047783 / 989.5e12, rel=1e-5)
     assert u["hfu"] > u["mfu"]
-    assert "MFU during the trace: MFU 14.7%" in " ".join(text.split())
+    assert "MFU over the 1 profiled step: MFU 14.7%" in " ".join(text.split())
 
 
 def test_a_trace_without_shapes_has_no_mfu_and_says_why(
@@ -483,7 +492,7 @@ def test_a_trace_without_shapes_has_no_mfu_and_says_why(
     assert (
         doc["utilisation_note"] == "the trace has no input shapes (profile with record_shapes=True)"
     )
-    assert "MFU during the trace: unknown: the trace has no input shapes" in " ".join(text.split())
+    assert "MFU over the trace: unknown: the trace has no input shapes" in " ".join(text.split())
 
 
 def test_a_trace_of_an_unknown_gpu_gives_its_rate_without_mfu(

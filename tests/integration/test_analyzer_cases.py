@@ -1,7 +1,8 @@
-"""The analyzer on real H100 jobs it was not tuned on, each with a planted cause
-(bench/jobs/analyzer_cases.py; tests/data/h100-cases): the first warn or crit
-finding names the planted cause, the look-alike stays quiet, and the text report
-and ``--json`` name the same findings."""
+"""The analyzer on real H100 and H200 jobs it was not tuned on, each with a
+planted cause (bench/jobs/analyzer_cases.py; tests/data/h100-cases,
+tests/data/h200-cases): the first warn or crit finding names the planted cause,
+the look-alike stays quiet, and the text report and ``--json`` name the same
+findings."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from gputui.cli import main
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "h100-cases"
+H200 = CASES.parent / "h200-cases"
+#: the attention rules: none speaks above info on a job whose attention is fine
+ATTENTION = {"attention.hand_written", "attention.sdpa_math", "attention.sdpa_efficient"}
 
 #: case -> (the first warn/crit rule, rules that must stay quiet or below warn)
 PLANTED = {
@@ -26,7 +30,16 @@ PLANTED = {
     ),
     "lightning": (None, set()),
     "compiled": (None, set()),
+    # recorded on an H200
+    "sdpa_mem_efficient": ("attention.sdpa_efficient", {"attention.sdpa_math"}),
+    "inference": (None, ATTENTION),  # fp32 SDPA, 8% of kernel time: info
+    "hf_trainer": (None, ATTENTION),  # bf16 on cuDNN
 }
+
+
+def trace(case: str) -> Path:
+    path = CASES / f"{case}.pt.trace.json.gz"
+    return path if path.exists() else H200 / f"{case}.pt.trace.json.gz"
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -36,7 +49,7 @@ def analyze(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 @pytest.mark.parametrize("case", sorted(PLANTED))
 def test_the_planted_cause_comes_first(capsys: pytest.CaptureFixture[str], case: str) -> None:
-    path = str(CASES / f"{case}.pt.trace.json.gz")
+    path = str(trace(case))
     (rank,) = json.loads(analyze(capsys, "--json", path))["ranks"]
     serious = [f["rule"] for f in rank["findings"] if f["severity"] in ("warn", "crit")]
     first, quiet = PLANTED[case]
@@ -64,3 +77,48 @@ def test_the_numpy_job_names_python_with_its_share(capsys: pytest.CaptureFixture
     assert rank["account"]["python_pct"] > 80
     text = analyze(capsys, path)
     assert "Step time account" in text and "Python outside torch" in text
+
+
+def test_sdpa_on_the_memory_efficient_kernels_says_why_and_what_it_costs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """fp32 q/k/v with an additive float causal mask (no shapes recorded): the
+    kernels' names tell fp32, SDPA's own ops tell the mask; half the kernels'
+    time is the claim, and the dominant kernel goes under the finding."""
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("sdpa_mem_efficient"))))["ranks"]
+    assert rank["markers"]["attention"] == ["efficient"]
+    assert rank["markers"]["attention_inputs"] == ["mask"]
+    f = rank["findings"][0]
+    assert f["rule"] == "attention.sdpa_efficient" and f["severity"] == "crit"
+    assert "fp32 inputs" in f["evidence"] and "an attn_mask" in f["evidence"]
+    assert "record_shapes=True" in f["evidence"]
+    assert f["bucket"] == "gpu_busy" and 40 < f["impact_pct"] < 50  # 96% of kernels, halved
+    assert [r["rule"] for r in f["related"]] == ["kernels.top_kernel"]
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("inference", "fp32 inputs (the memory-efficient kernels ran fp32"),
+        ("sdpa_math", "16-bit inputs (the math backend cast them to fp32), is_causal=True"),
+    ],
+)
+def test_the_backend_and_the_reason_without_shapes(
+    capsys: pytest.CaptureFixture[str], case: str, says: str
+) -> None:
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace(case))))["ranks"]
+    (f,) = [f for f in rank["findings"] if f["rule"].startswith("attention.sdpa")]
+    assert says in f["evidence"]
+
+
+def test_cudnn_attention_in_bf16_gets_no_attention_finding(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Hugging Face Trainer's GPT-2 in bf16 on SDPA's cuDNN backend: nothing
+    to say about its attention, at any severity; its cuDNN kernels, helpers
+    included, are attention."""
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("hf_trainer"))))["ranks"]
+    assert rank["markers"]["attention"] == ["cudnn"]
+    assert not [f for f in rank["findings"] if f["rule"] in ATTENTION]
+    cudnn = [k for k in rank["kernels"] if "cudnn" in k["name"]]
+    assert cudnn and {k["class"] for k in cudnn} == {"attention"}

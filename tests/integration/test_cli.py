@@ -56,6 +56,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["attach", "1", "--gpu-seconds", "3"], "--gpu-seconds is for --once"),
         (["attach", "1", "--once", "--warmup", "3"], "--warmup is a capture option"),
         (["attach", "1", "--once", "--memory-entries", "100000"], "goes with --memory-snapshot"),
+        (["attach", "1", "--no-flops"], "--no-flops is a capture option"),
+        (
+            ["attach", "1", "--once", "--capture", "2", "--no-capture"],
+            "--capture N asks for a capture and --no-capture for none",
+        ),
+        (["attach", "--demo", "--once", "--no-capture"], "--demo plays a recording; --no-capture"),
+        (["attach", "1", "--memory-snapshot", "2", "--no-capture"], "--memory-snapshot runs alone"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

@@ -3,10 +3,15 @@ a job whose step is mostly one function gets that function named first, with
 its share and its phase, under ``gputui run`` and ``import gputui.hook``,
 with a viewer attached, detached and attached again; a stopped job is not
 credited its stop; forked DataLoader workers are sampled apart from the
-training thread, and workers that are not are said why."""
+training thread, and workers that are not are said why.  The analyzer reads
+it without a capture: a step spent in numpy gets the Python finding first,
+naming the function; a step spent in torch's own code (autograd, optimizer,
+module calls) gets none, with or without a capture; the data finding names
+the workers' function."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -14,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.analysis.host_code import MIN_SAMPLES
 from gputui.client.hook import Disconnected, HookClient, Invalid
 from gputui.protocol.profile import PythonProfile
 from gputui.protocol.schema import HookError
@@ -23,6 +29,9 @@ pytest.importorskip("torch")
 
 #: every test here starts a training job
 pytestmark = pytest.mark.slow
+
+#: a training loop whose own Python is three lines
+KEEP_OUTPUTS = hookutil.REPO / "tests" / "jobs" / "keep_outputs.py"
 
 #: the profile names the hot function soon after attaching (it is sent on
 #: subscribe, from the samples taken before; the requirement is 10 s, met in
@@ -183,7 +192,6 @@ def test_forked_dataloader_workers_are_sampled_apart_from_the_training_thread(
     """The numpy work moved into the DataLoader's two forked workers: the
     training thread's profile does not name it (its step waits for batches),
     the workers' profile names it first; both in ``attach --once``."""
-    import json
 
     args = ["--steps", "0", "--workers", "2", "--hot", "numpy", "--hot-ms", "30"]
     args += ["--hot-in-workers"] + ([] if via_run else ["--install"])
@@ -210,6 +218,16 @@ def test_forked_dataloader_workers_are_sampled_apart_from_the_training_thread(
         assert set(profile.workers.phases_s) == {"worker"}
         # not training-thread time: the control is the same job with the work in the loop
         assert all(f.function != "hot_numpy" for f in profile.functions)
+
+        # the data finding names it, and points its fix at it
+        def loading_named() -> dict | None:  # type: ignore[type-arg]
+            found = finding_of(env, job.pid, "data.loader_wait")
+            return found if found and "DataLoader workers spend" in found["evidence"] else None
+
+        # (the workers' profile holds enough samples a little after it first names them)
+        loading = hookutil.wait_for(loading_named, 90, "the data finding naming the function")
+        assert "in hot_numpy (train_cpu.py:" in loading["evidence"]
+        assert "make hot_numpy (train_cpu.py:" in loading["fix"]
         text = hookutil.gputui(env, "attach", str(job.pid), "--once", timeout=120).stdout
         section = text[text.index("DataLoader workers (") :]
         head = next(i for i, line in enumerate(section.splitlines()) if "time" in line.split())
@@ -224,7 +242,6 @@ def test_attach_once_names_the_hot_function_first_with_its_share(
 ) -> None:
     """``attach PID --once``: the report's Python section and its JSON lead with
     the function the step spends its time in."""
-    import json
 
     args = ["--steps", "0", "--hot", "numpy", "--hot-ms", "30", "--install"]
     job = hookutil.start_job(env, tmp_path, args, False)
@@ -249,5 +266,76 @@ def test_attach_once_names_the_hot_function_first_with_its_share(
         head = next(i for i, line in enumerate(rows) if line.split()[:2] == ["time", "self"])
         first_row = rows[head + 1]
         assert "hot_numpy" in first_row and "train_cpu.py" in first_row
+    finally:
+        job.stop()
+
+
+def once_json(env: dict[str, str], pid: int, *extra: str) -> dict:  # type: ignore[type-arg]
+    out = hookutil.gputui(env, "attach", str(pid), "--once", "--json", *extra, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def finding_of(env: dict[str, str], pid: int, rule: str) -> dict | None:  # type: ignore[type-arg]
+    """``rule``'s finding in ``attach --once --json`` (None until it speaks)."""
+    return next((f for f in once_json(env, pid)["findings"] if f["rule"] == rule), None)
+
+
+def sampled_enough(env: dict[str, str], pid: int, *extra: str) -> dict | None:  # type: ignore[type-arg]
+    """``attach --once --json`` once the analyzer has its minimum of ordinary
+    steps and the profile enough samples for its shares (None before)."""
+    doc = once_json(env, pid, *extra)
+    profile = doc["python_profile"]
+    if doc["analysis_notes"] and any("waits for" in n for n in doc["analysis_notes"]):
+        return None
+    return doc if profile is not None and profile["samples"] >= 2 * MIN_SAMPLES else None
+
+
+def test_a_step_spent_in_numpy_gets_the_python_finding_first_without_a_capture(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    args = ["--steps", "0", "--hot", "numpy", "--hot-ms", "30", "--install"]
+    job = hookutil.start_job(env, tmp_path, args, False)
+    try:
+        doc = hookutil.wait_for(
+            lambda: sampled_enough(env, job.pid, "--no-capture"), 120, "the sampler's shares"
+        )
+        first = doc["findings"][0]
+        assert first["rule"] == "cpu.python", [f["rule"] for f in doc["findings"]]
+        assert first["severity"] == "crit" and first["impact_pct"] > 50
+        assert "sort (fromnumeric.py:" in first["evidence"]
+        assert "called from hot_numpy (train_cpu.py:" in first["evidence"]
+        assert "hot_numpy" in first["fix"]
+        # the account tells that time apart from the rest, labelled as the sampler's
+        buckets = {b["bucket"]: b for b in doc["live_account"]["buckets"]}
+        assert buckets["python"]["source"] == "the Python sampler"
+        assert buckets["python"]["share"] > 0.5
+    finally:
+        job.stop()
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["sampler", "sampler-and-capture"])
+def test_torchs_own_code_is_no_python_outside_torch(
+    env: dict[str, str], tmp_path: Path, capture: bool
+) -> None:
+    """A job whose Python is three lines (its outputs kept in a list): the
+    step is torch's module calls, autograd engine and per-parameter Adam.  A
+    capture's account calls much of it host time outside torch ops (before
+    the sampler bounded it, the Python finding fired on it, naming the loop's
+    line at 100%); the sampler finds it in torch's own code."""
+    job = hookutil.start_job(env, tmp_path, ["--install"], False, job=KEEP_OUTPUTS)
+    try:
+        hookutil.wait_for(lambda: sampled_enough(env, job.pid), 120, "the sampler's shares")
+        doc = once_json(env, job.pid, *(["--capture", "5"] if capture else ["--no-capture"]))
+        profile = PythonProfile.from_wire(doc["python_profile"])
+        assert profile.outside_phases_s is not None
+        assert profile.share(profile.outside_s or 0.0) < 0.1, profile.outside_phases_s
+        torch_rows = [f for f in profile.top_self(3)]
+        assert all(f.kind == "torch" for f in torch_rows), [
+            (f.function, f.kind) for f in torch_rows
+        ]
+        assert "cpu.python" not in [f["rule"] for f in doc["findings"]], doc["findings"]
+        if capture:
+            assert doc["capture"] is not None and doc["capture"]["trace_metrics"]["account"]
     finally:
         job.stop()

@@ -59,6 +59,27 @@ def test_attach_replay_once_json_ranks_the_planted_cause_first(
     assert any("GPU rules" in note for note in doc["analysis_notes"])
 
 
+def test_a_recorded_cpu_job_in_numpy_gets_the_python_finding_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A CPU-only job whose step is a numpy sort in a user phase, recorded
+    without a capture by a hook older than the sampler's split: its profile
+    names the function, and the report leads with it (before: only the data
+    finding, the numpy time "not split yet")."""
+    recording = DATA.parent / "cpu_python.jsonl.gz"
+    assert cli.main(["attach", "--replay", str(recording), "--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    first = doc["findings"][0]
+    assert first["rule"] == "cpu.python" and first["severity"] == "crit"
+    assert first["bucket"] == "host_code"  # the user phase augment holds it
+    assert "sort (fromnumeric.py:1092)" in first["evidence"]
+    assert "called from hot_numpy (train_cpu.py:64)" in first["evidence"]
+    assert cli.main(["attach", "--replay", str(recording), "--once"]) == 0
+    text = capsys.readouterr().out
+    findings = text[text.index("findings (") :]
+    assert findings.splitlines()[2].startswith("CRIT  Python outside torch holds the step")
+
+
 def test_attach_replay_once_text_shows_the_findings(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["attach", "--replay", str(DATA / "dataloader.jsonl.gz"), "--once"]) == 0
     out = " ".join(capsys.readouterr().out.split())

@@ -10,6 +10,7 @@ tests then check PromQL results, every query of the Grafana dashboard, and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from gputui.snapshot.model import SlurmJob, Snapshot, XidCount, XidEvent
 from tests.helpers.deadlines import RUN_S
 from tests.helpers.hookutil import isolated_dirs, make_env, start_job, wait_for
 from tests.helpers.promutil import (
@@ -57,10 +59,34 @@ class Lab:
         return body.decode()
 
 
+#: node-b's GPU 0 is shared by two Slurm jobs: its gauges have a series per job
+SHARED_JOBS = (SlurmJob(101, "0", name="a"), SlurmJob(102, "batch", name="b"))
+
+
+#: node-b's GPU 1 reported Xid 79 twice; its others are watched and have none
+XID_79 = XidEvent(79, 1.7e9, None, None, "GPU has fallen off the bus.", "kernel log")
+
+
+def _with_jobs(snapshots: list[Snapshot]) -> list[Snapshot]:
+    out = []
+    for snap in snapshots:
+        on_gpu0 = [i for i, p in enumerate(snap.processes) if p.gpu_index == 0]
+        processes = list(snap.processes)
+        for i, job in zip(on_gpu0, SHARED_JOBS, strict=False):
+            processes[i] = dataclasses.replace(processes[i], slurm=job)
+        devices = [dataclasses.replace(d, xid_sources=("nvml",)) for d in snap.devices]
+        devices[1] = dataclasses.replace(
+            devices[1], xid_errors=(XID_79, XID_79), xid_counts=(XidCount(79, 2),)
+        )
+        out.append(dataclasses.replace(snap, processes=tuple(processes), devices=tuple(devices)))
+    return out
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     tmp = tmp_path_factory.mktemp("prom")
-    recording = write_recording(tmp / "b.jsonl.gz", make_snapshots(n_gpus=4, n_procs=8, n_steps=60))
+    snapshots = _with_jobs(make_snapshots(n_gpus=4, n_procs=8, n_steps=60))
+    recording = write_recording(tmp / "b.jsonl.gz", snapshots)
     with isolated_dirs() as (sock_dir, cache_dir):
         env = make_env(sock_dir, cache_dir)
         job = start_job(env, tmp, ["--steps", "0", "--data-sleep", "0.03"], via_run=True)
@@ -112,6 +138,18 @@ def test_promql_sees_every_exporter_with_its_hostname(lab: Lab) -> None:
         lab.url, 'gputui_exporter_collector_enabled{hostname="node-c",collector="gpu"}'
     )
     assert enabled["value"][1] == "0"
+
+
+def test_a_gpu_shared_by_two_slurm_jobs_has_a_series_per_job(lab: Lab) -> None:
+    util = wait_for_series(
+        lab.url, 'gputui_gpu_utilization_ratio{hostname="node-b",gpu="0",hpc_job!=""}', 2
+    )
+    assert sorted(s["metric"]["hpc_job"] for s in util) == ["101", "102"]
+    # a GPU without a job: one series, no label; its identity: one series a GPU
+    (other,) = query(lab.url, 'gputui_gpu_utilization_ratio{hostname="node-b",gpu="1"}')
+    assert "hpc_job" not in other["metric"]
+    lost = query(lab.url, 'gputui_gpu_lost{hostname="node-b",gpu="0"}')
+    assert len(lost) == 1 and "hpc_job" not in lost[0]["metric"]
 
 
 def test_hooked_cpu_job_data_phase_dominates(lab: Lab) -> None:
@@ -186,6 +224,10 @@ def test_cluster_once_json_matches_the_exporters(lab: Lab) -> None:
         lab.served(1), "gputui_gpu_memory_total_bytes", gpu="3"
     )
     assert b3["model"] == "NVIDIA A100-SXM4-40GB" and b3["source"] == "gputui"
+    # node-b's GPU 1 reported Xid 79 twice: its last Xid and count, the node's GPUs with one
+    xids = {g["gpu"]: (g["xid_last"], g["xid_count"]) for g in nodes["node-b"]["gpus"]}
+    assert xids == {"0": (0, 0), "1": (79, 2), "2": (0, 0), "3": (0, 0)}
+    assert nodes["node-b"]["xid_gpus"] == 1 and nodes["node-a"]["xid_gpus"] == 0
     assert any(v is not None for v in nodes["node-b"]["gpus"][0]["util_history"])
     (job,) = doc["jobs"]
     (rank,) = job["ranks"]

@@ -171,6 +171,23 @@ def data_s(row: dict[str, Any]) -> float:
 
 
 # -- two ranks -----------------------------------------------------------------------------
+def test_the_automatic_capture_profiles_every_rank_at_once(two: Torchrun) -> None:
+    """The job has no capture: `attach LAUNCHER --once` takes one of every rank,
+    the same steps, with FLOPs, and says what it cost (the first test of the
+    job: the others find this capture recent)."""
+    report = two.gputui("attach", str(two.launcher), "--once", "--json")
+    auto = report["auto_capture"]
+    assert auto["state"] == "done", auto
+    caps = [r["capture"] for r in report["ranks"]]
+    assert all(c is not None and c["cpu_ops"] for c in caps), caps
+    assert len({(c["first_step"], c["last_step"]) for c in caps}) == 1
+    named = report["capture"]  # the rank named's whole capture
+    assert named["id"] == auto["id"] and named["auto"] and named["options"]["flops"]
+    assert auto["cost"] is not None and auto["cost"]["profiled_steps"] >= 5
+    text = two.gputui("attach", str(two.launcher), "--once")
+    assert "automatic capture: not needed: the job was captured at" in text
+
+
 def test_ls_lists_the_job_once(two: Torchrun) -> None:
     (entry,) = two.gputui("ls", "--json")
     assert entry["world_size"] == 2 and entry["local_ranks"] == 2
@@ -247,6 +264,33 @@ async def test_the_rank_view_while_a_rank_hangs(
 
 
 # -- four ranks -------------------------------------------------------------------------------
+async def test_the_rank_view_captures_every_rank_at_once(four: Torchrun) -> None:
+    """The rank view of a job with no capture: one synchronized automatic
+    capture of every rank, and what it cost on the line under the capture's."""
+    from gputui.client.job_group import find_job
+    from gputui.session.autocapture import DONE
+    from gputui.session.rank_feeds import LiveRanksFeed
+    from gputui.tui.attach.rank_screen import RankCapturePanel, RanksApp
+
+    job = find_job(four.launcher)
+    assert job is not None and job.multi_rank
+    feed = LiveRanksFeed(job)
+    feed.watch_gpu = False
+    app = RanksApp(feed)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.ranks_screen
+        auto = screen.auto
+        assert auto is not None
+        await wait_for(pilot, lambda: auto.state == DONE, START_S)
+        caps = [link.state.snapshot().capture for link in feed.links]
+        assert all(c is not None and c.id == auto.capture_id and c.auto for c in caps), caps
+        assert len({(c.first_step, c.last_step) for c in caps if c is not None}) == 1
+        panel = screen.query_one(RankCapturePanel)
+        await wait_for(pilot, lambda: "automatic capture with FLOPs on rank" in panel.plain)
+        assert "cost the job" in panel.plain
+    feed.close()
+
+
 def test_four_ranks(four: Torchrun) -> None:
     (entry,) = four.gputui("ls", "--json")
     assert entry["world_size"] == 4 and entry["local_ranks"] == 4

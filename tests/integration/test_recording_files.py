@@ -353,13 +353,16 @@ def test_recordings_are_written_0600_even_over_an_existing_file(tmp_path: Path) 
 
 # -- formats users have --------------------------------------------------------------
 
-#: the process keys schema 2 added, and the values a schema 1 snapshot reads as
-V2_PROCESS_DEFAULTS = {"container": None, "host_pid": None}
+#: the process keys schema 2 added (and the Slurm job since, without a new
+#: schema number), and the values a snapshot without them reads as
+V2_PROCESS_DEFAULTS = {"container": None, "host_pid": None, "slurm": None}
+#: the device keys added since (Xid errors), and the values an older snapshot reads as
+DEVICE_DEFAULTS: dict[str, Any] = {"xid_errors": [], "xid_counts": [], "xid_sources": None}
 
 
 def _as_v1(doc: dict[str, Any]) -> dict[str, Any]:
-    """A snapshot's JSON as schema 1 wrote it: schema 2 added keys only, and a
-    schema 1 snapshot reads them as their defaults."""
+    """A snapshot's JSON as schema 1 wrote it: later versions added keys only,
+    and a schema 1 snapshot reads them as their defaults."""
     doc = dict(doc)
     doc.pop("schema")
     processes = []
@@ -368,6 +371,11 @@ def _as_v1(doc: dict[str, Any]) -> dict[str, Any]:
         assert added == V2_PROCESS_DEFAULTS
         processes.append({k: v for k, v in process.items() if k not in V2_PROCESS_DEFAULTS})
     doc["processes"] = processes
+    devices = []
+    for device in doc["devices"]:
+        assert {key: device[key] for key in DEVICE_DEFAULTS} == DEVICE_DEFAULTS
+        devices.append({k: v for k, v in device.items() if k not in DEVICE_DEFAULTS})
+    doc["devices"] = devices
     return doc
 
 

@@ -34,14 +34,18 @@ def test_the_traces_communication_share_is_the_live_captures(
 ) -> None:
     """The live report (rank_cases.json) and the trace that capture wrote: the
     communication kernels' share of the GPU span agrees within a point (the
-    raw events and the exported trace differ by a few activities)."""
+    raw events and the exported trace differ by a few activities), where the
+    trace has no GPU work before its first step.  Where it has (the tail of an
+    all-reduce the step before launched), the live capture counted it and the
+    trace's tables, which cover the steps, leave it out: within three points."""
     cases = json.loads((NCCL / "rank_cases.json").read_text())["cases"]
     live = cases[case]["ranks"][rank]["capture"]
     live_comm = sum(us for cls, _calls, us in live["kernels"] if cls == "communication")
     live_share = live_comm / live["span_us"]
-    _summary, cap = _capture(NCCL / f"{trace}-rank{rank}.pt.trace.json.gz")
+    summary, cap = _capture(NCCL / f"{trace}-rank{rank}.pt.trace.json.gz")
     share = cap.by_class_us.get("communication", 0.0) / cap.span_us
-    assert share == pytest.approx(live_share, abs=0.01), (share, live_share)
+    apart = 0.03 if summary.setup.gpu_activities else 0.01
+    assert share == pytest.approx(live_share, abs=apart), (share, live_share)
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,7 @@ async def until(pilot: Any, condition: Any, timeout_s: float = WAIT_S) -> None:
 async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
     record = tmp_path / "session.jsonl.gz"
     feed = LiveFeed(job.pid, record_path=record)
-    app = make_attach_app(feed)
+    app = make_attach_app(feed, auto_capture=False)  # the screen before any capture
     async with app.run_test(size=(120, 40)) as pilot:
         screen = screen_of(app)
         await until(pilot, lambda: screen.view is not None and screen.view.stats.count >= 20)
@@ -110,7 +110,7 @@ async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_capture_on_cpu_shows_cpu_ops(job: hookutil.Job) -> None:
-    app = make_attach_app(LiveFeed(job.pid))
+    app = make_attach_app(LiveFeed(job.pid), auto_capture=False)  # p's capture alone
     async with app.run_test(size=(120, 40)) as pilot:
         screen = screen_of(app)
         await until(pilot, lambda: screen.view is not None and screen.view.snap.synced)

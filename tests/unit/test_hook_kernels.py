@@ -37,6 +37,29 @@ SUM = (
             "attention",
         ),
         (
+            "fmha_cutlassB_bf16_aligned_64x64_k64_dropout_sm80(PyTorchMemEffAttention::"
+            "AttentionBackwardKernel<cutlass::arch::Sm80, cutlass::bfloat16_t, true>::Params)",
+            "attention",
+        ),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64",
+            "attention",
+        ),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64",
+            "attention",
+        ),
+        (
+            "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, "
+            "void*, void*, unsigned int)",
+            "attention",
+        ),
+        (
+            "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int)",
+            "attention",
+        ),
+        ("at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)", "attention"),
+        (
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
             "communication",
         ),

@@ -5,6 +5,7 @@ workers: tests/integration/test_hook_sampler.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -70,6 +71,27 @@ def test_merge_sums_the_workers_time_and_keeps_the_heaviest_path() -> None:
     assert [x.function for x in merged.path_of(top)] == ["_worker_loop", "Data.__getitem__"]
     assert merged.top(2)[1].function == "get" and merged.top(2)[1].self_s == pytest.approx(6.0)
     assert merge([]) is None and merge([PythonProfile()]) is None
+
+
+def test_merge_sums_the_time_outside_torch_where_every_worker_split_it() -> None:
+    loop = PathFrame("/t/worker.py", "_worker_loop", 300, "torch")
+    a = worker("augment", 8.0, 10.0, (loop,))
+    b = worker("augment", 6.0, 10.0, (loop,))
+    split_a = dataclasses.replace(
+        a,
+        functions=tuple(dataclasses.replace(f, outside_s=f.self_s) for f in a.functions),
+        outside_s=8.0,
+        outside_phases_s={"worker": 8.0},
+    )
+    split_b = dataclasses.replace(b, outside_s=6.0, outside_phases_s={"worker": 6.0})
+    merged = merge([split_a, split_b])
+    assert merged is not None and merged.outside_phases_s == {"worker": 14.0}
+    assert merged.outside_s == 14.0
+    assert [f.outside_s for f in merged.functions if f.function == "augment"] == [8.0]
+    # an older worker's hook did not split it: the merge says nothing of it
+    unsplit = merge([split_a, b])
+    assert unsplit is not None and unsplit.outside_phases_s is None
+    assert unsplit.outside_s is None
 
 
 def test_notes_say_why_no_worker_is_sampled(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -136,7 +136,7 @@ def test_a_trace_without_mfu_says_why(
 ) -> None:
     u, why = trace_utilisation(flops, step_us, gpu, H100_SXM.roof())
     assert u is None and why == expect
-    assert mfu_text.trace_lines(u, why) == [f"MFU during the trace: unknown: {expect}"]
+    assert mfu_text.trace_lines(u, why) == [f"MFU over the trace: unknown: {expect}"]
 
 
 def test_a_trace_naming_no_gpu_gives_its_rate_and_says_so() -> None:

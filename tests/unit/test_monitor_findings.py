@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 from gputui.analysis.monitor_findings import Finding, findings
-from gputui.snapshot.model import DeviceSnapshot, GpmMetrics, ProcessSnapshot, Snapshot
+from gputui.snapshot.model import (
+    DeviceSnapshot,
+    GpmMetrics,
+    ProcessSnapshot,
+    Snapshot,
+    XidCount,
+)
 
 GIB = 2**30
 UUID = "GPU-test-0"
@@ -180,6 +186,8 @@ def test_findings_are_sorted_most_severe_first() -> None:
 DEVICE_CASES = {
     "device.lost": lambda: snap(device(lost=True)),
     "device.ecc": lambda: snap(device(ecc_errors_uncorrected=2)),
+    # counted, its events not kept: the doc's row carries no local clock time
+    "device.xid": lambda: snap(device(xid_counts=(XidCount(79, 2),))),
     "device.no_tensor_work": lambda: snap(
         device(
             util_gpu_pct=100.0,

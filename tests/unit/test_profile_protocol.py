@@ -7,6 +7,7 @@ predates it, says the profile is unavailable."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import os
@@ -464,6 +465,34 @@ def test_an_older_hooks_profile_has_no_paths_and_says_nothing_of_workers() -> No
     # and what a newer hook sends adds keys only: an older reader's keys are all there
     new = PythonProfile.from_wire(PROFILE).to_wire()
     assert set(old) <= set(new)
+
+
+def test_the_time_outside_torch_round_trips_and_an_older_hook_sends_none() -> None:
+    """The split a newer hook sends round-trips; a profile without it (an
+    older hook's, or a recording of one) reads as not split, and writes back
+    without the keys (its JSON unchanged)."""
+    split = dataclasses.replace(
+        sample_profile(),
+        functions=(
+            dataclasses.replace(sample_profile().functions[2], outside_s=19.5),
+            *sample_profile().functions[:2],
+        ),
+        outside_s=20.5,
+        outside_phases_s={"other": 19.5, "forward": 1.0},
+    )
+    wire_form = json.loads(json.dumps(split.to_wire()))
+    assert wire_form["outside_phases_s"] == {"other": 19.5, "forward": 1.0}
+    assert wire_form["functions"][0]["outside_s"] == 19.5
+    assert "outside_s" not in wire_form["functions"][1]  # none: left out
+    assert decode(wire_form) == split
+    old = PythonProfile.from_wire(PROFILE)
+    assert old.outside_s is None and old.outside_phases_s is None
+    assert all(f.outside_s == 0.0 for f in old.functions)
+    again = old.to_wire()
+    assert "outside_phases_s" not in again and "outside_s" not in again
+    assert all("outside_s" not in f for f in again["functions"])
+    with pytest.raises(SchemaError, match="outside_phases_s"):
+        decode({**wire_form, "outside_phases_s": {"other": -1.0}})
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ added to the table without a case fails :func:`test_every_threshold_has_a_bounda
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -16,7 +17,15 @@ from gputui.analysis.steps import WARMUP_STEPS
 from gputui.analysis.thresholds import TABLE, value
 from gputui.snapshot.model import GpmMetrics, Snapshot
 from tests.helpers import evidence as h
-from tests.helpers.evidence import GIB, account, capture, evidence, gpu_samples, kernel
+from tests.helpers.evidence import (
+    GIB,
+    account,
+    capture,
+    evidence,
+    gpu_samples,
+    kernel,
+    python_profile,
+)
 from tests.unit.test_monitor_findings import device, snap
 
 memory, op, op_row, steps = h.memory, h.op, h.op_row, h.steps
@@ -125,6 +134,30 @@ def attention(t: float) -> Any:
     return evidence(cap=capture(ks, busy_us=100_000.0, op_rows=[row]))
 
 
+def flash_rate(eff: float, cc: str) -> Any:
+    """3 calls of fp32 SDPA (q 4x8x2048x64) forward and backward whose kernels run
+    at share ``eff`` of the GPU's datasheet bf16 peak: slower than flash's rate
+    there (the threshold), they lose time to it."""
+    from gputui.ceilings.datasheet import A100_SXM_80, H100_SXM
+
+    sheet = (A100_SXM_80 if cc.startswith("8") else H100_SXM).roof()
+    q = [4, 8, 2048, 64]
+    fwd_flops = 3 * 4 * 32 * 2048**2 * 64
+    us = fwd_flops / (eff * sheet.tflops("bf16") * 1e6)  # type: ignore[operator]
+    backward = "aten::_scaled_dot_product_efficient_attention_backward"
+    rows = [
+        h.sdpa_row(q, "float", device_us=us),
+        h.sdpa_row(q, "float", name=backward, device_us=2.5 * us),
+    ]
+    ks = [
+        kernel("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "attention", 3, us),
+        kernel("fmha_cutlassB_f32_aligned_64x64_k64_sm80", "attention", 3, 2.5 * us),
+    ]
+    return evidence(
+        cap=capture(ks, busy_us=3.5 * us, op_rows=rows), compute_capability=cc, datasheet=sheet
+    )
+
+
 def top_kernel(s: float) -> Any:
     others = [kernel(f"{GEMM}_{k}", "gemm", 10, (1 - s) / 5 * SPAN) for k in range(5)]
     return evidence(cap=capture([kernel(GEMM, "gemm", 10, s * SPAN), *others]))
@@ -151,6 +184,31 @@ def profiled_at(x: float) -> Any:
     busy = (1 - t("idle.share")) * (1 - 0.8 * (1 - 1 / x))
     acct = account(gpu_busy=busy, launch=0.1, dispatch=0.7)
     return evidence(cap=capture([kernel(GEMM, "gemm", 100, 10_000.0)], account=acct))
+
+
+def sampled(share: float, samples: int = 1000, util: float | None = None) -> Any:
+    """No capture: the Python sampler finds ``share`` of the training thread's
+    time in numpy outside every phase; a CPU job, or (``util``) a GPU job whose
+    GPU NVML saw that busy."""
+    profile = python_profile({"other": share}, samples=samples)
+    if util is not None:
+        return evidence(gpu=gpu_samples(util_gpu_pct=util), python_profile=profile)
+    return dataclasses.replace(evidence(python_profile=profile), cuda=False)
+
+
+def loading_in(share: float) -> Any:
+    """A job that waits for data, its two workers spending ``share`` of their
+    time in the job's ``decode``."""
+    from gputui.protocol.profile import ProfileFunction, PythonProfile
+    from gputui.protocol.schema import LoaderInfo
+
+    decode = ProfileFunction(
+        "/job/data.py", "decode", "user", 12, 10, 0.0, 10.0 * share, {}, 10.0 * share
+    )
+    workers = PythonProfile(sampled_s=10.0, samples=1000, functions=(decode,))
+    profile = dataclasses.replace(python_profile({}), workers=workers, worker_processes=2)
+    ev = evidence(steps(phases={**DEFAULT, "data": 0.02}), python_profile=profile)
+    return dataclasses.replace(ev, loader=LoaderInfo(num_workers=2))
 
 
 def device_gpm(util: float = 95.0, **gpm: float) -> Snapshot:
@@ -183,6 +241,7 @@ CASES: dict[str, Case] = {
         -1,
     ),
     "min.spiky_samples": Case("gpu.spiky", lambda n: spiky(int(n)), 0, -1),
+    "min.profile_samples": Case("cpu.python", lambda n: sampled(0.6, int(n)), 0, -1),
     # -- steps (phase shares of a 36 ms step)
     "data.share": Case(
         "data.loader_wait", lambda s: phases(data=share_of(0.036, s)), +0.001, -0.001
@@ -363,6 +422,12 @@ CASES: dict[str, Case] = {
         ),
     ),
     "attention.min_t": Case("attention.hand_written", attention, 0, -1),
+    "attention.flash_sm80": Case(
+        "attention.sdpa_efficient", lambda e: flash_rate(e, "8.0"), -0.001, +0.001
+    ),
+    "attention.flash_sm90": Case(
+        "attention.sdpa_efficient", lambda e: flash_rate(e, "9.0"), -0.001, +0.001
+    ),
     # -- memory (an 80 GiB device)
     "memory.near_full": past_share(
         "memory.near_full",
@@ -415,6 +480,12 @@ CASES: dict[str, Case] = {
     ),
 }
 
+#: the Python finding without a capture reads the same shares from the sampler
+SAMPLER_CASES: dict[str, Case] = {
+    "cpu.python_share": past_share("cpu.python", sampled),
+    "cpu.gpu_idle_share": past_share("cpu.python", lambda i: sampled(0.6, util=100.0 * (1 - i))),
+}
+
 #: the monitor's device rules read the same GPU thresholds: their boundaries too
 DEVICE_CASES: dict[str, Case] = {
     "gpu.low_util_pct": Case("device.low_util", lambda u: snap(device(util_gpu_pct=u)), -0.1, 0),
@@ -456,6 +527,26 @@ def test_the_rule_stays_quiet_just_short_of_it(key: str) -> None:
     assert said(case.rule, case.at(key)[1]) == [], f"{case.rule} spoke short of {key}"
 
 
+@pytest.mark.parametrize("key", sorted(SAMPLER_CASES))
+def test_the_samplers_python_finding_reads_the_same_thresholds(key: str) -> None:
+    case = SAMPLER_CASES[key]
+    past, short = case.at(key)
+    assert said(case.rule, past) and said(case.rule, short) == []
+
+
+@pytest.mark.parametrize("offset", [0.001, -0.001])
+def test_the_loadings_hot_function_is_named_from_its_share(offset: float) -> None:
+    """``data.hot_share`` decides whether the data finding names the function,
+    not whether it speaks."""
+    (f,) = [
+        f
+        for f in engine.analyze(loading_in(t("data.hot_share") + offset))
+        if f.rule == "data.loader_wait"
+    ]
+    named = "spend" in f.evidence and "decode (data.py:12)" in f.fix
+    assert named is (offset > 0)
+
+
 @pytest.mark.parametrize("key", sorted(DEVICE_CASES))
 def test_the_monitor_reads_the_same_thresholds(key: str) -> None:
     case = DEVICE_CASES[key]
@@ -472,7 +563,7 @@ def test_a_leak_is_critical_within_the_oom_horizon(seconds: float) -> None:
 
 
 def test_every_threshold_has_a_boundary_case() -> None:
-    assert set(CASES) | {"memory.oom_soon_s"} == set(TABLE)
+    assert set(CASES) | {"memory.oom_soon_s", "data.hot_share"} == set(TABLE)
 
 
 def test_the_printed_trigger_is_the_tables() -> None:

@@ -283,6 +283,38 @@ CASES: dict[str, tuple[Factory, Factory]] = {
             )
         ),
     ),
+    # SDPA's memory-efficient kernels ran in fp32 (or cuDNN's in bf16)
+    "attention.sdpa_efficient": (
+        lambda: evidence(
+            cap=capture(
+                [
+                    kernel(
+                        "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::"
+                        "AttentionKernel<float, cutlass::arch::Sm80, true, 64, 64, 64>::Params)",
+                        "attention",
+                        30,
+                        40_000.0,
+                    ),
+                    kernel(GEMM_BF16, "gemm", 100, 60_000.0),
+                ],
+                busy_us=100_000.0,
+            )
+        ),
+        lambda: evidence(
+            cap=capture(
+                [
+                    kernel(
+                        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7",
+                        "attention",
+                        30,
+                        40_000.0,
+                    ),
+                    kernel(GEMM_BF16, "gemm", 100, 60_000.0),
+                ],
+                busy_us=100_000.0,
+            )
+        ),
+    ),
     "cpu.python": (
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.14))),  # 26%
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.16))),  # 24%

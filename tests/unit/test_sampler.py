@@ -456,15 +456,19 @@ def test_frames_are_classed_and_gputuis_own_are_transparent() -> None:
 
     sampler = Sampler(Recorder(), enabled=True)
     torch_dir = os.path.dirname(sys.modules["torch"].__file__) if "torch" in sys.modules else None
-    assert sampler._kind(json.decoder.__file__) == KIND_LIB
-    assert sampler._kind("/venv/lib/python3.11/site-packages/numpy/core/x.py") == KIND_LIB
-    assert sampler._kind("/usr/lib/python3/dist-packages/yaml/x.py") == KIND_LIB
-    assert sampler._kind("<frozen importlib._bootstrap>") == KIND_LIB
-    assert sampler._kind("<eval_with_key>.3") == KIND_TORCH
-    assert sampler._kind("/home/me/project/train.py") == KIND_USER
-    assert sampler._kind("<string>") == KIND_USER
+    kinds = {
+        json.decoder.__file__: KIND_LIB,
+        "/venv/lib/python3.11/site-packages/numpy/core/x.py": KIND_LIB,
+        "/usr/lib/python3/dist-packages/yaml/x.py": KIND_LIB,
+        "<frozen importlib._bootstrap>": KIND_LIB,
+        "<eval_with_key>.3": KIND_TORCH,
+        "/home/me/project/train.py": KIND_USER,
+        "<string>": KIND_USER,  # code made by exec: its caller's (below)
+    }
     if torch_dir is not None:
-        assert sampler._kind(os.path.join(torch_dir, "nn", "modules", "module.py")) == KIND_TORCH
+        kinds[os.path.join(torch_dir, "nn", "modules", "module.py")] = KIND_TORCH
+    for file, kind in kinds.items():
+        assert sampler._kind(file)[0] == kind, file
 
     # a gputui frame between two of the job's: it is skipped, its callee gets self
     wrapper_src = "def wrapper(fn):\n    return fn()\n"
@@ -483,6 +487,123 @@ def test_frames_are_classed_and_gputuis_own_are_transparent() -> None:
         r.file.startswith(GPUTUI_DIR) for r in profile.functions
     )
     assert profile.top_self(1)[0].function.endswith("inner")
+
+
+#: where the owner cases' torch, libraries and standard library live
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+SITE = "/venv/lib/python3.11/site-packages"
+STDLIB = os.path.dirname(os.__file__)
+JOB = "/job/train.py"
+
+#: a stack (outermost first: file, function), whether its time is outside
+#: torch, and the kind its innermost function is listed as
+OWNER_CASES: dict[str, tuple[list[tuple[str, str]], bool, str]] = {
+    "autograd-engine": (
+        [(JOB, "train"), (f"{TORCH}/autograd/graph.py", "_engine_run_backward")],
+        False,
+        KIND_TORCH,
+    ),
+    "optimizer-in-stdlib": (
+        [(JOB, "train"), (f"{TORCH}/optim/adam.py", "step"), (f"{STDLIB}/contextlib.py", "exit")],
+        False,
+        KIND_LIB,
+    ),
+    "module-call-into-the-jobs-forward": (
+        [(JOB, "train"), (f"{TORCH}/nn/modules/module.py", "_call_impl"), (JOB, "forward")],
+        True,
+        KIND_USER,
+    ),
+    "numpy-from-the-job": (
+        [(JOB, "train"), (f"{SITE}/numpy/_core/fromnumeric.py", "sort")],
+        True,
+        KIND_LIB,
+    ),
+    "stdlib-from-the-job": (
+        [(JOB, "train"), (f"{STDLIB}/json/encoder.py", "iterencode")],
+        True,
+        KIND_LIB,
+    ),
+    "inductors-launcher-made-by-exec": (
+        [
+            (JOB, "train"),
+            (f"{TORCH}/_inductor/runtime/triton_heuristics.py", "run"),
+            ("<string>", "launcher"),
+        ],
+        False,
+        KIND_TORCH,
+    ),
+    "code-made-by-exec-in-the-job": (
+        [(JOB, "train"), ("<string>", "made")],
+        True,
+        KIND_USER,
+    ),
+    "triton-under-inductor": (
+        [
+            (JOB, "train"),
+            (f"{TORCH}/_inductor/runtime/triton_heuristics.py", "run"),
+            (f"{SITE}/triton/compiler/compiler.py", "getitem"),
+        ],
+        False,
+        KIND_LIB,
+    ),
+    "a-librarys-forward-called-by-torch": (
+        [
+            (JOB, "train"),
+            (f"{TORCH}/nn/modules/module.py", "_call_impl"),
+            (f"{SITE}/transformers/modeling_llama.py", "forward"),
+        ],
+        True,
+        KIND_LIB,
+    ),
+    "dataloader-waiting-under-a-library-loop": (
+        [
+            (f"{SITE}/lightning/loops/fit_loop.py", "run"),
+            (f"{TORCH}/utils/data/dataloader.py", "next"),
+            (f"{STDLIB}/queue.py", "get"),
+        ],
+        False,
+        KIND_LIB,
+    ),
+}
+
+
+def _sample_stack(sampler: Sampler, levels: list[tuple[str, str]]) -> None:
+    """One sample of a live stack of functions defined in ``levels``' files
+    (outermost first), taken from inside the innermost."""
+
+    def record(frame: FrameType) -> None:
+        _feed(sampler, [frame])
+
+    callee: Any = None
+    for file, name in reversed(levels):
+        body = "return record(sys._getframe())" if callee is None else "return callee()"
+        namespace: dict[str, Any] = {"sys": sys, "record": record, "callee": callee}
+        exec(compile(f"def {name}():\n    {body}\n", file, "exec"), namespace)
+        callee = namespace[name]
+    callee()
+
+
+@pytest.mark.parametrize("case", sorted(OWNER_CASES))
+def test_a_samples_time_is_torchs_own_or_outside_torch(case: str) -> None:
+    """The innermost frame owns a sample, a standard-library frame counting as
+    its caller's; torch's autograd engine, optimizers, module calls and data
+    loading are torch's own, and so are the libraries its compiler runs and the
+    code it makes with exec; the job's code and a library's are outside torch,
+    whoever called them."""
+    levels, outside, kind = OWNER_CASES[case]
+    sampler = Sampler(Recorder(), enabled=True)
+    sampler._torch = TORCH + os.sep
+    _sample_stack(sampler, levels)
+    profile = sampler.snapshot()
+    assert profile is not None and profile.outside_phases_s is not None
+    inner = row(profile, levels[-1][1])
+    assert inner.kind == kind
+    assert profile.outside_s == pytest.approx(0.01 if outside else 0.0)
+    assert inner.outside_s == pytest.approx(inner.self_s if outside else 0.0)
+    assert profile.outside_phases_s == ({"other": pytest.approx(0.01)} if outside else {})
+    # the job's own code on the stack keeps its site time either way
+    if levels[0][0] == JOB:
+        assert profile.site_s == pytest.approx(0.01)
 
 
 # -- lifecycle, the off switch, errors ---------------------------------------------------------

@@ -214,11 +214,11 @@ def test_sdpa_math_says_why_flash_was_not_eligible_from_the_shapes() -> None:
     math = op_row("aten::_scaled_dot_product_attention_math", [[4, 8, 2048, 320]], "float", 3, 1.0)
     cap = dataclasses.replace(attention_capture(20_000.0), op_rows=(sdpa, math))
     (f,) = [f for f in engine.analyze(evidence(cap=cap)) if f.rule == "attention.sdpa_math"]
-    assert "fp32 inputs" in f.evidence and "head dim 320 > 256" in f.evidence
-    assert "explicit attn_mask" in f.evidence
+    assert "fp32 inputs" in f.evidence and "head dim 320 (flash takes at most 256)" in f.evidence
+    assert "an attn_mask (4x1x2048x2048: flash takes none; if it is the causal" in f.evidence
     bare = attention_capture(20_000.0, op("aten::_scaled_dot_product_attention_math", 3, 5.0))
     (g,) = [f for f in engine.analyze(evidence(cap=bare)) if f.rule == "attention.sdpa_math"]
-    assert "reason is unknown without recorded shapes" in g.evidence
+    assert "the capture has no input shapes: record the input shapes" in g.evidence
 
 
 def test_hand_written_attention_sizes_the_score_matrix_from_the_shapes() -> None:
@@ -236,20 +236,46 @@ def test_hand_written_attention_sizes_the_score_matrix_from_the_shapes() -> None
 
 
 def test_cpu_python_names_the_jobs_functions_from_the_sampler() -> None:
-    from gputui.protocol.profile import ProfileFunction, PythonProfile
+    from gputui.protocol.profile import PathFrame, ProfileFunction, PythonProfile
 
     profile = PythonProfile(
         sampled_s=10.0,
         samples=1000,
         functions=(
-            ProfileFunction("/home/u/proj/data.py", "augment", line=12, site_s=7.1, self_s=0.2),
-            ProfileFunction("/venv/numpy/core.py", "sort", kind="lib", self_s=6.9),
-            ProfileFunction("/home/u/proj/train.py", "log", line=40, site_s=0.2),
+            ProfileFunction(
+                "/home/u/proj/data.py",
+                "augment",
+                line=12,
+                site_s=7.1,
+                self_s=0.2,
+                phases_s={"other": 0.2},
+            ),
+            ProfileFunction(
+                "/venv/lib/python3.11/site-packages/numpy/core.py",
+                "sort",
+                kind="lib",
+                line=7,
+                self_s=6.9,
+                phases_s={"other": 6.9},
+                path=(0,),
+            ),
+            ProfileFunction(
+                "/home/u/proj/train.py",
+                "log",
+                line=40,
+                site_s=0.05,
+                self_s=0.05,
+                phases_s={"other": 0.05},
+            ),
         ),
+        frames=(PathFrame("/home/u/proj/data.py", "augment", 13),),
     )
     cap = capture(account=account(dispatch=0.1, launch=0.05))
     ev = dataclasses.replace(evidence(cap=cap), python_profile=profile)
     (f,) = [f for f in engine.analyze(ev) if f.rule == "cpu.python"]
-    assert "augment (data.py:12) 71%" in f.evidence
-    assert "log (" not in f.evidence  # under 5% of the time: not named
+    # the library's function, with the job's own that called it, and the job's own
+    assert "sort (core.py:7) 69%, called from augment (data.py:13)" in f.evidence
+    assert "augment (data.py:12) 2%" in f.evidence
+    assert "log (" not in f.evidence  # under 1% of the time: not named
     assert "py-spy" not in f.fix  # the function is named: no profiler needed
+    assert f.fix.startswith("start with sort (core.py:7), called from augment (data.py:13)")

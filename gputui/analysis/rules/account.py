@@ -2,25 +2,28 @@
 the bucket that holds most of the step, and each rule claims only time from its
 own bucket.
 
-- ``cpu.python``: the step's largest share is CPU time outside torch ops (Python
-  on the training thread: preprocessing, augmentation, logging, a Python loop
-  over tensors), and the GPU -- when there is one -- waits for it.
+- ``cpu.python``: the step's largest share is the job's own code or a library's
+  on the training thread, outside torch (preprocessing, augmentation, logging, a
+  Python loop over tensors), and the GPU -- when there is one -- waits for it.
+  A capture's account says how much of the step is host time outside torch ops;
+  the hook's Python sampler says whose code that is (torch's own Python -- the
+  autograd engine, optimizers, module calls -- is torch's).  With both, the
+  finding takes the smaller; with the sampler alone, it reads the sampler
+  (gputui.analysis.host_code), which needs no capture.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.registry import finding, rule
+from gputui.analysis.host_code import HostCode, host_code
+from gputui.analysis.ledger import HOST_CODE
+from gputui.analysis.registry import Minimum, finding, rule
 from gputui.protocol.trace_metrics import StepAccount, account_label
-
-if TYPE_CHECKING:
-    from gputui.protocol.profile import ProfileFunction
 
 #: Python outside torch from this share of the step is worth a finding ...
 PYTHON_SHARE = thresholds.value("cpu.python_share")
@@ -28,12 +31,6 @@ PYTHON_SHARE = thresholds.value("cpu.python_share")
 GPU_IDLE_SHARE = thresholds.value("cpu.gpu_idle_share")
 #: launch + dispatch from this share of the step make a step launch-bound
 LAUNCH_SHARE = thresholds.value("launch.issue_share")
-
-
-def _where(f: ProfileFunction) -> str:
-    """``data.py:12``: the file's name and the function's hottest line."""
-    name = f.file.replace("\\", "/").rsplit("/", 1)[-1]
-    return f"{fmt.clean(name, 120)}:{f.line}"
 
 
 def account_of(ev: JobEvidence) -> StepAccount | None:
@@ -50,10 +47,8 @@ def shares_text(acct: StepAccount, *buckets: str, cuda: bool = True) -> str:
     )
 
 
-def cpu_side_largest(acct: StepAccount) -> str:
-    """Which CPU-side cause holds most of the step: "python", "launch" (launch
-    and dispatch together: the cost of issuing ops), "sync", "data" or "comm"."""
-    groups = {
+def _groups(acct: StepAccount) -> dict[str, float]:
+    return {
         "python": acct.share("python"),
         "launch": acct.share("launch") + acct.share("dispatch"),
         "sync": acct.share("sync"),
@@ -61,50 +56,113 @@ def cpu_side_largest(acct: StepAccount) -> str:
         "comm": acct.share("comm"),
         "phase": acct.share("phase"),
     }
+
+
+def cpu_side_largest(acct: StepAccount) -> str:
+    """Which CPU-side cause holds most of the step: "python", "launch" (launch
+    and dispatch together: the cost of issuing ops), "sync", "data" or "comm"."""
+    groups = _groups(acct)
     return max(groups, key=lambda k: groups[k])
+
+
+#: where host-side work goes instead
+_WHERE_TO = (
+    "data preprocessing and augmentation into DataLoader workers (num_workers > 0) or onto "
+    "the GPU as torch ops; vectorise Python loops over tensors; log and checkpoint every N "
+    "steps"
+)
+
+
+def _fix(host: HostCode | None, model: bool, where: str) -> str:
+    """The fix, pointed at the function the sampler names first."""
+    rows = () if host is None else (host.all_functions if model else host.functions)
+    if not rows:
+        return (
+            f"move the host-side work out of the training loop: {_WHERE_TO}. A Python "
+            f"profiler names the function ({where}'s stack: gputui's sampler in a hooked "
+            "job, py-spy dump, or torch.profiler with with_stack=True)"
+        )
+    top = rows[0]
+    return (
+        f"start with {top.label}{top.called_from}: make it cheaper, or move it out of the "
+        f"training loop: {_WHERE_TO}"
+    )
+
+
+def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
+    """The GPU's busy share of the step where known: the account's, else (no
+    capture) NVML's while attached, as the ledger has it."""
+    if acct is not None:
+        return acct.gpu_busy_share if ev.cuda or acct.gpu_busy_us is not None else None
+    idle = ev.ledger.gpu_idle
+    return None if idle is None else 1.0 - idle
 
 
 @rule(
     "cpu.python",
     "cpu",
     "gputui's step account: CPU time outside torch ops (numpy/PIL preprocessing, "
-    "logging, Python loops) on the training thread; bottleneck tables: low GPU "
-    "utilization with the CPU busy",
-    ("capture",),
+    "logging, Python loops) on the training thread; the Python sampler: whose code it is; "
+    "bottleneck tables: low GPU utilization with the CPU busy",
+    ("capture", "profile"),
     trigger=(
         "capture or trace: Python outside torch >= {cpu.python_share} of the step and the "
         "largest CPU-side share (ahead of launch + dispatch, sync, data, communication), "
-        "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); cost: that "
-        "share (with a GPU: at most its idle share)"
+        "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); where the "
+        "Python sampler saw the job, at most the time it found in code outside torch (torch's "
+        "own autograd, optimizers and module calls are torch's); without a capture, the "
+        "sampler alone (from {min.profile_samples} samples and {min.steps} ordinary steps): "
+        "code outside torch in the loop and user phases >= {cpu.python_share} of the "
+        "training thread's time and ahead of data and communication, with the GPU idle >= "
+        "{cpu.gpu_idle_share} (or no GPU); cost: that share (with a GPU: at most its idle "
+        "share)"
     ),
+    minimum=Minimum(),
     bucket="python",
 )
 def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
     acct = account_of(ev)
-    if acct is None:
+    host = host_code(ev.python_profile)
+    if acct is not None:
+        return _from_account(ev, acct, host)
+    if host is not None and not ev.from_trace and ev.enough_steps:
+        return _from_sampler(ev, host)
+    return []
+
+
+def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> list[Finding]:
+    """A capture's or a trace's account, bounded by the sampler where it saw
+    the job: the account's host time outside torch ops that is in torch's own
+    code is not Python outside torch."""
+    python, phase = acct.share("python"), 0.0
+    if host is not None:
+        python = min(python, host.loop + host.model)
+        phase = min(acct.share("phase"), host.user_phases)
+    share = python + phase
+    groups = _groups(acct)
+    groups["phase"] -= phase
+    if share < PYTHON_SHARE or any(v > share for k, v in groups.items() if k != "python"):
         return []
-    share = acct.share("python")
-    if share < PYTHON_SHARE or cpu_side_largest(acct) != "python":
-        return []
-    busy = acct.gpu_busy_share if ev.cuda or acct.gpu_busy_us is not None else None
+    busy = _gpu_busy(ev, acct)
     if busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
         return []  # the GPU is kept busy: the Python time is hidden behind it
     recoverable = share if busy is None else min(share, 1.0 - busy)
-    step_ms = acct.step_us / 1000.0
+    step_s = acct.step_us / 1e6  # the account's and the ledger's mean step, as they print it
+    outside_ops = acct.share("python")
     evidence = (
-        f"{share * 100:.0f}% of the step ({fmt.ms(share * step_ms / 1000.0)} of "
-        f"{fmt.ms(step_ms / 1000.0)}) is CPU time outside torch ops; "
+        f"{outside_ops * 100:.0f}% of the step ({fmt.ms(outside_ops * step_s)} of "
+        f"{fmt.ms(step_s)}) is CPU time outside torch ops; "
         + shares_text(acct, "dispatch", "launch", "sync", "data", cuda=ev.cuda)
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
     )
-    profile = ev.python_profile
-    named = [f for f in profile.top_site(3) if profile.share(f.site_s) >= 0.05] if profile else []
-    if profile is not None and named:
-        evidence += "; the Python sampler names " + ", ".join(
-            f"{fmt.clean(f.function, 80)} ({_where(f)}) {profile.share(f.site_s) * 100:.0f}%"
-            for f in named
+    if host is not None:
+        evidence += (
+            f"; the Python sampler finds {(host.loop + host.model + host.user_phases) * 100:.0f}% "
+            f"of the training thread's time in code outside torch ({host.where_words(model=True)})"
         )
+        if host.all_functions:
+            evidence += ": " + host.named(model=True)
     where = "the trace" if ev.from_trace else "the job"
     return [
         finding(
@@ -112,17 +170,49 @@ def python_outside_torch(ev: JobEvidence) -> Iterable[Finding]:
             "cpu.python",
             "Python outside torch holds the step",
             evidence,
-            "move the host-side work out of the training loop: data preprocessing and "
-            "augmentation into DataLoader workers (num_workers > 0) or onto the GPU as torch "
-            "ops; vectorise Python loops over tensors; log and checkpoint every N steps"
-            + (
-                ""
-                if named
-                else f". A Python profiler names the function ({where}'s stack: gputui's "
-                "sampler in a hooked job, py-spy dump, or torch.profiler with with_stack=True)"
-            ),
+            _fix(host, True, where),
             "a new capture shows the Python share of the step fall and the GPU busy share rise",
             share=recoverable,
+            bucket=HOST_CODE if phase > 0 else None,
+        )
+    ]
+
+
+def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
+    """No capture: the sampler's time in code outside torch, in the loop and
+    the user phases (forward and backward wait for a capture)."""
+    share = host.counted
+    led = ev.ledger
+    waits = max(led.shares.get("data", 0.0), led.shares.get("comm", 0.0))
+    if share < PYTHON_SHARE or share < waits:
+        return []
+    busy = _gpu_busy(ev, None)
+    if ev.cuda and (busy is None or 1.0 - busy < GPU_IDLE_SHARE):
+        return []  # the GPU's idle time unknown, or too short to wait for the host
+    evidence = (
+        f"the Python sampler finds {share * 100:.0f}% of the training thread's time in "
+        f"code outside torch ({host.where_words()})"
+    )
+    if host.functions:
+        evidence += ": " + host.named()
+    evidence += (
+        f" ({host.samples:,} samples over the last {host.window_s:.0f} s"
+        + ("" if host.exact else "; estimated from the profile's functions")
+        + ")"
+        + (f"; the GPU idles {(1.0 - busy) * 100:.0f}% of the time" if busy is not None else "")
+        + "; without a capture, forward and backward are left out: the sampler cannot tell "
+        "the model's Python from the torch ops its lines run"
+    )
+    return [
+        finding(
+            ev,
+            "cpu.python",
+            "Python outside torch holds the step",
+            evidence,
+            _fix(host, False, "the job"),
+            "the functions named fall in the Python view (y) and the steps get shorter",
+            share=share,
+            bucket=HOST_CODE if host.user_phases > 0.005 else None,
         )
     ]
 

@@ -124,11 +124,21 @@ def launch_bound(cap: CaptureView) -> bool:
 
 
 def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
+    """The GPU's idle share at the job's own speed, and beside it, where it
+    differs, the GPU's busy share as the ledger measured it in the profiled
+    steps (the same figure as the account's)."""
     text = f"the GPU idles {idle * 100:.0f}% of the step"
-    if cap.idle_share is not None and abs(cap.idle_share - idle) > 0.02:
-        text += f" ({cap.idle_share * 100:.0f}% in the capture, profiled"
+    if ev.phase_share(DATA) >= 0.005:
+        text += " outside the data wait"
+    busy = ev.ledger.gpu_busy
+    measured = cap.idle_share if busy is None else 1.0 - busy
+    if measured is not None and abs(measured - idle) > 0.02:
+        if busy is None:
+            text += f" ({measured * 100:.0f}% in the capture, profiled"
+        else:
+            text += f" (busy {busy * 100:.0f}% of the profiled steps"
         if not _unprofiled(ev) and unprofiled_idle(cap) is not None:
-            text += f", launch and dispatch {PROFILER_SLOWDOWN:g}x slower"
+            text += f", where launch and dispatch ran {PROFILER_SLOWDOWN:g}x slower"
         text += ")"
     return text
 
@@ -159,7 +169,11 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
         key=lambda o: -o.calls,
     )
     listed = ", ".join(f"{o.name} x{o.calls}" for o in names[:3])
-    evidence = f"{per_step:.0f} synchronizations per step ({listed} in {cap.steps} steps)"
+    # the ledger's count where it has one (every synchronizing call in the
+    # window's steps, blocking copies too), as the account shows it
+    counted = ev.ledger.syncs_per_step
+    shown = per_step if counted is None else counted
+    evidence = f"{fmt.per_step(shown)} synchronizations per step ({listed} in {cap.steps} steps)"
     if idle is not None:
         evidence += "; " + _gap_evidence(ev, cap, idle)
     return [
@@ -223,11 +237,20 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         step_us = (ev.mean_step_s or 0.0) * 1e6
         if step_us > 0 and cap.cpu_ops:
             ceiling = sum(o.self_us for o in cap.cpu_ops) / cap.steps / step_us
-            share = min(share, ceiling)
+            if ceiling < share:
+                share = ceiling
+            else:
+                ceiling = None  # it holds nothing back: not worth a word
     mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
+    launches = ev.ledger.launches_per_step
     evidence = (
-        f"{cap.kernels_per_step:,.0f} kernel launches per step averaging {fmt.us(mean)}"
+        (
+            f"{cap.kernels_per_step:,.0f} kernel launches per step averaging {fmt.us(mean)}"
+            if launches is None
+            else f"{fmt.per_step(launches)} launch calls per step, GPU work averaging "
+            f"{fmt.us(mean)}"
+        )
         + (f", {tiny * 100:.0f}% of them under 10us" if tiny is not None else "")
         + "; "
         + (

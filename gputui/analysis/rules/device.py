@@ -1,6 +1,7 @@
 """Rules over one GPU as the monitor sees it (no job needed): lost, ECC and row
-remapping, low utilization with a compute process on it, busy without tensor
-cores, memory nearly full, clocks throttled, memory-bandwidth bound.
+remapping, Xid errors, low utilization with a compute process on it, busy
+without tensor cores, memory nearly full, clocks throttled, memory-bandwidth
+bound.
 
 Each reads a :class:`DeviceEvidence`: the newest snapshot of the GPU and the
 means over the last snapshots, so one idle sample between busy ones raises
@@ -25,8 +26,15 @@ from gputui.analysis import thresholds, throttle
 from gputui.analysis.finding import Finding
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
-from gputui.analysis.severity import CRIT, WARN, Severity
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, ValueBase, replaced
+from gputui.analysis.severity import CRIT, INFO, WARN, Severity
+from gputui.snapshot.model import (
+    DeviceSnapshot,
+    ProcessSnapshot,
+    Snapshot,
+    ValueBase,
+    XidEvent,
+    replaced,
+)
 from gputui.snapshot.value import value_class
 
 #: GPU utilization below this is "low" (TensorBoard)
@@ -118,6 +126,8 @@ class DeviceEvidence(ValueBase):
     device: DeviceSnapshot  # the newest snapshot of the GPU
     window: GpuWindow | None  # means over the recent snapshots
     has_compute: bool  # a compute process is on the GPU
+    #: when the newest snapshot was taken (Unix time; None: not known)
+    time_s: float | None = None
 
 
 def device_evidence(snapshot: Snapshot, recent: Sequence[Snapshot]) -> list[DeviceEvidence]:
@@ -130,7 +140,12 @@ def device_evidence(snapshot: Snapshot, recent: Sequence[Snapshot]) -> list[Devi
                 series.append(d)
     computing = _computing(snapshot)
     return [
-        DeviceEvidence(device, GpuWindow.of(by_uuid[device.uuid]), device.index in computing)
+        DeviceEvidence(
+            device,
+            GpuWindow.of(by_uuid[device.uuid]),
+            device.index in computing,
+            snapshot.timestamp_s,
+        )
         for device in snapshot.devices
     ]
 
@@ -259,6 +274,60 @@ def ecc(ev: DeviceEvidence) -> Iterable[Finding]:
             )
         )
     return out
+
+
+@rule(
+    "device.xid",
+    "gpu",
+    "NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors): each code's meaning and "
+    "resolution; gputui: the errors NVML's critical Xid events and the kernel log report",
+    ("snapshot",),
+    scope="device",
+    trigger="the driver reported an Xid error for the GPU: crit for a fault of the GPU (79 "
+    "fell off the bus, 48 double-bit ECC, 95 uncontained ECC, ...), warn for a job's fault "
+    "(13, 31, 43) or a contained ECC error (94); info when the newest is over a day old",
+)
+def xid(ev: DeviceEvidence) -> Iterable[Finding]:
+    from gputui.analysis.xid import RECENT_S, meaning_of
+
+    d = ev.device
+    out: list[Finding] = []
+    for counted in d.xid_counts:
+        meaning = meaning_of(counted.xid)
+        newest = next((e for e in reversed(d.xid_errors) if e.xid == counted.xid), None)
+        severity = meaning.severity
+        now = ev.time_s
+        if newest is not None and now is not None and now - newest.time_s > RECENT_S:
+            severity = INFO
+        times = "once" if counted.count == 1 else f"{counted.count} times"
+        evidence = f"Xid {counted.xid} reported {times}: {meaning.meaning}"
+        if newest is not None:
+            evidence += f"; the newest {_xid_said(newest)}"
+        out.append(
+            _finding(
+                ev,
+                "device.xid",
+                severity,
+                f"Xid {counted.xid}: {meaning.short}",
+                evidence,
+                meaning.action,
+                f"no new Xid {counted.xid} on GPU {d.index} (gputui's GPU panel, or "
+                "dmesg | grep Xid)",
+            )
+        )
+    return out
+
+
+def _xid_said(event: XidEvent) -> str:
+    """When, for which process and in the driver's words (cleaned: the kernel
+    log's line names another user's process)."""
+    said = f"at {fmt.clock(event.time_s, with_date=True)}"
+    if event.pid is not None:
+        name = f" {fmt.clean(event.process_name, 64)}" if event.process_name else ""
+        said += f", pid {event.pid}{name}"
+    if event.detail:
+        said += f": {fmt.clean(event.detail, 160)}"
+    return said
 
 
 @rule(

@@ -15,6 +15,7 @@ from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import capture_of
 from gputui.analysis.severity import INFO
 from gputui.trace import kernels
+from gputui.trace.markers import kernel_backend
 
 #: FP32 (CUDA-core) GEMMs' share of kernel time that is worth TF32 or bf16
 FP32_GEMM_SHARE = thresholds.value("precision.fp32_gemm_share")
@@ -182,10 +183,19 @@ def _kernel_advice(kernel_class: str, name: str, stem: str) -> tuple[str, str]:
             "the communication kernel's share falls once the slowest rank or the transfer is fixed",
         )
     if kernel_class == kernels.ATTENTION:
+        backend = kernel_backend(name)
+        if backend in ("flash", "cudnn"):
+            label = "flash" if backend == "flash" else "cuDNN"
+            return (
+                f"an attention kernel of SDPA's {label} backend, its fastest: its time "
+                "grows with batch x heads x sequence length squared x head dim, so less "
+                "work (no padding tokens, packed sequences) is what shortens it",
+                ncu,
+            )
         return (
-            "an attention kernel: check which scaled_dot_product_attention backend it is "
-            "(flash for bf16/fp16 without a materialized mask, memory-efficient otherwise) "
-            "and that the inputs qualify for flash",
+            "an attention kernel: see the attention findings for the "
+            "scaled_dot_product_attention backend it is and why flash did not run (flash "
+            "takes fp16/bf16 inputs, no attn_mask, head dim <= 256)",
             ncu,
         )
     if kernel_class == kernels.GEMM:

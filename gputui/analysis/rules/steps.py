@@ -11,6 +11,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import MIN_STEPS, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
+from gputui.analysis.host_code import LoadingHot, loading_hot
 from gputui.analysis.ledger import ISSUE
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
@@ -29,6 +30,8 @@ OPTIMIZER_SHARE = thresholds.value("steps.optimizer_share")
 OTHER_SHARE = thresholds.value("steps.other_share")
 OUTLIER_SHARE = thresholds.value("steps.outlier_share")
 WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
+#: a function's share of the loading's sampled time from which it is named
+HOT_SHARE = thresholds.value("data.hot_share")
 
 
 @rule(
@@ -39,7 +42,9 @@ WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
     ("steps",),
     trigger=(
         "the data phase (waiting in DataLoader.__next__) >= {data.share} of the step "
-        "(TensorBoard's threshold)"
+        "(TensorBoard's threshold); where the Python sampler saw the loading (the workers, "
+        "or the training thread with num_workers=0), a function holding >= {data.hot_share} "
+        "of its time is named, and the fix points at it"
     ),
     bucket="data",
 )
@@ -47,11 +52,22 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     share = ev.phase_share(DATA)
     if share < DATA_SHARE:
         return []
-    p50 = ev.phase_p50(DATA)
-    evidence = (
-        f"the training loop waits {share * 100:.0f}% of the time for the next batch "
-        f"(data p50 {fmt.ms(p50)} of a {fmt.ms(ev.step_s)} step)"
-    )
+    led = ev.ledger
+    waits = led.share("data") if led.has_account and led.step_s else None
+    if waits is None:
+        p50 = ev.phase_p50(DATA)
+        evidence = (
+            f"the training loop waits {share * 100:.0f}% of the time for the next batch "
+            f"(data p50 {fmt.ms(p50)} of a {fmt.ms(ev.step_s)} step)"
+        )
+    else:  # the ledger's figures: its window's mean step, as the account shows them
+        evidence = (
+            f"the training loop waits {waits * 100:.0f}% of the step for the next batch "
+            f"({fmt.ms(waits * (led.step_s or 0.0))} of a {fmt.ms(led.step_s)} step)"
+        )
+        if round(100 * waits) != round(100 * share):
+            # a trace: the step breakdown's DataLoader time with nothing else running
+            evidence += f"; with the GPU idle, {share * 100:.0f}% of the step"
     gpu = ev.gpu
     if gpu is not None and gpu.util_pct is not None:
         evidence += f"; GPU util {gpu.util_pct:.0f}%"
@@ -60,7 +76,11 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
         evidence += (
             f"; DataLoader(num_workers={loader.num_workers}, pin_memory={loader.pin_memory})"
         )
-    if loader is not None and loader.num_workers == 0:
+    hot = loading_hot(ev.python_profile)
+    if hot is not None and hot.hot.share >= HOT_SHARE:
+        evidence += "; " + _hot_words(hot)
+        fix = _hot_fix(hot)
+    elif loader is not None and loader.num_workers == 0:
         fix = (
             "the DataLoader loads every batch in the training process (num_workers=0): set "
             "num_workers=N (N up to the free CPU cores"
@@ -99,6 +119,37 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
             share=share,
         )
     ]
+
+
+def _hot_words(hot: LoadingHot) -> str:
+    """``the 2 workers spend 97% of their time in decode_sample (data.py:12)``."""
+    h = hot.hot
+    who = (
+        f"the {hot.workers} DataLoader workers spend"
+        if hot.workers
+        else "the training thread spends"
+    )
+    of = "of their time" if hot.workers else "of its data wait"
+    return f"{who} {h.share * 100:.0f}% {of} in {h.label}{h.called_from}"
+
+
+def _hot_fix(hot: LoadingHot) -> str:
+    """The fix, pointed at the function the loading spends its time in."""
+    h = hot.hot
+    cheaper = (
+        f"make {h.label}{h.called_from} cheaper: decode and augment once and cache, "
+        "vectorise it, or move it onto the GPU (e.g. NVIDIA DALI)"
+    )
+    if hot.workers:
+        return (
+            f"the workers are busy in one function: {cheaper}; or raise num_workers (up to "
+            "the free CPU cores) and prefetch_factor"
+        )
+    return (
+        f"the DataLoader loads every batch in the training process (num_workers=0): {cheaper}; "
+        "and set num_workers=N (N up to the free CPU cores), persistent_workers=True and "
+        "pin_memory=True so batches are ready before the step asks"
+    )
 
 
 @rule(

@@ -9,6 +9,16 @@ import os
 from rich.text import Text
 
 from gputui import fmt
+from gputui.session.attach import AttachView
+from gputui.session.autocapture import (
+    ASKED,
+    FAILED,
+    SKIPPED,
+    WAITING,
+    AutoLine,
+    cost_parts,
+    kind_of,
+)
 from gputui.trace.kernels import CLASS_LABELS, CLASS_SHORT, KERNEL_CLASSES
 from gputui.tui import render
 from gputui.tui.attach.view_panel import ViewPanel
@@ -23,13 +33,40 @@ def us_text(us: float) -> str:
 
 
 # -- capture -------------------------------------------------------------------------------
+def cost_line(view: AttachView | None, auto: AutoLine | None) -> list[tuple[str, str]]:
+    """The line under the capture's, as parts: the automatic capture while it
+    waits or runs (or why it did not run), else what the capture shown cost
+    the job; nothing to say: no parts."""
+    if auto is not None and auto.state in (WAITING, ASKED, FAILED):
+        parts = [(auto.text, "yellow" if auto.state != WAITING else "dim")]
+        return [*parts, (auto.detail, "dim")] if auto.detail else parts
+    cap = view.capture if view is not None else None
+    if view is not None and cap is not None and not (cap.replayed and view.capture_cost is None):
+        result = view.snap.capture
+        stop_ms = None if result is None else result.stop_ms
+        automatic = cap.auto or (auto is not None and auto.capture_id == cap.id)
+        first, *rest = cost_parts(view.capture_cost, stop_ms)
+        parts = [(f"{kind_of(result, automatic)}: {first}", ""), *((p, "") for p in rest)]
+        if auto is not None and auto.user_waits:
+            parts.insert(1, ("your capture (p) goes next", "yellow"))
+        elif auto is not None and auto.state == SKIPPED:
+            parts.append(("(none automatic: this one is of the last 10 minutes)", "dim"))
+        return parts
+    if auto is not None:
+        return [(auto.text, "dim")]
+    return []
+
+
 class CapturePanel(ViewPanel):
-    """The latest capture: when, GPU busy, trace path; progress while one runs."""
+    """The latest capture: when, GPU busy, trace path; progress while one runs;
+    the automatic capture's state, and what the capture cost the job."""
 
     def __init__(self, *, id: str | None = None, ascii_only: bool = False) -> None:
         super().__init__(id=id, ascii_only=ascii_only)
         self.is_replay = False
         self.show_classes = False
+        #: the automatic capture's line (None: a recording, or none kept here)
+        self.auto: AutoLine | None = None
 
     def build(self, width: int) -> Text:
         v = self.view
@@ -38,6 +75,7 @@ class CapturePanel(ViewPanel):
         cap = v.capture if v else None
         progress = v.capture_progress if v else None
         lines = [first]
+        about = cost_line(v, self.auto)
         if cap is None:
             if progress:
                 first.append(f"  {progress}", style="bold yellow")
@@ -48,7 +86,11 @@ class CapturePanel(ViewPanel):
                     "  none yet: p profiles the next 5 steps (kernels, CPU ops, trace)",
                     style="dim",
                 )
-            return first
+            if about:
+                second = Text()
+                join_parts(second, about, width, self.ascii_only, cut_first=True)
+                lines.append(second)
+            return Text("\n").join(lines)
         assert v is not None
         parts: list[tuple[str, str]] = []
         parts.append((f"steps {cap.first_step}-{cap.last_step}", ""))
@@ -73,6 +115,10 @@ class CapturePanel(ViewPanel):
         join_parts(
             first, [(" " + p, s) if i == 0 else (p, s) for i, (p, s) in enumerate(parts)], width
         )
+        if about:
+            second = Text()
+            join_parts(second, about, width, self.ascii_only, cut_first=True)
+            lines.append(second)
         if self.show_classes and cap.classes:
             classes = Text("by class ", style="bold")
             cparts = [

@@ -146,6 +146,8 @@ class AttachHeader(ViewPanel):
             parts.append((f"{stats.excluded_profiled} profiled steps left out", "magenta"))
         if stats.excluded_compile:
             parts.append((f"{stats.excluded_compile} compiling steps left out", "magenta"))
+        if stats.excluded_warmup:
+            parts.append((f"{stats.excluded_warmup} warm-up steps left out", "magenta"))
         # The job's own errors are worth a cut line more than nothing.
         join_parts(text, parts, width, cut=True)
         return text

@@ -118,7 +118,7 @@ def account_lines(
     where = (
         f"*every step; others from capture at step {acct.capture_step}"
         if acct.capture_step is not None
-        else "*every step"
+        else "*every step" + ("; python from the Python sampler" if acct.sampled else "")
     )
     legend.append(where, style="dim")
     return [bar] if compact else [bar, render.hanging(legend, width, 2)]

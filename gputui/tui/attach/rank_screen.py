@@ -24,10 +24,21 @@ from textual.timer import Timer
 from textual.widgets import Footer
 
 from gputui import fmt
+from gputui.analysis.auto_capture import capture_cost
 from gputui.analysis.engine import analyze_ranks
 from gputui.analysis.finding import Finding
 from gputui.analysis.rules.ranks import wait_hint
 from gputui.errors import GputuiError
+from gputui.session.attach import StateSnapshot
+from gputui.session.autocapture import (
+    ASKED,
+    FAILED,
+    WAITING,
+    AutoCapture,
+    cost_parts,
+    kind_of,
+)
+from gputui.session.autocapture import KEY as AUTO_KEY
 from gputui.session.feeds import CAPTURE_STEPS
 from gputui.session.rank_feeds import LiveRanksFeed, ReplayRanksFeed, rank_input
 from gputui.session.rank_view import EXITED, RankRow, RanksSummary, enough_steps, summarize
@@ -36,7 +47,7 @@ from gputui.tui import render
 from gputui.tui.attach.findings import JobFindingsScreen
 from gputui.tui.attach.rank_table import SORTABLE, RankTable
 from gputui.tui.attach.screen import AttachAppBase, AttachScreen
-from gputui.tui.render import finding_line, findings_count, hanging
+from gputui.tui.render import finding_line, findings_count, hanging, join_parts
 from gputui.tui.widgets.panels import BannerPanel
 from gputui.tui.widgets.text_panel import TextPanel
 
@@ -177,6 +188,17 @@ class RankCapturePanel(TextPanel):
         self.progress = ""
         self.is_replay = False
         self.kernel_rows = 6
+        #: the automatic capture's line, or what the highlighted rank's capture
+        #: cost it (parts and styles); empty: nothing to say
+        self.about: list[tuple[str, str]] = []
+
+    def _about(self, width: int) -> list[Text]:
+        if not self.about:
+            return []
+        line = Text(" ")
+        # the sentence is cut to fit; of the details after it, those that fit whole
+        join_parts(line, self.about, width, cut_first=True)
+        return [line]
 
     def build(self, width: int) -> Text:
         text = Text()
@@ -190,7 +212,7 @@ class RankCapturePanel(TextPanel):
                 "  none recorded" if self.is_replay else "  p: profile the same steps on every rank"
             )
             text.append(hint, style="dim")
-            return hanging(text, width, 11)
+            return Text("\n").join([hanging(text, width, 11), *self._about(width)])
         assert row is not None
         text.append(f"  {row.label}: steps {cap.first_step}..{cap.last_step}")
         if self.same_steps > 1:
@@ -201,7 +223,7 @@ class RankCapturePanel(TextPanel):
             text.append(f", comm kernels {cap.comm_span_share * 100:.0f}% of the span")
         if cap.overlap is not None:
             text.append(f", overlapped {cap.overlap * 100:.0f}%")
-        text = hanging(text, width, 11)
+        text = Text("\n").join([hanging(text, width, 11), *self._about(width)])
         if not cap.kernels:  # a CPU job: its top CPU ops
             table = Table(box=None, show_header=True, header_style="bold")
             table.add_column("CPU op (no GPU kernels)")
@@ -272,14 +294,22 @@ class RanksScreen(Screen[object]):
         Binding("s", "sort", "Sort"),
         Binding("S", "reverse", "Reverse", show=False),
         Binding("p", "capture", "Capture"),
+        Binding(AUTO_KEY, "auto_capture", "Auto capture"),
         Binding("f", "findings", "Findings"),
         Binding("r", "reconnect", "Reconnect"),
     ]
+    #: who queues a capture behind the automatic one (a rank's screen queues its own)
+    USER = "ranks"
 
-    def __init__(self, feed: RanksFeed, *, autostart: bool = True) -> None:
+    def __init__(
+        self, feed: RanksFeed, *, autostart: bool = True, auto: AutoCapture | None = None
+    ) -> None:
         super().__init__()
         self.feed = feed
         self.autostart = autostart
+        #: the automatic capture: one synchronized capture of every rank (None: a
+        #: recording)
+        self.auto = None if feed.is_replay else auto
         self.summary: RanksSummary | None = None
         self.findings: tuple[Finding, ...] = ()
         self.refreshes = 0
@@ -381,6 +411,7 @@ class RanksScreen(Screen[object]):
         self._versions = versions
         self._built_at = tick
         snaps = [(link.state.snapshot(), link.hello) for link in self.feed.links]
+        self._auto_step([snap for snap, _hello in snaps])
         inputs = [rank_input(snap, hello) for snap, hello in snaps]
         summary = summarize(inputs, self.feed.now(), VIEW_WINDOW)
         self.summary = summary
@@ -447,7 +478,69 @@ class RanksScreen(Screen[object]):
         rows = () if self.summary is None else self.summary.rows
         panel.same_steps = sum(1 for r in rows if span is not None and _span(r) == span)
         panel.progress = self._capture_progress()
+        panel.about = self._about(row)
         panel.redraw()
+
+    def _about(self, row: RankRow | None) -> list[tuple[str, str]]:
+        """The automatic capture while it waits or runs (or why it did not),
+        else what the highlighted rank's capture cost it."""
+        snaps = [link.state.snapshot() for link in self.feed.links]
+        auto = None if self.auto is None else self.auto.line(snaps)
+        if auto is not None and auto.state in (WAITING, ASKED, FAILED):
+            parts = [(auto.text, "yellow" if auto.state != WAITING else "dim")]
+            return [*parts, (auto.detail, "dim")] if auto.detail else parts
+        link = next((lk for lk in self.feed.links if row is not None and lk.pid == row.pid), None)
+        snap = None if link is None else link.state.snapshot()
+        if snap is not None and snap.capture is not None:
+            cost = capture_cost(snap.steps, snap.capture)
+            if cost is not None or not snap.capture.replay:
+                automatic = snap.capture.auto or (
+                    auto is not None and auto.capture_id == snap.capture.id
+                )
+                who = kind_of(snap.capture, automatic)
+                first, *rest = cost_parts(cost, snap.capture.stop_ms)
+                label = link.label if link is not None else "this rank"
+                parts = [(f"{who} on {label}: {first}", ""), *((p, "") for p in rest)]
+                if auto is not None and auto.user_waits:
+                    parts.insert(1, ("your capture (p) goes next", "yellow"))
+                return parts
+        return [] if auto is None else [(auto.text, "dim")]
+
+    # -- the automatic capture ---------------------------------------------------------------
+    def _auto_step(self, snaps: list[StateSnapshot]) -> None:
+        """Ask every rank for the automatic capture when it is due (one
+        synchronized capture); send a capture the user asked for meanwhile once
+        it has ended."""
+        auto = self.auto
+        if auto is None:
+            return
+        cid = auto.due(snaps, self.feed.now())
+        if cid is not None:
+            self._auto_worker(cid)
+        if auto.take_user_turn(self.USER):
+            self._capture_worker()
+
+    @work(thread=True, exclusive=True, group="ranks-auto")
+    def _auto_worker(self, cid: str) -> None:
+        # Socket writes: off the UI thread.
+        auto = self.auto
+        assert auto is not None and isinstance(self.feed, LiveRanksFeed)
+        try:
+            ask = self.feed.request_capture(CAPTURE_STEPS, capture_id=cid, auto=True)
+        except GputuiError as exc:
+            auto.failed(str(exc))
+            return
+        note = f"steps {ask.start_step}..{ask.start_step + CAPTURE_STEPS - 1} on {ask.asked} ranks"
+        if ask.errors:
+            note += f" ({len(ask.errors)} not asked: {fmt.clean(ask.errors[0])})"
+        self._capture_note = f"automatic capture of {note}"
+
+    def action_auto_capture(self) -> None:
+        if self.auto is None:
+            self.notify("this is a recording: captures need a live job", severity="warning")
+            return
+        self.notify(self.auto.toggle())
+        self._show_capture()
 
     def _capture_progress(self) -> str:
         waiting = sum(1 for link in self.feed.links if link.state.snapshot().capture_wanted)
@@ -468,7 +561,11 @@ class RanksScreen(Screen[object]):
             return
         self.app.push_screen(
             AttachScreen(
-                self.feed.rank_feed(link), autostart=not self.feed.is_replay, state=link.state
+                self.feed.rank_feed(link),
+                autostart=not self.feed.is_replay,
+                state=link.state,
+                auto=self.auto,
+                drive_auto=False,  # the rank view asks every rank at once
             )
         )
 
@@ -497,6 +594,8 @@ class RanksScreen(Screen[object]):
         self.app.push_screen(JobFindingsScreen(self.findings))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "auto_capture" and self.feed.is_replay:
+            return False  # nothing to capture in a recording: not shown
         if action == "capture" and self.feed.is_replay:
             return None
         return True
@@ -504,6 +603,10 @@ class RanksScreen(Screen[object]):
     def action_capture(self) -> None:
         if self.feed.is_replay:
             self.notify("this is a recording: captures need a live job", severity="warning")
+            return
+        if self.auto is not None and self.auto.user_capture(self.USER):
+            self.notify("your capture waits for the automatic one, then profiles 5 steps")
+            self._show_capture()
             return
         if any(link.state.snapshot().capture_wanted for link in self.feed.links):
             self.notify("a capture is already under way", severity="warning")
@@ -551,8 +654,25 @@ class RanksApp(AttachAppBase):
 
     feed: RanksFeed
 
+    def __init__(
+        self,
+        feed: RanksFeed,
+        *,
+        ascii_only: bool = False,
+        banner: str | None = None,
+        autostart: bool = True,
+        notice: str | None = None,
+        auto_capture: bool = True,
+    ) -> None:
+        super().__init__(
+            feed, ascii_only=ascii_only, banner=banner, autostart=autostart, notice=notice
+        )
+        #: False: the automatic capture starts off (``--no-capture``; the key turns it on)
+        self.auto_capture = auto_capture
+
     def get_default_screen(self) -> Screen[object]:
-        return RanksScreen(self.feed, autostart=self.autostart)
+        auto = AutoCapture(enabled=self.auto_capture)
+        return RanksScreen(self.feed, autostart=self.autostart, auto=auto)
 
     @property
     def ranks_screen(self) -> RanksScreen:

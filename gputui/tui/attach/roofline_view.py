@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from gputui import fmt
 from gputui.analysis.evidence import roofline_of
 from gputui.reports import roofline as roofline_text
-from gputui.session.attach import StateSnapshot, capture_progress
+from gputui.session.attach import StateSnapshot, capture_busy, capture_progress
 from gputui.session.feeds import CAPTURE_STEPS
 from gputui.tui.attach.capture_panels import PERFETTO
 from gputui.tui.attach.subscreen import (
@@ -114,7 +114,9 @@ class RooflineScreen(PanelScreen):
     ]
 
     def wants_request(self, snap: StateSnapshot) -> bool:
-        return snap.roof is not None and (snap.capture is None or not snap.capture.op_rows)
+        # a capture under way (the automatic one, with FLOPs) fills the view: none asked
+        no_rows = snap.capture is None or not snap.capture.op_rows
+        return snap.roof is not None and no_rows and not capture_busy(snap)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == self.REQUEST_ACTION and cpu_job(self.state.snapshot()):

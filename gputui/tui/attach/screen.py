@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from textual import events, on, work
@@ -24,8 +25,10 @@ from textual.widgets import DataTable, Footer
 
 from gputui.client.hook import HookClient
 from gputui.errors import GputuiError
-from gputui.session.attach import AttachState, AttachView, build_view
-from gputui.session.feeds import AttachFeed, LiveFeed, ReplayFeed
+from gputui.session.attach import AttachState, AttachView, StateSnapshot, build_view
+from gputui.session.autocapture import KEY as AUTO_KEY
+from gputui.session.autocapture import AutoCapture
+from gputui.session.feeds import CAPTURE_STEPS, AttachFeed, LiveFeed, ReplayFeed
 from gputui.tui import ascii
 from gputui.tui.attach.capture_panels import CapturePanel, ClassPanel, NameLine
 from gputui.tui.attach.findings import JobFindingsPanel, JobFindingsScreen
@@ -60,6 +63,8 @@ class AttachScreen(Screen[object]):
         # (the first binding of a key that is enabled is the footer's), and the ?
         # help names them all.
         Binding("p", "capture", "Capture"),
+        Binding(AUTO_KEY, "when_wide('auto_capture')", "Auto capture"),
+        Binding(AUTO_KEY, "auto_capture", "Auto capture", show=False),
         Binding("g", "when_wide('toggle_gpu')", "Wall/GPU"),
         Binding("g", "toggle_gpu", "Wall/GPU", show=False),
         Binding("o", "when_wide('toggle_table')", "Kernels/ops"),
@@ -76,13 +81,24 @@ class AttachScreen(Screen[object]):
     ]
 
     def __init__(
-        self, feed: AttachFeed, *, autostart: bool = True, state: AttachState | None = None
+        self,
+        feed: AttachFeed,
+        *,
+        autostart: bool = True,
+        state: AttachState | None = None,
+        auto: AutoCapture | None = None,
+        drive_auto: bool = True,
     ) -> None:
         super().__init__()
         self.feed = feed
         self.autostart = autostart
         # A rank of the rank view brings the state its connection already fills.
         self.state = state if state is not None else AttachState()
+        #: the automatic capture (None: a recording, or turned off for good); a
+        #: rank of the rank view shows the rank view's, which asks every rank
+        #: (``drive_auto`` False: this screen only shows it and queues p)
+        self.auto = None if feed.is_replay else auto
+        self.drive_auto = drive_auto
         self.gpu_mode = False
         self.view: AttachView | None = None
         self.refreshes = 0
@@ -142,6 +158,8 @@ class AttachScreen(Screen[object]):
 
     def on_unmount(self) -> None:
         self.state.on_capture = None
+        if self.auto is not None:
+            self.auto.forget_user(self.USER)  # a capture waiting to be sent from here
         # Leaving the screen (escape back to the monitor, or quitting) ends the session.
         if self._timer is not None:
             self._timer.stop()
@@ -231,8 +249,10 @@ class AttachScreen(Screen[object]):
         if not reuse:
             self._stats_at = tick
         before = self.view
+        snap = self.state.snapshot()
+        self._auto_step(snap, now)
         self.view = build_view(
-            self.state.snapshot(),
+            snap,
             now,
             self.gpu_mode,
             self.bar_width(),
@@ -251,7 +271,9 @@ class AttachScreen(Screen[object]):
                 + (f" x{feed.speed:g}" if feed.speed != 1 else "")
                 + (" ended (r: again)" if feed.finished else "")
             )
-        panels: list[Any] = [header, self.query_one(StepBars), self.query_one(CapturePanel)]
+        capture_panel = self.query_one(CapturePanel)
+        capture_panel.auto = None if self.auto is None else self.auto.line([view.snap])
+        panels: list[Any] = [header, self.query_one(StepBars), capture_panel]
         # Panels whose inputs are the very same objects as last time are not rebuilt:
         # statistics change once a second, memory at 2 Hz, captures rarely.
         if before is None or view.stats is not before.stats or view.gpu_mode != before.gpu_mode:
@@ -291,6 +313,8 @@ class AttachScreen(Screen[object]):
     # -- actions ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "when_wide":
+            if parameters == ("auto_capture",) and self.auto is None:
+                return False  # a recording: nothing to capture
             return self.all_keys
         if action == "back":
             # Only when pushed over another screen (the monitor, the rank view):
@@ -312,7 +336,53 @@ class AttachScreen(Screen[object]):
         if self.pushed and self.app.screen is self:
             self.app.pop_screen()
 
+    # -- the automatic capture -----------------------------------------------------------
+    def _auto_step(self, snap: StateSnapshot, now: float) -> None:
+        """Ask for the automatic capture when it is due; send a capture the
+        user asked for while it ran once it has ended."""
+        auto = self.auto
+        if auto is None:
+            return
+        if self.drive_auto:
+            cid = auto.due([snap], now)
+            if cid is not None:
+                self.run_worker(
+                    partial(self._send_auto, cid), group="attach-auto", exclusive=True, thread=True
+                )
+        if auto.take_user_turn(self.USER):
+            self._ask_capture()
+
+    def _send_auto(self, cid: str) -> None:
+        """Worker thread: the socket write."""
+        auto = self.auto
+        assert auto is not None
+        try:
+            self.feed.request_capture(CAPTURE_STEPS, flops=True, capture_id=cid, auto=True)
+        except GputuiError as exc:
+            auto.failed(str(exc))
+            return
+        self.state.set_capture_wanted(cid)
+
+    def action_auto_capture(self) -> None:
+        if self.auto is None:
+            self.notify("this is a recording: captures need a live job", severity="warning")
+            return
+        self.notify(self.auto.toggle())
+        self.refresh_view(force=True)
+
+    #: who queues a capture behind the automatic one (the rank view queues its own)
+    USER = "attach"
+
     def action_capture(self) -> None:
+        auto = self.auto
+        if auto is not None and auto.user_capture(self.USER):
+            self.notify("your capture waits for the automatic one, then profiles the next 5 steps")
+            self.refresh_view(force=True)
+            return
+        self._ask_capture()
+
+    def _ask_capture(self) -> None:
+        # Every capture carries FLOPs and shapes (docs/hook.md, "Captures").
         ask_capture(self, self.feed, self.state, not_connected="not connected: r reconnects")
 
     def action_memory(self) -> None:
@@ -399,8 +469,26 @@ class AttachApp(AttachAppBase):
 
     feed: AttachFeed
 
+    def __init__(
+        self,
+        feed: AttachFeed,
+        *,
+        ascii_only: bool = False,
+        banner: str | None = None,
+        autostart: bool = True,
+        notice: str | None = None,
+        auto_capture: bool = True,
+    ) -> None:
+        super().__init__(
+            feed, ascii_only=ascii_only, banner=banner, autostart=autostart, notice=notice
+        )
+        #: False: the automatic capture starts off (``--no-capture``; the key turns it on)
+        self.auto_capture = auto_capture
+
     def get_default_screen(self) -> Screen[object]:
-        return AttachScreen(self.feed, autostart=self.autostart)
+        return AttachScreen(
+            self.feed, autostart=self.autostart, auto=AutoCapture(enabled=self.auto_capture)
+        )
 
     @property
     def attach_screen(self) -> AttachScreen:
@@ -416,21 +504,31 @@ def make_attach_app(
     banner: str | None = None,
     autostart: bool = True,
     notice: str | None = None,
+    auto_capture: bool = True,
 ) -> AttachApp:
     """The attach app over a connected client, a live feed or a replay.
 
     ``autostart=False`` leaves the feed alone: a test or the screenshot script then
-    plays a recording with :meth:`AttachScreen.replay_to`.
+    plays a recording with :meth:`AttachScreen.replay_to`.  ``auto_capture=False``
+    starts with the automatic capture off (``--no-capture``).
     """
     feed: AttachFeed = (
         LiveFeed(source.pid, client=source) if isinstance(source, HookClient) else source
     )
-    return AttachApp(feed, ascii_only=ascii_only, banner=banner, autostart=autostart, notice=notice)
+    return AttachApp(
+        feed,
+        ascii_only=ascii_only,
+        banner=banner,
+        autostart=autostart,
+        notice=notice,
+        auto_capture=auto_capture,
+    )
 
 
 def attach_screen_factory(pid: int) -> AttachScreen:
-    """The monitor's ``a`` key: a screen that connects to ``pid`` in a worker."""
-    return AttachScreen(LiveFeed(pid))
+    """The monitor's ``a`` key: a screen that connects to ``pid`` in a worker
+    (and takes the automatic capture once the job is steady)."""
+    return AttachScreen(LiveFeed(pid), auto=AutoCapture())
 
 
 AttachScreenFactory = Callable[[int], AttachScreen]

@@ -63,11 +63,11 @@ def ask_capture(
     screen: Screen[object],
     feed: AttachFeed,
     state: AttachState,
-    flops: bool = False,
+    flops: bool = True,
     not_connected: str = "not connected",
 ) -> None:
     """Ask the hook for a capture of the next :data:`CAPTURE_STEPS` steps (with
-    FLOPs and shapes: the roofline's) unless one is under way."""
+    FLOPs and shapes, as every capture: docs/hook.md) unless one is under way."""
     ask_hook(
         screen,
         feed,

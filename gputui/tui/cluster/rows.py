@@ -12,7 +12,7 @@ from rich.text import Text
 
 from gputui import fmt
 from gputui.cluster.view import Gpu, Job, Node, Rank, state_label
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 from gputui.snapshot.model import ProcessSnapshot
 from gputui.tui.cluster.keyed_table import KeyedRow
 from gputui.tui.render import bar, level_style, sparkline
@@ -98,6 +98,11 @@ def node_rows(nodes: Sequence[Node], ascii_only: bool) -> list[KeyedRow]:
                 f"{node.throttled_gpus} GPU{'s' if node.throttled_gpus > 1 else ''} throttled  ",
                 style="yellow",
             )
+        if node.xid_gpus:
+            notes.append(
+                f"{node.xid_gpus} GPU{'s' if node.xid_gpus > 1 else ''} with Xid errors  ",
+                style="bold red",
+            )
         if node.source == "nvidia-smi only":
             notes.append("nvidia-smi only  ", style="dim")
         if node.note:
@@ -134,12 +139,21 @@ def gpu_rows(gpus: Sequence[Gpu], ascii_only: bool, spark_width: int = 30) -> li
         name = fmt.gpu_name(gpu.model)[:16]
         if (gpu.throttled_ratio or 0) >= 0.01:
             name += " (throttled)"
+        if gpu.xid_last:
+            name += f" Xid {gpu.xid_last:.0f}"
         rows.append(
             (
                 f"{gpu.hostname}/{gpu.gpu}",
                 (
                     _right(fmt.clean(gpu.gpu, 6)),
-                    Text(name, style="yellow" if "throttled" in name else ""),
+                    Text(
+                        name,
+                        style="bold red"
+                        if gpu.xid_last
+                        else "yellow"
+                        if "throttled" in name
+                        else "",
+                    ),
                     bar(gpu.util_ratio, 10, ascii_only, label=fmt.pct(_pct(gpu.util_ratio))),
                     _ratio_text(gpu.sm_active_ratio),
                     _ratio_text(gpu.tensor_active_ratio),
@@ -161,12 +175,14 @@ PROCESS_COLUMNS = (
     ("GPU mem", 9),
     ("SM", 4),
     ("container", 24),
+    ("job", 16),
     ("command", 80),
 )
 
 
 def process_rows(processes: Sequence[ProcessSnapshot]) -> list[KeyedRow]:
-    """A node's GPU processes (names and command lines chosen by its users: cleaned)."""
+    """A node's GPU processes, grouped by Slurm job (names and command lines
+    chosen by its users: cleaned)."""
     return [
         (
             f"{p.gpu_index}/{p.pid}",
@@ -177,10 +193,11 @@ def process_rows(processes: Sequence[ProcessSnapshot]) -> list[KeyedRow]:
                 _right(fmt.size(p.gpu_mem_bytes)),
                 _right(fmt.pct(p.sm_pct)),
                 Text(container_text.label(p), style="dim" if p.pid_is_host else ""),
+                Text(slurm_text.label(p)),
                 Text(fmt.command(p.cmdline, p.name, 300), style="bold" if p.hooked else ""),
             ),
         )
-        for p in processes
+        for p in slurm_text.grouped(processes)
     ]
 
 

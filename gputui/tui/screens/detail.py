@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from gputui import fmt
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 from gputui.session.process_sort import runtime_s
 from gputui.session.process_view import TYPE_SHORT, display_command
 from gputui.snapshot.model import ProcessSnapshot
@@ -94,6 +94,12 @@ class DetailPanel(TextPanel):
             lines.append(Text(""))
             lines.append(Text("Container", style="bold"))
             for name, value in placed:
+                lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
+        job = slurm_text.facts(proc)
+        if job:
+            lines.append(Text(""))
+            lines.append(Text("Slurm", style="bold"))
+            for name, value in job:
                 lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
         lines.append(Text(""))
         lines.append(Text("History (newest right)", style="bold"))

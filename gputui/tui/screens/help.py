@@ -93,7 +93,8 @@ ATTACH: list[Section] = [
     (
         "Attach screen",
         [
-            ("p", "profile the next 5 steps: kernels, CPU ops and a trace file"),
+            ("p", "profile the next 5 steps: kernels, ops, FLOPs, trace file"),
+            ("a", "the automatic capture once the job is steady: off / on"),
             ("g", "step times: wall clock / GPU time"),
             ("o", "the table: GPU kernels / CPU ops"),
             ("up / down", "move in the table (the line under it shows the full name)"),
@@ -135,6 +136,8 @@ ATTACH_NOTES = [
     "Step marks under the bars: P profiled, w warm-up, ! slower than 3x the median step (p50).",
     "A recording (--demo, --replay) is never this machine: captures and memory "
     "snapshots need a live job.",
+    "A live job with no capture in the last 10 minutes is captured once, with FLOPs, "
+    "when steady (--no-capture or a: none); p waits for it while it runs.",
 ]
 
 RANKS: list[Section] = [
@@ -145,6 +148,7 @@ RANKS: list[Section] = [
             ("up / down", "move the cursor; pgup / pgdn: a page"),
             ("s / S", "sort by the next column / reverse the sort"),
             ("p", "profile the same 5 steps on every rank"),
+            ("a", "the automatic capture of every rank: off / on"),
             ("f", "findings across ranks, each with its evidence and fix"),
             ("r", "reconnect the ranks that were lost (a replay: play it again)"),
         ],

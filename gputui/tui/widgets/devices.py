@@ -8,6 +8,7 @@ glance.  Throttle reasons are flagged in reverse video on the GPU's first line.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 
 from rich.text import Text
 
@@ -39,6 +40,18 @@ def _flags(device: DeviceSnapshot, text: Text, ascii_only: bool) -> None:
     if device.ecc_errors_uncorrected:
         text.append(" ")
         text.append(f"{sign} ECC {device.ecc_errors_uncorrected}", style="bold reverse red")
+    if device.xid_errors:
+        flagged = _xid_text().flag(device)
+        if flagged is not None:
+            text.append(" ")
+            text.append(f"{sign} {flagged[0]}", style=SEVERITY_STYLE[flagged[1]])
+
+
+def _xid_text() -> ModuleType:
+    """The Xid errors' text (loaded with a GPU that has some to show)."""
+    from gputui.session import xid_text
+
+    return xid_text
 
 
 def _power(device: DeviceSnapshot) -> str:
@@ -70,7 +83,11 @@ def full_block(
 ) -> list[Text]:
     if device.lost:
         name = fmt.clean(device.name, 128)
-        return [Text(f"GPU {device.index}  {name}  LOST: not answering", style="bold red")]
+        lost = Text(f"GPU {device.index}  {name}  LOST: not answering", style="bold red")
+        said = _xid_text().line(device) if device.xid_errors else None
+        if said is not None:
+            lost.append(f"  {said}")
+        return [lost]
     up, down = ("^", "v") if ascii_only else ("↑", "↓")
     # line 1: identity, thermals, power, clocks, throttle flags
     head = Text()
@@ -146,6 +163,12 @@ def full_block(
         line4.append("   rows remap pending/failed", style="bold red")
     if device.mig_enabled:
         line4.append(f"   MIG on ({len(device.mig_instances)})", style="cyan")
+    if device.xid_errors:
+        said = _xid_text().line(device)
+        if said is not None:
+            line4.append(f"   {said}", style="bold red")
+    elif device.xid_sources == ():  # neither NVML's events nor the kernel log
+        line4.append(f"   {_xid_text().NOT_WATCHED}", style="dim")
     lines = [head, line2, line3, line4]
     lines += [
         _mig_line(m, bar_w, ascii_only, i == len(device.mig_instances) - 1)
@@ -188,6 +211,9 @@ def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
     line.append(fmt.truncate(fmt.gpu_name(device.name), 14, ascii_only).ljust(15), style="cyan")
     if device.lost:
         line.append("LOST: not answering", style="bold red")
+        flagged = _xid_text().flag(device) if device.xid_errors else None
+        if flagged is not None:
+            line.append(f" {flagged[0]}", style="bold red")
         return line
     gpm = device.gpm
     tensor = gpm.tensor_activity_pct if gpm is not None and device.gpm_supported else None

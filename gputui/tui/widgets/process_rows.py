@@ -13,7 +13,7 @@ from rich.style import Style
 from rich.text import Text
 
 from gputui import fmt
-from gputui.session import container_text
+from gputui.session import container_text, slurm_text
 from gputui.session.process_view import (
     MAX_COMMAND_CHARS,
     TYPE_SHORT,
@@ -54,6 +54,7 @@ def cells(
             "",
             "",
             "",
+            "",
             Text(row.prefix + name, style="dim"),
         )
     mark = ("@" if ascii_only else "◆") if proc.hooked else ""
@@ -71,6 +72,7 @@ def cells(
         Text(fmt.size(proc.rss_bytes), justify="right"),
         time_cell(proc, now_s),
         Text(container_text.label(proc), style="dim" if proc.pid_is_host else ""),
+        slurm_text.label(proc),
         command,
     )
 

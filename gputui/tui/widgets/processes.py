@@ -38,7 +38,7 @@ from gputui.session.process_view import (
     RowBuilder,
     SortSpec,
 )
-from gputui.snapshot.model import PlacedMemo, ProcessSnapshot
+from gputui.snapshot.model import PlacedMemo, ProcessSnapshot, any_in_job
 from gputui.tui.widgets import process_rows
 from gputui.tui.widgets.plain_box import plain_box
 from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
@@ -110,8 +110,10 @@ class ProcessTable(ScrollView, can_focus=True):
         self._procs: tuple[ProcessSnapshot, ...] = ()
         self._now_s = 0.0
         self._builder = RowBuilder()
-        #: whether a process is in a container, read only for processes that changed
+        #: whether a process is in a container, or a Slurm job, read only for
+        #: processes that changed
         self._placed = PlacedMemo()
+        self._in_job = PlacedMemo(any_in_job)
         self._rows = LazyRows()
         #: row key -> (process, tree prefix, parent name, time, cells): the cells of rows
         #: that were in view, made again when one of the four changes
@@ -367,7 +369,7 @@ class ProcessTable(ScrollView, can_focus=True):
         if known is not None and known[0] is self._procs and known[1] == width:
             shown = known[2]
         else:  # a pass over every process: once per refresh
-            shown = process_view.shown_columns(width, self._procs, self._placed)
+            shown = process_view.shown_columns(width, self._procs, self._placed, self._in_job)
             self._columns_for = (self._procs, width, shown)
         fixed = [w or 0 for k, _l, w in COLUMNS if k in shown]
         # The command takes what the fixed columns leave (one space between columns).

@@ -1,0 +1,1208 @@
+"""One timeline read in a few shared passes: what the step account, the
+TensorBoard plugin's step breakdown, HTA's metrics, the job's markers, the
+analyzer's tables and its sanity checks all read (pure, standard library only:
+the hook computes the account and the markers inside the job).
+
+A :class:`Scan` sorts the timeline's three lists by start time, in place (a
+stable sort: records that start together keep their order), then reads each
+list once:
+
+- the host ranges, each filed under its role (:func:`host_role`: data wait, user
+  phase, collective, op, other annotation) and the step marks picked out;
+- the GPU activities, each filed under its class (compute kernel, communication
+  kernel, copy, set, on a stream or not), with what HTA reads in its window (its
+  busy, compute and communication time, the idle gaps per stream, the launch
+  pairs), the steps' GPU work (each step stretched to the end of the work it
+  launched) and the sanity counts (kernels that start before their launch call)
+  gathered on the way;
+- the runtime calls, each filed by what the account makes of it (sync, launch,
+  other) and by API (runtime or driver).
+
+What is filed is the record itself (a pointer).  The step breakdown's and the
+account's times are then measured in one sweep over those lists
+(:func:`sweep`): each list merged into disjoint intervals as the sweep reaches
+it, a bit per list, and the time spent under each combination of bits summed;
+every bucket, category and exposed part is a sum over combinations.  For the
+analyzer's tables, the host's ranges and runtime calls are walked together in
+start order and each is nested under the op it runs in on its thread (self
+time).  A trace repeats few names: what follows from a name and a kind is
+decided once per name.
+
+The steps' general definitions live here too (:func:`host_steps`,
+:func:`device_steps`), with the names the passes look for; the modules that
+compute each metric (:mod:`gputui.trace.account`,
+:mod:`gputui.trace.step_breakdown`, :mod:`gputui.trace.trace_metrics`) read a
+scan.  Where a trace is odd in a way the fast joins do not cover (two runtime
+calls with one correlation id, steps out of order or overlapping, ops on one
+thread that overlap without nesting), that part is computed by the general code
+instead.  Tests compare the two on every kept trace and on generated ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate, islice, pairwise
+from operator import itemgetter
+from typing import Any
+
+from gputui.trace.timeline import (
+    ANNOTATION,
+    DRIVER,
+    GPU_ANNOTATION,
+    HTA_COMMUNICATION,
+    HTA_COMPUTATION,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    OP,
+    RUNTIME,
+    STEP_MARK,
+    SYNC,
+    GpuActivity,
+    Interval,
+    Timeline,
+    hta_kernel_type,
+    merge,
+    step_id,
+)
+
+_START = itemgetter(0)
+_END = itemgetter(1)
+_NAME = itemgetter(2)
+_CORR = itemgetter(4)
+
+# -- names --------------------------------------------------------------------------------
+#: host ops the TensorBoard plugin treats as collectives
+COLLECTIVE_OPS = frozenset(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+#: runtime and driver calls in which the CPU waits for the GPU.  Not
+#: ``cudaStreamWaitEvent``: it makes a stream wait, and returns at once.
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpyFromSymbol",
+        "cudaMemcpyToSymbol",
+        "cudaMemset",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH_v2",
+        "cuMemcpyHtoD_v2",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+        "hipMemcpy2D",
+        "hipMemset",
+    }
+)
+#: runtime calls that launch a kernel, through every API (the runtime's and the
+#: driver's, CUDA's and HIP's, graph launches)
+KERNEL_LAUNCHES = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cudaGraphLaunch",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuGraphLaunch",
+        "hipLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipGraphLaunch",
+    }
+)
+#: runtime and driver calls that queue GPU work: kernel launches and async copies
+LAUNCH_CALLS = KERNEL_LAUNCHES | {
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+}
+#: the calls Holistic Trace Analysis' launch statistics join to GPU work (its list:
+#: not the driver's launches, not HIP's)
+HTA_LAUNCH_CALLS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "runFunction - job_prep_and_submit_for_execution",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+    }
+)
+#: HTA's ``consecutive_kernel_delay``: documented as 30 ns, compared with its
+#: microsecond timestamps, so a gap shorter than 30 µs is "kernel wait"
+KERNEL_WAIT_US = 30
+#: HTA's ``runtime_cutoff`` and ``launch_delay_cutoff`` (µs)
+RUNTIME_CUTOFF_US = 50
+LAUNCH_DELAY_CUTOFF_US = 100
+#: the GPU activities the tables, the steps and HTA's idle breakdown read
+TABLE_KINDS = frozenset({KERNEL, MEMCPY, MEMSET})
+#: the hook's own user phases (``gputui.hook.phase("ckpt")``) appear as ranges
+#: named with this prefix
+PHASE_PREFIX = "gputui.phase:"
+_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+#: a trailing step with fewer GPU activities than this share of the step before
+#: it is taken as cut short by the profiler
+TAIL_KEEP = 0.8
+
+
+def is_dataloader(name: str) -> bool:
+    return (
+        name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")
+    ) or name.startswith("enumerate(DataPipe)#")
+
+
+def is_comm(name: str) -> bool:
+    """A host range that waits for the job's peers (a collective)."""
+    return name in COLLECTIVE_OPS or name.startswith(_COMM_PREFIXES)
+
+
+# -- what each record is filed under (a bit each in the sweep) ---------------------------
+#: host ranges: data wait, user phase, a collective the TensorBoard plugin knows,
+#: another collective, an op (torch dispatch), another annotation
+DATA, PHASE, COLLECTIVE, COMM_OTHER, DISPATCH_OP, ANNOTATION_OTHER = range(6)
+#: runtime calls, by what the account makes of them (sync, launch, other), for
+#: the runtime's API and the driver's
+RT_SYNC, RT_LAUNCH, RT_OTHER = 6, 8, 10
+RT_DRIVER = 1  # added to the three above
+#: GPU activities: compute kernels, communication kernels (by name), kernels a
+#: host collective launched (the plugin's communication, the account's compute),
+#: copies, sets, other activity; on a stream, or (``+ OFF_STREAM``) not
+GPU_COMPUTE, GPU_COMM, GPU_COLLECTIVE, GPU_MEMCPY, GPU_MEMSET, GPU_OTHER = 12, 14, 16, 18, 20, 22
+OFF_STREAM = 1
+#: the host's steps, the steps' own windows, the GPU's idle gaps a
+#: synchronization left (the account's), and from the first step's start to
+#: the last step's end (the plugin's GPU utilization)
+HOST_WINDOWS, STEP_WINDOWS, SYNC_GAPS, STEPS_SPAN = 24, 25, 26, 27
+LAYERS = 28
+
+
+def bits(*layers: int) -> int:
+    return sum(1 << layer for layer in layers)
+
+
+def host_role(name: str, kind: str) -> int | None:
+    """What a host range is filed under: data wait (a DataLoader's ``__next__``),
+    a user phase, a collective the TensorBoard plugin knows, another
+    collective, an op (torch dispatch), another annotation; None for a step
+    mark or a range that is neither an op nor an annotation.  The plugin's "CPU
+    op" is all of them but data, its collectives and step marks; the account's
+    dispatch, the ops among them."""
+    if kind != OP and kind != ANNOTATION:
+        return None
+    if is_dataloader(name):
+        return DATA
+    if name.startswith(PHASE_PREFIX):
+        return PHASE
+    if name in COLLECTIVE_OPS:
+        return COLLECTIVE
+    if is_comm(name):
+        return COMM_OTHER
+    if name.startswith("ProfilerStep#"):
+        return None
+    return DISPATCH_OP if kind == OP else ANNOTATION_OTHER
+
+
+# -- interval unions ----------------------------------------------------------------------
+def merge_sorted(items: Iterable[Any]) -> list[Interval]:
+    """The union of intervals given in start order (records or pairs whose first
+    two fields are start and end): :func:`~gputui.trace.timeline.merge` without
+    its sort.  Touching intervals join; an empty one is kept where it touches
+    nothing, as there."""
+    out: list[Interval] = []
+    append = out.append
+    it = iter(items)
+    for r in it:
+        lo = r[0]
+        hi = r[1]
+        break
+    else:
+        return out
+    for r in it:
+        s = r[0]
+        if s <= hi:
+            e = r[1]
+            if e > hi:
+                hi = e
+        else:
+            append((lo, hi))
+            lo = s
+            hi = r[1]
+    append((lo, hi))
+    return out
+
+
+def union(*parts: list[Interval]) -> list[Interval]:
+    """The union of merged interval lists."""
+    nonempty = [p for p in parts if p]
+    if len(nonempty) <= 1:
+        return list(nonempty[0]) if nonempty else []
+    return merge([iv for p in nonempty for iv in p])
+
+
+#: about this many records a chunk of the sweep reads (its memory)
+CHUNK_RECORDS = 1 << 16
+
+
+def sweep(layers: Sequence[Sequence[Any]], lo: int, hi: int) -> dict[int, int]:
+    """How long, within [lo, hi), each combination of layers is active: ``{mask:
+    µs}``, bit ``i`` of ``mask`` set where an interval of ``layers[i]`` covers
+    the time.  Each layer is a list of records or pairs in start order (they may
+    overlap: a layer is active where any of them is).  Read in chunks of time
+    that hold about :data:`CHUNK_RECORDS` records each, so the sweep's memory
+    does not grow with the trace."""
+    lens: dict[int, int] = {}
+    if hi <= lo:
+        return lens
+    live = [(i, layer) for i, layer in enumerate(layers) if layer]
+    if not live:
+        lens[0] = hi - lo
+        return lens
+    biggest = max((layer for _, layer in live), key=len)
+    cuts = [lo]
+    step = max(1, len(biggest) * CHUNK_RECORDS // max(1, sum(len(layer) for _, layer in live)))
+    for k in range(step, len(biggest), step):
+        t = biggest[k][0]
+        if cuts[-1] < t < hi:
+            cuts.append(t)
+    cuts.append(hi)
+    # per layer: the next record to read, and the interval merged so far that
+    # reaches past the chunks read (start, end), or None
+    cursor = [0] * len(live)
+    carry: list[tuple[int, int] | None] = [None] * len(live)
+    flips = [1 << i for i in range(max(i for i, _ in live) + 1)]
+    get = lens.get
+    for c in range(len(cuts) - 1):
+        c0, c1 = cuts[c], cuts[c + 1]
+        events: list[int] = []
+        add = events.append
+        for k, (i, layer) in enumerate(live):
+            j = cursor[k]
+            end = bisect.bisect_left(layer, c1, lo=j, key=_START)
+            cur = carry[k]
+            if cur is None and j == end:
+                continue
+            s0, e0 = cur if cur is not None else (layer[j][0], layer[j][1])
+            if cur is None:
+                j += 1
+            for r in layer[j:end]:  # (a slice: islice would step over the first j)
+                s = r[0]
+                if s <= e0:
+                    e = r[1]
+                    if e > e0:
+                        e0 = e
+                else:
+                    if e0 > c0:  # the merged interval, clipped to the chunk
+                        add((s0 if s0 > c0 else c0) << 5 | i)
+                        add(e0 << 5 | i)
+                    s0 = s
+                    e0 = r[1]
+            cursor[k] = end
+            if e0 > c1:
+                carry[k] = (s0, e0)
+                if e0 > c0:
+                    add((s0 if s0 > c0 else c0) << 5 | i)
+                    add(c1 << 5 | i)
+            else:
+                carry[k] = None
+                if e0 > c0:
+                    add((s0 if s0 > c0 else c0) << 5 | i)
+                    add(e0 << 5 | i)
+        if not events:
+            lens[0] = get(0, 0) + c1 - c0
+            continue
+        events.sort()
+        mask = 0
+        prev = c0
+        for ev in events:
+            t = ev >> 5
+            if t != prev:
+                lens[mask] = get(mask, 0) + t - prev
+                prev = t
+            mask ^= flips[ev & 31]
+        if prev < c1:
+            lens[mask] = get(mask, 0) + c1 - prev
+    return lens
+
+
+def after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interval]:
+    """The idle gaps the GPU sat in because the CPU waited for it: gaps that a
+    synchronizing call was already waiting at when they began (the GPU drained)
+    and that it returned during; from the gap's start to its end, while the CPU
+    queued the next work.  ``sync_calls`` sorted."""
+    if not sync_calls:
+        return []
+    starts = [s for s, _ in sync_calls]
+    out: list[Interval] = []
+    for lo, hi in idle:
+        # calls that began by the gap's start, the latest first
+        k = bisect.bisect_right(starts, lo)
+        for j in range(k - 1, max(-1, k - 64), -1):
+            _, e = sync_calls[j]
+            if lo <= e <= hi:
+                out.append((lo, hi))
+                break
+            if e < lo:
+                break
+    return out
+
+
+# -- the steps (general definitions) ----------------------------------------------------
+Step = tuple[int, int, int | None]
+
+
+def host_steps(timeline: Timeline) -> list[Step]:
+    """The host's ``ProfilerStep`` ranges with their step numbers; without them one
+    step over the span of GPU activity, else over the host's activity."""
+    steps = [
+        (r.start_us, r.end_us, step_id(r.name))
+        for r in timeline.step_ranges()
+        if r.end_us > r.start_us
+    ]
+    if steps:
+        return steps
+    return _span_step(timeline)
+
+
+def _span_step(timeline: Timeline) -> list[Step]:
+    gpu = [(a.start_us, a.end_us) for a in timeline.gpu if a.stream != -1 and a.end_us > a.start_us]
+    if gpu:
+        return [(min(s for s, _ in gpu), max(e for _, e in gpu), None)]
+    host = [(r.start_us, r.end_us) for r in timeline.ranges if r.kind in (OP, ANNOTATION)]
+    host += [(c.start_us, c.end_us) for c in timeline.runtime]
+    if not host:
+        return []
+    return [(min(s for s, _ in host), max(e for _, e in host), None)]
+
+
+def device_steps(timeline: Timeline, host: list[Step]) -> list[Step]:
+    """Host steps stretched over the GPU work they launched (by any launch API:
+    a launch call wholly inside the step), starting no earlier than the previous
+    step's end; trailing steps that launched no GPU work, or much less than the
+    step before (< :data:`TAIL_KEEP`), left out: the profiler stopped before
+    their kernels ran.  (The TensorBoard plugin's steps; it knows only the CUDA
+    runtime's launches, not the driver's that Triton's kernels use.)"""
+    by_corr: dict[int, list[GpuActivity]] = {}
+    for a in timeline.gpu:
+        if a.kind in TABLE_KINDS and a.correlation >= 0:
+            by_corr.setdefault(a.correlation, []).append(a)
+    calls = sorted(
+        (r for r in timeline.runtime if r.kind in (RUNTIME, DRIVER)), key=lambda r: r.start_us
+    )
+    n = len(host)
+    dev_lo: list[int | None] = [None] * n
+    dev_hi: list[int | None] = [None] * n
+    matched = [0] * n
+    seen: set[int] = set()
+    i = 0
+    for call in calls:
+        while i < n and call.start_us >= host[i][1]:
+            i += 1
+        if i >= n:
+            break
+        start, end, _ = host[i]
+        if call.start_us < start or call.end_us > end:
+            continue  # before this step, or reaching past its end
+        for a in by_corr.get(call.correlation, ()):
+            lo, hi = dev_lo[i], dev_hi[i]
+            dev_lo[i] = a.start_us if lo is None else min(lo, a.start_us)
+            dev_hi[i] = a.end_us if hi is None else max(hi, a.end_us)
+            matched[i] += 1
+            seen.add(id(a))
+    if not seen:
+        return host
+    prev_end = host[0][0]
+    first_lo = dev_lo[0]
+    if first_lo is not None:
+        # GPU work launched before the first step (and still running) delays it
+        for a in timeline.gpu:
+            if a.kind in TABLE_KINDS and id(a) not in seen and a.end_us < first_lo:
+                prev_end = max(prev_end, a.end_us)
+    return _stretched(host, dev_hi, matched, prev_end)
+
+
+def _stretched(
+    host: list[Step], dev_hi: list[int | None], matched: list[int], prev_end: int
+) -> list[Step]:
+    out: list[Step] = []
+    for k, (start, end, sid) in enumerate(host):
+        start = max(prev_end, start)
+        hi = dev_hi[k]
+        end = max(end, start) if hi is None else max(end, hi, start)
+        out.append((start, end, sid))
+        prev_end = end
+    if len(out) > 1:
+        last = max((k for k in range(len(host)) if matched[k] > 0), default=-1)
+        if last >= 0:
+            keep = last + 1
+            if last > 0 and matched[last - 1] * TAIL_KEEP > matched[last]:
+                keep = last
+            out = out[:keep]
+    return out
+
+
+# -- what the scan gives ------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpTally:
+    """One name's calls, self time (its time less its direct children's, never
+    below 0 per call) and inclusive time in one part of the trace, µs."""
+
+    name: str
+    calls: int
+    self_us: int
+    total_us: int
+
+
+@dataclass(frozen=True)
+class Outside:
+    """What the trace holds outside the analyzer's window on one side: its length
+    (from the first event to the window, or from the window to the last
+    event's end, µs), the host's ops and runtime calls there by self time
+    (largest first), and the kernels, copies and sets there."""
+
+    us: int = 0
+    ops: tuple[OpTally, ...] = ()
+    gpu_activities: int = 0
+    gpu_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sanity:
+    """What the trace says of itself that the figures depend on."""
+
+    #: kernels whose launch call is in the trace, and those of them that start
+    #: before that call starts (the host's and the GPU's clocks disagree)
+    kernels_launched: int = 0
+    kernels_before_launch: int = 0
+    #: runtime calls that launch a kernel (any API), and kernel records
+    kernel_launch_calls: int = 0
+    kernel_records: int = 0
+    #: host-side ProfilerStep ranges
+    steps: int = 0
+
+
+@dataclass
+class _Tally:
+    """Per name, in one part of the trace: calls, time, direct children's time."""
+
+    total: dict[str, int] = field(default_factory=dict)
+    children: dict[str, int] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+
+
+class _Both:
+    """Files a record in two lists (a step mark with a role of its own)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: list[Any], b: list[Any]) -> None:
+        self.a, self.b = a, b
+
+    def append(self, r: Any) -> None:
+        self.a.append(r)
+        self.b.append(r)
+
+
+class Scan:
+    """One timeline's shared passes (the module's docstring).  ``include_last_step``
+    keeps the last step in HTA's window (its metrics only)."""
+
+    def __init__(self, timeline: Timeline, include_last_step: bool = False) -> None:
+        self.timeline = timeline
+        self.include_last_step = include_last_step
+        gpu, runtime, ranges = timeline.gpu, timeline.runtime, timeline.ranges
+        gpu.sort(key=_START)
+        runtime.sort(key=_START)
+        ranges.sort(key=_START)
+        #: correlation id -> the first runtime call with it
+        if runtime and min(map(_CORR, runtime)) < 0:
+            self.calls: dict[int, Any] = {r[4]: r for r in reversed(runtime) if r[4] >= 0}
+            with_id = len(runtime) - sum(1 for r in runtime if r[4] < 0)
+        else:
+            self.calls = {r[4]: r for r in reversed(runtime)}
+            with_id = len(runtime)
+        #: no two runtime calls share a correlation id (the joins below hold)
+        self.unique_calls = len(self.calls) == with_id
+        self.runtime_names = set(map(_NAME, runtime))
+
+    # -- the passes ------------------------------------------------------------------------
+    @cached_property
+    def ranges(self) -> RangePass:
+        return RangePass(self)
+
+    @cached_property
+    def gpu(self) -> GpuPass:
+        return GpuPass(self)
+
+    @cached_property
+    def runtime(self) -> RuntimePass:
+        return RuntimePass(self)
+
+    @property
+    def range_names(self) -> set[str]:
+        return self.ranges.names
+
+    @property
+    def step_events(self) -> list[Any]:
+        """Every range whose name holds "ProfilerStep" (HTA's step events)."""
+        return self.ranges.step_events
+
+    @cached_property
+    def step_ranges(self) -> list[Any]:
+        """The host-side ProfilerStep ranges, in start order (Timeline.step_ranges)."""
+        return [
+            r
+            for r in self.step_events
+            if (r[4] == OP or r[4] == ANNOTATION) and r[2].startswith("ProfilerStep#")
+        ]
+
+    # -- the steps and the window ----------------------------------------------------------
+    @cached_property
+    def host(self) -> list[Step]:
+        """:func:`host_steps`."""
+        steps = [(r[0], r[1], step_id(r[2])) for r in self.step_ranges if r[1] > r[0]]
+        return steps or _span_step(self.timeline)
+
+    @cached_property
+    def fast_steps(self) -> bool:
+        """Whether the GPU pass stretches the steps (else :func:`device_steps`
+        does): runtime calls with their own correlation ids, host steps in order."""
+        ends = [e for _, e, _ in self.host]
+        return self.unique_calls and all(a <= b for a, b in pairwise(ends))
+
+    @cached_property
+    def steps(self) -> list[Step]:
+        """:func:`device_steps` of :attr:`host`."""
+        host = self.host
+        if not host:
+            return []
+        if not self.fast_steps:
+            return device_steps(self.timeline, host)
+        g = self.gpu
+        if not g.step_seen:
+            return host
+        prev_end = host[0][0]
+        first_lo = g.step_lo[0]
+        if first_lo is not None:
+            # GPU work launched before the first step (and still running) delays it
+            for a in self.timeline.gpu:
+                if a[0] >= first_lo:
+                    break
+                if a[3] in TABLE_KINDS and a[1] < first_lo and not self._in_a_step(a):
+                    prev_end = max(prev_end, a[1])
+        return _stretched(host, g.step_hi, g.step_matched, prev_end)
+
+    def _in_a_step(self, a: Any) -> bool:
+        """Whether a GPU activity was launched by a call inside a host step."""
+        call = self.calls.get(a[7]) if a[7] >= 0 else None
+        if call is None:
+            return False
+        ends = self._host_ends
+        i = bisect.bisect_right(ends, call[0])
+        return i < len(ends) and self.host[i][0] <= call[0] and call[1] <= ends[i]
+
+    @cached_property
+    def _host_ends(self) -> list[int]:
+        return [e for _, e, _ in self.host]
+
+    @cached_property
+    def window(self) -> tuple[int, int] | None:
+        """The analyzer's window: from the first step's start to the last step's
+        end (the ProfilerStep spans, each stretched to the end of the GPU work
+        launched in it), or, without steps, the span of GPU activity (else of the
+        host's); None for a timeline with nothing in it."""
+        steps = self.steps
+        if not steps:
+            return None
+        host = self.host[: len(steps)]
+        return (
+            min(steps[0][0], host[0][0]),
+            max(max(e for _, e, _ in steps), max(e for _, e, _ in host)),
+        )
+
+    # -- HTA's window ----------------------------------------------------------------------
+    @cached_property
+    def hta_steps(self) -> tuple[int, bool]:
+        """HTA's step count and whether its window leaves out the last step
+        (:func:`~gputui.trace.timeline.hta_window`)."""
+        events = self.step_events
+        host_steps = len({r[2] for r in events if r[4] != GPU_ANNOTATION})
+        if len({r[2] for r in events}) < 2:
+            return host_steps, False
+        return host_steps, not self.include_last_step
+
+    def hta_cutoff(self) -> tuple[int, bool] | None:
+        """HTA's window as a cutoff on start times, and whether it is inclusive;
+        None where HTA keeps everything (fewer than two step names)."""
+        events = self.step_events
+        if len({r[2] for r in events}) < 2:
+            return None
+        if self.include_last_step:
+            return max(map(_END, events)), True
+        return max(map(_START, events)), False
+
+    # -- the step breakdown's and the account's times --------------------------------------
+    def layers(self) -> list[list[Any]]:
+        """The sweep's layers: every list the passes filed, by its bit."""
+        out: list[list[Any]] = [[] for _ in range(LAYERS)]
+        for i, lst in enumerate(self.ranges.lists):
+            out[i] = lst
+        for i, lst in enumerate(self.runtime.lists):
+            out[RT_SYNC + i] = lst
+        for i, lst in enumerate(self.gpu.lists):
+            out[GPU_COMPUTE + i] = lst
+        return out
+
+    @cached_property
+    def sync_gaps(self) -> list[Interval]:
+        """The GPU's idle gaps within the steps that a synchronization left
+        (:func:`after_sync`): of the gaps between compute kernels (on a stream,
+        not empty) within the steps, only those a synchronizing call ends in
+        can be one, so only those are looked at."""
+        calls = self.runtime.sync_calls
+        steps = self.steps
+        if not calls or not steps or not self.gpu.has_parts:
+            return []
+        span = merge((s, e) for s, e, _ in steps)
+        span_ends = [e for _, e in span]
+        lists = self.gpu.lists
+        recs: list[Any] = lists[0]
+        coll = lists[GPU_COLLECTIVE - GPU_COMPUTE]
+        if coll:
+            recs = sorted([*recs, *coll], key=_START)
+        neg = float("-inf")
+        most = list(accumulate((r[1] if r[1] > r[0] else neg for r in recs), max))
+        gaps: set[Interval] = set()
+        for _, e in calls:
+            i = bisect.bisect_left(span_ends, e)
+            if i >= len(span) or span[i][0] > e:
+                continue
+            s_lo, s_hi = span[i]
+            k = bisect.bisect_left(recs, e, key=_START)  # compute starting before e
+            before = most[k - 1] if k else neg
+            if before > e:
+                continue  # e falls inside a compute kernel
+            hi = s_hi
+            while k < len(recs):
+                r = recs[k]
+                if r[0] >= s_hi:
+                    break
+                if r[1] > r[0]:
+                    hi = r[0]
+                    break
+                k += 1
+            lo = s_lo if before < s_lo else before
+            if lo < hi:
+                gaps.add((lo, hi))  # type: ignore[arg-type]
+        return merge(after_sync(sorted(gaps), calls))
+
+    @cached_property
+    def swept(self) -> dict[int, int]:
+        """The time under each combination of the passes' lists, the host's
+        steps, the steps' own windows and :attr:`sync_gaps` (:func:`sweep`): what
+        the step breakdown and the account sum.  Needs steps."""
+        steps = self.steps
+        host = [(s, e) for s, e, _ in self.host[: len(steps)]]
+        span = merge((s, e) for s, e, _ in steps)
+        layers = self.layers()
+        layers[HOST_WINDOWS] = host
+        layers[STEP_WINDOWS] = span
+        layers[SYNC_GAPS] = self.sync_gaps
+        layers[STEPS_SPAN] = [(steps[0][0], steps[-1][1])]
+        lo = min(host[0][0], span[0][0])
+        hi = max(max(e for _, e in host), span[-1][1])
+        return sweep(layers, lo, hi)
+
+    # -- the analyzer's tables -------------------------------------------------------------
+    def gpu_bounds(self) -> tuple[int, int]:
+        """The GPU activities that start in the window, as a slice of the list."""
+        gpu = self.timeline.gpu
+        w = self.window
+        if w is None:
+            return 0, len(gpu)
+        return bisect.bisect_left(gpu, w[0], key=_START), bisect.bisect_left(gpu, w[1], key=_START)
+
+    def kernel_tally(self) -> dict[str, list[int]]:
+        """``name -> [calls, total ns, min ns, max ns]`` of the kernels, copies and
+        sets that start in the window (:func:`gputui.trace.tables.tally`)."""
+        a, b = self.gpu_bounds()
+        per_name: dict[str, list[int]] = {}
+        kinds = TABLE_KINDS
+        for act in islice(self.timeline.gpu, a, b):
+            if act[3] not in kinds:
+                continue
+            dur = act[2]
+            row = per_name.get(act[4])
+            if row is None:
+                per_name[act[4]] = [1, dur, dur, dur]
+            else:
+                row[0] += 1
+                row[1] += dur
+                if dur < row[2]:
+                    row[2] = dur
+                if dur > row[3]:
+                    row[3] = dur
+        return per_name
+
+    def gpu_span(self) -> float | None:
+        """From the first GPU activity in the window to the last one's end (µs)."""
+        a, b = self.gpu_bounds()
+        if b <= a:
+            return None
+        gpu = self.timeline.gpu
+        return float(max(map(_END, islice(gpu, a, b))) - gpu[a][0])
+
+    @cached_property
+    def _tallies(self) -> list[_Tally]:
+        return _nest(self)
+
+    def op_tally(self, part: int = 1) -> list[OpTally]:
+        """The host's ops and runtime calls that start in one part of the trace (0
+        before the window, 1 in it, 2 after it), by name, in the order they first
+        appear (:func:`~gputui.trace.timeline.self_times`' rows)."""
+        t = self._tallies[part]
+        children = t.children
+        return [
+            OpTally(name, t.calls[name], total - children.get(name, 0), total)
+            for name, total in t.total.items()
+        ]
+
+    def outside(self) -> tuple[Outside, Outside]:
+        """What lies before the window and after it."""
+        w = self.window
+        if w is None:
+            return Outside(), Outside()
+        tl_ = self.timeline
+        lists = [items for items in (tl_.gpu, tl_.runtime, tl_.ranges) if items]
+        first = min((items[0][0] for items in lists), default=w[0])
+        last = max((max(map(_END, items)) for items in lists), default=w[1])
+        a, b = self.gpu_bounds()
+        gpu = tl_.gpu
+        sides = []
+        for part, span, (lo, hi) in ((0, w[0] - first, (0, a)), (2, last - w[1], (b, len(gpu)))):
+            acts = [x for x in islice(gpu, lo, hi) if x[3] in TABLE_KINDS]
+            ops = sorted(self.op_tally(part), key=lambda t: -t.self_us)
+            sides.append(
+                Outside(
+                    us=max(0, span),
+                    ops=tuple(ops),
+                    gpu_activities=len(acts),
+                    gpu_us=round(sum(x[2] for x in acts) / 1000.0, 3),
+                )
+            )
+        return sides[0], sides[1]
+
+    def sanity(self) -> Sanity:
+        g = self.gpu
+        return Sanity(
+            kernels_launched=g.launched,
+            kernels_before_launch=g.before_launch,
+            kernel_launch_calls=self.runtime.kernel_launch_calls,
+            kernel_records=g.kernels,
+            steps=len(self.step_ranges),
+        )
+
+
+_MISSING = object()
+
+
+class RangePass:
+    """The host ranges, filed in one pass in start order under their role
+    (:func:`host_role`), with the step marks picked out."""
+
+    def __init__(self, scan: Scan) -> None:
+        lists: list[list[Any]] = [[] for _ in range(6)]
+        #: every range whose name holds "ProfilerStep" (HTA's step events)
+        self.step_events: list[Any] = []
+        self._collectives: list[Any] = []  # the plugin's collectives, not ops
+        roles: dict[str, dict[str, Any]] = {}
+        missing = _MISSING
+        for r in scan.timeline.ranges:
+            kind = r[4]
+            by_name = roles.get(kind)
+            if by_name is None:
+                by_name = roles[kind] = {}
+            name = r[2]
+            lst = by_name.get(name, missing)
+            if lst is missing:
+                lst = by_name[name] = self._filed(name, kind, lists)
+            if lst is not None:
+                lst.append(r)
+        #: each role's ranges (:data:`DATA` ... :data:`ANNOTATION_OTHER`)
+        self.lists = lists
+        #: the names of the ranges of each kind
+        self.by_kind = {kind: set(names) for kind, names in roles.items()}
+        self.names: set[str] = set().union(*self.by_kind.values())
+        #: external ids of the plugin's host collectives, of any kind (their
+        #: kernels are communication)
+        self.collective_ids = {r[5] for r in (*lists[COLLECTIVE], *self._collectives) if r[5] >= 0}
+
+    def _filed(self, name: str, kind: str, lists: list[list[Any]]) -> Any:
+        role = host_role(name, kind)
+        lst = None if role is None else lists[role]
+        if lst is None and name in COLLECTIVE_OPS:
+            return self._collectives
+        if STEP_MARK in name:
+            return self.step_events if lst is None else _Both(lst, self.step_events)
+        return lst
+
+
+class GpuPass:
+    """The GPU activities, filed in one pass in start order (module docstring)."""
+
+    def __init__(self, scan: Scan) -> None:
+        #: by class, on a stream or not (GPU_COMPUTE - GPU_COMPUTE ...)
+        self.lists: list[list[Any]] = [[] for _ in range(12)]
+        #: HTA's activities in its window (on a stream), and those it types as
+        #: computation and as communication
+        self.hta_all: list[Any] = []
+        self.hta_comp: list[Any] = []
+        self.hta_comm: list[Any] = []
+        #: device -> its kernels (the plugin's GPU utilization)
+        self.per_device: dict[int, list[Any]] = {}
+        self.kernel_names: set[str] = set()
+        #: correlation ids of copies from pageable memory (they block the host)
+        self.blocking: set[int] = set()
+        #: stream -> [the previous activity's end, host wait, kernel wait, other]
+        self.idle: dict[int, list[int]] = {}
+        #: HTA's launch pairs: call durations, GPU durations, launch delays (µs)
+        self.launch_us: tuple[list[int], list[int], list[int]] = ([], [], [])
+        # the steps' GPU work (Scan.steps): per host step its first start, last
+        # end and how many activities
+        host = scan.host if scan.fast_steps else []
+        self.step_lo: list[int | None] = [None] * len(host)
+        self.step_hi: list[int | None] = [None] * len(host)
+        self.step_matched = [0] * len(host)
+        counts = self._read(scan, host)
+        #: kernels; an activity on a stream, not empty, not a synchronization (the
+        #: account has a GPU side); kernels whose launch call is in the trace,
+        #: those of them that start before it; launch pairs whose GPU work is
+        #: shorter than the call; activities the steps matched
+        self.kernels, self.has_parts, self.launched, self.before_launch = counts[:4]
+        self.short, self.step_seen = counts[4:]
+
+    def _read(self, scan: Scan, host: list[Step]) -> tuple[int, bool, int, int, int, int]:
+        collective_ids = scan.ranges.collective_ids
+        cutoff = scan.hta_cutoff() if scan.unique_calls else None
+        lim = None if cutoff is None else cutoff[0] + 1 if cutoff[1] else cutoff[0]
+        n_steps, starts, ends = len(host), [s for s, _, _ in host], [e for _, e, _ in host]
+        step_lo, step_hi, matched = self.step_lo, self.step_hi, self.step_matched
+        right, calls, hta_launch = bisect.bisect_right, scan.calls, HTA_LAUNCH_CALLS
+        codes: dict[str, dict[str, tuple[int, int, bool, bool]]] = {}
+        lists, per_device, idle, blocking = self.lists, self.per_device, self.idle, self.blocking
+        hta_all, hta_comp, hta_comm = self.hta_all, self.hta_comp, self.hta_comm
+        cpu_us, gpu_us, delays = self.launch_us
+        coll = GPU_COLLECTIVE - GPU_COMPUTE
+        kernel, off, wait_us, cutoff_us = KERNEL, OFF_STREAM, KERNEL_WAIT_US, RUNTIME_CUTOFF_US
+        short = launched = before = kernels = seen = 0
+        parts = False
+        for a in scan.timeline.gpu:
+            kind = a[3]
+            by_name = codes.get(kind)
+            if by_name is None:
+                by_name = codes[kind] = {}
+            code = by_name.get(a[4])
+            if code is None:
+                code = by_name[a[4]] = self._code(kind, a[4])
+            cls, hta, table, pageable = code
+            s, e, stream, corr = a[0], a[1], a[5], a[7]
+            call = calls.get(corr)  # (its keys are all >= 0)
+            if cls >= 0:
+                if cls == 0 and collective_ids and a[8] in collective_ids:
+                    cls = coll
+                if stream != -1:
+                    lists[cls].append(a)
+                    parts = parts or e > s
+                else:
+                    lists[cls + off].append(a)
+            if kind == kernel:
+                kernels += 1
+                dev = per_device.get(a[6])
+                if dev is None:
+                    dev = per_device[a[6]] = []
+                dev.append(a)
+                if call is not None:
+                    launched += 1
+                    before += s < call[0]
+            elif pageable and corr >= 0:
+                blocking.add(corr)
+            if table and call is not None and n_steps:
+                cs = call[0]
+                i = right(ends, cs)
+                if i < n_steps and cs >= starts[i] and call[1] <= ends[i]:
+                    lo, hi = step_lo[i], step_hi[i]
+                    if lo is None or s < lo:
+                        step_lo[i] = s
+                    if hi is None or e > hi:
+                        step_hi[i] = e
+                    matched[i] += 1
+                    seen += 1
+            if stream == -1:
+                continue
+            if lim is not None:  # HTA's window: launched before its last step
+                if corr >= 0:
+                    if call is None or call[0] >= lim:
+                        continue
+                elif s >= lim:
+                    continue
+            hta_all.append(a)
+            if hta == 1:
+                hta_comp.append(a)
+            elif hta == 2:
+                hta_comm.append(a)
+            if table:
+                row = idle.get(stream)
+                if row is None:
+                    idle[stream] = [e, 0, 0, 0]
+                else:
+                    gap = s - row[0]
+                    if call is not None and call[0] > row[0]:
+                        row[1] += gap
+                    elif gap < wait_us:
+                        row[2] += gap
+                    else:
+                        row[3] += gap
+                    row[0] = e
+            if call is not None and call[2] in hta_launch:
+                c, g = call[1] - call[0], e - s
+                d = s - call[0] - c
+                cpu_us.append(c)
+                gpu_us.append(g)
+                delays.append(d if d > 0 else 0)
+                short += c <= cutoff_us and g < c
+        return kernels, parts, launched, before, short, seen
+
+    def _code(self, kind: str, name: str) -> tuple[int, int, bool, bool]:
+        """What a (kind, name) is: its class (an index into :attr:`lists`, -1
+        for a synchronization), its HTA type (1 computation, 2 communication, 0
+        other), whether HTA's idle breakdown reads it, whether it is a copy from
+        pageable memory."""
+        hta_type = hta_kernel_type(name)
+        hta = 1 if hta_type == HTA_COMPUTATION else 2 if hta_type == HTA_COMMUNICATION else 0
+        if kind == KERNEL:
+            self.kernel_names.add(name)
+            cls = GPU_COMM if hta_type == HTA_COMMUNICATION else GPU_COMPUTE
+        elif kind == MEMCPY:
+            cls = GPU_MEMCPY
+        elif kind == MEMSET:
+            cls = GPU_MEMSET
+        elif kind == SYNC:
+            cls = GPU_COMPUTE - 1
+        else:
+            cls = GPU_OTHER
+        pageable = kind == MEMCPY and "Pageable" in name
+        return cls - GPU_COMPUTE, hta, kind in TABLE_KINDS, pageable
+
+
+class RuntimePass:
+    """The runtime calls, filed in one pass in start order: by what the account
+    makes of them (sync, launch, other) and API (runtime, driver); the starts of
+    the synchronizing and launching calls, and the synchronizing calls'
+    intervals (the account's)."""
+
+    def __init__(self, scan: Scan) -> None:
+        blocking = scan.gpu.blocking
+        #: RT_SYNC, RT_SYNC + RT_DRIVER, RT_LAUNCH, ... (less RT_SYNC)
+        lists: list[list[Any]] = [[] for _ in range(6)]
+        sync_calls: list[Interval] = []
+        sync_starts: list[int] = []
+        launch_starts: list[int] = []
+        sync_names, launch_names = SYNC_CALLS, LAUNCH_CALLS
+        launch = RT_LAUNCH - RT_SYNC
+        other = RT_OTHER - RT_SYNC
+        runtime_api, driver = RUNTIME, RT_DRIVER
+        for r in scan.timeline.runtime:
+            s = r[0]
+            e = r[1]
+            name = r[2]
+            api = 0 if r[6] == runtime_api else driver
+            if name in sync_names or (blocking and r[4] in blocking):
+                sync_starts.append(s)
+                lists[api].append(r)
+                if e > s:
+                    sync_calls.append((s, e))
+            elif name in launch_names:
+                launch_starts.append(s)
+                lists[launch + api].append(r)
+            else:
+                lists[other + api].append(r)
+        sync_calls.sort()
+        self.lists = lists
+        self.sync_calls = sync_calls
+        self.sync_starts = sync_starts
+        self.launch_starts = launch_starts
+        launches = scan.runtime_names & KERNEL_LAUNCHES
+        self.kernel_launch_calls = (
+            sum(1 for r in scan.timeline.runtime if r[2] in launches) if launches else 0
+        )
+
+
+# -- self times ---------------------------------------------------------------------------
+def _nest(scan: Scan) -> list[_Tally]:
+    """Each op's self time, per part of the trace (before the window, in it, after
+    it): the host's ranges (but the GPU's annotations) and runtime calls nested
+    per thread, in start order, each under the innermost one still running on
+    its thread.  Annotations and Python functions nest but are not rows."""
+    timeline = scan.timeline
+    ranges, runtime = timeline.ranges, timeline.runtime
+    w = scan.window
+    bounds = (float("-inf"), float("inf")) if w is None else (w[0], w[1])
+    by_kind = scan.ranges.by_kind
+    ops = by_kind.get(OP, set()) | scan.runtime_names
+    others: set[str] = set()
+    for kind, names in by_kind.items():
+        if kind != OP and kind != GPU_ANNOTATION:
+            others |= names
+    shadowed = by_kind.get(GPU_ANNOTATION, set()) & ops
+    tallies = None if ops & others else _nest_fast(ranges, runtime, bounds)
+    if tallies is None:
+        return _nest_exact(ranges, runtime, bounds)
+    for part, t in enumerate(tallies):
+        for name in others:
+            t.total.pop(name, None)
+        lo = float("-inf") if part == 0 else bounds[part - 1]
+        hi = float("inf") if part == 2 else bounds[part]
+        calls: Counter[str] = Counter()
+        for items in (ranges, runtime):
+            a = bisect.bisect_left(items, lo, key=_START)
+            b = bisect.bisect_left(items, hi, key=_START)
+            calls.update(map(_NAME, islice(items, a, b)))
+            if items is ranges and shadowed:  # GPU annotations named as ops are no calls
+                calls.subtract(
+                    r[2] for r in islice(items, a, b) if r[4] == GPU_ANNOTATION and r[2] in shadowed
+                )
+        t.calls = calls
+    return tallies
+
+
+def _nest_fast(
+    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]
+) -> list[_Tally] | None:
+    """Self times in one walk over the ranges and the runtime calls together, in
+    start order (ranges first where they start together).  None where records
+    on one thread overlap without nesting, or two that start together come the
+    shorter first: each call's own clamping and the longer-first order
+    (:func:`_nest_exact`) are needed then."""
+    totals: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
+    childs: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
+    stacks: dict[int, list[Any]] = {}
+    last_tid: Any = None
+    st: list[Any] = []
+    pop, push = st.pop, st.append
+    w0, w1 = bounds
+    part = 0
+    total, children = totals[0], childs[0]
+    next_bound = w0
+    lo = float("-inf")
+    gpu_annotation = GPU_ANNOTATION
+    m = len(runtime)
+    j = 0
+    inf = float("inf")
+    rt_next = runtime[0][0] if m else inf
+    it = iter(ranges)
+    r: Any = next(it, None)
+    while r is not None or j < m:
+        if r is not None and r[0] <= rt_next:
+            rec = r
+            r = next(it, None)
+            if rec[4] == gpu_annotation:
+                continue
+        else:
+            rec = runtime[j]
+            j += 1
+            rt_next = runtime[j][0] if j < m else inf
+        s = rec[0]
+        if s >= next_bound:  # the next part of the trace
+            while s >= next_bound:
+                part += 1
+                lo = next_bound
+                next_bound = w1 if part == 1 else inf
+            total, children = totals[part], childs[part]
+        tid = rec[3]
+        if tid != last_tid:
+            got = stacks.get(tid)
+            if got is None:
+                got = stacks[tid] = []
+            st = got
+            pop, push = st.pop, st.append
+            last_tid = tid
+        e = rec[1]
+        d = e - s
+        if st:
+            p = st[-1]
+            while p[1] <= s:
+                pop()
+                if not st:
+                    break
+                p = st[-1]
+            else:
+                if e > p[1]:
+                    return None
+                if p[0] >= lo:
+                    children[p[2]] += d
+                else:  # the parent started in an earlier part of the trace
+                    childs[0 if p[0] < w0 else 1][p[2]] += d
+        push(rec)
+        total[rec[2]] += d
+    return [_Tally(dict(t), dict(c)) for t, c in zip(totals, childs, strict=True)]
+
+
+def _nest_exact(ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]) -> list[_Tally]:
+    """:func:`gputui.trace.timeline.self_times`, with each op counted in the part
+    of the trace it starts in: records sorted per thread by start, the longer
+    first; an op's self time is its time less its direct children's, at least 0."""
+    w0, w1 = bounds
+    host = [r for r in ranges if r[4] != GPU_ANNOTATION]
+    host.extend(runtime)
+    host.sort(key=_START)
+    by_thread: dict[int, list[tuple[int, int, str, bool, int]]] = {}
+    first: dict[str, int] = {}
+    for i, r in enumerate(host):
+        first.setdefault(r[2], i)
+        is_op = len(r) == 7 or r[4] == OP  # a runtime call, or an op
+        part = 0 if r[0] < w0 else 1 if r[0] < w1 else 2
+        by_thread.setdefault(r[3], []).append((r[0], r[1], r[2], is_op, part))
+    rows: list[dict[str, list[int]]] = [{}, {}, {}]
+    for items in by_thread.values():
+        items.sort(key=lambda it: (it[0], -it[1]))
+        child = [0] * len(items)
+        stack: list[int] = []
+        for idx, (start, end, _name, _op, _part) in enumerate(items):
+            while stack and items[stack[-1]][1] <= start:
+                stack.pop()
+            if stack:
+                child[stack[-1]] += end - start
+            stack.append(idx)
+        for idx, (start, end, name, is_op, part) in enumerate(items):
+            if not is_op:
+                continue
+            dur = end - start
+            row = rows[part].get(name)
+            if row is None:
+                row = rows[part][name] = [0, 0, 0]
+            row[0] += 1
+            row[1] += dur
+            row[2] += dur - max(0, dur - child[idx])
+    tallies = [_Tally(), _Tally(), _Tally()]
+    for part, t in enumerate(tallies):
+        for name in sorted(rows[part], key=first.__getitem__):
+            calls, total, taken = rows[part][name]
+            t.total[name] = total
+            t.children[name] = taken
+            t.calls[name] = calls
+    return tallies

@@ -1,0 +1,424 @@
+"""The trace metrics as they were computed before the shared passes of
+:mod:`gputui.trace.scan`: one function per metric, each reading the whole
+timeline (the step account, the TensorBoard plugin's step breakdown, HTA's
+metrics, the markers, the kernel and CPU-op tables).  The tests hold the scan's
+results to these on every kept trace and on generated timelines."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Sequence
+
+from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepAccount, StepBreakdown, TraceMetrics
+from gputui.trace import tables
+from gputui.trace import timeline as tl
+from gputui.trace.markers import job_markers
+from gputui.trace.scan import (
+    COLLECTIVE_OPS,
+    LAUNCH_CALLS,
+    PHASE_PREFIX,
+    SYNC_CALLS,
+    device_steps,
+    host_steps,
+    is_dataloader,
+)
+from gputui.trace.timeline import (
+    ANNOTATION,
+    DRIVER,
+    GPU_ANNOTATION,
+    HTA_COMMUNICATION,
+    KERNEL,
+    MEMCPY,
+    OP,
+    RUNTIME,
+    SYNC,
+    GpuActivity,
+    Interval,
+    KernelTypes,
+    Timeline,
+    hta_window,
+    intersect,
+    length,
+    merge,
+    self_times,
+    subtract,
+)
+from gputui.trace.trace_metrics import (
+    comm_compute_overlap_pct,
+    idle_breakdown,
+    launch_stats,
+    temporal_breakdown,
+)
+
+_COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
+
+
+def _is_comm(name: str) -> bool:
+    return name in COLLECTIVE_OPS or name.startswith(_COMM_PREFIXES)
+
+
+def _role(name: str, kind: str) -> str | None:
+    """The bucket a host range claims for (None: none, a step mark)."""
+    if kind not in (OP, ANNOTATION):
+        return None
+    if is_dataloader(name):
+        return "data"
+    if name.startswith(PHASE_PREFIX):
+        return "phase"
+    if _is_comm(name):
+        return "comm"
+    if kind == OP and not name.startswith("ProfilerStep#"):
+        return "dispatch"
+    return None
+
+
+class _Clipped:
+    """A merged interval list, measured inside any window in O(log n)."""
+
+    def __init__(self, merged: list[Interval]) -> None:
+        self.starts = [s for s, _ in merged]
+        self.ends = [e for _, e in merged]
+        self.prefix = [0]
+        for s, e in merged:
+            self.prefix.append(self.prefix[-1] + e - s)
+
+    def within(self, lo: int, hi: int) -> int:
+        if hi <= lo or not self.starts:
+            return 0
+        i = bisect.bisect_right(self.ends, lo)  # first interval ending after lo
+        j = bisect.bisect_left(self.starts, hi)  # first interval starting at/after hi
+        if j <= i:
+            return 0
+        total = self.prefix[j] - self.prefix[i]
+        if self.starts[i] < lo:
+            total -= lo - self.starts[i]
+        if self.ends[j - 1] > hi:
+            total -= self.ends[j - 1] - hi
+        return max(0, total)
+
+
+def _count_within(starts: Sequence[int], lo: int, hi: int) -> int:
+    return bisect.bisect_left(starts, hi) - bisect.bisect_left(starts, lo)
+
+
+def step_windows(timeline: Timeline) -> tuple[list[Interval], list[Interval]]:
+    """The steps of a timeline, as host windows and as the steps' own windows.
+
+    A host window is a ``ProfilerStep`` range; the step's own window is that range
+    stretched to the end of the GPU work launched in it, the trailing steps the
+    profiler cut short left out (the TensorBoard plugin's steps,
+    :func:`~gputui.trace.step_breakdown.device_steps`).  A timeline without step
+    marks is one step: the span of its GPU activity (what comes before the first
+    GPU activity is set-up, what comes after it tear-down), else of its host
+    activity."""
+    host = host_steps(timeline)
+    if not host:
+        return [], []
+    steps = device_steps(timeline, host)
+    host = host[: len(steps)]
+    return [(s, e) for s, e, _ in host], [(s, e) for s, e, _ in steps]
+
+
+def _raw_buckets(
+    timeline: Timeline,
+) -> tuple[dict[str, list[Interval]], list[Interval], list[int], list[int]]:
+    """Each host bucket's intervals (not yet exclusive), the synchronizing calls'
+    intervals, and the start times of the synchronizing and launching calls."""
+    raw: dict[str, list[Interval]] = {b: [] for b in _HOST_ORDER}
+    roles: dict[tuple[str, str], str | None] = {}  # a trace repeats few names
+    for r in timeline.ranges:
+        start, end = r.start_us, r.end_us
+        if end <= start:
+            continue
+        key = (r.name, r.kind)
+        role = roles.get(key, "")
+        if role == "":
+            role = roles[key] = _role(r.name, r.kind)
+        if role is not None:
+            raw[role].append((start, end))
+    # An "async" copy from pageable host memory blocks the CPU until it is done
+    # (it runs synchronously): host sync wait, not launch.
+    blocking = {
+        a.correlation
+        for a in timeline.gpu
+        if a.kind == MEMCPY and a.correlation >= 0 and "Pageable" in a.name
+    }
+    sync_calls: list[Interval] = []
+    sync_starts: list[int] = []
+    launch_starts: list[int] = []
+    for c in timeline.runtime:
+        if c.kind not in (RUNTIME, DRIVER):
+            continue
+        if c.name in SYNC_CALLS or (c.correlation in blocking and c.correlation >= 0):
+            sync_starts.append(c.start_us)
+            if c.end_us > c.start_us:
+                raw["sync"].append((c.start_us, c.end_us))
+                sync_calls.append((c.start_us, c.end_us))
+        elif c.name in LAUNCH_CALLS:
+            launch_starts.append(c.start_us)
+            if c.end_us > c.start_us:
+                raw["launch"].append((c.start_us, c.end_us))
+        elif c.end_us > c.start_us:  # other runtime calls are torch's own overhead
+            raw["dispatch"].append((c.start_us, c.end_us))
+    sync_starts.sort()
+    launch_starts.sort()
+    sync_calls.sort()
+    return raw, sync_calls, sync_starts, launch_starts
+
+
+#: the host buckets that claim time, in their order of precedence (Python outside
+#: torch is what none of them claimed)
+_HOST_ORDER = ("data", "phase", "comm", "sync", "launch", "dispatch")
+
+
+def _after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interval]:
+    """The idle gaps the GPU sat in because the CPU waited for it: gaps that a
+    synchronizing call was already waiting at when they began (the GPU drained)
+    and that it returned during; from the gap's start to its end, while the CPU
+    queued the next work."""
+    if not sync_calls:
+        return []
+    starts = [s for s, _ in sync_calls]
+    out: list[Interval] = []
+    for lo, hi in idle:
+        # calls that began by the gap's start, the latest first
+        k = bisect.bisect_right(starts, lo)
+        for j in range(k - 1, max(-1, k - 64), -1):
+            _, e = sync_calls[j]
+            if lo <= e <= hi:
+                out.append((lo, hi))
+                break
+            if e < lo:
+                break
+    return out
+
+
+def step_account(timeline: Timeline) -> StepAccount | None:
+    """The mean account of the timeline's steps (:func:`step_windows`); None
+    without host events."""
+    host, windows = step_windows(timeline)
+    if not windows:
+        return None
+    raw, sync_calls, sync_starts, launch_starts = _raw_buckets(timeline)
+    # each bucket keeps only what the earlier ones left
+    claimed: list[Interval] = []
+    mine: dict[str, list[Interval]] = {}
+    for bucket in _HOST_ORDER:
+        mine[bucket] = subtract(merge(raw[bucket]), claimed)
+        claimed = merge([*claimed, *mine[bucket]])
+    exclusive = {b: _Clipped(iv) for b, iv in mine.items()}
+    totals = dict.fromkeys(exclusive, 0)
+    host_wall = 0
+    for lo, hi in host:
+        host_wall += hi - lo
+        for bucket, clipped in exclusive.items():
+            totals[bucket] += clipped.within(lo, hi)
+    step_wall = sum(hi - lo for lo, hi in windows)
+    n = len(windows)
+    # the GPU side, over the steps' own windows: compute kernels; communication
+    # kernels and copies where no compute runs (exposed); the rest idle
+    parts = _gpu_parts(timeline)
+    span = merge(windows)
+    gpu_busy: float | None = None
+    idle_by: dict[str, float] | None = None
+    exposed: dict[str, float] = {}
+    if parts is not None:
+        compute, comm, copy = (intersect(span, p) for p in parts)
+        comm = subtract(comm, compute)
+        copy = subtract(subtract(copy, compute), comm)
+        gpu_busy = length(merge([*compute, *comm, *copy]))
+        exposed = {"compute": length(compute), "comm": length(comm), "copy": length(copy)}
+        # the time no compute runs, split by what the host did meanwhile
+        idle = subtract(span, compute)
+        bubbles = merge(_after_sync(idle, sync_calls))
+        rest = subtract(idle, bubbles)
+        split = {b: length(intersect(rest, mine[b])) for b in _HOST_ORDER}
+        split["sync"] += length(bubbles)
+        split["python"] = max(0, length(rest) - sum(split[b] for b in _HOST_ORDER))
+        idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
+    claimed_total = sum(totals.values())
+    return StepAccount(
+        steps=n,
+        step_us=round(step_wall / n, 3),
+        **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
+        python_us=round(max(0, host_wall - claimed_total) / n, 3),
+        ahead_us=round(max(0, step_wall - host_wall) / n, 3),
+        gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),
+        sync_calls_per_step=round(
+            sum(_count_within(sync_starts, lo, hi) for lo, hi in host) / n, 3
+        ),
+        launch_calls_per_step=round(
+            sum(_count_within(launch_starts, lo, hi) for lo, hi in host) / n, 3
+        ),
+        gpu_idle_us=idle_by,
+        gpu_compute_us=None if parts is None else round(exposed["compute"] / n, 3),
+        gpu_comm_us=None if parts is None else round(exposed["comm"] / n, 3),
+        gpu_copy_us=None if parts is None else round(exposed["copy"] / n, 3),
+    )
+
+
+def _gpu_parts(
+    timeline: Timeline,
+) -> tuple[list[Interval], list[Interval], list[Interval]] | None:
+    """The merged intervals of compute kernels, communication kernels and copies
+    (memcpy, memset); None without GPU activity."""
+    types = KernelTypes()
+    compute: list[Interval] = []
+    comm: list[Interval] = []
+    copy: list[Interval] = []
+    for a in timeline.gpu:
+        if a.kind == SYNC or a.stream == -1 or a.end_us <= a.start_us:
+            continue
+        iv = (a.start_us, a.end_us)
+        if a.kind == KERNEL:
+            (comm if types(a.name) == HTA_COMMUNICATION else compute).append(iv)
+        else:
+            copy.append(iv)
+    if not (compute or comm or copy):
+        return None
+    return merge(compute), merge(comm), merge(copy)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _host_role(name: str) -> str | None:
+    """The category of a host op or annotation by its name (None: a step mark).
+    Remembered: a trace repeats few names many times."""
+    if is_dataloader(name):
+        return "dataloader"
+    if name.startswith("ProfilerStep#"):
+        return None
+    if name in COLLECTIVE_OPS:
+        return "communication"
+    return "cpu_op"
+
+
+def _role_ranges(timeline: Timeline) -> dict[str, list[Interval]]:
+    roles: dict[str, list[Interval]] = {c: [] for c in STEP_CATEGORIES if c != "other"}
+    collective_ids = {
+        r.external_id for r in timeline.ranges if r.name in COLLECTIVE_OPS and r.external_id >= 0
+    }
+    types = KernelTypes()
+    for a in timeline.gpu:
+        iv = (a.start_us, a.end_us)
+        if a.kind == tl.KERNEL:
+            comm = a.external_id in collective_ids or types(a.name) == tl.HTA_COMMUNICATION
+            roles["communication" if comm else "kernel"].append(iv)
+        elif a.kind == tl.MEMCPY:
+            roles["memcpy"].append(iv)
+        elif a.kind == tl.MEMSET:
+            roles["memset"].append(iv)
+    for r in timeline.runtime:
+        if r.kind == tl.RUNTIME:
+            roles["runtime"].append((r.start_us, r.end_us))
+    for start, end, name, _thread, kind, _ext in timeline.ranges:
+        if kind in (tl.OP, tl.ANNOTATION):
+            role = _host_role(name)
+            if role is not None:
+                roles[role].append((start, end))
+    return {k: merge(v) for k, v in roles.items()}
+
+
+def _gpu_utilization(gpu: Sequence[GpuActivity], lo: int, hi: int) -> float | None:
+    if hi <= lo:
+        return None
+    per_device: dict[int, list[Interval]] = {}
+    for a in gpu:
+        if a.kind == tl.KERNEL:
+            per_device.setdefault(a.device, []).append((a.start_us, a.end_us))
+    if not per_device:
+        return None
+    busiest = max(per_device.values(), key=lambda iv: sum(e - s for s, e in iv))
+    busy = length(intersect(merge(busiest), [(lo, hi)]))
+    return round(100.0 * busy / (hi - lo), 2)
+
+
+def step_breakdown(timeline: Timeline) -> StepBreakdown | None:
+    """The plugin's overview breakdown; None for a trace without host activity."""
+    host = host_steps(timeline)
+    if not host:
+        return None
+    steps = device_steps(timeline, host)
+    slots = merge((s, e) for s, e, _ in steps)
+    totals: dict[str, int] = {}
+    roles = _role_ranges(timeline)
+    for category in STEP_CATEGORIES[:-1]:
+        claimed = intersect(slots, roles[category])
+        totals[category] = length(claimed)
+        slots = subtract(slots, claimed)
+    totals["other"] = length(slots)
+    steps_us = sum(e - s for s, e, _ in steps)
+    return StepBreakdown(
+        steps=len(steps),
+        steps_us=float(steps_us),
+        **{f"{c}_us": float(totals[c]) for c in STEP_CATEGORIES},
+        gpu_utilization_pct=_gpu_utilization(timeline.gpu, steps[0][0], steps[-1][1]),
+        first_step=steps[0][2],
+        step_us=tuple(float(e - s) for s, e, _ in steps),
+    )
+
+
+def compute(timeline: Timeline, include_last_step: bool = False) -> TraceMetrics:
+    """Every metric, one function each (the code before the shared passes)."""
+    window = hta_window(timeline, include_last_step)
+    part = window.timeline
+    types = KernelTypes()
+    return TraceMetrics(
+        steps_total=window.steps_total,
+        last_step_dropped=window.last_step_dropped,
+        temporal=temporal_breakdown(part.gpu, types),
+        idle_breakdown=idle_breakdown(part.gpu, part.runtime),
+        comm_compute_overlap_pct=comm_compute_overlap_pct(part.gpu, types),
+        launch=launch_stats(part.gpu, part.runtime),
+        step_breakdown=step_breakdown(timeline),
+        account=step_account(timeline),
+        markers=job_markers(timeline),
+    )
+
+
+def window(timeline: Timeline) -> tuple[int, int] | None:
+    """The analyzer's window: the steps' span, each step stretched over its GPU work."""
+    host = host_steps(timeline)
+    if not host:
+        return None
+    steps = device_steps(timeline, host)
+    host = host[: len(steps)]
+    return (
+        min(min(s for s, _, _ in steps), min(s for s, _, _ in host)),
+        max(max(e for _, e, _ in steps), max(e for _, e, _ in host)),
+    )
+
+
+def kernel_tally(timeline: Timeline) -> dict[str, list[int]]:
+    """The kernel table's tally over the window (by start), in first-start order."""
+    w = window(timeline)
+    acts = sorted(
+        (a for a in timeline.gpu if a.kind in (tl.KERNEL, tl.MEMCPY, tl.MEMSET)),
+        key=lambda a: a.start_us,
+    )
+    return tables.tally((a.name, a.dur_ns) for a in acts if w is None or w[0] <= a.start_us < w[1])
+
+
+def op_table(timeline: Timeline, part: int = 1) -> dict[str, list[int]]:
+    """``name -> [calls, self, total]`` of the host's ops and runtime calls that
+    start in one part of the trace (0 before the window, 1 in it, 2 after it),
+    nested over the whole trace (timeline.self_times)."""
+    w = window(timeline)
+
+    def part_of(start: int) -> int:
+        if w is None:
+            return 1
+        return 0 if start < w[0] else 1 if start < w[1] else 2
+
+    by_thread: dict[int, list[tuple[int, int, str, bool]]] = {}
+    wanted: dict[int, list[tuple[int, int, str, bool]]] = {}
+    for r in timeline.ranges:
+        if r.kind != GPU_ANNOTATION:
+            by_thread.setdefault(r.thread, []).append((r.start_us, r.end_us, r.name, r.kind == OP))
+    for c in timeline.runtime:
+        if c.kind in (RUNTIME, DRIVER):
+            by_thread.setdefault(c.thread, []).append((c.start_us, c.end_us, c.name, True))
+    # self_times over all, keeping only the part's ops as rows
+    for tid, items in by_thread.items():
+        wanted[tid] = [(s, e, n, op and part_of(s) == part) for s, e, n, op in items]
+    return self_times(wanted)

@@ -1,0 +1,255 @@
+"""The shared passes (gputui.trace.scan) give what each metric's own definition
+gives (tests/helpers/trace_reference.py: the code before them) on every kept
+trace and on generated timelines full of the odd cases: ties, empty records,
+records off any stream, overlapping steps, ops that overlap without nesting,
+runtime calls that share a correlation id."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputui.trace import timeline as tl
+from gputui.trace.scan import Scan, after_sync, merge_sorted, sweep
+from gputui.trace.timeline import GpuActivity, HostRange, RuntimeCall, Timeline, merge
+from gputui.trace.trace_metrics import compute
+from gputui.tracefile.reader import read_trace
+from tests.helpers import trace_reference as ref
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TRACES = sorted(DATA.rglob("*.pt.trace.json.gz"))
+THIRD_PARTY = sorted(
+    p
+    for d in (DATA / "thirdparty", DATA.parents[1].parent / "shared" / "thirdparty")
+    if d.is_dir()
+    for p in d.glob("*.json*")
+)
+
+
+def stable_sorted(timeline: Timeline) -> Timeline:
+    """A copy with each list in start order (what a scan sorts it to): the order
+    the tables list names in, and the order ties are met in."""
+    return Timeline(
+        sorted(timeline.gpu, key=lambda a: a.start_us),
+        sorted(timeline.runtime, key=lambda r: r.start_us),
+        sorted(timeline.ranges, key=lambda r: r.start_us),
+        timeline.events,
+        timeline.skipped,
+    )
+
+
+def op_rows(scan: Scan, part: int) -> dict[str, list[int]]:
+    return {t.name: [t.calls, t.self_us, t.total_us] for t in scan.op_tally(part)}
+
+
+def assert_same(timeline: Timeline, include_last_step: bool = False) -> Scan:
+    want_tl = stable_sorted(timeline)
+    scan = Scan(timeline, include_last_step)
+    got = compute(timeline, include_last_step, scan)
+    want = ref.compute(want_tl, include_last_step)
+    for name in (
+        "steps_total",
+        "last_step_dropped",
+        "temporal",
+        "idle_breakdown",
+        "comm_compute_overlap_pct",
+        "launch",
+        "step_breakdown",
+        "account",
+        "markers",
+    ):
+        assert getattr(got, name) == getattr(want, name), name
+    assert scan.window == ref.window(want_tl)
+    tally = scan.kernel_tally()
+    assert tally == ref.kernel_tally(want_tl)
+    assert list(tally) == list(ref.kernel_tally(want_tl))  # first-start order
+    for part in (0, 1, 2):
+        assert op_rows(scan, part) == ref.op_table(want_tl, part), part
+    return scan
+
+
+@pytest.mark.parametrize("path", TRACES + THIRD_PARTY, ids=lambda p: p.name.split(".")[0])
+def test_every_kept_trace_gives_what_each_definition_gives(path: Path) -> None:
+    for include_last_step in (False, True):
+        assert_same(read_trace(path).timeline, include_last_step)
+
+
+# -- generated timelines ------------------------------------------------------------------
+RANGE_NAMES = (
+    "aten::mm",
+    "aten::add",
+    "aten::to",
+    "ProfilerStep#1",
+    "ProfilerStep#2",
+    "ProfilerStep#3",
+    "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+    "gputui.phase:ckpt",
+    "nccl:all_reduce",
+    "c10d::allreduce_",
+    "Optimizer.step#AdamW.step",
+    "autograd::engine::evaluate_function: MmBackward0",
+    "## forward ##",
+)
+RANGE_KINDS = (tl.OP, tl.OP, tl.ANNOTATION, tl.PYTHON, tl.HOST_OTHER, tl.GPU_ANNOTATION)
+CALL_NAMES = (
+    "cudaLaunchKernel",
+    "cuLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaStreamSynchronize",
+    "cudaMemcpyAsync",
+    "cudaDeviceSynchronize",
+    "cudaMalloc",
+    "cudaGraphLaunch",
+)
+GPU_NAMES = {
+    tl.KERNEL: ("gemm_kernel", "ncclDevKernel_AllReduce", "triton_poi_fused", "flash_fwd"),
+    tl.MEMCPY: ("Memcpy HtoD (Pageable -> Device)", "Memcpy DtoD (Device -> Device)"),
+    tl.MEMSET: ("Memset (Device)",),
+    tl.SYNC: ("Event Sync", "Context Sync"),
+    tl.GPU_OTHER: ("something else",),
+}
+
+times = st.integers(0, 60)
+lengths = st.integers(0, 12)
+
+
+@st.composite
+def timelines(draw: Any) -> Timeline:
+    threads = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3, unique=True))
+    ranges = []
+    for _ in range(draw(st.integers(0, 25))):
+        start = draw(times)
+        name = draw(st.sampled_from(RANGE_NAMES))
+        kind = draw(st.sampled_from(RANGE_KINDS))
+        ext = draw(st.integers(-1, 6))
+        ranges.append(
+            HostRange(start, start + draw(lengths), name, draw(st.sampled_from(threads)), kind, ext)
+        )
+    # step marks: in order and apart, or anywhere
+    if draw(st.booleans()):
+        t = draw(st.integers(0, 10))
+        for k in range(draw(st.integers(1, 4))):
+            length = draw(st.integers(1, 20))
+            kind = draw(st.sampled_from((tl.OP, tl.ANNOTATION)))
+            ranges.append(HostRange(t, t + length, f"ProfilerStep#{k + 1}", threads[0], kind, -1))
+            t += length + draw(st.integers(-3, 5))
+    runtime = []
+    corr = 0
+    for _ in range(draw(st.integers(0, 20))):
+        start = draw(times)
+        corr += draw(st.sampled_from((1, 1, 1, 0)))  # now and then two calls share an id
+        runtime.append(
+            RuntimeCall(
+                start,
+                start + draw(st.integers(0, 4)),
+                draw(st.sampled_from(CALL_NAMES)),
+                draw(st.sampled_from(threads)),
+                corr if draw(st.integers(0, 9)) else -1,
+                draw(st.integers(-1, 6)),
+                draw(st.sampled_from((tl.RUNTIME, tl.RUNTIME, tl.DRIVER))),
+            )
+        )
+    gpu = []
+    for _ in range(draw(st.integers(0, 25))):
+        start = draw(times)
+        kind = draw(
+            st.sampled_from((tl.KERNEL, tl.KERNEL, tl.MEMCPY, tl.MEMSET, tl.SYNC, tl.GPU_OTHER))
+        )
+        dur = draw(lengths)
+        gpu.append(
+            GpuActivity(
+                start,
+                start + dur,
+                dur * 1000 + draw(st.integers(0, 999)),
+                kind,
+                draw(st.sampled_from(GPU_NAMES[kind])),
+                draw(st.sampled_from((7, 7, 8, -1))),
+                draw(st.sampled_from((0, 0, 1))),
+                draw(st.integers(-1, corr + 1)),
+                draw(st.integers(-1, 6)),
+            )
+        )
+    return Timeline(gpu, runtime, ranges, len(gpu) + len(runtime) + len(ranges))
+
+
+@settings(max_examples=400)
+@given(timelines(), st.booleans())
+def test_generated_timelines_give_what_each_definition_gives(
+    timeline: Timeline, include_last_step: bool
+) -> None:
+    assert_same(timeline, include_last_step)
+
+
+@settings(max_examples=300)
+@given(timelines())
+def test_a_scan_reads_its_timeline_again_the_same(timeline: Timeline) -> None:
+    """Scanning a timeline sorts it in place: a second scan of it gives the same."""
+    first = compute(timeline)
+    again = copy.deepcopy(timeline)
+    assert compute(again) == first
+
+
+# -- the sweep ----------------------------------------------------------------------------
+def brute_force(layers: list[list[tuple[int, int]]], lo: int, hi: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for t in range(lo, hi):
+        mask = sum(1 << i for i, layer in enumerate(layers) if any(s <= t < e for s, e in layer))
+        out[mask] = out.get(mask, 0) + 1
+    return out
+
+
+intervals = st.builds(lambda s, n: (s, s + n), st.integers(-5, 80), st.integers(0, 15))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.lists(intervals, max_size=12), min_size=1, max_size=6),
+    st.integers(-5, 40),
+    st.integers(0, 60),
+    st.integers(1, 8),
+)
+def test_the_sweep_measures_each_combination_of_layers(
+    layers: list[list[tuple[int, int]]], lo: int, span: int, chunk: int
+) -> None:
+    import gputui.trace.scan as scan_module
+
+    layers = [sorted(layer) for layer in layers]
+    hi = lo + span
+    saved = scan_module.CHUNK_RECORDS
+    scan_module.CHUNK_RECORDS = chunk  # many small chunks: the carried intervals
+    try:
+        got = sweep(layers, lo, hi)
+    finally:
+        scan_module.CHUNK_RECORDS = saved
+    assert {m: v for m, v in got.items() if v} == brute_force(layers, lo, hi)
+
+
+@settings(max_examples=200)
+@given(st.lists(intervals, max_size=20))
+def test_merging_in_start_order_is_merging(items: list[tuple[int, int]]) -> None:
+    by_start = sorted(items, key=lambda iv: iv[0])
+    assert merge_sorted(by_start) == merge(items)
+
+
+def test_the_gaps_a_synchronization_left_are_looked_for_where_calls_end() -> None:
+    """Only the gaps a synchronizing call ends in are candidates; the rest of the
+    definition (after_sync) decides, as on every gap."""
+    gpu = [
+        GpuActivity(s, e, (e - s) * 1000, tl.KERNEL, "gemm", 7, 0, -1, -1)
+        for s, e in ((0, 10), (15, 20), (20, 30), (40, 50), (55, 55), (70, 80))
+    ]
+    step = HostRange(0, 90, "ProfilerStep#1", 1, tl.ANNOTATION, -1)
+    calls = [
+        RuntimeCall(s, e, "cudaStreamSynchronize", 1, 100 + i, -1, tl.RUNTIME)
+        for i, (s, e) in enumerate(((5, 12), (31, 35), (45, 60), (58, 58), (82, 88)))
+    ]
+    scan = Scan(Timeline(gpu, calls, [step]))
+    span = [(0, 90)]
+    compute_iv = merge_sorted((a.start_us, a.end_us) for a in gpu if a.end_us > a.start_us)
+    idle = tl.subtract(span, compute_iv)
+    assert scan.sync_gaps == merge(after_sync(idle, sorted((c[0], c[1]) for c in calls)))
