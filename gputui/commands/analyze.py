@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -92,8 +91,11 @@ def main(args: argparse.Namespace) -> int:
         warnings,
         jobs=args.jobs,
     )
-    for line in warnings:
-        print(f"gputui analyze: warning: {line}", file=sys.stderr)
+    if warnings:
+        from gputui.reports.text import say
+
+        for line in warnings:
+            say(f"gputui analyze: warning: {line}")
     roofs = roofs_of(summaries)
     evidence = [
         trace_evidence(s, roof, datasheet=datasheet_of(s))

@@ -415,5 +415,7 @@ def _replay_once(args: argparse.Namespace) -> int:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
         attach_report.output(report, args.json, args.ascii, banner)
     if report.recorded is not None and report.recorded.ends_early is not None:
-        print(f"gputui attach: {report.recorded.ends_early}", file=sys.stderr)
+        from gputui.reports.text import say
+
+        say(f"gputui attach: {report.recorded.ends_early}")
     return 0

@@ -11,7 +11,6 @@ says how many, and where to see them.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from gputui.commands.tty import need_terminal, run_screen
@@ -66,4 +65,6 @@ def replay(
 def said_ends_early(recording: AttachRecording) -> None:
     """A recording that ends early, said on stderr once its screen is gone."""
     if recording.ends_early is not None:
-        print(f"gputui attach: {recording.ends_early}", file=sys.stderr)
+        from gputui.reports.text import say
+
+        say(f"gputui attach: {recording.ends_early}")

@@ -131,7 +131,9 @@ def _say_ends_early(source: SnapshotSource, args: argparse.Namespace) -> None:
     from gputui.recording.io import ends_early
 
     name = "the demo recording" if args.demo or not args.replay else clean(args.replay)
-    print(f"gputui: {ends_early(name, progress.ends_early)}", file=sys.stderr)
+    from gputui.reports.text import say
+
+    say(f"gputui: {ends_early(name, progress.ends_early)}")
 
 
 def _printed_form(args: argparse.Namespace) -> str:

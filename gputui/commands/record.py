@@ -100,12 +100,16 @@ def _on_terminal() -> bool:
 
 def _progress(args: argparse.Namespace, count: int) -> None:
     """How far it got, redrawn in place: on a terminal only (a log gets the last
-    line, :func:`_done`)."""
+    line, :func:`_done`), within one line of it (the file's name elided in the
+    middle where it does not fit)."""
     if not args.quiet and _on_terminal():
-        from gputui.reports.text import plural
+        from gputui.reports.text import cells, elide, output_width, plural
 
+        head = f"recorded {plural(count, 'snapshot')} to "
+        # one cell short of the width: a line that fills it would wrap on some terminals
+        room = max(8, output_width(sys.stderr) - 1 - cells(head))
         print(
-            f"\rrecorded {plural(count, 'snapshot')} to {fmt.clean(args.output)}",
+            f"\r{head}{elide(fmt.clean(args.output), room)}",
             end="",
             file=sys.stderr,
             flush=True,
@@ -121,9 +125,9 @@ def _done(args: argparse.Namespace, count: int) -> None:
         _progress(args, count)
         print(file=sys.stderr)
         return
-    from gputui.reports.text import plural
+    from gputui.reports.text import plural, say
 
-    print(f"recorded {plural(count, 'snapshot')} to {fmt.clean(args.output)}", file=sys.stderr)
+    say(f"recorded {plural(count, 'snapshot')} to {fmt.clean(args.output)}")
 
 
 def record_live(args: argparse.Namespace) -> int:
@@ -237,15 +241,13 @@ def rerecord(args: argparse.Namespace) -> int:
         if writer.count:
             _done(args, writer.count)
     note = source.ends_early_note()
-    if note is not None:
-        print(f"{PROG}: {note}", file=sys.stderr)
-    if damaged:
-        from gputui.reports.text import plural
+    if note is not None or damaged:
+        from gputui.reports.text import plural, say
 
-        print(
-            f"{PROG}: left out {plural(damaged, 'damaged line')} of the recording",
-            file=sys.stderr,
-        )
+        if note is not None:
+            say(f"{PROG}: {note}")
+        if damaged:
+            say(f"{PROG}: left out {plural(damaged, 'damaged line')} of the recording")
     if writer.count == 0:
         _remove_if_regular(args.output)
         raise GputuiError(

@@ -603,3 +603,10 @@ def emit(lines: Iterable[str], ascii_only: bool = False, stream: TextIO | None =
     if ascii_only or plain_terminal():
         body = to_ascii(body)
     (sys.stdout if stream is None else stream).write(body + "\n")
+
+
+def say(message: str, stream: TextIO | None = None) -> None:
+    """A command's message on ``stream`` (standard error): ``gputui record:
+    recorded ...``, wrapped to the output's width under its first word."""
+    stream = sys.stderr if stream is None else stream
+    stream.write("\n".join(wrap(message, output_width(stream), "", "  ")) + "\n")

@@ -19,6 +19,13 @@ from tests.integration.test_record_cli import recording
 ATTACH = Path(__file__).resolve().parents[1] / "samples" / "attach-v1.jsonl.gz"
 
 
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each message on one line, whatever the temporary path (their width is
+    test_report_widths')."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 def cut(data: bytes, path: Path, keep: float = 0.5) -> Path:
     """The first ``keep`` of ``data``'s compressed bytes, as ``path``."""
     path.write_bytes(data[: int(len(data) * keep)])

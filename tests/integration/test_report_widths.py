@@ -336,3 +336,62 @@ def test_a_node_read_over_ssh_fits_the_width(width: int) -> None:
         note="nvidia-smi only: gputui is not installed on this node (exit status 127)",
     )
     check_fits("\n".join(node_lines(node, width)), width)
+
+
+#: every other trace in tests/data (the cases of H100 and H200 jobs, the NCCL
+#: ranks), in one command: what it says on stderr of files that are not ranks of
+#: one job fits as well
+OTHER_TRACES = sorted(
+    set((TESTS / "data").rglob("*.pt.trace.json.gz")) - {p.resolve() for p in TRACES}
+)
+
+
+@pytest.mark.parametrize("width", (40, 60, 80))
+def test_analyze_every_other_trace_in_tests_data(
+    width: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(OTHER_TRACES) >= 30
+    monkeypatch.setenv("COLUMNS", str(width))
+    capsys.readouterr()
+    assert cli.main(["analyze", *map(str, OTHER_TRACES)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" in captured.err  # traces of several jobs: said on stderr
+    for printed in (captured.out, captured.err):
+        # (a rule's text may name a family of kernels with "…": only the width)
+        long = [line for line in printed.splitlines() if cell_len(line) > width]
+        assert not long, f"{len(long)} lines over {width}: {long[:3]}"
+        assert not [line for line in printed.splitlines() if line != line.rstrip()]
+
+
+@pytest.mark.parametrize("width", (40, 60, 80))
+def test_records_messages_fit_the_width(
+    width: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gputui.commands import record
+    from gputui.recording.io import embedded_bytes
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    data = embedded_bytes("demo.jsonl.gz")
+    source = tmp_path / "the-demo-recording-cut-off-while-it-was-written.jsonl.gz"
+    source.write_bytes(data[: len(data) // 3])
+    folder = tmp_path / "a-folder-with-a-rather-long-name-for-recordings"
+    folder.mkdir()
+    out = folder / "the-demo-recording-re-recorded-from-what-it-holds.jsonl.gz"
+    capsys.readouterr()
+    assert cli.main(["record", "-o", str(out), "--replay", str(source)]) == 0
+    err = capsys.readouterr().err
+    assert "recorded" in err and "ends early" in err
+    check_fits(err, width)
+    # on a terminal: the progress redrawn in place stays within one line of it
+    monkeypatch.setattr(record, "_on_terminal", lambda: True)
+    monkeypatch.setattr(record, "PROGRESS_EVERY_S", 0.0)
+    out.unlink()
+    assert cli.main(["record", "-o", str(out), "--demo"]) == 0
+    err = capsys.readouterr().err
+    redrawn = [part for line in err.split("\n") for part in line.split("\r") if part]
+    assert len(redrawn) > 2 and all("recorded" in part for part in redrawn[:-1])
+    long = [part for part in redrawn if cell_len(part) >= width]
+    assert not long, long[:3]
