@@ -139,7 +139,9 @@ def test_every_section_prints_the_ledgers_figures(
     # the text
     text = run(capsys, str(path))
     seen = check(text, values, path.name)
-    assert seen >= 6, text  # the account's five and the breakdown's step at least
+    # the account's figures and the breakdown's step at least (the account prints
+    # no data wait row for a step without one: a profile of a few ops on the CPU)
+    assert seen >= (6 if values["data"] else 5), text
     # HTA's section keeps its own definitions: it says so, and why it differs
     if "GPU time by Holistic Trace Analysis' definitions" in text:
         assert "HTA's window" in text
