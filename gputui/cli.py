@@ -109,12 +109,12 @@ def build_monitor_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one snapshot and exit (of a recording: its first)",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--window",
-        type=types.seconds(0.1, 60.0),
-        default=None,
-        metavar="S",
-        help="with --once, live: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
+        0.1,
+        60.0,
+        "with --once, live: measure rates (GPM activity, PCIe, CPU %%) over S seconds, "
         "0.1-60; without it --once reads instant values only (a recording has its own)",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")

@@ -145,6 +145,20 @@ def add_interval(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_seconds(
+    parser: Any, flag: str, lo: float, hi: float, says: str, default: float | None = None
+) -> None:
+    """An option of S seconds in [lo, hi] (``says``: its help, with the range and
+    the default the command takes where it is left out)."""
+    parser.add_argument(flag, type=seconds(lo, hi), default=default, metavar="S", help=says)
+
+
+def add_switches(parser: Any, *switches: tuple[str, str]) -> None:
+    """On/off options, ``(flag, help)`` each, in the order given (off by default)."""
+    for flag, says in switches:
+        parser.add_argument(flag, action="store_true", help=says)
+
+
 def add_ascii(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ascii", action="store_true", help="draw with ASCII characters only (plain terminals)"

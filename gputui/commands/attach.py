@@ -53,9 +53,10 @@ EXAMPLES = (
 def register(subparsers: Any) -> None:
     parser = types.command(subparsers, "attach", SUMMARY, DESCRIPTION, EXAMPLES)
     parser.add_argument("pid", type=types.pid, nargs="?", help="process id of the job")
-    parser.add_argument("--once", action="store_true", help="print a report and exit")
-    parser.add_argument(
-        "--json", action="store_true", help="with --once or --memory-snapshot: print JSON"
+    types.add_switches(
+        parser,
+        ("--once", "print a report and exit"),
+        ("--json", "with --once or --memory-snapshot: print JSON"),
     )
     parser.add_argument(
         "--capture",
@@ -70,9 +71,12 @@ def register(subparsers: Any) -> None:
         metavar="K",
         help=f"with --capture: warm-up steps before it, 0-{messages.CAPTURE_MAX_WARMUP} (1)",
     )
-    parser.add_argument("--shapes", action="store_true", help="capture: record input shapes")
-    parser.add_argument("--stacks", action="store_true", help="capture: record Python stacks")
-    parser.add_argument("--memory", action="store_true", help="capture: profile allocations")
+    types.add_switches(
+        parser,
+        ("--shapes", "capture: record input shapes"),
+        ("--stacks", "capture: record Python stacks"),
+        ("--memory", "capture: profile allocations"),
+    )
     parser.add_argument(
         "--flops",
         action=argparse.BooleanOptionalAction,
@@ -109,27 +113,24 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help=f"statistics over the last N steps, 1-{MAX_WINDOW} (1000)",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--gpu-seconds",
-        type=types.seconds(0.0, 60.0),
-        default=None,
-        metavar="S",
-        help="with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
+        0.0,
+        60.0,
+        "with --once: sample the job's GPU for S s for the analyzer, 0-60 (1)",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--timeout",
-        type=types.seconds(0.1, 3600.0),
-        default=None,
-        metavar="S",
-        help="give up waiting for the job (hello: at most 10 s) after S s, 0.1-3600 (300)",
+        0.1,
+        3600.0,
+        "give up waiting for the job (hello: at most 10 s) after S s, 0.1-3600 (300)",
     )
-    parser.add_argument(
-        "--inject", action="store_true", help="load the hook into a running job (Python >= 3.14)"
-    )
-    parser.add_argument(
-        "--single",
-        action="store_true",
-        help="attach to this process only, not to the other ranks of its job",
+    types.add_switches(
+        parser,
+        ("--inject", "load the hook into a running job (Python >= 3.14)"),
+        ("--single", "attach to this process only, not to the other ranks of its job"),
     )
     parser.add_argument("--record", metavar="FILE", help="live screen: save the session to FILE")
     played = parser.add_mutually_exclusive_group()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui import fmt
-from gputui.commands.args import command
+from gputui.commands.args import add_switches, command
 from gputui.errors import GputuiError
 
 
@@ -42,20 +42,21 @@ DESCRIPTION = (
 
 def register(subparsers: Any) -> None:
     parser = command(subparsers, "bench", SUMMARY, DESCRIPTION)
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument(
-        "--quick", action="store_true", help="a few seconds: fewer repetitions, smaller copies"
+    add_switches(
+        parser,
+        ("--json", "print JSON"),
+        ("--quick", "a few seconds: fewer repetitions, smaller copies"),
     )
     parser.add_argument(
         "--device", type=_device_index, default=0, metavar="N", help="GPU index (default 0)"
     )
-    parser.add_argument(
-        "--no-cache", action="store_true", help="measure without saving the results"
-    )
-    parser.add_argument(
-        "--cached",
-        action="store_true",
-        help="print the results saved by earlier runs instead of measuring (no torch needed)",
+    add_switches(
+        parser,
+        ("--no-cache", "measure without saving the results"),
+        (
+            "--cached",
+            "print the results saved by earlier runs instead of measuring (no torch needed)",
+        ),
     )
     parser.set_defaults(func=main)
 

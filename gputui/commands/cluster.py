@@ -56,22 +56,26 @@ def register(sub: Any) -> None:
         metavar="S",
         help="label matchers added to every query, e.g. 'cluster=\"a\"'",
     )
-    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
-    parser.add_argument(
-        "--interval",
-        type=types.seconds(0.5, 3600.0),
-        default=None,
-        metavar="S",
-        help="seconds between refreshes, 0.5-3600 (default 5; with --ssh 1, each node's too)",
+    types.add_switches(
+        parser,
+        ("--once", "print one snapshot and exit"),
+        ("--json", "with --once: print JSON"),
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
+        "--interval",
+        0.5,
+        3600.0,
+        "seconds between refreshes, 0.5-3600 (default 5; with --ssh 1, each node's too)",
+    )
+    types.add_seconds(
+        parser,
         "--timeout",
-        type=types.seconds(0.1, 120.0),
-        default=5.0,
-        metavar="S",
-        help="seconds to wait for each answer from Prometheus, or (--ssh) for each node's "
+        0.1,
+        120.0,
+        "seconds to wait for each answer from Prometheus, or (--ssh) for each node's "
         "ssh connection, 0.1-120 (default 5)",
+        default=5.0,
     )
     parser.add_argument(
         "--at",

@@ -56,15 +56,10 @@ def register(sub: Any) -> None:
         help="the hostname label (default: this machine's name; set it in containers)",
     )
     types.add_interval(parser)
-    parser.add_argument(
-        "--processes",
-        action="store_true",
-        help="add per-process series (at most 64 processes, most GPU memory first)",
-    )
-    parser.add_argument(
-        "--cmdline",
-        action="store_true",
-        help="add user and command line labels to process and job series (sensitive)",
+    types.add_switches(
+        parser,
+        ("--processes", "add per-process series (at most 64 processes, most GPU memory first)"),
+        ("--cmdline", "add user and command line labels to process and job series (sensitive)"),
     )
     source = parser.add_mutually_exclusive_group()
     types.add_demo(source, types.MONITOR_DEMOS, verb="serve")

@@ -48,31 +48,31 @@ EXAMPLES = (
 def register(sub: Any) -> None:
     parser = types.command(sub, "record", SUMMARY, DESCRIPTION, EXAMPLES)
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="recording to write")
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--interval",
-        type=types.seconds(0.1, 3600.0),
-        default=None,
-        metavar="S",
-        help="seconds between snapshots, 0.1-3600 (default 1; of a recording: all of them)",
+        0.1,
+        3600.0,
+        "seconds between snapshots, 0.1-3600 (default 1; of a recording: all of them)",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--duration",
-        type=types.seconds(0.1, 366 * 86400.0),
-        default=None,
-        metavar="S",
-        help="stop after S seconds, 0.1-31622400 (default: until Ctrl-C, or a recording's end)",
+        0.1,
+        366 * 86400.0,
+        "stop after S seconds, 0.1-31622400 (default: until Ctrl-C, or a recording's end)",
     )
     played = parser.add_mutually_exclusive_group()
     played.add_argument(
         "--replay", metavar="FILE", help="re-record this recording instead of the machine"
     )
     types.add_demo(played, types.MONITOR_DEMOS, verb="re-record")
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--start",
-        type=types.seconds(0.0, 366 * 86400.0),
-        default=None,
-        metavar="S",
-        help="with --replay or --demo: skip its first S seconds, 0-31622400 (default 0)",
+        0.0,
+        366 * 86400.0,
+        "with --replay or --demo: skip its first S seconds, 0-31622400 (default 0)",
     )
     parser.add_argument(
         "--note", default=None, help="a description stored in the recording (default: its own)"

@@ -62,11 +62,12 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="samples per batch, for samples/s, 1-2147483647",
     )
-    parser.add_argument(
+    types.add_seconds(
+        parser,
         "--capture-every",
-        type=types.seconds(1.0, 86400.0),
-        metavar="S",
-        help="take a 5-step profiler capture every S seconds, 1-86400 (off by default)",
+        1.0,
+        86400.0,
+        "take a 5-step profiler capture every S seconds, 1-86400 (off by default)",
     )
     parser.add_argument(
         "--no-gpu-timing", action="store_true", help="do not record CUDA events at phase edges"

@@ -15,20 +15,18 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from gputui.hook._recorder import FLAG_PROFILED, Recorder
 from gputui.hook._reduce import reduce_events
 from gputui.hook._trace_export import TraceNotWritten, export_trace, prune_oldest
+from gputui.hook._window import Post, WindowController, file_stem
 from gputui.protocol import messages, paths
 from gputui.protocol.capture import CaptureOptions, CaptureResult, CaptureStatus
 from gputui.protocol.op_rows import MAX_OP_ROWS
 from gputui.protocol.schema import CaptureInfo, CaptureRequest
 
 KEEP_TRACES = 50
-#: (viewer id or None for all, message object): how the controller reaches viewers
-Post = Callable[[int | None, dict[str, Any]], None]
 
 
 def traces_dir() -> str:
@@ -61,29 +59,22 @@ def _status(state: str, cid: str | None, **extra: Any) -> dict[str, Any]:
     return CaptureStatus(state, cid, **extra).to_wire()
 
 
-class CaptureController:
+class CaptureController(WindowController):
     """Runs captures for viewers.  ``recorder`` is the training thread's side (the
     controller is called from its step boundaries); ``post`` sends a message to a
     viewer through the I/O thread."""
 
     def __init__(self, recorder: Recorder, post: Post, every_s: float | None = None) -> None:
-        self.recorder = recorder
-        self.post = post
+        super().__init__(recorder, post)
         self.every_s = every_s
         self.next_periodic: float | None = None
         self.armed: CaptureRequest | None = None  # request waiting for a step boundary
         self.active: CaptureRequest | None = None  # request being run (training thread)
         self.periodic_request = False  # the armed or active capture is a periodic one
-        self.requester: int | None = None  # viewer id, None for periodic captures
-        self.state: str | None = None  # None, warmup, recording, processing
+        # requester: None for periodic captures; state: None, warmup, recording, processing
         self.prof: Any = None
         self.step_fn: Any = None  # the ProfilerStep#N record_function in progress
         self.warmup_left = 0
-        self.recorded = 0
-        self.first_step: int | None = None
-        self.started_wall = 0.0
-        self.last_result: dict[str, Any] | None = None
-        self.count = 0
 
     # -- I/O thread -----------------------------------------------------------------
     def request(self, vid: int | None, req: CaptureRequest) -> CaptureStatus:
@@ -120,10 +111,6 @@ class CaptureController:
             self.armed = None
             return CaptureStatus(messages.CAPTURE_CANCELLED, armed.id)
         return CaptureStatus(messages.CAPTURE_NOT_ARMED, None, "no armed capture to cancel")
-
-    def viewer_gone(self, vid: int) -> None:
-        if self.requester == vid:
-            self.requester = None  # the result is still broadcast to the others
 
     def periodic(self, now: float) -> None:
         if not self.every_s:
@@ -322,11 +309,7 @@ class CaptureController:
                 t1 = t2
             del events
             try:
-                stamp = time.strftime("%Y%m%d-%H%M%S")
-                name = (
-                    f"{os.getpid()}-{stamp}-steps{meta['first_step']}-{meta['last_step']}"
-                    ".pt.trace.json"
-                )
+                name = file_stem(meta) + ".pt.trace.json"
                 directory = traces_dir()
                 path, size = export_trace(prof, directory, name)
                 fields["trace_path"] = path
@@ -345,10 +328,7 @@ class CaptureController:
             fields.update(meta)
             fields["window_end_wall"] = round(fields["window_end_wall"], 3)
             result = CaptureResult(**fields).to_wire()
-            self.count += 1
-            self.last_result = result
-            self.state = None
-            self.requester = None
+            self._sent(result)
         self.post(requester, result)
 
 

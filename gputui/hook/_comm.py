@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gputui.hook._recorder import _MARKS, LOG_MAX, X_COMM, Recorder
+from gputui.hook._recorder import _MARKS, X_COMM, HookPoints, Recorder
 from gputui.protocol.messages import COMM
 from gputui.protocol.schema import CommInfo
 
@@ -106,12 +106,7 @@ def close_comm(rec: Recorder) -> None:
                 event = None
             else:
                 rec._gpu_edge()
-        log.append(t)
-        log.append(X_COMM)
-        if rec.edges is not None:
-            rec._gpu_edge()
-        if len(log) >= LOG_MAX:
-            rec._flush_segment(t)
+        rec.log_edge(t, X_COMM)
     except Exception as exc:
         rec._fail("communication phase", exc)
     finally:
@@ -144,15 +139,13 @@ def _timed_allreduce(state, bucket):  # type: ignore[no-untyped-def]
     return future
 
 
-class CommTimer:
+class CommTimer(HookPoints):
     """Installs and removes the communication wrappers; says what is timed."""
 
     def __init__(
         self, recorder: Recorder, report_error: Callable[[str, BaseException], None]
     ) -> None:
-        self.rec = recorder
-        self.report_error = report_error
-        self.torch: Any = None
+        super().__init__(recorder, report_error)
         self.originals: list[tuple[Any, str, Any]] = []
         self.collectives = False
         #: DDP models whose all-reduce wait is timed (dropped with the model)

@@ -24,6 +24,7 @@ import gputui
 from gputui.hook._memsummary import summarize
 from gputui.hook._recorder import FLAG_PROFILED, Recorder
 from gputui.hook._trace_export import prune_oldest
+from gputui.hook._window import Post, WindowController, file_stem
 from gputui.protocol import memsnap as ms
 from gputui.protocol.memsnap import (
     MemorySnapshotRequest,
@@ -34,8 +35,6 @@ from gputui.protocol.memsnap import (
 KEEP_SNAPSHOTS = 20
 #: the marker block allocated (and freed at once) at each step boundary
 MARKER_BYTES = 512
-#: (viewer id or None for all, message object): how the controller reaches viewers
-Post = Callable[[int | None, dict[str, Any]], None]
 
 NO_CUDA = "memory snapshots need a CUDA job: CUDA is not in use in this process"
 OLD_TORCH = (
@@ -129,27 +128,19 @@ def history_enabled(torch: Any) -> bool:
         return False
 
 
-class MemorySnapshotController:
+class MemorySnapshotController(WindowController):
     """Runs memory snapshots for viewers.  ``recorder`` is the training thread's
     side (the controller is called from its step boundaries); ``post`` sends a
     message through the I/O thread; ``capture_busy`` says whether a profiler
     capture is armed or running (the two never overlap)."""
 
     def __init__(self, recorder: Recorder, post: Post, capture_busy: Callable[[], bool]) -> None:
-        self.recorder = recorder
-        self.post = post
+        super().__init__(recorder, post)  # state: None, armed, recording, processing
         self.capture_busy = capture_busy
-        self.state: str | None = None  # None, armed, recording, processing
         self.active: MemorySnapshotRequest | None = None
-        self.requester: int | None = None
         self.history_on = False
-        self.recorded = 0
-        self.first_step: int | None = None
-        self.started_wall = 0.0
         self.start_ms: float | None = None
         self.marker_errors = 0
-        self.last_result: dict[str, Any] | None = None
-        self.count = 0
 
     # -- I/O thread -------------------------------------------------------------------
     def request(self, vid: int | None, req: MemorySnapshotRequest) -> MemorySnapshotStatus:
@@ -185,10 +176,6 @@ class MemorySnapshotController:
         if self.state in (ms.ARMED, ms.RECORDING):
             self._history_off()
             self._clear()
-
-    def viewer_gone(self, vid: int) -> None:
-        if self.requester == vid:
-            self.requester = None  # the result is still broadcast to the others
 
     # -- training thread --------------------------------------------------------------
     def on_boundary(self, index: int) -> None:
@@ -332,11 +319,8 @@ class MemorySnapshotController:
             del snapshot
             fields.update(meta)
             result = MemorySnapshotResult(**fields).to_wire()
-            self.count += 1
             self.marker_errors = 0
-            self.last_result = result
-            self.state = None
-            self.requester = None
+            self._sent(result)
         self.post(requester, result)
 
     @staticmethod
@@ -346,8 +330,7 @@ class MemorySnapshotController:
         # window's end: a second _snapshot() now would find the history off.
         import pickle
 
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        name = f"{os.getpid()}-{stamp}-steps{meta['first_step']}-{meta['last_step']}.pickle"
+        name = file_stem(meta) + ".pickle"
         directory = snapshots_dir()
         path = os.path.join(directory, name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)

@@ -239,15 +239,21 @@ class Recorder:
             t = self.clock()
             if not self.started:
                 self._start(t)
-            log = self.log
-            log.append(t)
-            log.append(name)
-            if self.edges is not None:  # a GPU-timed step
-                self._gpu_edge()
-            if len(log) >= LOG_MAX:
-                self._flush_segment(t)
+            self.log_edge(t, name)
         except Exception as exc:
             self._fail("phase enter", exc)
+
+    def log_edge(self, t: float, entry: str) -> None:
+        """Log a phase's edge at ``t`` (its entry: the phase's name, or EXIT and
+        the name), with a GPU-timed step's event; a full log is flushed.  The
+        caller guards it against errors (``_fail``)."""
+        log = self.log
+        log.append(t)
+        log.append(entry)
+        if self.edges is not None:  # a GPU-timed step
+            self._gpu_edge()
+        if len(log) >= LOG_MAX:
+            self._flush_segment(t)
 
     def enter_wake(self, name: str) -> None:
         """``enter(name)`` for a phase in which the training thread waits with the
@@ -270,14 +276,7 @@ class Recorder:
         if not self.enabled or not self.started:
             return
         try:
-            t = self.clock()
-            log = self.log
-            log.append(t)
-            log.append(EXIT + name)
-            if self.edges is not None:
-                self._gpu_edge()
-            if len(log) >= LOG_MAX:
-                self._flush_segment(t)
+            self.log_edge(self.clock(), EXIT + name)
         except Exception as exc:
             self._fail("phase exit", exc)
 
@@ -454,6 +453,18 @@ class Recorder:
             self._stream_query = None
             return None
         return self._stream_obj
+
+
+class HookPoints:
+    """What installs hook points in torch: the recorder they feed, where their
+    errors go (``report_error(where, exc)``), and torch, once imported."""
+
+    def __init__(
+        self, recorder: Recorder, report_error: Callable[[str, BaseException], None]
+    ) -> None:
+        self.rec = recorder
+        self.report_error = report_error
+        self.torch: Any = None
 
 
 def replay(

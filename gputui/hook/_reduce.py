@@ -202,35 +202,6 @@ def extract(
     return cpu, gpu, total, timeline
 
 
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _length(merged: list[tuple[int, int]]) -> int:
-    return sum(end - start for start, end in merged)
-
-
-def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
 def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> dict[str, Any]:
     """Top GPU activities by total time, totals per class, and union-based GPU time
     split (HTA definitions: idle = span - union of all activity)."""
@@ -257,22 +228,22 @@ def kernel_table(gpu: list[tuple[int, int, int, str]], top: int = TOP_ROWS) -> d
                 continue
             spans[coarse_of(classes[name])].append((start, end))
             every.append((start, end))
-        merged = _union(every)
+        merged = tl.merge(every)
         span = merged[-1][1] - merged[0][0] if merged else 0
-        busy = _length(merged)
-        unions = {cls: _union(iv) for cls, iv in spans.items()}
-        comm = _length(unions[COMMUNICATION])
+        busy = tl.length(merged)
+        unions = {cls: tl.merge(iv) for cls, iv in spans.items()}
+        comm = tl.length(unions[COMMUNICATION])
         gpu_time = GpuTime(
             device=device,
             span_us=us(span),
             busy_us=us(busy),
             idle_us=us(span - busy),
-            compute_us=us(_length(unions[COMPUTE])),
+            compute_us=us(tl.length(unions[COMPUTE])),
             communication_us=us(comm),
-            memcpy_us=us(_length(unions[MEMCPY])),
-            memset_us=us(_length(unions[MEMSET])),
+            memcpy_us=us(tl.length(unions[MEMCPY])),
+            memset_us=us(tl.length(unions[MEMSET])),
             comm_compute_overlap=(
-                round(_intersection(unions[COMMUNICATION], unions[COMPUTE]) / comm, 6)
+                round(tl.length(tl.intersect(unions[COMMUNICATION], unions[COMPUTE])) / comm, 6)
                 if comm
                 else None
             ),

@@ -38,6 +38,7 @@ from gputui.hook._recorder import (
     X_BACKWARD,
     X_DATA,
     X_OPTIMIZER,
+    HookPoints,
     Recorder,
 )
 from gputui.hook._roots import _CallRoute, _RootPostHook, _RootPreHook
@@ -48,13 +49,11 @@ ROOT_DETECTION_CALLS = 200
 MAX_ROOTS = 16
 
 
-class TorchHooks:
+class TorchHooks(HookPoints):
     def __init__(
         self, recorder: Recorder, report_error: Callable[[str, BaseException], None]
     ) -> None:
-        self.rec = recorder
-        self.report_error = report_error
-        self.torch: Any = None
+        super().__init__(recorder, report_error)
         self.handles: list[Any] = []
         self.global_module_handles: list[Any] = []
         self.roots: dict[int, Any] = {}  # id -> module (kept alive only while detecting)

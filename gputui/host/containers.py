@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+from gputui.host.cgroup import best_line
 from gputui.snapshot.model import ContainerInfo, PodInfo
 
 #: systemd scope prefixes (and the v1 "slice:prefix:id" middle word) -> runtime
@@ -58,20 +59,11 @@ def parse_cgroup(text: str) -> ContainerInfo | None:
     Every line is read (v1 hierarchies can disagree: one may still name a
     daemon's service); the line that says most wins: a container id, then a
     pod, the first such line on a tie."""
-    best: ContainerInfo | None = None
-    best_rank = 0
-    for line in text.splitlines():
-        _hierarchy, sep, rest = line.partition(":")
-        _controllers, sep2, path = rest.partition(":")
-        if not (sep and sep2):
-            continue
-        found = parse_path(path)
-        if found is None:
-            continue
-        rank = 2 * (found.id is not None) + (found.pod is not None) + 1
-        if rank > best_rank:
-            best, best_rank = found, rank
-    return best
+    return best_line(text, parse_path, _rank)
+
+
+def _rank(found: ContainerInfo) -> int:
+    return 2 * (found.id is not None) + (found.pod is not None) + 1
 
 
 def parse_path(path: str) -> ContainerInfo | None:

@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from gputui.host.cgroup import best_line
 from gputui.snapshot.model import SlurmJob
 
 _JOB = re.compile(r"job_([0-9]{1,10})")
@@ -56,20 +57,11 @@ def parse_cgroup(text: str) -> SlurmJob | None:
     no job).  Every line is read (v1 hierarchies can disagree: one may still
     name slurmd's service); the line that says most wins: a job with its step
     and owner, then a job with its step, the first such line on a tie."""
-    best: SlurmJob | None = None
-    best_rank = 0
-    for line in text.splitlines():
-        _hierarchy, sep, rest = line.partition(":")
-        _controllers, sep2, path = rest.partition(":")
-        if not (sep and sep2):
-            continue
-        found = parse_path(path)
-        if found is None:
-            continue
-        rank = 1 + (found.step is not None) + (found.uid is not None)
-        if rank > best_rank:
-            best, best_rank = found, rank
-    return best
+    return best_line(text, parse_path, _rank)
+
+
+def _rank(found: SlurmJob) -> int:
+    return 1 + (found.step is not None) + (found.uid is not None)
 
 
 def parse_path(path: str) -> SlurmJob | None:

@@ -398,21 +398,16 @@ class DeviceReader:
         return pcie_tx, pcie_rx, nvlink_tx, nvlink_rx
 
     def lost_snapshot(self) -> DeviceSnapshot:
-        return DeviceSnapshot(
-            index=self.index,
-            name=self.name,
-            uuid=self.uuid,
-            bus_id=self.bus_id,
-            lost=True,
-            **self.xid_fields,
-        )
+        return self.identity_snapshot(lost=True)
 
-    def identity_snapshot(self) -> DeviceSnapshot:
+    def identity_snapshot(self, lost: bool = False) -> DeviceSnapshot:
+        """The GPU's identity and Xid errors alone (``lost``: it stopped answering)."""
         return DeviceSnapshot(
             index=self.index,
             name=self.name,
             uuid=self.uuid,
             bus_id=self.bus_id,
+            lost=lost,
             **self.xid_fields,
         )
 

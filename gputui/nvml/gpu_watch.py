@@ -24,7 +24,60 @@ INTERVAL_S = 1.0
 KEEP = 120
 
 
-class GpuWatch:
+class _SamplingThread:
+    """An NVML collector sampled on a daemon thread every ``interval_s`` until
+    :meth:`stop`: each pass's devices go to :meth:`_take`; a collector that
+    cannot open, or a pass that fails, is told to :meth:`_report` as one line
+    (the thread then ends)."""
+
+    THREAD_NAME = "gputui-gpu-watch"
+
+    def __init__(self, interval_s: float, open_collector: Callable[[], Any] | None) -> None:
+        self.interval_s = max(0.1, interval_s)
+        self._open = open_collector or _nvml_collector
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+    def _report(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def _take(self, devices: tuple[DeviceSnapshot, ...]) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        try:
+            collector = self._open()
+        except NvmlUnavailable as exc:
+            self._report(str(exc).split(";")[0])
+            return
+        except Exception as exc:  # never let a viewer thread die noisily
+            self._report(f"cannot read the GPU: {type(exc).__name__}: {exc}")
+            return
+        try:
+            while not self._stop.is_set():
+                self._take(collector.sample().devices)
+                self._stop.wait(self.interval_s)
+        except Exception as exc:
+            self._report(f"GPU sampling stopped: {type(exc).__name__}: {exc}")
+        finally:
+            try:
+                collector.close()
+            except Exception:
+                pass
+
+
+class GpuWatch(_SamplingThread):
     """Samples one GPU (by UUID, else by index) on a daemon thread."""
 
     def __init__(
@@ -36,16 +89,12 @@ class GpuWatch:
         on_sample: Callable[[DeviceSnapshot], None] | None = None,
         on_reason: Callable[[str | None], None] | None = None,
     ) -> None:
+        super().__init__(interval_s, open_collector)
         self.uuid = uuid
         self.index = index
-        self.interval_s = max(0.1, interval_s)
-        self._open = open_collector or _nvml_collector
         self._on_sample = on_sample
         self._on_reason = on_reason
         self._samples: collections.deque[DeviceSnapshot] = collections.deque(maxlen=KEEP)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         #: why nothing is sampled (no driver, device not found), or None
         self.reason: str | None = None
 
@@ -55,14 +104,15 @@ class GpuWatch:
             if self._on_reason is not None:
                 self._on_reason(reason)
 
+    _report = _say
+
     def start(self) -> None:
         if self._thread is not None:
             return
         if self.uuid is None and self.index is None:
             self._say("the job uses no CUDA device")
             return
-        self._thread = threading.Thread(target=self._run, name="gputui-gpu-watch", daemon=True)
-        self._thread.start()
+        self._start_thread()
 
     @property
     def running(self) -> bool:
@@ -73,37 +123,13 @@ class GpuWatch:
         with self._lock:
             return tuple(self._samples)
 
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-
-    def _run(self) -> None:
-        try:
-            collector = self._open()
-        except NvmlUnavailable as exc:
-            self._say(str(exc).split(";")[0])
-            return
-        except Exception as exc:  # never let a viewer thread die noisily
-            self._say(f"cannot read the GPU: {type(exc).__name__}: {exc}")
-            return
-        try:
-            while not self._stop.is_set():
-                device = self._pick(collector.sample().devices)
-                if device is not None:
-                    with self._lock:
-                        self._samples.append(device)
-                    if self._on_sample is not None:
-                        self._on_sample(device)
-                self._stop.wait(self.interval_s)
-        except Exception as exc:
-            self._say(f"GPU sampling stopped: {type(exc).__name__}: {exc}")
-        finally:
-            try:
-                collector.close()
-            except Exception:
-                pass
+    def _take(self, devices: tuple[DeviceSnapshot, ...]) -> None:
+        device = self._pick(devices)
+        if device is not None:
+            with self._lock:
+                self._samples.append(device)
+            if self._on_sample is not None:
+                self._on_sample(device)
 
     def _pick(self, devices: tuple[DeviceSnapshot, ...]) -> DeviceSnapshot | None:
         if self.uuid is not None:
@@ -127,24 +153,22 @@ def _nvml_collector() -> Any:
     return NvmlCollector(kernel_log=None, skip=frozenset({"xid_events"}))
 
 
-class GpuWatches:
+class GpuWatches(_SamplingThread):
     """The GPUs of several ranks, sampled together: one NVML pass a second for
     all of them (a watch per rank would sample every GPU once per rank), each
     sample handed to the callbacks of the ranks on that GPU (by UUID)."""
+
+    THREAD_NAME = "gputui-gpu-watches"
 
     def __init__(
         self,
         interval_s: float = INTERVAL_S,
         open_collector: Callable[[], Any] | None = None,
     ) -> None:
-        self.interval_s = max(0.1, interval_s)
-        self._open = open_collector or _nvml_collector
+        super().__init__(interval_s, open_collector)
         self._targets: list[
             tuple[str, Callable[[DeviceSnapshot], None], Callable[[str | None], None]]
         ] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def add(
         self,
@@ -159,49 +183,22 @@ class GpuWatches:
         with self._lock:
             self._targets.append((uuid, on_sample, on_reason))
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="gputui-gpu-watches", daemon=True
-            )
-            self._thread.start()
+            self._start_thread()
 
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-
-    def _tell(self, reason: str) -> None:
+    def _report(self, reason: str) -> None:
         with self._lock:
             targets = list(self._targets)
         for _uuid, _sample, on_reason in targets:
             on_reason(reason)
 
-    def _run(self) -> None:
-        try:
-            collector = self._open()
-        except NvmlUnavailable as exc:
-            self._tell(str(exc).split(";")[0])
-            return
-        except Exception as exc:
-            self._tell(f"cannot read the GPU: {type(exc).__name__}: {exc}")
-            return
-        try:
-            while not self._stop.is_set():
-                devices = {d.uuid: d for d in collector.sample().devices if d.uuid}
-                with self._lock:
-                    targets = list(self._targets)
-                for uuid, on_sample, on_reason in targets:
-                    device = devices.get(uuid)
-                    if device is None:
-                        on_reason(f"no GPU with UUID {uuid} on this machine")
-                    else:
-                        on_reason(None)
-                        on_sample(device)
-                self._stop.wait(self.interval_s)
-        except Exception as exc:
-            self._tell(f"GPU sampling stopped: {type(exc).__name__}: {exc}")
-        finally:
-            try:
-                collector.close()
-            except Exception:
-                pass
+    def _take(self, devices: tuple[DeviceSnapshot, ...]) -> None:
+        by_uuid = {d.uuid: d for d in devices if d.uuid}
+        with self._lock:
+            targets = list(self._targets)
+        for uuid, on_sample, on_reason in targets:
+            device = by_uuid.get(uuid)
+            if device is None:
+                on_reason(f"no GPU with UUID {uuid} on this machine")
+            else:
+                on_reason(None)
+                on_sample(device)

@@ -2,8 +2,9 @@
 
 Imported by the hook inside training jobs, so it must never import anything
 outside the standard library.  ``messages`` holds the vocabulary (types, phases,
-step flags, capture states), ``schema``/``capture`` the typed messages,
-``wire`` decoding, ``framing`` the frames, ``paths`` the private socket paths.
+step flags, capture states), ``schema``/``capture`` the typed messages, ``spec``
+the wire form their fields declare, ``wire`` decoding, ``framing`` the frames,
+``paths`` the private socket paths.
 
 The names below load their module on first use (PEP 562): a process that
 reads only the typed messages (``gputui analyze``, the analyzer) does not pay

@@ -19,12 +19,10 @@ unknown types.  File, function and reason texts are the job's and torch's own
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass
 
-from gputui.protocol import fields as f
 from gputui.protocol import messages as m
-from gputui.protocol.fields import typed
+from gputui.protocol import spec
 
 #: reasons (graph breaks, recompiles) kept per message, most frequent first
 MAX_REASONS = 16
@@ -45,18 +43,19 @@ SOURCE_SKIP_CODE = "eval_frame.skip_code"
 SOURCE_START_CALLBACKS = "compile start callbacks"
 
 
+@spec.value("reason")
 @dataclass(frozen=True)
-class CompileReason:
+class CompileReason(spec.Wire):
     """One graph-break or recompile reason, how often it happened, and where:
     the user's file, line and function when dynamo's records tell it (a graph
     break's line is that of the resume function dynamo made at the break; a
     recompile's is the first line of the function compiled again)."""
 
-    reason: str
-    count: int
-    file: str | None = None
-    line: int | None = None
-    function: str | None = None
+    reason: str = spec.text(limit=MAX_REASON)
+    count: int = spec.integer(missing=1)
+    file: str | None = spec.text(None, MAX_FILENAME, omit_none=True)
+    line: int | None = spec.integer(None, 0, MAX_LINE, omit_none=True)
+    function: str | None = spec.text(None, MAX_FUNCTION, omit_none=True)
 
     @property
     def where(self) -> str | None:
@@ -66,73 +65,26 @@ class CompileReason:
         place = f"{self.file or '?'}:{self.line if self.line is not None else '?'}"
         return f"{self.function} ({place})" if self.function else place
 
-    @classmethod
-    def from_wire(cls, obj: Any, where: str) -> CompileReason:
-        obj = typed(obj, where)
-        return cls(
-            reason=f.text(obj, "reason", where, MAX_REASON),
-            count=f.integer(obj, "count", where, default=1),
-            file=f.opt_text(obj, "file", where, MAX_FILENAME),
-            line=f.opt_integer(obj, "line", where, 0, MAX_LINE),
-            function=f.opt_text(obj, "function", where, MAX_FUNCTION),
-        )
 
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"reason": self.reason, "count": self.count}
-        for key in ("file", "line", "function"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
-
-
-def _reasons(obj: Any, key: str, where: str) -> tuple[CompileReason, ...]:
-    return tuple(
-        CompileReason.from_wire(item, f"{where}.{key}[{i}]")
-        for i, item in enumerate(f.items(obj, key, where, MAX_REASONS))
-    )
-
-
+@spec.message(m.COMPILE)
 @dataclass(frozen=True)
-class CompileReport:
+class CompileReport(spec.Wire):
     """What torch.compile did in the job so far.  None: not known (the source
     is unavailable on this torch)."""
-
-    TYPE: ClassVar[str] = m.COMPILE
 
     frames: int | None = None  #: frames dynamo compiled
     graphs: int | None = None  #: distinct graphs
     graph_breaks: int | None = None
     recompiles: int | None = None
-    compile_s: float | None = None  #: time spent compiling (dynamo and the backend)
+    #: time spent compiling (dynamo and the backend)
+    compile_s: float | None = None
     #: steps during which compilation happened (left out of step statistics)
     compile_steps: int = 0
-    breaks: tuple[CompileReason, ...] = ()  #: most frequent first
-    recompile_reasons: tuple[CompileReason, ...] = ()
+    #: most frequent first
+    breaks: tuple[CompileReason, ...] = spec.rows(CompileReason, MAX_REASONS)
+    recompile_reasons: tuple[CompileReason, ...] = spec.rows(CompileReason, MAX_REASONS)
     #: recompiles caused by gputui's own hook (its module hooks removed once its
     #: root detection is over): counted here, not in ``recompile_reasons``
     hook_recompiles: int = 0
     #: sources this torch lacks (SOURCE_* names)
-    unavailable: tuple[str, ...] = ()
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "compile") -> CompileReport:
-        obj = typed(obj, where)
-        return cls(
-            frames=f.opt_integer(obj, "frames", where),
-            graphs=f.opt_integer(obj, "graphs", where),
-            graph_breaks=f.opt_integer(obj, "graph_breaks", where),
-            recompiles=f.opt_integer(obj, "recompiles", where),
-            compile_s=f.opt_number(obj, "compile_s", where, hi=f.MAX_SECONDS),
-            compile_steps=f.integer(obj, "compile_steps", where, default=0),
-            breaks=_reasons(obj, "breaks", where),
-            recompile_reasons=_reasons(obj, "recompile_reasons", where),
-            hook_recompiles=f.integer(obj, "hook_recompiles", where, default=0),
-            unavailable=f.texts(obj, "unavailable", where, 8, 64),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        out = {**f.header(m.COMPILE), **asdict(self)}  # the wire's keys are the fields'
-        out["breaks"] = [r.to_wire() for r in self.breaks]
-        out["recompile_reasons"] = [r.to_wire() for r in self.recompile_reasons]
-        out["unavailable"] = list(self.unavailable)
-        return out
+    unavailable: tuple[str, ...] = spec.texts(8, 64)

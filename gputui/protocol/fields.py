@@ -72,12 +72,6 @@ def integer(
     return value
 
 
-def opt_integer(
-    obj: Mapping[str, Any], key: str, where: str, lo: int = 0, hi: int = MAX_COUNT
-) -> int | None:
-    return integer(obj, key, where, lo, hi, default=None)  # type: ignore[no-any-return]
-
-
 def number(
     obj: Mapping[str, Any],
     key: str,
@@ -105,12 +99,6 @@ def check_number(value: Any, where: str, lo: float, hi: float) -> float:
     return out
 
 
-def opt_number(
-    obj: Mapping[str, Any], key: str, where: str, lo: float = 0.0, hi: float = MAX_SECONDS
-) -> float | None:
-    return number(obj, key, where, lo, hi, default=None)  # type: ignore[no-any-return]
-
-
 def text(
     obj: Mapping[str, Any], key: str, where: str, limit: int = MAX_STR, default: Any = MISSING
 ) -> Any:
@@ -124,10 +112,6 @@ def text(
     if len(value) > limit:
         raise SchemaError(f"{where}.{key}", f"string of {len(value)} characters (limit {limit})")
     return value
-
-
-def opt_text(obj: Mapping[str, Any], key: str, where: str, limit: int = MAX_STR) -> str | None:
-    return text(obj, key, where, limit, default=None)  # type: ignore[no-any-return]
 
 
 def flag(obj: Mapping[str, Any], key: str, where: str, default: bool = False) -> bool:
@@ -231,10 +215,3 @@ def typed(obj: Any, kind: str) -> Mapping[str, Any]:
     if not isinstance(obj, Mapping):
         raise SchemaError(kind, "expected a JSON object")
     return obj
-
-
-def header(kind: str) -> dict[str, Any]:
-    """The start of a message of type ``kind``: protocol version and type."""
-    from gputui.protocol.messages import PROTOCOL_VERSION
-
-    return {"v": PROTOCOL_VERSION, "type": kind}

@@ -10,11 +10,13 @@ places them against the GPU's ceilings.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
-from gputui.protocol.fields import SchemaError, typed
+from gputui.protocol import spec
+from gputui.protocol.fields import SchemaError
 
 #: where a row's FLOPs come from
 PROFILER = "profiler"  # torch's own count (``with_flops``)
@@ -30,63 +32,21 @@ _BIG = 1e30  # FLOPs and bytes: far beyond any real capture, still finite
 Shape = tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class OpRow:
-    """One op with one input signature, summed over its calls."""
-
-    name: str
-    input_dims: tuple[Shape | None, ...]  #: None for an input that is not one tensor
-    input_types: tuple[str, ...]
-    calls: int
-    device_us: float  #: GPU time of the kernels it (or an op under it) launched
-    kernels: int
-    flops: float | None  #: total over the calls
-    flops_source: str | None  #: PROFILER or ESTIMATED
-    bytes_moved: float | None  #: total over the calls, estimated
-    bytes_rule: str  #: which estimate gave ``bytes_moved`` (trace.op_costs)
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "op_row") -> OpRow:
-        obj = typed(obj, where)
-        flops = f.opt_number(obj, "flops", where, hi=_BIG)
-        source = f.opt_text(obj, "flops_source", where, 16)
-        if source is not None and source not in FLOPS_SOURCES:
-            raise SchemaError(f"{where}.flops_source", f"{source!r} is not one of {FLOPS_SOURCES}")
-        return cls(
-            name=f.text(obj, "name", where, _MAX_NAME),
-            input_dims=_dims(f.items(obj, "input_dims", where, MAX_INPUTS), where),
-            input_types=f.texts(obj, "input_types", where, MAX_INPUTS, 100),
-            calls=f.integer(obj, "calls", where, lo=1),
-            device_us=f.number(obj, "device_us", where, hi=1e15),
-            kernels=f.integer(obj, "kernels", where, default=0),
-            flops=flops,
-            flops_source=source if flops is not None else None,
-            bytes_moved=f.opt_number(obj, "bytes_moved", where, hi=_BIG),
-            bytes_rule=f.text(obj, "bytes_rule", where, 20, default=""),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "input_dims": [list(d) if d is not None else None for d in self.input_dims],
-            "input_types": list(self.input_types),
-            "calls": self.calls,
-            "device_us": round(self.device_us, 3),
-            "kernels": self.kernels,
-            "flops": self.flops,
-            "flops_source": self.flops_source,
-            "bytes_moved": self.bytes_moved,
-            "bytes_rule": self.bytes_rule,
-        }
+def _flops_source(obj: Mapping[str, Any], key: str, where: str) -> str | None:
+    """Where the row's FLOPs come from (None without FLOPs)."""
+    source = f.text(obj, key, where, 16, default=None)
+    if source is not None and source not in FLOPS_SOURCES:
+        raise SchemaError(f"{where}.{key}", f"{source!r} is not one of {FLOPS_SOURCES}")
+    return source if obj.get("flops") is not None else None
 
 
-def _dims(items: list[Any], where: str) -> tuple[Shape | None, ...]:
+def _dims(obj: Mapping[str, Any], key: str, where: str) -> tuple[Shape | None, ...]:
     out: list[Shape | None] = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(f.items(obj, key, where, MAX_INPUTS)):
         if item is None:
             out.append(None)
             continue
-        here = f"{where}.input_dims[{i}]"
+        here = f"{where}.{key}[{i}]"
         if (
             not isinstance(item, list)
             or len(item) > MAX_DIMS
@@ -97,8 +57,42 @@ def _dims(items: list[Any], where: str) -> tuple[Shape | None, ...]:
     return tuple(out)
 
 
+@spec.value("op_row")
 @dataclass(frozen=True)
-class FlopTotals:
+class OpRow(spec.Wire):
+    """One op with one input signature, summed over its calls."""
+
+    name: str = spec.text(limit=_MAX_NAME)
+    #: None for an input that is not one tensor
+    input_dims: tuple[Shape | None, ...] = spec.field(
+        _dims, write="[None if d is None else list(d) for d in {v}]"
+    )
+    input_types: tuple[str, ...] = spec.texts(MAX_INPUTS, 100, required=True)
+    calls: int = spec.integer(lo=1)
+    #: GPU time of the kernels it (or an op under it) launched
+    device_us: float = spec.number(hi=1e15, write="round({v}, 3)")
+    kernels: int = spec.integer(missing=0)
+    flops: float | None = spec.number(hi=_BIG, missing=None)  #: total over the calls
+    #: PROFILER or ESTIMATED
+    flops_source: str | None = spec.field(_flops_source)
+    #: total over the calls, estimated
+    bytes_moved: float | None = spec.number(hi=_BIG, missing=None)
+    #: which estimate gave ``bytes_moved`` (trace.op_costs)
+    bytes_rule: str = spec.text(limit=20, missing="")
+
+
+def _by_dtype(obj: Mapping[str, Any], key: str, where: str) -> tuple[tuple[str, float], ...]:
+    by_dtype = f.child(obj, key, where) or {}
+    pairs = [
+        (str(k)[:16], f.check_number(v, f"{where}.{key}.{k}", 0.0, _BIG))
+        for k, v in list(by_dtype.items())[:16]
+    ]
+    return tuple(sorted(pairs, key=lambda kv: -kv[1]))
+
+
+@spec.value("flop_totals")
+@dataclass(frozen=True)
+class FlopTotals(spec.Wire):
     """The FLOPs of a whole capture (every op, not only the rows sent), for the
     model FLOP utilisation (MFU).  Totals over the captured steps.
 
@@ -108,12 +102,12 @@ class FlopTotals:
     (activation checkpointing) and the scores that fused attention kernels
     recompute in their backward.  Elementwise ops count in neither."""
 
-    model: float
-    hardware: float
+    model: float = spec.number(hi=_BIG)
+    hardware: float = spec.number(hi=_BIG)
     #: model FLOPs per dtype family ("bf16", "fp32", ...), biggest first
-    by_dtype: tuple[tuple[str, float], ...] = ()
+    by_dtype: tuple[tuple[str, float], ...] = spec.field(_by_dtype, default=(), write="dict({v})")
     #: of the hardware FLOPs, those of forward ops run again in the backward
-    recomputed: float = 0.0
+    recomputed: float = spec.number(0.0, hi=_BIG)
     #: ops counted, and ops of those kinds whose shapes did not fit a formula
     ops: int = 0
     unknown: int = 0
@@ -122,25 +116,3 @@ class FlopTotals:
     def dtype(self) -> str | None:
         """The dtype family with the most model FLOPs."""
         return self.by_dtype[0][0] if self.by_dtype else None
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "flop_totals") -> FlopTotals:
-        obj = typed(obj, where)
-        by_dtype = f.child(obj, "by_dtype", where) or {}
-        pairs = [
-            (str(k)[:16], f.check_number(v, f"{where}.by_dtype.{k}", 0.0, _BIG))
-            for k, v in list(by_dtype.items())[:16]
-        ]
-        return cls(
-            model=f.number(obj, "model", where, hi=_BIG),
-            hardware=f.number(obj, "hardware", where, hi=_BIG),
-            by_dtype=tuple(sorted(pairs, key=lambda kv: -kv[1])),
-            recomputed=f.number(obj, "recomputed", where, hi=_BIG, default=0.0),
-            ops=f.integer(obj, "ops", where, default=0),
-            unknown=f.integer(obj, "unknown", where, default=0),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        wire = asdict(self)  # the wire's keys are the fields' names
-        wire["by_dtype"] = dict(self.by_dtype)
-        return wire

@@ -19,12 +19,13 @@ See :mod:`gputui.protocol.schema` for the conventions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
-from gputui.protocol.fields import MAX_TIME_S, SchemaError, header, typed
+from gputui.protocol import spec
+from gputui.protocol.fields import MAX_TIME_S, SchemaError, typed
 
 # -- vocabulary ------------------------------------------------------------------------------
 #: a frame's code: the job's own (``user``), torch's package (``torch``), or
@@ -62,85 +63,77 @@ def clip_file(name: str) -> str:
     return name if len(name) <= MAX_FILENAME else name[-MAX_FILENAME:]
 
 
-def _kind(obj: Mapping[str, Any], where: str) -> str:
-    kind = f.text(obj, "kind", where, 16, default=KIND_USER)
+def _kind(obj: Mapping[str, Any], key: str, where: str) -> str:
+    kind = f.text(obj, key, where, 16, default=KIND_USER)
     if kind not in KINDS:
         raise SchemaError(f"{where}.kind", f"expected one of {', '.join(KINDS)}, got {kind[:16]!r}")
     return kind  # type: ignore[no-any-return]
 
 
-def _place(obj: Any, where: str) -> dict[str, Any]:
-    """The fields every row names its code by: file, function, line, kind."""
-    obj = typed(obj, where)
-    return {
-        "file": f.text(obj, "file", where, MAX_FILENAME),
-        "function": f.text(obj, "function", where, MAX_FUNCTION, default=""),
-        "line": f.integer(obj, "line", where, 0, MAX_LINE, default=0),
-        "kind": _kind(obj, where),
-    }
+# the fields every row names its code by: file, function, line, kind
+def _file() -> Any:
+    return spec.text(limit=MAX_FILENAME)
 
 
-def _rows(obj: Mapping[str, Any], key: str, where: str, limit: int, parse: Any) -> tuple[Any, ...]:
-    """The list ``key`` of ``obj``, each item read by ``parse(item, where)``."""
-    return tuple(
-        parse(x, f"{where}.{key}[{i}]") for i, x in enumerate(f.items(obj, key, where, limit))
-    )
+def _function() -> Any:
+    return spec.text(limit=MAX_FUNCTION, missing="")
 
 
+def _line(default: Any = 0) -> Any:
+    return spec.integer(default, hi=MAX_LINE, missing=0)
+
+
+def _code_kind() -> Any:
+    return spec.field(_kind, default=KIND_USER)
+
+
+def _state(obj: Mapping[str, Any], key: str, where: str) -> str:
+    state = f.text(obj, key, where, 32)
+    if state not in SAMPLER_STATES:
+        raise SchemaError(f"{where}.{key}", f"unknown state {state[:32]!r}")
+    return state  # type: ignore[no-any-return]
+
+
+@spec.value("sampler")
 @dataclass(frozen=True)
-class SamplerInfo:
+class SamplerInfo(spec.Wire):
     """The status's ``sampler``: whether the job's Python stack is sampled."""
 
-    state: str = SAMPLER_ON
-    interval_s: float | None = None  # the sampling period aimed at
+    state: str = spec.field(_state, default=SAMPLER_ON)
+    #: the sampling period aimed at
+    interval_s: float | None = spec.number(None, hi=60.0, omit_none=True)
     samples: int = 0  # samples taken since the hook started
-    reason: str | None = None  # why it is off or failed
+    reason: str | None = spec.text(None, 1024, omit_none=True)  # why it is off or failed
 
     @property
     def on(self) -> bool:
         return self.state == SAMPLER_ON
 
-    @classmethod
-    def from_wire(cls, obj: Mapping[str, Any], where: str = "sampler") -> SamplerInfo:
-        state = f.text(obj, "state", where, 32)
-        if state not in SAMPLER_STATES:
-            raise SchemaError(f"{where}.state", f"unknown state {state[:32]!r}")
-        return cls(
-            state=state,
-            interval_s=f.opt_number(obj, "interval_s", where, hi=60.0),
-            samples=f.integer(obj, "samples", where, default=0),
-            reason=f.opt_text(obj, "reason", where, 1024),
-        )
 
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "samples": self.samples}
-        if self.interval_s is not None:
-            out["interval_s"] = self.interval_s
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
-
-
+@spec.value("frame")
 @dataclass(frozen=True)
-class PathFrame:
+class PathFrame(spec.Wire):
     """One frame of a call path: a function stopped at the line of its call
     to the next frame (an entry of :attr:`PythonProfile.frames`)."""
 
-    file: str
-    function: str
-    line: int = 0
-    kind: str = KIND_USER
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str) -> PathFrame:
-        return cls(**_place(obj, where))
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"file": self.file, "function": self.function, "line": self.line, "kind": self.kind}
+    file: str = _file()
+    function: str = _function()
+    line: int = _line()
+    kind: str = _code_kind()
 
 
+def _indices(obj: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
+    """A list of frame-table indices (checked against the table by the profile)."""
+    value = f.items(obj, key, where, MAX_PATH)
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < MAX_PATH_FRAMES:
+            raise SchemaError(f"{where}.{key}[{i}]", f"expected a frame index, got {item!r:.40}")
+    return tuple(value)
+
+
+@spec.value("function")
 @dataclass(frozen=True)
-class ProfileFunction:
+class ProfileFunction(spec.Wire):
     """One function (one code object) of the training thread's stack.
 
     ``self_s``: time it was the innermost frame (gputui's own frames are
@@ -159,19 +152,19 @@ class ProfileFunction:
     time whose sample was in code outside torch (see
     :attr:`PythonProfile.outside_phases_s`); 0 from a hook that predates it."""
 
-    file: str
-    function: str
-    kind: str = KIND_USER
-    line: int = 0
-    first_line: int = 0
+    file: str = _file()
+    function: str = _function()
+    kind: str = _code_kind()
+    line: int = _line()
+    first_line: int = spec.integer(0, hi=MAX_LINE)
     self_s: float = 0.0
     total_s: float = 0.0
-    phases_s: dict[str, float] = field(default_factory=dict)
+    phases_s: dict[str, float] = spec.seconds(MAX_ROW_PHASES)
     site_s: float = 0.0
-    site_phases_s: dict[str, float] = field(default_factory=dict)
-    path: tuple[int, ...] = ()
-    path_cut: int = 0
-    outside_s: float = 0.0
+    site_phases_s: dict[str, float] = spec.seconds(MAX_ROW_PHASES)
+    path: tuple[int, ...] = spec.field(_indices, default=(), write="list({v})", omit_empty=True)
+    path_cut: int = spec.integer(0, hi=MAX_LINE, omit_empty=True)
+    outside_s: float = spec.number(0.0, omit_empty=True)
 
     @property
     def time_s(self) -> float:
@@ -185,97 +178,46 @@ class ProfileFunction:
         and cleans it."""
         return f"{self.function} ({self.file}:{self.line})"
 
-    @classmethod
-    def from_wire(cls, obj: Any, where: str) -> ProfileFunction:
-        place = _place(obj, where)
-        return cls(
-            **place,
-            first_line=f.integer(obj, "first_line", where, 0, MAX_LINE, default=0),
-            self_s=f.number(obj, "self_s", where, default=0.0),
-            total_s=f.number(obj, "total_s", where, default=0.0),
-            phases_s=_phases(obj, "phases_s", where, MAX_ROW_PHASES),
-            site_s=f.number(obj, "site_s", where, default=0.0),
-            site_phases_s=_phases(obj, "site_phases_s", where, MAX_ROW_PHASES),
-            path=_indices(obj, "path", where),
-            path_cut=f.integer(obj, "path_cut", where, 0, MAX_LINE, default=0),
-            outside_s=f.number(obj, "outside_s", where, default=0.0),
-        )
 
-    def to_wire(self) -> dict[str, Any]:
-        out = {
-            "file": self.file,
-            "function": self.function,
-            "kind": self.kind,
-            "line": self.line,
-            "first_line": self.first_line,
-            "self_s": self.self_s,
-            "total_s": self.total_s,
-            "phases_s": dict(self.phases_s),
-            "site_s": self.site_s,
-            "site_phases_s": dict(self.site_phases_s),
-        }
-        if self.path:
-            out["path"] = list(self.path)
-        if self.path_cut:
-            out["path_cut"] = self.path_cut
-        if self.outside_s:
-            out["outside_s"] = self.outside_s
-        return out
-
-
+@spec.value("line")
 @dataclass(frozen=True)
-class ProfileLine:
+class ProfileLine(spec.Wire):
     """One line of one function: the line a blocked call was made from (a
     ``loss.item()`` waiting for the GPU is time at that line).  ``site_s`` as
     for :class:`ProfileFunction`: the line of the job's code that called the
     library or torch code the time went to."""
 
-    file: str
-    line: int
-    function: str
-    kind: str = KIND_USER
+    file: str = _file()
+    line: int = _line(spec.REQUIRED)
+    function: str = _function()
+    kind: str = _code_kind()
     self_s: float = 0.0
     total_s: float = 0.0
     site_s: float = 0.0
 
-    @classmethod
-    def from_wire(cls, obj: Any, where: str) -> ProfileLine:
-        place = _place(obj, where)
-        return cls(
-            **place,
-            self_s=f.number(obj, "self_s", where, default=0.0),
-            total_s=f.number(obj, "total_s", where, default=0.0),
-            site_s=f.number(obj, "site_s", where, default=0.0),
-        )
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "function": self.function,
-            "kind": self.kind,
-            "self_s": self.self_s,
-            "total_s": self.total_s,
-            "site_s": self.site_s,
-        }
+def _kinds(obj: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
+    kinds = f.seconds_map(obj, key, where, len(KINDS), default=None) or {}
+    for kind in kinds:
+        if kind not in KINDS:
+            raise SchemaError(f"{where}.{key}", f"unknown kind {kind[:16]!r}")
+    return kinds  # type: ignore[no-any-return]
 
 
-def _indices(obj: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
-    """A list of frame-table indices (checked against the table by the profile)."""
-    value = f.items(obj, key, where, MAX_PATH)
-    for i, item in enumerate(value):
-        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < MAX_PATH_FRAMES:
-            raise SchemaError(f"{where}.{key}[{i}]", f"expected a frame index, got {item!r:.40}")
-    return tuple(value)
+def _workers(obj: Mapping[str, Any], key: str, where: str) -> PythonProfile | None:
+    workers = f.child(obj, key, where)
+    if workers is None:
+        return None
+    return PythonProfile.from_wire(workers, f"{where}.{key}", nested=True)
 
 
-def _phases(obj: Mapping[str, Any], key: str, where: str, max_items: int) -> dict[str, float]:
-    value = f.seconds_map(obj, key, where, max_items, default=None)
-    return {} if value is None else value  # type: ignore[no-any-return]
+def _workers_wire(workers: PythonProfile) -> dict[str, Any]:
+    return workers.__wire_body__()  # type: ignore[attr-defined, no-any-return]
 
 
+@spec.message(m.PYTHON_PROFILE)
 @dataclass(frozen=True)
-class PythonProfile:
+class PythonProfile(spec.Wire):
     """Where the training thread's time went over the last ``window_s``
     seconds, by Python function and line.
 
@@ -304,26 +246,28 @@ class PythonProfile:
     ``outside_s`` its sum.  None from a hook that predates the split: a
     viewer estimates it from the functions' kinds and call paths."""
 
-    t: float = 0.0
+    t: float = spec.number(0.0, hi=MAX_TIME_S)
     window_s: float = 0.0
     sampled_s: float = 0.0
     site_s: float = 0.0
     samples: int = 0
-    interval_s: float | None = None
-    functions: tuple[ProfileFunction, ...] = ()
-    lines: tuple[ProfileLine, ...] = ()
-    phases_s: dict[str, float] = field(default_factory=dict)
-    kinds_s: dict[str, float] = field(default_factory=dict)
+    interval_s: float | None = spec.number(None, hi=60.0, omit_none=True)
+    functions: tuple[ProfileFunction, ...] = spec.rows(ProfileFunction, MAX_ROWS)
+    lines: tuple[ProfileLine, ...] = spec.rows(ProfileLine, MAX_ROWS)
+    phases_s: dict[str, float] = spec.seconds(1024)
+    kinds_s: dict[str, float] = spec.field(_kinds, factory=dict, write="dict({v})")
     functions_seen: int = 0
     lines_seen: int = 0
     truncated: bool = False
-    notes: tuple[str, ...] = ()
-    frames: tuple[PathFrame, ...] = ()
-    workers: PythonProfile | None = None
-    worker_processes: int = 0
-    workers_note: str | None = None
-    outside_s: float | None = None
-    outside_phases_s: dict[str, float] | None = None
+    notes: tuple[str, ...] = spec.texts(MAX_NOTES, 1024)
+    frames: tuple[PathFrame, ...] = spec.rows(PathFrame, MAX_PATH_FRAMES, omit_empty=True)
+    workers: PythonProfile | None = spec.field(
+        _workers, default=None, write=_workers_wire, omit_none=True
+    )
+    worker_processes: int = spec.integer(0, hi=1 << 20, omit_empty=True)
+    workers_note: str | None = spec.text(None, 1024, omit_none=True)
+    outside_s: float | None = spec.number(None, omit_none=True)
+    outside_phases_s: dict[str, float] | None = spec.seconds(default=None, omit_none=True)
 
     def share(self, seconds: float) -> float:
         """``seconds`` as a share (0-1) of the sampled time (0 without samples)."""
@@ -359,89 +303,19 @@ class PythonProfile:
         cls, obj: Any, where: str = "python_profile", nested: bool = False
     ) -> PythonProfile:
         """``nested``: the workers' profile inside another (which holds no
-        further one)."""
-        obj = typed(obj, where)
-        kinds = _phases(obj, "kinds_s", where, len(KINDS))
-        for kind in kinds:
-            if kind not in KINDS:
-                raise SchemaError(f"{where}.kinds_s", f"unknown kind {kind[:16]!r}")
-        frames = _rows(obj, "frames", where, MAX_PATH_FRAMES, PathFrame.from_wire)
-        functions = _rows(obj, "functions", where, MAX_ROWS, ProfileFunction.from_wire)
-        for i, row in enumerate(functions):
-            if any(k >= len(frames) for k in row.path):
+        further one: its ``workers`` are not read)."""
+        if nested:
+            obj = {**typed(obj, where), "workers": None}
+        profile = spec.decode(cls, obj, where)
+        for i, row in enumerate(profile.functions):
+            if any(k >= len(profile.frames) for k in row.path):
                 raise SchemaError(f"{where}.functions[{i}].path", "index past the frames")
-        workers = None if nested else f.child(obj, "workers", where)
-        return cls(
-            t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
-            window_s=f.number(obj, "window_s", where, default=0.0),
-            sampled_s=f.number(obj, "sampled_s", where, default=0.0),
-            site_s=f.number(obj, "site_s", where, default=0.0),
-            samples=f.integer(obj, "samples", where, default=0),
-            interval_s=f.opt_number(obj, "interval_s", where, hi=60.0),
-            functions=functions,
-            lines=_rows(obj, "lines", where, MAX_ROWS, ProfileLine.from_wire),
-            phases_s=_phases(obj, "phases_s", where, 1024),
-            kinds_s=kinds,
-            functions_seen=f.integer(obj, "functions_seen", where, default=0),
-            lines_seen=f.integer(obj, "lines_seen", where, default=0),
-            truncated=f.flag(obj, "truncated", where),
-            notes=f.texts(obj, "notes", where, MAX_NOTES, 1024),
-            frames=frames,
-            workers=None
-            if workers is None
-            else PythonProfile.from_wire(workers, f"{where}.workers", nested=True),
-            worker_processes=f.integer(obj, "worker_processes", where, 0, 1 << 20, default=0),
-            workers_note=f.opt_text(obj, "workers_note", where, 1024),
-            outside_s=f.opt_number(obj, "outside_s", where),
-            outside_phases_s=f.seconds_map(obj, "outside_phases_s", where, 1024, default=None),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        out = header(m.PYTHON_PROFILE)
-        out.update(
-            t=self.t,
-            window_s=self.window_s,
-            sampled_s=self.sampled_s,
-            site_s=self.site_s,
-            samples=self.samples,
-            functions=[r.to_wire() for r in self.functions],
-            lines=[r.to_wire() for r in self.lines],
-            phases_s=dict(self.phases_s),
-            kinds_s=dict(self.kinds_s),
-            functions_seen=self.functions_seen,
-            lines_seen=self.lines_seen,
-            truncated=self.truncated,
-            notes=list(self.notes),
-        )
-        if self.interval_s is not None:
-            out["interval_s"] = self.interval_s
-        if self.frames:
-            out["frames"] = [x.to_wire() for x in self.frames]
-        if self.workers is not None:
-            workers = self.workers.to_wire()
-            del workers["v"], workers["type"]
-            out["workers"] = workers
-        if self.worker_processes:
-            out["worker_processes"] = self.worker_processes
-        if self.workers_note is not None:
-            out["workers_note"] = self.workers_note
-        if self.outside_s is not None:
-            out["outside_s"] = self.outside_s
-        if self.outside_phases_s is not None:
-            out["outside_phases_s"] = dict(self.outside_phases_s)
-        return out
+        return profile
 
 
+@spec.message(m.GET_PYTHON_PROFILE)
 @dataclass(frozen=True)
-class GetPythonProfile:
+class GetPythonProfile(spec.Wire):
     """A viewer's request for the current profile, answered with a
     ``python_profile`` (or an ``error`` saying why not: the sampler is off; a
     hook older than the sampler answers "unknown request type")."""
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "get_python_profile") -> GetPythonProfile:
-        typed(obj, where)
-        return cls()
-
-    def to_wire(self) -> dict[str, Any]:
-        return header(m.GET_PYTHON_PROFILE)

@@ -1,7 +1,8 @@
 """Typed messages between the hook and its viewers (standard library only).
 
-Each message is a frozen dataclass with ``from_wire(obj)`` (checks every field's
-type and range and raises :class:`SchemaError` naming the field) and
+Each message is a frozen dataclass whose fields declare their wire form
+(:mod:`gputui.protocol.spec`), compiled into ``from_wire(obj)`` (checks every
+field's type and range and raises :class:`SchemaError` naming the field) and
 ``to_wire()`` (the JSON object, with ``v`` and ``type``).  :func:`decode` turns
 any received frame into its message.  The hook, the viewer's client, the attach
 screen, ``attach --once``, the recorder and the exporter all use these classes,

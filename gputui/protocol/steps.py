@@ -6,30 +6,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.protocol import fields as f
 from gputui.protocol import messages as m
-from gputui.protocol.fields import MAX_TIME_S, header, typed
+from gputui.protocol import spec
+from gputui.protocol.fields import MAX_TIME_S
 
 StepFlag = m.StepFlag
 
 
 # -- steps --------------------------------------------------------------------------------------
+@spec.value("step")
 @dataclass(frozen=True)
-class StepRecord:
+class StepRecord(spec.Wire):
     """One training step.  Times in seconds: ``phases`` is wall time per phase (they
     add up to ``wall``), ``gpu`` GPU time per phase on the steps whose phases were
     GPU-timed, ``gpu_total`` the step's GPU time; ``t`` is when it ended (Unix)."""
 
-    index: int
-    t: float
-    wall: float
-    phases: Mapping[str, float]
-    gpu: Mapping[str, float] | None = None
+    index: int = spec.integer(key="i")
+    t: float = spec.number(hi=MAX_TIME_S, missing=0.0)
+    wall: float = spec.number()
+    phases: Mapping[str, float] = spec.seconds(required=True)
+    gpu: Mapping[str, float] | None = spec.seconds(default=None)
     gpu_total: float | None = None
     samples: int | None = None
     samples_inferred: bool = False
     batches: int = 0
-    flags: int = 0  # StepFlag bits
+    flags: int = spec.integer(0, hi=0xFFFF)  # StepFlag bits
 
     @property
     def profiled(self) -> bool:
@@ -87,19 +88,7 @@ class StepRecord:
             fast = _fast_step(cls, obj)
             if fast is not None:
                 return fast
-        obj = typed(obj, where)
-        return cls(
-            index=f.integer(obj, "i", where, 0),
-            t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
-            wall=f.number(obj, "wall", where),
-            phases=f.seconds_map(obj, "phases", where, default={}),
-            gpu=f.seconds_map(obj, "gpu", where, default=None),
-            gpu_total=f.opt_number(obj, "gpu_total", where),
-            samples=f.opt_integer(obj, "samples", where),
-            samples_inferred=f.flag(obj, "samples_inferred", where),
-            batches=f.integer(obj, "batches", where, default=0),
-            flags=f.integer(obj, "flags", where, 0, 0xFFFF, default=0),
-        )
+        return spec.decode(cls, obj, where)
 
 
 _OPTIONAL_STEP_KEYS = ("gpu", "gpu_total", "samples", "samples_inferred", "batches", "flags")
@@ -153,55 +142,32 @@ def _fast_step(cls: type[StepRecord], obj: dict[str, Any]) -> StepRecord | None:
     return cls(i, t, wall, phases, gpu, gpu_total, samples, inferred, batches, flags)
 
 
+@spec.message(m.STEPS)
 @dataclass(frozen=True)
-class StepBatch:
-    steps: tuple[StepRecord, ...]
+class StepBatch(spec.Wire):
+    steps: tuple[StepRecord, ...] = spec.rows(StepRecord, 100_000, required=True)
     missed: int = 0  # step records this viewer will never get (before steps[0])
     backlog: bool = False  # part of the history sent after subscribe
 
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "steps") -> StepBatch:
-        obj = typed(obj, where)
-        raw = f.items(obj, "steps", where, 100_000)
-        return cls(
-            steps=tuple(StepRecord.from_wire(r, f"{where}.steps[{i}]") for i, r in enumerate(raw)),
-            missed=f.integer(obj, "missed", where, default=0),
-            backlog=f.flag(obj, "backlog", where),
-        )
 
-    def to_wire(self) -> dict[str, Any]:
-        out = header(m.STEPS)
-        out.update(
-            steps=[s.to_wire() for s in self.steps], missed=self.missed, backlog=self.backlog
-        )
-        return out
-
-
+@spec.message(m.SYNCED)
 @dataclass(frozen=True)
-class Synced:
+class Synced(spec.Wire):
     """The backlog asked for in subscribe has been delivered."""
 
     steps: int = 0
 
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "synced") -> Synced:
-        return cls(steps=f.integer(typed(obj, where), "steps", where, default=0))
-
-    def to_wire(self) -> dict[str, Any]:
-        out = header(m.SYNCED)
-        out["steps"] = self.steps
-        return out
-
 
 # -- memory --------------------------------------------------------------------------------------
+@spec.value("sample")
 @dataclass(frozen=True)
-class MemorySample:
+class MemorySample(spec.Wire):
     """The caching allocator's counters for one device (bytes; counts)."""
 
-    t: float
-    device: int
-    allocated: int
-    reserved: int
+    t: float = spec.number(hi=MAX_TIME_S, missing=0.0)
+    device: int = spec.integer(hi=1 << 16, missing=0)
+    allocated: int = spec.integer()
+    reserved: int = spec.integer()
     active: int = 0
     peak_allocated: int = 0
     peak_reserved: int = 0
@@ -209,53 +175,10 @@ class MemorySample:
     ooms: int = 0
     #: the index of the newest finished step when the sample was taken (None:
     #: before the first step, or a hook that does not say)
-    step: int | None = None
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "sample") -> MemorySample:
-        obj = typed(obj, where)
-        return cls(
-            t=f.number(obj, "t", where, hi=MAX_TIME_S, default=0.0),
-            device=f.integer(obj, "device", where, 0, 1 << 16, default=0),
-            allocated=f.integer(obj, "allocated", where),
-            reserved=f.integer(obj, "reserved", where),
-            active=f.integer(obj, "active", where, default=0),
-            peak_allocated=f.integer(obj, "peak_allocated", where, default=0),
-            peak_reserved=f.integer(obj, "peak_reserved", where, default=0),
-            alloc_retries=f.integer(obj, "alloc_retries", where, default=0),
-            ooms=f.integer(obj, "ooms", where, default=0),
-            step=f.opt_integer(obj, "step", where, lo=-1),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "t": self.t,
-            "device": self.device,
-            "allocated": self.allocated,
-            "reserved": self.reserved,
-            "active": self.active,
-            "peak_allocated": self.peak_allocated,
-            "peak_reserved": self.peak_reserved,
-            "alloc_retries": self.alloc_retries,
-            "ooms": self.ooms,
-        }
-        if self.step is not None:
-            out["step"] = self.step
-        return out
+    step: int | None = spec.integer(None, lo=-1, omit_none=True)
 
 
+@spec.message(m.MEMORY)
 @dataclass(frozen=True)
-class MemoryBatch:
-    samples: tuple[MemorySample, ...]
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "memory") -> MemoryBatch:
-        raw = f.items(typed(obj, where), "samples", where, 100_000)
-        return cls(
-            tuple(MemorySample.from_wire(s, f"{where}.samples[{i}]") for i, s in enumerate(raw))
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        out = header(m.MEMORY)
-        out["samples"] = [s.to_wire() for s in self.samples]
-        return out
+class MemoryBatch(spec.Wire):
+    samples: tuple[MemorySample, ...] = spec.rows(MemorySample, 100_000, required=True)

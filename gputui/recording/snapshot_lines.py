@@ -341,4 +341,4 @@ class SnapshotLines:
 
 #: runs are taken over only where the converter fills a process's attributes
 #: directly (a plain dataclass: see gputui.snapshot.codec.dataclass_plan)
-_RUNS = dataclass_plan(ProcessSnapshot)[2] is not None
+_RUNS = dataclass_plan(ProcessSnapshot).defaults is not None

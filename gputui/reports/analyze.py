@@ -255,15 +255,12 @@ def _hta(summary: TraceSummary, ledger: Ledger | None, width: int) -> list[str]:
     if t is None:
         calls = summary.sanity.kernel_launch_calls
         if calls:
-            return [
-                "",
-                *wrap(
-                    f"GPU time: GPU activity not recorded ({plural(calls, 'kernel launch call')}, "
-                    "no kernel records)",
-                    width,
-                ),
-            ]
-        return ["", *wrap("GPU time: no GPU activity in the trace (a CPU-only profile)", width)]
+            return _section(
+                f"GPU time: GPU activity not recorded ({plural(calls, 'kernel launch call')}, "
+                "no kernel records)",
+                width,
+            )
+        return _section("GPU time: no GPU activity in the trace (a CPU-only profile)", width)
     shares = [
         f"compute {_pct(t.compute_pct)}",
         f"non-compute {_pct(t.non_compute_pct)}",
@@ -296,8 +293,7 @@ def _hta(summary: TraceSummary, ledger: Ledger | None, width: int) -> list[str]:
     if differs:
         said.append(differs)
     out = [
-        "",
-        *wrap(
+        *_section(
             f"GPU time by Holistic Trace Analysis' definitions ({_hta_window(summary)}; "
             f"{fmt.us(t.span_us)} from its first GPU activity to its last)",
             width,
@@ -350,35 +346,31 @@ def _roofline(summary: TraceSummary, roof: Roof | None, top: int, width: int) ->
     if not summary.op_rows:
         if summary.kernel_total_us <= 0:
             return []
-        return [
-            "",
-            *wrap(
-                "Roofline: the trace has no input shapes (profile with record_shapes=True and "
-                "with_flops=True)",
-                width,
-            ),
-        ]
+        return _section(
+            "Roofline: the trace has no input shapes (profile with record_shapes=True and "
+            "with_flops=True)",
+            width,
+        )
     report = roofline_of(summary.op_rows, roof)
     if report is None:
         device = fmt.clean(summary.device_name or "an unnamed GPU", 60)
-        return [
-            "",
-            *wrap(f"Roofline: no ceilings known for {device}: run gputui bench on it", width),
-        ]
+        return _section(f"Roofline: no ceilings known for {device}: run gputui bench on it", width)
     return ["", *roofline_text.lines(report, width, top)]
+
+
+def _section(text: str, width: int) -> list[str]:
+    """A section's first line, wrapped, after a blank line."""
+    return ["", *wrap(text, width)]
 
 
 def _kernels(summary: TraceSummary, top: int, width: int) -> list[str]:
     if not summary.kernels:
         return []
-    out = [
-        "",
-        *wrap(
-            f"Top GPU activities ({window_words(summary)}: {fmt.us(summary.kernel_total_us)} in "
-            f"{plural(summary.kernel_names, 'name')})",
-            width,
-        ),
-    ]
+    out = _section(
+        f"Top GPU activities ({window_words(summary)}: {fmt.us(summary.kernel_total_us)} in "
+        f"{plural(summary.kernel_names, 'name')})",
+        width,
+    )
     by_class = [
         f"{CLASS_LABELS.get(c, fmt.clean(c, 20))} {100.0 * us / summary.kernel_total_us:.0f}%"
         for c, us in summary.kernel_us_by_class.items()
@@ -394,14 +386,10 @@ def _kernels(summary: TraceSummary, top: int, width: int) -> list[str]:
 def _cpu_ops(summary: TraceSummary, top: int, width: int) -> list[str]:
     if not summary.cpu_ops:
         return []
-    out = [
-        "",
-        *wrap(
-            f"Top CPU ops by self time ({window_words(summary)}: "
-            f"{fmt.us(summary.cpu_self_total_us)})",
-            width,
-        ),
-    ]
+    out = _section(
+        f"Top CPU ops by self time ({window_words(summary)}: {fmt.us(summary.cpu_self_total_us)})",
+        width,
+    )
     rows = [
         [
             fmt.us(o.self_us),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gputui.reports.text import elide_all, emit, output_width, table, wrap
+from gputui.reports.text import elide_all, emit, insert_columns, output_width, table, wrap
 from gputui.session import container_text, slurm_text
 
 
@@ -73,12 +73,7 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
             rows[-1].insert(-1, job_labels[slurm_text.label_of(job.get("slurm"))])
     headers = ["PID", "RANK", "STEPS", "STEP", "COMMAND"]
     right = [True, True, True, True, False]
-    if placed:
-        headers.insert(4, "CONTAINER")
-        right.insert(4, False)
-    if in_job:
-        headers.insert(-1, "JOB")
-        right.insert(-1, False)
+    insert_columns(headers, right, (placed, 4, "CONTAINER"), (in_job, -1, "JOB"))
     return table(
         headers,
         rows,

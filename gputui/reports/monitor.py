@@ -13,6 +13,7 @@ from gputui.reports import findings as findings_text
 from gputui.reports.text import (
     elide_all,
     emit,
+    insert_columns,
     output_height,
     output_width,
     plural,
@@ -255,12 +256,7 @@ def _processes(
             cells[-1].insert(-1, jobs[slurm_text.label(p)])
     headers = ["GPU", "PID", "User", "GPU mem", "SM", "CPU", "Time", "Command"]
     right = [True, True, False, True, True, True, True, False]
-    if placed:
-        headers.insert(7, "Container")
-        right.insert(7, False)
-    if in_job:
-        headers.insert(-1, "Job")
-        right.insert(-1, False)
+    insert_columns(headers, right, (placed, 7, "Container"), (in_job, -1, "Job"))
     out = table(
         headers,
         cells,

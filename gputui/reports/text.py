@@ -560,6 +560,15 @@ def _stacked(
 TAB = "  "
 
 
+def insert_columns(headers: list[str], right: list[bool], *added: tuple[bool, int, str]) -> None:
+    """Insert the left-aligned columns ``added`` that are shown (``(shown, index,
+    header)``, in that order) into a table's ``headers`` and their alignment."""
+    for shown, at, header in added:
+        if shown:
+            headers.insert(at, header)
+            right.insert(at, False)
+
+
 def indented_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],

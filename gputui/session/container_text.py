@@ -11,7 +11,7 @@ from typing import Any
 
 from gputui import fmt
 from gputui.host.pid_namespace import UNMAPPED_NOTE
-from gputui.snapshot.codec import DecodeError, from_json
+from gputui.snapshot.codec import from_json_or_none
 from gputui.snapshot.model import ContainerInfo, ProcessSnapshot
 
 #: the longest name shown (Kubernetes allows 253 characters)
@@ -39,13 +39,8 @@ def raw_label(info: ContainerInfo) -> str:
 
 def label_of(doc: dict[str, Any] | None) -> str:
     """The column's text for a container in its JSON form (``gputui ls``)."""
-    if not doc:
-        return ""
-    try:
-        info = from_json(ContainerInfo, doc)
-    except DecodeError:
-        return ""
-    return fmt.clean(raw_label(info), MAX_NAME)
+    info = from_json_or_none(ContainerInfo, doc)
+    return "" if info is None else fmt.clean(raw_label(info), MAX_NAME)
 
 
 def label(proc: ProcessSnapshot) -> str:

@@ -49,6 +49,27 @@ CAPTURE_STEPS = 5
 CAPTURE_WARMUP_STEPS = 1
 
 
+def ask_capture(
+    client: HookClient,
+    steps: int,
+    flops: bool,
+    capture_id: str | None,
+    auto: bool,
+    start_step: int | None = None,
+) -> str:
+    """A capture as a screen asks one rank for it: after the warm-up steps, with
+    the shapes where it has FLOPs; its id."""
+    return client.request_capture(
+        steps=steps,
+        warmup=CAPTURE_WARMUP_STEPS,
+        shapes=flops,
+        flops=flops,
+        start_step=start_step,
+        capture_id=capture_id,
+        auto=auto,
+    )
+
+
 class AttachFeed(Protocol):
     """What the screen needs from a source of hook events."""
 
@@ -201,14 +222,7 @@ class LiveFeed:
         client = self._live
         if client is None:
             raise AttachError("gputui attach: not connected")
-        return client.request_capture(
-            steps=steps,
-            warmup=CAPTURE_WARMUP_STEPS,
-            shapes=flops,
-            flops=flops,
-            capture_id=capture_id,
-            auto=auto,
-        )
+        return ask_capture(client, steps, flops, capture_id, auto)
 
     def request_memory_snapshot(self, steps: int) -> str:
         client = self._live

@@ -33,7 +33,7 @@ from gputui.recording.attach import (
 )
 from gputui.recording.replay import RecordingError
 from gputui.session.attach import STEP_WINDOW, AttachState, StateSnapshot
-from gputui.session.feeds import CAPTURE_WARMUP_STEPS, Playback, roof_of
+from gputui.session.feeds import CAPTURE_WARMUP_STEPS, Playback, ask_capture, roof_of
 from gputui.session.rank_view import RankInput, sync_start
 from gputui.session.reading import deliver
 from gputui.snapshot.model import DeviceSnapshot
@@ -111,14 +111,7 @@ class RankFeed:
         client = self.link.client
         if client is None or not isinstance(self.parent, LiveRanksFeed):
             raise GputuiError("this is a recording: captures need a live job")
-        return client.request_capture(
-            steps=steps,
-            warmup=CAPTURE_WARMUP_STEPS,
-            shapes=flops,
-            flops=flops,
-            capture_id=capture_id,
-            auto=auto,
-        )
+        return ask_capture(client, steps, flops, capture_id, auto)
 
     def request_memory_snapshot(self, steps: int) -> str:
         if not isinstance(self.parent, LiveRanksFeed):
@@ -289,15 +282,7 @@ class LiveRanksFeed:
                 errors.append(f"{link.label}: not connected")
                 continue
             try:
-                client.request_capture(
-                    steps=steps,
-                    warmup=CAPTURE_WARMUP_STEPS,
-                    shapes=True,
-                    flops=True,
-                    start_step=start,
-                    capture_id=cid,
-                    auto=auto,
-                )
+                ask_capture(client, steps, True, cid, auto, start_step=start)
             except GputuiError as exc:
                 errors.append(f"{link.label}: {exc}")
                 continue

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gputui import fmt
-from gputui.snapshot.codec import DecodeError, from_json
+from gputui.snapshot.codec import from_json_or_none
 from gputui.snapshot.model import ProcessSnapshot, SlurmJob
 
 #: the longest name shown
@@ -54,13 +54,8 @@ def label(proc: ProcessSnapshot) -> str:
 
 def label_of(doc: dict[str, Any] | None) -> str:
     """The column's text for a job in its JSON form (``gputui ls``)."""
-    if not doc:
-        return ""
-    try:
-        job = from_json(SlurmJob, doc)
-    except DecodeError:
-        return ""
-    return fmt.clean(raw_label(job), MAX_NAME)
+    job = from_json_or_none(SlurmJob, doc)
+    return "" if job is None else fmt.clean(raw_label(job), MAX_NAME)
 
 
 def sort_key(proc: ProcessSnapshot) -> tuple[int, int, int, str] | None:

@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Callable
 from functools import cache
-from typing import Any, TypeVar, Union
+from typing import Any, NamedTuple, TypeVar, Union
 
 from gputui.snapshot.model import (
     FIELD_RANGES,
@@ -181,6 +181,17 @@ def from_json(cls: type[T], data: Any) -> T:
     return result
 
 
+def from_json_or_none(cls: type[T], data: Any) -> T | None:
+    """:func:`from_json` of an optional part of a document: None where it is
+    absent or empty, or does not decode."""
+    if not data:
+        return None
+    try:
+        return from_json(cls, data)
+    except DecodeError:
+        return None
+
+
 Converter = Callable[[Any], Any]
 
 
@@ -216,6 +227,16 @@ _ONLY_STR = frozenset((str,))
 _FieldPlan = tuple[str, type, float, float, bool, Converter]
 
 
+class ClassPlan(NamedTuple):
+    """How a dataclass is read: a plan per field, the fields without a default,
+    and the defaults when the instance's dict can be filled at once (no default
+    factory, ``__post_init__`` or slots), else None."""
+
+    fields: tuple[_FieldPlan, ...]
+    required: tuple[str, ...]
+    defaults: dict[str, Any] | None
+
+
 #: (module, annotation) -> the type it names, evaluated once: the model's fields
 #: repeat a few annotations ("float | None") dozens of times, and
 #: ``typing.get_type_hints`` compiles every occurrence anew (a ``ForwardRef`` per
@@ -245,12 +266,8 @@ def field_types(cls: type) -> dict[str, Any]:
 
 
 @cache
-def dataclass_plan(
-    cls: type,
-) -> tuple[tuple[_FieldPlan, ...], tuple[str, ...], dict[str, Any] | None]:
-    """How ``cls`` is read: a plan per field, the fields without a default, and
-    the defaults when the instance's dict can be filled at once (no default
-    factory, ``__post_init__`` or slots), else None."""
+def dataclass_plan(cls: type) -> ClassPlan:
+    """How ``cls`` is read (:class:`ClassPlan`)."""
     hints = field_types(cls)
     plan: list[_FieldPlan] = []
     required: list[str] = []
@@ -265,7 +282,7 @@ def dataclass_plan(
         and "__slots__" not in cls.__dict__
     )
     defaults = {f.name: f.default for f in dataclasses.fields(cls)} if direct else None
-    return tuple(plan), tuple(required), defaults
+    return ClassPlan(tuple(plan), tuple(required), defaults)
 
 
 #: conversions of one class after which its converter is compiled: compiling
@@ -278,8 +295,8 @@ COMPILE_AFTER = 256
 def _dataclass_converter(cls: type) -> Converter:
     """``cls``'s converter: a loop over its plan, replaced by the compiled
     function once it has read :data:`COMPILE_AFTER` values."""
-    plan, required, defaults = dataclass_plan(cls)
-    loop = _loop_converter(cls, plan, required, defaults)
+    plan = dataclass_plan(cls)
+    loop = _loop_converter(cls, plan)
     state: list[Any] = [0, None]
 
     def convert(data: Any) -> Any:
@@ -288,20 +305,16 @@ def _dataclass_converter(cls: type) -> Converter:
             return fast(data)
         state[0] += 1
         if state[0] >= COMPILE_AFTER:
-            state[1] = _compile_converter(cls, plan, required, defaults)
+            state[1] = _compile_converter(cls, plan)
         return loop(data)
 
     return convert
 
 
-def _loop_converter(
-    cls: type,
-    plan: tuple[_FieldPlan, ...],
-    required: tuple[str, ...],
-    defaults: dict[str, Any] | None,
-) -> Converter:
-    """The converter of ``cls`` as a loop over ``plan``: what the compiled one
+def _loop_converter(cls: type, class_plan: ClassPlan) -> Converter:
+    """The converter of ``cls`` as a loop over its plan: what the compiled one
     does, written once (see :func:`_compile_converter`)."""
+    plan, required, defaults = class_plan
     name = cls.__name__
 
     def convert(data: Any) -> Any:
@@ -332,12 +345,7 @@ def _loop_converter(
     return convert
 
 
-def _compile_converter(
-    cls: type,
-    plan: tuple[_FieldPlan, ...],
-    required: tuple[str, ...],
-    defaults: dict[str, Any] | None,
-) -> Converter:
+def _compile_converter(cls: type, class_plan: ClassPlan) -> Converter:
     """The converter of ``cls`` as one function with a branch per field, written
     out and compiled once (as ``dataclasses`` writes ``__init__``): the same checks
     as a loop over ``plan`` in half the time, which a replay of thousands of
@@ -346,6 +354,7 @@ def _compile_converter(
     else, errors included, is the field's converter's.  With ``defaults`` the
     instance's dict is filled at once (a frozen dataclass sets each field through
     ``object.__setattr__`` in ``__init__``: three times the time)."""
+    plan, required, defaults = class_plan
     name = cls.__name__
     env: dict[str, Any] = {
         "_cls": cls,

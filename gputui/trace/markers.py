@@ -202,6 +202,10 @@ def job_markers(timeline: Timeline) -> JobMarkers:
     )
 
 
+def _named(found: set[str | None]) -> tuple[str, ...]:
+    return tuple(sorted(name for name in found if name is not None))
+
+
 def markers_of(
     range_names: Iterable[str],
     runtime_names: Iterable[str],
@@ -212,8 +216,8 @@ def markers_of(
     calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
     SDPA's own ops show of its inputs."""
     compiled = cuda_graphs = backward = optimizer = False
-    collectives: set[str] = set()
-    attention: set[str] = set()
+    collectives: set[str | None] = set()  # None: a name that says no kind
+    attention: set[str | None] = set()
     inputs: set[str] = set()
     names = range_names if isinstance(range_names, (set, frozenset)) else set(range_names)
     if SDPA_OP in names:
@@ -228,21 +232,15 @@ def markers_of(
         elif name.startswith("Optimizer.step#") or name.startswith(_OPTIMIZER_OPS):
             optimizer = True
         elif _HOST_COLLECTIVE.match(name):
-            kind = _collective(name)
-            if kind is not None:
-                collectives.add(kind)
-        backend = op_backend(name)
-        if backend is not None:
-            attention.add(backend)
+            collectives.add(_collective(name))
+        attention.add(op_backend(name))
     if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
         cuda_graphs = True
     for name in kernel_names:
         if name.startswith("triton_"):
             compiled = True
         if "nccl" in name.lower():
-            kind = _collective(name)
-            if kind is not None:
-                collectives.add(kind)
+            collectives.add(_collective(name))
         backend = kernel_backend(name)
         if backend is not None:
             attention.add(backend)
@@ -253,7 +251,7 @@ def markers_of(
         cuda_graphs=cuda_graphs,
         backward=backward,
         optimizer=optimizer,
-        collectives=tuple(sorted(collectives)),
-        attention=tuple(sorted(attention)),
+        collectives=_named(collectives),
+        attention=_named(attention),
         attention_inputs=tuple(sorted(inputs)),
     )

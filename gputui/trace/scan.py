@@ -49,6 +49,7 @@ from itertools import accumulate, islice, pairwise
 from operator import itemgetter
 from typing import Any
 
+from gputui.trace.tables import tally
 from gputui.trace.timeline import (
     ANNOTATION,
     DRIVER,
@@ -741,23 +742,8 @@ class Scan:
         """``name -> [calls, total ns, min ns, max ns]`` of the kernels, copies and
         sets that start in the window (:func:`gputui.trace.tables.tally`)."""
         a, b = self.gpu_bounds()
-        per_name: dict[str, list[int]] = {}
         kinds = TABLE_KINDS
-        for act in islice(self.timeline.gpu, a, b):
-            if act[3] not in kinds:
-                continue
-            dur = act[2]
-            row = per_name.get(act[4])
-            if row is None:
-                per_name[act[4]] = [1, dur, dur, dur]
-            else:
-                row[0] += 1
-                row[1] += dur
-                if dur < row[2]:
-                    row[2] = dur
-                if dur > row[3]:
-                    row[3] = dur
-        return per_name
+        return tally((act[4], act[2]) for act in islice(self.timeline.gpu, a, b) if act[3] in kinds)
 
     def gpu_span(self) -> float | None:
         """From the first GPU activity in the window to the last one's end (µs)."""

@@ -98,11 +98,11 @@ def shape(value: Any) -> Any:
 
 
 def compiled(cls: type, data: Any) -> Any:
-    return _compile_converter(cls, *dataclass_plan(cls))(data)
+    return _compile_converter(cls, dataclass_plan(cls))(data)
 
 
 def looped(cls: type, data: Any) -> Any:
-    return _loop_converter(cls, *dataclass_plan(cls))(data)
+    return _loop_converter(cls, dataclass_plan(cls))(data)
 
 
 def outcome(fn: Any, cls: type, data: Any) -> Any:

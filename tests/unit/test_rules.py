@@ -643,3 +643,15 @@ def test_an_older_captures_launch_cost_is_held_to_its_cpu_ops_time() -> None:
     (f,) = fired("launch.overhead", evidence(steps(n=60, walls=walls), cap=cap))
     assert f.impact_pct is not None and f.impact_pct < 1.0
     assert "no step account" in f.evidence
+
+
+def test_an_eager_launch_bound_step_that_synchronizes_is_told_what_blocks_graphs() -> None:
+    """CUDA graphs cannot hold a read-back: a step with .item() calls hears that
+    those go first, not "capture the step in a CUDA graph"."""
+    kernels = [kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)]
+    (quiet,) = fired("launch.overhead", evidence(cap=capture(kernels)))
+    assert "capture the step in a CUDA graph" in quiet.fix
+    syncing = capture(kernels, [op("cudaStreamSynchronize", 80, 400.0), op("aten::item", 80, 90.0)])
+    (told,) = fired("launch.overhead", evidence(cap=syncing))
+    assert "capture the step in a CUDA graph" not in told.fix
+    assert "synchronizations per step" in told.fix and "keep those values on the GPU" in told.fix

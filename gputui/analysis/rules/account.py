@@ -164,18 +164,8 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         if host.all_functions:
             evidence += ": " + host.named(model=True)
     where = "the trace" if ev.from_trace else "the job"
-    return [
-        finding(
-            ev,
-            "cpu.python",
-            "Python outside torch holds the step",
-            evidence,
-            _fix(host, True, where),
-            "a new capture shows the Python share of the step fall and the GPU busy share rise",
-            share=recoverable,
-            bucket=HOST_CODE if phase > 0 else None,
-        )
-    ]
+    confirm = "a new capture shows the Python share of the step fall and the GPU busy share rise"
+    return _python(ev, evidence, _fix(host, True, where), confirm, recoverable, phase > 0)
 
 
 def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
@@ -203,18 +193,20 @@ def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
         + "; without a capture, forward and backward are left out: the sampler cannot tell "
         "the model's Python from the torch ops its lines run"
     )
-    return [
-        finding(
-            ev,
-            "cpu.python",
-            "Python outside torch holds the step",
-            evidence,
-            _fix(host, False, "the job"),
-            "the functions named fall in the Python view (y) and the steps get shorter",
-            share=share,
-            bucket=HOST_CODE if host.user_phases > 0.005 else None,
-        )
-    ]
+    confirm = "the functions named fall in the Python view (y) and the steps get shorter"
+    return _python(
+        ev, evidence, _fix(host, False, "the job"), confirm, share, host.user_phases > 0.005
+    )
+
+
+def _python(
+    ev: JobEvidence, evidence: str, fix: str, confirm: str, share: float, in_phases: bool
+) -> list[Finding]:
+    """The finding, from the account or the sampler: its cost is in the user
+    phases' part of the step where ``in_phases``."""
+    title = "Python outside torch holds the step"
+    bucket = HOST_CODE if in_phases else None
+    return [finding(ev, "cpu.python", title, evidence, fix, confirm, share=share, bucket=bucket)]
 
 
 #: the ops that fill a tensor with random numbers (randn, rand, randint, randperm,

@@ -319,7 +319,21 @@ def launch_fix(ev: JobEvidence) -> str:
     fix += "(mode='reduce-overhead' adds CUDA graphs), "
     if not ctx.inference:
         fix += "fused or foreach optimizers (torch.optim.AdamW(..., fused=True)), "
-    return fix + more_work + "; capture the step in a CUDA graph when its shapes are static"
+    return fix + more_work + _graph_advice(ev)
+
+
+def _graph_advice(ev: JobEvidence) -> str:
+    """CUDA graphs for an eager step, unless the step synchronizes: a graph
+    cannot hold a read-back (.item(), .cpu()), so those go first."""
+    cap = capture_of(ev)
+    per_step = 0.0 if cap is None else syncs_per_step(cap)[0]
+    if per_step < SYNC_PER_STEP:
+        return "; capture the step in a CUDA graph when its shapes are static"
+    return (
+        f"; its {fmt.per_step(per_step)} synchronizations per step (.item(), .cpu(), "
+        "print(tensor)) stop the host each time and keep the step out of a CUDA graph "
+        "(and reduce-overhead): keep those values on the GPU first"
+    )
 
 
 #: what the host did while the GPU idled, by account bucket

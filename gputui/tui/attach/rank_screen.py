@@ -654,22 +654,6 @@ class RanksApp(AttachAppBase):
 
     feed: RanksFeed
 
-    def __init__(
-        self,
-        feed: RanksFeed,
-        *,
-        ascii_only: bool = False,
-        banner: str | None = None,
-        autostart: bool = True,
-        notice: str | None = None,
-        auto_capture: bool = True,
-    ) -> None:
-        super().__init__(
-            feed, ascii_only=ascii_only, banner=banner, autostart=autostart, notice=notice
-        )
-        #: False: the automatic capture starts off (``--no-capture``; the key turns it on)
-        self.auto_capture = auto_capture
-
     def get_default_screen(self) -> Screen[object]:
         auto = AutoCapture(enabled=self.auto_capture)
         return RanksScreen(self.feed, autostart=self.autostart, auto=auto)

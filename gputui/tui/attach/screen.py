@@ -424,7 +424,8 @@ class AttachScreen(Screen[object]):
 
 class AttachAppBase(BaseApp):
     """What the attach apps share (one job, or every rank of one): the CSS,
-    ``--ascii`` and the banner of a replay; the keys are BaseApp's."""
+    ``--ascii``, the banner of a replay and whether the automatic capture starts
+    on; the keys are BaseApp's."""
 
     TITLE = "gputui attach"
     # Textual loads a screen's CSS_PATH when the screen is pushed, not for the
@@ -440,6 +441,7 @@ class AttachAppBase(BaseApp):
         banner: str | None = None,
         autostart: bool = True,
         notice: str | None = None,
+        auto_capture: bool = True,
     ) -> None:
         super().__init__()
         self.feed = feed
@@ -448,6 +450,8 @@ class AttachAppBase(BaseApp):
         self.autostart = autostart
         #: said once the screen is up (a recording that ends early)
         self.notice = notice
+        #: False: the automatic capture starts off (``--no-capture``; the key turns it on)
+        self.auto_capture = auto_capture
         if ascii_only:
             ascii.use_ascii(self)
 
@@ -468,22 +472,6 @@ class AttachApp(AttachAppBase):
     """``gputui attach`` on its own: the attach screen is the only screen."""
 
     feed: AttachFeed
-
-    def __init__(
-        self,
-        feed: AttachFeed,
-        *,
-        ascii_only: bool = False,
-        banner: str | None = None,
-        autostart: bool = True,
-        notice: str | None = None,
-        auto_capture: bool = True,
-    ) -> None:
-        super().__init__(
-            feed, ascii_only=ascii_only, banner=banner, autostart=autostart, notice=notice
-        )
-        #: False: the automatic capture starts off (``--no-capture``; the key turns it on)
-        self.auto_capture = auto_capture
 
     def get_default_screen(self) -> Screen[object]:
         return AttachScreen(

@@ -89,18 +89,15 @@ class DetailPanel(TextPanel):
         ]
         for name, value in facts:
             lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
-        placed = container_text.facts(proc)
-        if placed:
-            lines.append(Text(""))
-            lines.append(Text("Container", style="bold"))
-            for name, value in placed:
-                lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
-        job = slurm_text.facts(proc)
-        if job:
-            lines.append(Text(""))
-            lines.append(Text("Slurm", style="bold"))
-            for name, value in job:
-                lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
+        for heading, section in (
+            ("Container", container_text.facts(proc)),
+            ("Slurm", slurm_text.facts(proc)),
+        ):
+            if section:
+                lines.append(Text(""))
+                lines.append(Text(heading, style="bold"))
+                for name, value in section:
+                    lines.append(Text.assemble((f"  {name:<12}", "dim"), value))
         lines.append(Text(""))
         lines.append(Text("History (newest right)", style="bold"))
         graph_w = max(10, width - 26)

@@ -78,6 +78,12 @@ def _frac(value: float | None) -> float | None:
     return None if value is None else value / 100.0
 
 
+def _util_bar(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
+    """The GPU utilization bar of a device's full block and of its compact line."""
+    util = device.util_gpu_pct
+    return render.bar(_frac(util), width, ascii_only, style=UTIL_STYLE, label=fmt.pct(util, 4))
+
+
 def full_block(
     device: DeviceSnapshot, width: int, ascii_only: bool, ceilings: Ceilings | None = None
 ) -> list[Text]:
@@ -104,11 +110,8 @@ def full_block(
     _flags(device, head, ascii_only)
 
     bar_w = max(6, (width - 2 * _LABEL - 2) // 2)
-    util = device.util_gpu_pct
     line2 = Text("  UTIL   ")
-    line2.append_text(
-        render.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util, 4))
-    )
+    line2.append_text(_util_bar(device, bar_w, ascii_only))
     line2.append("   MEM   ")
     mem_pct = device.mem_used_pct
     line2.append_text(
@@ -223,11 +226,8 @@ def compact_line(device: DeviceSnapshot, width: int, ascii_only: bool) -> Text:
     tail.append(f" {_temp(device, ascii_only):>4} {_power(device):>8}")
     _flags(device, tail, ascii_only)
     bar_w = max(6, (width - len(line) - len(tail) - 6) // 2)
-    util = device.util_gpu_pct
     line.append("U")
-    line.append_text(
-        render.bar(_frac(util), bar_w, ascii_only, style=UTIL_STYLE, label=fmt.pct(util, 4))
-    )
+    line.append_text(_util_bar(device, bar_w, ascii_only))
     line.append(" M")
     mem_pct = device.mem_used_pct
     line.append_text(
