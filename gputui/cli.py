@@ -57,12 +57,8 @@ examples:
 """
 
 
-#: the monitor's embedded recordings (``--demo NAME``: gputui.recording.replay's
-#: DEMO_RESOURCES), the default first
-DEMOS = {
-    "h100": "one H100, a transformer's training and a second process",
-    "ddp": "two H100s, DDP with NCCL",
-}
+#: the monitor's embedded recordings (``--demo NAME``), the default first
+DEMOS = types.MONITOR_DEMOS
 
 #: the most rows --rows takes (a snapshot holds at most 2^17 processes)
 MAX_ROWS = 2**17
@@ -82,13 +78,20 @@ class _Parser(argparse.ArgumentParser):
         make: Callable[..., argparse.HelpFormatter] = self.formatter_class  # HelpFormatter's
         return make(prog=self.prog, width=columns - 2)
 
+    def format_help(self) -> str:
+        # argparse's usage lines keep their indent under a long command, whatever
+        # the width: every line within the output's width (COLUMNS=40 included)
+        from gputui.reports.text import fit_lines, output_width
+
+        return fit_lines(super().format_help(), output_width())
+
 
 def build_monitor_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gputui",
         description="Monitor NVIDIA GPUs and the PyTorch jobs on them.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=types.ExamplesFormatter,
     )
     source = parser.add_mutually_exclusive_group()
     types.add_demo(source, DEMOS)
@@ -203,6 +206,38 @@ def normalize(args: Sequence[str]) -> list[str]:
     return args
 
 
+def _unknown_command(extra: Sequence[str], args: Sequence[str]) -> str | None:
+    """``gputui nosuchcmd``: a word where a sub-command goes that names none."""
+    first = next((word for word in args if word not in SHARED_FLAGS), None)
+    if first is None or first not in extra or first.startswith("-"):
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return (
+        f"gputui: unknown command '{fmt.clean(first, 40)}'{hint}; the commands are "
+        f"{', '.join(SUBCOMMANDS)} (see 'gputui --help')"
+    )
+
+
+def plain_terminal(args: argparse.Namespace) -> None:
+    """``TERM=dumb`` (an editor's shell, a CI log): ``--ascii``, for the screens
+    and the printed reports of the commands that take it (the others print
+    through the text layer, which reads ``TERM`` itself)."""
+    if os.environ.get("TERM") == "dumb" and hasattr(args, "ascii"):
+        args.ascii = True
+
+
+def error_line(message: str, args: Sequence[str]) -> str:
+    """An error as its one line: prefixed with the command that says it
+    (``gputui analyze: ...``) unless it already is."""
+    if message.startswith("gputui"):
+        return message
+    prog = f"gputui {args[0]}" if args and args[0] in SUBCOMMANDS else "gputui"
+    return f"{prog}: {message}"
+
+
 def _misplaced_sub_command(extra: Sequence[str]) -> str | None:
     """``gputui --once ls``: the sub-command given after a monitor option."""
     name = next((word for word in extra if word in SUBCOMMANDS), None)
@@ -221,6 +256,7 @@ def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
             args, extra = parser.parse_known_args(args_list)
             if extra:  # said by the sub-command's parser: "gputui analyze: ..."
                 command.error(f"unrecognized arguments: {' '.join(extra)}")
+            plain_terminal(args)
             return int(args.func(args) or 0)
         monitor_parser = build_monitor_parser()
         # "--demo attach": a sub-command after the option that takes a name
@@ -230,7 +266,7 @@ def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
             raise GputuiError(misplaced)
         args, extra = monitor_parser.parse_known_args(args_list)
         if extra:
-            misplaced = _misplaced_sub_command(extra)
+            misplaced = _misplaced_sub_command(extra) or _unknown_command(extra, args_list)
             if misplaced is not None:
                 raise GputuiError(misplaced)
             monitor_parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -252,9 +288,10 @@ def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
             )
         from gputui.commands import monitor
 
+        plain_terminal(args)
         return monitor.main(args, leaving=leaving)
     except GputuiError as exc:
-        print(str(exc), file=sys.stderr)
+        print(error_line(str(exc), args_list), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +78,7 @@ def main(args: argparse.Namespace) -> int:
     from gputui.commands.analyze_load import load
     from gputui.reports import roofline as roofline_text
     from gputui.reports.analyze import render, render_across, render_diagnosis
+    from gputui.reports.text import emit
     from gputui.trace.tables import TOP_ROWS
 
     warnings: list[str] = []
@@ -91,8 +91,11 @@ def main(args: argparse.Namespace) -> int:
         warnings,
         jobs=args.jobs,
     )
-    for line in warnings:
-        print(f"gputui analyze: warning: {line}", file=sys.stderr)
+    if warnings:
+        from gputui.reports.text import say
+
+        for line in warnings:
+            say(f"gputui analyze: warning: {line}")
     roofs = roofs_of(summaries)
     evidence = [
         trace_evidence(s, roof, datasheet=datasheet_of(s))
@@ -139,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
         if lines:
             lines.append("")
         lines.extend(render(summary, found, args.top, roof, mfu=mfu, ledger=led))
-    sys.stdout.write("\n".join(lines) + "\n")
+    emit(lines)
     return 0
 
 

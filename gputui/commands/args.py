@@ -32,13 +32,23 @@ def _number(text: str, what: str) -> float:
     return value
 
 
+def plain_number(value: float) -> str:
+    """``value`` as the help texts write a range's ends: ``0.1``, ``31622400``
+    (never ``3.16224e+07``)."""
+    if value == int(value):
+        return str(int(value))
+    return f"{value:.6f}".rstrip("0")
+
+
 def seconds(lo: float, hi: float) -> Callable[[str], float]:
     """A number of seconds in [lo, hi]."""
 
     def parse(text: str) -> float:
         value = _number(text, "a number of seconds")
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be between {lo:g} and {hi:g} s, got {text}")
+            raise argparse.ArgumentTypeError(
+                f"must be between {plain_number(lo)} and {plain_number(hi)} s, got {text}"
+            )
         return value
 
     parse.__name__ = "seconds"
@@ -86,10 +96,22 @@ interval = seconds(0.1, 30.0)
 
 
 # -- flags several commands share, said once ----------------------------------------------------
-def add_demo(group: Any, demos: Mapping[str, str], checked: bool = True) -> None:
+#: the monitor's embedded recordings (``--demo NAME`` of the monitor, ``record``,
+#: ``exporter`` and ``serve``: gputui.recording.replay's DEMO_RESOURCES), the
+#: default first
+MONITOR_DEMOS = {
+    "h100": "one H100, a transformer's training and a second process",
+    "ddp": "two H100s, DDP with NCCL",
+}
+
+
+def add_demo(
+    group: Any, demos: Mapping[str, str], checked: bool = True, verb: str = "play"
+) -> None:
     """``--demo [NAME]``: one of the embedded recordings ``demos`` (name: what it
     shows), the first without a name.  ``checked=False``: the command checks the
-    name itself (one with a positional argument: ``--demo 123`` is a pid)."""
+    name itself (one with a positional argument: ``--demo 123`` is a pid).
+    ``verb``: what the command does with it (play, serve, re-record)."""
     names = list(demos)
     listed = "; ".join(f"{name}: {what}" for name, what in demos.items())
     group.add_argument(
@@ -98,7 +120,7 @@ def add_demo(group: Any, demos: Mapping[str, str], checked: bool = True) -> None
         const=names[0],
         choices=names if checked else None,
         metavar="NAME",
-        help=f"play an embedded recording of a real session ({listed}; default {names[0]})",
+        help=f"{verb} an embedded recording of a real session ({listed}; default {names[0]})",
     )
 
 
@@ -143,6 +165,14 @@ def add_ascii(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def try_demo(message: str, command: str) -> str:
+    """A driver's error (``...; try 'gputui --demo'``) with the demo of the
+    sub-command that met it suggested instead: ``try 'gputui exporter --demo'``."""
+    from gputui.nvml.startup import TRY_DEMO
+
+    return message.replace(TRY_DEMO, f"try '{command}'")
+
+
 # -- files a command will write -----------------------------------------------------------------
 def check_writable(prog: str, path: str, what: str = "recording") -> None:
     """Raise (exit status 2, one line) unless ``path`` can be created or overwritten.
@@ -172,13 +202,18 @@ def _why_not_writable(path: Path) -> str | None:
     return None
 
 
-class _ExamplesFormatter(argparse.HelpFormatter):
+class ExamplesFormatter(argparse.HelpFormatter):
     """Paragraphs wrapped to the terminal; a text of several lines (a list of
-    examples) kept as written."""
+    examples, of sub-commands) laid out line by line to the terminal's width
+    (``reports.text.help_block``: an example's description under its column,
+    or under the example where the width leaves no room)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if "\n" in text:
-            return "".join(indent + line for line in text.splitlines(keepends=True))
+            from gputui.reports.text import help_block
+
+            lines = help_block(text, max(20, width - len(indent)))
+            return "".join(indent + line + "\n" for line in lines)
         return super()._fill_text(text, width, indent)
 
 
@@ -193,6 +228,6 @@ def command(
         help=summary,
         description=description,
         epilog=examples,
-        formatter_class=_ExamplesFormatter,
+        formatter_class=ExamplesFormatter,
     )
     return parser

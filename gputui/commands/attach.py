@@ -11,6 +11,7 @@ loads the hook into a running job that was started without it (Python >= 3.14,
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands import args as types
@@ -375,11 +376,14 @@ def run_replay(args: argparse.Namespace) -> int:
         if args.demo
         else f"gputui attach --replay {args.replay} --once"
     )
-    app = make_attach_app(feed, ascii_only=args.ascii, banner=banner)
+    notice = feed.recording.ends_early
+    app = make_attach_app(feed, ascii_only=args.ascii, banner=banner, notice=notice)
     try:
         app.run()
     finally:
         feed.close()
+        if notice is not None:
+            print(f"gputui attach: {notice}", file=sys.stderr)
     return int(app.return_code or 0)
 
 
@@ -411,4 +415,8 @@ def _replay_once(args: argparse.Namespace) -> int:
     else:
         banner = DEMO_BANNER if args.demo else f"REPLAY: {args.replay}, not this machine"
         attach_report.output(report, args.json, args.ascii, banner)
+    if report.recorded is not None and report.recorded.ends_early is not None:
+        from gputui.reports.text import say
+
+        say(f"gputui attach: {report.recorded.ends_early}")
     return 0

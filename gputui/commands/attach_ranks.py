@@ -53,9 +53,18 @@ def replay(
     from gputui.tui.attach.rank_screen import RanksApp
 
     feed = ReplayRanksFeed(recording, label, speed=speed)
-    app = RanksApp(feed, ascii_only=ascii_only, banner=banner)
+    app = RanksApp(feed, ascii_only=ascii_only, banner=banner, notice=recording.ends_early)
     try:
         app.run()
     finally:
         feed.close()
+        said_ends_early(recording)
     return int(app.return_code or 0)
+
+
+def said_ends_early(recording: AttachRecording) -> None:
+    """A recording that ends early, said on stderr once its screen is gone."""
+    if recording.ends_early is not None:
+        from gputui.reports.text import say
+
+        say(f"gputui attach: {recording.ends_early}")

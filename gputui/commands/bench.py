@@ -139,8 +139,9 @@ def main(args: argparse.Namespace) -> int:
             print("no saved results: run 'gputui bench' on a GPU first", file=sys.stderr)
         else:
             from gputui.reports.bench import render
+            from gputui.reports.text import emit
 
-            print("\n\n".join("\n".join(render(doc)) for doc in docs))
+            emit("\n\n".join("\n".join(render(doc)) for doc in docs).splitlines())
         return 0
     doc = measure(args)
     if not any(m.get("value") is not None for m in doc["measurements"]):
@@ -156,11 +157,12 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({**doc, "saved_to": None if saved is None else str(saved)}, indent=2))
     else:
         from gputui.reports.bench import render
+        from gputui.reports.text import emit
 
         lines = render(doc)
         if saved is not None:
             lines.append(f"saved to {fmt.clean(str(saved))}")
-        print("\n".join(lines))
+        emit(lines)
     return 0
 
 

@@ -6,9 +6,14 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gputui.commands import args as types
+
+if TYPE_CHECKING:
+    from gputui.recording.replay import ReplaySource
+    from gputui.snapshot.model import Snapshot
 
 #: Clear of the neighbours on a GPU node: Prometheus 9090, node_exporter 9100,
 #: dcgm-exporter 9400, nvidia_gpu_exporter 9835, nvitop-exporter and most model
@@ -57,13 +62,40 @@ def register(sub: Any) -> None:
         ("--cmdline", "add user and command line labels to process and job series (sensitive)"),
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--demo", action="store_true", help="serve the embedded recording of a real GPU session"
-    )
+    types.add_demo(source, types.MONITOR_DEMOS, verb="serve")
     source.add_argument(
         "--replay", metavar="FILE", help="serve a recording made by 'gputui record'"
     )
     parser.set_defaults(func=main)
+
+
+def _both(
+    first: Callable[[Snapshot], None], then: Callable[[Snapshot], None] | None
+) -> Callable[[Snapshot], None]:
+    """``first``, then ``then`` (when there is one), for each snapshot."""
+    if then is None:
+        return first
+
+    def both(snapshot: Snapshot) -> None:
+        first(snapshot)
+        then(snapshot)
+
+    return both
+
+
+def _saying_ends_early(replay: ReplaySource) -> Callable[[Snapshot], None]:
+    """Called after each snapshot served: says once on stderr that the recording
+    ends early (cut off, or still being written), when it does."""
+    said = threading.Event()
+
+    def check(_snapshot: Snapshot) -> None:
+        replay.progress()  # counts the snapshots, once: that finds a cut-off end
+        note = replay.ends_early_note()
+        if note is not None and not said.is_set():
+            said.set()
+            print(f"gputui exporter: {note}", file=sys.stderr, flush=True)
+
+    return check
 
 
 def _port(text: str) -> int:
@@ -87,18 +119,24 @@ def main(args: argparse.Namespace) -> int:
 
     source: SnapshotSource | None
     recorded_host: str | None = None
+    on_snapshot: Callable[[Snapshot], None] | None = None
     if args.demo or args.replay:
         from gputui.recording.replay import ReplaySource
 
-        replay = ReplaySource.demo() if args.demo else ReplaySource.from_file(args.replay)
+        replay = (
+            ReplaySource.demo(name=args.demo) if args.demo else ReplaySource.from_file(args.replay)
+        )
         recorded_host = replay.header.hostname
         source = replay
+        on_snapshot = _saying_ends_early(replay)
     else:
         try:
             source = LiveSource()
         except NvmlUnavailable as exc:
             print(
-                f"gputui exporter: GPU series are off ({exc}); serving training-job series only",
+                f"gputui exporter: GPU series are off "
+                f"({types.try_demo(str(exc), 'gputui exporter --demo')}); "
+                "serving training-job series only",
                 file=sys.stderr,
                 flush=True,
             )
@@ -124,7 +162,9 @@ def main(args: argparse.Namespace) -> int:
     )
     poller = None
     if source is not None:
-        poller = Poller(source, interval, collector.on_snapshot, collector.on_error)
+        poller = Poller(
+            source, interval, _both(collector.on_snapshot, on_snapshot), collector.on_error
+        )
         poller.start()
     if jobs is not None:
         jobs.start()

@@ -97,7 +97,10 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(jobs, indent=2))
         return 0
     if not jobs:
-        print("no hooked jobs (start one with 'gputui run -- python train.py')", file=sys.stderr)
+        from gputui.reports.text import emit, output_width, wrap_items
+
+        said = ["no hooked jobs", "(start one with", "'gputui run -- python train.py')"]
+        emit(wrap_items(said, output_width(sys.stderr), " ", subsequent="  "), stream=sys.stderr)
         return 0
     from gputui.reports.ls import print_jobs
 

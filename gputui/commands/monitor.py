@@ -109,13 +109,31 @@ def main(args: argparse.Namespace, leaving: bool = False) -> int:
             ascii_only=args.ascii,
             banner=banner,
         )
-        app.run()
+        try:
+            app.run()
+        finally:
+            _say_ends_early(source, args)
         return int(app.return_code or 0)
     finally:
         if not (leaving and args.once):
             source.close()
             if live is not None and live is not source:
                 live.close()
+
+
+def _say_ends_early(source: SnapshotSource, args: argparse.Namespace) -> None:
+    """A recording that ends early (cut off, or still being written), said on
+    stderr once the screen is gone (the screen said it too)."""
+    progress = source.progress() if source.is_recording else None
+    if progress is None or progress.ends_early is None:
+        return
+    from gputui.fmt import clean
+    from gputui.recording.io import ends_early
+
+    name = "the demo recording" if args.demo or not args.replay else clean(args.replay)
+    from gputui.reports.text import say
+
+    say(f"gputui: {ends_early(name, progress.ends_early)}")
 
 
 def _printed_form(args: argparse.Namespace) -> str:

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from gputui import fmt
 from gputui.commands import args as types
 from gputui.errors import GputuiError
 
@@ -65,7 +66,7 @@ def register(sub: Any) -> None:
     played.add_argument(
         "--replay", metavar="FILE", help="re-record this recording instead of the machine"
     )
-    played.add_argument("--demo", action="store_true", help="re-record the embedded demo recording")
+    types.add_demo(played, types.MONITOR_DEMOS, verb="re-record")
     types.add_seconds(
         parser,
         "--start",
@@ -90,24 +91,57 @@ def main(args: argparse.Namespace) -> int:
     return record_live(args)
 
 
-def _progress(args: argparse.Namespace, count: int) -> None:
-    if not args.quiet:
-        from gputui.reports.text import plural
+def _on_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
+
+def _progress(args: argparse.Namespace, count: int) -> None:
+    """How far it got, redrawn in place: on a terminal only (a log gets the last
+    line, :func:`_done`), within one line of it (the file's name elided in the
+    middle where it does not fit)."""
+    if not args.quiet and _on_terminal():
+        from gputui.reports.text import cells, elide, output_width, plural
+
+        head = f"recorded {plural(count, 'snapshot')} to "
+        # one cell short of the width: a line that fills it would wrap on some terminals
+        room = max(8, output_width(sys.stderr) - 1 - cells(head))
         print(
-            f"\rrecorded {plural(count, 'snapshot')} to {args.output}",
+            f"\r{head}{elide(fmt.clean(args.output), room)}",
             end="",
             file=sys.stderr,
             flush=True,
         )
 
 
+def _done(args: argparse.Namespace, count: int) -> None:
+    """The last word on stderr: the progress line ended, or (not a terminal) the
+    one line of what was written."""
+    if args.quiet:
+        return
+    if _on_terminal():
+        _progress(args, count)
+        print(file=sys.stderr)
+        return
+    from gputui.reports.text import plural, say
+
+    say(f"recorded {plural(count, 'snapshot')} to {fmt.clean(args.output)}")
+
+
 def record_live(args: argparse.Namespace) -> int:
+    from gputui.errors import NvmlUnavailable
     from gputui.recording.replay import RecordingWriter
     from gputui.sources.live import LiveSource
 
     interval = LIVE_INTERVAL_S if args.interval is None else args.interval
-    source = LiveSource()
+    try:
+        source = LiveSource()
+    except NvmlUnavailable as exc:
+        raise GputuiError(
+            f"{PROG}: {types.try_demo(str(exc), f'{PROG} -o {fmt.clean(args.output)} --demo')}"
+        ) from None
     stop = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:
@@ -129,8 +163,7 @@ def record_live(args: argparse.Namespace) -> int:
     finally:
         writer.close()
         source.close()
-        if not args.quiet:
-            print(file=sys.stderr)
+        _done(args, writer.count)
     return 0
 
 
@@ -150,7 +183,9 @@ def rerecord(args: argparse.Namespace) -> int:
     if args.replay is not None and _same_file(args.replay, args.output):
         raise GputuiError(f"{PROG}: -o would overwrite the recording it reads; name another file")
     try:
-        source = ReplaySource.demo() if args.demo else ReplaySource.from_file(args.replay)
+        source = (
+            ReplaySource.demo(name=args.demo) if args.demo else ReplaySource.from_file(args.replay)
+        )
     except RecordingError as exc:
         raise GputuiError(f"{PROG}: {exc}") from None
     header = source.header
@@ -203,16 +238,16 @@ def rerecord(args: argparse.Namespace) -> int:
     finally:
         writer.close()
         source.close()
-        if writer.count and not args.quiet:
-            _progress(args, writer.count)
-            print(file=sys.stderr)
-    if damaged:
-        from gputui.reports.text import plural
+        if writer.count:
+            _done(args, writer.count)
+    note = source.ends_early_note()
+    if note is not None or damaged:
+        from gputui.reports.text import plural, say
 
-        print(
-            f"{PROG}: left out {plural(damaged, 'damaged line')} of the recording",
-            file=sys.stderr,
-        )
+        if note is not None:
+            say(f"{PROG}: {note}")
+        if damaged:
+            say(f"{PROG}: left out {plural(damaged, 'damaged line')} of the recording")
     if writer.count == 0:
         _remove_if_regular(args.output)
         raise GputuiError(

@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
         "--stdio", action="store_true", required=True, help="serve on standard input and output"
     )
     played = parser.add_mutually_exclusive_group()
-    played.add_argument("--demo", action="store_true", help="serve the embedded demo recording")
+    types.add_demo(played, types.MONITOR_DEMOS, verb="serve")
     played.add_argument("--replay", metavar="FILE", help="serve this recording")
     types.add_interval(parser)
     parser.set_defaults(func=main)
@@ -63,7 +63,11 @@ def main(args: argparse.Namespace) -> int:
         from gputui.recording.replay import RecordingError, ReplaySource
 
         try:
-            source = ReplaySource.demo() if args.demo else ReplaySource.from_file(args.replay)
+            source = (
+                ReplaySource.demo(name=args.demo)
+                if args.demo
+                else ReplaySource.from_file(args.replay)
+            )
         except RecordingError as exc:
             raise GputuiError(f"gputui serve: {exc}") from None
         host = source.header.hostname or current_hostname()

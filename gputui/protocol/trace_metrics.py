@@ -232,6 +232,19 @@ ACCOUNT_LABELS = {
     "python": "Python outside torch",
     "ahead": "CPU ahead of the GPU",
 }
+#: a job without a GPU: torch's ops run on the CPU, and the time they take there
+#: is the step's compute, not a dispatch on the way to a GPU (the same bucket,
+#: named for what it is)
+CPU_JOB_LABELS = {"dispatch": "torch ops (compute)"}
+
+
+def account_label(bucket: str, cuda: bool = True) -> str:
+    """A bucket's name in the step's account; ``cuda``: the job runs on a GPU."""
+    if not cuda and bucket in CPU_JOB_LABELS:
+        return CPU_JOB_LABELS[bucket]
+    return ACCOUNT_LABELS[bucket]
+
+
 #: the buckets of the host's own time in a step (all but the time the CPU ran
 #: ahead of the GPU and the step waited for the GPU's work)
 HOST_BUCKETS = ACCOUNT_BUCKETS[:-1]

@@ -34,6 +34,7 @@ from gputui.protocol.messages import PYTHON_PROFILE
 from gputui.recording.io import (
     LineReader,
     RecordingError,
+    ends_early,
     load_message_line,
     open_private,
     open_regular,
@@ -72,6 +73,8 @@ class AttachRecording:
     #: a multi-rank session: every stream as a recording of its own (stream 0,
     #: which the fields above describe, first); () for one connection
     ranks: tuple[AttachRecording, ...] = ()
+    #: the file ends early (cut off, or still being written): what to say of it
+    ends_early: str | None = None
 
 
 class AttachRecorder:
@@ -194,6 +197,7 @@ def _parse(reader: LineReader) -> AttachRecording:
         raise RecordingError(f"{name}: the recording has no hello message")
     pids = _stream_pids(header, name) if version >= 2 else None
     streams: list[list[tuple[float, dict[str, Any]]]] = [[] for _ in pids or [0]]
+    read = 0
     for number, line in lines:
         try:
             item = load_message_line(line)
@@ -206,6 +210,8 @@ def _parse(reader: LineReader) -> AttachRecording:
                 break  # a cut-off last line
             raise RecordingError(f"{name}: line {number} is not a recorded message")
         streams[stream].append(message)
+        read += 1
+    cut = ends_early(name, read, "message") if reader.cut_short else None
     pid = header.get("pid")
     note = header.get("note")
     created = _in_range(header.get("created_s"), 0.0, UNIX_TIME_MAX_S)
@@ -216,6 +222,7 @@ def _parse(reader: LineReader) -> AttachRecording:
         created_s=created,
         hello=hello,
         messages=streams[0],
+        ends_early=cut,
     )
     if pids is None:
         return main
@@ -229,7 +236,7 @@ def _parse(reader: LineReader) -> AttachRecording:
         ranks.append(
             AttachRecording(pids[k], note, created, messages[start][1], messages[start + 1 :])
         )
-    return AttachRecording(main.pid, note, created, hello, streams[0], tuple(ranks))
+    return AttachRecording(main.pid, note, created, hello, streams[0], tuple(ranks), cut)
 
 
 def _stream_pids(header: Mapping[str, Any], name: str) -> list[int]:

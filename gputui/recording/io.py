@@ -16,7 +16,9 @@ a download, a file named by mistake.  So it is read here, never whole:
 
 A stream that ends without gzip's end marker (a recorder killed mid-write) ends
 there; everything before it is still read.  A last line without its newline is
-marked, so that a reader can forgive that one line if it does not parse.
+marked, so that a reader can forgive that one line if it does not parse.  Either
+way the reader says so (``cut_short``), and the commands that play a recording
+say on stderr that it ends early, and after what (:func:`ends_early`).
 """
 
 from __future__ import annotations
@@ -148,6 +150,12 @@ class LineReader:
         self._number = 0
         self._blank = 0
 
+    @property
+    def cut_short(self) -> bool:
+        """The file ended early: compressed data without its end marker, or a
+        last line without its newline (a recorder killed, or still writing)."""
+        return not self.ended or not self.complete
+
     def close(self) -> None:
         self._raw.close()
 
@@ -258,6 +266,13 @@ class LineReader:
                 raise RecordingError(f"{self.name}: too many empty lines: not a gputui recording")
             return
         yield self._number, line
+
+
+def ends_early(name: str, count: int, what: str = "snapshot") -> str:
+    """What a command says of a recording that ends early: after which of its
+    snapshots (or messages) it stops."""
+    after = f"after {what} {count:,}" if count else f"before its first {what}"
+    return f"{name} ends early, {after} (cut off, or still being written)"
 
 
 def mib(n: int) -> str:

@@ -33,6 +33,7 @@ from gputui.recording.io import (
     LineReader,
     RecordingError,
     embedded_bytes,
+    ends_early,
     load_line,
     open_regular,
     reader_for_bytes,
@@ -92,11 +93,14 @@ class RecordingHeader(ValueBase):
 @value_class
 class ReplayProgress(ValueBase):
     """Where a replay is: the snapshot shown (1-based) of ``total`` (None while
-    still counting), and how many times it went back to the start."""
+    still counting), and how many times it went back to the start.  ``ends_early``:
+    the file ends early (cut off, or still being written), after this many
+    snapshots."""
 
     position: int
     total: int | None
     loops: int
+    ends_early: int | None = None
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -256,6 +260,7 @@ class _ListPlayer:
     def __init__(self, snapshots: Sequence[Snapshot]) -> None:
         self.snapshots = snapshots
         self.total: int | None = len(snapshots)
+        self.ends_early: int | None = None
         self._index = 0
 
     def next_in_pass(self) -> Snapshot | None:
@@ -296,6 +301,9 @@ class _StreamPlayer:
         self._preload_max = preload_max
         self._preload_max_processes = preload_max_processes
         self.total: int | None = None
+        #: the file ends early (cut off, or still being written), after this many
+        #: snapshots: said by the count, then by each pass that reaches the end
+        self.ends_early: int | None = None
         self.count_error: str | None = None
         self._closed = threading.Event()
         self._counted = threading.Event()
@@ -305,6 +313,7 @@ class _StreamPlayer:
         #: the items this pass has played (where it is in ``preloaded``)
         self._played = 0
         self._reader: LineReader | None = None
+        self._name = "recording"
         #: one decoder for every pass: the first line of a pass finds the processes
         #: of the last line of the one before
         self._decoder = SnapshotLines()
@@ -336,6 +345,7 @@ class _StreamPlayer:
             reader.close()
             raise
         self._reader = reader
+        self._name = reader.name
         # A compact recording's second line stands on the first's processes: a
         # pass that takes the first snapshot again decodes little of the second.
         # (Without the first line's texts, a whole second line would be decoded
@@ -346,7 +356,7 @@ class _StreamPlayer:
 
     @property
     def name(self) -> str:
-        return self._reader.name if self._reader else "recording"
+        return self._name
 
     @property
     def first(self) -> Snapshot | None:
@@ -371,6 +381,8 @@ class _StreamPlayer:
             item = preloaded[self._played] if self._played < len(preloaded) else None
         else:
             item = next(self._iter, None)
+            if item is None and self._reader is not None:
+                self.ends_early = self._played if self._reader.cut_short else None
         if item is None:
             return None
         self._played += 1
@@ -431,11 +443,15 @@ class _StreamPlayer:
                     if self._closed.is_set():
                         return None
                 size = reader.total if reader.ended else None
+                # the lines after the header, less a last one cut off
+                whole = max(0, lines - 1 - (not reader.complete))
+                if reader.cut_short and self.ends_early is None:
+                    self.ends_early = whole
         except RecordingError as exc:
             self.count_error = str(exc)
             return None
         if self.total is None:
-            self.total = max(0, lines - 1)
+            self.total = whole
         return size
 
     def _preload(self) -> None:
@@ -531,6 +547,12 @@ class ReplaySource:
         return cls(header, (), f"DEMO: recording{where}", speed, player=player)
 
     @property
+    def name(self) -> str:
+        """The recording, as its errors name it (the file's cleaned path)."""
+        player = self._player
+        return player.name if isinstance(player, _StreamPlayer) else self.label
+
+    @property
     def total(self) -> int | None:
         """How many snapshots one pass plays; None while they are being counted."""
         return self._player.total
@@ -539,7 +561,20 @@ class ReplaySource:
         """Where the replay is; the first call starts counting the snapshots (after
         ``COUNT_DELAY_S``: the first frame is drawn meanwhile)."""
         self._player.start_counting(COUNT_DELAY_S)
-        return ReplayProgress(self.position, self._player.total, self.loops)
+        player = self._player
+        return ReplayProgress(self.position, player.total, self.loops, player.ends_early)
+
+    @property
+    def ends_early(self) -> int | None:
+        """The file ends early (cut off, or still being written), after this many
+        snapshots; None: it ends whole, or that is not known yet (the count, or
+        the first pass to its end, says)."""
+        return self._player.ends_early
+
+    def ends_early_note(self) -> str | None:
+        """What to say of a recording that ends early (None: nothing)."""
+        count = self._player.ends_early
+        return None if count is None else ends_early(self.name, count)
 
     def use_view(self, in_view: InView) -> None:
         """A recording reads every process alike: which are on screen is not asked."""

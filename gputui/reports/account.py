@@ -5,19 +5,30 @@ from __future__ import annotations
 
 from gputui import fmt
 from gputui.analysis.live_account import LABELS, MEASURED, LiveAccount
-from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
+from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, StepAccount, account_label
 from gputui.reports.text import plural, wrap
 
 #: columns of the bar
 BAR = 30
 
 
+def label(bucket: str, cuda: bool = True) -> str:
+    """A bucket's name in the account (``cuda``: the job runs on a GPU; without
+    one, torch's ops are the step's compute)."""
+    return LABELS[bucket] if bucket not in ACCOUNT_BUCKETS else account_label(bucket, cuda)
+
+
 def lines(
-    acct: StepAccount, where: str = "profiled", ascii_only: bool = False, width: int = 80
+    acct: StepAccount,
+    where: str = "profiled",
+    ascii_only: bool = False,
+    width: int = 80,
+    cuda: bool = True,
 ) -> list[str]:
     """The account's block: a heading, then the buckets, largest first (empty
     buckets left out); ``where`` says what the steps were (``profiled``,
-    ``captured at step 120``)."""
+    ``captured at step 120``); ``cuda``: the job runs on a GPU (without one,
+    torch's ops are its compute)."""
     step_s = acct.step_us / 1e6
     head = f"Step time account ({plural(acct.steps, f'{where} step')}, {fmt.ms(step_s)} each)"
     out = wrap(head, width, "", "  ")
@@ -26,7 +37,7 @@ def lines(
     for b in ordered:
         us = acct.bucket_us(b)
         if us > 0:
-            out.append(_row(ACCOUNT_LABELS[b], acct.share(b), us / 1e6, bar, ascii_only))
+            out.append(_row(label(b, cuda), acct.share(b), us / 1e6, bar, ascii_only))
     busy = acct.gpu_busy_share
     gpu_us = acct.gpu_busy_us
     if busy is not None and gpu_us is not None and gpu_us > acct.step_us * 1.05:
@@ -54,7 +65,9 @@ def _row(label: str, share: float, seconds: float, bar: int, ascii_only: bool) -
     ).rstrip()
 
 
-def live_lines(live: LiveAccount, ascii_only: bool = False, width: int = 80) -> list[str]:
+def live_lines(
+    live: LiveAccount, ascii_only: bool = False, width: int = 80, cuda: bool = True
+) -> list[str]:
     """The account between captures: the buckets the hook times on every step
     marked ``*``, the Python sampler's ``+``, the others labelled with the
     capture they come from."""
@@ -63,7 +76,7 @@ def live_lines(live: LiveAccount, ascii_only: bool = False, width: int = 80) -> 
     bar = max(0, min(BAR, width - 46))
     for b in live.ordered:
         mark = "*" if b in MEASURED else ("+" if live.sampled and b == "python" else " ")
-        out.append(_row(f"{LABELS[b]}{mark}", live.share(b), live.seconds[b], bar, ascii_only))
+        out.append(_row(f"{label(b, cuda)}{mark}", live.share(b), live.seconds[b], bar, ascii_only))
     split = [b for b in live.ordered if b not in MEASURED]
     if live.capture_step is not None:
         note = (

@@ -149,7 +149,9 @@ def render(
     out.extend(_head(summary, width))
     out.extend(_findings(findings, ledger, width))
     if m.account is not None:
-        out.extend(["", *account_lines(m.account, width=width)])
+        # a trace without GPU kernels is a job on the CPU (as its evidence says)
+        cuda = summary.kernel_total_us > 0
+        out.extend(["", *account_lines(m.account, width=width, cuda=cuda)])
         out.extend(_calls(m.account, width))
     out.extend(_step_breakdown(summary, width))
     if mfu is not None:
@@ -259,10 +261,12 @@ def _hta(summary: TraceSummary, ledger: Ledger | None, width: int) -> list[str]:
                 width,
             )
         return _section("GPU time: no GPU activity in the trace (a CPU-only profile)", width)
-    said = [
-        f"compute {_pct(t.compute_pct)}   non-compute {_pct(t.non_compute_pct)}   "
-        f"idle {_pct(t.idle_pct)}"
+    shares = [
+        f"compute {_pct(t.compute_pct)}",
+        f"non-compute {_pct(t.non_compute_pct)}",
+        f"idle {_pct(t.idle_pct)}",
     ]
+    said: list[str] = []
     ib = m.idle_breakdown
     if ib is not None and ib.idle_us > 0:
         said.append(
@@ -288,11 +292,14 @@ def _hta(summary: TraceSummary, ledger: Ledger | None, width: int) -> list[str]:
     differs = _hta_differs(summary, ledger)
     if differs:
         said.append(differs)
-    out = _section(
-        f"GPU time by Holistic Trace Analysis' definitions ({_hta_window(summary)}; "
-        f"{fmt.us(t.span_us)} from its first GPU activity to its last)",
-        width,
-    )
+    out = [
+        *_section(
+            f"GPU time by Holistic Trace Analysis' definitions ({_hta_window(summary)}; "
+            f"{fmt.us(t.span_us)} from its first GPU activity to its last)",
+            width,
+        ),
+        *wrap_items(shares, width, "   ", _TAB, _TAB * 2),
+    ]
     for line in said:
         out.extend(wrap(line, width, _TAB, _TAB * 2))
     return out
@@ -401,6 +408,8 @@ def _cpu_ops(summary: TraceSummary, top: int, width: int) -> list[str]:
         width - len(_TAB),
         right=[True, True, True, True, False],
         flexible=4,
+        optional=(2, 3),  # narrower: calls and mean give way to the op's name
+        least=16,
     )
     out.extend(_TAB + line for line in lines)
     return out

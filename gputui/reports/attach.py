@@ -134,13 +134,13 @@ def render(
         out.extend(wrap(fmt.clean(problem), width, "", _TAB))
     out.extend(_steps(got, report.stats, width))
     if report.live_account is not None:
-        out.extend(live_lines(report.live_account, width=width))
+        out.extend(live_lines(report.live_account, width=width, cuda=h.cuda_in_use))
     out.extend(_memory(got.latest_memory, report.memory_growth, width))
     auto = report.auto_capture
     if auto is not None and auto.state not in (OFF, REPLACED):
         out.extend(wrap(auto.text, width, "", _TAB))
     if got.capture is not None:
-        out.extend(_capture(got.capture, width, recorded))
+        out.extend(_capture(got.capture, width, recorded, h.cuda_in_use))
         if report.roofline is not None:
             out.extend(roofline_text.lines(report.roofline, width))
         elif got.capture.op_rows:
@@ -252,10 +252,11 @@ def _dist_table(title: str, total: Dist | None, phases: tuple[Dist, ...], width:
     ]
     right = [False, True, True, True, True, True]
     headers = ["phase", "mean", "p50", "p90", "p99", "share"]
-    return [title, *indented_table(headers, rows, width, right=right, flexible=0)]
+    table = indented_table(headers, rows, width, right=right, flexible=0, optional=(1,))
+    return [title, *table]
 
 
-def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
+def _capture(cap: CaptureResult, width: int, recorded: bool, cuda: bool = True) -> list[str]:
     when = " (from an earlier capture)" if cap.replay else ""
     stop = "-" if cap.stop_ms is None else f"{cap.stop_ms:g}"
     out = wrap(
@@ -270,7 +271,7 @@ def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
         out.extend(kernel_table(cap.kernels[:TOP], width, _TAB))
     metrics = cap.trace_metrics
     if metrics is not None and metrics.account is not None:
-        out.extend(account_lines(metrics.account, "captured", width=width))
+        out.extend(account_lines(metrics.account, "captured", width=width, cuda=cuda))
     g = cap.gpu_time
     if g is not None:
         items = [
@@ -297,7 +298,13 @@ def _capture(cap: CaptureResult, width: int, recorded: bool) -> list[str]:
         out.append("top CPU ops (self time)")
         right = [True, True, True, True, False]
         headers = ["self", "total", "share", "calls", "op"]
-        out.extend(indented_table(headers, rows, width, right=right, flexible=4))
+        # narrower: calls and total give way to the op's name
+        optional = (3, 1)
+        out.extend(
+            indented_table(
+                headers, rows, width, right=right, flexible=4, optional=optional, least=16
+            )
+        )
     out.extend(trace_lines(cap.trace_path, cap.trace_error, width, recorded))
     return out
 

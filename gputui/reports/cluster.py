@@ -65,6 +65,7 @@ def node_table(nodes: tuple[Node, ...], width: int) -> list[str]:
         width,
         right=[False, *[True] * 8],
         flexible=0,
+        optional=(5, 6, 4, 7),  # narrower: tensor, DRAM, SM and power give way
     )
     throttled = [
         f"{fmt.clean(n.hostname, 128)} ({plural(n.throttled_gpus, 'GPU')})"

@@ -36,5 +36,7 @@ def kernel_table(
         right=[True, True, True, True, False, False],
         flexible=5,
         short=kernel_name,
+        optional=(2, 3, 4),  # narrower: calls, mean and class give way to the name
+        least=16,
     )
     return [indent + line for line in lines]

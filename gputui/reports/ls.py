@@ -82,6 +82,7 @@ def render(jobs: list[dict[str, Any]], width: int | None = None) -> list[str]:
         flexible=len(headers) - 1,
         wrap_flexible=True,
         under=under,
+        optional=(2,),  # narrower: the step count gives way (the step time stays)
     )
 
 

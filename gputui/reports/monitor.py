@@ -151,6 +151,7 @@ def _devices(s: Snapshot, width: int, rule: str) -> list[str]:
         right=[True, False, True, True, True, True, True],
         flexible=1,
         rule=rule,
+        optional=(6,),  # the SM clock; narrower, a GPU's values on lines of their own
     )
 
 
@@ -263,7 +264,8 @@ def _processes(
         right=right,
         flexible=len(headers) - 1,
         rule=rule,
-        optional=(headers.index("Time"),) if placed or in_job else (),
+        # narrower outputs leave out the running time, then CPU and SM shares
+        optional=tuple(headers.index(h) for h in ("Time", "CPU", "SM")),
     )
     left = len(s.processes) - len(procs)
     if left:
@@ -277,7 +279,9 @@ def _processes(
             )
         )
     if any(p.hooked for p in procs):
-        out.extend(wrap(HOOK_NOTE, width))
+        # the command whole on one line
+        note, command = HOOK_NOTE.split(": ", 1)
+        out.extend(wrap_items([f"{note}:", command], width, " ", subsequent="  "))
     if any(p.pid_is_host for p in procs):
         from gputui.host.pid_namespace import UNMAPPED_NOTE
         from gputui.session import container_text
@@ -305,6 +309,6 @@ def _host(s: Snapshot, width: int) -> list[str]:
         f"swap {fmt.size(h.swap_used_bytes)}/{fmt.size(h.swap_total_bytes)}",
     ]
     return [
-        *wrap_items(items, width),
+        *wrap_items(items, width, subsequent="     "),
         *wrap_items([f"load {load}", f"up {fmt.duration(h.uptime_s)}"], width, indent="     "),
     ]

@@ -121,7 +121,8 @@ def _table(rows: list[FunctionRow], width: int, indent: str) -> list[str]:
             width - len(indent),
             right=[True, True, False, False, False],
             flexible=4,
-            optional=[3],
+            optional=[3, 2, 1],  # narrower: phase, kind and self give way to the name
+            least=16,
         )
     ]
 

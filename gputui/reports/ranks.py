@@ -191,6 +191,8 @@ def _rank_table(summary: RanksSummary, width: int) -> list[str]:
         width,
         right=[True, True, False, True, True, True, True, True, True, True],
         flexible=None,
+        # narrower: the rank, its step time, its wait and its compute stay
+        optional=(6, 4, 3, 8, 2),
     )
     out = [*lines, *wrap(LEGEND, width, _TAB, _TAB)]
     for row in summary.rows:
@@ -220,7 +222,8 @@ def _devices(summary: RanksSummary, width: int) -> list[str]:
         )
     headers = ["rank", "memory", "peak", "util", "SM clock", "gpu"]
     right = [True, True, True, True, True, False]
-    lines = indented_table(headers, rows, width, right=right, flexible=5)
+    # narrower: the SM clock and the peak give way to the GPU's name
+    lines = indented_table(headers, rows, width, right=right, flexible=5, optional=(4, 2))
     return ["memory and GPU of each rank", *lines]
 
 

@@ -68,7 +68,10 @@ def lines(report: RooflineReport, width: int = 100, top: int = 10, plot: bool = 
     rows = [op_cells(rank, op) for rank, op in enumerate(ops, start=1)]
     out = [
         *header(report, width),
-        *table(HEADERS, rows, width, right=_RIGHT, flexible=1, gap=" "),
+        # narrower: intensity, bandwidth and dtype give way to the op's name
+        *table(
+            HEADERS, rows, width, right=_RIGHT, flexible=1, gap=" ", optional=(5, 4, 2), least=16
+        ),
     ]
     if not ops:
         out.append("   no op with GPU time in the capture")

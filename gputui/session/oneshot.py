@@ -103,6 +103,8 @@ class Recorded:
 
     label: str
     demo: bool
+    #: the file ends early (cut off, or still being written): what to say of it
+    ends_early: str | None = None
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,7 @@ class OneShot:
                 label = f"replay of {Path(path).name}"
         else:
             raise ValueError("a recording's path or a demo's name")
-        recorded = Recorded(label, demo is not None)
+        recorded = Recorded(label, demo is not None, recording.ends_early)
         if recording.ranks:
             return self._ranks_replay(recording, recorded)
         try:

@@ -56,6 +56,10 @@ TYPE_SHORT = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
 MAX_COMMAND_CHARS = 300
 
 
+#: the filter box's restricting terms (``user:NAME``, ``gpu:N``, ``type:KIND``)
+FILTER_KEYS = frozenset({"user", "u", "gpu", "g", "type", "t"})
+
+
 @dataclass(frozen=True)
 class ProcFilter:
     """Which processes the table shows; parsed from the filter box.
@@ -82,6 +86,8 @@ class ProcFilter:
         for token in text.split():
             name, sep, value = token.partition(":")
             name = name.lower()
+            if sep and not value and name in FILTER_KEYS:
+                continue  # "user:" with nothing after it (yet): no restriction
             if sep and value and name in ("user", "u"):
                 users.append(value)
             elif sep and value and name in ("gpu", "g"):

@@ -34,6 +34,10 @@ from gputui.tui.widgets.repaint import draw_now, held_prompts
 AttachFactory = Callable[[int], "Screen[object] | None"]
 
 
+#: the banner keeps room for a replay's position up to this many snapshots before
+#: they are counted (and up to the count after)
+REPLAY_COUNT_ROOM = 9_999
+
 #: seconds after start-up when the objects made so far leave the cyclic collector
 GC_FREEZE_AFTER_S = 5.0
 
@@ -75,6 +79,7 @@ class GputuiApp(BaseApp):
         if attach_factory is None and not source.is_recording:
             attach_factory = _live_attach_screen
         self.attach_factory = attach_factory
+        self._said_ends_early = False
         #: the collector's housekeeping for thousands of processes (a real screen)
         self._freezer: footprint.SampleFreezer | None = None
         #: what the poller's thread hands the loop: readings and failures, in order
@@ -92,6 +97,16 @@ class GputuiApp(BaseApp):
         total = "?" if replay.total is None else f"{replay.total:,}"
         text = f"{replay.position:,}/{total}"
         return f"{text}  pass {replay.loops + 1}" if replay.loops else text
+
+    def replay_status_width(self) -> int:
+        """The most cells :meth:`replay_status` takes in this replay (its position
+        up to the total, a few passes; before the count, a total of thousands):
+        the banner keeps that room from the start."""
+        replay = self.session.current.replay
+        if replay is None:
+            return 0
+        total = f"{max(replay.total or 0, REPLAY_COUNT_ROOM):,}"
+        return len(f"{total}/{total}  pass {max(9, replay.loops + 1)}")
 
     def recording_banner(self) -> str | None:
         """The line every screen shows while the data is not this machine now."""
@@ -165,7 +180,18 @@ class GputuiApp(BaseApp):
         elif self.session.take(item):
             # The history graphs break here too (time went back: History.add).
             self.notify("replay restarted from the beginning", timeout=3)
+        self._say_ends_early()
         self._refresh_screens()
+
+    def _say_ends_early(self) -> None:
+        """A recording that ends early (cut off, or still being written): said once."""
+        replay = self.session.current.replay
+        if self._said_ends_early or replay is None or replay.ends_early is None:
+            return
+        self._said_ends_early = True
+        from gputui.recording.io import ends_early
+
+        self.notify(ends_early("the recording", replay.ends_early), severity="warning", timeout=8)
 
     def _inbox_failed(self, error: Exception) -> None:
         # as an exception in a message handler: Textual shows it and ends the app

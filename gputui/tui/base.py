@@ -10,6 +10,7 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.driver import Driver
+from textual.filter import Monochrome, NoColor
 from textual.notifications import SeverityLevel
 
 from gputui.reports.text import to_ascii
@@ -26,6 +27,22 @@ FooterKey.-command-palette {
     display: none;
 }
 """
+
+
+#: the cursor of the tables under ``NO_COLOR``: reverse video (focused) and
+#: underlined (not focused), where a colour theme gives them a background
+NO_COLOR_CURSOR = {
+    "block-cursor-text-style": "reverse",
+    "block-cursor-blurred-text-style": "underline",
+}
+
+
+def no_colour(app: App[None]) -> None:
+    """``NO_COLOR``: no colour at all.  Textual's own answer to it (outside its
+    ANSI-colour mode) turns every colour into a grey, which a terminal still
+    gets as 256-colour or true-colour codes; the terminal's default colours
+    instead, with bold, reverse and underline kept (no-color.org)."""
+    app._filters = [NoColor() if isinstance(f, Monochrome) else f for f in app._filters]
 
 
 class BaseApp(App[None]):
@@ -48,6 +65,8 @@ class BaseApp(App[None]):
         # the footer's and the bindings' key names, without Unicode's names table
         key_names.install()
         super().__init__()
+        if self.no_color:
+            no_colour(self)
         #: ASCII drawing (--ascii): the panels, Textual's scrollbars, the footer's
         #: key names and the notices
         self.ascii_only = ascii_only
@@ -55,6 +74,13 @@ class BaseApp(App[None]):
         self.autostart = autostart
         if ascii_only:
             ascii.use_ascii(self)
+
+    def get_css_variables(self) -> dict[str, str]:
+        variables = super().get_css_variables()
+        if self.no_color:
+            # without colour, a cursor's background is gone: reverse video marks it
+            variables = {**variables, **NO_COLOR_CURSOR}
+        return variables
 
     def get_driver_class(self) -> type[Driver]:
         # Textual's Linux driver with an input thread that sleeps while no key comes

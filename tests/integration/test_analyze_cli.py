@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -289,11 +290,16 @@ def _ranked(tmp_path: Path, name: str, rank: int | None, world: int = 2, pid: in
 def _warned(
     capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[list[dict[str, object]], list[str], list[str]]:
-    """The ranks and warnings of --json, and the stderr lines."""
+    """The ranks and warnings of --json, and the stderr lines (each warning
+    wrapped to the output's width under its first word)."""
+    from gputui.reports.text import output_width, wrap
+
     code, out, err = run(capsys, *args, "--json")
     assert code == 0
     doc = json.loads(out)
-    assert err.splitlines() == [f"gputui analyze: warning: {w}" for w in doc["warnings"]]
+    width = output_width(sys.stderr)
+    said = [f"gputui analyze: warning: {w}" for w in doc["warnings"]]
+    assert err.splitlines() == [line for w in said for line in wrap(w, width, "", "  ")]
     return doc["ranks"], doc["warnings"], err.splitlines()
 
 

@@ -15,6 +15,13 @@ T0 = 1_700_000_000.0
 JITTER = (0.0, 0.003, -0.002, 0.001, -0.001)
 
 
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each message on one line, whatever the temporary path (their width is
+    test_report_widths')."""
+    monkeypatch.setenv("COLUMNS", "400")
+
+
 def recording(path: Path, seconds: int = 10) -> Path:
     writer = RecordingWriter(path, interval_s=1.0, note="the source", hostname="node7")
     for k in range(seconds):

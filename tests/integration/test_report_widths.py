@@ -1,11 +1,14 @@
 """Every printed report fits the output's width, in whole words and with units.
 
-Each report is rendered as its command prints it, with ``COLUMNS=80`` and
-``COLUMNS=200`` (and piped without ``COLUMNS``: 80), from the real recordings and
-traces in tests/: no line is longer than the width (in characters), no line ends
-in a space, nothing is cut with "…" (long kernel and op names are elided in the
-middle with an ASCII marker instead), two different kernels never print the
-same, and every finding's title, evidence, fix and follow-up is printed whole.
+Each report is rendered as its command prints it, with ``COLUMNS`` at 40, 60,
+80 and 200 (and piped without ``COLUMNS``: 80), from the real recordings and
+traces in tests/: no line is wider than the width (in terminal cells: a wide
+character is two), no line ends in a space, nothing is cut with "…" (long
+kernel and op names are elided in the middle with an ASCII marker instead), two
+different kernels never print the same, and every finding's title, evidence,
+fix and follow-up is printed whole.  At 40 and 60 columns, tables leave columns
+out (and say which) or print each row as its own lines, as ``ps`` and nvitop
+do.  Every printed command, help texts included, is run at 40, 60 and 80.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.cells import cell_len
 
 from gputui import cli
 from gputui.reports import findings as findings_text
@@ -28,7 +32,7 @@ TRACES = [
     *sorted((TESTS / "data").glob("h100_*.gz")),
 ]
 RANKS = TESTS / "samples" / "attach-ranks-v2.jsonl.gz"
-WIDTHS = (80, 200)
+WIDTHS = (40, 60, 80, 200)
 
 Run = Callable[..., str]
 
@@ -52,7 +56,7 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
 def check_fits(out: str, width: int) -> None:
     lines = out.splitlines()
     assert lines, "nothing printed"
-    long = [line for line in lines if len(line) > width]
+    long = [line for line in lines if cell_len(line) > width]
     assert not long, f"{len(long)} lines over {width}: {long[:3]}"
     assert not [line for line in lines if line != line.rstrip()], "trailing spaces"
     assert "…" not in out, [line for line in lines if "…" in line][:3]
@@ -246,7 +250,7 @@ def test_ls(run: Run, width: int, monkeypatch: pytest.MonkeyPatch) -> None:
     out = run("ls", width=width)
     check_fits(out, width)
     assert squeeze(" ".join(argv)) in squeeze(out)  # the command whole
-    assert "2001,2002,2003,2004,2005,2006,2007,2008" in out
+    assert "2001,2002,2003,2004,2005,2006,2007,2008" in squeeze(out)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -261,3 +265,133 @@ def test_memory_snapshot_report(width: int, monkeypatch: pytest.MonkeyPatch) -> 
     out = "\n".join(memory.render(result, found))
     check_fits(out, width)
     check_findings_whole(out, [f.to_json() for f in found])
+
+
+NCCL = TESTS / "data" / "h100x2-nccl"
+#: every command that prints, as a user types it: its output (and what it says
+#: on stderr) fits 40, 60 and 80 columns, counted in terminal cells
+PRINTED: dict[str, list[str]] = {
+    "monitor": ["--demo", "--once"],
+    "monitor-ddp": ["--demo", "ddp", "--once"],
+    "monitor-replay": ["--replay", str(H100_MONITOR), "--once"],
+    "attach": ["attach", "--demo", "--once"],
+    "attach-ddp": ["attach", "--demo", "ddp", "--once"],
+    "attach-cpu": ["attach", "--replay", str(TESTS / "data" / "cpu_python.jsonl.gz"), "--once"],
+    "attach-flops": [
+        "attach",
+        "--replay",
+        str(TESTS / "data" / "h100" / "transformer_flops.jsonl.gz"),
+        "--once",
+    ],
+    "analyze": ["analyze", str(TESTS / "data" / "traces" / "dataloader.pt.trace.json.gz")],
+    "analyze-flops": [
+        "analyze",
+        str(TESTS / "data" / "h100_healthy_flops_step11.pt.trace.json.gz"),
+    ],
+    "analyze-ranks": [
+        "analyze",
+        str(NCCL / "bigslow-rank0.pt.trace.json.gz"),
+        str(NCCL / "bigslow-rank1.pt.trace.json.gz"),
+    ],
+    "ls": ["ls"],
+    "help": ["--help"],
+    **{f"help-{name}": [name, "--help"] for name in cli.SUBCOMMANDS},
+}
+
+
+@pytest.mark.parametrize("width", (40, 60, 80))
+@pytest.mark.parametrize("args", list(PRINTED.values()), ids=list(PRINTED))
+def test_every_printed_command_fits_the_width(
+    args: list[str],
+    width: int,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    capsys.readouterr()
+    try:
+        code = cli.main(list(args))
+    except SystemExit as exc:  # --help
+        code = exc.code
+    assert code in (0, None), args
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert printed.strip(), "nothing printed"
+    long = [line for line in printed.splitlines() if cell_len(line) > width]
+    assert not long, f"{len(long)} lines over {width} cells: {long[:3]}"
+    assert not [line for line in printed.splitlines() if line != line.rstrip()], "trailing spaces"
+
+
+@pytest.mark.parametrize("width", (40, 60, 80))
+def test_a_node_read_over_ssh_fits_the_width(width: int) -> None:
+    import dataclasses
+
+    from gputui.reports.cluster import node_lines
+    from tests.unit.test_cluster_containers import _node
+
+    node = dataclasses.replace(
+        _node(True),
+        hostname="gpu-node-with-a-rather-long-hostname-017.cluster.example.org",
+        gpus=cluster_snapshot().nodes[1].gpus,
+        note="nvidia-smi only: gputui is not installed on this node (exit status 127)",
+    )
+    check_fits("\n".join(node_lines(node, width)), width)
+
+
+#: every other trace in tests/data (the cases of H100 and H200 jobs, the NCCL
+#: ranks), in one command: what it says on stderr of files that are not ranks of
+#: one job fits as well
+OTHER_TRACES = sorted(
+    set((TESTS / "data").rglob("*.pt.trace.json.gz")) - {p.resolve() for p in TRACES}
+)
+
+
+@pytest.mark.parametrize("width", (40, 60, 80))
+def test_analyze_every_other_trace_in_tests_data(
+    width: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(OTHER_TRACES) >= 30
+    monkeypatch.setenv("COLUMNS", str(width))
+    capsys.readouterr()
+    assert cli.main(["analyze", *map(str, OTHER_TRACES)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" in captured.err  # traces of several jobs: said on stderr
+    for printed in (captured.out, captured.err):
+        # (a rule's text may name a family of kernels with "…": only the width)
+        long = [line for line in printed.splitlines() if cell_len(line) > width]
+        assert not long, f"{len(long)} lines over {width}: {long[:3]}"
+        assert not [line for line in printed.splitlines() if line != line.rstrip()]
+
+
+@pytest.mark.parametrize("width", (40, 60, 80))
+def test_records_messages_fit_the_width(
+    width: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gputui.commands import record
+    from gputui.recording.io import embedded_bytes
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    data = embedded_bytes("demo.jsonl.gz")
+    source = tmp_path / "the-demo-recording-cut-off-while-it-was-written.jsonl.gz"
+    source.write_bytes(data[: len(data) // 3])
+    folder = tmp_path / "a-folder-with-a-rather-long-name-for-recordings"
+    folder.mkdir()
+    out = folder / "the-demo-recording-re-recorded-from-what-it-holds.jsonl.gz"
+    capsys.readouterr()
+    assert cli.main(["record", "-o", str(out), "--replay", str(source)]) == 0
+    err = capsys.readouterr().err
+    assert "recorded" in err and "ends early" in err
+    check_fits(err, width)
+    # on a terminal: the progress redrawn in place stays within one line of it
+    monkeypatch.setattr(record, "_on_terminal", lambda: True)
+    monkeypatch.setattr(record, "PROGRESS_EVERY_S", 0.0)
+    out.unlink()
+    assert cli.main(["record", "-o", str(out), "--demo"]) == 0
+    err = capsys.readouterr().err
+    redrawn = [part for line in err.split("\n") for part in line.split("\r") if part]
+    assert len(redrawn) > 2 and all("recorded" in part for part in redrawn[:-1])
+    long = [part for part in redrawn if cell_len(part) >= width]
+    assert not long, long[:3]

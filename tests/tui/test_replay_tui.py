@@ -63,10 +63,10 @@ async def test_banner_keeps_the_progress_at_80_columns(tmp_path: Path) -> None:
         app.advance(3)
         await pilot.pause()
         # the banner takes more lines, each of the full width; the progress stays
-        # at the end of the first
+        # at the end of the last
         lines = app.screen.query_one(BannerPanel).plain.split("\n")
         assert len(lines) > 1 and {len(line) for line in lines} == {80}
-        assert lines[0].rstrip().endswith("3/12")
+        assert lines[-1].rstrip().endswith("3/12")
         assert "".join(line[1:].rstrip() for line in lines).startswith(
             long_banner.replace("3/12", "")[:60]
         )

@@ -330,10 +330,10 @@ async def test_a_real_cpu_jobs_recording_shows_its_hot_function_and_workers() ->
         assert "2 processes" in texts(app)["py-workers-head"]
 
 
-async def test_y_opens_the_view_of_a_rank_where_the_footer_leaves_it_out() -> None:
-    """A rank's attach screen over the rank view, at 80 columns: esc (back) is
-    in the footer, y is not (it would not fit), and y still opens the view.
-    The 2-rank recording's hooks predate the sampler."""
+async def test_y_opens_the_view_of_a_rank_from_the_footer() -> None:
+    """A rank's attach screen over the rank view, at 80 columns: q (back) and y
+    are in the footer, and y opens the view.  The 2-rank recording's hooks
+    predate the sampler."""
     from textual.widgets._footer import FooterKey
 
     from gputui.session.rank_feeds import ReplayRanksFeed
@@ -348,8 +348,8 @@ async def test_y_opens_the_view_of_a_rank_where_the_footer_leaves_it_out() -> No
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, AttachScreen))
         keys = lambda: {k.key for k in app.screen.query(FooterKey) if k.display}  # noqa: E731
-        await wait_for(pilot, lambda: "escape" in keys())
-        assert "y" not in keys()
+        await wait_for(pilot, lambda: "q" in keys())
+        assert "y" in keys()
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, PythonScreen))
         await wait_for(pilot, lambda: "predates the Python sampler" in texts(app)["py-head"])

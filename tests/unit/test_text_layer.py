@@ -159,3 +159,64 @@ def test_table_draws_a_rule_wraps_its_last_column_and_leaves_out_optional_ones()
 def test_limit_rows_says_how_many_were_left_out() -> None:
     assert text.limit_rows([1, 2, 3], 2) == ([1, 2], 1)
     assert text.limit_rows([1, 2, 3], None) == ([1, 2, 3], 0)
+
+
+def test_widths_are_counted_in_cells() -> None:
+    assert text.cells("train.py") == 8
+    assert text.cells("训练.py") == 7  # two wide characters: two cells each
+    assert text.cells("e\u0301") == 1  # a combining accent takes no cell
+    assert text.cells(text.elide("训练任务训练任务训练任务.py", 10)) <= 10
+    lines = text.wrap("启动 训练任务 " * 8, 20)
+    assert all(text.cells(line) <= 20 for line in lines)
+
+
+def test_a_table_with_wide_characters_keeps_its_columns() -> None:
+    rows = [["1", "训练任务 --epochs 3", "9.4GiB"], ["22", "python train.py", "12GiB"]]
+    lines = text.table(["PID", "COMMAND", "MEM"], rows, 30, right=[True, False, True], flexible=1)
+    assert all(text.cells(line) <= 30 for line in lines)
+    # the MEM column ends at the same cell on every line
+    ends = {text.cells(line) for line in lines}
+    assert len(ends) == 1, lines
+
+
+def test_a_table_leaves_out_its_optional_columns_and_says_so() -> None:
+    rows = [["0", "H100 80GB HBM3", "100%", "627W/700W", "1980MHz"]]
+    headers = ["GPU", "Name", "Util", "Power", "SM clk"]
+    wide = text.table(headers, rows, 80, flexible=1, optional=(4, 3))
+    assert len(wide) == 2 and "SM clk" in wide[0]
+    narrow = text.table(headers, rows, 30, flexible=1, optional=(4, 3))
+    assert all(len(line) <= 30 for line in narrow)
+    assert "SM clk" not in narrow[0] and "Power" not in narrow[0]
+    assert " ".join(narrow[-2:]) == "(SM clk, Power: not shown at this width)"
+
+
+def test_a_table_too_wide_for_its_width_prints_each_row_as_its_lines() -> None:
+    headers = ["rank", "pid", "state", "step", "p50", "p90", "comm", "compute"]
+    rows = [["0", "1724", "running", "1447", "28.7ms", "31.6ms", "0.77ms", "28.9ms"]]
+    lines = text.table(headers, rows, 24, flexible=None)
+    assert all(len(line) <= 24 for line in lines)
+    said = " ".join(lines)
+    for header, value in zip(headers, rows[0], strict=True):
+        assert f"{header} {value}" in said  # every value, named
+    named = text.table(["time", "kernel"], [["1.3ms", "a_long_kernel_name_" * 3]], 16, flexible=1)
+    assert "".join(named[:-1]).replace(" ", "") == "a_long_kernel_name_" * 3  # whole
+    assert named[-1].strip() == "time 1.3ms"
+
+
+def test_help_examples_fit_the_width() -> None:
+    block = (
+        "examples:\n"
+        "  gputui attach 12345 --once               step statistics, memory\n"
+        "  gputui attach 12345 --capture 5 --once   profile 5 steps, print top kernels\n"
+        "  A paragraph written on two lines that a narrow terminal\n"
+        "  refills as one, under its own indent.\n"
+    )
+    for width in (38, 58, 78):
+        lines = text.help_block(block, width)
+        assert all(text.cells(line) <= width for line in lines), lines
+        joined = " ".join(" ".join(lines).split())
+        assert "gputui attach 12345 --capture 5 --once profile 5 steps, print top kernels" in joined
+        assert "A paragraph written on two lines that a narrow terminal refills as one" in joined
+    usage = "usage: gputui attach [-h]\n                     [--memory-snapshot N]"
+    assert text.fit_lines(usage, 38).splitlines()[1].strip() == "[--memory-snapshot N]"
+    assert all(len(line) <= 38 for line in text.fit_lines(usage, 38).splitlines())

@@ -23,7 +23,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.host_code import HostCode, host_code
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.registry import Minimum, finding, rule
-from gputui.protocol.trace_metrics import ACCOUNT_LABELS, StepAccount
+from gputui.protocol.trace_metrics import StepAccount, account_label
 
 #: Python outside torch from this share of the step is worth a finding ...
 PYTHON_SHARE = thresholds.value("cpu.python_share")
@@ -39,10 +39,11 @@ def account_of(ev: JobEvidence) -> StepAccount | None:
     return acct if acct is not None and acct.step_us > 0 and acct.steps > 0 else None
 
 
-def shares_text(acct: StepAccount, *buckets: str) -> str:
-    """``python 71%, torch dispatch 12%`` for the named buckets."""
+def shares_text(acct: StepAccount, *buckets: str, cuda: bool = True) -> str:
+    """``python 71%, torch dispatch 12%`` for the named buckets (``cuda``: the
+    job runs on a GPU; without one, torch's ops are its compute)."""
     return ", ".join(
-        f"{ACCOUNT_LABELS[b]} {acct.share(b) * 100:.0f}%" for b in buckets if acct.share(b) > 0
+        f"{account_label(b, cuda)} {acct.share(b) * 100:.0f}%" for b in buckets if acct.share(b) > 0
     )
 
 
@@ -154,7 +155,7 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     evidence = (
         f"{outside_ops * 100:.0f}% of the step ({fmt.ms(outside_ops * step_s)} of "
         f"{fmt.ms(step_s)}) is CPU time outside torch ops; "
-        + shares_text(acct, "dispatch", "launch", "sync", "data")
+        + shares_text(acct, "dispatch", "launch", "sync", "data", cuda=ev.cuda)
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
     )

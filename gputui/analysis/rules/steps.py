@@ -83,31 +83,39 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     elif loader is not None and loader.num_workers == 0:
         fix = (
             "the DataLoader loads every batch in the training process (num_workers=0): set "
-            "num_workers=N (N up to the free CPU cores, e.g. 4-8 per GPU), "
-            "persistent_workers=True and pin_memory=True so batches are ready before the "
-            "step asks"
+            "num_workers=N (N up to the free CPU cores"
+            + (
+                ", e.g. 4-8 per GPU), persistent_workers=True and pin_memory=True"
+                if ev.cuda
+                else "), persistent_workers=True"
+            )
+            + " so batches are ready before the step asks"
         )
     elif loader is not None:
         fix = (
             f"the {loader.num_workers} worker(s) cannot keep up: raise num_workers (up to the "
             "free CPU cores) and prefetch_factor, make each sample cheaper (decode and "
-            "augment once, cache, or on the GPU with e.g. NVIDIA DALI)"
+            "augment once, cache" + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
         )
     else:
         fix = (
             "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
-            "free CPU cores, pin_memory=True, persistent_workers=True, prefetch_factor=4); move "
-            "decoding and augmentation into the workers or onto the GPU (e.g. NVIDIA DALI)"
+            "free CPU cores, "
+            + ("pin_memory=True, " if ev.cuda else "")
+            + "persistent_workers=True, prefetch_factor=4); move "
+            "decoding and augmentation into the workers"
+            + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
         )
+    # A job without a GPU: the data holds the step back, and the step gets shorter.
     return [
         finding(
             ev,
             "data.loader_wait",
-            "data loading holds the GPU back",
+            "data loading holds the GPU back" if ev.cuda else "data loading holds the step back",
             evidence,
             fix,
-            "the data phase falls under 5% of the step on the attach screen and GPU "
-            "utilization rises",
+            "the data phase falls under 5% of the step on the attach screen and "
+            + ("GPU utilization rises" if ev.cuda else "the step time falls"),
             share=share,
         )
     ]

@@ -50,7 +50,9 @@ class PhaseTable(ViewPanel):
             line.append(f"  {count} steps", style="dim")
             lines.append(line)
         if v.account is not None and not v.gpu_mode:
-            lines.extend(account_lines(v.account, width, self.ascii_only, self.compact))
+            hello = v.snap.hello
+            cuda = hello is None or hello.cuda_in_use
+            lines.extend(account_lines(v.account, width, self.ascii_only, self.compact, cuda))
         return Text("\n").join(lines)
 
 
@@ -78,14 +80,22 @@ _NAMES = ("data", "user", "comm", "sync", "launch", "dispatch", "python", "ahead
 ACCOUNT_STYLE = {
     b: (c, x, n) for b, c, x, n in zip(_BUCKETS, _COLOURS, _LETTERS, _NAMES, strict=True)
 }
+#: a job without a GPU: torch's ops are its compute (the printed account's
+#: "torch ops (compute)")
+CPU_JOB_NAMES = {"dispatch": "compute"}
 
 
 def account_lines(
-    acct: LiveAccount, width: int, ascii_only: bool = False, compact: bool = False
+    acct: LiveAccount,
+    width: int,
+    ascii_only: bool = False,
+    compact: bool = False,
+    cuda: bool = True,
 ) -> list[Text]:
     """The step's account as one stacked bar and (unless ``compact``) its legend:
     each bucket's share, the ones the hook measures on every step marked ``*``,
-    the others said to come from the capture they were measured in."""
+    the others said to come from the capture they were measured in; ``cuda``:
+    the job runs on a GPU (without one, torch's ops are its compute)."""
     bar = Text("acct ", style="bold")
     bar_w = max(8, width - len(bar))
     used = 0
@@ -99,6 +109,8 @@ def account_lines(
     legend = Text("  ")
     for b in order:
         style, letter, name = ACCOUNT_STYLE[b]
+        if not cuda:
+            name = CPU_JOB_NAMES.get(b, name)
         mark = "*" if b in MEASURED else ""
         legend.append((letter if ascii_only else "█") + " ", style=style)
         pct = acct.share(b) * 100

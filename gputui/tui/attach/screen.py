@@ -74,10 +74,10 @@ class AttachScreen(Screen[object]):
         Binding("f", "findings", "Findings"),
         Binding("m", "memory", "Memory"),
         Binding("l", "roofline", "Roofline"),
-        # y shows at 80 columns unless esc (Back) does too: then from ALL_KEYS_WIDTH
-        Binding("y", "when_room('python')", "Python"),
-        Binding("y", "python", "Python", show=False),
-        Binding("escape", "back", "Back"),
+        Binding("y", "python", "Python"),
+        # Pushed over the monitor or the rank view, q (and esc) go back to it, and
+        # the footer says "q Back"; alone, this binding is off and q quits.
+        Binding("q,escape", "back", "Back"),
     ]
 
     def __init__(
@@ -316,21 +316,24 @@ class AttachScreen(Screen[object]):
             if parameters == ("auto_capture",) and self.auto is None:
                 return False  # a recording: nothing to capture
             return self.all_keys
-        if action == "when_room":
-            return self.all_keys or len(self.app.screen_stack) <= 1
         if action == "back":
-            # Only when pushed over another screen (the monitor); alone, q quits.
-            return len(self.app.screen_stack) > 1
+            # Only when pushed over another screen (the monitor, the rank view):
+            # alone, the app's q quits.
+            return self.pushed
         return True
+
+    @property
+    def pushed(self) -> bool:
+        """Over another screen (the monitor's, the rank view's): q goes back to it."""
+        stack = self.app.screen_stack
+        return len(stack) > 1 and self in stack[1:]
 
     def action_when_wide(self, action: str) -> None:
         """A key the footer shows only when every key fits: the same action."""
         getattr(self, f"action_{action}")()
 
-    action_when_room = action_when_wide
-
     def action_back(self) -> None:
-        if len(self.app.screen_stack) > 1:
+        if self.pushed and self.app.screen is self:
             self.app.pop_screen()
 
     # -- the automatic capture -----------------------------------------------------------
@@ -437,6 +440,7 @@ class AttachAppBase(BaseApp):
         ascii_only: bool = False,
         banner: str | None = None,
         autostart: bool = True,
+        notice: str | None = None,
         auto_capture: bool = True,
     ) -> None:
         super().__init__()
@@ -444,10 +448,16 @@ class AttachAppBase(BaseApp):
         self.ascii_only = ascii_only
         self.banner = banner
         self.autostart = autostart
+        #: said once the screen is up (a recording that ends early)
+        self.notice = notice
         #: False: the automatic capture starts off (``--no-capture``; the key turns it on)
         self.auto_capture = auto_capture
         if ascii_only:
             ascii.use_ascii(self)
+
+    def on_mount(self) -> None:
+        if self.notice:
+            self.notify(self.notice, severity="warning", timeout=8)
 
     def recording_banner(self) -> str | None:
         """Read by BannerPanel: a replay is never this machine now."""
@@ -481,6 +491,7 @@ def make_attach_app(
     ascii_only: bool = False,
     banner: str | None = None,
     autostart: bool = True,
+    notice: str | None = None,
     auto_capture: bool = True,
 ) -> AttachApp:
     """The attach app over a connected client, a live feed or a replay.
@@ -493,7 +504,12 @@ def make_attach_app(
         LiveFeed(source.pid, client=source) if isinstance(source, HookClient) else source
     )
     return AttachApp(
-        feed, ascii_only=ascii_only, banner=banner, autostart=autostart, auto_capture=auto_capture
+        feed,
+        ascii_only=ascii_only,
+        banner=banner,
+        autostart=autostart,
+        notice=notice,
+        auto_capture=auto_capture,
     )
 
 

@@ -26,6 +26,7 @@ from gputui import fmt
 from gputui.cluster.view import ClusterSnapshot, Node
 from gputui.errors import GputuiError
 from gputui.fmt import clock
+from gputui.reports.text import plural
 from gputui.tui.base import BaseApp
 from gputui.tui.cluster.keyed_table import KeyedRow, KeyedTable
 from gputui.tui.cluster.rows import (
@@ -162,7 +163,8 @@ class ClusterScreen(Screen[object]):
         down = [n.hostname for n in snapshot.nodes if n.up is False]
         took = fmt.ms(snapshot.latency_s, decimals=0, space=True)
         status = Text(
-            f"{len(snapshot.nodes)} nodes, {gpus} GPUs, {len(snapshot.jobs)} jobs"
+            f"{plural(len(snapshot.nodes), 'node')}, {plural(gpus, 'GPU')}, "
+            f"{plural(len(snapshot.jobs), 'job')}"
             f"  read {clock(snapshot.taken_at_s)} in {took}",
             style="dim",
         )

@@ -28,7 +28,7 @@ class SignalDialog(ModalScreen[int | None]):
     """Asks which signal to send to one process; dismisses with the signal or None."""
 
     BINDINGS = [
-        Binding("escape,n", "cancel", "Cancel"),
+        Binding("escape,n,q", "cancel", "Cancel"),
         Binding("t", "choose('term')", "SIGTERM"),
         Binding("i", "choose('int')", "SIGINT"),
         Binding("9", "choose('kill')", "SIGKILL"),

@@ -76,7 +76,7 @@ MONITOR: list[Section] = [
             ("t / enter", "SIGTERM"),
             ("i", "SIGINT"),
             ("9", "SIGKILL"),
-            ("esc / n", "cancel"),
+            ("esc / n / q", "cancel"),
         ],
     ),
 ]
@@ -103,7 +103,7 @@ ATTACH: list[Section] = [
             ("l", "roofline: the top ops against the GPU's ceilings (CUDA jobs)"),
             ("y", "Python: the functions that hold the step, and their call paths"),
             ("r", "reconnect (a replay: play it again)"),
-            ("esc", "back to the monitor or the rank view, when opened from one"),
+            ("q / esc", "back to the monitor or the rank view, when opened from one"),
         ],
     ),
     ("Everywhere", [QUIT, HELP, THEME, PALETTE]),

@@ -93,13 +93,79 @@ def _middle(parts: list[tuple[str, str, int]], room: int) -> str:
         shown = [part for part in shown if part[2] != soonest]
 
 
+#: the most lines the banner takes (its CSS's max-height): a longer one ends in "…"
+BANNER_LINES = 3
+#: where a banner's line would rather end: after a part of its sentence ("...not
+#: this machine:", "...(bf16, hooked)"), first choice first
+BANNER_BREAKS = (":;", ",)")
+
+
+def _line_end(words: list[str], start: int, width: int) -> int:
+    """Where a greedy line of ``width`` cells from ``words[start]`` ends."""
+    used, end = len(words[start]), start + 1
+    while end < len(words) and used + 1 + len(words[end]) <= width:
+        used += 1 + len(words[end])
+        end += 1
+    return end
+
+
+def _fits(words: list[str], start: int, lines: int, width: int, last: int) -> bool:
+    """``words[start:]`` fit ``lines`` lines of ``width`` cells, the last of them
+    ``last`` cells (greedy filling leaves the least for the last line)."""
+    for _ in range(lines - 1):
+        if start >= len(words):
+            return True
+        start = _line_end(words, start, width)
+    return start >= len(words) or len(" ".join(words[start:])) <= last
+
+
+def banner_lines(text: str, width: int, last: int) -> list[str]:
+    """``text`` on as few lines of ``width`` cells as it takes with its last line
+    at most ``last`` cells (room for what sits at its end), each line ending after
+    a part of the sentence where the same number of lines allows it.  The lines
+    depend on the widths only."""
+    words = text.split()
+    width, last = max(1, width), max(1, min(last, width))
+    if not words or max(map(len, words)) > last:
+        # a word longer than a line (a long file name): folded where it must be
+        return [text[a:b] for a, b in render.line_spans(text, last)]
+    count = 1
+    while not _fits(words, 0, count, width, last):
+        count += 1
+    out: list[str] = []
+    start = 0
+    while start < len(words):
+        left = count - len(out) - 1  # the lines after this one
+        if left == 0:
+            out.append(" ".join(words[start:]))
+            break
+        end = _line_end(words, start, width)
+        for marks in BANNER_BREAKS:
+            ends = [
+                k
+                for k in range(end, start, -1)
+                if words[k - 1][-1] in marks
+                and len(" ".join(words[start:k])) * 2 >= width  # at least half a line
+                and _fits(words, k, left, width, last)
+            ]
+            if ends:
+                end = ends[0]
+                break
+        out.append(" ".join(words[start:end]))
+        start = end
+    return out
+
+
 class BannerPanel(TextPanel):
     """Says, at all times, that the data is a recording and not this machine; on
-    the right, where a replay is (snapshot/total, the pass after it looped)."""
+    the right, where a replay is (snapshot/total, the pass after it looped), in a
+    column as wide as that ever gets: the text's lines do not move as it counts."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.message = ""
+        #: the width kept for the replay's position (it only grows)
+        self.status_width = 0
 
     def on_mount(self) -> None:
         message = getattr(self.app, "recording_banner", lambda: None)()
@@ -111,17 +177,25 @@ class BannerPanel(TextPanel):
 
     def build(self, width: int) -> Text:
         status = getattr(self.app, "replay_status", lambda: None)()
-        right = f" {status} " if status else ""
-        room = max(1, width - len(right))
+        if status:
+            widest = getattr(self.app, "replay_status_width", lambda: 0)()
+            self.status_width = max(self.status_width, widest, len(status))
+        right = f" {status:>{self.status_width}} " if status else ""
         # Whole words on as many lines as it takes (a long file name is folded):
-        # the banner is what says that none of this is this machine now.
-        lines = [self.message[start:end] for start, end in render.line_spans(self.message, room, 1)]
+        # the banner is what says that none of this is this machine now.  The
+        # replay's position ends its last line.
+        lines = banner_lines(self.message.strip(), width - 1, width - 1 - len(right))
+        if len(lines) > BANNER_LINES:
+            lines = lines[:BANNER_LINES]
+            lines[-1] = fmt.truncate(lines[-1] + " …", width - 1 - len(right))
         text = Text(style="bold black on yellow")
         for i, line in enumerate(lines):
             if i:
-                text.append("\n" + " " + line.ljust(width - 1))
+                text.append("\n")
+            if i < len(lines) - 1:
+                text.append(" " + line.ljust(width - 1))
             else:
-                text.append(line.ljust(room))
+                text.append(" " + line.ljust(max(0, width - 1 - len(right))))
                 text.append(right[:width])  # in the text's own style, as the message
         return text
 
@@ -157,7 +231,7 @@ class HostPanel(TextPanel):
         )
         cpu_label = fmt.pct(h.cpu_pct, 4)
         if self.compact:
-            bar_w = max(6, (width - 52) // 3)
+            bar_w = max(6, (width - 53) // 3)
             line = Text()
             line.append("CPU ", style="bold")
             line.append_text(render.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label))
@@ -174,13 +248,18 @@ class HostPanel(TextPanel):
                     ),
                 )
             )
-            line.append(" SWP ", style="bold")
+            # swap as the host panel and --once say it: used/total (0B/0B: none)
+            line.append(" SWAP ", style="bold")
             line.append_text(
                 render.bar(
                     swap_frac,
                     bar_w,
                     self.ascii_only,
-                    label=fmt.pct(None if swap_frac is None else swap_frac * 100, 4),
+                    label=swap_label,
+                    fallback=(
+                        fmt.size_pair(h.swap_used_bytes, h.swap_total_bytes),
+                        fmt.pct(None if swap_frac is None else swap_frac * 100, 4),
+                    ),
                 )
             )
             line.append(f" load {load} up {fmt.duration(h.uptime_s)}")
@@ -239,11 +318,9 @@ class HistoryPanel(TextPanel):
     def build_lines(self, width: int) -> list[Text]:
         label, maximum, unit = GPU_METRICS[self.metric]
         history = self.history
-        title = Text()
-        title.append(f"History: {label}", style="bold")
         points = self.points()  # walks the time axis: once per build
         span = history.span_s(points) if history else None
-        title.append(f"  last {fmt.duration(span) if span else '-'}  (m: metric)", style="dim")
+        title = graph_title(label, f"last {fmt.duration(span) if span else '-'}", width)
         if history is None:
             return [title]
         graph_w = max(8, width - 12)
@@ -274,6 +351,20 @@ class HistoryPanel(TextPanel):
             line.append(_value(values[-1] if values else None, "%").rjust(6))
             lines.append(line)
         return lines
+
+
+def graph_title(label: str, span: str, width: int) -> Text:
+    """The graphs' title in ``width`` cells, whole parts only: the key's hint
+    gives way first, then the word "History", then the span; the metric stays."""
+    for head, rest in (
+        (f"History: {label}", f"  {span}  (m: metric)"),
+        (f"History: {label}", f"  {span}"),
+        (label, f"  {span}"),
+        (label, ""),
+    ):
+        if len(head) + len(rest) <= width:
+            break
+    return Text.assemble((head, "bold"), (rest, "dim"))
 
 
 def _value(value: float | None, unit: str) -> str:
