@@ -82,3 +82,33 @@ def test_the_attach_screens_account_names_the_compute_of_a_cpu_job() -> None:
     gpu = account_lines(live, 100)[1].plain
     assert "compute 90%" in cpu and "dispatch" not in cpu
     assert "dispatch 90%" in gpu
+
+
+def python_trace(path: Path, *, gpu: bool) -> Path:
+    """Eight 10 ms steps, 8 ms of them Python outside torch ops, 1 ms in aten::mm
+    (on the CPU, or launching a short GEMM on the GPU)."""
+    t = TraceBuilder()
+    if not gpu:
+        t.meta["deviceProperties"] = []
+    for n in range(1, 9):
+        start = (n - 1) * 10_000.0
+        t.step(n, start, 10_000.0)
+        t.op("aten::mm", start + 8500, 1000.0)
+        if gpu:
+            t.launch(start + 8600, 20.0, "ampere_sgemm_128x64_tn", start + 8700, 300.0)
+    return t.write(path)
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_python_finding_says_what_rises_for_the_job_it_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, gpu: bool
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    path = python_trace(tmp_path / f"py-{gpu}.pt.trace.json.gz", gpu=gpu)
+    assert main(["analyze", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "cpu.python" in out
+    if gpu:
+        assert "the GPU busy share rise" in out
+    else:
+        assert "GPU busy share" not in out and "the step get shorter" in out

@@ -655,3 +655,15 @@ def test_an_eager_launch_bound_step_that_synchronizes_is_told_what_blocks_graphs
     (told,) = fired("launch.overhead", evidence(cap=syncing))
     assert "capture the step in a CUDA graph" not in told.fix
     assert "synchronizations per step" in told.fix and "keep those values on the GPU" in told.fix
+
+
+def test_allocations_in_an_inference_loop_are_not_called_training() -> None:
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    ops = [op("cudaMalloc", 20, 2000.0)]
+    (train,) = fired("memory.malloc_in_loop", evidence(cap=capture(ops=ops)))
+    assert train.title.endswith("inside the training loop")
+    serving = capture(ops=ops, markers=JobMarkers(backward=False))
+    forward_only = steps(phases={"forward": 0.01, "other": 0.002})
+    (infer,) = fired("memory.malloc_in_loop", evidence(forward_only, cap=serving))
+    assert infer.title.endswith("inside the inference loop")

@@ -167,7 +167,9 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         if host.all_functions:
             evidence += ": " + host.named(model=True)
     where = "the trace" if ev.from_trace else "the job"
-    confirm = "a new capture shows the Python share of the step fall and the GPU busy share rise"
+    confirm = "a new capture shows the Python share of the step fall and " + (
+        "the GPU busy share rise" if ev.cuda else "the step get shorter"
+    )
     return _python(ev, evidence, _fix(host, True, where), confirm, recoverable, phase > 0)
 
 

@@ -206,7 +206,8 @@ def malloc_in_loop(ev: JobEvidence) -> Iterable[Finding]:
         finding(
             ev,
             "memory.malloc_in_loop",
-            "device memory is allocated inside the training loop",
+            "device memory is allocated inside the "
+            + ("inference loop" if ev.context.inference else "training loop"),
             f"{calls} cudaMalloc/cudaFree calls over {cap.steps} captured steps "
             f"({fmt.us(us)} of CPU time)",
             "usually the allocator freeing and re-reserving under memory pressure: lower the peak "
