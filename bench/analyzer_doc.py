@@ -159,6 +159,11 @@ CASES = [
     ("h200", "leak", "a small MLP whose outputs are kept in a list with their graphs"),
     ("h200", "lightning", "a Lightning Trainer fitting a small MLP"),
     ("h200", "compiled", "torch.compile with a print in forward (a graph break)"),
+    (
+        "h200",
+        "compiled_item",
+        "torch.compile of small layers whose forward calls .item() in a loop (dynamo skips it)",
+    ),
     ("h200", "ddp_one", "DistributedDataParallel over NCCL, one rank, a bf16 encoder, batch 8"),
     ("h200", "encoder_batch16", "a bf16 transformer encoder with fused AdamW, batch 16 x 512"),
 ]

@@ -34,6 +34,8 @@ PLANTED = {
     "sdpa_mem_efficient": ("attention.sdpa_efficient", {"attention.sdpa_math"}),
     "inference": (None, ATTENTION),  # fp32 SDPA, 8% of kernel time: info
     "hf_trainer": (None, ATTENTION),  # bf16 on cuDNN
+    # torch.compile skipped the frame (a graph break in a loop): eager and launch-bound
+    "compiled_item": ("launch.overhead", set()),
 }
 
 
@@ -122,3 +124,13 @@ def test_cudnn_attention_in_bf16_gets_no_attention_finding(
     assert not [f for f in rank["findings"] if f["rule"] in ATTENTION]
     cudnn = [k for k in rank["kernels"] if "cudnn" in k["name"]]
     assert cudnn and {k["class"] for k in cudnn} == {"attention"}
+
+
+def test_a_compiled_model_that_ran_eager_is_told_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """The model was wrapped in torch.compile, but a graph break in its loop made
+    dynamo skip the frame: the profile holds no compiled region, and the launch
+    advice says what that means instead of only "compile it"."""
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("compiled_item"))))["ranks"]
+    assert rank["markers"]["compiled"] is False
+    f = rank["findings"][0]
+    assert f["rule"] == "launch.overhead" and "no compiled region ran here" in f["fix"]

@@ -667,3 +667,20 @@ def test_allocations_in_an_inference_loop_are_not_called_training() -> None:
     forward_only = steps(phases={"forward": 0.01, "other": 0.002})
     (infer,) = fired("memory.malloc_in_loop", evidence(forward_only, cap=serving))
     assert infer.title.endswith("inside the inference loop")
+
+
+def test_a_profile_without_a_compiled_region_tells_a_wrapped_model_why_it_ran_eager() -> None:
+    """torch.compile skips a frame with a graph break inside a loop: the profile
+    then shows no compiled region, and the advice says so; with no markers (an
+    older capture) it stays silent, and a compiled profile gets the compiled advice."""
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    kernels = [kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)]
+    eager = capture(kernels, markers=JobMarkers(backward=True))
+    (told,) = fired("launch.overhead", evidence(cap=eager))
+    assert "no compiled region ran here" in told.fix and "TORCH_LOGS=graph_breaks" in told.fix
+    (unknown,) = fired("launch.overhead", evidence(cap=capture(kernels)))
+    assert "no compiled region" not in unknown.fix
+    compiled = capture(kernels, markers=JobMarkers(backward=True, compiled=True))
+    (done,) = fired("launch.overhead", evidence(cap=compiled))
+    assert "already compiled" in done.fix and "no compiled region" not in done.fix

@@ -328,7 +328,16 @@ def launch_fix(ev: JobEvidence) -> str:
     fix += "(mode='reduce-overhead' adds CUDA graphs), "
     if not ctx.inference:
         fix += "fused or foreach optimizers (torch.optim.AdamW(..., fused=True)), "
-    return fix + more_work + _graph_advice(ev)
+    fix += more_work + _graph_advice(ev)
+    if ctx.compiled is False:
+        # the profile shows no compiled region: a model wrapped in torch.compile
+        # whose frame dynamo skipped (a graph break inside a loop) runs eagerly
+        fix += (
+            "; if the model is already wrapped in torch.compile, no compiled region ran "
+            "here: a graph break (one inside a loop skips the whole frame) left it eager, "
+            "and TORCH_LOGS=graph_breaks names it"
+        )
+    return fix
 
 
 def _graph_advice(ev: JobEvidence) -> str:
