@@ -5,13 +5,11 @@ skipped with the reason otherwise."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,65 +19,11 @@ from gputui.host.collector import HostCollector
 from gputui.host.runtime_api import RuntimeNames
 from gputui.nvml.collector import NvmlCollector
 from gputui.sources.live import LiveSource
+from tests.helpers.cgroups import process_in, writable
 from tests.helpers.fake_nvml import FakeNvml, FakeProcess, h100
 
-
-def _cgroup2_mount() -> Path | None:
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        # ... mount-point ... - fstype source options
-        fields, _, tail = line.partition(" - ")
-        if tail.split(" ", 1)[0] == "cgroup2":
-            return Path(fields.split()[4])
-    return None
-
-
-def _writable_cgroup2() -> tuple[Path | None, str]:
-    if os.geteuid() != 0:
-        return None, "needs root (creates a cgroup and moves a process into it)"
-    mount = _cgroup2_mount()
-    if mount is None:
-        return None, "no cgroup v2 hierarchy mounted"
-    probe = mount / f"gputui-probe-{secrets.token_hex(4)}"
-    try:
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        return None, f"the cgroup v2 hierarchy at {mount} is not writable: {exc}"
-    return mount, ""
-
-
-MOUNT, WHY = _writable_cgroup2()
+MOUNT, WHY = writable("cgroup2")
 needs_cgroup2 = pytest.mark.skipif(MOUNT is None, reason=WHY)
-
-
-@contextlib.contextmanager
-def process_in(cgroup: Path) -> Iterator[int]:
-    """A sleeping child moved into ``cgroup`` (made here, with its parents); all removed after."""
-    assert MOUNT is not None
-    made: list[Path] = []
-    for parent in reversed(cgroup.relative_to(MOUNT).parents):
-        if parent != Path("."):
-            path = MOUNT / parent
-            if not path.exists():
-                path.mkdir()
-                made.append(path)
-    cgroup.mkdir()
-    made.append(cgroup)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    try:
-        (cgroup / "cgroup.procs").write_text(str(child.pid))
-        yield child.pid
-    finally:
-        child.kill()
-        child.wait(30)
-        for path in reversed(made):
-            with contextlib.suppress(OSError):
-                path.rmdir()
-    assert not any(p.exists() for p in made)
 
 
 @needs_cgroup2
@@ -87,7 +31,7 @@ def test_a_docker_scope_is_attributed_by_the_live_source() -> None:
     assert MOUNT is not None
     cid = secrets.token_hex(32)
     scope = MOUNT / f"gputui-test-{secrets.token_hex(4)}" / f"docker-{cid}.scope"
-    with process_in(scope) as pid:
+    with process_in(MOUNT, scope) as pid:
         assert f"/docker-{cid}.scope" in Path(f"/proc/{pid}/cgroup").read_text()
         # no runtime sockets: the id alone, and why
         attributor = ContainerAttributor(names=RuntimeNames({}))
@@ -125,7 +69,7 @@ def test_a_kubepods_path_is_attributed() -> None:
         / pod
         / f"cri-containerd-{cid}.scope"
     )
-    with process_in(path) as pid:
+    with process_in(MOUNT, path) as pid:
         info = ContainerAttributor(names=RuntimeNames({})).lookup(pid)
         assert info is not None and info.pod is not None
         assert (info.runtime, info.id, info.pod.uid, info.pod.qos) == (

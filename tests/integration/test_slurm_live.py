@@ -5,12 +5,8 @@ a writable hierarchy of that version; skipped with the reason otherwise)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,76 +17,11 @@ from gputui.host.runtime_api import RuntimeNames
 from gputui.host.scontrol import ScontrolNames
 from gputui.nvml.collector import NvmlCollector
 from gputui.sources.live import LiveSource
+from tests.helpers.cgroups import process_in, writable
 from tests.helpers.fake_nvml import FakeNvml, FakeProcess, h100
 
-
-def _mounts() -> list[tuple[str, Path, str]]:
-    """(fstype, mount point, super options) of each cgroup mount."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        fields, _, tail = line.partition(" - ")
-        fstype, _source, options = ([*tail.split(" "), "", ""])[:3]
-        if fstype in ("cgroup", "cgroup2"):
-            out.append((fstype, Path(fields.split()[4]), options))
-    return out
-
-
-def _writable(fstype: str) -> tuple[Path | None, str]:
-    """A writable hierarchy of that type (v1: freezer, else any), or why not."""
-    if os.geteuid() != 0:
-        return None, "needs root (creates a cgroup and moves a process into it)"
-    mounts = [(m, o) for t, m, o in _mounts() if t == fstype]
-    if fstype == "cgroup":
-        mounts.sort(key=lambda mo: "freezer" not in mo[1].split(","))
-    if not mounts:
-        return None, f"no {fstype} hierarchy mounted"
-    reasons = []
-    for mount, _options in mounts:
-        probe = mount / f"gputui-probe-{secrets.token_hex(4)}"
-        try:
-            probe.mkdir()
-            probe.rmdir()
-        except OSError as exc:
-            reasons.append(f"{mount}: {exc}")
-            continue
-        return mount, ""
-    return None, "no writable " + fstype + " hierarchy (" + "; ".join(reasons) + ")"
-
-
-V2, WHY_V2 = _writable("cgroup2")
-V1, WHY_V1 = _writable("cgroup")
-
-
-@contextlib.contextmanager
-def process_in(mount: Path, cgroup: Path, env: dict[str, str]) -> Iterator[int]:
-    """A sleeping child with ``env`` moved into ``cgroup`` (made here, with its
-    parents, under ``mount``); all removed after."""
-    made: list[Path] = []
-    for parent in reversed(cgroup.relative_to(mount).parents):
-        if parent != Path("."):
-            path = mount / parent
-            if not path.exists():
-                path.mkdir()
-                made.append(path)
-    cgroup.mkdir()
-    made.append(cgroup)
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)"], env={**os.environ, **env}
-    )
-    try:
-        (cgroup / "cgroup.procs").write_text(str(child.pid))
-        yield child.pid
-    finally:
-        child.kill()
-        child.wait(30)
-        for path in reversed(made):
-            with contextlib.suppress(OSError):
-                path.rmdir()
-    assert not any(p.exists() for p in made)
+V2, WHY_V2 = writable("cgroup2")
+V1, WHY_V1 = writable("cgroup")
 
 
 def _sample(pid: int) -> dict[int, object]:
