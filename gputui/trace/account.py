@@ -103,6 +103,19 @@ class _Clipped:
         return max(0, total)
 
 
+def _fitted(totals: dict[str, int], host_wall: int, step_wall: int) -> tuple[dict[str, float], int]:
+    """The host's buckets fitted to the steps' windows.  A host step can begin
+    while the GPU still runs work launched before it (the first profiled step
+    after warm-up, a step after one whose kernels outlast its host side): its
+    window then starts later than its host range, and the host's time can exceed
+    the windows'.  The buckets then shrink in proportion, so that the account
+    adds up to the step (the shares stay the host's own)."""
+    if host_wall <= step_wall or host_wall <= 0:
+        return dict(totals), host_wall
+    f = step_wall / host_wall
+    return {b: v * f for b, v in totals.items()}, step_wall
+
+
 def _count_within(starts: Sequence[int], lo: int, hi: int) -> int:
     return bisect.bisect_left(starts, hi) - bisect.bisect_left(starts, lo)
 
@@ -199,14 +212,14 @@ def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAcc
         split["sync"] += length(scan.sync_gaps)
         split["python"] = max(0, rest - sum(split[b] for b, _ in _BUCKET_BITS))
         idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
-    host_wall = sum(hi - lo for lo, hi in host)
     step_wall = sum(hi - lo for lo, hi in windows)
+    fitted, host_wall = _fitted(totals, sum(hi - lo for lo, hi in host), step_wall)
     calls = scan.runtime
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
-        **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
-        python_us=round(max(0, host_wall - sum(totals.values())) / n, 3),
+        **{f"{b}_us": round(v / n, 3) for b, v in fitted.items()},
+        python_us=round(max(0, host_wall - sum(fitted.values())) / n, 3),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=round((compute + comm + copy) / n, 3) if has_gpu else None,
         sync_calls_per_step=round(
@@ -270,11 +283,12 @@ def _account(
         split["sync"] += length(bubbles)
         split["python"] = max(0, length(rest) - sum(split[b] for b in _HOST_ORDER))
         idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
-    claimed_total = sum(totals.values())
+    fitted, host_wall = _fitted(totals, host_wall, step_wall)
+    claimed_total = sum(fitted.values())
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
-        **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
+        **{f"{b}_us": round(v / n, 3) for b, v in fitted.items()},
         python_us=round(max(0, host_wall - claimed_total) / n, 3),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),

@@ -237,11 +237,17 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         split["sync"] += length(bubbles)
         split["python"] = max(0, length(rest) - sum(split[b] for b in _HOST_ORDER))
         idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
-    claimed_total = sum(totals.values())
+    kept: dict[str, float] = dict(totals)
+    if host_wall > step_wall:
+        # the host's steps outlast their windows: its buckets, in proportion
+        scale = step_wall / host_wall
+        kept = {b: v * scale for b, v in totals.items()}
+        host_wall = step_wall
+    claimed_total = sum(kept.values())
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
-        **{f"{b}_us": round(v / n, 3) for b, v in totals.items()},
+        **{f"{b}_us": round(v / n, 3) for b, v in kept.items()},
         python_us=round(max(0, host_wall - claimed_total) / n, 3),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),

@@ -253,3 +253,17 @@ def test_the_gaps_a_synchronization_left_are_looked_for_where_calls_end() -> Non
     compute_iv = merge_sorted((a.start_us, a.end_us) for a in gpu if a.end_us > a.start_us)
     idle = tl.subtract(span, compute_iv)
     assert scan.sync_gaps == merge(after_sync(idle, sorted((c[0], c[1]) for c in calls)))
+
+
+@pytest.mark.parametrize("path", TRACES + THIRD_PARTY, ids=lambda p: p.name.split(".")[0])
+def test_every_kept_traces_account_adds_up_to_its_step(path: Path) -> None:
+    """Where a host step begins before its window (the GPU still runs earlier
+    work), the host's buckets are fitted to the window: the account never adds
+    up to more than the step."""
+    from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
+
+    acct = compute(read_trace(path).timeline, False).account
+    if acct is None:
+        return
+    total = sum(getattr(acct, f"{b}_us") for b in ACCOUNT_BUCKETS)
+    assert total == pytest.approx(acct.step_us, rel=1e-4, abs=0.01)
