@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -69,9 +70,11 @@ def _drawing_mode_reset() -> Iterator[None]:
     """``--ascii`` is process-wide (the terminal is): an app started with it in
     one test must not change how the next test draws."""
     yield
-    from textual.scrollbar import ScrollBar, ScrollBarRender
-
     from gputui import fmt
 
     fmt.use_ascii(False)
+    if "textual.scrollbar" not in sys.modules:
+        return  # no app drew in this process (a GPU host may have no textual at all)
+    from textual.scrollbar import ScrollBar, ScrollBarRender
+
     ScrollBar.renderer = ScrollBarRender
