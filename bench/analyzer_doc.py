@@ -147,6 +147,13 @@ CASES = [
     ("h100", "sdpa_math", "F.scaled_dot_product_attention forced onto the math backend"),
     ("h100", "lightning", "a Lightning Trainer fitting a small MLP"),
     ("h100", "compiled", "torch.compile with a print in forward (a graph break)"),
+    ("h100", "cpu_randn", "torch.randn of an 8192 x 1024 tensor on the CPU every step"),
+    (
+        "h100",
+        "item_in_forward_wide",
+        ".item() after every layer of a 4096-wide MLP, batch 4096: the GPU's work outlasts "
+        "the host's",
+    ),
     (
         "h200",
         "sdpa_mem_efficient",

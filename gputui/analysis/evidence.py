@@ -51,6 +51,9 @@ TINY_KERNEL_US = thresholds.value("launch.tiny_kernel_us")
 #: a profiled step's launch + dispatch time over the job's own (DESIGN §4: CPU+CUDA
 #: profiling slowed a launch-bound H100 step by 75-95%; the low end is taken)
 PROFILER_SLOWDOWN = thresholds.value("idle.profiler_slowdown")
+#: a torch op this slow a call (self time) computes on the CPU: neither a cost of
+#: issuing ops nor slowed down by the profiler
+CPU_OP_US = thresholds.value("launch.cpu_op_us")
 #: ops placed on the roofline (by GPU time)
 ROOFLINE_TOP = 10
 
@@ -180,6 +183,28 @@ class CaptureView:
         """Self time (us) of all the capture's CPU ops."""
         return sum(o.self_us for o in self.cpu_ops)
 
+    def cpu_work_us(self, min_call_us: float) -> float:
+        """Self time (us) of the torch ops that average ``min_call_us`` or more a
+        call: ops that compute on the CPU (a random tensor made there, a sort of a
+        host tensor), where issuing an op for the GPU takes microseconds.  Runtime
+        calls (a blocking copy, a synchronization) are not ops and do not count."""
+        return sum(
+            o.self_us
+            for o in self.cpu_ops
+            if "::" in o.name and o.calls and o.self_us / o.calls >= min_call_us
+        )
+
+    @property
+    def cpu_work_share(self) -> float:
+        """The share of the step torch's ops spent computing on the CPU
+        (:meth:`cpu_work_us` of the ops from ``launch.cpu_op_us`` a call), at most
+        the account's torch dispatch; 0 without a step account."""
+        acct = self.account
+        if acct is None or acct.step_us <= 0 or not self.steps:
+            return 0.0
+        us = self.cpu_work_us(CPU_OP_US)
+        return min(acct.share("dispatch"), us / self.steps / acct.step_us) if us else 0.0
+
     def span_share(self, us: float) -> float | None:
         """``us`` microseconds as a share of the capture span (at most all of it:
         a copy that started before the window counts only inside it)."""
@@ -235,7 +260,8 @@ class CaptureView:
             busy = acct.gpu_busy_share
         if busy is None:
             return None
-        issuing = acct.share("launch") + acct.share("dispatch")
+        # what the profiler slows down: issuing ops, not their work on the CPU
+        issuing = acct.share("launch") + acct.share("dispatch") - self.cpu_work_share
         cpu = 1.0 - acct.share("ahead") - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
         return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
@@ -353,6 +379,7 @@ class JobEvidence:
         the Python sampler's Python outside torch told apart from the rest)."""
         cap = self.capture
         acct = None if cap is None else cap.account
+        work = 0.0 if cap is None else cap.cpu_work_share
         if self.from_trace:
             if acct is None or acct.step_us <= 0:
                 return Ledger(ledger.Window("profiled steps", self.stats.count), None)
@@ -362,6 +389,7 @@ class JobEvidence:
                 ledger.Window(kind, acct.steps),
                 gpu_idle=self._unprofiled_idle(),
                 slowdown=PROFILER_SLOWDOWN,
+                cpu_work=work,
             )
         note = "warm-up, profiled and compiling steps left out"
         usual = ordinary(self.steps)
@@ -372,6 +400,7 @@ class JobEvidence:
                 gpu_idle=self._unprofiled_idle(),
                 source="the capture",
                 slowdown=PROFILER_SLOWDOWN,
+                cpu_work=work,
             )
         return ledger.from_steps(
             usual,
@@ -381,6 +410,7 @@ class JobEvidence:
             note=note,
             slowdown=PROFILER_SLOWDOWN,
             python_share=sampled_python(self.python_profile),
+            cpu_work=work,
         )
 
     def _unprofiled_idle(self) -> float | None:

@@ -212,12 +212,17 @@ class Ledger:
 
 
 def unprofiled_split(
-    measured: Mapping[str, float], idle: float | None, slowdown: float
+    measured: Mapping[str, float], idle: float | None, slowdown: float, cpu_work: float = 0.0
 ) -> dict[str, float]:
     """A profiled account's GPU idle split at the job's own speed: kernel launch
-    and torch dispatch shrink by the profiler's ``slowdown`` first, then every
-    part in proportion, so that they add up to ``idle`` (never up)."""
+    and torch dispatch shrink by the profiler's ``slowdown`` first (less
+    ``cpu_work``, the share of the step torch's ops computed on the CPU: the
+    profiler does not slow that down), then every part in proportion, so that
+    they add up to ``idle`` (never up)."""
     out = {b: v / slowdown if b in ("launch", "dispatch") else v for b, v in measured.items()}
+    if "dispatch" in measured:
+        work = min(cpu_work, measured["dispatch"])
+        out["dispatch"] = (measured["dispatch"] - work) / slowdown + work
     total = sum(out.values())
     if idle is not None and total > idle and total > 0:
         out = {b: v * idle / total for b, v in out.items()}
@@ -231,11 +236,12 @@ def from_account(
     gpu_idle: float | None = None,
     source: str = "",
     slowdown: float = 1.0,
+    cpu_work: float = 0.0,
 ) -> Ledger:
     """The ledger of a measured account (a trace's or a capture's steps);
     ``gpu_idle``: the GPU's idle share at the job's own speed where known, and
     ``slowdown`` the profiler's on launch and dispatch (its idle split is
-    scaled down to that)."""
+    scaled down to that), less ``cpu_work`` (:func:`unprofiled_split`)."""
     step_s = acct.step_us / 1e6 if acct.step_us > 0 else None
     shares = {b: acct.share(b) for b in ACCOUNT_BUCKETS} if step_s else {}
     busy = acct.gpu_busy_share
@@ -259,7 +265,7 @@ def from_account(
         gpu_copy=acct.gpu_part_share("copy"),
         launches_per_step=acct.launch_calls_per_step,
         syncs_per_step=acct.sync_calls_per_step,
-        idle_shares=unprofiled_split(measured, idle, slowdown) if measured else {},
+        idle_shares=unprofiled_split(measured, idle, slowdown, cpu_work) if measured else {},
         slowdown=slowdown,
     )
 
@@ -273,6 +279,7 @@ def from_steps(
     note: str = "",
     slowdown: float = 1.0,
     python_share: float | None = None,
+    cpu_work: float = 0.0,
 ) -> Ledger:
     """The ledger of a live job's ordinary ``steps`` (step records): the measured
     buckets from every step, the rest split as the capture's account says, or,
@@ -289,7 +296,7 @@ def from_steps(
         data = min(shares.get("data", 0.0), 1.0 if gpu_idle is None else gpu_idle)
         others = {b: v / captured.step_us for b, v in captured.gpu_idle_us.items() if b != "data"}
         left = None if gpu_idle is None else max(0.0, gpu_idle - data)
-        split = unprofiled_split(others, left, slowdown)
+        split = unprofiled_split(others, left, slowdown, cpu_work)
         if data > 0:
             split["data"] = data
     return Ledger(

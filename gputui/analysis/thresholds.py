@@ -95,6 +95,7 @@ cpu.gpu_idle_share          0.15        share    the GPU's idle share while Pyth
 cpu.creation_share          0.10        share    CPU-side random tensor creation's share of the step
 cpu.creation_call_us        50          us       a random op this slow per call runs on the CPU
 launch.issue_share          0.4         share    kernel launch + torch dispatch's share of the step
+launch.cpu_op_us            1000        us       a torch op this slow a call computes on the CPU
 launch.short_kernel_us      20          us       a mean kernel this short is launch-bound
 launch.tiny_kernel_us       10          us       a kernel this short is tiny
 launch.tiny_share           0.5         share    tiny kernels' share of the launches

@@ -30,6 +30,11 @@ PLANTED = {
     ),
     "lightning": (None, set()),
     "compiled": (None, set()),
+    # a random tensor made on the CPU every step: its op is CPU work, not launch cost
+    "cpu_randn": ("cpu.tensor_creation", {"launch.overhead"}),
+    # .item() in forward where the GPU is busy 89% of the step: the syncs leave it
+    # little idle time under the profiler (live, NVML sees 13%: below)
+    "item_in_forward_wide": (None, {"launch.overhead"}),
     # recorded on an H200
     "sdpa_mem_efficient": ("attention.sdpa_efficient", {"attention.sdpa_math"}),
     "inference": (None, ATTENTION),  # fp32 SDPA, 8% of kernel time: info
@@ -134,3 +139,29 @@ def test_a_compiled_model_that_ran_eager_is_told_why(capsys: pytest.CaptureFixtu
     assert rank["markers"]["compiled"] is False
     f = rank["findings"][0]
     assert f["rule"] == "launch.overhead" and "no compiled region ran here" in f["fix"]
+
+
+#: attach sessions of two of the cases, run under ``gputui run`` on an H100 and
+#: recorded with a 3-step capture (tests/data/h100-cases/live): the first warn or
+#: crit finding the live analyzer gives
+LIVE = {
+    # the random op is CPU work: before launch.overhead took its time as issuing
+    "cpu_randn": "cpu.tensor_creation",
+    # NVML saw the GPU idle 13% of the unprofiled step, most of it after the syncs
+    "item_in_forward_wide": "sync.host_sync",
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIVE))
+def test_the_planted_cause_comes_first_live(capsys: pytest.CaptureFixture[str], case: str) -> None:
+    path = CASES / "live" / f"{case}.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    serious = [f for f in report["findings"] if f["severity"] in ("warn", "crit")]
+    assert [f["rule"] for f in serious][:1] == [LIVE[case]], serious
+    assert "launch.overhead" not in {f["rule"] for f in serious}
+    # its cost is in milliseconds of the job's own mean step, within the step
+    top = serious[0]
+    assert 0 < top["impact_pct"] <= 100
+    mean_ms = report["live_account"]["step_s"] * 1000.0
+    assert top["impact_ms"] == pytest.approx(mean_ms * top["impact_pct"] / 100.0, rel=0.02)

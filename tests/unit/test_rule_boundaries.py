@@ -309,6 +309,20 @@ CASES: dict[str, Case] = {
             )
         ),
     ),
+    # a torch op from this time a call computes on the CPU: its time is no cost of
+    # issuing (5 steps of 10 ms; 25 calls of it take half the step, which leaves
+    # launch + dispatch short of launch.issue_share)
+    "launch.cpu_op_us": Case(
+        "launch.overhead",
+        lambda us: evidence(
+            cap=launch_bound(
+                ops=[op("aten::sort", 25, us * 25)],
+                account=account(gpu_busy=0.1, dispatch=0.6, launch=0.05),
+            )
+        ),
+        -0.1,
+        +0.1,
+    ),
     # -- kernel sizes: the mean, tiny kernels, their share of the launches
     "launch.short_kernel_us": Case(
         "launch.overhead",

@@ -47,10 +47,10 @@ def shares_text(acct: StepAccount, *buckets: str, cuda: bool = True) -> str:
     )
 
 
-def _groups(acct: StepAccount) -> dict[str, float]:
+def _groups(acct: StepAccount, cpu_work: float = 0.0) -> dict[str, float]:
     return {
         "python": acct.share("python"),
-        "launch": acct.share("launch") + acct.share("dispatch"),
+        "launch": acct.share("launch") + max(0.0, acct.share("dispatch") - cpu_work),
         "sync": acct.share("sync"),
         "data": acct.share("data"),
         "comm": acct.share("comm"),
@@ -58,10 +58,11 @@ def _groups(acct: StepAccount) -> dict[str, float]:
     }
 
 
-def cpu_side_largest(acct: StepAccount) -> str:
+def cpu_side_largest(acct: StepAccount, cpu_work: float = 0.0) -> str:
     """Which CPU-side cause holds most of the step: "python", "launch" (launch
-    and dispatch together: the cost of issuing ops), "sync", "data" or "comm"."""
-    groups = _groups(acct)
+    and dispatch together: the cost of issuing ops, less ``cpu_work``, the share
+    of the step torch's ops spent computing on the CPU), "sync", "data" or "comm"."""
+    groups = _groups(acct, cpu_work)
     return max(groups, key=lambda k: groups[k])
 
 

@@ -48,6 +48,8 @@ IDLE_SHARE = thresholds.value("idle.share")
 IDLE_SHARE_PROFILED = thresholds.value("idle.share_profiled")
 SHORT_KERNEL_US = thresholds.value("launch.short_kernel_us")
 TINY_SHARE = thresholds.value("launch.tiny_share")
+#: a torch op this slow a call (self time) computes on the CPU: no cost of issuing
+CPU_OP_US = thresholds.value("launch.cpu_op_us")
 #: copies: pageable ones' and all host-device copies' share of the span, casts per
 #: step and their share of CPU op time, aten::copy_'s share that "dominates"
 PAGEABLE_SHARE = thresholds.value("copy.pageable_share")
@@ -207,7 +209,8 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own), and, with a step "
         "account, kernel launch (less a trace's cold launch calls, 100ms or more) + torch "
-        "dispatch >= {launch.issue_share} of the step and the largest CPU-side share (a "
+        "dispatch (less the ops that average {launch.cpu_op_us} or more a call: CPU "
+        "work) >= {launch.issue_share} of the step and the largest CPU-side share (a "
         "trace's one-off time, compiling and cold launches, out of the idle share); "
         "without one, kernels average < {launch.short_kernel_us} or "
         "{launch.tiny_share} of them are < {launch.tiny_kernel_us}; cost: the idle share, at "
@@ -226,8 +229,13 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         # dispatch, not Python outside torch, a sync or the data loader.
         # a trace's cold launches (first-use loading) are no launch cost of the loop
         launch = max(0.0, acct.share("launch") - ev.cold_launch_share)
-        issuing = launch + acct.share("dispatch")
-        if issuing < LAUNCH_SHARE or cpu_side_largest(acct) != "launch":
+        # nor is the time torch's ops spent computing on the CPU (their own rules
+        # speak of it: cpu.tensor_creation)
+        cpu_work = min(
+            acct.share("dispatch"), cap.cpu_work_us(CPU_OP_US) / cap.steps / acct.step_us
+        )
+        issuing = launch + acct.share("dispatch") - cpu_work
+        if issuing < LAUNCH_SHARE or cpu_side_largest(acct, cpu_work) != "launch":
             return []
     elif not tiny_kernels:
         return []
