@@ -150,6 +150,12 @@ CASES = [
     ("h100", "cpu_randn", "torch.randn of an 8192 x 1024 tensor on the CPU every step"),
     (
         "h100",
+        "cpu_resize",
+        "64 images resized (antialiased bilinear) and normalized with torch ops on the host "
+        "every step",
+    ),
+    (
+        "h100",
         "item_in_forward_wide",
         ".item() after every layer of a 4096-wide MLP, batch 4096: the GPU's work outlasts "
         "the host's",

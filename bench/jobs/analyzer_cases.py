@@ -38,6 +38,8 @@ Cases (the planted cause in brackets):
   overhead; no optimizer];
 - ``cpu_randn``: each step makes an 8192 x 1024 tensor with ``torch.randn`` on the CPU
   and copies it over [CPU-side tensor creation];
+- ``cpu_resize``: each step resizes and normalizes a batch of 64 images with torch ops on
+  the host before copying it over [torch ops on the CPU];
 - ``leak``: the losses are kept in a list with their graphs [memory growth];
 - ``hf_trainer``: a Hugging Face ``Trainer`` fitting a GPT-2 (from a config) on random
   tokens, profiled from a ``TrainerCallback`` [none];
@@ -476,6 +478,33 @@ def case_cpu_randn(out: Path) -> Path:
     for _ in range(2):
         step()
     return profiled(out, "cpu_randn", step)
+
+
+def case_cpu_resize(out: Path) -> Path:
+    """Images resized and normalized with torch ops on the host, in the loop,
+    before they go to the GPU (what a transform on the main thread does)."""
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, stride=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 10),
+    ).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    raw = torch.rand(64, 3, 320, 320)  # a batch as decoded, on the host
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+
+    def step() -> None:
+        x = F.interpolate(raw, size=(224, 224), mode="bilinear", antialias=True)
+        x = ((x - mean) / 0.226).to(DEV)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(2):
+        step()
+    return profiled(out, "cpu_resize", step)
 
 
 def case_leak(out: Path) -> Path:

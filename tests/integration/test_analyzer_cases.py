@@ -32,6 +32,8 @@ PLANTED = {
     "compiled": (None, set()),
     # a random tensor made on the CPU every step: its op is CPU work, not launch cost
     "cpu_randn": ("cpu.tensor_creation", {"launch.overhead"}),
+    # images resized with torch ops on the host: CPU work, not launch cost
+    "cpu_resize": ("cpu.host_ops", {"launch.overhead"}),
     # .item() in forward where the GPU is busy 89% of the step: the syncs leave it
     # little idle time under the profiler (live, NVML sees 13%: below)
     "item_in_forward_wide": (None, {"launch.overhead"}),
@@ -145,8 +147,10 @@ def test_a_compiled_model_that_ran_eager_is_told_why(capsys: pytest.CaptureFixtu
 #: recorded with a 3-step capture (tests/data/h100-cases/live): the first warn or
 #: crit finding the live analyzer gives
 LIVE = {
-    # the random op is CPU work: before launch.overhead took its time as issuing
+    # the random op and the resize are CPU work: before launch.overhead took
+    # their time as issuing
     "cpu_randn": "cpu.tensor_creation",
+    "cpu_resize": "cpu.host_ops",
     # NVML saw the GPU idle 13% of the unprofiled step, most of it after the syncs
     "item_in_forward_wide": "sync.host_sync",
 }

@@ -297,6 +297,12 @@ CASES: dict[str, Case] = {
         +0.1,
         -0.1,
     ),
+    # torch ops on host tensors: 2 calls (a call far over launch.cpu_op_us) of
+    # the share of 5 steps of 10 ms
+    "cpu.host_ops_share": past_share(
+        "cpu.host_ops",
+        lambda s: evidence(cap=capture(ops=[op("aten::sort", 2, s * 50_000.0)], account=account())),
+    ),
     "cpu.gpu_idle_share": past_share(
         "cpu.python",
         lambda i: evidence(cap=capture(account=account(gpu_busy=1.0 - i, dispatch=0.1))),

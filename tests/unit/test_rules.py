@@ -325,6 +325,12 @@ CASES: dict[str, tuple[Factory, Factory]] = {
         # 500 GPU launches of 10 us: random tensors made where they are used
         lambda: evidence(cap=capture(ops=[op("aten::normal_", 500, 5_000.0)], account=account())),
     ),
+    "cpu.host_ops": (
+        # 5 sorts of 3 ms on host tensors: 30% of five 10 ms steps
+        lambda: evidence(cap=capture(ops=[op("aten::sort", 5, 15_000.0)], account=account())),
+        # the same share in 500 sorts of 30 us: GPU launches, not CPU work
+        lambda: evidence(cap=capture(ops=[op("aten::sort", 500, 15_000.0)], account=account())),
+    ),
     "launch.idle_gaps": (
         lambda: evidence(cap=capture([kernel(GEMM_BF16, "gemm", 100, 50_000.0)])),
         lambda: evidence(cap=gemm_capture()),
@@ -684,3 +690,13 @@ def test_a_profile_without_a_compiled_region_tells_a_wrapped_model_why_it_ran_ea
     compiled = capture(kernels, markers=JobMarkers(backward=True, compiled=True))
     (done,) = fired("launch.overhead", evidence(cap=compiled))
     assert "already compiled" in done.fix and "no compiled region" not in done.fix
+
+
+def test_a_cpu_jobs_torch_ops_are_its_compute_not_host_ops() -> None:
+    """On a job without a GPU, torch's ops computing on the CPU are the work
+    itself: cpu.host_ops speaks only of a GPU job's."""
+    cap = capture(ops=[op("aten::sort", 5, 15_000.0)], account=account(gpu_busy=None))
+    gpu_job = evidence(cap=cap)
+    cpu_job = dataclasses.replace(gpu_job, cuda=False)
+    assert "cpu.host_ops" in {f.rule for f in engine.analyze(gpu_job)}
+    assert "cpu.host_ops" not in {f.rule for f in engine.analyze(cpu_job)}

@@ -18,11 +18,12 @@ from collections.abc import Iterable
 
 from gputui import fmt
 from gputui.analysis import thresholds
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import CPU_OP_US, JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.host_code import HostCode, host_code
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.registry import Minimum, finding, rule
+from gputui.protocol.capture import CpuOpRow
 from gputui.protocol.trace_metrics import StepAccount, account_label
 
 #: Python outside torch from this share of the step is worth a finding ...
@@ -31,6 +32,12 @@ PYTHON_SHARE = thresholds.value("cpu.python_share")
 GPU_IDLE_SHARE = thresholds.value("cpu.gpu_idle_share")
 #: launch + dispatch from this share of the step make a step launch-bound
 LAUNCH_SHARE = thresholds.value("launch.issue_share")
+#: random tensors made on the CPU: their share of the step, and their time per
+#: call, from which they are a finding
+CREATION_SHARE = thresholds.value("cpu.creation_share")
+CREATION_CALL_US = thresholds.value("cpu.creation_call_us")
+#: torch ops on the CPU: from this share of a GPU job's step they are a finding
+HOST_OPS_SHARE = thresholds.value("cpu.host_ops_share")
 
 
 def account_of(ev: JobEvidence) -> StepAccount | None:
@@ -226,9 +233,6 @@ RANDOM_OPS = (
     "aten::bernoulli_",
     "aten::exponential_",
 )
-#: their share of the step, and their time per call, from which they are a finding
-CREATION_SHARE = thresholds.value("cpu.creation_share")
-CREATION_CALL_US = thresholds.value("cpu.creation_call_us")
 
 
 @rule(
@@ -247,31 +251,86 @@ CREATION_CALL_US = thresholds.value("cpu.creation_call_us")
 )
 def tensor_creation(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture
-    acct = account_of(ev)
-    if cap is None or acct is None:
+    if cap is None:
         return []
     rows = [o for o in cap.cpu_ops if o.name in RANDOM_OPS and o.calls]
-    us = sum(o.self_us for o in rows)
     calls = sum(o.calls for o in rows)
-    if not calls or us / calls < CREATION_CALL_US:
+    if not calls or sum(o.self_us for o in rows) / calls < CREATION_CALL_US:
         return []
-    share = us / (acct.step_us * max(1, acct.steps))
-    if share < CREATION_SHARE:
+    return _ops_finding(
+        ev,
+        "cpu.tensor_creation",
+        rows,
+        CREATION_SHARE,
+        ("tensors are made on the CPU inside the step", "random-number ops"),
+        "make them where they are used: torch.randn(..., device='cuda') (or "
+        "torch.randn_like(x) of a GPU tensor), or once before the loop if they do not "
+        "change; a tensor made on the CPU also costs a host-device copy every step",
+        "a new capture shows the random ops as short launches (a few microseconds each)",
+    )
+
+
+def _ops_finding(
+    ev: JobEvidence,
+    rule_id: str,
+    rows: list[CpuOpRow],
+    least: float,
+    words: tuple[str, str],
+    fix: str,
+    confirm: str,
+) -> list[Finding]:
+    """The finding of ops that compute on the CPU (``rows``) where their self time
+    takes ``least`` of the step or more; ``words``: the title and what the ops
+    are.  Their time is the cost.  Nothing without a step account."""
+    acct = account_of(ev)
+    if acct is None or not rows:
+        return []
+    # ops on several threads can add up past the wall time: at most the step
+    share = min(1.0, sum(o.self_us for o in rows) / (acct.step_us * max(1, acct.steps)))
+    if share < least:
         return []
     listed = ", ".join(
-        f"{o.name} x{o.calls} ({fmt.us(o.self_us / o.calls)} each)"
+        f"{fmt.clean(o.name)} x{o.calls} ({fmt.us(o.self_us / o.calls)} each)"
         for o in sorted(rows, key=lambda o: -o.self_us)[:3]
     )
-    return [
-        finding(
-            ev,
-            "cpu.tensor_creation",
-            "tensors are made on the CPU inside the step",
-            f"random-number ops take {share * 100:.0f}% of the step on the CPU: {listed}",
-            "make them where they are used: torch.randn(..., device='cuda') (or "
-            "torch.randn_like(x) of a GPU tensor), or once before the loop if they do not "
-            "change; a tensor made on the CPU also costs a host-device copy every step",
-            "a new capture shows the random ops as short launches (a few microseconds each)",
-            share=share,
-        )
+    title, what = words
+    evidence = f"{what} take {share * 100:.0f}% of the step on the CPU: {listed}"
+    return [finding(ev, rule_id, title, evidence, fix, confirm, share=share)]
+
+
+@rule(
+    "cpu.host_ops",
+    "cpu",
+    "gputui: a GPU job's torch ops on host tensors (a tensor left on the CPU, a "
+    "preprocessing op in the loop) run on the training thread while the GPU waits",
+    ("capture",),
+    trigger=(
+        "capture or trace of a job with a GPU: torch ops other than the random ones "
+        "averaging >= {launch.cpu_op_us} a call (on the GPU, issuing an op takes "
+        "microseconds) take >= {cpu.host_ops_share} of the step; cost: their time"
+    ),
+    bucket="dispatch",
+)
+def host_ops(ev: JobEvidence) -> Iterable[Finding]:
+    cap = ev.capture
+    if cap is None or not ev.cuda:
+        return []
+    rows = [
+        o
+        for o in cap.cpu_ops
+        if "::" in o.name
+        and o.name not in RANDOM_OPS
+        and o.calls
+        and o.self_us / o.calls >= CPU_OP_US
     ]
+    return _ops_finding(
+        ev,
+        "cpu.host_ops",
+        rows,
+        HOST_OPS_SHARE,
+        ("torch ops compute on the CPU inside the step", "torch ops on host tensors"),
+        "run them on the GPU: move their inputs there first (.to('cuda'), or make them "
+        "with device='cuda'); work that belongs on the host (decoding, augmentation) goes "
+        "into DataLoader workers (num_workers > 0), where it overlaps with the GPU's step",
+        "a new capture shows these ops as launches of microseconds and the GPU's busy share rises",
+    )

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import (
+    CPU_OP_US,
     MIN_GPU_SAMPLES,
     PROFILER_SLOWDOWN,
     READBACK_OPS,
@@ -48,8 +49,6 @@ IDLE_SHARE = thresholds.value("idle.share")
 IDLE_SHARE_PROFILED = thresholds.value("idle.share_profiled")
 SHORT_KERNEL_US = thresholds.value("launch.short_kernel_us")
 TINY_SHARE = thresholds.value("launch.tiny_share")
-#: a torch op this slow a call (self time) computes on the CPU: no cost of issuing
-CPU_OP_US = thresholds.value("launch.cpu_op_us")
 #: copies: pageable ones' and all host-device copies' share of the span, casts per
 #: step and their share of CPU op time, aten::copy_'s share that "dominates"
 PAGEABLE_SHARE = thresholds.value("copy.pageable_share")
