@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui import fmt
+from gputui.analysis.evidence import MIN_STEPS
 from gputui.analysis.finding import Finding
 from gputui.analysis.memory import MemoryGrowth
 from gputui.analysis.steps import Dist, StepStats
@@ -170,7 +171,7 @@ def render(
             where = " (on the recording's machine)" if recorded else ""
             about += f"; file{where} {fmt.clean(snap.snapshot_path)}"
         out.extend(wrap(about, width, "", _TAB))
-    out.extend(_findings(report.findings, report.notes, width))
+    out.extend(_findings(report.findings, report.notes, width, report.stats.count))
     return out
 
 
@@ -180,13 +181,23 @@ _TAB = "  "
 TOP = 15
 
 
+#: where steps come from, for a job that has none yet (an inference loop has no
+#: optimizer to end them)
+STEP_HINT = (
+    "a step ends at an optimizer's step(); a loop without one (inference, a step "
+    "compiled whole) calls gputui.hook.step() once a step"
+)
+
+
 def _steps(got: Collected, stats: StepStats, width: int) -> list[str]:
     if not stats.count:
         left_out = stats.excluded_profiled
         said = "no steps recorded yet" + (
             f" ({plural(left_out, 'profiled step')} left out)" if left_out else ""
         )
-        return wrap(said, width)
+        if not left_out:
+            said += f": {STEP_HINT}"
+        return wrap(said, width, "", _TAB)
     line = (
         f"steps {stats.first_index}..{stats.last_index} ({stats.count:,}"
         + (f", {stats.excluded_profiled:,} profiled left out" if stats.excluded_profiled else "")
@@ -224,12 +235,13 @@ def _memory(memory: MemorySample | None, growth: MemoryGrowth | None, width: int
     return wrap_items(items, width, " ", subsequent=_TAB)
 
 
-def _findings(items: Sequence[Finding], notes: Sequence[str], width: int) -> list[str]:
-    head = "findings" + (
-        f" ({len(items)}, ranked by the step time a fix could recover)"
-        if items
-        else ": nothing found that costs this job time"
-    )
+def _findings(items: Sequence[Finding], notes: Sequence[str], width: int, steps: int) -> list[str]:
+    if items:
+        head = f"findings ({len(items)}, ranked by the step time a fix could recover)"
+    elif steps < MIN_STEPS:  # silent for want of steps (a note says so), not of causes
+        head = "findings: none yet"
+    else:
+        head = "findings: nothing found that costs this job time"
     out = wrap(head, width)
     for note in notes:
         out.extend(wrap(f"({fmt.clean(note)})", width, _TAB, _TAB + " "))

@@ -171,7 +171,8 @@ def _notes(got: Collected, stats: StepStats) -> tuple[str, ...]:
         notes.append("kernel-level rules need a capture: --capture N")
     else:
         notes.extend(older_capture_notes(got.capture))
-    if got.memory and all(at is None for _s, at in got.memory):
+    # (a job with no steps yet has none to number its samples with: no older hook)
+    if got.memory and stats.count and all(at is None for _s, at in got.memory):
         notes.append(
             "the memory samples carry no step numbers (an older gputui's hook): memory "
             "growth is judged over their times, and only over two minutes or more of them"

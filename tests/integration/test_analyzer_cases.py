@@ -169,3 +169,29 @@ def test_the_planted_cause_comes_first_live(capsys: pytest.CaptureFixture[str], 
     assert 0 < top["impact_pct"] <= 100
     mean_ms = report["live_account"]["step_s"] * 1000.0
     assert top["impact_ms"] == pytest.approx(mean_ms * top["impact_pct"] / 100.0, rel=0.02)
+
+
+def test_an_inference_loop_without_steps_is_told_how_to_mark_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An inference loop under ``gputui run`` on an H100 (no optimizer, no
+    DataLoader: nothing ends a step): the report says where steps come from,
+    that the findings wait for them, and blames no older hook."""
+    path = CASES / "live" / "inference_no_steps.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once"]) == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert "no steps recorded yet: a step ends at an optimizer's step()" in words
+    assert "gputui.hook.step()" in words
+    assert "findings: none yet" in words and "nothing found" not in words
+    assert "older gputui" not in words
+
+
+def test_memory_samples_of_an_older_hook_are_still_said_to_be_by_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A recording whose job has steps but whose memory samples carry no step
+    numbers (the first release's hook) keeps its note."""
+    path = CASES.parents[1] / "samples" / "attach-v1.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once"]) == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert "the memory samples carry no step numbers (an older gputui's hook)" in words

@@ -9,6 +9,7 @@ from gputui import fmt
 from gputui.analysis.live_account import MEASURED, REST, LiveAccount
 from gputui.analysis.steps import Dist
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
+from gputui.reports.attach import STEP_HINT
 from gputui.tui import render
 from gputui.tui.attach.phases import phase_letter, phase_style
 from gputui.tui.attach.view_panel import ViewPanel
@@ -26,7 +27,8 @@ class PhaseTable(ViewPanel):
         head.append(f"{mode + ' (ms)':<12}", style="bold")
         head.append(f"{'p50':>7}{'p90':>7}{'p99':>7}  share", style="bold")
         if v is None or not count:
-            return Text("\n").join([head, Text("no steps yet", style="dim")])
+            hint = Text(f"no steps yet: {STEP_HINT}", style="dim")
+            return Text("\n").join([head, hint])
         stats = v.stats
         phases = stats.gpu_phases if v.gpu_mode else stats.phases
         total = stats.gpu if v.gpu_mode else stats.wall
