@@ -432,7 +432,7 @@ class SmallChecked(nn.Module):
 def case_compiled_item(out: Path) -> Path:
     model = torch.compile(SmallChecked().to(DEV))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(32, 256, device=DEV)
+    x = torch.randn(32, 1024, device=DEV)
 
     def step() -> None:
         loss = model(x).square().mean()
