@@ -123,7 +123,7 @@ class AttachState:
             self._hello: Hello | None = None
             self._steps: deque[StepRecord] = deque(maxlen=self._step_window)
             self._last_index = -1
-            self._received = 0
+            self._steps_received = 0
             self._missed = 0
             self._synced = False
             self._memory: deque[tuple[MemorySample, int | None]] = deque(maxlen=self._memory_points)
@@ -228,7 +228,7 @@ class AttachState:
                     if step.index > self._last_index:
                         self._steps.append(step)
                         self._last_index = step.index
-                        self._received += 1
+                        self._steps_received += 1
             elif isinstance(event, MemoryBatch):
                 # each sample's own step (an older hook's say none: their growth is
                 # judged over their times, analysis.memory)
@@ -270,34 +270,17 @@ class AttachState:
 
     # -- reader (UI thread) --------------------------------------------------------------
     def snapshot(self) -> StateSnapshot:
+        """Each field of :class:`StateSnapshot` from the attribute of its name (a
+        bounded series as a tuple)."""
         with self._lock:
-            return StateSnapshot(
-                version=self._version,
-                hello=self._hello,
-                steps=tuple(self._steps),
-                steps_received=self._received,
-                missed=self._missed,
-                synced=self._synced,
-                memory=tuple(self._memory),
-                status=self._status,
-                capture_status=self._capture_status,
-                capture=self._capture,
-                capture_wanted=self._capture_wanted,
-                disconnected=self._disconnected,
-                hook_messages=tuple(self._hook_messages),
-                invalid=self._invalid,
-                connect_error=self._connect_error,
-                connecting=self._connecting,
-                gpu=tuple(self._gpu),
-                gpu_unprofiled=tuple(self._gpu_unprofiled),
-                python_profile=self._python_profile,
-                gpu_reason=self._gpu_reason,
-                memsnap_status=self._memsnap_status,
-                memsnap=self._memsnap,
-                memsnap_wanted=self._memsnap_wanted,
-                roof=self._roof,
-                compile_report=self._compile_report,
-            )
+            values = {name: getattr(self, "_" + name) for name in _SNAPSHOT_FIELDS}
+            for name, value in values.items():
+                if type(value) is deque:
+                    values[name] = tuple(value)
+        return StateSnapshot(**values)
+
+
+_SNAPSHOT_FIELDS = tuple(f.name for f in dataclasses.fields(StateSnapshot))
 
 
 # -- the view: plain values for the widgets ------------------------------------------------
