@@ -193,22 +193,13 @@ class AttachState:
         """This viewer asked for capture ``capture_id`` (its answer may already be
         here: the reader thread can deliver it before the request call returns)."""
         with self._lock:
-            status, result = self._capture_status, self._capture
-            answered = (result is not None and result.id == capture_id) or (
-                status is not None and status.id == capture_id and status.ended
-            )
-            self._capture_wanted = None if answered else capture_id
+            self._capture_wanted = _unanswered(capture_id, self._capture_status, self._capture)
             self._version += 1
 
     def set_memsnap_wanted(self, snapshot_id: str | None) -> None:
-        """This viewer asked for snapshot ``snapshot_id`` (its answer may already be
-        here: the reader thread can deliver it before the request call returns)."""
+        """As :meth:`set_capture_wanted`, of memory snapshot ``snapshot_id``."""
         with self._lock:
-            status, result = self._memsnap_status, self._memsnap
-            answered = (result is not None and result.id == snapshot_id) or (
-                status is not None and status.id == snapshot_id and status.ended
-            )
-            self._memsnap_wanted = None if answered else snapshot_id
+            self._memsnap_wanted = _unanswered(snapshot_id, self._memsnap_status, self._memsnap)
             self._version += 1
 
     def add(self, event: Event) -> None:
@@ -281,6 +272,19 @@ class AttachState:
 
 
 _SNAPSHOT_FIELDS = tuple(f.name for f in dataclasses.fields(StateSnapshot))
+
+
+def _unanswered(
+    request_id: str | None,
+    status: CaptureStatus | MemorySnapshotStatus | None,
+    result: CaptureResult | MemorySnapshotResult | None,
+) -> str | None:
+    """``request_id``, unless its answer is here: its result, or its status saying
+    it ended (refused, or failed)."""
+    answered = (result is not None and result.id == request_id) or (
+        status is not None and status.id == request_id and status.ended
+    )
+    return None if answered else request_id
 
 
 # -- the view: plain values for the widgets ------------------------------------------------
