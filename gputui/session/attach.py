@@ -212,7 +212,11 @@ class AttachState:
     def _add(self, event: Event) -> None:
         with self._lock:
             self._version += 1
-            if isinstance(event, StepBatch):
+            latest = _LATEST.get(type(event))
+            if latest is not None:
+                setattr(self, latest, event)
+                self._forget_answered(event)
+            elif isinstance(event, StepBatch):
                 self._missed += event.missed
                 for step in event.steps:
                     # A reconnect asks for history again: keep each step index once.
@@ -225,32 +229,8 @@ class AttachState:
                 # judged over their times, analysis.memory)
                 for sample in event.samples:
                     self._memory.append((sample, sample.step))
-            elif isinstance(event, Status):
-                self._status = event
-            elif isinstance(event, CaptureStatus):
-                self._capture_status = event
-            elif isinstance(event, CaptureResult):
-                self._capture = event
-                if event.id == self._capture_wanted:
-                    self._capture_wanted = None
-            elif isinstance(event, MemorySnapshotStatus):
-                self._memsnap_status = event
-                if event.ended and event.id == self._memsnap_wanted:
-                    self._memsnap_wanted = None  # refused: no result will come
-            elif isinstance(event, MemorySnapshotResult):
-                self._memsnap = event
-                if event.id == self._memsnap_wanted:
-                    self._memsnap_wanted = None
-            elif isinstance(event, PythonProfile):
-                self._python_profile = event
-            elif isinstance(event, CompileReport):
-                self._compile_report = event
             elif isinstance(event, Synced):
                 self._synced = True
-            elif isinstance(event, Disconnected):
-                self._disconnected = event
-                self._capture_wanted = None
-                self._memsnap_wanted = None
             elif isinstance(event, HookError):
                 self._hook_messages.append(event.error)
             elif isinstance(event, Invalid):
@@ -258,6 +238,18 @@ class AttachState:
                 self._hook_messages.append(
                     f"skipped an invalid {event.type} message: {event.error}"
                 )
+
+    def _forget_answered(self, event: Event) -> None:
+        """No longer wait for the request that ``event`` answers (the lock held)."""
+        if isinstance(event, Disconnected):
+            self._capture_wanted = self._memsnap_wanted = None
+        elif isinstance(event, CaptureResult) and event.id == self._capture_wanted:
+            self._capture_wanted = None
+        elif isinstance(event, (MemorySnapshotResult, MemorySnapshotStatus)):
+            # an ended status without its result: refused, no result will come
+            done = isinstance(event, MemorySnapshotResult) or event.ended
+            if done and event.id == self._memsnap_wanted:
+                self._memsnap_wanted = None
 
     # -- reader (UI thread) --------------------------------------------------------------
     def snapshot(self) -> StateSnapshot:
@@ -272,6 +264,17 @@ class AttachState:
 
 
 _SNAPSHOT_FIELDS = tuple(f.name for f in dataclasses.fields(StateSnapshot))
+#: the events of which the state keeps the newest, and the attribute it keeps it in
+_LATEST: dict[type, str] = {
+    Status: "_status",
+    CaptureStatus: "_capture_status",
+    CaptureResult: "_capture",
+    MemorySnapshotStatus: "_memsnap_status",
+    MemorySnapshotResult: "_memsnap",
+    PythonProfile: "_python_profile",
+    CompileReport: "_compile_report",
+    Disconnected: "_disconnected",
+}
 
 
 def _unanswered(
