@@ -55,8 +55,14 @@ def seconds(lo: float, hi: float) -> Callable[[str], float]:
     return parse
 
 
-def integer(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
-    """An integer in [lo, hi]."""
+def integer(
+    lo: int,
+    hi: int,
+    what: str = "an integer",
+    outside: str = "must be between {lo} and {hi}, got {text}",
+) -> Callable[[str], int]:
+    """An integer in [lo, hi]; ``outside`` says one out of range (``{text}``,
+    ``{lo}``, ``{hi}``)."""
 
     def parse(text: str) -> int:
         try:
@@ -64,7 +70,7 @@ def integer(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
         if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {text}")
+            raise argparse.ArgumentTypeError(outside.format(text=text, lo=lo, hi=hi))
         return value
 
     parse.__name__ = "integer"
@@ -79,15 +85,8 @@ def speed(text: str) -> float:
     return value
 
 
-def pid(text: str) -> int:
-    """A process id: 1 .. 2^22."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
-    if not 1 <= value <= MAX_PID:
-        raise argparse.ArgumentTypeError(f"not a process id: {text} (1..{MAX_PID})")
-    return value
+#: a process id: 1 .. 2^22
+pid = integer(1, MAX_PID, "a process id", "not a process id: {text} ({lo}..{hi})")
 
 
 #: the sampling interval: at least 0.1 s (GPM needs that between readings), at

@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
     parser = types.command(sub, "exporter", SUMMARY, DESCRIPTION)
     parser.add_argument(
         "--port",
-        type=_port,
+        type=types.integer(0, 65535, "a port number", "port must be 0-65535, got {text}"),
         default=DEFAULT_PORT,
         metavar="N",
         help=f"TCP port, 0-65535 (default {DEFAULT_PORT}; 0: any free one)",
@@ -96,16 +96,6 @@ def _saying_ends_early(replay: ReplaySource) -> Callable[[Snapshot], None]:
             print(f"gputui exporter: {note}", file=sys.stderr, flush=True)
 
     return check
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {text}")
-    return value
 
 
 def main(args: argparse.Namespace) -> int:

@@ -123,7 +123,7 @@ class AttachState:
             self._hello: Hello | None = None
             self._steps: deque[StepRecord] = deque(maxlen=self._step_window)
             self._last_index = -1
-            self._received = 0
+            self._steps_received = 0
             self._missed = 0
             self._synced = False
             self._memory: deque[tuple[MemorySample, int | None]] = deque(maxlen=self._memory_points)
@@ -193,22 +193,13 @@ class AttachState:
         """This viewer asked for capture ``capture_id`` (its answer may already be
         here: the reader thread can deliver it before the request call returns)."""
         with self._lock:
-            status, result = self._capture_status, self._capture
-            answered = (result is not None and result.id == capture_id) or (
-                status is not None and status.id == capture_id and status.ended
-            )
-            self._capture_wanted = None if answered else capture_id
+            self._capture_wanted = _unanswered(capture_id, self._capture_status, self._capture)
             self._version += 1
 
     def set_memsnap_wanted(self, snapshot_id: str | None) -> None:
-        """This viewer asked for snapshot ``snapshot_id`` (its answer may already be
-        here: the reader thread can deliver it before the request call returns)."""
+        """As :meth:`set_capture_wanted`, of memory snapshot ``snapshot_id``."""
         with self._lock:
-            status, result = self._memsnap_status, self._memsnap
-            answered = (result is not None and result.id == snapshot_id) or (
-                status is not None and status.id == snapshot_id and status.ended
-            )
-            self._memsnap_wanted = None if answered else snapshot_id
+            self._memsnap_wanted = _unanswered(snapshot_id, self._memsnap_status, self._memsnap)
             self._version += 1
 
     def add(self, event: Event) -> None:
@@ -221,45 +212,25 @@ class AttachState:
     def _add(self, event: Event) -> None:
         with self._lock:
             self._version += 1
-            if isinstance(event, StepBatch):
+            latest = _LATEST.get(type(event))
+            if latest is not None:
+                setattr(self, latest, event)
+                self._forget_answered(event)
+            elif isinstance(event, StepBatch):
                 self._missed += event.missed
                 for step in event.steps:
                     # A reconnect asks for history again: keep each step index once.
                     if step.index > self._last_index:
                         self._steps.append(step)
                         self._last_index = step.index
-                        self._received += 1
+                        self._steps_received += 1
             elif isinstance(event, MemoryBatch):
                 # each sample's own step (an older hook's say none: their growth is
                 # judged over their times, analysis.memory)
                 for sample in event.samples:
                     self._memory.append((sample, sample.step))
-            elif isinstance(event, Status):
-                self._status = event
-            elif isinstance(event, CaptureStatus):
-                self._capture_status = event
-            elif isinstance(event, CaptureResult):
-                self._capture = event
-                if event.id == self._capture_wanted:
-                    self._capture_wanted = None
-            elif isinstance(event, MemorySnapshotStatus):
-                self._memsnap_status = event
-                if event.ended and event.id == self._memsnap_wanted:
-                    self._memsnap_wanted = None  # refused: no result will come
-            elif isinstance(event, MemorySnapshotResult):
-                self._memsnap = event
-                if event.id == self._memsnap_wanted:
-                    self._memsnap_wanted = None
-            elif isinstance(event, PythonProfile):
-                self._python_profile = event
-            elif isinstance(event, CompileReport):
-                self._compile_report = event
             elif isinstance(event, Synced):
                 self._synced = True
-            elif isinstance(event, Disconnected):
-                self._disconnected = event
-                self._capture_wanted = None
-                self._memsnap_wanted = None
             elif isinstance(event, HookError):
                 self._hook_messages.append(event.error)
             elif isinstance(event, Invalid):
@@ -268,36 +239,55 @@ class AttachState:
                     f"skipped an invalid {event.type} message: {event.error}"
                 )
 
+    def _forget_answered(self, event: Event) -> None:
+        """No longer wait for the request that ``event`` answers (the lock held)."""
+        if isinstance(event, Disconnected):
+            self._capture_wanted = self._memsnap_wanted = None
+        elif isinstance(event, CaptureResult) and event.id == self._capture_wanted:
+            self._capture_wanted = None
+        elif isinstance(event, (MemorySnapshotResult, MemorySnapshotStatus)):
+            # an ended status without its result: refused, no result will come
+            done = isinstance(event, MemorySnapshotResult) or event.ended
+            if done and event.id == self._memsnap_wanted:
+                self._memsnap_wanted = None
+
     # -- reader (UI thread) --------------------------------------------------------------
     def snapshot(self) -> StateSnapshot:
+        """Each field of :class:`StateSnapshot` from the attribute of its name (a
+        bounded series as a tuple)."""
         with self._lock:
-            return StateSnapshot(
-                version=self._version,
-                hello=self._hello,
-                steps=tuple(self._steps),
-                steps_received=self._received,
-                missed=self._missed,
-                synced=self._synced,
-                memory=tuple(self._memory),
-                status=self._status,
-                capture_status=self._capture_status,
-                capture=self._capture,
-                capture_wanted=self._capture_wanted,
-                disconnected=self._disconnected,
-                hook_messages=tuple(self._hook_messages),
-                invalid=self._invalid,
-                connect_error=self._connect_error,
-                connecting=self._connecting,
-                gpu=tuple(self._gpu),
-                gpu_unprofiled=tuple(self._gpu_unprofiled),
-                python_profile=self._python_profile,
-                gpu_reason=self._gpu_reason,
-                memsnap_status=self._memsnap_status,
-                memsnap=self._memsnap,
-                memsnap_wanted=self._memsnap_wanted,
-                roof=self._roof,
-                compile_report=self._compile_report,
-            )
+            values = {name: getattr(self, "_" + name) for name in _SNAPSHOT_FIELDS}
+            for name, value in values.items():
+                if type(value) is deque:
+                    values[name] = tuple(value)
+        return StateSnapshot(**values)
+
+
+_SNAPSHOT_FIELDS = tuple(f.name for f in dataclasses.fields(StateSnapshot))
+#: the events of which the state keeps the newest, and the attribute it keeps it in
+_LATEST: dict[type, str] = {
+    Status: "_status",
+    CaptureStatus: "_capture_status",
+    CaptureResult: "_capture",
+    MemorySnapshotStatus: "_memsnap_status",
+    MemorySnapshotResult: "_memsnap",
+    PythonProfile: "_python_profile",
+    CompileReport: "_compile_report",
+    Disconnected: "_disconnected",
+}
+
+
+def _unanswered(
+    request_id: str | None,
+    status: CaptureStatus | MemorySnapshotStatus | None,
+    result: CaptureResult | MemorySnapshotResult | None,
+) -> str | None:
+    """``request_id``, unless its answer is here: its result, or its status saying
+    it ended (refused, or failed)."""
+    answered = (result is not None and result.id == request_id) or (
+        status is not None and status.id == request_id and status.ended
+    )
+    return None if answered else request_id
 
 
 # -- the view: plain values for the widgets ------------------------------------------------

@@ -84,23 +84,17 @@ STREAM_PROCESSES = 256
 
 
 def print_document(
-    snapshot: Snapshot,
-    label: str,
-    is_recording: bool,
-    rate_window_s: float | None = None,
-    findings: list[dict[str, Any]] | None = None,
-    out: typing.TextIO | None = None,
+    snapshot: Snapshot, *source: Any, out: typing.TextIO | None = None, **options: Any
 ) -> None:
-    """Write :func:`snapshot_document` to ``out`` (standard output), strict JSON (no
+    """Write :func:`snapshot_document` (of ``snapshot`` and where it came from, the
+    arguments it takes) to ``out`` (standard output), strict JSON (no
     NaN), streamed: the processes are encoded and written a few at a time, each on
     a line of its own, so that 20,000 of them are never one string (nor their
     dicts one list) in memory.  The rest of the document is laid out as
     ``json.dumps(doc, indent=1)`` lays it out, and encoded before anything is
     written."""
     out = sys.stdout if out is None else out
-    doc = snapshot_document(
-        dataclasses.replace(snapshot, processes=()), label, is_recording, rate_window_s, findings
-    )
+    doc = snapshot_document(dataclasses.replace(snapshot, processes=()), *source, **options)
     parts: list[str | None] = []
     for key, value in doc.items():
         if key == "processes":

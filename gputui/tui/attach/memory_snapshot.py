@@ -10,10 +10,8 @@ too (every file and function name in them comes from the job, cleaned there).
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.text import Text
-from textual.binding import Binding, BindingType
+from textual.binding import Binding
 
 from gputui import fmt
 from gputui.protocol import memsnap as ms
@@ -200,11 +198,8 @@ class MemorySnapshotScreen(PanelScreen):
 
     PANEL = MemorySnapshotPanel
     ID = "mem"
-    REQUEST_ACTION = "snapshot"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "snapshot", "Snapshot"),
-        Binding("escape,m,q", "close", "Back"),
-    ]
+    KEY = "m"
+    REQUEST = Binding("s", "snapshot", "Snapshot")
 
     def wants_request(self, snap: StateSnapshot) -> bool:
         return snap.memsnap is None and not cpu_job(snap)

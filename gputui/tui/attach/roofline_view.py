@@ -10,10 +10,8 @@ measured by ``gputui bench`` (cached per UUID), else its datasheet.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.text import Text
-from textual.binding import Binding, BindingType
+from textual.binding import Binding
 
 from gputui import fmt
 from gputui.analysis.evidence import roofline_of
@@ -107,11 +105,8 @@ class RooflineScreen(PanelScreen):
 
     PANEL = RooflinePanel
     ID = "roof"
-    REQUEST_ACTION = "capture"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("p", "capture", "Capture with FLOPs"),
-        Binding("escape,l,q", "close", "Back"),
-    ]
+    KEY = "l"
+    REQUEST = Binding("p", "capture", "Capture with FLOPs")
 
     def wants_request(self, snap: StateSnapshot) -> bool:
         # a capture under way (the automatic one, with FLOPs) fills the view: none asked

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
@@ -151,17 +153,29 @@ class StateScreen(Screen[object]):
 class PanelScreen(StateScreen):
     """A screen of one :class:`TextPanel` drawn from ``state``, under the banner
     (a replay says so on every screen) and scrolled; subclasses name the panel's
-    class, its ids' prefix and the request key's action."""
+    class, its ids' prefix, the key that opened it and the request key.  Its keys:
+    the request, and the one that opened it, escape or q to close it."""
 
     PANEL: type[StatePanel]
     #: the ids' prefix: ``#{ID}-banner``, ``#{ID}-scroll``, ``#{ID}-panel``
     ID = ""
-    #: the action that asks the hook for something: refused (hidden) in a replay
+    #: the attach screen's key that opens this one (it closes it too)
+    KEY = ""
+    #: the key that asks the hook for something: refused (hidden) in a replay
+    REQUEST: ClassVar[Binding]
+    #: the request's action
     REQUEST_ACTION = ""
     DEFAULT_CSS = """
     PanelScreen .panel-scroll { height: 1fr; }
     PanelScreen .panel-body { padding: 0 1; }
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        if hasattr(cls, "REQUEST"):  # before textual reads the bindings
+            cls.REQUEST_ACTION = cls.REQUEST.action
+            close = Binding(f"escape,{cls.KEY},q", "close", "Back")
+            cls.BINDINGS = [cls.REQUEST, close]
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, state: AttachState, feed: AttachFeed, *, autostart: bool = True) -> None:
         super().__init__(state, feed)

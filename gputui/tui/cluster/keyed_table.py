@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputui.tui.widgets.cursor_keys import CURSOR_BINDINGS
+from gputui.tui.widgets.cursor_keys import CURSOR_BINDINGS, CursorKeys, scroll_to_row
 
 #: a row: its key, and its cells
 KeyedRow = tuple[str, tuple[Text, ...]]
@@ -49,7 +49,7 @@ def header_text(columns: Columns) -> Text:
     return row_text([Text(label, style="bold") for label, _ in columns], columns)
 
 
-class KeyedTable(ScrollView, can_focus=True):
+class KeyedTable(CursorKeys, ScrollView, can_focus=True):
     DEFAULT_CSS = """
     KeyedTable {
         height: 1fr;
@@ -132,7 +132,7 @@ class KeyedTable(ScrollView, can_focus=True):
             self.post_message(self.Highlighted(self, self.cursor_key))
 
     # -- moving -----------------------------------------------------------------------------
-    def move_to(self, index: int) -> None:
+    def move_cursor(self, index: int) -> None:
         if not self.keys:
             return
         index = max(0, min(len(self.keys) - 1, index))
@@ -142,30 +142,16 @@ class KeyedTable(ScrollView, can_focus=True):
             self._strips.pop((key or "", True), None)
             self._strips.pop((key or "", False), None)
         self.cursor = index
-        self.scroll_to_region_of(index)
+        scroll_to_row(self, index, self.scrollable_content_region.height)
         self.refresh()
         self.post_message(self.Highlighted(self, self.keys[index]))
 
-    def scroll_to_region_of(self, index: int) -> None:
-        top = int(self.scroll_offset.y)
-        height = max(1, self.scrollable_content_region.height - 1)  # under the header
-        if index < top:
-            self.scroll_to(y=index, animate=False)
-        elif index >= top + height:
-            self.scroll_to(y=index - height + 1, animate=False)
-
-    def action_cursor(self, step: int) -> None:
-        self.move_to(self.cursor + step)
-
-    def action_page(self, direction: int) -> None:
-        self.move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 2))
-
-    def action_edge(self, step: int) -> None:
-        self.move_to(0 if step < 0 else len(self.keys) - 1)
+    def cursor_place(self) -> tuple[int, int, int]:
+        return self.cursor, len(self.keys), self.scrollable_content_region.height
 
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:  # not the header
-            self.move_to(int(self.scroll_offset.y) + event.y - 1)
+            self.move_cursor(int(self.scroll_offset.y) + event.y - 1)
 
     # -- drawing ----------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:

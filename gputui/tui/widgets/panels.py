@@ -217,6 +217,21 @@ class HostPanel(TextPanel):
         frac = used / total if used is not None and total else None
         return frac, f"{fmt.size(used)}/{fmt.size(total)}"
 
+    def _compact_bar(self, used: int | None, total: int | None, width: int) -> Text:
+        """A memory bar of the one-line panel: used/total over the bar, or where
+        that does not fit, the sizes' short form, else the share."""
+        frac, label = self._mem(used, total)
+        return render.bar(
+            frac,
+            width,
+            self.ascii_only,
+            label=label,
+            fallback=(
+                fmt.size_pair(used, total),
+                fmt.pct(None if frac is None else frac * 100, 4),
+            ),
+        )
+
     def build(self, width: int) -> Text:
         return Text("\n").join(self.build_lines(width))
 
@@ -236,32 +251,10 @@ class HostPanel(TextPanel):
             line.append("CPU ", style="bold")
             line.append_text(render.bar(_frac(h.cpu_pct), bar_w, self.ascii_only, label=cpu_label))
             line.append(" MEM ", style="bold")
-            line.append_text(
-                render.bar(
-                    mem_frac,
-                    bar_w,
-                    self.ascii_only,
-                    label=mem_label,
-                    fallback=(
-                        fmt.size_pair(h.mem_used_bytes, h.mem_total_bytes),
-                        fmt.pct(None if mem_frac is None else mem_frac * 100, 4),
-                    ),
-                )
-            )
+            line.append_text(self._compact_bar(h.mem_used_bytes, h.mem_total_bytes, bar_w))
             # swap as the host panel and --once say it: used/total (0B/0B: none)
             line.append(" SWAP ", style="bold")
-            line.append_text(
-                render.bar(
-                    swap_frac,
-                    bar_w,
-                    self.ascii_only,
-                    label=swap_label,
-                    fallback=(
-                        fmt.size_pair(h.swap_used_bytes, h.swap_total_bytes),
-                        fmt.pct(None if swap_frac is None else swap_frac * 100, 4),
-                    ),
-                )
-            )
+            line.append_text(self._compact_bar(h.swap_used_bytes, h.swap_total_bytes, bar_w))
             line.append(f" load {load} up {fmt.duration(h.uptime_s)}")
             return [line]
         bar_w = max(6, width - 6)

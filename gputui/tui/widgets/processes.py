@@ -40,13 +40,13 @@ from gputui.session.process_view import (
 )
 from gputui.snapshot.model import PlacedMemo, ProcessSnapshot, any_in_job
 from gputui.tui.widgets import process_rows
-from gputui.tui.widgets.cursor_keys import CURSOR_BINDINGS
+from gputui.tui.widgets.cursor_keys import CURSOR_BINDINGS, CursorKeys, scroll_to_row
 from gputui.tui.widgets.plain_box import plain_box
 from gputui.tui.widgets.process_rows import MIN_COMMAND, line_text, row_segments
 from gputui.tui.widgets.repaint import repaint
 
 
-class ProcessTable(ScrollView, can_focus=True):
+class ProcessTable(CursorKeys, ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "processtable--header",
         "processtable--cursor",
@@ -506,22 +506,11 @@ class ProcessTable(ScrollView, can_focus=True):
             return
         self.cursor_row = max(0, min(row, len(self._rows) - 1))
         if scroll:
-            visible = max(1, self.size.height - 1)
-            top = self.scroll_offset.y
-            if self.cursor_row < top:
-                self.scroll_to(y=self.cursor_row, animate=False)
-            elif self.cursor_row >= top + visible:
-                self.scroll_to(y=self.cursor_row - visible + 1, animate=False)
+            scroll_to_row(self, self.cursor_row, self.size.height)
         self.refresh()
 
-    def action_cursor(self, step: int) -> None:
-        self.move_cursor(self.cursor_row + step)
-
-    def action_page(self, step: int) -> None:
-        self.move_cursor(self.cursor_row + step * max(1, self.size.height - 2))
-
-    def action_edge(self, step: int) -> None:
-        self.move_cursor(0 if step < 0 else len(self._rows) - 1)
+    def cursor_place(self) -> tuple[int, int, int]:
+        return self.cursor_row, len(self._rows), self.size.height
 
     def action_select(self) -> None:
         row = self.selected_row
