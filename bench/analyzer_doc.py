@@ -147,6 +147,11 @@ CASES = [
     ("h100", "sdpa_math", "F.scaled_dot_product_attention forced onto the math backend"),
     ("h100", "lightning", "a Lightning Trainer fitting a small MLP"),
     ("h100", "compiled", "torch.compile with a print in forward (a graph break)"),
+    (
+        "h100",
+        "compiled_item",
+        "torch.compile of two 1024-wide layers with .item() between them (3 graphs, 1 break)",
+    ),
     ("h100", "cpu_randn", "torch.randn of an 8192 x 1024 tensor on the CPU every step"),
     (
         "h100",

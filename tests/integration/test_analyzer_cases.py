@@ -41,14 +41,28 @@ PLANTED = {
     "sdpa_mem_efficient": ("attention.sdpa_efficient", {"attention.sdpa_math"}),
     "inference": (None, ATTENTION),  # fp32 SDPA, 8% of kernel time: info
     "hf_trainer": (None, ATTENTION),  # bf16 on cuDNN
-    # torch.compile skipped the frame (a graph break in a loop): eager and launch-bound
+    # H200: torch.compile skipped the frame (a graph break in a loop): eager and
+    # launch-bound; H100: two compiled layers split by .item() (3 graphs): still
+    # launch-bound, and told that the model is compiled
     "compiled_item": ("launch.overhead", set()),
 }
 
 
-def trace(case: str) -> Path:
+def trace(case: str, gpu: str | None = None) -> Path:
+    """A case's trace: the H100's where there is one (or ``gpu``'s)."""
     path = CASES / f"{case}.pt.trace.json.gz"
-    return path if path.exists() else H200 / f"{case}.pt.trace.json.gz"
+    if gpu == "h200" or (gpu is None and not path.exists()):
+        return H200 / f"{case}.pt.trace.json.gz"
+    return path
+
+
+#: every kept trace of a planted case: (case, its path)
+PLANTED_TRACES = [
+    (case, path)
+    for case in sorted(PLANTED)
+    for path in (CASES / f"{case}.pt.trace.json.gz", H200 / f"{case}.pt.trace.json.gz")
+    if path.exists()
+]
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *args: str) -> str:
@@ -56,9 +70,13 @@ def analyze(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case", sorted(PLANTED))
-def test_the_planted_cause_comes_first(capsys: pytest.CaptureFixture[str], case: str) -> None:
-    path = str(trace(case))
+@pytest.mark.parametrize(
+    ("case", "where"), PLANTED_TRACES, ids=[f"{p.parent.name[:4]}-{c}" for c, p in PLANTED_TRACES]
+)
+def test_the_planted_cause_comes_first(
+    capsys: pytest.CaptureFixture[str], case: str, where: Path
+) -> None:
+    path = str(where)
     (rank,) = json.loads(analyze(capsys, "--json", path))["ranks"]
     serious = [f["rule"] for f in rank["findings"] if f["severity"] in ("warn", "crit")]
     first, quiet = PLANTED[case]
@@ -137,7 +155,7 @@ def test_a_compiled_model_that_ran_eager_is_told_why(capsys: pytest.CaptureFixtu
     """The model was wrapped in torch.compile, but a graph break in its loop made
     dynamo skip the frame: the profile holds no compiled region, and the launch
     advice says what that means instead of only "compile it"."""
-    (rank,) = json.loads(analyze(capsys, "--json", str(trace("compiled_item"))))["ranks"]
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("compiled_item", "h200"))))["ranks"]
     assert rank["markers"]["compiled"] is False
     f = rank["findings"][0]
     assert f["rule"] == "launch.overhead" and "no compiled region ran here" in f["fix"]
@@ -147,6 +165,8 @@ def test_a_compiled_model_that_ran_eager_is_told_why(capsys: pytest.CaptureFixtu
 #: recorded with a 3-step capture (tests/data/h100-cases/live): the first warn or
 #: crit finding the live analyzer gives
 LIVE = {
+    # two compiled layers split by .item(): the fix names the break and its line
+    "compiled_item": "launch.overhead",
     # the random op and the resize are CPU work: before launch.overhead took
     # their time as issuing
     "cpu_randn": "cpu.tensor_creation",
@@ -163,7 +183,8 @@ def test_the_planted_cause_comes_first_live(capsys: pytest.CaptureFixture[str], 
     report = json.loads(capsys.readouterr().out)
     serious = [f for f in report["findings"] if f["severity"] in ("warn", "crit")]
     assert [f["rule"] for f in serious][:1] == [LIVE[case]], serious
-    assert "launch.overhead" not in {f["rule"] for f in serious}
+    if case.startswith("cpu_"):  # CPU work, not the cost of issuing ops
+        assert "launch.overhead" not in {f["rule"] for f in serious}
     # its cost is in milliseconds of the job's own mean step, within the step
     top = serious[0]
     assert 0 < top["impact_pct"] <= 100
@@ -195,3 +216,21 @@ def test_memory_samples_of_an_older_hook_are_still_said_to_be_by_time(
     assert main(["attach", "--replay", str(path), "--once"]) == 0
     words = " ".join(capsys.readouterr().out.split())
     assert "the memory samples carry no step numbers (an older gputui's hook)" in words
+
+
+def test_a_compiled_model_split_by_item_is_told_the_break(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two compiled layers with ``.item()`` between them (an H100 job under
+    ``gputui run``): the trace says the model is compiled; live, the launch
+    advice names the graph break the hook saw, with its line."""
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("compiled_item"))))["ranks"]
+    assert rank["markers"]["compiled"] is True
+    assert rank["findings"][0]["rule"] == "launch.overhead"
+    assert "already compiled" in rank["findings"][0]["fix"]
+    path = CASES / "live" / "compiled_item.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (top,) = [f for f in report["findings"] if f["rule"] == "launch.overhead"]
+    assert "the graph break at forward" in top["fix"] and "Tensor.item()" in top["fix"]
+    assert report["compile"]["graph_breaks"] == 1
