@@ -51,6 +51,9 @@ TINY_KERNEL_US = thresholds.value("launch.tiny_kernel_us")
 #: a profiled step's launch + dispatch time over the job's own (DESIGN §4: CPU+CUDA
 #: profiling slowed a launch-bound H100 step by 75-95%; the low end is taken)
 PROFILER_SLOWDOWN = thresholds.value("idle.profiler_slowdown")
+#: the ops that pin host memory: the DataLoader's pin-memory thread runs them
+#: beside the training thread
+PIN_OPS = frozenset({"aten::pin_memory", "aten::_pin_memory"})
 #: a torch op this slow a call (self time) computes on the CPU: neither a cost of
 #: issuing ops nor slowed down by the profiler
 CPU_OP_US = thresholds.value("launch.cpu_op_us")
@@ -183,16 +186,24 @@ class CaptureView:
         """Self time (us) of all the capture's CPU ops."""
         return sum(o.self_us for o in self.cpu_ops)
 
-    def cpu_work_us(self, min_call_us: float) -> float:
-        """Self time (us) of the torch ops that average ``min_call_us`` or more a
-        call: ops that compute on the CPU (a random tensor made there, a sort of a
-        host tensor), where issuing an op for the GPU takes microseconds.  Runtime
-        calls (a blocking copy, a synchronization) are not ops and do not count."""
-        return sum(
-            o.self_us
+    def cpu_work(self, min_call_us: float) -> list[CpuOpRow]:
+        """The torch ops that average ``min_call_us`` or more a call: ops that
+        compute on the CPU (a random tensor made there, a sort of a host
+        tensor), where issuing an op for the GPU takes microseconds.  Runtime
+        calls (a blocking copy, a synchronization) are not ops, and pinning
+        (the DataLoader's pin-memory thread, beside the step) does not count."""
+        return [
+            o
             for o in self.cpu_ops
-            if "::" in o.name and o.calls and o.self_us / o.calls >= min_call_us
-        )
+            if "::" in o.name
+            and o.name not in PIN_OPS
+            and o.calls
+            and o.self_us / o.calls >= min_call_us
+        ]
+
+    def cpu_work_us(self, min_call_us: float) -> float:
+        """Self time (us) of :meth:`cpu_work`."""
+        return sum(o.self_us for o in self.cpu_work(min_call_us))
 
     @property
     def cpu_work_share(self) -> float:

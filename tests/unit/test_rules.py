@@ -700,3 +700,16 @@ def test_a_cpu_jobs_torch_ops_are_its_compute_not_host_ops() -> None:
     cpu_job = dataclasses.replace(gpu_job, cuda=False)
     assert "cpu.host_ops" in {f.rule for f in engine.analyze(gpu_job)}
     assert "cpu.host_ops" not in {f.rule for f in engine.analyze(cpu_job)}
+
+
+def test_pinning_on_the_loaders_thread_is_not_cpu_work_of_the_step() -> None:
+    """The DataLoader's pin-memory thread pins each batch beside the training
+    thread: long aten::_pin_memory calls are neither torch ops holding the step
+    (cpu.host_ops) nor taken out of launch.overhead's issuing time."""
+    pinned = [op("aten::_pin_memory", 5, 15_000.0)]
+    ev = evidence(cap=capture(ops=pinned, account=account()))
+    assert "cpu.host_ops" not in {f.rule for f in engine.analyze(ev)}
+    cap = ev.capture
+    assert cap is not None and cap.cpu_work_us(1000.0) == 0.0
+    sort = evidence(cap=capture(ops=[op("aten::sort", 5, 15_000.0)], account=account()))
+    assert sort.capture is not None and sort.capture.cpu_work_us(1000.0) == 15_000.0

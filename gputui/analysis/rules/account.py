@@ -315,14 +315,7 @@ def host_ops(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture
     if cap is None or not ev.cuda:
         return []
-    rows = [
-        o
-        for o in cap.cpu_ops
-        if "::" in o.name
-        and o.name not in RANDOM_OPS
-        and o.calls
-        and o.self_us / o.calls >= CPU_OP_US
-    ]
+    rows = [o for o in cap.cpu_work(CPU_OP_US) if o.name not in RANDOM_OPS]
     return _ops_finding(
         ev,
         "cpu.host_ops",
