@@ -324,6 +324,8 @@ def host_ops(ev: JobEvidence) -> Iterable[Finding]:
         ("torch ops compute on the CPU inside the step", "torch ops on host tensors"),
         "run them on the GPU: move their inputs there first (.to('cuda'), or make them "
         "with device='cuda'); work that belongs on the host (decoding, augmentation) goes "
-        "into DataLoader workers (num_workers > 0), where it overlaps with the GPU's step",
+        "into DataLoader workers (num_workers > 0), where it overlaps with the GPU's step; "
+        "where the host's work is by design (an optimizer offloaded to the CPU), overlap "
+        "it with the GPU's",
         "a new capture shows these ops as launches of microseconds and the GPU's busy share rises",
     )
