@@ -259,6 +259,7 @@ class Hook:
             torch_hooked=self.torch_hooks.installed,
             explicit_steps=self.torch_hooks.explicit_steps,
             root_modules=len(self.torch_hooks.roots),
+            forward_steps=self.torch_hooks.forward_steps,
             batch_size=rec.batch_size,
             gpu_timing=GpuTiming(
                 enabled=rec.gpu_timing,

@@ -22,12 +22,23 @@ class RootOwner(Protocol):
     rec: Recorder
     depth: int
     torch: Any
+    #: each top-level forward call ends a step (an inference loop)
+    forward_steps: bool
 
     def _is_compiling(self) -> bool: ...
 
     def _note_compile(self) -> None: ...
 
     def report_error(self, where: str, exc: BaseException) -> None: ...
+
+
+def exit_forward(th: RootOwner) -> None:
+    """A top-level forward call's end: the forward phase's exit, and the step's
+    end where each call is a step (an inference loop)."""
+    if th.forward_steps:
+        th.rec.exit_boundary(FORWARD)
+    else:
+        th.rec.exit(FORWARD)
 
 
 #: What a copied or unpickled root hook becomes: callable with any arguments, a no-op.
@@ -106,11 +117,11 @@ class _RootCall:
         finally:
             th.depth = 0
             log = rec.log
-            if rec.plain and len(log) < LOG_MAX:
+            if rec.plain and len(log) < LOG_MAX and not th.forward_steps:
                 log.append(rec.clock())
                 log.append(X_FORWARD)
             else:
-                rec.exit(FORWARD)
+                exit_forward(th)
 
 
 _MISSING = object()
@@ -192,6 +203,6 @@ class _RootPostHook(_PortableHook):
             if th.depth > 0:
                 th.depth -= 1
                 if th.depth == 0:
-                    th.rec.exit(FORWARD)
+                    exit_forward(th)
         except Exception as exc:
             th.report_error("forward hook", exc)

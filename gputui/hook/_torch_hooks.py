@@ -41,11 +41,16 @@ from gputui.hook._recorder import (
     HookPoints,
     Recorder,
 )
-from gputui.hook._roots import _CallRoute, _RootPostHook, _RootPreHook
+from gputui.hook._roots import _CallRoute, _RootPostHook, _RootPreHook, exit_forward
 
 #: Stop looking for top-level modules after this many top-level forward calls even
 #: if no step boundary came (an inference loop with no optimizer and no step()).
 ROOT_DETECTION_CALLS = 200
+#: After this many top-level forward calls without a step boundary, run with
+#: gradients off (``torch.no_grad()``, ``torch.inference_mode()``), the loop is
+#: an inference loop: each top-level forward call ends a step, until an
+#: optimizer steps or ``step()`` is called.
+INFERENCE_CALLS = 20
 MAX_ROOTS = 16
 
 
@@ -61,6 +66,10 @@ class TorchHooks(HookPoints):
         self.detecting = False
         self.depth = 0
         self.explicit_steps = False  # step() was called: optimizer hooks no longer end steps
+        #: no optimizer and no step(): each top-level forward call ends a step
+        self.forward_steps = False
+        #: root detection ends when the top-level call in progress returns
+        self.finish_after_call = False
         self.lead_optimizer: int | None = None
         self.fast_lead: int | None = None  # see _refresh_fast_lead
         self.stepped_since_boundary: set[int] = set()
@@ -327,14 +336,25 @@ class TorchHooks(HookPoints):
 
     def explicit_step(self) -> None:
         self.explicit_steps = True
+        self.forward_steps = False
         self.fast_lead = None
         self.boundary()
+
+    def _inference_loop(self) -> bool:
+        """Whether the loop so far is one of inference: many top-level forward
+        calls, no optimizer stepped, no step(), and gradients off now."""
+        if self.lead_optimizer is not None or self.explicit_steps:
+            return False
+        grad_enabled = getattr(self.torch, "is_grad_enabled", None)
+        return callable(grad_enabled) and not grad_enabled()
 
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
             if self._is_compiling():
                 self._note_compile()
                 return
+            if self.forward_steps:  # an optimizer after all: its steps are the steps
+                self.forward_steps = False
             self.optimizer_depth += 1
             if self.optimizer_depth == 1:
                 rec = self.rec
@@ -409,21 +429,30 @@ class TorchHooks(HookPoints):
                 if len(self.roots) < MAX_ROOTS:
                     self.roots.setdefault(id(module), module)
                 self.root_calls += 1
+                inference = self.root_calls >= INFERENCE_CALLS and self._inference_loop()
+                if inference:  # the step from the start (warm-up) ends; calls' begin
+                    self.forward_steps = True
+                    self.rec.boundary()
                 self.rec.enter(FORWARD)
-                if self.root_calls >= ROOT_DETECTION_CALLS:
-                    # Safe here: torch iterates a tuple copy of the pre-hooks, and
-                    # the root post hook registered now still runs for this call.
-                    self._finish_detection()
+                if inference or self.root_calls >= ROOT_DETECTION_CALLS:
+                    # at this call's end, in the global post hook: torch would
+                    # not call a root's route or hooks installed now for this
+                    # call, and the forward phase would never end
+                    self.finish_after_call = True
             self.depth += 1
         except Exception as exc:
             self.report_error("forward pre-hook", exc)
 
     def _forward_post(self, module: Any, args: Any, output: Any) -> None:
-        # The same post hook serves the temporary global hook and the root hooks.
+        # The temporary global hook's post hook.
         try:
             if self._is_compiling():
                 return
             self._leave()
+            if self.finish_after_call and self.depth == 0:
+                # Safe here: torch iterates a tuple copy of the global hooks.
+                self.finish_after_call = False
+                self._finish_detection()
         except Exception as exc:
             self.report_error("forward hook", exc)
 
@@ -432,10 +461,11 @@ class TorchHooks(HookPoints):
             return
         self.depth -= 1
         if self.depth == 0:
-            self.rec.exit(FORWARD)
+            exit_forward(self)
 
     def _finish_detection(self) -> None:
         self.detecting = False
+        self.finish_after_call = False
         self._refresh_fast_lead()
         for handle in self.global_module_handles:
             handle.remove()

@@ -97,6 +97,9 @@ class Status(spec.Wire):
     torch_hooked: bool = False
     explicit_steps: bool = False
     root_modules: int = 0
+    #: no optimizer and no step(): each top-level forward call ends a step (an
+    #: inference loop); absent from an older hook's status
+    forward_steps: bool = False
     batch_size: int | None = None
     gpu_timing: GpuTiming | None = spec.nested(GpuTiming)
     memory_error: str | None = None

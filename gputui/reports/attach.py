@@ -131,6 +131,8 @@ def render(
         if status.phases_coarse:
             reasons = fmt.clean(" ".join(status.coarse_reasons))
             out.extend(wrap(f"coarse phases: {reasons}", width, "", _TAB))
+        if status.forward_steps:
+            out.extend(wrap(FORWARD_STEPS, width, "", _TAB))
     for problem in got.problems[-3:]:
         out.extend(wrap(fmt.clean(problem), width, "", _TAB))
     out.extend(_steps(got, report.stats, width))
@@ -184,8 +186,16 @@ TOP = 15
 #: where steps come from, for a job that has none yet (an inference loop has no
 #: optimizer to end them)
 STEP_HINT = (
-    "a step ends at an optimizer's step(); a loop without one (inference, a step "
-    "compiled whole) calls gputui.hook.step() once a step"
+    "a step ends at an optimizer's step(), or, in a loop with gradients off and no "
+    "optimizer (inference), at each top-level forward call from the 20th; any other "
+    "loop (a step compiled whole) calls gputui.hook.step() once a step"
+)
+
+
+#: how steps are counted in a loop without an optimizer
+FORWARD_STEPS = (
+    "steps: one per top-level forward call (no optimizer steps, with gradients off: "
+    "an inference loop); gputui.hook.step() marks steps of your own"
 )
 
 

@@ -208,6 +208,36 @@ def test_loop_without_optimizer(env: dict[str, str], tmp_path: Path) -> None:
         job.stop()
 
 
+@pytest.mark.slow
+def test_an_inference_loop_gets_a_step_per_forward_call(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """No optimizer, no step(), forward calls under torch.inference_mode(): after
+    INFERENCE_CALLS calls each top-level forward call ends a step, and the
+    status says so."""
+    from gputui.hook._torch_hooks import INFERENCE_CALLS
+
+    calls = INFERENCE_CALLS + 15
+    job = hookutil.start_job(env, tmp_path, ["--install", "--steps", str(calls), "--inference"])
+    try:
+        # the first step starts with the INFERENCE_CALLS-th call: one step per
+        # call from there, the last still open while the job lingers
+        want = calls - INFERENCE_CALLS
+        steps = hookutil.wait_for(
+            lambda: (h := _history(job.pid)) and len(h) >= want and h, START_S
+        )
+        assert [s.index for s in steps] == list(range(len(steps)))
+        for s in steps:
+            assert s.phases["forward"] > 0 and "optimizer" not in s.phases
+            assert "backward" not in s.phases
+        assert _status(job.pid).forward_steps
+        report = hookutil.gputui(env, "attach", str(job.pid), "--once", "--no-capture")
+        assert report.returncode == 0, report.stderr
+        assert "one per top-level forward call" in " ".join(report.stdout.split())
+    finally:
+        job.stop()
+
+
 def test_hook_imports_nothing_heavy() -> None:
     code = (
         "import sys, gputui.hook, gputui.protocol\n"

@@ -9,6 +9,8 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
 --linger-file F  after training, wait until F exists (the test has read the hook)
 --ready-file F   written with the pid once training has started
 --no-optimizer   plain loop with gputui.hook.step() instead of an optimizer
+--inference      forward calls under torch.inference_mode(): no backward, no
+                 optimizer, no step() (each --steps is one call)
 --workers N      DataLoader workers, started with --mp-context (default fork; a
                  list such as spawn,forkserver takes turns by epoch), the first
                  through torch.multiprocessing.set_start_method with
@@ -90,6 +92,29 @@ def hot_python(ms: float) -> int:
     return total
 
 
+def train_step(args: argparse.Namespace, hook: Any, model: Any, opt: Any, x: Any, y: Any) -> None:
+    """One training step: forward, backward, the user phase, then the optimizer
+    (or, with --no-optimizer, a hand-written update and gputui.hook.step())."""
+    import torch
+
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    if args.phase_sleep and hook is not None:
+        with hook.phase("user_sleep"):
+            time.sleep(args.phase_sleep)
+    if args.no_optimizer:
+        with torch.no_grad():
+            for param in model.parameters():
+                assert param.grad is not None
+                param.sub_(0.01 * param.grad)
+                param.grad = None
+        if hook is not None:
+            hook.step()
+    else:
+        opt.step()
+        opt.zero_grad()
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--install", action="store_true")
@@ -104,6 +129,7 @@ def main() -> int:
     p.add_argument("--ready-file")
     p.add_argument("--linger-file")
     p.add_argument("--no-optimizer", action="store_true")
+    p.add_argument("--inference", action="store_true")
     p.add_argument("--batch-size-hint", type=int)
     p.add_argument("--device", default="cpu")
     p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
@@ -175,22 +201,11 @@ def train(args: argparse.Namespace) -> int:
                 else:
                     hot(args.hot_ms)
             x, y = x.to(device), y.to(device)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            if args.phase_sleep and hook is not None:
-                with hook.phase("user_sleep"):
-                    time.sleep(args.phase_sleep)
-            if args.no_optimizer:
-                with torch.no_grad():
-                    for param in model.parameters():
-                        assert param.grad is not None
-                        param.sub_(0.01 * param.grad)
-                        param.grad = None
-                if hook is not None:
-                    hook.step()
+            if args.inference:
+                with torch.inference_mode():
+                    model(x)
             else:
-                opt.step()
-                opt.zero_grad()
+                train_step(args, hook, model, opt, x, y)
             done += 1
             if done == 1 and args.ready_file:
                 with open(args.ready_file + ".tmp", "w") as fh:
@@ -199,6 +214,7 @@ def train(args: argparse.Namespace) -> int:
             if done >= total:
                 break
     print(f"trained {done} steps", flush=True)
+
     if args.linger_file:
         # the test touches the file once it has read the hook; the deadline only
         # ends a job whose test died (generous: a loaded machine reads slowly)
