@@ -234,3 +234,20 @@ def test_a_compiled_model_split_by_item_is_told_the_break(
     (top,) = [f for f in report["findings"] if f["rule"] == "launch.overhead"]
     assert "the graph break at forward" in top["fix"] and "Tensor.item()" in top["fix"]
     assert report["compile"]["graph_breaks"] == 1
+
+
+def test_an_inference_loop_gets_steps_and_its_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same inference loop under a hook that ends a step at each top-level
+    forward call (H100, under ``gputui run``): steps, their account, a capture,
+    and the planted cause first, with the advice for inference."""
+    path = CASES / "live" / "inference.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["status"]["forward_steps"] is True
+    assert report["stats"]["count"] >= 100
+    top = report["findings"][0]
+    assert top["rule"] == "launch.overhead" and top["severity"] == "crit"
+    assert "batch more requests into each call" in top["fix"]
+    assert main(["attach", "--replay", str(path), "--once"]) == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert "steps: one per top-level forward call" in words
