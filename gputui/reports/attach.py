@@ -186,9 +186,8 @@ TOP = 15
 #: where steps come from, for a job that has none yet (an inference loop has no
 #: optimizer to end them)
 STEP_HINT = (
-    "a step ends at an optimizer's step(), or, in a loop with gradients off and no "
-    "optimizer (inference), at each top-level forward call from the 20th; any other "
-    "loop (a step compiled whole) calls gputui.hook.step() once a step"
+    "a step ends at an optimizer's step(), at each forward call of an inference loop "
+    "(gradients off, from the 20th call), or at gputui.hook.step()"
 )
 
 

@@ -3,6 +3,8 @@ step, and the step's time account as one stacked bar with its legend."""
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 
 from gputui import fmt
@@ -27,8 +29,8 @@ class PhaseTable(ViewPanel):
         head.append(f"{mode + ' (ms)':<12}", style="bold")
         head.append(f"{'p50':>7}{'p90':>7}{'p99':>7}  share", style="bold")
         if v is None or not count:
-            hint = Text(f"no steps yet: {STEP_HINT}", style="dim")
-            return Text("\n").join([head, hint])
+            hint = textwrap.wrap(f"no steps yet: {STEP_HINT}", max(20, width))
+            return Text("\n").join([head, *(Text(line, style="dim") for line in hint)])
         stats = v.stats
         phases = stats.gpu_phases if v.gpu_mode else stats.phases
         total = stats.gpu if v.gpu_mode else stats.wall
