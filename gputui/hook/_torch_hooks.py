@@ -42,15 +42,15 @@ from gputui.hook._recorder import (
     Recorder,
 )
 from gputui.hook._roots import _CallRoute, _RootPostHook, _RootPreHook, exit_forward
+from gputui.protocol.hello import INFERENCE_CALLS
 
 #: Stop looking for top-level modules after this many top-level forward calls even
 #: if no step boundary came (an inference loop with no optimizer and no step()).
 ROOT_DETECTION_CALLS = 200
-#: After this many top-level forward calls without a step boundary, run with
-#: gradients off (``torch.no_grad()``, ``torch.inference_mode()``), the loop is
-#: an inference loop: each top-level forward call ends a step, until an
+#: After INFERENCE_CALLS top-level forward calls without a step boundary, run
+#: with gradients off (``torch.no_grad()``, ``torch.inference_mode()``), the loop
+#: is an inference loop: each top-level forward call ends a step, until an
 #: optimizer steps or ``step()`` is called.
-INFERENCE_CALLS = 20
 MAX_ROOTS = 16
 
 

@@ -75,6 +75,11 @@ class CommInfo(spec.Wire):
     notes: tuple[str, ...] = spec.texts(20)
 
 
+#: top-level forward calls with gradients off, no optimizer and no step(), after
+#: which each such call ends a step (``Status.forward_steps``)
+INFERENCE_CALLS = 20
+
+
 @spec.message(m.STATUS)
 @dataclass(frozen=True)
 class Status(spec.Wire):
@@ -98,7 +103,8 @@ class Status(spec.Wire):
     explicit_steps: bool = False
     root_modules: int = 0
     #: no optimizer and no step(): each top-level forward call ends a step (an
-    #: inference loop); absent from an older hook's status
+    #: inference loop, from its INFERENCE_CALLS-th call); absent from an older
+    #: hook's status
     forward_steps: bool = False
     batch_size: int | None = None
     gpu_timing: GpuTiming | None = spec.nested(GpuTiming)

@@ -18,6 +18,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.memory import MemoryGrowth
 from gputui.analysis.steps import Dist, StepStats
 from gputui.protocol.capture import CaptureResult
+from gputui.protocol.hello import INFERENCE_CALLS
 from gputui.protocol.memsnap import MemorySnapshotResult
 from gputui.protocol.schema import MemorySample
 from gputui.reports import compile as compile_text
@@ -187,7 +188,7 @@ TOP = 15
 #: optimizer to end them)
 STEP_HINT = (
     "a step ends at an optimizer's step(), at each forward call of an inference loop "
-    "(gradients off, from the 20th call), or at gputui.hook.step()"
+    f"(gradients off, from call {INFERENCE_CALLS}), or at gputui.hook.step()"
 )
 
 

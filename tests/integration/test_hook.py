@@ -215,7 +215,7 @@ def test_an_inference_loop_gets_a_step_per_forward_call(
     """No optimizer, no step(), forward calls under torch.inference_mode(): after
     INFERENCE_CALLS calls each top-level forward call ends a step, and the
     status says so."""
-    from gputui.hook._torch_hooks import INFERENCE_CALLS
+    from gputui.protocol.hello import INFERENCE_CALLS
 
     calls = INFERENCE_CALLS + 15
     job = hookutil.start_job(env, tmp_path, ["--install", "--steps", str(calls), "--inference"])
