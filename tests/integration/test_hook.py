@@ -238,6 +238,31 @@ def test_an_inference_loop_gets_a_step_per_forward_call(
         job.stop()
 
 
+@pytest.mark.slow
+def test_forward_phases_survive_root_detection_ending_inside_a_call(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """More top-level forward calls than root detection waits for (gradients
+    on, no optimizer yet: an evaluation that forgot no_grad), then training: the
+    call that ends detection closes its forward phase (it was left open: every
+    later call counted as nested, and the forward phase took the steps' other
+    time)."""
+    from gputui.hook._torch_hooks import ROOT_DETECTION_CALLS
+
+    first = str(ROOT_DETECTION_CALLS + 10)
+    job = hookutil.start_job(env, tmp_path, ["--install", "--steps", "8", "--forward-first", first])
+    try:
+        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) >= 8 and h, START_S)
+        assert not _status(job.pid).forward_steps  # gradients on: no inference loop
+        for s in steps[1:]:
+            assert s.phases["forward"] > 0 and s.phases["backward"] > 0, s.phases
+            # the loss and zero_grad run outside the model: with the forward
+            # phase left open, the step had no "other" time at all
+            assert s.phases.get("other", 0.0) > 0, s.phases
+    finally:
+        job.stop()
+
+
 def test_hook_imports_nothing_heavy() -> None:
     code = (
         "import sys, gputui.hook, gputui.protocol\n"

@@ -11,6 +11,8 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
 --no-optimizer   plain loop with gputui.hook.step() instead of an optimizer
 --inference      forward calls under torch.inference_mode(): no backward, no
                  optimizer, no step() (each --steps is one call)
+--forward-first N  N forward calls with gradients on (an evaluation that forgot
+                 no_grad) before training
 --workers N      DataLoader workers, started with --mp-context (default fork; a
                  list such as spawn,forkserver takes turns by epoch), the first
                  through torch.multiprocessing.set_start_method with
@@ -130,6 +132,7 @@ def main() -> int:
     p.add_argument("--linger-file")
     p.add_argument("--no-optimizer", action="store_true")
     p.add_argument("--inference", action="store_true")
+    p.add_argument("--forward-first", type=int, default=0)
     p.add_argument("--batch-size-hint", type=int)
     p.add_argument("--device", default="cpu")
     p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
@@ -188,6 +191,9 @@ def train(args: argparse.Namespace) -> int:
         DataLoader(data, batch_size=None, num_workers=args.workers, multiprocessing_context=c)
         for c in contexts
     ]
+    probe = torch.randn(args.batch, 32, device=device)
+    for _ in range(args.forward_first):
+        model(probe)
     done = 0
     epoch = 0
     while done < total:
