@@ -27,6 +27,7 @@ from gputui.hook._server import Server
 from gputui.hook._torch_hooks import TorchHooks
 from gputui.hook._workers import WorkerProfiles, merge
 from gputui.protocol import paths
+from gputui.protocol.hello import FRAMEWORK_MODULES
 from gputui.protocol.schema import DeviceInfo, GpuTiming, Hello, LoaderInfo, Status
 
 MAX_ARGS = 200
@@ -276,6 +277,7 @@ class Hook:
             comm=self.comm.info() if self.comm.torch is not None else None,
             loader=None if rec.loader is None else LoaderInfo(*rec.loader),
             sampler=self.sampler.info(),
+            frameworks=_frameworks(),
         )
 
     def profile(self) -> dict[str, Any] | str:
@@ -341,6 +343,13 @@ class Hook:
             history_capacity=HISTORY,
             status=self._status(),
         ).to_wire()
+
+
+def _frameworks() -> tuple[str, ...]:
+    """The training frameworks the job imported (a look-up per name in
+    ``sys.modules``; the status is built about once a second)."""
+    loaded = sys.modules
+    return tuple(dict.fromkeys(name for module, name in FRAMEWORK_MODULES if module in loaded))
 
 
 def _nvml_uuid(uuid: Any) -> str | None:

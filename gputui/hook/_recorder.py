@@ -28,6 +28,7 @@ from gputui.protocol.messages import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, O
 FLAG_PROFILED = int(StepFlag.PROFILED)
 FLAG_COMPILE = int(StepFlag.COMPILE)
 FLAG_GRAPH_CAPTURE = int(StepFlag.GRAPH_CAPTURE)
+FLAG_LOADER_START = int(StepFlag.LOADER_START)
 
 #: Finished step records waiting for the I/O thread.  It drains them 2-5 times a
 #: second, so this only fills if that thread is starved for >16 s at 1000 steps/s;

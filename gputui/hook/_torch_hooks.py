@@ -32,6 +32,7 @@ from gputui.hook._recorder import (
     BACKWARD,
     DATA,
     FLAG_GRAPH_CAPTURE,
+    FLAG_LOADER_START,
     FORWARD,
     LOG_MAX,
     OPTIMIZER,
@@ -243,11 +244,15 @@ class TorchHooks(HookPoints):
         clock = rec.clock
 
         def __next__(self: Any) -> Any:
-            # Once per iterator (an epoch): which loader this is. By id: a
-            # reference would keep a finished iterator and its workers alive.
-            if rec.loader_iter != id(self):
+            # Once per epoch, at its first batch: which loader this is, and the
+            # step is marked.  torch's iterator counts the batches it gave since
+            # its (re)start: a new one, or a persistent loader's reset one.  By id
+            # where it does not (the next epoch's iterator may reuse the id).
+            given = getattr(self, "_num_yielded", None)
+            if (given == 0) if given is not None else (rec.loader_iter != id(self)):
                 rec.loader_iter = id(self)
                 rec.loader = _loader_info(self)
+                rec.mark(FLAG_LOADER_START)
             log = rec.log
             if rec.plain and len(log) < LOG_MAX:
                 log.append(clock())

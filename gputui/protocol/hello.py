@@ -75,6 +75,14 @@ class CommInfo(spec.Wire):
     notes: tuple[str, ...] = spec.texts(20)
 
 
+#: the modules whose presence names the framework that runs the training loop
+#: (``Status.frameworks``): the Hugging Face Trainer, Lightning
+FRAMEWORK_MODULES = (
+    ("transformers.trainer", "transformers"),
+    ("lightning.pytorch.trainer.trainer", "lightning"),
+    ("pytorch_lightning.trainer.trainer", "lightning"),
+)
+
 #: top-level forward calls with gradients off, no optimizer and no step(), after
 #: which each such call ends a step (``Status.forward_steps``)
 INFERENCE_CALLS = 20
@@ -121,6 +129,10 @@ class Status(spec.Wire):
     loader: LoaderInfo | None = spec.nested(LoaderInfo)
     #: the Python stack sampler; None (absent on the wire) from a hook that predates it
     sampler: SamplerInfo | None = spec.nested(SamplerInfo, omit_none=True)
+    #: the training frameworks the job imported (``FRAMEWORK_MODULES``), whose
+    #: arguments the advice names; empty (absent on the wire) for a loop of the
+    #: job's own, or from a hook that predates it
+    frameworks: tuple[str, ...] = spec.texts(16, 64, omit_empty=True)
 
 
 def _protocol(obj: Mapping[str, Any], key: str, where: str) -> int:

@@ -93,6 +93,9 @@ class StepFlag(enum.IntFlag):
     COMPILE = 2
     #: a CUDA graph was being captured: the step has no GPU times
     GRAPH_CAPTURE = 4
+    #: a DataLoader iterator gave its first batch in this step: an epoch began (its
+    #: worker processes start then, unless persistent_workers keeps them)
+    LOADER_START = 8
 
 
 # -- capture states (CAPTURE_STATUS "state") -------------------------------------------------------

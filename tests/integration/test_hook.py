@@ -336,3 +336,33 @@ def test_cuda_phase_times_memory_and_kernels(env: dict[str, str], tmp_path: Path
         assert "gemm" in result.by_class
     finally:
         job.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("persistent", [False, True])
+def test_each_epoch_start_is_flagged_with_the_loader_as_it_is(
+    env: dict[str, str], tmp_path: Path, persistent: bool
+) -> None:
+    """Epochs of 5 steps over a DataLoader with 2 forked workers: the step in
+    which each epoch's iterator gives its first batch carries LOADER_START (the
+    next epoch's iterator may reuse the freed one's id: each is still flagged),
+    the others do not, and the status names the loader as it was built; a job
+    that imported a training framework's module says which."""
+    from gputui.protocol.messages import StepFlag
+
+    args = ["--install", "--steps", "23", "--workers", "2", "--epoch-steps", "5"]
+    args += ["--import-framework", "transformers.trainer"]
+    job = hookutil.start_job(env, tmp_path, args + (["--persistent-workers"] if persistent else []))
+    try:
+        steps = hookutil.wait_for(lambda: (h := _history(job.pid)) and len(h) >= 22 and h, START_S)
+        flagged = [s.index for s in steps if s.flags & StepFlag.LOADER_START]
+        # the first batch comes before the first step boundary: step 0 holds it;
+        # each later epoch's first batch comes after its last step's optimizer step
+        assert flagged == [0, 5, 10, 15, 20]
+        status = _status(job.pid)
+        assert status.loader is not None
+        assert status.loader.num_workers == 2
+        assert status.loader.persistent_workers is persistent
+        assert status.frameworks == ("transformers",)
+    finally:
+        job.stop()

@@ -26,6 +26,11 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
                  --hot-phase when given: a step that is mostly one function
 --hot-in-workers the --hot work runs in the Dataset (in the DataLoader's
                  workers with --workers) instead of the training loop
+--epoch-steps N  an epoch is N steps (the Dataset's length); the loader starts
+                 its workers anew each epoch unless --persistent-workers
+--import-framework NAME  an empty module in sys.modules under a training
+                 framework's name (transformers.trainer, ...), where importing
+                 the framework would put its own
 """
 
 from __future__ import annotations
@@ -142,6 +147,9 @@ def main() -> int:
     p.add_argument("--hot-phase")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--hot-in-workers", action="store_true")
+    p.add_argument("--epoch-steps", type=int, default=0)
+    p.add_argument("--persistent-workers", action="store_true")
+    p.add_argument("--import-framework")
     args = p.parse_args()
     if args.fsize_limit is not None:
         import resource
@@ -159,6 +167,10 @@ def main() -> int:
 
 def train(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
+    if args.import_framework:
+        import types
+
+        sys.modules.setdefault(args.import_framework, types.ModuleType(args.import_framework))
     if args.install:
         import gputui.hook
 
@@ -177,7 +189,8 @@ def train(args: argparse.Namespace) -> int:
     total = args.steps if args.steps > 0 else 10**9
     hot = hot_numpy if args.hot == "numpy" else hot_python
     in_data = (hot, args.hot_ms) if args.hot and args.hot_in_workers else None
-    data = SleepyBatches(min(total, 10**6), args.batch, args.data_sleep, in_data)
+    length = args.epoch_steps or min(total, 10**6)
+    data = SleepyBatches(length, args.batch, args.data_sleep, in_data)
     # One loader per start method, taking turns by epoch: each epoch starts its
     # workers afresh.  With --set-start-method the first method is made the
     # process-wide one and its loader names none.
@@ -188,7 +201,13 @@ def train(args: argparse.Namespace) -> int:
     if len(contexts) > 1:
         data = SleepyBatches(max(1, total // len(contexts)), args.batch, args.data_sleep, in_data)
     loaders = [
-        DataLoader(data, batch_size=None, num_workers=args.workers, multiprocessing_context=c)
+        DataLoader(
+            data,
+            batch_size=None,
+            num_workers=args.workers,
+            multiprocessing_context=c,
+            persistent_workers=args.persistent_workers and args.workers > 0,
+        )
         for c in contexts
     ]
     probe = torch.randn(args.batch, 32, device=device)
