@@ -55,6 +55,10 @@ STEPS_PER_FRAME = 512
 LOW_WATER = 256 * 1024  # refill a viewer's buffer with steps only below this
 MAX_OUT = 16 * 1024 * 1024  # a viewer this far behind on non-step frames is dropped
 MAX_VIEWERS = 32
+#: at the job's end, how long the last steps and the bye may take to reach the
+#: viewers, all of them together (a stuck viewer must not hold the I/O thread;
+#: the job's exit waits for that thread a second at most, see ``stop``)
+BYE_SEND_S = 1.0
 
 
 class Viewer:
@@ -238,6 +242,7 @@ class Server:
     def _shutdown(self) -> None:
         self.collector.collect()
         bye = framing.encode_obj(Bye(pid=self.pid, steps=self.collector.steps_total).to_wire())
+        deadline = time.monotonic() + BYE_SEND_S
         for viewer in list(self.viewers.values()):
             # The job's last steps (since the last round) go out before the bye,
             # all that the ring still holds for this viewer: none is lost uncounted.
@@ -247,7 +252,7 @@ class Server:
             viewer.out += bye
             try:
                 viewer.sock.setblocking(True)
-                viewer.sock.settimeout(0.2)
+                viewer.sock.settimeout(max(0.01, deadline - time.monotonic()))
                 viewer.sock.sendall(bytes(viewer.out))
             except OSError:
                 pass
