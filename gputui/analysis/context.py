@@ -41,6 +41,9 @@ class JobContext:
     breaks: tuple[CompileReason, ...] = ()
     #: the GPU's compute capability ("9.0"), where known
     compute_capability: str | None = None
+    #: the framework that runs the training loop (analysis.frameworks), whose
+    #: arguments the advice names; None: a loop of the job's own, or unknown
+    framework: str | None = None
 
     @property
     def inference(self) -> bool:
@@ -63,6 +66,7 @@ def job_context(
     stats: StepStats,
     phases_coarse: bool = False,
     compute_capability: str | None = None,
+    framework: str | None = None,
 ) -> JobContext:
     """The context from a capture's (or trace's) markers, torch.compile's report
     and the step statistics' phases."""
@@ -90,4 +94,5 @@ def job_context(
         attention_inputs=() if markers is None else markers.attention_inputs,
         breaks=() if report is None else report.breaks,
         compute_capability=compute_capability,
+        framework=framework,
     )

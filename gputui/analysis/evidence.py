@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gputui.analysis import ledger, thresholds
 from gputui.analysis.context import JobContext, job_context
+from gputui.analysis.frameworks import framework_of
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.ledger import Ledger
 from gputui.analysis.live_account import sampled_python
@@ -319,6 +320,8 @@ class JobEvidence:
     gpu: GpuWindow | None = None
     #: the DataLoader being iterated, as the hook saw it (None: none, or unknown)
     loader: LoaderInfo | None = None
+    #: the training frameworks the hook saw the job import (Status.frameworks)
+    frameworks: tuple[str, ...] = ()
     #: evidence of the other ranks of the job (multi-rank rules); () for one rank
     ranks: tuple[JobEvidence, ...] = ()
     #: read from a profiler trace (``gputui analyze``): its few steps are all
@@ -371,6 +374,7 @@ class JobEvidence:
             self.stats,
             self.phases_coarse,
             self.compute_capability,
+            framework_of(self.frameworks, self.python_profile),
         )
 
     @property
@@ -478,6 +482,7 @@ def job_evidence(
     device_total_bytes: int | None = None,
     window: int = 1000,
     loader: LoaderInfo | None = None,
+    frameworks: tuple[str, ...] = (),
     memory_snapshot: MemorySnapshotResult | None = None,
     roof: Roof | None = None,
     compute_capability: str | None = None,
@@ -506,6 +511,7 @@ def job_evidence(
         capture=None if capture is None else CaptureView.of(capture),
         gpu=GpuWindow.of(gpu),
         loader=loader,
+        frameworks=frameworks,
         memory_snapshot=memory_snapshot,
         roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
         compute_capability=compute_capability,

@@ -74,6 +74,7 @@ def evidence(
         device_total_bytes=None if device is None else device.total_memory_bytes,
         window=window,
         loader=None if status is None else status.loader,
+        frameworks=() if status is None else status.frameworks,
         memory_snapshot=job.memory_snapshot,
         roof=job.roof,
         python_profile=job.python_profile,

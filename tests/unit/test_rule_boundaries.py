@@ -615,3 +615,29 @@ def test_a_dominant_gemms_advice_names_the_tensor_cores_the_gpu_has(
     (f,) = [f for f in engine.analyze(ev) if f.rule == "kernels.top_kernel"]
     assert says in f.fix
     assert never is None or never not in f.fix
+
+
+#: the slow-step thresholds as the epoch-start rule reads them: slow epoch starts
+#: (every 10th step), and two slow ones among 400 ordinary steps adding share s
+#: (each over 3x the median there)
+EPOCH_CASES = {
+    "steps.slow_factor": Case(
+        "data.epoch_start", lambda f: epoch_evidence(f, every=10, n=60), +0.01, -0.01
+    ),
+    "steps.outlier_share": past_share(
+        "data.epoch_start", lambda s: epoch_evidence((1 + 199 * s) / (1 - s), every=200, n=403)
+    ),
+}
+
+
+def epoch_evidence(slow: float, every: int, n: int) -> Any:
+    from tests.unit.test_rules import RESTARTING, epochs
+
+    return evidence(epochs(slow=slow, at=50 % every, every=every, n=n), loader=RESTARTING)
+
+
+@pytest.mark.parametrize("key", sorted(EPOCH_CASES))
+def test_slow_epoch_starts_read_the_slow_step_thresholds(key: str) -> None:
+    case = EPOCH_CASES[key]
+    past, short = case.at(key)
+    assert said(case.rule, past) and said(case.rule, short) == []

@@ -15,6 +15,7 @@ from gputui.analysis.registry import REGISTRY
 from gputui.ceilings.datasheet import H100_SXM
 from gputui.protocol.capture import CaptureResult, CpuOpRow
 from gputui.protocol.compile import CompileReason, CompileReport
+from gputui.protocol.hello import LoaderInfo
 from gputui.protocol.messages import StepFlag
 from gputui.protocol.op_rows import OpRow
 from gputui.protocol.profile import KIND_TORCH, KIND_USER, ProfileFunction, PythonProfile
@@ -65,6 +66,22 @@ def ramp_then_flat() -> list:
 
 def slow_every_tenth() -> list:
     return steps(walls=[0.18 if k % 10 == 5 else 0.036 for k in range(60)])
+
+
+def epochs(slow: float = 5.0, at: int = 5, every: int = 10, n: int = 60) -> list:
+    """Epochs of ``every`` steps, the first of each flagged by the hook (a new
+    DataLoader iterator) and ``slow`` times the others; ``at`` places the
+    epoch starts."""
+    walls = [0.036 * (slow if k % every == at % every else 1.0) for k in range(n)]
+    flag = int(StepFlag.LOADER_START)
+    return [
+        dataclasses.replace(s, flags=flag) if s.index % every == at % every else s
+        for s in steps(n=n, walls=walls)
+    ]
+
+
+#: a DataLoader with 2 workers, started anew each epoch
+RESTARTING = LoaderInfo(num_workers=2, pin_memory=True, persistent_workers=False)
 
 
 def gemm_capture(**kw: object) -> object:
@@ -180,6 +197,10 @@ CASES: dict[str, tuple[Factory, Factory]] = {
     "steps.outside_phases": (
         lambda: evidence(with_phases(other=0.03)),
         lambda: evidence(with_phases()),
+    ),
+    "data.epoch_start": (
+        lambda: evidence(epochs(), loader=RESTARTING),
+        lambda: evidence(epochs(slow=1.0), loader=RESTARTING),
     ),
     "steps.slow_outliers": (
         lambda: evidence(slow_every_tenth()),
@@ -713,3 +734,69 @@ def test_pinning_on_the_loaders_thread_is_not_cpu_work_of_the_step() -> None:
     assert cap is not None and cap.cpu_work_us(1000.0) == 0.0
     sort = evidence(cap=capture(ops=[op("aten::sort", 5, 15_000.0)], account=account()))
     assert sort.capture is not None and sort.capture.cpu_work_us(1000.0) == 15_000.0
+
+
+def test_slow_epoch_starts_with_restarting_workers_are_the_cause() -> None:
+    """Every epoch's first step five times the others, a DataLoader whose 2
+    workers are not persistent: the cause is the workers' restart, its fix
+    persistent_workers, and the slow steps go under it."""
+    found = engine.analyze(evidence(epochs(), loader=RESTARTING))
+    top = found[0]
+    assert top.rule == "data.epoch_start", [(f.rule, f.impact_pct) for f in found]
+    assert top.title == "each epoch starts the DataLoader's workers anew"
+    assert "6 of the 6 epoch starts" in top.evidence and "every 10 steps" in top.evidence
+    assert "persistent_workers=False" in top.evidence
+    assert "DataLoader(..., persistent_workers=True)" in top.fix
+    assert [r.rule for r in top.related] == ["steps.slow_outliers"]
+    assert "steps.slow_outliers" not in [f.rule for f in found]
+    # the time: 6 steps of 4 extra step times, of the 57 ordinary steps' 81
+    # step times (the first 3 are warm-up)
+    assert top.impact_pct == pytest.approx(100 * 6 * 4 / 81, abs=0.1)
+
+
+def test_under_the_hf_trainer_the_fix_names_its_argument() -> None:
+    ev = evidence(epochs(), loader=RESTARTING, frameworks=("transformers",))
+    (f,) = fired("data.epoch_start", ev)
+    assert "TrainingArguments(dataloader_persistent_workers=True)" in f.fix
+
+
+def test_slow_epoch_starts_with_persistent_workers_look_for_the_epochs_own_work() -> None:
+    kept = dataclasses.replace(RESTARTING, persistent_workers=True)
+    (f,) = fired("data.epoch_start", evidence(epochs(), loader=kept))
+    assert f.title == "the first step of each epoch is slow"
+    assert "evaluation or a checkpoint" in f.fix and "persistent_workers=True)" not in f.fix
+
+
+def test_slow_steps_that_are_not_epoch_starts_are_not_blamed_on_the_loader() -> None:
+    """The same slow steps, but the epochs start on other steps: no epoch finding,
+    and the slow steps stand alone."""
+    walls = [0.036 * (5 if k % 10 == 5 else 1) for k in range(60)]
+    flag = int(StepFlag.LOADER_START)
+    records = [
+        dataclasses.replace(s, flags=flag) if s.index % 10 == 0 else s for s in steps(walls=walls)
+    ]
+    found = engine.analyze(evidence(records, loader=RESTARTING))
+    assert "data.epoch_start" not in [f.rule for f in found]
+    (slow,) = [f for f in found if f.rule == "steps.slow_outliers"]
+    assert "begins an epoch" not in slow.fix  # the hook said where epochs begin
+
+
+def test_periodic_slow_steps_of_an_older_hook_ask_about_the_workers_first() -> None:
+    """Steps that do not flag epochs (a hook before LOADER_START), slow every
+    10th step, with workers that stop at each epoch: the restart comes first."""
+    (f,) = fired("steps.slow_outliers", evidence(slow_every_tenth(), loader=RESTARTING))
+    assert f.fix.startswith(
+        "if every 10th step begins an epoch, the DataLoader starts its 2 worker(s) anew there: "
+        "DataLoader(..., persistent_workers=True) keeps them; else find what runs"
+    )
+    kept = dataclasses.replace(RESTARTING, persistent_workers=True)
+    (f,) = fired("steps.slow_outliers", evidence(slow_every_tenth(), loader=kept))
+    assert f.fix.startswith("find what runs on those steps")
+
+
+def test_periodic_slow_steps_keep_their_period_past_a_stray_one() -> None:
+    """Slow every 10th step, and one more slow step between two of them: still
+    'every 10th step' (it read as a count before)."""
+    walls = [0.036 * (5 if k % 10 == 5 or k == 32 else 1) for k in range(100)]
+    (f,) = fired("steps.slow_outliers", evidence(steps(n=100, walls=walls)))
+    assert "every 10th step" in f.evidence

@@ -30,7 +30,9 @@ from gputui.analysis.evidence import (
     JobEvidence,
 )
 from gputui.analysis.finding import Finding
+from gputui.analysis.frameworks import BIGGER_BATCH, COMPILE, FUSED_OPTIMIZER, spell
 from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE
+from gputui.analysis.optimizer import FUSED, optimizer_impl
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
 from gputui.analysis.severity import INFO, WARN
@@ -308,7 +310,7 @@ def launch_fix(ev: JobEvidence) -> str:
     more_work = (
         "batch more requests into each call (a larger batch, or padding to a few fixed shapes)"
         if ctx.inference
-        else "use larger batches per step (gradient accumulation keeps the optimizer's batch)"
+        else f"use larger batches per step ({spell(BIGGER_BATCH, ctx.framework)})"
     )
     if ctx.cuda_graphs:
         return (
@@ -331,10 +333,11 @@ def launch_fix(ev: JobEvidence) -> str:
             + "; mark varying dimensions dynamic or pad them, so shapes stay steady; and "
             + more_work
         )
-    fix = "launch fewer, larger kernels: torch.compile(model) fuses small ops "
+    fix = f"launch fewer, larger kernels: {spell(COMPILE, ctx.framework)} fuses small ops "
     fix += "(mode='reduce-overhead' adds CUDA graphs), "
-    if not ctx.inference:
-        fix += "fused or foreach optimizers (torch.optim.AdamW(..., fused=True)), "
+    impl = optimizer_impl(ev)
+    if not ctx.inference and (impl is None or impl[0] != FUSED):
+        fix += f"a fused optimizer ({spell(FUSED_OPTIMIZER, ctx.framework)}), "
     fix += more_work + _graph_advice(ev)
     if ctx.compiled is False:
         # the profile shows no compiled region: a model wrapped in torch.compile

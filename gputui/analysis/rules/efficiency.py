@@ -10,6 +10,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import MIN_GPU_SAMPLES, JobEvidence, is_fp32_gemm
 from gputui.analysis.finding import Finding
+from gputui.analysis.frameworks import LOWER_PRECISION, TF32, spell
 from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import capture_of
@@ -78,9 +79,8 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
             "precision.fp32_matmul",
             "matrix products run in full FP32",
             evidence,
-            "let them use the tensor cores: torch.set_float32_matmul_precision('high') (TF32, "
-            "also torch.backends.cudnn.allow_tf32 = True for convolutions) or bf16 autocast: "
-            "with torch.autocast('cuda', dtype=torch.bfloat16)",
+            f"let them use the tensor cores: {spell(TF32, ev.context.framework)} or "
+            f"{spell(LOWER_PRECISION, ev.context.framework)}",
             "GEMM kernel names change (tf32, bf16, nvjet); GPM tensor activity rises",
             share=share * busy * 0.75,
         )

@@ -11,13 +11,24 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import MIN_STEPS, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
+from gputui.analysis.frameworks import (
+    FUSED_OPTIMIZER,
+    PERSISTENT_WORKERS,
+    TRANSFORMERS,
+    loader_arg,
+    loader_where,
+    spell,
+)
 from gputui.analysis.host_code import LoadingHot, loading_hot
 from gputui.analysis.ledger import ISSUE
+from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
 from gputui.analysis.steps import SLOW_FACTOR, is_slow, is_warmup
-from gputui.protocol.messages import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, OTHER
+from gputui.protocol.messages import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, OTHER, StepFlag
 from gputui.protocol.steps import StepRecord
+
+LOADER_START = int(StepFlag.LOADER_START)
 
 #: the thresholds (gputui.analysis.thresholds): data loading's share of the step
 #: (TensorBoard's advice), forward over backward (a sync in forward), backward over
@@ -30,6 +41,9 @@ OPTIMIZER_SHARE = thresholds.value("steps.optimizer_share")
 OTHER_SHARE = thresholds.value("steps.other_share")
 OUTLIER_SHARE = thresholds.value("steps.outlier_share")
 WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
+#: the share of the gaps between slow steps that must be one period for them to be
+#: "every Nth step"
+PERIODIC_SHARE = 0.8
 #: a function's share of the loading's sampled time from which it is named
 HOT_SHARE = thresholds.value("data.hot_share")
 
@@ -76,26 +90,42 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
         evidence += (
             f"; DataLoader(num_workers={loader.num_workers}, pin_memory={loader.pin_memory})"
         )
+    fw = ev.context.framework
+
+    def arg(name: str) -> str:
+        return loader_arg(name, fw)
+
     hot = loading_hot(ev.python_profile)
     if hot is not None and hot.hot.share >= HOT_SHARE:
         evidence += "; " + _hot_words(hot)
         fix = _hot_fix(hot)
     elif loader is not None and loader.num_workers == 0:
         fix = (
-            "the DataLoader loads every batch in the training process (num_workers=0): set "
-            "num_workers=N (N up to the free CPU cores"
+            f"the DataLoader loads every batch in the training process (num_workers=0): "
+            f"set {arg('num_workers')}=N (N up to the free CPU cores"
             + (
-                ", e.g. 4-8 per GPU), persistent_workers=True and pin_memory=True"
+                f", e.g. 4-8 per GPU), {arg('persistent_workers')}=True and "
+                f"{arg('pin_memory')}=True"
                 if ev.cuda
-                else "), persistent_workers=True"
+                else f"), {arg('persistent_workers')}=True"
             )
-            + " so batches are ready before the step asks"
+            + f"{loader_where(fw)} so batches are ready before the step asks"
         )
     elif loader is not None:
         fix = (
-            f"the {loader.num_workers} worker(s) cannot keep up: raise num_workers (up to the "
-            "free CPU cores) and prefetch_factor, make each sample cheaper (decode and "
-            "augment once, cache" + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
+            f"the {loader.num_workers} worker(s) cannot keep up: raise {arg('num_workers')} "
+            f"(up to the free CPU cores) and {arg('prefetch_factor')}{loader_where(fw)}, make "
+            "each sample cheaper (decode and augment once, cache"
+            + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
+        )
+    elif fw is not None:
+        fix = (
+            f"load batches ahead in worker processes: {arg('num_workers')}=N (N up to the "
+            "free CPU cores), "
+            + (f"{arg('pin_memory')}=True, " if ev.cuda else "")
+            + f"{arg('persistent_workers')}=True, {arg('prefetch_factor')}=4{loader_where(fw)}; "
+            "move decoding and augmentation into the workers"
+            + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
         )
     else:
         fix = (
@@ -224,44 +254,6 @@ def backward_heavy(ev: JobEvidence) -> Iterable[Finding]:
     ]
 
 
-#: the optimizer implementations torch.optim's functions are named after
-#: (``_single_tensor_adam``, ``_multi_tensor_sgd``, ``_fused_adamw``, ...)
-SINGLE, MULTI, FUSED = "single-tensor", "multi-tensor", "fused"
-_IMPL_PREFIXES = (("_single_tensor_", SINGLE), ("_multi_tensor_", MULTI), ("_fused_", FUSED))
-
-
-def optimizer_impl(ev: JobEvidence) -> tuple[str, str] | None:
-    """(implementation, what showed it) of the job's optimizer step: from a
-    capture's ops and kernels, else from the Python sampler's torch.optim
-    functions (the one on the stack longest); None when neither tells."""
-    cap = ev.capture
-    if cap is not None:
-        ops = [o.name for o in cap.cpu_ops]
-        kernels = [k.name.lower() for k in cap.kernels]
-        if any(n.startswith("aten::_fused_") for n in ops) or any(
-            "fused_adam" in k or "fused_sgd" in k for k in kernels
-        ):
-            return FUSED, "the capture's fused optimizer kernels"
-        if any(n.startswith("aten::_foreach_") for n in ops) or any(
-            "multi_tensor_apply" in k for k in kernels
-        ):
-            return MULTI, "the capture's foreach kernels"
-        return SINGLE, "the capture shows no foreach or fused optimizer kernels"
-    profile = ev.python_profile
-    if profile is None:
-        return None
-    best: tuple[float, str, str] | None = None
-    for f in profile.functions:
-        if "/optim/" not in "/" + f.file.replace("\\", "/"):
-            continue
-        for prefix, impl in _IMPL_PREFIXES:
-            if f.function.startswith(prefix) and (best is None or f.total_s > best[0]):
-                best = (f.total_s, impl, f.function)
-    if best is None or best[0] <= 0:
-        return None
-    return best[1], f"the Python sampler saw torch.optim's {best[2]}"
-
-
 @rule(
     "steps.optimizer_heavy",
     "launch",
@@ -285,22 +277,24 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
     if impl is not None and impl[0] == FUSED:
         return []  # the fastest kernels torch has: this finding's fix does not apply
     detail = "" if impl is None else f"; {impl[0]} implementation ({impl[1]})"
+    fw = ev.context.framework
+    fused = spell(FUSED_OPTIMIZER, fw)
+    foreach = "" if fw == TRANSFORMERS else " (or foreach=True)"
     if impl is not None and impl[0] == MULTI:
         # From foreach to fused, about 40% of the phase.
         saved = 0.4
         fix = (
             "switch to the fused implementation where the optimizer has one (Adam, AdamW, "
-            "SGD, Adagrad): torch.optim.AdamW(..., fused=True); with many small "
-            "parameters, also consider torch.compile on the optimizer step"
+            f"SGD, Adagrad): {fused}; with many small parameters, also consider "
+            "torch.compile on the optimizer step"
         )
     else:
         # From per-parameter kernels, foreach/fused implementations cut the time to a
         # third or less.
         saved = 0.66
         fix = (
-            "use the multi-tensor or fused implementation: torch.optim.AdamW(..., "
-            "fused=True) (or foreach=True); with many small parameters, also consider "
-            "torch.compile on the optimizer step"
+            f"use the multi-tensor or fused implementation: {fused}{foreach}; "
+            "with many small parameters, also consider torch.compile on the optimizer step"
         )
     return [
         finding(
@@ -361,6 +355,7 @@ def outside_phases(ev: JobEvidence) -> Iterable[Finding]:
         "ordinary steps over {steps.slow_factor} the median adding >= {steps.outlier_share} "
         "of the time; periodic ones are named (checkpoints, evaluation)"
     ),
+    symptom_of=("data.epoch_start",),
     minimum=Minimum(steps=MIN_STEPS, trace=False),
     symptom=True,
 )
@@ -399,7 +394,8 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
             "steps.slow_outliers",
             "some steps are much slower than the rest",
             f"{when} (slowest: step {worst.index}, {fmt.ms(worst.wall)}){where}",
-            "find what runs on those steps: checkpoint saving (save asynchronously or less "
+            _restart_hint(ev, period)
+            + "find what runs on those steps: checkpoint saving (save asynchronously or less "
             "often), evaluation, logging flushes, Python garbage collection (gc.freeze() after "
             "start-up), dataloader worker restarts (persistent_workers=True)",
             "the outliers list on the attach screen empties or the slow steps get shorter",
@@ -409,18 +405,37 @@ def slow_outliers(ev: JobEvidence) -> Iterable[Finding]:
     ]
 
 
+def _restart_hint(ev: JobEvidence, period: int | None) -> str:
+    """Periodic slow steps, a DataLoader whose workers stop at each epoch's end,
+    and steps that do not say where epochs begin (a hook that predates
+    ``LOADER_START``): the restart first, as a question."""
+    loader = ev.loader
+    if period is None or loader is None or not loader.num_workers or loader.persistent_workers:
+        return ""
+    if any(s.flags & LOADER_START for s in ev.steps):
+        return ""  # the hook flags epochs: data.epoch_start speaks where they are slow
+    return (
+        f"if every {_ordinal(period)} step begins an epoch, the DataLoader starts its "
+        f"{loader.num_workers} worker(s) anew there: "
+        f"{spell(PERSISTENT_WORKERS, ev.context.framework)} keeps them; else "
+    )
+
+
 #: the account bucket a slow step's extra time lies in, by the phase that holds it
 _PHASE_BUCKETS = {DATA: "data", COMM: "comm", OTHER: "python"}
 _PHASE_WORDS = {DATA: "waiting for data", COMM: "in communication", OTHER: "outside the phases"}
 
 
 def _period(slow: list[StepRecord]) -> int | None:
-    """N when the slow steps come every Nth step (at least three of them)."""
+    """N when the slow steps come every Nth step: at least three of them, and
+    all but a few of the gaps between them N (give or take a tenth), so that a
+    stray slow step between two periodic ones does not hide the period."""
     if len(slow) < 3:
         return None
     gaps = [b.index - a.index for a, b in itertools.pairwise(slow)]
-    low, high = min(gaps), max(gaps)
-    return low if low > 1 and high - low <= max(1, low // 10) else None
+    common = statistics.median_low(gaps)
+    near = sum(1 for g in gaps if abs(g - common) <= max(1, common // 10))
+    return common if common > 1 and near >= PERIODIC_SHARE * len(gaps) else None
 
 
 def _ordinal(n: int) -> str:
@@ -442,6 +457,89 @@ def _where_slow(usual: list[StepRecord], slow: list[StepRecord]) -> tuple[str | 
     phase = max(extra, key=lambda n: extra[n])
     share = extra[phase] / total
     return (phase, share) if share >= 0.5 else (None, 0.0)
+
+
+@rule(
+    "data.epoch_start",
+    "data",
+    "PyTorch DataLoader docs: without persistent_workers=True the worker processes are "
+    "shut down at each epoch's end and started anew for the next; bottleneck tables: one "
+    "step much slower than others",
+    ("steps",),
+    trigger=(
+        "the steps in which a DataLoader iterator gave its first batch (an epoch began; "
+        "flagged by the hook) take over {steps.slow_factor} the median, at least two of "
+        "them and most of the epoch starts, and add >= {steps.outlier_share} of the time; "
+        "cost: their time over the median"
+    ),
+    minimum=Minimum(steps=MIN_STEPS, trace=False),
+)
+def epoch_start(ev: JobEvidence) -> Iterable[Finding]:
+    p50 = ev.step_s
+    if not p50:
+        return []
+    usual = ordinary(ev.steps)
+    starts = [s for s in usual if s.flags & LOADER_START]
+    slow = [s for s in starts if is_slow(s.wall, p50)]
+    if len(slow) < 2 or 2 * len(slow) <= len(starts):
+        return []
+    total = sum(s.wall for s in usual)
+    share = sum(s.wall - p50 for s in slow) / total if total else 0.0
+    if share < OUTLIER_SHARE:
+        return []
+    factor = sum(s.wall for s in slow) / len(slow) / p50
+    gaps = [b.index - a.index for a, b in itertools.pairwise(starts)]
+    every = f", every {statistics.median_low(gaps)} steps" if gaps else ""
+    evidence = (
+        f"{len(slow)} of the {len(starts)} epoch starts in the last {len(usual)} steps (a "
+        f"new DataLoader iterator{every}) took {factor:.1f}x the median {fmt.ms(p50)} step"
+    )
+    phase, phase_share = _where_slow(usual, slow)
+    if phase is not None:
+        evidence += (
+            f"; {phase_share * 100:.0f}% of their extra time is {_PHASE_WORDS.get(phase, phase)}"
+        )
+    loader, fw = ev.loader, ev.context.framework
+    restarts = loader is not None and loader.num_workers > 0 and not loader.persistent_workers
+    if loader is not None:
+        evidence += (
+            f"; DataLoader(num_workers={loader.num_workers}, "
+            f"persistent_workers={loader.persistent_workers})"
+        )
+    if restarts:
+        assert loader is not None
+        title = "each epoch starts the DataLoader's workers anew"
+        fix = (
+            f"keep the {loader.num_workers} worker(s) alive between epochs: "
+            f"{spell(PERSISTENT_WORKERS, fw)}; each epoch otherwise stops them, starts new "
+            "processes (each with its own copy of the dataset) and waits for their first "
+            "batches"
+        )
+    else:
+        title = "the first step of each epoch is slow"
+        fix = (
+            "find what runs when an epoch turns: evaluation or a checkpoint at the epoch's "
+            "end, the sampler's or the dataset's per-epoch work (shuffling a large index, "
+            "set_epoch), logging; "
+            + (
+                "the first batch of an epoch is loaded in the step (num_workers=0)"
+                if loader is not None and loader.num_workers == 0
+                else "the workers' first batches of an epoch"
+            )
+        )
+    return [
+        finding(
+            ev,
+            "data.epoch_start",
+            title,
+            evidence,
+            fix,
+            "the epochs' first steps fall toward the median: the attach screen's outliers "
+            "list empties",
+            share=share,
+            bucket=_PHASE_BUCKETS.get(phase) if phase is not None else None,
+        )
+    ]
 
 
 @rule(

@@ -1,0 +1,126 @@
+"""The training framework that runs a job's loop, and how a fix is spelled in it.
+
+A fix names the knob the user turns.  In a loop of their own that is the call to
+make (``torch.compile(model)``); under the Hugging Face Trainer it is an argument
+of ``TrainingArguments``, which builds the optimizer and the DataLoader itself;
+under Lightning, an argument of its ``Trainer`` or the hook where the code goes
+(``configure_optimizers``, ``train_dataloader``).
+
+Which framework: what the hook says the job imported (``Status.frameworks``),
+else the files of the Python sampler's functions.  Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputui.protocol.profile import PythonProfile
+
+TRANSFORMERS = "transformers"
+LIGHTNING = "lightning"
+#: the frameworks the advice knows, in words
+NAMES = {TRANSFORMERS: "the Hugging Face Trainer", LIGHTNING: "Lightning"}
+
+#: a framework's training loop, by the files the Python sampler names
+_LOOP_FILES = (
+    (TRANSFORMERS, "/transformers/trainer.py"),
+    (LIGHTNING, "/lightning/pytorch/"),
+    (LIGHTNING, "/pytorch_lightning/"),
+)
+
+
+def framework_of(said: Sequence[str], profile: PythonProfile | None = None) -> str | None:
+    """The framework running the loop: the first one the hook named that the
+    advice knows, else the one whose loop the sampler saw; None: a loop of the
+    job's own, or nothing tells."""
+    for name in said:
+        if name in NAMES:
+            return name
+    if profile is None:
+        return None
+    files = [f.file for f in profile.functions] + [f.file for f in profile.frames]
+    for file in files:
+        path = file.replace("\\", "/")
+        for name, part in _LOOP_FILES:
+            if part in path:
+                return name
+    return None
+
+
+# -- the knobs --------------------------------------------------------------------------------
+COMPILE = "compile"
+FUSED_OPTIMIZER = "fused_optimizer"
+BIGGER_BATCH = "bigger_batch"
+PERSISTENT_WORKERS = "persistent_workers"
+LOWER_PRECISION = "lower_precision"
+TF32 = "tf32"
+
+#: each knob as a loop of the job's own (None), the HF Trainer and Lightning spell it
+_SPELLING: dict[str, dict[str | None, str]] = {
+    COMPILE: {
+        None: "torch.compile(model)",
+        TRANSFORMERS: "TrainingArguments(torch_compile=True)",
+        LIGHTNING: "torch.compile(model) before trainer.fit(model)",
+    },
+    FUSED_OPTIMIZER: {
+        None: "torch.optim.AdamW(..., fused=True)",
+        TRANSFORMERS: 'TrainingArguments(optim="adamw_torch_fused")',
+        LIGHTNING: "torch.optim.AdamW(..., fused=True) in configure_optimizers()",
+    },
+    BIGGER_BATCH: {
+        None: "gradient accumulation keeps the optimizer's batch",
+        TRANSFORMERS: "TrainingArguments(per_device_train_batch_size=..., "
+        "gradient_accumulation_steps=...) keeps the optimizer's batch",
+        LIGHTNING: "Trainer(accumulate_grad_batches=...) keeps the optimizer's batch",
+    },
+    PERSISTENT_WORKERS: {
+        None: "DataLoader(..., persistent_workers=True)",
+        TRANSFORMERS: "TrainingArguments(dataloader_persistent_workers=True)",
+        LIGHTNING: "DataLoader(..., persistent_workers=True) in train_dataloader()",
+    },
+    TF32: {
+        None: "torch.set_float32_matmul_precision('high') (TF32, also "
+        "torch.backends.cudnn.allow_tf32 = True for convolutions)",
+        TRANSFORMERS: "TF32: TrainingArguments(tf32=True)",
+        LIGHTNING: "torch.set_float32_matmul_precision('high') (TF32) before trainer.fit",
+    },
+    LOWER_PRECISION: {
+        None: "bf16 autocast: with torch.autocast('cuda', dtype=torch.bfloat16)",
+        TRANSFORMERS: "bf16 mixed precision: TrainingArguments(bf16=True)",
+        LIGHTNING: "bf16 mixed precision: Trainer(precision='bf16-mixed')",
+    },
+}
+
+#: DataLoader arguments as the HF Trainer names them (it builds the loader itself)
+_TRAINER_LOADER_ARGS = {
+    "num_workers": "dataloader_num_workers",
+    "pin_memory": "dataloader_pin_memory",
+    "persistent_workers": "dataloader_persistent_workers",
+    "prefetch_factor": "dataloader_prefetch_factor",
+}
+
+
+def spell(knob: str, framework: str | None) -> str:
+    """``knob`` as the job's framework spells it (a loop of its own where the
+    framework is unknown)."""
+    table = _SPELLING[knob]
+    return table.get(framework, table[None])
+
+
+def loader_arg(name: str, framework: str | None) -> str:
+    """A DataLoader argument as the user sets it: the HF Trainer's
+    ``dataloader_*`` argument of TrainingArguments, else the DataLoader's own."""
+    if framework == TRANSFORMERS:
+        return _TRAINER_LOADER_ARGS.get(name, name)
+    return name
+
+
+def loader_where(framework: str | None) -> str:
+    """Where the DataLoader's arguments are set, after them: `` in
+    TrainingArguments``, `` in the DataLoader that train_dataloader() returns``,
+    or nothing (the job builds its own)."""
+    if framework == TRANSFORMERS:
+        return " in TrainingArguments"
+    if framework == LIGHTNING:
+        return " in the DataLoader that train_dataloader() returns"
+    return ""

@@ -1,0 +1,120 @@
+"""The framework that runs a job's loop, and the advice spelled in its arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gputui.analysis import engine
+from gputui.analysis.frameworks import (
+    LIGHTNING,
+    TRANSFORMERS,
+    framework_of,
+    loader_arg,
+    loader_where,
+)
+from gputui.protocol.hello import LoaderInfo
+from gputui.protocol.profile import PathFrame, ProfileFunction, PythonProfile
+from tests.helpers.evidence import capture, evidence, kernel, op, python_profile, steps
+
+SITE = "/opt/venv/lib/python3.12/site-packages"
+
+
+def sampled_in(*files: str) -> PythonProfile:
+    """A profile whose functions are in ``files``."""
+    base = python_profile({"other": 0.1})
+    extra = tuple(
+        ProfileFunction(file, "run", "lib", 10, 1, 0.5, 1.0, {"other": 0.5}) for file in files
+    )
+    return dataclasses.replace(base, functions=base.functions + extra)
+
+
+@pytest.mark.parametrize(
+    ("said", "files", "want"),
+    [
+        (("transformers",), (), TRANSFORMERS),
+        (("lightning",), (), LIGHTNING),
+        (("something-new", "lightning"), (), LIGHTNING),  # a newer hook's name is skipped
+        ((), (f"{SITE}/transformers/trainer.py",), TRANSFORMERS),
+        ((), (f"{SITE}/lightning/pytorch/loops/fit_loop.py",), LIGHTNING),
+        ((), (f"{SITE}/pytorch_lightning/loops/fit_loop.py",), LIGHTNING),
+        # transformers' models without its Trainer: a loop of the job's own
+        ((), (f"{SITE}/transformers/models/gpt2/modeling_gpt2.py",), None),
+        ((), (), None),
+    ],
+)
+def test_the_framework_is_what_the_hook_said_else_what_the_sampler_saw(
+    said: tuple[str, ...], files: tuple[str, ...], want: str | None
+) -> None:
+    assert framework_of(said, sampled_in(*files)) == want
+
+
+def test_a_frame_on_the_hot_paths_names_the_framework_too() -> None:
+    base = python_profile({"other": 0.1})
+    frame = PathFrame(f"{SITE}/lightning/pytorch/loops/fit_loop.py", "run", 1)
+    assert framework_of((), dataclasses.replace(base, frames=(*base.frames, frame))) == LIGHTNING
+
+
+def test_the_hf_trainer_names_its_own_dataloader_arguments() -> None:
+    assert loader_arg("persistent_workers", TRANSFORMERS) == "dataloader_persistent_workers"
+    assert loader_arg("persistent_workers", LIGHTNING) == "persistent_workers"
+    assert loader_arg("persistent_workers", None) == "persistent_workers"
+    assert loader_where(TRANSFORMERS) == " in TrainingArguments"
+    assert loader_where(None) == ""
+
+
+def tiny_kernels(*ops: object) -> object:
+    return capture([kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)], list(ops))
+
+
+def launch_fix(cap: object, **kw: object) -> str:
+    found = [f for f in engine.analyze(evidence(cap=cap, **kw)) if f.rule == "launch.overhead"]
+    assert len(found) == 1, found
+    return found[0].fix
+
+
+def test_the_launch_advice_speaks_the_frameworks_arguments() -> None:
+    plain = launch_fix(tiny_kernels())
+    assert "torch.compile(model) fuses" in plain
+    assert "a fused optimizer (torch.optim.AdamW(..., fused=True))" in plain
+    hf = launch_fix(tiny_kernels(), frameworks=("transformers",))
+    assert "TrainingArguments(torch_compile=True) fuses" in hf
+    assert 'a fused optimizer (TrainingArguments(optim="adamw_torch_fused"))' in hf
+    assert "gradient_accumulation_steps" in hf
+    lightning = launch_fix(tiny_kernels(), frameworks=("lightning",))
+    assert "torch.compile(model) before trainer.fit(model) fuses" in lightning
+    assert "in configure_optimizers()" in lightning
+    assert "Trainer(accumulate_grad_batches=...)" in lightning
+
+
+def test_an_optimizer_already_fused_is_not_advised_again() -> None:
+    """The capture ran aten::_fused_adamw_ (the HF Trainer's default): the launch
+    advice leaves the optimizer out."""
+    fix = launch_fix(tiny_kernels(op("aten::_fused_adamw_", 3, 300.0)))
+    assert "fused optimizer" not in fix and "torch.compile(model)" in fix
+    foreach = launch_fix(tiny_kernels(op("aten::_foreach_add_", 3, 300.0)))
+    assert "a fused optimizer" in foreach
+
+
+def test_the_data_advice_under_the_hf_trainer_names_training_arguments() -> None:
+    loader = LoaderInfo(num_workers=0, pin_memory=False, persistent_workers=False)
+    ev = evidence(
+        steps(phases={"data": 0.02, "forward": 0.01, "backward": 0.02, "other": 0.002}),
+        loader=loader,
+        frameworks=("transformers",),
+    )
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "data.loader_wait"]
+    assert (
+        "set dataloader_num_workers=N (N up to the free CPU cores, e.g. 4-8 per GPU), "
+        "dataloader_persistent_workers=True and dataloader_pin_memory=True in "
+        "TrainingArguments" in f.fix
+    )
+
+
+def test_the_precision_advice_under_lightning_names_its_trainer() -> None:
+    cap = capture([kernel("ampere_sgemm_128x64_nn", "gemm", 100, 80_000.0)])
+    ev = evidence(cap=cap, frameworks=("lightning",))
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "precision.fp32_matmul"]
+    assert "Trainer(precision='bf16-mixed')" in f.fix
+    assert "set_float32_matmul_precision('high')" in f.fix
