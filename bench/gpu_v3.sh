@@ -14,21 +14,30 @@ work=$(mktemp -d)
 mkdir -p "$work/tr" "$work/trs" "$work/attach" "$work/logs"
 py=python3
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-$py bench/jobs/profiler_cost.py ${PROFILER_CASES:-healthy inference item_in_forward leak numpy_preproc} \
-    >"$out/profiler_cost.jsonl" 2>"$work/logs/profiler_cost.err"
+if [ "${PROFILER_CASES:-}" != none ]; then
+    $py bench/jobs/profiler_cost.py ${PROFILER_CASES:-healthy inference item_in_forward leak numpy_preproc} \
+        >"$out/profiler_cost.jsonl" 2>"$work/logs/profiler_cost.err"
+fi
+# none: no cases of that kind
 for c in ${TRACE_CASES:-compiled_item item_in_forward_wide healthy cpu_randn}; do
+    [ "$c" = none ] && continue
     timeout 200 $py bench/jobs/analyzer_cases.py "$work/tr" $c >>"$work/logs/traces.log" 2>&1
 done
 for c in ${SHAPES_CASES:-sdpa_mem_efficient sdpa_math hand_attention healthy inference}; do
+    [ "$c" = none ] && continue
     timeout 200 $py bench/jobs/analyzer_cases.py --shapes "$work/trs" $c >>"$work/logs/traces.log" 2>&1
 done
-for c in ${LIVE_CASES:-slow_workers item_in_forward_wide compiled_item inference leak healthy}; do
-    $py -m gputui run -- $py bench/jobs/analyzer_cases.py --live "$seconds" $c \
+# a case as CASE or CASE:SECONDS (a job that compiles first wants longer)
+for spec in ${LIVE_CASES:-slow_workers item_in_forward_wide compiled_item inference leak healthy}; do
+    c=${spec%%:*}
+    s=$seconds
+    [ "$c" != "$spec" ] && s=${spec#*:}
+    $py -m gputui run -- $py bench/jobs/analyzer_cases.py --live "$s" $c \
         >"$work/logs/$c.run.log" 2>&1 &
     job=$!
     $py bench/record_attach.py "$job" -o "$work/attach/$c.jsonl.gz" --gpu --flops \
-        --seconds $((seconds - 6)) --capture-at $((seconds / 2)) --capture-steps 3 \
-        --profile-at $((seconds - 8)) --note "$gpu: planted case $c" \
+        --seconds $((s - 6)) --capture-at $((s / 2)) --capture-steps 3 \
+        --profile-at $((s - 8)) --note "$gpu: planted case $c" \
         >"$work/logs/$c.attach.log" 2>&1
     wait "$job"
 done

@@ -23,7 +23,8 @@ Cases (the planted cause in brackets):
 - ``hf_gpt2``: a Hugging Face GPT-2 (from a config: no download) trained with
   AdamW in bf16 autocast [none];
 - ``lightning``: a Lightning ``Trainer`` fitting a small model, profiled from a
-  callback [none];
+  callback; its DataLoader's 2 workers start anew each epoch of 16 steps [worker
+  restarts]; ``lightning_persistent``: the same with ``persistent_workers=True``;
 - ``sdpa_mem_efficient``: ``F.scaled_dot_product_attention`` on fp32 inputs with an
   additive float mask (flash cannot take either): the memory-efficient kernels
   [SDPA off the flash kernel];
@@ -42,7 +43,8 @@ Cases (the planted cause in brackets):
   the host before copying it over [torch ops on the CPU];
 - ``leak``: the losses are kept in a list with their graphs [memory growth];
 - ``hf_trainer``: a Hugging Face ``Trainer`` fitting a GPT-2 (from a config) on random
-  tokens, profiled from a ``TrainerCallback`` [none];
+  tokens, profiled from a ``TrainerCallback`` [launch overhead];
+  ``hf_trainer_compiled``: the same with ``TrainingArguments(torch_compile=True)``;
 - ``ddp_one``: DistributedDataParallel over NCCL with one rank [none].
 Each trace is ``OUT_DIR/CASE.pt.trace.json.gz``.
 """
@@ -268,10 +270,10 @@ def case_hf_gpt2(out: Path) -> Path:
     return profiled(out, "hf_gpt2", step)
 
 
-def case_lightning(out: Path) -> Path:
+def case_lightning(out: Path, persistent: bool = False) -> Path:
     import lightning as L
 
-    raw = out / "lightning.pt.trace.json"
+    raw = out / ("lightning_persistent" if persistent else "lightning").join(("", ".pt.trace.json"))
 
     class Model(L.LightningModule):
         def __init__(self) -> None:
@@ -287,6 +289,9 @@ def case_lightning(out: Path) -> Path:
 
     class Profile(L.Callback):
         def on_train_start(self, *_: Any) -> None:
+            self.t0 = time.monotonic()
+            if LIVE_S > 0:
+                return
             self.prof = torch.profiler.profile(
                 activities=[
                     torch.profiler.ProfilerActivity.CPU,
@@ -297,16 +302,23 @@ def case_lightning(out: Path) -> Path:
             )
             self.prof.__enter__()
 
-        def on_train_batch_end(self, *_: Any) -> None:
+        def on_train_batch_end(self, trainer: Any, *_: Any) -> None:
+            if LIVE_S > 0:
+                trainer.should_stop = time.monotonic() - self.t0 > LIVE_S
+                return
             self.prof.step()
 
         def on_train_end(self, *_: Any) -> None:
-            self.prof.__exit__(None, None, None)
+            if LIVE_S <= 0:
+                self.prof.__exit__(None, None, None)
 
     data = torch.utils.data.TensorDataset(torch.randn(4096, 1024), torch.randint(0, 10, (4096,)))
-    loader = torch.utils.data.DataLoader(data, batch_size=256, num_workers=2)
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=256, num_workers=2, persistent_workers=persistent
+    )
     trainer = L.Trainer(
-        max_steps=STEPS + 2,
+        max_steps=-1 if LIVE_S > 0 else STEPS + 2,
+        max_epochs=10**6 if LIVE_S > 0 else None,
         accelerator="gpu",
         devices=1,
         logger=False,
@@ -315,11 +327,17 @@ def case_lightning(out: Path) -> Path:
         callbacks=[Profile()],
     )
     trainer.fit(Model(), loader)
+    if LIVE_S > 0:
+        return out
     gz = raw.with_suffix(".json.gz")
     with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     raw.unlink()
     return gz
+
+
+def case_lightning_persistent(out: Path) -> Path:
+    return case_lightning(out, persistent=True)
 
 
 def case_sdpa_mem_efficient(out: Path) -> Path:
@@ -523,7 +541,7 @@ def case_leak(out: Path) -> Path:
     return profiled(out, "leak", step, steps=STEPS + 4)
 
 
-def case_hf_trainer(out: Path) -> Path:
+def case_hf_trainer(out: Path, compiled: bool = False) -> Path:
     from transformers import (
         GPT2Config,
         GPT2LMHeadModel,
@@ -532,7 +550,7 @@ def case_hf_trainer(out: Path) -> Path:
         TrainingArguments,
     )
 
-    raw = out / "hf_trainer.pt.trace.json"
+    raw = out / ("hf_trainer_compiled" if compiled else "hf_trainer").join(("", ".pt.trace.json"))
     cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, n_positions=512, vocab_size=32000)
     model = GPT2LMHeadModel(cfg)
 
@@ -546,6 +564,9 @@ def case_hf_trainer(out: Path) -> Path:
 
     class Profile(TrainerCallback):  # type: ignore[misc]
         def on_train_begin(self, *_: Any, **__: Any) -> None:
+            self.t0 = time.monotonic()
+            if LIVE_S > 0:
+                return
             self.prof = torch.profiler.profile(
                 activities=[
                     torch.profiler.ProfilerActivity.CPU,
@@ -556,29 +577,42 @@ def case_hf_trainer(out: Path) -> Path:
             )
             self.prof.__enter__()
 
-        def on_step_end(self, *_: Any, **__: Any) -> None:
+        def on_step_end(self, _args: Any, _state: Any, control: Any, **__: Any) -> Any:
+            if LIVE_S > 0:
+                control.should_training_stop = time.monotonic() - self.t0 > LIVE_S
+                return control
             self.prof.step()
+            return None
 
         def on_train_end(self, *_: Any, **__: Any) -> None:
-            self.prof.__exit__(None, None, None)
+            if LIVE_S <= 0:
+                self.prof.__exit__(None, None, None)
 
     args = TrainingArguments(
         output_dir=str(out / "hf_trainer_out"),
         per_device_train_batch_size=8,
-        max_steps=STEPS + 2,
+        max_steps=10**6 if LIVE_S > 0 else STEPS + 2,
         bf16=True,
         logging_steps=1000,
         save_strategy="no",
         report_to=[],
         dataloader_num_workers=2,
+        torch_compile=compiled,
     )
     Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Profile()]).train()
+    if LIVE_S > 0:
+        shutil.rmtree(out / "hf_trainer_out", ignore_errors=True)
+        return out
     gz = raw.with_suffix(".json.gz")
     with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     raw.unlink()
     shutil.rmtree(out / "hf_trainer_out", ignore_errors=True)
     return gz
+
+
+def case_hf_trainer_compiled(out: Path) -> Path:
+    return case_hf_trainer(out, compiled=True)
 
 
 def case_ddp_one(out: Path) -> Path:

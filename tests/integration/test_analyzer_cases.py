@@ -173,6 +173,11 @@ LIVE = {
     "cpu_resize": "cpu.host_ops",
     # NVML saw the GPU idle 13% of the unprofiled step, most of it after the syncs
     "item_in_forward_wide": "sync.host_sync",
+    # a Lightning Trainer whose DataLoader starts its 2 workers anew every 16 steps
+    "lightning": "data.epoch_start",
+    # a GPT-2 of 4 layers under the Hugging Face Trainer: the host issues its ops
+    # slower than the GPU runs them
+    "hf_trainer": "launch.overhead",
 }
 
 
@@ -251,3 +256,52 @@ def test_an_inference_loop_gets_steps_and_its_cause(capsys: pytest.CaptureFixtur
     assert main(["attach", "--replay", str(path), "--once"]) == 0
     words = " ".join(capsys.readouterr().out.split())
     assert "steps: one per top-level forward call" in words
+
+
+def live_report(capsys: pytest.CaptureFixture[str], case: str) -> dict:
+    path = CASES / "live" / f"{case}.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_a_lightning_job_is_told_its_workers_restart_each_epoch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Lightning Trainer on an H100 whose DataLoader (2 workers, 16 batches an
+    epoch) stops and starts its workers at every epoch: the epoch starts are the
+    cause, in Lightning's words; the same job with persistent_workers=True,
+    recorded right after, has no slow epoch starts and runs over twice as many
+    steps a second."""
+    report = live_report(capsys, "lightning")
+    assert report["status"]["frameworks"] == ["lightning"]
+    top = report["findings"][0]
+    assert top["rule"] == "data.epoch_start" and top["severity"] == "crit"
+    assert "every 16 steps" in top["evidence"]
+    assert "persistent_workers=False" in top["evidence"]
+    assert "DataLoader(..., persistent_workers=True) in train_dataloader()" in top["fix"]
+    assert "steps.slow_outliers" in [r["rule"] for r in top["related"]]
+    fixed = live_report(capsys, "lightning_persistent")
+    rules = {f["rule"]: f["severity"] for f in fixed["findings"]}
+    assert "data.epoch_start" not in rules
+    assert rules.get("steps.slow_outliers") in (None, "info")
+    assert fixed["stats"]["steps_per_s"] > 2 * report["stats"]["steps_per_s"]
+
+
+def test_an_hf_trainer_job_is_told_in_training_arguments(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A GPT-2 under the Hugging Face Trainer on an H100: launch-bound, told in
+    TrainingArguments, and not told to fuse an optimizer the Trainer already
+    runs fused; the same job with torch_compile=True, recorded right after,
+    runs more steps a second and is told the graph break that splits it."""
+    report = live_report(capsys, "hf_trainer")
+    assert report["status"]["frameworks"] == ["transformers"]
+    top = report["findings"][0]
+    assert top["rule"] == "launch.overhead"
+    assert "TrainingArguments(torch_compile=True)" in top["fix"]
+    assert "gradient_accumulation_steps" in top["fix"]
+    assert "fused optimizer" not in top["fix"]
+    compiled = live_report(capsys, "hf_trainer_compiled")
+    assert compiled["stats"]["steps_per_s"] > 1.3 * report["stats"]["steps_per_s"]
+    (launch,) = [f for f in compiled["findings"] if f["rule"] == "launch.overhead"]
+    assert "already compiled" in launch["fix"] and "the graph break at" in launch["fix"]
