@@ -341,8 +341,52 @@ class Hook:
             started=round(self.installed_at, 3),
             lazy=self.lazy,
             history_capacity=HISTORY,
+            cpus=_cpus(),
             status=self._status(),
         ).to_wire()
+
+
+#: the CPU quota of the job's cgroup, as a container sees its own: cgroup v2's
+#: "QUOTA PERIOD" (or "max"), and v1's quota and period (-1: none)
+_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+_CFS = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+
+def _cpus() -> int | None:
+    """The CPU cores this process may use: its affinity (else the machine's
+    count), capped by its cgroup's quota, rounded up; None if neither reads."""
+    try:
+        count: int | None = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count()
+    quota = _cgroup_quota()
+    if quota is not None:
+        count = quota if count is None else min(count, quota)
+    return count or None
+
+
+def _cgroup_quota() -> int | None:
+    """The cgroup's CPU quota in whole cores (rounded up), or None: no quota, or
+    no cgroup file to read (one small read each, at hello time only)."""
+    try:
+        quota, _, period = _read(_CPU_MAX).partition(" ")
+    except OSError:
+        try:
+            quota, period = _read(_CFS[0]), _read(_CFS[1])
+        except OSError:
+            return None
+    try:
+        q, per = int(quota), int(period)
+    except ValueError:
+        return None  # "max": no quota
+    if q <= 0 or per <= 0:
+        return None
+    return max(1, -(-q // per))
+
+
+def _read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read(256).strip()
 
 
 def _frameworks() -> tuple[str, ...]:

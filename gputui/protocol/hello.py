@@ -172,6 +172,10 @@ class Hello(spec.Wire):
     started: float = spec.number(0.0, hi=MAX_TIME_S)  # Unix seconds the hook was installed
     lazy: bool = False
     history_capacity: int = 0
+    #: the CPU cores the job may run on: its CPU affinity, capped by its cgroup's
+    #: CPU quota (a container's limit); what the advice counts DataLoader workers
+    #: against.  None (absent) from an older hook, or where neither can be read
+    cpus: int | None = spec.integer(None, lo=1, hi=1 << 20, omit_none=True)
 
     @property
     def steps(self) -> int:
