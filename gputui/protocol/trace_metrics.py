@@ -361,6 +361,10 @@ class JobMarkers(spec.Wire):
     #: the is_causal mask), "upcast" (the math backend cast 16-bit inputs to
     #: fp32), "dropout" (dropout ran inside the attention)
     attention_inputs: tuple[str, ...] = spec.texts(8, 16)
+    #: where the DataLoader made the batches: "workers" (worker processes) or
+    #: "main" (num_workers=0), by the iterator its ``__next__`` range names; None
+    #: (absent) where no DataLoader ran, or from an older gputui
+    loader: str | None = spec.text(None, 16, omit_none=True)
 
     @property
     def training(self) -> bool:

@@ -19,6 +19,9 @@ collective in use, attention advice the SDPA backend that ran.  The names:
   kernel name (flash, memory-efficient, cuDNN, math), and what the ops inside
   each SDPA call show of its inputs (:func:`attention_inputs`): an attn_mask, the
   math backend's is_causal mask, its casts of 16-bit inputs to fp32, dropout.
+- **the DataLoader**: where its batches are made, by the iterator its
+  ``enumerate(DataLoader)#…__next__`` range names (``_MultiProcessingDataLoaderIter``:
+  worker processes; ``_SingleProcessDataLoaderIter``: the training process).
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ _COLLECTIVES = (
     ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
 )
 _HOST_COLLECTIVE = re.compile(r"^(nccl:|gloo:|c10d::|record_param_comms)")
+#: the DataLoader's __next__ range, by where its iterator makes the batches
+_LOADER_RANGE = "enumerate(DataLoader)#"
+_LOADER_ITERS = (
+    ("_MultiProcessingDataLoaderIter", "workers"),
+    ("_SingleProcessDataLoaderIter", "main"),
+)
 #: SDPA backends by op name, then by kernel name
 _ATTENTION_OPS = (
     ("flash", ("aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_")),
@@ -225,6 +234,7 @@ def markers_of(
     calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
     SDPA's own ops show of its inputs."""
     compiled = cuda_graphs = backward = optimizer = False
+    loader: str | None = None
     collectives: set[str | None] = set()  # None: a name that says no kind
     attention: set[str | None] = set()
     inputs: set[str] = set()
@@ -242,6 +252,8 @@ def markers_of(
             optimizer = True
         elif _HOST_COLLECTIVE.match(name):
             collectives.add(_collective(name))
+        elif name.startswith(_LOADER_RANGE):
+            loader = next((where for it, where in _LOADER_ITERS if it in name), loader)
         attention.add(op_backend(name))
     if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
         cuda_graphs = True
@@ -263,4 +275,5 @@ def markers_of(
         collectives=_named(collectives),
         attention=_named(attention),
         attention_inputs=tuple(sorted(inputs)),
+        loader=loader,
     )
