@@ -322,6 +322,8 @@ class JobEvidence:
     loader: LoaderInfo | None = None
     #: the training frameworks the hook saw the job import (Status.frameworks)
     frameworks: tuple[str, ...] = ()
+    #: the CPU cores the job may use (Hello.cpus); None: unknown
+    cpus: int | None = None
     #: evidence of the other ranks of the job (multi-rank rules); () for one rank
     ranks: tuple[JobEvidence, ...] = ()
     #: read from a profiler trace (``gputui analyze``): its few steps are all
@@ -483,6 +485,7 @@ def job_evidence(
     window: int = 1000,
     loader: LoaderInfo | None = None,
     frameworks: tuple[str, ...] = (),
+    cpus: int | None = None,
     memory_snapshot: MemorySnapshotResult | None = None,
     roof: Roof | None = None,
     compute_capability: str | None = None,
@@ -512,6 +515,7 @@ def job_evidence(
         gpu=GpuWindow.of(gpu),
         loader=loader,
         frameworks=frameworks,
+        cpus=cpus,
         memory_snapshot=memory_snapshot,
         roofline=roofline_of(capture.op_rows if capture is not None else (), roof),
         compute_capability=compute_capability,

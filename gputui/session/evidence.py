@@ -75,6 +75,7 @@ def evidence(
         window=window,
         loader=None if status is None else status.loader,
         frameworks=() if status is None else status.frameworks,
+        cpus=None if hello is None else hello.cpus,
         memory_snapshot=job.memory_snapshot,
         roof=job.roof,
         python_profile=job.python_profile,

@@ -118,3 +118,46 @@ def test_the_precision_advice_under_lightning_names_its_trainer() -> None:
     (f,) = [f for f in engine.analyze(ev) if f.rule == "precision.fp32_matmul"]
     assert "Trainer(precision='bf16-mixed')" in f.fix
     assert "set_float32_matmul_precision('high')" in f.fix
+
+
+def loader_fix(workers: int, data: float, cpus: int | None, **kw: object) -> str:
+    """The data finding's fix for a step of 36 ms plus ``data`` s of waiting."""
+    loader = LoaderInfo(num_workers=workers, pin_memory=True, persistent_workers=True)
+    phases = {"data": data, "forward": 0.01, "backward": 0.02, "other": 0.006}
+    ev = evidence(steps(phases=phases), loader=loader, cpus=cpus, **kw)
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "data.loader_wait"]
+    return f.fix
+
+
+@pytest.mark.parametrize(
+    ("workers", "data", "cpus", "start"),
+    [
+        # waiting 50% of the step: twice the workers keep up, and the cores allow it
+        (4, 0.036, 16, "raise num_workers from 4 to about 8: at this wait, that many keep up"),
+        # 75%: four times; 16 cores leave 15 for workers
+        (4, 0.108, 16, "raise num_workers from 4 to 15 (the job may use 16 CPU cores; about 16"),
+        # the workers already have every core but the training process's
+        (7, 0.036, 8, "its 7 workers already have the job's 8 CPU cores: more workers cannot"),
+        # cores unknown (an older hook): the words of before
+        (4, 0.036, None, "the 4 worker(s) cannot keep up: raise num_workers (up to the free"),
+    ],
+)
+def test_the_workers_advice_counts_them_against_the_jobs_cores(
+    workers: int, data: float, cpus: int | None, start: str
+) -> None:
+    assert loader_fix(workers, data, cpus).startswith(start)
+
+
+def test_under_the_hf_trainer_the_workers_are_its_argument() -> None:
+    fix = loader_fix(4, 0.036, 16, frameworks=("transformers",))
+    assert fix.startswith("raise dataloader_num_workers from 4 to about 8 in TrainingArguments")
+
+
+def test_a_traces_dataloader_range_says_where_the_batches_are_made() -> None:
+    from gputui.trace.markers import markers_of
+
+    many = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    one = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert markers_of({many, "aten::mm"}, (), ()).loader == "workers"
+    assert markers_of({one}, (), ()).loader == "main"
+    assert markers_of({"aten::mm"}, (), ()).loader is None

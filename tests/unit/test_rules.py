@@ -800,3 +800,15 @@ def test_periodic_slow_steps_keep_their_period_past_a_stray_one() -> None:
     walls = [0.036 * (5 if k % 10 == 5 or k == 32 else 1) for k in range(100)]
     (f,) = fired("steps.slow_outliers", evidence(steps(n=100, walls=walls)))
     assert "every 10th step" in f.evidence
+
+
+def test_zeros_made_by_batch_norm_are_not_zero_grads() -> None:
+    """A ResNet's batch norm makes zero tensors (aten::zeros, each with its
+    aten::zero_) in forward and backward: those zero_ calls are not the
+    gradients' (an H100 trace of a torchvision ResNet-50 with zero_grad
+    (set_to_none=True) had 109 a step); the gradients' own still count."""
+    norm = [op("aten::zero_", 327, 900.0), op("aten::zeros", 318, 2000.0)]
+    assert fired("steps.zero_grad_zeros", evidence(cap=capture(ops=norm))) == []
+    grads = [op("aten::zero_", 327 + 200, 1500.0), op("aten::zeros", 318, 2000.0)]
+    (f,) = fired("steps.zero_grad_zeros", evidence(cap=capture(ops=grads)))
+    assert f.evidence.startswith("42 aten::zero_ calls per step")  # 209 in 5 steps

@@ -577,19 +577,30 @@ def sync_memcpy(ev: JobEvidence) -> Iterable[Finding]:
     ]
 
 
+#: the ops that make a tensor of zeros, each with one aten::zero_ inside
+ZERO_FACTORIES = ("aten::zeros", "aten::new_zeros", "aten::zeros_like")
+
+
 @rule(
     "steps.zero_grad_zeros",
     "launch",
     "TorchTidy: zero_grad writing zeros instead of setting gradients to None",
     ("capture",),
-    trigger="capture: >= {steps.zero_per_step} zero-fill calls per step (zero_grad writing zeros)",
+    trigger=(
+        "capture: >= {steps.zero_per_step} zero-fill calls per step (zero_grad writing "
+        "zeros), less those the zero-tensor factories make (aten::zeros, new_zeros, zeros_like)"
+    ),
     bucket=ISSUE,
 )
 def zero_grad_zeros(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
-    _us, calls = cap.ops_us(("aten::zero_",))
+    _us, zeroed = cap.ops_us(("aten::zero_",))
+    # a new tensor of zeros (batch norm's statistics, a loss's gradient) is
+    # made by a factory that calls zero_ once: those are not the gradients'
+    _us, made = cap.ops_us(ZERO_FACTORIES)
+    calls = max(0, zeroed - made)
     if calls / cap.steps < ZERO_PER_STEP:
         return []
     fills = sum(k.total_us for k in cap.kernels if "FillFunctor" in k.name)

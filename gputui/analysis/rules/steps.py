@@ -4,8 +4,9 @@ and optimizer, slow steps and the warm-up."""
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -58,7 +59,10 @@ HOT_SHARE = thresholds.value("data.hot_share")
         "the data phase (waiting in DataLoader.__next__) >= {data.share} of the step "
         "(TensorBoard's threshold); where the Python sampler saw the loading (the workers, "
         "or the training thread with num_workers=0), a function holding >= {data.hot_share} "
-        "of its time is named, and the fix points at it"
+        "of its time is named, and the fix points at it; where the hook said the job's CPU "
+        "cores, the fix names how many workers keep up (1/(1 - the wait's share) times "
+        "as many) and how many the cores allow; a trace's DataLoader range says whether "
+        "workers made the batches"
     ),
     bucket="data",
 )
@@ -90,52 +94,8 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
         evidence += (
             f"; DataLoader(num_workers={loader.num_workers}, pin_memory={loader.pin_memory})"
         )
-    fw = ev.context.framework
-
-    def arg(name: str) -> str:
-        return loader_arg(name, fw)
-
-    hot = loading_hot(ev.python_profile)
-    if hot is not None and hot.hot.share >= HOT_SHARE:
-        evidence += "; " + _hot_words(hot)
-        fix = _hot_fix(hot)
-    elif loader is not None and loader.num_workers == 0:
-        fix = (
-            f"the DataLoader loads every batch in the training process (num_workers=0): "
-            f"set {arg('num_workers')}=N (N up to the free CPU cores"
-            + (
-                f", e.g. 4-8 per GPU), {arg('persistent_workers')}=True and "
-                f"{arg('pin_memory')}=True"
-                if ev.cuda
-                else f"), {arg('persistent_workers')}=True"
-            )
-            + f"{loader_where(fw)} so batches are ready before the step asks"
-        )
-    elif loader is not None:
-        fix = (
-            f"the {loader.num_workers} worker(s) cannot keep up: raise {arg('num_workers')} "
-            f"(up to the free CPU cores) and {arg('prefetch_factor')}{loader_where(fw)}, make "
-            "each sample cheaper (decode and augment once, cache"
-            + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
-        )
-    elif fw is not None:
-        fix = (
-            f"load batches ahead in worker processes: {arg('num_workers')}=N (N up to the "
-            "free CPU cores), "
-            + (f"{arg('pin_memory')}=True, " if ev.cuda else "")
-            + f"{arg('persistent_workers')}=True, {arg('prefetch_factor')}=4{loader_where(fw)}; "
-            "move decoding and augmentation into the workers"
-            + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
-        )
-    else:
-        fix = (
-            "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
-            "free CPU cores, "
-            + ("pin_memory=True, " if ev.cuda else "")
-            + "persistent_workers=True, prefetch_factor=4); move "
-            "decoding and augmentation into the workers"
-            + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
-        )
+    more_evidence, fix = _loader_fix(ev, share)
+    evidence += more_evidence
     # A job without a GPU: the data holds the step back, and the step gets shorter.
     return [
         finding(
@@ -163,13 +123,119 @@ def _hot_words(hot: LoadingHot) -> str:
     return f"{who} {h.share * 100:.0f}% {of} in {h.label}{h.called_from}"
 
 
-def _hot_fix(hot: LoadingHot) -> str:
-    """The fix, pointed at the function the loading spends its time in."""
+def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
+    """What the data finding adds to its evidence (where the batches are made,
+    the workers' hot function), and its fix: for the loader the hook saw (or
+    the one a trace's DataLoader range names), in the job's framework's terms."""
+    said = ""
+    loader = ev.loader
+    fw = ev.context.framework
+
+    def arg(name: str) -> str:
+        return loader_arg(name, fw)
+
+    markers = None if ev.capture is None else ev.capture.markers
+    where = loader_where(fw)
+    if loader is None and markers is not None and markers.loader is not None:
+        # a trace: its DataLoader's range names where the batches are made
+        said += "; the DataLoader makes them in " + (
+            "worker processes" if markers.loader == "workers" else "the training process"
+        )
+    hot = loading_hot(ev.python_profile)
+    more = _more_workers(ev, share, arg)
+    if hot is not None and hot.hot.share >= HOT_SHARE:
+        said += "; " + _hot_words(hot)
+        fix = _hot_fix(hot) if more is None else f"{more}; {_hot_fix(hot, more=False)}"
+    elif more is not None:
+        fix = f"{more}; make each sample cheaper (decode and augment once, cache" + (
+            ", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")"
+        )
+    elif loader is None and markers is not None and markers.loader == "workers":
+        fix = (
+            f"the DataLoader's workers cannot keep up: raise {arg('num_workers')} (up to the "
+            f"free CPU cores) and {arg('prefetch_factor')}{where}, make each sample cheaper "
+            "(decode and augment once, cache"
+            + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
+        )
+    elif (loader is not None and loader.num_workers == 0) or (
+        loader is None and markers is not None and markers.loader == "main"
+    ):
+        fix = (
+            f"the DataLoader loads every batch in the training process (num_workers=0): "
+            f"set {arg('num_workers')}=N (N up to the free CPU cores"
+            + (
+                f", e.g. 4-8 per GPU), {arg('persistent_workers')}=True and "
+                f"{arg('pin_memory')}=True"
+                if ev.cuda
+                else f"), {arg('persistent_workers')}=True"
+            )
+            + f"{where} so batches are ready before the step asks"
+        )
+    elif loader is not None:
+        fix = (
+            f"the {loader.num_workers} worker(s) cannot keep up: raise {arg('num_workers')} "
+            f"(up to the free CPU cores) and {arg('prefetch_factor')}{where}, make "
+            "each sample cheaper (decode and augment once, cache"
+            + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
+        )
+    elif fw is not None:
+        fix = (
+            f"load batches ahead in worker processes: {arg('num_workers')}=N (N up to the "
+            "free CPU cores), "
+            + (f"{arg('pin_memory')}=True, " if ev.cuda else "")
+            + f"{arg('persistent_workers')}=True, {arg('prefetch_factor')}=4{where}; "
+            "move decoding and augmentation into the workers"
+            + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
+        )
+    else:
+        fix = (
+            "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
+            "free CPU cores, "
+            + ("pin_memory=True, " if ev.cuda else "")
+            + "persistent_workers=True, prefetch_factor=4); move "
+            "decoding and augmentation into the workers"
+            + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
+        )
+    return said, fix
+
+
+def _more_workers(ev: JobEvidence, share: float, arg: Callable[[str], str]) -> str | None:
+    """Where the hook said how many CPU cores the job may use and its DataLoader
+    has workers: how many workers would keep up with the step (the workers make
+    batches at a steady rate, so it takes 1/(1 - wait share) times as many), and
+    whether the cores allow them.  None where either is unknown."""
+    loader, cpus = ev.loader, ev.cpus
+    if loader is None or not loader.num_workers or cpus is None or share >= 1.0:
+        return None
+    workers, where = loader.num_workers, loader_where(ev.context.framework)
+    needed = math.ceil(workers / (1.0 - share))
+    free = max(1, cpus - 1)  # a core for the training process
+    if workers >= free:
+        return (
+            f"its {workers} workers already have the job's {cpus} CPU cores: more workers "
+            "cannot help"
+        )
+    if needed <= free:
+        return (
+            f"raise {arg('num_workers')} from {workers} to about {needed}{where}: "
+            f"at this wait, that many keep up with the step, and the job may use {cpus} CPU cores"
+        )
+    return (
+        f"raise {arg('num_workers')} from {workers} to {free}{where} "
+        f"(the job may use {cpus} CPU cores; about {needed} would keep up)"
+    )
+
+
+def _hot_fix(hot: LoadingHot, more: bool = True) -> str:
+    """The fix, pointed at the function the loading spends its time in (with
+    ``more``: and more workers, where how many is not known)."""
     h = hot.hot
     cheaper = (
         f"make {h.label}{h.called_from} cheaper: decode and augment once and cache, "
         "vectorise it, or move it onto the GPU (e.g. NVIDIA DALI)"
     )
+    if hot.workers and not more:
+        return f"the workers are busy in one function: {cheaper}"
     if hot.workers:
         return (
             f"the workers are busy in one function: {cheaper}; or raise num_workers (up to "
