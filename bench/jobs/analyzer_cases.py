@@ -45,7 +45,10 @@ Cases (the planted cause in brackets):
 - ``hf_trainer``: a Hugging Face ``Trainer`` fitting a GPT-2 (from a config) on random
   tokens, profiled from a ``TrainerCallback`` [launch overhead];
   ``hf_trainer_compiled``: the same with ``TrainingArguments(torch_compile=True)``;
-- ``ddp_one``: DistributedDataParallel over NCCL with one rank [none].
+- ``ddp_one``: DistributedDataParallel over NCCL with one rank [none];
+- ``vision``: a torchvision ResNet-50 in bf16, batch 128, whose 4 DataLoader workers
+  decode JPEGs with PIL and run RandomResizedCrop, flip and Normalize [data loading];
+  ``vision_workers12``, ``vision_workers15``: the same with 12 and 15 workers.
 Each trace is ``OUT_DIR/CASE.pt.trace.json.gz``.
 """
 
@@ -76,9 +79,14 @@ LIVE_S = 0.0
 SHAPES = False
 
 
-def profiled(out: Path, name: str, step: Callable[[], None], steps: int = STEPS) -> Path:
-    """Run ``step`` ``steps`` times under torch.profiler; the trace, gzipped.
-    With ``--live``, run it for LIVE_S seconds instead, unprofiled."""
+def profiled(
+    out: Path, name: str, step: Callable[[], None], steps: int = STEPS, warmup: int = 0
+) -> Path:
+    """Run ``step`` ``warmup`` times, then ``steps`` times under torch.profiler;
+    the trace, gzipped.  With ``--live``, run it for LIVE_S seconds instead,
+    unprofiled."""
+    for _ in range(warmup):
+        step()
     if LIVE_S > 0:
         t0 = time.monotonic()
         while time.monotonic() - t0 < LIVE_S:
@@ -208,9 +216,7 @@ def _encoder_case(out: Path, name: str, batch: int, seq: int) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):
-        step()
-    return profiled(out, name, step)
+    return profiled(out, name, step, warmup=3)
 
 
 def case_healthy(out: Path) -> Path:
@@ -265,9 +271,7 @@ def case_hf_gpt2(out: Path) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(2):
-        step()
-    return profiled(out, "hf_gpt2", step)
+    return profiled(out, "hf_gpt2", step, warmup=2)
 
 
 def case_lightning(out: Path, persistent: bool = False) -> Path:
@@ -385,9 +389,95 @@ def case_slow_workers(out: Path) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):
-        step()
-    return profiled(out, "slow_workers", step)
+    return profiled(out, "slow_workers", step, warmup=3)
+
+
+def jpegs(n: int = 256) -> list[bytes]:
+    """``n`` JPEG files in memory, 500 x 375 like ImageNet's typical photo: smooth
+    colour fields with noise, so that they compress and decode like photos."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(n):
+        base = rng.integers(0, 255, (12, 16, 3), dtype=np.uint8)
+        img = Image.fromarray(base).resize((500, 375), Image.BILINEAR)
+        noisy = np.asarray(img, dtype=np.int16) + rng.integers(-12, 12, (375, 500, 3))
+        buf = io.BytesIO()
+        Image.fromarray(noisy.clip(0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
+class Jpegs(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """ImageNet-style training samples: a JPEG decoded with PIL, then torchvision's
+    RandomResizedCrop(224), a flip, ToTensor and Normalize, in the workers."""
+
+    def __init__(self, files: list[bytes]) -> None:
+        from torchvision import transforms as T
+
+        self.files = files
+        self.tf = T.Compose(
+            [
+                T.RandomResizedCrop(224),
+                T.RandomHorizontalFlip(),
+                T.ToTensor(),
+                T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            ]
+        )
+
+    def __len__(self) -> int:
+        return 100_000
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        import io
+
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(self.files[i % len(self.files)])).convert("RGB")
+        return self.tf(img), i % 1000
+
+
+def _vision(out: Path, name: str, workers: int) -> Path:
+    import torchvision
+
+    model = torchvision.models.resnet50().to(DEV, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
+    loader = torch.utils.data.DataLoader(
+        Jpegs(jpegs()),
+        batch_size=128,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=True,
+        persistent_workers=True,
+    )
+    batches = iter(loader)
+
+    def step() -> None:
+        x, y = next(batches)
+        x = x.to(DEV, non_blocking=True, memory_format=torch.channels_last)
+        y = y.to(DEV, non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return profiled(out, name, step, warmup=3)
+
+
+def case_vision(out: Path) -> Path:
+    return _vision(out, "vision", 4)
+
+
+def case_vision_workers12(out: Path) -> Path:
+    return _vision(out, "vision_workers12", 12)
+
+
+def case_vision_workers15(out: Path) -> Path:
+    return _vision(out, "vision_workers15", 15)
 
 
 class Checked(nn.Module):
@@ -417,9 +507,7 @@ def _item_in_forward(out: Path, name: str, width: int, batch: int) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):
-        step()
-    return profiled(out, name, step)
+    return profiled(out, name, step, warmup=3)
 
 
 def case_item_in_forward(out: Path) -> Path:
@@ -477,9 +565,7 @@ def case_inference(out: Path) -> Path:
         with torch.inference_mode():
             model(x)
 
-    for _ in range(3):
-        step()
-    return profiled(out, "inference", step)
+    return profiled(out, "inference", step, warmup=3)
 
 
 def case_cpu_randn(out: Path) -> Path:
@@ -493,9 +579,7 @@ def case_cpu_randn(out: Path) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(2):
-        step()
-    return profiled(out, "cpu_randn", step)
+    return profiled(out, "cpu_randn", step, warmup=2)
 
 
 def case_cpu_resize(out: Path) -> Path:
@@ -520,9 +604,7 @@ def case_cpu_resize(out: Path) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(2):
-        step()
-    return profiled(out, "cpu_resize", step)
+    return profiled(out, "cpu_resize", step, warmup=2)
 
 
 def case_leak(out: Path) -> Path:
