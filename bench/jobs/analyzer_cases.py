@@ -46,6 +46,9 @@ Cases (the planted cause in brackets):
   tokens, profiled from a ``TrainerCallback`` [launch overhead];
   ``hf_trainer_compiled``: the same with ``TrainingArguments(torch_compile=True)``;
 - ``ddp_one``: DistributedDataParallel over NCCL with one rank [none];
+- ``fp16_scaler``: the encoder at batch 8 x 256 in fp16 with a GradScaler (its step
+  reads found_inf back to the host) [host sync?]; ``bf16_small``: the same in bf16
+  without a scaler;
 - ``vision``: a torchvision ResNet-50 in bf16, batch 128, whose 4 DataLoader workers
   decode JPEGs with PIL and run RandomResizedCrop, flip and Normalize [data loading];
   ``vision_workers12``, ``vision_workers15``: the same with 12 and 15 workers.
@@ -217,6 +220,32 @@ def _encoder_case(out: Path, name: str, batch: int, seq: int) -> Path:
         opt.zero_grad(set_to_none=True)
 
     return profiled(out, name, step, warmup=3)
+
+
+def _scaled_case(out: Path, name: str, batch: int, seq: int) -> Path:
+    """The encoder in fp16 with a GradScaler: its step() reads found_inf back to
+    the host (.item()) before it lets the optimizer step."""
+    model, opt = encoder()
+    scaler = torch.amp.GradScaler("cuda")
+    x = torch.randn(batch, seq, 1024, device=DEV)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).float().square().mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    return profiled(out, name, step, warmup=3)
+
+
+def case_fp16_scaler(out: Path) -> Path:
+    return _scaled_case(out, "fp16_scaler", 8, 256)
+
+
+def case_bf16_small(out: Path) -> Path:
+    return _encoder_case(out, "bf16_small", 8, 256)
 
 
 def case_healthy(out: Path) -> Path:
