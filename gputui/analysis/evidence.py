@@ -376,7 +376,13 @@ class JobEvidence:
             self.stats,
             self.phases_coarse,
             self.compute_capability,
-            framework_of(self.frameworks, self.python_profile),
+            framework_of(
+                self.frameworks,
+                self.python_profile,
+                None
+                if self.capture is None or self.capture.markers is None
+                else self.capture.markers.framework,
+            ),
         )
 
     @property

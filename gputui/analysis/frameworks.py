@@ -7,7 +7,9 @@ under Lightning, an argument of its ``Trainer`` or the hook where the code goes
 (``configure_optimizers``, ``train_dataloader``).
 
 Which framework: what the hook says the job imported (``Status.frameworks``),
-else the files of the Python sampler's functions.  Pure.
+else the files of the Python sampler's functions, else the names a capture or
+trace holds (Lightning's profiler's ranges, the HF Trainer's loop in a
+with_stack trace).  Pure.
 """
 
 from __future__ import annotations
@@ -29,22 +31,25 @@ _LOOP_FILES = (
 )
 
 
-def framework_of(said: Sequence[str], profile: PythonProfile | None = None) -> str | None:
+def framework_of(
+    said: Sequence[str], profile: PythonProfile | None = None, traced: str | None = None
+) -> str | None:
     """The framework running the loop: the first one the hook named that the
-    advice knows, else the one whose loop the sampler saw; None: a loop of the
-    job's own, or nothing tells."""
+    advice knows, else the one whose loop the sampler saw, else the one whose
+    names a capture or trace holds (``traced``: JobMarkers.framework); None: a
+    loop of the job's own, or nothing tells."""
     for name in said:
         if name in NAMES:
             return name
     if profile is None:
-        return None
+        return traced if traced in NAMES else None
     files = [f.file for f in profile.functions] + [f.file for f in profile.frames]
     for file in files:
         path = file.replace("\\", "/")
         for name, part in _LOOP_FILES:
             if part in path:
                 return name
-    return None
+    return traced if traced in NAMES else None
 
 
 # -- the knobs --------------------------------------------------------------------------------

@@ -365,6 +365,10 @@ class JobMarkers(spec.Wire):
     #: "main" (num_workers=0), by the iterator its ``__next__`` range names; None
     #: (absent) where no DataLoader ran, or from an older gputui
     loader: str | None = spec.text(None, 16, omit_none=True)
+    #: the training framework whose names the trace holds: "lightning" (its
+    #: profiler's ``[pl][…]`` ranges), "transformers" (the HF Trainer's loop in
+    #: the Python stack of a trace recorded with_stack); None (absent) otherwise
+    framework: str | None = spec.text(None, 32, omit_none=True)
 
     @property
     def training(self) -> bool:

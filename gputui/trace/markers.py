@@ -22,6 +22,9 @@ collective in use, attention advice the SDPA backend that ran.  The names:
 - **the DataLoader**: where its batches are made, by the iterator its
   ``enumerate(DataLoader)#…__next__`` range names (``_MultiProcessingDataLoaderIter``:
   worker processes; ``_SingleProcessDataLoaderIter``: the training process).
+- **the framework**: Lightning's profiler names its ranges ``[pl][…]``; a trace
+  recorded with its Python stack names the HF Trainer's loop
+  (``transformers/trainer.py(…)``) or Lightning's (``lightning/pytorch/…``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,13 @@ _COLLECTIVES = (
 _HOST_COLLECTIVE = re.compile(r"^(nccl:|gloo:|c10d::|record_param_comms)")
 #: the DataLoader's __next__ range, by where its iterator makes the batches
 _LOADER_RANGE = "enumerate(DataLoader)#"
+#: the training frameworks by the names they leave in a trace: a range's name
+#: that starts with one of the first, or a Python function's path that holds one
+#: of the second
+_FRAMEWORK_NAMES = (
+    ("lightning", ("[pl][",), ("lightning/pytorch/", "pytorch_lightning/")),
+    ("transformers", (), ("transformers/trainer.py(",)),
+)
 _LOADER_ITERS = (
     ("_MultiProcessingDataLoaderIter", "workers"),
     ("_SingleProcessDataLoaderIter", "main"),
@@ -220,6 +230,14 @@ def job_markers(timeline: Timeline) -> JobMarkers:
     )
 
 
+def _framework(name: str) -> str | None:
+    """The training framework a range's name belongs to, if any."""
+    for framework, prefixes, parts in _FRAMEWORK_NAMES:
+        if name.startswith(prefixes) or any(part in name for part in parts):
+            return framework
+    return None
+
+
 def _named(found: set[str | None]) -> tuple[str, ...]:
     return tuple(sorted(name for name in found if name is not None))
 
@@ -235,6 +253,7 @@ def markers_of(
     SDPA's own ops show of its inputs."""
     compiled = cuda_graphs = backward = optimizer = False
     loader: str | None = None
+    framework: str | None = None
     collectives: set[str | None] = set()  # None: a name that says no kind
     attention: set[str | None] = set()
     inputs: set[str] = set()
@@ -254,6 +273,8 @@ def markers_of(
             collectives.add(_collective(name))
         elif name.startswith(_LOADER_RANGE):
             loader = next((where for it, where in _LOADER_ITERS if it in name), loader)
+        elif framework is None:
+            framework = _framework(name)
         attention.add(op_backend(name))
     if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
         cuda_graphs = True
@@ -276,4 +297,5 @@ def markers_of(
         attention=_named(attention),
         attention_inputs=tuple(sorted(inputs)),
         loader=loader,
+        framework=framework,
     )

@@ -161,3 +161,34 @@ def test_a_traces_dataloader_range_says_where_the_batches_are_made() -> None:
     assert markers_of({many, "aten::mm"}, (), ()).loader == "workers"
     assert markers_of({one}, (), ()).loader == "main"
     assert markers_of({"aten::mm"}, (), ()).loader is None
+
+
+@pytest.mark.parametrize(
+    ("names", "want"),
+    [
+        # Lightning's profiler: its actions and the modules' forward calls
+        ({"[pl][profile][Strategy]SingleDeviceStrategy.training_step", "aten::mm"}, LIGHTNING),
+        ({"[pl][module]torch.nn.modules.linear.Linear: net.0"}, LIGHTNING),
+        # a with_stack trace: the Python functions' files
+        ({"/venv/lib/python3.12/site-packages/transformers/trainer.py(2240): train"}, TRANSFORMERS),
+        ({"lightning/pytorch/loops/fit_loop.py(205): run"}, LIGHTNING),
+        ({"transformers/models/gpt2/modeling_gpt2.py(900): forward", "aten::mm"}, None),
+        ({"aten::mm", "ProfilerStep#3"}, None),
+    ],
+)
+def test_a_trace_names_its_framework(names: set[str], want: str | None) -> None:
+    from gputui.trace.markers import markers_of
+
+    assert markers_of(names, (), ()).framework == want
+
+
+def test_a_traces_framework_spells_the_advice_where_the_hook_is_silent() -> None:
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    cap = capture(
+        [kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)],
+        markers=JobMarkers(framework="transformers"),
+    )
+    assert "TrainingArguments(torch_compile=True)" in launch_fix(cap)
+    # what the hook said wins
+    assert "trainer.fit(model)" in launch_fix(cap, frameworks=("lightning",))
