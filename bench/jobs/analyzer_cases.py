@@ -25,6 +25,7 @@ Cases (the planted cause in brackets):
 - ``lightning``: a Lightning ``Trainer`` fitting a small model, profiled from a
   callback; its DataLoader's 2 workers start anew each epoch of 16 steps [worker
   restarts]; ``lightning_persistent``: the same with ``persistent_workers=True``;
+  ``lightning_profiler``: the same profiled by Lightning's own ``PyTorchProfiler``;
 - ``sdpa_mem_efficient``: ``F.scaled_dot_product_attention`` on fp32 inputs with an
   additive float mask (flash cannot take either): the memory-efficient kernels
   [SDPA off the flash kernel];
@@ -366,6 +367,53 @@ def case_lightning(out: Path, persistent: bool = False) -> Path:
     with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
     raw.unlink()
+    return gz
+
+
+def case_lightning_profiler(out: Path) -> Path:
+    """The Lightning job profiled the way Lightning offers: Trainer(profiler=
+    PyTorchProfiler(...)), whose trace names Lightning's hooks."""
+    import lightning as L
+    from lightning.pytorch.profilers import PyTorchProfiler
+
+    class Model(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 10))
+
+        def training_step(self, batch: Any, _i: int) -> torch.Tensor:
+            x, y = batch
+            return F.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.AdamW(self.parameters(), lr=1e-4)
+
+    work = out / "lightning_profiler_out"
+    data = torch.utils.data.TensorDataset(torch.randn(4096, 1024), torch.randint(0, 10, (4096,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=256, num_workers=2)
+    profiler = PyTorchProfiler(
+        dirpath=str(work),
+        filename="trace",
+        export_to_chrome=True,
+        schedule=torch.profiler.schedule(**SCHEDULE),
+    )
+    trainer = L.Trainer(
+        max_steps=STEPS + 2,
+        accelerator="gpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        profiler=profiler,
+    )
+    trainer.fit(Model(), loader)
+    found = sorted(work.rglob("*.json"), key=lambda p: p.stat().st_size)
+    if not found:
+        raise RuntimeError(f"no trace under {work}: {list(work.rglob('*'))}")
+    gz = out / "lightning_profiler.pt.trace.json.gz"
+    with found[-1].open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.rmtree(work, ignore_errors=True)
     return gz
 
 

@@ -30,6 +30,7 @@ from tests.helpers.evidence import (
     memory,
     op,
     op_row,
+    python_profile,
     steps,
 )
 
@@ -812,3 +813,22 @@ def test_zeros_made_by_batch_norm_are_not_zero_grads() -> None:
     grads = [op("aten::zero_", 327 + 200, 1500.0), op("aten::zeros", 318, 2000.0)]
     (f,) = fired("steps.zero_grad_zeros", evidence(cap=capture(ops=grads)))
     assert f.evidence.startswith("42 aten::zero_ calls per step")  # 209 in 5 steps
+
+
+def test_slow_epoch_starts_are_not_capped_by_the_samplers_python() -> None:
+    """No capture: the live account's Python is what the sampler found in code
+    outside torch (1% here), while stopping and starting workers is torch's
+    DataLoader code outside the phases.  The epochs' extra time, measured on
+    every step, is the cost (it was capped at the sampler's 1%)."""
+    flag = int(StepFlag.LOADER_START)
+    records = []
+    for s in steps(phases=DEFAULT):
+        if s.index % 10 == 5:
+            phases = {**s.phases, "other": s.phases["other"] + 0.144}
+            s = dataclasses.replace(s, phases=phases, wall=s.wall + 0.144, flags=flag)
+        records.append(s)
+    profile = python_profile({"other": 0.01})
+    ev = evidence(records, loader=RESTARTING, python_profile=profile)
+    (f,) = fired("data.epoch_start", ev)
+    # 6 epoch starts of 0.144 s extra, of 57 ordinary steps of 0.036 s and the extra
+    assert f.impact_pct == pytest.approx(100 * 6 * 0.144 / (57 * 0.036 + 6 * 0.144), abs=0.2)

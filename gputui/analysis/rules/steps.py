@@ -22,6 +22,7 @@ from gputui.analysis.frameworks import (
 )
 from gputui.analysis.host_code import LoadingHot, loading_hot
 from gputui.analysis.ledger import ISSUE
+from gputui.analysis.live_account import REST
 from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
@@ -487,6 +488,18 @@ def _restart_hint(ev: JobEvidence, period: int | None) -> str:
     )
 
 
+def _epoch_bucket(ev: JobEvidence, phase: str | None) -> str | None:
+    """The account bucket slow epoch starts draw on: their phase's, except that
+    time outside the phases is the account's Python only where a capture split
+    the step.  Without one, the live account's Python is what the sampler found
+    in code outside torch, and stopping and starting workers is torch's own
+    DataLoader code: the time, measured on every step, stands on its own."""
+    bucket = _PHASE_BUCKETS.get(phase) if phase is not None else None
+    if bucket == "python" and REST in ev.ledger.shares:
+        return None
+    return bucket
+
+
 #: the account bucket a slow step's extra time lies in, by the phase that holds it
 _PHASE_BUCKETS = {DATA: "data", COMM: "comm", OTHER: "python"}
 _PHASE_WORDS = {DATA: "waiting for data", COMM: "in communication", OTHER: "outside the phases"}
@@ -603,7 +616,7 @@ def epoch_start(ev: JobEvidence) -> Iterable[Finding]:
             "the epochs' first steps fall toward the median: the attach screen's outliers "
             "list empties",
             share=share,
-            bucket=_PHASE_BUCKETS.get(phase) if phase is not None else None,
+            bucket=_epoch_bucket(ev, phase),
         )
     ]
 
