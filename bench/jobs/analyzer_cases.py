@@ -304,10 +304,10 @@ def case_hf_gpt2(out: Path) -> Path:
     return profiled(out, "hf_gpt2", step, warmup=2)
 
 
-def case_lightning(out: Path, persistent: bool = False) -> Path:
+def lightning_job(persistent: bool = False) -> tuple[Any, Any]:
+    """The Lightning cases' module (a small MLP, AdamW) and DataLoader (4096
+    samples in batches of 256: 16 steps an epoch, 2 workers)."""
     import lightning as L
-
-    raw = out / ("lightning_persistent" if persistent else "lightning").join(("", ".pt.trace.json"))
 
     class Model(L.LightningModule):
         def __init__(self) -> None:
@@ -320,6 +320,18 @@ def case_lightning(out: Path, persistent: bool = False) -> Path:
 
         def configure_optimizers(self) -> Any:
             return torch.optim.AdamW(self.parameters(), lr=1e-4)
+
+    data = torch.utils.data.TensorDataset(torch.randn(4096, 1024), torch.randint(0, 10, (4096,)))
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=256, num_workers=2, persistent_workers=persistent
+    )
+    return Model(), loader
+
+
+def case_lightning(out: Path, persistent: bool = False) -> Path:
+    import lightning as L
+
+    raw = out / ("lightning_persistent" if persistent else "lightning").join(("", ".pt.trace.json"))
 
     class Profile(L.Callback):
         def on_train_start(self, *_: Any) -> None:
@@ -346,10 +358,7 @@ def case_lightning(out: Path, persistent: bool = False) -> Path:
             if LIVE_S <= 0:
                 self.prof.__exit__(None, None, None)
 
-    data = torch.utils.data.TensorDataset(torch.randn(4096, 1024), torch.randint(0, 10, (4096,)))
-    loader = torch.utils.data.DataLoader(
-        data, batch_size=256, num_workers=2, persistent_workers=persistent
-    )
+    model, loader = lightning_job(persistent)
     trainer = L.Trainer(
         max_steps=-1 if LIVE_S > 0 else STEPS + 2,
         max_epochs=10**6 if LIVE_S > 0 else None,
@@ -360,7 +369,7 @@ def case_lightning(out: Path, persistent: bool = False) -> Path:
         enable_progress_bar=False,
         callbacks=[Profile()],
     )
-    trainer.fit(Model(), loader)
+    trainer.fit(model, loader)
     if LIVE_S > 0:
         return out
     gz = raw.with_suffix(".json.gz")
@@ -376,21 +385,8 @@ def case_lightning_profiler(out: Path) -> Path:
     import lightning as L
     from lightning.pytorch.profilers import PyTorchProfiler
 
-    class Model(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 10))
-
-        def training_step(self, batch: Any, _i: int) -> torch.Tensor:
-            x, y = batch
-            return F.cross_entropy(self.net(x), y)
-
-        def configure_optimizers(self) -> Any:
-            return torch.optim.AdamW(self.parameters(), lr=1e-4)
-
     work = out / "lightning_profiler_out"
-    data = torch.utils.data.TensorDataset(torch.randn(4096, 1024), torch.randint(0, 10, (4096,)))
-    loader = torch.utils.data.DataLoader(data, batch_size=256, num_workers=2)
+    model, loader = lightning_job()
     profiler = PyTorchProfiler(
         dirpath=str(work),
         filename="trace",
@@ -406,7 +402,7 @@ def case_lightning_profiler(out: Path) -> Path:
         enable_progress_bar=False,
         profiler=profiler,
     )
-    trainer.fit(Model(), loader)
+    trainer.fit(model, loader)
     found = sorted(work.rglob("*.json"), key=lambda p: p.stat().st_size)
     if not found:
         raise RuntimeError(f"no trace under {work}: {list(work.rglob('*'))}")
