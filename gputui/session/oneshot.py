@@ -191,7 +191,8 @@ def older_capture_notes(capture: CaptureResult) -> list[str]:
             "time goes is not split, so each cost is held to what the capture does show "
             "(launches and CPU op times, GPU idle time)"
         )
-    elif acct.gpu_idle_us is None:
+    elif acct.gpu_idle_us is None and acct.gpu_busy_us is not None:
+        # (a job without a GPU has no GPU time to split: no older hook there)
         notes.append(
             "the capture's account does not split the GPU's idle time by what the host did "
             "(an older gputui's hook): host-side costs are held to their buckets"

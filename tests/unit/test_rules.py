@@ -832,3 +832,15 @@ def test_slow_epoch_starts_are_not_capped_by_the_samplers_python() -> None:
     (f,) = fired("data.epoch_start", ev)
     # 6 epoch starts of 0.144 s extra, of 57 ordinary steps of 0.036 s and the extra
     assert f.impact_pct == pytest.approx(100 * 6 * 0.144 / (57 * 0.036 + 6 * 0.144), abs=0.2)
+
+
+def test_a_cpu_jobs_capture_is_not_called_an_older_hooks() -> None:
+    """A capture of a job without a GPU has no GPU time to split: the note about
+    an older hook's account is for captures with GPU time only (an HF Trainer
+    job on the CPU drew it)."""
+    from gputui.session.oneshot import older_capture_notes
+
+    older = [n for n in older_capture_notes(capture(account=account())) if "idle time" in n]
+    assert len(older) == 1  # GPU time, not split: an older hook's
+    cpu = capture(account=account(gpu_busy=None))
+    assert [n for n in older_capture_notes(cpu) if "idle time" in n] == []
