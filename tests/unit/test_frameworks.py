@@ -192,3 +192,34 @@ def test_a_traces_framework_spells_the_advice_where_the_hook_is_silent() -> None
     assert "TrainingArguments(torch_compile=True)" in launch_fix(cap)
     # what the hook said wins
     assert "trainer.fit(model)" in launch_fix(cap, frameworks=("lightning",))
+
+
+def hot_loading_fix(cuda: bool, **kw: object) -> str:
+    """The data fix of a job whose training thread (num_workers=0) waits for data
+    in the job's own function (the helper's augment, calling numpy's sort)."""
+    phases = {"data": 0.02, "forward": 0.01, "backward": 0.02, "other": 0.002}
+    loader = LoaderInfo(num_workers=0)
+    sampled = dataclasses.replace(python_profile({"data": 0.5}), phases_s={"data": 5.0})
+    ev = evidence(steps(phases=phases), loader=loader, python_profile=sampled, **kw)
+    (f,) = [
+        f
+        for f in engine.analyze(dataclasses.replace(ev, cuda=cuda))
+        if f.rule == "data.loader_wait"
+    ]
+    assert "the training thread spends" in f.evidence
+    return f.fix
+
+
+def test_the_hot_loading_fix_speaks_the_framework_and_knows_a_cpu_job() -> None:
+    """An HF Trainer job on the CPU whose tokenizing held the data wait was told
+    to decode on the GPU and to set the DataLoader's own num_workers."""
+    gpu = hot_loading_fix(True)
+    assert "move it onto the GPU (e.g. NVIDIA DALI)" in gpu
+    assert "set num_workers=N (N up to the free CPU cores), persistent_workers=True and " in gpu
+    assert "pin_memory=True so batches" in gpu
+    cpu = hot_loading_fix(False, frameworks=("transformers",))
+    assert "GPU" not in cpu and "pin_memory" not in cpu
+    assert (
+        "set dataloader_num_workers=N (N up to the free CPU cores), "
+        "dataloader_persistent_workers=True in TrainingArguments so batches" in cpu
+    )

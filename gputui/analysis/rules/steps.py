@@ -146,7 +146,9 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
     more = _more_workers(ev, share, arg)
     if hot is not None and hot.hot.share >= HOT_SHARE:
         said += "; " + _hot_words(hot)
-        fix = _hot_fix(hot) if more is None else f"{more}; {_hot_fix(hot, more=False)}"
+        fix = _hot_fix(hot, ev.cuda, arg, where, more is None)
+        if more is not None:
+            fix = f"{more}; {fix}"
     elif more is not None:
         fix = f"{more}; make each sample cheaper (decode and augment once, cache" + (
             ", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")"
@@ -227,25 +229,29 @@ def _more_workers(ev: JobEvidence, share: float, arg: Callable[[str], str]) -> s
     )
 
 
-def _hot_fix(hot: LoadingHot, more: bool = True) -> str:
+def _hot_fix(
+    hot: LoadingHot, cuda: bool, arg: Callable[[str], str], where: str, more: bool = True
+) -> str:
     """The fix, pointed at the function the loading spends its time in (with
-    ``more``: and more workers, where how many is not known)."""
+    ``more``: and more workers, where how many is not known), in the job's
+    framework's arguments (``arg``, ``where``); a job without a GPU is not
+    told to decode on one or to pin memory for it."""
     h = hot.hot
-    cheaper = (
-        f"make {h.label}{h.called_from} cheaper: decode and augment once and cache, "
-        "vectorise it, or move it onto the GPU (e.g. NVIDIA DALI)"
+    cheaper = f"make {h.label}{h.called_from} cheaper: decode and augment once and cache, " + (
+        "vectorise it, or move it onto the GPU (e.g. NVIDIA DALI)" if cuda else "vectorise it"
     )
     if hot.workers and not more:
         return f"the workers are busy in one function: {cheaper}"
     if hot.workers:
         return (
-            f"the workers are busy in one function: {cheaper}; or raise num_workers (up to "
-            "the free CPU cores) and prefetch_factor"
+            f"the workers are busy in one function: {cheaper}; or raise {arg('num_workers')} "
+            f"(up to the free CPU cores) and {arg('prefetch_factor')}{where}"
         )
+    pin = f" and {arg('pin_memory')}=True" if cuda else ""
     return (
         f"the DataLoader loads every batch in the training process (num_workers=0): {cheaper}; "
-        "and set num_workers=N (N up to the free CPU cores), persistent_workers=True and "
-        "pin_memory=True so batches are ready before the step asks"
+        f"and set {arg('num_workers')}=N (N up to the free CPU cores), "
+        f"{arg('persistent_workers')}=True{pin}{where} so batches are ready before the step asks"
     )
 
 
