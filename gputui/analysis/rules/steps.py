@@ -144,21 +144,20 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         )
     hot = loading_hot(ev.python_profile)
     more = _more_workers(ev, share, arg)
+    cheaper = "make each sample cheaper (decode and augment once, cache" + (
+        ", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")"
+    )
     if hot is not None and hot.hot.share >= HOT_SHARE:
         said += "; " + _hot_words(hot)
         fix = _hot_fix(hot, ev.cuda, arg, where, more is None)
         if more is not None:
             fix = f"{more}; {fix}"
     elif more is not None:
-        fix = f"{more}; make each sample cheaper (decode and augment once, cache" + (
-            ", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")"
-        )
+        fix = f"{more}; {cheaper}"
     elif loader is None and markers is not None and markers.loader == "workers":
         fix = (
             f"the DataLoader's workers cannot keep up: raise {arg('num_workers')} (up to the "
-            f"free CPU cores) and {arg('prefetch_factor')}{where}, make each sample cheaper "
-            "(decode and augment once, cache"
-            + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
+            f"free CPU cores) and {arg('prefetch_factor')}{where}, {cheaper}"
         )
     elif (loader is not None and loader.num_workers == 0) or (
         loader is None and markers is not None and markers.loader == "main"
@@ -177,9 +176,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
     elif loader is not None:
         fix = (
             f"the {loader.num_workers} worker(s) cannot keep up: raise {arg('num_workers')} "
-            f"(up to the free CPU cores) and {arg('prefetch_factor')}{where}, make "
-            "each sample cheaper (decode and augment once, cache"
-            + (", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")")
+            f"(up to the free CPU cores) and {arg('prefetch_factor')}{where}, {cheaper}"
         )
     elif fw is not None:
         fix = (
