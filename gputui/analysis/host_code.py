@@ -337,6 +337,10 @@ def _loading_rows(profile: PythonProfile, phase: str | None) -> list[tuple[float
     for f in profile.functions:
         if f.kind == KIND_USER:
             s = f.site_s if phase is None else f.site_phases_s.get(phase, 0.0)
+            if phase is not None and s < f.site_s / 2:
+                # the loop's own function (train(), a framework's fit call): the
+                # innermost job frame of every phase, not the loading's code
+                continue
         elif f.kind == KIND_LIB:
             s = _outside_s(profile, f, phases_of(f) if phase is None else (phase,))
         else:
@@ -368,3 +372,102 @@ def loading_hot(profile: PythonProfile | None) -> LoadingHot | None:
     s, f = max(rows, key=lambda r: r[0])
     hot = HotFunction(f, min(1.0, s / base), _caller(source, f))
     return LoadingHot(hot, profile.worker_processes if workers is not None else 0)
+
+
+#: the worker loop's wait for its next batch's indices (``index_queue.get``)
+_WORKER_GET = ("/multiprocessing/queues.py", "Queue.get")
+#: where a blocked wait's time lands as self time
+_WAIT_FILES = ("/selectors.py",)
+#: a batch received from a worker on the training thread: the pipe, the passed
+#: descriptors of its shared memory, and torch rebuilding its tensors
+_RECEIVE_FILES = (
+    "/multiprocessing/connection.py",
+    "/multiprocessing/reduction.py",
+    "/torch/multiprocessing/reductions.py",
+)
+
+
+@dataclass(frozen=True)
+class WorkersWait:
+    """How the DataLoader's workers spend their sampled time: waiting for the
+    next batch's indices (``idle``), and, of the rest, in the job's own code
+    (``own``: decoding, augmenting) rather than torch's fetching and collating;
+    ``receive``: the training thread's share of its data wait spent receiving
+    batches from them (None where its data phase is not sampled)."""
+
+    workers: int
+    idle: float
+    own: float
+    receive: float | None
+
+
+def _file_is(file: str, ends: tuple[str, ...]) -> bool:
+    path = file.replace("\\", "/")
+    return path.endswith(ends)
+
+
+def workers_wait(profile: PythonProfile | None) -> WorkersWait | None:
+    """Where the job's DataLoader workers are sampled: how much of their time
+    they wait for work.  The worker loop's ``index_queue.get`` holds the wait
+    (its total time); where that row is not in the table, the selector calls
+    the wait blocks in (their self time)."""
+    if profile is None or profile.workers is None:
+        return None
+    workers = profile.workers
+    base = workers.sampled_s
+    if workers.samples < MIN_SAMPLES or base <= 0:
+        return None
+    get = sum(
+        f.total_s
+        for f in workers.functions
+        if f.function == _WORKER_GET[1] and _file_is(f.file, (_WORKER_GET[0],))
+    )
+    blocked = sum(f.self_s for f in workers.functions if _file_is(f.file, _WAIT_FILES))
+    idle = min(1.0, max(get, blocked) / base)
+    busy = base * (1.0 - idle)
+    # the job's code: the profile's site time, or its outermost function's
+    site = max([workers.site_s, *(f.site_s for f in workers.functions if f.kind == KIND_USER)])
+    own = min(1.0, site / busy) if busy > 0 else 0.0
+    data = profile.phases_s.get(DATA, 0.0)
+    receive = None
+    if profile.samples >= MIN_SAMPLES and data > 0:
+        got = sum(
+            f.phases_s.get(DATA, 0.0) for f in profile.functions if _file_is(f.file, _RECEIVE_FILES)
+        )
+        receive = min(1.0, got / data)
+    return WorkersWait(profile.worker_processes, idle, own, receive)
+
+
+#: torch's in-memory datasets (TensorDataset, Subset, ConcatDataset) and its collating
+_DATASET_FILES = ("/torch/utils/data/dataset.py",)
+_COLLATE_FILES = ("/torch/utils/data/_utils/collate.py",)
+
+
+@dataclass(frozen=True)
+class InMemoryData:
+    """A data wait on the training thread (``num_workers=0``) spent mostly in
+    torch's own datasets indexing tensors in host memory: ``indexing`` is its
+    share of the data wait, ``collating`` the share spent stacking samples
+    into a batch (the batch was indexed a sample at a time)."""
+
+    indexing: float
+    collating: float
+
+
+def in_memory_data(profile: PythonProfile | None) -> InMemoryData | None:
+    """Where the training thread's data phase is sampled and torch's dataset
+    indexing holds at least half of it: how much, and how much collating."""
+    if profile is None or profile.samples < MIN_SAMPLES:
+        return None
+    data = profile.phases_s.get(DATA, 0.0)
+    if data <= 0:
+        return None
+
+    def share(ends: tuple[str, ...]) -> float:
+        got = sum(f.phases_s.get(DATA, 0.0) for f in profile.functions if _file_is(f.file, ends))
+        return min(1.0, got / data)
+
+    indexing, collating = share(_DATASET_FILES), share(_COLLATE_FILES)
+    if indexing <= 0 or indexing + collating < 0.5:
+        return None
+    return InMemoryData(indexing, collating)

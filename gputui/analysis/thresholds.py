@@ -82,6 +82,8 @@ min.profile_samples         100         count    Python sampler samples before i
 data.share                  0.05        share    data loading's share of the step (TensorBoard)
 data.hot_share              0.5         share    a function's share of the loading's sampled
                                                  time from which the data finding names it
+data.workers_idle           0.5         share    the workers' time waiting for work from
+                                                 which they keep up: no more are advised
 steps.forward_over_backward 1.5         x        forward over backward: a sync in forward
 steps.backward_over_forward 3           x        backward over forward: checkpointing
 steps.optimizer_share       0.15        share    the optimizer's share of the step

@@ -138,8 +138,8 @@ def loader_fix(workers: int, data: float, cpus: int | None, **kw: object) -> str
         (4, 0.108, 16, "raise num_workers from 4 to 15 (the job may use 16 CPU cores; about 16"),
         # the workers already have every core but the training process's
         (7, 0.036, 8, "its 7 workers already have the job's 8 CPU cores: more workers cannot"),
-        # cores unknown (an older hook): the words of before
-        (4, 0.036, None, "the 4 worker(s) cannot keep up: raise num_workers (up to the free"),
+        # cores unknown (an older hook) and the workers not sampled: both ways out
+        (4, 0.036, None, "the training process waits for its workers' batches: if they fall"),
     ],
 )
 def test_the_workers_advice_counts_them_against_the_jobs_cores(

@@ -14,7 +14,13 @@ import pytest
 
 from gputui.analysis import engine
 from gputui.analysis.finding import Finding
-from gputui.analysis.host_code import estimated_outside, host_code, loading_hot
+from gputui.analysis.host_code import (
+    estimated_outside,
+    host_code,
+    in_memory_data,
+    loading_hot,
+    workers_wait,
+)
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.live_account import REST, live_account, since_capture
 from gputui.protocol.profile import PathFrame, ProfileFunction, PythonProfile
@@ -293,3 +299,99 @@ def test_without_workers_the_training_threads_data_phase_is_named() -> None:
     (f,) = found("data.loader_wait", loading(profile, workers=0))
     assert "the training thread spends 75% of its data wait in decode (data.py:12)" in f.evidence
     assert "num_workers=0" in f.fix and "make decode (data.py:12) cheaper" in f.fix
+
+
+def test_workers_that_wait_for_work_blame_the_hand_off() -> None:
+    """Workers that wait for work 90% of their time keep up: the data wait is
+    the batches' hand-off, and they are not told to multiply.  Their busy time
+    is the job's own decode, so the samples are not called cheap."""
+    profile = dataclasses.replace(
+        python_profile({"other": 0.01}), workers=workers_profile(0.1), worker_processes=6
+    )
+    (f,) = found("data.loader_wait", loading(profile))
+    # the loader's worker count, not the processes the sampler saw over time
+    assert "the 2 DataLoader workers wait for work 90% of their time" in f.evidence
+    assert f.fix.startswith("the workers keep up (more would wait too)")
+    assert "num_workers" not in f.fix and "BatchSampler" not in f.fix
+    waiting = workers_wait(profile)
+    assert waiting is not None and waiting.idle == pytest.approx(0.9)
+    assert waiting.own == pytest.approx(1.0) and waiting.receive is None
+
+
+def test_the_worker_loops_get_counts_as_waiting_where_the_select_is_cut() -> None:
+    get = ProfileFunction(
+        f"{STDLIB}/multiprocessing/queues.py", "Queue.get", "lib", 113, 98, 0.0, 14.0
+    )
+    collate = ProfileFunction(
+        f"{TORCH}/utils/data/_utils/collate.py", "collate_tensor_fn", "torch", 275, 246, 6.0, 6.0
+    )
+    workers = PythonProfile(sampled_s=20.0, samples=2000, functions=(get, collate))
+    profile = dataclasses.replace(python_profile({}), workers=workers, worker_processes=2)
+    waiting = workers_wait(profile)
+    assert waiting is not None and waiting.idle == pytest.approx(0.7) and waiting.own == 0.0
+    (f,) = found("data.loader_wait", loading(profile))
+    # torch made the samples: cheap, so a batch is indexed at once instead
+    assert "index a whole batch at once in the training process" in f.fix
+    busy = dataclasses.replace(profile, workers=dataclasses.replace(workers, functions=(collate,)))
+    assert workers_wait(busy).idle == 0.0  # type: ignore[union-attr]
+    (f,) = found("data.loader_wait", loading(busy))
+    assert "raise num_workers" in f.fix
+
+
+def _in_memory(collate_s: float) -> PythonProfile:
+    index = ProfileFunction(
+        f"{TORCH}/utils/data/dataset.py",
+        "TensorDataset.__getitem__",
+        "torch",
+        206,
+        205,
+        3.0,
+        3.0,
+        {"data": 3.0},
+    )
+    collate = ProfileFunction(
+        f"{TORCH}/utils/data/_utils/collate.py",
+        "collate_tensor_fn",
+        "torch",
+        275,
+        246,
+        collate_s,
+        collate_s,
+        {"data": collate_s},
+    )
+    # the loop's own function: the job's innermost frame in every phase
+    train = ProfileFunction(
+        "/job/train.py",
+        "train",
+        "user",
+        40,
+        30,
+        0.1,
+        10.0,
+        {"other": 0.1},
+        9.0,
+        {"data": 3.0 + collate_s, "forward": 2.0, "backward": 3.0},
+    )
+    return PythonProfile(
+        sampled_s=10.0,
+        samples=1000,
+        functions=(train, index, collate),
+        phases_s={"data": 3.0 + collate_s, "other": 7.0 - collate_s},
+    )
+
+
+def test_batches_indexed_out_of_host_memory_are_told_so() -> None:
+    """num_workers=0 and a data wait in torch's TensorDataset indexing: batch
+    indexing where samples are collated one by one; the function that runs
+    the loop is not named as the loading's code."""
+    profile = _in_memory(1.0)
+    memory = in_memory_data(profile)
+    assert memory is not None
+    assert memory.indexing == pytest.approx(0.75) and memory.collating == pytest.approx(0.25)
+    (f,) = found("data.loader_wait", loading(profile, workers=0))
+    assert "indexed out of tensors in host memory" in f.evidence
+    assert "index a whole batch at once" in f.fix and "train (train.py" not in f.fix
+    assert loading_hot(profile) is None
+    # a CPU job that indexes whole batches already: the generic num_workers=0 fix
+    (f,) = found("data.loader_wait", loading(_in_memory(0.0), workers=0))
+    assert "indexed out of" not in f.evidence and "num_workers=0" in f.fix

@@ -211,6 +211,36 @@ def loading_in(share: float) -> Any:
     return dataclasses.replace(ev, loader=LoaderInfo(num_workers=2))
 
 
+def waiting_workers(idle: float) -> Any:
+    """A job that waits for data, its two workers waiting for work ``idle`` of
+    their time (the worker loop's ``Queue.get``) and collating the rest."""
+    from gputui.protocol.profile import ProfileFunction, PythonProfile
+    from gputui.protocol.schema import LoaderInfo
+
+    get = ProfileFunction(
+        "/usr/lib/python3.12/multiprocessing/queues.py",
+        "Queue.get",
+        "lib",
+        113,
+        98,
+        0.0,
+        10.0 * idle,
+    )
+    collate = ProfileFunction(
+        "/venv/torch/utils/data/_utils/collate.py",
+        "collate_tensor_fn",
+        "torch",
+        275,
+        246,
+        10.0 * (1 - idle),
+        10.0 * (1 - idle),
+    )
+    workers = PythonProfile(sampled_s=10.0, samples=1000, functions=(get, collate))
+    profile = dataclasses.replace(python_profile({}), workers=workers, worker_processes=2)
+    ev = evidence(steps(phases={**DEFAULT, "data": 0.02}), python_profile=profile)
+    return dataclasses.replace(ev, loader=LoaderInfo(num_workers=2))
+
+
 def device_gpm(util: float = 95.0, **gpm: float) -> Snapshot:
     base = {"sm_activity_pct": 90.0, "tensor_activity_pct": 0.0, "dram_bw_util_pct": 30.0}
     return snap(device(util_gpu_pct=util, gpm=GpmMetrics(**{**base, **gpm})))
@@ -582,8 +612,22 @@ def test_a_leak_is_critical_within_the_oom_horizon(seconds: float) -> None:
     assert said("memory.growth", growing_for(soon * seconds)) == expected
 
 
+@pytest.mark.parametrize("offset", [0.001, -0.001])
+def test_workers_that_wait_for_work_are_not_told_to_multiply(offset: float) -> None:
+    """``data.workers_idle`` decides whether the data finding blames the
+    batches' hand-off instead of the workers' speed, not whether it speaks."""
+    (f,) = [
+        f
+        for f in engine.analyze(waiting_workers(t("data.workers_idle") + offset))
+        if f.rule == "data.loader_wait"
+    ]
+    handoff = "wait for work" in f.evidence and f.fix.startswith("the workers keep up")
+    assert handoff is (offset > 0)
+    assert ("raise num_workers" in f.fix) is (offset < 0)
+
+
 def test_every_threshold_has_a_boundary_case() -> None:
-    assert set(CASES) | {"memory.oom_soon_s", "data.hot_share"} == set(TABLE)
+    assert set(CASES) | {"memory.oom_soon_s", "data.hot_share", "data.workers_idle"} == set(TABLE)
 
 
 def test_the_printed_trigger_is_the_tables() -> None:

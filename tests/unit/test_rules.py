@@ -547,7 +547,15 @@ def test_the_data_fixes_name_the_loaders_own_settings() -> None:
         "data.loader_wait",
         dataclasses.replace(waiting, loader=LoaderInfo(num_workers=4, pin_memory=True)),
     )
-    assert "the 4 worker(s) cannot keep up" in some.fix and some.fix != generic.fix
+    # nothing sampled the workers: both ways out, and pin_memory is not asked
+    # of a loader that pins already
+    assert "if they fall behind, raise num_workers" in some.fix and some.fix != generic.fix
+    assert "if they keep up" in some.fix and "pin_memory" not in some.fix
+    (unpinned_loader,) = fired(
+        "data.loader_wait",
+        dataclasses.replace(waiting, loader=LoaderInfo(num_workers=4, pin_memory=False)),
+    )
+    assert unpinned_loader.fix.endswith("index whole batches at once, pin_memory=True")
     pageable = evidence(
         cap=capture([kernel("Memcpy HtoD (Pageable -> Device)", "memcpy", 5, 30_000.0)])
     )

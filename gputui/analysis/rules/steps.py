@@ -14,13 +14,21 @@ from gputui.analysis.evidence import MIN_STEPS, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
 from gputui.analysis.frameworks import (
     FUSED_OPTIMIZER,
+    LIGHTNING,
     PERSISTENT_WORKERS,
     TRANSFORMERS,
     loader_arg,
     loader_where,
     spell,
 )
-from gputui.analysis.host_code import LoadingHot, loading_hot
+from gputui.analysis.host_code import (
+    InMemoryData,
+    LoadingHot,
+    WorkersWait,
+    in_memory_data,
+    loading_hot,
+    workers_wait,
+)
 from gputui.analysis.ledger import ISSUE
 from gputui.analysis.live_account import REST
 from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
@@ -48,6 +56,8 @@ WARMUP_FACTOR = thresholds.value("steps.warmup_factor")
 PERIODIC_SHARE = 0.8
 #: a function's share of the loading's sampled time from which it is named
 HOT_SHARE = thresholds.value("data.hot_share")
+#: the workers' share of time waiting for work from which they keep up
+WORKERS_IDLE = thresholds.value("data.workers_idle")
 
 
 @rule(
@@ -142,6 +152,24 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         said += "; the DataLoader makes them in " + (
             "worker processes" if markers.loader == "workers" else "the training process"
         )
+    waiting = workers_wait(ev.python_profile)
+    if (
+        waiting is not None
+        and waiting.idle >= WORKERS_IDLE
+        and (loader is None or loader.num_workers > 0)
+    ):
+        said += _waiting_words(waiting, loader.num_workers if loader else None)
+        return said, _handoff_fix(waiting, ev, arg, where)
+    memory = in_memory_data(ev.python_profile)
+    if memory is not None and (loader is None or loader.num_workers == 0):
+        fix = _in_memory_fix(memory, ev)
+        if fix is not None:
+            share_words = f"{(memory.indexing + memory.collating) * 100:.0f}%"
+            said += (
+                "; the batches are indexed out of tensors in host memory (torch's dataset "
+                f"indexing and collating: {share_words} of the data wait)"
+            )
+            return said, fix
     hot = loading_hot(ev.python_profile)
     more = _more_workers(ev, share, arg)
     cheaper = "make each sample cheaper (decode and augment once, cache" + (
@@ -155,10 +183,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
     elif more is not None:
         fix = f"{more}; {cheaper}"
     elif loader is None and markers is not None and markers.loader == "workers":
-        fix = (
-            f"the DataLoader's workers cannot keep up: raise {arg('num_workers')} (up to the "
-            f"free CPU cores) and {arg('prefetch_factor')}{where}, {cheaper}"
-        )
+        fix = _unsampled_workers_fix(ev, arg, where, cheaper)
     elif (loader is not None and loader.num_workers == 0) or (
         loader is None and markers is not None and markers.loader == "main"
     ):
@@ -174,10 +199,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
             + f"{where} so batches are ready before the step asks"
         )
     elif loader is not None:
-        fix = (
-            f"the {loader.num_workers} worker(s) cannot keep up: raise {arg('num_workers')} "
-            f"(up to the free CPU cores) and {arg('prefetch_factor')}{where}, {cheaper}"
-        )
+        fix = _unsampled_workers_fix(ev, arg, where, cheaper)
     elif fw is not None:
         fix = (
             f"load batches ahead in worker processes: {arg('num_workers')}=N (N up to the "
@@ -197,6 +219,107 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
             + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
         )
     return said, fix
+
+
+def _unsampled_workers_fix(
+    ev: JobEvidence, arg: Callable[[str], str], where: str, cheaper: str
+) -> str:
+    """The fix where the loop waits for its workers' batches and nothing
+    sampled the workers (a trace, a hook without the sampler): whether they
+    fall behind or keep up is not known, so both ways out are named."""
+    pinned = ev.loader is not None and ev.loader.pin_memory
+    handoff = "index whole batches at once" + (
+        f", {arg('pin_memory')}=True" if ev.cuda and not pinned else ""
+    )
+    return (
+        f"the training process waits for its workers' batches: if they fall behind, raise "
+        f"{arg('num_workers')} (up to the free CPU cores) and {arg('prefetch_factor')}{where}, "
+        f"{cheaper}; if they keep up (gputui attach samples them), handing each batch over is "
+        f"the cost: {handoff}"
+    )
+
+
+def _waiting_words(waiting: WorkersWait, workers: int | None) -> str:
+    """``; the 2 DataLoader workers wait for work 58% of their time, and ...``:
+    as many workers as the DataLoader has, where the hook said (the sampler
+    counts every process it saw, and workers that restart each epoch are new
+    processes each time)."""
+    said = (
+        f"; the {workers or waiting.workers} DataLoader workers wait for work "
+        f"{waiting.idle * 100:.0f}% of their time"
+    )
+    if waiting.receive is not None and waiting.receive >= 0.1:
+        said += (
+            f", and the training thread spends {waiting.receive * 100:.0f}% of its data wait "
+            "receiving their batches"
+        )
+    return said
+
+
+def _handoff_fix(
+    waiting: WorkersWait, ev: JobEvidence, arg: Callable[[str], str], where: str
+) -> str:
+    """The fix where the workers keep up: the wait is each batch's hand-off (a
+    worker collates it into shared memory, the training process receives it),
+    so more workers would only wait too.  Samples made by torch's own indexing
+    and collating (little of the workers' busy time in the job's code) are
+    cheap: a whole batch indexed at once, in the training process, skips the
+    per-sample calls and the hand-off (the HF Trainer builds its DataLoader
+    itself, so it is told only what its arguments can do)."""
+    fw = ev.context.framework
+    loader = ev.loader
+    fix = (
+        "the workers keep up (more would wait too); the time goes to handing each batch "
+        "over: a worker collates it into shared memory and the training process receives it"
+    )
+    if waiting.own < 0.5 and fw != TRANSFORMERS:
+        call = _batch_call(fw)
+        fix += (
+            ". The samples are cheap to make (torch's own indexing and collating): index a "
+            f"whole batch at once in the training process, {call}, for a dataset whose "
+            "__getitem__ takes a list of indices, as a TensorDataset's does"
+            + (
+                ", or keep a dataset that fits in GPU memory there and index it there"
+                if ev.cuda
+                else ""
+            )
+        )
+        where = ""
+    if ev.cuda and (loader is None or not loader.pin_memory):
+        fix += f"; set {arg('pin_memory')}=True{where}"
+    return fix
+
+
+def _batch_call(fw: str | None) -> str:
+    """The DataLoader that indexes a whole batch at once, where the job makes it."""
+    call = (
+        "DataLoader(dataset, sampler=BatchSampler(RandomSampler(dataset), batch_size, "
+        "drop_last=False), batch_size=None)"
+    )
+    return f"return {call} from train_dataloader()" if fw == LIGHTNING else call
+
+
+def _in_memory_fix(memory: InMemoryData, ev: JobEvidence) -> str | None:
+    """The fix for batches indexed out of host memory on the training thread:
+    the data on the GPU (a GPU job), a batch indexed at once where samples are
+    collated one by one; workers would only add a hand-off for each batch.
+    None where neither applies (a CPU job that indexes whole batches)."""
+    fw = ev.context.framework
+    ways = []
+    if ev.cuda:
+        ways.append(
+            "keep a dataset that fits in GPU memory there and index it there (draw the "
+            "order with torch.randperm(n, device='cuda'))"
+        )
+    if memory.collating >= 0.1 and fw != TRANSFORMERS:
+        ways.append(f"index a whole batch at once, {_batch_call(fw)}")
+    if not ways:
+        return None
+    return (
+        "making a batch is indexing: "
+        + "; or ".join(ways)
+        + ". DataLoader workers would add a hand-off to the training process for each batch"
+    )
 
 
 def _more_workers(ev: JobEvidence, share: float, arg: Callable[[str], str]) -> str | None:
