@@ -96,6 +96,23 @@ def text_chunks(raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) 
 
 
 # -- a streaming reader of one JSON document ------------------------------------------------
+
+#: the first line of gputui's own recordings (gputui.recording), and what reads each
+_RECORDINGS = {
+    "gputui-attach-recording": ("an attach recording", "gputui attach --replay FILE --once"),
+    "gputui-recording": ("a monitor recording", "gputui --replay FILE"),
+}
+
+
+def _not_a_trace(kind: object) -> str:
+    """Why a JSON object without ``traceEvents`` is not read: one of gputui's
+    own recordings is named, with the command that reads it."""
+    if isinstance(kind, str) and kind in _RECORDINGS:
+        what, command = _RECORDINGS[kind]
+        return f"{what} of gputui, not a trace: read it with {command}"
+    return "no traceEvents: not a Chrome trace"
+
+
 class JsonStream:
     """A window on the text: values are decoded with the standard decoder as
     soon as they are complete, and the consumed text is dropped.
@@ -279,7 +296,7 @@ class JsonStream:
                 elif nxt != "}":
                     raise self.fail("truncated" if not nxt else "invalid JSON: expected ',' or '}'")
             if not seen_events:
-                raise self.fail("no traceEvents: not a Chrome trace")
+                raise self.fail(_not_a_trace(meta.get("type")))
         elif not first:
             raise self.fail("empty file")
         else:

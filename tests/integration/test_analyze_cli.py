@@ -135,6 +135,35 @@ def test_bad_file_is_one_line_and_status_2(
     assert err.count("\n") == 1 and message in err and "bad.pt.trace.json" in err
 
 
+@pytest.mark.parametrize(
+    ("sample", "command"),
+    [
+        ("attach-v1.jsonl.gz", "gputui attach --replay FILE --once"),
+        ("monitor-v1.jsonl.gz", "gputui --replay FILE"),
+        ("attach-ranks-v2.jsonl.gz", "gputui attach --replay FILE --once"),
+    ],
+)
+def test_a_gputui_recording_is_pointed_at_what_reads_it(
+    capsys: pytest.CaptureFixture[str], sample: str, command: str
+) -> None:
+    """A recording given to ``analyze`` is named, with the command that reads it
+    (a ranks recording is an attach recording too); other JSON without
+    ``traceEvents`` keeps the words of before."""
+    path = Path(__file__).parents[1] / "samples" / sample
+    code, out, err = run(capsys, str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and command in err and sample in err
+
+
+def test_json_without_trace_events_is_not_a_trace(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "other.json"
+    path.write_text('{"type": "something-else", "rows": []}')
+    code, _, err = run(capsys, str(path))
+    assert code == 2 and "no traceEvents: not a Chrome trace" in err
+
+
 def test_bad_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, str(tmp_path / "missing"))
     assert code == 2 and "no such file or directory" in err
