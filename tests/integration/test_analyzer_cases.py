@@ -312,6 +312,22 @@ def test_an_hf_trainer_job_is_told_in_training_arguments(
     assert "already compiled" in launch["fix"] and "the graph break at" in launch["fix"]
 
 
+def test_lightnings_own_profiler_trace_is_read_as_lightnings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The Lightning job on an H100, profiled the way Lightning offers
+    (``Trainer(profiler=PyTorchProfiler(...))``): its ranges are named
+    ``[pl][profile]...`` and ``[pl][module]...``, so the trace says the job is
+    Lightning's, and the data fix is spoken in Lightning's terms."""
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("lightning_profiler"))))["ranks"]
+    assert rank["markers"]["framework"] == "lightning"
+    assert rank["markers"]["loader"] == "workers"
+    (data,) = [f for f in rank["findings"] if f["rule"] == "data.loader_wait"]
+    assert "in the DataLoader that train_dataloader() returns" in data["fix"]
+    (fp32,) = [f for f in rank["findings"] if f["rule"] == "precision.fp32_matmul"]
+    assert "Trainer(precision='bf16-mixed')" in fp32["fix"]
+
+
 def test_workers_that_wait_for_work_are_not_told_to_multiply(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
