@@ -72,9 +72,13 @@ def main() -> int:
     args = ap.parse_args()
     dropped, last = trim(args.src, args.dst, args.keep)
     same = report(args.src) == report(args.dst)
+    what = (
+        f"dropped {dropped} step records before step {last - args.keep + 1}"
+        if dropped
+        else f"all {last + 1 if last else 0} steps kept or fewer: nothing dropped"
+    )
     print(
-        f"{args.dst}: dropped {dropped} step records before step {last - args.keep + 1}; "
-        f"report {'the same' if same else 'DIFFERS'} but for the steps received"
+        f"{args.dst}: {what}; report {'the same' if same else 'DIFFERS'} but for the steps received"
     )
     return 0 if same else 1
 

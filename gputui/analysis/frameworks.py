@@ -52,6 +52,33 @@ def framework_of(
     return traced if traced in NAMES else None
 
 
+#: Hugging Face's generate() loop, and the KV cache classes it updates
+_GENERATE_FILE = "/transformers/generation/utils.py"
+_CACHE_FILE = "/transformers/cache_utils.py"
+DYNAMIC_CACHE = "dynamic"
+STATIC_CACHE = "static"
+
+
+def generate_cache(profile: PythonProfile | None) -> str | None:
+    """Where the sampler saw Hugging Face's ``generate()`` run: the KV cache it
+    updates, ``dynamic`` (the default, whose tensors grow by one token each
+    step) or ``static`` (preallocated), by the class of the cache layer in its
+    functions; None where generate() is not seen or its cache is neither."""
+    if profile is None:
+        return None
+    rows = [(f.file, f.function) for f in profile.functions]
+    rows += [(f.file, f.function) for f in profile.frames]
+    paths = [(file.replace("\\", "/"), function) for file, function in rows]
+    if not any(file.endswith(_GENERATE_FILE) for file, _ in paths):
+        return None
+    kinds = {
+        DYNAMIC_CACHE if function.startswith("Dynamic") else STATIC_CACHE
+        for file, function in paths
+        if file.endswith(_CACHE_FILE) and function.startswith(("Dynamic", "Static"))
+    }
+    return kinds.pop() if len(kinds) == 1 else None
+
+
 # -- the knobs --------------------------------------------------------------------------------
 COMPILE = "compile"
 FUSED_OPTIMIZER = "fused_optimizer"

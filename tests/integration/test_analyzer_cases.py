@@ -328,6 +328,28 @@ def test_lightnings_own_profiler_trace_is_read_as_lightnings(
     assert "Trainer(precision='bf16-mixed')" in fp32["fix"]
 
 
+def test_a_generate_loop_is_told_to_decode_with_a_static_cache(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Hugging Face's generate() on an H100 (a 12-layer GPT-2 in bf16, 64 new
+    tokens for a batch of 1, ``bench/jobs/hf_generate.py``): a step a token,
+    launch-bound on the default dynamic KV cache.  Told to decode with a static
+    cache, and not to compile on top of it: the twin with
+    ``cache_implementation='static'``, recorded right after, ran 684 tokens/s
+    against 161, and its session shows why: transformers compiled the decoding
+    step into CUDA graphs itself (which hides the forward calls, so it has no
+    steps for the analyzer, and says so)."""
+    report = live_report(capsys, "hf_generate")
+    top = report["findings"][0]
+    assert top["rule"] == "launch.overhead"
+    assert top["fix"].startswith("decode with a static KV cache")
+    assert "cache_implementation='static'" in top["fix"]
+    assert "fuses small ops" not in top["fix"] and "optimizer" not in top["fix"]
+    static = live_report(capsys, "hf_generate_static")
+    assert static["compile"]["graphs"] >= 1 and static["findings"] == []
+    assert static["status"]["compiled_graphs"] >= 1
+
+
 def test_workers_that_wait_for_work_are_not_told_to_multiply(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -11,6 +11,7 @@ from gputui.analysis.frameworks import (
     LIGHTNING,
     TRANSFORMERS,
     framework_of,
+    generate_cache,
     loader_arg,
     loader_where,
 )
@@ -223,3 +224,48 @@ def test_the_hot_loading_fix_speaks_the_framework_and_knows_a_cpu_job() -> None:
         "set dataloader_num_workers=N (N up to the free CPU cores), "
         "dataloader_persistent_workers=True in TrainingArguments so batches" in cpu
     )
+
+
+def _generate_profile(*rows: tuple[str, str]) -> PythonProfile:
+    functions = tuple(
+        ProfileFunction(f"/venv/site-packages/transformers/{file}", function, "lib", 1, 1, 1.0, 1.0)
+        for file, function in rows
+    )
+    return PythonProfile(sampled_s=10.0, samples=1000, functions=functions)
+
+
+@pytest.mark.parametrize(
+    ("rows", "cache"),
+    [
+        ((("generation/utils.py", "GenerationMixin._sample"),), None),
+        (
+            (
+                ("generation/utils.py", "GenerationMixin._sample"),
+                ("cache_utils.py", "DynamicLayer.update"),
+            ),
+            "dynamic",
+        ),
+        (
+            (
+                ("generation/utils.py", "GenerationMixin._sample"),
+                ("cache_utils.py", "StaticLayer.update"),
+            ),
+            "static",
+        ),
+        # an older transformers' cache class
+        (
+            (
+                ("generation/utils.py", "GenerationMixin.greedy_search"),
+                ("cache_utils.py", "DynamicCache.update"),
+            ),
+            "dynamic",
+        ),
+        # a cache without generate(): a loop of the job's own
+        ((("cache_utils.py", "DynamicLayer.update"),), None),
+    ],
+)
+def test_the_kv_cache_of_a_generate_loop(
+    rows: tuple[tuple[str, str], ...], cache: str | None
+) -> None:
+    assert generate_cache(_generate_profile(*rows)) == cache
+    assert generate_cache(None) is None

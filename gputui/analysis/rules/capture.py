@@ -30,7 +30,14 @@ from gputui.analysis.evidence import (
     JobEvidence,
 )
 from gputui.analysis.finding import Finding
-from gputui.analysis.frameworks import BIGGER_BATCH, COMPILE, FUSED_OPTIMIZER, spell
+from gputui.analysis.frameworks import (
+    BIGGER_BATCH,
+    COMPILE,
+    DYNAMIC_CACHE,
+    FUSED_OPTIMIZER,
+    generate_cache,
+    spell,
+)
 from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE
 from gputui.analysis.optimizer import FUSED, optimizer_impl
 from gputui.analysis.registry import finding, rule
@@ -312,6 +319,17 @@ def launch_fix(ev: JobEvidence) -> str:
         if ctx.inference
         else f"use larger batches per step ({spell(BIGGER_BATCH, ctx.framework)})"
     )
+    if ctx.inference and generate_cache(ev.python_profile) == DYNAMIC_CACHE:
+        # Hugging Face's generate() on its default cache: each new token grows
+        # every layer's key and value tensors, so no graph can hold the step
+        return (
+            "decode with a static KV cache: model.generation_config.cache_implementation = "
+            "'static' (or generate(..., cache_implementation='static')): the default dynamic "
+            "cache grows every layer's key and value tensors at each new token, so the "
+            "decoding step stays eager; with a static one, recent transformers compile the "
+            "step into CUDA graphs themselves (do not wrap the model in torch.compile as "
+            f"well); and {more_work}"
+        )
     if ctx.cuda_graphs:
         return (
             "the step already runs CUDA graphs: what is left is issued outside them; find "
