@@ -96,6 +96,35 @@ def plain(variant: str, seconds: float) -> float:
     return steps / (end - t0)
 
 
+def lightning_clock(seconds: float, warmup_s: float) -> Any:
+    """A Lightning callback that times ``seconds`` of steps after ``warmup_s``
+    of them (synchronized at both ends), then stops the Trainer: its ``rate``
+    in steps/s."""
+    import lightning as L
+
+    class Clock(L.Callback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.start = time.monotonic()
+            self.t0: float | None = None
+            self.steps = 0
+            self.rate = 0.0
+
+        def on_train_batch_end(self, trainer: Any, *_: Any) -> None:
+            now = time.monotonic()
+            if self.t0 is None:
+                if now - self.start > warmup_s:
+                    torch.cuda.synchronize()
+                    self.t0 = time.monotonic()
+                return
+            self.steps += 1
+            if now - self.t0 >= seconds:
+                torch.cuda.synchronize()
+                self.rate = self.steps / (time.monotonic() - self.t0)
+                trainer.should_stop = True
+
+    return Clock()
+
+
 def lightning(variant: str, seconds: float) -> float:
     import lightning as L
 
@@ -111,28 +140,8 @@ def lightning(variant: str, seconds: float) -> float:
         def configure_optimizers(self) -> Any:
             return torch.optim.AdamW(self.parameters(), lr=1e-4)
 
-    class Clock(L.Callback):
-        def __init__(self) -> None:
-            self.start = time.monotonic()
-            self.t0: float | None = None
-            self.steps = 0
-            self.rate = 0.0
-
-        def on_train_batch_end(self, trainer: Any, *_: Any) -> None:
-            now = time.monotonic()
-            if self.t0 is None:
-                if now - self.start > 3.0:
-                    torch.cuda.synchronize()
-                    self.t0 = time.monotonic()
-                return
-            self.steps += 1
-            if now - self.t0 >= seconds:
-                torch.cuda.synchronize()
-                self.rate = self.steps / (time.monotonic() - self.t0)
-                trainer.should_stop = True
-
     x, y = torch.randn(N, D), torch.randint(0, 10, (N,))
-    clock = Clock()
+    clock = lightning_clock(seconds, warmup_s=3.0)
     trainer = L.Trainer(
         max_epochs=10**6,
         accelerator="gpu",

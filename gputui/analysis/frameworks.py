@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputui.protocol.profile import PythonProfile
+from gputui.protocol.profile import ProfileFunction, PythonProfile
 
 TRANSFORMERS = "transformers"
 LIGHTNING = "lightning"
@@ -77,6 +77,42 @@ def generate_cache(profile: PythonProfile | None) -> str | None:
         if file.endswith(_CACHE_FILE) and function.startswith(("Dynamic", "Static"))
     }
     return kinds.pop() if len(kinds) == 1 else None
+
+
+#: Lightning's logging, by file (either package name): self.log's metric
+#: updates and the logger connector, the progress bars, and the conversion of
+#: logged tensors to numbers (.item()) for them
+_LIGHTNING_LOGGING_FILES = (
+    "/trainer/connectors/logger_connector/",
+    "/callbacks/progress/",
+)
+_LIGHTNING_LOGGING_FUNCTIONS = (
+    ("/utilities/apply_func.py", "convert_tensors_to_scalars"),
+    ("/core/module.py", "LightningModule.log"),
+    ("/core/module.py", "LightningModule.__to_tensor"),
+    ("/core/module.py", "LightningModule.__check_"),
+)
+
+
+def lightning_logging(profile: PythonProfile | None) -> tuple[float, tuple[ProfileFunction, ...]]:
+    """The share of the training thread's sampled time whose innermost frame is
+    Lightning's logging (self.log, the logger connector, the progress bar and
+    the .item() that reads a logged tensor for it), and its functions by time,
+    most first; (0, ()) where the sampler did not see it."""
+    if profile is None or profile.sampled_s <= 0:
+        return 0.0, ()
+    rows = []
+    for f in profile.functions:
+        path = f.file.replace("\\", "/")
+        if "lightning" not in path or f.self_s <= 0:
+            continue
+        if any(part in path for part in _LIGHTNING_LOGGING_FILES) or any(
+            path.endswith(file) and f.function.startswith(prefix)
+            for file, prefix in _LIGHTNING_LOGGING_FUNCTIONS
+        ):
+            rows.append(f)
+    rows.sort(key=lambda f: -f.self_s)
+    return min(1.0, sum(f.self_s for f in rows) / profile.sampled_s), tuple(rows)
 
 
 # -- the knobs --------------------------------------------------------------------------------

@@ -94,6 +94,8 @@ steps.warmup_factor         5           x        a first step this many times th
 -- the account and the capture
 cpu.python_share            0.25        share    Python outside torch's share of the step
 cpu.gpu_idle_share          0.15        share    the GPU's idle share while Python holds the step
+cpu.logging_share           0.10        share    a framework's logging's share of the training
+                                                 thread's time
 cpu.creation_share          0.10        share    CPU-side random tensor creation's share of the step
 cpu.creation_call_us        50          us       a random op this slow per call runs on the CPU
 cpu.host_ops_share          0.10        share    torch ops on the CPU's share of a GPU job's step

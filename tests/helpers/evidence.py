@@ -319,3 +319,55 @@ def sdpa_row(
         bytes_moved=None if moved is None else moved * calls,
         bytes_rule=rule,
     )
+
+
+#: Lightning's logging, as the sampler names it in a job that calls self.log with
+#: prog_bar=True at every step (an H100 session of bench/jobs/lightning_log.py)
+LIGHTNING = "/venv/lib/python3.11/site-packages/lightning"
+
+
+def lightning_logging_profile(share: float, sampled_s: float = 10.0) -> PythonProfile:
+    """A sampler's profile where Lightning's logging holds ``share`` of the
+    training thread's time: half in ``_ResultMetric.update`` (self.log), half in
+    the progress bar's ``.item()``; torch's autograd engine holds the rest."""
+    update = ProfileFunction(
+        f"{LIGHTNING}/pytorch/trainer/connectors/logger_connector/result.py",
+        "_ResultMetric.update",
+        "lib",
+        225,
+        200,
+        share * sampled_s / 2,
+        share * sampled_s / 2,
+        {"optimizer": share * sampled_s / 2},
+        outside_s=share * sampled_s / 2,
+    )
+    item = ProfileFunction(
+        f"{LIGHTNING}/fabric/utilities/apply_func.py",
+        "convert_tensors_to_scalars.<locals>.to_item",
+        "lib",
+        134,
+        129,
+        share * sampled_s / 2,
+        share * sampled_s / 2,
+        {"other": share * sampled_s / 2},
+        outside_s=share * sampled_s / 2,
+    )
+    engine = ProfileFunction(
+        TORCH_GRAPH,
+        "_engine_run_backward",
+        "torch",
+        869,
+        840,
+        (1 - share) * sampled_s,
+        (1 - share) * sampled_s,
+        {"backward": (1 - share) * sampled_s},
+    )
+    return PythonProfile(
+        window_s=sampled_s,
+        sampled_s=sampled_s,
+        samples=1000,
+        functions=(update, item, engine),
+        phases_s={"optimizer": share * sampled_s / 2, "other": share * sampled_s / 2},
+        outside_phases_s={"optimizer": share * sampled_s / 2, "other": share * sampled_s / 2},
+        outside_s=share * sampled_s,
+    )

@@ -12,6 +12,7 @@ from gputui.analysis.frameworks import (
     TRANSFORMERS,
     framework_of,
     generate_cache,
+    lightning_logging,
     loader_arg,
     loader_where,
 )
@@ -269,3 +270,35 @@ def test_the_kv_cache_of_a_generate_loop(
 ) -> None:
     assert generate_cache(_generate_profile(*rows)) == cache
     assert generate_cache(None) is None
+
+
+@pytest.mark.parametrize("package", ["lightning/pytorch", "pytorch_lightning"])
+def test_lightnings_logging_is_told_from_its_other_code(package: str) -> None:
+    """self.log's metric updates, the progress bar and the .item() reading a
+    logged tensor for it count, under either package's name; the rest of
+    Lightning's loop, and a job's own file named like one, do not."""
+    site = f"/venv/site-packages/{package}"
+    fabric = "/venv/site-packages/lightning/fabric" if package != "pytorch_lightning" else site
+
+    def row(file: str, function: str, self_s: float) -> ProfileFunction:
+        return ProfileFunction(file, function, "lib", 1, 1, self_s, self_s)
+
+    rows = (
+        row(f"{site}/trainer/connectors/logger_connector/result.py", "_ResultMetric.update", 2.0),
+        row(
+            f"{fabric}/utilities/apply_func.py", "convert_tensors_to_scalars.<locals>.to_item", 1.0
+        ),
+        row(
+            f"{site}/callbacks/progress/tqdm_progress.py", "TQDMProgressBar.on_train_batch_end", 0.5
+        ),
+        row(f"{site}/core/module.py", "LightningModule.log", 0.25),
+        row(f"{site}/loops/training_epoch_loop.py", "_TrainingEpochLoop.advance", 3.0),
+        row("/job/callbacks/progress/bar.py", "my_bar", 3.0),
+    )
+    share, named = lightning_logging(PythonProfile(sampled_s=10.0, samples=1000, functions=rows))
+    assert share == pytest.approx(0.375)
+    assert [f.function for f in named][:2] == [
+        "_ResultMetric.update",
+        "convert_tensors_to_scalars.<locals>.to_item",
+    ]
+    assert lightning_logging(None) == (0.0, ())

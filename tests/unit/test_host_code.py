@@ -389,7 +389,7 @@ def test_batches_indexed_out_of_host_memory_are_told_so() -> None:
     assert memory is not None
     assert memory.indexing == pytest.approx(0.75) and memory.collating == pytest.approx(0.25)
     (f,) = found("data.loader_wait", loading(profile, workers=0))
-    assert "indexed out of tensors in host memory" in f.evidence
+    assert "indexed out of in-memory tensors" in f.evidence
     assert "index a whole batch at once" in f.fix and "train (train.py" not in f.fix
     assert loading_hot(profile) is None
     # a CPU job that indexes whole batches already: the generic num_workers=0 fix

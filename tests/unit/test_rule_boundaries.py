@@ -24,6 +24,7 @@ from tests.helpers.evidence import (
     evidence,
     gpu_samples,
     kernel,
+    lightning_logging_profile,
     python_profile,
 )
 from tests.unit.test_monitor_findings import device, snap
@@ -272,6 +273,12 @@ CASES: dict[str, Case] = {
     ),
     "min.spiky_samples": Case("gpu.spiky", lambda n: spiky(int(n)), 0, -1),
     "min.profile_samples": Case("cpu.python", lambda n: sampled(0.6, int(n)), 0, -1),
+    "cpu.logging_share": past_share(
+        "cpu.logging",
+        lambda s: dataclasses.replace(
+            evidence(python_profile=lightning_logging_profile(s)), cuda=False
+        ),
+    ),
     # -- steps (phase shares of a 36 ms step)
     "data.share": Case(
         "data.loader_wait", lambda s: phases(data=share_of(0.036, s)), +0.001, -0.001

@@ -27,6 +27,7 @@ from tests.helpers.evidence import (
     evidence,
     gpu_samples,
     kernel,
+    lightning_logging_profile,
     memory,
     op,
     op_row,
@@ -340,6 +341,15 @@ CASES: dict[str, tuple[Factory, Factory]] = {
     "cpu.python": (
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.14))),  # 26%
         lambda: evidence(cap=capture(account=account(**AROUND_PYTHON, sync=0.16))),  # 24%
+    ),
+    "cpu.logging": (
+        # Lightning's self.log and progress bar: 20% of the training thread's time
+        lambda: dataclasses.replace(
+            evidence(python_profile=lightning_logging_profile(0.2)), cuda=False
+        ),
+        lambda: dataclasses.replace(
+            evidence(python_profile=lightning_logging_profile(0.05)), cuda=False
+        ),
     ),
     "cpu.tensor_creation": (
         # 5 calls of 2 ms on the CPU: 20% of five 10 ms steps

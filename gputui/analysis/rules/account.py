@@ -2,6 +2,9 @@
 the bucket that holds most of the step, and each rule claims only time from its
 own bucket.
 
+- ``cpu.logging``: Lightning's logging (``self.log``, the progress bar reading
+  logged tensors back with ``.item()``) holds a share of the training thread's
+  time, by the Python sampler.
 - ``cpu.python``: the step's largest share is the job's own code or a library's
   on the training thread, outside torch (preprocessing, augmentation, logging, a
   Python loop over tensors), and the GPU -- when there is one -- waits for it.
@@ -20,7 +23,8 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import CPU_OP_US, JobEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.host_code import HostCode, host_code
+from gputui.analysis.frameworks import lightning_logging
+from gputui.analysis.host_code import HostCode, host_code, where
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.protocol.capture import CpuOpRow
@@ -30,6 +34,8 @@ from gputui.protocol.trace_metrics import StepAccount, account_label
 PYTHON_SHARE = thresholds.value("cpu.python_share")
 #: ... when the GPU (if any) idles at least this share of the step meanwhile
 GPU_IDLE_SHARE = thresholds.value("cpu.gpu_idle_share")
+#: a framework's logging from this share of the training thread's time
+LOGGING_SHARE = thresholds.value("cpu.logging_share")
 #: launch + dispatch from this share of the step make a step launch-bound
 LAUNCH_SHARE = thresholds.value("launch.issue_share")
 #: random tensors made on the CPU: their share of the step, and their time per
@@ -220,6 +226,59 @@ def _python(
     title = "Python outside torch holds the step"
     bucket = HOST_CODE if in_phases else None
     return [finding(ev, "cpu.python", title, evidence, fix, confirm, share=share, bucket=bucket)]
+
+
+@rule(
+    "cpu.logging",
+    "cpu",
+    "Lightning docs (logging, advanced): logging a metric on every batch can slow down "
+    "training; the progress bar's refresh_rate; bottleneck tables: training slower after "
+    "adding logging (.item() reads)",
+    ("steps", "profile"),
+    trigger=(
+        "the Python sampler finds >= {cpu.logging_share} of the training thread's time in "
+        "Lightning's logging (self.log's metric updates, the logger connector, the progress "
+        "bar and the .item() that reads a logged tensor for it), with the GPU idle >= "
+        "{cpu.gpu_idle_share} (or no GPU); cost: that share (with a GPU: at most its idle "
+        "share)"
+    ),
+    bucket="python",
+)
+def framework_logging(ev: JobEvidence) -> Iterable[Finding]:
+    if ev.from_trace:
+        return []
+    share, rows = lightning_logging(ev.python_profile)
+    if share < LOGGING_SHARE:
+        return []
+    busy = _gpu_busy(ev, account_of(ev))
+    if ev.cuda and busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
+        return []  # the GPU is kept busy: the logging is hidden behind it
+    recoverable = share if busy is None else min(share, 1.0 - busy)
+    profile = ev.python_profile
+    assert profile is not None  # lightning_logging found time in it
+    named = "; ".join(
+        f"{fmt.clean(f.function, 80)} ({where(f)}) {f.self_s / profile.sampled_s * 100:.0f}%"
+        for f in rows[:3]
+    )
+    evidence = (
+        f"the Python sampler finds {share * 100:.0f}% of the training thread's time in "
+        f"Lightning's logging: {named} ({profile.samples:,} samples over the last "
+        f"{profile.window_s:.0f} s)"
+    )
+    fix = (
+        "call self.log less often: every N steps (if self.global_step % N == 0: "
+        "self.log(...)) rather than at every batch; each call updates Lightning's metric "
+        "objects, and the progress bar reads every metric logged with prog_bar=True back "
+        "from the GPU (.item()) at each refresh: raise its refresh_rate "
+        "(TQDMProgressBar(refresh_rate=N) or RichProgressBar(refresh_rate=N) in "
+        "Trainer(callbacks=...)), or Trainer(enable_progress_bar=False)"
+    )
+    confirm = "Lightning's functions fall in the Python view (y) and the steps get shorter"
+    return [
+        finding(
+            ev, "cpu.logging", "logging holds the step", evidence, fix, confirm, share=recoverable
+        )
+    ]
 
 
 #: the ops that fill a tensor with random numbers (randn, rand, randint, randperm,

@@ -166,7 +166,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         if fix is not None:
             share_words = f"{(memory.indexing + memory.collating) * 100:.0f}%"
             said += (
-                "; the batches are indexed out of tensors in host memory (torch's dataset "
+                "; the batches are indexed out of in-memory tensors (torch's dataset "
                 f"indexing and collating: {share_words} of the data wait)"
             )
             return said, fix
@@ -308,11 +308,12 @@ def _in_memory_fix(memory: InMemoryData, ev: JobEvidence) -> str | None:
     ways = []
     if ev.cuda:
         ways.append(
-            "keep a dataset that fits in GPU memory there and index it there (draw the "
-            "order with torch.randperm(n, device='cuda'))"
+            "index each batch with one tensor of indices made on the GPU (a slice of "
+            "torch.randperm(n, device='cuda')) rather than a Python list, out of the dataset's "
+            "tensors in GPU memory (moved there once, where they fit)"
         )
     if memory.collating >= 0.1 and fw != TRANSFORMERS:
-        ways.append(f"index a whole batch at once, {_batch_call(fw)}")
+        ways.append(f"{'at least ' if ways else ''}index a whole batch at once, {_batch_call(fw)}")
     if not ways:
         return None
     return (
