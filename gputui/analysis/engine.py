@@ -21,6 +21,7 @@ from gputui.analysis.rules import (  # noqa: F401 (imported to register)
     attention,
     capture,
     compile,
+    data,
     device,
     efficiency,
     gpu,
