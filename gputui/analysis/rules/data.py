@@ -14,18 +14,10 @@ import math
 from collections.abc import Callable, Iterable
 
 from gputui import fmt
-from gputui.analysis import thresholds
+from gputui.analysis import host_code, thresholds
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.frameworks import LIGHTNING, TRANSFORMERS, loader_arg, loader_where
-from gputui.analysis.host_code import (
-    InMemoryData,
-    LoadingHot,
-    WorkersWait,
-    in_memory_data,
-    loading_hot,
-    workers_wait,
-)
 from gputui.analysis.registry import finding, rule
 from gputui.protocol.messages import DATA
 
@@ -103,7 +95,7 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
     ]
 
 
-def _hot_words(hot: LoadingHot) -> str:
+def _hot_words(hot: host_code.LoadingHot) -> str:
     """``the 2 workers spend 97% of their time in decode_sample (data.py:12)``."""
     h = hot.hot
     who = (
@@ -133,7 +125,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         said += "; the DataLoader makes them in " + (
             "worker processes" if markers.loader == "workers" else "the training process"
         )
-    waiting = workers_wait(ev.python_profile)
+    waiting = host_code.workers_wait(ev.python_profile)
     if (
         waiting is not None
         and waiting.idle >= WORKERS_IDLE
@@ -141,7 +133,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
     ):
         said += _waiting_words(waiting, loader.num_workers if loader else None)
         return said, _handoff_fix(waiting, ev, arg, where)
-    memory = in_memory_data(ev.python_profile)
+    memory = host_code.in_memory_data(ev.python_profile)
     if memory is not None and (loader is None or loader.num_workers == 0):
         fix = _in_memory_fix(memory, ev)
         if fix is not None:
@@ -151,7 +143,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
                 f"indexing and collating: {share_words} of the data wait)"
             )
             return said, fix
-    hot = loading_hot(ev.python_profile)
+    hot = host_code.loading_hot(ev.python_profile)
     more = _more_workers(ev, share, arg)
     cheaper = "make each sample cheaper (decode and augment once, cache" + (
         ", or on the GPU with e.g. NVIDIA DALI)" if ev.cuda else ")"
@@ -220,7 +212,7 @@ def _unsampled_workers_fix(
     )
 
 
-def _waiting_words(waiting: WorkersWait, workers: int | None) -> str:
+def _waiting_words(waiting: host_code.WorkersWait, workers: int | None) -> str:
     """``; the 2 DataLoader workers wait for work 58% of their time, and ...``:
     as many workers as the DataLoader has, where the hook said (the sampler
     counts every process it saw, and workers that restart each epoch are new
@@ -238,7 +230,7 @@ def _waiting_words(waiting: WorkersWait, workers: int | None) -> str:
 
 
 def _handoff_fix(
-    waiting: WorkersWait, ev: JobEvidence, arg: Callable[[str], str], where: str
+    waiting: host_code.WorkersWait, ev: JobEvidence, arg: Callable[[str], str], where: str
 ) -> str:
     """The fix where the workers keep up: the wait is each batch's hand-off (a
     worker collates it into shared memory, the training process receives it),
@@ -280,7 +272,7 @@ def _batch_call(fw: str | None) -> str:
     return f"return {call} from train_dataloader()" if fw == LIGHTNING else call
 
 
-def _in_memory_fix(memory: InMemoryData, ev: JobEvidence) -> str | None:
+def _in_memory_fix(memory: host_code.InMemoryData, ev: JobEvidence) -> str | None:
     """The fix for batches indexed out of host memory on the training thread:
     the data on the GPU (a GPU job), a batch indexed at once where samples are
     collated one by one; workers would only add a hand-off for each batch.
@@ -332,7 +324,7 @@ def _more_workers(ev: JobEvidence, share: float, arg: Callable[[str], str]) -> s
 
 
 def _hot_fix(
-    hot: LoadingHot, cuda: bool, arg: Callable[[str], str], where: str, more: bool = True
+    hot: host_code.LoadingHot, cuda: bool, arg: Callable[[str], str], where: str, more: bool = True
 ) -> str:
     """The fix, pointed at the function the loading spends its time in (with
     ``more``: and more workers, where how many is not known), in the job's
