@@ -17,6 +17,7 @@ is several milliseconds and the host can run ahead of it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -25,7 +26,10 @@ import torch.nn.functional as F
 from loader_handoff import lightning_clock  # bench/jobs/, beside this script
 from torch import nn
 
-WIDTH, BATCH, N = 4096, 1024, 16384
+#: LIGHTNING_LOG_CPU=1: the same on the CPU, 256 wide at batch 256, in fp32
+CPU = os.environ.get("LIGHTNING_LOG_CPU") == "1"
+WIDTH, BATCH, N = (256, 256, 4096) if CPU else (4096, 1024, 16384)
+DEVICE = "cpu" if CPU else "cuda"
 
 
 def run(variant: str, seconds: float) -> float:
@@ -52,8 +56,8 @@ def run(variant: str, seconds: float) -> float:
         def configure_optimizers(self) -> Any:
             return torch.optim.AdamW(self.parameters(), lr=1e-4, fused=True)
 
-    x = torch.randn(N, WIDTH, device="cuda")
-    y = torch.randint(0, 10, (N,), device="cuda")
+    x = torch.randn(N, WIDTH, device=DEVICE)
+    y = torch.randint(0, 10, (N,), device=DEVICE)
     data = torch.utils.data.TensorDataset(x, y)
     # one indexing a batch (no per-sample kernels to collate)
     sampler = torch.utils.data.BatchSampler(
@@ -63,9 +67,9 @@ def run(variant: str, seconds: float) -> float:
     clock = lightning_clock(seconds, warmup_s=5.0)
     trainer = L.Trainer(
         max_epochs=10**6,
-        accelerator="gpu",
+        accelerator="cpu" if CPU else "gpu",
         devices=1,
-        precision="bf16-mixed",
+        precision="32-true" if CPU else "bf16-mixed",
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=variant in ("bar", "log50"),

@@ -102,6 +102,10 @@ def lightning_clock(seconds: float, warmup_s: float) -> Any:
     in steps/s."""
     import lightning as L
 
+    def sync() -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
     class Clock(L.Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             self.start = time.monotonic()
@@ -113,12 +117,12 @@ def lightning_clock(seconds: float, warmup_s: float) -> Any:
             now = time.monotonic()
             if self.t0 is None:
                 if now - self.start > warmup_s:
-                    torch.cuda.synchronize()
+                    sync()
                     self.t0 = time.monotonic()
                 return
             self.steps += 1
             if now - self.t0 >= seconds:
-                torch.cuda.synchronize()
+                sync()
                 self.rate = self.steps / (time.monotonic() - self.t0)
                 trainer.should_stop = True
 
