@@ -47,7 +47,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import CodeType, FrameType
 from typing import Any
 
@@ -198,6 +198,29 @@ class _Window:
         self.pending: list[tuple[list[CodeType], list[int], float, list[Any], int]] = []
 
 
+def library_roots(path: Sequence[str], script: str) -> tuple[str, ...]:
+    """The import path's entries that hold installed distributions (a
+    ``*.dist-info`` folder: ``pip install --target``, a tree of packages put on
+    PYTHONPATH), whose files are libraries' code, not the job's; site-packages
+    are libraries by name already.  The job's own tree (the folder of its
+    script, or one above it) never counts, nor does the current folder ('')."""
+    here = os.path.dirname(os.path.abspath(script)) if script else ""
+    roots = []
+    for entry in path:
+        if not entry or "site-packages" in entry or "dist-packages" in entry:
+            continue
+        full = os.path.abspath(entry)
+        if here and (here == full or here.startswith(full + os.sep)):
+            continue
+        try:
+            with os.scandir(full) as it:
+                if any(e.name.endswith(".dist-info") and e.is_dir() for e in it):
+                    roots.append(full + os.sep)
+        except OSError:
+            continue
+    return tuple(roots)
+
+
 class Sampler:
     """Samples the recorder's training thread; ``snapshot()`` builds the
     profile (on the I/O thread).  ``start``/``stop`` follow the hook's
@@ -245,6 +268,9 @@ class Sampler:
         self._own = tuple({own + os.sep, os.path.abspath(own) + os.sep})
         self._stdlib = os.path.dirname(os.__file__) + os.sep
         self._torch: str | None = None
+        #: the import path's trees of installed packages outside site-packages
+        #: (read on the sampler thread, at its first classification)
+        self._libs: tuple[str, ...] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -592,6 +618,11 @@ class Sampler:
         if file.startswith("<eval_with_key>") or "/torchinductor_" in file:
             return KIND_TORCH, _C_COMPILER  # torch.fx and inductor's generated code
         if "/site-packages/" in file or "/dist-packages/" in file:
+            return KIND_LIB, _C_LIB
+        libs = self._libs
+        if libs is None:
+            self._libs = libs = library_roots(sys.path, sys.argv[0] if sys.argv else "")
+        if libs and file.startswith(libs):
             return KIND_LIB, _C_LIB
         if file.startswith((self._stdlib, "<frozen ")):
             return KIND_LIB, _C_STD

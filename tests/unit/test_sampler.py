@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -754,3 +755,31 @@ def test_a_bottom_frame_ends_the_stack() -> None:
     assert "busy_python" in names and not any(n.endswith("forked_from_here") for n in names)
     busy = row(profile, "busy_python")
     assert profile.share(busy.total_s) > 0.9 and profile.path_of(busy) == ()
+
+
+def test_a_tree_of_installed_packages_outside_site_packages_is_library_code(
+    tmp_path: Path,
+) -> None:
+    """``pip install --target DIR`` on PYTHONPATH: DIR holds ``*.dist-info``
+    folders, so its files are libraries', not the job's.  The job's own folder
+    (or one above it) never counts, even with a ``*.dist-info`` in it, nor does a
+    folder without one."""
+    from gputui.hook._sampler import library_roots
+
+    target = tmp_path / "pkgs"
+    (target / "lightning-2.6.6.dist-info").mkdir(parents=True)
+    (target / "lightning").mkdir()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    job = tmp_path / "work" / "proj"
+    job.mkdir(parents=True)
+    (tmp_path / "work" / "odd-1.0.dist-info").mkdir()
+    script = str(job / "train.py")
+    path = ["", str(target), str(plain), str(tmp_path / "work"), str(tmp_path / "missing")]
+    assert library_roots(path, script) == (str(target) + os.sep,)
+
+    sampler = Sampler(Recorder(), enabled=True)
+    sampler._libs = library_roots(path, script)
+    assert sampler._kind(str(target / "lightning" / "trainer.py"))[0] == KIND_LIB
+    assert sampler._kind(script)[0] == KIND_USER
+    assert sampler._kind(str(plain / "mod.py"))[0] == KIND_USER
