@@ -862,3 +862,15 @@ def test_a_cpu_jobs_capture_is_not_called_an_older_hooks() -> None:
     assert len(older) == 1  # GPU time, not split: an older hook's
     cpu = capture(account=account(gpu_busy=None))
     assert [n for n in older_capture_notes(cpu) if "idle time" in n] == []
+
+
+def test_logging_behind_a_busy_gpu_is_not_what_holds_the_step() -> None:
+    """Lightning's logging on the host while the GPU is busy 95% of the time is
+    hidden behind the GPU's work; with the GPU's idle time unknown, nothing is
+    claimed either."""
+    profile = lightning_logging_profile(0.3)
+    busy = evidence(gpu=gpu_samples(util_gpu_pct=95.0), python_profile=profile)
+    assert fired("cpu.logging", busy) == []
+    idle = evidence(gpu=gpu_samples(util_gpu_pct=40.0), python_profile=profile)
+    assert [f.rule for f in fired("cpu.logging", idle)] == ["cpu.logging"]
+    assert fired("cpu.logging", evidence(python_profile=profile)) == []

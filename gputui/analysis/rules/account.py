@@ -239,8 +239,8 @@ def _python(
         "the Python sampler finds >= {cpu.logging_share} of the training thread's time in "
         "Lightning's logging (self.log's metric updates, the logger connector, the progress "
         "bar and the .item() that reads a logged tensor for it), with the GPU idle >= "
-        "{cpu.gpu_idle_share} (or no GPU); cost: that share (with a GPU: at most its idle "
-        "share)"
+        "{cpu.gpu_idle_share} (known from NVML or a capture) or no GPU; cost: that share "
+        "(with a GPU: at most its idle share)"
     ),
     bucket="python",
 )
@@ -251,8 +251,8 @@ def framework_logging(ev: JobEvidence) -> Iterable[Finding]:
     if share < LOGGING_SHARE:
         return []
     busy = _gpu_busy(ev, account_of(ev))
-    if ev.cuda and busy is not None and 1.0 - busy < GPU_IDLE_SHARE:
-        return []  # the GPU is kept busy: the logging is hidden behind it
+    if ev.cuda and (busy is None or 1.0 - busy < GPU_IDLE_SHARE):
+        return []  # the GPU's idle time unknown, or too short for the host to hold it
     recoverable = share if busy is None else min(share, 1.0 - busy)
     profile = ev.python_profile
     assert profile is not None  # lightning_logging found time in it
