@@ -207,7 +207,9 @@ def library_roots(path: Sequence[str], script: str) -> tuple[str, ...]:
     here = os.path.dirname(os.path.abspath(script)) if script else ""
     roots = []
     for entry in path:
-        if not entry or "site-packages" in entry or "dist-packages" in entry:
+        if not isinstance(entry, str) or not entry:
+            continue  # sys.path may hold anything; '' is the current folder
+        if "site-packages" in entry or "dist-packages" in entry:
             continue
         full = os.path.abspath(entry)
         if here and (here == full or here.startswith(full + os.sep)):
@@ -326,6 +328,8 @@ class Sampler:
                 self.report_error("python sampler", exc)
 
     def _loop(self, generation: int) -> None:
+        if self._libs is None:  # once, before any sample holds the lock
+            self._libs = library_roots(sys.path, sys.argv[0] if sys.argv else "")
         rec = self.rec
         sleep = time.sleep
         clock = time.perf_counter

@@ -775,7 +775,14 @@ def test_a_tree_of_installed_packages_outside_site_packages_is_library_code(
     job.mkdir(parents=True)
     (tmp_path / "work" / "odd-1.0.dist-info").mkdir()
     script = str(job / "train.py")
-    path = ["", str(target), str(plain), str(tmp_path / "work"), str(tmp_path / "missing")]
+    path: list[Any] = [
+        "",
+        str(target),
+        str(plain),
+        str(tmp_path / "work"),
+        str(tmp_path / "missing"),
+        tmp_path,  # sys.path may hold other than strings: passed over
+    ]
     assert library_roots(path, script) == (str(target) + os.sep,)
 
     sampler = Sampler(Recorder(), enabled=True)
