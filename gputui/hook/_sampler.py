@@ -271,7 +271,7 @@ class Sampler:
         self._stdlib = os.path.dirname(os.__file__) + os.sep
         self._torch: str | None = None
         #: the import path's trees of installed packages outside site-packages
-        #: (read on the sampler thread, at its first classification)
+        #: (read once on the sampler thread, when it starts)
         self._libs: tuple[str, ...] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -623,9 +623,7 @@ class Sampler:
             return KIND_TORCH, _C_COMPILER  # torch.fx and inductor's generated code
         if "/site-packages/" in file or "/dist-packages/" in file:
             return KIND_LIB, _C_LIB
-        libs = self._libs
-        if libs is None:
-            self._libs = libs = library_roots(sys.path, sys.argv[0] if sys.argv else "")
+        libs = self._libs  # None before the thread has read them
         if libs and file.startswith(libs):
             return KIND_LIB, _C_LIB
         if file.startswith((self._stdlib, "<frozen ")):

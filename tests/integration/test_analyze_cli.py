@@ -155,6 +155,15 @@ def test_a_gputui_recording_is_pointed_at_what_reads_it(
     assert err.count("\n") == 1 and command in err and sample in err
 
 
+def test_the_recordings_named_are_gputuis_own() -> None:
+    """The reader names a recording by the header type its writers use."""
+    from gputui.recording.attach import ATTACH_RECORDING_TYPE
+    from gputui.recording.writer import RECORDING_TYPE
+    from gputui.tracefile.json_stream import _RECORDINGS
+
+    assert set(_RECORDINGS) == {ATTACH_RECORDING_TYPE, RECORDING_TYPE}
+
+
 def test_json_without_trace_events_is_not_a_trace(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

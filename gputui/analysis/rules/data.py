@@ -251,16 +251,20 @@ def _handoff_fix(
             ". The samples are cheap to make (torch's own indexing and collating): index a "
             f"whole batch at once in the training process, {call}, for a dataset whose "
             "__getitem__ takes a list of indices, as a TensorDataset's does"
-            + (
-                ", or keep a dataset that fits in GPU memory there and index it there"
-                if ev.cuda
-                else ""
-            )
+            + (f", or {_ON_GPU}" if ev.cuda else "")
         )
         where = ""
     if ev.cuda and (loader is None or not loader.pin_memory):
         fix += f"; set {arg('pin_memory')}=True{where}"
     return fix
+
+
+#: a batch drawn on the GPU: the dataset's tensors there, one index tensor a batch
+_ON_GPU = (
+    "index each batch with one tensor of indices made on the GPU (a slice of "
+    "torch.randperm(n, device='cuda')) rather than a Python list, out of the dataset's "
+    "tensors in GPU memory (moved there once, where they fit)"
+)
 
 
 def _batch_call(fw: str | None) -> str:
@@ -280,11 +284,7 @@ def _in_memory_fix(memory: host_code.InMemoryData, ev: JobEvidence) -> str | Non
     fw = ev.context.framework
     ways = []
     if ev.cuda:
-        ways.append(
-            "index each batch with one tensor of indices made on the GPU (a slice of "
-            "torch.randperm(n, device='cuda')) rather than a Python list, out of the dataset's "
-            "tensors in GPU memory (moved there once, where they fit)"
-        )
+        ways.append(_ON_GPU)
     if memory.collating >= 0.1 and fw != TRANSFORMERS:
         ways.append(f"{'at least ' if ways else ''}index a whole batch at once, {_batch_call(fw)}")
     if not ways:
