@@ -55,16 +55,26 @@ class _Op:
 
 
 def _parents(ops: Sequence[_Op]) -> list[int]:
-    """Index of each op's enclosing op on the same thread (-1: none)."""
+    """Index of each op's enclosing op on the same thread (-1: none).  Each
+    thread's ops in start order, the longer first where two start together
+    (two stable sorts on the ops' own times: no key tuple per op)."""
     parent = [-1] * len(ops)
+    starts = [op.start for op in ops]
+    ends = [op.end for op in ops]
     by_thread: dict[Any, list[int]] = {}
     for i, op in enumerate(ops):
-        by_thread.setdefault(op.tid, []).append(i)
+        got = by_thread.get(op.tid)
+        if got is None:
+            by_thread[op.tid] = [i]
+        else:
+            got.append(i)
     for indexes in by_thread.values():
-        indexes.sort(key=lambda i: (ops[i].start, -ops[i].end))
+        indexes.sort(key=ends.__getitem__, reverse=True)  # stable: equal ends keep their order
+        indexes.sort(key=starts.__getitem__)
         stack: list[int] = []
         for i in indexes:
-            while stack and ops[stack[-1]].end <= ops[i].start:
+            start = starts[i]
+            while stack and ends[stack[-1]] <= start:
                 stack.pop()
             if stack:
                 parent[i] = stack[-1]
@@ -80,6 +90,20 @@ def _owner(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> int:
             owner = j
         j = parent[j]
     return owner
+
+
+def _details_of(op: _Op, details: Any, memo: dict[int, Any]) -> Any:
+    """An op's details, read from its source once per source: the ops of a
+    typed trace with the same raw shape arguments share one source
+    (``gputui.tracefile.typed.ShapeArgs``); a dict or an event is one op's."""
+    got = op.details
+    if got is None:
+        key = id(op.source)  # every source lives as long as its op
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = details(op.source)
+        op.details = got
+    return got
 
 
 def _dims(value: Any) -> tuple[Shape | None, ...]:
@@ -144,6 +168,7 @@ def _kineto_details(ev: Any) -> Any:
 
 
 _BACKWARD_NODE = "autograd::engine::evaluate_function:"
+_NOT_YET = object()
 
 
 def _recomputed(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> bool:
@@ -169,13 +194,16 @@ def flop_totals(ops: Sequence[_Op], parent: Sequence[int], details: Any) -> Flop
     model = hardware = recomputed = 0.0
     by_dtype: dict[str, float] = {}
     counted = unknown = 0
+    memo: dict[int, Any] = {}
+    costs: dict[tuple[str, int], Any] = {}  # (name, source) -> model_flops
     for i, op in enumerate(ops):
         if op.name not in op_costs.MODEL_FLOP_OPS or _owner(i, ops, parent) != i:
             continue
-        if op.details is None:
-            op.details = details(op.source)
-        dims, types, concrete, _recorded = op.details
-        both = op_costs.model_flops(op.name, dims, types, concrete)
+        dims, types, concrete, _recorded = _details_of(op, details, memo)
+        key = (op.name, id(op.source))
+        both = costs.get(key, _NOT_YET)
+        if both is _NOT_YET:
+            both = costs[key] = op_costs.model_flops(op.name, dims, types, concrete)
         if both is None:
             unknown += 1
             continue
@@ -196,6 +224,21 @@ def flop_totals(ops: Sequence[_Op], parent: Sequence[int], details: Any) -> Flop
         ops=counted,
         unknown=unknown,
     )
+
+
+def _estimates(op: _Op, details: Any) -> tuple[Any, float | None, str | None, Any, Any]:
+    """An op's row key (name, shapes, dtypes), FLOPs and their source, bytes
+    moved and their rule."""
+    dims, types, concrete, recorded = details
+    flops: float | None
+    source: str | None
+    if recorded is not None:
+        flops, source = float(recorded), PROFILER
+    else:
+        flops = op_costs.estimate_flops(op.name, dims, types, concrete)
+        source = ESTIMATED if flops is not None else None
+    moved, rule = op_costs.estimate_bytes(op.name, dims, types, concrete)
+    return (op.name, dims, types), flops, source, moved, rule
 
 
 def _rows(
@@ -222,20 +265,15 @@ def _rows(
             if op.name in op_costs.FLOP_OPS and _owner(i, ops, parent) == i:
                 owned.setdefault(i, [0, 0])
     groups: dict[tuple[Any, ...], list[Any]] = {}
+    memo: dict[int, Any] = {}
+    costs: dict[tuple[str, int], Any] = {}  # (name, source) -> the row's estimates
     for i, (ns, count) in owned.items():
         op = ops[i]
-        if op.details is None:
-            op.details = details(op.source)
-        dims, types, concrete, recorded = op.details
-        flops: float | None
-        source: str | None
-        if recorded is not None:
-            flops, source = float(recorded), PROFILER
-        else:
-            flops = op_costs.estimate_flops(op.name, dims, types, concrete)
-            source = ESTIMATED if flops is not None else None
-        moved, rule = op_costs.estimate_bytes(op.name, dims, types, concrete)
-        key = (op.name, dims, types)
+        cost_key = (op.name, id(op.source))
+        got = costs.get(cost_key)
+        if got is None:
+            got = costs[cost_key] = _estimates(op, _details_of(op, details, memo))
+        key, flops, source, moved, rule = got
         g = groups.get(key)
         if g is None:
             groups[key] = [1, ns, count, flops, source, moved, rule]
@@ -311,6 +349,7 @@ class ChromeTraceOps:
         self.has_shapes = False
         self.given_up = False
         self.steps: list[tuple[int, int]] = []  #: host ``ProfilerStep#N`` ranges (ns)
+        self._parent: list[int] | None = None  # of every op, once they are all in
 
     def add(self, events: Iterable[Any]) -> None:
         if self.given_up:
@@ -355,6 +394,12 @@ class ChromeTraceOps:
                         (_key(args.get("correlation")), _key(args.get("External id")), dur)
                     )
 
+    def parents(self) -> list[int]:
+        """:func:`_parents` of every op (the rows and the totals share it)."""
+        if self._parent is None or len(self._parent) != len(self.ops):
+            self._parent = _parents(self.ops)
+        return self._parent
+
     def give_up(self) -> None:
         """Stop collecting: a trace recorded without shapes has no op rows."""
         self.given_up = True
@@ -364,7 +409,7 @@ class ChromeTraceOps:
         """The trace's model and hardware FLOPs; None without shapes."""
         if self.given_up or not self.has_shapes:
             return None
-        return flop_totals(self.ops, _parents(self.ops), _trace_details)
+        return flop_totals(self.ops, self.parents(), _trace_details)
 
     def step_totals(self) -> tuple[FlopTotals, int] | None:
         """The FLOPs of the ops that start inside the trace's host steps
@@ -374,7 +419,7 @@ class ChromeTraceOps:
         if self.given_up or not self.has_shapes:
             return None
         if not self.steps:
-            return flop_totals(self.ops, _parents(self.ops), _trace_details), 1
+            return flop_totals(self.ops, self.parents(), _trace_details), 1
         spans = sorted(self.steps)
         starts = [lo for lo, _hi in spans]
 
@@ -396,7 +441,7 @@ class ChromeTraceOps:
             slot = device.setdefault(link, [0, 0])
             slot[0] += dur
             slot[1] += 1
-        return _rows(self.ops, device, _trace_details, top)
+        return _rows(self.ops, device, _trace_details, top, self.parents())
 
 
 def rows_from_chrome_trace(trace: Mapping[str, Any], top: int | None = None) -> list[OpRow]:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputui.analysis.roofline import (
     COMPUTE,
@@ -30,7 +32,14 @@ from gputui.analysis.roofline import (
 )
 from gputui.ceilings.datasheet import H100_SXM
 from gputui.trace import op_costs
-from gputui.trace.op_rows import ESTIMATED, PROFILER, rows_from_chrome_trace, rows_from_kineto
+from gputui.trace.op_rows import (
+    ESTIMATED,
+    PROFILER,
+    _Op,
+    _parents,
+    rows_from_chrome_trace,
+    rows_from_kineto,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FP32_TRACE = DATA / "h100_fp32_matmul_flops.pt.trace.json.gz"
@@ -466,3 +475,41 @@ def test_a_trace_at_unix_time_gives_its_rows_and_step_flops() -> None:
         (r.name, r.flops, r.device_us) for r in near_rows
     ]
     assert flops is not None and flops == near_flops and flops[1] == 1
+
+
+def _parents_by_definition(ops: list[_Op]) -> list[int]:
+    """Each op's enclosing op: of the ops on its thread that hold it (start at or
+    before it and end at or after its end, the longer first where they start
+    together, then the earlier in the list), the innermost, in the order a
+    nested walk visits them."""
+    order = sorted(range(len(ops)), key=lambda i: (ops[i].tid, ops[i].start, -ops[i].end, i))
+    rank = {i: k for k, i in enumerate(order)}
+    out = []
+    for i, op in enumerate(ops):
+        holders = [
+            j
+            for j, other in enumerate(ops)
+            if j != i
+            and other.tid == op.tid
+            and rank[j] < rank[i]
+            and other.start <= op.start
+            and other.end > op.start
+        ]
+        out.append(max(holders, key=rank.__getitem__) if holders else -1)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1, 2]), st.integers(0, 20), st.integers(0, 8)),
+        max_size=40,
+    )
+)
+def test_each_op_is_owned_by_the_innermost_op_that_holds_it(
+    spans: list[tuple[int, int, int]],
+) -> None:
+    ops = [
+        _Op(tid, start, start + length, "op", k, {}) for k, (tid, start, length) in enumerate(spans)
+    ]
+    assert _parents(ops) == _parents_by_definition(ops)
