@@ -19,8 +19,9 @@ from math import ceil, floor
 from typing import Annotated, Any, ClassVar, Union
 
 import msgspec
-from msgspec import UNSET, Meta, UnsetType, field
+from msgspec import UNSET, Meta, Raw, UnsetType, field
 
+from gputui.trace.op_rows import _LAUNCH_CATS, _STEP_CATS, GPU_ACTIVITIES
 from gputui.trace.timeline import (
     DRIVER,
     GPU_OTHER,
@@ -51,6 +52,7 @@ OnStream = Annotated[int, Meta(ge=0)]
 NoStream = Annotated[int, Meta(lt=0)]
 Correlated = Annotated[int, Meta(ge=0)]
 Uncorrelated = Annotated[int, Meta(lt=0)]
+_NO_RAW = Raw()
 
 
 class _HostArgs(msgspec.Struct, gc=False, frozen=True):
@@ -72,16 +74,31 @@ class _OtherArgs(_HostArgs, frozen=True):
 
 class _CallArgs(msgspec.Struct, gc=False):
     correlation: Correlated
-    external_id: int = field(name="External id", default=-1)
+    # UNSET where missing: the op rows tell a missing id from any value
+    external_id: int | UnsetType = field(name="External id", default=UNSET)
     external_id_lower: None = field(name="external id", default=None)
 
 
 class _GpuArgs(msgspec.Struct, gc=False):
     stream: OnStream
-    correlation: int = -1
+    correlation: int | UnsetType = UNSET
     device: int | UnsetType = UNSET
-    external_id: int = field(name="External id", default=-1)
+    external_id: int | UnsetType = field(name="External id", default=UNSET)
     external_id_lower: None = field(name="external id", default=None)
+
+
+class _OpArgs(msgspec.Struct, gc=False, frozen=True, kw_only=True):
+    """A ``cpu_op``'s arguments in a trace with shapes: its id (always written by
+    torch: a batch with an op without one takes the general path) and its shape
+    arguments, raw (:class:`gputui.tracefile.typed.ShapeArgs`)."""
+
+    correlation: Uncorrelated | UnsetType = UNSET
+    external_id: int = field(name="External id")
+    external_id_lower: None = field(name="external id", default=None)
+    input_dims: Raw = field(name="Input Dims", default=_NO_RAW)
+    input_type: Raw = field(name="Input type", default=_NO_RAW)
+    concrete_inputs: Raw = field(name="Concrete Inputs", default=_NO_RAW)
+    flops: Raw = _NO_RAW
 
 
 _NO_HOST_ARGS = _HostArgs()
@@ -98,11 +115,16 @@ def _no_other_args() -> _OtherArgs:
 
 #: what a category's events become
 GPU, CALL, RANGE, SKIP = range(4)
+#: what the op rows read of them (:class:`~gputui.trace.op_rows.ChromeTraceOps`):
+#: nothing, an op (whose name may be a step mark), a step mark's category, a
+#: launch call, GPU work
+NO_OP, OP_ROW, STEP_CAT, LAUNCH, DEVICE = range(5)
 
 
 class _Event(msgspec.Struct, gc=False, tag_field="cat"):
     role: ClassVar[int]
     kind: ClassVar[str]
+    op: ClassVar[int]
 
 
 class _Timed(_Event, kw_only=True):
@@ -131,6 +153,13 @@ class _Other(_Timed, kw_only=True):
     args: _OtherArgs = field(default_factory=_no_other_args)
 
 
+class _ShapedOp(_Timed, kw_only=True):
+    """A ``cpu_op`` of a trace with shapes (its arguments are not optional)."""
+
+    tid: int
+    args: _OpArgs
+
+
 class _Flow(_Event):
     """An event HTA does not read (flows, instants): no duration."""
 
@@ -141,8 +170,9 @@ def _lower(table: dict[str, str], cat: str, default: str) -> str:
     return table.get(cat) or table.get(cat.lower(), default)
 
 
-def _category(cat: str) -> type[_Event]:
-    """The Struct of one category's events, with what they become."""
+def _category(cat: str, shaped: bool = False) -> type[_Event]:
+    """The Struct of one category's events, with what they become (``shaped``:
+    as the op rows of a trace with shapes read them)."""
     host = cat in HOST_CATS or cat.lower() in HOST_CATS
     if cat == "Trace":  # the profiler's own span (any fields)
         base: type[_Event] = _Event
@@ -159,8 +189,21 @@ def _category(cat: str) -> type[_Event]:
         base, role, kind = _Gpu, GPU, _lower(GPU_KINDS, cat, GPU_OTHER)
     else:
         base, role, kind = _Other, RANGE, _lower(HOST_KINDS, cat, HOST_OTHER)
+    if cat == "cpu_op":
+        op = OP_ROW
+        if shaped:
+            base = _ShapedOp
+    elif cat in _STEP_CATS:
+        op = STEP_CAT
+    elif cat in _LAUNCH_CATS:
+        op = LAUNCH
+    elif cat in GPU_ACTIVITIES:
+        op = DEVICE
+    else:
+        op = NO_OP
     name = "_" + "".join(c if c.isalnum() else "_" for c in cat)
-    return type(name, (base,), {"role": role, "kind": kind}, tag=cat)  # type: ignore[call-arg]
+    attrs = {"role": role, "kind": kind, "op": op}
+    return type(name, (base,), attrs, tag=cat)  # type: ignore[call-arg]
 
 
 #: the categories torch.profiler writes (an event of another one sends its batch
@@ -177,6 +220,9 @@ CATEGORIES = (
 )
 _CLASSES = tuple(_category(cat) for cat in dict.fromkeys(CATEGORIES))
 DECODER = msgspec.json.Decoder(list[Union[_CLASSES]])  # type: ignore[valid-type]  # noqa: UP007
+#: the same for a trace with shapes: its ops' shape arguments kept raw
+_SHAPED_CLASSES = tuple(_category(cat, shaped=True) for cat in dict.fromkeys(CATEGORIES))
+SHAPED_DECODER = msgspec.json.Decoder(list[Union[_SHAPED_CLASSES]])  # type: ignore[valid-type]  # noqa: UP007
 
 
 class ByCategory:
@@ -230,11 +276,11 @@ class ByCategory:
                     end = start
                 name = intern(name, name)
                 a = ev.args
+                ext = a.external_id
+                if ext is unset:
+                    ext = -1
                 runtime_append(
-                    new(
-                        RuntimeCall,
-                        (start, end, name, ev.tid, a.correlation, a.external_id, ev.kind),
-                    )
+                    new(RuntimeCall, (start, end, name, ev.tid, a.correlation, ext, ev.kind))
                 )
             elif role == on_gpu:
                 ts = ev.ts
@@ -249,20 +295,16 @@ class ByCategory:
                 device = a.device
                 if device is unset:
                     device = as_int(ev.pid, 0)
+                corr = a.correlation
+                if corr is unset:
+                    corr = -1
+                ext = a.external_id
+                if ext is unset:
+                    ext = -1
                 gpu_append(
                     new(
                         GpuActivity,
-                        (
-                            start,
-                            end,
-                            round(dur * 1000),
-                            ev.kind,
-                            name,
-                            a.stream,
-                            device,
-                            a.correlation,
-                            a.external_id,
-                        ),
+                        (start, end, round(dur * 1000), ev.kind, name, a.stream, device, corr, ext),
                     )
                 )
         else:

@@ -28,9 +28,9 @@ from gputui.trace.op_rows import (
     _LAUNCH_CATS,
     _STEP_CATS,
     GPU_ACTIVITIES,
+    MAX_TRACE_US,
     SHAPES_PROBE_OPS,
     ChromeTraceOps,
-    _ns,
     _Op,
     thread_key,
 )
@@ -45,6 +45,7 @@ from gputui.trace.timeline import (
     RuntimeCall,
     as_int,
 )
+from gputui.tracefile import categories
 from gputui.tracefile.builder import (
     GPU_KINDS,
     HOST_CATS,
@@ -54,7 +55,7 @@ from gputui.tracefile.builder import (
     Builder,
 )
 from gputui.tracefile.categories import DECODER as CATEGORY_DECODER
-from gputui.tracefile.categories import ByCategory
+from gputui.tracefile.categories import SHAPED_DECODER, ByCategory
 
 _EMPTY = Raw()
 
@@ -90,24 +91,24 @@ _DECODER = msgspec.json.Decoder(list[Event])
 
 class ShapeArgs:
     """An op's shape arguments as raw JSON, decoded when a row needs them (the
-    ``args`` mapping :func:`gputui.trace.op_rows._trace_details` reads)."""
+    ``args`` mapping :func:`gputui.trace.op_rows._trace_details` reads).  Ops
+    with the same raw arguments share one (:meth:`TypedReader._op_rows`): a
+    training trace repeats a few hundred shapes over every step, and the op
+    rows decode and estimate each shared one once."""
 
     __slots__ = ("raw",)
 
     _KEYS = ("Input Dims", "Input type", "Concrete Inputs", "flops")
 
-    def __init__(self, args: Args) -> None:
-        self.raw = tuple(
-            r.copy() if len(r) else None
-            for r in (args.input_dims, args.input_type, args.concrete_inputs, args.flops)
-        )
+    def __init__(self, raw: tuple[bytes, bytes, bytes, bytes]) -> None:
+        self.raw = raw
 
     def get(self, key: str, default: Any = None) -> Any:
         try:
             raw = self.raw[self._KEYS.index(key)]
         except ValueError:
             return default
-        return default if raw is None else json.loads(bytes(raw))
+        return json.loads(raw) if raw else default
 
 
 #: batches the by-category decoder may refuse before the reader stops trying it
@@ -119,20 +120,28 @@ class TypedReader:
     """Decodes batches of events (the text of a JSON array) into records; a batch
     it cannot type is left to the dict path (:meth:`batch` returns False).
 
-    Once the op rows have given up (a trace recorded without shapes), a batch is
-    first offered to the by-category path (:mod:`gputui.tracefile.categories`), then to
-    the per-event one."""
+    A batch is first offered to the by-category path
+    (:mod:`gputui.tracefile.categories`: with the ops' shape arguments until the
+    op rows give up, as on a trace recorded without shapes), then to the
+    per-event one."""
 
     def __init__(self, builder: Builder, ops: ChromeTraceOps) -> None:
         self.builder = builder
         self.ops = ops
         self.by_category: ByCategory | None = ByCategory(builder)
         self.misses = 0
+        #: the raw shape arguments seen, each once; the thread keys of the ops
+        self.shapes: dict[tuple[bytes, bytes, bytes, bytes], ShapeArgs] = {}
+        self.threads: dict[Any, Any] = {}
 
     def batch(self, text: str) -> bool:
-        if self.by_category is not None and self.ops.given_up:
+        if self.by_category is not None:
+            shaped = not self.ops.given_up
             try:
-                if self.by_category.take(CATEGORY_DECODER.decode(text)):
+                events = (SHAPED_DECODER if shaped else CATEGORY_DECODER).decode(text)
+                if self.by_category.take(events):
+                    if shaped:
+                        self._op_rows_by_category(events)
                     return True
             except msgspec.ValidationError:
                 self.misses += 1
@@ -234,54 +243,131 @@ class TypedReader:
         tl.events += len(events)
         tl.skipped += skipped
 
-    def _op_rows(self, events: list[Event]) -> None:
-        """What :meth:`ChromeTraceOps.add` does with the same events as dicts."""
+    def _add_op(self, ev: Any, name: str, start: int, end: int, args: Any) -> bool:
+        """Append one op to the op rows' list (times in ns); False where the op
+        rows give up instead (no shapes in the first ops of the trace).  Ops with
+        the same raw shape arguments share one :class:`ShapeArgs`, and ops of one
+        thread one thread key."""
         ops = self.ops
-        op_list, launch_to_op, activities = ops.ops, ops.launch_to_op, ops.activities
+        source: Any
+        if len(args.input_dims) > 0:
+            ops.has_shapes = True
+            key = (
+                bytes(args.input_dims),
+                bytes(args.input_type),
+                bytes(args.concrete_inputs),
+                bytes(args.flops),
+            )
+            source = self.shapes.get(key)
+            if source is None:
+                source = self.shapes[key] = ShapeArgs(key)
+        elif not ops.has_shapes and len(ops.ops) >= SHAPES_PROBE_OPS:
+            ops.give_up()
+            return False
+        else:
+            source = {}
+        pair = (ev.pid, ev.tid)
+        threads = self.threads
+        try:
+            thread = threads[pair]
+        except KeyError:
+            thread = threads[pair] = pair
+        except TypeError:  # a list or an object: thread_key names it by its text
+            thread = thread_key(*pair)
+        if name:
+            name = self.builder.names.setdefault(name, name)  # one string per name
+        ops.ops.append(_Op(thread, start, end, name, args.external_id, source))
+        return True
+
+    def _op_rows(self, events: list[Event]) -> None:
+        """What :meth:`ChromeTraceOps.add` does with the same events as dicts
+        (``_ns`` inlined: a time here is an int or a float, never a bool)."""
+        ops = self.ops
+        launch_to_op, activities, steps = ops.launch_to_op, ops.activities, ops.steps
         unset = UNSET
+        big = MAX_TRACE_US
+        step_cats, launch_cats, gpu_cats = _STEP_CATS, _LAUNCH_CATS, GPU_ACTIVITIES
+        ts: Any  # a number wherever ``timed`` holds
+        dur: Any
         for ev in events:
             cat = ev.cat
             if cat is unset:
                 continue
-            if cat in _STEP_CATS:
+            ts, dur = ev.ts, ev.dur
+            timed = ts is not unset and dur is not unset and -big < ts < big and -big < dur < big
+            if cat in step_cats and timed:
                 name = ev.name
                 if name is not unset and name.startswith("ProfilerStep#"):
-                    start, dur = _ns(ev.ts), _ns(ev.dur)
-                    if start is not None and dur is not None:
-                        ops.steps.append((start, start + dur))
+                    start = round(ts * 1000.0)
+                    steps.append((start, start + round(dur * 1000.0)))
             args = ev.args
             if args is None:
                 continue
             if cat == "cpu_op":
-                start, dur = _ns(ev.ts), _ns(ev.dur)
                 ext = args.external_id
-                if start is None or dur is None or ext is unset:
-                    continue
-                shaped = len(args.input_dims) > 0
-                if shaped:
-                    ops.has_shapes = True
-                elif not ops.has_shapes and len(op_list) >= SHAPES_PROBE_OPS:
-                    ops.give_up()
-                    return
+                if not timed or ext is unset:
+                    continue  # (an untimed op: also NaN and infinities)
                 name = ev.name
-                op_list.append(
-                    _Op(
-                        thread_key(ev.pid, ev.tid),
-                        start,
-                        start + dur,
-                        "" if name is unset else name,
-                        ext,
-                        ShapeArgs(args) if shaped else {},
-                    )
-                )
-            elif cat in _LAUNCH_CATS:
+                start = round(ts * 1000.0)
+                end = start + round(dur * 1000.0)
+                if not self._add_op(ev, "" if name is unset else name, start, end, args):
+                    return
+            elif cat in launch_cats:
                 corr, ext = args.correlation, args.external_id
                 if corr is not unset and ext is not unset:
                     launch_to_op[corr] = ext
-            elif cat in GPU_ACTIVITIES:
-                dur = _ns(ev.dur)
-                if dur is not None:
+            elif cat in gpu_cats and dur is not unset and -big < dur < big:
+                corr, ext = args.correlation, args.external_id
+                activities.append(
+                    (
+                        None if corr is unset else corr,
+                        None if ext is unset else ext,
+                        round(dur * 1000.0),
+                    )
+                )
+
+    def _op_rows_by_category(self, events: list[Any]) -> None:
+        """:meth:`_op_rows` for a batch the by-category path read (a trace with
+        shapes): each event's class says what the op rows read of it."""
+        ops = self.ops
+        launch_to_op, activities, steps = ops.launch_to_op, ops.activities, ops.steps
+        unset = UNSET
+        big = MAX_TRACE_US
+        op_row, step_cat, launch, device = (
+            categories.OP_ROW,
+            categories.STEP_CAT,
+            categories.LAUNCH,
+            categories.DEVICE,
+        )
+        for ev in events:
+            what = ev.op
+            if what in (op_row, step_cat):
+                ts, dur = ev.ts, ev.dur
+                if not (-big < ts < big and -big < dur < big):
+                    continue  # (a time out of the op rows' bounds)
+                name = ev.name
+                start = round(ts * 1000.0)
+                end = start + round(dur * 1000.0)
+                if name.startswith("ProfilerStep#"):
+                    steps.append((start, end))
+                if what == step_cat:
+                    continue
+                if not self._add_op(ev, name, start, end, ev.args):
+                    return
+            elif what == launch:
+                args = ev.args
+                ext = args.external_id
+                if ext is not unset:
+                    launch_to_op[args.correlation] = ext
+            elif what == device:
+                dur = ev.dur
+                if -big < dur < big:
+                    args = ev.args
                     corr, ext = args.correlation, args.external_id
                     activities.append(
-                        (None if corr is unset else corr, None if ext is unset else ext, dur)
+                        (
+                            None if corr is unset else corr,
+                            None if ext is unset else ext,
+                            round(dur * 1000.0),
+                        )
                     )

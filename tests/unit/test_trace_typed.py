@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gputui.trace import op_rows
 from gputui.trace.op_rows import ChromeTraceOps
 from gputui.tracefile import categories, json_stream, reader, typed
 from gputui.tracefile.reader import TraceError, TraceFile, read_trace
@@ -72,17 +73,27 @@ class _NoShapes(ChromeTraceOps):
         self.give_up()
 
 
-@pytest.fixture(autouse=True, params=["op-rows", "no-shapes"])
+@pytest.fixture(autouse=True, params=["op-rows", "no-shapes", "per-event"])
 def typed_from_the_first_byte(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> str:
     """The typed decoder on every batch, however small the trace; each test runs
-    twice: with the op rows probing for shapes (the per-event path), and with
-    them given up, as in a trace recorded without shapes (the by-category path
-    first, :mod:`gputui.tracefile.categories`)."""
+    three times: with the op rows probing for shapes (the by-category path with
+    the ops' shape arguments), with them given up, as in a trace recorded
+    without shapes (the by-category path without them,
+    :mod:`gputui.tracefile.categories`), and with the by-category path off (the
+    per-event path, which reads every batch the other one refuses)."""
     monkeypatch.setattr(reader, "TYPED_FROM_BYTES", 0)
     if request.param == "no-shapes":
         monkeypatch.setattr(reader, "ChromeTraceOps", _NoShapes)
+    if request.param == "per-event":
+        real = typed.TypedReader.__init__
+
+        def per_event(self: typed.TypedReader, *args: Any) -> None:
+            real(self, *args)
+            self.by_category = None
+
+        monkeypatch.setattr(typed.TypedReader, "__init__", per_event)
     return str(request.param)
 
 
@@ -117,7 +128,7 @@ class Batches:
 def test_both_readers_read_every_kept_trace_the_same(
     path: Path, monkeypatch: pytest.MonkeyPatch, typed_from_the_first_byte: str
 ) -> None:
-    if typed_from_the_first_byte == "no-shapes":
+    if typed_from_the_first_byte != "per-event":
         # batches of 16 kB: most of them without the metadata events (no
         # category) that send a batch to the per-event path
         monkeypatch.setattr(json_stream, "CHUNK", 1 << 14)
@@ -126,9 +137,9 @@ def test_both_readers_read_every_kept_trace_the_same(
     assert new == old
     assert new[0] != "error"
     # the typed path read them (a trace torch wrote has nothing it leaves), and
-    # without shapes the by-category path
+    # but with it turned off the by-category path
     assert batches.took >= 1 and batches.left == 0
-    if typed_from_the_first_byte == "no-shapes":
+    if typed_from_the_first_byte != "per-event":
         assert batches.by_category >= 1
 
 
@@ -188,6 +199,68 @@ def test_shape_arguments_are_decoded_only_for_the_ops_in_a_row(
     assert tf.op_rows, "a trace with shapes has op rows"
     ops_read = len(decoded) // 4
     assert 0 < ops_read < cpu_ops
+
+
+def test_ops_with_the_same_shape_arguments_are_decoded_and_estimated_once(
+    tmp_path: Path, typed_from_the_first_byte: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training trace repeats its shapes every step: the ops that share their
+    raw shape arguments share what is decoded and estimated of them, and the
+    rows and FLOPs are the dict path's."""
+    if typed_from_the_first_byte == "no-shapes":
+        pytest.skip("about the op rows of a trace with shapes")
+    n = 300
+    events: list[dict[str, Any]] = []
+    for i in range(n):
+        ts = 10.0 * i
+        for tid in (1, 2):  # two threads: one shape, two sets of ops
+            ext = 2 * i + tid
+            corr = 10_000 + ext
+            events.append({
+                "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": tid,
+                "ts": ts, "dur": 5.0,
+                "args": {"External id": ext, "Input Dims": [[64, 128], [128, 32]],
+                         "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                         "Concrete Inputs": ["", ""]},
+            })  # fmt: skip
+            events.append({
+                "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7,
+                "tid": tid, "ts": ts + 1, "dur": 1.0,
+                "args": {"External id": ext, "correlation": corr},
+            })  # fmt: skip
+            events.append({
+                "ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,
+                "ts": ts + 2, "dur": 3.0,
+                "args": {"External id": ext, "correlation": corr, "stream": 7, "device": 0},
+            })  # fmt: skip
+    path = tmp_path / "repeated.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    decoded: list[str] = []
+    real = typed.ShapeArgs.get
+
+    def get(self: typed.ShapeArgs, key: str, default: Any = None) -> Any:
+        decoded.append(key)
+        return real(self, key, default)
+
+    estimated: list[str] = []
+    estimate = op_rows.op_costs.estimate_flops
+
+    def counted(name: str, *rest: Any) -> Any:
+        estimated.append(name)
+        return estimate(name, *rest)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(typed.ShapeArgs, "get", get)
+        mp.setattr(op_rows.op_costs, "estimate_flops", counted)
+        new = reading(read_trace(path, typed=True))
+    assert new == reading(read_trace(path, typed=False))
+    (row,) = new[11]
+    assert row.calls == 2 * n and row.kernels == 2 * n
+    assert row.flops == pytest.approx(2 * n * 2 * 64 * 128 * 32)
+    # one shape: decoded once for the rows and once for the FLOP totals (its 4
+    # arguments each time), not once per op (2 * n of them)
+    assert len(decoded) == 2 * 4
+    assert len(estimated) <= 2  # the rows, and the FLOP totals
 
 
 # -- any events at all -------------------------------------------------------------------------
@@ -379,7 +452,7 @@ def test_the_by_category_path_reads_a_batch_as_the_dict_path(
     batches = Batches(monkeypatch)
     new, old = read_both({"traceEvents": evs})
     assert new == old and len(new[0]) == 2 and len(new[1]) == 2 and len(new[2]) == 5
-    assert batches.by_category == (typed_from_the_first_byte == "no-shapes")
+    assert batches.by_category == (typed_from_the_first_byte != "per-event")
 
 
 ODD_VALUES = [
