@@ -249,7 +249,9 @@ def _rows(
     parent: Sequence[int] | None = None,
 ) -> list[OpRow]:
     """Sum device time per owner op, then per (name, shapes, dtypes)."""
-    index = {op.link: i for i, op in enumerate(ops)}
+    # the op each GPU link names (the last op with it, as a dict of them all
+    # would keep), only for the links that have GPU time
+    index = {op.link: i for i, op in enumerate(ops) if op.link in device}
     parent = _parents(ops) if parent is None else parent
     owned: dict[int, list[int]] = {}  # op index -> [device ns, kernels]
     for link, (ns, count) in device.items():
