@@ -6,6 +6,7 @@
     .venv/bin/python bench/bench_analyze.py --sizes 820 --no-hta --before /tmp/base
     .venv/bin/python bench/bench_analyze.py --data --before /tmp/base   # and the code before
     .venv/bin/python bench/bench_analyze.py --ranks 2 --rank-mb 200 --jobs-list 1 2
+    .venv/bin/python bench/bench_analyze.py --file big.pt.trace.json --no-hta  # a real one
 
 Every tiled size also runs the typed-decode floor (``bench/floor.py``: the file
 read whole and decoded by msgspec into Structs of the fields gputui reads,
@@ -206,7 +207,9 @@ def tools(
     if before:
         # run in the earlier checkout: ``-m`` puts the working directory first on
         # the path, before PYTHONPATH and this checkout's editable install
-        env = {**os.environ, "PYTHONPATH": before, "BENCH_CWD": before}
+        # (and before anything else already on PYTHONPATH, as a --target install)
+        path_before = os.pathsep.join(p for p in (before, os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path_before, "BENCH_CWD": before}
         out.append(
             ("before", [sys.executable, "-m", "gputui", "analyze", str(path), "--json"], env)
         )
@@ -398,6 +401,9 @@ def main() -> int:
     ap.add_argument("--data", action="store_true", help="the traces in tests/data instead")
     ap.add_argument("--extra", nargs="*", default=[], help="with --data: more trace files")
     ap.add_argument("--source", default=str(SOURCE), help="the trace to tile")
+    ap.add_argument(
+        "--file", nargs="+", default=[], help="uncompressed traces to read as they are (no tiling)"
+    )
     ap.add_argument("--before", help="a checkout of an earlier commit, run too")
     ap.add_argument("--no-hta", action="store_true", help="leave HTA out")
     ap.add_argument("--ranks", type=int, default=0, help="rank files read in parallel")
@@ -461,12 +467,16 @@ def main() -> int:
             Path(args.out).write_text(json.dumps(results, indent=2))
         return 0
     try:
-        for size in args.sizes:
-            path = scratch / f"tiled-{size:g}MB.pt.trace.json"
-            if not path.exists():
-                info = tile(Path(args.source), path, size)
-            else:  # --dir with --keep: the trace written by an earlier run
+        for size in args.file or args.sizes:
+            if args.file:  # a real trace, as it is
+                path = Path(size)
                 info = {"copies": None, "steps": None, "bytes": path.stat().st_size}
+            else:
+                path = scratch / f"tiled-{size:g}MB.pt.trace.json"
+                if not path.exists():
+                    info = tile(Path(args.source), path, size)
+                else:  # --dir with --keep: the trace written by an earlier run
+                    info = {"copies": None, "steps": None, "bytes": path.stat().st_size}
             print(f"{path.name}: {info['bytes'] / 1e6:.0f} MB, {info['steps']} steps", flush=True)
             row: dict[str, Any] = {"size_mb": round(info["bytes"] / 1e6, 1), **info}
             row.update(
@@ -479,7 +489,7 @@ def main() -> int:
                     row["gputui_peak_rss_mib"] * 2**20 / info["bytes"], 2
                 )
             results["runs"].append(row)
-            if not args.keep:
+            if not args.keep and not args.file:
                 path.unlink()
     finally:
         if not args.keep and not args.dir:
