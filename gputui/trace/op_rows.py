@@ -430,6 +430,8 @@ class ChromeTraceOps:
             return i >= 0 and t < spans[i][1]
 
         ops = [op for op in self.ops if inside(op.start)]
+        if len(ops) == len(self.ops):  # every op in a step (the usual schedule)
+            return flop_totals(self.ops, self.parents(), _trace_details), len(spans)
         return flop_totals(ops, _parents(ops), _trace_details), len(spans)
 
     def rows(self, top: int | None = None) -> list[OpRow]:
