@@ -92,7 +92,10 @@ def check(path: Path) -> None:
     assert t is not None
     got = (t.idle_pct, t.compute_pct, t.non_compute_pct)
     want = ref["temporal"]
-    assert all(close(a, b) for a, b in zip(got, want, strict=True)), (got, want)
+    # where HTA's temporal breakdown asserts on a valid trace (a short memset
+    # its rounding gives a negative length), the rest is still compared
+    if want != "assertion":
+        assert all(close(a, b) for a, b in zip(got, want, strict=True)), (got, want)
     ib = m.idle_breakdown
     assert ib is not None
     got = (ib.host_wait_pct, ib.kernel_wait_pct, ib.other_pct)
