@@ -286,13 +286,15 @@ def case_compiled(out: Path) -> Path:
     return profiled(out, "compiled", step)
 
 
-def case_hf_gpt2(out: Path) -> Path:
+def gpt2_step(n_layer: int, vocab: int, batch: int, seq: int) -> Callable[[], None]:
+    """One training step of a Hugging Face GPT-2 built from its config (nothing
+    is downloaded): AdamW, bf16 autocast, the same batch of token ids."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(n_layer=6, n_embd=768, n_head=12, n_positions=1024, vocab_size=32000)
+    cfg = GPT2Config(n_layer=n_layer, n_embd=768, n_head=12, n_positions=1024, vocab_size=vocab)
     model = GPT2LMHeadModel(cfg).to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 32000, (8, 1024), device=DEV)
+    ids = torch.randint(0, vocab, (batch, seq), device=DEV)
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -301,7 +303,11 @@ def case_hf_gpt2(out: Path) -> Path:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return profiled(out, "hf_gpt2", step, warmup=2)
+    return step
+
+
+def case_hf_gpt2(out: Path) -> Path:
+    return profiled(out, "hf_gpt2", gpt2_step(6, 32000, 8, 1024), warmup=2)
 
 
 def lightning_job(persistent: bool = False) -> tuple[Any, Any]:

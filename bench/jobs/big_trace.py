@@ -26,20 +26,9 @@ def main() -> int:
     out = sys.argv[2]
     batch = int(sys.argv[3]) if len(sys.argv) > 3 else 8
     seq = int(sys.argv[4]) if len(sys.argv) > 4 else 256
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from analyzer_cases import gpt2_step  # (this script's folder is on the path)
 
-    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)
-    model = GPT2LMHeadModel(cfg).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = gpt2_step(12, 50257, batch, seq)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
