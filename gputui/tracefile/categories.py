@@ -116,8 +116,8 @@ def _no_other_args() -> _OtherArgs:
 #: what a category's events become
 GPU, CALL, RANGE, SKIP = range(4)
 #: what the op rows read of them (:class:`~gputui.trace.op_rows.ChromeTraceOps`):
-#: nothing, an op (whose name may be a step mark), a step mark's category, a
-#: launch call, GPU work
+#: nothing (0: false, as the op rows' loop tests it), an op (whose name may be
+#: a step mark), a step mark's category, a launch call, GPU work
 NO_OP, OP_ROW, STEP_CAT, LAUNCH, DEVICE = range(5)
 
 

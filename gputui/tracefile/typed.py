@@ -92,7 +92,7 @@ _DECODER = msgspec.json.Decoder(list[Event])
 class ShapeArgs:
     """An op's shape arguments as raw JSON, decoded when a row needs them (the
     ``args`` mapping :func:`gputui.trace.op_rows._trace_details` reads).  Ops
-    with the same raw arguments share one (:meth:`TypedReader._op_rows`): a
+    with the same raw arguments share one (:meth:`TypedReader._add_op`): a
     training trace repeats a few hundred shapes over every step, and the op
     rows decode and estimate each shared one once."""
 
@@ -333,15 +333,13 @@ class TypedReader:
         launch_to_op, activities, steps = ops.launch_to_op, ops.activities, ops.steps
         unset = UNSET
         big = MAX_TRACE_US
-        op_row, step_cat, launch, device = (
-            categories.OP_ROW,
-            categories.STEP_CAT,
-            categories.LAUNCH,
-            categories.DEVICE,
-        )
+        step_cat, launch, device = categories.STEP_CAT, categories.LAUNCH, categories.DEVICE
+        timed = frozenset({categories.OP_ROW, step_cat})  # (built once, not per event)
         for ev in events:
             what = ev.op
-            if what in (op_row, step_cat):
+            if not what:  # NO_OP: most events of a trace with stacks
+                continue
+            if what in timed:
                 ts, dur = ev.ts, ev.dur
                 if not (-big < ts < big and -big < dur < big):
                     continue  # (a time out of the op rows' bounds)
