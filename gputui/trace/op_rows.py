@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from gputui.protocol.op_rows import ESTIMATED, MAX_DIMS, PROFILER, FlopTotals, OpRow
@@ -40,69 +42,142 @@ _STEP_CATS = frozenset({"user_annotation", "cpu_op"})
 _STEP_MARK = re.compile(r"^(ProfilerStep#\d+|## )")
 
 
-class _Op:
-    __slots__ = ("details", "end", "link", "name", "source", "start", "tid")
+class OpTable:
+    """The ops of a capture, one column per field: a gigabyte trace holds about a
+    million of them, and a column of times costs 8 bytes an op where an object
+    with its own ints cost about 180.  A time that does not fit 64 bits (or is no
+    int) turns both time columns into lists, so any value a trace gives is kept."""
 
-    def __init__(self, tid: Any, start: int, end: int, name: str, link: Any, source: Any) -> None:
-        self.tid = tid
-        self.start = start
-        self.end = end
-        self.name = name
-        self.link = link
-        self.source = source  # the args dict (trace) or the event (kineto), read on demand
-        self.details: tuple[tuple[Shape | None, ...], tuple[str, ...], tuple[str, ...], Any] | None
-        self.details = None
+    __slots__ = ("end", "link", "name", "source", "start", "tid")
+
+    def __init__(self) -> None:
+        self.tid: list[Any] = []  #: the thread, as :func:`thread_key` gives it
+        self.start: Any = array("q")  #: ns
+        self.end: Any = array("q")  #: ns
+        self.name: list[str] = []
+        #: the id its GPU work names (External id in a trace, correlation live)
+        self.link: list[Any] = []
+        #: the args mapping (trace) or the event (kineto), read on demand; ops of
+        #: a typed trace with the same shape arguments share one
+        self.source: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def append(self, tid: Any, start: Any, end: Any, name: str, link: Any, source: Any) -> None:
+        try:
+            self.start.append(start)
+        except (OverflowError, TypeError):
+            self._widen()
+            self.start.append(start)
+        try:
+            self.end.append(end)
+        except (OverflowError, TypeError):
+            self._widen()
+            self.end.append(end)
+        self.tid.append(tid)
+        self.name.append(name)
+        self.link.append(link)
+        self.source.append(source)
+
+    def _widen(self) -> None:
+        if isinstance(self.start, array):
+            self.start, self.end = list(self.start), list(self.end)
+
+    def take(self, indexes: Iterable[int]) -> OpTable:
+        """The ops at ``indexes``, in that order."""
+        out = OpTable()
+        for i in indexes:
+            out.append(
+                self.tid[i], self.start[i], self.end[i], self.name[i], self.link[i], self.source[i]
+            )
+        return out
 
 
-def _parents(ops: Sequence[_Op]) -> list[int]:
-    """Index of each op's enclosing op on the same thread (-1: none).  Each
-    thread's ops in start order, the longer first where two start together
-    (two stable sorts on the ops' own times: no key tuple per op)."""
-    parent = [-1] * len(ops)
-    starts = [op.start for op in ops]
-    ends = [op.end for op in ops]
+#: the source of an op recorded without shapes (one for all: nothing to read)
+NO_ARGS: Mapping[str, Any] = MappingProxyType({})
+
+
+def _parents(ops: OpTable) -> Any:
+    """Index of each op's enclosing op on the same thread (-1: none), each
+    thread's ops taken in start order, the longer first where two start
+    together.  Profilers write each thread's ops in that order: one walk in the
+    table's order then needs no sort; an op out of order sends the walk over
+    each thread's ops sorted (:func:`_in_order`)."""
+    parent = _walk(ops, range(len(ops)))
+    return parent if parent is not None else _walk(ops, _in_order(ops))
+
+
+def _walk(ops: OpTable, order: Iterable[int]) -> Any:
+    """:func:`_parents` over the ops in ``order``; None where an op comes before
+    one it should follow on its thread."""
+    starts, ends, tids = ops.start, ops.end, ops.tid
+    parent = array("q", [-1]) * len(tids)
+    # per thread: its stack of open ops, and the start and end of its last op
+    threads: dict[Any, list[Any]] = {}
+    last_tid: Any = _NOT_YET
+    st: list[int] = []
+    prev: list[Any] = []
+    for i in order:
+        tid = tids[i]
+        start = starts[i]
+        end = ends[i]
+        if tid != last_tid:
+            got = threads.get(tid)
+            if got is None:
+                got = threads[tid] = [[], [start, end]]
+            st, prev = got
+            last_tid = tid
+        ps = prev[0]
+        if start < ps or (start == ps and end > prev[1]):
+            return None
+        prev[0] = start
+        prev[1] = end
+        while st and ends[st[-1]] <= start:
+            st.pop()
+        if st:
+            parent[i] = st[-1]
+        st.append(i)
+    return parent
+
+
+def _in_order(ops: OpTable) -> Iterator[int]:
+    """Each thread's ops in start order, the longer first where two start
+    together, else in the table's order (two stable sorts on the ops' own
+    times: no key tuple per op)."""
+    starts, ends = ops.start, ops.end
     by_thread: dict[Any, list[int]] = {}
-    for i, op in enumerate(ops):
-        got = by_thread.get(op.tid)
+    for i, tid in enumerate(ops.tid):
+        got = by_thread.get(tid)
         if got is None:
-            by_thread[op.tid] = [i]
+            by_thread[tid] = [i]
         else:
             got.append(i)
     for indexes in by_thread.values():
         indexes.sort(key=ends.__getitem__, reverse=True)  # stable: equal ends keep their order
         indexes.sort(key=starts.__getitem__)
-        stack: list[int] = []
-        for i in indexes:
-            start = starts[i]
-            while stack and ends[stack[-1]] <= start:
-                stack.pop()
-            if stack:
-                parent[i] = stack[-1]
-            stack.append(i)
-    return parent
+        yield from indexes
 
 
-def _owner(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> int:
+def _owner(i: int, names: Sequence[str], parent: Sequence[int]) -> int:
     owner = i
     j = i
     while j >= 0:
-        if ops[j].name in op_costs.FLOP_OPS:
+        if names[j] in op_costs.FLOP_OPS:
             owner = j
         j = parent[j]
     return owner
 
 
-def _details_of(op: _Op, details: Any, memo: dict[int, Any]) -> Any:
+def _details_of(source: Any, details: Any, memo: dict[int, Any]) -> Any:
     """An op's details, read from its source once per source: the ops of a
     typed trace with the same raw shape arguments share one source
-    (``gputui.tracefile.typed.ShapeArgs``); a dict or an event is one op's."""
-    got = op.details
+    (``gputui.tracefile.typed.ShapeArgs``), and the ops without shapes
+    :data:`NO_ARGS`; a dict or an event is one op's."""
+    key = id(source)  # every source lives as long as its op
+    got = memo.get(key)
     if got is None:
-        key = id(op.source)  # every source lives as long as its op
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = details(op.source)
-        op.details = got
+        got = memo[key] = details(source)
     return got
 
 
@@ -171,7 +246,7 @@ _BACKWARD_NODE = "autograd::engine::evaluate_function:"
 _NOT_YET = object()
 
 
-def _recomputed(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> bool:
+def _recomputed(i: int, names: Sequence[str], parent: Sequence[int]) -> bool:
     """Op ``i`` runs a forward op again inside autograd's backward (activation
     checkpointing): it, or an op above it, is a forward-only op
     (``op_costs.FORWARD_OPS``) below a backward node.  Gradient formulas call the
@@ -179,7 +254,7 @@ def _recomputed(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> bool:
     forward = False
     j = i
     while j >= 0:
-        name = ops[j].name
+        name = names[j]
         if name.startswith(_BACKWARD_NODE):
             return forward
         if name in op_costs.FORWARD_OPS:
@@ -188,7 +263,7 @@ def _recomputed(i: int, ops: Sequence[_Op], parent: Sequence[int]) -> bool:
     return False
 
 
-def flop_totals(ops: Sequence[_Op], parent: Sequence[int], details: Any) -> FlopTotals:
+def flop_totals(ops: OpTable, parent: Sequence[int], details: Any) -> FlopTotals:
     """Model and hardware FLOPs of every outermost matrix product, convolution
     and attention op (see :class:`FlopTotals`)."""
     model = hardware = recomputed = 0.0
@@ -196,19 +271,22 @@ def flop_totals(ops: Sequence[_Op], parent: Sequence[int], details: Any) -> Flop
     counted = unknown = 0
     memo: dict[int, Any] = {}
     costs: dict[tuple[str, int], Any] = {}  # (name, source) -> model_flops
-    for i, op in enumerate(ops):
-        if op.name not in op_costs.MODEL_FLOP_OPS or _owner(i, ops, parent) != i:
+    names, sources = ops.name, ops.source
+    flop_ops = op_costs.MODEL_FLOP_OPS
+    for i, name in enumerate(names):
+        if name not in flop_ops or _owner(i, names, parent) != i:
             continue
-        dims, types, concrete, _recorded = _details_of(op, details, memo)
-        key = (op.name, id(op.source))
+        source = sources[i]
+        dims, types, concrete, _recorded = _details_of(source, details, memo)
+        key = (name, id(source))
         both = costs.get(key, _NOT_YET)
         if both is _NOT_YET:
-            both = costs[key] = op_costs.model_flops(op.name, dims, types, concrete)
+            both = costs[key] = op_costs.model_flops(name, dims, types, concrete)
         if both is None:
             unknown += 1
             continue
         counted += 1
-        if _recomputed(i, ops, parent):
+        if _recomputed(i, names, parent):
             hardware += both[1]
             recomputed += both[1]
             continue
@@ -226,7 +304,7 @@ def flop_totals(ops: Sequence[_Op], parent: Sequence[int], details: Any) -> Flop
     )
 
 
-def _estimates(op: _Op, details: Any) -> tuple[Any, float | None, str | None, Any, Any]:
+def _estimates(name: str, details: Any) -> tuple[Any, float | None, str | None, Any, Any]:
     """An op's row key (name, shapes, dtypes), FLOPs and their source, bytes
     moved and their rule."""
     dims, types, concrete, recorded = details
@@ -235,14 +313,14 @@ def _estimates(op: _Op, details: Any) -> tuple[Any, float | None, str | None, An
     if recorded is not None:
         flops, source = float(recorded), PROFILER
     else:
-        flops = op_costs.estimate_flops(op.name, dims, types, concrete)
+        flops = op_costs.estimate_flops(name, dims, types, concrete)
         source = ESTIMATED if flops is not None else None
-    moved, rule = op_costs.estimate_bytes(op.name, dims, types, concrete)
-    return (op.name, dims, types), flops, source, moved, rule
+    moved, rule = op_costs.estimate_bytes(name, dims, types, concrete)
+    return (name, dims, types), flops, source, moved, rule
 
 
 def _rows(
-    ops: list[_Op],
+    ops: OpTable,
     device: Mapping[Any, list[int]],
     details: Any,
     top: int | None,
@@ -251,30 +329,31 @@ def _rows(
     """Sum device time per owner op, then per (name, shapes, dtypes)."""
     # the op each GPU link names (the last op with it, as a dict of them all
     # would keep), only for the links that have GPU time
-    index = {op.link: i for i, op in enumerate(ops) if op.link in device}
+    index = {link: i for i, link in enumerate(ops.link) if link in device}
     parent = _parents(ops) if parent is None else parent
+    names, sources = ops.name, ops.source
     owned: dict[int, list[int]] = {}  # op index -> [device ns, kernels]
     for link, (ns, count) in device.items():
         i = index.get(link)
         if i is None:
             continue
-        slot = owned.setdefault(_owner(i, ops, parent), [0, 0])
+        slot = owned.setdefault(_owner(i, names, parent), [0, 0])
         slot[0] += ns
         slot[1] += count
     if not device:
         # A CPU-only capture: the ops with a FLOP formula are rows, without GPU time.
-        for i, op in enumerate(ops):
-            if op.name in op_costs.FLOP_OPS and _owner(i, ops, parent) == i:
+        for i, name in enumerate(names):
+            if name in op_costs.FLOP_OPS and _owner(i, names, parent) == i:
                 owned.setdefault(i, [0, 0])
     groups: dict[tuple[Any, ...], list[Any]] = {}
     memo: dict[int, Any] = {}
     costs: dict[tuple[str, int], Any] = {}  # (name, source) -> the row's estimates
     for i, (ns, count) in owned.items():
-        op = ops[i]
-        cost_key = (op.name, id(op.source))
+        name, source = names[i], sources[i]
+        cost_key = (name, id(source))
         got = costs.get(cost_key)
         if got is None:
-            got = costs[cost_key] = _estimates(op, _details_of(op, details, memo))
+            got = costs[cost_key] = _estimates(name, _details_of(source, details, memo))
         key, flops, source, moved, rule = got
         g = groups.get(key)
         if g is None:
@@ -345,7 +424,7 @@ class ChromeTraceOps:
     the whole list).  An op's arguments are kept only when they carry shapes."""
 
     def __init__(self) -> None:
-        self.ops: list[_Op] = []
+        self.ops = OpTable()
         self.launch_to_op: dict[Any, Any] = {}  # correlation -> External id of the op
         self.activities: list[tuple[Any, Any, int]] = []  # (correlation, External id, ns)
         self.has_shapes = False
@@ -383,7 +462,7 @@ class ChromeTraceOps:
                     return
                 tid = thread_key(ev.get("pid"), ev.get("tid"))
                 name = str(ev.get("name", ""))
-                ops.append(_Op(tid, start, start + dur, name, ext, args if shaped else {}))
+                ops.append(tid, start, start + dur, name, ext, args if shaped else NO_ARGS)
             elif cat in _LAUNCH_CATS:
                 if "correlation" in args and "External id" in args:
                     corr = _key(args["correlation"])
@@ -396,7 +475,7 @@ class ChromeTraceOps:
                         (_key(args.get("correlation")), _key(args.get("External id")), dur)
                     )
 
-    def parents(self) -> list[int]:
+    def parents(self) -> Sequence[int]:
         """:func:`_parents` of every op (the rows and the totals share it)."""
         if self._parent is None or len(self._parent) != len(self.ops):
             self._parent = _parents(self.ops)
@@ -405,7 +484,7 @@ class ChromeTraceOps:
     def give_up(self) -> None:
         """Stop collecting: a trace recorded without shapes has no op rows."""
         self.given_up = True
-        self.ops, self.launch_to_op, self.activities = [], {}, []
+        self.ops, self.launch_to_op, self.activities = OpTable(), {}, []
 
     def totals(self) -> FlopTotals | None:
         """The trace's model and hardware FLOPs; None without shapes."""
@@ -429,9 +508,10 @@ class ChromeTraceOps:
             i = bisect.bisect_right(starts, t) - 1
             return i >= 0 and t < spans[i][1]
 
-        ops = [op for op in self.ops if inside(op.start)]
-        if len(ops) == len(self.ops):  # every op in a step (the usual schedule)
+        kept = [i for i, start in enumerate(self.ops.start) if inside(start)]
+        if len(kept) == len(self.ops):  # every op in a step (the usual schedule)
             return flop_totals(self.ops, self.parents(), _trace_details), len(spans)
+        ops = self.ops.take(kept)
         return flop_totals(ops, _parents(ops), _trace_details), len(spans)
 
     def rows(self, top: int | None = None) -> list[OpRow]:
@@ -484,7 +564,7 @@ def ops_from_kineto(
     events: Iterable[Any], top: int | None = None
 ) -> tuple[list[OpRow], FlopTotals]:
     """The op rows of a capture's raw events, and its FLOP totals over every op."""
-    ops: list[_Op] = []
+    ops = OpTable()
     device: dict[Any, list[int]] = {}
     for ev in events:
         # The activity type alone sorts events: ops are "cpu_op"; runtime calls
@@ -499,7 +579,7 @@ def ops_from_kineto(
                 if ev.is_async():
                     continue
                 start = ev.start_ns()
-                op = _Op(
+                ops.append(
                     ev.start_thread_id(),
                     start,
                     start + ev.duration_ns(),
@@ -507,7 +587,6 @@ def ops_from_kineto(
                     ev.correlation_id(),
                     ev,
                 )
-                ops.append(op)
             elif activity in GPU_ACTIVITIES:
                 link = ev.linked_correlation_id()
                 if not link:

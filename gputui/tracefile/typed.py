@@ -29,9 +29,9 @@ from gputui.trace.op_rows import (
     _STEP_CATS,
     GPU_ACTIVITIES,
     MAX_TRACE_US,
+    NO_ARGS,
     SHAPES_PROBE_OPS,
     ChromeTraceOps,
-    _Op,
     thread_key,
 )
 from gputui.trace.timeline import (
@@ -265,7 +265,7 @@ class TypedReader:
             ops.give_up()
             return False
         else:
-            source = {}
+            source = NO_ARGS
         pair = (ev.pid, ev.tid)
         threads = self.threads
         try:
@@ -276,7 +276,7 @@ class TypedReader:
             thread = thread_key(*pair)
         if name:
             name = self.builder.names.setdefault(name, name)  # one string per name
-        ops.ops.append(_Op(thread, start, end, name, args.external_id, source))
+        ops.ops.append(thread, start, end, name, args.external_id, source)
         return True
 
     def _op_rows(self, events: list[Event]) -> None:

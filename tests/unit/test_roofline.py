@@ -15,6 +15,7 @@ import json
 import warnings
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -31,12 +32,15 @@ from gputui.analysis.roofline import (
     shapes_text,
 )
 from gputui.ceilings.datasheet import H100_SXM
-from gputui.trace import op_costs
+from gputui.trace import op_costs, op_rows
 from gputui.trace.op_rows import (
     ESTIMATED,
+    NO_ARGS,
     PROFILER,
-    _Op,
+    OpTable,
+    _in_order,
     _parents,
+    _walk,
     rows_from_chrome_trace,
     rows_from_kineto,
 )
@@ -477,26 +481,33 @@ def test_a_trace_at_unix_time_gives_its_rows_and_step_flops() -> None:
     assert flops is not None and flops == near_flops and flops[1] == 1
 
 
-def _parents_by_definition(ops: list[_Op]) -> list[int]:
+def _parents_by_definition(spans: list[tuple[int, int, int]]) -> list[int]:
     """Each op's enclosing op: of the ops on its thread that hold it (start at or
     before it and end at or after its end, the longer first where they start
     together, then the earlier in the list), the innermost, in the order a
-    nested walk visits them."""
-    order = sorted(range(len(ops)), key=lambda i: (ops[i].tid, ops[i].start, -ops[i].end, i))
+    nested walk visits them.  ``spans``: (thread, start, end) of each op."""
+    order = sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1], -spans[i][2], i))
     rank = {i: k for k, i in enumerate(order)}
     out = []
-    for i, op in enumerate(ops):
+    for i, (tid, start, _end) in enumerate(spans):
         holders = [
             j
-            for j, other in enumerate(ops)
+            for j, (other_tid, other_start, other_end) in enumerate(spans)
             if j != i
-            and other.tid == op.tid
+            and other_tid == tid
             and rank[j] < rank[i]
-            and other.start <= op.start
-            and other.end > op.start
+            and other_start <= start
+            and other_end > start
         ]
         out.append(max(holders, key=rank.__getitem__) if holders else -1)
     return out
+
+
+def _table(spans: list[tuple[int, int, int]]) -> OpTable:
+    ops = OpTable()
+    for k, (tid, start, end) in enumerate(spans):
+        ops.append(tid, start, end, "op", k, NO_ARGS)
+    return ops
 
 
 @settings(max_examples=300, deadline=None)
@@ -509,7 +520,13 @@ def _parents_by_definition(ops: list[_Op]) -> list[int]:
 def test_each_op_is_owned_by_the_innermost_op_that_holds_it(
     spans: list[tuple[int, int, int]],
 ) -> None:
-    ops = [
-        _Op(tid, start, start + length, "op", k, {}) for k, (tid, start, length) in enumerate(spans)
-    ]
-    assert _parents(ops) == _parents_by_definition(ops)
+    ops = [(tid, start, start + length) for tid, start, length in spans]
+    expected = _parents_by_definition(ops)
+    assert list(_parents(_table(ops))) == expected
+    table = _table(ops)
+    assert list(_walk(table, _in_order(table))) == expected  # the walk after a sort
+    # in the order profilers write them (each thread's ops by start, the longer
+    # first): the walk that needs no sort
+    written = sorted(ops, key=lambda op: (op[1], -op[2]))
+    with mock.patch.object(op_rows, "_in_order", side_effect=AssertionError("sorted")):
+        assert list(_parents(_table(written))) == _parents_by_definition(written)
