@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate, islice, pairwise
@@ -74,6 +74,8 @@ from gputui.trace.timeline import (
 _START = itemgetter(0)
 _END = itemgetter(1)
 _NAME = itemgetter(2)
+#: no thread yet (a record's thread may be any value)
+_NO_THREAD = object()
 _CORR = itemgetter(4)
 
 # -- names --------------------------------------------------------------------------------
@@ -1108,7 +1110,7 @@ def _nest(scan: Scan) -> list[_Tally]:
     shadowed = by_kind.get(GPU_ANNOTATION, set()) & ops
     tallies = None if ops & others else _nest_fast(ranges, runtime, bounds)
     if tallies is None:
-        return _nest_exact(ranges, runtime, bounds)
+        return _nest_stream(ranges, runtime, bounds)
     for part, t in enumerate(tallies):
         for name in others:
             t.total.pop(name, None)
@@ -1127,6 +1129,25 @@ def _nest(scan: Scan) -> list[_Tally]:
     return tallies
 
 
+def _host_in_start_order(ranges: list[Any], runtime: list[Any]) -> Iterator[Any]:
+    """The host's ranges (but the GPU's annotations) and runtime calls, both in
+    start order, merged: the ranges first where they start together."""
+    gpu_annotation = GPU_ANNOTATION
+    m = len(runtime)
+    j = 0
+    inf = float("inf")
+    rt_next = runtime[0][0] if m else inf
+    for r in ranges:
+        start = r[0]
+        while rt_next < start:
+            yield runtime[j]
+            j += 1
+            rt_next = runtime[j][0] if j < m else inf
+        if r[4] != gpu_annotation:
+            yield r
+    yield from islice(runtime, j, None)
+
+
 def _nest_fast(
     ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]
 ) -> list[_Tally] | None:
@@ -1134,11 +1155,11 @@ def _nest_fast(
     start order (ranges first where they start together).  None where records
     on one thread overlap without nesting, or two that start together come the
     shorter first: each call's own clamping and the longer-first order
-    (:func:`_nest_exact`) are needed then."""
+    (:func:`_nest_stream`) are needed then."""
     totals: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
     childs: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
     stacks: dict[int, list[Any]] = {}
-    last_tid: Any = None
+    last_tid: Any = _NO_THREAD
     st: list[Any] = []
     pop, push = st.pop, st.append
     w0, w1 = bounds
@@ -1146,23 +1167,8 @@ def _nest_fast(
     total, children = totals[0], childs[0]
     next_bound = w0
     lo = float("-inf")
-    gpu_annotation = GPU_ANNOTATION
-    m = len(runtime)
-    j = 0
     inf = float("inf")
-    rt_next = runtime[0][0] if m else inf
-    it = iter(ranges)
-    r: Any = next(it, None)
-    while r is not None or j < m:
-        if r is not None and r[0] <= rt_next:
-            rec = r
-            r = next(it, None)
-            if rec[4] == gpu_annotation:
-                continue
-        else:
-            rec = runtime[j]
-            j += 1
-            rt_next = runtime[j][0] if j < m else inf
+    for rec in _host_in_start_order(ranges, runtime):
         s = rec[0]
         if s >= next_bound:  # the next part of the trace
             while s >= next_bound:
@@ -1199,47 +1205,96 @@ def _nest_fast(
     return [_Tally(dict(t), dict(c)) for t, c in zip(totals, childs, strict=True)]
 
 
-def _nest_exact(ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]) -> list[_Tally]:
+def _nest_stream(
+    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]
+) -> list[_Tally]:
     """:func:`gputui.trace.timeline.self_times`, with each op counted in the part
-    of the trace it starts in: records sorted per thread by start, the longer
-    first; an op's self time is its time less its direct children's, at least 0."""
+    of the trace it starts in: each thread's records in start order, the longer
+    first; an op's self time is its time less its direct children's, at least 0.
+    For the traces :func:`_nest_fast` leaves: a trace recorded with Python stacks
+    opens each ``record_function`` inside one Python frame and closes it inside
+    another, and an op often starts in the microsecond its frame does.
+
+    One walk in start order, as :func:`_nest_fast`, that keeps each thread's open
+    records and their children's time, not a sorted copy of the trace: a record
+    that starts together with the shorter ones open above it goes under them."""
     w0, w1 = bounds
-    host = [r for r in ranges if r[4] != GPU_ANNOTATION]
-    host.extend(runtime)
-    host.sort(key=_START)
-    by_thread: dict[int, list[tuple[int, int, str, bool, int]]] = {}
-    first: dict[str, int] = {}
-    for i, r in enumerate(host):
-        first.setdefault(r[2], i)
-        is_op = len(r) == 7 or r[4] == OP  # a runtime call, or an op
-        part = 0 if r[0] < w0 else 1 if r[0] < w1 else 2
-        by_thread.setdefault(r[3], []).append((r[0], r[1], r[2], is_op, part))
+    # per part, per name in the order it first appears there (as _nest_fast's):
+    # [calls, time, the children's time] of the ops and runtime calls
     rows: list[dict[str, list[int]]] = [{}, {}, {}]
-    for items in by_thread.values():
-        items.sort(key=lambda it: (it[0], -it[1]))
-        child = [0] * len(items)
-        stack: list[int] = []
-        for idx, (start, end, _name, _op, _part) in enumerate(items):
-            while stack and items[stack[-1]][1] <= start:
-                stack.pop()
-            if stack:
-                child[stack[-1]] += end - start
-            stack.append(idx)
-        for idx, (start, end, name, is_op, part) in enumerate(items):
-            if not is_op:
-                continue
-            dur = end - start
-            row = rows[part].get(name)
-            if row is None:
-                row = rows[part][name] = [0, 0, 0]
+    got_rows = rows[0]
+    part = 0
+    next_bound = w0
+    # per thread, its open records, the time of their children and their rows
+    stacks: dict[Any, tuple[list[Any], list[int], list[Any]]] = {}
+    op = OP
+    last_tid: Any = _NO_THREAD
+    st: list[Any] = []
+    kids: list[int] = []
+    open_rows: list[Any] = []
+    inf = float("inf")
+    for rec in _host_in_start_order(ranges, runtime):
+        s, e = rec[0], rec[1]
+        if s >= next_bound:  # the next part of the trace
+            while s >= next_bound:
+                part += 1
+                next_bound = w1 if part == 1 else inf
+            got_rows = rows[part]
+        name = rec[2]
+        row = got_rows.get(name)
+        if row is None:
+            row = got_rows[name] = [0, 0, 0]
+        if len(rec) == 7 or rec[4] == op:  # a runtime call, or an op
             row[0] += 1
-            row[1] += dur
-            row[2] += dur - max(0, dur - child[idx])
+            row[1] += e - s
+        else:  # nests, but is no row
+            row = None
+        tid = rec[3]
+        if tid != last_tid:
+            got = stacks.get(tid)
+            if got is None:
+                got = stacks[tid] = ([], [], [])
+            st, kids, open_rows = got
+            last_tid = tid
+        while st and st[-1][1] <= s:  # (_close, inlined)
+            done, child, done_row = st.pop(), kids.pop(), open_rows.pop()
+            if child and done_row is not None:
+                d = done[1] - done[0]
+                done_row[2] += child if child < d else d
+        if st:
+            top = st[-1]
+            if top[0] == s and top[1] < e:
+                # it starts with the shorter records open above: it goes under them
+                k = len(st) - 1
+                while k > 0 and st[k - 1][0] == s and st[k - 1][1] < e:
+                    k -= 1
+                under = st[k][1] - s  # its one child, the longest of them
+                if k > 0:
+                    kids[k - 1] += (e - s) - under
+                st.insert(k, rec)
+                kids.insert(k, under)
+                open_rows.insert(k, row)
+                continue
+            kids[-1] += e - s
+        st.append(rec)
+        kids.append(0)
+        open_rows.append(row)
+    for st, kids, open_rows in stacks.values():
+        while st:
+            _close(st.pop(), kids.pop(), open_rows.pop())
     tallies = [_Tally(), _Tally(), _Tally()]
-    for part, t in enumerate(tallies):
-        for name in sorted(rows[part], key=first.__getitem__):
-            calls, total, taken = rows[part][name]
-            t.total[name] = total
-            t.children[name] = taken
-            t.calls[name] = calls
+    for t, got_rows in zip(tallies, rows, strict=True):
+        for name, (calls, total, taken) in got_rows.items():
+            if calls:
+                t.total[name] = total
+                t.children[name] = taken
+                t.calls[name] = calls
     return tallies
+
+
+def _close(rec: Any, child: int, row: list[int] | None) -> None:
+    """A record of :func:`_nest_stream` that ends: its children's time, at most
+    its own, is taken from its row's self time."""
+    if child and row is not None:
+        dur = rec[1] - rec[0]
+        row[2] += child if child < dur else dur

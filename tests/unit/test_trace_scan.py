@@ -9,11 +9,13 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gputui.trace.scan as scan_module
 from gputui.trace import timeline as tl
 from gputui.trace.scan import Scan, after_sync, merge_sorted, sweep
 from gputui.trace.timeline import GpuActivity, HostRange, RuntimeCall, Timeline, merge
@@ -185,6 +187,30 @@ def test_generated_timelines_give_what_each_definition_gives(
     assert_same(timeline, include_last_step)
 
 
+@settings(max_examples=400)
+@given(timelines(), st.booleans())
+def test_the_walk_that_takes_ties_and_overlaps_gives_what_each_definition_gives(
+    timeline: Timeline, include_last_step: bool
+) -> None:
+    """The self times of a trace recorded with Python stacks (records that start
+    together the shorter first, records that overlap without nesting) come from
+    a second walk: here it serves every timeline, not only those the first walk
+    leaves."""
+    with mock.patch.object(scan_module, "_nest_fast", return_value=None):
+        assert_same(timeline, include_last_step)
+
+
+@pytest.mark.parametrize("path", TRACES + THIRD_PARTY, ids=lambda p: p.name.split(".")[0])
+def test_every_kept_trace_gives_the_same_self_times_by_either_walk(path: Path) -> None:
+    timeline = read_trace(path).timeline
+    fast = {part: op_rows(Scan(timeline), part) for part in (0, 1, 2)}
+    with mock.patch.object(scan_module, "_nest_fast", return_value=None):
+        again = Scan(timeline)
+        assert {part: op_rows(again, part) for part in (0, 1, 2)} == fast
+        for part in (0, 1, 2):  # names in the order they first appear, as the tables list them
+            assert list(op_rows(again, part)) == list(fast[part])
+
+
 @settings(max_examples=300)
 @given(timelines())
 def test_a_scan_reads_its_timeline_again_the_same(timeline: Timeline) -> None:
@@ -216,8 +242,6 @@ intervals = st.builds(lambda s, n: (s, s + n), st.integers(-5, 80), st.integers(
 def test_the_sweep_measures_each_combination_of_layers(
     layers: list[list[tuple[int, int]]], lo: int, span: int, chunk: int
 ) -> None:
-    import gputui.trace.scan as scan_module
-
     layers = [sorted(layer) for layer in layers]
     hi = lo + span
     saved = scan_module.CHUNK_RECORDS
