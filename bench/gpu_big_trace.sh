@@ -9,7 +9,8 @@
 #     bash bench/gpu_big_trace.sh OUTDIR [BEFORE]
 #
 # Run from the repository root with python3, torch, transformers and gputui's
-# dependencies on the path (PY to choose the interpreter).
+# dependencies on the path (PY to choose the interpreter; KEEP_BIG=1 keeps the
+# big trace at BIG).
 set -eu
 OUTDIR=${1:?OUTDIR}
 BEFORE=${2:-}
@@ -30,4 +31,4 @@ args=(--file "$BIG" --no-hta --rounds 2 --out "$OUTDIR/bench_big.json")
 [ -n "$BEFORE" ] && args+=(--before "$BEFORE")
 "$PY" bench/bench_analyze.py "${args[@]}"
 "$PY" -m gputui analyze "$BIG" > "$OUTDIR/big_report.txt" 2>&1 || true
-rm -f "$BIG"
+[ -n "${KEEP_BIG:-}" ] || rm -f "$BIG"
