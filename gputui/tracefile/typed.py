@@ -100,16 +100,20 @@ class ShapeArgs:
 
     _KEYS = ("Input Dims", "Input type", "Concrete Inputs", "flops")
 
-    def __init__(self, raw: tuple[bytes, bytes, bytes, bytes]) -> None:
+    def __init__(self, raw: bytes) -> None:
+        #: the four arguments' JSON (each empty where absent), joined by a NUL
+        #: byte, which JSON text never holds: the one key the ops share it by
         self.raw = raw
 
     def get(self, key: str, default: Any = None) -> Any:
         try:
-            raw = self.raw[self._KEYS.index(key)]
+            raw = self.raw.split(b"\0")[self._KEYS.index(key)]
         except ValueError:
             return default
         return json.loads(raw) if raw else default
 
+
+_JOIN = b"\0".join  # ShapeArgs' key: one bytes object, not four and a tuple
 
 #: batches the by-category decoder may refuse before the reader stops trying it
 #: (a trace with other categories, or odd values, is read event by event)
@@ -131,7 +135,7 @@ class TypedReader:
         self.by_category: ByCategory | None = ByCategory(builder)
         self.misses = 0
         #: the raw shape arguments seen, each once; the thread keys of the ops
-        self.shapes: dict[tuple[bytes, bytes, bytes, bytes], ShapeArgs] = {}
+        self.shapes: dict[bytes, ShapeArgs] = {}
         self.threads: dict[Any, Any] = {}
 
     def batch(self, text: str) -> bool:
@@ -252,12 +256,7 @@ class TypedReader:
         source: Any
         if len(args.input_dims) > 0:
             ops.has_shapes = True
-            key = (
-                bytes(args.input_dims),
-                bytes(args.input_type),
-                bytes(args.concrete_inputs),
-                bytes(args.flops),
-            )
+            key = _JOIN((args.input_dims, args.input_type, args.concrete_inputs, args.flops))
             source = self.shapes.get(key)
             if source is None:
                 source = self.shapes[key] = ShapeArgs(key)
