@@ -508,10 +508,10 @@ class ChromeTraceOps:
             i = bisect.bisect_right(starts, t) - 1
             return i >= 0 and t < spans[i][1]
 
-        kept = [i for i, start in enumerate(self.ops.start) if inside(start)]
-        if len(kept) == len(self.ops):  # every op in a step (the usual schedule)
+        starts_ns = self.ops.start
+        if all(map(inside, starts_ns)):  # every op in a step (the usual schedule)
             return flop_totals(self.ops, self.parents(), _trace_details), len(spans)
-        ops = self.ops.take(kept)
+        ops = self.ops.take(i for i, start in enumerate(starts_ns) if inside(start))
         return flop_totals(ops, _parents(ops), _trace_details), len(spans)
 
     def rows(self, top: int | None = None) -> list[OpRow]:
