@@ -80,6 +80,9 @@ async def test_live_steps_and_phases(job: hookutil.Job, tmp_path: Path) -> None:
         await until(pilot, lambda: screen.view is not None and screen.view.stats.count >= 20)
         # panels redraw on the 4 Hz timer: wait for the one after the view above
         await until(pilot, lambda: "does not use CUDA" in screen.query_one(MemoryPanel).plain)
+        # The hook sends its status before the end of the backlog: a redraw can fall
+        # between the two, so wait for the header that has seen both.
+        await until(pilot, lambda: "connected" in screen.query_one(AttachHeader).plain)
         view = screen.view
         assert view is not None
         header = screen.query_one(AttachHeader).plain
