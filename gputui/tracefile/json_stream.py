@@ -10,7 +10,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from gputui import fmt
@@ -34,13 +34,29 @@ BATCH_ATTEMPTS = 8
 
 
 #: the longest single JSON value (an event, a metadata block) we wait for
-MAX_VALUE_CHARS = 64 << 20
+MAX_VALUE_BYTES = 64 << 20
 
 
-_SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+#: the first read of a file (doubled while reads fill it, up to CHUNK)
+FIRST_READ = 64 << 10
 
 
-_WS = re.compile(r"[ \t\n\r]*")
+#: the first window of text a value is decoded from (widened 4x while too short)
+FIRST_WINDOW = 4096
+
+
+_SEP = re.compile(rb"[ \t\n\r]*([,\]])[ \t\n\r]*")
+
+
+_WS = re.compile(rb"[ \t\n\r]*")
+
+
+_BOM = b"\xef\xbb\xbf"
+_OPEN_BRACE, _OPEN_BRACKET, _CLOSE_BRACKET = b"{[]"
+
+
+#: UTF-8 to text, leaving a character cut by the window's end for the next try
+_UTF8 = codecs.utf_8_decode
 
 
 _DECODER = json.JSONDecoder()
@@ -54,45 +70,76 @@ class TraceError(GputuiError):
     """A trace file that cannot be read: one line, exit status 2."""
 
 
-def text_chunks(raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) -> Iterator[str]:
-    """Decoded text of a plain or gzip-compressed file, chunk by chunk, counting
-    (and bounding) the JSON bytes in ``counter[0]`` (and, when it has a second
-    slot, the bytes of the file read so far in ``counter[1]``)."""
-    head = raw.read(2)
-    raw.seek(0)
-    compressed = head == b"\x1f\x8b"
-    stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    total = 0
-    while True:
+class ByteSource:
+    """The JSON bytes of a plain or gzip-compressed file, a chunk at a time,
+    counting (and bounding) the JSON bytes in ``counter[0]`` (and, when it has a
+    second slot, the bytes of the file read so far in ``counter[1]``).
+
+    The bytes are checked to be UTF-8 but not decoded: a chunk of ASCII, which
+    is what a trace is nearly all made of, is checked by one C call; any other
+    goes through an incremental UTF-8 decoder whose text is dropped."""
+
+    def __init__(self, raw: BinaryIO, file_bytes: int, where: str, counter: list[int]) -> None:
+        head = raw.read(2)
+        raw.seek(0)
+        self.raw = raw
+        self.compressed = head == b"\x1f\x8b"
+        self.stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+        self.file_bytes = file_bytes
+        self.where = where
+        self.counter = counter
+        self.total = 0
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self.pending = False  # the checker holds the first bytes of a character
+        #: the buffer each chunk is read into: from :data:`FIRST_READ` bytes (a
+        #: small trace takes no more), doubled while reads fill it, up to CHUNK
+        self.scratch = bytearray(min(CHUNK, FIRST_READ))
+        self.view = memoryview(self.scratch)
+
+    def read_into(self, target: bytearray, at: int) -> int:
+        """Write the next chunk into ``target`` at ``at`` and say how many bytes
+        it holds, 0 at the end.  The chunk is read into a buffer of this
+        source's, reused: a new megabyte of memory per chunk costs more than
+        the copy (the page faults of fresh memory)."""
+        where = self.where
+        scratch = self.scratch
         try:
-            data = stream.read(CHUNK)
+            k = self.stream.readinto(scratch)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             if isinstance(exc, EOFError):
                 raise TraceError(f"{where}: truncated (the compressed stream ends early)") from None
             raise TraceError(f"{where}: not a readable gzip file ({exc})") from None
-        if not data:
-            break
-        total += len(data)
+        if not k:
+            if self.pending:
+                raise TraceError(f"{where}: truncated inside a UTF-8 character")
+            return 0
+        self.total = total = self.total + k
+        counter = self.counter
         counter[0] = total
         if len(counter) > 1:
-            counter[1] = raw.tell()
+            counter[1] = self.raw.tell()
         if total > MAX_JSON_BYTES:
             raise TraceError(
                 f"{where}: more than {fmt.size(MAX_JSON_BYTES)} of JSON; refusing to read it"
             )
-        if compressed and total > RATIO_FLOOR and total > MAX_RATIO * max(file_bytes, 1):
+        if self.compressed and total > RATIO_FLOOR and total > MAX_RATIO * max(self.file_bytes, 1):
             raise TraceError(
                 f"{where}: decompresses to more than {MAX_RATIO}x its size; refusing to read it"
             )
-        try:
-            yield decoder.decode(data)
-        except UnicodeDecodeError:
-            raise TraceError(f"{where}: not UTF-8 text; not a JSON trace") from None
-    try:
-        yield decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        raise TraceError(f"{where}: truncated inside a UTF-8 character") from None
+        data = self.view[:k]
+        if self.pending or not (scratch if k == len(scratch) else scratch[:k]).isascii():
+            try:
+                self.utf8.decode(data)
+            except UnicodeDecodeError:
+                raise TraceError(f"{where}: not UTF-8 text; not a JSON trace") from None
+            self.pending = bool(self.utf8.getstate()[0])
+        target[at : at + k] = data  # (the target grows where it is too short)
+        if k == len(scratch) < CHUNK:
+            data.release()
+            self.view.release()
+            self.scratch = bytearray(min(CHUNK, 2 * k))
+            self.view = memoryview(self.scratch)
+        return k
 
 
 # -- a streaming reader of one JSON document ------------------------------------------------
@@ -114,46 +161,67 @@ def _not_a_trace(kind: object) -> str:
 
 
 class JsonStream:
-    """A window on the text: values are decoded with the standard decoder as
-    soon as they are complete, and the consumed text is dropped.
+    """A window on the bytes: values are decoded as soon as they are complete,
+    and the consumed bytes are dropped.
 
-    ``typed``, when given, is offered each batch of whole events first (the text
-    of a JSON array): it returns True when it took them, False to leave them to
-    the standard decoder (which then decides whether they are valid JSON)."""
+    The window is one ``bytearray`` that is reused, so a chunk costs one copy
+    and no new allocation; its first ``n`` bytes are the text, ``pos`` the next
+    byte to read.  Events are decoded a batch at a time (see :meth:`_batch`);
+    a value that is not part of a batch (the top-level keys and their values,
+    an element a batch cannot take) is decoded by the standard decoder from a
+    window of text that widens until the value is whole.
+
+    ``typed``, when given, is offered each batch of whole events first (the
+    bytes of a JSON array, as a memoryview valid for the call only): it returns
+    True when it took them, False to leave them to the standard decoder (which
+    then decides whether they are valid JSON)."""
 
     def __init__(
-        self, chunks: Iterator[str], where: str, typed: Callable[[str], bool] | None = None
+        self,
+        read_into: Callable[[bytearray, int], int],
+        where: str,
+        typed: Callable[[memoryview], bool] | None = None,
     ) -> None:
-        self.chunks = chunks
+        self.read_into = read_into
         self.where = where
         self.typed = typed
-        self.buf = ""
+        self.buf = bytearray()
+        self.n = 0  # the bytes of ``buf`` that hold text
         self.pos = 0
         self.base = 0  # offset in the text of buf[0]
         self.one_by_one_until = 0  # (an offset in the text) no batch before it
         self.eof = False
 
     def fill(self) -> bool:
+        """Append the next chunk, first dropping the bytes before ``pos`` but
+        one (the room :meth:`_take` writes a '[' into)."""
         if self.eof:
             return False
-        for chunk in self.chunks:
-            if chunk:
-                self.base += self.pos
-                self.buf = self.buf[self.pos :] + chunk
-                self.pos = 0
-                return True
-        self.eof = True
-        return False
+        buf = self.buf
+        keep = self.pos - 1 if self.pos > 0 else 0
+        rest = self.n - keep
+        if keep:
+            buf[:rest] = buf[keep : self.n]
+        self.base += keep
+        self.pos -= keep
+        self.n = rest
+        k = self.read_into(buf, rest)
+        if not k:
+            self.eof = True
+            return False
+        self.n = rest + k
+        return True
 
     def fail(self, problem: str) -> TraceError:
         return TraceError(f"{self.where}: {problem}")
 
     def char(self) -> str:
-        """The next non-blank character (not consumed); '' at the end."""
+        """The next non-blank character (not consumed); '' at the end.  A byte
+        past ASCII comes as the character of its value: it is only compared."""
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
+            self.pos = _WS.match(self.buf, self.pos, self.n).end()  # type: ignore[union-attr]
+            if self.pos < self.n:
+                return chr(self.buf[self.pos])
             if not self.fill():
                 return ""
 
@@ -162,7 +230,7 @@ class JsonStream:
         if got != ch:
             if not got:
                 raise self.fail(f"truncated (expected {what})")
-            raise self.fail(f"not a JSON trace (expected {what} at character {self.pos})")
+            raise self.fail(f"not a JSON trace (expected {what} at byte {self.base + self.pos})")
         self.pos += 1
 
     def value(self) -> Any:
@@ -171,26 +239,41 @@ class JsonStream:
         return obj
 
     def _decode(self, pos: int) -> tuple[Any, int]:
-        """The JSON value at ``pos`` and where it ends, reading on while the
+        """The JSON value at ``pos`` and where it ends, decoded from a window of
+        text that widens while the value runs past it, reading on while the
         text ends inside it."""
+        window = FIRST_WINDOW
         while True:
+            stop = min(pos + window, self.n)
+            with memoryview(self.buf) as view:
+                text, used = _UTF8(view[pos:stop], "strict", False)
+            whole = stop == self.n and self.eof  # no more text after the window
             try:
-                return _SCAN(self.buf, pos)  # type: ignore[no-any-return]
-            except StopIteration as stop:  # no value starts here
-                err_pos, msg = stop.value, "Expecting value"
+                obj, end = _SCAN(text, 0)
+            except StopIteration as stop_at:  # no value starts here
+                err_pos, msg = stop_at.value, "Expecting value"
             except json.JSONDecodeError as exc:
                 err_pos, msg = exc.pos, exc.msg
-            incomplete = err_pos >= len(self.buf) - 8 or msg.startswith("Unterminated")
-            if incomplete and len(self.buf) - pos < MAX_VALUE_CHARS:
+            else:
+                if end < len(text) or whole:  # (a number may go on past the window)
+                    if used != len(text):  # not all ASCII: count the value's bytes
+                        end = len(text[:end].encode())
+                    return obj, pos + end
+                err_pos, msg = end, "Unterminated"
+            incomplete = err_pos >= len(text) - 8 or msg.startswith("Unterminated")
+            if incomplete and stop < self.n:
+                window *= 4
+                continue
+            if incomplete and not self.eof and self.n - pos < MAX_VALUE_BYTES:
                 self.pos = pos
-                if self.fill():
-                    pos = self.pos
-                    continue
+                self.fill()  # (at the end, the next try knows no more text comes)
+                pos = self.pos
+                continue
             self.pos = pos
             if incomplete and self.eof:
                 raise self.fail("truncated (the JSON ends inside a value)") from None
             if incomplete:
-                raise self.fail(f"a JSON value of more than {MAX_VALUE_CHARS} characters")
+                raise self.fail(f"a JSON value of more than {fmt.size(MAX_VALUE_BYTES)}")
             raise self.fail(f"invalid JSON: {msg}") from None
 
     def _batch(self, each: Callable[[list[Any]], None]) -> bool:
@@ -201,32 +284,63 @@ class JsonStream:
         an earlier cut is tried, and after a few the elements go one by one."""
         if self.base + self.pos < self.one_by_one_until:
             return False
-        buf, pos = self.buf, self.pos
-        end = len(buf)
+        buf, pos, n = self.buf, self.pos, self.n
+        end = n
         for attempt in range(BATCH_ATTEMPTS):
-            cut = buf.rfind("},", pos, end)
+            cut = buf.rfind(b"},", pos, end)
             if cut <= pos:
-                if attempt == 0 and len(buf) - pos < CHUNK and self.fill():
+                if attempt == 0 and n - pos < CHUNK and self.fill():
                     # the rest of the text is an event cut short by the chunk:
                     # read on, so that it starts the next batch (once)
                     return self._batch(each)
                 return False
             end = cut
-            m = _WS.match(buf, cut + 2)
-            nxt = m.end() if m else cut + 2
-            if nxt >= len(buf) or buf[nxt] != "{":
+            nxt = _WS.match(buf, cut + 2, n).end()  # type: ignore[union-attr]
+            if nxt >= n or buf[nxt] != _OPEN_BRACE:
                 continue  # not between two objects: inside a string
-            text = "[" + buf[pos : cut + 1] + "]"
-            if self.typed is None or not self.typed(text):
-                try:
-                    items = _DECODER.decode(text)
-                except json.JSONDecodeError:
-                    continue
-                each(items)
-            self.pos = cut + 2
-            return True
+            if self._take(pos, cut + 1, each):
+                self.pos = cut + 2
+                return True
         self.one_by_one_until = self.base + end + 2
         return False
+
+    def _take(self, start: int, stop: int, each: Callable[[list[Any]], None]) -> bool:
+        """Decode ``buf[start:stop]``, a run of elements, as one array: the byte
+        before it (consumed) becomes '[' and the ',' after it ']' for the call,
+        so the decoders read the window itself, not a copy.  False where the
+        text is not valid JSON."""
+        buf = self.buf
+        if start == 0:  # no byte before the run (the top of the text): a copy
+            text = b"[" + bytes(buf[:stop]) + b"]"
+            with memoryview(text) as view:
+                if self.typed is not None and self.typed(view):
+                    return True
+            try:
+                items = _DECODER.decode(text.decode())
+            except json.JSONDecodeError:
+                return False
+            each(items)
+            return True
+        before, after = buf[start - 1], buf[stop]
+        buf[start - 1], buf[stop] = _OPEN_BRACKET, _CLOSE_BRACKET
+        view = memoryview(buf)[start - 1 : stop + 1]
+        try:
+            if self.typed is not None and self.typed(view):
+                return True
+            try:
+                items = _DECODER.decode(str(view, "utf-8"))
+            except json.JSONDecodeError:
+                return False
+        finally:
+            buf[start - 1], buf[stop] = before, after
+            try:
+                view.release()
+            except BufferError:
+                # a decoded value still holds the bytes (a Raw kept): leave them
+                # to it, and read on in a copy
+                self.buf = bytearray(buf)
+        each(items)
+        return True
 
     def array(self, each: Callable[[list[Any]], None]) -> None:
         """Call ``each`` on the items of the array starting here, in order, a
@@ -247,29 +361,34 @@ class JsonStream:
                 continue
             obj, end = self._decode(self.pos)
             each([obj])
-            m = sep(self.buf, end)
-            if m is None or m.end() == len(self.buf):
+            m = sep(self.buf, end, self.n)
+            if m is None or m.end() == self.n:
                 self.pos = end
-                while m is None or m.end() == len(self.buf):
+                while m is None or m.end() == self.n:
                     if not self.fill():
                         break
-                    m = sep(self.buf, self.pos)
+                    m = sep(self.buf, self.pos, self.n)
                 if m is None:
-                    if self.eof and self.pos >= len(self.buf.rstrip()):
+                    rest = self.buf[self.pos : self.n]
+                    if self.eof and not rest.strip():
                         raise self.fail("truncated (the event list does not end)")
-                    raise self.fail(f"invalid JSON: expected ',' or ']' at character {self.pos}")
+                    at = self.base + self.pos
+                    raise self.fail(f"invalid JSON: expected ',' or ']' at byte {at}")
             self.pos = m.end()
-            if m.group(1) == "]":
+            if m.group(1) == b"]":
                 return
-            if self.pos < len(self.buf) and self.buf[self.pos] == "]":
+            if self.pos < self.n and self.buf[self.pos] == _CLOSE_BRACKET:
                 self.pos += 1  # a trailing comma
                 return
 
     def document(self, each: Callable[[list[Any]], None]) -> dict[str, Any]:
         """Stream a trace: either ``{"traceEvents": [...], ...}`` or a bare array
         of events.  Returns the other top-level keys."""
-        if self.char() == "\ufeff":
-            self.pos += 1
+        self.char()
+        while self.n - self.pos < len(_BOM) and self.fill():
+            pass
+        if self.buf.startswith(_BOM, self.pos, self.n):
+            self.pos += len(_BOM)
         first = self.char()
         meta: dict[str, Any] = {}
         if first == "[":
@@ -302,5 +421,6 @@ class JsonStream:
         else:
             raise self.fail("not a JSON trace")
         if self.char():
-            raise self.fail(f"invalid JSON: extra data after the trace at character {self.pos}")
+            at = self.base + self.pos
+            raise self.fail(f"invalid JSON: extra data after the trace at byte {at}")
         return meta

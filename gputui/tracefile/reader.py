@@ -30,7 +30,7 @@ from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
 from gputui.trace.op_rows import ChromeTraceOps
 from gputui.trace.timeline import Timeline, as_int
 from gputui.tracefile.builder import Builder
-from gputui.tracefile.json_stream import JsonStream, TraceError, text_chunks
+from gputui.tracefile.json_stream import ByteSource, JsonStream, TraceError
 
 __all__ = ["DeviceProps", "Timeline", "TraceError", "TraceFile", "find_traces", "read_trace"]
 
@@ -210,9 +210,9 @@ def read_trace(
         ops = ChromeTraceOps()
         hook = None
         if typed:
-            typed_batch: list[Callable[[str], bool]] = []
+            typed_batch: list[Callable[[memoryview], bool]] = []
 
-            def hook(text: str) -> bool:
+            def hook(text: memoryview) -> bool:
                 if not typed_batch:
                     if counter[0] < TYPED_FROM_BYTES:
                         return False
@@ -224,7 +224,7 @@ def read_trace(
                     progress(counter[1], builder.timeline.events)
                 return took
 
-        stream = JsonStream(text_chunks(raw, file_bytes, where, counter), where, hook)
+        stream = JsonStream(ByteSource(raw, file_bytes, where, counter).read_into, where, hook)
 
         def each(events: list[Any]) -> None:
             builder.add(events)

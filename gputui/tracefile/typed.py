@@ -138,7 +138,7 @@ class TypedReader:
         self.shapes: dict[bytes, ShapeArgs] = {}
         self.threads: dict[Any, Any] = {}
 
-    def batch(self, text: str) -> bool:
+    def batch(self, text: memoryview | bytes) -> bool:
         if self.by_category is not None:
             shaped = not self.ops.given_up
             try:

@@ -100,6 +100,80 @@ def test_tiny_chunks_and_braces_inside_strings(
     assert any(r.name == 'weird},{"name": "x"},' for r in whole.ranges)
 
 
+@READERS
+def test_utf8_text_split_anywhere(
+    typed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names written as UTF-8 (not as \\u escapes), a character cut by a read,
+    and a header value longer than the first window of text with such names
+    before it: the same records and header as one decode of the whole file."""
+    t = reference_trace()
+    t.op("пересчёт_✓_😀", 300.0, 1.0)
+    t.launch(301.0, 1.0, "ядро<é>", 302.0, 1.0)
+    doc = t.document()
+    doc = {"note": "ü" * 3000 + "😀" * 2000, **doc, "after": ["é" * 5000]}
+    path = tmp_path / "t.json"
+    path.write_bytes(json.dumps(doc, ensure_ascii=False).encode())
+    expected = json.loads(path.read_bytes())["traceEvents"]
+    whole = read_trace(path, typed=typed)
+    assert whole.meta["note"] == doc["note"] and whole.meta["after"] == doc["after"]
+    assert any(r.name == "пересчёт_✓_😀" for r in whole.timeline.ranges)
+    assert any(g.name == "ядро<é>" for g in whole.timeline.gpu)
+    assert whole.timeline.events == len(expected)
+    for chunk in (1, 2, 3, 7, 64, 4097):
+        monkeypatch.setattr(json_stream, "CHUNK", chunk)
+        again = read_trace(path, typed=typed)
+        same(again.timeline, whole.timeline)
+        assert again.meta == whole.meta
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 20])
+def test_not_utf8_anywhere_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """Every byte is checked, in whichever chunk it comes: a byte that is not
+    UTF-8 far into the file, or a character the file ends inside."""
+    monkeypatch.setattr(json_stream, "CHUNK", chunk)
+    text = json.dumps(reference_trace().document()).encode()
+    assert text.endswith(b"}")
+    bad = text[:-1] + b', "x": "\xff"}'
+    path = tmp_path / "bad.json"
+    path.write_bytes(bad)
+    with pytest.raises(TraceError, match="not UTF-8"):
+        read_trace(path)
+    path.write_bytes(text[:-1] + b', "x": "\xe2\x9c')  # 2 bytes of a 3-byte character
+    with pytest.raises(TraceError, match="truncated inside a UTF-8 character"):
+        read_trace(path)
+
+
+def test_a_decoder_that_keeps_a_view_of_the_text_keeps_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batches are decoded from the stream's own buffer, which is written
+    over as the file is read: a value that still holds those bytes after its
+    batch (a msgspec Raw kept) keeps them, and the stream reads on in a copy."""
+    import msgspec
+
+    kept: list[msgspec.Raw] = []
+
+    def keep_a_name(view: memoryview) -> bool:
+        events = msgspec.json.decode(view, type=list[dict[str, msgspec.Raw]])
+        kept.append(events[0]["name"])
+        return True
+
+    names = [f"op{i:06d}" for i in range(2000)]
+    events = [{"ph": "X", "name": n, "ts": i, "dur": 1} for i, n in enumerate(names)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(json_stream, "CHUNK", 4096)
+    with path.open("rb") as raw:
+        source = json_stream.ByteSource(raw, path.stat().st_size, "t", [0])
+        json_stream.JsonStream(source.read_into, "t", keep_a_name).document(lambda items: None)
+    assert len(kept) > 5  # several batches, the buffer written over after each
+    got = [json.loads(bytes(r)) for r in kept]
+    assert set(got) <= set(names) and got == sorted(got) and len(set(got)) == len(got)
+
+
 def test_real_traces_read_like_json_load() -> None:
     """On real H100 traces the streaming reader sees every event json.load sees."""
     for path in sorted(DATA.glob("*.gz"))[:4]:
