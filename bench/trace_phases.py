@@ -4,7 +4,9 @@ in one process, the cyclic collector off as ``analyze`` runs.  The stages are
 timed by wrapping the functions that run them, which adds a few microseconds
 a batch, nothing per event.
 
-    .venv/bin/python bench/trace_phases.py TRACE [TRACE ...]
+    .venv/bin/python bench/trace_phases.py [--read] TRACE [TRACE ...]
+
+``--read`` times the reading alone (no summary).
 
 One JSON line per trace: ``read_s`` and ``summary_s``, then each stage's
 seconds (``decode`` the msgspec decoders, ``records`` the per-event and
@@ -73,15 +75,19 @@ def _instrument() -> None:
 
 
 def main() -> int:
+    args = sys.argv[1:]
+    read_only = "--read" in args
+    args = [a for a in args if a != "--read"]
     _instrument()
     gc.disable()
-    for path in sys.argv[1:]:
+    for path in args:
         SPENT.clear()
         t = time.process_time()
         tf = reader.read_trace(path)
         read_s = time.process_time() - t
         t = time.process_time()
-        trace_summary.summarize(tf.timeline, 0, "order", path, op_rows=tf.op_rows)
+        if not read_only:
+            trace_summary.summarize(tf.timeline, 0, "order", path, op_rows=tf.op_rows)
         summary_s = time.process_time() - t
         out = {
             "trace": path,
