@@ -174,6 +174,28 @@ def test_a_decoder_that_keeps_a_view_of_the_text_keeps_its_bytes(
     assert set(got) <= set(names) and got == sorted(got) and len(set(got)) == len(got)
 
 
+@pytest.mark.parametrize("typed", [None, lambda view: False])
+def test_a_run_at_the_very_top_of_the_text_is_decoded_from_a_copy(typed: object) -> None:
+    """With no consumed byte before a run to hold its '[', the run is decoded
+    from a copy, and the text itself is left as it was."""
+    text = b'{"a": 1}, {"b": 2}, {"c": 3}'
+    chunks = [text]
+
+    def read_into(target: bytearray, at: int) -> int:
+        if not chunks:
+            return 0
+        data = chunks.pop()
+        target[at : at + len(data)] = data
+        return len(data)
+
+    stream = json_stream.JsonStream(read_into, "t", typed)  # type: ignore[arg-type]
+    stream.fill()
+    got: list[object] = []
+    assert stream.pos == 0 and stream._batch(got.extend)
+    assert got == [{"a": 1}, {"b": 2}] and bytes(stream.buf[: stream.n]) == text
+    assert bytes(stream.buf[stream.pos : stream.n]).strip() == b'{"c": 3}'
+
+
 def test_real_traces_read_like_json_load() -> None:
     """On real H100 traces the streaming reader sees every event json.load sees."""
     for path in sorted(DATA.glob("*.gz"))[:4]:
