@@ -481,6 +481,15 @@ class ChromeTraceOps:
             self._parent = _parents(self.ops)
         return self._parent
 
+    def relink(self, links: Mapping[Any, int]) -> None:
+        """Link the GPU work to ops by ``links`` (a launch's correlation -> the
+        External id of the op enclosing it, -1 for none) alone, not by the ids
+        the trace gives: a trace that writes correlation ids there
+        (:func:`gputui.trace.links.relink`)."""
+        self.launch_to_op = {}  # (the trace's own links go before the new are made)
+        self.launch_to_op = {corr: (ext if ext >= 0 else None) for corr, ext in links.items()}
+        self.activities = [(corr, None, dur) for corr, _ext, dur in self.activities]
+
     def give_up(self) -> None:
         """Stop collecting: a trace recorded without shapes has no op rows."""
         self.given_up = True

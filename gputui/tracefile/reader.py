@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 
 from gputui import fmt
 from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
+from gputui.trace.links import relink
 from gputui.trace.op_rows import ChromeTraceOps
 from gputui.trace.timeline import Timeline, as_int
 from gputui.tracefile.builder import Builder
@@ -240,6 +241,9 @@ def read_trace(
         raise TraceError(
             f"{where}: not a Chrome trace (none of its {tl.events:,} entries is an event object)"
         )
+    links = relink(tl)  # a trace whose ids are correlations: its launches' ops by time
+    if links is not None:
+        ops.relink(links)
     info = meta.get("distributedInfo")
     rank = world = None
     if isinstance(info, dict):

@@ -65,6 +65,13 @@ def test_switch_transformer_runs_its_matmuls_in_fp32(capsys: pytest.CaptureFixtu
     (rank,) = analyze(capsys, SWITCH)["ranks"]
     assert rules(rank)[0] == "precision.fp32_matmul"
     assert "93% of kernel time" in rank["findings"][0]["evidence"]
+    # Its calls give their correlation ids as External ids: the GPU time reaches
+    # the ops that enclose the launches, the GEMMs, not ops whose ids are equal
+    # to those numbers (an aten::view "memory-bound" at 1% of its roof).
+    top = rank["roofline"]["ops"][:2]
+    assert [op["name"] for op in top] == ["aten::addmm", "aten::addmm"]
+    assert all(op["bound"] == "compute" for op in top)
+    assert "roofline.memory_bound" not in rules(rank)
 
 
 def test_a_cold_first_launch_is_not_launch_overhead(capsys: pytest.CaptureFixture[str]) -> None:
