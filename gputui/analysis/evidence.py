@@ -277,13 +277,18 @@ class CaptureView:
         cpu = 1.0 - acct.share("ahead") - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
         return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
-    def fp32_gemm_share(self) -> float:
+    def fp32_gemm_share(self, convolutions: bool = False) -> float:
         """Share of kernel time in FP32 GEMMs on the CUDA cores (SIMT sgemm, the
-        f32 xmma kernels cuBLAS picks when TF32 is off)."""
+        f32 xmma kernels cuBLAS picks when TF32 is off), and with
+        ``convolutions``, in cuDNN's FP32 convolution kernels too."""
         total = self.kernel_total_us
         if total <= 0:
             return 0.0
-        fp32 = sum(k.total_us for k in self.kernels if is_fp32_gemm(k.name))
+        fp32 = sum(
+            k.total_us
+            for k in self.kernels
+            if is_fp32_gemm(k.name) or (convolutions and is_fp32_conv(k.name))
+        )
         return fp32 / total
 
 
@@ -299,6 +304,20 @@ def is_fp32_gemm(name: str) -> bool:
     """A GEMM kernel that runs in full FP32 on the CUDA cores (not TF32 on the
     tensor cores)."""
     return bool(_FP32_GEMM.search(name)) and not _TF32.search(name)
+
+
+#: cuDNN's convolution kernels on the CUDA cores in FP32: the single-precision
+#: ``scudnn`` kernels and the templated engines instantiated for ``float``
+#: (weight and data gradients, Winograd, FFT)
+_FP32_CONV = re.compile(
+    r"scudnn|(?:wgrad|dgrad)\w*_engine<float|winograd\w*<float|fft\w*<float", re.IGNORECASE
+)
+
+
+def is_fp32_conv(name: str) -> bool:
+    """A convolution kernel of cuDNN's that runs in full FP32 on the CUDA cores
+    (one that lowers to an FP32 GEMM, ``implicit_convolve_sgemm``, is a GEMM)."""
+    return bool(_FP32_CONV.search(name)) and not is_fp32_gemm(name) and not _TF32.search(name)
 
 
 # -- the job ----------------------------------------------------------------------------------

@@ -122,6 +122,8 @@ BIGGER_BATCH = "bigger_batch"
 PERSISTENT_WORKERS = "persistent_workers"
 LOWER_PRECISION = "lower_precision"
 TF32 = "tf32"
+#: fp16 mixed precision: the tensor cores of a GPU before Ampere (no bf16, no TF32)
+FP16 = "fp16"
 
 #: each knob as a loop of the job's own (None), the HF Trainer and Lightning spell it
 _SPELLING: dict[str, dict[str | None, str]] = {
@@ -151,6 +153,12 @@ _SPELLING: dict[str, dict[str | None, str]] = {
         "torch.backends.cudnn.allow_tf32 = True for convolutions)",
         TRANSFORMERS: "TF32: TrainingArguments(tf32=True)",
         LIGHTNING: "torch.set_float32_matmul_precision('high') (TF32) before trainer.fit",
+    },
+    FP16: {
+        None: "fp16 autocast: with torch.autocast('cuda', dtype=torch.float16), and a "
+        "torch.amp.GradScaler('cuda') around the backward when training",
+        TRANSFORMERS: "fp16 mixed precision: TrainingArguments(fp16=True)",
+        LIGHTNING: "fp16 mixed precision: Trainer(precision='16-mixed')",
     },
     LOWER_PRECISION: {
         None: "bf16 autocast: with torch.autocast('cuda', dtype=torch.bfloat16)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,12 +167,69 @@ def test_communication_costs_no_more_than_the_host_waits_for_it() -> None:
     assert (g.impact_pct or 0) > 50 and "host waits" not in g.evidence
 
 
-def test_no_tf32_advice_below_ampere() -> None:
+def fp32_findings(ev: Any) -> list[Any]:
+    return [f for f in engine.analyze(ev) if f.rule == "precision.fp32_matmul"]
+
+
+def test_below_ampere_the_advice_is_fp16_not_tf32() -> None:
+    """TF32 and bf16 came with Ampere (8.0); a V100 or T4 (7.x) has FP16 tensor
+    cores only, and a P100 (6.0) none."""
     sgemm = "volta_sgemm_128x64_nn"
     cap = capture([kernel(sgemm, "gemm", 100, 50_000.0)], busy_us=90_000.0)
-    assert "precision.fp32_matmul" in [f.rule for f in engine.analyze(evidence(cap=cap))]
-    v100 = evidence(cap=cap, compute_capability="7.0")
-    assert "precision.fp32_matmul" not in [f.rule for f in engine.analyze(v100)]
+    (a100,) = fp32_findings(evidence(cap=cap))
+    assert "set_float32_matmul_precision('high')" in a100.fix
+    for cc in ("7.0", "7.5"):
+        (f,) = fp32_findings(evidence(cap=cap, compute_capability=cc))
+        assert "dtype=torch.float16" in f.fix and "GradScaler" in f.fix
+        assert "tf32" not in f.fix.lower() and "bf16" not in f.fix
+        assert f"compute capability {cc}" in f.evidence
+    assert fp32_findings(evidence(cap=cap, compute_capability="6.0")) == []
+    (lightning,) = fp32_findings(
+        evidence(cap=cap, compute_capability="7.5", frameworks=("lightning",))
+    )
+    assert "Trainer(precision='16-mixed')" in lightning.fix
+
+
+def test_fp32_convolutions_count_where_fp16_is_the_tensor_cores_only_path() -> None:
+    """cuDNN's FP32 convolution engines (a ResNet's backward on a T4) are the
+    FP32 work on a 7.x GPU; their FP16 ones are not FP32, and on Ampere the
+    finding stays with GEMMs (cuDNN uses TF32 for convolutions by default)."""
+    fp32_conv = [
+        kernel(
+            "void cudnn::cnn::wgrad_alg1_engine<float, float, 512, 6, 5>(int)", "conv", 50, 30_000.0
+        ),
+        kernel("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3>(int)", "conv", 50, 20_000.0),
+        kernel("cudnn_turing_scudnn_128x64_stridedB_splitK_xregs_large_nn_v1", "conv", 9, 9_000.0),
+    ]
+    fp16_conv = [
+        kernel(
+            "void cudnn::cnn::wgrad_alg1_engine<__half, float, 512, 6, 5>(int)",
+            "conv",
+            50,
+            30_000.0,
+        ),
+        kernel(
+            "volta_fp16_s884cudnn_fp16_128x128_ldg8_relu_f2f_exp_small_nhwc_tn_v1",
+            "conv",
+            50,
+            29_000.0,
+        ),
+    ]
+    other = [
+        kernel(
+            "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>", "elementwise", 90, 30_000.0
+        )
+    ]
+    (t4,) = fp32_findings(
+        evidence(cap=capture([*fp32_conv, *other], busy_us=89_000.0), compute_capability="7.5")
+    )
+    assert t4.title == "matrix products and convolutions run in full FP32"
+    assert "convolutions on the CUDA cores take 66% of kernel time" in t4.evidence
+    assert "wgrad_alg1_engine" in t4.evidence
+    half = capture([*fp16_conv, *other], busy_us=89_000.0)
+    assert fp32_findings(evidence(cap=half, compute_capability="7.5")) == []
+    convs = capture([*fp32_conv, *other], busy_us=89_000.0)
+    assert fp32_findings(evidence(cap=convs, compute_capability="8.0")) == []
 
 
 def test_host_side_ops_with_a_stream_are_not_gpu_activity(tmp_path: Path) -> None:

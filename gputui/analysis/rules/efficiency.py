@@ -8,9 +8,9 @@ from collections.abc import Iterable
 
 from gputui import fmt
 from gputui.analysis import thresholds
-from gputui.analysis.evidence import MIN_GPU_SAMPLES, JobEvidence, is_fp32_gemm
+from gputui.analysis.evidence import MIN_GPU_SAMPLES, JobEvidence, is_fp32_conv, is_fp32_gemm
 from gputui.analysis.finding import Finding
-from gputui.analysis.frameworks import LOWER_PRECISION, TF32, spell
+from gputui.analysis.frameworks import FP16, LOWER_PRECISION, TF32, spell
 from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import capture_of
@@ -52,7 +52,8 @@ def tensor_core_fp32(ev: JobEvidence) -> bool:
     ("capture",),
     trigger=(
         "capture: FP32 GEMMs on the CUDA cores >= {precision.fp32_gemm_share} of kernel time, "
-        "on compute capability 8.0 or newer; cost: 75% of their busy time"
+        "on compute capability 8.0 or newer; on 7.x (FP16 tensor cores only), FP32 GEMMs "
+        "and cuDNN convolutions; cost: 75% of their busy time"
         " (silent when SDPA's math backend made them: attention.sdpa_math speaks)"
     ),
     symptom_of=("attention.sdpa_math",),
@@ -62,26 +63,48 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
-    share = cap.fp32_gemm_share()
-    if share < FP32_GEMM_SHARE or not tensor_core_fp32(ev):
+    major = _major(ev)
+    fp16_only = major == 7  # Volta and Turing: FP16 tensor cores, no TF32 or bf16
+    share = cap.fp32_gemm_share(convolutions=fp16_only)
+    if share < FP32_GEMM_SHARE or not (fp16_only or tensor_core_fp32(ev)):
         return []
-    top = max((k for k in cap.kernels if is_fp32_gemm(k.name)), key=lambda k: k.total_us)
+    top = max(
+        (k for k in cap.kernels if is_fp32_gemm(k.name) or (fp16_only and is_fp32_conv(k.name))),
+        key=lambda k: k.total_us,
+    )
     busy = cap.busy_share or 0.0
-    evidence = f"FP32 GEMMs on the CUDA cores take {share * 100:.0f}% of kernel time"
+    what = "FP32 GEMMs and convolutions" if fp16_only else "FP32 GEMMs"
+    evidence = f"{what} on the CUDA cores take {share * 100:.0f}% of kernel time"
     if ev.gpu is not None and ev.gpu.tensor_pct is not None:
         evidence += f"; tensor cores {ev.gpu.tensor_pct:.0f}% active"
     evidence += f" (top kernel: {kernels.short_kernel_name(top.name)})"
+    framework = ev.context.framework
+    if fp16_only:
+        evidence += (
+            f"; this GPU (compute capability {ev.compute_capability}) has FP16 tensor "
+            "cores, and no TF32 or bf16"
+        )
+        fix = f"let them use the tensor cores: {spell(FP16, framework)}"
+        confirm = "kernel names change (h884, s884, hmma, fp16); GPM tensor activity rises"
+    else:
+        fix = (
+            f"let them use the tensor cores: {spell(TF32, framework)} or "
+            f"{spell(LOWER_PRECISION, framework)}"
+        )
+        confirm = "GEMM kernel names change (tf32, bf16, nvjet); GPM tensor activity rises"
     # TF32 or bf16 tensor-core GEMMs run several times faster than FP32 on the
-    # CUDA cores (H100: ~7x dense); three quarters of that time is a safe claim.
+    # CUDA cores (H100: ~7x dense), as FP16 ones do on a V100 or T4 (~8x, the
+    # datasheets); three quarters of that time is a safe claim.
     return [
         finding(
             ev,
             "precision.fp32_matmul",
-            "matrix products run in full FP32",
+            "matrix products and convolutions run in full FP32"
+            if fp16_only
+            else "matrix products run in full FP32",
             evidence,
-            f"let them use the tensor cores: {spell(TF32, ev.context.framework)} or "
-            f"{spell(LOWER_PRECISION, ev.context.framework)}",
-            "GEMM kernel names change (tf32, bf16, nvjet); GPM tensor activity rises",
+            fix,
+            confirm,
             share=share * busy * 0.75,
         )
     ]
