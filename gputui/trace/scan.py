@@ -399,7 +399,12 @@ def device_steps(timeline: Timeline, host: list[Step]) -> list[Step]:
     step's end; trailing steps that launched no GPU work, or much less than the
     step before (< :data:`TAIL_KEEP`), left out: the profiler stopped before
     their kernels ran.  (The TensorBoard plugin's steps; it knows only the CUDA
-    runtime's launches, not the driver's that Triton's kernels use.)"""
+    runtime's launches, not the driver's that Triton's kernels use.)  Without
+    step marks the one step, the span of GPU activity (else of the host's), is
+    kept as it is: no GPU work runs past it, and work launched before its
+    first kernel started does not delay it."""
+    if not timeline.step_ranges():
+        return host
     by_corr: dict[int, list[GpuActivity]] = {}
     for a in timeline.gpu:
         if a.kind in TABLE_KINDS and a.correlation >= 0:
@@ -609,6 +614,8 @@ class Scan:
         host = self.host
         if not host:
             return []
+        if not self.step_ranges:  # (as device_steps keeps the span step)
+            return host
         if not self.fast_steps:
             return device_steps(self.timeline, host)
         g = self.gpu

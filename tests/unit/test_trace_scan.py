@@ -22,6 +22,7 @@ from gputui.trace.timeline import GpuActivity, HostRange, RuntimeCall, Timeline,
 from gputui.trace.trace_metrics import compute
 from gputui.tracefile.reader import read_trace
 from tests.helpers import trace_reference as ref
+from tests.helpers.tracegen import TraceBuilder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted(DATA.rglob("*.pt.trace.json.gz"))
@@ -291,3 +292,22 @@ def test_every_kept_traces_account_adds_up_to_its_step(path: Path) -> None:
         return
     total = sum(getattr(acct, f"{b}_us") for b in ACCOUNT_BUCKETS)
     assert total == pytest.approx(acct.step_us, rel=1e-4, abs=0.01)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["gpu-pass", "definition"])
+def test_without_step_marks_the_step_is_the_span_of_gpu_activity(
+    fast: bool, tmp_path: Path
+) -> None:
+    """A GEMM benchmark without prof.step(): five kernels queued at once, each
+    launched before it starts, the first one too.  The one step is their whole
+    span, as the window says, not the span from the first kernel's end (that
+    kernel launched "before the step" would otherwise delay it)."""
+    t = TraceBuilder()
+    for i in range(5):
+        t.launch(100.0 + 10 * i, 5.0, "ampere_fp16_s16816gemm_fp16", 110.0 + 1010 * i, 1000.0)
+    timeline = read_trace(t.write(tmp_path / "t.json")).timeline
+    scan = Scan(timeline)
+    with mock.patch.object(Scan, "fast_steps", fast):
+        assert scan.steps == [(110, 5150, None)]
+    assert scan.window == (110, 5150)
+    assert scan_module.device_steps(timeline, scan_module.host_steps(timeline)) == scan.steps
