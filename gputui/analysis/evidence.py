@@ -306,6 +306,24 @@ def is_fp32_gemm(name: str) -> bool:
     return bool(_FP32_GEMM.search(name)) and not _TF32.search(name)
 
 
+def is_tf32_gemm(name: str) -> bool:
+    """A GEMM kernel of FP32 tensors on the TF32 tensor cores (cuBLAS's
+    ``f32f32_tf32f32`` xmma kernels, CUTLASS's ``s1688`` tensor ops)."""
+    return bool(_TF32.search(name))
+
+
+def on_tf32(rows: Iterable[KernelRow]) -> bool:
+    """Whether the job's FP32 matrix products ran on TF32 tensor cores: its TF32
+    GEMM kernels take more time than its FP32 ones on the CUDA cores."""
+    tf32 = fp32 = 0.0
+    for k in rows:
+        if is_tf32_gemm(k.name):
+            tf32 += k.total_us
+        elif is_fp32_gemm(k.name):
+            fp32 += k.total_us
+    return tf32 > fp32
+
+
 #: cuDNN's convolution kernels on the CUDA cores in FP32: the single-precision
 #: ``scudnn`` kernels and the templated engines instantiated for ``float``
 #: (weight and data gradients, Winograd, FFT)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from gputui.analysis.evidence import captured_steps
+from gputui.analysis.evidence import captured_steps, on_tf32
 from gputui.analysis.roofline import TF32_EVIDENCE, Roof
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.op_rows import FlopTotals, OpRow
@@ -105,6 +105,7 @@ def utilisation(
         "no unprofiled steps yet to time",
         capture_id=cap.id,
         partial=partial,
+        tf32=on_tf32(cap.kernels),
     )
 
 
@@ -126,6 +127,7 @@ def trace_utilisation(
     measured: Roof | None = None,
     gpu_work: bool = True,
     timed: bool = True,
+    tf32: bool = False,
 ) -> tuple[Utilisation | None, str | None]:
     """The MFU of a trace's steps, with the convention of the live one but the
     traced steps' own time: the profiler's slowdown is in it, so it reads lower
@@ -134,7 +136,9 @@ def trace_utilisation(
     op ran on a GPU (else the rate has no GPU peak to be a share of);
     ``timed``: whether ``step_us`` times the GPU's work (not where the GPU's
     activity went unrecorded and only the host's span gives a time: the GPU
-    may run long after it).  When there is none, why."""
+    may run long after it); ``tf32``: whether its FP32 GEMMs ran on TF32
+    tensor cores (:func:`~gputui.analysis.evidence.on_tf32`).  When there is
+    none, why."""
     if step_flops is None:
         return None, NO_SHAPES
     if not timed:
@@ -143,7 +147,9 @@ def trace_utilisation(
     rate = 1e6 / step_us if step_us and step_us > 0 else None
     if not gpu_work:
         datasheet = measured = None
-    util = _of(totals, steps, rate, gpu_name, datasheet, measured, "no step time in the trace")
+    util = _of(
+        totals, steps, rate, gpu_name, datasheet, measured, "no step time in the trace", tf32=tf32
+    )
     if util is None:
         return None, NO_FLOP_OPS
     if not gpu_work:
@@ -163,9 +169,12 @@ def _of(
     no_rate: str,
     capture_id: str | None = None,
     partial: bool = False,
+    tf32: bool = False,
 ) -> Utilisation | None:
     """The convention itself: FLOPs per step times the step rate, over the
-    datasheet's dense peak of the dtype with the most model FLOPs."""
+    datasheet's dense peak of the dtype with the most model FLOPs; for FP32,
+    the TF32 peak where the GEMM kernels ran on TF32 (``tf32``, by their
+    names) or the rate is above what FP32 reaches."""
     if totals is None or totals.model <= 0:
         return None
     n = max(1, steps)
@@ -181,8 +190,9 @@ def _of(
         note = f"peak unknown for {gpu_name or 'this GPU'}"
     else:
         peak = datasheet.tflops(dtype)
-        if dtype == FP32 and peak and achieved and achieved > TF32_EVIDENCE * peak:
-            # faster than FP32 can go: the matmuls ran on TF32 tensor cores
+        faster = bool(peak and achieved and achieved > TF32_EVIDENCE * peak)
+        if dtype == FP32 and peak and (tf32 or faster) and datasheet.tflops(TF32):
+            # TF32 GEMM kernels ran, or faster than FP32 can go: on TF32 tensor cores
             peak_name, peak = TF32, datasheet.tflops(TF32)
         if not peak:
             note = f"no dense {dtype or 'dtype'} peak in the {datasheet.label}"

@@ -150,6 +150,7 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
     """A rank's MFU during its trace (analysis.mfu): against the datasheet peak of
     the trace's GPU, with the share of ``gputui bench``'s ceiling when ``roof``
     is a measured one; or why there is none."""
+    from gputui.analysis.evidence import on_tf32
     from gputui.analysis.mfu import trace_utilisation
     from gputui.analysis.roofline import MEASURED
     from gputui.analysis.trace_summary import WINDOW_STEPS
@@ -167,6 +168,7 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
         timed=summary.gpu_activities > 0
         or not summary.gpu_ran
         or summary.window_kind == WINDOW_STEPS,
+        tf32=on_tf32(summary.kernels),
     )
 
 

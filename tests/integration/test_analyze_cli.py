@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -502,6 +503,29 @@ def test_mfu_of_an_fp32_trace_against_a_hand_count(
     assert "MFU over the 3 profiled steps: MFU 70.3%, HFU 70.3%, 47.1 TFLOP/s fp32" in flat
     assert "2.34 TFLOP per step at 20.16 steps/s during the trace" in flat
     assert "the profiler slows the steps it records" in flat
+
+
+def test_mfu_of_fp32_on_tf32_kernels_is_of_the_tf32_peak(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same trace with its GEMM kernels named as cuBLAS's and CUTLASS's TF32
+    ones (``f32f32_tf32f32``, ``tensorop_s1688``), as with
+    torch.set_float32_matmul_precision('high'): the same FLOPs and rate, now a
+    share of the TF32 peak, though under what FP32 reaches."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    text = gzip.decompress(FP32_TRACE.read_bytes()).decode()
+    assert "f32f32_f32f32_f32" in text and "simt_sgemm" in text
+    text = text.replace("f32f32_f32f32_f32", "f32f32_tf32f32_f32")
+    tf32 = tmp_path / "tf32.pt.trace.json.gz"
+    tf32.write_bytes(gzip.compress(text.replace("simt_sgemm", "tensorop_s1688gemm").encode()))
+    before, _, _ = _mfu(capsys, FP32_TRACE)
+    after, report, _ = _mfu(capsys, tf32)
+    u, fp32 = after["utilisation"], before["utilisation"]
+    assert u["achieved_tflops"] == pytest.approx(fp32["achieved_tflops"])
+    assert u["achieved_tflops"] < 67.0  # under the FP32 peak: the names alone tell
+    assert (u["dtype"], u["peak"], u["peak_tflops"]) == ("fp32", "tf32", 494.5)
+    assert u["mfu"] == pytest.approx(fp32["achieved_tflops"] / 494.5)
+    assert "tf32" in report and "494.5 TFLOP/s" in report
 
 
 def test_mfu_of_a_bf16_transformer_trace_against_a_hand_count(

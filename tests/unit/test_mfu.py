@@ -11,7 +11,7 @@ from gputui.analysis.evidence import CaptureView
 from gputui.analysis.mfu import NO_FLOP_OPS, NO_GPU, NO_SHAPES, trace_utilisation, utilisation
 from gputui.analysis.roofline import MEASURED, Roof
 from gputui.ceilings.datasheet import H100_SXM, datasheet_for
-from gputui.protocol.capture import CaptureOptions, CaptureResult
+from gputui.protocol.capture import CaptureOptions, CaptureResult, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
 from gputui.reports import mfu as mfu_text
 
@@ -75,6 +75,34 @@ def test_fp32_faster_than_fp32_can_go_is_compared_with_tf32() -> None:
     assert u.mfu == pytest.approx(200.0 / 494.5)
     slow = utilisation(_capture(totals), 5.0, H100, H100_SXM.roof())
     assert slow is not None and slow.peak == "fp32"
+
+
+TF32_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1"
+
+
+def test_fp32_on_tf32_kernels_is_compared_with_tf32_at_any_rate() -> None:
+    """A host-bound fp32 job whose GEMMs ran on TF32 tensor cores (cuBLAS's
+    tf32 kernels, by name) reaches a small share of the TF32 peak: its MFU is
+    of that peak, not of the FP32 one it would read 7x higher against."""
+    totals = FlopTotals(5 * 4e12, 5 * 4e12, (("fp32", 5 * 4e12),))
+    sheet = H100_SXM.roof()
+    gemm = KernelRow(TF32_GEMM, "gemm", 10, 900.0, 90.0)
+    sgemm = KernelRow("volta_sgemm_128x64_nn", "gemm", 10, 300.0, 30.0)
+    on_tf32 = dataclasses.replace(_capture(totals), kernels=(gemm, sgemm))
+    u = utilisation(on_tf32, 5.0, H100, sheet)  # 20 TFLOP/s: below the FP32 peak
+    assert u is not None and u.peak == "tf32"
+    assert u.mfu == pytest.approx(20.0 / 494.5)
+    # mostly FP32 GEMMs on the CUDA cores: the FP32 peak
+    on_fp32 = dataclasses.replace(
+        _capture(totals), kernels=(dataclasses.replace(sgemm, total_us=3000.0), gemm)
+    )
+    u = utilisation(on_fp32, 5.0, H100, sheet)
+    assert u is not None and u.peak == "fp32"
+    # a trace: the kernel table says so the same way
+    u, _ = trace_utilisation((totals, 5), 200_000.0, H100, sheet, tf32=True)
+    assert u is not None and u.peak == "tf32" and u.mfu == pytest.approx(20.0 / 494.5)
+    u, _ = trace_utilisation((totals, 5), 200_000.0, H100, sheet)
+    assert u is not None and u.peak == "fp32"
 
 
 def test_no_capture_with_flops_no_mfu() -> None:
