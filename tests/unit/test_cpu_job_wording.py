@@ -4,6 +4,7 @@ torch's ops as the compute they are there (their cost unchanged)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,31 @@ def test_the_python_finding_says_what_rises_for_the_job_it_has(
         assert "the GPU busy share rise" in out
     else:
         assert "GPU busy share" not in out and "the step get shorter" in out
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["inference", "training"])
+def test_the_python_findings_fix_fits_an_inference_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], backward: bool
+) -> None:
+    """A job that runs no backward is told how to move host work out of its
+    inference loop, not about DataLoader workers for augmentation, logging or
+    checkpoints; a training job keeps that advice."""
+    t = TraceBuilder()
+    for n in range(1, 9):
+        start = (n - 1) * 10_000.0
+        t.step(n, start, 10_000.0)
+        t.op("aten::mm", start + 8000, 1000.0)
+        if backward:
+            t.op("autograd::engine::evaluate_function: MmBackward0", start + 9100, 500.0)
+            t.op("aten::mm", start + 9150, 400.0)
+        t.launch(start + 8100, 20.0, "ampere_sgemm_128x64_tn", start + 8200, 300.0)
+    path = t.write(tmp_path / "t.pt.trace.json.gz")
+    assert main(["analyze", "--json", str(path)]) == 0
+    (rank,) = json.loads(capsys.readouterr().out)["ranks"]
+    (f,) = [f for f in rank["findings"] if f["rule"] == "cpu.python"]
+    if backward:
+        assert "out of the training loop" in f["fix"] and "checkpoint" in f["fix"]
+    else:
+        assert "out of the inference loop" in f["fix"] and "prepare the inputs ahead" in f["fix"]
+        for training_advice in ("checkpoint", "augmentation", "training loop"):
+            assert training_advice not in f["fix"]

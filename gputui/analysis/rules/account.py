@@ -85,21 +85,34 @@ _WHERE_TO = (
     "the GPU as torch ops; vectorise Python loops over tensors; log and checkpoint every N "
     "steps"
 )
+#: the same for a job that runs no backward (inference): no checkpoints, no
+#: training loop's logging
+_WHERE_TO_INFERENCE = (
+    "prepare the inputs ahead (a DataLoader with workers, or a thread that fills a queue) "
+    "or as torch ops on the device; vectorise Python loops over tensors; keep per-call "
+    "bookkeeping (.item(), .tolist(), Python branches on tensor values) out of the forward"
+)
 
 
-def _fix(host: HostCode | None, model: bool, where: str) -> str:
-    """The fix, pointed at the function the sampler names first."""
+def _fix(host: HostCode | None, model: bool, where: str, inference: bool = False) -> str:
+    """The fix, pointed at the function the sampler names first (for an
+    inference job, without the training loop's advice)."""
     rows = () if host is None else (host.all_functions if model else host.functions)
+    loop, where_to = (
+        ("the inference loop", _WHERE_TO_INFERENCE)
+        if inference
+        else ("the training loop", _WHERE_TO)
+    )
     if not rows:
         return (
-            f"move the host-side work out of the training loop: {_WHERE_TO}. A Python "
+            f"move the host-side work out of {loop}: {where_to}. A Python "
             f"profiler names the function ({where}'s stack: gputui's sampler in a hooked "
             "job, py-spy dump, or torch.profiler with with_stack=True)"
         )
     top = rows[0]
     return (
-        f"start with {top.label}{top.called_from}: make it cheaper, or move it out of the "
-        f"training loop: {_WHERE_TO}"
+        f"start with {top.label}{top.called_from}: make it cheaper, or move it out of "
+        f"{loop}: {where_to}"
     )
 
 
@@ -184,7 +197,8 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     confirm = "a new capture shows the Python share of the step fall and " + (
         "the GPU busy share rise" if ev.cuda else "the step get shorter"
     )
-    return _python(ev, evidence, _fix(host, True, where), confirm, recoverable, phase > 0)
+    fix = _fix(host, True, where, ev.context.inference)
+    return _python(ev, evidence, fix, confirm, recoverable, phase > 0)
 
 
 def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
@@ -214,7 +228,12 @@ def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
     )
     confirm = "the functions named fall in the Python view (y) and the steps get shorter"
     return _python(
-        ev, evidence, _fix(host, False, "the job"), confirm, share, host.user_phases > 0.005
+        ev,
+        evidence,
+        _fix(host, False, "the job", ev.context.inference),
+        confirm,
+        share,
+        host.user_phases > 0.005,
     )
 
 
