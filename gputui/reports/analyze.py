@@ -353,6 +353,12 @@ def _roofline(summary: TraceSummary, roof: Roof | None, top: int, width: int) ->
             "with_flops=True)",
             width,
         )
+    if summary.gpu_activities == 0:  # launches, but no kernel recorded: no op has GPU time
+        return _section(
+            "Roofline: the GPU's activity was not recorded, so no op has GPU time to place "
+            "(profile with ProfilerActivity.CUDA among the activities)",
+            width,
+        )
     report = roofline_of(summary.op_rows, roof)
     if report is None:
         device = fmt.clean(summary.device_name or "an unnamed GPU", 60)

@@ -314,6 +314,24 @@ def test_trace_without_shapes_says_how_to_get_a_roofline(
     assert code == 0 and "Roofline: the trace has no input shapes (profile with" in out
 
 
+def test_a_trace_without_gpu_activity_places_no_op_on_the_roof(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same H100 trace as recorded without ProfilerActivity.CUDA: the ops
+    and their launches, no kernel.  No op has GPU time, so no table of ops at
+    0% is printed: the line says why and how to record it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    doc = json.loads(gzip.decompress(FLOPS_TRACE.read_bytes()))
+    on_gpu = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in on_gpu]
+    path = tmp_path / "no-gpu.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    code, out, _ = run(capsys, str(path))
+    flat = " ".join(out.split())
+    assert code == 0 and "Roofline: the GPU's activity was not recorded" in flat
+    assert "ProfilerActivity.CUDA" in flat and "Roofline: the top ops" not in flat
+
+
 # -- several files: the ranks of one job, or not ---------------------------------------------
 def _ranked(tmp_path: Path, name: str, rank: int | None, world: int = 2, pid: int = 100) -> str:
     t = reference_trace()
