@@ -133,7 +133,9 @@ def main(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
-    lines: list[str] = [] if diagnosis is None else render_diagnosis(diagnosis)
+    lines: list[str] = (
+        [] if diagnosis is None else render_diagnosis(diagnosis, one_job=not warnings)
+    )
     if across:
         lines.extend(["", *render_across(across)] if lines else render_across(across))
     for summary, found, roof, mfu, led in zip(

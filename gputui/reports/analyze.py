@@ -168,10 +168,14 @@ def render(
     return out
 
 
-def render_diagnosis(diagnosis: Diagnosis, width: int | None = None) -> list[str]:
-    """The job's one diagnosis across its ranks, first of a report of several."""
+def render_diagnosis(
+    diagnosis: Diagnosis, width: int | None = None, one_job: bool = True
+) -> list[str]:
+    """The job's one diagnosis across its ranks, first of a report of several;
+    of "all files" where they are not (or not known to be) one job's ranks."""
     width = output_width() if width is None else width
-    return wrap(fmt.clean(diagnosis.sentence()), width, "Job: ", _TAB)
+    head = "Job: " if one_job else "All files: "
+    return wrap(fmt.clean(diagnosis.sentence()), width, head, _TAB)
 
 
 def render_across(findings: Sequence[Finding], width: int | None = None) -> list[str]:

@@ -396,6 +396,8 @@ def test_traces_of_unrelated_processes_are_not_called_one_job(
         "3 traces without distributedInfo, of 3 processes (pids 4001, 4002, 4003): "
         "not ranks of one job; numbered by file order"
     ]
+    code, out, _ = run(capsys, *files)  # the diagnosis is of all files, not of a job
+    assert code == 0 and out.startswith("All files: ") and "Job: " not in out
 
 
 def test_captures_of_one_process_are_not_ranks(
@@ -435,8 +437,8 @@ def test_the_ranks_of_one_job_give_no_warning(
     files = [_ranked(tmp_path, f"w{k}.json", k, world=3, pid=10 + k) for k in range(3)]
     ranks, warnings, err = _warned(capsys, *files)
     assert [r["rank"] for r in ranks] == [0, 1, 2] and warnings == [] and err == []
-    code, _, err_text = run(capsys, *files)
-    assert code == 0 and err_text == ""
+    code, out, err_text = run(capsys, *files)
+    assert code == 0 and err_text == "" and out.startswith("Job: ")
 
 
 def test_text_follows_the_width_and_prints_findings_whole(
