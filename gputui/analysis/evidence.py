@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -277,19 +277,20 @@ class CaptureView:
         cpu = 1.0 - acct.share("ahead") - issuing * (1.0 - 1.0 / PROFILER_SLOWDOWN)
         return max(0.0, cpu - busy) / cpu if cpu > 0 else 0.0
 
+    def name_share(self, match: Callable[[str], bool]) -> float:
+        """Share of all kernel time in the kernels whose names ``match`` (0..1)."""
+        total = self.kernel_total_us
+        if total <= 0:
+            return 0.0
+        return sum(k.total_us for k in self.kernels if match(k.name)) / total
+
     def fp32_gemm_share(self, convolutions: bool = False) -> float:
         """Share of kernel time in FP32 GEMMs on the CUDA cores (SIMT sgemm, the
         f32 xmma kernels cuBLAS picks when TF32 is off), and with
         ``convolutions``, in cuDNN's FP32 convolution kernels too."""
-        total = self.kernel_total_us
-        if total <= 0:
-            return 0.0
-        fp32 = sum(
-            k.total_us
-            for k in self.kernels
-            if is_fp32_gemm(k.name) or (convolutions and is_fp32_conv(k.name))
-        )
-        return fp32 / total
+        if convolutions:
+            return self.name_share(lambda name: is_fp32_gemm(name) or is_fp32_conv(name))
+        return self.name_share(is_fp32_gemm)
 
 
 _NOT_KERNELS = frozenset({kernels.MEMCPY, kernels.MEMSET})

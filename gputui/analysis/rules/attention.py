@@ -106,15 +106,9 @@ RECORD = "record the input shapes (record_shapes=True; gputui attach PID --captu
 
 def softmax_share(cap: CaptureView) -> float:
     """Softmax kernels' (forward and backward) share of all kernel time."""
-    total = cap.kernel_total_us
-    if total <= 0:
-        return 0.0
-    soft = sum(
-        k.total_us
-        for k in cap.kernels
-        if _SOFTMAX_KERNEL.search(k.name) and not _FUSED_KERNEL.search(k.name)
+    return cap.name_share(
+        lambda name: bool(_SOFTMAX_KERNEL.search(name)) and not _FUSED_KERNEL.search(name)
     )
-    return soft / total
 
 
 def recoverable(cap: CaptureView) -> float:
