@@ -143,11 +143,14 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     busy = ev.ledger.gpu_busy
     measured = cap.idle_share if busy is None else 1.0 - busy
     if measured is not None and abs(measured - idle) > 0.02:
+        slowed = not _unprofiled(ev) and unprofiled_idle(cap) is not None
+        if slowed:  # the two figures are of two speeds: say which is which
+            text += " at the job's own speed"
         if busy is None:
             text += f" ({measured * 100:.0f}% in the capture, profiled"
         else:
             text += f" (busy {busy * 100:.0f}% of the profiled steps"
-        if not _unprofiled(ev) and unprofiled_idle(cap) is not None:
+        if slowed:
             text += (
                 f", where launch and dispatch count {PROFILER_SLOWDOWN:g}x slower "
                 "under the profiler"
