@@ -67,7 +67,9 @@ ROOFLINE_TOP = 10
 SYNC_CALLS = tuple(sorted(account.SYNC_CALLS))
 #: CPU ops that copy a GPU value to the host, and so wait for the GPU
 READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
-_PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \(Pageable", re.IGNORECASE)
+#: a copy from pageable host memory ("Memcpy HtoD (Pageable -> Device)") or to
+#: it ("Memcpy DtoH (Device -> Pageable)")
+_PAGEABLE = re.compile(r"^Memcpy (?:HtoD|DtoH) \([^)]*Pageable", re.IGNORECASE)
 
 
 def captured_steps(cap: CaptureResult) -> int:

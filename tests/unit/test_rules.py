@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from gputui.analysis import engine
-from gputui.analysis.evidence import JobEvidence
+from gputui.analysis.evidence import CaptureView, JobEvidence
 from gputui.analysis.finding import Finding
 from gputui.analysis.registry import REGISTRY
 from gputui.ceilings.datasheet import H100_SXM
@@ -874,3 +874,19 @@ def test_logging_behind_a_busy_gpu_is_not_what_holds_the_step() -> None:
     idle = evidence(gpu=gpu_samples(util_gpu_pct=40.0), python_profile=profile)
     assert [f.rule for f in fired("cpu.logging", idle)] == ["cpu.logging"]
     assert fired("cpu.logging", evidence(python_profile=profile)) == []
+
+
+def test_pageable_copies_count_both_ways() -> None:
+    """A copy to pageable host memory (.cpu() of a GPU tensor: "Memcpy DtoH
+    (Device -> Pageable)") blocks as a copy from it does; pinned ones do not
+    count."""
+    copies = [
+        kernel("Memcpy HtoD (Pageable -> Device)", "memcpy", 200, 16_000.0),
+        kernel("Memcpy DtoH (Device -> Pageable)", "memcpy", 100, 8_000.0),
+        kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 50, 4_000.0),
+        kernel("Memcpy DtoH (Device -> Pinned)", "memcpy", 50, 4_000.0),
+    ]
+    (f,) = fired("copy.pageable", evidence(cap=capture(copies)))
+    assert f.evidence.startswith("300 copies from or to pageable host memory take 24.0ms")
+    only_down = capture([copies[1], *copies[2:]])
+    assert CaptureView.of(only_down).pageable_copies() == (8_000.0, 100)
