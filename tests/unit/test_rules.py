@@ -890,3 +890,15 @@ def test_pageable_copies_count_both_ways() -> None:
     assert f.evidence.startswith("300 copies from or to pageable host memory take 24.0ms")
     only_down = capture([copies[1], *copies[2:]])
     assert CaptureView.of(only_down).pageable_copies() == (8_000.0, 100)
+
+
+def test_a_conversion_is_one_call_though_two_ops_record_it() -> None:
+    """aten::to runs aten::_to_copy inside it: 600 conversions over 5 steps are
+    120 a step, not 240; their self times add up."""
+    ops = [
+        op("aten::to", 600, 1500.0),
+        op("aten::_to_copy", 600, 1500.0),
+        op("aten::mm", 50, 5000.0),
+    ]
+    (f,) = fired("copy.frequent_casts", evidence(cap=capture(ops=ops)))
+    assert f.evidence.startswith("120 conversions per step (aten::to: a dtype or a device), 38%")

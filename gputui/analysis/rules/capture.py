@@ -549,7 +549,11 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
-    us, calls = cap.ops_us(("aten::to", "aten::_to_copy"))
+    # aten::to runs aten::_to_copy inside it when it converts: one conversion,
+    # two ops (their self times do not overlap, their calls would count twice)
+    to_us, to_calls = cap.ops_us(("aten::to",))
+    copy_us, copy_calls = cap.ops_us(("aten::_to_copy",))
+    us, calls = to_us + copy_us, max(to_calls, copy_calls)
     total_cpu = cap.cpu_op_us
     if calls / cap.steps < CASTS_PER_STEP or not total_cpu or us / total_cpu < CAST_CPU_SHARE:
         return []
@@ -558,7 +562,7 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
             ev,
             "copy.frequent_casts",
             "tensors are cast over and over",
-            f"{calls / cap.steps:.0f} aten::to/_to_copy calls per step, "
+            f"{calls / cap.steps:.0f} conversions per step (aten::to: a dtype or a device), "
             f"{us / total_cpu * 100:.0f}% of CPU op time",
             "cast once: create tensors with the dtype and device they are used with, keep "
             "constants on the GPU, let autocast handle precision instead of manual "
