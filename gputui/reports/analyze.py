@@ -22,7 +22,7 @@ from gputui.reports import roofline as roofline_text
 from gputui.reports.account import lines as account_lines
 from gputui.reports.kernels import kernel_table
 from gputui.reports.text import output_width, plural, table, wrap, wrap_items
-from gputui.trace.kernels import CLASS_LABELS
+from gputui.trace.kernels import CLASS_LABELS, COMMUNICATION
 from gputui.trace.scan import Outside
 
 
@@ -279,7 +279,16 @@ def _hta(summary: TraceSummary, ledger: Ledger | None, width: int) -> list[str]:
             f"kernel wait {_pct(ib.kernel_wait_pct)}, other {_pct(ib.other_pct)}"
         )
     if m.comm_compute_overlap_pct is None:
-        said.append("communication overlapped by computation: no communication kernels")
+        other = summary.kernel_us_by_class.get(COMMUNICATION, 0.0)
+        said.append(
+            "communication overlapped by computation: no communication kernels"
+            + (
+                f" by HTA's definition (NCCL's); the {fmt.us(other)} of other "
+                "communication kernels (DeepEP's, NVSHMEM's) are compute there"
+                if other > 0
+                else ""
+            )
+        )
     else:
         said.append(f"communication overlapped by computation: {_pct(m.comm_compute_overlap_pct)}")
     ls = m.launch

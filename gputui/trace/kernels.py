@@ -119,10 +119,26 @@ def _head(name: str) -> str:
     return text[:cut]
 
 
+#: DeepEP's expert-parallel dispatch and combine (its internode, intranode and
+#: low-latency kernels; its layout kernels compute): an all-to-all exchange
+_EXPERT_EXCHANGE = re.compile(
+    r"(?:deep_ep|dpsk::ep)::(?:internode|intranode|internode_ll)::", re.IGNORECASE
+)
+_NVSHMEM = re.compile(r"^nvshmem", re.IGNORECASE)
+
+
+def expert_exchange(name: str) -> bool:
+    """Whether a kernel is DeepEP's expert-parallel dispatch or combine (or the
+    notifications before them): communication beside NCCL, all-to-all."""
+    return bool(_EXPERT_EXCHANGE.search(_head(name)))
+
+
 def kernel_class(name: str) -> str:
     """One of :data:`KERNEL_CLASSES` for a GPU activity's name."""
     low = name.lstrip()
     if low[:4].lower() == "nccl" or "nccl" in _head(name).lower():
+        return COMMUNICATION
+    if expert_exchange(name) or _NVSHMEM.search(_head(name)):
         return COMMUNICATION
     if low.startswith("Memcpy") or low.lower().startswith("memcpy"):
         return MEMCPY

@@ -36,6 +36,7 @@ from itertools import compress
 from operator import itemgetter
 
 from gputui.protocol.trace_metrics import JobMarkers
+from gputui.trace.kernels import expert_exchange
 from gputui.trace.timeline import KERNEL, HostRange, Timeline
 
 _NAME = itemgetter(2)
@@ -283,6 +284,8 @@ def markers_of(
             compiled = True
         if "nccl" in name.lower():
             collectives.add(_collective(name))
+        elif expert_exchange(name):
+            collectives.add("all_to_all")
         backend = kernel_backend(name)
         if backend is not None:
             attention.add(backend)

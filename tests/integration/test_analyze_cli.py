@@ -601,3 +601,37 @@ def test_a_trace_of_an_unknown_gpu_gives_its_rate_without_mfu(
     assert u["mfu"] is None and u["achieved_tflops"] == pytest.approx(47.11, abs=0.01)
     assert u["note"] == "peak unknown for NVIDIA Made-up 9000"
     assert "47.1 TFLOP/s fp32 (MFU: peak unknown for NVIDIA Made-up 9000)" in " ".join(text.split())
+
+
+def test_an_expert_parallel_exchange_is_communication(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeepEP's dispatch and combine kernels (as in DeepSeek-V3's published
+    training trace) are communication, an all-to-all: the communication finding
+    names them and gives the all-to-all advice, not DDP's all-reduce; the HTA
+    section, whose communication is NCCL's, says where they went there."""
+    monkeypatch.setenv("COLUMNS", "100")
+    t = TraceBuilder()
+    exchange = (
+        "void deep_ep::internode::dispatch<false, 8, true, 8>(int4*, float*)",
+        "void deep_ep::internode::combine<false, 8, __nv_bfloat16>(int4*, float*)",
+    )
+    for n in range(1, 4):
+        start = (n - 1) * 10_000.0
+        t.step(n, start, 10_000.0)
+        t.launch(start + 100, 10.0, GEMM, start + 200, 6000.0)
+        for i, name in enumerate(exchange):  # on their own stream, half exposed
+            t.launch(start + 150 + i, 5.0, name, start + 3000 + 3000 * i, 3000.0, stream=27)
+    path = t.write(tmp_path / "ep.pt.trace.json.gz")
+    code, out, _ = run(capsys, "--json", str(path))
+    assert code == 0
+    (rank,) = json.loads(out)["ranks"]
+    (comm,) = [f for f in rank["findings"] if f["rule"] == "comm.share"]
+    assert comm["evidence"].startswith(
+        "communication kernels (DeepEP's expert-parallel dispatch and combine)"
+    )
+    assert comm["fix"].startswith("the all-to-all exchange") and "DDP(" not in comm["fix"]
+    code, out, _ = run(capsys, str(path))
+    flat = " ".join(out.split())
+    assert code == 0
+    assert "no communication kernels by HTA's definition (NCCL's); the 18.0ms of other" in flat

@@ -63,6 +63,16 @@ SUM = (
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
             "communication",
         ),
+        # DeepEP's expert-parallel exchange (the DeepSeek-V3 trace's names) and
+        # NVSHMEM's: communication beside NCCL; DeepEP's layout kernel computes
+        (
+            "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)",
+            "communication",
+        ),
+        ("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)", "communication"),
+        ("void deep_ep::internode_ll::dispatch<false, 3, 7168>(void*)", "communication"),
+        ("void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*)", "other"),
+        ("nvshmemi_transfer_rma_nbi_kernel<1>(void*)", "communication"),
         ("Memcpy HtoD (Pageable -> Device)", "memcpy"),
         ("Memset (Device)", "memset"),
         (

@@ -685,7 +685,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
             ev,
             "comm.share",
             "communication takes a large share of the step",
-            f"NCCL kernels {share * 100:.0f}% of the capture"
+            f"{_comm_kernels(ev)} {share * 100:.0f}% of the capture"
             + (
                 f", {overlap * 100:.0f}% of it overlapped with compute"
                 if overlap is not None
@@ -702,6 +702,15 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
             share=exposed,
         )
     ]
+
+
+def _comm_kernels(ev: JobEvidence) -> str:
+    """What the job's communication kernels are: NCCL's, or beside them DeepEP's
+    expert-parallel exchange."""
+    cap = capture_of(ev)
+    if cap is not None and any(kernels.expert_exchange(k.name) for k in cap.kernels):
+        return "communication kernels (DeepEP's expert-parallel dispatch and combine)"
+    return "NCCL kernels"
 
 
 def comm_fix(collectives: tuple[str, ...]) -> str:
