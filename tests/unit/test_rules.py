@@ -902,3 +902,14 @@ def test_a_conversion_is_one_call_though_two_ops_record_it() -> None:
     ]
     (f,) = fired("copy.frequent_casts", evidence(cap=capture(ops=ops)))
     assert f.evidence.startswith("120 conversions per step (aten::to: a dtype or a device), 38%")
+
+
+def test_other_copies_say_the_pageable_ones_are_left_to_their_own_finding() -> None:
+    pinned = kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 100, 20_000.0)
+    pageable = kernel("Memcpy DtoH (Device -> Pageable)", "memcpy", 100, 15_000.0)
+    (f,) = fired("copy.transfers", evidence(cap=capture([pinned, pageable])))
+    assert f.evidence.startswith(
+        "copies take 20% of the GPU timeline (those not from or to pageable memory"
+    )
+    (g,) = fired("copy.transfers", evidence(cap=capture([pinned])))
+    assert g.evidence == "copies take 20% of the GPU timeline"

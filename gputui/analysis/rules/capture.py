@@ -527,6 +527,11 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
             "copy.transfers",
             "much time goes to host-device copies",
             f"copies take {share * 100:.0f}% of the GPU timeline"
+            + (
+                " (those not from or to pageable memory: copy.pageable has them)"
+                if pageable_us
+                else ""
+            )
             + (f"; aten::copy_ is {cpu_share * 100:.0f}% of CPU op time" if cpu_share else ""),
             "keep tensors on the GPU across steps, move data once per batch, preprocess on the "
             "GPU; use pinned memory and non_blocking=True so copies overlap with compute",
