@@ -141,3 +141,17 @@ def test_the_python_findings_fix_fits_an_inference_job(
         assert "out of the inference loop" in f["fix"] and "prepare the inputs ahead" in f["fix"]
         for training_advice in ("checkpoint", "augmentation", "training loop"):
             assert training_advice not in f["fix"]
+
+
+@pytest.mark.parametrize(("busy_us", "pace"), [(9_900.0, True), (9_400.0, False)])
+def test_beside_a_gpu_that_sets_the_pace_the_hosts_time_is_no_cost(
+    busy_us: float, pace: bool
+) -> None:
+    """A step whose GPU is busy 99% of it: its host buckets (here Python outside
+    torch, 60%) run beside the GPU, and the account says so; at 94% it does not."""
+    acct = StepAccount(
+        steps=1, step_us=10_000.0, python_us=6_000.0, dispatch_us=4_000.0, gpu_busy_us=busy_us
+    )
+    text = " ".join(" ".join(account.lines(acct, width=80)).split())
+    assert ("the GPU sets the pace, the host's time above runs beside it" in text) is pace
+    assert f"GPU busy {busy_us / 100:.0f}% of the step" in text
