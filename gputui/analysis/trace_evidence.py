@@ -125,7 +125,7 @@ def trace_evidence(
     return JobEvidence(
         stats=step_stats(steps, exclude_profiled=False),
         steps=steps,
-        cuda=summary.kernel_total_us > 0,
+        cuda=summary.gpu_ran,  # (launches whose kernels went unrecorded: a GPU job)
         capture=trace_capture(summary),
         device_total_bytes=summary.device_memory_bytes,
         from_trace=True,

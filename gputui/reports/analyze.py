@@ -149,8 +149,9 @@ def render(
     out.extend(_head(summary, width))
     out.extend(_findings(findings, ledger, width))
     if m.account is not None:
-        # a trace without GPU kernels is a job on the CPU (as its evidence says)
-        cuda = summary.kernel_total_us > 0
+        # a trace without GPU work is a job on the CPU (as its evidence says); one
+        # whose launches' kernels went unrecorded is a GPU job still
+        cuda = summary.gpu_ran
         out.extend(["", *account_lines(m.account, width=width, cuda=cuda)])
         out.extend(_calls(m.account, width))
     out.extend(_step_breakdown(summary, width))

@@ -330,6 +330,15 @@ def test_a_trace_without_gpu_activity_places_no_op_on_the_roof(
     flat = " ".join(out.split())
     assert code == 0 and "Roofline: the GPU's activity was not recorded" in flat
     assert "ProfilerActivity.CUDA" in flat and "Roofline: the top ops" not in flat
+    # its launches say it ran on a GPU: torch's ops dispatch there, they are not
+    # the compute of a job on the CPU
+    assert "torch dispatch" in flat and "torch ops (compute)" not in flat
+    from gputui.analysis.trace_evidence import trace_evidence
+    from gputui.analysis.trace_summary import summarize
+    from gputui.tracefile.reader import read_trace
+
+    summary = summarize(read_trace(path).timeline, 0, "order", str(path))
+    assert summary.kernel_total_us == 0 and trace_evidence(summary).cuda  # the rules' too
 
 
 # -- several files: the ranks of one job, or not ---------------------------------------------
