@@ -337,8 +337,9 @@ _FP32_CONV = re.compile(
 
 def is_fp32_conv(name: str) -> bool:
     """A convolution kernel of cuDNN's that runs in full FP32 on the CUDA cores
-    (one that lowers to an FP32 GEMM, ``implicit_convolve_sgemm``, is a GEMM)."""
-    return bool(_FP32_CONV.search(name)) and not is_fp32_gemm(name) and not _TF32.search(name)
+    (one named for the FP32 GEMM it lowers to, ``implicit_convolve_sgemm``, is
+    also :func:`is_fp32_gemm`: a share counts each kernel once)."""
+    return bool(_FP32_CONV.search(name)) and not _TF32.search(name)
 
 
 # -- the job ----------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Which host op launched each runtime call, where a trace's ids do not say.
 
 torch.profiler links a CUDA runtime call (a kernel launch, a copy) to the op
-that made it by the call's ``External id``: the id of the innermost op or
-``record_function`` range open on the calling thread.  Many traces in the wild
+that made it by the call's ``External id``: the id of the innermost op open
+on the calling thread (a ``record_function`` range is passed over).  Many traces in the wild
 (torch 1.x and 2.x builds alike, the public DLRM, ResNet and SwitchTransformers
 traces among them) instead write each call's correlation id there, and the same
 on its GPU work: the ids then name no op, or a wrong one whose own id happens
