@@ -79,7 +79,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         GEMM,
         re.compile(
             r"gemm|gemv|matmul|addmm|splitkreduce|cutlass|cublas|nvjet|xmma|wgmma|hmma|s1688|s16816|"
-            r"tensorop|conv|implicit_?gemm|dgrad|wgrad|fprop|triton_tem|bmm|_mm_",
+            r"tensorop|conv|implicit_?gemm|dgrad|wgrad|fprop|triton_tem|bmm|_mm_|cijk_",
             re.IGNORECASE,
         ),
     ),
@@ -103,6 +103,14 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
 )
+
+
+#: Inductor's generated Triton kernels name their kind first -- pointwise,
+#: reduction, persistent reduction, foreach, template -- and then the ops they
+#: fused (``triton_poi_fused_bmm_clone_transpose_view_17`` is the pointwise
+#: copy around a matrix product, not the product): the kind decides
+_INDUCTOR = re.compile(r"triton_(poi|red|per|for|tem)_", re.IGNORECASE)
+_INDUCTOR_KINDS = {"poi": ELEMENTWISE, "for": ELEMENTWISE, "red": REDUCTION, "per": REDUCTION}
 
 
 def _head(name: str) -> str:
@@ -145,6 +153,13 @@ def kernel_class(name: str) -> str:
     if low.startswith("Memset") or low.lower().startswith("memset"):
         return MEMSET
     head = _head(name)
+    inductor = _INDUCTOR.match(head.lstrip())
+    if inductor is not None:
+        kind = _INDUCTOR_KINDS.get(inductor.group(1).lower())
+        if kind is not None:
+            return kind
+        # a template: a matrix product or convolution, or flex attention's
+        return ATTENTION if _RULES[0][1].search(head) else GEMM
     for cls, pattern in _RULES:
         if pattern.search(head):
             return cls

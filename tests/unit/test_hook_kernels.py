@@ -81,6 +81,22 @@ SUM = (
         ),
         ("triton_poi_fused_add_mul_0", "elementwise"),
         ("triton_red_fused_sum_1", "reduction"),
+        # Inductor's kind comes first; the fused ops' names after it do not
+        # decide (names from a public torch.compile inference trace on an H200)
+        ("triton_poi_fused_bmm_clone_transpose_view_17", "elementwise"),
+        ("triton_red_fused_add_addmm_native_layer_norm_view_8", "reduction"),
+        ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_4", "reduction"),
+        (
+            "triton_poi_fused__scaled_dot_product_efficient_attention_add_clone_2",
+            "elementwise",
+        ),
+        ("triton_for_fused_0", "elementwise"),
+        ("triton_tem_fused_addmm_gelu_3", "gemm"),
+        ("triton_tem_fused_flex_attention_0", "attention"),
+        # ROCm: hipBLASLt's and Tensile's GEMMs, composable kernel's attention
+        ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x144x64_MI16x16x1_SN", "gemm"),
+        ("Cijk_Ailk_Bljk_SB_MT128x32x32_MI16x16x4x1_SN_1LDSB1_APM1_ABV", "gemm"),
+        ("_ZN7ck_tile6kentryINS_8gfx950_tELi1ENS_13FmhaFwdKernelINS_23", "attention"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(int)", "gemm"),
         ("some_custom_kernel", "other"),
     ],
