@@ -113,6 +113,12 @@ def utilisation(
 NO_SHAPES = "the trace has no input shapes (profile with record_shapes=True)"
 NO_FLOP_OPS = "no matrix product, convolution or attention op in the trace's steps"
 NO_GPU = "the trace names no GPU (no deviceProperties)"
+#: most matrix products, convolutions and attention ops fit no formula
+UNKNOWN_FLOPS = (
+    "the FLOPs of {unknown} of the steps' {ops} matrix products, convolutions and attention "
+    "ops cannot be told from their shapes (a convolution's also needs its stride and padding, "
+    "which only recent torch versions record, as Concrete Inputs)"
+)
 NO_GPU_WORK = "no op ran on a GPU (no kernel launch or GPU activity in the trace)"
 NO_GPU_TIME = (
     "the GPU's activity was not recorded and the trace has no steps: nothing times its work"
@@ -144,6 +150,9 @@ def trace_utilisation(
     if not timed:
         return None, NO_GPU_TIME
     totals, steps = step_flops
+    if totals.unknown and totals.unknown >= totals.ops:
+        # a rate of the few ops that fit would read as the model's
+        return None, UNKNOWN_FLOPS.format(unknown=totals.unknown, ops=totals.unknown + totals.ops)
     rate = 1e6 / step_us if step_us and step_us > 0 else None
     if not gpu_work:
         datasheet = measured = None

@@ -232,8 +232,12 @@ def _conv_out(
     if _concrete(concrete, 6).strip() == "True" and len(concrete) > 7:
         return None  # a transposed convolution: another formula
     spatial = len(x) - 2
-    stride = _ints(_concrete(concrete, 3)) or [1]
-    padding = _ints(_concrete(concrete, 4)) or [0]
+    stride = _ints(_concrete(concrete, 3))
+    padding = _ints(_concrete(concrete, 4))
+    if not stride or not padding:
+        # not recorded (older torch writes no "Concrete Inputs"): a guess of
+        # stride 1 and no padding overcounts a strided layer 4x, so no estimate
+        return None
     dilation = _ints(_concrete(concrete, 5)) or [1]
     out_hw = []
     for k in range(spatial):

@@ -155,7 +155,7 @@ def test_a_trace_gets_the_live_convention_over_its_own_step_time() -> None:
     ("flops", "step_us", "gpu", "expect"),
     [
         (None, 20_000.0, H100, NO_SHAPES),
-        ((FlopTotals(0.0, 0.0, (), 0.0, 0, 3), 2), 20_000.0, H100, NO_FLOP_OPS),
+        ((FlopTotals(0.0, 0.0, (), 0.0, 0, 0), 2), 20_000.0, H100, NO_FLOP_OPS),
     ],
     ids=["no-shapes", "no-flop-ops"],
 )
@@ -195,3 +195,16 @@ def test_the_mfu_and_the_capture_rules_count_the_same_captured_steps(
     u = utilisation(cap, 50.0, H100, H100_SXM.roof())
     assert u is not None
     assert u.model_flops_per_step == pytest.approx(5 * 4e12 / counted)
+
+
+def test_a_trace_whose_flop_ops_mostly_fit_no_formula_has_no_mfu() -> None:
+    """Convolutions recorded without their stride and padding (older torch): a
+    rate of the one linear layer that fits would read as the model's."""
+    sheet = H100_SXM.roof()
+    few = FlopTotals(5 * 1e6, 5 * 1e6, (("fp32", 5 * 1e6),), 0.0, 5, 100)
+    u, why = trace_utilisation((few, 5), 20_000.0, H100, sheet)
+    assert u is None and why is not None
+    assert why.startswith("the FLOPs of 100 of the steps' 105 matrix products")
+    most = dataclasses.replace(few, ops=100, unknown=5)
+    u, why = trace_utilisation((most, 5), 20_000.0, H100, sheet)
+    assert u is not None and why is None

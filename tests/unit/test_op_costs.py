@@ -150,3 +150,14 @@ def test_no_shapes_no_estimates() -> None:
     assert estimate_flops("aten::_fused_adamw_", dims, types) is None
     assert estimate_flops("aten::mm", [(3, 4)], [F32]) is None  # a malformed record
     assert estimate_flops("aten::mm", [(3, 4), (5, 6, 7)], [F32, F32]) is None
+
+
+def test_convolution_without_its_stride_and_padding_has_no_estimate() -> None:
+    # older torch writes shapes but no "Concrete Inputs": a ResNet's 7x7
+    # stride-2 stem read as stride 1 without padding would count 4x its FLOPs
+    dims = [(5, 3, 224, 224), (64, 3, 7, 7), (), (), (), (), ()]
+    types = [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar"]
+    assert estimate_flops("aten::conv2d", dims, types, ()) is None
+    assert estimate_flops("aten::conv2d", dims, types, [""] * 7) is None
+    concrete = ["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"]
+    assert estimate_flops("aten::conv2d", dims, types, concrete) == 2 * 5 * 64 * 112 * 112 * 147
