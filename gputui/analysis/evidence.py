@@ -381,6 +381,11 @@ class JobEvidence:
     roofline: RooflineReport | None = None
     #: the GPU's compute capability ("9.0"), where known (a trace's device properties)
     compute_capability: str | None = None
+    #: the trace was recorded under ROCm (an AMD GPU): AMD's tools, not NVIDIA's
+    rocm: bool = False
+    #: slow host ops known to have launched GPU work (a trace's: ``TraceSummary.
+    #: launching_ops``): their host time is no computing on host tensors
+    launching_ops: frozenset[str] = frozenset()
     #: the training thread's Python profile from the hook's stack sampler
     python_profile: PythonProfile | None = None
     #: what torch.compile did in the job (None: nothing compiled, or unknown)

@@ -133,6 +133,8 @@ def trace_evidence(
         cold_launch_share=_window_share(summary, summary.sanity.cold_launch_us),
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
+        rocm=summary.rocm,
+        launching_ops=frozenset(summary.launching_ops),
         datasheet=datasheet,
     )
 

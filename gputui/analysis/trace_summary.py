@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui import fmt
+from gputui.analysis.evidence import CPU_OP_US
 from gputui.analysis.finding import Finding, ranked
 from gputui.protocol.capture import CpuOpRow, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
@@ -64,6 +65,12 @@ class TraceSummary:
     device_name: str | None = None
     device_memory_bytes: int | None = None
     compute_capability: str | None = None
+    #: recorded under ROCm (an AMD GPU): no CUDA compute capability, no NVIDIA tools
+    rocm: bool = False
+    #: the slow ops of ``cpu_ops`` (``launch.cpu_op_us`` or more a call) that
+    #: launched GPU work: host time of a GPU op (cuDNN choosing its algorithm on
+    #: a first call), not an op computing on host tensors
+    launching_ops: tuple[str, ...] = ()
     events: int = 0
     gpu_activities: int = 0
     steps: tuple[int, ...] = ()
@@ -147,6 +154,7 @@ def summarize(
     device_name: str | None = None,
     device_memory_bytes: int | None = None,
     compute_capability: str | None = None,
+    rocm: bool = False,
     include_last_step: bool = False,
     top: int = TOP_ROWS,
     op_rows: Sequence[OpRow] = (),
@@ -158,6 +166,7 @@ def summarize(
     metrics = compute(timeline, include_last_step, scan)
     table = kernel_rows(scan, top)
     ops, op_names, self_total = cpu_op_rows(scan, top)
+    slow = {o.name for o in ops if "::" in o.name and o.calls and o.mean_self_us >= CPU_OP_US}
     steps = tuple(s for s in (step_id(r[2]) for r in scan.step_ranges) if s is not None)
     setup, teardown = scan.outside()
     if any(r[1] > r[0] for r in scan.step_ranges):
@@ -174,6 +183,8 @@ def summarize(
         device_name=device_name,
         device_memory_bytes=device_memory_bytes,
         compute_capability=compute_capability,
+        rocm=rocm,
+        launching_ops=tuple(sorted(scan.launchers(slow))),
         events=timeline.events,
         gpu_activities=len(timeline.gpu),
         steps=steps,
@@ -243,9 +254,10 @@ def warnings(summary: TraceSummary) -> list[str]:
     if s.cold_launches:
         out.append(
             f"{s.cold_launches:,} launch call{'' if s.cold_launches == 1 else 's'} took "
-            f"{fmt.ms(s.cold_launch_us / 1e6)} in the window (100ms or more each): CUDA "
-            "loading kernels' modules or compiling them on first use, a one-off that is no "
-            "launch cost of the loop; profile steps after a warm-up"
+            f"{fmt.ms(s.cold_launch_us / 1e6)} in the window (100ms or more each, or 1ms or "
+            "more for a kernel's first launch while the GPU idled): CUDA loading kernels' "
+            "modules or compiling them on first use, a one-off that is no launch cost of "
+            "the loop; profile steps after a warm-up"
         )
     if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
         lo, hi = summary.window_us
@@ -282,6 +294,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
             "name": summary.device_name,
             "total_memory_bytes": summary.device_memory_bytes,
             "compute_capability": summary.compute_capability,
+            "rocm": summary.rocm,
         },
         "events": summary.events,
         "gpu_activities": summary.gpu_activities,

@@ -31,7 +31,7 @@ from gputui.commands.analyze_ranks import TraceOrigin, job_warnings
 
 if TYPE_CHECKING:
     from gputui.analysis.trace_summary import TraceSummary
-    from gputui.tracefile.reader import TraceFile
+    from gputui.tracefile.reader import DeviceProps, TraceFile
 
 
 class RankRead:
@@ -75,14 +75,13 @@ def without_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _device(tf: TraceFile) -> tuple[str | None, int | None, str | None]:
+def _device(tf: TraceFile) -> DeviceProps | None:
     """The GPU the trace's activity ran on, as its header describes it."""
     if not tf.devices:
-        return None, None, None
+        return None
     used = Counter(a.device for a in tf.timeline.gpu)
     index = used.most_common(1)[0][0] if used else tf.devices[0].index
-    dev = next((d for d in tf.devices if d.index == index), tf.devices[0])
-    return dev.name, dev.total_memory_bytes, dev.compute_capability
+    return next((d for d in tf.devices if d.index == index), tf.devices[0])
 
 
 def _origin(tf: TraceFile) -> TraceOrigin:
@@ -94,16 +93,17 @@ def _summary(
 ) -> TraceSummary:
     from gputui.analysis.trace_summary import summarize
 
-    name, memory, cc = _device(tf)
+    dev = _device(tf)
     return summarize(
         tf.timeline,
         rank,
         rank_from,
         tf.path,
         world_size=tf.world_size,
-        device_name=name,
-        device_memory_bytes=memory,
-        compute_capability=cc,
+        device_name=None if dev is None else dev.name,
+        device_memory_bytes=None if dev is None else dev.total_memory_bytes,
+        compute_capability=None if dev is None else dev.compute_capability,
+        rocm=dev is not None and dev.rocm,
         include_last_step=include_last_step,
         top=top,
         op_rows=tf.op_rows,

@@ -376,6 +376,8 @@ def _roofline(summary: TraceSummary, roof: Roof | None, top: int, width: int) ->
     report = roofline_of(summary.op_rows, roof)
     if report is None:
         device = fmt.clean(summary.device_name or "an unnamed GPU", 60)
+        if summary.rocm:  # gputui bench measures CUDA devices only
+            return _section(f"Roofline: no ceilings known for {device}", width)
         return _section(f"Roofline: no ceilings known for {device}: run gputui bench on it", width)
     return ["", *roofline_text.lines(report, width, top)]
 
@@ -409,7 +411,9 @@ def _cpu_ops(summary: TraceSummary, top: int, width: int) -> list[str]:
     if not summary.cpu_ops:
         return []
     out = _section(
-        f"Top CPU ops by self time ({window_words(summary)}: {fmt.us(summary.cpu_self_total_us)})",
+        f"Top CPU ops by self time ({window_words(summary)}: "
+        f"{fmt.us(summary.cpu_self_total_us)} of self time in "
+        f"{plural(summary.cpu_op_names, 'name')})",
         width,
     )
     rows = [

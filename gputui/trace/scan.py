@@ -517,6 +517,11 @@ COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 #: takes microseconds, CUDA's lazy loading of a module or a JIT compile of its
 #: kernels on first use tens to thousands of milliseconds
 COLD_LAUNCH_US = 100_000
+#: a shorter launch call is a first use as well where it is the first launch of
+#: its kernel in the trace, takes this long (us) and the GPU idles through most
+#: of it: CUDA's lazy loading of a kernel's module takes milliseconds, where a
+#: launch that waits for room in a full queue (a GPU-bound job) waits on a busy GPU
+FIRST_USE_US = 1_000
 
 
 @dataclass
@@ -832,18 +837,74 @@ class Scan:
 
     @cached_property
     def _cold_launches(self) -> list[tuple[int, int]]:
-        """The launch calls of :data:`COLD_LAUNCH_US` or longer in the window."""
+        """The launch calls in the window of :data:`COLD_LAUNCH_US` or longer,
+        and the first uses of :data:`FIRST_USE_US` or longer
+        (:meth:`_first_uses`)."""
         window = self.window
         if window is None:
             return []
         lo, hi = window
         rt = self.runtime.lists
-        return [
-            (max(r[0], lo), min(r[1], hi))
+        cold: list[Any] = []
+        maybe: list[Any] = []
+        for calls in (rt[RT_LAUNCH - RT_SYNC], rt[RT_LAUNCH - RT_SYNC + RT_DRIVER]):
+            for r in calls:
+                d = r[1] - r[0]
+                if d >= FIRST_USE_US and r[1] > lo and r[0] < hi:
+                    (cold if d >= COLD_LAUNCH_US else maybe).append(r)
+        if maybe:  # (the part inside the window must be that long too)
+            cold.extend(
+                r for r in self._first_uses(maybe) if min(r[1], hi) - max(r[0], lo) >= FIRST_USE_US
+            )
+        return [(max(r[0], lo), min(r[1], hi)) for r in cold]
+
+    def launchers(self, names: set[str]) -> frozenset[str]:
+        """Those of ``names`` (host ops) that queued GPU work in the window: a
+        kernel launch or an async copy names the op as its External id.  Read
+        only for the few names asked (the slow ops of a table)."""
+        window = self.window
+        if window is None or not names:
+            return frozenset()
+        lo, hi = window
+        rt = self.runtime.lists
+        ids = {
+            r[5]
             for calls in (rt[RT_LAUNCH - RT_SYNC], rt[RT_LAUNCH - RT_SYNC + RT_DRIVER])
             for r in calls
-            if r[1] - r[0] >= COLD_LAUNCH_US and r[1] > lo and r[0] < hi
-        ]
+            if r[5] != -1 and r[1] > lo and r[0] < hi
+        }
+        if not ids:
+            return frozenset()
+        return frozenset(
+            r[2] for r in self.timeline.ranges if r[2] in names and r[5] in ids and r[0] < hi
+        )
+
+    def _first_uses(self, calls: list[Any]) -> list[Any]:
+        """Of launch calls of a millisecond or more, those that launched the first
+        activity of its name in the trace while the GPU was busy less than half
+        of the call: loading the kernel, not waiting for the GPU."""
+        gpu = self.timeline.gpu  # in start order
+        first: dict[str, int] = {}
+        for a in gpu:
+            if a[4] not in first:
+                first[a[4]] = a[7]
+        firsts = set(first.values())
+        firsts.discard(-1)
+        busy = merge_sorted(gpu)
+        starts = [b[0] for b in busy]
+        out = []
+        for r in calls:
+            if r[4] not in firsts:
+                continue
+            s, e = r[0], r[1]
+            i = max(0, bisect.bisect_right(starts, s) - 1)
+            covered = 0
+            while i < len(busy) and busy[i][0] < e:
+                covered += max(0, min(e, busy[i][1]) - max(s, busy[i][0]))
+                i += 1
+            if 2 * covered < e - s:
+                out.append(r)
+        return out
 
     def _compile_us(self) -> float:
         """The union of torch.compile's compiling ranges inside the window."""

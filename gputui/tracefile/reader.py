@@ -51,6 +51,9 @@ class DeviceProps:
     name: str | None = None
     total_memory_bytes: int | None = None
     compute_capability: str | None = None  # "9.0"
+    #: an AMD GPU under ROCm: its major.minor is a gfx architecture, not a CUDA
+    #: compute capability (``compute_capability`` stays None)
+    rocm: bool = False
 
 
 @dataclass
@@ -157,25 +160,47 @@ def _open_regular(path: Path) -> tuple[BinaryIO, int]:
 
 
 # -- the header and the reading ----------------------------------------------------------
+#: what a trace recorded under ROCm writes in its header (roctracer's and
+#: HIP's versions; CUDA traces write ``cuda_runtime_version`` and the like)
+_ROCM_KEYS = ("roctracer_version", "hip_runtime_version", "hip_driver_version")
+
+
+def is_rocm(meta: dict[str, Any]) -> bool:
+    """Whether a trace's header says it was recorded under ROCm (an AMD GPU):
+    its HIP or roctracer versions, or a device of 64-lane wavefronts (NVIDIA's
+    warps have 32)."""
+    if any(key in meta for key in _ROCM_KEYS):
+        return True
+    props = meta.get("deviceProperties")
+    return isinstance(props, list) and any(
+        isinstance(p, dict) and p.get("warpSize") == 64 for p in props[:64]
+    )
+
+
 def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
     props = meta.get("deviceProperties")
     if not isinstance(props, list):
         return ()
+    rocm = is_rocm(meta)
     out: list[DeviceProps] = []
     for p in props[:64]:
         if not isinstance(p, dict):
             continue
         major, minor = p.get("computeMajor"), p.get("computeMinor")
+        versioned = type(major) is int and type(minor) is int
         mem = p.get("totalGlobalMem")
         name = p.get("name")
+        name = name if isinstance(name, str) else None
+        if rocm and not name:
+            # ROCm writes no name; its major.minor is the gfx family (9.4: gfx94x, MI300)
+            name = f"AMD GPU (gfx{major}{minor}x)" if versioned else "AMD GPU"
         out.append(
             DeviceProps(
                 index=as_int(p.get("id"), len(out)),
-                name=name if isinstance(name, str) else None,
+                name=name,
                 total_memory_bytes=mem if type(mem) is int and mem >= 0 else None,
-                compute_capability=f"{major}.{minor}"
-                if type(major) is int and type(minor) is int
-                else None,
+                compute_capability=f"{major}.{minor}" if versioned and not rocm else None,
+                rocm=rocm,
             )
         )
     return tuple(out)

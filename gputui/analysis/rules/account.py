@@ -393,7 +393,11 @@ def host_ops(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture
     if cap is None or not ev.cuda:
         return []
-    rows = [o for o in cap.cpu_work(CPU_OP_US) if o.name not in RANDOM_OPS]
+    rows = [
+        o
+        for o in cap.cpu_work(CPU_OP_US)
+        if o.name not in RANDOM_OPS and o.name not in ev.launching_ops
+    ]
     return _ops_finding(
         ev,
         "cpu.host_ops",

@@ -173,8 +173,12 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
     if top.share < TOP_KERNEL_SHARE or top.kernel_class in (kernels.MEMCPY, kernels.MEMSET):
         return []
     short = kernels.short_kernel_name(top.name)
-    stem = short.split("<", 1)[0]
-    fix, confirm = _kernel_advice(top.kernel_class, top.name, stem, _major(ev))
+    # a name can be hundreds of characters (Tensile's GEMMs spell out every
+    # tuning parameter): shown cut in the middle, and its head filters the profile
+    stem = short.split("<", 1)[0][:STEM_CHARS]
+    if len(short) > SHOWN_CHARS:  # its head and its tail, which tell variants apart
+        short = short[: SHOWN_CHARS - 60] + "..." + short[-57:]
+    fix, confirm = _kernel_advice(top.kernel_class, top.name, stem, _major(ev), ev.rocm)
     return [
         finding(
             ev,
@@ -189,22 +193,32 @@ def top_kernel(ev: JobEvidence) -> Iterable[Finding]:
     ]
 
 
+#: the most of a kernel's name the finding shows, and passes to the profiler (a
+#: head of the name still selects it): room for any of NVIDIA's library names
+SHOWN_CHARS = STEM_CHARS = 160
+
 #: how a kernel's deep dive starts (its class's advice ends with it)
 _NCU = (
     "ncu --set full --kernel-name regex:{stem} --launch-count 5 --target-processes all "
     "python train.py: its SM and memory throughput, occupancy and stall reasons"
 )
+#: the same on an AMD GPU (ROCm Compute Profiler: Nsight Compute does not run there)
+_ROCPROF = (
+    "rocprof-compute profile -n top_kernel -k {stem} -- python train.py, then "
+    "rocprof-compute analyze on the workload it writes: its compute and memory "
+    "throughput, occupancy and wavefront stalls"
+)
 
 
 def _kernel_advice(
-    kernel_class: str, name: str, stem: str, major: int | None = None
+    kernel_class: str, name: str, stem: str, major: int | None = None, rocm: bool = False
 ) -> tuple[str, str]:
     """(fix, confirm) for a dominant kernel, by its class: a GEMM's shapes and
     the tensor cores the GPU has (``major``: its compute capability's, None
     where not known), an attention kernel's backend, a communication kernel's
     collective (no tile advice, no ncu: its time is the network's and the
     peers'), a generated or hand-written kernel's own profile."""
-    ncu = _NCU.format(stem=stem)
+    ncu = (_ROCPROF if rocm else _NCU).format(stem=stem)
     if kernel_class == kernels.COMMUNICATION:
         return (
             "a communication kernel: its time is the transfer and the wait for the other "
@@ -229,6 +243,13 @@ def _kernel_advice(
             ncu,
         )
     if kernel_class == kernels.GEMM:
+        if rocm:
+            return (
+                "make sure it is the GEMM you expect at this size: dimensions that are "
+                "multiples of 16 keep the matrix cores' fast paths, and bf16/fp16 inputs "
+                "use them at all",
+                ncu,
+            )
         if major is not None and major < 7:
             return (
                 f"make sure it is the GEMM you expect at this size: this GPU (sm {major}.x) "
