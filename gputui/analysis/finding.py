@@ -52,6 +52,9 @@ class Finding(ValueBase):
     related: tuple[Finding, ...] = ()
     #: the rule chose the severity itself (it does not follow the settled cost)
     severity_fixed: bool = False
+    #: the part of the rule's own estimate (% of the step) that the other
+    #: findings' costs already recover: settled away, so not in ``impact_pct``
+    overlap_pct: float | None = None
 
     def evolve(self, **changes: Any) -> Finding:
         """A copy with ``changes``."""
@@ -73,6 +76,7 @@ class Finding(ValueBase):
             "gpu": self.gpu_index,
             "failure_in_s": _round(self.failure_in_s),
             "bucket": self.bucket,
+            "overlap_pct": _round(self.overlap_pct),
             "related": [
                 {"rule": r.rule, "title": r.title, "evidence": r.evidence} for r in self.related
             ],

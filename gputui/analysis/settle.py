@@ -191,11 +191,24 @@ def _settled(findings: list[Finding], budget: _Budget, ledger: Ledger) -> list[F
         if f.impact_pct is None or claim is None or claim == OUTSIDE:
             out.append(f)
             continue
-        got = budget.take(claim, f.impact_pct / 100.0)
+        wanted = f.impact_pct / 100.0
+        # what it would get alone (its part's size caps it, not the others)
+        alone = max(0.0, min(wanted, _Budget(ledger).room(claim)))
+        got = budget.take(claim, wanted)
         pct = round(100.0 * got, 1)
         ms = ledger.ms(got) if ledger.step_s else f.impact_ms
         severity = f.severity
         if not f.severity_fixed:
             severity = severity_of(pct)
-        out.append(f.evolve(impact_pct=pct, impact_ms=ms, severity=severity, bucket=claim))
+        overlap = round(100.0 * alone - pct, 1)  # taken by the findings settled before
+        out.append(
+            f.evolve(
+                impact_pct=pct,
+                impact_ms=ms,
+                severity=severity,
+                bucket=claim,
+                # worth a word where it changes the figure: a point and a tenth of it
+                overlap_pct=overlap if overlap >= max(1.0, 10.0 * alone) else None,
+            )
+        )
     return out

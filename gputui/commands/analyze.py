@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 #: 2 adds each rank's step account (``account``); 3 its MFU during the trace
 #: (``utilisation``, ``utilisation_note``); 5 its window (``window``, ``setup``,
 #: ``teardown``), its sanity counts and warnings (``sanity``, ``warnings``), the
-#: analyzer's ledger (``ledger``) and ``kernel_calls``; every earlier key stays
-JSON_VERSION = 5
+#: analyzer's ledger (``ledger``) and ``kernel_calls``; 6 the device's ``rocm`` and
+#: the findings' ``overlap_pct``; every earlier key stays
+JSON_VERSION = 6
 
 
 SUMMARY = "what torch.profiler traces say (steps, breakdowns, kernels)"

@@ -46,7 +46,16 @@ def cost_text(f: Finding) -> str:
 
         part = CLAIM_LABELS.get(f.bucket)
         where = f", in {part}" if part and f.bucket != OUTSIDE else ""
-    return f"about {f.impact_pct:.0f}% of the step time{per_step}{where}"
+    overlap = ""
+    if f.overlap_pct is not None:
+        # an honest zero beside evidence of real time: the larger fixes recover it
+        own = f.impact_pct + f.overlap_pct
+        overlap = (
+            f"; the rest of its {own:.0f}% is time the other findings' fixes already recover"
+            if f.impact_pct >= 0.5
+            else f"; its own {own:.0f}% is time the other findings' fixes already recover"
+        )
+    return f"about {f.impact_pct:.0f}% of the step time{per_step}{where}{overlap}"
 
 
 def related_text(f: Finding) -> str:

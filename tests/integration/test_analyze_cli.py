@@ -519,7 +519,7 @@ def test_mfu_of_an_fp32_trace_against_a_hand_count(
     so no TF32.  MFU = 2.33656e12 / 0.0495993 s / 67e12 = 70.31%."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no measured ceilings
     doc, text, version = _mfu(capsys, FP32_TRACE)
-    assert version == 5
+    assert version == 6
     u, hand_flops = doc["utilisation"], 17 * 2 * 4096**3 + 3 * 2 * 4096**2
     assert doc["utilisation_note"] is None
     assert u["model_flops_per_step"] == hand_flops == u["hardware_flops_per_step"]

@@ -34,6 +34,7 @@ FINDING_KEYS = {
     "gpu",
     "failure_in_s",
     "bucket",
+    "overlap_pct",
     "related",
 }
 

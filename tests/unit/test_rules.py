@@ -537,6 +537,7 @@ def test_finding_json_shape() -> None:
         "gpu",
         "failure_in_s",
         "bucket",
+        "overlap_pct",
         "related",
     }
 
