@@ -53,6 +53,16 @@ Cases (the planted cause in brackets):
 - ``vision``: a torchvision ResNet-50 in bf16, batch 128, whose 4 DataLoader workers
   decode JPEGs with PIL and run RandomResizedCrop, flip and Normalize [data loading];
   ``vision_workers12``, ``vision_workers15``: the same with 12 and 15 workers.
+- ``inference_graphed``: the ``inference`` model captured once into a
+  ``torch.cuda.CUDAGraph`` and replayed each step [none: the launches are gone];
+  ``inference_reduce_overhead``: the same model under ``torch.compile(mode=
+  "reduce-overhead")`` (Inductor's CUDA graphs) [none];
+- ``train_reduce_overhead``: the small MLP's training step under
+  ``torch.compile(mode="reduce-overhead")`` [none]; ``train_graphed``: its model
+  made by ``torch.cuda.make_graphed_callables``, the optimizer eager [optimizer
+  launches];
+- ``fp32_mlp`` and ``tf32_mlp``: an fp32 MLP 4096 wide at batch 2048 with
+  ``torch.backends.cuda.matmul.allow_tf32`` off and on [FP32 matmuls; none];
 Each trace is ``OUT_DIR/CASE.pt.trace.json.gz``.
 """
 
@@ -118,6 +128,18 @@ def profiled(
 def mlp() -> tuple[nn.Module, torch.optim.Optimizer]:
     model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024)).to(DEV)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def train_step(model: Any, opt: torch.optim.Optimizer, x: torch.Tensor) -> Callable[[], None]:
+    """A training step of ``model`` on ``x``: the mean square as the loss."""
+
+    def step() -> None:
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
 
 
 def augment(batch: np.ndarray) -> np.ndarray:
@@ -635,16 +657,23 @@ def case_compiled_item(out: Path) -> Path:
     return profiled(out, "compiled_item", step)
 
 
-def case_inference(out: Path) -> Path:
+def _inference_model() -> nn.Module:
     layer = nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
-    model = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False).to(DEV).eval()
+    return nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False).to(DEV).eval()
+
+
+def _inference_case(out: Path, name: str, model: Any, warmup: int) -> Path:
     x = torch.randn(2, 64, 512, device=DEV)
 
     def step() -> None:
         with torch.inference_mode():
             model(x)
 
-    return profiled(out, "inference", step, warmup=3)
+    return profiled(out, name, step, warmup=warmup)
+
+
+def case_inference(out: Path) -> Path:
+    return _inference_case(out, "inference", _inference_model(), 3)
 
 
 def case_cpu_randn(out: Path) -> Path:
@@ -800,6 +829,66 @@ def case_ddp_one(out: Path) -> Path:
         return profiled(out, "ddp_one", step)
     finally:
         dist.destroy_process_group()
+
+
+def case_inference_graphed(out: Path) -> Path:
+    model = _inference_model()
+    static_x = torch.randn(2, 64, 512, device=DEV)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.inference_mode():
+        for _ in range(3):  # warm up on a side stream, as the CUDA graphs docs ask
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.inference_mode():
+        static_y = model(static_x)
+    fresh = torch.randn(2, 64, 512, device=DEV)
+
+    def step() -> None:
+        static_x.copy_(fresh)
+        graph.replay()
+        static_y.sum()
+
+    return profiled(out, "inference_graphed", step, warmup=3)
+
+
+def case_inference_reduce_overhead(out: Path) -> Path:
+    model = torch.compile(_inference_model(), mode="reduce-overhead")
+    return _inference_case(out, "inference_reduce_overhead", model, 5)
+
+
+def case_train_reduce_overhead(out: Path) -> Path:
+    model, opt = mlp()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(64, 1024, device=DEV)
+    return profiled(out, "train_reduce_overhead", train_step(compiled, opt, x), warmup=5)
+
+
+def case_train_graphed(out: Path) -> Path:
+    model, opt = mlp()
+    x = torch.randn(64, 1024, device=DEV)
+    graphed = torch.cuda.make_graphed_callables(model, (x,))
+    return profiled(out, "train_graphed", train_step(graphed, opt, x), warmup=3)
+
+
+def _fp32_mlp(out: Path, name: str, tf32: bool) -> Path:
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        model = nn.Sequential(*[nn.Linear(4096, 4096) for _ in range(4)]).to(DEV)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+        x = torch.randn(2048, 4096, device=DEV)
+        return profiled(out, name, train_step(model, opt, x), warmup=3)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def case_fp32_mlp(out: Path) -> Path:
+    return _fp32_mlp(out, "fp32_mlp", tf32=False)
+
+
+def case_tf32_mlp(out: Path) -> Path:
+    return _fp32_mlp(out, "tf32_mlp", tf32=True)
 
 
 CASES = {
