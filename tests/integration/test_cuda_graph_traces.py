@@ -51,6 +51,9 @@ def test_a_graphed_training_step_is_told_what_runs_outside_its_graphs(case: str)
     assert launch.fix.startswith("the step already runs CUDA graphs")
     assert "capture the step in a CUDA graph" not in launch.fix
     assert "mode='reduce-overhead'" not in launch.fix
+    # the foreach AdamW left eager: the fused one is named
+    assert "the optimizer (multi-tensor) runs outside them" in launch.fix
+    assert "torch.optim.AdamW(..., fused=True)" in launch.fix
 
 
 def test_the_mfu_peak_follows_the_gemm_kernels_tf32_or_not(

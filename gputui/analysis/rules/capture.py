@@ -335,10 +335,18 @@ def launch_fix(ev: JobEvidence) -> str:
             f"well); and {more_work}"
         )
     if ctx.cuda_graphs:
+        impl = None if ctx.inference else optimizer_impl(ev)
+        optimizer = (
+            # what a graphed forward and backward leave eager, most often
+            f"; the optimizer ({impl[0]}) runs outside them: a fused one "
+            f"({spell(FUSED_OPTIMIZER, ctx.framework)}) launches a few kernels a step"
+            if impl is not None and impl[0] != FUSED
+            else ""
+        )
         return (
             "the step already runs CUDA graphs: what is left is issued outside them; find "
             "the ops between graph launches in the trace, move them into the captured region "
-            f"or off the step, and {more_work}"
+            f"or off the step, and {more_work}{optimizer}"
         )
     if ctx.compiled:
         blocked = ctx.break_where()
