@@ -113,6 +113,12 @@ def utilisation(
 NO_SHAPES = "the trace has no input shapes (profile with record_shapes=True)"
 NO_FLOP_OPS = "no matrix product, convolution or attention op in the trace's steps"
 NO_GPU = "the trace names no GPU (no deviceProperties)"
+#: NO_FLOP_OPS where the steps ran compiled code or CUDA graph replays
+NO_FLOP_OPS_COMPILED = (
+    "no matrix product, convolution or attention op in the trace's steps: torch.compile's "
+    "code and CUDA graph replays run theirs as kernels, without the ops whose shapes "
+    "give their FLOPs"
+)
 #: most matrix products, convolutions and attention ops fit no formula
 UNKNOWN_FLOPS = (
     "the FLOPs of {unknown} of the steps' {ops} matrix products, convolutions and attention "
@@ -134,6 +140,7 @@ def trace_utilisation(
     gpu_work: bool = True,
     timed: bool = True,
     tf32: bool = False,
+    compiled: bool = False,
 ) -> tuple[Utilisation | None, str | None]:
     """The MFU of a trace's steps, with the convention of the live one but the
     traced steps' own time: the profiler's slowdown is in it, so it reads lower
@@ -143,8 +150,8 @@ def trace_utilisation(
     ``timed``: whether ``step_us`` times the GPU's work (not where the GPU's
     activity went unrecorded and only the host's span gives a time: the GPU
     may run long after it); ``tf32``: whether its FP32 GEMMs ran on TF32
-    tensor cores (:func:`~gputui.analysis.evidence.on_tf32`).  When there is
-    none, why."""
+    tensor cores (:func:`~gputui.analysis.evidence.on_tf32`); ``compiled``:
+    the steps ran torch.compile's code or CUDA graphs.  When there is none, why."""
     if step_flops is None:
         return None, NO_SHAPES
     if not timed:
@@ -160,7 +167,7 @@ def trace_utilisation(
         totals, steps, rate, gpu_name, datasheet, measured, "no step time in the trace", tf32=tf32
     )
     if util is None:
-        return None, NO_FLOP_OPS
+        return None, NO_FLOP_OPS_COMPILED if compiled and not totals.ops else NO_FLOP_OPS
     if not gpu_work:
         util = replace(util, note=NO_GPU_WORK)
     elif gpu_name is None:

@@ -160,6 +160,7 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
     from gputui.ceilings.datasheet import datasheet_for
 
     sheet = datasheet_for(summary.device_name)
+    markers = summary.metrics.markers
     return trace_utilisation(
         summary.step_flops,
         summary.step_us_mean,
@@ -172,6 +173,7 @@ def mfu_of(summary: TraceSummary, roof: Roof | None) -> tuple[Utilisation | None
         or not summary.gpu_ran
         or summary.window_kind == WINDOW_STEPS,
         tf32=on_tf32(summary.kernels),
+        compiled=markers is not None and (markers.compiled or markers.cuda_graphs),
     )
 
 

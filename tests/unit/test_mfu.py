@@ -8,7 +8,14 @@ import dataclasses
 import pytest
 
 from gputui.analysis.evidence import CaptureView
-from gputui.analysis.mfu import NO_FLOP_OPS, NO_GPU, NO_SHAPES, trace_utilisation, utilisation
+from gputui.analysis.mfu import (
+    NO_FLOP_OPS,
+    NO_FLOP_OPS_COMPILED,
+    NO_GPU,
+    NO_SHAPES,
+    trace_utilisation,
+    utilisation,
+)
 from gputui.analysis.roofline import MEASURED, Roof
 from gputui.ceilings.datasheet import H100_SXM, datasheet_for
 from gputui.protocol.capture import CaptureOptions, CaptureResult, KernelRow
@@ -208,3 +215,14 @@ def test_a_trace_whose_flop_ops_mostly_fit_no_formula_has_no_mfu() -> None:
     most = dataclasses.replace(few, ops=100, unknown=5)
     u, why = trace_utilisation((most, 5), 20_000.0, H100, sheet)
     assert u is not None and why is None
+
+
+def test_steps_of_compiled_code_say_why_their_ops_are_missing() -> None:
+    """torch.compile's code and graph replays record kernels, not the aten ops
+    whose shapes give FLOPs: the reason says so, where an eager trace's says
+    only that there is no such op."""
+    sheet = H100_SXM.roof()
+    none = FlopTotals(0.0, 0.0, (), 0.0, 0, 0)
+    _, eager = trace_utilisation((none, 2), 20_000.0, H100, sheet)
+    _, compiled = trace_utilisation((none, 2), 20_000.0, H100, sheet, compiled=True)
+    assert eager == NO_FLOP_OPS and compiled == NO_FLOP_OPS_COMPILED
