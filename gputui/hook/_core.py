@@ -233,6 +233,11 @@ class Hook:
                 f"CUDA graphs in use ({rec.capturing_graph} captured, {rec.graph_replays} "
                 "replays): replayed graphs run no hooks, their time lands in the enclosing "
                 "phase; captured steps have no GPU times"
+                + (
+                    "; nothing else marks the steps: each replay of the first graph ends one"
+                    if self.torch_hooks.graph_steps
+                    else ""
+                )
             )
         return reasons, graphs
 

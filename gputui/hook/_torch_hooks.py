@@ -69,6 +69,13 @@ class TorchHooks(HookPoints):
         self.explicit_steps = False  # step() was called: optimizer hooks no longer end steps
         #: no optimizer and no step(): each top-level forward call ends a step
         self.forward_steps = False
+        #: a loop that only replays CUDA graphs (no forward call, no optimizer, no
+        #: step()): the graph it replays first and how often in a row; after
+        #: INFERENCE_CALLS such replays each replay of it ends a step
+        self.lead_graph: int | None = None
+        self.graph_run = 0
+        self.graph_steps = False
+        self._root_calls_seen = 0
         #: root detection ends when the top-level call in progress returns
         self.finish_after_call = False
         self.lead_optimizer: int | None = None
@@ -166,14 +173,43 @@ class TorchHooks(HookPoints):
             setattr(graph_cls, "capture_begin", capture_begin)  # noqa: B010
             self._graph_originals.append((graph_cls, "capture_begin", begin))
         if callable(replay) and not getattr(replay, "_gputui_wrapped", False):
+            note = self._graph_replayed
 
             def replay_graph(self: Any, *args: Any, **kwargs: Any) -> Any:
                 rec.graph_replays += 1
+                note(id(self))
                 return replay(self, *args, **kwargs)
 
             replay_graph._gputui_wrapped = True  # type: ignore[attr-defined]
             setattr(graph_cls, "replay", replay_graph)  # noqa: B010
             self._graph_originals.append((graph_cls, "replay", replay))
+
+    def _graph_replayed(self, graph: int) -> None:
+        """A replay of ``graph`` outside any forward call: in a loop that does
+        nothing else the hook sees (an inference server replaying a captured
+        step), each replay of the first graph replayed ends a step."""
+        try:
+            if self.depth or self.lead_optimizer is not None or self.explicit_steps:
+                return  # inside a module's call, or steps come from elsewhere
+            if self.forward_steps or self.root_calls != self._root_calls_seen:
+                # a forward call between replays: those make the steps
+                self._root_calls_seen = self.root_calls
+                self.graph_run = 0
+                self.graph_steps = False
+                return
+            if self.graph_steps:
+                if graph == self.lead_graph:
+                    self.boundary()
+                return
+            if self.lead_graph is None:
+                self.lead_graph = graph
+            if graph == self.lead_graph:
+                self.graph_run += 1
+                if self.graph_run >= INFERENCE_CALLS:
+                    self.graph_steps = True
+                    self.boundary()
+        except Exception as exc:
+            self.report_error("graph replay", exc)
 
     def _uninstall_cuda_graphs(self) -> None:
         for cls, name, orig in self._graph_originals:

@@ -81,3 +81,63 @@ def test_a_real_cuda_graph_training_loop(hook: gputui.hook.Hook) -> None:
     status = hook.status()
     assert status["enabled"] and not status["errors"]
     assert any("1 captured, 10 replays" in r for r in status["coarse_reasons"])
+
+
+def test_a_loop_that_only_replays_a_graph_gets_a_step_per_replay(
+    hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An inference loop of ``static_x.copy_(...); graph.replay()`` calls no module
+    and no optimizer: without this, no step ever ends and a capture waits for
+    ever.  After 20 replays of one graph with nothing else in between, each
+    replay of it ends a step; a second graph replayed beside it ends none."""
+
+    class StandInGraph:
+        def replay(self) -> None:
+            pass
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
+    hook.torch_hooks._install_cuda_graphs()
+    server = hook.server
+    assert server is not None
+    lead, other = StandInGraph(), StandInGraph()
+    for _ in range(19):
+        lead.replay()
+        other.replay()
+    assert not hook.torch_hooks.graph_steps
+    for _ in range(12):
+        lead.replay()
+        other.replay()
+    # the 20th replay starts the first step; each of the 11 after it ends one
+    hookutil.wait_steps(hook, 11)
+    assert hook.torch_hooks.graph_steps
+    assert any(
+        "each replay of the first graph ends one" in r for r in hook.status()["coarse_reasons"]
+    )
+    gputui.hook.uninstall()
+
+
+def test_replays_inside_forward_calls_leave_the_steps_to_them(
+    hook: gputui.hook.Hook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.compile's mode="reduce-overhead" replays inside the module's call:
+    the forward calls make the steps, the replays none."""
+
+    class StandInGraph:
+        def replay(self) -> None:
+            pass
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
+    hook.torch_hooks._install_cuda_graphs()
+    graph = StandInGraph()
+
+    class Replays(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            graph.replay()
+            return x
+
+    model = Replays()
+    with torch.no_grad():
+        for _ in range(40):
+            model(torch.zeros(1))
+    assert not hook.torch_hooks.graph_steps
+    gputui.hook.uninstall()
