@@ -883,12 +883,8 @@ class Scan:
         """Of launch calls of a millisecond or more, those that launched the first
         activity of its name in the trace while the GPU was busy less than half
         of the call: loading the kernel, not waiting for the GPU."""
-        gpu = self.timeline.gpu  # in start order
-        first: dict[str, int] = {}
-        for a in gpu:
-            if a[4] not in first:
-                first[a[4]] = a[7]
-        firsts = set(first.values())
+        gpu = self.timeline.gpu  # in start order: read backwards, the first stays
+        firsts = set({a[4]: a[7] for a in reversed(gpu)}.values())
         firsts.discard(-1)
         busy = merge_sorted(gpu)
         starts = [b[0] for b in busy]
