@@ -89,18 +89,23 @@ def find_traces(paths: Sequence[str], repeated: list[str] | None = None) -> list
     """The trace files named by ``paths``: files as given, directories by their
     ``*.pt.trace.json[.gz]`` files (else any ``*.json[.gz]``), sorted by name.
     A file named twice (``a.json a.json``, or a file and its directory) is read
-    once; ``repeated`` gets a line for each one left out."""
+    once; ``repeated`` gets a line for each one left out, and one for each
+    directory whose other ``*.json[.gz]`` files its profiler traces leave out."""
     found: list[Path] = []
     for arg in paths:
         path = Path(arg)
         if path.is_dir():
-            inside: list[Path] = []
-            for globs in (TRACE_GLOBS, JSON_GLOBS):
-                inside = sorted({p for g in globs for p in path.glob(g) if p.is_file()})
-                if inside:
-                    break
+            traces = _files(path, TRACE_GLOBS)
+            inside = traces or _files(path, JSON_GLOBS)
             if not inside:
                 raise TraceError(f"{fmt.clean(arg)}: no trace files (*.pt.trace.json[.gz], *.json)")
+            others = len(_files(path, JSON_GLOBS)) - len(traces) if traces else 0
+            if others and repeated is not None:
+                repeated.append(
+                    f"{fmt.clean(arg)}: {others} other .json file{'s' * (others > 1)} left "
+                    "out (a directory is read by its *.pt.trace.json[.gz] files; name a "
+                    "file to read it)"
+                )
             found.extend(inside)
         elif path.exists() or path.is_symlink():
             found.append(path)
@@ -109,6 +114,11 @@ def find_traces(paths: Sequence[str], repeated: list[str] | None = None) -> list
         if len(found) > MAX_FILES:
             raise TraceError(f"more than {MAX_FILES} trace files given")
     return _once_each(found, repeated)
+
+
+def _files(directory: Path, globs: Sequence[str]) -> list[Path]:
+    """The files in ``directory`` that match one of ``globs``, sorted."""
+    return sorted({p for g in globs for p in directory.glob(g) if p.is_file()})
 
 
 def _identity(path: Path) -> tuple[int, int] | str:

@@ -369,6 +369,26 @@ def _warned(
     return doc["ranks"], doc["warnings"], err.splitlines()
 
 
+def test_a_directory_says_which_json_files_its_traces_leave_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A directory is read by its profiler traces; its other .json files are
+    not read, and the warning says how many, where there are any."""
+    _ranked(tmp_path, "w0.pt.trace.json", 0)
+    _ranked(tmp_path, "w1.pt.trace.json", 1)
+    ranks, warnings, _ = _warned(capsys, str(tmp_path))
+    assert len(ranks) == 2 and warnings == []
+    _ranked(tmp_path, "trace.json", None, pid=200)
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("not a trace")
+    ranks, warnings, _ = _warned(capsys, str(tmp_path))
+    assert len(ranks) == 2
+    assert warnings == [
+        f"{tmp_path}: 2 other .json files left out (a directory is read by its "
+        "*.pt.trace.json[.gz] files; name a file to read it)"
+    ]
+
+
 def test_the_same_file_twice_is_read_once(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
