@@ -123,7 +123,7 @@ def test_a_trace_with_cuda_calls_and_no_launch_is_no_cpu_only_profile(
         t.step(k + 1, k * 1_000.0, 900.0)
         t.op("aten::mm", k * 1_000.0 + 100.0, 100.0)
         t.call("cudaDeviceSynchronize", k * 1_000.0 + 300.0, 500.0)
-    rank, text = analyze(capsys, t.write(tmp_path / "synconly.pt.trace.json"))
+    _rank, text = analyze(capsys, t.write(tmp_path / "synconly.pt.trace.json"))
     assert "GPU time: no GPU activity in the trace (3 CUDA calls, none a kernel launch)" in text
     assert "CPU-only" not in text
 
