@@ -265,6 +265,13 @@ def _hta(summary: TraceSummary, ledger: Ledger | None, width: int) -> list[str]:
                 "no kernel records)",
                 width,
             )
+        runtime = summary.sanity.runtime_calls
+        if runtime:  # CUDA was recorded: no GPU work started in the trace
+            return _section(
+                f"GPU time: no GPU activity in the trace ({plural(runtime, 'CUDA call')}, "
+                "none a kernel launch)",
+                width,
+            )
         return _section("GPU time: no GPU activity in the trace (a CPU-only profile)", width)
     shares = [
         f"compute {_pct(t.compute_pct)}",

@@ -500,6 +500,9 @@ class Sanity:
     #: runtime calls that launch a kernel (any API), and kernel records
     kernel_launch_calls: int = 0
     kernel_records: int = 0
+    #: host-side CUDA runtime and driver calls of any kind (a profile that
+    #: recorded CUDA has them even where no kernel ran in it)
+    runtime_calls: int = 0
     #: host-side ProfilerStep ranges
     steps: int = 0
     #: host time inside torch.compile's compiling ranges (``… (dynamo_timed)``:
@@ -829,6 +832,7 @@ class Scan:
             kernels_before_launch=g.before_launch,
             kernel_launch_calls=self.runtime.kernel_launch_calls,
             kernel_records=g.kernels,
+            runtime_calls=len(self.timeline.runtime),
             steps=len(self.step_ranges),
             compile_us=self._compile_us(),
             cold_launches=len(self._cold_launches),

@@ -113,6 +113,21 @@ def test_a_trace_without_launches_or_kernels_is_a_cpu_only_profile(
     assert "a CPU-only profile" in text
 
 
+def test_a_trace_with_cuda_calls_and_no_launch_is_no_cpu_only_profile(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # a CUDA profile whose host only synchronized (the GPU's work was queued
+    # before the profiler started): no kernel, but CUDA was recorded
+    t = TraceBuilder()
+    for k in range(3):
+        t.step(k + 1, k * 1_000.0, 900.0)
+        t.op("aten::mm", k * 1_000.0 + 100.0, 100.0)
+        t.call("cudaDeviceSynchronize", k * 1_000.0 + 300.0, 500.0)
+    _rank, text = analyze(capsys, t.write(tmp_path / "synconly.pt.trace.json"))
+    assert "GPU time: no GPU activity in the trace (3 CUDA calls, none a kernel launch)" in text
+    assert "CPU-only" not in text
+
+
 def test_kernels_that_start_before_their_launch_are_clock_skew(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

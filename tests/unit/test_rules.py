@@ -576,6 +576,32 @@ def test_the_data_fixes_name_the_loaders_own_settings() -> None:
     assert unpinned.fix.startswith("the DataLoader runs with pin_memory=False")
 
 
+def test_a_traces_pinned_copies_keep_pin_memory_out_of_the_data_fix() -> None:
+    """A trace names no DataLoader settings, but its copies to the GPU say
+    whether the batches come from pinned memory: pin_memory=True is asked
+    only where none does, or some come from pageable memory."""
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    def fix(markers: JobMarkers, *copies: str) -> str:
+        cap = capture(
+            [kernel("volta_sgemm_128x64_tn", "gemm", 6, 4_000.0)]
+            + [kernel(c, "memcpy", 6, 400.0) for c in copies],
+            markers=markers,
+        )
+        (f,) = fired("data.loader_wait", evidence(with_phases(data=0.02), cap=cap))
+        return f.fix
+
+    workers, main = JobMarkers(loader="workers"), JobMarkers(loader="main")
+    pinned = "Memcpy HtoD (Pinned -> Device)"
+    pageable = "Memcpy HtoD (Pageable -> Device)"
+    assert fix(workers, pinned).endswith("index whole batches at once")
+    assert fix(workers, pageable).endswith("index whole batches at once, pin_memory=True")
+    assert fix(workers, pinned, pageable).endswith("pin_memory=True")
+    assert fix(workers).endswith("pin_memory=True")  # no copy: not known
+    assert "pin_memory" not in fix(main, pinned)
+    assert "pin_memory=True" in fix(main, pageable)
+
+
 def _optimizer_profile(function: str, file: str = "/venv/torch/optim/adam.py") -> PythonProfile:
     """A sampler profile whose optimizer phase runs torch.optim's ``function``."""
     return PythonProfile(

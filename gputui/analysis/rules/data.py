@@ -11,6 +11,7 @@ Slow epoch starts (``data.epoch_start``) are steps' outliers, in
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 
 from gputui import fmt
@@ -28,6 +29,8 @@ from gputui.protocol.messages import DATA
 DATA_SHARE = thresholds.value("data.share")
 HOT_SHARE = thresholds.value("data.hot_share")
 WORKERS_IDLE = thresholds.value("data.workers_idle")
+#: a host-to-device copy by where its source lies ("Memcpy HtoD (Pinned -> Device)")
+_HTOD_FROM = re.compile(r"^Memcpy HtoD \((\w+)")
 
 
 @rule(
@@ -46,7 +49,9 @@ WORKERS_IDLE = thresholds.value("data.workers_idle")
         "indexing of in-memory tensors is told to index on the GPU with a tensor; where the "
         "hook said the job's CPU cores, the fix names how many workers keep up (1/(1 - the "
         "wait's share) times as many) and how many the cores allow; a trace's DataLoader range "
-        "says whether workers made the batches"
+        "says whether workers made the batches; pin_memory=True is asked only where the batches "
+        "are not known to be pinned (the hook's DataLoader, or a trace's host-to-device copies "
+        "all from pinned memory)"
     ),
     bucket="data",
 )
@@ -163,12 +168,9 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         fix = (
             f"the DataLoader loads every batch in the training process (num_workers=0): "
             f"set {arg('num_workers')}=N (N up to the free CPU cores"
-            + (
-                f", e.g. 4-8 per GPU), {arg('persistent_workers')}=True and "
-                f"{arg('pin_memory')}=True"
-                if ev.cuda
-                else f"), {arg('persistent_workers')}=True"
-            )
+            + (", e.g. 4-8 per GPU" if ev.cuda else "")
+            + f"), {arg('persistent_workers')}=True"
+            + (f" and {arg('pin_memory')}=True" if ev.cuda and not _pinned(ev) else "")
             + f"{where} so batches are ready before the step asks"
         )
     elif loader is not None:
@@ -177,7 +179,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         fix = (
             f"load batches ahead in worker processes: {arg('num_workers')}=N (N up to the "
             "free CPU cores), "
-            + (f"{arg('pin_memory')}=True, " if ev.cuda else "")
+            + (f"{arg('pin_memory')}=True, " if ev.cuda and not _pinned(ev) else "")
             + f"{arg('persistent_workers')}=True, {arg('prefetch_factor')}=4{where}; "
             "move decoding and augmentation into the workers"
             + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
@@ -186,12 +188,25 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         fix = (
             "load batches ahead in worker processes: DataLoader(num_workers=N with N up to the "
             "free CPU cores, "
-            + ("pin_memory=True, " if ev.cuda else "")
+            + ("pin_memory=True, " if ev.cuda and not _pinned(ev) else "")
             + "persistent_workers=True, prefetch_factor=4); move "
             "decoding and augmentation into the workers"
             + (" or onto the GPU (e.g. NVIDIA DALI)" if ev.cuda else "")
         )
     return said, fix
+
+
+def _pinned(ev: JobEvidence) -> bool:
+    """Whether the batches already come from pinned memory, so that
+    ``pin_memory=True`` is no advice: the DataLoader the hook saw says; in a
+    trace, its host-to-device copies do (some from pinned memory and none from
+    pageable memory among the GPU activities' rows)."""
+    if ev.loader is not None:
+        return ev.loader.pin_memory
+    if ev.capture is None:
+        return False
+    sources = {m.group(1) for k in ev.capture.kernels if (m := _HTOD_FROM.match(k.name))}
+    return "Pinned" in sources and "Pageable" not in sources
 
 
 def _unsampled_workers_fix(
@@ -200,7 +215,7 @@ def _unsampled_workers_fix(
     """The fix where the loop waits for its workers' batches and nothing
     sampled the workers (a trace, a hook without the sampler): whether they
     fall behind or keep up is not known, so both ways out are named."""
-    pinned = ev.loader is not None and ev.loader.pin_memory
+    pinned = _pinned(ev)
     handoff = "index whole batches at once" + (
         f", {arg('pin_memory')}=True" if ev.cuda and not pinned else ""
     )
