@@ -7,12 +7,21 @@ it.  The stopped profile is handed to a worker thread that reduces the raw event
 and exports the Chrome trace, so the training thread pays only for torch's own
 ``stop`` plus a thread start.  ``key_averages()`` is never called: 4-7 s on a busy
 trace.
+
+torch.profiler's ``prepare_trace`` imports ``torch._inductor`` (it asks
+``hasattr(torch, "_inductor")``): seconds in a job that has not imported it.  So
+an armed capture first has a thread import it, and starts at the first step
+boundary after that: the training thread shares the GIL meanwhile instead of
+stopping for the import.  A synchronized capture (every rank from one step)
+starts at its step whatever the import's progress, as before.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -27,6 +36,21 @@ from gputui.protocol.op_rows import MAX_OP_ROWS
 from gputui.protocol.schema import CaptureInfo, CaptureRequest
 
 KEEP_TRACES = 50
+#: what torch.profiler's prepare_trace imports where the job has not
+PRELOAD = "torch._inductor.config"
+#: an armed capture waits at most this long for that import (then starts anyway)
+PRELOAD_WAIT_S = 60.0
+
+
+def _needs_preload(torch: Any) -> bool:
+    """Whether the profiler's start would import :data:`PRELOAD`: ``torch`` is
+    the job's torch, which has not imported it."""
+    return sys.modules.get("torch") is torch and PRELOAD not in sys.modules
+
+
+def _preload() -> None:
+    """Import what the profiler's start imports (thread ``gputui-capture-prep``)."""
+    importlib.import_module(PRELOAD)
 
 
 def traces_dir() -> str:
@@ -75,6 +99,11 @@ class CaptureController(WindowController):
         self.prof: Any = None
         self.step_fn: Any = None  # the ProfilerStep#N record_function in progress
         self.warmup_left = 0
+        #: what the profiler's start imports is imported (or failed to: the
+        #: profiler then meets the error and the capture fails with it)
+        self.preloaded = False
+        self.preload_since = 0.0  # time.monotonic() of the last arming
+        self._preloading = False
 
     # -- I/O thread -----------------------------------------------------------------
     def request(self, vid: int | None, req: CaptureRequest) -> CaptureStatus:
@@ -94,6 +123,7 @@ class CaptureController(WindowController):
             return CaptureStatus(messages.CAPTURE_REFUSED, cid, _USER_PROFILER)
         self.requester = vid
         self.periodic_request = vid is None
+        self._preload()
         self.armed = req
         # Arm last: from here the training thread may pick the request up, at
         # the end of the step in progress (made a full step) or at worst of the
@@ -103,6 +133,32 @@ class CaptureController(WindowController):
         return CaptureStatus(
             messages.CAPTURE_ARMED, cid, step=req.start_step, steps=req.steps, warmup=req.warmup
         )
+
+    def _preload(self) -> None:
+        """Have a thread import what the profiler's start imports, where the job
+        has not imported it yet (once per process)."""
+        self.preload_since = time.monotonic()
+        if self.preloaded or self._preloading:
+            return
+        if not _needs_preload(self.recorder.torch):
+            self.preloaded = True
+            return
+        self._preloading = True
+
+        def run() -> None:
+            try:
+                _preload()
+            except Exception:  # the profiler's start meets it again, and the capture says it
+                pass
+            finally:
+                self.preloaded = True
+                self._preloading = False
+
+        try:
+            threading.Thread(target=run, name="gputui-capture-prep", daemon=True).start()
+        except RuntimeError:  # no thread to be had: the profiler imports it itself
+            self._preloading = False
+            self.preloaded = True
 
     def cancel(self, vid: int | None) -> CaptureStatus:
         armed = self.armed
@@ -141,6 +197,12 @@ class CaptureController(WindowController):
                 return
             if req.start_step is not None and index < req.start_step - req.warmup:
                 return  # a synchronized capture: not yet (it stays armed)
+            if (
+                req.start_step is None
+                and not self.preloaded
+                and time.monotonic() - self.preload_since < PRELOAD_WAIT_S
+            ):
+                return  # the profiler's import is still under way (it stays armed)
             self.active = req
         else:
             req = self.active
