@@ -50,10 +50,11 @@ def test_dlrm_on_eight_v100s_exchanges_embeddings_all_to_all(
     assert rules(rank0)[0] == "launch.overhead"
     comm = next(f for f in rank0["findings"] if f["rule"] == "comm.share")
     assert "all-to-all exchange" in comm["fix"] and "gradient all-reduce" in comm["fix"]
-    # its ops carry shapes: the MFU is counted (V100 has no datasheet entry)
+    # its ops carry shapes: the MFU is counted, against the V100 SXM2's fp32
+    # peak (its GEMMs run fp32: no tensor cores)
     util = rank0["utilisation"]
     assert util is not None and util["model_flops_per_step"] > 0
-    assert util["note"] == "peak unknown for Tesla V100-SXM2-32GB"
+    assert (util["peak"], util["peak_tflops"], util["note"]) == ("fp32", 15.7, None)
     (across,) = doc["across_ranks"]
     assert across["rule"] == "ranks.poor_overlap"
     assert across["fix"].startswith("the all-to-all exchange")

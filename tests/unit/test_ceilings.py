@@ -16,7 +16,18 @@ from typing import Any
 import pytest
 
 from gputui.ceilings import cache, measured, probes, runner, timing
-from gputui.ceilings.datasheet import A100_SXM_80, H100_PCIE, H100_SXM, datasheet_for
+from gputui.ceilings.datasheet import (
+    A10,
+    A100_SXM_80,
+    H100_PCIE,
+    H100_SXM,
+    L4,
+    L40S,
+    T4,
+    V100_PCIE,
+    V100_SXM2,
+    datasheet_for,
+)
 from gputui.errors import GputuiError
 from tests.helpers.deadlines import RUN_S
 
@@ -315,6 +326,20 @@ def test_datasheets() -> None:
     assert datasheet_for("NVIDIA H100 NVL") is None  # other clocks: no wrong figures
     assert datasheet_for("NVIDIA GeForce RTX 4090") is None
     assert datasheet_for(None) is None
+    # the cloud's inference and older training GPUs, by the names NVML gives them
+    assert datasheet_for("Tesla T4") is T4
+    assert datasheet_for("NVIDIA A10") is A10
+    assert datasheet_for("NVIDIA L4") is L4 and datasheet_for("NVIDIA L40S") is L40S
+    assert datasheet_for("Tesla V100-SXM2-32GB") is V100_SXM2
+    assert datasheet_for("Tesla V100-PCIE-16GB") is V100_PCIE
+    # other clocks than the sheet's: no figures rather than wrong ones
+    for name in ("NVIDIA A10G", "NVIDIA L40", "Tesla V100S-PCIE-32GB", "Tesla V100-FHHL-16GB"):
+        assert datasheet_for(name) is None, name
+    # before sm 8.0: fp16 tensor cores, no TF32 or bf16 peak to measure against
+    t4 = T4.roof()
+    assert (t4.tflops("fp16"), t4.tflops("fp32")) == (65.0, 8.1)
+    assert t4.tflops("tf32") is None and t4.tflops("bf16") is None
+    assert L4.roof().tflops("fp8") == 242.5
     roof = H100_SXM.roof()
     # the seeds' balance point: 990 TFLOP/s over 3,350 GB/s, ~295 FLOP/byte
     assert roof.balance_flop_per_byte("bf16") == pytest.approx(295.4, abs=0.1)
