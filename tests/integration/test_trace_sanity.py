@@ -101,31 +101,25 @@ def test_launches_without_kernel_records_are_gpu_activity_not_recorded(
     assert "CPU-only" not in text
 
 
-def test_a_trace_without_launches_or_kernels_is_a_cpu_only_profile(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize("syncs", [False, True])
+def test_a_trace_without_launches_or_kernels_is_a_cpu_only_profile_unless_it_called_cuda(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, syncs: bool
 ) -> None:
+    # with syncs: a CUDA profile whose host only synchronized (the GPU's work was
+    # queued before the profiler started): no kernel, but CUDA was recorded
     t = TraceBuilder()
     for k in range(3):
         t.step(k + 1, k * 1_000.0, 900.0)
-        t.op("aten::mm", k * 1_000.0 + 100.0, 500.0)
+        t.op("aten::mm", k * 1_000.0 + 100.0, 500.0 if not syncs else 100.0)
+        if syncs:
+            t.call("cudaDeviceSynchronize", k * 1_000.0 + 300.0, 500.0)
     rank, text = analyze(capsys, t.write(tmp_path / "cpu.pt.trace.json"))
-    assert rank["warnings"] == []
-    assert "a CPU-only profile" in text
-
-
-def test_a_trace_with_cuda_calls_and_no_launch_is_no_cpu_only_profile(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # a CUDA profile whose host only synchronized (the GPU's work was queued
-    # before the profiler started): no kernel, but CUDA was recorded
-    t = TraceBuilder()
-    for k in range(3):
-        t.step(k + 1, k * 1_000.0, 900.0)
-        t.op("aten::mm", k * 1_000.0 + 100.0, 100.0)
-        t.call("cudaDeviceSynchronize", k * 1_000.0 + 300.0, 500.0)
-    _rank, text = analyze(capsys, t.write(tmp_path / "synconly.pt.trace.json"))
-    assert "GPU time: no GPU activity in the trace (3 CUDA calls, none a kernel launch)" in text
-    assert "CPU-only" not in text
+    if syncs:
+        assert "GPU time: no GPU activity in the trace (3 CUDA calls, none a kernel launch)" in text
+        assert "CPU-only" not in text
+    else:
+        assert rank["warnings"] == []
+        assert "a CPU-only profile" in text
 
 
 def test_kernels_that_start_before_their_launch_are_clock_skew(
