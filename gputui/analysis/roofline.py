@@ -29,6 +29,7 @@ from gputui.analysis.roof import Roof
 from gputui.protocol.op_rows import OpRow
 from gputui.trace import op_costs
 from gputui.trace.op_costs import FP32, TF32
+from gputui.trace.scan import is_comm
 
 MEMORY = "memory"
 COMPUTE = "compute"
@@ -131,7 +132,11 @@ def _place(row: OpRow, roof: Roof, total_us: float) -> OpRoofline:
 
 
 def analyze(rows: Sequence[OpRow], roof: Roof, top: int = 10) -> RooflineReport:
-    """The ``top`` rows by GPU time placed against ``roof``."""
+    """The ``top`` rows by GPU time placed against ``roof``.  Collectives
+    (``record_param_comms``, ``c10d::``, ``nccl:``) are left out: their kernels'
+    time is the transfer and the wait for the other ranks, not this GPU's
+    memory or arithmetic."""
+    rows = [r for r in rows if not is_comm(r.name)]
     total = sum(r.device_us for r in rows)
     ranked = sorted(rows, key=lambda r: -r.device_us)[: max(top, 0)]
     return RooflineReport(

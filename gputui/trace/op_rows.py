@@ -36,6 +36,19 @@ from gputui.trace.timeline import infer_activity, is_user_annotation
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
+#: the copies that stay in the GPU's memory ("Memcpy DtoD (Device -> Device)",
+#: HIP's "CopyDeviceToDevice")
+_ON_DEVICE_COPIES = ("DtoD", "DeviceToDevice")
+
+
+def off_device(activity: str, name: str) -> bool:
+    """Whether a GPU activity is a copy that leaves the GPU's memory: host to
+    device, device to host, between GPUs.  The link (PCIe, NVLink) sets its
+    time, not the GPU's memory or arithmetic: an op's device time, which the
+    roofline sets against those, leaves it out."""
+    return activity == "gpu_memcpy" and not any(c in name for c in _ON_DEVICE_COPIES)
+
+
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 #: the host categories of the profiler's step marks (older torch: cpu_op)
 _STEP_CATS = frozenset({"user_annotation", "cpu_op"})
@@ -470,7 +483,7 @@ class ChromeTraceOps:
                         launch_to_op[corr] = _key(args["External id"])
             elif cat in GPU_ACTIVITIES:
                 dur = _ns(ev.get("dur"))
-                if dur is not None:
+                if dur is not None and not off_device(cat, str(ev.get("name", ""))):
                     activities.append(
                         (_key(args.get("correlation")), _key(args.get("External id")), dur)
                     )
@@ -598,7 +611,7 @@ def ops_from_kineto(
                 )
             elif activity in GPU_ACTIVITIES:
                 link = ev.linked_correlation_id()
-                if not link:
+                if not link or off_device(activity, ev.name()):
                     continue
                 slot = device.setdefault(link, [0, 0])
                 slot[0] += ev.duration_ns()

@@ -32,6 +32,7 @@ from gputui.trace.op_rows import (
     NO_ARGS,
     SHAPES_PROBE_OPS,
     ChromeTraceOps,
+    off_device,
     thread_key,
 )
 from gputui.trace.timeline import (
@@ -316,6 +317,8 @@ class TypedReader:
                 if corr is not unset and ext is not unset:
                     launch_to_op[corr] = ext
             elif cat in gpu_cats and dur is not unset and -big < dur < big:
+                if cat == "gpu_memcpy" and off_device(cat, "" if ev.name is unset else ev.name):
+                    continue
                 corr, ext = args.correlation, args.external_id
                 activities.append(
                     (
@@ -358,7 +361,7 @@ class TypedReader:
                     launch_to_op[args.correlation] = ext
             elif what == device:
                 dur = ev.dur
-                if -big < dur < big:
+                if -big < dur < big and not off_device(ev.__struct_config__.tag, ev.name):
                     args = ev.args
                     corr, ext = args.correlation, args.external_id
                     activities.append(

@@ -96,12 +96,14 @@ def test_healthy_bf16_transformer_step() -> None:
     # tensor-list ops record no shapes: a row with GPU time, nothing estimated
     adam = next(op for op in report.ops if op.name == "aten::_fused_adamw_")
     assert adam.device_us > 0 and adam.bytes_moved is None and adam.bound is None
-    # every kernel's time went to exactly one row
-    kernels = sum(
-        e["dur"]
-        for e in _load(HEALTHY_TRACE)["traceEvents"]
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-    )
+    # every kernel's time went to exactly one row; the copies to and from the
+    # host to none (their time is PCIe's, not the GPU's memory's)
+    events = _load(HEALTHY_TRACE)["traceEvents"]
+    kernels = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memset"))
+    on_device = [e for e in events if e.get("cat") == "gpu_memcpy" and "DtoD" in e["name"]]
+    to_host = [e for e in events if e.get("cat") == "gpu_memcpy" and "DtoD" not in e["name"]]
+    assert to_host and all(e["name"].startswith(("Memcpy HtoD", "Memcpy DtoH")) for e in to_host)
+    kernels += sum(e["dur"] for e in on_device)
     assert sum(r.device_us for r in rows) == pytest.approx(kernels, rel=1e-6)
 
 
@@ -208,9 +210,9 @@ def test_raw_events_prefer_torchs_flop_count_and_skip_non_ops() -> None:
         base.update(kw)
         return FakeEvent(**base)
 
-    def kernel(link: int, dur: int, activity: str = "kernel") -> FakeEvent:
+    def kernel(link: int, dur: int, activity: str = "kernel", name: str = "k") -> FakeEvent:
         return FakeEvent(
-            name="k", device_type=gpu, activity_type=activity, linked_correlation_id=link,
+            name=name, device_type=gpu, activity_type=activity, linked_correlation_id=link,
             start_ns=0, duration_ns=dur,
         )  # fmt: skip
 
@@ -222,7 +224,8 @@ def test_raw_events_prefer_torchs_flop_count_and_skip_non_ops() -> None:
         op("aten::copy_", 4, 600, 700, shapes=[[8], [8]], dtypes=["float", "float"]),
         kernel(3, 2000),
         kernel(3, 500),
-        kernel(4, 100, "gpu_memcpy"),
+        kernel(4, 100, "gpu_memcpy", "Memcpy DtoD (Device -> Device)"),
+        kernel(4, 7000, "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)"),  # PCIe's time
         kernel(1, 9999, "gpu_user_annotation"),  # a range mirrored on the GPU: not work
     ]
     rows = {r.name: r for r in rows_from_kineto(events)}
@@ -328,6 +331,23 @@ def test_an_fp32_op_faster_than_fp32_ran_on_tf32() -> None:
     assert (slow.ceiling, fast.ceiling) == ("fp32", "tf32")
     assert fast.achieved_tflops == pytest.approx(2 * 4096**3 / 1.5e-3 / 1e12)
     assert slow.share == pytest.approx(10_000 / 11_500)
+
+
+def test_collectives_are_left_off_the_roofline() -> None:
+    """A collective's kernel time is the transfer and the wait for the other
+    ranks: set against this GPU's roof it read as a memory-bound op at 0%."""
+    from gputui.protocol.op_rows import OpRow
+
+    def row(name: str, device_us: float) -> OpRow:
+        return OpRow(
+            name, ((6144,),), ("float",), 1, device_us, 1, None, None, 6144 * 4.0, "copy"
+        )  # fmt: skip
+
+    rows = [row("record_param_comms", 800.0), row("nccl:all_reduce", 300.0)]
+    rows += [row("c10d::allreduce_", 100.0), row("aten::add", 50.0)]
+    report = analyze(rows, _roof())
+    assert [op.name for op in report.ops] == ["aten::add"]
+    assert report.device_us == 50.0 and report.ops[0].share == 1.0
 
 
 def test_view_places_ops_under_the_roof() -> None:
