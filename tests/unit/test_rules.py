@@ -109,6 +109,29 @@ def roofline_case(*rows: OpRow, roof: bool = True) -> JobEvidence:
     return evidence(cap=cap, roof=ROOF if roof else None)
 
 
+def test_an_fp32_gemm_below_its_roof_is_told_the_tensor_cores_its_gpu_has() -> None:
+    """An fp32 GEMM at a third of its roof: TF32 or bf16 where the GPU has them
+    (sm 8.0 on), fp16 autocast on a T4 or V100, which have fp16 tensor cores only."""
+    from gputui.analysis.roof import Roof
+    from gputui.ceilings.datasheet import T4
+
+    # 2*4096^3 FLOPs per call, 10 calls: in 200 ms 6.9 TFLOP/s, 10% of the H100's fp32
+    # roof (67); in 600 ms 2.3 TFLOP/s, 28% of the T4's (8.1)
+    def fp32_case(roof: Roof, cc: str, device_us: float) -> Finding:
+        row = op_row("aten::mm", SQUARE, "float", 10, device_us)
+        cap = capture([kernel("sgemm_128x64", "gemm", 10, device_us)], span_us=device_us * 1.1,
+                      op_rows=(row,))  # fmt: skip
+        (f,) = fired("roofline.below_roof", evidence(cap=cap, roof=roof, compute_capability=cc))
+        return f
+
+    h100 = fp32_case(ROOF, "9.0", 200_000.0)
+    assert "set_float32_matmul_precision('high')" in h100.fix
+    assert "bfloat16" in h100.fix and "torch.float16" not in h100.fix
+    t4 = fp32_case(T4.roof(), "7.5", 600_000.0)
+    assert "torch.float16" in t4.fix and "GradScaler" in t4.fix
+    assert "float32_matmul_precision" not in t4.fix and "bfloat16" not in t4.fix
+
+
 def compiled_steps() -> list:
     """60 steps, the first and the 30th compiling (a recompile)."""
     out = steps(walls=[2.0 if k in (0, 30) else 0.036 for k in range(60)])
