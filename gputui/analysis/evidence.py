@@ -103,6 +103,10 @@ class CaptureView:
     markers: JobMarkers | None = None
     #: every op with its input shapes (captures and traces recorded with shapes)
     op_rows: tuple[OpRow, ...] = ()
+    #: whether its steps are the job's own (a capture's, a trace's ProfilerStep
+    #: marks); False for a trace without marks, whose one step is its whole
+    #: window, the program's first iterations (the allocator's warm-up) included
+    marked_steps: bool = True
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
     first_step: int | None = None

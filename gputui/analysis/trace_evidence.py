@@ -26,7 +26,7 @@ from gputui.analysis.evidence import (
 from gputui.analysis.finding import Finding
 from gputui.analysis.roofline import Roof
 from gputui.analysis.steps import step_stats
-from gputui.analysis.trace_summary import TraceSummary
+from gputui.analysis.trace_summary import WINDOW_STEPS, TraceSummary
 from gputui.protocol.messages import DATA
 from gputui.protocol.steps import StepRecord
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
@@ -109,6 +109,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         account=summary.metrics.account,
         markers=summary.metrics.markers,
         op_rows=summary.op_rows,
+        marked_steps=summary.window_kind == WINDOW_STEPS,
     )
 
 

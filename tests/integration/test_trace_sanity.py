@@ -410,3 +410,25 @@ def test_a_rocm_trace_is_told_apart_and_gets_amds_tools(
     assert rank["device"]["rocm"] is False and rank["device"]["compute_capability"] == "9.0"
     (top,) = [f for f in rank["findings"] if f["rule"] == "kernels.top_kernel"]
     assert top["confirm"].startswith("ncu --set full")
+
+
+def test_the_allocators_warm_up_in_a_trace_without_steps_is_no_malloc_in_the_loop(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # a loop profiled from its start without prof.step(): its first iterations
+    # reserve the caching allocator's memory, the later ones reuse it
+    t = TraceBuilder()
+    loop(t, 0.0, steps=10, marks=False)
+    for k in range(2):
+        t.call("cudaMalloc", k * 1_000.0 + 50.0, 30.0)
+    t.call("cudaMalloc", 1_700.0, 30.0)
+    rank, _text = analyze(capsys, t.write(tmp_path / "warmup.pt.trace.json"))
+    assert rank["window"]["kind"] == "GPU activity"
+    assert "memory.malloc_in_loop" not in [f["rule"] for f in rank["findings"]]
+    # allocations in every marked step are the loop's
+    t = TraceBuilder()
+    loop(t, 0.0, steps=10)
+    for k in range(10):
+        t.call("cudaMalloc", k * 1_000.0 + 50.0, 30.0)
+    rank, _text = analyze(capsys, t.write(tmp_path / "stepped.pt.trace.json"))
+    assert "memory.malloc_in_loop" in [f["rule"] for f in rank["findings"]]

@@ -191,13 +191,16 @@ def fragmentation(ev: JobEvidence) -> Iterable[Finding]:
     "memory",
     "Nsight Systems: cudaMalloc calls during training (the caching allocator should serve them)",
     ("capture",),
-    trigger="capture: >= {memory.malloc_per_step} cudaMalloc/cudaFree per step",
+    trigger="capture: >= {memory.malloc_per_step} cudaMalloc/cudaFree per step (in a trace, "
+    "only one with ProfilerStep marks)",
     # the account counts these runtime calls with torch's dispatch (not as syncs)
     bucket="dispatch",
 )
 def malloc_in_loop(ev: JobEvidence) -> Iterable[Finding]:
     cap = ev.capture
-    if cap is None:
+    # a trace without step marks is one step from the program's first iterations
+    # on: the caching allocator's first reservations are no allocation in the loop
+    if cap is None or not cap.marked_steps:
         return []
     us, calls = cap.ops_us(("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync"))
     if calls / cap.steps < MALLOC_PER_STEP:
