@@ -3,9 +3,10 @@ ceilings and to stand in for them when nothing was measured (stdlib only).
 
 Tensor-core figures are dense: the H100 and H200 datasheets print them "with
 sparsity", twice the dense rate a dense matrix product can reach, so they are
-halved here (H100 SXM bf16: 1,979 -> 989.5 TFLOP/s); the A100, A10, L4 and
-L40S datasheets print both.  Volta (V100) and Turing (T4) have fp16 tensor
-cores only: no TF32 or bf16 figure.  The PCIe figure is per direction: the
+halved here (H100 SXM bf16: 1,979 -> 989.5 TFLOP/s), as are the L4's (TF32 120,
+bf16 242, FP8 485 with sparsity); the A100, A10 and L40S datasheets print both.
+Volta (V100) and Turing (T4) have fp16 tensor cores only: no TF32 or bf16
+figure.  The PCIe figure is per direction: the
 datasheets give both directions added up (PCIe Gen5 x16: 128 GB/s, so 64 GB/s
 each way; Gen4 x16: 64 GB/s, 32 each way; Gen3 x16: 32 GB/s, 16 each way).
 The memory bandwidth is the HBM's, or the GDDR6's on the A10, L4, L40S and T4.
