@@ -36,6 +36,8 @@ from gputui.trace.timeline import infer_activity, is_user_annotation
 
 #: GPU activities that are work (annotations mirrored on the GPU timeline are not)
 GPU_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel"})
+#: the category of the GPU's copies
+GPU_MEMCPY = "gpu_memcpy"
 #: the copies that stay in the GPU's memory ("Memcpy DtoD (Device -> Device)",
 #: HIP's "CopyDeviceToDevice")
 _ON_DEVICE_COPIES = ("DtoD", "DeviceToDevice")
@@ -46,7 +48,7 @@ def off_device(activity: str, name: str) -> bool:
     device, device to host, between GPUs.  The link (PCIe, NVLink) sets its
     time, not the GPU's memory or arithmetic: an op's device time, which the
     roofline sets against those, leaves it out."""
-    return activity == "gpu_memcpy" and not any(c in name for c in _ON_DEVICE_COPIES)
+    return activity == GPU_MEMCPY and not any(c in name for c in _ON_DEVICE_COPIES)
 
 
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})

@@ -95,11 +95,11 @@ def find_traces(paths: Sequence[str], repeated: list[str] | None = None) -> list
     for arg in paths:
         path = Path(arg)
         if path.is_dir():
-            traces = _files(path, TRACE_GLOBS)
-            inside = traces or _files(path, JSON_GLOBS)
+            traces, jsons = _files(path, TRACE_GLOBS), _files(path, JSON_GLOBS)
+            inside = traces or jsons
             if not inside:
                 raise TraceError(f"{fmt.clean(arg)}: no trace files (*.pt.trace.json[.gz], *.json)")
-            others = len(_files(path, JSON_GLOBS)) - len(traces) if traces else 0
+            others = len(jsons) - len(traces) if traces else 0
             if others and repeated is not None:
                 repeated.append(
                     f"{fmt.clean(arg)}: {others} other .json file{'s' * (others > 1)} left "

@@ -28,6 +28,7 @@ from gputui.trace.op_rows import (
     _LAUNCH_CATS,
     _STEP_CATS,
     GPU_ACTIVITIES,
+    GPU_MEMCPY,
     MAX_TRACE_US,
     NO_ARGS,
     SHAPES_PROBE_OPS,
@@ -39,6 +40,7 @@ from gputui.trace.timeline import (
     DRIVER,
     GPU_OTHER,
     HOST_OTHER,
+    MEMCPY,
     RUNTIME,
     SYNC_NAMES,
     GpuActivity,
@@ -317,7 +319,7 @@ class TypedReader:
                 if corr is not unset and ext is not unset:
                     launch_to_op[corr] = ext
             elif cat in gpu_cats and dur is not unset and -big < dur < big:
-                if cat == "gpu_memcpy" and off_device(cat, "" if ev.name is unset else ev.name):
+                if cat == GPU_MEMCPY and off_device(cat, "" if ev.name is unset else ev.name):
                     continue
                 corr, ext = args.correlation, args.external_id
                 activities.append(
@@ -336,6 +338,7 @@ class TypedReader:
         unset = UNSET
         big = MAX_TRACE_US
         step_cat, launch, device = categories.STEP_CAT, categories.LAUNCH, categories.DEVICE
+        memcpy = MEMCPY
         timed = frozenset({categories.OP_ROW, step_cat})  # (built once, not per event)
         for ev in events:
             what = ev.op
@@ -361,7 +364,7 @@ class TypedReader:
                     launch_to_op[args.correlation] = ext
             elif what == device:
                 dur = ev.dur
-                if -big < dur < big and not off_device(ev.__struct_config__.tag, ev.name):
+                if -big < dur < big and not (ev.kind == memcpy and off_device(GPU_MEMCPY, ev.name)):
                     args = ev.args
                     corr, ext = args.correlation, args.external_id
                     activities.append(

@@ -37,6 +37,20 @@ def _major(ev: JobEvidence) -> int | None:
         return None
 
 
+def fp16_tensor_cores_only(ev: JobEvidence) -> bool:
+    """Volta and Turing (compute capability 7.x): FP16 tensor cores, no TF32 or bf16."""
+    return _major(ev) == 7
+
+
+def tensor_core_precisions(ev: JobEvidence) -> str:
+    """How fp32 matrix products get onto this GPU's tensor cores, in the job's
+    framework's words: fp16 autocast on 7.x, else TF32 or bf16."""
+    framework = ev.context.framework
+    if fp16_tensor_cores_only(ev):
+        return spell(FP16, framework)
+    return f"{spell(TF32, framework)} or {spell(LOWER_PRECISION, framework)}"
+
+
 def tensor_core_fp32(ev: JobEvidence) -> bool:
     """TF32 and bf16 tensor cores exist (compute capability 8.0 or newer, or
     not known: a live job's GPU is told by the GPM tensor activity instead)."""
@@ -63,8 +77,7 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
-    major = _major(ev)
-    fp16_only = major == 7  # Volta and Turing: FP16 tensor cores, no TF32 or bf16
+    fp16_only = fp16_tensor_cores_only(ev)
     share = cap.fp32_gemm_share(convolutions=fp16_only)
     if share < FP32_GEMM_SHARE or not (fp16_only or tensor_core_fp32(ev)):
         return []
@@ -78,19 +91,14 @@ def fp32_matmul(ev: JobEvidence) -> Iterable[Finding]:
     if ev.gpu is not None and ev.gpu.tensor_pct is not None:
         evidence += f"; tensor cores {ev.gpu.tensor_pct:.0f}% active"
     evidence += f" (top kernel: {kernels.short_kernel_name(top.name)})"
-    framework = ev.context.framework
+    fix = f"let them use the tensor cores: {tensor_core_precisions(ev)}"
     if fp16_only:
         evidence += (
             f"; this GPU (compute capability {ev.compute_capability}) has FP16 tensor "
             "cores, and no TF32 or bf16"
         )
-        fix = f"let them use the tensor cores: {spell(FP16, framework)}"
         confirm = "kernel names change (h884, s884, hmma, fp16); GPM tensor activity rises"
     else:
-        fix = (
-            f"let them use the tensor cores: {spell(TF32, framework)} or "
-            f"{spell(LOWER_PRECISION, framework)}"
-        )
         confirm = "GEMM kernel names change (tf32, bf16, nvjet); GPM tensor activity rises"
     # TF32 or bf16 tensor-core GEMMs run several times faster than FP32 on the
     # CUDA cores (H100: ~7x dense), as FP16 ones do on a V100 or T4 (~8x, the

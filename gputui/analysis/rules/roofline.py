@@ -21,11 +21,10 @@ from collections.abc import Iterable
 from gputui import fmt
 from gputui.analysis.evidence import JobEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.frameworks import FP16, LOWER_PRECISION, TF32, spell
 from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.roofline import COMPUTE, MEMORY, OpRoofline, RooflineReport
-from gputui.analysis.rules.efficiency import _major
+from gputui.analysis.rules.efficiency import tensor_core_precisions
 from gputui.analysis.severity import INFO
 from gputui.trace import op_costs
 
@@ -121,14 +120,7 @@ def below_roof(ev: JobEvidence) -> Iterable[Finding]:
                     "divide the matrices; hidden sizes, vocabulary and batch x sequence"
                 )
             elif op.ceiling == "fp32":
-                framework = ev.context.framework
-                if _major(ev) == 7:  # Volta and Turing: FP16 tensor cores, no TF32 or bf16
-                    fix = f"let it use the tensor cores: {spell(FP16, framework)}"
-                else:
-                    fix = (
-                        f"let it use the tensor cores: {spell(TF32, framework)} or "
-                        f"{spell(LOWER_PRECISION, framework)}"
-                    )
+                fix = f"let it use the tensor cores: {tensor_core_precisions(ev)}"
             else:
                 fix = (
                     "give the GEMM more work per call (a larger batch, or one product over "
