@@ -5,6 +5,8 @@ itself), a capture armed after some steps, the step times around it.
 
     python bench/bench_capture_start.py --tree before=/tmp/base --tree after=. --rounds 3
 
+``--device cuda`` runs the loop on the GPU (each step synchronized).
+
 torch.profiler's start imports ``torch._inductor`` where the job has not (seconds);
 the figures say where that time went: the longest step between the arming and
 the capture's first recorded step (the stall the loop saw), the steps run
@@ -30,14 +32,18 @@ import torch
 import gputui.hook
 from gputui.protocol.schema import CaptureRequest
 
+dev = sys.argv[2]
 hook = gputui.hook.install()
-model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-x = torch.randn(64, 256)
+layers = [torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)]
+model = torch.nn.Sequential(*layers).to(dev)
+x = torch.randn(64, 256, device=dev)
 times, armed_at, recording_at = [], None, None
 for i in range(100000):
     t0 = time.perf_counter()
     with torch.no_grad():
         model(x).argmax(1)
+    if dev != "cpu":
+        torch.cuda.synchronize()
     gputui.hook.step()
     t1 = time.perf_counter()
     times.append((t0, t1))
@@ -59,16 +65,17 @@ print(json.dumps({
     "steps_while_armed": len(during),
     "arm_to_recording_s": None if recording_at is None else round(recording_at - armed_at, 2),
     "inductor_imported": "torch._inductor" in sys.modules,
+    "device": str(dev),
 }))
 gputui.hook.uninstall()
 """
 
 
-def run(tree: str) -> dict:
+def run(tree: str, device: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="bcs-", dir="/tmp") as tmp:
         env = dict(os.environ, GPUTUI_SOCKET_DIR=os.path.join(tmp, "s"), XDG_CACHE_HOME=tmp)
         out = subprocess.run(
-            [sys.executable, "-c", JOB, str(Path(tree).resolve())],
+            [sys.executable, "-c", JOB, str(Path(tree).resolve()), device],
             env=env,
             check=True,
             capture_output=True,
@@ -82,14 +89,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tree", action="append", required=True, metavar="LABEL=PATH")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--device", default="cpu", help="where the loop runs: cpu (default) or cuda")
     args = p.parse_args()
     trees = [item.split("=", 1) for item in args.tree]
     runs: dict[str, list[dict]] = {label: [] for label, _ in trees}
     for r in range(args.rounds):
         for label, path in trees if r % 2 == 0 else list(reversed(trees)):
-            runs[label].append(run(path))
+            runs[label].append(run(path, args.device))
             print(f"round {r + 1} {label}: {json.dumps(runs[label][-1])}", file=sys.stderr)
-    keys = [k for k in runs[trees[0][0]][0] if k != "inductor_imported"]
+    keys = [k for k in runs[trees[0][0]][0] if k not in ("inductor_imported", "device")]
     print(f"{'':<30}" + "".join(f"{label:>12}" for label, _ in trees))
     for k in keys:
         cells = []
