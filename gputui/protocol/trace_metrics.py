@@ -267,6 +267,22 @@ def _idle_by_bucket(obj: Mapping[str, Any], key: str, where: str) -> dict[str, f
     return {b: f.number(raw, b, here, hi=_BIG, default=0.0) for b in HOST_BUCKETS if b in raw}
 
 
+#: the most ops an account's synchronizing calls are given to, and the length of a name
+MAX_SYNC_OPS = 8
+MAX_OP_NAME = 4096
+
+
+def _sync_ops(obj: Mapping[str, Any], key: str, where: str) -> dict[str, float] | None:
+    raw = f.child(obj, key, where)
+    if raw is None:
+        return None
+    here = f"{where}.{key}"
+    return {
+        str(k)[:MAX_OP_NAME]: f.check_number(v, f"{here}.{k}", 0.0, _BIG)
+        for k, v in list(raw.items())[:MAX_SYNC_OPS]
+    }
+
+
 @spec.value("account")
 @dataclass(frozen=True)
 class StepAccount(spec.Wire):
@@ -306,6 +322,18 @@ class StepAccount(spec.Wire):
     gpu_compute_us: float | None = _opt_us(omit_none=True)
     gpu_comm_us: float | None = _opt_us(omit_none=True)
     gpu_copy_us: float | None = _opt_us(omit_none=True)
+    #: of the synchronizing calls per step, the copies to the GPU from pageable
+    #: memory and to pageable host memory (each blocks the CPU); None (absent on
+    #: the wire) in an older hook's account
+    blocking_h2d_per_step: float | None = _opt_us(omit_none=True)
+    blocking_d2h_per_step: float | None = _opt_us(omit_none=True)
+    #: the other synchronizing calls per step (cudaStreamSynchronize, ...) by the
+    #: op they ran in ("" outside any op), the most first; None (absent on the
+    #: wire) where the calls are not linked to ops (a hook's capture) or in an
+    #: older account
+    sync_ops_per_step: Mapping[str, float] | None = spec.field(
+        _sync_ops, default=None, write="dict({v})", omit_none=True
+    )
 
     def bucket_us(self, bucket: str) -> float:
         return float(getattr(self, f"{bucket}_us"))

@@ -19,13 +19,18 @@ Standard library only: the hook computes it inside the job.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
+from operator import itemgetter
+from typing import Any
 
 from gputui.protocol.trace_metrics import StepAccount
 from gputui.trace.scan import (
     COLLECTIVE,
     COMM_OTHER,
+    COPY_D2H,
+    COPY_H2D,
     DATA,
     DISPATCH_OP,
     GPU_COLLECTIVE,
@@ -52,6 +57,7 @@ from gputui.trace.scan import (
     union,
 )
 from gputui.trace.timeline import (
+    OP,
     Interval,
     Timeline,
     intersect,
@@ -178,9 +184,93 @@ def step_account(timeline: Timeline, scan: Scan | None = None) -> StepAccount | 
             merged(gpu[GPU_COMM - GPU_COMPUTE]),
             merged(*(gpu[i - GPU_COMPUTE] for i in (GPU_MEMCPY, GPU_MEMSET, GPU_OTHER))),
         )
-    return _account(
-        host, windows, raw, calls.sync_calls, calls.sync_starts, calls.launch_starts, parts
-    )
+    return _account(scan, host, windows, raw, parts)
+
+
+def _means(fitted: dict[str, float], n: int) -> dict[str, Any]:
+    """Each host bucket's mean per step, as the account's ``{bucket}_us``."""
+    return {f"{b}_us": round(v / n, 3) for b, v in fitted.items()}
+
+
+def _call_counts(scan: Scan, host: list[Interval], n: int) -> dict[str, Any]:
+    """The account's calls per step over the host steps: the synchronizing
+    calls, the launching calls, and of the first the blocking copies by
+    direction (None where the trace has no GPU copies to tell them by) and the
+    others by the op they ran in (:func:`_sync_ops`)."""
+    calls = scan.runtime
+
+    def per_step(starts: list[int]) -> float:
+        return round(sum(_count_within(starts, lo, hi) for lo, hi in host) / n, 3)
+
+    copies = calls.copy_starts
+    has_copies = calls.copies_seen
+    return {
+        "sync_ops_per_step": _sync_ops(scan, host, n),
+        "sync_calls_per_step": per_step(calls.sync_starts),
+        "launch_calls_per_step": per_step(calls.launch_starts),
+        "blocking_h2d_per_step": per_step(copies[COPY_H2D]) if has_copies else None,
+        "blocking_d2h_per_step": per_step(copies[COPY_D2H]) if has_copies else None,
+    }
+
+
+_START = itemgetter(0)
+#: the most ops :attr:`StepAccount.sync_ops_per_step` names
+SYNC_OPS = 8
+#: how many ranges before a call (by start) its op is looked for among, before
+#: the whole list is read for the ops not found there
+_NEAR = 64
+
+
+def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float] | None:
+    """The synchronizing calls per step that are no blocking copy
+    (cudaStreamSynchronize, cudaDeviceSynchronize, ...) by the op they ran in,
+    the most first (:data:`SYNC_OPS` of them): the op whose ``External id`` the
+    call carries (of several, the last to start at or before the call), "" for
+    a call in no op.  None where no call carries an op's id
+    (a hook's capture: its calls are not linked to ops)."""
+    syncs = scan.runtime.explicit_syncs
+    starts = [r[0] for r in syncs]  # (the calls are sorted by start)
+    inside = [
+        r
+        for lo, hi in host
+        for r in syncs[bisect.bisect_left(starts, lo) : bisect.bisect_left(starts, hi)]
+    ]
+    if not inside:
+        return {}
+    if not any(r[5] >= 0 for r in scan.timeline.runtime):
+        return None
+    ranges = scan.timeline.ranges  # sorted by start
+    got: list[str] = []
+    far: list[int] = []  # the calls whose op is not among the ranges just before them
+    for k, r in enumerate(inside):
+        ext = r[5]
+        got.append("")
+        if ext < 0:
+            continue
+        # the op starts at or before its call, most often a few ranges before
+        i = bisect.bisect_right(ranges, r[0], key=_START)
+        for j in range(i - 1, max(-1, i - 1 - _NEAR), -1):
+            h = ranges[j]
+            if h[5] == ext and h[4] == OP:
+                got[k] = h[2]
+                break
+        else:
+            far.append(k)
+    if far:
+        wanted = {inside[k][5] for k in far}
+        by_id: dict[int, list[Any]] = {}
+        for h in ranges:
+            if h[5] in wanted and h[4] == OP:
+                by_id.setdefault(h[5], []).append(h)
+        for k in far:
+            r = inside[k]
+            ops = by_id.get(r[5])
+            if ops:
+                i = bisect.bisect_right(ops, r[0], key=_START)
+                if i:
+                    got[k] = ops[i - 1][2]
+    counts = Counter(got)
+    return {name: round(c / n, 3) for name, c in counts.most_common(SYNC_OPS)}
 
 
 def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAccount:
@@ -214,20 +304,14 @@ def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAcc
         idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
     step_wall = sum(hi - lo for lo, hi in windows)
     fitted, host_wall = _fitted(totals, sum(hi - lo for lo, hi in host), step_wall)
-    calls = scan.runtime
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
-        **{f"{b}_us": round(v / n, 3) for b, v in fitted.items()},
+        **_means(fitted, n),
         python_us=round(max(0, host_wall - sum(fitted.values())) / n, 3),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=round((compute + comm + copy) / n, 3) if has_gpu else None,
-        sync_calls_per_step=round(
-            sum(_count_within(calls.sync_starts, lo, hi) for lo, hi in host) / n, 3
-        ),
-        launch_calls_per_step=round(
-            sum(_count_within(calls.launch_starts, lo, hi) for lo, hi in host) / n, 3
-        ),
+        **_call_counts(scan, host, n),
         gpu_idle_us=idle_by,
         gpu_compute_us=round(compute / n, 3) if has_gpu else None,
         gpu_comm_us=round(comm / n, 3) if has_gpu else None,
@@ -236,18 +320,17 @@ def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAcc
 
 
 def _account(
+    scan: Scan,
     host: list[Interval],
     windows: list[Interval],
     raw: dict[str, list[Interval]],
-    sync_calls: list[Interval],
-    sync_starts: list[int],
-    launch_starts: list[int],
     parts: tuple[list[Interval], list[Interval], list[Interval]] | None,
 ) -> StepAccount:
     """The account from the steps' windows, each host bucket's merged intervals
-    (not yet exclusive), the synchronizing calls and the starts of the
-    synchronizing and launching calls, and the GPU's merged compute kernels,
-    communication kernels and copies (None without GPU activity)."""
+    (not yet exclusive), the scan (its runtime calls' pass: the synchronizing
+    calls, the starts of the synchronizing and launching calls), and the GPU's merged
+    compute kernels, communication kernels and copies (None without GPU
+    activity)."""
     # each bucket keeps only what the earlier ones left
     claimed: list[Interval] = []
     mine: dict[str, list[Interval]] = {}
@@ -277,7 +360,7 @@ def _account(
         exposed = {"compute": length(compute), "comm": length(comm), "copy": length(copy)}
         # the time no compute runs, split by what the host did meanwhile
         idle = subtract(span, compute)
-        bubbles = merge(after_sync(idle, sync_calls))
+        bubbles = merge(after_sync(idle, scan.runtime.sync_calls))
         rest = subtract(idle, bubbles)
         split = {b: length(intersect(rest, mine[b])) for b in _HOST_ORDER}
         split["sync"] += length(bubbles)
@@ -288,16 +371,11 @@ def _account(
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
-        **{f"{b}_us": round(v / n, 3) for b, v in fitted.items()},
+        **_means(fitted, n),
         python_us=round(max(0, host_wall - claimed_total) / n, 3),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),
-        sync_calls_per_step=round(
-            sum(_count_within(sync_starts, lo, hi) for lo, hi in host) / n, 3
-        ),
-        launch_calls_per_step=round(
-            sum(_count_within(launch_starts, lo, hi) for lo, hi in host) / n, 3
-        ),
+        **_call_counts(scan, host, n),
         gpu_idle_us=idle_by,
         gpu_compute_us=None if parts is None else round(exposed["compute"] / n, 3),
         gpu_comm_us=None if parts is None else round(exposed["comm"] / n, 3),

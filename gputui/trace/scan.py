@@ -87,6 +87,9 @@ COLLECTIVE_OPS = frozenset(
 )
 #: runtime and driver calls in which the CPU waits for the GPU.  Not
 #: ``cudaStreamWaitEvent``: it makes a stream wait, and returns at once.
+#: a copy's direction, where it is from or to pageable host memory
+COPY_H2D, COPY_D2H = 1, 2
+
 SYNC_CALLS = frozenset(
     {
         "cudaDeviceSynchronize",
@@ -983,8 +986,9 @@ class GpuPass:
         #: device -> its kernels (the plugin's GPU utilization)
         self.per_device: dict[int, list[Any]] = {}
         self.kernel_names: set[str] = set()
-        #: correlation ids of copies from pageable memory (they block the host)
-        self.blocking: set[int] = set()
+        #: correlation ids of copies from or to pageable memory (they block the
+        #: host) -> COPY_H2D or COPY_D2H (the copy's direction)
+        self.blocking: dict[int, int] = {}
         #: stream -> [the previous activity's end, host wait, kernel wait, other]
         self.idle: dict[int, list[int]] = {}
         #: HTA's launch pairs: call durations, GPU durations, launch delays (µs)
@@ -1010,7 +1014,7 @@ class GpuPass:
         n_steps, starts, ends = len(host), [s for s, _, _ in host], [e for _, e, _ in host]
         step_lo, step_hi, matched = self.step_lo, self.step_hi, self.step_matched
         right, calls, hta_launch = bisect.bisect_right, scan.calls, HTA_LAUNCH_CALLS
-        codes: dict[str, dict[str, tuple[int, int, bool, bool]]] = {}
+        codes: dict[str, dict[str, tuple[int, int, bool, int]]] = {}
         lists, per_device, idle, blocking = self.lists, self.per_device, self.idle, self.blocking
         hta_all, hta_comp, hta_comm = self.hta_all, self.hta_comp, self.hta_comm
         cpu_us, gpu_us, delays = self.launch_us
@@ -1047,7 +1051,7 @@ class GpuPass:
                     launched += 1
                     before += s < call[0]
             elif pageable and corr >= 0:
-                blocking.add(corr)
+                blocking[corr] = pageable
             if table and call is not None and n_steps:
                 cs = call[0]
                 i = right(ends, cs)
@@ -1094,11 +1098,11 @@ class GpuPass:
                 short += c <= cutoff_us and g < c
         return kernels, parts, launched, before, short, seen
 
-    def _code(self, kind: str, name: str) -> tuple[int, int, bool, bool]:
+    def _code(self, kind: str, name: str) -> tuple[int, int, bool, int]:
         """What a (kind, name) is: its class (an index into :attr:`lists`, -1
         for a synchronization), its HTA type (1 computation, 2 communication, 0
         other), whether HTA's idle breakdown reads it, whether it is a copy from
-        pageable memory."""
+        or to pageable memory (0: not; COPY_H2D, COPY_D2H)."""
         hta_type = hta_kernel_type(name)
         hta = 1 if hta_type == HTA_COMPUTATION else 2 if hta_type == HTA_COMMUNICATION else 0
         if kind == KERNEL:
@@ -1112,7 +1116,9 @@ class GpuPass:
             cls = GPU_COMPUTE - 1
         else:
             cls = GPU_OTHER
-        pageable = kind == MEMCPY and "Pageable" in name
+        pageable = 0
+        if kind == MEMCPY and "Pageable" in name:
+            pageable = COPY_H2D if "HtoD" in name else COPY_D2H
         return cls - GPU_COMPUTE, hta, kind in TABLE_KINDS, pageable
 
 
@@ -1120,7 +1126,8 @@ class RuntimePass:
     """The runtime calls, filed in one pass in start order: by what the account
     makes of them (sync, launch, other) and API (runtime, driver); the starts of
     the synchronizing and launching calls, and the synchronizing calls'
-    intervals (the account's)."""
+    intervals (the account's); the starts of the blocking copies (from or to
+    pageable memory) by direction."""
 
     def __init__(self, scan: Scan) -> None:
         blocking = scan.gpu.blocking
@@ -1129,6 +1136,10 @@ class RuntimePass:
         sync_calls: list[Interval] = []
         sync_starts: list[int] = []
         launch_starts: list[int] = []
+        #: [COPY_H2D], [COPY_D2H]: the starts of the blocking copies' calls
+        copy_starts: tuple[list[int], list[int], list[int]] = ([], [], [])
+        #: the synchronizing calls that are no blocking copy
+        sync_ops: list[Any] = []
         sync_names, launch_names = SYNC_CALLS, LAUNCH_CALLS
         launch = RT_LAUNCH - RT_SYNC
         other = RT_OTHER - RT_SYNC
@@ -1143,6 +1154,11 @@ class RuntimePass:
                 lists[api].append(r)
                 if e > s:
                     sync_calls.append((s, e))
+                way = blocking.get(r[4]) if blocking else None
+                if way:
+                    copy_starts[way].append(s)
+                elif name in sync_names:
+                    sync_ops.append(r)
             elif name in launch_names:
                 launch_starts.append(s)
                 lists[launch + api].append(r)
@@ -1153,6 +1169,10 @@ class RuntimePass:
         self.sync_calls = sync_calls
         self.sync_starts = sync_starts
         self.launch_starts = launch_starts
+        self.copy_starts = copy_starts
+        self.explicit_syncs = sync_ops
+        #: whether the trace recorded GPU activity (else no copy can be told blocking)
+        self.copies_seen = bool(scan.timeline.gpu)
         launches = scan.runtime_names & KERNEL_LAUNCHES
         self.kernel_launch_calls = (
             sum(1 for r in scan.timeline.runtime if r[2] in launches) if launches else 0

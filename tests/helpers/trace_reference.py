@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import bisect
 import functools
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepAccount, StepBreakdown, TraceMetrics
 from gputui.trace import tables
@@ -36,6 +38,7 @@ from gputui.trace.timeline import (
     GpuActivity,
     Interval,
     KernelTypes,
+    RuntimeCall,
     Timeline,
     hta_window,
     intersect,
@@ -261,7 +264,56 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         gpu_compute_us=None if parts is None else round(exposed["compute"] / n, 3),
         gpu_comm_us=None if parts is None else round(exposed["comm"] / n, 3),
         gpu_copy_us=None if parts is None else round(exposed["copy"] / n, 3),
+        **_sync_detail(timeline, host, n),
     )
+
+
+def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, Any]:
+    """Of the synchronizing calls per step: the blocking copies by direction (the
+    calls of copies from or to pageable memory; None without GPU activity), and
+    the others by the op whose id they carry ("" for none), the eight most
+    (None where no call carries an op's id)."""
+    way = {
+        a.correlation: "HtoD" in a.name
+        for a in timeline.gpu
+        if a.kind == MEMCPY and a.correlation >= 0 and "Pageable" in a.name
+    }
+
+    h2d = d2h = 0
+    others: list[RuntimeCall] = []
+    # each call once per step window it starts in, as the calls per step count
+    for c in (c for lo, hi in host for c in timeline.runtime if lo <= c.start_us < hi):
+        if c.kind not in (RUNTIME, DRIVER):
+            continue
+        if c.correlation >= 0 and c.correlation in way:
+            if way[c.correlation]:
+                h2d += 1
+            else:
+                d2h += 1
+        elif c.name in SYNC_CALLS:
+            others.append(c)
+    ops: dict[int, list[tuple[int, str]]] = {}
+    for r in sorted(timeline.ranges, key=lambda r: r.start_us):
+        if r.kind == OP and r.external_id >= 0:
+            ops.setdefault(r.external_id, []).append((r.start_us, r.name))
+
+    def op_of(c: RuntimeCall) -> str:
+        # of the ops with the call's id, the last to start at or before it
+        before = [name for start, name in ops.get(c.external_id, ()) if start <= c.start_us]
+        return before[-1] if before else ""
+
+    by_op: dict[str, float] | None = {}
+    if others and not any(c.external_id >= 0 for c in timeline.runtime):
+        by_op = None
+    elif others:
+        tally = Counter(op_of(c) for c in others)
+        by_op = {name: round(k / n, 3) for name, k in tally.most_common(8)}
+    seen = bool(timeline.gpu)
+    return {
+        "blocking_h2d_per_step": round(h2d / n, 3) if seen else None,
+        "blocking_d2h_per_step": round(d2h / n, 3) if seen else None,
+        "sync_ops_per_step": by_op,
+    }
 
 
 def _gpu_parts(

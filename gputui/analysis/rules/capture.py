@@ -16,7 +16,8 @@ launch overhead, other CPU-side work.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -24,7 +25,6 @@ from gputui.analysis.evidence import (
     CPU_OP_US,
     MIN_GPU_SAMPLES,
     PROFILER_SLOWDOWN,
-    READBACK_OPS,
     SYNC_CALLS,
     CaptureView,
     JobEvidence,
@@ -73,6 +73,11 @@ OVERLAP = thresholds.value("comm.overlap")
 POOR_OVERLAP_SHARE = thresholds.value("comm.poor_overlap_share")
 #: zero-filling calls per step that look like zero_grad() writing zeros
 ZERO_PER_STEP = thresholds.value("steps.zero_per_step")
+
+
+#: a copy to the GPU from pageable host memory, and one to it (the GPU's copy names)
+_PAGEABLE_H2D = re.compile(r"^Memcpy HtoD \([^)]*Pageable", re.IGNORECASE)
+_PAGEABLE_D2H = re.compile(r"^Memcpy DtoH \([^)]*Pageable", re.IGNORECASE)
 
 
 def capture_of(ev: JobEvidence) -> CaptureView | None:
@@ -180,16 +185,17 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     if per_step < SYNC_PER_STEP:
         return []
     idle = attributable_idle(ev, cap)
-    names = sorted(
-        (o for o in cap.cpu_ops if o.name in SYNC_CALLS + READBACK_OPS),
-        key=lambda o: -o.calls,
-    )
-    listed = ", ".join(f"{o.name} x{o.calls}" for o in names[:3])
+    sources = sync_sources(cap)
     # the ledger's count where it has one (every synchronizing call in the
     # window's steps, blocking copies too), as the account shows it
     counted = ev.ledger.syncs_per_step
     shown = per_step if counted is None else counted
-    evidence = f"{fmt.per_step(shown)} synchronizations per step ({listed} in {cap.steps} steps)"
+    evidence = f"{fmt.per_step(shown)} synchronizations per step"
+    if sources:
+        listed = ", ".join(_sync_label(key, n) for key, n in sources[:4])
+        evidence += f", from {listed}"
+        if any(key in ("copy_h2d", "copy_d2h") for key, _ in sources[:4]):
+            evidence += "; a copy from or to pageable memory blocks the CPU"
     if idle is not None:
         evidence += "; " + _gap_evidence(ev, cap, idle)
     return [
@@ -198,15 +204,207 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
             "sync.host_sync",
             "the CPU waits for the GPU inside the step",
             evidence,
-            "each .item(), .cpu(), .tolist(), print(tensor), torch.cuda.synchronize() or "
-            "data-dependent shape (nonzero, boolean masks) stops the CPU until the GPU catches "
-            "up, and the GPU then waits for new launches: keep values on the GPU, log them every "
-            "N steps, accumulate metrics as tensors",
-            "a new capture shows fewer cudaStreamSynchronize calls and a smaller idle share",
+            _sync_fix(ev, sources),
+            "a new capture shows fewer synchronizing calls (cudaStreamSynchronize, blocking "
+            "copies) and a smaller idle share",
             share=idle,
             severity=None if idle is not None else WARN,
         )
     ]
+
+
+#: what makes the CPU wait for the GPU, as the capture's tables tell it: how it
+#: reads in the evidence (one, several), and its fix
+_SYNC_SOURCE = {
+    "copy_h2d": (
+        "copy to the GPU from pageable memory",
+        "copies to the GPU from pageable memory",
+        "",  # _pin_fix
+    ),
+    "copy_d2h": (
+        "copy to pageable host memory",
+        "copies to pageable host memory",
+        "each .cpu(), .numpy() or .tolist() of a GPU tensor waits for the GPU: read values "
+        "back every N steps, or copy into a pinned buffer with non_blocking=True and wait on "
+        "a CUDA event only where the value is used",
+    ),
+    "copy_wait": (
+        "copy that waits for the GPU (aten::copy_)",
+        "copies that wait for the GPU (aten::copy_)",
+        "a copy with non_blocking=False waits until the GPU has run everything queued "
+        "before it: copy from and to pinned memory with non_blocking=True, and move data "
+        "to the host only where it is used",
+    ),
+    "shape": (
+        "op whose output size depends on the data",
+        "ops whose output size depends on the data",
+        "nonzero, masked_select, boolean-mask indexing and unique wait for the GPU to learn "
+        "their output's size: use fixed-shape forms (torch.where, multiplying by the mask)",
+    ),
+    "readback": (
+        "read-back of a GPU value (.item())",
+        "read-backs of a GPU value (.item())",
+        "each .item(), float(tensor), print(tensor) or `if tensor:` stops the CPU until the "
+        "GPU catches up, and the GPU then waits for new launches: keep values on the GPU, "
+        "log them every N steps, accumulate metrics as tensors",
+    ),
+    "device": (
+        "cudaDeviceSynchronize",
+        "cudaDeviceSynchronize",
+        "torch.cuda.synchronize() in the loop (often timing or logging code) waits for all "
+        "queued work: drop it, or time with torch.cuda.Event(enable_timing=True) read every "
+        "N steps",
+    ),
+    "event": (
+        "event wait",
+        "event waits",
+        "event.synchronize() waits on the CPU: wait only where the value is used, and let "
+        "streams wait on events (stream.wait_event) instead of the CPU",
+    ),
+    "outside": (
+        "synchronization outside any torch op",
+        "synchronizations outside any torch op",
+        "a synchronization outside torch's ops is the job's own (torch.cuda.synchronize(), "
+        "event.synchronize(), often timing or logging code) and waits for all queued work: "
+        "drop it, or time with torch.cuda.Event(enable_timing=True) read every N steps",
+    ),
+    "other": (
+        "other stream synchronization",
+        "other stream synchronizations",
+        "a call that needs a GPU value on the CPU (.item(), .cpu(), .tolist(), print(tensor), "
+        "a data-dependent shape) or torch.cuda.synchronize() stops the CPU until the GPU "
+        "catches up: keep values on the GPU and read them every N steps",
+    ),
+}
+_STREAM_SYNCS = ("cudaStreamSynchronize", "cuStreamSynchronize")
+_DEVICE_SYNCS = ("cudaDeviceSynchronize", "cuCtxSynchronize")
+_EVENT_SYNCS = ("cudaEventSynchronize", "cuEventSynchronize")
+_SHAPE_OPS = (
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::_unique2",
+    "aten::unique_dim",
+    "aten::unique_consecutive",
+)
+#: a tensor's value read as a Python bool (`if tensor:`, torch.equal)
+_TRUTHS = ("aten::is_nonzero", "aten::equal")
+_READBACKS = ("aten::_local_scalar_dense", "aten::item", *_TRUTHS)
+_COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
+#: a source named by its op (an op of none of the kinds above)
+_OP = "op:"
+
+
+def sync_sources(cap: CaptureView) -> list[tuple[str, float]]:
+    """What the capture's synchronizations came from (keys of :data:`_SYNC_SOURCE`,
+    or ``op:NAME``) and how many of each per step, most first.
+
+    The blocking copies are the step account's (a copy from or to pageable
+    memory waits, and then synchronizes its stream); an older hook's account
+    has none, and the capture's copy rows count them.  The other
+    synchronizations are told by the op they ran in where the account has it
+    (a trace whose calls carry their op's id); else from the capture's tables:
+    the stream synchronizations left after the copies' are given to the ops that
+    end in one (data-dependent shapes, then read-backs, as many as they were
+    called: on a CPU tensor they wait for nothing), and the rest are other."""
+    steps = cap.steps
+    acct = cap.account
+    if acct is not None and acct.blocking_h2d_per_step is not None:
+        h2d, d2h = acct.blocking_h2d_per_step, acct.blocking_d2h_per_step or 0.0
+    else:
+        h2d = sum(k.calls for k in cap.kernels if _PAGEABLE_H2D.match(k.name)) / steps
+        d2h = sum(k.calls for k in cap.kernels if _PAGEABLE_D2H.match(k.name)) / steps
+    counts = {"copy_h2d": h2d, "copy_d2h": d2h}
+    by_op = None if acct is None else acct.sync_ops_per_step
+    if by_op is not None:
+        counts.update(_by_op(by_op, h2d + d2h))
+    else:
+        counts.update(_from_tables(cap, h2d + d2h))
+    order = list(_SYNC_SOURCE)
+    return sorted(
+        ((k, n) for k, n in counts.items() if n >= 0.05),
+        key=lambda kn: (-kn[1], order.index(kn[0]) if kn[0] in order else len(order)),
+    )
+
+
+def _by_op(by_op: Mapping[str, float], copies: float) -> dict[str, float]:
+    """The synchronizations per step that are no blocking copy, by the op they
+    ran in (the account's): a copy's beyond the blocking copies' own."""
+    counts: dict[str, float] = {}
+    for name, n in by_op.items():
+        if name in _COPY_OPS:
+            key = "copy_wait"
+        elif name in _READBACKS:
+            key = "readback"
+        elif name in _SHAPE_OPS:
+            key = "shape"
+        elif not name:
+            key = "outside"
+        else:
+            key = _OP + name
+        counts[key] = counts.get(key, 0.0) + n
+    if "copy_wait" in counts:
+        counts["copy_wait"] = max(0.0, counts["copy_wait"] - copies)
+    return counts
+
+
+def _from_tables(cap: CaptureView, copies: float) -> dict[str, float]:
+    """The synchronizations per step that are no blocking copy, from the op
+    table alone (:func:`sync_sources`)."""
+    steps = cap.steps
+
+    def per_step(names: tuple[str, ...]) -> float:
+        return cap.ops_us(names)[1] / steps
+
+    left = max(0.0, per_step(_STREAM_SYNCS) - copies)
+    shape = min(left, per_step(_SHAPE_OPS))
+    left -= shape
+    scalar = per_step(("aten::_local_scalar_dense",)) or per_step(("aten::item",))
+    readback = min(left, scalar + per_step(_TRUTHS))
+    return {
+        "shape": shape,
+        "readback": readback,
+        "device": per_step(_DEVICE_SYNCS),
+        "event": per_step(_EVENT_SYNCS),
+        "other": left - readback,
+    }
+
+
+def _sync_label(key: str, n: float) -> str:
+    """How ``n`` synchronizations per step of a source read in the evidence."""
+    count = fmt.per_step(n)
+    if key.startswith(_OP):
+        return f"{count} in {fmt.clean(key[len(_OP) :], 80)}"
+    one, several, _fix = _SYNC_SOURCE[key]
+    return f"{count} {one if count == '1' else several}"
+
+
+def _sync_fix(ev: JobEvidence, sources: list[tuple[str, float]]) -> str:
+    """The fixes of the sources that make a fifth or more of the synchronizations
+    (the largest first; the general one where nothing is told apart)."""
+    total = sum(n for _, n in sources)
+    fixes: list[str] = []
+    for key, n in sources:
+        if 5 * n < total:
+            continue
+        fix = _pin_fix(ev) if key == "copy_h2d" else _SYNC_SOURCE.get(key, _SYNC_SOURCE["other"])[2]
+        if fix not in fixes:
+            fixes.append(fix)
+    return "; ".join(fixes or [_SYNC_SOURCE["other"][2]])
+
+
+def _pin_fix(ev: JobEvidence) -> str:
+    """How to make copies from pageable host memory asynchronous, in the words of
+    the job's DataLoader where the hook saw one."""
+    if ev.loader is not None and not ev.loader.pin_memory:
+        return (
+            "the DataLoader runs with pin_memory=False: set DataLoader(pin_memory=True) and "
+            "copy with .to('cuda', non_blocking=True); pin other reused host buffers once "
+            "with tensor.pin_memory()"
+        )
+    return (
+        "pin the host side: DataLoader(pin_memory=True), or tensor.pin_memory() once for "
+        "reused buffers, then .to('cuda', non_blocking=True); better, keep the data on the GPU"
+    )
 
 
 @rule(
@@ -481,16 +679,7 @@ def pageable(ev: JobEvidence) -> Iterable[Finding]:
     share = cap.span_share(us)
     if share is None or share < PAGEABLE_SHARE:
         return []
-    fix = (
-        "pin the host side: DataLoader(pin_memory=True), or tensor.pin_memory() once for "
-        "reused buffers, then .to('cuda', non_blocking=True); better, keep the data on the GPU"
-    )
-    if ev.loader is not None and not ev.loader.pin_memory:
-        fix = (
-            "the DataLoader runs with pin_memory=False: set DataLoader(pin_memory=True) and "
-            "copy with .to('cuda', non_blocking=True); pin other reused host buffers once "
-            "with tensor.pin_memory()"
-        )
+    fix = _pin_fix(ev)
     return [
         finding(
             ev,

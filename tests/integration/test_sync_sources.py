@@ -1,0 +1,154 @@
+"""What makes the CPU wait for the GPU, told from real traces: the step
+account's blocking copies and the ops its other synchronizing calls ran in
+agree with the raw events read directly (each call's copy on the GPU, the
+innermost op open on its thread), and ``sync.host_sync`` gives the fix of
+what the job's synchronizations came from."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.cli import main
+from gputui.trace.scan import SYNC_CALLS
+from gputui.trace.trace_metrics import compute
+from gputui.tracefile.reader import read_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+DLRM1 = DATA / "thirdparty" / "param-dlrm-8xv100-rank1.trace.json.gz"
+SWITCH = DATA / "thirdparty" / "switchtransformers-a100-moe.trace.json.gz"
+HOST_SYNC = DATA / "traces" / "host_sync.pt.trace.json.gz"
+LIGHTNING = DATA / "h100x2-nccl" / "lightning-rank0.pt.trace.json.gz"
+CPU_RANDN = DATA / "h100-cases" / "cpu_randn.pt.trace.json.gz"
+
+
+def from_raw_events(path: Path) -> tuple[int, Counter[str]]:
+    """(steps, per source: calls in the steps), read from the JSON alone: the
+    host's ProfilerStep ranges (the whole trace without any); a runtime call
+    whose copy on the GPU is from or to pageable memory is a blocking copy
+    (``h2d``, ``d2h``), any other synchronizing call is given to the innermost
+    ``cpu_op`` open on its thread ("" for none)."""
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted(
+        {
+            (e["ts"], e["ts"] + e["dur"])
+            for e in events
+            if e["name"].startswith("ProfilerStep#")
+            and e.get("cat") in ("cpu_op", "user_annotation")
+        }
+    )
+    if not steps:
+        steps = [(min(e["ts"] for e in events), max(e["ts"] + e.get("dur", 0) for e in events) + 1)]
+    pageable = {
+        e["args"]["correlation"]: "h2d" if "HtoD" in e["name"] else "d2h"
+        for e in events
+        if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]
+    }
+    ops = [
+        e for e in events if e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")
+    ]
+    tally: Counter[str] = Counter()
+    for call in events:
+        if call.get("cat") not in ("cuda_runtime", "cuda_driver"):
+            continue
+        inside = sum(lo <= call["ts"] < hi for lo, hi in steps)
+        if not inside:
+            continue
+        way = pageable.get((call.get("args") or {}).get("correlation"))
+        if way is not None:
+            tally[way] += inside
+        elif call["name"] in SYNC_CALLS:
+            end = call["ts"] + call.get("dur", 0)
+            around = [
+                o
+                for o in ops
+                if o["tid"] == call["tid"] and o["ts"] <= call["ts"] and o["ts"] + o["dur"] >= end
+            ]
+            innermost = max(around, key=lambda o: (o["ts"], -o["dur"]), default=None)
+            tally["" if innermost is None else innermost["name"]] += inside
+    return len(steps), tally
+
+
+@pytest.mark.parametrize(
+    "path", [DLRM1, SWITCH, HOST_SYNC, LIGHTNING, CPU_RANDN], ids=lambda p: p.name.split(".")[0]
+)
+def test_the_account_tells_the_synchronizations_as_the_raw_events_do(path: Path) -> None:
+    steps, want = from_raw_events(path)
+    acct = compute(read_trace(path).timeline).account
+    assert acct is not None and acct.steps == steps
+    assert acct.blocking_h2d_per_step == round(want.pop("h2d", 0) / steps, 3)
+    assert acct.blocking_d2h_per_step == round(want.pop("d2h", 0) / steps, 3)
+    assert acct.sync_ops_per_step == {op: round(n / steps, 3) for op, n in want.most_common()}
+    blocking = acct.blocking_h2d_per_step + acct.blocking_d2h_per_step
+    assert acct.sync_calls_per_step == pytest.approx(blocking + sum(want.values()) / steps)
+
+
+def host_sync(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
+    assert main(["analyze", "--json", str(path)]) == 0
+    (rank,) = json.loads(capsys.readouterr().out)["ranks"]
+    (finding,) = [f for f in rank["findings"] if f["rule"] == "sync.host_sync"]
+    return finding  # type: ignore[no-any-return]
+
+
+def test_blocking_copies_to_the_gpu_are_told_to_pin_not_to_drop_item(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A DLRM rank (public trace) synchronizes in its batch's copies to the GPU
+    from pageable memory (aten::to), never in .item()."""
+    finding = host_sync(capsys, DLRM1)
+    assert (
+        "from 8 copies to the GPU from pageable memory, 2 copies to pageable host"
+        in (finding["evidence"])
+    )
+    assert finding["fix"].startswith("pin the host side: DataLoader(pin_memory=True)")
+    assert ".cpu(), .numpy() or .tolist()" in finding["fix"]
+    assert ".item()" not in finding["fix"]
+
+
+def test_read_backs_are_told_to_stay_on_the_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """The SwitchTransformers trace (public) waits in `if tensor:`
+    (aten::is_nonzero > aten::item > aten::_local_scalar_dense), and once in a
+    cudaDeviceSynchronize outside any op."""
+    finding = host_sync(capsys, SWITCH)
+    assert (
+        "from 20 read-backs of a GPU value (.item()), 1 synchronization outside"
+        in (finding["evidence"])
+    )
+    assert finding["fix"].startswith("each .item(), float(tensor), print(tensor) or `if tensor:`")
+    assert "pin_memory" not in finding["fix"]
+
+
+def test_data_dependent_shapes_are_named_beside_the_read_backs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    finding = host_sync(capsys, HOST_SYNC)
+    assert (
+        "13 read-backs of a GPU value (.item()), 1 op whose output size depends"
+        in (finding["evidence"])
+    )
+    assert "keep values on the GPU" in finding["fix"]
+
+
+def test_an_older_hooks_capture_is_told_from_its_tables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A recording of an H100 job whose hook predates the account's sources
+    (no blocking copies or ops in its account): the capture's op and copy
+    tables tell them, the stream synchronizations beyond the copies given to
+    the data-dependent shapes, then to the read-backs."""
+    path = DATA / "h100" / "host_sync.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "sync_ops_per_step" not in json.dumps(doc["capture"])
+    (finding,) = [f for f in doc["findings"] if f["rule"] == "sync.host_sync"]
+    assert (
+        "from 13 read-backs of a GPU value (.item()), 1 op whose output size"
+        in (finding["evidence"])
+    )
+    assert finding["fix"].startswith("each .item()")
