@@ -329,8 +329,7 @@ class StepAccount(spec.Wire):
     blocking_d2h_per_step: float | None = _opt_us(omit_none=True)
     #: the other synchronizing calls per step (cudaStreamSynchronize, ...) by the
     #: op they ran in ("" outside any op), the most first; None (absent on the
-    #: wire) where the calls are not linked to ops (a hook's capture) or in an
-    #: older account
+    #: wire) in an older account
     sync_ops_per_step: Mapping[str, float] | None = spec.field(
         _sync_ops, default=None, write="dict({v})", omit_none=True
     )

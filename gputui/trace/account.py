@@ -26,6 +26,7 @@ from operator import itemgetter
 from typing import Any
 
 from gputui.protocol.trace_metrics import StepAccount
+from gputui.trace.links import open_ops
 from gputui.trace.scan import (
     COLLECTIVE,
     COMM_OTHER,
@@ -221,7 +222,7 @@ SYNC_OPS = 8
 _NEAR = 64
 
 
-def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float] | None:
+def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float]:
     """The synchronizing calls per step that are no blocking copy
     (cudaStreamSynchronize, cudaDeviceSynchronize, ...) by the op they ran in,
     the most first (:data:`SYNC_OPS` of them): the op whose ``External id`` the
@@ -237,9 +238,12 @@ def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float] | No
     ]
     if not inside:
         return {}
-    if not any(r[5] >= 0 for r in scan.timeline.runtime):
-        return None
     ranges = scan.timeline.ranges  # sorted by start
+    if not any(r[5] >= 0 for r in scan.timeline.runtime):
+        # calls that carry no op's id (a hook's capture): the op open around each
+        opened = open_ops(ranges, inside, with_ids=False)
+        counts = Counter("" if op is None else op[2] for op in opened)
+        return {name: round(c / n, 3) for name, c in counts.most_common(SYNC_OPS)}
     got: list[str] = []
     far: list[int] = []  # the calls whose op is not among the ranges just before them
     for k, r in enumerate(inside):

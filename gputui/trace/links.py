@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import itemgetter
 
-from gputui.trace.timeline import OP, GpuActivity, HostRange, RuntimeCall, Timeline
+from gputui.trace.timeline import OP, STEP_MARK, GpuActivity, HostRange, RuntimeCall, Timeline
 
 #: runtime calls looked at to tell whether a trace's ids link ops
 SAMPLE = 2000
@@ -41,28 +41,38 @@ def enclosing_ops(ranges: Sequence[HostRange], runtime: Sequence[RuntimeCall]) -
     is.  A ``record_function`` range is passed over: the profiler links a call
     inside one to the op around it (as the NCCL ranges inside
     ``record_param_comms`` show on every recorded trace)."""
+    return [-1 if op is None else op[5] for op in open_ops(ranges, runtime)]
+
+
+def open_ops(
+    ranges: Sequence[HostRange], calls: Sequence[RuntimeCall], *, with_ids: bool = True
+) -> list[HostRange | None]:
+    """For each call, the innermost op open on its thread when it starts (None
+    where none is): of the ops (``cpu_op`` ranges; with ``with_ids``, those with
+    an id; without, any but the step marks) that started by then and have not
+    ended, the last to start, of two that start together the shorter."""
     ops: dict[int, list[HostRange]] = {}
     op = OP
     for r in ranges:
-        if r[4] == op and r[5] >= 0:
+        if r[4] == op and (r[5] >= 0 if with_ids else not r[2].startswith(STEP_MARK)):
             got = ops.get(r[3])
             if got is None:
                 ops[r[3]] = [r]
             else:
                 got.append(r)
-    calls: dict[int, list[int]] = {}
-    for i, call in enumerate(runtime):
+    by_thread: dict[int, list[int]] = {}
+    for i, call in enumerate(calls):
         thread = call[3]
         if thread in ops:
-            got_calls = calls.get(thread)
+            got_calls = by_thread.get(thread)
             if got_calls is None:
-                calls[thread] = [i]
+                by_thread[thread] = [i]
             else:
                 got_calls.append(i)
-    out = [-1] * len(runtime)
-    starts = [call[0] for call in runtime]
+    out: list[HostRange | None] = [None] * len(calls)
+    starts = [call[0] for call in calls]
     by_start, by_end = itemgetter(0), itemgetter(1)
-    for thread, indexes in calls.items():
+    for thread, indexes in by_thread.items():
         opened = ops[thread]
         opened.sort(key=by_end, reverse=True)  # (stable: of two that start
         opened.sort(key=by_start)  # together, the longer, outer one first)
@@ -80,7 +90,7 @@ def enclosing_ops(ranges: Sequence[HostRange], runtime: Sequence[RuntimeCall]) -
             while stack and stack[-1][1] < t:
                 stack.pop()
             if stack:
-                out[i] = stack[-1][5]
+                out[i] = stack[-1]
     return out
 
 

@@ -271,8 +271,8 @@ def step_account(timeline: Timeline) -> StepAccount | None:
 def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, Any]:
     """Of the synchronizing calls per step: the blocking copies by direction (the
     calls of copies from or to pageable memory; None without GPU activity), and
-    the others by the op whose id they carry ("" for none), the eight most
-    (None where no call carries an op's id)."""
+    the others by the op whose id they carry ("" for none), or where no call
+    carries one, the op open around them; the eight most."""
     way = {
         a.correlation: "HtoD" in a.name
         for a in timeline.gpu
@@ -302,11 +302,26 @@ def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, 
         before = [name for start, name in ops.get(c.external_id, ()) if start <= c.start_us]
         return before[-1] if before else ""
 
-    by_op: dict[str, float] | None = {}
-    if others and not any(c.external_id >= 0 for c in timeline.runtime):
-        by_op = None
-    elif others:
-        tally = Counter(op_of(c) for c in others)
+    ordered = sorted(timeline.ranges, key=lambda r: r.start_us)
+
+    def open_op(c: RuntimeCall) -> str:
+        # the calls carry no ids: of the ops open on the call's thread when it
+        # starts, the last to start, of two that start together the shorter
+        # (of two alike, the later)
+        around = [
+            (r.start_us, -r.end_us, i, r.name)
+            for i, r in enumerate(ordered)
+            if r.kind == OP
+            and r.thread == c.thread
+            and not r.name.startswith("ProfilerStep#")
+            and r.start_us <= c.start_us <= r.end_us
+        ]
+        return max(around)[3] if around else ""
+
+    by_op: dict[str, float] = {}
+    if others:
+        linked = any(c.external_id >= 0 for c in timeline.runtime)
+        tally = Counter(op_of(c) if linked else open_op(c) for c in others)
         by_op = {name: round(k / n, 3) for name, k in tally.most_common(8)}
     seen = bool(timeline.gpu)
     return {

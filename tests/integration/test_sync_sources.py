@@ -89,6 +89,24 @@ def test_the_account_tells_the_synchronizations_as_the_raw_events_do(path: Path)
     assert acct.sync_calls_per_step == pytest.approx(blocking + sum(want.values()) / steps)
 
 
+@pytest.mark.parametrize(
+    "path", [DLRM1, SWITCH, HOST_SYNC, LIGHTNING, CPU_RANDN], ids=lambda p: p.name.split(".")[0]
+)
+def test_calls_without_ids_go_to_the_op_open_around_them(path: Path) -> None:
+    """A hook's capture links no call to its op: the same traces with every id
+    taken out give the same ops, each call's innermost op on its thread."""
+    tl = read_trace(path).timeline
+    tl.runtime[:] = [c._replace(external_id=-1) for c in tl.runtime]
+    tl.ranges[:] = [r._replace(external_id=-1) for r in tl.ranges]
+    tl.gpu[:] = [a._replace(external_id=-1) for a in tl.gpu]
+    steps, want = from_raw_events(path)
+    acct = compute(tl).account
+    assert acct is not None and acct.steps == steps
+    want.pop("h2d", None)
+    want.pop("d2h", None)
+    assert acct.sync_ops_per_step == {op: round(n / steps, 3) for op, n in want.most_common()}
+
+
 def host_sync(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
     assert main(["analyze", "--json", str(path)]) == 0
     (rank,) = json.loads(capsys.readouterr().out)["ranks"]
