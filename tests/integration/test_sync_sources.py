@@ -170,3 +170,38 @@ def test_an_older_hooks_capture_is_told_from_its_tables(
         in (finding["evidence"])
     )
     assert finding["fix"].startswith("each .item()")
+
+
+@pytest.mark.parametrize(
+    ("name", "h2d", "ops", "said"),
+    [
+        (
+            "sync_item_in_forward_wide",
+            0.0,
+            {"aten::_local_scalar_dense": 8.0},
+            "8 synchronizations per step, from 8 read-backs of a GPU value (.item())",
+        ),
+        ("sync_cpu_randn", 2.0, {"aten::copy_": 2.0}, None),
+    ],
+)
+def test_a_live_capture_on_an_h100_names_the_ops_its_syncs_ran_in(
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    h2d: float,
+    ops: dict[str, float],
+    said: str | None,
+) -> None:
+    """Jobs of bench/jobs/analyzer_cases.py hooked on an H100 (torch 2.11): the
+    hook's own capture, whose calls carry no op ids, gives each synchronizing
+    call the op open around it (.item() in the forward; a tensor made on the
+    CPU and copied to the GPU from pageable memory every step)."""
+    path = DATA / "h100-cases" / "live" / f"{name}.jsonl.gz"
+    assert main(["attach", "--replay", str(path), "--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    acct = doc["capture"]["trace_metrics"]["account"]
+    assert acct["blocking_h2d_per_step"] == h2d
+    assert acct["sync_ops_per_step"] == ops
+    if said is not None:
+        (finding,) = [f for f in doc["findings"] if f["rule"] == "sync.host_sync"]
+        assert finding["evidence"].startswith(said)
+        assert finding["fix"].startswith("each .item()")
