@@ -205,14 +205,17 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
             "the CPU waits for the GPU inside the step",
             evidence,
             _sync_fix(ev, sources),
-            "a new capture shows fewer synchronizing calls (cudaStreamSynchronize, blocking "
-            "copies) and a smaller idle share",
+            _SYNC_CONFIRM,
             share=idle,
             severity=None if idle is not None else WARN,
         )
     ]
 
 
+_SYNC_CONFIRM = (
+    "a new capture shows fewer synchronizing calls (cudaStreamSynchronize, blocking copies) "
+    "and a smaller idle share"
+)
 #: what makes the CPU wait for the GPU, as the capture's tables tell it: how it
 #: reads in the evidence (one, several), and its fix
 _SYNC_SOURCE = {
