@@ -14,7 +14,14 @@ import pytest
 from gputui.analysis import engine
 from gputui.analysis.trace_evidence import trace_job_findings
 from gputui.analysis.trace_summary import summarize
-from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, StepAccount, TraceMetrics
+from gputui.protocol.fields import SchemaError
+from gputui.protocol.trace_metrics import (
+    ACCOUNT_BUCKETS,
+    MAX_OP_NAME,
+    MAX_SYNC_OPS,
+    StepAccount,
+    TraceMetrics,
+)
 from gputui.trace.account import step_account
 from gputui.tracefile.reader import TraceError, read_trace
 from tests.helpers.evidence import account, capture, evidence, kernel, op
@@ -93,6 +100,35 @@ def test_the_account_round_trips_the_wire_and_older_captures_have_none() -> None
     old = metrics.to_wire()
     del old["account"]
     assert TraceMetrics.from_wire(old).account is None
+
+
+def test_the_synchronizations_sources_cross_the_wire_bounded() -> None:
+    """The ops an account gives its syncs to are untrusted text from a hook: at
+    most eight of them, names cut to their limit, counts checked; an older
+    hook's account has none (None), and a value of another type is refused."""
+    acct = dataclasses.replace(
+        account(python=0.5, dispatch=0.3),
+        blocking_h2d_per_step=2.0,
+        blocking_d2h_per_step=0.0,
+        sync_ops_per_step={"aten::copy_": 2.0, "": 1.0},
+    )
+    wire = json.loads(json.dumps(TraceMetrics(account=acct).to_wire()))
+    assert TraceMetrics.from_wire(wire).account == acct
+    many = {f"op{i}" + "x" * 5000: float(i) for i in range(20)}
+    wire["account"]["sync_ops_per_step"] = many
+    got = TraceMetrics.from_wire(wire).account
+    assert got is not None and got.sync_ops_per_step is not None
+    assert len(got.sync_ops_per_step) == MAX_SYNC_OPS
+    assert all(len(name) == MAX_OP_NAME for name in got.sync_ops_per_step)
+    for bad in ([1, 2], {"aten::copy_": "2"}, {"aten::copy_": -1.0}):
+        wire["account"]["sync_ops_per_step"] = bad
+        with pytest.raises(SchemaError):
+            TraceMetrics.from_wire(wire)
+    for key in ("blocking_h2d_per_step", "blocking_d2h_per_step", "sync_ops_per_step"):
+        del wire["account"][key]
+    old = TraceMetrics.from_wire(wire).account
+    assert old is not None
+    assert (old.blocking_h2d_per_step, old.sync_ops_per_step) == (None, None)
 
 
 def numpy_bound(tmp_path: Path, python_us: float) -> Path:
