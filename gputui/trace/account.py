@@ -196,8 +196,8 @@ def _means(fitted: dict[str, float], n: int) -> dict[str, Any]:
 def _call_counts(scan: Scan, host: list[Interval], n: int) -> dict[str, Any]:
     """The account's calls per step over the host steps: the synchronizing
     calls, the launching calls, and of the first the blocking copies by
-    direction (None where the trace has no GPU copies to tell them by) and the
-    others by the op they ran in (:func:`_sync_ops`)."""
+    direction (None where the trace recorded no GPU activity to tell them by)
+    and the others by the op they ran in (:func:`_sync_ops`)."""
     calls = scan.runtime
 
     def per_step(starts: list[int]) -> float:
@@ -227,8 +227,9 @@ def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float]:
     (cudaStreamSynchronize, cudaDeviceSynchronize, ...) by the op they ran in,
     the most first (:data:`SYNC_OPS` of them): the op whose ``External id`` the
     call carries (of several, the last to start at or before the call), "" for
-    a call in no op.  None where no call carries an op's id
-    (a hook's capture: its calls are not linked to ops)."""
+    a call in no op.  Where no call carries an op's id (a hook's capture), the
+    innermost op open on the call's thread when it starts
+    (:func:`~gputui.trace.links.open_ops`)."""
     syncs = scan.runtime.explicit_syncs
     starts = [r[0] for r in syncs]  # (the calls are sorted by start)
     inside = [
