@@ -217,6 +217,10 @@ def _outside(side: Outside, top: int) -> Outside:
 
 
 #: the figures a disagreement between the host's and the GPU's clocks makes wrong
+#: the kernel time rounding leaves out, as a share of the window, from which a
+#: trace is told so (two points of the GPU's busy share: a difference a reader
+#: comparing with TensorBoard would see)
+ROUNDED_SHARE = 0.02
 SKEWED_FIGURES = (
     "the launch delays, HTA's host-wait idle time, the steps' stretch over their GPU work, "
     "and the split of the GPU's idle time by what the host did"
@@ -259,6 +263,19 @@ def warnings(summary: TraceSummary) -> list[str]:
             "modules or compiling them on first use, a one-off that is no launch cost of "
             "the loop; profile steps after a warm-up"
         )
+    lost = s.kernel_exact_us - s.kernel_counted_us
+    if s.kernels_in_window and summary.window_us is not None:
+        lo, hi = summary.window_us
+        if hi > lo and lost >= ROUNDED_SHARE * (hi - lo):
+            out.append(
+                f"kernels of a few microseconds ({fmt.us(s.kernel_exact_us / s.kernels_in_window)} "
+                "on average): rounded to whole microseconds as HTA rounds them, they count "
+                f"{fmt.ms(lost / 1e6)} less than their {fmt.ms(s.kernel_exact_us / 1e6)} in the "
+                f"window ({100 * lost / s.kernel_exact_us:.0f}% of it), up to "
+                f"{100 * lost / (hi - lo):.0f} points of the window: the GPU's busy and kernel "
+                "shares read that much lower than in tools that keep the fractions (the "
+                "TensorBoard plugin, Perfetto)"
+            )
     if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
         lo, hi = summary.window_us
         what = "GPU activity" if summary.window_kind == WINDOW_GPU else "host activity"
@@ -326,6 +343,8 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "kernels_before_launch": sanity.kernels_before_launch,
         "kernel_launch_calls": sanity.kernel_launch_calls,
         "kernel_records": sanity.kernel_records,
+        "kernel_exact_us": round(sanity.kernel_exact_us, 3),
+        "kernel_counted_us": sanity.kernel_counted_us,
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -515,6 +515,13 @@ class Sanity:
     #: kernel's module, or compiling it, on its first use), and their time (us)
     cold_launches: int = 0
     cold_launch_us: float = 0.0
+    #: the kernels that start in the window: how many, their exact time (their
+    #: durations in nanoseconds) and the time the figures count (whole
+    #: microseconds, the start rounded up and the end down as HTA rounds them),
+    #: microseconds
+    kernels_in_window: int = 0
+    kernel_exact_us: float = 0.0
+    kernel_counted_us: float = 0.0
 
 
 #: the suffix of the ranges torch.compile times its compiling with
@@ -840,7 +847,28 @@ class Scan:
             compile_us=self._compile_us(),
             cold_launches=len(self._cold_launches),
             cold_launch_us=float(sum(e - s for s, e in self._cold_launches)),
+            **self._kernel_rounding(),
         )
+
+    def _kernel_rounding(self) -> dict[str, Any]:
+        """The kernels that start in the window, their exact time and the time
+        the figures count (:class:`Sanity`)."""
+        window = self.window
+        if window is None:
+            return {}
+        lo, hi = window
+        n = exact = counted = 0
+        for kernels in self.gpu.per_device.values():
+            for a in kernels:
+                if lo <= a[0] < hi:
+                    n += 1
+                    exact += a[2]
+                    counted += a[1] - a[0]
+        return {
+            "kernels_in_window": n,
+            "kernel_exact_us": exact / 1000.0,
+            "kernel_counted_us": float(counted),
+        }
 
     @cached_property
     def _cold_launches(self) -> list[tuple[int, int]]:
