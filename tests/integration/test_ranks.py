@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -338,10 +339,18 @@ def test_a_rank_that_exits(four: Torchrun, monkeypatch: pytest.MonkeyPatch) -> N
         assert "rank 3 exited (the job is exiting)" in first[0].alert
         assert s.alert is not None and "rank 3 exited (the job is exiting)" in s.alert
         stalled = [r.rank for r in s.rows if r.state == ranks_model.STALLED]
-        if stalled == [0, 1, 2]:
-            assert "ranks 0,1,2 waiting in backward" in s.alert
-        elif stalled:
+        if stalled:
+            # the ranks that reached the all-reduce wait in backward; the slow
+            # rank may still be in its data loading when it counts as stalled
+            # (on a loaded machine its phase lasts past the 1 s): each stalled
+            # rank is named with the phase it is in
             assert "waiting in backward" in s.alert
+            named = {
+                int(rank)
+                for group in re.findall(r"ranks? ([\d,]+) (?:stuck|waiting) in \w+", s.alert)
+                for rank in group.split(",")
+            }
+            assert set(stalled) <= named
     finally:
         feed.close()
     # Afterwards the launcher's pid reads the ranks left, and says how many of
