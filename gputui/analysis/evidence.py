@@ -69,7 +69,7 @@ SYNC_CALLS = tuple(sorted(account.SYNC_CALLS))
 READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
 #: a copy from pageable host memory ("Memcpy HtoD (Pageable -> Device)") or to
 #: it ("Memcpy DtoH (Device -> Pageable)")
-_PAGEABLE = re.compile(r"^Memcpy (?:HtoD|DtoH) \([^)]*Pageable", re.IGNORECASE)
+_PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \([^)]*Pageable", re.IGNORECASE)
 
 
 def captured_steps(cap: CaptureResult) -> int:
@@ -258,9 +258,15 @@ class CaptureView:
         rows = [o for o in self.cpu_ops if o.name in wanted]
         return sum(o.self_us for o in rows), sum(o.calls for o in rows)
 
-    def pageable_copies(self) -> tuple[float, int]:
-        """GPU time (us) and count of copies from or to pageable host memory."""
-        rows = [k for k in self.kernels if _PAGEABLE.match(k.name)]
+    def pageable_copies(self, way: str | None = None) -> tuple[float, int]:
+        """GPU time (us) and count of copies from or to pageable host memory
+        (``way``: only those ``"HtoD"`` or ``"DtoH"``)."""
+        rows = [
+            k
+            for k in self.kernels
+            if (m := _PAGEABLE.match(k.name)) is not None
+            and (way is None or m.group(1).lower() == way.lower())
+        ]
         return sum(k.total_us for k in rows), sum(k.calls for k in rows)
 
     def unprofiled_idle(self) -> float | None:

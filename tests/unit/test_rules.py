@@ -963,3 +963,27 @@ def test_other_copies_say_the_pageable_ones_are_left_to_their_own_finding() -> N
     )
     (g,) = fired("copy.transfers", evidence(cap=capture([pinned])))
     assert g.evidence == "copies take 20% of the GPU timeline"
+
+
+def test_an_older_hooks_blocking_copies_are_told_from_its_copy_rows() -> None:
+    """A capture whose account does not count the blocking copies (an older
+    hook's): its copy rows do, by direction, and the stream synchronizations
+    that follow them are theirs; what is left goes to the read-backs."""
+    cap = capture(
+        [
+            kernel(GEMM_BF16, "gemm", 50, 50_000.0),
+            kernel("Memcpy HtoD (Pageable -> Device)", "memcpy", 40, 4_000.0),
+            kernel("Memcpy DtoH (Device -> Pageable)", "memcpy", 5, 500.0),
+            kernel("Memcpy DtoH (Device -> Pinned)", "memcpy", 5, 50.0),
+        ],
+        [
+            op("cudaStreamSynchronize", 50, 30_000.0),
+            op("aten::_local_scalar_dense", 5, 500.0),
+        ],
+    )
+    (f,) = fired("sync.host_sync", evidence(cap=cap))
+    assert "from 8 copies to the GPU from pageable memory, 1 copy to pageable host memory, " in (
+        f.evidence
+    )
+    assert "1 read-back of a GPU value (.item())" in f.evidence
+    assert f.fix.startswith("pin the host side")

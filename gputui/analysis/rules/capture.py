@@ -16,7 +16,6 @@ launch overhead, other CPU-side work.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from gputui import fmt
@@ -73,11 +72,6 @@ OVERLAP = thresholds.value("comm.overlap")
 POOR_OVERLAP_SHARE = thresholds.value("comm.poor_overlap_share")
 #: zero-filling calls per step that look like zero_grad() writing zeros
 ZERO_PER_STEP = thresholds.value("steps.zero_per_step")
-
-
-#: a copy to the GPU from pageable host memory, and one to it (the GPU's copy names)
-_PAGEABLE_H2D = re.compile(r"^Memcpy HtoD \([^)]*Pageable", re.IGNORECASE)
-_PAGEABLE_D2H = re.compile(r"^Memcpy DtoH \([^)]*Pageable", re.IGNORECASE)
 
 
 def capture_of(ev: JobEvidence) -> CaptureView | None:
@@ -314,8 +308,8 @@ def sync_sources(cap: CaptureView) -> list[tuple[str, float]]:
     if acct is not None and acct.blocking_h2d_per_step is not None:
         h2d, d2h = acct.blocking_h2d_per_step, acct.blocking_d2h_per_step or 0.0
     else:
-        h2d = sum(k.calls for k in cap.kernels if _PAGEABLE_H2D.match(k.name)) / steps
-        d2h = sum(k.calls for k in cap.kernels if _PAGEABLE_D2H.match(k.name)) / steps
+        h2d = cap.pageable_copies("HtoD")[1] / steps
+        d2h = cap.pageable_copies("DtoH")[1] / steps
     counts = {"copy_h2d": h2d, "copy_d2h": d2h}
     by_op = None if acct is None else acct.sync_ops_per_step
     if by_op is not None:
