@@ -10,11 +10,11 @@ where nothing tells.  Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.protocol.messages import BACKWARD, OPTIMIZER
+from gputui.protocol.value import ValueBase, value_class
 
 if TYPE_CHECKING:
     from gputui.analysis.steps import StepStats
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from gputui.protocol.trace_metrics import JobMarkers
 
 
-@dataclass(frozen=True)
-class JobContext:
+@value_class
+class JobContext(ValueBase):
     #: compiled by torch.compile (None: nothing tells)
     compiled: bool | None = None
     #: steps run through CUDA graphs (mode="reduce-overhead", or by hand)

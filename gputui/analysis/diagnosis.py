@@ -13,23 +13,23 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, WARN
+from gputui.protocol.value import ValueBase, value_class
 
 
-@dataclass(frozen=True)
-class RankTop:
+@value_class
+class RankTop(ValueBase):
     """A rank's leading warn or crit finding (None: nothing costly)."""
 
     rank: int
     finding: Finding | None
 
 
-@dataclass(frozen=True)
-class Diagnosis:
+@value_class
+class Diagnosis(ValueBase):
     """The job's diagnosis across its ranks."""
 
     #: the rule of the cause common to the ranks (None: nothing costly on most)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
 from gputui.analysis.steps import WARMUP_STEPS, StepStats, step_stats
 from gputui.protocol.messages import COMM, StepFlag
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import account, kernels
 
 if TYPE_CHECKING:  # annotations only: gputui analyze loads none of these messages
@@ -81,8 +81,8 @@ def captured_steps(cap: CaptureResult) -> int:
     return max(1, cap.steps or 1)
 
 
-@dataclass(frozen=True)
-class CaptureView:
+@value_class
+class CaptureView(ValueBase):
     """A capture's (or a trace's) tables, with the derived numbers rules use and
     the attach screen draws: the one view of a :class:`CaptureResult`.  Times are
     microseconds over the whole capture window of ``steps`` steps."""
@@ -353,8 +353,8 @@ def is_fp32_conv(name: str) -> bool:
 
 
 # -- the job ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JobEvidence:
+@value_class
+class JobEvidence(ValueBase):
     """Everything known about one job over the analyzer's window."""
 
     #: statistics over ordinary steps (warm-up and profiled steps left out)
@@ -589,8 +589,8 @@ def job_evidence(
 
 
 # -- the ranks of a multi-rank job --------------------------------------------------------------
-@dataclass(frozen=True)
-class RankEvidence:
+@value_class
+class RankEvidence(ValueBase):
     """One local rank of a multi-rank job: its own evidence, and where it is."""
 
     pid: int
@@ -627,8 +627,8 @@ class RankEvidence:
         return None if step is None else max(0.0, step - self.comm_mean_s)
 
 
-@dataclass(frozen=True)
-class RanksEvidence:
+@value_class
+class RanksEvidence(ValueBase):
     """The local ranks of one multi-rank job (ordered by rank)."""
 
     ranks: tuple[RankEvidence, ...]

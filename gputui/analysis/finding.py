@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gputui.analysis.severity import ORDER, Severity
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 #: how many recent monitor snapshots the GPU rules average over (one idle sample
 #: between two busy ones must not raise a finding)

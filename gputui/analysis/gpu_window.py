@@ -7,9 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import field
+from typing import TYPE_CHECKING
 
-from gputui.snapshot.model import DeviceSnapshot, ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
+
+if TYPE_CHECKING:
+    from gputui.snapshot.model import DeviceSnapshot
 
 
 @value_class

@@ -30,7 +30,7 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -43,6 +43,7 @@ from gputui.protocol.profile import (
     ProfileFunction,
     PythonProfile,
 )
+from gputui.protocol.value import ValueBase, value_class
 
 #: the phases where the training loop's own code runs
 LOOP_PHASES = frozenset({OTHER, OPTIMIZER})
@@ -177,8 +178,8 @@ def where(f: ProfileFunction | PathFrame) -> str:
     return f"{fmt.clean(name, 120)}:{f.line}"
 
 
-@dataclass(frozen=True)
-class HotFunction:
+@value_class
+class HotFunction(ValueBase):
     """A function that holds time outside torch: its ``share`` of the time the
     shares are of, the nearest of the job's own functions that called it (a
     library's function), and the one phase it runs in, where it has one."""
@@ -207,8 +208,8 @@ class HotFunction:
         return f"{self.label} {self.share * 100:.0f}%{self.called_from}"
 
 
-@dataclass(frozen=True)
-class HostCode:
+@value_class
+class HostCode(ValueBase):
     """The training thread's time in code outside torch, as shares of the
     sampled time (about the step's wall time: the sampler weighs samples by
     the time between them)."""
@@ -319,8 +320,8 @@ def _host_code(profile: PythonProfile | None) -> HostCode | None:
     )
 
 
-@dataclass(frozen=True)
-class LoadingHot:
+@value_class
+class LoadingHot(ValueBase):
     """The function the DataLoader's work goes to: in its worker processes, or
     (``num_workers=0``) on the training thread while it waits for data."""
 
@@ -387,8 +388,8 @@ _RECEIVE_FILES = (
 )
 
 
-@dataclass(frozen=True)
-class WorkersWait:
+@value_class
+class WorkersWait(ValueBase):
     """How the DataLoader's workers spend their sampled time: waiting for the
     next batch's indices (``idle``), and, of the rest, in the job's own code
     (``own``: decoding, augmenting) rather than torch's fetching and collating;
@@ -443,8 +444,8 @@ _DATASET_FILES = ("/torch/utils/data/dataset.py",)
 _COLLATE_FILES = ("/torch/utils/data/_utils/collate.py",)
 
 
-@dataclass(frozen=True)
-class InMemoryData:
+@value_class
+class InMemoryData(ValueBase):
     """A data wait on the training thread (``num_workers=0``) spent mostly in
     torch's own datasets indexing tensors in host memory: ``indexing`` is its
     share of the data wait, ``collating`` the share spent stacking samples

@@ -26,11 +26,12 @@ Pure: evidence in, values out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputui.analysis import thresholds
 from gputui.analysis.live_account import REST, live_account
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
+from gputui.protocol.value import ValueBase, value_class
 
 #: claims on the GPU's side of the step: its busy time (kernel efficiency,
 #: precision, attention, copies on the GPU) and its idle time (what the CPU side
@@ -73,8 +74,8 @@ CLAIM_LABELS: Mapping[str, str] = {
 HOST_CLAIMS = frozenset(CLAIM_BUCKETS)
 
 
-@dataclass(frozen=True)
-class Window:
+@value_class
+class Window(ValueBase):
     """What the ledger's numbers are over, in words a report prints."""
 
     #: "ordinary steps", "profiled steps" or "GPU activity"
@@ -94,8 +95,8 @@ class Window:
         return f"{self.steps:,} {kind} {unit}"
 
 
-@dataclass(frozen=True)
-class Ledger:
+@value_class
+class Ledger(ValueBase):
     """One window's time account: every share is of :attr:`step_s`."""
 
     window: Window

@@ -18,13 +18,14 @@ sampler's share in, a value out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from gputui.analysis.host_code import host_code
 from gputui.protocol.messages import BUILTIN_PHASES, COMM, DATA, OTHER
 from gputui.protocol.steps import StepRecord
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS, ACCOUNT_LABELS, StepAccount
+from gputui.protocol.value import ValueBase, value_class
 
 if TYPE_CHECKING:
     from gputui.protocol.capture import CaptureResult
@@ -50,8 +51,8 @@ def measured_seconds(phases: Mapping[str, float]) -> dict[str, float]:
     return {"data": phases.get(DATA, 0.0), "phase": user, "comm": phases.get(COMM, 0.0)}
 
 
-@dataclass(frozen=True)
-class LiveAccount:
+@value_class
+class LiveAccount(ValueBase):
     """Mean seconds per step of each bucket over ``steps`` ordinary steps: the
     measured ones from every step, the others from the capture at
     ``capture_step`` (None: no capture yet, and the rest is one part, less the

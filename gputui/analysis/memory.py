@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
+
+from gputui.protocol.value import ValueBase, value_class
 
 #: baseline growth this large over the window is flagged (bytes)
 GROWTH_FLAG_BYTES = 64 * 2**20
@@ -31,8 +32,8 @@ class MemoryLike(Protocol):
 SUSTAINED_SHARE = 0.25
 
 
-@dataclass(frozen=True)
-class MemoryGrowth:
+@value_class
+class MemoryGrowth(ValueBase):
     per_step_bytes: float  # growth of the allocated baseline per step, over the window
     steps: int  # steps the window spans
     growing: bool  # large and sustained enough to be a leak, not noise or a ramp

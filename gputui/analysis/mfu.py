@@ -24,21 +24,22 @@ in that time, so they are "during the trace".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from gputui.analysis.evidence import captured_steps, on_tf32
 from gputui.analysis.roofline import TF32_EVIDENCE, Roof
 from gputui.protocol.capture import CaptureResult
 from gputui.protocol.op_rows import FlopTotals, OpRow
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import op_costs
 
 FP32 = "fp32"
 TF32 = "tf32"
 
 
-@dataclass(frozen=True)
-class Utilisation:
+@value_class
+class Utilisation(ValueBase):
     """A job's FLOP rate and utilisation.  None where it cannot be known."""
 
     model_flops_per_step: float

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.analysis import thresholds
 from gputui.analysis.finding import Finding
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 if TYPE_CHECKING:  # the monitor's device rules load without the job's evidence
     from gputui.analysis.evidence import JobEvidence, RanksEvidence

@@ -5,7 +5,7 @@ saved measurements) loads neither the op rows nor their cost model."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gputui.protocol.value import ValueBase, value_class
 
 #: the ceilings were measured on this GPU (``gputui bench``)...
 MEASURED = "measured"
@@ -13,8 +13,8 @@ MEASURED = "measured"
 DATASHEET = "datasheet"
 
 
-@dataclass(frozen=True)
-class Roof:
+@value_class
+class Roof(ValueBase):
     """A GPU's ceilings: memory bandwidth and dense compute per dtype family."""
 
     bandwidth_gbps: float

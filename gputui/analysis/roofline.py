@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-# the ceilings themselves live apart (gputui.analysis.roof); named here too
 from gputui.analysis.roof import DATASHEET as DATASHEET
 from gputui.analysis.roof import MEASURED as MEASURED
 from gputui.analysis.roof import Roof
 from gputui.protocol.op_rows import OpRow
+
+# the ceilings themselves live apart (gputui.analysis.roof); named here too
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import op_costs
 from gputui.trace.op_costs import FP32, TF32
 from gputui.trace.scan import is_comm
@@ -38,8 +39,8 @@ COMPUTE = "compute"
 TF32_EVIDENCE = 1.05
 
 
-@dataclass(frozen=True)
-class OpRoofline:
+@value_class
+class OpRoofline(ValueBase):
     """One op row placed on the roofline.  None where it cannot be known."""
 
     name: str
@@ -63,8 +64,8 @@ class OpRoofline:
     pct_of_ceiling: float | None  #: achieved against the ceiling that binds it
 
 
-@dataclass(frozen=True)
-class RooflineReport:
+@value_class
+class RooflineReport(ValueBase):
     roof: Roof
     ops: tuple[OpRoofline, ...]
     device_us: float  #: GPU time of all rows (the share's denominator)
@@ -148,8 +149,8 @@ def analyze(rows: Sequence[OpRow], roof: Roof, top: int = 10) -> RooflineReport:
 
 
 # -- the plot, as numbers -----------------------------------------------------------------
-@dataclass(frozen=True)
-class RoofLine:
+@value_class
+class RoofLine(ValueBase):
     """One compute ceiling with the memory slope under it, cell by cell."""
 
     ceiling: str
@@ -158,8 +159,8 @@ class RoofLine:
     rows: tuple[int | None, ...]  #: per column, the roof's row (None: off the grid)
 
 
-@dataclass(frozen=True)
-class PlotPoint:
+@value_class
+class PlotPoint(ValueBase):
     rank: int  #: 1 for the op with the most GPU time
     name: str  #: untrusted text: clean it before display
     col: int
@@ -169,8 +170,8 @@ class PlotPoint:
     bound: str | None
 
 
-@dataclass(frozen=True)
-class RooflineView:
+@value_class
+class RooflineView(ValueBase):
     """A roofline on a ``width`` × ``height`` grid; row 0 is the top.  x is
     arithmetic intensity (FLOP/byte), y is TFLOP/s, both log10 from the given
     decade to the next ones."""

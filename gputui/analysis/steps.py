@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any, Protocol
 
 from gputui.analysis import thresholds
 from gputui.protocol.messages import BUILTIN_PHASES, OTHER, StepFlag
+from gputui.protocol.value import ValueBase, value_class
 
 PROFILED_FLAG = int(StepFlag.PROFILED)
 #: steps torch.compile compiled in, or that captured a CUDA graph: building, not running
@@ -48,8 +49,8 @@ class StepLike(Protocol):
     def flags(self) -> int: ...
 
 
-@dataclass(frozen=True)
-class Dist:
+@value_class
+class Dist(ValueBase):
     """Distribution of one quantity over steps (seconds)."""
 
     name: str
@@ -63,8 +64,8 @@ class Dist:
     share: float  # of the summed step time (wall or GPU)
 
 
-@dataclass(frozen=True)
-class StepStats:
+@value_class
+class StepStats(ValueBase):
     count: int
     first_index: int | None
     last_index: int | None
@@ -207,8 +208,8 @@ def step_stats(
 
 
 # -- outliers ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Outlier:
+@value_class
+class Outlier(ValueBase):
     index: int
     wall_s: float
     why: str  # "warm-up" or "slow"

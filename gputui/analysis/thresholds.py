@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 #: how each unit prints; the value is kept in the unit the code compares in
 #: (``share`` is 0..1 and prints as a percentage; ``pct`` is already one)

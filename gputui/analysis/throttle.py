@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 
 @value_class

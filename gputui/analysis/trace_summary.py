@@ -11,7 +11,7 @@ live capture alike), and what the trace says about its GPU.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gputui import fmt
@@ -20,6 +20,7 @@ from gputui.analysis.finding import Finding, ranked
 from gputui.protocol.capture import CpuOpRow, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
 from gputui.trace.scan import Outside, Sanity, Scan
@@ -33,8 +34,8 @@ WINDOW_GPU = "GPU activity"
 WINDOW_HOST = "host activity"
 
 
-@dataclass(frozen=True)
-class TraceSummary:
+@value_class
+class TraceSummary(ValueBase):
     """One rank's trace, summarized.  Every time is in microseconds of the
     trace; None where the trace cannot say.
 

@@ -14,8 +14,7 @@ did: nothing to do on its own).
 from __future__ import annotations
 
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 CATALOGUE_URL = "https://docs.nvidia.com/deploy/xid-errors/"
 #: an Xid error older than this is history (the kernel log keeps the errors

@@ -15,13 +15,13 @@ The memory bandwidth is the HBM's, or the GDDR6's on the A10, L4, L40S and T4.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gputui.analysis.roof import DATASHEET, Roof
+from gputui.protocol.value import ValueBase, value_class
 
 
-@dataclass(frozen=True)
-class Datasheet:
+@value_class
+class Datasheet(ValueBase):
     model: str
     fp32_tflops: float
     tf32_tflops: float | None  #: None: no TF32 tensor cores (before sm 8.0)

@@ -3,10 +3,11 @@ without torch)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from gputui.analysis.roof import MEASURED, Roof
+from gputui.protocol.value import ValueBase, value_class
 
 HBM_COPY = "hbm_copy"
 MATMUL_FP32 = "matmul_fp32"
@@ -49,8 +50,8 @@ MATMUL_FAMILY = {
 }
 
 
-@dataclass(frozen=True)
-class Measurement:
+@value_class
+class Measurement(ValueBase):
     """One ceiling: the median of the repetitions, with the slowest and the fastest.
 
     For rates (GB/s, TFLOP/s) ``worst`` is the lowest; for the launch time (us)
@@ -73,8 +74,8 @@ class Measurement:
         return MEASUREMENTS.get(self.key, ("", ""))[1]
 
 
-@dataclass(frozen=True)
-class Ceilings:
+@value_class
+class Ceilings(ValueBase):
     """A GPU's measured ceilings (medians); None where not measured or not supported."""
 
     gpu_uuid: str

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gputui import fmt
+from gputui.protocol.value import ValueBase, value_class
 from gputui.reports.text import plural
 
 #: the most pids, ranks or files named in one warning
 MAX_NAMED = 5
 
 
-@dataclass(frozen=True)
-class TraceOrigin:
+@value_class
+class TraceOrigin(ValueBase):
     """What a trace file says about where it comes from."""
 
     path: str

@@ -12,8 +12,7 @@ import signal
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 #: a process started more than this apart from what we saw is another process
 PID_REUSE_TOLERANCE_S = 2.0

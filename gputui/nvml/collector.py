@@ -31,8 +31,8 @@ from gputui.nvml.fields import ErrorCodes, as_text, cuda_version_string
 from gputui.nvml.kernel_log import KMSG, KernelLog, bus_key
 from gputui.nvml.xid_events import RawXid, XidEvents
 from gputui.nvml.xid_log import KERNEL_LOG, NVML, XidLog
-from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
+from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot
 
 _TRY_DEMO = nvml_open.TRY_DEMO
 

@@ -12,8 +12,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 #: clock-event ("throttle") reason bits, nvmlClocksEventReason* in pynvml
 THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (

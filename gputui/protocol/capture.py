@@ -8,7 +8,6 @@ See :mod:`gputui.protocol.schema` for the conventions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gputui.protocol import fields as f
@@ -18,6 +17,7 @@ from gputui.protocol.fields import MAX_PID, MAX_TIME_S
 from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
 from gputui.protocol.progress import Progress
 from gputui.protocol.trace_metrics import TraceMetrics
+from gputui.protocol.value import value_class
 
 #: longest kernel or op name kept on the wire (demangled templates run long)
 MAX_NAME = 4096
@@ -27,7 +27,7 @@ _BIG = 1e15  # microseconds: a bound no real capture reaches
 
 
 @spec.message(m.CAPTURE_STATUS)
-@dataclass(frozen=True)
+@value_class
 class CaptureStatus(Progress):
     """Progress of one capture: a state of ``messages.CAPTURE_STATES``."""
 
@@ -37,7 +37,7 @@ class CaptureStatus(Progress):
 
 
 @spec.value("kernel")
-@dataclass(frozen=True)
+@value_class
 class KernelRow(spec.Wire):
     """One GPU activity name (kernel, memcpy, memset) summed over the capture."""
 
@@ -53,7 +53,7 @@ class KernelRow(spec.Wire):
 
 
 @spec.value("cpu_op")
-@dataclass(frozen=True)
+@value_class
 class CpuOpRow(spec.Wire):
     """One CPU op name summed over the capture, by self time."""
 
@@ -66,7 +66,7 @@ class CpuOpRow(spec.Wire):
 
 
 @spec.value("gpu_time")
-@dataclass(frozen=True)
+@value_class
 class GpuTime(spec.Wire):
     """The capture's GPU timeline on its busiest device, by HTA's definitions:
     span = last end - first start, busy = union of all activity, idle = span -
@@ -89,7 +89,7 @@ class GpuTime(spec.Wire):
 
 
 @spec.value("options")
-@dataclass(frozen=True)
+@value_class
 class CaptureOptions(spec.Wire):
     shapes: bool = False
     stacks: bool = False
@@ -107,7 +107,7 @@ def _by_class(obj: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
 
 
 @spec.message(m.CAPTURE_RESULT)
-@dataclass(frozen=True)
+@value_class
 class CaptureResult(spec.Wire):
     """A finished capture: its window, tables, GPU time split and trace file."""
 

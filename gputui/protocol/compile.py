@@ -19,10 +19,9 @@ unknown types.  File, function and reason texts are the job's and torch's own
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gputui.protocol import messages as m
 from gputui.protocol import spec
+from gputui.protocol.value import value_class
 
 #: reasons (graph breaks, recompiles) kept per message, most frequent first
 MAX_REASONS = 16
@@ -44,7 +43,7 @@ SOURCE_START_CALLBACKS = "compile start callbacks"
 
 
 @spec.value("reason")
-@dataclass(frozen=True)
+@value_class
 class CompileReason(spec.Wire):
     """One graph-break or recompile reason, how often it happened, and where:
     the user's file, line and function when dynamo's records tell it (a graph
@@ -67,7 +66,7 @@ class CompileReason(spec.Wire):
 
 
 @spec.message(m.COMPILE)
-@dataclass(frozen=True)
+@value_class
 class CompileReport(spec.Wire):
     """What torch.compile did in the job so far.  None: not known (the source
     is unavailable on this torch)."""

@@ -11,12 +11,12 @@ places them against the GPU's ceilings.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
 from gputui.protocol import spec
 from gputui.protocol.fields import SchemaError
+from gputui.protocol.value import value_class
 
 #: where a row's FLOPs come from
 PROFILER = "profiler"  # torch's own count (``with_flops``)
@@ -58,7 +58,7 @@ def _dims(obj: Mapping[str, Any], key: str, where: str) -> tuple[Shape | None, .
 
 
 @spec.value("op_row")
-@dataclass(frozen=True)
+@value_class
 class OpRow(spec.Wire):
     """One op with one input signature, summed over its calls."""
 
@@ -91,7 +91,7 @@ def _by_dtype(obj: Mapping[str, Any], key: str, where: str) -> tuple[tuple[str, 
 
 
 @spec.value("flop_totals")
-@dataclass(frozen=True)
+@value_class
 class FlopTotals(spec.Wire):
     """The FLOPs of a whole capture (every op, not only the rows sent), for the
     model FLOP utilisation (MFU).  Totals over the captured steps.

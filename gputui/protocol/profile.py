@@ -19,13 +19,13 @@ See :mod:`gputui.protocol.schema` for the conventions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol import spec
 from gputui.protocol.fields import MAX_TIME_S, SchemaError, typed
+from gputui.protocol.value import value_class
 
 # -- vocabulary ------------------------------------------------------------------------------
 #: a frame's code: the job's own (``user``), torch's package (``torch``), or
@@ -95,7 +95,7 @@ def _state(obj: Mapping[str, Any], key: str, where: str) -> str:
 
 
 @spec.value("sampler")
-@dataclass(frozen=True)
+@value_class
 class SamplerInfo(spec.Wire):
     """The status's ``sampler``: whether the job's Python stack is sampled."""
 
@@ -111,7 +111,7 @@ class SamplerInfo(spec.Wire):
 
 
 @spec.value("frame")
-@dataclass(frozen=True)
+@value_class
 class PathFrame(spec.Wire):
     """One frame of a call path: a function stopped at the line of its call
     to the next frame (an entry of :attr:`PythonProfile.frames`)."""
@@ -132,7 +132,7 @@ def _indices(obj: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
 
 
 @spec.value("function")
-@dataclass(frozen=True)
+@value_class
 class ProfileFunction(spec.Wire):
     """One function (one code object) of the training thread's stack.
 
@@ -180,7 +180,7 @@ class ProfileFunction(spec.Wire):
 
 
 @spec.value("line")
-@dataclass(frozen=True)
+@value_class
 class ProfileLine(spec.Wire):
     """One line of one function: the line a blocked call was made from (a
     ``loss.item()`` waiting for the GPU is time at that line).  ``site_s`` as
@@ -216,7 +216,7 @@ def _workers_wire(workers: PythonProfile) -> dict[str, Any]:
 
 
 @spec.message(m.PYTHON_PROFILE)
-@dataclass(frozen=True)
+@value_class
 class PythonProfile(spec.Wire):
     """Where the training thread's time went over the last ``window_s``
     seconds, by Python function and line.
@@ -314,7 +314,7 @@ class PythonProfile(spec.Wire):
 
 
 @spec.message(m.GET_PYTHON_PROFILE)
-@dataclass(frozen=True)
+@value_class
 class GetPythonProfile(spec.Wire):
     """A viewer's request for the current profile, answered with a
     ``python_profile`` (or an ``error`` saying why not: the sampler is off; a

@@ -3,13 +3,13 @@ snapshot): one shape for both, each message type naming its own states."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from gputui.protocol import spec
+from gputui.protocol.value import value_class
 
 
-@dataclass(frozen=True)
+@value_class
 class Progress(spec.Wire):
     """A state of the operation's :attr:`ACTIVE` states, or one that ended it
     without a result (refused, busy, cancelled, failed, ...).  A subclass names

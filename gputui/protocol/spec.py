@@ -45,6 +45,7 @@ from typing import Any, ClassVar, TypeVar
 
 from gputui.protocol import fields as f
 from gputui.protocol.messages import PROTOCOL_VERSION
+from gputui.protocol.value import ValueBase, value_class
 
 _T = TypeVar("_T")
 _W = TypeVar("_W", bound="Wire")
@@ -58,8 +59,8 @@ _KEY = "gputui.wire"
 Reader = Callable[..., Any]
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldSpec:
+@value_class
+class FieldSpec(ValueBase):
     """How one field is read (``read(obj, key, where, *args)``) and written:
     ``write`` is an expression of ``{v}`` (the field's value); ``then``, keys
     derived from the value written right after the field (property names, or
@@ -76,7 +77,7 @@ class FieldSpec:
     inline: bool = False
 
 
-class Wire:
+class Wire(ValueBase):
     """A value with a wire form; :func:`message` and :func:`value` compile its
     methods."""
 

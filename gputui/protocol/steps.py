@@ -9,6 +9,7 @@ from typing import Any
 from gputui.protocol import messages as m
 from gputui.protocol import spec
 from gputui.protocol.fields import MAX_TIME_S
+from gputui.protocol.value import value_class
 
 StepFlag = m.StepFlag
 
@@ -143,7 +144,7 @@ def _fast_step(cls: type[StepRecord], obj: dict[str, Any]) -> StepRecord | None:
 
 
 @spec.message(m.STEPS)
-@dataclass(frozen=True)
+@value_class
 class StepBatch(spec.Wire):
     steps: tuple[StepRecord, ...] = spec.rows(StepRecord, 100_000, required=True)
     missed: int = 0  # step records this viewer will never get (before steps[0])
@@ -151,7 +152,7 @@ class StepBatch(spec.Wire):
 
 
 @spec.message(m.SYNCED)
-@dataclass(frozen=True)
+@value_class
 class Synced(spec.Wire):
     """The backlog asked for in subscribe has been delivered."""
 
@@ -179,6 +180,6 @@ class MemorySample(spec.Wire):
 
 
 @spec.message(m.MEMORY)
-@dataclass(frozen=True)
+@value_class
 class MemoryBatch(spec.Wire):
     samples: tuple[MemorySample, ...] = spec.rows(MemorySample, 100_000, required=True)

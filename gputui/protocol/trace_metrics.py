@@ -11,11 +11,11 @@ from them (sent on the wire for readers, ignored when read back).  See
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, overload
 
 from gputui.protocol import fields as f
 from gputui.protocol import spec
+from gputui.protocol.value import value_class
 
 _BIG = 1e15  # microseconds: a bound no real trace reaches
 MAX_STREAMS = 1024
@@ -64,7 +64,7 @@ def _opt_us(**kw: Any) -> Any:
 
 
 @spec.value("temporal")
-@dataclass(frozen=True)
+@value_class
 class TemporalBreakdown(spec.Wire):
     """HTA's temporal breakdown: over the span from the first GPU activity's
     start to the last one's end, the time no activity ran (idle), the union of
@@ -94,7 +94,7 @@ class _Gaps:
 
 
 @spec.value("stream")
-@dataclass(frozen=True)
+@value_class
 class StreamIdle(_Gaps, spec.Wire):
     """The gaps between consecutive activities on one stream, by cause."""
 
@@ -105,7 +105,7 @@ class StreamIdle(_Gaps, spec.Wire):
 
 
 @spec.value("idle_breakdown")
-@dataclass(frozen=True)
+@value_class
 class IdleBreakdown(_Gaps, spec.Wire):
     """HTA's idle-time breakdown, summed over the streams: a gap before an
     activity is host wait when its launch call started after the previous
@@ -124,7 +124,7 @@ class IdleBreakdown(_Gaps, spec.Wire):
 
 
 @spec.value("launch")
-@dataclass(frozen=True)
+@value_class
 class LaunchStats(spec.Wire):
     """HTA's kernel launch statistics: each launch call (``cudaLaunchKernel``,
     ``cudaLaunchKernelExC``, ``cudaMemcpyAsync``, ``cudaMemsetAsync``) joined to
@@ -179,7 +179,7 @@ def _category_pcts(breakdown: StepBreakdown) -> dict[str, float | None]:
 
 
 @spec.value("step_breakdown")
-@dataclass(frozen=True)
+@value_class
 class StepBreakdown(spec.Wire):
     """The TensorBoard profiler plugin's step breakdown over all steps: each
     moment of a step goes to the first category active then, in the order of
@@ -284,7 +284,7 @@ def _sync_ops(obj: Mapping[str, Any], key: str, where: str) -> dict[str, float] 
 
 
 @spec.value("account")
-@dataclass(frozen=True)
+@value_class
 class StepAccount(spec.Wire):
     """Where a step's wall time goes, as exclusive buckets that sum to the step:
     each bucket takes only time no earlier bucket (:data:`ACCOUNT_BUCKETS`)
@@ -367,7 +367,7 @@ class StepAccount(spec.Wire):
 
 
 @spec.value("markers")
-@dataclass(frozen=True)
+@value_class
 class JobMarkers(spec.Wire):
     """What kind of job the timeline is, from the names in it
     (:mod:`gputui.trace.markers`): compiled by torch.compile, run in CUDA graphs,
@@ -403,7 +403,7 @@ class JobMarkers(spec.Wire):
 
 
 @spec.value("trace_metrics")
-@dataclass(frozen=True)
+@value_class
 class TraceMetrics(spec.Wire):
     """All of a trace's (or a capture's) timeline metrics.  A part is None where
     the trace has nothing to compute it from (no GPU activity, no launch calls,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputui.fmt import clean
+from gputui.protocol.value import ValueBase, value_class
 from gputui.recording.io import (
     MAX_TOTAL_BYTES,
     LineReader,
@@ -41,8 +42,7 @@ from gputui.recording.io import (
 from gputui.recording.snapshot_lines import SnapshotLines
 from gputui.recording.writer import COMPACT_SCHEMA, RECORDING_TYPE, RecordingWriter
 from gputui.snapshot.codec import DecodeError, check_schema
-from gputui.snapshot.model import UNIX_TIME_MAX_S, Snapshot, ValueBase
-from gputui.snapshot.value import value_class
+from gputui.snapshot.model import UNIX_TIME_MAX_S, Snapshot
 
 if TYPE_CHECKING:
     from gputui.host.in_view import InView

@@ -14,8 +14,7 @@ from itertools import compress, count
 from operator import attrgetter, is_not
 from typing import Any, TypeVar
 
-from gputui.snapshot.value import ValueBase as ValueBase  # re-exported: the rooms' base
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 #: Version of the snapshot schema written to recordings and ``--json`` output.
 SCHEMA_VERSION = 2

@@ -49,6 +49,7 @@ from itertools import accumulate, islice, pairwise
 from operator import itemgetter
 from typing import Any
 
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace.tables import tally
 from gputui.trace.timeline import (
     ANNOTATION,
@@ -468,8 +469,8 @@ def _stretched(
 
 
 # -- what the scan gives ------------------------------------------------------------------
-@dataclass(frozen=True)
-class OpTally:
+@value_class
+class OpTally(ValueBase):
     """One name's calls, self time (its time less its direct children's, never
     below 0 per call) and inclusive time in one part of the trace, µs."""
 
@@ -479,8 +480,8 @@ class OpTally:
     total_us: int
 
 
-@dataclass(frozen=True)
-class Outside:
+@value_class
+class Outside(ValueBase):
     """What the trace holds outside the analyzer's window on one side: its length
     (from the first event to the window, or from the window to the last
     event's end, µs), the host's ops and runtime calls there by self time
@@ -492,8 +493,8 @@ class Outside:
     gpu_us: float = 0.0
 
 
-@dataclass(frozen=True)
-class Sanity:
+@value_class
+class Sanity(ValueBase):
     """What the trace says of itself that the figures depend on."""
 
     #: kernels whose launch call is in the trace, and those of them that start

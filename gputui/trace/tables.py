@@ -9,9 +9,9 @@ file give the same rows for the same events.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from gputui.protocol.capture import CpuOpRow, KernelRow
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace.kernels import kernel_class
 
 #: rows kept in a table (the rules read the totals, which count every row)
@@ -40,8 +40,8 @@ def tally(durations: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     return per_name
 
 
-@dataclass(frozen=True)
-class KernelTable:
+@value_class
+class KernelTable(ValueBase):
     """The top GPU activities by total time, and totals over every name."""
 
     rows: tuple[KernelRow, ...]
@@ -86,8 +86,8 @@ def kernel_table(
     return KernelTable(table, len(per_name), calls, us(grand), ordered, classes)
 
 
-@dataclass(frozen=True)
-class CpuOpTable:
+@value_class
+class CpuOpTable(ValueBase):
     """The top host ops and runtime calls by self time, and totals over every name."""
 
     rows: tuple[CpuOpRow, ...]

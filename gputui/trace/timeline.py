@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from gputui.protocol.value import ValueBase, value_class
+
 # GPU activity kinds
 KERNEL = "kernel"
 MEMCPY = "memcpy"
@@ -284,8 +286,8 @@ def subtract(a: list[Interval], b: list[Interval]) -> list[Interval]:
 
 
 # -- HTA's analysis window ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Window:
+@value_class
+class Window(ValueBase):
     """What HTA keeps of a trace: host events that started before the last
     ``ProfilerStep`` (that step may be cut short by the profiler's stop), and the
     GPU activities those host events launched.  With fewer than two distinct step

@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 
 from gputui import fmt
 from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace.links import relink
 from gputui.trace.op_rows import ChromeTraceOps
 from gputui.trace.timeline import Timeline, as_int
@@ -43,8 +44,8 @@ TRACE_GLOBS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 JSON_GLOBS = ("*.json", "*.json.gz")
 
 
-@dataclass(frozen=True)
-class DeviceProps:
+@value_class
+class DeviceProps(ValueBase):
     """A GPU as the trace's ``deviceProperties`` describe it."""
 
     index: int

@@ -28,6 +28,30 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
+def runtime_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it runs: those under ``if
+    TYPE_CHECKING:`` load only in a type checker."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    checking = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        for child in node.body
+        for inner in ast.walk(child)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in checking:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
 def modules_under(*parts: str) -> list[Path]:
     return sorted(PACKAGE.joinpath(*parts).rglob("*.py"))
 
@@ -66,8 +90,21 @@ def test_hook_trace_and_protocol_import_only_stdlib_torch_and_the_layers_below(
                 assert imported_modules(PACKAGE / "__init__.py") == set()
             elif top(name) == "gputui":
                 assert name.startswith(below), (path, name)
-            elif top(name) not in sys.stdlib_module_names:
+        # a type checker's own names (typing_extensions) never load in the job
+        for name in runtime_imports(path):
+            if top(name) not in sys.stdlib_module_names | {"gputui"}:
                 assert top(name) in allowed_third_party, (path, name)
+
+
+def test_a_type_checkers_imports_are_told_from_the_runtimes(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import os\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import numpy\n    from rich import text\n"
+        "if os.name:\n    import json\n"
+    )
+    assert runtime_imports(module) == {"os", "typing", "json"}
+    assert imported_modules(module) == {"os", "typing", "json", "numpy", "rich"}
 
 
 def test_collection_and_analysis_never_import_the_ui() -> None:
@@ -282,8 +319,9 @@ def test_exporter_and_cluster_core_stay_headless() -> None:
 
 
 def test_the_monitor_once_loads_only_the_device_rules() -> None:
-    """``gputui --once`` runs the device rules alone: no job rule, no protocol, no
-    roofline, no trace math is imported for it."""
+    """``gputui --once`` runs the device rules alone: no job rule, no wire
+    module, no roofline, no trace math is imported for it (of the protocol, the
+    value classes' base only)."""
     code = (
         "import sys; from gputui.cli import main; "
         "rc = main(['--demo', '--once']); "
@@ -294,7 +332,7 @@ def test_the_monitor_once_loads_only_the_device_rules() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "LOADED []" in proc.stdout, proc.stdout
+    assert "LOADED ['gputui.protocol', 'gputui.protocol.value']" in proc.stdout, proc.stdout
     assert (
         "gputui.analysis.rules.device"
         in subprocess.run(

@@ -128,7 +128,13 @@ def test_the_attach_parser_loads_the_protocols_limits_not_the_client() -> None:
 def test_the_monitors_one_shot_of_a_recording_loads_no_socket_or_resources(
     extra: list[str],
 ) -> None:
-    assert loaded_by(["--demo", "--once", *extra], UNUSED_FOR_ONCE) == []
+    # of the protocol, the package and the value classes' base (the model's
+    # classes derive from it), no wire module
+    assert loaded_by(["--demo", "--once", *extra], UNUSED_FOR_ONCE) == VALUE_BASE
+
+
+#: what every command loads of the protocol: its package and the value base
+VALUE_BASE = ["gputui.protocol", "gputui.protocol.value"]
 
 
 def test_the_live_text_one_shot_loads_no_json_codec_or_runtime_client() -> None:
@@ -213,7 +219,7 @@ def test_the_monitors_screen_loads_no_op_rows_or_trace_model() -> None:
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("LOADED "))
     loaded = ast.literal_eval(line[len("LOADED ") :])
-    assert loaded == ["gputui.analysis.roof", *MONITORS_SESSION]
+    assert loaded == ["gputui.analysis.roof", *VALUE_BASE, *MONITORS_SESSION]
 
 
 HOUSEKEEPING = """

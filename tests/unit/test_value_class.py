@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from gputui.snapshot.model import ValueBase
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
 
 
 @value_class
@@ -121,3 +120,32 @@ def test_what_it_cannot_do_is_refused() -> None:
             """A field outside __init__."""
 
             x: int = field(default=0, init=False)
+
+
+# a wire message may extend a value class with dataclass's compiled methods (a
+# hot one), and a value class may extend either
+@dataclass(frozen=True)
+class Hot(Shared):
+    more: int = 1
+
+
+@value_class
+class Cold(Hot):
+    last: str = ""
+
+
+@value_class
+class Colder(Shared):
+    last: str = ""
+
+
+def test_frozen_dataclasses_derive_from_it_and_it_from_them() -> None:
+    assert Shared.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    for made, fields in ((Hot("a", more=2), 5), (Cold("a", last="z"), 6), (Colder("a"), 5)):
+        assert len(dataclasses.fields(made)) == fields
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.name = "b"  # type: ignore[misc]
+        assert pickle.loads(pickle.dumps(made)) == made
+        assert dataclasses.replace(made, name="b").name == "b"
+    assert Cold("a", 1, (), {}, 3, "z") == Cold("a", 1, (), {}, 3, "z") != Cold("a", last="y")
+    assert Colder("a", last="y") != Shared("a")  # another class: never equal

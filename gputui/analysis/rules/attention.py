@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -59,6 +58,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.ledger import GPU_BUSY
 from gputui.analysis.registry import finding, rule
 from gputui.protocol.op_rows import OpRow
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import kernels, op_costs
 from gputui.trace.markers import kernel_backend, op_backend
 
@@ -201,8 +201,8 @@ def hand_written(ev: JobEvidence) -> Iterable[Finding]:
 
 
 # -- scaled_dot_product_attention: which backend, why not flash, at what cost ----------------
-@dataclass(frozen=True)
-class SdpaCall:
+@value_class
+class SdpaCall(ValueBase):
     """One SDPA op row (one input signature over its calls), from its shapes."""
 
     row: OpRow
@@ -348,8 +348,8 @@ def owner(call: SdpaCall, seen: set[str], ev: JobEvidence) -> str | None:
     return next((b for b in FAST if b in seen), None)
 
 
-@dataclass(frozen=True)
-class Cost:
+@value_class
+class Cost(ValueBase):
     """What a backend's calls cost against flash: a share of the step, and the
     words that say how it was reckoned."""
 

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, contains
+from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis import thresholds, throttle
@@ -27,15 +28,10 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.registry import REGISTRY, rule
 from gputui.analysis.severity import CRIT, INFO, WARN, Severity
-from gputui.snapshot.model import (
-    DeviceSnapshot,
-    ProcessSnapshot,
-    Snapshot,
-    ValueBase,
-    XidEvent,
-    replaced,
-)
-from gputui.snapshot.value import value_class
+from gputui.protocol.value import ValueBase, value_class
+
+if TYPE_CHECKING:  # the model loads with the monitor, not with a trace's analysis
+    from gputui.snapshot.model import DeviceSnapshot, ProcessSnapshot, Snapshot, XidEvent
 
 #: GPU utilization below this is "low" (TensorBoard)
 LOW_UTIL_PCT = thresholds.value("gpu.low_util_pct")
@@ -161,6 +157,8 @@ def _computing(snapshot: Snapshot) -> set[int]:
     list asked about, with only the places that hold another process counted
     again (the first list, or one that changed in more than a quarter of its
     places, is counted in one pass in C)."""
+    from gputui.snapshot.model import replaced  # loaded already: the snapshot is its
+
     processes = snapshot.processes
     last, counts = _COUNTED[0]
     changed = replaced(processes, last) if type(processes) is tuple else None

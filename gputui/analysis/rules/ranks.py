@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from gputui import fmt
 from gputui.analysis.evidence import MIN_GPU_SAMPLES, CaptureView, RankEvidence, RanksEvidence
@@ -21,6 +20,7 @@ from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import comm_fix
 from gputui.analysis.severity import WARN
 from gputui.protocol.messages import COMM, DATA, OTHER
+from gputui.protocol.value import ValueBase, value_class
 from gputui.trace.kernels import COMMUNICATION, MEMCPY, MEMSET
 
 #: a rank whose compute time per step is this many times the others' median is
@@ -155,8 +155,8 @@ def _excess(slow: RankEvidence, others: list[RankEvidence]) -> dict[str, float]:
     }
 
 
-@dataclass(frozen=True)
-class _Straggler:
+@value_class
+class _Straggler(ValueBase):
     slow: RankEvidence
     others: list[RankEvidence]
     #: what each of the others waits for it per step (seconds), and where

@@ -1,31 +1,38 @@
-"""``@value_class``: a frozen dataclass whose methods are shared, not compiled.
+"""``@value_class``: a frozen dataclass whose methods are shared, not compiled
+(standard library only: every room's values derive from it, the protocol's and
+the trace math's too).
 
-``dataclass`` writes the source of each class's ``__init__`` (and of a frozen
-class's ``__setattr__`` and ``__delattr__``) and compiles it when the class is
-made: about half a millisecond for a small class, more with many fields, at
-every start-up.  The analyzer's values on ``gputui --once``'s path (the device
-rules', the registry's, the thresholds') are made a few times a run, so they
-take an ``__init__``, a ``__setattr__`` and a ``__delattr__`` written once here
-instead, and the equality, hash and repr of
-:class:`ValueBase`, which they inherit.  The classes
-are dataclasses as before (``dataclasses.fields``, ``replace``, frozen); their
-constructor takes the same arguments.  A class with ``__post_init__``, fields
-outside ``__init__`` or keyword-only fields is refused: use ``dataclass``.
+``dataclass`` writes the source of each class's ``__init__``, ``__repr__``,
+``__eq__`` and ``__hash__`` (and of a frozen class's ``__setattr__`` and
+``__delattr__``) and compiles it when the class is made: about half a
+millisecond for a small class, more with many fields, at every start-up.  A
+class made a few times a run (a trace's metrics and summary, the evidence, a
+capture's result, the device rules' values) takes an ``__init__``, a
+``__setattr__`` and a ``__delattr__`` written once here instead, and the
+equality, hash and repr of :class:`ValueBase`, which it inherits.  Compiled,
+the classes that load with ``gputui analyze`` took half of its imports
+(docs/benchmarks.md, "Start-up of ``gputui analyze``").  The classes are dataclasses as before
+(``dataclasses.fields``, ``replace``, frozen, pickled to and from a rank's
+worker); their constructor takes the same arguments, and a frozen dataclass may
+derive from one.  A class with ``__post_init__``, fields outside ``__init__``
+or keyword-only fields is refused: use ``dataclass``.
 
 Hot classes (the snapshot, its devices, processes and host: made per refresh,
-per process) keep ``dataclass``'s compiled ``__init__``, which is faster per
-call; the model's others (GPM metrics, MIG instances, containers and pods) use
-this.
+per process; a step's record and a memory sample: made per step in the job)
+keep ``dataclass``'s compiled ``__init__``, which is faster per call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a type checker's, never loaded (the protocol loads in any job)
     from typing_extensions import dataclass_transform
+elif sys.version_info >= (3, 11):
+    from typing import dataclass_transform
 else:
 
     def dataclass_transform(**_kwargs: Any) -> Callable[[Any], Any]:
@@ -74,10 +81,14 @@ def value_class(cls: _T) -> _T:
     if hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__name__}: __post_init__ needs dataclass's own __init__")
     # frozen by the shared __setattr__ and __delattr__ below (dataclass would
-    # compile a pair for the class); __init__ sets fields through object's
-    made: Any = dataclasses.dataclass(eq=False, repr=False, init=False)(cls)
+    # compile a pair for the class, unless a base is frozen, where it must);
+    # __init__ sets fields through object's
+    frozen_base = any(_frozen(base) for base in cls.__mro__[1:])
+    made: Any = dataclasses.dataclass(eq=False, repr=False, init=False, frozen=frozen_base)(cls)
     made.__setattr__ = _frozen_setattr
     made.__delattr__ = _frozen_delattr
+    # and said to be frozen, as it is: a frozen dataclass may derive from it
+    made.__dataclass_params__.frozen = True
     plan = []
     for f in dataclasses.fields(made):
         if not f.init or f.kw_only:
@@ -85,6 +96,11 @@ def value_class(cls: _T) -> _T:
         plan.append((f.name, f.default, f.default_factory))
     made.__init__ = _shared_init(made.__name__, tuple(plan))
     return cls  # the same class, made a dataclass in place
+
+
+def _frozen(cls: type) -> bool:
+    params = cls.__dict__.get("__dataclass_params__")
+    return params is not None and bool(params.frozen)
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
