@@ -348,23 +348,37 @@ def sweep(layers: Sequence[Sequence[Any]], lo: int, hi: int) -> dict[int, int]:
 
 
 def after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interval]:
-    """The idle gaps the GPU sat in because the CPU waited for it: gaps that a
-    synchronizing call was already waiting at when they began (the GPU drained)
-    and that it returned during; from the gap's start to its end, while the CPU
-    queued the next work.  ``sync_calls`` sorted."""
+    """The idle time the GPU sat in because the CPU waited for it: in each gap
+    that a synchronizing call was already waiting at when it began (the GPU
+    drained) and that it returned during, from the gap's start for as long as
+    the call waited on a busy GPU, at most to the gap's end.  Without the wait
+    the CPU would have queued the next work that much sooner: the gap while it
+    queues it is the sync's, but not host work that outlasts the wait (a step
+    that computes on the CPU between two synchronizations idles the GPU as much
+    without them), which stays with what the host did; nor the wait's time in
+    an earlier gap (``idle`` sorted, not overlapping), the sync's already.
+    ``sync_calls`` sorted."""
     if not sync_calls:
         return []
     starts = [s for s, _ in sync_calls]
+    longest = max(e - s for s, e in sync_calls)
+    ends = [hi for _, hi in idle]
     out: list[Interval] = []
-    for lo, hi in idle:
-        # calls that began by the gap's start, the latest first
+    for n, (lo, hi) in enumerate(idle):
+        # calls that began by the gap's start, the latest first, back to the
+        # first that could still be waiting at it (calls on two threads overlap)
         k = bisect.bisect_right(starts, lo)
-        for j in range(k - 1, max(-1, k - 64), -1):
-            _, e = sync_calls[j]
-            if lo <= e <= hi:
-                out.append((lo, hi))
+        for j in range(k - 1, -1, -1):
+            s, e = sync_calls[j]
+            if s + longest < lo:
                 break
-            if e < lo:
+            if lo <= e <= hi:
+                waited = e - s
+                # less the earlier gaps' time within the wait
+                for g in range(bisect.bisect_right(ends, s), n):
+                    g_lo, g_hi = idle[g]
+                    waited -= g_hi - (g_lo if g_lo > s else s)
+                out.append((lo, hi if lo + waited >= hi else lo + waited))
                 break
     return out
 
@@ -732,15 +746,17 @@ class Scan:
         neg = float("-inf")
         most = list(accumulate((r[1] if r[1] > r[0] else neg for r in recs), max))
         gaps: set[Interval] = set()
-        for _, e in calls:
-            i = bisect.bisect_left(span_ends, e)
-            if i >= len(span) or span[i][0] > e:
-                continue
+
+        def gap_at(t: float) -> None:
+            """The gap within the steps that ``t`` falls in, if any."""
+            i = bisect.bisect_left(span_ends, t)
+            if i >= len(span) or span[i][0] > t:
+                return
             s_lo, s_hi = span[i]
-            k = bisect.bisect_left(recs, e, key=_START)  # compute starting before e
+            k = bisect.bisect_left(recs, t, key=_START)  # compute starting before t
             before = most[k - 1] if k else neg
-            if before > e:
-                continue  # e falls inside a compute kernel
+            if before > t:
+                return  # t falls inside a compute kernel
             hi = s_hi
             while k < len(recs):
                 r = recs[k]
@@ -753,6 +769,17 @@ class Scan:
             lo = s_lo if before < s_lo else before
             if lo < hi:
                 gaps.add((lo, hi))  # type: ignore[arg-type]
+
+        for s, e in calls:
+            gap_at(e)  # the gap a call returns in
+            # and those it waited through: that idle time is no wait for the GPU
+            gap_at(s)
+            j = bisect.bisect_left(recs, s, key=_START)
+            while j < len(recs) and recs[j][0] < e:
+                r = recs[j]
+                if j and r[1] > r[0] and most[j - 1] < r[0]:
+                    gap_at(most[j - 1] if most[j - 1] > s else s)
+                j += 1
         return merge(after_sync(sorted(gaps), calls))
 
     @cached_property

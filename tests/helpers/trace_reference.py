@@ -176,24 +176,19 @@ _HOST_ORDER = ("data", "phase", "comm", "sync", "launch", "dispatch")
 
 
 def _after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interval]:
-    """The idle gaps the GPU sat in because the CPU waited for it: gaps that a
-    synchronizing call was already waiting at when they began (the GPU drained)
-    and that it returned during; from the gap's start to its end, while the CPU
-    queued the next work."""
-    if not sync_calls:
-        return []
-    starts = [s for s, _ in sync_calls]
+    """The idle time the GPU sat in because the CPU waited for it: each gap that
+    a synchronizing call was waiting at when it began and returned in, from its
+    start for as long as the call waited while the GPU was busy (not past the
+    gap's end)."""
     out: list[Interval] = []
     for lo, hi in idle:
-        # calls that began by the gap's start, the latest first
-        k = bisect.bisect_right(starts, lo)
-        for j in range(k - 1, max(-1, k - 64), -1):
-            _, e = sync_calls[j]
-            if lo <= e <= hi:
-                out.append((lo, hi))
-                break
-            if e < lo:
-                break
+        waiting = [(s, e) for s, e in sync_calls if s <= lo <= e <= hi]
+        if waiting:
+            s, e = max(waiting)  # the latest call to begin
+            busy_wait = (lo - s) - sum(
+                max(0, min(g_hi, lo) - max(g_lo, s)) for g_lo, g_hi in idle if g_hi <= lo
+            )
+            out.append((lo, min(hi, lo + busy_wait + (e - lo))))
     return out
 
 

@@ -4,6 +4,7 @@ found, held.  Their figures agree with Holistic Trace Analysis'."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ DLRM = sorted(DATA.glob("param-dlrm-8xv100-rank*.trace.json.gz"))
 SWITCH = DATA / "switchtransformers-a100-moe.trace.json.gz"
 PARTICLE = DATA / "particle-transformer-a100-fp16.trace.json.gz"
 PARTICLE_CPU = DATA / "particle-transformer-cpu-on-a100-machine.trace.json.gz"
+SIMPLE_ADD = DATA / "hta-simple-add-benchmark.trace.json.gz"
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
@@ -94,3 +96,24 @@ def test_a_model_run_on_the_cpu_of_a_gpu_machine_gets_no_gpu_peak(
     util = rank["utilisation"]
     assert util["note"] == NO_GPU_WORK and util["mfu"] is None and util["peak_tflops"] is None
     assert rank["roofline"] is None
+
+
+def test_a_benchmark_that_computes_on_the_cpu_between_syncs_is_told_its_host_ops_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """HTA's simple-add benchmark: between its adds it flushes caches with torch
+    ops on host tensors (88 ms of its 109 ms window) and calls
+    cudaDeviceSynchronize five times (7.7 ms).  The GPU idles nearly the whole
+    window, and would idle as much without the syncs: the host ops come first,
+    and the syncs own no more of the GPU's idle time than the CPU waited in
+    them."""
+    (rank,) = analyze(capsys, SIMPLE_ADD)["ranks"]
+    assert rules(rank)[:2] == ["cpu.host_ops", "sync.host_sync"]
+    with gzip.open(SIMPLE_ADD) as fh:
+        events = json.load(fh)["traceEvents"]
+    syncs = [e for e in events if e.get("name") == "cudaDeviceSynchronize"]
+    waited = sum(e["dur"] for e in syncs)
+    account = rank["account"]
+    idle = {b: us * account["steps"] for b, us in account["gpu_idle_us"].items()}
+    assert idle["sync"] <= waited + len(syncs)  # (each call's ends to whole microseconds)
+    assert idle["dispatch"] > 5 * idle["sync"]

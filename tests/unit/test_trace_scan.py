@@ -76,6 +76,25 @@ def assert_same(timeline: Timeline, include_last_step: bool = False) -> Scan:
     return scan
 
 
+def test_a_sync_owns_the_gap_it_leaves_for_as_long_as_it_waited_on_a_busy_gpu() -> None:
+    """The GPU drains while the CPU waits; the gap after is the sync's while the
+    CPU queues the next work, for as long as it waited (it would have been that
+    far ahead): not host work that outlasts the wait, nor the wait's own time
+    in an earlier gap."""
+    # waited 40 on a busy GPU, gap of 10 after: the whole gap
+    assert after_sync([(100, 110)], [(60, 101)]) == [(100, 110)]
+    # waited 5, then 90 of host work before the next launch: 5 of the gap
+    assert after_sync([(100, 190)], [(95, 100)]) == [(100, 105)]
+    # a call that returns before the gap begins, or after it ends: none
+    assert after_sync([(100, 190)], [(50, 99)]) == []
+    assert after_sync([(100, 190)], [(95, 195)]) == []
+    # waited 91, 30 of it in an earlier gap (the GPU idle then): 61
+    assert after_sync([(20, 50), (100, 300)], [(10, 101)]) == [(100, 161)]
+    # a call on another thread that began earlier and still waits is seen past
+    # a later one that ended before the gap
+    assert after_sync([(49, 51)], [(46, 50), (47, 48)]) == [(49, 51)]
+
+
 @pytest.mark.parametrize("path", TRACES + THIRD_PARTY, ids=lambda p: p.name.split(".")[0])
 def test_every_kept_trace_gives_what_each_definition_gives(path: Path) -> None:
     for include_last_step in (False, True):
