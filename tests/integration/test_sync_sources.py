@@ -124,9 +124,34 @@ def test_blocking_copies_to_the_gpu_are_told_to_pin_not_to_drop_item(
         "from 8 copies to the GPU from pageable memory, 2 copies to pageable host"
         in (finding["evidence"])
     )
+    # each copy is two of the 20 synchronizing calls: the copy, then its stream's
+    # synchronization in the same aten::copy_ (as the raw events pair them)
+    assert finding["evidence"].startswith("20 synchronizations per step")
+    assert "then synchronizes its stream: two calls each" in finding["evidence"]
     assert finding["fix"].startswith("pin the host side: DataLoader(pin_memory=True)")
     assert ".cpu(), .numpy() or .tolist()" in finding["fix"]
     assert ".item()" not in finding["fix"]
+
+
+def test_copies_without_their_own_stream_sync_are_not_said_to_have_one() -> None:
+    """The pairing is read from the account: a copy counts two calls only where
+    the copy ops hold as many stream synchronizations."""
+    from gputui.analysis.rules.capture import copy_stream_syncs
+
+    class Account:
+        def __init__(self, by_op: dict[str, float]) -> None:
+            self.sync_ops_per_step = by_op
+
+    class View:
+        steps = 1
+
+        def __init__(self, by_op: dict[str, float]) -> None:
+            self.account = Account(by_op)
+
+    assert copy_stream_syncs(View({"aten::copy_": 10.0}), 10.0) == 10.0  # type: ignore[arg-type]
+    assert copy_stream_syncs(View({"aten::copy_": 3.0}), 10.0) == 3.0  # type: ignore[arg-type]
+    read_backs = {"aten::_local_scalar_dense": 8.0}
+    assert copy_stream_syncs(View(read_backs), 2.0) == 0.0  # type: ignore[arg-type]
 
 
 def test_read_backs_are_told_to_stay_on_the_gpu(capsys: pytest.CaptureFixture[str]) -> None:

@@ -188,8 +188,11 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     if sources:
         listed = ", ".join(_sync_label(key, n) for key, n in sources[:4])
         evidence += f", from {listed}"
+        copies = sum(n for key, n in sources if key in ("copy_h2d", "copy_d2h"))
         if any(key in ("copy_h2d", "copy_d2h") for key, _ in sources[:4]):
             evidence += "; a copy from or to pageable memory blocks the CPU"
+            if copy_stream_syncs(cap, copies) >= 0.5 * copies:
+                evidence += ", then synchronizes its stream: two calls each"
     if idle is not None:
         evidence += "; " + _gap_evidence(ev, cap, idle)
     return [
@@ -321,6 +324,19 @@ def sync_sources(cap: CaptureView) -> list[tuple[str, float]]:
         ((k, n) for k, n in counts.items() if n >= 0.05),
         key=lambda kn: (-kn[1], order.index(kn[0]) if kn[0] in order else len(order)),
     )
+
+
+def copy_stream_syncs(cap: CaptureView, copies: float) -> float:
+    """Of the synchronizing calls per step, the stream synchronizations that end
+    a blocking copy (torch's copy from or to pageable memory calls the copy, then
+    synchronizes the stream, inside one ``aten::copy_``): at most one a copy."""
+    acct = cap.account
+    by_op = None if acct is None else acct.sync_ops_per_step
+    if by_op is not None:
+        in_copies = sum(n for name, n in by_op.items() if name in _COPY_OPS)
+    else:
+        in_copies = cap.ops_us(_STREAM_SYNCS)[1] / cap.steps
+    return min(in_copies, copies)
 
 
 def _by_op(by_op: Mapping[str, float], copies: float) -> dict[str, float]:
