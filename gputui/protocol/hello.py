@@ -11,11 +11,12 @@ from gputui.protocol import messages as m
 from gputui.protocol import spec
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S
 from gputui.protocol.profile import SamplerInfo
+from gputui.protocol.value import value_class
 
 
 # -- hello and status ----------------------------------------------------------------------------
 @spec.value("device")
-@dataclass(frozen=True)
+@value_class
 class DeviceInfo(spec.Wire):
     """The CUDA device the job's training thread uses."""
 
@@ -27,7 +28,7 @@ class DeviceInfo(spec.Wire):
 
 
 @spec.value("gpu_timing")
-@dataclass(frozen=True)
+@value_class
 class GpuTiming(spec.Wire):
     """How the hook times GPU phases with CUDA events."""
 
@@ -39,7 +40,7 @@ class GpuTiming(spec.Wire):
 
 
 @spec.value("loader")
-@dataclass(frozen=True)
+@value_class
 class LoaderInfo(spec.Wire):
     """The DataLoader the training loop iterates (the newest one seen): what
     the data-loading rules name in their fix."""
@@ -51,7 +52,7 @@ class LoaderInfo(spec.Wire):
 
 
 @spec.value("capture")
-@dataclass(frozen=True)
+@value_class
 class CaptureInfo(spec.Wire):
     """The capture controller's state, as the status reports it."""
 
@@ -63,7 +64,7 @@ class CaptureInfo(spec.Wire):
 
 
 @spec.value("comm")
-@dataclass(frozen=True)
+@value_class
 class CommInfo(spec.Wire):
     """How the hook measures communication time (docs/hook.md, "Communication")."""
 
@@ -89,7 +90,7 @@ INFERENCE_CALLS = 20
 
 
 @spec.message(m.STATUS)
-@dataclass(frozen=True)
+@value_class
 class Status(spec.Wire):
     """About once a second: the hook's counters and state."""
 

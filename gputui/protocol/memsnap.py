@@ -13,7 +13,6 @@ See :mod:`gputui.protocol.schema` for the conventions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gputui.protocol import fields as f
@@ -21,6 +20,7 @@ from gputui.protocol import messages as m
 from gputui.protocol import spec
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S, SchemaError
 from gputui.protocol.progress import Progress
+from gputui.protocol.value import value_class
 
 # -- limits (the hook refuses other requests; viewers check them first) ---------------------------
 DEFAULT_STEPS = 5
@@ -57,7 +57,7 @@ STATES = ACTIVE | ENDED
 
 
 @spec.message(m.MEMSNAP)
-@dataclass(frozen=True)
+@value_class
 class MemorySnapshotRequest(spec.Wire):
     id: str | None = spec.ident()
     steps: int = spec.integer(DEFAULT_STEPS, 1, MAX_STEPS)
@@ -65,7 +65,7 @@ class MemorySnapshotRequest(spec.Wire):
 
 
 @spec.message(m.MEMSNAP_STATUS)
-@dataclass(frozen=True)
+@value_class
 class MemorySnapshotStatus(Progress):
     """Progress of one memory snapshot: a state of :data:`STATES`."""
 
@@ -74,7 +74,7 @@ class MemorySnapshotStatus(Progress):
 
 # -- the summary --------------------------------------------------------------------------------
 @spec.value("frame")
-@dataclass(frozen=True)
+@value_class
 class Frame(spec.Wire):
     """One Python frame of an allocation's stack (as the job saw it: untrusted)."""
 
@@ -84,7 +84,7 @@ class Frame(spec.Wire):
 
 
 @spec.value("site")
-@dataclass(frozen=True)
+@value_class
 class AllocSite(spec.Wire):
     """Where allocations come from: the first frame of their stack outside torch,
     the standard library and gputui (the user's line that allocated, or called
@@ -112,7 +112,7 @@ def _counts(obj: Any, key: str, where: str) -> tuple[int, ...]:
 
 
 @spec.value("site_stats")
-@dataclass(frozen=True)
+@value_class
 class SiteStats(spec.Wire):
     """What one site allocated during the window, and what of it was still alive
     at the window's end.  ``site`` None: allocations with no Python frame (made
@@ -126,7 +126,7 @@ class SiteStats(spec.Wire):
 
 
 @spec.value("block")
-@dataclass(frozen=True)
+@value_class
 class LiveBlock(spec.Wire):
     """One allocated block at the window's end.  ``in_window``: allocated while
     the history was on (its site is known unless it had no Python frame)."""
@@ -140,7 +140,7 @@ class LiveBlock(spec.Wire):
 
 
 @spec.value("fragmentation")
-@dataclass(frozen=True)
+@value_class
 class Fragmentation(spec.Wire):
     """The allocator's segments on the device at the window's end.
 
@@ -175,7 +175,7 @@ class Fragmentation(spec.Wire):
 
 
 @spec.value("growing")
-@dataclass(frozen=True)
+@value_class
 class GrowingSite(spec.Wire):
     """A site whose allocations from the window were alive in growing amounts at
     the step boundaries: ``live_bytes[k]`` at the k-th boundary after the first
@@ -189,7 +189,7 @@ class GrowingSite(spec.Wire):
 
 
 @spec.message(m.MEMSNAP_RESULT)
-@dataclass(frozen=True)
+@value_class
 class MemorySnapshotResult(spec.Wire):
     """A finished memory snapshot: its window, what it cost, the summary and
     torch's snapshot file (a pickle: gputui writes it for memory_viz and never

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gputui.protocol import fields as f
 from gputui.protocol import messages as m
 from gputui.protocol import spec
 from gputui.protocol.fields import MAX_PID, MAX_TIME_S
+from gputui.protocol.value import value_class
 
 
 # -- small messages -----------------------------------------------------------------------------
@@ -20,7 +20,7 @@ def _error(obj: Mapping[str, Any], key: str, where: str) -> str:
 
 
 @spec.message(m.ERROR)
-@dataclass(frozen=True)
+@value_class
 class HookError(spec.Wire):
     """A request the hook could not serve (the connection stays open)."""
 
@@ -28,13 +28,13 @@ class HookError(spec.Wire):
 
 
 @spec.message(m.PONG)
-@dataclass(frozen=True)
+@value_class
 class Pong(spec.Wire):
     t: float = spec.number(0.0, hi=MAX_TIME_S)
 
 
 @spec.message(m.BYE)
-@dataclass(frozen=True)
+@value_class
 class Bye(spec.Wire):
     """The job is exiting; the socket goes away next."""
 
@@ -44,14 +44,14 @@ class Bye(spec.Wire):
 
 # -- viewer requests ----------------------------------------------------------------------------
 @spec.message(m.SUBSCRIBE)
-@dataclass(frozen=True)
+@value_class
 class Subscribe(spec.Wire):
     history: int = spec.integer(0, hi=1 << 30)  # step records of history to send first
     memory: bool = True
 
 
 @spec.message(m.CAPTURE)
-@dataclass(frozen=True)
+@value_class
 class CaptureRequest(spec.Wire):
     id: str | None = spec.ident()
     steps: int = spec.integer(5, 1, m.CAPTURE_MAX_STEPS)
@@ -71,12 +71,12 @@ class CaptureRequest(spec.Wire):
 
 
 @spec.message(m.CAPTURE_CANCEL)
-@dataclass(frozen=True)
+@value_class
 class CaptureCancel(spec.Wire):
     pass
 
 
 @spec.message(m.PING)
-@dataclass(frozen=True)
+@value_class
 class Ping(spec.Wire):
     pass
