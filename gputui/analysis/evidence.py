@@ -385,6 +385,10 @@ class JobEvidence(ValueBase):
     #: calls (CUDA loading or compiling a kernel on its first use)
     compile_share: float = 0.0
     cold_launch_share: float = 0.0
+    #: a trace that records CUDA graph captures, most of its launch calls
+    #: putting kernels in a graph rather than running them (its launch figures
+    #: describe the capture, not the model's run)
+    records_graphs: bool = False
     #: the latest memory snapshot's summary (allocation sites, growing ones)
     memory_snapshot: MemorySnapshotResult | None = None
     #: the latest capture's top ops on the GPU's roofline (captures with FLOPs)

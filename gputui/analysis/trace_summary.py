@@ -241,6 +241,15 @@ def warnings(summary: TraceSummary) -> list[str]:
             "with ProfilerActivity.CUDA); the GPU's busy and idle time, the kernel table and "
             "the launch delays are unknown"
         )
+    if s.records_graphs:
+        ran = s.kernels_launched
+        out.append(
+            f"the trace records {s.graph_captures:,} CUDA graph "
+            f"capture{'' if s.graph_captures == 1 else 's'} (a stream's begin-capture call): "
+            f"of its {s.kernel_launch_calls:,} kernel launch calls {ran:,} ran a kernel, the "
+            "others put theirs in a graph; the launch figures and the GPU's idle time describe the "
+            "capture, not the model's run (no launch finding): profile the graphs' replays"
+        )
     if s.kernels_before_launch:
         out.append(
             f"{s.kernels_before_launch:,} of {s.kernels_launched:,} kernels start before their "
@@ -346,6 +355,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "kernel_records": sanity.kernel_records,
         "kernel_exact_us": round(sanity.kernel_exact_us, 3),
         "kernel_counted_us": sanity.kernel_counted_us,
+        "graph_captures": sanity.graph_captures,
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -166,6 +166,19 @@ _COMM_PREFIXES = ("c10d::", "nccl:", "gloo:", "record_param_comms")
 #: a trailing step with fewer GPU activities than this share of the step before
 #: it is taken as cut short by the profiler
 TAIL_KEEP = 0.8
+#: the calls that begin a CUDA graph capture on a stream (the runtime's, the
+#: driver's, HIP's)
+GRAPH_CAPTURES = frozenset(
+    {
+        "cudaStreamBeginCapture",
+        "cudaStreamBeginCaptureToGraph",
+        "cuStreamBeginCapture",
+        "cuStreamBeginCapture_v2",
+        "cuStreamBeginCaptureToGraph",
+        "hipStreamBeginCapture",
+        "hipStreamBeginCaptureToGraph",
+    }
+)
 
 
 def is_dataloader(name: str) -> bool:
@@ -537,6 +550,15 @@ class Sanity(ValueBase):
     kernels_in_window: int = 0
     kernel_exact_us: float = 0.0
     kernel_counted_us: float = 0.0
+    #: CUDA graph captures begun (``cudaStreamBeginCapture`` and its twins): the
+    #: launches inside one put kernels in a graph and run nothing
+    graph_captures: int = 0
+
+    @property
+    def records_graphs(self) -> bool:
+        """The trace records CUDA graph captures, and most of its launch calls
+        ran no kernel: its launch figures describe the capture, not a run."""
+        return self.graph_captures > 0 and self.kernels_launched * 2 < self.kernel_launch_calls
 
 
 #: the suffix of the ranges torch.compile times its compiling with
@@ -875,8 +897,15 @@ class Scan:
             compile_us=self._compile_us(),
             cold_launches=len(self._cold_launches),
             cold_launch_us=float(sum(e - s for s, e in self._cold_launches)),
+            graph_captures=self._graph_captures(),
             **self._kernel_rounding(),
         )
+
+    def _graph_captures(self) -> int:
+        """The CUDA graph captures begun in the trace (:class:`Sanity`)."""
+        if self.runtime_names.isdisjoint(GRAPH_CAPTURES):
+            return 0
+        return sum(1 for r in self.timeline.runtime if r[2] in GRAPH_CAPTURES)
 
     def _kernel_rounding(self) -> dict[str, Any]:
         """The kernels that start in the window, their exact time and the time

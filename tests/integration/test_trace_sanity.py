@@ -486,3 +486,44 @@ def test_kernel_time_rounding_leaves_out_is_measured_and_said_where_it_counts(
     if name == "h100-cases/inference_graphed":
         assert "up to 10 points of the window" in said[0]
         assert "up to 10 points of the window" in text
+
+
+def graph_capture(t: TraceBuilder, begin: str | None) -> None:
+    """One step of 300 small ops, each with a launch call that ran no kernel,
+    between two that ran one: inside a CUDA graph capture begun by ``begin``
+    (None: no capture, the control)."""
+    t.step(1, 0.0, 5_000.0)
+    t.launch(10.0, 5.0, GEMM, 20.0, 30.0)
+    if begin is not None:
+        t.call(begin, 100.0, 5.0)
+    for i in range(300):
+        t.op("aten::add", 110.0 + i * 15, 12.0)
+        t.call("cudaLaunchKernel", 112.0 + i * 15, 8.0)
+    if begin is not None:
+        t.call(begin.replace("Begin", "End"), 4_700.0, 5.0)
+    t.launch(4_800.0, 5.0, ADD, 4_810.0, 10.0)
+
+
+@pytest.mark.parametrize("begin", ["cudaStreamBeginCapture", "hipStreamBeginCapture"])
+def test_a_trace_of_a_cuda_graph_capture_is_told_no_launch_overhead(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, begin: str
+) -> None:
+    """A trace that records a CUDA graph's capture (vLLM's start-up, Inductor's
+    reduce-overhead warm-up) launches every kernel into the graph: the launches
+    run nothing, the GPU idles, and the time is the capture's, not the model's
+    launch overhead."""
+    t = TraceBuilder()
+    graph_capture(t, begin)
+    rank, text = analyze(capsys, t.write(tmp_path / "capture.pt.trace.json"))
+    assert rank["sanity"]["graph_captures"] == 1
+    assert rank["sanity"]["kernel_launch_calls"] == 302
+    assert "the trace records 1 CUDA graph capture" in rank["warnings"][0]
+    assert "of its 302 kernel launch calls 2 ran a kernel" in text
+    assert not {"launch.overhead", "launch.idle_gaps"} & {f["rule"] for f in rank["findings"]}
+    # the control: the same launches outside a capture are launch overhead
+    control = TraceBuilder()
+    graph_capture(control, None)
+    rank, _text = analyze(capsys, control.write(tmp_path / "control.pt.trace.json"))
+    assert rank["sanity"]["graph_captures"] == 0
+    assert not any("CUDA graph capture" in w for w in rank["warnings"])
+    assert rank["findings"][0]["rule"] == "launch.overhead"

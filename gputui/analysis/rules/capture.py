@@ -437,13 +437,14 @@ def _pin_fix(ev: JobEvidence) -> str:
         "trace's one-off time, compiling and cold launches, out of the idle share); "
         "without one, kernels average < {launch.short_kernel_us} or "
         "{launch.tiny_share} of them are < {launch.tiny_kernel_us}; cost: the idle share, at "
-        "most launch + dispatch"
+        "most launch + dispatch; not on a trace that records CUDA graph captures where most "
+        "launch calls ran no kernel"
     ),
     bucket=ISSUE,
 )
 def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
-    if cap is None:
+    if cap is None or ev.records_graphs:  # (launches into a graph: the trace warns)
         return []
     tiny_kernels = launch_bound(cap)
     acct = cap.account
@@ -632,7 +633,8 @@ _WHILE = {
         ">= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
-        "the idle time: data wait, host sync, launch, Python)"
+        "the idle time: data wait, host sync, launch, Python); not on a trace that records "
+        "CUDA graph captures where most launch calls ran no kernel"
     ),
     symptom_of=("cpu.python", "launch.overhead", "sync.host_sync", "data.loader_wait"),
     bucket=GPU_IDLE,
@@ -640,7 +642,7 @@ _WHILE = {
 )
 def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
-    if cap is None:
+    if cap is None or ev.records_graphs:  # (launches into a graph: the trace warns)
         return []
     idle = attributable_idle(ev, cap)
     if idle is not None:  # the GPU waiting for torch.compile's compiling is not the model's
