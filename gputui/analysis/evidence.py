@@ -385,6 +385,9 @@ class JobEvidence(ValueBase):
     #: calls (CUDA loading or compiling a kernel on its first use)
     compile_share: float = 0.0
     cold_launch_share: float = 0.0
+    #: a trace's share of the window in long waits on GPU work it did not record
+    #: (:attr:`gputui.trace.scan.Sanity.blind_wait_us`)
+    blind_wait_share: float = 0.0
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)
@@ -414,8 +417,9 @@ class JobEvidence(ValueBase):
 
     @property
     def one_off_share(self) -> float:
-        """A trace's share of the window in one-off work (compiling, cold launches)."""
-        return min(1.0, self.compile_share + self.cold_launch_share)
+        """A trace's share of the window in one-off work (compiling, cold launches)
+        and in waits on work it did not record."""
+        return min(1.0, self.compile_share + self.cold_launch_share + self.blind_wait_share)
 
     @property
     def enough_steps(self) -> bool:

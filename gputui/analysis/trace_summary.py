@@ -250,6 +250,14 @@ def warnings(summary: TraceSummary) -> list[str]:
             "others put theirs in a graph; the launch figures and the GPU's idle time describe the "
             "capture, not the model's run (no launch finding): profile the graphs' replays"
         )
+    if s.blind_waits:
+        out.append(
+            f"{s.blind_waits:,} synchronizing call{'' if s.blind_waits == 1 else 's'} waited "
+            f"{fmt.ms(s.blind_wait_us / 1e6)} in the window while the GPU ran nothing the trace "
+            "recorded: what the CPU waited for is not in it (work the profiler did not see: "
+            "another process, graphs replayed without kernel records); that time is left out "
+            "of the idle GPU's causes"
+        )
     if s.kernels_before_launch:
         out.append(
             f"{s.kernels_before_launch:,} of {s.kernels_launched:,} kernels start before their "
@@ -356,6 +364,8 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "kernel_exact_us": round(sanity.kernel_exact_us, 3),
         "kernel_counted_us": sanity.kernel_counted_us,
         "graph_captures": sanity.graph_captures,
+        "blind_waits": sanity.blind_waits,
+        "blind_wait_us": sanity.blind_wait_us,
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -68,6 +68,8 @@ from gputui.trace.timeline import (
     Interval,
     Timeline,
     hta_kernel_type,
+    intersect,
+    length,
     merge,
     step_id,
 )
@@ -112,6 +114,10 @@ SYNC_CALLS = frozenset(
         "hipMemcpy",
         "hipMemcpy2D",
         "hipMemset",
+        # torch's copy that waits (non_blocking=False) under ROCm: one call that
+        # returns once the copy is done, where CUDA's is an async copy and a
+        # stream synchronization
+        "hipMemcpyWithStream",
     }
 )
 #: runtime calls that launch a kernel, through every API (the runtime's and the
@@ -138,7 +144,6 @@ LAUNCH_CALLS = KERNEL_LAUNCHES | {
     "cudaMemsetAsync",
     "hipMemcpyAsync",
     "hipMemsetAsync",
-    "hipMemcpyWithStream",
 }
 #: the calls Holistic Trace Analysis' launch statistics join to GPU work (its list:
 #: not the driver's launches, not HIP's)
@@ -553,6 +558,11 @@ class Sanity(ValueBase):
     #: CUDA graph captures begun (``cudaStreamBeginCapture`` and its twins): the
     #: launches inside one put kernels in a graph and run nothing
     graph_captures: int = 0
+    #: synchronizing calls in the window of COLD_LAUNCH_US or longer during
+    #: which the GPU ran nothing the trace recorded (work the profiler did not
+    #: see), and their time there (us)
+    blind_waits: int = 0
+    blind_wait_us: float = 0.0
 
     @property
     def records_graphs(self) -> bool:
@@ -898,8 +908,35 @@ class Scan:
             cold_launches=len(self._cold_launches),
             cold_launch_us=float(sum(e - s for s, e in self._cold_launches)),
             graph_captures=self._graph_captures(),
+            blind_waits=len(self._blind_waits),
+            blind_wait_us=float(sum(e - s for s, e in self._blind_waits)),
             **self._kernel_rounding(),
         )
+
+    @cached_property
+    def _blind_waits(self) -> list[tuple[int, int]]:
+        """The synchronizing calls in the window of :data:`COLD_LAUNCH_US` or
+        longer (their part in it) while the GPU ran nothing the trace recorded
+        (under 1% of the call): what the CPU waited for is not in the trace."""
+        window = self.window
+        if window is None:
+            return []
+        lo, hi = window
+        rt = self.runtime.lists
+        long = [
+            (max(r[0], lo), min(r[1], hi))
+            for calls in (rt[0], rt[RT_DRIVER])
+            for r in calls
+            if r[1] - r[0] >= COLD_LAUNCH_US and r[1] > lo and r[0] < hi
+        ]
+        if not long:
+            return []
+        busy = merge((a[0], a[1]) for a in self.timeline.gpu if a[1] > a[0])
+        return [
+            (s, e)
+            for s, e in long
+            if e - s >= COLD_LAUNCH_US and length(intersect([(s, e)], busy)) < 0.01 * (e - s)
+        ]
 
     def _graph_captures(self) -> int:
         """The CUDA graph captures begun in the trace (:class:`Sanity`)."""

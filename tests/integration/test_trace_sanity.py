@@ -170,6 +170,31 @@ def test_every_launch_api_is_a_launch_but_in_htas_counts(
     assert "HTA counts cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync and" in text
 
 
+@pytest.mark.parametrize(
+    ("call", "waits"), [("hipMemcpyWithStream", True), ("hipMemcpyAsync", False)]
+)
+def test_a_rocm_copy_that_waits_is_host_sync_wait_not_launch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, call: str, waits: bool
+) -> None:
+    """torch's copy with non_blocking=False under ROCm is one hipMemcpyWithStream
+    that returns once the copy is done (behind a kernel still running): time
+    the CPU waits, as CUDA's async copy and stream synchronization are; an
+    async copy is a launch (the control)."""
+    t = TraceBuilder()
+    for k in range(3):
+        t0 = k * 10_000.0
+        t.step(k + 1, t0, 9_000.0)
+        t.launch(t0 + 100.0, 10.0, GEMM, t0 + 120.0, 6_000.0)
+        t.launch(
+            t0 + 200.0, 5_950.0, "Memcpy DtoH", t0 + 6_130.0, 20.0, cat="gpu_memcpy", call=call
+        )
+    rank, _text = analyze(capsys, t.write(tmp_path / "rocm.pt.trace.json"))
+    account = rank["account"]
+    assert account["sync_calls_per_step"] == (1.0 if waits else 0.0)
+    assert (account["sync_pct"] > 50) is waits
+    assert (account["launch_pct"] > 50) is not waits
+
+
 def _shaped_mm(t: TraceBuilder, ts: float) -> None:
     t.op("aten::mm", ts, 500.0)
     t.events[-1]["args"].update(
@@ -527,3 +552,31 @@ def test_a_trace_of_a_cuda_graph_capture_is_told_no_launch_overhead(
     assert rank["sanity"]["graph_captures"] == 0
     assert not any("CUDA graph capture" in w for w in rank["warnings"])
     assert rank["findings"][0]["rule"] == "launch.overhead"
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["unrecorded", "recorded"])
+def test_a_long_wait_on_gpu_work_the_trace_did_not_record_is_said_and_left_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, recorded: bool
+) -> None:
+    """A 400 ms synchronization while the GPU ran nothing the trace holds (SGLang
+    on an MI300X: its graphs' work, unseen) is no cause of the idle GPU the
+    trace can name; the control, the same wait behind a kernel it recorded,
+    is the sync's."""
+    t = TraceBuilder()
+    t.step(1, 0.0, 401_200.0)
+    t.launch(10.0, 5.0, GEMM, 20.0, 30.0 if not recorded else 399_000.0)
+    t.call("cudaStreamSynchronize", 1_000.0, 400_000.0)
+    t.launch(401_100.0, 5.0, ADD, 401_110.0, 50.0)
+    rank, _text = analyze(capsys, t.write(tmp_path / "wait.pt.trace.json"))
+    blind = [w for w in rank["warnings"] if "while the GPU ran nothing the trace" in w]
+    rules = {f["rule"]: f for f in rank["findings"]}
+    if recorded:
+        assert rank["sanity"]["blind_waits"] == 0 and not blind
+        return
+    assert rank["sanity"]["blind_waits"] == 1
+    assert rank["sanity"]["blind_wait_us"] == pytest.approx(400_000.0, abs=2)
+    assert blind and blind[0].startswith("1 synchronizing call waited 400ms")
+    # the wait is the account's host sync wait still, but no rule names it a cause
+    assert rank["account"]["sync_pct"] > 75
+    idle_rules = ("sync.host_sync", "launch.idle_gaps", "launch.overhead", "cpu.python")
+    assert all(rules[r]["severity"] == "info" for r in idle_rules if r in rules), rules.keys()

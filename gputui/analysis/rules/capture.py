@@ -179,6 +179,8 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     if per_step < SYNC_PER_STEP:
         return []
     idle = attributable_idle(ev, cap)
+    if idle is not None:  # nor a wait on GPU work the trace did not record
+        idle = max(0.0, idle - ev.blind_wait_share)
     sources = sync_sources(cap)
     # the ledger's count where it has one (every synchronizing call in the
     # window's steps, blocking copies too), as the account shows it
