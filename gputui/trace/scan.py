@@ -989,24 +989,42 @@ class Scan:
 
     def launchers(self, names: set[str]) -> frozenset[str]:
         """Those of ``names`` (host ops) that queued GPU work in the window: a
-        kernel launch or an async copy names the op as its External id.  Read
-        only for the few names asked (the slow ops of a table)."""
+        kernel launch or an async copy names the op as its External id, or,
+        where the ids say nothing of it (a trace whose launches carry other
+        ids), starts inside one of its calls on its thread.  Read only for the
+        few names asked (the slow ops of a table)."""
         window = self.window
         if window is None or not names:
             return frozenset()
         lo, hi = window
         rt = self.runtime.lists
-        ids = {
-            r[5]
+        launches = [
+            r
             for calls in (rt[RT_LAUNCH - RT_SYNC], rt[RT_LAUNCH - RT_SYNC + RT_DRIVER])
             for r in calls
-            if r[5] != -1 and r[1] > lo and r[0] < hi
-        }
-        if not ids:
+            if r[1] > lo and r[0] < hi
+        ]
+        if not launches:
             return frozenset()
-        return frozenset(
-            r[2] for r in self.timeline.ranges if r[2] in names and r[5] in ids and r[0] < hi
-        )
+        ids = {r[5] for r in launches if r[5] != -1}
+        mine = [r for r in self.timeline.ranges if r[2] in names and r[0] < hi]
+        found = {r[2] for r in mine if r[5] in ids}
+        rest = [r for r in mine if r[2] not in found]
+        if rest:
+            threads = {r[3] for r in rest}
+            starts: dict[Any, list[int]] = {}
+            for r in launches:
+                if r[3] in threads:
+                    starts.setdefault(r[3], []).append(r[0])
+            for at in starts.values():
+                at.sort()
+            for r in rest:
+                at = starts.get(r[3])
+                if at:
+                    k = bisect.bisect_left(at, r[0])
+                    if k < len(at) and at[k] <= r[1]:
+                        found.add(r[2])
+        return frozenset(found)
 
     def _first_uses(self, calls: list[Any]) -> list[Any]:
         """Of launch calls of a millisecond or more, those that launched the first

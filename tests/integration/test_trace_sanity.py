@@ -580,3 +580,25 @@ def test_a_long_wait_on_gpu_work_the_trace_did_not_record_is_said_and_left_out(
     assert rank["account"]["sync_pct"] > 75
     idle_rules = ("sync.host_sync", "launch.idle_gaps", "launch.overhead", "cpu.python")
     assert all(rules[r]["severity"] == "info" for r in idle_rules if r in rules), rules.keys()
+
+
+@pytest.mark.parametrize("launches", [True, False], ids=["launches", "control"])
+def test_a_slow_op_that_launches_under_other_ids_is_no_host_compute(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, launches: bool
+) -> None:
+    """HTA's sampled Shampoo traces: `aten::_foreach_mul_` takes 120 ms of host
+    time and launches kernels, but its launch calls carry other External ids
+    than the op's.  A launch call that starts inside the op on its thread says
+    it runs on the GPU; the control, the same op without one, computes on
+    host tensors."""
+    t = TraceBuilder()
+    for k in range(3):
+        t0 = k * 20_000.0
+        t.step(k + 1, t0, 19_000.0)
+        t.launch(t0 + 100.0, 10.0, GEMM, t0 + 120.0, 2_000.0)
+        t.op("aten::_foreach_mul_", t0 + 1_000.0, 15_000.0)
+        if launches:
+            t.launch(t0 + 1_100.0, 10.0, ADD, t0 + 1_200.0, 50.0, external=999_000 + k)
+    rank, _text = analyze(capsys, t.write(tmp_path / "foreach.pt.trace.json"))
+    told = {f["rule"] for f in rank["findings"] if f["severity"] != "info"}
+    assert ("cpu.host_ops" in told) is not launches
