@@ -1019,10 +1019,10 @@ class Scan:
             for at in starts.values():
                 at.sort()
             for r in rest:
-                at = starts.get(r[3])
-                if at:
-                    k = bisect.bisect_left(at, r[0])
-                    if k < len(at) and at[k] <= r[1]:
+                on_thread = starts.get(r[3])
+                if on_thread:
+                    k = bisect.bisect_left(on_thread, r[0])
+                    if k < len(on_thread) and on_thread[k] <= r[1]:
                         found.add(r[2])
         return frozenset(found)
 
