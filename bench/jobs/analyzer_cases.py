@@ -60,7 +60,10 @@ Cases (the planted cause in brackets):
 - ``train_reduce_overhead``: the small MLP's training step under
   ``torch.compile(mode="reduce-overhead")`` [none]; ``train_graphed``: its model
   made by ``torch.cuda.make_graphed_callables``, the optimizer eager [optimizer
-  launches];
+  launches]; ``train_reduce_overhead_capture`` and
+  ``inference_reduce_overhead_capture``: the reduce-overhead step and model
+  profiled from their second call, without a schedule: Inductor's CUDA graph
+  capture in the trace, then its replays;
 - ``fp32_mlp`` and ``tf32_mlp``: an fp32 MLP 4096 wide at batch 2048 with
   ``torch.backends.cuda.matmul.allow_tf32`` off and on [FP32 matmuls; none];
 Each trace is ``OUT_DIR/CASE.pt.trace.json.gz``.
@@ -863,6 +866,46 @@ def case_train_reduce_overhead(out: Path) -> Path:
     compiled = torch.compile(model, mode="reduce-overhead")
     x = torch.randn(64, 1024, device=DEV)
     return profiled(out, "train_reduce_overhead", train_step(compiled, opt, x), warmup=5)
+
+
+def _capture_profiled(out: Path, name: str, step: Callable[[], None]) -> Path:
+    """One call of ``step`` unprofiled (torch.compile compiles, Inductor's CUDA
+    graphs warm up), then four profiled from the next, without a schedule: the
+    graph's capture is in the trace, then its replays."""
+    step()
+    torch.cuda.synchronize()
+    raw = out / f"{name}.pt.trace.json"
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+    ) as prof:
+        for _ in range(4):
+            step()
+            prof.step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(raw))
+    gz = raw.with_suffix(".json.gz")
+    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    return gz
+
+
+def case_train_reduce_overhead_capture(out: Path) -> Path:
+    model, opt = mlp()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(64, 1024, device=DEV)
+    return _capture_profiled(out, "train_reduce_overhead_capture", train_step(compiled, opt, x))
+
+
+def case_inference_reduce_overhead_capture(out: Path) -> Path:
+    model = torch.compile(_inference_model(), mode="reduce-overhead")
+    x = torch.randn(2, 64, 512, device=DEV)
+
+    def step() -> None:
+        with torch.inference_mode():
+            model(x)
+
+    return _capture_profiled(out, "inference_reduce_overhead_capture", step)
 
 
 def case_train_graphed(out: Path) -> Path:

@@ -220,6 +220,28 @@ def _devices(meta: dict[str, Any]) -> tuple[DeviceProps, ...]:
 #: the typed decoder takes over once this much JSON has been read: below it the
 #: standard decoder is as fast, and a small trace does not import msgspec (10 ms)
 TYPED_FROM_BYTES = 1 << 20
+#: a trace of less JSON than this is read by the standard decoder alone:
+#: importing msgspec and making its decoders costs more than they save on it
+#: (traces of 1.1-2.6 MB read 4-20 ms faster without; docs/benchmarks.md)
+TYPED_MIN_JSON = 3 << 20
+
+
+def json_size(raw: BinaryIO, file_bytes: int) -> int | None:
+    """The JSON bytes of a trace file: its size, or, gzipped, the size its
+    trailer records (modulo 4 GiB, of its last member: a hint, not a bound);
+    None for a gzip file too large to hold less than :data:`TYPED_MIN_JSON`.
+    Leaves ``raw`` at its start."""
+    head = raw.read(2)
+    try:
+        if head != b"\x1f\x8b":
+            return file_bytes
+        if file_bytes >= TYPED_MIN_JSON or file_bytes < 18:  # (18: a gzip's least)
+            return None
+        raw.seek(file_bytes - 4)
+        return int.from_bytes(raw.read(4), "little")
+    finally:
+        raw.seek(0)
+
 
 #: what a reader says while it reads: bytes of the file read, events decoded
 Progress = Callable[[int, int], None]
@@ -233,7 +255,8 @@ def read_trace(
 
     The events are decoded into typed Structs (:mod:`gputui.tracefile.typed`),
     batch by batch, once :data:`TYPED_FROM_BYTES` of JSON have been read (the
-    first batches, and all of a small trace, by the standard decoder into dicts);
+    first batches by the standard decoder into dicts, and all of a trace of
+    less than :data:`TYPED_MIN_JSON`);
     ``typed=False`` reads every batch with the standard decoder (the reader
     before the typed one, kept to compare them).
     ``progress``, when given, is called after each batch with the bytes of the
@@ -246,7 +269,8 @@ def read_trace(
     with raw:
         ops = ChromeTraceOps()
         hook = None
-        if typed:
+        size = json_size(raw, file_bytes)
+        if typed and (size is None or size >= TYPED_MIN_JSON):
             typed_batch: list[Callable[[memoryview], bool]] = []
 
             def hook(text: memoryview) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -274,3 +275,33 @@ def test_analyze_of_one_file_starts_no_workers_and_imports_no_multiprocessing() 
         Path(__file__).resolve().parents[1] / "data" / "traces" / "healthy.pt.trace.json.gz"
     )
     assert loaded_by(["analyze", small, "--json"], ("multiprocessing",)) == []
+
+
+def _trace_of(path: Path, megabytes: float, compress: bool) -> Path:
+    """A trace of about ``megabytes`` of JSON (as written): steps of a launched
+    kernel each, 500 at a time."""
+    from tests.helpers.tracegen import GEMM, TraceBuilder
+
+    t = TraceBuilder()
+    k = 0
+    while len(json.dumps(t.document(), indent=1)) < megabytes * 1e6:
+        for _ in range(500):
+            t0 = k * 1_000.0
+            t.step(k + 1, t0, 900.0)
+            t.launch(t0 + 100.0, 10.0, GEMM, t0 + 120.0, 500.0)
+            k += 1
+    return t.write(path, compress=compress)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_a_trace_under_three_megabytes_of_json_is_read_without_msgspec(
+    tmp_path: Path, compress: bool
+) -> None:
+    """Importing msgspec and making its decoders costs a small trace more than
+    they save it: the standard decoder reads it all; the control, a larger
+    trace, is read by the typed decoder (a gzipped one: by the size its trailer
+    records)."""
+    small = _trace_of(tmp_path / "small.pt.trace.json", 2.0, compress)
+    large = _trace_of(tmp_path / "large.pt.trace.json", 4.0, compress)
+    assert loaded_by(["analyze", str(small)], ("msgspec",)) == []
+    assert "msgspec" in loaded_by(["analyze", str(large)], ("msgspec",))

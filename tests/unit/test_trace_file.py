@@ -25,6 +25,7 @@ READERS = pytest.mark.parametrize("typed", [True, False], ids=["typed", "stdlib"
 def typed_from_the_first_byte(monkeypatch: pytest.MonkeyPatch) -> None:
     """The typed decoder on every batch, however small the trace."""
     monkeypatch.setattr(trace_file, "TYPED_FROM_BYTES", 0)
+    monkeypatch.setattr(trace_file, "TYPED_MIN_JSON", 0)
 
 
 def reference_timeline(tmp_path: Path) -> trace_file.Timeline:

@@ -84,6 +84,7 @@ def typed_from_the_first_byte(
     :mod:`gputui.tracefile.categories`), and with the by-category path off (the
     per-event path, which reads every batch the other one refuses)."""
     monkeypatch.setattr(reader, "TYPED_FROM_BYTES", 0)
+    monkeypatch.setattr(reader, "TYPED_MIN_JSON", 0)
     if request.param == "no-shapes":
         monkeypatch.setattr(reader, "ChromeTraceOps", _NoShapes)
     if request.param == "per-event":
