@@ -96,6 +96,15 @@ LIVE_S = 0.0
 SHAPES = False
 
 
+def gzipped(raw: Path) -> Path:
+    """``raw`` gzipped beside it (``.json.gz``), the plain file removed."""
+    gz = raw.with_suffix(".json.gz")
+    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    return gz
+
+
 def profiled(
     out: Path, name: str, step: Callable[[], None], steps: int = STEPS, warmup: int = 0
 ) -> Path:
@@ -121,11 +130,7 @@ def profiled(
             step()
             prof.step()
     torch.cuda.synchronize()
-    gz = raw.with_suffix(".json.gz")
-    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
-    return gz
+    return gzipped(raw)
 
 
 def mlp() -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -403,11 +408,7 @@ def case_lightning(out: Path, persistent: bool = False) -> Path:
     trainer.fit(model, loader)
     if LIVE_S > 0:
         return out
-    gz = raw.with_suffix(".json.gz")
-    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
-    return gz
+    return gzipped(raw)
 
 
 def case_lightning_profiler(out: Path) -> Path:
@@ -796,10 +797,7 @@ def case_hf_trainer(out: Path, compiled: bool = False) -> Path:
     if LIVE_S > 0:
         shutil.rmtree(out / "hf_trainer_out", ignore_errors=True)
         return out
-    gz = raw.with_suffix(".json.gz")
-    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
+    gz = gzipped(raw)
     shutil.rmtree(out / "hf_trainer_out", ignore_errors=True)
     return gz
 
@@ -883,11 +881,7 @@ def _capture_profiled(out: Path, name: str, step: Callable[[], None]) -> Path:
             prof.step()
         torch.cuda.synchronize()
     prof.export_chrome_trace(str(raw))
-    gz = raw.with_suffix(".json.gz")
-    with raw.open("rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
-    return gz
+    return gzipped(raw)
 
 
 def case_train_reduce_overhead_capture(out: Path) -> Path:
