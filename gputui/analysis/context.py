@@ -44,6 +44,8 @@ class JobContext(ValueBase):
     #: the framework that runs the training loop (analysis.frameworks), whose
     #: arguments the advice names; None: a loop of the job's own, or unknown
     framework: str | None = None
+    #: the optimizer's class ("AdamW", "SGD"), where the capture's ranges name it
+    optimizer_class: str | None = None
 
     @property
     def inference(self) -> bool:
@@ -95,4 +97,5 @@ def job_context(
         breaks=() if report is None else report.breaks,
         compute_capability=compute_capability,
         framework=framework,
+        optimizer_class=None if markers is None else markers.optimizer_class,
     )

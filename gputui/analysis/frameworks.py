@@ -183,6 +183,27 @@ def spell(knob: str, framework: str | None) -> str:
     return table.get(framework, table[None])
 
 
+#: torch's optimizers with a fused CUDA implementation (``fused=True``)
+FUSED_CLASSES = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
+#: torch's optimizers without one (``foreach=True`` is their fastest)
+FOREACH_ONLY = frozenset({"RMSprop", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop"})
+
+
+def fused_optimizer(framework: str | None, optimizer_class: str | None) -> str:
+    """A fused optimizer step as the job spells it: its own optimizer's class
+    where torch has a fused one, else AdamW's (the HF Trainer's: its optim
+    names)."""
+    where = " in configure_optimizers()" if framework == LIGHTNING else ""
+    if framework != TRANSFORMERS and optimizer_class in FUSED_CLASSES:
+        return f"torch.optim.{optimizer_class}(..., fused=True){where}"
+    if framework != TRANSFORMERS and optimizer_class in FOREACH_ONLY:
+        return (
+            f"torch.optim.{optimizer_class} has no fused version: foreach=True{where}, or "
+            "a fused Adam, AdamW, SGD or Adagrad where one fits"
+        )
+    return spell(FUSED_OPTIMIZER, framework)
+
+
 def loader_arg(name: str, framework: str | None) -> str:
     """A DataLoader argument as the user sets it: the HF Trainer's
     ``dataloader_*`` argument of TrainingArguments, else the DataLoader's own."""

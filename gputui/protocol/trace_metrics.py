@@ -396,6 +396,10 @@ class JobMarkers(spec.Wire):
     #: profiler's ``[pl][…]`` ranges), "transformers" (the HF Trainer's loop in
     #: the Python stack of a trace recorded with_stack); None (absent) otherwise
     framework: str | None = spec.text(None, 32, omit_none=True)
+    #: the optimizer's class, as its ``Optimizer.step#CLASS.step`` ranges name
+    #: it ("AdamW", "SGD"); None (absent) where none, several, or from an older
+    #: gputui
+    optimizer_class: str | None = spec.text(None, 64, omit_none=True)
 
     @property
     def training(self) -> bool:

@@ -253,6 +253,7 @@ def markers_of(
     calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
     SDPA's own ops show of its inputs."""
     compiled = cuda_graphs = backward = optimizer = False
+    optimizers: set[str] = set()  # the optimizer classes the step ranges name
     loader: str | None = None
     framework: str | None = None
     collectives: set[str | None] = set()  # None: a name that says no kind
@@ -270,6 +271,11 @@ def markers_of(
             backward = True
         elif name.startswith("Optimizer.step#") or name.startswith(_OPTIMIZER_OPS):
             optimizer = True
+            if name.startswith("Optimizer.step#"):
+                # ``Optimizer.step#SGD.step``: the optimizer's class
+                cls = name[len("Optimizer.step#") :].partition(".")[0]
+                if cls.isidentifier() and len(cls) <= 40 and cls.isascii():
+                    optimizers.add(cls)
         elif _HOST_COLLECTIVE.match(name):
             collectives.add(_collective(name))
         elif name.startswith(_LOADER_RANGE):
@@ -301,4 +307,5 @@ def markers_of(
         attention_inputs=tuple(sorted(inputs)),
         loader=loader,
         framework=framework,
+        optimizer_class=min(optimizers) if len(optimizers) == 1 else None,
     )

@@ -50,6 +50,9 @@ def test_dlrm_on_eight_v100s_exchanges_embeddings_all_to_all(
     doc = analyze(capsys, *DLRM)
     rank0 = next(r for r in doc["ranks"] if r["rank"] == 0)
     assert rules(rank0)[0] == "launch.overhead"
+    # its optimizer is Adagrad: the fused one named is its own, not AdamW
+    assert "torch.optim.Adagrad(..., fused=True)" in rank0["findings"][0]["fix"]
+    assert rank0["markers"]["optimizer_class"] == "Adagrad"
     comm = next(f for f in rank0["findings"] if f["rule"] == "comm.share")
     assert "all-to-all exchange" in comm["fix"] and "gradient all-reduce" in comm["fix"]
     # its ops carry shapes: the MFU is counted, against the V100 SXM2's fp32

@@ -196,6 +196,44 @@ def test_a_traces_framework_spells_the_advice_where_the_hook_is_silent() -> None
     assert "trainer.fit(model)" in launch_fix(cap, frameworks=("lightning",))
 
 
+@pytest.mark.parametrize(
+    ("names", "want"),
+    [
+        ({"Optimizer.step#SGD.step", "Optimizer.zero_grad#SGD.zero_grad"}, "SGD"),
+        ({"Optimizer.step#Adagrad.step", "aten::mm"}, "Adagrad"),
+        # two optimizers (a GAN's), none named, or a name that is no class
+        ({"Optimizer.step#Adam.step", "Optimizer.step#SGD.step"}, None),
+        ({"aten::_fused_adamw_"}, None),
+        ({"Optimizer.step#\x1b[31mX.step"}, None),
+    ],
+)
+def test_a_traces_optimizer_step_names_its_class(names: set[str], want: str | None) -> None:
+    from gputui.trace.markers import markers_of
+
+    assert markers_of(names, (), ()).optimizer_class == want
+
+
+@pytest.mark.parametrize(
+    ("cls", "framework", "told", "not_told"),
+    [
+        ("SGD", None, "torch.optim.SGD(..., fused=True)", "AdamW"),
+        ("Adagrad", "lightning", "Adagrad(..., fused=True) in configure_optimizers()", "AdamW"),
+        ("RMSprop", None, "RMSprop has no fused version: foreach=True", "RMSprop(..., fused"),
+        # the HF Trainer's optimizers are its optim names; an unknown class: AdamW's
+        ("SGD", "transformers", 'optim="adamw_torch_fused"', "SGD"),
+        ("Shampoo", None, "torch.optim.AdamW(..., fused=True)", "Shampoo"),
+        (None, None, "torch.optim.AdamW(..., fused=True)", "SGD"),
+    ],
+)
+def test_the_fused_optimizer_advice_names_the_jobs_own_optimizer(
+    cls: str | None, framework: str | None, told: str, not_told: str
+) -> None:
+    from gputui.analysis.frameworks import fused_optimizer
+
+    said = fused_optimizer(framework, cls)
+    assert told in said and not_told not in said
+
+
 def hot_loading_fix(cuda: bool, **kw: object) -> str:
     """The data fix of a job whose training thread (num_workers=0) waits for data
     in the job's own function (the helper's augment, calling numpy's sort)."""

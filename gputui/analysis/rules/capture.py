@@ -33,7 +33,7 @@ from gputui.analysis.frameworks import (
     BIGGER_BATCH,
     COMPILE,
     DYNAMIC_CACHE,
-    FUSED_OPTIMIZER,
+    fused_optimizer,
     generate_cache,
     spell,
 )
@@ -553,7 +553,7 @@ def launch_fix(ev: JobEvidence) -> str:
         optimizer = (
             # what a graphed forward and backward leave eager, most often
             f"; the optimizer ({impl[0]}) runs outside them: a fused one "
-            f"({spell(FUSED_OPTIMIZER, ctx.framework)}) launches a few kernels a step"
+            f"({fused_optimizer(ctx.framework, ctx.optimizer_class)}) launches a few kernels a step"
             if impl is not None and impl[0] != FUSED
             else ""
         )
@@ -581,7 +581,7 @@ def launch_fix(ev: JobEvidence) -> str:
     fix += "(mode='reduce-overhead' adds CUDA graphs), "
     impl = optimizer_impl(ev)
     if not ctx.inference and (impl is None or impl[0] != FUSED):
-        fix += f"a fused optimizer ({spell(FUSED_OPTIMIZER, ctx.framework)}), "
+        fix += f"a fused optimizer ({fused_optimizer(ctx.framework, ctx.optimizer_class)}), "
     fix += more_work + _graph_advice(ev)
     if ctx.compiled is False:
         # the profile shows no compiled region: a model wrapped in torch.compile

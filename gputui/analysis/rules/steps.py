@@ -12,7 +12,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import MIN_STEPS, JobEvidence, ordinary
 from gputui.analysis.finding import Finding
-from gputui.analysis.frameworks import FUSED_OPTIMIZER, PERSISTENT_WORKERS, TRANSFORMERS, spell
+from gputui.analysis.frameworks import PERSISTENT_WORKERS, TRANSFORMERS, fused_optimizer, spell
 from gputui.analysis.ledger import ISSUE
 from gputui.analysis.live_account import REST
 from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
@@ -134,7 +134,7 @@ def optimizer_heavy(ev: JobEvidence) -> Iterable[Finding]:
         return []  # the fastest kernels torch has: this finding's fix does not apply
     detail = "" if impl is None else f"; {impl[0]} implementation ({impl[1]})"
     fw = ev.context.framework
-    fused = spell(FUSED_OPTIMIZER, fw)
+    fused = fused_optimizer(fw, ev.context.optimizer_class)
     foreach = "" if fw == TRANSFORMERS else " (or foreach=True)"
     if impl is not None and impl[0] == MULTI:
         # From foreach to fused, about 40% of the phase.
