@@ -965,6 +965,22 @@ def test_other_copies_say_the_pageable_ones_are_left_to_their_own_finding() -> N
     assert g.evidence == "copies take 20% of the GPU timeline"
 
 
+@pytest.mark.parametrize(
+    "name", ["Memcpy DtoD (Device -> Device)", "CopyDeviceToDevice"], ids=["cuda", "hip"]
+)
+def test_copies_within_the_gpus_memory_are_no_transfer(name: str) -> None:
+    """HTA's trace_diff fixture: 12% of its GPU timeline in device-to-device
+    copies, 9% in host-device ones, pinned.  A copy within the GPU's memory
+    crosses no link: only the host-device copies count (the control: the same
+    time in copies to the GPU)."""
+    on_device = kernel(name, "memcpy", 4645, 12_000.0)
+    pinned = kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 100, 9_000.0)
+    assert not fired("copy.transfers", evidence(cap=capture([on_device, pinned])))
+    to_gpu = kernel("Memcpy HtoD (Pinned -> Device)", "memcpy", 4645, 12_000.0)
+    (f,) = fired("copy.transfers", evidence(cap=capture([to_gpu, pinned])))
+    assert f.evidence == "copies take 21% of the GPU timeline"
+
+
 def test_an_older_hooks_blocking_copies_are_told_from_its_copy_rows() -> None:
     """A capture whose account does not count the blocking copies (an older
     hook's): its copy rows do, by direction, and the stream synchronizations

@@ -44,6 +44,7 @@ from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
 from gputui.analysis.severity import INFO, WARN
 from gputui.protocol.messages import DATA
 from gputui.trace import kernels
+from gputui.trace.op_rows import GPU_MEMCPY, off_device
 
 #: the thresholds (gputui.analysis.thresholds).  Synchronizing calls per step from
 #: which syncs explain the idle time; the GPU's idle share worth a finding, and the
@@ -730,7 +731,13 @@ def transfers(ev: JobEvidence) -> Iterable[Finding]:
         return []
     memcpy_us = cap.class_us(kernels.MEMCPY)
     pageable_us, _ = cap.pageable_copies()
-    share = (memcpy_us - pageable_us) / cap.span_us  # copy.pageable speaks for those
+    # copies within the GPU's memory (DtoD) cross no link: no transfer to move
+    on_device = sum(
+        k.total_us
+        for k in cap.kernels
+        if k.kernel_class == kernels.MEMCPY and not off_device(GPU_MEMCPY, k.name)
+    )
+    share = (memcpy_us - pageable_us - on_device) / cap.span_us  # copy.pageable: those
     copy = cap.op("aten::copy_")
     total_cpu = cap.cpu_op_us
     cpu_share = copy.self_us / total_cpu if copy is not None and total_cpu else 0.0
