@@ -602,3 +602,26 @@ def test_a_slow_op_that_launches_under_other_ids_is_no_host_compute(
     rank, _text = analyze(capsys, t.write(tmp_path / "foreach.pt.trace.json"))
     told = {f["rule"] for f in rank["findings"] if f["severity"] != "info"}
     assert ("cpu.host_ops" in told) is not launches
+
+
+@pytest.mark.parametrize("wait_us", [2.0, 600.0], ids=["brief", "long"])
+def test_syncs_in_a_trace_without_gpu_records_cost_the_cpus_wait(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, wait_us: float
+) -> None:
+    """A trace whose kernels were not recorded (solangii/gpu-practice's default
+    trace: 11 syncs a step, 0.13% of it): the GPU's idle time is unknown, so
+    the syncs cost what the CPU waits in them, not a warning by default."""
+    t = TraceBuilder()
+    for k in range(3):
+        t0 = k * 2_000.0
+        t.step(k + 1, t0, 1_900.0)
+        for i in range(4):
+            t.call("cudaLaunchKernel", t0 + 10.0 + i * 400.0, 5.0)
+            t.call("cudaStreamSynchronize", t0 + 20.0 + i * 400.0, wait_us / 2)
+    rank, _text = analyze(capsys, t.write(tmp_path / "norecords.pt.trace.json"))
+    assert rank["sanity"]["kernel_records"] == 0
+    (sync,) = [f for f in rank["findings"] if f["rule"] == "sync.host_sync"]
+    assert "the GPU's idle time is not recorded" in sync["evidence"]
+    share = rank["account"]["sync_pct"]
+    assert sync["impact_pct"] == pytest.approx(share, abs=0.2)
+    assert (sync["severity"] == "info") is (share < 5)

@@ -168,7 +168,8 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     trigger=(
         "capture: >= {sync.per_step} CUDA synchronizations (cudaStreamSynchronize, "
         "cudaDeviceSynchronize, ...) per step; cost: the GPU's idle share net of data "
-        "loading (bounded by unprofiled NVML utilization)"
+        "loading (bounded by unprofiled NVML utilization); where the GPU's activity was "
+        "not recorded, the CPU's wait in them"
     ),
     bucket="sync",
 )
@@ -196,8 +197,18 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
             evidence += "; a copy from or to pageable memory blocks the CPU"
             if copy_stream_syncs(cap, copies) >= 0.5 * copies:
                 evidence += ", then synchronizes its stream: two calls each"
+    cost = idle
+    acct = cap.account
     if idle is not None:
         evidence += "; " + _gap_evidence(ev, cap, idle)
+    elif acct is not None and acct.step_us > 0:
+        # the GPU's idle time unknown (its activity not recorded): the CPU's own
+        # wait in them is what they cost it
+        cost = acct.share("sync")
+        evidence += (
+            f"; the CPU waits {cost * 100:.0f}% of the step in them (the GPU's idle time "
+            "is not recorded)"
+        )
     return [
         finding(
             ev,
@@ -206,8 +217,8 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
             evidence,
             _sync_fix(ev, sources),
             _SYNC_CONFIRM,
-            share=idle,
-            severity=None if idle is not None else WARN,
+            share=cost,
+            severity=None if cost is not None else WARN,
         )
     ]
 
