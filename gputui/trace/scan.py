@@ -379,17 +379,18 @@ def after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interva
     if not sync_calls:
         return []
     starts = [s for s, _ in sync_calls]
-    longest = max(e - s for s, e in sync_calls)
+    # the latest end of the calls up to each: none before it still waits past that
+    reach = list(accumulate((e for _, e in sync_calls), max))
     ends = [hi for _, hi in idle]
     out: list[Interval] = []
     for n, (lo, hi) in enumerate(idle):
         # calls that began by the gap's start, the latest first, back to the
-        # first that could still be waiting at it (calls on two threads overlap)
+        # last that could still be waiting at it (calls on two threads overlap)
         k = bisect.bisect_right(starts, lo)
         for j in range(k - 1, -1, -1):
-            s, e = sync_calls[j]
-            if s + longest < lo:
+            if reach[j] < lo:
                 break
+            s, e = sync_calls[j]
             if lo <= e <= hi:
                 waited = e - s
                 # less the earlier gaps' time within the wait
