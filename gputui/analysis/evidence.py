@@ -388,6 +388,9 @@ class JobEvidence(ValueBase):
     #: a trace's share of the window in long waits on GPU work it did not record
     #: (:attr:`gputui.trace.scan.Sanity.blind_wait_us`)
     blind_wait_share: float = 0.0
+    #: a trace's share of the window inside CUDA graph captures (launches that
+    #: fill a graph and run nothing: one-off, as compiling is)
+    capture_share: float = 0.0
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)
@@ -417,9 +420,15 @@ class JobEvidence(ValueBase):
 
     @property
     def one_off_share(self) -> float:
-        """A trace's share of the window in one-off work (compiling, cold launches)
-        and in waits on work it did not record."""
-        return min(1.0, self.compile_share + self.cold_launch_share + self.blind_wait_share)
+        """A trace's share of the window in one-off work (compiling, cold launches,
+        CUDA graph captures) and in waits on work it did not record."""
+        return min(
+            1.0,
+            self.compile_share
+            + self.cold_launch_share
+            + self.blind_wait_share
+            + self.capture_share,
+        )
 
     @property
     def enough_steps(self) -> bool:

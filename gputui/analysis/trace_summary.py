@@ -250,6 +250,14 @@ def warnings(summary: TraceSummary) -> list[str]:
             "others put theirs in a graph; the launch figures and the GPU's idle time describe the "
             "capture, not the model's run (no launch finding): profile the graphs' replays"
         )
+    if s.graph_capture_us > 0 and not s.records_graphs and summary.window_us is not None:
+        lo, hi = summary.window_us
+        out.append(
+            f"{fmt.ms(s.graph_capture_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window is "
+            "inside CUDA graph captures (a stream's begin-capture call to its end): their "
+            "launch calls put kernels in a graph and run nothing, one-off time left out of "
+            "the launch and idle findings; profile the graphs' replays after the first steps"
+        )
     if s.blind_waits:
         out.append(
             f"{s.blind_waits:,} synchronizing call{'' if s.blind_waits == 1 else 's'} waited "
@@ -364,6 +372,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "kernel_exact_us": round(sanity.kernel_exact_us, 3),
         "kernel_counted_us": sanity.kernel_counted_us,
         "graph_captures": sanity.graph_captures,
+        "graph_capture_us": sanity.graph_capture_us,
         "blind_waits": sanity.blind_waits,
         "blind_wait_us": sanity.blind_wait_us,
     }

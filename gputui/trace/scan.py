@@ -184,6 +184,8 @@ GRAPH_CAPTURES = frozenset(
         "hipStreamBeginCaptureToGraph",
     }
 )
+#: the calls that end one
+_END_CAPTURES = frozenset({"cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"})
 
 
 def is_dataloader(name: str) -> bool:
@@ -557,8 +559,11 @@ class Sanity(ValueBase):
     kernel_exact_us: float = 0.0
     kernel_counted_us: float = 0.0
     #: CUDA graph captures begun (``cudaStreamBeginCapture`` and its twins): the
-    #: launches inside one put kernels in a graph and run nothing
+    #: launches inside one put kernels in a graph and run nothing; and the
+    #: window's time inside them (from a capture's begin to its end on its
+    #: thread, us): one-off time, as compiling is
     graph_captures: int = 0
+    graph_capture_us: float = 0.0
     #: synchronizing calls in the window of COLD_LAUNCH_US or longer during
     #: which the GPU ran nothing the trace recorded (work the profiler did not
     #: see), and their time there (us)
@@ -908,7 +913,8 @@ class Scan:
             compile_us=self._compile_us(),
             cold_launches=len(self._cold_launches),
             cold_launch_us=float(sum(e - s for s, e in self._cold_launches)),
-            graph_captures=self._graph_captures(),
+            graph_captures=self._capture_count(),
+            graph_capture_us=float(length(self._graph_captures)),
             blind_waits=len(self._blind_waits),
             blind_wait_us=float(sum(e - s for s, e in self._blind_waits)),
             **self._kernel_rounding(),
@@ -939,11 +945,31 @@ class Scan:
             if e - s >= COLD_LAUNCH_US and length(intersect([(s, e)], busy)) < 0.01 * (e - s)
         ]
 
-    def _graph_captures(self) -> int:
+    def _capture_count(self) -> int:
         """The CUDA graph captures begun in the trace (:class:`Sanity`)."""
         if self.runtime_names.isdisjoint(GRAPH_CAPTURES):
             return 0
         return sum(1 for r in self.timeline.runtime if r[2] in GRAPH_CAPTURES)
+
+    @cached_property
+    def _graph_captures(self) -> list[Interval]:
+        """The CUDA graph captures in the trace's window, each from its begin
+        call to the next end call on its thread (or the window's end), merged
+        (:class:`Sanity`)."""
+        window = self.window
+        if window is None or self.runtime_names.isdisjoint(GRAPH_CAPTURES):
+            return []
+        lo, hi = window
+        begun: dict[Any, int] = {}
+        out: list[Interval] = []
+        for r in self.timeline.runtime:  # (in start order)
+            name = r[2]
+            if name in GRAPH_CAPTURES:
+                begun.setdefault(r[3], r[0])
+            elif name in _END_CAPTURES and r[3] in begun:
+                out.append((begun.pop(r[3]), r[1]))
+        out.extend((start, hi) for start in begun.values())
+        return merge((max(a, lo), min(b, hi)) for a, b in out if b > lo and a < hi)
 
     def _kernel_rounding(self) -> dict[str, Any]:
         """The kernels that start in the window, their exact time and the time

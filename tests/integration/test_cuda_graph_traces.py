@@ -6,6 +6,7 @@ at."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from gputui.analysis import engine
 from gputui.analysis.trace_evidence import trace_evidence
+from gputui.analysis.trace_summary import warnings
 from gputui.cli import main
 from gputui.commands.analyze_load import load
 
@@ -54,6 +56,28 @@ def test_a_graphed_training_step_is_told_what_runs_outside_its_graphs(case: str)
     # the foreach AdamW left eager: the fused one is named
     assert "the optimizer (multi-tensor) runs outside them" in launch.fix
     assert "torch.optim.AdamW(..., fused=True)" in launch.fix
+
+
+def test_a_trace_with_the_graphs_capture_says_how_long_it_took_and_leaves_it_out() -> None:
+    """The reduce-overhead training step profiled from its second call
+    (``train_reduce_overhead_capture``, H100, torch 2.11): Inductor captures its
+    two graphs inside the window, then replays them.  The captures'
+    launches fill the graphs and run nothing: their time is named, and taken
+    out of the idle time the launch finding claims, as compiling is."""
+    summary = _summary("train_reduce_overhead_capture")
+    sanity = summary.sanity
+    assert sanity.graph_captures == 2 and 0 < sanity.graph_capture_us < 2_000
+    assert not sanity.records_graphs  # most launches ran a kernel: the replays
+    assert any("inside CUDA graph captures" in w for w in warnings(summary))
+    markers = summary.metrics.markers
+    assert markers is not None and markers.cuda_graphs and markers.optimizer_class == "AdamW"
+    ev = trace_evidence(summary)
+    assert ev.capture_share == pytest.approx(sanity.graph_capture_us / 17_824, rel=0.01)
+    (launch,) = [f for f in engine.analyze(ev) if f.rule == "launch.overhead"]
+    whole = engine.analyze(dataclasses.replace(ev, capture_share=0.0))
+    (before,) = [f for f in whole if f.rule == "launch.overhead"]
+    assert launch.impact_pct is not None and before.impact_pct is not None
+    assert launch.impact_pct == pytest.approx(before.impact_pct - ev.capture_share * 100, abs=0.2)
 
 
 def test_the_mfu_peak_follows_the_gemm_kernels_tf32_or_not(
