@@ -391,6 +391,11 @@ class JobEvidence(ValueBase):
     #: a trace's share of the window inside CUDA graph captures (launches that
     #: fill a graph and run nothing: one-off, as compiling is)
     capture_share: float = 0.0
+    #: a trace's share of the window in long set-up calls while the GPU idled
+    #: (:attr:`gputui.trace.scan.Sanity.setup_call_us`: the allocator's first
+    #: reservations, a library's streams and handles): one-off, as cold
+    #: launches are, but counted with torch's dispatch by the step account
+    setup_share: float = 0.0
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)
@@ -421,13 +426,15 @@ class JobEvidence(ValueBase):
     @property
     def one_off_share(self) -> float:
         """A trace's share of the window in one-off work (compiling, cold launches,
-        CUDA graph captures) and in waits on work it did not record."""
+        CUDA graph captures, long set-up calls) and in waits on work it did not
+        record."""
         return min(
             1.0,
             self.compile_share
             + self.cold_launch_share
             + self.blind_wait_share
-            + self.capture_share,
+            + self.capture_share
+            + self.setup_share,
         )
 
     @property

@@ -135,6 +135,7 @@ def trace_evidence(
         records_graphs=summary.sanity.records_graphs,
         blind_wait_share=_window_share(summary, summary.sanity.blind_wait_us),
         capture_share=_window_share(summary, summary.sanity.graph_capture_us),
+        setup_share=_window_share(summary, summary.sanity.setup_call_us),
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
         rocm=summary.rocm,

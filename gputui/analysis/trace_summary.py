@@ -266,6 +266,20 @@ def warnings(summary: TraceSummary) -> list[str]:
             "another process, graphs replayed without kernel records); that time is left out "
             "of the idle GPU's causes"
         )
+    if s.setup_calls and summary.window_us is not None:
+        lo, hi = summary.window_us
+        named = ", ".join(
+            f"{fmt.clean(name, 60)}{f' x{n}' if n > 1 else ''} {fmt.ms(us / 1e6)}"
+            for name, n, us in s.setup_by_name[:4]
+        )
+        out.append(
+            f"{s.setup_calls:,} set-up call{'' if s.setup_calls == 1 else 's'} took "
+            f"{fmt.ms(s.setup_call_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window while the "
+            f"GPU idled ({named}; 100ms or more each): memory reserved or freed, streams or "
+            "handles made, a warm-up (the caching allocator's first reservations, cuDNN's "
+            "algorithm search) that is no cost of the loop, left out of the launch and idle "
+            "findings; profile steps after a warm-up"
+        )
     if s.kernels_before_launch:
         out.append(
             f"{s.kernels_before_launch:,} of {s.kernels_launched:,} kernels start before their "
@@ -375,6 +389,11 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "graph_capture_us": sanity.graph_capture_us,
         "blind_waits": sanity.blind_waits,
         "blind_wait_us": sanity.blind_wait_us,
+        "setup_calls": sanity.setup_calls,
+        "setup_call_us": sanity.setup_call_us,
+        "setup_by_name": [
+            {"name": name, "calls": n, "us": us} for name, n, us in sanity.setup_by_name
+        ],
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -186,6 +186,86 @@ GRAPH_CAPTURES = frozenset(
 )
 #: the calls that end one
 _END_CAPTURES = frozenset({"cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"})
+#: runtime and driver calls that make or free a resource (device or pinned
+#: memory, a stream, an event, a loaded module) or ask the device once for its
+#: properties: set-up.  One of them that takes COLD_LAUNCH_US or longer while
+#: the GPU idles is no cost of the loop but its warm-up (the caching
+#: allocator's first reservations, a library making its streams and handles,
+#: cuDNN's algorithm search freeing its trial workspaces); a loop that frees
+#: and allocates every step has its own finding (memory.malloc_in_loop)
+SETUP_CALLS = frozenset(
+    {
+        *(
+            f"{api}{name}"
+            for api in ("cuda", "hip")
+            for name in (
+                "Malloc",
+                "MallocManaged",
+                "MallocHost",
+                "HostAlloc",
+                "HostMalloc",
+                "Free",
+                "FreeHost",
+                "HostFree",
+                "HostRegister",
+                "HostUnregister",
+                "StreamCreate",
+                "StreamCreateWithFlags",
+                "StreamCreateWithPriority",
+                "StreamDestroy",
+                "EventCreate",
+                "EventCreateWithFlags",
+                "EventDestroy",
+                "GetDeviceProperties",
+                "DeviceGetStreamPriorityRange",
+                "SetDevice",
+                "FuncGetAttributes",
+                "FuncSetAttribute",
+                "MemGetInfo",
+                "DeviceReset",
+            )
+        ),
+        "cudaGetDeviceProperties_v2",
+        *(
+            f"cu{name}{suffix}"
+            for name in (
+                "MemAlloc",
+                "MemFree",
+                "MemAllocHost",
+                "MemFreeHost",
+                "MemHostAlloc",
+                "MemHostRegister",
+                "MemHostUnregister",
+                "MemCreate",
+                "MemRelease",
+                "MemMap",
+                "MemUnmap",
+                "MemSetAccess",
+                "MemAddressReserve",
+                "MemAddressFree",
+                "StreamCreate",
+                "StreamCreateWithPriority",
+                "StreamDestroy",
+                "EventCreate",
+                "EventDestroy",
+                "ModuleLoad",
+                "ModuleLoadData",
+                "ModuleLoadDataEx",
+                "ModuleLoadFatBinary",
+                "ModuleUnload",
+                "LibraryLoadData",
+                "LibraryLoadFromFile",
+                "LibraryUnload",
+                "CtxCreate",
+                "CtxDestroy",
+                "DevicePrimaryCtxRetain",
+                "DevicePrimaryCtxRelease",
+                "MemGetInfo",
+            )
+            for suffix in ("", "_v2")
+        ),
+    }
+)
 
 
 def is_dataloader(name: str) -> bool:
@@ -569,6 +649,13 @@ class Sanity(ValueBase):
     #: see), and their time there (us)
     blind_waits: int = 0
     blind_wait_us: float = 0.0
+    #: set-up calls (SETUP_CALLS) in the window of COLD_LAUNCH_US or longer
+    #: while the GPU was busy less than half of the call, and their time there
+    #: (us): one-off, as cold launches are
+    setup_calls: int = 0
+    setup_call_us: float = 0.0
+    #: the same by name: (name, calls, us), the most time first
+    setup_by_name: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def records_graphs(self) -> bool:
@@ -917,6 +1004,9 @@ class Scan:
             graph_capture_us=float(length(self._graph_captures)),
             blind_waits=len(self._blind_waits),
             blind_wait_us=float(sum(e - s for s, e in self._blind_waits)),
+            setup_calls=len(self._setup_calls),
+            setup_call_us=float(sum(c[1] - c[0] for c in self._setup_calls)),
+            setup_by_name=self._setup_by_name(),
             **self._kernel_rounding(),
         )
 
@@ -944,6 +1034,45 @@ class Scan:
             for s, e in long
             if e - s >= COLD_LAUNCH_US and length(intersect([(s, e)], busy)) < 0.01 * (e - s)
         ]
+
+    @cached_property
+    def _setup_calls(self) -> list[tuple[int, int, str]]:
+        """The set-up calls (:data:`SETUP_CALLS`) in the window of
+        :data:`COLD_LAUNCH_US` or longer (their part in it, and their name)
+        while the GPU was busy less than half of the call: making or freeing a
+        resource, not waiting on the GPU's work (``cudaFree`` first waits for
+        the device)."""
+        window = self.window
+        if window is None or self.runtime_names.isdisjoint(SETUP_CALLS):
+            return []
+        lo, hi = window
+        rt = self.runtime.lists
+        other = RT_OTHER - RT_SYNC
+        long = [
+            (max(r[0], lo), min(r[1], hi), r[2])
+            for calls in (rt[other], rt[other + RT_DRIVER])
+            for r in calls
+            if r[1] - r[0] >= COLD_LAUNCH_US and r[2] in SETUP_CALLS and r[1] > lo and r[0] < hi
+        ]
+        if not long:
+            return []
+        busy = merge((a[0], a[1]) for a in self.timeline.gpu if a[1] > a[0])
+        return [
+            (s, e, name)
+            for s, e, name in long
+            if e - s >= COLD_LAUNCH_US and 2 * length(intersect([(s, e)], busy)) < e - s
+        ]
+
+    def _setup_by_name(self) -> tuple[tuple[str, int, float], ...]:
+        """:meth:`_setup_calls` by name: (name, calls, us), the most time first."""
+        by: dict[str, list[int]] = {}
+        for s, e, name in self._setup_calls:
+            got = by.setdefault(name, [0, 0])
+            got[0] += 1
+            got[1] += e - s
+        return tuple(
+            (name, n, float(us)) for name, (n, us) in sorted(by.items(), key=lambda kv: -kv[1][1])
+        )
 
     def _capture_count(self) -> int:
         """The CUDA graph captures begun in the trace (:class:`Sanity`)."""

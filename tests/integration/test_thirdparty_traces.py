@@ -21,6 +21,7 @@ SWITCH = DATA / "switchtransformers-a100-moe.trace.json.gz"
 PARTICLE = DATA / "particle-transformer-a100-fp16.trace.json.gz"
 PARTICLE_CPU = DATA / "particle-transformer-cpu-on-a100-machine.trace.json.gz"
 SIMPLE_ADD = DATA / "hta-simple-add-benchmark.trace.json.gz"
+ALEXNET = DATA / "hta-alexnet-benchmark.trace.json.gz"
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
@@ -120,3 +121,40 @@ def test_a_benchmark_that_computes_on_the_cpu_between_syncs_is_told_its_host_ops
     idle = {b: us * account["steps"] for b, us in account["gpu_idle_us"].items()}
     assert idle["sync"] <= waited + len(syncs)  # (each call's ends to whole microseconds)
     assert idle["dispatch"] > 5 * idle["sync"]
+
+
+def test_alexnet_warm_up_is_set_up_not_a_launch_bound_step(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """HTA's alexnet benchmark: a trace without step marks whose window (the span
+    of GPU activity, 13 s) is nearly all the warm-up forward: its first
+    convolution frees cuDNN's trial workspaces (cudaFree, 6.5 s), the caching
+    allocator reserves (cudaMalloc) and cuDNN makes its streams while the GPU
+    idles, and CUDA loads a module on a first launch (3 s).  It read as a
+    launch-bound step (crit, 71%)."""
+    (rank,) = analyze(capsys, ALEXNET)["ranks"]
+    assert "launch.overhead" not in rules(rank)
+    assert "launch.idle_gaps" not in rules(rank)
+    # the set-up calls, counted from the raw events: the long ones in the window
+    lo, hi = rank["window"]["start_us"], rank["window"]["end_us"]
+    with gzip.open(ALEXNET) as fh:
+        events = json.load(fh)["traceEvents"]
+    made = {"cudaFree", "cudaMalloc", "cudaStreamCreateWithFlags"}
+    long = [
+        e
+        for e in events
+        if e.get("name") in made
+        and e["dur"] >= 100_000
+        and e["ts"] < hi
+        and e["ts"] + e["dur"] > lo
+    ]
+    sanity = rank["sanity"]
+    assert sanity["setup_calls"] == len(long) == 7
+    assert sanity["setup_call_us"] == pytest.approx(sum(e["dur"] for e in long), abs=len(long))
+    assert [s["name"] for s in sanity["setup_by_name"]] == [
+        "cudaFree",
+        "cudaMalloc",
+        "cudaStreamCreateWithFlags",
+    ]
+    warning = next(w for w in rank["warnings"] if "set-up calls" in w)
+    assert warning.startswith("7 set-up calls took 9133ms of the 13.0s window")

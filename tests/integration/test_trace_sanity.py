@@ -625,3 +625,42 @@ def test_syncs_in_a_trace_without_gpu_records_cost_the_cpus_wait(
     share = rank["account"]["sync_pct"]
     assert sync["impact_pct"] == pytest.approx(share, abs=0.2)
     assert (sync["severity"] == "info") is (share < 5)
+
+
+@pytest.mark.parametrize("case", ["idle", "busy", "other"])
+def test_a_long_set_up_call_on_an_idle_gpu_is_warm_up_not_launch_overhead(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+) -> None:
+    """HTA's alexnet benchmark: its warm-up's first convolution frees 6.5 s of
+    cuDNN's trial workspaces (cudaFree) while the GPU idles, inside a window
+    without step marks; billed as torch dispatch, it read as a launch-bound
+    step.  A set-up call that long on an idle GPU is warm-up.  The controls:
+    the same cudaFree while a kernel runs (it waits for the device), and the
+    same time in a call that makes nothing."""
+    t = TraceBuilder()
+    t.launch(0.0, 5.0, GEMM, 10.0, 50.0 if case != "busy" else 300_500.0)
+    t.op("aten::cudnn_convolution", 100.0, 300_200.0)
+    t.call("cudaPeekAtLastError" if case == "other" else "cudaFree", 150.0, 300_000.0)
+    t0 = 300_400.0
+    for k in range(400):  # then ops that each launch a tiny kernel
+        at = t0 + k * 60.0
+        t.op("aten::add", at, 50.0)
+        t.launch(at + 20.0, 10.0, ADD, at + 35.0, 3.0)
+    rank, text = analyze(capsys, t.write(tmp_path / f"{case}.pt.trace.json"))
+    sanity = rank["sanity"]
+    rules = [f["rule"] for f in rank["findings"]]
+    if case != "idle":
+        assert sanity["setup_calls"] == 0 and sanity["setup_by_name"] == []
+        assert not any("set-up call" in w for w in rank["warnings"])
+        if case == "other":  # the same time billed as dispatch reads launch-bound
+            assert rules[0] == "launch.overhead"
+        return
+    assert sanity["setup_calls"] == 1
+    assert sanity["setup_call_us"] == 300_000.0
+    assert sanity["setup_by_name"] == [{"name": "cudaFree", "calls": 1, "us": 300_000.0}]
+    assert "1 set-up call took 300ms of the 324ms window while the GPU idled (cudaFree 300ms" in (
+        text
+    )
+    # the account still counts it as torch dispatch: it is the job's time
+    assert rank["account"]["dispatch_pct"] > 80
+    assert "launch.overhead" not in rules and "launch.idle_gaps" not in rules

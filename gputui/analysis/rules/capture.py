@@ -446,9 +446,11 @@ def _pin_fix(ev: JobEvidence) -> str:
         "count {idle.profiler_slowdown} slower than the job's own), and, with a step "
         "account, kernel launch (less a trace's cold launch calls: 100ms or more, or a "
         "kernel's first launch of 1ms or more on an idle GPU) + torch dispatch (less the "
-        "ops that average {launch.cpu_op_us} or more a call: CPU work) >= "
-        "{launch.issue_share} of the step and the largest CPU-side share (a "
-        "trace's one-off time, compiling and cold launches, out of the idle share); "
+        "ops that average {launch.cpu_op_us} or more a call: CPU work, and a trace's "
+        "set-up calls of 100ms or more on an idle GPU: cudaMalloc, cudaFree, stream "
+        "creation) >= {launch.issue_share} of the step and the largest CPU-side share (a "
+        "trace's one-off time, compiling, cold launches and set-up calls, out of the idle "
+        "share); "
         "without one, kernels average < {launch.short_kernel_us} or "
         "{launch.tiny_share} of them are < {launch.tiny_kernel_us}; cost: the idle share, at "
         "most launch + dispatch; not on a trace that records CUDA graph captures where most "
@@ -469,8 +471,11 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         launch = max(0.0, acct.share("launch") - ev.cold_launch_share)
         # nor is the time torch's ops spent computing on the CPU (their own rules
         # speak of it: cpu.tensor_creation)
+        # nor a trace's long set-up calls (the allocator's first reservations, a
+        # library's streams and handles), which the account counts as dispatch
         cpu_work = min(
-            acct.share("dispatch"), cap.cpu_work_us(CPU_OP_US) / cap.steps / acct.step_us
+            acct.share("dispatch"),
+            cap.cpu_work_us(CPU_OP_US) / cap.steps / acct.step_us + ev.setup_share,
         )
         issuing = launch + acct.share("dispatch") - cpu_work
         if issuing < LAUNCH_SHARE or cpu_side_largest(acct, cpu_work) != "launch":
@@ -643,7 +648,7 @@ _WHILE = {
     ("capture",),
     trigger=(
         "capture: the GPU idles (less a trace's one-off time: torch.compile's compiling "
-        "ranges, cold launch calls) "
+        "ranges, cold launch calls, CUDA graph captures, long set-up calls) "
         ">= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
