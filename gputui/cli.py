@@ -257,6 +257,7 @@ def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
             if extra:  # said by the sub-command's parser: "gputui analyze: ..."
                 command.error(f"unrecognized arguments: {' '.join(extra)}")
             plain_terminal(args)
+            args.leaving = leaving
             return int(args.func(args) or 0)
         monitor_parser = build_monitor_parser()
         # "--demo attach": a sub-command after the option that takes a name
@@ -315,17 +316,22 @@ def entry() -> NoReturn:
     """The ``gputui`` command (console script and ``python -m gputui``)."""
     argv = normalize(sys.argv[1:])
     one_shot = "--once" in argv and not (argv and argv[0] in SUBCOMMANDS)
-    if one_shot:
+    # `gputui analyze` prints its report and ends: the last trace's records (a
+    # quarter of a second a gigabyte to free) and the modules are the kernel's
+    leaving = one_shot or bool(argv and argv[0] == "analyze")
+    if leaving:
         # Imports and decoding make objects by the ten thousand, none of them in a
         # cycle: the cyclic collector would walk them again and again (a tenth of
-        # the monitor's one-shot) for a process that ends in a moment.  Reference
-        # counting still frees them.
+        # the monitor's one-shot; the last trace's records, held to the end, at
+        # each of the rules' collections) for a process that ends in a moment.
+        # Reference counting still frees them.
         gc.disable()
-    code = main(argv, leaving=one_shot)
-    if one_shot:
-        # The monitor's one-shot output is written and nothing runs after it: leave
-        # without the interpreter's teardown of every module and thread, which is
-        # measurable in `gputui --once`'s run time.  Flushed first: nothing is lost.
+    code = main(argv, leaving=leaving)
+    if leaving:
+        # The one-shot output (the monitor's, or analyze's report) is written and
+        # nothing runs after it: leave without the interpreter's teardown of every
+        # module, thread and record, which is measurable in both run times.
+        # Flushed first: nothing is lost.
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -91,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
         max(args.top, TOP_ROWS),
         warnings,
         jobs=args.jobs,
+        leaving=getattr(args, "leaving", False),
     )
     if warnings:
         from gputui.reports.text import say

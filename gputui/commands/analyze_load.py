@@ -133,12 +133,15 @@ def load(
     *,
     jobs: int | None = None,
     progress: TextIO | None = None,
+    leaving: bool = False,
 ) -> list[TraceSummary]:
     """Every trace file named by ``paths``, summarized, by rank.  A file named
     twice, or a copy of another (the same trace_id), is read once; ``warnings``
     gets a line for each, and for each reason the files are not the ranks of one
     job (``analyze_ranks``).  ``jobs``: files read at once (default: one per
-    CPU).  ``progress``: the stream for the progress bar (a terminal's)."""
+    CPU).  ``progress``: the stream for the progress bar (a terminal's).
+    ``leaving``: the process ends right after (``gputui analyze``): the last
+    trace read in this process is not freed (:data:`LEFT_TO_EXIT`)."""
     from gputui.tracefile.reader import find_traces
 
     said: list[str] = [] if warnings is None else warnings
@@ -149,10 +152,16 @@ def load(
         with without_cyclic_gc():
             n = workers_for(len(files), jobs)
             if n == 1:
-                return _serial(files, sizes, include_last_step, top, said, bar)
+                return _serial(files, sizes, include_last_step, top, said, bar, leaving)
             return _parallel(files, n, include_last_step, top, said, bar)
     finally:
         bar.close()
+
+
+#: the last trace ``gputui analyze`` read, held until the process ends: freeing
+#: its millions of records costs a quarter of a second a gigabyte of JSON, and
+#: the command leaves without the interpreter's teardown (``cli.entry``)
+LEFT_TO_EXIT: list[Any] = []
 
 
 def _size(path: Path) -> int:
@@ -169,6 +178,7 @@ def _serial(
     top: int,
     warnings: list[str],
     bar: LoadProgress,
+    leaving: bool = False,
 ) -> list[TraceSummary]:
     from gputui.tracefile.reader import read_trace
 
@@ -196,6 +206,8 @@ def _serial(
             out.append(_summary(tf, tf.rank, "distributedInfo", include_last_step, top))
         else:
             out.append(_summary(tf, position, "order", include_last_step, top))
+        if leaving and done == len(files) - 1:
+            LEFT_TO_EXIT[:] = [tf]
         del tf  # one file's events at a time
         bar.update(before_bytes, before_events, done + 1)
     warnings.extend(job_warnings(origins))

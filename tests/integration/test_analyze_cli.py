@@ -664,3 +664,53 @@ def test_an_expert_parallel_exchange_is_communication(
     flat = " ".join(out.split())
     assert code == 0
     assert "no communication kernels by HTA's definition (NCCL's); the 18.0ms of other" in flat
+
+
+def test_the_command_leaves_without_teardown_and_loses_no_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``gputui analyze`` as a command ends with ``os._exit`` (no interpreter
+    teardown, the last trace's records left to the kernel): its whole report
+    still reaches a pipe, the same as the in-process run's, and a bad file
+    still gets one line and status 2."""
+    import subprocess
+
+    path = DATA / "dataloader.pt.trace.json.gz"
+    code, expected, _err = run(capsys, str(path), "--json", "--top", "1000")
+    assert code == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "analyze", str(path), "--json", "--top", "1000"],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == b""
+    assert json.loads(done.stdout) == json.loads(expected)
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_bytes(b"{")
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "analyze", str(bad)],
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.count(b"\n") == 1 and b"bad.pt.trace.json" in done.stderr
+
+
+@pytest.mark.parametrize("leaving", [True, False])
+def test_only_a_leaving_load_holds_its_last_trace(leaving: bool) -> None:
+    """The records of the last trace read are held to the process's end only
+    where it ends right after (the command); a caller that goes on (the tests,
+    a long-lived process) gets them freed."""
+    from gputui.commands import analyze_load
+
+    analyze_load.LEFT_TO_EXIT.clear()
+    paths = [str(DATA / "dataloader.pt.trace.json.gz"), str(DATA / "healthy.pt.trace.json.gz")]
+    try:
+        summaries = analyze_load.load(paths, jobs=1, leaving=leaving)
+        assert len(summaries) == 2
+        held = [tf.path for tf in analyze_load.LEFT_TO_EXIT]
+        assert held == ([paths[1]] if leaving else [])
+    finally:
+        analyze_load.LEFT_TO_EXIT.clear()
