@@ -107,6 +107,9 @@ class CaptureView(ValueBase):
     #: marks); False for a trace without marks, whose one step is its whole
     #: window, the program's first iterations (the allocator's warm-up) included
     marked_steps: bool = True
+    #: the share of the window's kernels that ran under TINY_KERNEL_US, counted
+    #: one by one (a trace's); None: estimated from the kernel rows' means
+    tiny_share_counted: float | None = None
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
     first_step: int | None = None
@@ -237,8 +240,12 @@ class CaptureView(ValueBase):
         return self.kernel_total_us / self.kernel_calls if self.kernel_calls else None
 
     def tiny_kernel_share(self) -> float | None:
-        """Share of the top kernels' launches that are shorter than TINY_KERNEL_US
-        on average (the top rows cover most launches of a step)."""
+        """Share of the kernel launches that ran shorter than TINY_KERNEL_US:
+        counted one by one where a trace has them, else the top rows' launches
+        whose kernel is that short on average (the top rows cover most launches
+        of a step)."""
+        if self.tiny_share_counted is not None:
+            return self.tiny_share_counted
         calls = sum(k.calls for k in self.kernels if k.kernel_class not in _NOT_KERNELS)
         if not calls:
             return None

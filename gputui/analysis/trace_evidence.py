@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from gputui.analysis import engine
 from gputui.analysis.evidence import (
+    TINY_KERNEL_US,
     CaptureView,
     JobEvidence,
     RankEvidence,
@@ -30,6 +31,7 @@ from gputui.analysis.trace_summary import WINDOW_STEPS, TraceSummary
 from gputui.protocol.messages import DATA
 from gputui.protocol.steps import StepRecord
 from gputui.protocol.trace_metrics import ACCOUNT_BUCKETS
+from gputui.trace.scan import TINY_KERNEL_NS
 
 #: the name of a traced step's time outside data loading (no rule reads it)
 TRACED = "traced"
@@ -110,7 +112,18 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         markers=summary.metrics.markers,
         op_rows=summary.op_rows,
         marked_steps=summary.window_kind == WINDOW_STEPS,
+        tiny_share_counted=_tiny_share(summary),
     )
+
+
+def _tiny_share(summary: TraceSummary) -> float | None:
+    """The share of the window's kernels under the analyzer's tiny-kernel
+    threshold, counted one by one (the trace's count is of those under 10 us:
+    None for another threshold, or a window without kernels)."""
+    s = summary.sanity
+    if not s.kernels_in_window or TINY_KERNEL_US * 1000 != TINY_KERNEL_NS:
+        return None
+    return s.kernels_under_10us / s.kernels_in_window
 
 
 def trace_evidence(

@@ -385,6 +385,8 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "kernel_records": sanity.kernel_records,
         "kernel_exact_us": round(sanity.kernel_exact_us, 3),
         "kernel_counted_us": sanity.kernel_counted_us,
+        "kernels_in_window": sanity.kernels_in_window,
+        "kernels_under_10us": sanity.kernels_under_10us,
         "graph_captures": sanity.graph_captures,
         "graph_capture_us": sanity.graph_capture_us,
         "blind_waits": sanity.blind_waits,

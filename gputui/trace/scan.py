@@ -638,6 +638,9 @@ class Sanity(ValueBase):
     kernels_in_window: int = 0
     kernel_exact_us: float = 0.0
     kernel_counted_us: float = 0.0
+    #: of the kernels that start in the window, those that ran less than
+    #: TINY_KERNEL_NS, counted one by one (a kernel table's means cannot say it)
+    kernels_under_10us: int = 0
     #: CUDA graph captures begun (``cudaStreamBeginCapture`` and its twins): the
     #: launches inside one put kernels in a graph and run nothing; and the
     #: window's time inside them (from a capture's begin to its end on its
@@ -670,6 +673,9 @@ COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 #: takes microseconds, CUDA's lazy loading of a module or a JIT compile of its
 #: kernels on first use tens to thousands of milliseconds
 COLD_LAUNCH_US = 100_000
+#: a kernel shorter than this (ns) is a tiny one: the launch costs more than it
+#: runs (Sanity.kernels_under_10us; the analyzer's launch.tiny_kernel_us)
+TINY_KERNEL_NS = 10_000
 #: a shorter launch call is a first use as well where it is the first launch of
 #: its kernel in the trace, takes this long (us) and the GPU idles through most
 #: of it: CUDA's lazy loading of a kernel's module takes milliseconds, where a
@@ -1107,17 +1113,21 @@ class Scan:
         if window is None:
             return {}
         lo, hi = window
-        n = exact = counted = 0
+        n = exact = counted = tiny = 0
+        tiny_ns = TINY_KERNEL_NS
         for kernels in self.gpu.per_device.values():
             for a in kernels:
                 if lo <= a[0] < hi:
                     n += 1
                     exact += a[2]
                     counted += a[1] - a[0]
+                    if a[2] < tiny_ns:
+                        tiny += 1
         return {
             "kernels_in_window": n,
             "kernel_exact_us": exact / 1000.0,
             "kernel_counted_us": float(counted),
+            "kernels_under_10us": tiny,
         }
 
     @cached_property

@@ -151,10 +151,12 @@ def test_every_section_prints_the_ledgers_figures(
         hta = hta.split("\n\n", 1)[0]
         assert "HTA's kernel launches" in hta or "kernel launches" not in hta
         busy = re.search(r"idle (\d+\.\d)%", hta)
+        # (beyond the rounding of the figure shown to tenths: 99.5% idle is
+        # 0.45-0.55% busy, which the account may round to 0 or 1)
         if (
             busy
             and values["busy"] is not None
-            and round(100.0 - float(busy.group(1))) != round(100.0 * values["busy"])
+            and abs(100.0 - float(busy.group(1)) - 100.0 * values["busy"]) > 1.0
         ):
             assert "are not the account's" in hta, hta
     # the breakdown's figures that are not the ledger's are not called by its names

@@ -664,3 +664,24 @@ def test_a_long_set_up_call_on_an_idle_gpu_is_warm_up_not_launch_overhead(
     # the account still counts it as torch dispatch: it is the job's time
     assert rank["account"]["dispatch_pct"] > 80
     assert "launch.overhead" not in rules and "launch.idle_gaps" not in rules
+
+
+def test_tiny_kernels_are_counted_one_by_one_not_by_their_names_mean(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One kernel name run 90 times for 3 us and 10 times for 100 us averages
+    12.7 us: by the name's mean none is tiny, one by one 90% are."""
+    t = TraceBuilder()
+    for k in range(3):
+        t0 = k * 5_000.0
+        t.step(k + 1, t0, 4_500.0)
+        for j in range(100):
+            at = t0 + 50.0 + 40.0 * j
+            t.op("aten::add", at, 35.0)
+            t.launch(at + 5.0, 10.0, ADD, at + 20.0, 100.0 if j % 10 == 9 else 3.0)
+    rank, text = analyze(capsys, t.write(tmp_path / "tiny.pt.trace.json"))
+    assert rank["sanity"]["kernels_under_10us"] == 270
+    assert rank["sanity"]["kernels_in_window"] == 300
+    launch = next(f for f in rank["findings"] if f["rule"] == "launch.overhead")
+    assert "90% of them under 10us" in launch["evidence"]
+    assert launch["title"].endswith("many tiny kernels")
