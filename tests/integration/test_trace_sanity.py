@@ -679,7 +679,7 @@ def test_tiny_kernels_are_counted_one_by_one_not_by_their_names_mean(
             at = t0 + 50.0 + 40.0 * j
             t.op("aten::add", at, 35.0)
             t.launch(at + 5.0, 10.0, ADD, at + 20.0, 100.0 if j % 10 == 9 else 3.0)
-    rank, text = analyze(capsys, t.write(tmp_path / "tiny.pt.trace.json"))
+    rank, _text = analyze(capsys, t.write(tmp_path / "tiny.pt.trace.json"))
     assert rank["sanity"]["kernels_under_10us"] == 270
     assert rank["sanity"]["kernels_in_window"] == 300
     launch = next(f for f in rank["findings"] if f["rule"] == "launch.overhead")
