@@ -928,6 +928,81 @@ def case_tf32_mlp(out: Path) -> Path:
     return _fp32_mlp(out, "tf32_mlp", tf32=True)
 
 
+def case_conv_warmup(out: Path) -> Path:
+    """A small CNN with cuDNN's autotuning on (torch.backends.cudnn.benchmark),
+    profiled from its first iteration without a schedule or prof.step(), as a
+    first profile often is: the window holds the warm-up (cuDNN's algorithm
+    search, the caching allocator's first reservations, CUDA loading kernels)."""
+    torch.backends.cudnn.benchmark = True
+    try:
+        model = nn.Sequential(
+            nn.Conv2d(3, 64, 7, stride=2, padding=3),
+            nn.ReLU(),
+            nn.Conv2d(64, 128, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(128, 256, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(256, 256, 3, padding=1),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(256, 1000),
+        ).to(DEV)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(64, 3, 224, 224, device=DEV)
+        step = train_step(model, opt, x)
+        raw = out / "conv_warmup.pt.trace.json"
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        ) as prof:
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(str(raw))
+        return gzipped(raw)
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def case_partly_compiled(out: Path) -> Path:
+    """An eager model of many small layers whose one helper (a gated
+    activation) is compiled: torch.compile ran, yet its region issues few of
+    the step's launches."""
+
+    @torch.compile
+    def gate(h: torch.Tensor) -> torch.Tensor:
+        a, b = h.chunk(2, dim=-1)
+        return a * torch.sigmoid(b)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = nn.Linear(256, 512)
+            self.down = nn.Linear(256, 256)
+            self.norm = nn.LayerNorm(256)
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            return h + self.down(self.norm(torch.relu(self.up(h)[..., :256])))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(Block() for _ in range(12))
+            self.head = nn.Linear(256, 512)
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            for block in self.blocks:
+                h = block(h)
+            return gate(self.head(h))
+
+    model = Net().to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(64, 256, device=DEV)
+    step = train_step(model, opt, x)
+    for _ in range(3):  # compile first
+        step()
+    return profiled(out, "partly_compiled", step)
+
+
 CASES = {
     name.removeprefix("case_"): fn
     for name, fn in sorted(globals().items())

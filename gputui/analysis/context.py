@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.protocol.messages import BACKWARD, OPTIMIZER
 from gputui.protocol.value import ValueBase, value_class
 
@@ -21,11 +22,19 @@ if TYPE_CHECKING:
     from gputui.protocol.compile import CompileReason, CompileReport
     from gputui.protocol.trace_metrics import JobMarkers
 
+#: torch.compile's regions' share of the launches from which a job counts as
+#: compiled (the advice for a compiled job), not as eager with one region compiled
+COMPILED_SHARE = thresholds.value("launch.compiled_share")
+
 
 @value_class
 class JobContext(ValueBase):
     #: compiled by torch.compile (None: nothing tells)
     compiled: bool | None = None
+    #: the share of the launches torch.compile's regions made (None: unknown,
+    #: or nothing compiled): a compiled job whose regions make few of them
+    #: runs mostly eager
+    compiled_share: float | None = None
     #: steps run through CUDA graphs (mode="reduce-overhead", or by hand)
     cuda_graphs: bool = False
     #: a backward pass or an optimizer runs in the steps (None: nothing tells)
@@ -50,6 +59,14 @@ class JobContext(ValueBase):
     @property
     def inference(self) -> bool:
         return self.training is False
+
+    @property
+    def mostly_compiled(self) -> bool:
+        """torch.compile ran, and its regions issue a fair share of the step
+        (:data:`COMPILED_SHARE` of the launches, where that is known)."""
+        return self.compiled is True and (
+            self.compiled_share is None or self.compiled_share >= COMPILED_SHARE
+        )
 
     def break_where(self) -> str | None:
         """``forward (train.py:12): Tensor.item()``: the most frequent graph
@@ -89,6 +106,7 @@ def job_context(
         training = False
     return JobContext(
         compiled=compiled,
+        compiled_share=None if markers is None else markers.compiled_launch_share,
         cuda_graphs=bool(markers and markers.cuda_graphs),
         training=training,
         collectives=() if markers is None else markers.collectives,

@@ -103,6 +103,8 @@ launch.cpu_op_us            1000        us       a torch op this slow a call com
 launch.short_kernel_us      20          us       a mean kernel this short is launch-bound
 launch.tiny_kernel_us       10          us       a kernel this short is tiny
 launch.tiny_share           0.5         share    tiny kernels' share of the launches
+launch.compiled_share       0.25        share    torch.compile's regions' share of the launches
+                                                 from which the job counts as compiled
 idle.share                  0.15        share    the GPU's idle share worth a finding
 idle.share_profiled         0.35        share    ... when only a profiled capture without a step
                                                  account saw it

@@ -400,6 +400,11 @@ class JobMarkers(spec.Wire):
     #: it ("AdamW", "SGD"); None (absent) where none, several, or from an older
     #: gputui
     optimizer_class: str | None = spec.text(None, 64, omit_none=True)
+    #: of the window's kernel launch calls, the share made inside torch.compile's
+    #: ranges (on their thread): near 1 where the compiled code issues the
+    #: step, near 0 where one small region is compiled and the rest runs eager;
+    #: None (absent) where nothing is compiled, or from an older gputui
+    compiled_launch_share: float | None = spec.number(None, hi=1.0 + 1e-6, omit_none=True)
 
     @property
     def training(self) -> bool:

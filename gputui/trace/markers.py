@@ -34,10 +34,11 @@ import re
 from collections.abc import Iterable
 from itertools import compress
 from operator import itemgetter
+from typing import Any
 
 from gputui.protocol.trace_metrics import JobMarkers
 from gputui.trace.kernels import expert_exchange
-from gputui.trace.timeline import KERNEL, HostRange, Timeline
+from gputui.trace.timeline import GPU_ANNOTATION, KERNEL, HostRange, Timeline
 
 _NAME = itemgetter(2)
 
@@ -221,6 +222,46 @@ def _collective(name: str) -> str | None:
     return None
 
 
+def compiled_names(range_names: Iterable[str]) -> set[str]:
+    """The names of torch.compile's ranges among ``range_names``."""
+    return {name for name in range_names if name.startswith(_COMPILED_RANGES)}
+
+
+def compiled_launch_share(
+    ranges: Iterable[HostRange], launches: list[Any], names: set[str]
+) -> float | None:
+    """The share of ``launches`` (kernel launch calls, in start order) that
+    start inside one of torch.compile's ranges (``names``: those of the
+    trace, :func:`compiled_names`) on their thread: how much of the step the
+    compiled code issues.  None without such ranges or launches."""
+    if not names or not launches:
+        return None
+    spans: dict[Any, list[tuple[int, int]]] = {}
+    for r in ranges:
+        if r[2] in names and r[4] != GPU_ANNOTATION:
+            spans.setdefault(r[3], []).append((r[0], r[1]))
+    if not spans:
+        return None
+    merged: dict[Any, tuple[list[int], list[int]]] = {}
+    for tid, got in spans.items():
+        starts: list[int] = []
+        ends: list[int] = []
+        for a, b in sorted(got):
+            if ends and a <= ends[-1]:
+                ends[-1] = max(ends[-1], b)
+            else:
+                starts.append(a)
+                ends.append(b)
+        merged[tid] = (starts, ends)
+    inside = 0
+    for c in launches:
+        on = merged.get(c[3])
+        if on is not None:
+            k = bisect.bisect_right(on[0], c[0]) - 1
+            inside += k >= 0 and c[0] < on[1][k]
+    return inside / len(launches)
+
+
 def job_markers(timeline: Timeline) -> JobMarkers:
     """The markers of one timeline (each distinct name looked at once)."""
     return markers_of(
@@ -248,10 +289,12 @@ def markers_of(
     runtime_names: Iterable[str],
     kernel_names: Iterable[str],
     ranges: Iterable[HostRange] = (),
+    compiled_share: float | None = None,
 ) -> JobMarkers:
     """The markers of a timeline's distinct names: its host ranges', its runtime
     calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
-    SDPA's own ops show of its inputs."""
+    SDPA's own ops show of its inputs; ``compiled_share``: the share of the
+    launches made inside torch.compile's ranges (:func:`compiled_launch_share`)."""
     compiled = cuda_graphs = backward = optimizer = False
     optimizers: set[str] = set()  # the optimizer classes the step ranges name
     loader: str | None = None
@@ -308,4 +351,5 @@ def markers_of(
         loader=loader,
         framework=framework,
         optimizer_class=min(optimizers) if len(optimizers) == 1 else None,
+        compiled_launch_share=compiled_share if compiled else None,
     )

@@ -1153,6 +1153,25 @@ class Scan:
             )
         return [(max(r[0], lo), min(r[1], hi)) for r in cold]
 
+    def window_kernel_launches(self) -> list[Any]:
+        """The kernel launch calls (any API, graph launches too) that start in
+        the window, in start order."""
+        window = self.window
+        if window is None:
+            return []
+        lo, hi = window
+        rt = self.runtime.lists
+        kernel_launches = KERNEL_LAUNCHES
+        return sorted(
+            (
+                r
+                for calls in (rt[RT_LAUNCH - RT_SYNC], rt[RT_LAUNCH - RT_SYNC + RT_DRIVER])
+                for r in calls
+                if lo <= r[0] < hi and r[2] in kernel_launches
+            ),
+            key=_START,
+        )
+
     def launchers(self, names: set[str]) -> frozenset[str]:
         """Those of ``names`` (host ops) that queued GPU work in the window: a
         kernel launch or an async copy names the op as its External id, or,

@@ -27,7 +27,7 @@ from gputui.protocol.trace_metrics import (
     TraceMetrics,
 )
 from gputui.trace.account import step_account
-from gputui.trace.markers import markers_of
+from gputui.trace.markers import compiled_launch_share, compiled_names, markers_of
 from gputui.trace.scan import (
     HTA_LAUNCH_CALLS,
     KERNEL_WAIT_US,
@@ -91,9 +91,22 @@ def compute(
         step_breakdown=step_breakdown(timeline, scan),
         account=step_account(timeline, scan),
         markers=markers_of(
-            scan.range_names, scan.runtime_names, scan.gpu.kernel_names, timeline.ranges
+            scan.range_names,
+            scan.runtime_names,
+            scan.gpu.kernel_names,
+            timeline.ranges,
+            compiled_share=_compiled_share(scan),
         ),
     )
+
+
+def _compiled_share(scan: Scan) -> float | None:
+    """The share of the window's kernel launches made inside torch.compile's
+    ranges (None where none ran)."""
+    names = compiled_names(scan.range_names)
+    if not names:
+        return None
+    return compiled_launch_share(scan.timeline.ranges, scan.window_kernel_launches(), names)
 
 
 def hta_metrics(

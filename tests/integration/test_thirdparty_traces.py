@@ -22,6 +22,7 @@ PARTICLE = DATA / "particle-transformer-a100-fp16.trace.json.gz"
 PARTICLE_CPU = DATA / "particle-transformer-cpu-on-a100-machine.trace.json.gz"
 SIMPLE_ADD = DATA / "hta-simple-add-benchmark.trace.json.gz"
 ALEXNET = DATA / "hta-alexnet-benchmark.trace.json.gz"
+B200_EAGER = DATA / "tracelens-b200-eager.trace.json.gz"
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
@@ -177,3 +178,37 @@ def test_the_share_of_tiny_kernels_is_counted_kernel_by_kernel(
     assert (sanity["kernels_in_window"], sanity["kernels_under_10us"]) == (len(kernels), len(tiny))
     launch = next(f for f in rank["findings"] if f["rule"] == "launch.overhead")
     assert f", {round(100 * len(tiny) / len(kernels))}% of them under 10us" in launch["evidence"]
+
+
+def test_one_small_compiled_region_does_not_make_an_eager_model_compiled(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """TraceLens' B200 "eager" trace: one Torch-Compiled Region of 0.6 ms (one
+    Triton kernel) among 768 kernel launches of an 84 ms window.  The launch
+    advice was the compiled job's ("the model is already compiled"); it runs
+    eager, and the advice says how little the compiled region issues."""
+    (rank,) = analyze(capsys, B200_EAGER)["ranks"]
+    lo, hi = rank["window"]["start_us"], rank["window"]["end_us"]
+    with gzip.open(B200_EAGER) as fh:
+        events = json.load(fh)["traceEvents"]
+    regions = [e for e in events if e.get("name", "").startswith("Torch-Compiled Region")]
+    launches = [
+        e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver")
+        and e["name"].startswith(("cudaLaunchKernel", "cuLaunchKernel"))
+        and lo <= e["ts"] < hi
+    ]
+    inside = [
+        c
+        for c in launches
+        if any(r["tid"] == c["tid"] and r["ts"] <= c["ts"] < r["ts"] + r["dur"] for r in regions)
+    ]
+    markers = rank["markers"]
+    assert markers["compiled"] is True
+    assert markers["compiled_launch_share"] == pytest.approx(len(inside) / len(launches))
+    assert len(inside) == 1 and len(launches) == 768
+    (launch,) = [f for f in rank["findings"] if f["rule"] == "launch.overhead"]
+    assert not launch["fix"].startswith("the model is already compiled")
+    assert launch["fix"].startswith("launch fewer, larger kernels: torch.compile(model)")
+    assert "its regions made under 1% of the kernel launches" in launch["fix"]

@@ -633,8 +633,32 @@ def test_workers_that_wait_for_work_are_not_told_to_multiply(offset: float) -> N
     assert ("raise num_workers" in f.fix) is (offset < 0)
 
 
+@pytest.mark.parametrize("offset", [0.01, -0.01])
+def test_a_job_whose_compiled_regions_issue_little_is_told_it_runs_eager(offset: float) -> None:
+    """``launch.compiled_share`` decides whether the launch finding speaks to a
+    compiled job (its compiled graphs' overhead) or to an eager one with a
+    compiled region (compile what issues the rest), not whether it speaks."""
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    share = t("launch.compiled_share") + offset
+    marks = JobMarkers(compiled=True, compiled_launch_share=share)
+    (f,) = [
+        f
+        for f in engine.analyze(evidence(cap=launch_bound(markers=marks)))
+        if f.rule == "launch.overhead"
+    ]
+    assert f.fix.startswith("the model is already compiled") is (offset > 0)
+    eager = f"its regions made {share * 100:.0f}% of the kernel launches"
+    assert (eager in f.fix) is (offset < 0)
+
+
 def test_every_threshold_has_a_boundary_case() -> None:
-    assert set(CASES) | {"memory.oom_soon_s", "data.hot_share", "data.workers_idle"} == set(TABLE)
+    assert set(CASES) | {
+        "memory.oom_soon_s",
+        "data.hot_share",
+        "data.workers_idle",
+        "launch.compiled_share",
+    } == set(TABLE)
 
 
 def test_the_printed_trigger_is_the_tables() -> None:

@@ -579,7 +579,7 @@ def launch_fix(ev: JobEvidence) -> str:
             "the ops between graph launches in the trace, move them into the captured region "
             f"or off the step, and {more_work}{optimizer}"
         )
-    if ctx.compiled:
+    if ctx.mostly_compiled:
         blocked = ctx.break_where()
         return (
             "the model is already compiled: launch cost is now the Python and C++ around "
@@ -607,6 +607,16 @@ def launch_fix(ev: JobEvidence) -> str:
             "; if the model is already wrapped in torch.compile, no compiled region ran "
             "here: a graph break (one inside a loop skips the whole frame) left it eager, "
             "and TORCH_LOGS=graph_breaks names it"
+        )
+    elif ctx.compiled and ctx.compiled_share is not None:
+        # compiled regions ran, but issue little of the step: one function compiled,
+        # or dynamo falling back to eager for the rest
+        fix += (
+            "; torch.compile ran here, but its regions made "
+            + (f"{ctx.compiled_share * 100:.0f}%" if ctx.compiled_share >= 0.01 else "under 1%")
+            + " of the kernel launches: the rest of the step runs eager. Compile the module that "
+            "issues them (the whole model, not one function); if it is wrapped already, "
+            "TORCH_LOGS=graph_breaks names where dynamo fell back to eager"
         )
     return fix
 
@@ -687,7 +697,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
             ),
             "find the CPU work between launches in the trace (ui.perfetto.dev): move host-side "
             "preprocessing out of the step, "
-            + ("" if ev.context.compiled else "torch.compile the model, ")
+            + ("" if ev.context.mostly_compiled else "torch.compile the model, ")
             + "avoid Python loops over tensors",
             "the capture's GPU busy share rises",
             share=idle,
