@@ -15,9 +15,10 @@ from typing import Any
 from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepAccount, StepBreakdown, TraceMetrics
 from gputui.trace import tables
 from gputui.trace import timeline as tl
-from gputui.trace.markers import job_markers
+from gputui.trace.markers import markers_of
 from gputui.trace.scan import (
     COLLECTIVE_OPS,
+    KERNEL_LAUNCHES,
     LAUNCH_CALLS,
     PHASE_PREFIX,
     SYNC_CALLS,
@@ -440,8 +441,37 @@ def compute(timeline: Timeline, include_last_step: bool = False) -> TraceMetrics
         launch=launch_stats(part.gpu, part.runtime),
         step_breakdown=step_breakdown(timeline),
         account=step_account(timeline),
-        markers=job_markers(timeline),
+        markers=markers_of(
+            {r.name for r in timeline.ranges},
+            {r.name for r in timeline.runtime},
+            {a.name for a in timeline.gpu if a.kind == tl.KERNEL},
+            timeline.ranges,
+            compiled_share=compiled_launch_share(timeline),
+        ),
     )
+
+
+def compiled_launch_share(timeline: Timeline) -> float | None:
+    """Of the window's kernel launch calls, the share that starts inside one of
+    torch.compile's ranges on its thread (every call against every range)."""
+    prefixes = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
+    regions = [
+        r for r in timeline.ranges if r.name.startswith(prefixes) and r.kind != tl.GPU_ANNOTATION
+    ]
+    w = window(timeline)
+    if not regions or w is None:
+        return None
+    launches = [
+        c for c in timeline.runtime if c.name in KERNEL_LAUNCHES and w[0] <= c.start_us < w[1]
+    ]
+    if not launches:
+        return None
+    inside = sum(
+        1
+        for c in launches
+        if any(r.thread == c.thread and r.start_us <= c.start_us < r.end_us for r in regions)
+    )
+    return inside / len(launches)
 
 
 def window(timeline: Timeline) -> tuple[int, int] | None:

@@ -15,11 +15,19 @@ from gputui.tracefile import reader
 from gputui.tracefile.reader import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+#: the public traces written by a torch build that links a call to its op
+_LINKING = ("tracelens-b200-eager.trace.json.gz",)
 #: traces written by torch builds that link a call to its op by the op's id
-LINKED = sorted(p for p in DATA.rglob("*.json.gz") if "thirdparty" not in p.parts)
+LINKED = sorted(
+    p for p in DATA.rglob("*.json.gz") if "thirdparty" not in p.parts or p.name in _LINKING
+)
 #: public traces that write each call's correlation id as its External id
 CORRELATED = sorted((DATA / "thirdparty").glob("*.json.gz"))
-CORRELATED = [p for p in CORRELATED if "particle-transformer-a100-fp16" not in p.name]
+CORRELATED = [
+    p
+    for p in CORRELATED
+    if "particle-transformer-a100-fp16" not in p.name and p.name not in _LINKING
+]
 
 
 def call(start: int, thread: int = 1, corr: int = 0, ext: int = -1) -> RuntimeCall:
