@@ -11,11 +11,11 @@ the common cause, and a rank whose top cause differs is named beside it.  Pure.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from gputui.analysis.finding import Finding
+from gputui.analysis.medians import median
 from gputui.analysis.severity import CRIT, WARN
 from gputui.protocol.value import ValueBase, value_class
 
@@ -106,7 +106,7 @@ def job_diagnosis(
 
     def weight(rule: str | None) -> tuple[int, float]:
         costs = [t.finding.impact_pct or 0.0 for t in votes[rule] if t.finding is not None]
-        return len(votes[rule]), statistics.median(costs) if costs else 0.0
+        return len(votes[rule]), median(costs) if costs else 0.0
 
     cause = max(votes, key=weight)
     leading = votes[cause]
@@ -116,7 +116,7 @@ def job_diagnosis(
         cause=cause,
         title="nothing costly" if first is None else first.title,
         ranks=tuple(t.rank for t in leading),
-        impact_pct=round(statistics.median(costs), 1) if costs else None,
+        impact_pct=round(median(costs), 1) if costs else None,
         outliers=tuple(
             (t.rank, None if t.finding is None else t.finding.rule)
             for t in tops

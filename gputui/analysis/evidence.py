@@ -20,6 +20,7 @@ from gputui.analysis.frameworks import framework_of
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.ledger import Ledger
 from gputui.analysis.live_account import sampled_python
+from gputui.analysis.medians import median
 from gputui.analysis.memory import MemoryGrowth, memory_growth
 from gputui.analysis.roofline import Roof, RooflineReport
 from gputui.analysis.roofline import analyze as place_on_roof
@@ -679,18 +680,14 @@ class RanksEvidence(ValueBase):
     @property
     def mean_step_s(self) -> float | None:
         """The job's mean step: the median over ranks of their mean step."""
-        import statistics
-
         steps = [r.job.mean_step_s for r in self.ready if r.job.mean_step_s]
-        return statistics.median(steps) if steps else None
+        return median(steps) if steps else None
 
     @property
     def step_s(self) -> float | None:
         """The job's typical step: the median over ranks of their median step."""
-        import statistics  # only the rank view needs it
-
         steps = [r.job.step_s for r in self.ready if r.job.step_s]
-        return statistics.median(steps) if steps else None
+        return median(steps) if steps else None
 
 
 def findings_waiting(seen: int, needed: int = MIN_STEPS) -> str:

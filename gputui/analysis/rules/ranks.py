@@ -10,12 +10,12 @@ and the others' extra comm time is what its slowness costs them.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 
 from gputui import fmt
 from gputui.analysis.evidence import MIN_GPU_SAMPLES, CaptureView, RankEvidence, RanksEvidence
 from gputui.analysis.finding import Finding
+from gputui.analysis.medians import median
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.capture import comm_fix
 from gputui.analysis.severity import WARN
@@ -54,7 +54,7 @@ SPREAD = 1.3
 
 def _median(values: Iterable[float]) -> float | None:
     data = [v for v in values if v is not None]
-    return statistics.median(data) if data else None
+    return median(data) if data else None
 
 
 def _phase_means(r: RankEvidence) -> dict[str, float]:
@@ -150,7 +150,7 @@ def _excess(slow: RankEvidence, others: list[RankEvidence]) -> dict[str, float]:
         for name, seconds in _phase_means(o).items():
             theirs.setdefault(name, []).append(seconds)
     return {
-        name: seconds - (statistics.median(theirs[name]) if name in theirs else 0.0)
+        name: seconds - (median(theirs[name]) if name in theirs else 0.0)
         for name, seconds in _phase_means(slow).items()
     }
 
@@ -181,12 +181,12 @@ def _by_compute(ready: list[RankEvidence]) -> _Straggler | None:
     slow_compute = slow.compute_mean_s or 0.0
     peer_compute = _median(o.compute_mean_s or 0.0 for o in others) or 0.0
     waits = [max(0.0, o.comm_mean_s - slow.comm_mean_s) for o in others]
-    wait = statistics.median(waits)
+    wait = median(waits)
     where = "in communication"
     slow_gpu = _comm_kernel_s(slow)
     gpu_waits = [_comm_kernel_s(o) for o in others]
     if slow_gpu is not None and all(w is not None for w in gpu_waits):
-        gpu_wait = statistics.median(max(0.0, (w or 0.0) - slow_gpu) for w in gpu_waits)
+        gpu_wait = median(max(0.0, (w or 0.0) - slow_gpu) for w in gpu_waits)
         if gpu_wait > wait:
             wait, where = gpu_wait, "in communication kernels on the GPU"
     step = _median(o.step_mean_s or 0.0 for o in others) or 0.0
@@ -227,7 +227,7 @@ def _by_gpu_wait(ready: list[RankEvidence]) -> _Straggler | None:
     slow = min(ready, key=lambda r: shares[r.pid] or 0.0)
     others = [r for r in ready if r is not slow]
     mine = shares[slow.pid] or 0.0
-    gpu_wait = statistics.median((shares[o.pid] or 0.0) - mine for o in others)
+    gpu_wait = median((shares[o.pid] or 0.0) - mine for o in others)
     step = _median(o.step_mean_s or 0.0 for o in others) or 0.0
     excess = _excess(slow, others)
     if not step or not excess or gpu_wait < STRAGGLER_GPU_WAIT_SHARE:
@@ -238,7 +238,7 @@ def _by_gpu_wait(ready: list[RankEvidence]) -> _Straggler | None:
     # the captured share of the others' GPU time spent waiting, on an ordinary
     # step, and at most what the straggler's phase takes longer
     wait = min(gpu_wait * step, excess[phase])
-    theirs = statistics.median(shares[o.pid] or 0.0 for o in others)
+    theirs = median(shares[o.pid] or 0.0 for o in others)
     verb, whose = ("waits", "its") if len(others) == 1 else ("wait", "their")
     evidence = (
         f"{slow.label}'s {phase} takes {fmt.ms(excess[phase])} per step longer than the "

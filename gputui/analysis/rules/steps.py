@@ -5,7 +5,6 @@ in :mod:`gputui.analysis.rules.data`)."""
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Iterable
 
 from gputui import fmt
@@ -15,6 +14,7 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.frameworks import PERSISTENT_WORKERS, TRANSFORMERS, fused_optimizer, spell
 from gputui.analysis.ledger import ISSUE
 from gputui.analysis.live_account import REST
+from gputui.analysis.medians import median, median_low
 from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
 from gputui.analysis.registry import Minimum, finding, rule
 from gputui.analysis.severity import INFO
@@ -301,7 +301,7 @@ def _period(slow: list[StepRecord]) -> int | None:
     if len(slow) < 3:
         return None
     gaps = [b.index - a.index for a, b in itertools.pairwise(slow)]
-    common = statistics.median_low(gaps)
+    common = median_low(gaps)
     near = sum(1 for g in gaps if abs(g - common) <= max(1, common // 10))
     return common if common > 1 and near >= PERIODIC_SHARE * len(gaps) else None
 
@@ -315,9 +315,9 @@ def _where_slow(usual: list[StepRecord], slow: list[StepRecord]) -> tuple[str | 
     """The phase that holds most of the slow steps' extra time over the median
     step's phases, and its share of that extra time (None: no phase stands out)."""
     names = {name for s in usual for name in s.phases}
-    median = {name: statistics.median(s.phases.get(name, 0.0) for s in usual) for name in names}
+    typical = {name: median(s.phases.get(name, 0.0) for s in usual) for name in names}
     extra = {
-        name: sum(max(0.0, s.phases.get(name, 0.0) - median[name]) for s in slow) for name in names
+        name: sum(max(0.0, s.phases.get(name, 0.0) - typical[name]) for s in slow) for name in names
     }
     total = sum(extra.values())
     if total <= 0:
@@ -357,7 +357,7 @@ def epoch_start(ev: JobEvidence) -> Iterable[Finding]:
         return []
     factor = sum(s.wall for s in slow) / len(slow) / p50
     gaps = [b.index - a.index for a, b in itertools.pairwise(starts)]
-    every = f", every {statistics.median_low(gaps)} steps" if gaps else ""
+    every = f", every {median_low(gaps)} steps" if gaps else ""
     evidence = (
         f"{len(slow)} of the {len(starts)} epoch starts in the last {len(usual)} steps (a "
         f"new DataLoader iterator{every}) took {factor:.1f}x the median {fmt.ms(p50)} step"
