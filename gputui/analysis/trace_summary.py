@@ -23,7 +23,7 @@ from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
-from gputui.trace.scan import Outside, Sanity, Scan
+from gputui.trace.scan import KERNEL_LAUNCHES, Outside, Sanity, Scan
 from gputui.trace.tables import TOP_ROWS
 from gputui.trace.timeline import Timeline, step_id
 from gputui.trace.trace_metrics import compute
@@ -32,6 +32,7 @@ from gputui.trace.trace_metrics import compute
 WINDOW_STEPS = "profiled steps"
 WINDOW_GPU = "GPU activity"
 WINDOW_HOST = "host activity"
+WINDOW_LAUNCHES = "kernel launches"
 
 
 @value_class
@@ -94,7 +95,8 @@ class TraceSummary(ValueBase):
     #: with shapes; None otherwise)
     step_flops: tuple[FlopTotals, int] | None = None
     window_us: tuple[int, int] | None = None
-    #: "profiled steps", "GPU activity" (no steps), "host activity" (neither)
+    #: "profiled steps", "GPU activity" (no steps), "kernel launches" (no steps,
+    #: no GPU activity recorded), "host activity" (none of these)
     window_kind: str = WINDOW_STEPS
     setup: Outside = field(default_factory=Outside)
     teardown: Outside = field(default_factory=Outside)
@@ -174,6 +176,8 @@ def summarize(
         kind = WINDOW_STEPS
     elif any(a[5] != -1 and a[1] > a[0] for a in timeline.gpu):
         kind = WINDOW_GPU
+    elif not scan.runtime_names.isdisjoint(KERNEL_LAUNCHES):
+        kind = WINDOW_LAUNCHES
     else:
         kind = WINDOW_HOST
     return TraceSummary(
@@ -318,7 +322,9 @@ def warnings(summary: TraceSummary) -> list[str]:
             )
     if summary.window_kind != WINDOW_STEPS and summary.window_us is not None:
         lo, hi = summary.window_us
-        what = "GPU activity" if summary.window_kind == WINDOW_GPU else "host activity"
+        what = {WINDOW_GPU: "GPU activity", WINDOW_LAUNCHES: "kernel launch calls"}.get(
+            summary.window_kind, "host activity"
+        )
         out.append(
             f"no ProfilerStep marks: the window is the span of {what} ({fmt.ms((hi - lo) / 1e6)}), "
             "taken as one step; profile with a schedule and call prof.step() each step for "

@@ -13,7 +13,13 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.ledger import Ledger
 from gputui.analysis.mfu import Utilisation
 from gputui.analysis.roofline import Roof
-from gputui.analysis.trace_summary import WINDOW_GPU, WINDOW_HOST, WINDOW_STEPS, TraceSummary
+from gputui.analysis.trace_summary import (
+    WINDOW_GPU,
+    WINDOW_HOST,
+    WINDOW_LAUNCHES,
+    WINDOW_STEPS,
+    TraceSummary,
+)
 from gputui.analysis.trace_summary import warnings as trace_warnings
 from gputui.protocol.trace_metrics import STEP_CATEGORIES, StepAccount
 from gputui.reports import findings as findings_text
@@ -65,6 +71,8 @@ def window_words(summary: TraceSummary) -> str:
         return "the span of GPU activity"
     if summary.window_kind == WINDOW_HOST:
         return "the span of host activity"
+    if summary.window_kind == WINDOW_LAUNCHES:
+        return "the span of kernel launch calls"
     acct = summary.metrics.account
     sb = summary.metrics.step_breakdown
     n = acct.steps if acct is not None else sb.steps if sb is not None else len(summary.steps)

@@ -490,7 +490,8 @@ Step = tuple[int, int, int | None]
 
 def host_steps(timeline: Timeline) -> list[Step]:
     """The host's ``ProfilerStep`` ranges with their step numbers; without them one
-    step over the span of GPU activity, else over the host's activity."""
+    step over the span of GPU activity, else of the kernel launch calls, else
+    over the host's activity (:func:`_span_step`)."""
     steps = [
         (r.start_us, r.end_us, step_id(r.name))
         for r in timeline.step_ranges()
@@ -502,9 +503,16 @@ def host_steps(timeline: Timeline) -> list[Step]:
 
 
 def _span_step(timeline: Timeline) -> list[Step]:
+    """The one step of a trace without step marks: the span of its GPU activity;
+    where that was not recorded, the span of its kernel launch calls (what the
+    host issued to the GPU: the model's construction before the first one is
+    set-up, as it is before the first kernel); else the host's activity."""
     gpu = [(a.start_us, a.end_us) for a in timeline.gpu if a.stream != -1 and a.end_us > a.start_us]
     if gpu:
         return [(min(s for s, _ in gpu), max(e for _, e in gpu), None)]
+    launches = [(c.start_us, c.end_us) for c in timeline.runtime if c.name in KERNEL_LAUNCHES]
+    if launches:
+        return [(min(s for s, _ in launches), max(e for _, e in launches), None)]
     host = [(r.start_us, r.end_us) for r in timeline.ranges if r.kind in (OP, ANNOTATION)]
     host += [(c.start_us, c.end_us) for c in timeline.runtime]
     if not host:

@@ -224,13 +224,20 @@ def test_ops_of_a_cpu_run_on_a_gpu_machine_get_no_gpu_peak_or_roofline(
 def test_launches_without_kernel_records_and_no_steps_have_no_mfu(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Only the host's span times such a trace: the GPU may run long after it."""
+    """Only the host's span times such a trace: the GPU may run long after it.
+    Its window is the span of its kernel launch calls (what it issued to the
+    GPU), as a trace with kernels has the span of its GPU activity: the op
+    before the first launch is set-up."""
     t = TraceBuilder()
+    t.op("aten::uniform_", 0.0, 50.0)  # the model's weights made on the CPU
     for k in range(3):
         _shaped_mm(t, k * 1_000.0 + 100.0)
         t.call("cudaLaunchKernel", k * 1_000.0 + 150.0, 10.0)
     rank, text = analyze(capsys, t.write(tmp_path / "nokernels-nosteps.pt.trace.json"))
-    assert rank["window"]["kind"] == "host activity"
+    assert rank["window"]["kind"] == "kernel launches"
+    assert (rank["window"]["start_us"], rank["window"]["end_us"]) == (150, 2_160)
+    assert "aten::uniform_" in {o["name"] for o in rank["setup"]["ops"]}
+    assert "the window is the span of kernel launch calls" in text
     assert rank["utilisation"] is None and rank["utilisation_note"] == NO_GPU_TIME
     assert f"unknown: {NO_GPU_TIME}" in text
     t.step(1, 0.0, 2_900.0)  # with a step, the step's wall time times it
