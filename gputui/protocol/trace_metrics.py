@@ -333,6 +333,15 @@ class StepAccount(spec.Wire):
     sync_ops_per_step: Mapping[str, float] | None = spec.field(
         _sync_ops, default=None, write="dict({v})", omit_none=True
     )
+    #: the time per step (us) the CPU spent in the blocking copies' calls by
+    #: direction, and in the other synchronizing calls by the op they ran in
+    #: (the same keys as sync_ops_per_step): what each source of waiting
+    #: costs, which orders them; None (absent on the wire) in an older account
+    blocking_h2d_us_per_step: float | None = _opt_us(omit_none=True)
+    blocking_d2h_us_per_step: float | None = _opt_us(omit_none=True)
+    sync_ops_us_per_step: Mapping[str, float] | None = spec.field(
+        _sync_ops, default=None, write="dict({v})", omit_none=True
+    )
 
     def bucket_us(self, bucket: str) -> float:
         return float(getattr(self, f"{bucket}_us"))

@@ -203,14 +203,29 @@ def _call_counts(scan: Scan, host: list[Interval], n: int) -> dict[str, Any]:
     def per_step(starts: list[int]) -> float:
         return round(sum(_count_within(starts, lo, hi) for lo, hi in host) / n, 3)
 
-    copies = calls.copy_starts
+    def waited(starts: list[int], waits: list[int]) -> float:
+        """The calls' time per step (those that start in a step)."""
+        total = 0
+        for lo, hi in host:
+            total += sum(waits[bisect.bisect_left(starts, lo) : bisect.bisect_left(starts, hi)])
+        return round(total / n, 3)
+
+    copies, waits = calls.copy_starts, calls.copy_waits
     has_copies = calls.copies_seen
+    counts, us = _sync_ops(scan, host, n)
     return {
-        "sync_ops_per_step": _sync_ops(scan, host, n),
+        "sync_ops_per_step": counts,
+        "sync_ops_us_per_step": us,
         "sync_calls_per_step": per_step(calls.sync_starts),
         "launch_calls_per_step": per_step(calls.launch_starts),
         "blocking_h2d_per_step": per_step(copies[COPY_H2D]) if has_copies else None,
         "blocking_d2h_per_step": per_step(copies[COPY_D2H]) if has_copies else None,
+        "blocking_h2d_us_per_step": (
+            waited(copies[COPY_H2D], waits[COPY_H2D]) if has_copies else None
+        ),
+        "blocking_d2h_us_per_step": (
+            waited(copies[COPY_D2H], waits[COPY_D2H]) if has_copies else None
+        ),
     }
 
 
@@ -222,14 +237,16 @@ SYNC_OPS = 8
 _NEAR = 64
 
 
-def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float]:
+def _sync_ops(
+    scan: Scan, host: list[Interval], n: int
+) -> tuple[dict[str, float], dict[str, float]]:
     """The synchronizing calls per step that are no blocking copy
     (cudaStreamSynchronize, cudaDeviceSynchronize, ...) by the op they ran in,
-    the most first (:data:`SYNC_OPS` of them): the op whose ``External id`` the
-    call carries (of several, the last to start at or before the call), "" for
-    a call in no op.  Where no call carries an op's id (a hook's capture), the
-    innermost op open on the call's thread when it starts
-    (:func:`~gputui.trace.links.open_ops`)."""
+    the most first (:data:`SYNC_OPS` of them), and the same ops' calls' time
+    per step (us): the op whose ``External id`` the call carries (of several,
+    the last to start at or before the call), "" for a call in no op.  Where no
+    call carries an op's id (a hook's capture), the innermost op open on the
+    call's thread when it starts (:func:`~gputui.trace.links.open_ops`)."""
     syncs = scan.runtime.explicit_syncs
     starts = [r[0] for r in syncs]  # (the calls are sorted by start)
     inside = [
@@ -238,13 +255,12 @@ def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float]:
         for r in syncs[bisect.bisect_left(starts, lo) : bisect.bisect_left(starts, hi)]
     ]
     if not inside:
-        return {}
+        return {}, {}
     ranges = scan.timeline.ranges  # sorted by start
     if not any(r[5] >= 0 for r in scan.timeline.runtime):
         # calls that carry no op's id (a hook's capture): the op open around each
         opened = open_ops(ranges, inside, with_ids=False)
-        counts = Counter("" if op is None else op[2] for op in opened)
-        return {name: round(c / n, 3) for name, c in counts.most_common(SYNC_OPS)}
+        return _per_op(["" if op is None else op[2] for op in opened], inside, n)
     got: list[str] = []
     far: list[int] = []  # the calls whose op is not among the ranges just before them
     for k, r in enumerate(inside):
@@ -274,8 +290,23 @@ def _sync_ops(scan: Scan, host: list[Interval], n: int) -> dict[str, float]:
                 i = bisect.bisect_right(ops, r[0], key=_START)
                 if i:
                     got[k] = ops[i - 1][2]
-    counts = Counter(got)
-    return {name: round(c / n, 3) for name, c in counts.most_common(SYNC_OPS)}
+    return _per_op(got, inside, n)
+
+
+def _per_op(
+    names: list[str], calls: list[Any], n: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The calls per step by their op's name (``names[k]`` is ``calls[k]``'s),
+    the most first (:data:`SYNC_OPS` of them), and their time per step (us)."""
+    counts = Counter(names)
+    waited: Counter[str] = Counter()
+    for name, r in zip(names, calls, strict=True):
+        waited[name] += r[1] - r[0]
+    top = counts.most_common(SYNC_OPS)
+    return (
+        {name: round(c / n, 3) for name, c in top},
+        {name: round(waited[name] / n, 3) for name, _c in top},
+    )
 
 
 def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAccount:

@@ -1471,6 +1471,8 @@ class RuntimePass:
         launch_starts: list[int] = []
         #: [COPY_H2D], [COPY_D2H]: the starts of the blocking copies' calls
         copy_starts: tuple[list[int], list[int], list[int]] = ([], [], [])
+        #: the same copies' calls' lengths (us), in the same order
+        copy_waits: tuple[list[int], list[int], list[int]] = ([], [], [])
         #: the synchronizing calls that are no blocking copy
         sync_ops: list[Any] = []
         sync_names, launch_names = SYNC_CALLS, LAUNCH_CALLS
@@ -1490,6 +1492,7 @@ class RuntimePass:
                 way = blocking.get(r[4]) if blocking else None
                 if way:
                     copy_starts[way].append(s)
+                    copy_waits[way].append(e - s)
                 elif name in sync_names:
                     sync_ops.append(r)
             elif name in launch_names:
@@ -1503,6 +1506,7 @@ class RuntimePass:
         self.sync_starts = sync_starts
         self.launch_starts = launch_starts
         self.copy_starts = copy_starts
+        self.copy_waits = copy_waits
         self.explicit_syncs = sync_ops
         #: whether the trace recorded GPU activity (else no copy can be told blocking)
         self.copies_seen = bool(scan.timeline.gpu)

@@ -275,7 +275,7 @@ def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, 
         if a.kind == MEMCPY and a.correlation >= 0 and "Pageable" in a.name
     }
 
-    h2d = d2h = 0
+    h2d = d2h = h2d_us = d2h_us = 0
     others: list[RuntimeCall] = []
     # each call once per step window it starts in, as the calls per step count
     for c in (c for lo, hi in host for c in timeline.runtime if lo <= c.start_us < hi):
@@ -284,8 +284,10 @@ def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, 
         if c.correlation >= 0 and c.correlation in way:
             if way[c.correlation]:
                 h2d += 1
+                h2d_us += c.end_us - c.start_us
             else:
                 d2h += 1
+                d2h_us += c.end_us - c.start_us
         elif c.name in SYNC_CALLS:
             others.append(c)
     ops: dict[int, list[tuple[int, str]]] = {}
@@ -315,15 +317,28 @@ def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, 
         return max(around)[3] if around else ""
 
     by_op: dict[str, float] = {}
+    by_op_us: dict[str, float] = {}
     if others:
         linked = any(c.external_id >= 0 for c in timeline.runtime)
-        tally = Counter(op_of(c) if linked else open_op(c) for c in others)
+        names = [op_of(c) if linked else open_op(c) for c in others]
+        tally = Counter(names)
         by_op = {name: round(k / n, 3) for name, k in tally.most_common(8)}
+        by_op_us = {
+            name: round(
+                sum(c.end_us - c.start_us for c, m in zip(others, names, strict=True) if m == name)
+                / n,
+                3,
+            )
+            for name in by_op
+        }
     seen = bool(timeline.gpu)
     return {
         "blocking_h2d_per_step": round(h2d / n, 3) if seen else None,
         "blocking_d2h_per_step": round(d2h / n, 3) if seen else None,
+        "blocking_h2d_us_per_step": round(h2d_us / n, 3) if seen else None,
+        "blocking_d2h_us_per_step": round(d2h_us / n, 3) if seen else None,
         "sync_ops_per_step": by_op,
+        "sync_ops_us_per_step": by_op_us,
     }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,14 @@ CPU_RANDN = DATA / "h100-cases" / "cpu_randn.pt.trace.json.gz"
 
 
 def from_raw_events(path: Path) -> tuple[int, Counter[str]]:
-    """(steps, per source: calls in the steps), read from the JSON alone: the
+    """:func:`raw_sources` without the time."""
+    steps, tally, _waits = raw_sources(path)
+    return steps, tally
+
+
+def raw_sources(path: Path) -> tuple[int, Counter[str], Counter[str]]:
+    """(steps, per source: calls in the steps, and their time in us, each call
+    to whole microseconds as the trace's reader has it), read from the JSON alone: the
     host's ProfilerStep ranges (the whole trace without any); a runtime call
     whose copy on the GPU is from or to pageable memory is a blocking copy
     (``h2d``, ``d2h``), any other synchronizing call is given to the innermost
@@ -54,6 +62,7 @@ def from_raw_events(path: Path) -> tuple[int, Counter[str]]:
         e for e in events if e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")
     ]
     tally: Counter[str] = Counter()
+    waits: Counter[str] = Counter()
     for call in events:
         if call.get("cat") not in ("cuda_runtime", "cuda_driver"):
             continue
@@ -61,8 +70,10 @@ def from_raw_events(path: Path) -> tuple[int, Counter[str]]:
         if not inside:
             continue
         way = pageable.get((call.get("args") or {}).get("correlation"))
+        us = inside * (math.floor(call["ts"] + call["dur"]) - math.ceil(call["ts"]))
         if way is not None:
             tally[way] += inside
+            waits[way] += us
         elif call["name"] in SYNC_CALLS:
             end = call["ts"] + call.get("dur", 0)
             around = [
@@ -72,19 +83,24 @@ def from_raw_events(path: Path) -> tuple[int, Counter[str]]:
             ]
             innermost = max(around, key=lambda o: (o["ts"], -o["dur"]), default=None)
             tally["" if innermost is None else innermost["name"]] += inside
-    return len(steps), tally
+            waits["" if innermost is None else innermost["name"]] += us
+    return len(steps), tally, waits
 
 
 @pytest.mark.parametrize(
     "path", [DLRM1, SWITCH, HOST_SYNC, LIGHTNING, CPU_RANDN], ids=lambda p: p.name.split(".")[0]
 )
 def test_the_account_tells_the_synchronizations_as_the_raw_events_do(path: Path) -> None:
-    steps, want = from_raw_events(path)
+    steps, want, waits = raw_sources(path)
     acct = compute(read_trace(path).timeline).account
     assert acct is not None and acct.steps == steps
     assert acct.blocking_h2d_per_step == round(want.pop("h2d", 0) / steps, 3)
     assert acct.blocking_d2h_per_step == round(want.pop("d2h", 0) / steps, 3)
     assert acct.sync_ops_per_step == {op: round(n / steps, 3) for op, n in want.most_common()}
+    # and the time the CPU spent in them, which orders the sources
+    assert acct.blocking_h2d_us_per_step == round(waits.pop("h2d", 0) / steps, 3)
+    assert acct.blocking_d2h_us_per_step == round(waits.pop("d2h", 0) / steps, 3)
+    assert acct.sync_ops_us_per_step == {op: round(waits[op] / steps, 3) for op in want}
     blocking = acct.blocking_h2d_per_step + acct.blocking_d2h_per_step
     assert acct.sync_calls_per_step == pytest.approx(blocking + sum(want.values()) / steps)
 
@@ -121,8 +137,8 @@ def test_blocking_copies_to_the_gpu_are_told_to_pin_not_to_drop_item(
     from pageable memory (aten::to), never in .item()."""
     finding = host_sync(capsys, DLRM1)
     assert (
-        "from 8 copies to the GPU from pageable memory, 2 copies to pageable host"
-        in (finding["evidence"])
+        "from 8 copies to the GPU from pageable memory (5.4ms a step), 2 copies to pageable "
+        "host memory (2.2ms a step)" in (finding["evidence"])
     )
     # each copy is two of the 20 synchronizing calls: the copy, then its stream's
     # synchronization in the same aten::copy_ (as the raw events pair them)
@@ -160,10 +176,12 @@ def test_read_backs_are_told_to_stay_on_the_gpu(capsys: pytest.CaptureFixture[st
     cudaDeviceSynchronize outside any op."""
     finding = host_sync(capsys, SWITCH)
     assert (
-        "from 20 read-backs of a GPU value (.item()), 1 synchronization outside"
-        in (finding["evidence"])
+        "from 20 read-backs of a GPU value (.item()) (376ms a step), 1 synchronization outside "
+        "any torch op (157ms a step)" in (finding["evidence"])
     )
     assert finding["fix"].startswith("each .item(), float(tensor), print(tensor) or `if tensor:`")
+    # the one device-wide synchronization waits 30% of the time: its fix is given too
+    assert "a synchronization outside torch's ops is the job's own" in finding["fix"]
     assert "pin_memory" not in finding["fix"]
 
 
@@ -172,10 +190,12 @@ def test_data_dependent_shapes_are_named_beside_the_read_backs(
 ) -> None:
     finding = host_sync(capsys, HOST_SYNC)
     assert (
-        "13 read-backs of a GPU value (.item()), 1 op whose output size depends"
-        in (finding["evidence"])
+        "13 read-backs of a GPU value (.item()) (536.7us a step), 1 op whose output size depends "
+        "on the data (5.0us a step)" in (finding["evidence"])
     )
     assert "keep values on the GPU" in finding["fix"]
+    # the data-dependent shape waits 1% of the time: it is named, its fix is not given
+    assert "fixed-shape forms" not in finding["fix"]
 
 
 def test_an_older_hooks_capture_is_told_from_its_tables(
@@ -230,3 +250,66 @@ def test_a_live_capture_on_an_h100_names_the_ops_its_syncs_ran_in(
         (finding,) = [f for f in doc["findings"] if f["rule"] == "sync.host_sync"]
         assert finding["evidence"].startswith(said)
         assert finding["fix"].startswith("each .item()")
+
+
+def _copies(t: Any, d2h_wait_us: float) -> None:
+    """Three steps of 9 quick copies to the GPU from pageable memory, then 6
+    copies back to pageable memory, each waiting ``d2h_wait_us`` for a kernel
+    (HTA's negative-queue trace: 0.3 ms in 45 copies up, 758 ms in 30 down)."""
+    from tests.helpers.tracegen import GEMM
+
+    at = 0.0
+    for k in range(3):
+        t0 = at
+        at += 10.0
+        for _ in range(9):
+            t.op("aten::copy_", at, 30.0)
+            t.launch(
+                at + 2.0,
+                10.0,
+                "Memcpy HtoD (Pageable -> Device)",
+                at + 5.0,
+                5.0,
+                cat="gpu_memcpy",
+                call="cudaMemcpyAsync",
+            )
+            t.call("cudaStreamSynchronize", at + 14.0, 10.0)
+            at += 40.0
+        for _ in range(6):
+            t.launch(at, 5.0, GEMM, at + 10.0, d2h_wait_us)
+            t.op("aten::copy_", at + 20.0, d2h_wait_us + 30.0)
+            t.launch(
+                at + 22.0,
+                d2h_wait_us,
+                "Memcpy DtoH (Device -> Pageable)",
+                at + 12.0 + d2h_wait_us,
+                5.0,
+                cat="gpu_memcpy",
+                call="cudaMemcpyAsync",
+            )
+            t.call("cudaStreamSynchronize", at + 25.0 + d2h_wait_us, 5.0)
+            at += d2h_wait_us + 60.0
+        t.step(k + 1, t0, at - t0)
+        at += 10.0
+
+
+@pytest.mark.parametrize("d2h_wait_us", [5_000.0, 2.0], ids=["slow-back", "all-quick"])
+def test_the_source_that_waits_longest_leads_not_the_most_frequent(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, d2h_wait_us: float
+) -> None:
+    """Nine copies to the GPU that cost nothing, six read-backs that wait 5 ms
+    each: the read-backs' fix comes first and pinning is not advised (it was,
+    by the count).  The control: where the read-backs are quick too, the count
+    orders them and pinning leads."""
+    from tests.helpers.tracegen import TraceBuilder
+
+    t = TraceBuilder()
+    _copies(t, d2h_wait_us)
+    finding = host_sync(capsys, t.write(tmp_path / "copies.pt.trace.json"))
+    if d2h_wait_us > 100:
+        assert "from 6 copies to pageable host memory (" in finding["evidence"]
+        assert finding["fix"].startswith("each .cpu(), .numpy() or .tolist()")
+        assert "pin_memory" not in finding["fix"]
+    else:
+        assert "from 9 copies to the GPU from pageable memory (" in finding["evidence"]
+        assert finding["fix"].startswith("pin the host side")

@@ -183,14 +183,19 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     idle = attributable_idle(ev, cap)
     if idle is not None:  # nor a wait on GPU work the trace did not record
         idle = max(0.0, idle - ev.blind_wait_share)
-    sources = sync_sources(cap)
+    waits = sync_waits(cap)
+    sources = sync_sources(cap, waits)
     # the ledger's count where it has one (every synchronizing call in the
     # window's steps, blocking copies too), as the account shows it
     counted = ev.ledger.syncs_per_step
     shown = per_step if counted is None else counted
     evidence = f"{fmt.per_step(shown)} synchronizations per step"
     if sources:
-        listed = ", ".join(_sync_label(key, n) for key, n in sources[:4])
+        listed = ", ".join(
+            _sync_label(key, n)
+            + ("" if waits is None else f" ({fmt.us(waits.get(key, 0.0))} a step)")
+            for key, n in sources[:4]
+        )
         evidence += f", from {listed}"
         copies = sum(n for key, n in sources if key in ("copy_h2d", "copy_d2h"))
         if any(key in ("copy_h2d", "copy_d2h") for key, _ in sources[:4]):
@@ -215,7 +220,7 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
             "sync.host_sync",
             "the CPU waits for the GPU inside the step",
             evidence,
-            _sync_fix(ev, sources),
+            _sync_fix(ev, sources, waits),
             _SYNC_CONFIRM,
             share=cost,
             severity=None if cost is not None else WARN,
@@ -308,9 +313,12 @@ _COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
 _OP = "op:"
 
 
-def sync_sources(cap: CaptureView) -> list[tuple[str, float]]:
+def sync_sources(
+    cap: CaptureView, waits: Mapping[str, float] | None = None
+) -> list[tuple[str, float]]:
     """What the capture's synchronizations came from (keys of :data:`_SYNC_SOURCE`,
-    or ``op:NAME``) and how many of each per step, most first.
+    or ``op:NAME``) and how many of each per step: the longest wait first where
+    ``waits`` (:func:`sync_waits`) tells it, else the most first.
 
     The blocking copies are the step account's (a copy from or to pageable
     memory waits, and then synchronizes its stream); an older hook's account
@@ -336,8 +344,53 @@ def sync_sources(cap: CaptureView) -> list[tuple[str, float]]:
     order = list(_SYNC_SOURCE)
     return sorted(
         ((k, n) for k, n in counts.items() if n >= 0.05),
-        key=lambda kn: (-kn[1], order.index(kn[0]) if kn[0] in order else len(order)),
+        key=lambda kn: (
+            -(waits.get(kn[0], 0.0) if waits is not None else 0.0),
+            -kn[1],
+            order.index(kn[0]) if kn[0] in order else len(order),
+        ),
     )
+
+
+def sync_waits(cap: CaptureView) -> dict[str, float] | None:
+    """The CPU's time per step (us) in each source's synchronizing calls (the
+    keys of :func:`sync_sources`), from an account that times them; None from
+    one that only counts them (an older hook's).  A stream synchronization
+    inside a copy op that follows a blocking copy is the copy's: such ops'
+    time goes to the copies, in proportion to the calls."""
+    acct = cap.account
+    if acct is None or acct.sync_ops_us_per_step is None:
+        return None
+    h2d = acct.blocking_h2d_us_per_step or 0.0
+    d2h = acct.blocking_d2h_us_per_step or 0.0
+    waits = {"copy_h2d": h2d, "copy_d2h": d2h}
+    by_op = acct.sync_ops_per_step or {}
+    copies = (acct.blocking_h2d_per_step or 0.0) + (acct.blocking_d2h_per_step or 0.0)
+    in_copy_ops = sum(n for name, n in by_op.items() if name in _COPY_OPS)
+    for name, us in acct.sync_ops_us_per_step.items():
+        key = _source_key(name)
+        if key == "copy_wait" and in_copy_ops > 0:
+            theirs = us * min(1.0, copies / in_copy_ops)  # the blocking copies' syncs
+            us -= theirs
+            if copies > 0:
+                waits["copy_h2d"] += theirs * (acct.blocking_h2d_per_step or 0.0) / copies
+                waits["copy_d2h"] += theirs * (acct.blocking_d2h_per_step or 0.0) / copies
+        waits[key] = waits.get(key, 0.0) + us
+    return waits
+
+
+def _source_key(name: str) -> str:
+    """The source (:data:`_SYNC_SOURCE`'s key, or ``op:NAME``) of a
+    synchronization in the op ``name`` ("" outside any op)."""
+    if name in _COPY_OPS:
+        return "copy_wait"
+    if name in _READBACKS:
+        return "readback"
+    if name in _SHAPE_OPS:
+        return "shape"
+    if not name:
+        return "outside"
+    return _OP + name
 
 
 def copy_stream_syncs(cap: CaptureView, copies: float) -> float:
@@ -358,16 +411,7 @@ def _by_op(by_op: Mapping[str, float], copies: float) -> dict[str, float]:
     ran in (the account's): a copy's beyond the blocking copies' own."""
     counts: dict[str, float] = {}
     for name, n in by_op.items():
-        if name in _COPY_OPS:
-            key = "copy_wait"
-        elif name in _READBACKS:
-            key = "readback"
-        elif name in _SHAPE_OPS:
-            key = "shape"
-        elif not name:
-            key = "outside"
-        else:
-            key = _OP + name
+        key = _source_key(name)
         counts[key] = counts.get(key, 0.0) + n
     if "copy_wait" in counts:
         counts["copy_wait"] = max(0.0, counts["copy_wait"] - copies)
@@ -405,13 +449,19 @@ def _sync_label(key: str, n: float) -> str:
     return f"{count} {one if count == '1' else several}"
 
 
-def _sync_fix(ev: JobEvidence, sources: list[tuple[str, float]]) -> str:
-    """The fixes of the sources that make a fifth or more of the synchronizations
-    (the largest first; the general one where nothing is told apart)."""
-    total = sum(n for _, n in sources)
+def _sync_fix(
+    ev: JobEvidence, sources: list[tuple[str, float]], waits: Mapping[str, float] | None = None
+) -> str:
+    """The fixes of the sources that make a fifth or more of the CPU's wait in
+    synchronizations where ``waits`` tells it, else of their count (the largest
+    first; the general one where nothing is told apart)."""
+    weight = {key: n for key, n in sources}
+    if waits is not None and sum(waits.get(key, 0.0) for key, _ in sources) > 0:
+        weight = {key: waits.get(key, 0.0) for key, _ in sources}
+    total = sum(weight.values())
     fixes: list[str] = []
-    for key, n in sources:
-        if 5 * n < total:
+    for key, _n in sources:
+        if 5 * weight[key] < total:
             continue
         fix = _pin_fix(ev) if key == "copy_h2d" else _SYNC_SOURCE.get(key, _SYNC_SOURCE["other"])[2]
         if fix not in fixes:
