@@ -313,3 +313,35 @@ def test_the_source_that_waits_longest_leads_not_the_most_frequent(
     else:
         assert "from 9 copies to the GPU from pageable memory (" in finding["evidence"]
         assert finding["fix"].startswith("pin the host side")
+
+
+@pytest.mark.parametrize(
+    ("region", "said"),
+    [
+        ("Torch-Compiled Region: 0/0", "3 synchronizations inside torch.compile's code"),
+        ("aten::my_op", "3 in aten::my_op"),
+    ],
+    ids=["compiled", "control"],
+)
+def test_syncs_inside_torch_compiles_code_are_named_as_its(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, region: str, said: str
+) -> None:
+    """xDiT's capture traces (TraceLens): device-wide synchronizations inside a
+    Torch-Compiled Region, Inductor's own while it records CUDA graphs, were an
+    unknown op's and got the generic read-back advice.  The control: the same
+    calls inside another op."""
+    from tests.helpers.tracegen import GEMM, TraceBuilder
+
+    t = TraceBuilder()
+    for k in range(3):
+        t0 = k * 10_000.0
+        t.step(k + 1, t0, 9_000.0)
+        t.op(region, t0 + 100.0, 8_000.0)
+        for j in range(3):
+            at = t0 + 200.0 + 2_500.0 * j
+            t.launch(at, 10.0, GEMM, at + 20.0, 1_500.0)
+            t.call("cudaDeviceSynchronize", at + 30.0, 1_500.0)
+    finding = host_sync(capsys, t.write(tmp_path / "region.pt.trace.json"))
+    assert f"from {said} (" in finding["evidence"]
+    compiled = finding["fix"].startswith("a synchronization inside torch.compile's code")
+    assert compiled is (region != "aten::my_op")

@@ -280,6 +280,16 @@ _SYNC_SOURCE = {
         "event.synchronize() waits on the CPU: wait only where the value is used, and let "
         "streams wait on events (stream.wait_event) instead of the CPU",
     ),
+    "compiled": (
+        "synchronization inside torch.compile's code",
+        "synchronizations inside torch.compile's code",
+        "a synchronization inside torch.compile's code is a graph break's eager code "
+        "(.item(), .tolist(), print(tensor), a data-dependent shape: TORCH_LOGS=graph_breaks "
+        "names it; keep the value on the GPU, or torch._dynamo.config."
+        "capture_scalar_outputs=True for .item()), or, in the first calls, Inductor's own "
+        "while it warms up and records CUDA graphs (mode='reduce-overhead'): profile steps "
+        "after those",
+    ),
     "outside": (
         "synchronization outside any torch op",
         "synchronizations outside any torch op",
@@ -311,6 +321,8 @@ _READBACKS = ("aten::_local_scalar_dense", "aten::item", *_TRUTHS)
 _COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
 #: a source named by its op (an op of none of the kinds above)
 _OP = "op:"
+#: torch.compile's ranges around its compiled code (the markers' names)
+_COMPILED_OPS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 
 
 def sync_sources(
@@ -390,6 +402,8 @@ def _source_key(name: str) -> str:
         return "shape"
     if not name:
         return "outside"
+    if name.startswith(_COMPILED_OPS):
+        return "compiled"
     return _OP + name
 
 
