@@ -716,3 +716,15 @@ def test_slow_epoch_starts_read_the_slow_step_thresholds(key: str) -> None:
     case = EPOCH_CASES[key]
     past, short = case.at(key)
     assert said(case.rule, past) and said(case.rule, short) == []
+
+
+@pytest.mark.parametrize(("mean_us", "word"), [(3.0, "tiny"), (15.0, "short")])
+def test_short_kernels_that_are_not_tiny_are_called_short(mean_us: float, word: str) -> None:
+    """The launch finding's title says "tiny" where the kernels under
+    ``launch.tiny_kernel_us`` are ``launch.tiny_share`` of them or more, and
+    "short" where only their mean is under ``launch.short_kernel_us`` (an A100
+    trace of five 17 us GEMMs was "many tiny kernels", "0% of them under 10us")."""
+    calls = 2000
+    cap = capture([kernel("elementwise_kernel<add>", "elementwise", calls, calls * mean_us)])
+    (f,) = [f for f in engine.analyze(evidence(cap=cap)) if f.rule == "launch.overhead"]
+    assert f.title == f"the step is launch-bound: many {word} kernels"

@@ -590,8 +590,14 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
             else ""
         )
     )
+    # "tiny" where the kernels under TINY_KERNEL_US are a fair share of them;
+    # "short" where their mean is short but few are that short
     title = (
-        "the step is launch-bound: many tiny kernels"
+        (
+            "the step is launch-bound: many tiny kernels"
+            if tiny is not None and tiny >= TINY_SHARE
+            else "the step is launch-bound: many short kernels"
+        )
         if tiny_kernels
         else "the step is launch-bound: issuing ops holds it"
     )
