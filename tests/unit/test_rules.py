@@ -1003,3 +1003,24 @@ def test_an_older_hooks_blocking_copies_are_told_from_its_copy_rows() -> None:
     )
     assert "1 read-back of a GPU value (.item())" in f.evidence
     assert f.fix.startswith("pin the host side")
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
+def test_an_inference_jobs_data_wait_is_its_loops_not_a_training_one(training: bool) -> None:
+    """An HF inference pipeline (TraceLens' OWLv2 trace) waited for its batches
+    in "the training loop" and "the training process"; a job with no backward
+    or optimizer is told of its inference loop and its main process."""
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    phases = dict(DEFAULT, data=0.02)
+    if not training:
+        phases = {k: v for k, v in phases.items() if k not in ("backward", "optimizer")}
+    cap = capture(
+        [kernel("volta_sgemm_128x64_tn", "gemm", 6, 4_000.0)],
+        markers=JobMarkers(loader="main", backward=training, optimizer=training),
+    )
+    (f,) = fired("data.loader_wait", evidence(steps(phases=phases), cap=cap))
+    loop, process = ("training", "training") if training else ("inference", "main")
+    assert f.evidence.startswith(f"the {loop} loop waits")
+    assert f"the DataLoader makes them in the {process} process" in f.evidence
+    assert f.fix.startswith(f"the DataLoader loads every batch in the {process} process")

@@ -33,6 +33,11 @@ WORKERS_IDLE = thresholds.value("data.workers_idle")
 _HTOD_FROM = re.compile(r"^Memcpy HtoD \((\w+)")
 
 
+def _main_process(ev: JobEvidence) -> str:
+    """The process that runs the loop: an inference job has no training one."""
+    return "the main process" if ev.context.inference else "the training process"
+
+
 @rule(
     "data.loader_wait",
     "data",
@@ -61,15 +66,17 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
         return []
     led = ev.ledger
     waits = led.share("data") if led.has_account and led.step_s else None
+    # a job that runs no backward (an inference pipeline) has no training loop
+    loop = "the inference loop" if ev.context.inference else "the training loop"
     if waits is None:
         p50 = ev.phase_p50(DATA)
         evidence = (
-            f"the training loop waits {share * 100:.0f}% of the time for the next batch "
+            f"{loop} waits {share * 100:.0f}% of the time for the next batch "
             f"(data p50 {fmt.ms(p50)} of a {fmt.ms(ev.step_s)} step)"
         )
     else:  # the ledger's figures: its window's mean step, as the account shows them
         evidence = (
-            f"the training loop waits {waits * 100:.0f}% of the step for the next batch "
+            f"{loop} waits {waits * 100:.0f}% of the step for the next batch "
             f"({fmt.ms(waits * (led.step_s or 0.0))} of a {fmt.ms(led.step_s)} step)"
         )
         if round(100 * waits) != round(100 * share):
@@ -128,7 +135,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
     if loader is None and markers is not None and markers.loader is not None:
         # a trace: its DataLoader's range names where the batches are made
         said += "; the DataLoader makes them in " + (
-            "worker processes" if markers.loader == "workers" else "the training process"
+            "worker processes" if markers.loader == "workers" else _main_process(ev)
         )
     waiting = host_code.workers_wait(ev.python_profile)
     if (
@@ -166,7 +173,7 @@ def _loader_fix(ev: JobEvidence, share: float) -> tuple[str, str]:
         loader is None and markers is not None and markers.loader == "main"
     ):
         fix = (
-            f"the DataLoader loads every batch in the training process (num_workers=0): "
+            f"the DataLoader loads every batch in {_main_process(ev)} (num_workers=0): "
             f"set {arg('num_workers')}=N (N up to the free CPU cores"
             + (", e.g. 4-8 per GPU" if ev.cuda else "")
             + f"), {arg('persistent_workers')}=True"
@@ -220,7 +227,7 @@ def _unsampled_workers_fix(
         f", {arg('pin_memory')}=True" if ev.cuda and not pinned else ""
     )
     return (
-        f"the training process waits for its workers' batches: if they fall behind, raise "
+        f"{_main_process(ev)} waits for its workers' batches: if they fall behind, raise "
         f"{arg('num_workers')} (up to the free CPU cores) and {arg('prefetch_factor')}{where}, "
         f"{cheaper}; if they keep up (gputui attach samples them), handing each batch over is "
         f"the cost: {handoff}"
