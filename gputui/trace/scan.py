@@ -1049,25 +1049,7 @@ class Scan:
         """The synchronizing calls in the window of :data:`COLD_LAUNCH_US` or
         longer (their part in it) while the GPU ran nothing the trace recorded
         (under 1% of the call): what the CPU waited for is not in the trace."""
-        window = self.window
-        if window is None:
-            return []
-        lo, hi = window
-        rt = self.runtime.lists
-        long = [
-            (max(r[0], lo), min(r[1], hi))
-            for calls in (rt[0], rt[RT_DRIVER])
-            for r in calls
-            if r[1] - r[0] >= COLD_LAUNCH_US and r[1] > lo and r[0] < hi
-        ]
-        if not long:
-            return []
-        busy = merge((a[0], a[1]) for a in self.timeline.gpu if a[1] > a[0])
-        return [
-            (s, e)
-            for s, e in long
-            if e - s >= COLD_LAUNCH_US and length(intersect([(s, e)], busy)) < 0.01 * (e - s)
-        ]
+        return [(s, e) for s, e, _name in self._idle_long_calls(0, None, 0.01)]
 
     @cached_property
     def _setup_calls(self) -> list[tuple[int, int, str]]:
@@ -1076,26 +1058,41 @@ class Scan:
         while the GPU was busy less than half of the call: making or freeing a
         resource, not waiting on the GPU's work (``cudaFree`` first waits for
         the device)."""
+        if self.runtime_names.isdisjoint(SETUP_CALLS):
+            return []
+        return self._idle_long_calls(RT_OTHER - RT_SYNC, SETUP_CALLS, 0.5)
+
+    def _idle_long_calls(
+        self, kind: int, names: frozenset[str] | None, busy_share: float
+    ) -> list[tuple[int, int, str]]:
+        """The runtime and driver calls of one kind (the runtime pass's list
+        ``kind``: 0 the synchronizing ones), of ``names`` where given, whose
+        part in the window lasts :data:`COLD_LAUNCH_US` or longer while the GPU
+        was busy less than ``busy_share`` of it: (start, end, name) of that part."""
         window = self.window
-        if window is None or self.runtime_names.isdisjoint(SETUP_CALLS):
+        if window is None:
             return []
         lo, hi = window
         rt = self.runtime.lists
-        other = RT_OTHER - RT_SYNC
         long = [
             (max(r[0], lo), min(r[1], hi), r[2])
-            for calls in (rt[other], rt[other + RT_DRIVER])
+            for calls in (rt[kind], rt[kind + RT_DRIVER])
             for r in calls
-            if r[1] - r[0] >= COLD_LAUNCH_US and r[2] in SETUP_CALLS and r[1] > lo and r[0] < hi
+            if r[1] - r[0] >= COLD_LAUNCH_US
+            and (names is None or r[2] in names)
+            and r[1] > lo
+            and r[0] < hi
         ]
+        long = [c for c in long if c[1] - c[0] >= COLD_LAUNCH_US]
         if not long:
             return []
-        busy = merge((a[0], a[1]) for a in self.timeline.gpu if a[1] > a[0])
-        return [
-            (s, e, name)
-            for s, e, name in long
-            if e - s >= COLD_LAUNCH_US and 2 * length(intersect([(s, e)], busy)) < e - s
-        ]
+        busy = self._gpu_busy
+        return [c for c in long if length(intersect([c[:2]], busy)) < busy_share * (c[1] - c[0])]
+
+    @cached_property
+    def _gpu_busy(self) -> list[Interval]:
+        """The GPU's busy time, its activities merged (the long calls' test)."""
+        return merge((a[0], a[1]) for a in self.timeline.gpu if a[1] > a[0])
 
     def _setup_by_name(self) -> tuple[tuple[str, int, float], ...]:
         """:meth:`_setup_calls` by name: (name, calls, us), the most time first."""
