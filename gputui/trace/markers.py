@@ -42,7 +42,8 @@ from gputui.trace.timeline import GPU_ANNOTATION, KERNEL, HostRange, Timeline
 
 _NAME = itemgetter(2)
 
-_COMPILED_RANGES = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
+#: the names torch.compile gives the ranges around its compiled code
+COMPILED_RANGES = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 _OPTIMIZER_OPS = ("aten::_fused_adam", "aten::_fused_sgd", "aten::_fused_adagrad")
 #: collective kinds by the words of NCCL kernel names and host collective ops
@@ -224,7 +225,7 @@ def _collective(name: str) -> str | None:
 
 def compiled_names(range_names: Iterable[str]) -> set[str]:
     """The names of torch.compile's ranges among ``range_names``."""
-    return {name for name in range_names if name.startswith(_COMPILED_RANGES)}
+    return {name for name in range_names if name.startswith(COMPILED_RANGES)}
 
 
 def compiled_launch_share(
@@ -306,7 +307,7 @@ def markers_of(
     if SDPA_OP in names:
         inputs = attention_inputs(ranges, names)
     for name in names:
-        if name.startswith(_COMPILED_RANGES):
+        if name.startswith(COMPILED_RANGES):
             compiled = True
         elif name.startswith("autograd::engine::evaluate_function") or name.endswith(
             ("Backward0", "Backward1")

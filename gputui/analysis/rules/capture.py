@@ -44,6 +44,7 @@ from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
 from gputui.analysis.severity import INFO, WARN
 from gputui.protocol.messages import DATA
 from gputui.trace import kernels
+from gputui.trace.markers import COMPILED_RANGES
 from gputui.trace.op_rows import GPU_MEMCPY, off_device
 
 #: the thresholds (gputui.analysis.thresholds).  Synchronizing calls per step from
@@ -321,8 +322,6 @@ _READBACKS = ("aten::_local_scalar_dense", "aten::item", *_TRUTHS)
 _COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
 #: a source named by its op (an op of none of the kinds above)
 _OP = "op:"
-#: torch.compile's ranges around its compiled code (the markers' names)
-_COMPILED_OPS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 
 
 def sync_sources(
@@ -402,7 +401,7 @@ def _source_key(name: str) -> str:
         return "shape"
     if not name:
         return "outside"
-    if name.startswith(_COMPILED_OPS):
+    if name.startswith(COMPILED_RANGES):
         return "compiled"
     return _OP + name
 
