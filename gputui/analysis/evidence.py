@@ -404,6 +404,10 @@ class JobEvidence(ValueBase):
     #: reservations, a library's streams and handles): one-off, as cold
     #: launches are, but counted with torch's dispatch by the step account
     setup_share: float = 0.0
+    #: a trace's Python frames (``with_stack=True``) by their self time, each as
+    #: a share of the window: (name, share), the most first
+    #: (:attr:`gputui.trace.scan.Sanity.python_frames`); empty without stacks
+    python_frames: tuple[tuple[str, float], ...] = ()
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)

@@ -43,6 +43,11 @@ GPU_COMM = "gpu_comm"
 GPU_COPY = "gpu_copy"
 #: issuing work: kernel launch and torch dispatch together
 ISSUE = "issue"
+#: the model's own Python around the ops it issues (a trace recorded with Python
+#: stacks: the time inside its module calls that no other bucket claims), carved
+#: out of Python outside torch; issuing work together with launch and dispatch
+MODEL_PYTHON = "model_python"
+ISSUE_MODEL = "issue_model"
 #: a cost outside the window's steps (compiling steps), on its own base
 OUTSIDE = "outside"
 #: the job's own code and its libraries on the host: Python outside torch, and
@@ -53,6 +58,8 @@ HOST_CODE = "host_code"
 CLAIM_BUCKETS: Mapping[str, tuple[str, ...]] = {
     **{b: (b,) for b in ACCOUNT_BUCKETS},
     ISSUE: ("launch", "dispatch"),
+    MODEL_PYTHON: (MODEL_PYTHON,),
+    ISSUE_MODEL: ("launch", "dispatch", MODEL_PYTHON),
     HOST_CODE: ("python", "phase"),
     REST: (REST,),
 }
@@ -62,6 +69,8 @@ SERIALIZING_SYNCS = thresholds.value("sync.per_step")
 CLAIM_LABELS: Mapping[str, str] = {
     **ACCOUNT_LABELS,
     ISSUE: "kernel launch + torch dispatch",
+    MODEL_PYTHON: "the model's Python in its module calls",
+    ISSUE_MODEL: "kernel launch, torch dispatch and the model's Python",
     HOST_CODE: "Python outside torch and user phases",
     REST: "the step outside data, phases and communication",
     GPU_BUSY: "the GPU's compute time",
@@ -245,6 +254,10 @@ def from_account(
     scaled down to that), less ``cpu_work`` (:func:`unprofiled_split`)."""
     step_s = acct.step_us / 1e6 if acct.step_us > 0 else None
     shares = {b: acct.share(b) for b in ACCOUNT_BUCKETS} if step_s else {}
+    model = acct.model_python_share
+    if model > 0 and shares:  # the model's Python, out of Python outside torch
+        shares["python"] -= model
+        shares[MODEL_PYTHON] = model
     busy = acct.gpu_busy_share
     compute = acct.gpu_part_share("compute")
     if compute is None:  # an older account: all GPU activity as compute
@@ -255,6 +268,12 @@ def from_account(
         if acct.gpu_idle_us is not None and acct.step_us > 0
         else {}
     )
+    python = acct.share("python")
+    if model > 0 and measured.get("python", 0.0) > 0 and python > 0:
+        # the GPU's idle time while the host ran Python, split as the Python is
+        idle_python = measured["python"]
+        measured["python"] = idle_python * (1.0 - model / python)
+        measured[MODEL_PYTHON] = idle_python * model / python
     return Ledger(
         window=window,
         step_s=step_s,

@@ -402,6 +402,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "setup_by_name": [
             {"name": name, "calls": n, "us": us} for name, n, us in sanity.setup_by_name
         ],
+        "python_frames": [{"name": name, "us": us} for name, us in sanity.python_frames],
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -342,6 +342,12 @@ class StepAccount(spec.Wire):
     sync_ops_us_per_step: Mapping[str, float] | None = spec.field(
         _sync_ops, default=None, write="dict({v})", omit_none=True
     )
+    #: of ``python_us``, the time inside the model's module calls (a Python frame
+    #: of ``nn.Module``'s call on the trace's Python stack), less a numeric
+    #: library's code there: the model's own Python around the ops it issues.
+    #: Only a trace recorded with Python stacks tells it; None (absent on the
+    #: wire) elsewhere
+    model_python_us: float | None = _opt_us(omit_none=True)
 
     def bucket_us(self, bucket: str) -> float:
         return float(getattr(self, f"{bucket}_us"))
@@ -360,6 +366,15 @@ class StepAccount(spec.Wire):
         if self.gpu_busy_us is None or self.step_us <= 0:
             return None
         return min(1.0, self.gpu_busy_us / self.step_us)
+
+    @property
+    def model_python_share(self) -> float:
+        """The share of the step in the model's own Python (``model_python_us``,
+        at most the Python bucket; 0 where the trace's stack did not tell it)."""
+        model = self.model_python_us
+        if not model or self.step_us <= 0:
+            return 0.0
+        return min(model, self.python_us) / self.step_us
 
     def gpu_part_share(self, part: str) -> float | None:
         """The step's share of GPU ``part`` ("compute", "comm": communication

@@ -42,6 +42,17 @@ def lines(
         us = acct.bucket_us(b)
         if us > 0:
             out.append(_row(label(b, cuda), acct.share(b), us / 1e6, bar, ascii_only))
+        model = acct.model_python_share
+        if b == "python" and model > 0:
+            out.extend(
+                wrap(
+                    f"of it, {model * 100:.1f}% of the step ({fmt.ms(model * step_s)}) is "
+                    "the model's own Python in its module calls (the trace's Python stack)",
+                    width,
+                    "    ",
+                    "      ",
+                )
+            )
     busy = acct.gpu_busy_share
     gpu_us = acct.gpu_busy_us
     if busy is not None and gpu_us is not None and gpu_us > acct.step_us * 1.05:

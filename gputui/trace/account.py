@@ -42,6 +42,8 @@ from gputui.trace.scan import (
     GPU_OTHER,
     HOST_WINDOWS,
     LAUNCH_CALLS,
+    LIBRARY_CODE,
+    MODULE_CALLS,
     PHASE,
     PHASE_PREFIX,
     RT_DRIVER,
@@ -83,6 +85,8 @@ _COMPUTE = bits(GPU_COMPUTE, GPU_COLLECTIVE)
 _COMM = bits(GPU_COMM)
 _COPY = bits(GPU_MEMCPY, GPU_MEMSET, GPU_OTHER)
 _HOST, _STEPS, _BUBBLES = bits(HOST_WINDOWS), bits(STEP_WINDOWS), bits(SYNC_GAPS)
+#: a trace's Python frames that call a module, and a numeric library's
+_MODULE, _LIBRARY = bits(MODULE_CALLS), bits(LIBRARY_CODE)
 
 
 class _Clipped:
@@ -315,11 +319,14 @@ def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAcc
     n = len(windows)
     totals = dict.fromkeys((b for b, _ in _BUCKET_BITS), 0)
     split = dict.fromkeys(totals, 0)
-    compute = comm = copy = rest = 0
+    compute = comm = copy = rest = model = 0
     for mask, us in lens.items():
         top = next((b for b, m in _BUCKET_BITS if mask & m), None)
-        if mask & _HOST and top is not None:
-            totals[top] += us
+        if mask & _HOST:
+            if top is not None:
+                totals[top] += us
+            elif mask & _MODULE and not mask & _LIBRARY:
+                model += us
         if mask & _STEPS:
             if mask & _COMPUTE:
                 compute += us
@@ -340,11 +347,13 @@ def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAcc
         idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
     step_wall = sum(hi - lo for lo, hi in windows)
     fitted, host_wall = _fitted(totals, sum(hi - lo for lo, hi in host), step_wall)
+    python = max(0, host_wall - sum(fitted.values()))
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
         **_means(fitted, n),
-        python_us=round(max(0, host_wall - sum(fitted.values())) / n, 3),
+        python_us=round(python / n, 3),
+        model_python_us=_model_python(scan, model, python, host, step_wall, n),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=round((compute + comm + copy) / n, 3) if has_gpu else None,
         **_call_counts(scan, host, n),
@@ -353,6 +362,21 @@ def _swept(scan: Scan, host: list[Interval], windows: list[Interval]) -> StepAcc
         gpu_comm_us=round(comm / n, 3) if has_gpu else None,
         gpu_copy_us=round(copy / n, 3) if has_gpu else None,
     )
+
+
+def _model_python(
+    scan: Scan, model: float, python: float, host: list[Interval], step_wall: int, n: int
+) -> float | None:
+    """The account's ``model_python_us``: of the host's time outside every
+    bucket, ``model`` µs fell inside a module call of the trace's Python stack,
+    fitted to the steps as the buckets are (:func:`_fitted`) and at most the
+    Python bucket; None for a trace without a module call in its stack."""
+    if not scan.ranges.module_calls:
+        return None
+    host_wall = sum(hi - lo for lo, hi in host)
+    if host_wall > step_wall > 0:
+        model = model * step_wall / host_wall
+    return round(min(model, python) / n, 3)
 
 
 def _account(
@@ -376,8 +400,20 @@ def _account(
     exclusive = {b: _Clipped(iv) for b, iv in mine.items()}
     totals = dict.fromkeys(exclusive, 0)
     host_wall = 0
+    # the module calls' time that no bucket claimed, less a numeric library's
+    module_calls = scan.ranges.module_calls
+    in_model = _Clipped(
+        subtract(
+            subtract(merge_sorted(module_calls), claimed),
+            merge_sorted(scan.ranges.library_code),
+        )
+        if module_calls
+        else []
+    )
+    model = 0
     for lo, hi in host:
         host_wall += hi - lo
+        model += in_model.within(lo, hi)
         for bucket, clipped in exclusive.items():
             totals[bucket] += clipped.within(lo, hi)
     step_wall = sum(hi - lo for lo, hi in windows)
@@ -402,14 +438,15 @@ def _account(
         split["sync"] += length(bubbles)
         split["python"] = max(0, length(rest) - sum(split[b] for b in _HOST_ORDER))
         idle_by = {b: round(v / n, 3) for b, v in split.items() if v > 0}
-    fitted, host_wall = _fitted(totals, host_wall, step_wall)
-    claimed_total = sum(fitted.values())
+    fitted, fitted_wall = _fitted(totals, host_wall, step_wall)
+    python = max(0, fitted_wall - sum(fitted.values()))
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
         **_means(fitted, n),
-        python_us=round(max(0, host_wall - claimed_total) / n, 3),
-        ahead_us=round(max(0, step_wall - host_wall) / n, 3),
+        python_us=round(python / n, 3),
+        model_python_us=_model_python(scan, model, python, host, step_wall, n),
+        ahead_us=round(max(0, step_wall - fitted_wall) / n, 3),
         gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),
         **_call_counts(scan, host, n),
         gpu_idle_us=idle_by,

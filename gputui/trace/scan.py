@@ -41,6 +41,7 @@ instead.  Tests compare the two on every kept trace and on generated ones.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ from gputui.trace.timeline import (
     MEMCPY,
     MEMSET,
     OP,
+    PYTHON,
     RUNTIME,
     STEP_MARK,
     SYNC,
@@ -294,6 +296,29 @@ def is_dataloader(name: str) -> bool:
     ) or name.startswith("enumerate(DataPipe)#")
 
 
+#: a Python frame that calls an ``nn.Module`` (torch.profiler's Python stack:
+#: ``with_stack=True`` records the module's ``_call_impl``, ``with_modules=True``
+#: an "nn.Module: NAME" frame as well): what runs under it is the model's forward
+_MODULE_FRAMES = ("nn.Module: ",)
+_CALL_IMPL = re.compile(r"torch/nn/modules/module\.py\(\d+\): _(?:wrapped_)?call_impl\Z")
+#: a numeric or image library's Python frames (and its C methods, which the
+#: Python stack records as ``<built-in method NAME of numpy.ndarray object ...>``):
+#: work the model's Python does with them is no cost of issuing torch's ops
+_LIBRARY_FRAMES = ("numpy/", "PIL/", "scipy/", "pandas/", "cv2/", "sklearn/", "skimage/")
+_LIBRARY_BUILTIN = re.compile(r"<built-in (?:method|function) \w+ of (?:numpy|PIL|pandas)[.\w]* ")
+
+
+def is_module_call(name: str) -> bool:
+    """A Python frame of the stack that calls an ``nn.Module``."""
+    return name.startswith(_MODULE_FRAMES) or _CALL_IMPL.search(name) is not None
+
+
+def is_library_code(name: str) -> bool:
+    """A Python frame of numpy, PIL, scipy, pandas, OpenCV, scikit-learn or
+    scikit-image (their own code, or one of their C methods)."""
+    return name.startswith(_LIBRARY_FRAMES) or _LIBRARY_BUILTIN.match(name) is not None
+
+
 def is_comm(name: str) -> bool:
     """A host range that waits for the job's peers (a collective)."""
     return name in COLLECTIVE_OPS or name.startswith(_COMM_PREFIXES)
@@ -316,7 +341,10 @@ OFF_STREAM = 1
 #: synchronization left (the account's), and from the first step's start to
 #: the last step's end (the plugin's GPU utilization)
 HOST_WINDOWS, STEP_WINDOWS, SYNC_GAPS, STEPS_SPAN = 24, 25, 26, 27
-LAYERS = 28
+#: a trace's Python frames (``with_stack=True``) that call an ``nn.Module``, and
+#: those of a numeric library's code (:func:`is_module_call`, :func:`is_library_code`)
+MODULE_CALLS, LIBRARY_CODE = 28, 29
+LAYERS = 30
 
 
 def bits(*layers: int) -> int:
@@ -687,6 +715,9 @@ class Sanity(ValueBase):
     setup_call_us: float = 0.0
     #: the same by name: (name, calls, us), the most time first
     setup_by_name: tuple[tuple[str, int, float], ...] = ()
+    #: a trace's Python frames (``with_stack=True``) by their self time in the
+    #: window: (name, us), the most first (:data:`PYTHON_FRAMES` of them)
+    python_frames: tuple[tuple[str, float], ...] = ()
 
     @property
     def records_graphs(self) -> bool:
@@ -695,6 +726,8 @@ class Sanity(ValueBase):
         return self.graph_captures > 0 and self.kernels_launched * 2 < self.kernel_launch_calls
 
 
+#: the Python frames Sanity.python_frames keeps
+PYTHON_FRAMES = 12
 #: the suffix of the ranges torch.compile times its compiling with
 COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 #: a launch call this long (us) is no launch's cost but a one-off: a launch
@@ -718,6 +751,9 @@ class _Tally:
     total: dict[str, int] = field(default_factory=dict)
     children: dict[str, int] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
+    #: a trace's Python frames (``with_stack=True``): their self time by name
+    #: (their time less that of the frames, ops and calls nested in them)
+    python: dict[str, int] = field(default_factory=dict)
 
 
 class _Both:
@@ -883,6 +919,8 @@ class Scan:
             out[RT_SYNC + i] = lst
         for i, lst in enumerate(self.gpu.lists):
             out[GPU_COMPUTE + i] = lst
+        out[MODULE_CALLS] = self.ranges.module_calls
+        out[LIBRARY_CODE] = self.ranges.library_code
         return out
 
     @cached_property
@@ -997,6 +1035,15 @@ class Scan:
             for name, total in t.total.items()
         ]
 
+    def python_frames(self, limit: int = PYTHON_FRAMES) -> tuple[tuple[str, float], ...]:
+        """A trace's Python frames (``with_stack=True``) that start in the window,
+        by their self time there (µs: their time less that of the frames, ops
+        and runtime calls nested in them), the most first; empty for a trace
+        recorded without Python stacks."""
+        frames = self._tallies[1].python
+        top = sorted(frames.items(), key=lambda kv: -kv[1])[:limit]
+        return tuple((name, float(us)) for name, us in top if us > 0)
+
     def outside(self) -> tuple[Outside, Outside]:
         """What lies before the window and after it."""
         w = self.window
@@ -1041,6 +1088,7 @@ class Scan:
             setup_calls=len(self._setup_calls),
             setup_call_us=float(sum(c[1] - c[0] for c in self._setup_calls)),
             setup_by_name=self._setup_by_name(),
+            python_frames=self.python_frames(),
             **self._kernel_rounding(),
         )
 
@@ -1289,6 +1337,10 @@ class RangePass:
         lists: list[list[Any]] = [[] for _ in range(6)]
         #: every range whose name holds "ProfilerStep" (HTA's step events)
         self.step_events: list[Any] = []
+        #: a trace's Python frames that call a module, and a numeric library's
+        #: (:data:`MODULE_CALLS`, :data:`LIBRARY_CODE`)
+        self.module_calls: list[Any] = []
+        self.library_code: list[Any] = []
         self._collectives: list[Any] = []  # the plugin's collectives, not ops
         roles: dict[str, dict[str, Any]] = {}
         missing = _MISSING
@@ -1313,6 +1365,11 @@ class RangePass:
         self.collective_ids = {r[5] for r in (*lists[COLLECTIVE], *self._collectives) if r[5] >= 0}
 
     def _filed(self, name: str, kind: str, lists: list[list[Any]]) -> Any:
+        if kind == PYTHON and STEP_MARK not in name and name not in COLLECTIVE_OPS:
+            if is_module_call(name):
+                return self.module_calls
+            if is_library_code(name):
+                return self.library_code
         role = host_role(name, kind)
         lst = None if role is None else lists[role]
         if lst is None and name in COLLECTIVE_OPS:
@@ -1553,7 +1610,12 @@ def _nest(scan: Scan) -> list[_Tally]:
     tallies = None if ops & others else _nest_fast(ranges, runtime, bounds)
     if tallies is None:
         return _nest_stream(ranges, runtime, bounds)
+    python = by_kind.get(PYTHON, ())
     for part, t in enumerate(tallies):
+        for name in python:
+            total = t.total.get(name)
+            if total:
+                t.python[name] = total - t.children.get(name, 0)
         for name in others:
             t.total.pop(name, None)
         lo = float("-inf") if part == 0 else bounds[part - 1]
@@ -1665,6 +1727,10 @@ def _nest_stream(
     # [calls, time, the children's time] of the ops and runtime calls
     rows: list[dict[str, list[int]]] = [{}, {}, {}]
     got_rows = rows[0]
+    # the same for the Python frames: [0, time, the children's time]
+    py_rows: list[dict[str, list[int]]] = [{}, {}, {}]
+    got_py = py_rows[0]
+    python = PYTHON
     part = 0
     next_bound = w0
     # per thread, its open records, the time of their children and their rows
@@ -1682,12 +1748,18 @@ def _nest_stream(
                 part += 1
                 next_bound = w1 if part == 1 else inf
             got_rows = rows[part]
+            got_py = py_rows[part]
         name = rec[2]
         row = got_rows.get(name)
         if row is None:
             row = got_rows[name] = [0, 0, 0]
         if len(rec) == 7 or rec[4] == op:  # a runtime call, or an op
             row[0] += 1
+            row[1] += e - s
+        elif rec[4] == python:  # a Python frame: a row of its own table
+            row = got_py.get(name)
+            if row is None:
+                row = got_py[name] = [0, 0, 0]
             row[1] += e - s
         else:  # nests, but is no row
             row = None
@@ -1725,12 +1797,13 @@ def _nest_stream(
         while st:
             _close(st.pop(), kids.pop(), open_rows.pop())
     tallies = [_Tally(), _Tally(), _Tally()]
-    for t, got_rows in zip(tallies, rows, strict=True):
+    for t, got_rows, got_py in zip(tallies, rows, py_rows, strict=True):
         for name, (calls, total, taken) in got_rows.items():
             if calls:
                 t.total[name] = total
                 t.children[name] = taken
                 t.calls[name] = calls
+        t.python = {name: total - taken for name, (_, total, taken) in got_py.items() if total}
     return tallies
 
 

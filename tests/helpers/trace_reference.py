@@ -193,6 +193,49 @@ def _after_sync(idle: list[Interval], sync_calls: list[Interval]) -> list[Interv
     return out
 
 
+def _module_frame(name: str) -> bool:
+    if name.startswith("nn.Module: "):
+        return True
+    return "torch/nn/modules/module.py(" in name and name.endswith(
+        ("): _call_impl", "): _wrapped_call_impl")
+    )
+
+
+_LIBRARIES = ("numpy", "PIL", "scipy", "pandas", "cv2", "sklearn", "skimage")
+
+
+def _library_frame(name: str) -> bool:
+    if name.split("/", 1)[0] in _LIBRARIES and "/" in name:
+        return True
+    if not name.startswith("<built-in "):
+        return False
+    words = name.split()
+    return len(words) >= 5 and words[3] == "of" and words[4].split(".")[0] in _LIBRARIES[:3]
+
+
+def _model_python(
+    timeline: Timeline,
+    claimed: list[Interval],
+    host: list[Interval],
+    step_wall: int,
+    python: float,
+    n: int,
+) -> float | None:
+    """Host time in the steps inside a module call of the Python stack that no
+    bucket claimed, less a numeric library's frames; None without a module call."""
+    frames = [r for r in timeline.ranges if r.kind == tl.PYTHON]
+    module = merge([(r.start_us, r.end_us) for r in frames if _module_frame(r.name)])
+    if not any(_module_frame(r.name) for r in frames):
+        return None
+    library = merge([(r.start_us, r.end_us) for r in frames if _library_frame(r.name)])
+    inside = subtract(subtract(module, claimed), library)
+    model = sum(length(intersect(inside, [(lo, hi)])) for lo, hi in host)
+    host_wall = sum(hi - lo for lo, hi in host)
+    if host_wall > step_wall > 0:
+        model = model * step_wall / host_wall
+    return round(min(model, python) / n, 3)
+
+
 def step_account(timeline: Timeline) -> StepAccount | None:
     """The mean account of the timeline's steps (:func:`step_windows`); None
     without host events."""
@@ -243,11 +286,13 @@ def step_account(timeline: Timeline) -> StepAccount | None:
         kept = {b: v * scale for b, v in totals.items()}
         host_wall = step_wall
     claimed_total = sum(kept.values())
+    python = max(0, host_wall - claimed_total)
     return StepAccount(
         steps=n,
         step_us=round(step_wall / n, 3),
         **{f"{b}_us": round(v / n, 3) for b, v in kept.items()},
-        python_us=round(max(0, host_wall - claimed_total) / n, 3),
+        python_us=round(python / n, 3),
+        model_python_us=_model_python(timeline, claimed, host, step_wall, python, n),
         ahead_us=round(max(0, step_wall - host_wall) / n, 3),
         gpu_busy_us=None if gpu_busy is None else round(gpu_busy / n, 3),
         sync_calls_per_step=round(

@@ -4,14 +4,18 @@ follow it; and the trace reader's fixes it rests on."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
+import gputui.trace.scan as scan_module
 from gputui.analysis import engine
+from gputui.analysis.rules.account import frame_label
 from gputui.analysis.trace_evidence import trace_job_findings
 from gputui.analysis.trace_summary import summarize
 from gputui.protocol.fields import SchemaError
@@ -23,6 +27,7 @@ from gputui.protocol.trace_metrics import (
     TraceMetrics,
 )
 from gputui.trace.account import step_account
+from gputui.trace.scan import Scan
 from gputui.tracefile.reader import TraceError, read_trace
 from tests.helpers.evidence import account, capture, evidence, kernel, op
 from tests.helpers.tracegen import ADD, TraceBuilder
@@ -158,6 +163,119 @@ def test_a_step_held_by_python_is_not_called_launch_bound(tmp_path: Path) -> Non
     assert python[:1] == ["cpu.python"] and "launch.overhead" not in python
     launching = findings(numpy_bound(tmp_path, 500))
     assert launching[:1] == ["launch.overhead"] and "cpu.python" not in launching
+
+
+#: the Python frames torch.profiler(with_stack=True, with_modules=True) writes
+CALL_IMPL = "torch/nn/modules/module.py(1743): _call_impl"
+MODULE = "nn.Module: Block_0"
+
+
+def python_in(tmp_path: Path, where: str) -> Path:
+    """:func:`numpy_bound`'s steps at 6,000 µs of Python, with the trace's Python
+    stack: the Python in the loop's own function ("loop"), in the model's forward
+    inside its module call ("model"), or in numpy called from the forward
+    ("numpy")."""
+    t = TraceBuilder()
+    for n in range(3):
+        base = n * 10_000
+        t.step(n + 1, base, 10_000)
+        if where == "loop":
+            t.op("train.py(10): augment", base, 6_000, cat="python_function")
+        else:
+            t.op(CALL_IMPL, base, 10_000, cat="python_function")
+            t.op(MODULE, base + 1, 9_998, cat="python_function")
+            t.op("model.py(20): forward", base + 2, 9_996, cat="python_function")
+            if where == "numpy":
+                numpy = "numpy/_core/fromnumeric.py(51): _wrapfunc"
+                t.op(numpy, base + 3, 5_990, cat="python_function")
+        for i in range(400):
+            ts = base + 6_000 + i * 10
+            t.op("aten::add", ts, 9)
+            t.launch(ts + 1, 6, ADD, ts + 7, 2)
+    return t.write(tmp_path / f"python_{where}.json")
+
+
+def test_the_models_python_in_its_module_calls_is_told_apart(tmp_path: Path) -> None:
+    """Of the host's time outside every bucket, the part inside a module call of
+    the trace's Python stack, less numpy's, is the model's own Python; a trace
+    without a module call in its stack has none to tell."""
+    loop = account_of_path(python_in(tmp_path, "loop"))
+    model = account_of_path(python_in(tmp_path, "model"))
+    numpy = account_of_path(python_in(tmp_path, "numpy"))
+    assert loop.python_us == model.python_us == numpy.python_us == pytest.approx(6_400, abs=1)
+    assert loop.model_python_us is None
+    assert model.model_python_us == model.python_us  # all of it inside the module call
+    assert numpy.model_python_us == pytest.approx(model.python_us - 5_990, abs=1)
+    assert model.model_python_share == pytest.approx(0.64, abs=0.001)
+    without = StepAccount.from_wire(model.to_wire() | {"model_python_us": None})
+    assert without.model_python_share == 0.0
+
+
+def account_of_path(path: Path) -> StepAccount:
+    acct = step_account(read_trace(path).timeline)
+    assert acct is not None
+    return acct
+
+
+def test_the_models_python_is_a_cost_of_issuing_its_ops(tmp_path: Path) -> None:
+    """The same 60% of the step in Python: in the loop's function or numpy it is
+    Python outside torch; in the model's forward (tiny ops, the GPU idle) it is
+    what issuing the model costs, which compiling it takes away."""
+    assert findings(python_in(tmp_path, "loop"))[:1] == ["cpu.python"]
+    assert findings(python_in(tmp_path, "numpy"))[:1] == ["cpu.python"]
+    model = findings(python_in(tmp_path, "model"))
+    assert model[:1] == ["launch.overhead"] and "cpu.python" not in model
+
+
+def test_the_traces_python_stack_names_whose_the_python_is(tmp_path: Path) -> None:
+    """The Python frames' self times in the window (their time less the frames,
+    ops and calls inside them), by either walk of the nesting; cpu.python names
+    the largest of them outside torch, and its fix starts there."""
+    loop, model = python_in(tmp_path, "loop"), python_in(tmp_path, "model")
+    for walk in (None, "stream"):
+        with (
+            mock.patch.object(scan_module, "_nest_fast", return_value=None)
+            if walk
+            else (contextlib.nullcontext())
+        ):
+            frames = dict(Scan(read_trace(loop).timeline).sanity().python_frames)
+            assert frames == {"train.py(10): augment": 18_000.0}
+            frames = dict(Scan(read_trace(model).timeline).sanity().python_frames)
+            assert frames["model.py(20): forward"] == 3 * (9_996 - 400 * 9)
+            assert frames[MODULE] == 3 * 2 and frames[CALL_IMPL] == 3 * 2
+    tf = read_trace(loop)
+    summary = summarize(tf.timeline, 0, "order", str(loop), compute_capability="9.0")
+    (python,) = [f for f in trace_job_findings(summary) if f.rule == "cpu.python"]
+    assert python.evidence.endswith(
+        "by the trace's Python stack, its largest self times: augment (train.py:10) 60%"
+    )
+    assert python.fix.startswith("start with augment (train.py:10): make it cheaper")
+
+
+FRAME_LABELS = [
+    (
+        "transformers/image_transforms.py(390): normalize",
+        "normalize (transformers/image_transforms.py:390)",
+    ),
+    (
+        "<built-in method astype of numpy.ndarray object at 0x7cbf780f01b0>",
+        "numpy.ndarray.astype",
+    ),
+    ("<built-in function array>", "array (built-in)"),
+    ("odd frame", "odd frame"),
+]
+
+
+@pytest.mark.parametrize(("name", "label"), FRAME_LABELS)
+def test_a_frame_of_the_stack_reads_as_function_and_place(name: str, label: str) -> None:
+    assert frame_label(name) == label
+
+
+def test_a_frames_text_is_sanitized() -> None:
+    """The trace's text is the job's: no terminal escape reaches the screen."""
+    label = frame_label("evil.py(1): \x1b[2J\x1b]0;owned\x07gone")
+    assert label.endswith(" (evil.py:1)")
+    assert not any(ord(c) < 32 or ord(c) == 127 for c in label)
 
 
 def test_kernel_rules_claim_only_gpu_busy_time() -> None:

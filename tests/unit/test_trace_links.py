@@ -16,7 +16,7 @@ from gputui.tracefile.reader import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: the public traces written by a torch build that links a call to its op
-_LINKING = ("tracelens-b200-eager.trace.json.gz",)
+_LINKING = ("tracelens-b200-eager.trace.json.gz", "tracelens-h100-bert-small.trace.json.gz")
 #: traces written by torch builds that link a call to its op by the op's id
 LINKED = sorted(
     p for p in DATA.rglob("*.json.gz") if "thirdparty" not in p.parts or p.name in _LINKING

@@ -116,6 +116,11 @@ RANGE_NAMES = (
     "Optimizer.step#AdamW.step",
     "autograd::engine::evaluate_function: MmBackward0",
     "## forward ##",
+    # the Python stack's module calls and a numeric library's frames
+    "torch/nn/modules/module.py(1743): _call_impl",
+    "nn.Module: Linear_0",
+    "numpy/_core/fromnumeric.py(51): _wrapfunc",
+    "<built-in method reduce of numpy.ufunc object at 0x7fe09c998540>",
 )
 RANGE_KINDS = (tl.OP, tl.OP, tl.ANNOTATION, tl.PYTHON, tl.HOST_OTHER, tl.GPU_ANNOTATION)
 CALL_NAMES = (

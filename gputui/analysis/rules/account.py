@@ -17,6 +17,7 @@ own bucket.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from gputui import fmt
@@ -61,9 +62,12 @@ def shares_text(acct: StepAccount, *buckets: str, cuda: bool = True) -> str:
 
 
 def _groups(acct: StepAccount, cpu_work: float = 0.0) -> dict[str, float]:
+    # the model's own Python around its ops (a trace with Python stacks) is the
+    # cost of issuing them: what torch.compile and CUDA graphs take away
+    model = acct.model_python_share
     return {
-        "python": acct.share("python"),
-        "launch": acct.share("launch") + max(0.0, acct.share("dispatch") - cpu_work),
+        "python": acct.share("python") - model,
+        "launch": acct.share("launch") + max(0.0, acct.share("dispatch") - cpu_work) + model,
         "sync": acct.share("sync"),
         "data": acct.share("data"),
         "comm": acct.share("comm"),
@@ -74,7 +78,8 @@ def _groups(acct: StepAccount, cpu_work: float = 0.0) -> dict[str, float]:
 def cpu_side_largest(acct: StepAccount, cpu_work: float = 0.0) -> str:
     """Which CPU-side cause holds most of the step: "python", "launch" (launch
     and dispatch together: the cost of issuing ops, less ``cpu_work``, the share
-    of the step torch's ops spent computing on the CPU), "sync", "data" or "comm"."""
+    of the step torch's ops spent computing on the CPU, plus the model's own Python
+    where a trace's Python stack tells it), "sync", "data" or "comm"."""
     groups = _groups(acct, cpu_work)
     return max(groups, key=lambda k: groups[k])
 
@@ -116,6 +121,53 @@ def _fix(host: HostCode | None, model: bool, where: str, inference: bool = False
     )
 
 
+#: a Python frame of the trace's stack: ``file.py(LINE): function``, and a C
+#: function or method: ``<built-in method NAME of TYPE object at 0x...>``
+_FRAME = re.compile(r"(?P<file>[^()]+)\((?P<line>\d+)\): (?P<fn>.+)\Z")
+_BUILTIN = re.compile(
+    r"<built-in (?:method (?P<m>\S+) of (?P<type>\S+) object|function (?P<f>[^\s>]+))"
+)
+#: frames named where a trace's stack says whose the Python outside torch is
+NAMED_FRAMES = 3
+#: a frame is named from this share of the step
+NAMED_FRAME_SHARE = 0.01
+
+
+def frame_label(name: str) -> str:
+    """A frame of a trace's Python stack in a reader's words:
+    ``normalize (transformers/image_transforms.py:390)``, ``numpy.ndarray.astype``,
+    ``array (built-in)``; sanitized (the trace's text is the job's)."""
+    m = _FRAME.match(name)
+    if m:
+        label = f"{m['fn']} ({m['file']}:{m['line']})"
+    else:
+        b = _BUILTIN.match(name)
+        if b and b["m"]:
+            label = f"{b['type']}.{b['m']}"
+        elif b:
+            label = f"{b['f']} (built-in)"
+        else:
+            label = name
+    return fmt.clean(label, 100)
+
+
+def _torch_frame(name: str) -> bool:
+    """A frame of torch's own Python (module calls, the profiler's step) or a C
+    method of its tensors."""
+    return name.startswith("torch/") or " of Tensor object" in name or " of torch." in name
+
+
+def stack_frames(ev: JobEvidence) -> list[tuple[str, float]]:
+    """The frames a trace's Python stack names for the Python outside torch:
+    outside torch's own files, from :data:`NAMED_FRAME_SHARE` of the step, the
+    most first (:data:`NAMED_FRAMES` of them)."""
+    return [
+        (frame_label(name), share)
+        for name, share in ev.python_frames
+        if share >= NAMED_FRAME_SHARE and not _torch_frame(name)
+    ][:NAMED_FRAMES]
+
+
 def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
     """The GPU's busy share of the step where known: the account's, else (no
     capture) NVML's while attached, as the ledger has it."""
@@ -134,7 +186,9 @@ def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
     ("capture", "profile"),
     trigger=(
         "capture or trace: Python outside torch (less a trace's time in torch.compile's "
-        "compiling ranges) >= {cpu.python_share} of the step and the largest CPU-side "
+        "compiling ranges, and its model Python: the time inside the model's module calls "
+        "of its Python stack, which launch.overhead counts) >= {cpu.python_share} of the "
+        "step and the largest CPU-side "
         "share (ahead of launch + dispatch, sync, data, communication), "
         "with the GPU idle >= {cpu.gpu_idle_share} of the step (or no GPU); where the "
         "Python sampler saw the job, at most the time it found in code outside torch (torch's "
@@ -163,8 +217,11 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     the job: the account's host time outside torch ops that is in torch's own
     code is not Python outside torch."""
     # torch.compile's compiling (a trace that holds it) is Python no change to
-    # the job's own code recovers
-    python, phase = max(0.0, acct.share("python") - ev.compile_share), 0.0
+    # the job's own code recovers; the model's own Python in its module calls (a
+    # trace's Python stack) is the cost of issuing its ops (launch.overhead's)
+    model = acct.model_python_share
+    python = max(0.0, acct.share("python") - ev.compile_share - model)
+    phase = 0.0
     if host is not None:
         python = min(python, host.loop + host.model)
         phase = min(acct.share("phase"), host.user_phases)
@@ -185,6 +242,13 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         + shares_text(acct, "dispatch", "launch", "sync", "data", cuda=ev.cuda)
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
+        + (
+            f"; of the CPU time outside torch ops, {model * 100:.0f}% of the step is the "
+            "model's own Python in its module calls (the trace's Python stack): a cost of "
+            "issuing its ops, not counted here"
+            if model >= 0.01
+            else ""
+        )
     )
     if host is not None:
         evidence += (
@@ -198,6 +262,15 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         "the GPU busy share rise" if ev.cuda else "the step get shorter"
     )
     fix = _fix(host, True, where, ev.context.inference)
+    frames = stack_frames(ev) if host is None else []
+    if frames:  # the trace's Python stack says whose it is (the sampler's stand-in)
+        evidence += "; by the trace's Python stack, its largest self times: " + ", ".join(
+            f"{label} {share * 100:.0f}%" for label, share in frames
+        )
+        loop = "the inference loop" if ev.context.inference else "the training loop"
+        where_to = _WHERE_TO_INFERENCE if ev.context.inference else _WHERE_TO
+        fix = f"start with {frames[0][0]}: make it cheaper, or move it out of {loop}: {where_to}"
+
     return _python(ev, evidence, fix, confirm, recoverable, phase > 0)
 
 

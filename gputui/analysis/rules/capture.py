@@ -37,7 +37,7 @@ from gputui.analysis.frameworks import (
     generate_cache,
     spell,
 )
-from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE
+from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE, ISSUE_MODEL
 from gputui.analysis.optimizer import FUSED, optimizer_impl
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
@@ -511,7 +511,9 @@ def _pin_fix(ev: JobEvidence) -> str:
         "kernel's first launch of 1ms or more on an idle GPU) + torch dispatch (less the "
         "ops that average {launch.cpu_op_us} or more a call: CPU work, and a trace's "
         "set-up calls of 100ms or more on an idle GPU: cudaMalloc, cudaFree, stream "
-        "creation) >= {launch.issue_share} of the step and the largest CPU-side share (a "
+        "creation), plus a trace's model Python (the time inside the model's module calls of "
+        "its Python stack that no other bucket claims, less numpy's and PIL's frames there), "
+        ">= {launch.issue_share} of the step and the largest CPU-side share (a "
         "trace's one-off time, compiling, cold launches and set-up calls, out of the idle "
         "share); "
         "without one, kernels average < {launch.short_kernel_us} or "
@@ -527,6 +529,7 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
         return []
     tiny_kernels = launch_bound(cap)
     acct = cap.account
+    model = 0.0
     if acct is not None and acct.step_us > 0:
         # Launch-bound means issuing ops holds the step: launch calls and torch
         # dispatch, not Python outside torch, a sync or the data loader.
@@ -540,7 +543,10 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
             acct.share("dispatch"),
             cap.cpu_work_us(CPU_OP_US) / cap.steps / acct.step_us + ev.setup_share,
         )
-        issuing = launch + acct.share("dispatch") - cpu_work
+        # and the model's own Python around its ops, where a trace's Python stack
+        # tells it (its module calls): what compiling or graphing it takes away
+        model = acct.model_python_share
+        issuing = launch + acct.share("dispatch") - cpu_work + model
         if issuing < LAUNCH_SHARE or cpu_side_largest(acct, cpu_work) != "launch":
             return []
     elif not tiny_kernels:
@@ -564,31 +570,9 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
                 share = ceiling
             else:
                 ceiling = None  # it holds nothing back: not worth a word
-    mean = cap.mean_kernel_us
     tiny = cap.tiny_kernel_share()
-    launches = ev.ledger.launches_per_step
-    evidence = (
-        (
-            f"{cap.kernels_per_step:,.0f} kernel launches per step averaging {fmt.us(mean)}"
-            if launches is None
-            else f"{fmt.per_step(launches)} launch calls per step, GPU work averaging "
-            f"{fmt.us(mean)}"
-        )
-        + (f", {tiny * 100:.0f}% of them under 10us" if tiny is not None else "")
-        + "; "
-        + (
-            ""
-            if acct is None or acct.step_us <= 0
-            else f"kernel launch + torch dispatch {issuing * 100:.0f}% of the step; "
-        )
-        + _gap_evidence(ev, cap, idle)
-        + (
-            f"; the capture has no step account (an older gputui's): its CPU ops and "
-            f"launch calls take {ceiling * 100:.0f}% of the step, the most launch cost can be"
-            if ceiling is not None
-            else ""
-        )
-    )
+    issued = None if acct is None or acct.step_us <= 0 else (issuing, model)
+    evidence = _launch_evidence(ev, cap, tiny, issued, idle, ceiling)
     # "tiny" where the kernels under TINY_KERNEL_US are a fair share of them;
     # "short" where their mean is short but few are that short
     title = (
@@ -609,8 +593,54 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
             launch_fix(ev),
             "kernels per step fall and the capture's GPU busy share rises",
             share=share,
+            bucket=ISSUE_MODEL if model >= 0.01 else None,
         )
     ]
+
+
+def _launch_evidence(
+    ev: JobEvidence,
+    cap: CaptureView,
+    tiny: float | None,
+    issued: tuple[float, float] | None,
+    idle: float,
+    ceiling: float | None,
+) -> str:
+    """launch.overhead's evidence: the launches, the share of the step issuing
+    ops takes (``issued``: that share and the model's Python in it, where the
+    capture has a step account), the GPU's idle time, and an older capture's
+    ceiling on the launch cost."""
+    issuing, model = issued if issued is not None else (0.0, 0.0)
+    mean = cap.mean_kernel_us
+    launches = ev.ledger.launches_per_step
+    return (
+        (
+            f"{cap.kernels_per_step:,.0f} kernel launches per step averaging {fmt.us(mean)}"
+            if launches is None
+            else f"{fmt.per_step(launches)} launch calls per step, GPU work averaging "
+            f"{fmt.us(mean)}"
+        )
+        + (f", {tiny * 100:.0f}% of them under 10us" if tiny is not None else "")
+        + "; "
+        + (
+            ""
+            if issued is None
+            else (
+                f"kernel launch, torch dispatch and the model's Python around its ops "
+                f"{issuing * 100:.0f}% of the step (the model's Python in its module calls "
+                f"{model * 100:.0f}%, by the trace's Python stack); "
+                if model >= 0.01
+                else f"kernel launch + torch dispatch {issuing * 100:.0f}% of the step; "
+            )
+        )
+        + _gap_evidence(ev, cap, idle)
+        + (
+            f"; the capture has no step account (an older gputui's): its CPU ops and "
+            f"launch calls take {ceiling * 100:.0f}% of the step, the most launch cost can be"
+            if ceiling is not None
+            else ""
+        )
+    )
 
 
 def launch_fix(ev: JobEvidence) -> str:
@@ -716,6 +746,7 @@ _WHILE = {
     "launch": "launched kernels",
     "dispatch": "ran torch ops (dispatch)",
     "python": "ran Python outside torch",
+    "model_python": "ran the model's Python in its module calls",
 }
 
 
