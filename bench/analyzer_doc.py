@@ -166,6 +166,14 @@ CASES = [
         "the host's",
     ),
     (
+        "h100",
+        "conv_warmup",
+        "a small CNN with cuDNN's autotuning, profiled from its first iteration (warm-up)",
+    ),
+    ("h100", "partly_compiled", "an eager MLP with one torch.compile'd helper"),
+    ("h100", "numpy_preproc_stack", "numpy_preproc recorded with Python stacks"),
+    ("h100", "inference_stack", "the H200's inference case, on an H100 with Python stacks"),
+    (
         "h200",
         "sdpa_mem_efficient",
         "F.scaled_dot_product_attention on fp32 q, k, v with an additive float causal mask",

@@ -1,11 +1,13 @@
 """Real jobs with a planted cause, each profiled for a few steps with
 torch.profiler and written as a Chrome trace: the analyzer's cases on a GPU.
 
-    python bench/jobs/analyzer_cases.py OUT_DIR [CASE ...]
+    python bench/jobs/analyzer_cases.py [--shapes] [--stacks] OUT_DIR [CASE ...]
     python bench/jobs/analyzer_cases.py --live SECONDS CASE
 
 ``--live`` runs one case's step for SECONDS without a profiler (under
-``gputui run``, for ``gputui attach PID --once --capture N``).
+``gputui run``, for ``gputui attach PID --once --capture N``).  ``--shapes``
+records input shapes and FLOPs; ``--stacks`` the Python stack and the module
+frames (``with_stack=True, with_modules=True``).
 
 Cases (the planted cause in brackets):
 - ``numpy_preproc``: a small MLP whose step first runs numpy augmentation on
@@ -94,6 +96,8 @@ SCHEDULE = {"wait": 2, "warmup": 2, "active": 3, "repeat": 1}
 LIVE_S = 0.0
 #: record input shapes and FLOPs in the traces (``--shapes``)
 SHAPES = False
+#: record the Python stack and the module frames in the traces (``--stacks``)
+STACKS = False
 
 
 def gzipped(raw: Path) -> Path:
@@ -125,6 +129,8 @@ def profiled(
         on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
         record_shapes=SHAPES,
         with_flops=SHAPES,
+        with_stack=STACKS,
+        with_modules=STACKS,
     ) as prof:
         for _ in range(steps):
             step()
@@ -1011,9 +1017,12 @@ CASES = {
 
 
 def main() -> None:
-    global LIVE_S, SHAPES
+    global LIVE_S, SHAPES, STACKS
     if sys.argv[1] == "--shapes":
         SHAPES = True
+        del sys.argv[1]
+    if sys.argv[1] == "--stacks":
+        STACKS = True
         del sys.argv[1]
     if sys.argv[1] == "--live":
         LIVE_S = float(sys.argv[2])

@@ -404,6 +404,10 @@ class JobEvidence(ValueBase):
     #: reservations, a library's streams and handles): one-off, as cold
     #: launches are, but counted with torch's dispatch by the step account
     setup_share: float = 0.0
+    #: a trace's share of the window in ops' warm-up calls (their first calls
+    #: that last 20 times their op's median or more while the GPU idles: cuDNN's
+    #: algorithm search, a library's first call; Sanity.warmup_us): one-off
+    warmup_share: float = 0.0
     #: a trace's Python frames (``with_stack=True``) by their self time, each as
     #: a share of the window: (name, share), the most first
     #: (:attr:`gputui.trace.scan.Sanity.python_frames`); empty without stacks
@@ -438,15 +442,16 @@ class JobEvidence(ValueBase):
     @property
     def one_off_share(self) -> float:
         """A trace's share of the window in one-off work (compiling, cold launches,
-        CUDA graph captures, long set-up calls) and in waits on work it did not
-        record."""
+        CUDA graph captures, long set-up calls, ops' warm-up calls) and in waits
+        on work it did not record."""
         return min(
             1.0,
             self.compile_share
             + self.cold_launch_share
             + self.blind_wait_share
             + self.capture_share
-            + self.setup_share,
+            + self.setup_share
+            + self.warmup_share,
         )
 
     @property

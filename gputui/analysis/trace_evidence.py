@@ -149,6 +149,7 @@ def trace_evidence(
         blind_wait_share=_window_share(summary, summary.sanity.blind_wait_us),
         capture_share=_window_share(summary, summary.sanity.graph_capture_us),
         setup_share=_window_share(summary, summary.sanity.setup_call_us),
+        warmup_share=_window_share(summary, summary.sanity.warmup_us),
         python_frames=tuple(
             (name, _window_share(summary, us)) for name, us in summary.sanity.python_frames
         ),

@@ -23,7 +23,7 @@ from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
-from gputui.trace.scan import KERNEL_LAUNCHES, Outside, Sanity, Scan
+from gputui.trace.scan import KERNEL_LAUNCHES, WARMUP_RATIO, Outside, Sanity, Scan
 from gputui.trace.tables import TOP_ROWS
 from gputui.trace.timeline import Timeline, step_id
 from gputui.trace.trace_metrics import compute
@@ -232,6 +232,49 @@ SKEWED_FIGURES = (
 )
 
 
+def _by_name(rows: tuple[tuple[str, int, float], ...]) -> str:
+    """``cudaFree x2 6534ms, cudaMalloc 1867ms``: the first four (name, calls, us)."""
+    return ", ".join(
+        f"{fmt.clean(name, 60)}{f' x{n}' if n > 1 else ''} {fmt.ms(us / 1e6)}"
+        for name, n, us in rows[:4]
+    )
+
+
+def _setup_warning(s: Sanity, window: tuple[int, int]) -> str:
+    """The warning for long set-up calls in the window (Sanity.setup_calls)."""
+    lo, hi = window
+    return (
+        f"{s.setup_calls:,} set-up call{'' if s.setup_calls == 1 else 's'} took "
+        f"{fmt.ms(s.setup_call_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window while the "
+        f"GPU idled ({_by_name(s.setup_by_name)}; 100ms or more each): memory reserved or "
+        "freed, streams or handles made, a warm-up (the caching allocator's first "
+        "reservations, cuDNN's algorithm search) that is no cost of the loop, left out of the "
+        "launch and idle findings; profile steps after a warm-up"
+    )
+
+
+def _warmup_warning(s: Sanity, window: tuple[int, int]) -> str:
+    """The warning for ops' warm-up calls in the window (Sanity.warmup_calls)."""
+    lo, hi = window
+    named = _by_name(s.warmup_by_name)
+    convolutions = any("convolution" in name for name, _n, _us in s.warmup_by_name)
+    why = (
+        "cuDNN's algorithm search on each new convolution shape "
+        "(torch.backends.cudnn.benchmark=True), and the first calls of other ops (CUDA "
+        "loading their kernels, cuBLAS's set-up)"
+        if convolutions
+        else "first calls (CUDA loading their kernels, a library's set-up: cuBLAS, cuDNN)"
+    )
+    return (
+        f"{s.warmup_calls:,} op call{'' if s.warmup_calls == 1 else 's'} took "
+        f"{fmt.ms(s.warmup_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window while the GPU "
+        f"idled, each {WARMUP_RATIO} times its op's median call or more ({named}): warm-up, "
+        f"{why}, a one-off that is no cost of the loop, left out of the launch and idle "
+        "findings; profile steps after a warm-up (torch.profiler.schedule(wait=1, warmup=1, "
+        "active=3) with prof.step() each step)"
+    )
+
+
 def warnings(summary: TraceSummary) -> list[str]:
     """What a reader of this rank's figures must know first, one sentence each:
     GPU activity the profiler did not record, clocks that disagree, torch.compile
@@ -271,19 +314,9 @@ def warnings(summary: TraceSummary) -> list[str]:
             "of the idle GPU's causes"
         )
     if s.setup_calls and summary.window_us is not None:
-        lo, hi = summary.window_us
-        named = ", ".join(
-            f"{fmt.clean(name, 60)}{f' x{n}' if n > 1 else ''} {fmt.ms(us / 1e6)}"
-            for name, n, us in s.setup_by_name[:4]
-        )
-        out.append(
-            f"{s.setup_calls:,} set-up call{'' if s.setup_calls == 1 else 's'} took "
-            f"{fmt.ms(s.setup_call_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window while the "
-            f"GPU idled ({named}; 100ms or more each): memory reserved or freed, streams or "
-            "handles made, a warm-up (the caching allocator's first reservations, cuDNN's "
-            "algorithm search) that is no cost of the loop, left out of the launch and idle "
-            "findings; profile steps after a warm-up"
-        )
+        out.append(_setup_warning(s, summary.window_us))
+    if s.warmup_calls and summary.window_us is not None:
+        out.append(_warmup_warning(s, summary.window_us))
     if s.kernels_before_launch:
         out.append(
             f"{s.kernels_before_launch:,} of {s.kernels_launched:,} kernels start before their "
@@ -403,6 +436,11 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
             {"name": name, "calls": n, "us": us} for name, n, us in sanity.setup_by_name
         ],
         "python_frames": [{"name": name, "us": us} for name, us in sanity.python_frames],
+        "warmup_calls": sanity.warmup_calls,
+        "warmup_us": sanity.warmup_us,
+        "warmup_by_name": [
+            {"name": name, "calls": n, "us": us} for name, n, us in sanity.warmup_by_name
+        ],
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -74,6 +74,7 @@ from gputui.trace.timeline import (
     length,
     merge,
     step_id,
+    subtract,
 )
 
 _START = itemgetter(0)
@@ -718,6 +719,14 @@ class Sanity(ValueBase):
     #: a trace's Python frames (``with_stack=True``) by their self time in the
     #: window: (name, us), the most first (:data:`PYTHON_FRAMES` of them)
     python_frames: tuple[tuple[str, float], ...] = ()
+    #: ops' warm-up calls in the window (:data:`WARMUP_CALL_US` or longer and
+    #: :data:`WARMUP_RATIO` times their op's median call, the GPU busy less than
+    #: half of them), their time there (the union of the calls, less the cold
+    #: launches, set-up calls, graph captures and compiling ranges counted
+    #: already: us), and by op: (name, calls, us), the most time first
+    warmup_calls: int = 0
+    warmup_us: float = 0.0
+    warmup_by_name: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def records_graphs(self) -> bool:
@@ -726,6 +735,16 @@ class Sanity(ValueBase):
         return self.graph_captures > 0 and self.kernels_launched * 2 < self.kernel_launch_calls
 
 
+#: an op's call is warm-up where it lasts this long (us) and this many times the
+#: median call of its op in the window (of at least WARMUP_MIN_CALLS calls),
+#: while the GPU is busy less than half of it: cuDNN's algorithm search
+#: (torch.backends.cudnn.benchmark) on each new convolution shape, cuBLAS's and
+#: a library's first calls; a steady op's calls vary by a few times, not twenty
+WARMUP_CALL_US = 10_000
+WARMUP_RATIO = 20
+WARMUP_MIN_CALLS = 3
+#: the long calls looked at (the first ones: warm-up comes first)
+WARMUP_MAX_CALLS = 2_000
 #: the Python frames Sanity.python_frames keeps
 PYTHON_FRAMES = 12
 #: the suffix of the ranges torch.compile times its compiling with
@@ -1089,6 +1108,7 @@ class Scan:
             setup_call_us=float(sum(c[1] - c[0] for c in self._setup_calls)),
             setup_by_name=self._setup_by_name(),
             python_frames=self.python_frames(),
+            **self._warmup(),
             **self._kernel_rounding(),
         )
 
@@ -1136,6 +1156,85 @@ class Scan:
             return []
         busy = self._gpu_busy
         return [c for c in long if length(intersect([c[:2]], busy)) < busy_share * (c[1] - c[0])]
+
+    def _warmup(self) -> dict[str, Any]:
+        """:class:`Sanity`'s ``warmup_calls``, ``warmup_us`` and ``warmup_by_name``."""
+        window = self.window
+        if window is None:
+            return {}
+        lo, hi = window
+        ops = self.ranges.lists[DISPATCH_OP]
+        least = WARMUP_CALL_US
+        # the long calls first (one cheap pass): most traces have none
+        long = [r for r in ops if r[1] - r[0] >= least and r[1] > lo and r[0] < hi]
+        if not long:
+            return {}
+        names = {r[2] for r in long}
+        by_op: dict[str, list[Any]] = {name: [] for name in names}
+        for r in ops:
+            if r[1] > lo and r[0] < hi and r[2] in names:
+                by_op[r[2]].append(r)
+        steps = self.steps
+        first_step_end = steps[0][1] if len(steps) >= 2 and self.step_ranges else None
+        busy = self._gpu_busy
+        calls: list[tuple[Interval, str]] = []
+        for name, recs in by_op.items():
+            for r in _warmup_run(recs, first_step_end):
+                part = (max(r[0], lo), min(r[1], hi))
+                us = part[1] - part[0]  # (the part in the window must be that long too)
+                if us >= least and 2 * length(intersect([part], busy)) < us:
+                    calls.append((part, name))
+        if not calls:
+            return {}
+        # less what the other one-off figures count (set-up calls inside
+        # cuDNN's search, cold launches, compiling, graph captures)
+        counted = merge(
+            [
+                *self._cold_launches,
+                *((c[0], c[1]) for c in self._setup_calls),
+                *self._graph_captures,
+                *self._compile_ranges(),
+            ]
+        )
+        own = [(part, name, length(subtract([part], counted))) for part, name in calls]
+        kept = [c for c in own if c[2] >= least]
+        if not kept:
+            return {}
+        # named by the innermost: an op's call holds the ops it calls (conv2d,
+        # convolution, cudnn_convolution), and the innermost is where time went
+        inner = [
+            c
+            for c in kept
+            if not any(
+                o is not c and c[0][0] <= o[0][0] and o[0][1] <= c[0][1] and o[0] != c[0]
+                for o in kept
+            )
+        ]
+        by: dict[str, list[float]] = {}
+        for _part, name, us in inner:
+            got = by.setdefault(name, [0, 0])
+            got[0] += 1
+            got[1] += us
+        return {
+            "warmup_calls": len(inner),
+            "warmup_us": float(length(subtract(merge([c[0] for c in kept]), counted))),
+            "warmup_by_name": tuple(
+                (name, int(n), float(us))
+                for name, (n, us) in sorted(by.items(), key=lambda kv: -kv[1][1])
+            ),
+        }
+
+    def _compile_ranges(self) -> list[Interval]:
+        """torch.compile's compiling ranges in the window (:meth:`_compile_us`)."""
+        window = self.window
+        if window is None or not any(n.endswith(COMPILE_RANGE_SUFFIX) for n in self.range_names):
+            return []
+        lo, hi = window
+        return [
+            (max(r[0], lo), min(r[1], hi))
+            for r in self.timeline.ranges
+            if r[2].endswith(COMPILE_RANGE_SUFFIX) and r[1] > lo and r[0] < hi
+        ]
 
     @cached_property
     def _gpu_busy(self) -> list[Interval]:
@@ -1327,6 +1426,30 @@ class Scan:
 
 
 _MISSING = object()
+
+
+def _warmup_run(calls: list[Any], first_step_end: int | None) -> list[Any]:
+    """The warm-up calls among one op's ``calls`` in the window (in start order):
+    those of :data:`WARMUP_CALL_US` or longer and :data:`WARMUP_RATIO` times the
+    op's median call, where they are one run of its calls (no ordinary call of
+    the op between them), the run starts in the first half of the op's calls'
+    span (within the first step, in a window of steps) and at least
+    :data:`WARMUP_MIN_CALLS` ordinary calls follow it: the op got fast and stayed
+    fast.  A long call that recurs (a large copy every step) is none."""
+    if len(calls) < WARMUP_MIN_CALLS + 1:
+        return []
+    durations = sorted(r[1] - r[0] for r in calls)
+    bar = max(WARMUP_CALL_US, WARMUP_RATIO * max(durations[len(durations) // 2], 1))
+    run = [k for k, r in enumerate(calls) if r[1] - r[0] >= bar]
+    if not run or run[-1] - run[0] + 1 != len(run) or len(calls) - 1 - run[-1] < WARMUP_MIN_CALLS:
+        return []
+    first, last = calls[0][0], calls[-1][0]
+    start = calls[run[0]][0]
+    if 2 * (start - first) > last - first:
+        return []
+    if first_step_end is not None and start >= first_step_end:
+        return []
+    return [calls[k] for k in run]
 
 
 class RangePass:

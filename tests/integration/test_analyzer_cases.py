@@ -6,6 +6,7 @@ findings."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -48,6 +49,16 @@ PLANTED = {
     # a torchvision ResNet-50 whose 4 workers decode JPEGs: its batch norm makes
     # zero tensors, which are not zero_grad's
     "vision": ("data.loader_wait", {"steps.zero_grad_zeros"}),
+    # a CNN profiled from its first iteration with cuDNN's autotuning on: the
+    # window is nearly all warm-up (a warning), no cause of the loop's
+    "conv_warmup": (None, {"launch.idle_gaps", "launch.overhead", "cpu.python"}),
+    # an eager MLP whose one compiled helper issues under 1% of the launches
+    "partly_compiled": ("launch.overhead", set()),
+    # numpy_preproc and inference recorded with Python stacks (--stacks): the
+    # loop's numpy stays Python outside torch; the encoder's module code is the
+    # cost of issuing its ops
+    "numpy_preproc_stack": ("cpu.python", {"launch.overhead", "launch.idle_gaps"}),
+    "inference_stack": ("launch.overhead", {"cpu.python"}),
 }
 
 
@@ -448,3 +459,67 @@ def test_a_vision_job_is_told_how_many_workers_its_cores_allow(
     assert first["fix"].startswith(
         "the training process waits for its workers' batches: if they fall behind"
     )
+
+
+def test_cudnns_algorithm_search_in_the_window_is_warm_up(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """conv_warmup (H100): three iterations of a small CNN profiled from the
+    first, with torch.backends.cudnn.benchmark on.  Each convolution's first
+    calls search cuDNN's algorithms for up to seconds while the GPU idles, and
+    the window (no step marks) read as an idle GPU between kernels (crit 85%).
+    Checked against the raw events: the convolutions named are those whose
+    first calls last 20 times their later ones and more."""
+    path = CASES / "conv_warmup.pt.trace.json.gz"
+    (rank,) = json.loads(analyze(capsys, "--json", str(path)))["ranks"]
+    with gzip.open(path) as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("cat") == "cpu_op"]
+    for name in ("aten::cudnn_convolution", "aten::convolution_backward"):
+        durations = [e["dur"] for e in sorted(events, key=lambda e: e["ts"]) if e["name"] == name]
+        first, later = durations[:3], durations[4:]
+        assert min(first) > 20 * max(later) and min(first) > 10_000
+    sanity = rank["sanity"]
+    named = {w["name"]: w["calls"] for w in sanity["warmup_by_name"]}
+    assert named["aten::convolution_backward"] >= 3 and named["aten::cudnn_convolution"] >= 3
+    lo, hi = rank["window"]["start_us"], rank["window"]["end_us"]
+    assert sanity["warmup_us"] > 0.9 * (hi - lo)
+    (warning,) = [w for w in rank["warnings"] if "op calls took" in w]
+    assert "cuDNN's algorithm search" in warning and "torch.profiler.schedule" in warning
+    assert not [f for f in rank["findings"] if f["severity"] != "info"]
+
+
+def test_one_compiled_helper_in_an_eager_model_gets_the_eager_advice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """partly_compiled (H100): an eager MLP with one torch.compile'd helper.  The
+    compiled region issues under 1% of the step's kernel launches: the launch
+    advice is the eager model's, and says how little the compiled code issues."""
+    path = CASES / "partly_compiled.pt.trace.json.gz"
+    (rank,) = json.loads(analyze(capsys, "--json", str(path)))["ranks"]
+    markers = rank["markers"]
+    assert markers["compiled"] is True and markers["compiled_launch_share"] < 0.01
+    launch = rank["findings"][0]
+    assert launch["rule"] == "launch.overhead"
+    assert launch["fix"].startswith("launch fewer, larger kernels: torch.compile(model)")
+    assert "its regions made under 1% of the kernel launches" in launch["fix"]
+
+
+def test_with_python_stacks_the_job_is_told_whose_python_it_is(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """numpy_preproc and inference recorded on an H100 with Python stacks: the
+    numpy augmentation in the training loop is named where cpu.python's fix
+    starts; the eager encoder's Python runs inside its module calls (torch's
+    own transformer code), the cost of issuing its ops, and no cpu.python."""
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("numpy_preproc_stack"))))["ranks"]
+    python = rank["findings"][0]
+    assert python["rule"] == "cpu.python"
+    assert python["fix"].startswith("start with augment (analyzer_cases.py:")
+    assert "by the trace's Python stack, its largest self times: augment" in python["evidence"]
+    assert rank["account"]["model_python_us"] < 0.05 * rank["account"]["python_us"]
+    (rank,) = json.loads(analyze(capsys, "--json", str(trace("inference_stack"))))["ranks"]
+    acct = rank["account"]
+    assert acct["model_python_us"] > 0.8 * acct["python_us"]
+    launch = rank["findings"][0]
+    assert launch["rule"] == "launch.overhead" and launch["bucket"] == "issue_model"
+    assert "the model's Python in its module calls" in launch["evidence"]

@@ -692,3 +692,42 @@ def test_tiny_kernels_are_counted_one_by_one_not_by_their_names_mean(
     launch = next(f for f in rank["findings"] if f["rule"] == "launch.overhead")
     assert "90% of them under 10us" in launch["evidence"]
     assert launch["title"].endswith("many tiny kernels")
+
+
+@pytest.mark.parametrize("case", ["first", "recurring", "busy", "once"])
+def test_an_ops_first_call_many_times_its_later_ones_is_warm_up(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+) -> None:
+    """A CNN profiled from its first iteration with cuDNN's autotuning on (an
+    H100 run of bench/jobs/analyzer_cases.py's conv_warmup): each new
+    convolution shape's first call searches cuDNN's algorithms for seconds
+    while the GPU idles, and read as an idle GPU between kernels.  The op's
+    first call, 20 times its later ones and more, is warm-up.  The controls:
+    the same long call every 100 calls (a large copy every step), on a busy
+    GPU, and the op never called again."""
+    t = TraceBuilder()
+    t.launch(0.0, 5.0, GEMM, 10.0, 300_500.0 if case == "busy" else 50.0)
+    t.op("aten::cudnn_convolution", 100.0, 300_000.0)
+    at = 300_200.0
+    for k in range(400):  # then calls of the same op, each launching a tiny kernel
+        name = "aten::add" if case == "once" else "aten::cudnn_convolution"
+        if case == "recurring" and k % 100 == 99:
+            t.op(name, at, 300_000.0)
+            at += 300_100.0
+        t.op(name, at, 50.0)
+        t.launch(at + 20.0, 10.0, ADD, at + 35.0, 3.0)
+        at += 60.0
+    rank, text = analyze(capsys, t.write(tmp_path / f"{case}.pt.trace.json"))
+    sanity = rank["sanity"]
+    rules = [f["rule"] for f in rank["findings"] if f["severity"] != "info"]
+    if case != "first":
+        assert sanity["warmup_calls"] == 0 and sanity["warmup_by_name"] == []
+        assert not any("op call" in w for w in rank["warnings"])
+        return
+    assert sanity["warmup_calls"] == 1 and sanity["warmup_us"] == 300_000.0
+    assert sanity["warmup_by_name"] == [
+        {"name": "aten::cudnn_convolution", "calls": 1, "us": 300_000.0}
+    ]
+    assert "1 op call took 300ms of the 324ms window while the GPU idled" in text
+    assert "cuDNN's algorithm search" in text
+    assert "launch.overhead" not in rules and "launch.idle_gaps" not in rules

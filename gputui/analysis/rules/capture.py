@@ -514,7 +514,8 @@ def _pin_fix(ev: JobEvidence) -> str:
         "creation), plus a trace's model Python (the time inside the model's module calls of "
         "its Python stack that no other bucket claims, less numpy's and PIL's frames there), "
         ">= {launch.issue_share} of the step and the largest CPU-side share (a "
-        "trace's one-off time, compiling, cold launches and set-up calls, out of the idle "
+        "trace's one-off time, compiling, cold launches, set-up calls and ops' warm-up "
+        "calls, out of the idle "
         "share); "
         "without one, kernels average < {launch.short_kernel_us} or "
         "{launch.tiny_share} of them are < {launch.tiny_kernel_us}; cost: the idle share, at "
@@ -758,7 +759,9 @@ _WHILE = {
     ("capture",),
     trigger=(
         "capture: the GPU idles (less a trace's one-off time: torch.compile's compiling "
-        "ranges, cold launch calls, CUDA graph captures, long set-up calls) "
+        "ranges, cold launch calls, CUDA graph captures, long set-up calls, ops' warm-up "
+        "calls: 10ms or more and 20 times the op's median call, one run before its ordinary "
+        "calls, on an idle GPU) "
         ">= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
