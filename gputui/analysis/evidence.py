@@ -408,6 +408,8 @@ class JobEvidence(ValueBase):
     #: that last 20 times their op's median or more while the GPU idles: cuDNN's
     #: algorithm search, a library's first call; Sanity.warmup_us): one-off
     warmup_share: float = 0.0
+    #: the ops that had warm-up calls in a trace's window (Sanity.warmup_by_name)
+    warmup_ops: frozenset[str] = frozenset()
     #: a trace's Python frames (``with_stack=True``) by their self time, each as
     #: a share of the window: (name, share), the most first
     #: (:attr:`gputui.trace.scan.Sanity.python_frames`); empty without stacks

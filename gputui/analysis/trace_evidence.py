@@ -150,6 +150,7 @@ def trace_evidence(
         capture_share=_window_share(summary, summary.sanity.graph_capture_us),
         setup_share=_window_share(summary, summary.sanity.setup_call_us),
         warmup_share=_window_share(summary, summary.sanity.warmup_us),
+        warmup_ops=frozenset(name for name, _n, _us in summary.sanity.warmup_by_name),
         python_frames=tuple(
             (name, _window_share(summary, us)) for name, us in summary.sanity.python_frames
         ),

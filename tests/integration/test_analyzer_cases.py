@@ -486,6 +486,11 @@ def test_cudnns_algorithm_search_in_the_window_is_warm_up(
     (warning,) = [w for w in rank["warnings"] if "op calls took" in w]
     assert "cuDNN's algorithm search" in warning and "torch.profiler.schedule" in warning
     assert not [f for f in rank["findings"] if f["severity"] != "info"]
+    # the synchronizations are the search's (it times each candidate): told so
+    (sync,) = [f for f in rank["findings"] if f["rule"] == "sync.host_sync"]
+    assert "in aten::convolution_backward, whose first calls were warm-up" in sync["evidence"]
+    assert sync["fix"].startswith("the synchronizations inside an op's warm-up calls")
+    assert sync["impact_pct"] < 1
 
 
 def test_one_compiled_helper_in_an_eager_model_gets_the_eager_advice(

@@ -169,7 +169,8 @@ def _gap_evidence(ev: JobEvidence, cap: CaptureView, idle: float) -> str:
     trigger=(
         "capture: >= {sync.per_step} CUDA synchronizations (cudaStreamSynchronize, "
         "cudaDeviceSynchronize, ...) per step; cost: the GPU's idle share net of data "
-        "loading (bounded by unprofiled NVML utilization); where the GPU's activity was "
+        "loading and a trace's ops' warm-up calls (bounded by unprofiled NVML utilization); "
+        "where the GPU's activity was "
         "not recorded, the CPU's wait in them"
     ),
     bucket="sync",
@@ -182,8 +183,8 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     if per_step < SYNC_PER_STEP:
         return []
     idle = attributable_idle(ev, cap)
-    if idle is not None:  # nor a wait on GPU work the trace did not record
-        idle = max(0.0, idle - ev.blind_wait_share)
+    if idle is not None:  # nor a wait on GPU work the trace did not record, nor warm-up
+        idle = max(0.0, idle - ev.blind_wait_share - ev.warmup_share)
     waits = sync_waits(cap)
     sources = sync_sources(cap, waits)
     # the ledger's count where it has one (every synchronizing call in the
@@ -193,7 +194,7 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     evidence = f"{fmt.per_step(shown)} synchronizations per step"
     if sources:
         listed = ", ".join(
-            _sync_label(key, n)
+            _sync_label(key, n, ev.warmup_ops)
             + ("" if waits is None else f" ({fmt.us(waits.get(key, 0.0))} a step)")
             for key, n in sources[:4]
         )
@@ -207,6 +208,8 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     acct = cap.account
     if idle is not None:
         evidence += "; " + _gap_evidence(ev, cap, idle)
+        if ev.warmup_share >= 0.01:
+            evidence += f"; the ops' warm-up calls ({ev.warmup_share * 100:.0f}%) left out"
     elif acct is not None and acct.step_us > 0:
         # the GPU's idle time unknown (its activity not recorded): the CPU's own
         # wait in them is what they cost it
@@ -453,11 +456,24 @@ def _from_tables(cap: CaptureView, copies: float) -> dict[str, float]:
     }
 
 
-def _sync_label(key: str, n: float) -> str:
-    """How ``n`` synchronizations per step of a source read in the evidence."""
+#: the fix of synchronizations inside an op that had warm-up calls in the trace
+_WARMUP_SYNC_FIX = (
+    "the synchronizations inside an op's warm-up calls are its first-use work "
+    "(cuDNN's benchmark mode times each candidate algorithm on the GPU and waits for "
+    "it): one-off, gone once each shape has been seen; profile steps after a warm-up, "
+    "and keep input shapes steady (with torch.backends.cudnn.benchmark on, each new "
+    "shape searches again)"
+)
+
+
+def _sync_label(key: str, n: float, warmup_ops: frozenset[str] = frozenset()) -> str:
+    """How ``n`` synchronizations per step of a source read in the evidence
+    (``warmup_ops``: the ops that had warm-up calls in the trace)."""
     count = fmt.per_step(n)
     if key.startswith(_OP):
-        return f"{count} in {fmt.clean(key[len(_OP) :], 80)}"
+        name = key[len(_OP) :]
+        warm = ", whose first calls were warm-up" if name in warmup_ops else ""
+        return f"{count} in {fmt.clean(name, 80)}{warm}"
     one, several, _fix = _SYNC_SOURCE[key]
     return f"{count} {one if count == '1' else several}"
 
@@ -476,7 +492,12 @@ def _sync_fix(
     for key, _n in sources:
         if 5 * weight[key] < total:
             continue
-        fix = _pin_fix(ev) if key == "copy_h2d" else _SYNC_SOURCE.get(key, _SYNC_SOURCE["other"])[2]
+        if key == "copy_h2d":
+            fix = _pin_fix(ev)
+        elif key.startswith(_OP) and key[len(_OP) :] in ev.warmup_ops:
+            fix = _WARMUP_SYNC_FIX
+        else:
+            fix = _SYNC_SOURCE.get(key, _SYNC_SOURCE["other"])[2]
         if fix not in fixes:
             fixes.append(fix)
     return "; ".join(fixes or [_SYNC_SOURCE["other"][2]])
