@@ -387,6 +387,8 @@ def case_lightning(out: Path, persistent: bool = False) -> Path:
                 ],
                 schedule=torch.profiler.schedule(**SCHEDULE),
                 on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
+                with_stack=STACKS,
+                with_modules=STACKS,
             )
             self.prof.__enter__()
 
@@ -774,6 +776,8 @@ def case_hf_trainer(out: Path, compiled: bool = False) -> Path:
                 ],
                 schedule=torch.profiler.schedule(**SCHEDULE),
                 on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
+                with_stack=STACKS,
+                with_modules=STACKS,
             )
             self.prof.__enter__()
 

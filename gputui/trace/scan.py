@@ -1730,11 +1730,16 @@ def _nest(scan: Scan) -> list[_Tally]:
         if kind != OP and kind != GPU_ANNOTATION:
             others |= names
     shadowed = by_kind.get(GPU_ANNOTATION, set()) & ops
-    tallies = None if ops & others else _nest_fast(ranges, runtime, bounds)
+    # the Python frames are the steps' thread's (others wait on locks and queues)
+    steps = scan.step_ranges
+    main = steps[0][3] if steps and PYTHON in by_kind else _NO_THREAD
+    tallies = None if ops & others else _nest_fast(ranges, runtime, bounds, main)
     if tallies is None:
-        return _nest_stream(ranges, runtime, bounds)
+        return _nest_stream(ranges, runtime, bounds, main)
     python = by_kind.get(PYTHON, ())
     for part, t in enumerate(tallies):
+        t.total.pop(None, None)  # type: ignore[call-overload]  # (another thread's frames)
+        t.children.pop(None, None)  # type: ignore[call-overload]
         for name in python:
             total = t.total.get(name)
             if total:
@@ -1776,13 +1781,14 @@ def _host_in_start_order(ranges: list[Any], runtime: list[Any]) -> Iterator[Any]
 
 
 def _nest_fast(
-    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]
+    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float], main: Any = _NO_THREAD
 ) -> list[_Tally] | None:
     """Self times in one walk over the ranges and the runtime calls together, in
     start order (ranges first where they start together).  None where records
     on one thread overlap without nesting, or two that start together come the
     shorter first: each call's own clamping and the longer-first order
-    (:func:`_nest_stream`) are needed then."""
+    (:func:`_nest_stream`) are needed then.  Python frames of threads other
+    than ``main`` (where given) nest but are tallied under no name."""
     totals: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
     childs: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
     stacks: dict[int, list[Any]] = {}
@@ -1795,6 +1801,8 @@ def _nest_fast(
     next_bound = w0
     lo = float("-inf")
     inf = float("inf")
+    python = PYTHON
+    off_main = False
     for rec in _host_in_start_order(ranges, runtime):
         s = rec[0]
         if s >= next_bound:  # the next part of the trace
@@ -1811,6 +1819,7 @@ def _nest_fast(
             st = got
             pop, push = st.pop, st.append
             last_tid = tid
+            off_main = main is not _NO_THREAD and tid != main
         e = rec[1]
         d = e - s
         if st:
@@ -1827,13 +1836,16 @@ def _nest_fast(
                     children[p[2]] += d
                 else:  # the parent started in an earlier part of the trace
                     childs[0 if p[0] < w0 else 1][p[2]] += d
+        if off_main and rec[4] == python:
+            push((s, e, None))  # nests, under no name
+            continue
         push(rec)
         total[rec[2]] += d
     return [_Tally(dict(t), dict(c)) for t, c in zip(totals, childs, strict=True)]
 
 
 def _nest_stream(
-    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float]
+    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float], main: Any = _NO_THREAD
 ) -> list[_Tally]:
     """:func:`gputui.trace.timeline.self_times`, with each op counted in the part
     of the trace it starts in: each thread's records in start order, the longer
@@ -1844,7 +1856,8 @@ def _nest_stream(
 
     One walk in start order, as :func:`_nest_fast`, that keeps each thread's open
     records and their children's time, not a sorted copy of the trace: a record
-    that starts together with the shorter ones open above it goes under them."""
+    that starts together with the shorter ones open above it goes under them.
+    Python frames of threads other than ``main`` (where given) are no rows."""
     w0, w1 = bounds
     # per part, per name in the order it first appears there (as _nest_fast's):
     # [calls, time, the children's time] of the ops and runtime calls
@@ -1879,7 +1892,8 @@ def _nest_stream(
         if len(rec) == 7 or rec[4] == op:  # a runtime call, or an op
             row[0] += 1
             row[1] += e - s
-        elif rec[4] == python:  # a Python frame: a row of its own table
+        elif rec[4] == python and (main is _NO_THREAD or rec[3] == main):
+            # a Python frame of the steps' thread: a row of its own table
             row = got_py.get(name)
             if row is None:
                 row = got_py[name] = [0, 0, 0]

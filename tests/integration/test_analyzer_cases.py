@@ -528,3 +528,27 @@ def test_with_python_stacks_the_job_is_told_whose_python_it_is(
     launch = rank["findings"][0]
     assert launch["rule"] == "launch.overhead" and launch["bucket"] == "issue_model"
     assert "the model's Python in its module calls" in launch["evidence"]
+
+
+def test_a_lightning_stack_names_only_the_training_threads_frames(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Lightning's Trainer recorded with Python stacks (H100): its other threads
+    wait on locks and polls for most of each step.  The frames the analyzer
+    keeps are the training thread's (checked against the raw events), and
+    cpu.python names none: the largest outside torch's own code hold a few
+    percent of its Python, so the stack does not say whose it is."""
+    path = trace("lightning_stack")
+    (rank,) = json.loads(analyze(capsys, "--json", str(path)))["ranks"]
+    with gzip.open(path) as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    (main,) = {e["tid"] for e in events if e["name"].startswith("ProfilerStep#")} - {
+        e["tid"] for e in events if e.get("cat") == "gpu_user_annotation"
+    }
+    on_main = {e["name"] for e in events if e["cat"] == "python_function" and e["tid"] == main}
+    elsewhere = {e["name"] for e in events if e["cat"] == "python_function"} - on_main
+    frames = [f["name"] for f in rank["sanity"]["python_frames"]]
+    assert frames and set(frames) <= on_main and elsewhere
+    (python,) = [f for f in rank["findings"] if f["rule"] == "cpu.python"]
+    assert "Python stack, its largest self times" not in python["evidence"]
+    assert not python["fix"].startswith("start with")

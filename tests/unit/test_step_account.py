@@ -252,6 +252,37 @@ def test_the_traces_python_stack_names_whose_the_python_is(tmp_path: Path) -> No
     assert python.fix.startswith("start with augment (train.py:10): make it cheaper")
 
 
+def test_the_stack_names_the_steps_thread_and_no_waits(tmp_path: Path) -> None:
+    """Another thread's frames (a progress bar, a pin-memory loop) are not the
+    step's, and a lock's wait on the training thread is a wait (the DataLoader's
+    queue), not Python's work: neither is named, by either walk."""
+    t = TraceBuilder()
+    lock = "<built-in method acquire of _thread.lock object at 0x7f9d48302dc0>"
+    for n in range(3):
+        base = n * 10_000
+        t.step(n + 1, base, 10_000)
+        t.op("train.py(10): augment", base, 3_000, cat="python_function")
+        t.op(lock, base + 3_000, 3_000, cat="python_function")
+        t.op("tqdm/std.py(1): refresh", base, 9_000, cat="python_function", tid=101)
+        for i in range(400):
+            ts = base + 6_000 + i * 10
+            t.op("aten::add", ts, 9)
+            t.launch(ts + 1, 6, ADD, ts + 7, 2)
+    path = t.write(tmp_path / "threads.json")
+    for patched in (False, True):
+        with (
+            mock.patch.object(scan_module, "_nest_fast", return_value=None)
+            if patched
+            else (contextlib.nullcontext())
+        ):
+            frames = dict(Scan(read_trace(path).timeline).sanity().python_frames)
+        assert frames == {"train.py(10): augment": 9_000.0, lock: 9_000.0}
+    summary = summarize(read_trace(path).timeline, 0, "order", str(path), compute_capability="9.0")
+    (python,) = [f for f in trace_job_findings(summary) if f.rule == "cpu.python"]
+    assert "augment (train.py:10) 30%" in python.evidence
+    assert "acquire" not in python.evidence and "refresh" not in python.evidence
+
+
 FRAME_LABELS = [
     (
         "transformers/image_transforms.py(390): normalize",

@@ -151,21 +151,39 @@ def frame_label(name: str) -> str:
     return fmt.clean(label, 100)
 
 
-def _torch_frame(name: str) -> bool:
-    """A frame of torch's own Python (module calls, the profiler's step) or a C
-    method of its tensors."""
-    return name.startswith("torch/") or " of Tensor object" in name or " of torch." in name
+#: a C function that waits (a lock, a queue, a pipe, a socket, a sleep): its self
+#: time is a wait (the DataLoader's queue, another thread), not Python's work
+_WAITS = re.compile(
+    r"<built-in (?:method|function) (?:acquire|wait|poll|select|epoll|sleep|read|readinto|"
+    r"recv|recv_into|recv_bytes|get|join)[ >]"
+)
+#: the first frame named must hold this share of the Python it speaks for
+NAMED_FIRST_SHARE = 0.25
 
 
-def stack_frames(ev: JobEvidence) -> list[tuple[str, float]]:
-    """The frames a trace's Python stack names for the Python outside torch:
-    outside torch's own files, from :data:`NAMED_FRAME_SHARE` of the step, the
-    most first (:data:`NAMED_FRAMES` of them)."""
-    return [
-        (frame_label(name), share)
-        for name, share in ev.python_frames
-        if share >= NAMED_FRAME_SHARE and not _torch_frame(name)
+def _unnamed_frame(name: str) -> bool:
+    """A frame of torch's own Python (module calls, the optimizers, the
+    DataLoader, the profiler's step), a C method of its tensors, or a wait."""
+    return (
+        name.startswith("torch/")
+        or " of Tensor object" in name
+        or " of torch." in name
+        or _WAITS.match(name) is not None
+    )
+
+
+def stack_frames(ev: JobEvidence, share: float) -> list[tuple[str, float]]:
+    """The frames a trace's Python stack names for ``share`` of the step in Python
+    outside torch: outside torch's own files and waits, from
+    :data:`NAMED_FRAME_SHARE` of the step, the most first (:data:`NAMED_FRAMES`
+    of them); none where the largest holds under :data:`NAMED_FIRST_SHARE` of
+    ``share`` (the stack does not say whose most of it is)."""
+    frames = [
+        (frame_label(name), got)
+        for name, got in ev.python_frames
+        if got >= NAMED_FRAME_SHARE and not _unnamed_frame(name)
     ][:NAMED_FRAMES]
+    return frames if frames and frames[0][1] >= NAMED_FIRST_SHARE * share else []
 
 
 def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
@@ -262,7 +280,7 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         "the GPU busy share rise" if ev.cuda else "the step get shorter"
     )
     fix = _fix(host, True, where, ev.context.inference)
-    frames = stack_frames(ev) if host is None else []
+    frames = stack_frames(ev, share) if host is None else []
     if frames:  # the trace's Python stack says whose it is (the sampler's stand-in)
         evidence += "; by the trace's Python stack, its largest self times: " + ", ".join(
             f"{label} {share * 100:.0f}%" for label, share in frames
