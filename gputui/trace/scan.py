@@ -1732,10 +1732,11 @@ def _nest(scan: Scan) -> list[_Tally]:
     shadowed = by_kind.get(GPU_ANNOTATION, set()) & ops
     # the Python frames are the steps' thread's (others wait on locks and queues)
     steps = scan.step_ranges
-    main = steps[0][3] if steps and PYTHON in by_kind else _NO_THREAD
+    frames = PYTHON in by_kind
+    main = steps[0][3] if steps and frames else _NO_THREAD
     tallies = None if ops & others else _nest_fast(ranges, runtime, bounds, main)
     if tallies is None:
-        return _nest_stream(ranges, runtime, bounds, main)
+        return _nest_stream(ranges, runtime, bounds, main, frames)
     python = by_kind.get(PYTHON, ())
     for part, t in enumerate(tallies):
         t.total.pop(None, None)  # type: ignore[call-overload]  # (another thread's frames)
@@ -1845,7 +1846,11 @@ def _nest_fast(
 
 
 def _nest_stream(
-    ranges: list[Any], runtime: list[Any], bounds: tuple[float, float], main: Any = _NO_THREAD
+    ranges: list[Any],
+    runtime: list[Any],
+    bounds: tuple[float, float],
+    main: Any = _NO_THREAD,
+    frames: bool = False,
 ) -> list[_Tally]:
     """:func:`gputui.trace.timeline.self_times`, with each op counted in the part
     of the trace it starts in: each thread's records in start order, the longer
@@ -1857,25 +1862,29 @@ def _nest_stream(
     One walk in start order, as :func:`_nest_fast`, that keeps each thread's open
     records and their children's time, not a sorted copy of the trace: a record
     that starts together with the shorter ones open above it goes under them.
-    Python frames of threads other than ``main`` (where given) are no rows."""
+    Python frames of threads other than ``main`` (where given) are no rows, and
+    where the trace has frames (``frames``) their children are counted apart
+    (:func:`_frames_child`)."""
     w0, w1 = bounds
     # per part, per name in the order it first appears there (as _nest_fast's):
     # [calls, time, the children's time] of the ops and runtime calls
     rows: list[dict[str, list[int]]] = [{}, {}, {}]
     got_rows = rows[0]
-    # the same for the Python frames: [0, time, the children's time]
+    # the Python frames': [0, time, children's time, 0] (four: a frame's row)
     py_rows: list[dict[str, list[int]]] = [{}, {}, {}]
     got_py = py_rows[0]
     python = PYTHON
     part = 0
     next_bound = w0
-    # per thread, its open records, the time of their children and their rows
-    stacks: dict[Any, tuple[list[Any], list[int], list[Any]]] = {}
+    # per thread: its open records, their children's time, their rows, and their
+    # children's time as the Python frames count it
+    stacks: dict[Any, tuple[list[Any], list[int], list[Any], list[int]]] = {}
     op = OP
     last_tid: Any = _NO_THREAD
     st: list[Any] = []
     kids: list[int] = []
     open_rows: list[Any] = []
+    py_kids: list[int] = []
     inf = float("inf")
     for rec in _host_in_start_order(ranges, runtime):
         s, e = rec[0], rec[1]
@@ -1896,7 +1905,7 @@ def _nest_stream(
             # a Python frame of the steps' thread: a row of its own table
             row = got_py.get(name)
             if row is None:
-                row = got_py[name] = [0, 0, 0]
+                row = got_py[name] = [0, 0, 0, 0]
             row[1] += e - s
         else:  # nests, but is no row
             row = None
@@ -1904,12 +1913,12 @@ def _nest_stream(
         if tid != last_tid:
             got = stacks.get(tid)
             if got is None:
-                got = stacks[tid] = ([], [], [])
-            st, kids, open_rows = got
+                got = stacks[tid] = ([], [], [], [])
+            st, kids, open_rows, py_kids = got
             last_tid = tid
         while st and st[-1][1] <= s:  # (_close, inlined)
-            done, child, done_row = st.pop(), kids.pop(), open_rows.pop()
-            if child and done_row is not None:
+            done, child, done_row, py_child = st.pop(), kids.pop(), open_rows.pop(), py_kids.pop()
+            if done_row is not None and (child := py_child if len(done_row) == 4 else child):
                 d = done[1] - done[0]
                 done_row[2] += child if child < d else d
         if st:
@@ -1922,17 +1931,34 @@ def _nest_stream(
                 under = st[k][1] - s  # its one child, the longest of them
                 if k > 0:
                     kids[k - 1] += (e - s) - under
+                    py_kids[k - 1] += (e - s) - under
                 st.insert(k, rec)
                 kids.insert(k, under)
+                py_kids.insert(k, under)
                 open_rows.insert(k, row)
                 continue
             kids[-1] += e - s
+            if frames:
+                _frames_child(st, py_kids, s, e)
         st.append(rec)
         kids.append(0)
+        py_kids.append(0)
         open_rows.append(row)
-    for st, kids, open_rows in stacks.values():
+    return _finish(stacks, rows, py_rows)
+
+
+def _finish(
+    stacks: dict[Any, tuple[list[Any], list[int], list[Any], list[int]]],
+    rows: list[dict[str, list[int]]],
+    py_rows: list[dict[str, list[int]]],
+) -> list[_Tally]:
+    """:func:`_nest_stream`'s end: the records still open closed, and the rows
+    as tallies."""
+    for st, kids, open_rows, py_kids in stacks.values():
         while st:
-            _close(st.pop(), kids.pop(), open_rows.pop())
+            row = open_rows.pop()
+            child, py_child = kids.pop(), py_kids.pop()
+            _close(st.pop(), py_child if row is not None and len(row) == 4 else child, row)
     tallies = [_Tally(), _Tally(), _Tally()]
     for t, got_rows, got_py in zip(tallies, rows, py_rows, strict=True):
         for name, (calls, total, taken) in got_rows.items():
@@ -1940,8 +1966,27 @@ def _nest_stream(
                 t.total[name] = total
                 t.children[name] = taken
                 t.calls[name] = calls
-        t.python = {name: total - taken for name, (_, total, taken) in got_py.items() if total}
+        t.python = {name: total - taken for name, (_, total, taken, _) in got_py.items() if total}
     return tallies
+
+
+def _frames_child(st: list[Any], py_kids: list[int], s: int, e: int) -> None:
+    """A record [s, e) that starts under the open records ``st``, as the Python
+    frames count their children: each open record it outlasts has it as a child
+    only while it runs (beyond its own open child), and the innermost one that
+    holds it the rest.  A ``record_function`` range opened in one frame's
+    ``__enter__`` and closed in another's ``__exit__`` outlasts the first: the
+    rest of it is the caller's child, not the caller's own Python."""
+    j = len(st) - 1
+    reach = s
+    while j >= 0 and st[j][1] < e:
+        end = st[j][1]
+        if end > reach:
+            py_kids[j] += end - reach
+            reach = end
+        j -= 1
+    if j >= 0:
+        py_kids[j] += e - reach
 
 
 def _close(rec: Any, child: int, row: list[int] | None) -> None:

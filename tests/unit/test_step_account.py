@@ -241,8 +241,9 @@ def test_the_traces_python_stack_names_whose_the_python_is(tmp_path: Path) -> No
             frames = dict(Scan(read_trace(loop).timeline).sanity().python_frames)
             assert frames == {"train.py(10): augment": 18_000.0}
             frames = dict(Scan(read_trace(model).timeline).sanity().python_frames)
-            assert frames["model.py(20): forward"] == 3 * (9_996 - 400 * 9)
-            assert frames[MODULE] == 3 * 2 and frames[CALL_IMPL] == 3 * 2
+            # (the last op ends 1 us after the frame: the frame's child only while it runs)
+            assert frames["model.py(20): forward"] == 3 * (9_996 - 400 * 9 + 1)
+            assert frames[MODULE] == 3 * 1 and frames[CALL_IMPL] == 3 * 2
     tf = read_trace(loop)
     summary = summarize(tf.timeline, 0, "order", str(loop), compute_capability="9.0")
     (python,) = [f for f in trace_job_findings(summary) if f.rule == "cpu.python"]
@@ -281,6 +282,28 @@ def test_the_stack_names_the_steps_thread_and_no_waits(tmp_path: Path) -> None:
     (python,) = [f for f in trace_job_findings(summary) if f.rule == "cpu.python"]
     assert "augment (train.py:10) 30%" in python.evidence
     assert "acquire" not in python.evidence and "refresh" not in python.evidence
+
+
+def test_a_record_function_opened_in_one_frame_is_the_callers_child(tmp_path: Path) -> None:
+    """torch's optimizer step opens its record_function range in one frame's
+    __enter__ and closes it in another's __exit__: the range outlasts the frame
+    that opened it.  It is that frame's child only while the frame runs, and
+    the wrapper's for the rest, not the wrapper's own Python."""
+    t = TraceBuilder()
+    t.step(1, 0, 2_000)
+    t.op("torch/optim/optimizer.py(512): wrapper", 0, 1_000, cat="python_function")
+    t.op("torch/autograd/profiler.py(854): __enter__", 10, 30, cat="python_function")
+    t.op("Optimizer.step#AdamW.step", 26, 954, cat="user_annotation")
+    t.op("torch/optim/adam.py(1): step", 100, 800, cat="python_function")
+    t.op("torch/autograd/profiler.py(860): __exit__", 980, 15, cat="python_function")
+    t.launch(1_500, 6, ADD, 1_510, 2)
+    frames = dict(Scan(read_trace(t.write(tmp_path / "rf.json")).timeline).sanity().python_frames)
+    assert frames == {
+        "torch/optim/optimizer.py(512): wrapper": 1_000 - 30 - (980 - 40) - 15,
+        "torch/autograd/profiler.py(854): __enter__": 30 - (40 - 26),
+        "torch/optim/adam.py(1): step": 800,
+        "torch/autograd/profiler.py(860): __exit__": 15,
+    }
 
 
 FRAME_LABELS = [
