@@ -414,6 +414,8 @@ class JobEvidence(ValueBase):
     #: a share of the window: (name, share), the most first
     #: (:attr:`gputui.trace.scan.Sanity.python_frames`); empty without stacks
     python_frames: tuple[tuple[str, float], ...] = ()
+    #: the same by package, each as a share of the window (Sanity.python_packages)
+    python_packages: tuple[tuple[str, float], ...] = ()
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)

@@ -154,6 +154,9 @@ def trace_evidence(
         python_frames=tuple(
             (name, _window_share(summary, us)) for name, us in summary.sanity.python_frames
         ),
+        python_packages=tuple(
+            (name, _window_share(summary, us)) for name, us in summary.sanity.python_packages
+        ),
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
         rocm=summary.rocm,

@@ -436,6 +436,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
             {"name": name, "calls": n, "us": us} for name, n, us in sanity.setup_by_name
         ],
         "python_frames": [{"name": name, "us": us} for name, us in sanity.python_frames],
+        "python_packages": [{"name": name, "us": us} for name, us in sanity.python_packages],
         "warmup_calls": sanity.warmup_calls,
         "warmup_us": sanity.warmup_us,
         "warmup_by_name": [

@@ -719,6 +719,9 @@ class Sanity(ValueBase):
     #: a trace's Python frames (``with_stack=True``) by their self time in the
     #: window: (name, us), the most first (:data:`PYTHON_FRAMES` of them)
     python_frames: tuple[tuple[str, float], ...] = ()
+    #: the same frames' self time by package (a file's first path part, or the
+    #: script's own file; C functions left out): (package, us), the most first
+    python_packages: tuple[tuple[str, float], ...] = ()
     #: ops' warm-up calls in the window (:data:`WARMUP_CALL_US` or longer and
     #: :data:`WARMUP_RATIO` times their op's median call, the GPU busy less than
     #: half of them), their time there (the union of the calls, less the cold
@@ -747,6 +750,9 @@ WARMUP_MIN_CALLS = 3
 WARMUP_MAX_CALLS = 2_000
 #: the Python frames Sanity.python_frames keeps
 PYTHON_FRAMES = 12
+#: a Python frame's package: the first part of its file's path (``lightning`` of
+#: ``lightning/pytorch/loops/fit_loop.py(1): run``), or a script's own file
+_PACKAGE = re.compile(r"([^/()<>\s]+?)(?:/|\(\d+\): )")
 #: the suffix of the ranges torch.compile times its compiling with
 COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 #: a launch call this long (us) is no launch's cost but a one-off: a launch
@@ -1063,6 +1069,16 @@ class Scan:
         top = sorted(frames.items(), key=lambda kv: -kv[1])[:limit]
         return tuple((name, float(us)) for name, us in top if us > 0)
 
+    def python_packages(self, limit: int = PYTHON_FRAMES) -> tuple[tuple[str, float], ...]:
+        """:meth:`python_frames`' self times by package (:class:`Sanity`)."""
+        by: dict[str, int] = {}
+        for name, us in self._tallies[1].python.items():
+            m = _PACKAGE.match(name)
+            if m and us > 0:
+                by[m[1]] = by.get(m[1], 0) + us
+        top = sorted(by.items(), key=lambda kv: -kv[1])[:limit]
+        return tuple((name, float(us)) for name, us in top)
+
     def outside(self) -> tuple[Outside, Outside]:
         """What lies before the window and after it."""
         w = self.window
@@ -1108,6 +1124,7 @@ class Scan:
             setup_call_us=float(sum(c[1] - c[0] for c in self._setup_calls)),
             setup_by_name=self._setup_by_name(),
             python_frames=self.python_frames(),
+            python_packages=self.python_packages(),
             **self._warmup(),
             **self._kernel_rounding(),
         )

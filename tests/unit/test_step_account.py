@@ -306,6 +306,27 @@ def test_a_record_function_opened_in_one_frame_is_the_callers_child(tmp_path: Pa
     }
 
 
+def test_python_spread_over_one_packages_functions_names_the_package(tmp_path: Path) -> None:
+    """No function holds a quarter of the Python, but one package's functions
+    together do: the package is named, and the fix starts there."""
+    t = TraceBuilder()
+    for n in range(3):
+        base = n * 10_000
+        t.step(n + 1, base, 10_000)
+        for k in range(12):
+            t.op(f"mylib/part{k}.py(1): work", base + k * 500, 500, cat="python_function")
+        for i in range(400):
+            ts = base + 6_000 + i * 10
+            t.op("aten::add", ts, 9)
+            t.launch(ts + 1, 6, ADD, ts + 7, 2)
+    path = t.write(tmp_path / "spread.json")
+    summary = summarize(read_trace(path).timeline, 0, "order", str(path), compute_capability="9.0")
+    assert summary.sanity.python_packages == (("mylib", 18_000.0),)
+    (python,) = [f for f in trace_job_findings(summary) if f.rule == "cpu.python"]
+    assert "the largest part is mylib's code (60% of the step)" in python.evidence
+    assert python.fix.startswith("start with mylib's code")
+
+
 FRAME_LABELS = [
     (
         "transformers/image_transforms.py(390): normalize",

@@ -24,7 +24,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import CPU_OP_US, JobEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.frameworks import lightning_logging
+from gputui.analysis.frameworks import BIGGER_BATCH, lightning_logging, spell
 from gputui.analysis.host_code import HostCode, host_code, where
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.registry import Minimum, finding, rule
@@ -186,6 +186,57 @@ def stack_frames(ev: JobEvidence, share: float) -> list[tuple[str, float]]:
     return frames if frames and frames[0][1] >= NAMED_FIRST_SHARE * share else []
 
 
+#: packages whose Python is a training framework's own loop, hooks and logging
+_FRAMEWORKS = frozenset({"lightning", "pytorch_lightning", "transformers", "accelerate"})
+_LIGHTNING_HOOKS = (
+    "; log less often (Trainer(log_every_n_steps=...), self.log(..., on_step=False)) and "
+    "refresh the progress bar less (TQDMProgressBar(refresh_rate=...))"
+)
+
+
+def _from_stack(
+    ev: JobEvidence, share: float, step_s: float, evidence: str, fix: str
+) -> tuple[str, str]:
+    """cpu.python's evidence and fix where a trace's Python stack says whose the
+    Python is (the sampler's stand-in): a function that holds a good part of it,
+    else a package whose code does (a framework's own per-step work)."""
+    loop = "the inference loop" if ev.context.inference else "the training loop"
+    where_to = _WHERE_TO_INFERENCE if ev.context.inference else _WHERE_TO
+    frames = stack_frames(ev, share)
+    if frames:
+        evidence += "; by the trace's Python stack, its largest self times: " + ", ".join(
+            f"{label} {got * 100:.0f}%" for label, got in frames
+        )
+        return evidence, (
+            f"start with {frames[0][0]}: make it cheaper, or move it out of {loop}: {where_to}"
+        )
+    packages = [
+        (name, got)
+        for name, got in ev.python_packages
+        if name != "torch" and got >= NAMED_FIRST_SHARE * share
+    ]
+    if not packages:
+        return evidence, fix
+    name, got = packages[0]
+    top = max((g for n, g in ev.python_frames if n.startswith(name)), default=0.0)
+    label = fmt.clean(name, 60)
+    evidence += (
+        f"; by the trace's Python stack, the largest part is {label}'s code "
+        f"({got * 100:.0f}% of the step), spread over its functions (none over "
+        f"{max(top, 0.01) * 100:.0f}%)"
+    )
+    if name not in _FRAMEWORKS:
+        return evidence, (
+            f"start with {label}'s code: make it cheaper, or move it out of {loop}: {where_to}"
+        )
+    return evidence, (
+        f"the time is {label}'s own per-step work (its loop, hooks and logging), large "
+        f"beside a step this short ({fmt.ms(step_s)}): do more work per step, a larger "
+        f"batch ({spell(BIGGER_BATCH, ev.context.framework)})"
+        + (_LIGHTNING_HOOKS if name in ("lightning", "pytorch_lightning") else "")
+    )
+
+
 def _gpu_busy(ev: JobEvidence, acct: StepAccount | None) -> float | None:
     """The GPU's busy share of the step where known: the account's, else (no
     capture) NVML's while attached, as the ledger has it."""
@@ -280,14 +331,8 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         "the GPU busy share rise" if ev.cuda else "the step get shorter"
     )
     fix = _fix(host, True, where, ev.context.inference)
-    frames = stack_frames(ev, share) if host is None else []
-    if frames:  # the trace's Python stack says whose it is (the sampler's stand-in)
-        evidence += "; by the trace's Python stack, its largest self times: " + ", ".join(
-            f"{label} {share * 100:.0f}%" for label, share in frames
-        )
-        loop = "the inference loop" if ev.context.inference else "the training loop"
-        where_to = _WHERE_TO_INFERENCE if ev.context.inference else _WHERE_TO
-        fix = f"start with {frames[0][0]}: make it cheaper, or move it out of {loop}: {where_to}"
+    if host is None and ev.python_frames:  # the trace's Python stack says whose it is
+        evidence, fix = _from_stack(ev, share, step_s, evidence, fix)
 
     return _python(ev, evidence, fix, confirm, recoverable, phase > 0)
 
