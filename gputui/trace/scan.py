@@ -1425,21 +1425,7 @@ class Scan:
 
     def _compile_us(self) -> float:
         """The union of torch.compile's compiling ranges inside the window."""
-        window = self.window
-        if window is None or not any(n.endswith(COMPILE_RANGE_SUFFIX) for n in self.range_names):
-            return 0.0
-        lo, hi = window
-        total, reach = 0, lo
-        for r in self.timeline.ranges:  # in start order
-            if r[0] >= hi:
-                break
-            if not r[2].endswith(COMPILE_RANGE_SUFFIX):
-                continue
-            start, end = max(r[0], reach), min(r[1], hi)
-            if end > start:
-                total += end - start
-                reach = end
-        return float(total)
+        return float(length(merge(self._compile_ranges())))
 
 
 _MISSING = object()
