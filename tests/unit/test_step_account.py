@@ -325,6 +325,15 @@ def test_python_spread_over_one_packages_functions_names_the_package(tmp_path: P
     (python,) = [f for f in trace_job_findings(summary) if f.rule == "cpu.python"]
     assert "the largest part is mylib's code (60% of the step)" in python.evidence
     assert python.fix.startswith("start with mylib's code")
+    # a package that waits (the DataLoader's worker pipes) is never named
+    waiting = dataclasses.replace(summary.sanity, python_packages=(("multiprocessing", 18_000.0),))
+    (python,) = [
+        f
+        for f in trace_job_findings(dataclasses.replace(summary, sanity=waiting))
+        if f.rule == "cpu.python"
+    ]
+    assert "largest part is" not in python.evidence
+    assert not python.fix.startswith("start with")
 
 
 FRAME_LABELS = [

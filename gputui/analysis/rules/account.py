@@ -186,6 +186,11 @@ def stack_frames(ev: JobEvidence, share: float) -> list[tuple[str, float]]:
     return frames if frames and frames[0][1] >= NAMED_FIRST_SHARE * share else []
 
 
+#: packages whose frames wait (on the DataLoader's workers, a queue, a thread) or
+#: are torch's own: never named as whose the Python is
+_WAITING_PACKAGES = frozenset(
+    {"torch", "multiprocessing", "threading.py", "queue.py", "selectors.py", "concurrent"}
+)
 #: packages whose Python is a training framework's own loop, hooks and logging
 _FRAMEWORKS = frozenset({"lightning", "pytorch_lightning", "transformers", "accelerate"})
 _LIGHTNING_HOOKS = (
@@ -213,12 +218,13 @@ def _from_stack(
     packages = [
         (name, got)
         for name, got in ev.python_packages
-        if name != "torch" and got >= NAMED_FIRST_SHARE * share
+        if name not in _WAITING_PACKAGES and got >= NAMED_FIRST_SHARE * share
     ]
     if not packages:
         return evidence, fix
     name, got = packages[0]
-    top = max((g for n, g in ev.python_frames if n.startswith(name)), default=0.0)
+    own = (name + "/", name + "(")
+    top = max((g for n, g in ev.python_frames if n.startswith(own)), default=0.0)
     label = fmt.clean(name, 60)
     evidence += (
         f"; by the trace's Python stack, the largest part is {label}'s code "
