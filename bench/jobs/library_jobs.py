@@ -1,0 +1,448 @@
+"""Jobs made of library code as their users write them, each profiled the way
+PyTorch's profiler recipe does it (``schedule``, ``tensorboard_trace_handler``),
+to try the analyzer on training loops it was not written against.
+
+    python bench/jobs/library_jobs.py OUT_DIR [JOB ...]
+
+Jobs:
+- ``llama_eager``: a Hugging Face Llama (from a config: no download) trained in
+  bf16 with ``attn_implementation="eager"``; ``llama_sdpa``: the same with SDPA;
+  ``llama_timing``: both without a profiler, ms a step;
+- ``bert_mlm_trainer``: a ``Trainer`` fitting a BERT masked-LM in fp16 with
+  gradient accumulation 4 and ``DataCollatorForLanguageModeling`` masking each
+  batch on the training thread (``dataloader_num_workers=0``);
+  ``bert_tiny_accum``: the same with a 2-layer BERT 256 wide and 3 profiled
+  steps (a small trace); ``bert_accum_timing``: no profiler, the base BERT's
+  optimizer step at micro-batch 16 x 4 against 64 x 1 (the same optimizer
+  batch), each fitted for 40 steps, the seconds per step printed;
+- ``maskrcnn``: torchvision's Mask R-CNN trained on random images and boxes;
+- ``adam_for_loop``: a 48-layer MLP trained with ``torch.optim.Adam(foreach=False)``;
+- ``gpt2_checkpointing``: a Hugging Face GPT-2 with gradient checkpointing on;
+- ``fsdp2_one``: a transformer under ``fully_shard`` (FSDP2), one rank over NCCL;
+- ``empty_cache``: an MLP whose loop calls ``torch.cuda.empty_cache()`` every step;
+- ``vit_bf16``: torchvision's ViT-B/16 trained in bf16 autocast at batch 64 (a
+  busy GPU: nothing to find);
+- ``resnet50_fp32``: torchvision's ResNet-50 trained in fp32 at batch 128 (cuDNN's
+  convolutions use TF32 by default);
+- ``pinned_loader``: a DataLoader of CPU tensors with ``pin_memory=True``, 4
+  workers, the batches copied with ``non_blocking=True``;
+  ``pinned_loader_timing``: the same without a profiler, AdamW's default step
+  against ``fused=True``, ms a step, from the loader and on one batch fed again.
+
+Each job writes its traces under ``OUT_DIR/JOB/`` (the handler's file names),
+gzipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+DEV = "cuda"
+WAIT, WARMUP, ACTIVE = 2, 2, 4
+STEPS = WAIT + WARMUP + ACTIVE + 1
+
+
+def recipe(out: Path, **extra: Any) -> Any:
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+        schedule=torch.profiler.schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(str(out)),
+        **extra,
+    )
+
+
+def loop(out: Path, step: Callable[[], None], **extra: Any) -> None:
+    with recipe(out, **extra) as prof:
+        for _ in range(STEPS):
+            step()
+            prof.step()
+    torch.cuda.synchronize()
+
+
+def llama(out: Path, attn: str, profile: bool = True) -> Callable[[], None]:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=6,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        max_position_embeddings=2048,
+        attn_implementation=attn,
+    )
+    model = LlamaForCausalLM(cfg).to(DEV, torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, 32000, (8, 1024), device=DEV)
+
+    def step() -> None:
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    if profile:
+        loop(out, step, record_shapes=True, with_flops=True)
+    return step
+
+
+def job_llama_eager(out: Path) -> None:
+    llama(out, "eager")
+
+
+def job_llama_sdpa(out: Path) -> None:
+    llama(out, "sdpa")
+
+
+def bert_mlm(
+    out: Path,
+    batch: int = 16,
+    accum: int = 4,
+    tiny: bool = False,
+    profile: bool = True,
+    steps: int = STEPS + 1,
+) -> float:
+    """Fit a BERT masked-LM with the Trainer; its seconds per optimizer step
+    (the Trainer's own runtime over ``steps``)."""
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        BertTokenizerFast,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    vocab = out / "vocab.txt"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30000)]
+    vocab.write_text("\n".join(words) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(vocab))
+    size = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 1024} if tiny else {}  # fmt: skip
+    model = BertForMaskedLM(BertConfig(vocab_size=len(words), **size))
+
+    class Texts(torch.utils.data.Dataset):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return 100_000
+
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            g = torch.Generator().manual_seed(i)
+            ids = (torch.randint(5, len(words), (256,), generator=g)).tolist()
+            return {"input_ids": [2, *ids, 3]}
+
+    class Profile(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, *_: Any, **__: Any) -> None:
+            self.prof = recipe(out) if profile else None
+            if self.prof is not None:
+                self.prof.__enter__()
+
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            if self.prof is not None:
+                self.prof.step()
+
+        def on_train_end(self, *_: Any, **__: Any) -> None:
+            if self.prof is not None:
+                self.prof.__exit__(None, None, None)
+
+    args = TrainingArguments(
+        output_dir=str(out / "trainer_out"),
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accum,
+        max_steps=steps,
+        fp16=True,
+        logging_steps=1000,
+        save_strategy="no",
+        report_to=[],
+        dataloader_num_workers=0,
+    )
+    collator = DataCollatorForLanguageModeling(tokenizer=tok, mlm_probability=0.15)
+    result = Trainer(
+        model=model, args=args, train_dataset=Texts(), data_collator=collator, callbacks=[Profile()]
+    ).train()
+    shutil.rmtree(out / "trainer_out", ignore_errors=True)
+    vocab.unlink()
+    return float(result.metrics["train_runtime"]) / steps
+
+
+def job_bert_mlm_trainer(out: Path) -> None:
+    bert_mlm(out)
+
+
+def job_bert_tiny_accum(out: Path) -> None:
+    global ACTIVE
+    ACTIVE = 3
+    bert_mlm(out, batch=8, tiny=True, steps=WAIT + WARMUP + ACTIVE + 1)
+
+
+def job_bert_accum_timing(out: Path) -> None:
+    for batch, accum in ((16, 4), (64, 1), (16, 4), (64, 1)):
+        per_step = bert_mlm(out, batch=batch, accum=accum, profile=False, steps=40)
+        print(f"bert_accum_timing: micro-batch {batch} x {accum}: {per_step * 1000:.1f} ms a step")
+
+
+def job_llama_timing(out: Path) -> None:
+    """The Llama of ``llama_eager`` and ``llama_sdpa`` without a profiler: ms a step."""
+    import time
+
+    for attn in ("eager", "sdpa", "eager", "sdpa"):
+        step = llama(out, attn, profile=False)
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(30):
+            step()
+        torch.cuda.synchronize()
+        print(f"llama_timing: {attn}: {(time.perf_counter() - t0) / 30 * 1000:.1f} ms a step")
+
+
+def job_maskrcnn(out: Path) -> None:
+    import torchvision
+
+    model = torchvision.models.detection.maskrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=11
+    ).to(DEV)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    g = torch.Generator().manual_seed(0)
+
+    def batch() -> Iterator[tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]]:
+        while True:
+            images, targets = [], []
+            for _ in range(4):
+                images.append(torch.rand(3, 512, 640, generator=g).to(DEV))
+                xy = torch.rand(6, 2, generator=g) * torch.tensor([500.0, 380.0])
+                wh = 40 + torch.rand(6, 2, generator=g) * 100
+                boxes = torch.cat([xy, xy + wh], 1)
+                masks = torch.zeros(6, 512, 640, dtype=torch.uint8)
+                for k, b in enumerate(boxes.int().tolist()):
+                    masks[k, b[1] : b[3], b[0] : b[2]] = 1
+                targets.append(
+                    {
+                        "boxes": boxes.to(DEV),
+                        "labels": torch.randint(1, 11, (6,), generator=g).to(DEV),
+                        "masks": masks.to(DEV),
+                    }
+                )
+            yield images, targets
+
+    batches = batch()
+
+    def step() -> None:
+        images, targets = next(batches)
+        losses = model(images, targets)
+        loss = sum(losses.values())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    loop(out, step)
+
+
+def job_adam_for_loop(out: Path) -> None:
+    layers: list[nn.Module] = []
+    for _ in range(48):
+        layers += [nn.Linear(512, 512), nn.LayerNorm(512), nn.GELU()]
+    model = nn.Sequential(*layers).to(DEV)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=False)
+    x = torch.randn(256, 512, device=DEV)
+
+    def step() -> None:
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    loop(out, step, record_shapes=True, profile_memory=True, with_stack=True)
+
+
+def job_gpt2_checkpointing(out: Path) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=12, n_embd=768, n_head=12)).to(DEV)
+    model.gradient_checkpointing_enable()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 50257, (8, 1024), device=DEV)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    loop(out, step)
+
+
+def job_fsdp2_one(out: Path) -> None:
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.set_device(0)
+    layer = nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True, norm_first=True)
+    model = nn.TransformerEncoder(layer, 8).to(DEV)
+    for block in model.layers:
+        fully_shard(block)
+    fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(8, 1024, 1024, device=DEV)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    loop(out, step)
+    dist.destroy_process_group()
+
+
+def job_empty_cache(out: Path) -> None:
+    model = nn.Sequential(nn.Linear(2048, 8192), nn.GELU(), nn.Linear(8192, 2048)).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(1024, 2048, device=DEV)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
+
+    loop(out, step)
+
+
+def vision_step(model: nn.Module, batch: int, amp: bool) -> Callable[[], None]:
+    model = model.to(DEV).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 224, 224, device=DEV)
+    y = torch.randint(0, 1000, (batch,), device=DEV)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def job_vit_bf16(out: Path) -> None:
+    import torchvision
+
+    loop(out, vision_step(torchvision.models.vit_b_16(), 64, amp=True))
+
+
+def job_resnet50_fp32(out: Path) -> None:
+    import torchvision
+
+    loop(out, vision_step(torchvision.models.resnet50(), 128, amp=False))
+
+
+class _Tensors(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return 1 << 20
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(3, 64, 64, generator=g), torch.randint(0, 10, (), generator=g)
+
+
+def job_pinned_loader(
+    out: Path, fused: bool | None = None, profile: bool = True, loader: bool = True
+) -> float:
+    """The pinned loader's job; unprofiled (``profile=False``), its ms a step
+    over 200 steps; without the ``loader``, one batch made on the GPU once."""
+    import time
+
+    model = nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
+    ).to(DEV)  # fmt: skip
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
+    data = torch.utils.data.DataLoader(
+        _Tensors(), batch_size=256, num_workers=4, pin_memory=True, persistent_workers=True
+    )
+    batches = iter(data)
+    fixed = next(batches)
+
+    def step() -> None:
+        x, y = next(batches) if loader else fixed
+        x, y = x.to(DEV, non_blocking=True), y.to(DEV, non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(5):
+        step()
+    if profile:
+        loop(out, step)
+        return 0.0
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(200):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / 200 * 1000
+
+
+def job_pinned_loader_timing(out: Path) -> None:
+    """The pinned loader's job without a profiler: AdamW's default step against
+    its fused one, ms a step."""
+    for loader in (True, False):
+        for fused in (None, True, None, True):
+            ms = job_pinned_loader(out, fused=fused, profile=False, loader=loader)
+            fed = "from the loader" if loader else "one batch, fed again"
+            print(f"pinned_loader_timing: {fed}, AdamW(fused={fused}): {ms:.2f} ms a step")
+
+
+def gzip_all(where: Path) -> None:
+    for raw in where.glob("*.json"):
+        with raw.open("rb") as src, gzip.open(str(raw) + ".gz", "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+        raw.unlink()
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    jobs = sys.argv[2:] or [
+        n[4:] for n in globals() if n.startswith("job_") and not n.endswith("_timing")
+    ]
+    failed = 0
+    for name in jobs:
+        where = out / name
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            globals()[f"job_{name}"](where)
+        except Exception as exc:  # one job's failure leaves the others to run
+            failed += 1
+            print(f"{name}: failed: {type(exc).__name__}: {exc}", flush=True)
+            continue
+        gzip_all(where)
+        print(f"{name}: {', '.join(p.name for p in where.iterdir())}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
