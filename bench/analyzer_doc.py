@@ -174,6 +174,25 @@ CASES = [
     ("h100", "numpy_preproc_stack", "numpy_preproc recorded with Python stacks"),
     ("h100", "inference_stack", "the H200's inference case, on an H100 with Python stacks"),
     (
+        "h100",
+        "hf_trainer_accum",
+        "the HF Trainer fitting a 2-layer BERT masked-LM in fp16, micro-batches of 8 "
+        "accumulated 4 to a step, masked on the training thread (bench/jobs/library_jobs.py; "
+        "one step of its trace)",
+    ),
+    (
+        "h100",
+        "hf_llama_eager",
+        "a Hugging Face Llama (6 layers, 1024 wide, T = 1024) trained in bf16 with "
+        'attn_implementation="eager" (bench/jobs/library_jobs.py; one step of its trace)',
+    ),
+    (
+        "h100",
+        "pinned_loader",
+        "a small CNN fed by 4 DataLoader workers with pin_memory=True and non_blocking "
+        "copies, AdamW (bench/jobs/library_jobs.py)",
+    ),
+    (
         "h200",
         "sdpa_mem_efficient",
         "F.scaled_dot_product_attention on fp32 q, k, v with an additive float causal mask",

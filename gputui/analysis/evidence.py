@@ -416,6 +416,9 @@ class JobEvidence(ValueBase):
     python_frames: tuple[tuple[str, float], ...] = ()
     #: the same by package, each as a share of the window (Sanity.python_packages)
     python_packages: tuple[tuple[str, float], ...] = ()
+    #: the micro-batches a trace's every step accumulates gradients over (its
+    #: DataLoader's fetches per optimizer step, Sanity.micro_batches); 0: none seen
+    micro_batches: int = 0
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)

@@ -167,6 +167,34 @@ _SPELLING: dict[str, dict[str | None, str]] = {
     },
 }
 
+#: a larger micro-batch and fewer of them, as each framework spells it (``{n}``:
+#: the micro-batches a step accumulates over)
+_FEWER_MICRO_BATCHES: dict[str | None, str] = {
+    None: "the DataLoader's batch_size up to {n}x, the accumulation steps down as much",
+    TRANSFORMERS: "TrainingArguments(per_device_train_batch_size=... up to {n}x, "
+    "gradient_accumulation_steps=... down as much)",
+    LIGHTNING: "the DataLoader's batch_size up to {n}x, Trainer(accumulate_grad_batches=...) "
+    "down as much",
+}
+
+
+def larger_batch(framework: str | None, micro_batches: int = 0) -> str:
+    """More work per step, for this job: where its steps already accumulate
+    gradients over ``micro_batches`` (two or more), larger micro-batches and
+    fewer of them (each micro-batch launches the whole forward and backward);
+    else larger batches, accumulation keeping the optimizer's batch."""
+    if micro_batches >= 2:
+        n = micro_batches
+        fewer = _FEWER_MICRO_BATCHES.get(framework, _FEWER_MICRO_BATCHES[None])
+        return (
+            f"the step already accumulates gradients over {n} micro-batches ({n} DataLoader "
+            f"batches per optimizer step), each launching the whole forward and backward: "
+            f"make them larger and fewer ({fewer.format(n=n)}), memory allowing: the same "
+            f"optimizer batch in as little as 1/{n} of the launches"
+        )
+    return f"use larger batches per step ({spell(BIGGER_BATCH, framework)})"
+
+
 #: DataLoader arguments as the HF Trainer names them (it builds the loader itself)
 _TRAINER_LOADER_ARGS = {
     "num_workers": "dataloader_num_workers",

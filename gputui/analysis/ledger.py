@@ -159,12 +159,24 @@ class Ledger(ValueBase):
         time is unknown).  Where synchronizations in every step keep the host
         from running ahead, the GPU's speed holds the step only while the host
         waits for it (host sync wait, the CPU ahead): that time.  Otherwise its
-        compute time, less what the host waits for anyway (:attr:`host_need`)."""
+        compute time, less what the host waits for anyway (:attr:`host_need`).
+        (In a profiled account, at least the GPU's busy time beyond the host's
+        own work once the profiler's part of launch and dispatch,
+        :attr:`slowdown`, is taken out.)"""
         if self.gpu_idle is None:
             return None
         busy = 1.0 - self.gpu_idle
         if (self.syncs_per_step or 0.0) >= SERIALIZING_SYNCS and self.shares:
             waits = self.shares.get("sync", 0.0) + self.shares.get("ahead", 0.0)
+            if self.slowdown > 1.0 and self.gpu_busy is not None:
+                # a profiled account: at the job's own speed the host issues its
+                # ops that much sooner; where the GPU's compute (as measured,
+                # a share of the same profiled step) then outlasts the host's
+                # own work, the host waits at least for the rest
+                issue = self.shares.get("launch", 0.0) + self.shares.get("dispatch", 0.0)
+                own_work = 1.0 - waits - issue * (1.0 - 1.0 / self.slowdown)
+                compute = self.gpu_busy - (self.gpu_comm or 0.0) - (self.gpu_copy or 0.0)
+                waits = max(waits, compute - own_work)
             return min(busy, waits)
         need = self.host_need
         return busy if need is None else max(0.0, min(busy, 1.0 - need))

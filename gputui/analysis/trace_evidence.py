@@ -157,6 +157,7 @@ def trace_evidence(
         python_packages=tuple(
             (name, _window_share(summary, us)) for name, us in summary.sanity.python_packages
         ),
+        micro_batches=summary.sanity.micro_batches,
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
         rocm=summary.rocm,

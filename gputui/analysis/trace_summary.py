@@ -442,6 +442,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
         "warmup_by_name": [
             {"name": name, "calls": n, "us": us} for name, n, us in sanity.warmup_by_name
         ],
+        "micro_batches": sanity.micro_batches,
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -6,7 +6,9 @@ Each bucket is the union of its intervals over every host thread of the
 process (backward runs its ops on the autograd engine's thread while the
 training thread waits in ``backward()``), and claims only the time no earlier
 bucket claimed, in the order data > user phase > communication > host sync >
-kernel launch > torch dispatch; what is left of the host's step is Python
+kernel launch > torch dispatch; torch dispatch also holds torch's own host code
+between its ops (torch.optim's step and zero_grad, the autograd engine between
+its functions: ``Scan.torch_code``); what is left of the host's step is Python
 outside torch.  The step itself is the host's ``ProfilerStep`` stretched to the
 end of the GPU work launched in it (the TensorBoard plugin's step): the part past
 the host's own range is the time the CPU ran ahead and the step waited for the
@@ -53,6 +55,7 @@ from gputui.trace.scan import (
     STEP_WINDOWS,
     SYNC_CALLS,
     SYNC_GAPS,
+    TORCH_CODE,
     Scan,
     after_sync,
     bits,
@@ -78,7 +81,7 @@ _BUCKET_BITS = (
     ("comm", bits(COLLECTIVE, COMM_OTHER)),
     ("sync", bits(RT_SYNC, RT_SYNC + RT_DRIVER)),
     ("launch", bits(RT_LAUNCH, RT_LAUNCH + RT_DRIVER)),
-    ("dispatch", bits(DISPATCH_OP, RT_OTHER, RT_OTHER + RT_DRIVER)),
+    ("dispatch", bits(DISPATCH_OP, RT_OTHER, RT_OTHER + RT_DRIVER, TORCH_CODE)),
 )
 #: the GPU's compute kernels, communication kernels and copies on a stream
 _COMPUTE = bits(GPU_COMPUTE, GPU_COLLECTIVE)
@@ -180,7 +183,9 @@ def step_account(timeline: Timeline, scan: Scan | None = None) -> StepAccount | 
         "comm": merged(ranges[COLLECTIVE], ranges[COMM_OTHER]),
         "sync": rt_layer(RT_SYNC),
         "launch": rt_layer(RT_LAUNCH),
-        "dispatch": union(merged(ranges[DISPATCH_OP]), rt_layer(RT_OTHER)),
+        "dispatch": union(
+            merged(ranges[DISPATCH_OP]), rt_layer(RT_OTHER), merge_sorted(scan.torch_code)
+        ),
     }
     parts = None
     if scan.gpu.has_parts:

@@ -345,7 +345,17 @@ HOST_WINDOWS, STEP_WINDOWS, SYNC_GAPS, STEPS_SPAN = 24, 25, 26, 27
 #: a trace's Python frames (``with_stack=True``) that call an ``nn.Module``, and
 #: those of a numeric library's code (:func:`is_module_call`, :func:`is_library_code`)
 MODULE_CALLS, LIBRARY_CODE = 28, 29
-LAYERS = 30
+#: torch's own host code that issues GPU work between its ops: the optimizer's
+#: step and zero_grad ranges (torch.optim's Python around its kernels)
+TORCH_CODE = 30
+LAYERS = 31
+#: the ranges torch.optim opens around an optimizer's step and zero_grad
+OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")
+#: the range the autograd engine records around each backward function it runs
+ENGINE_FUNCTION = "autograd::engine::evaluate_function"
+#: the engine's own time between two of its functions counts as torch's up to
+#: this long (us): its graph walk and hand-off take microseconds a function
+ENGINE_GAP_US = 1_000
 
 
 def bits(*layers: int) -> int:
@@ -730,6 +740,11 @@ class Sanity(ValueBase):
     warmup_calls: int = 0
     warmup_us: float = 0.0
     warmup_by_name: tuple[tuple[str, int, float], ...] = ()
+    #: batches a step fetches from its DataLoader where every ProfilerStep
+    #: fetches the same number, two or more, and runs one optimizer step
+    #: (``Optimizer.step#``): gradient accumulation over that many micro-batches;
+    #: 0 where the trace shows none (one batch a step, or steps that differ)
+    micro_batches: int = 0
 
     @property
     def records_graphs(self) -> bool:
@@ -753,6 +768,8 @@ PYTHON_FRAMES = 12
 #: a Python frame's package: the first part of its file's path (``lightning`` of
 #: ``lightning/pytorch/loops/fit_loop.py(1): run``), or a script's own file
 _PACKAGE = re.compile(r"([^/()<>\s]+?)(?:/|\(\d+\): )")
+#: the range torch.optim opens around an optimizer's step (``Optimizer.step#AdamW.step``)
+OPTIMIZER_STEP = "Optimizer.step#"
 #: the suffix of the ranges torch.compile times its compiling with
 COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 #: a launch call this long (us) is no launch's cost but a one-off: a launch
@@ -946,7 +963,65 @@ class Scan:
             out[GPU_COMPUTE + i] = lst
         out[MODULE_CALLS] = self.ranges.module_calls
         out[LIBRARY_CODE] = self.ranges.library_code
+        out[TORCH_CODE] = self.torch_code
         return out
+
+    @cached_property
+    def torch_code(self) -> list[Interval]:
+        """:data:`TORCH_CODE`'s intervals, in start order: the optimizer's ranges
+        and :attr:`engine_gaps`.  An optimizer's step that runs a backward inside
+        it (``optimizer.step(closure)``: Lightning's loop, LBFGS) also runs the
+        job's forward and its Python there: not torch's alone, left out."""
+        funcs = self.ranges.engine_functions
+        ranges = [
+            r
+            for r in self.ranges.torch_code
+            if not funcs
+            or bisect.bisect_left(funcs, r[0], key=_START)
+            == bisect.bisect_left(funcs, r[1], key=_START)
+        ]
+        gaps = self.engine_gaps
+        if not gaps:
+            return ranges
+        return merge([*((r[0], r[1]) for r in ranges), *gaps])
+
+    @cached_property
+    def engine_gaps(self) -> list[Interval]:
+        """The autograd engine's own time between two backward functions it ran
+        on a thread (:data:`ENGINE_GAP_US` or less), where no op of any thread
+        starts: torch's C++ walking the graph and handing each function on, which
+        no range records, while the training thread waits in ``backward()``.
+        Given as runs of the functions with those gaps between them, each from
+        its first function's start to its last one's end (the functions are
+        torch dispatch already): a few intervals a backward pass, not one a
+        function, for the sweep to read."""
+        funcs = self.ranges.engine_functions
+        if not funcs:
+            return []
+        starts = list(map(_START, self.ranges.lists[DISPATCH_OP]))  # (bisect without a key)
+        n_ops = len(starts)
+        runs: dict[Any, list[int]] = {}  # thread -> its open run [start, end]
+        out: list[Interval] = []
+        right = bisect.bisect_right
+        limit = ENGINE_GAP_US
+        for r in funcs:
+            start, end, tid = r[0], r[1], r[3]
+            run = runs.get(tid)
+            if run is not None:
+                prev = run[1]
+                if start <= prev:  # (a function inside the run so far)
+                    if end > prev:
+                        run[1] = end
+                    continue
+                if start - prev <= limit:
+                    i = right(starts, prev)  # the first op starting after prev
+                    if i >= n_ops or starts[i] >= start:
+                        run[1] = end  # nothing else ran meanwhile: the engine's
+                        continue
+                out.append((run[0], run[1]))
+            runs[tid] = [start, end]
+        out.extend((a, b) for a, b in runs.values())
+        return merge(sorted(out))
 
     @cached_property
     def sync_gaps(self) -> list[Interval]:
@@ -1125,6 +1200,7 @@ class Scan:
             setup_by_name=self._setup_by_name(),
             python_frames=self.python_frames(),
             python_packages=self.python_packages(),
+            micro_batches=self._micro_batches(),
             **self._warmup(),
             **self._kernel_rounding(),
         )
@@ -1173,6 +1249,33 @@ class Scan:
             return []
         busy = self._gpu_busy
         return [c for c in long if length(intersect([c[:2]], busy)) < busy_share * (c[1] - c[0])]
+
+    def _micro_batches(self) -> int:
+        """:attr:`Sanity.micro_batches`: the DataLoader's fetches (``__next__``)
+        and the optimizer's steps (``Optimizer.step#...``) that start inside each
+        host-side ProfilerStep, on the step's thread."""
+        steps = [r for r in self.step_ranges if r[1] > r[0]]
+        if not steps:
+            return 0
+        fetches = self.ranges.lists[DATA]
+        if len(fetches) < 2 * len(steps):
+            return 0
+        optimizer = [
+            r for r in self.ranges.lists[ANNOTATION_OTHER] if r[2].startswith(OPTIMIZER_STEP)
+        ]
+        counts: set[tuple[int, int]] = set()
+        for step in steps:
+            lo, hi, tid = step[0], step[1], step[3]
+            counts.add(
+                (
+                    sum(1 for r in fetches if r[3] == tid and lo <= r[0] < hi),
+                    sum(1 for r in optimizer if r[3] == tid and lo <= r[0] < hi),
+                )
+            )
+            if len(counts) > 1:
+                return 0
+        ((n, opt),) = counts
+        return n if n >= 2 and opt == 1 else 0
 
     def _warmup(self) -> dict[str, Any]:
         """:class:`Sanity`'s ``warmup_calls``, ``warmup_us`` and ``warmup_by_name``."""
@@ -1467,6 +1570,10 @@ class RangePass:
         #: (:data:`MODULE_CALLS`, :data:`LIBRARY_CODE`)
         self.module_calls: list[Any] = []
         self.library_code: list[Any] = []
+        #: torch's own host code between its ops (:data:`TORCH_CODE`)
+        self.torch_code: list[Any] = []
+        #: the autograd engine's backward functions (:data:`ENGINE_FUNCTION`)
+        self.engine_functions: list[Any] = []
         self._collectives: list[Any] = []  # the plugin's collectives, not ops
         roles: dict[str, dict[str, Any]] = {}
         missing = _MISSING
@@ -1502,6 +1609,10 @@ class RangePass:
             return self._collectives
         if STEP_MARK in name:
             return self.step_events if lst is None else _Both(lst, self.step_events)
+        if role == ANNOTATION_OTHER and name.startswith(OPTIMIZER_RANGES):
+            return _Both(lists[role], self.torch_code)
+        if role == DISPATCH_OP and name.startswith(ENGINE_FUNCTION):
+            return _Both(lists[role], self.engine_functions)
         return lst
 
 

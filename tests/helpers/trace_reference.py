@@ -168,7 +168,41 @@ def _raw_buckets(
     sync_starts.sort()
     launch_starts.sort()
     sync_calls.sort()
+    raw["dispatch"] += _torch_code(timeline)
     return raw, sync_calls, sync_starts, launch_starts
+
+
+_ENGINE = "autograd::engine::evaluate_function"
+
+
+def _torch_code(timeline: Timeline) -> list[Interval]:
+    """torch's own host code between its ops, counted as torch dispatch: each
+    optimizer's step or zero_grad range that no backward function starts in,
+    and the time between two backward functions of a thread, 1 ms or less,
+    that no op of any thread starts in."""
+    ranges = sorted(timeline.ranges, key=lambda r: r.start_us)
+    funcs = [r for r in ranges if r.kind == OP and r.name.startswith(_ENGINE)]
+    op_starts = [r.start_us for r in ranges if _role(r.name, r.kind) == "dispatch"]
+    out: list[Interval] = []
+    optimizer = [
+        r
+        for r in ranges
+        if r.kind == ANNOTATION
+        and r.name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
+        and r.end_us > r.start_us
+    ]
+    for r in optimizer:
+        if not any(r.start_us <= f.start_us < r.end_us for f in funcs):
+            out.append((r.start_us, r.end_us))
+    ends: dict[object, int] = {}
+    for f in funcs:
+        prev = ends.get(f.thread)
+        ends[f.thread] = f.end_us if prev is None else max(prev, f.end_us)
+        if prev is None or not 0 < f.start_us - prev <= 1000:
+            continue
+        if not any(prev < t < f.start_us for t in op_starts):
+            out.append((prev, f.start_us))
+    return out
 
 
 #: the host buckets that claim time, in their order of precedence (Python outside

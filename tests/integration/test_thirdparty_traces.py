@@ -25,6 +25,7 @@ SIMPLE_ADD = DATA / "hta-simple-add-benchmark.trace.json.gz"
 ALEXNET = DATA / "hta-alexnet-benchmark.trace.json.gz"
 B200_EAGER = DATA / "tracelens-b200-eager.trace.json.gz"
 BERT_SMALL = DATA / "tracelens-h100-bert-small.trace.json.gz"
+TOKENOMICS = sorted(DATA.glob("tokenomics-2x4090-llama-rank*.trace.json.gz"))
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
@@ -284,3 +285,31 @@ def test_a_small_models_python_in_its_module_calls_is_what_issuing_it_costs(
     assert "the model's Python in its module calls" in launch["evidence"]
     assert launch["fix"].startswith("launch fewer, larger kernels: torch.compile(model)")
     assert "batch more requests into each call" in launch["fix"]  # inference: no optimizer
+
+
+def test_two_ranks_profiled_cold_lag_by_one_off_work_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A 4-layer Llama's forward sharded over two RTX 4090s (all-gathers and
+    reduce-scatters, no backward), each rank profiled from its first call.
+    Rank 0's window holds 373 ms of launch calls that load kernels on first
+    use; rank 1 made its own before its first GPU activity.  Rank 0 lags by
+    that one-off work, no straggler of the loop: an info that says so.  The
+    communication advice speaks of inference, not of FSDP's backward, and no
+    rank is told its GPU idles for host-side work: its idle time is the
+    all-gathers waiting for the peer, which comm.share already counts."""
+    assert len(TOKENOMICS) == 2
+    doc = analyze(capsys, *TOKENOMICS)
+    (straggler,) = [f for f in doc["across_ranks"] if f["rule"] == "ranks.straggler"]
+    assert straggler["severity"] == "info" and straggler["impact_pct"] == 0
+    assert "one-off work" in straggler["evidence"]
+    assert "past its warm-up" in straggler["fix"]
+    assert "CPU contention" not in straggler["fix"]
+    for rank in doc["ranks"]:
+        assert rules(rank)[0] == "comm.share"
+        comm = rank["findings"][0]
+        assert "with no backward here" in comm["fix"]
+        assert "backward_prefetch" not in comm["fix"]
+        assert "launch.idle_gaps" not in rules(rank)
+        shares = [f["impact_pct"] or 0 for f in rank["findings"]]
+        assert sum(shares) <= 100

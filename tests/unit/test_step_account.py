@@ -575,3 +575,43 @@ def test_cpu_python_names_the_jobs_functions_from_the_sampler() -> None:
     assert "log (" not in f.evidence  # under 1% of the time: not named
     assert "py-spy" not in f.fix  # the function is named: no profiler needed
     assert f.fix.startswith("start with sort (core.py:7), called from augment (data.py:13)")
+
+
+def test_torch_s_own_code_between_its_ops_is_torch_s(tmp_path: Path) -> None:
+    """torch.optim's step range and the autograd engine's time between the
+    backward functions it runs are torch's own host code: torch dispatch, not
+    Python outside torch.  A range of the job's own around the same ops, an
+    engine gap in which another op starts and one longer than 1 ms stay Python."""
+
+    def trace(name: str, gaps: tuple[float, ...]) -> TraceBuilder:
+        t = TraceBuilder()
+        t.step(1, 0, 10_000)
+        t.op(name, 1000, 1000, cat="user_annotation")  # 100 µs of ops inside it
+        t.op("aten::_foreach_add_", 1100, 100)
+        at = 3000.0
+        for gap in gaps:  # backward functions on the autograd thread, 50 µs each
+            t.op("autograd::engine::evaluate_function: AddBackward0", at, 50, tid=101)
+            at += 50 + gap
+        t.op("autograd::engine::evaluate_function: MulBackward0", at, 50, tid=101)
+        return t
+
+    torch_own = account_of(trace("Optimizer.step#AdamW.step", (20, 30)), tmp_path)
+    own = account_of(trace("## my_region ##", (20, 30)), tmp_path)
+    # the ops' 100 + 3 x 50 µs, and the engine's 20 + 30 µs between its functions
+    assert own.dispatch_us == pytest.approx(250 + 50)
+    assert own.python_us == pytest.approx(10_000 - 300)
+    # the optimizer's 900 µs between its ops
+    assert torch_own.dispatch_us - own.dispatch_us == pytest.approx(900)
+    assert own.python_us - torch_own.python_us == pytest.approx(900)
+    # the arithmetic of overlapping steps gives the same
+    with mock.patch("gputui.trace.account.pairwise", lambda _host: [((0, 2), (1, 3))]):
+        general = account_of(trace("Optimizer.step#AdamW.step", (20, 30)), tmp_path)
+    assert general.dispatch_us == pytest.approx(torch_own.dispatch_us)
+    assert general.python_us == pytest.approx(torch_own.python_us)
+    far = account_of(trace("## my_region ##", (20, 1500)), tmp_path)
+    assert far.dispatch_us - own.dispatch_us == pytest.approx(-30)  # the 1.5 ms gap is not
+    # an op of another thread starting in a gap: that gap is not the engine's alone
+    t = trace("## my_region ##", (20, 30))
+    t.op("aten::mul", 3130, 5)  # in the 30 µs gap (3120-3150)
+    busy = account_of(t, tmp_path)
+    assert busy.dispatch_us - own.dispatch_us == pytest.approx(5 - 30)

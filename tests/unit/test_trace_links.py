@@ -17,6 +17,10 @@ from gputui.tracefile.reader import read_trace
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: the public traces written by a torch build that links a call to its op
 _LINKING = ("tracelens-b200-eager.trace.json.gz", "tracelens-h100-bert-small.trace.json.gz")
+#: public traces whose ids link the training thread's calls to their ops, where
+#: NCCL's watchdog thread writes its cudaEventQuery calls' correlation as their
+#: id: neither kind throughout
+_MIXED = ("tokenomics-2x4090-llama-rank",)
 #: traces written by torch builds that link a call to its op by the op's id
 LINKED = sorted(
     p for p in DATA.rglob("*.json.gz") if "thirdparty" not in p.parts or p.name in _LINKING
@@ -26,7 +30,9 @@ CORRELATED = sorted((DATA / "thirdparty").glob("*.json.gz"))
 CORRELATED = [
     p
     for p in CORRELATED
-    if "particle-transformer-a100-fp16" not in p.name and p.name not in _LINKING
+    if "particle-transformer-a100-fp16" not in p.name
+    and p.name not in _LINKING
+    and not p.name.startswith(_MIXED)
 ]
 
 

@@ -24,7 +24,7 @@ from gputui import fmt
 from gputui.analysis import thresholds
 from gputui.analysis.evidence import CPU_OP_US, JobEvidence
 from gputui.analysis.finding import Finding
-from gputui.analysis.frameworks import BIGGER_BATCH, lightning_logging, spell
+from gputui.analysis.frameworks import BIGGER_BATCH, larger_batch, lightning_logging, spell
 from gputui.analysis.host_code import HostCode, host_code, where
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.registry import Minimum, finding, rule
@@ -237,8 +237,12 @@ def _from_stack(
         )
     return evidence, (
         f"the time is {label}'s own per-step work (its loop, hooks and logging), large "
-        f"beside a step this short ({fmt.ms(step_s)}): do more work per step, a larger "
-        f"batch ({spell(BIGGER_BATCH, ev.context.framework)})"
+        f"beside a step this short ({fmt.ms(step_s)}): do more work per step, "
+        + (
+            larger_batch(ev.context.framework, ev.micro_batches)
+            if ev.micro_batches >= 2
+            else f"a larger batch ({spell(BIGGER_BATCH, ev.context.framework)})"
+        )
         + (_LIGHTNING_HOOKS if name in ("lightning", "pytorch_lightning") else "")
     )
 

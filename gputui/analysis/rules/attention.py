@@ -193,7 +193,9 @@ def hand_written(ev: JobEvidence) -> Iterable[Finding]:
             "replace softmax(q @ k.transpose(-2, -1) / sqrt(d)) @ v with "
             "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=...) in "
             "bf16/fp16: its flash kernel never materializes the scores (memory O(T) not "
-            "O(T^2), several times faster at T >= 1024)",
+            "O(T^2), several times faster at T >= 1024); a Hugging Face model runs this "
+            'attention when loaded with attn_implementation="eager" (or asked for '
+            'output_attentions=True): load it with attn_implementation="sdpa"',
             "the softmax kernels leave the capture; flash/sdpa kernels appear",
             share=recoverable(cap),
         )

@@ -30,11 +30,11 @@ from gputui.analysis.evidence import (
 )
 from gputui.analysis.finding import Finding
 from gputui.analysis.frameworks import (
-    BIGGER_BATCH,
     COMPILE,
     DYNAMIC_CACHE,
     fused_optimizer,
     generate_cache,
+    larger_batch,
     spell,
 )
 from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE, ISSUE_MODEL
@@ -97,6 +97,13 @@ def attributable_idle(ev: JobEvidence, cap: CaptureView) -> float | None:
         estimate = unprofiled_idle(cap)
         if estimate is not None:
             idle = min(idle, estimate)
+    busy = ev.ledger.gpu_busy
+    if busy is not None:
+        # the capture's idle share is HTA's, over HTA's window: in a trace
+        # without steps, from its first GPU activity on, set-up before the
+        # analyzer's window included; the window's own account bounds it (the
+        # GPU idles no more at the job's own speed than under the profiler)
+        idle = min(idle, max(0.0, 1.0 - busy))
     return max(0.0, idle - ev.phase_share(DATA))
 
 
@@ -673,7 +680,7 @@ def launch_fix(ev: JobEvidence) -> str:
     more_work = (
         "batch more requests into each call (a larger batch, or padding to a few fixed shapes)"
         if ctx.inference
-        else f"use larger batches per step ({spell(BIGGER_BATCH, ctx.framework)})"
+        else larger_batch(ctx.framework, ev.micro_batches)
     )
     if ctx.inference and generate_cache(ev.python_profile) == DYNAMIC_CACHE:
         # Hugging Face's generate() on its default cache: each new token grows
@@ -782,7 +789,8 @@ _WHILE = {
         "capture: the GPU idles (less a trace's one-off time: torch.compile's compiling "
         "ranges, cold launch calls, CUDA graph captures, long set-up calls, ops' warm-up "
         "calls: 10ms or more and 20 times the op's median call, one run before its ordinary "
-        "calls, on an idle GPU) "
+        "calls, on an idle GPU; at most the window's own idle share, communication kernels "
+        "busy) "
         ">= {idle.share} of the step ({idle.share_profiled} when "
         "only a profiled capture without a step account saw it; with one, launch + dispatch "
         "count {idle.profiler_slowdown} slower than the job's own) (under a cause that names "
@@ -1074,7 +1082,7 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
                 if capped
                 else ""
             ),
-            comm_fix(ev.context.collectives),
+            comm_fix(ev.context.collectives, ev.context.inference),
             "the capture's exposed communication time falls",
             share=exposed,
         )
@@ -1090,10 +1098,13 @@ def _comm_kernels(ev: JobEvidence) -> str:
     return "NCCL kernels"
 
 
-def comm_fix(collectives: tuple[str, ...]) -> str:
+def comm_fix(collectives: tuple[str, ...], inference: bool = False) -> str:
     """Communication advice for the collectives the job runs: all-to-all (expert
     and embedding parallelism), all-gather and reduce-scatter (FSDP, ZeRO),
-    all-reduce (DDP); the all-reduce advice when nothing tells."""
+    all-reduce (DDP); the all-reduce advice when nothing tells.  A job with no
+    backward and no optimizer (``inference``) has no gradients to sync: its
+    collectives are tensor or sequence parallelism, or weights sharded
+    FSDP-style, each moving data at every layer."""
     kinds = set(collectives)
     parts = []
     if "all_to_all" in kinds or ("send_recv" in kinds and not kinds & {"all_reduce"}):
@@ -1104,6 +1115,17 @@ def comm_fix(collectives: tuple[str, ...]) -> str:
             "messages, overlap the exchange with compute of the previous micro-batch, and "
             "keep it inside a node (NVLink) where the layout allows"
         )
+    if inference and kinds & {"all_gather", "reduce_scatter", "all_reduce"}:
+        parts.append(
+            "with no backward here, the "
+            + "/".join(k.replace("_", "-") for k in sorted(kinds) if k != "all_to_all")
+            + " calls are tensor or sequence parallelism, or weights sharded FSDP-style, "
+            "moving activations or weights at every layer: shard over fewer GPUs, or none "
+            "where the model fits one (a replica per GPU, each serving its own requests), "
+            "keep the ranks on GPUs joined by NVLink (PCIe makes each collective slow), and "
+            "put more tokens through each call (a larger batch)"
+        )
+        return "; ".join(parts)
     if kinds & {"all_gather", "reduce_scatter"}:
         parts.append(
             "FSDP/ZeRO's all-gathers and reduce-scatters: prefetch the next unit's "
@@ -1148,8 +1170,8 @@ def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
             "communication is not overlapped with compute",
             f"only {overlap * 100:.0f}% of NCCL time overlaps with compute kernels "
             f"(NCCL {share * 100:.0f}% of the capture)",
-            comm_fix(ev.context.collectives)
-            if set(ev.context.collectives) - {"all_reduce"}
+            comm_fix(ev.context.collectives, ev.context.inference)
+            if set(ev.context.collectives) - {"all_reduce"} or ev.context.inference
             else "let DDP start all-reduces during backward: a smaller bucket_cap_mb for "
             "earlier buckets, gradient_as_bucket_view=True, no work between loss.backward() "
             "and optimizer.step() that waits on gradients",

@@ -143,6 +143,15 @@ def _comm_span_share(r: RankEvidence) -> float | None:
     return cap.class_us(COMMUNICATION) / cap.span_us
 
 
+def _one_off_s(r: RankEvidence) -> float:
+    """A trace rank's one-off work per step (compiling, cold launches, set-up
+    calls, ops' warm-up calls, graph captures: JobEvidence.one_off_share), in
+    seconds; 0 for a live rank, whose steps leave warm-up out already."""
+    job = r.job
+    step = job.mean_step_s
+    return job.one_off_share * step if job.from_trace and step else 0.0
+
+
 def _excess(slow: RankEvidence, others: list[RankEvidence]) -> dict[str, float]:
     """Seconds per step more than the others' median, per phase (comm aside)."""
     theirs: dict[str, list[float]] = {}
@@ -300,7 +309,10 @@ def wait_hint(ev: RanksEvidence) -> str | None:
         "its comm) >= 1.1x the others' median, and the others' comm beyond its own >= 5% of "
         "their step; or, from captures, the others' communication kernels >= 10 points more "
         "of their GPU span than its own, and one of its phases >= 10% of the step longer than "
-        "the others'; cost: that wait's share of the step"
+        "the others'; cost: that wait's share of the step; where a trace rank's lead is "
+        "one-off work (compiling, cold launches, set-up and ops' warm-up calls) its peers' "
+        "windows hold less of, and without it the lead is under 10% of the step: an info "
+        "that says so, cost 0"
     ),
 )
 def straggler(ev: RanksEvidence) -> Iterable[Finding]:
@@ -308,6 +320,27 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
     if found is None:
         return []
     slow = found.slow
+    one_off = _one_off_s(slow) - median(_one_off_s(o) for o in found.others)
+    if one_off > 0 and found.excess - one_off < (STRAGGLER_SKEW - 1.0) * found.step:
+        # its lead is one-off work the others did before their window (CUDA
+        # loading kernels on first use, cuDNN's search, compiling): gone by the
+        # next steps, no straggler of the loop
+        return [
+            finding(
+                ev,
+                "ranks.straggler",
+                f"{slow.label} lags the others in this capture by one-off work only",
+                f"{found.evidence}; of its {found.phase} +{fmt.ms(found.excess)}, "
+                f"{fmt.ms(one_off)} per step is one-off work the others' windows hold less "
+                "of (CUDA loading kernels on first use, set-up calls, ops' warm-up calls, "
+                "compiling: each rank's warnings name its own): without it no rank lags",
+                "profile every rank past its warm-up (torch.profiler.schedule(wait=1, "
+                "warmup=1, active=3) with prof.step() each step), then compare the ranks again",
+                "the ranks' steps level out once the capture starts after the warm-up",
+                share=0.0,
+                scope=slow.label,
+            )
+        ]
     seen, fix = _cause(slow, found.others, found.phase)
     return [
         finding(
@@ -407,6 +440,7 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
     exposed = min(span_share * (1.0 - overlap), hideable)
     others = "" if len(seen) < 2 else ", the rank that waits least for its peers"
     collectives = tuple(sorted({c for m in ev.ranks for c in m.job.context.collectives}))
+    inference = all(m.job.context.inference for m in ev.ranks)
     return [
         finding(
             ev,
@@ -416,8 +450,8 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
             f"{span_share * 100:.0f}% of the GPU span and only {overlap * 100:.0f}% of their "
             "time overlaps compute kernels",
             # the collectives in use: all-to-all and FSDP's get their own advice
-            comm_fix(collectives)
-            if set(collectives) - {"all_reduce"}
+            comm_fix(collectives, inference)
+            if set(collectives) - {"all_reduce"} or inference
             else "let DDP start all-reduces during backward: smaller bucket_cap_mb so the "
             "first buckets are ready early, no find_unused_parameters=True unless needed, "
             "static_graph=True; avoid synchronising (.item(), torch.cuda.synchronize()) "

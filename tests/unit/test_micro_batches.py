@@ -1,0 +1,89 @@
+"""Advice that fits how the job runs: gradient accumulation read from a trace
+(each ProfilerStep fetching the same number of batches from its DataLoader,
+two or more, with one optimizer step: Sanity.micro_batches) and the launch
+advice that follows from it; communication advice for a job without a
+backward."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gputui.analysis.frameworks import LIGHTNING, TRANSFORMERS, larger_batch
+from gputui.cli import main
+from tests.helpers.tracegen import TraceBuilder
+
+FETCH = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+OPTIMIZER = "Optimizer.step#AdamW.step"
+
+
+def trace(tmp_path: Path, fetches: list[int], optimizer_steps: int = 1, tid: int = 100) -> Path:
+    """Steps of 10 ms, each with its fetches (on thread ``tid``), a kernel and
+    its optimizer steps."""
+    b = TraceBuilder()
+    for i, n in enumerate(fetches):
+        t0 = 1000.0 + i * 10_000
+        b.step(i + 1, t0, 10_000)
+        for k in range(n):
+            b.op(FETCH, t0 + 100 + k * 1000, 500, cat="user_annotation", tid=tid)
+        b.launch(t0 + 6000, 10, "gemm_kernel", t0 + 6100, 2000)
+        for k in range(optimizer_steps):
+            b.op(OPTIMIZER, t0 + 8000 + k * 500, 400, cat="user_annotation")
+    return b.write(tmp_path / "t.pt.trace.json")
+
+
+def micro_batches(capsys: pytest.CaptureFixture[str], path: Path) -> int:
+    assert main(["analyze", "--json", str(path)]) == 0
+    (rank,) = json.loads(capsys.readouterr().out)["ranks"]
+    got: int = rank["sanity"]["micro_batches"]
+    return got
+
+
+@pytest.mark.parametrize(
+    ("fetches", "optimizer_steps", "tid", "want"),
+    [
+        ([4, 4, 4], 1, 100, 4),
+        ([2, 2], 1, 100, 2),
+        ([1, 1, 1], 1, 100, 0),  # one batch a step
+        ([4, 4, 3], 1, 100, 0),  # steps that differ
+        ([4, 4, 4], 2, 100, 0),  # an optimizer step per two batches
+        ([4, 4, 4], 0, 100, 0),  # no optimizer step in sight
+        ([4, 4, 4], 1, 7, 0),  # fetched by another thread
+    ],
+)
+def test_micro_batches_need_the_same_fetches_and_one_optimizer_step(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fetches: list[int],
+    optimizer_steps: int,
+    tid: int,
+    want: int,
+) -> None:
+    assert micro_batches(capsys, trace(tmp_path, fetches, optimizer_steps, tid)) == want
+
+
+def test_the_larger_batch_is_a_larger_micro_batch_where_the_step_accumulates() -> None:
+    assert larger_batch(None, 0).startswith("use larger batches per step")
+    assert larger_batch(None, 1).startswith("use larger batches per step")
+    own = larger_batch(None, 4)
+    assert "accumulates gradients over 4 micro-batches" in own
+    assert "the DataLoader's batch_size up to 4x" in own
+    assert "gradient_accumulation_steps=... down as much" in larger_batch(TRANSFORMERS, 4)
+    assert "Trainer(accumulate_grad_batches=...) down as much" in larger_batch(LIGHTNING, 3)
+
+
+def test_communication_advice_for_a_job_without_backward_speaks_of_inference() -> None:
+    """All-gathers and reduce-scatters with no backward: tensor or sequence
+    parallelism, or weights sharded FSDP-style, not FSDP's backward prefetch;
+    with a backward, the FSDP advice stands."""
+    from gputui.analysis.rules.capture import comm_fix
+
+    inference = comm_fix(("all_gather", "reduce_scatter"), inference=True)
+    assert inference.startswith("with no backward here, the all-gather/reduce-scatter calls")
+    assert "backward_prefetch" not in inference and "gradient" not in inference
+    assert "bucket_cap_mb" not in comm_fix(("all_reduce",), inference=True)
+    training = comm_fix(("all_gather", "reduce_scatter"))
+    assert "backward_prefetch=BACKWARD_PRE" in training
+    assert "bucket_cap_mb" in comm_fix(("all_reduce",))
