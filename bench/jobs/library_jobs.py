@@ -23,11 +23,15 @@ Jobs:
 - ``vit_bf16``: torchvision's ViT-B/16 trained in bf16 autocast at batch 64 (a
   busy GPU: nothing to find);
 - ``resnet50_fp32``: torchvision's ResNet-50 trained in fp32 at batch 128 (cuDNN's
-  convolutions use TF32 by default);
+  convolutions use TF32 by default); ``resnet50_channels_last``: the same in
+  channels_last; ``resnet50_timing``: without a profiler, fp32 and bf16
+  autocast, NCHW and channels_last, ms a step;
 - ``pinned_loader``: a DataLoader of CPU tensors with ``pin_memory=True``, 4
   workers, the batches copied with ``non_blocking=True``;
   ``pinned_loader_timing``: the same without a profiler, AdamW's default step
-  against ``fused=True``, ms a step, from the loader and on one batch fed again.
+  against ``fused=True``, ms a step, from the loader and on one batch fed again,
+  and NCHW against channels_last on one batch fed again; ``pinned_loader_live``:
+  the job without a profiler for ``LIVE_S`` seconds (``gputui run``, ``attach``).
 
 Each job writes its traces under ``OUT_DIR/JOB/`` (the handler's file names),
 gzipped.
@@ -329,10 +333,13 @@ def job_empty_cache(out: Path) -> None:
     loop(out, step)
 
 
-def vision_step(model: nn.Module, batch: int, amp: bool) -> Callable[[], None]:
-    model = model.to(DEV).train()
+def vision_step(
+    model: nn.Module, batch: int, amp: bool, channels_last: bool = False
+) -> Callable[[], None]:
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model = model.to(DEV, memory_format=fmt).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, 3, 224, 224, device=DEV)
+    x = torch.randn(batch, 3, 224, 224, device=DEV).to(memory_format=fmt)
     y = torch.randint(0, 1000, (batch,), device=DEV)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -358,6 +365,37 @@ def job_resnet50_fp32(out: Path) -> None:
     loop(out, vision_step(torchvision.models.resnet50(), 128, amp=False))
 
 
+def job_resnet50_channels_last(out: Path) -> None:
+    import torchvision
+
+    loop(out, vision_step(torchvision.models.resnet50(), 128, amp=False, channels_last=True))
+
+
+def job_resnet50_timing(out: Path) -> None:
+    """ResNet-50 at batch 128 without a profiler, fp32 and bf16 autocast, NCHW
+    and channels_last: ms a step."""
+    import time
+
+    import torchvision
+
+    for _ in range(2):
+        for amp in (False, True):
+            for last in (False, True):
+                step = vision_step(torchvision.models.resnet50(), 128, amp, channels_last=last)
+                for _ in range(5):
+                    step()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    step()
+                torch.cuda.synchronize()
+                ms = (time.perf_counter() - t0) / 20 * 1000
+                what = (
+                    f"{'bf16 autocast' if amp else 'fp32'}, {'channels_last' if last else 'NCHW'}"
+                )
+                print(f"resnet50_timing: {what}: {ms:.1f} ms a step")
+
+
 class _Tensors(torch.utils.data.Dataset):  # type: ignore[type-arg]
     def __len__(self) -> int:
         return 1 << 20
@@ -368,7 +406,11 @@ class _Tensors(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 
 def job_pinned_loader(
-    out: Path, fused: bool | None = None, profile: bool = True, loader: bool = True
+    out: Path,
+    fused: bool | None = None,
+    profile: bool = True,
+    loader: bool = True,
+    channels_last: bool = False,
 ) -> float:
     """The pinned loader's job; unprofiled (``profile=False``), its ms a step
     over 200 steps; without the ``loader``, one batch made on the GPU once."""
@@ -378,6 +420,8 @@ def job_pinned_loader(
         nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10),
     ).to(DEV)  # fmt: skip
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    model = model.to(memory_format=layout)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=fused)
     data = torch.utils.data.DataLoader(
         _Tensors(), batch_size=256, num_workers=4, pin_memory=True, persistent_workers=True
@@ -388,6 +432,7 @@ def job_pinned_loader(
     def step() -> None:
         x, y = next(batches) if loader else fixed
         x, y = x.to(DEV, non_blocking=True), y.to(DEV, non_blocking=True)
+        x = x.contiguous(memory_format=layout)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
@@ -407,6 +452,17 @@ def job_pinned_loader(
     return (time.perf_counter() - t0) / 200 * 1000
 
 
+def job_pinned_loader_live(out: Path) -> None:
+    """The pinned loader's job without a profiler for ``LIVE_S`` seconds (an
+    environment variable, 40 by default): for ``gputui run`` and ``attach``."""
+    import time
+
+    t0 = time.monotonic()
+    limit = float(os.environ.get("LIVE_S", "40"))
+    while time.monotonic() - t0 < limit:
+        job_pinned_loader(out, profile=False)
+
+
 def job_pinned_loader_timing(out: Path) -> None:
     """The pinned loader's job without a profiler: AdamW's default step against
     its fused one, ms a step."""
@@ -415,6 +471,10 @@ def job_pinned_loader_timing(out: Path) -> None:
             ms = job_pinned_loader(out, fused=fused, profile=False, loader=loader)
             fed = "from the loader" if loader else "one batch, fed again"
             print(f"pinned_loader_timing: {fed}, AdamW(fused={fused}): {ms:.2f} ms a step")
+    for last in (False, True, False, True):
+        ms = job_pinned_loader(out, profile=False, loader=False, channels_last=last)
+        layout = "channels_last" if last else "NCHW"
+        print(f"pinned_loader_timing: one batch, fed again, {layout}: {ms:.2f} ms a step")
 
 
 def gzip_all(where: Path) -> None:
@@ -427,7 +487,7 @@ def gzip_all(where: Path) -> None:
 def main() -> int:
     out = Path(sys.argv[1])
     jobs = sys.argv[2:] or [
-        n[4:] for n in globals() if n.startswith("job_") and not n.endswith("_timing")
+        n[4:] for n in globals() if n.startswith("job_") and not n.endswith(("_timing", "_live"))
     ]
     failed = 0
     for name in jobs:

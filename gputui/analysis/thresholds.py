@@ -128,6 +128,8 @@ precision.fp32_gemm_share   0.2         share    FP32 GEMMs' share of kernel tim
 kernels.elementwise_share   0.75        share    elementwise + reduction share of kernel time
 kernels.busy_share          0.5         share    the GPU's busy share for kernel-efficiency rules
 kernels.top_kernel_share    0.25        share    one kernel's share of kernel time
+kernels.layout_share        0.03        share    cuDNN's NCHW/NHWC conversion kernels' share of
+                                                 kernel time
 attention.softmax_share     0.1         share    softmax kernels' share of kernel time
 attention.min_t             256         count    sequence length from which T x T scores cost
 attention.flash_sm80        0.5         share    the share of the datasheet's dense bf16 peak flash

@@ -464,6 +464,9 @@ CASES: dict[str, Case] = {
         lambda b: of_kernels(ELEMENTWISE, "elementwise", 1.0, busy=b * SPAN),
     ),
     "kernels.top_kernel_share": Case("kernels.top_kernel", top_kernel, +0.001, -0.001),
+    "kernels.layout_share": past_share(
+        "kernels.layout_conversion", lambda s: of_kernels("nhwcToNchwKernel", "other", s)
+    ),
     "attention.softmax_share": past_share(
         "attention.hand_written",
         lambda s: evidence(

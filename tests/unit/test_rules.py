@@ -429,6 +429,19 @@ CASES: dict[str, tuple[Factory, Factory]] = {
         ),
         lambda: evidence(cap=gemm_capture()),
     ),
+    # cuDNN's NCHW/NHWC conversions 6% of kernel time (or none)
+    "kernels.layout_conversion": (
+        lambda: evidence(
+            cap=capture(
+                [
+                    kernel("void cudnn::ops::nchwToNhwcKernel<float, float>", "other", 90, 5_000.0),
+                    kernel(GEMM_BF16, "gemm", 100, 75_000.0),
+                ],
+                busy_us=85_000,
+            )
+        ),
+        lambda: evidence(cap=gemm_capture()),
+    ),
     "kernels.top_kernel": (
         lambda: evidence(cap=gemm_capture()),
         lambda: evidence(

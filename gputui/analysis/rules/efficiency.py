@@ -161,6 +161,59 @@ def elementwise_bound(ev: JobEvidence) -> Iterable[Finding]:
     ]
 
 
+#: cuDNN's kernels that convert a tensor between NCHW and NHWC (lower-cased)
+_LAYOUT_KERNELS = ("nchwtonhwc", "nhwctonchw")
+LAYOUT_SHARE = thresholds.value("kernels.layout_share")
+
+
+def is_layout_conversion(name: str) -> bool:
+    """A cuDNN kernel that converts a tensor between NCHW and NHWC."""
+    low = name.lower()
+    return any(k in low for k in _LAYOUT_KERNELS)
+
+
+@rule(
+    "kernels.layout_conversion",
+    "kernels",
+    "PyTorch's channels_last guide: tensor-core convolutions take NHWC; cuDNN converts NCHW "
+    "tensors around each (nchwToNhwcKernel, nhwcToNchwKernel)",
+    ("capture",),
+    trigger=(
+        "capture: cuDNN's NCHW/NHWC conversion kernels >= {kernels.layout_share} of kernel "
+        "time; cost: their share of the GPU's busy time (what channels_last saves beyond, in "
+        "the batch norms and pointwise ops it speeds up, is not counted)"
+    ),
+    bucket=GPU_BUSY,
+)
+def layout_conversion(ev: JobEvidence) -> Iterable[Finding]:
+    cap = capture_of(ev)
+    if cap is None or not cap.kernel_total_us:
+        return []
+    share = cap.name_share(is_layout_conversion)
+    if share < LAYOUT_SHARE:
+        return []
+    calls = sum(k.calls for k in cap.kernels if is_layout_conversion(k.name))
+    busy = cap.busy_share or 0.0
+    return [
+        finding(
+            ev,
+            "kernels.layout_conversion",
+            "convolutions convert their tensors between NCHW and NHWC",
+            f"cuDNN's layout conversion kernels (nchwToNhwc, nhwcToNchw) take {share * 100:.0f}% "
+            f"of kernel time in {calls:,} calls: the convolutions run on the tensor cores in "
+            "NHWC, and the model's tensors are NCHW (PyTorch's default)",
+            "keep the model and its inputs in channels_last: model = "
+            "model.to(memory_format=torch.channels_last), and each batch "
+            "x.to(memory_format=torch.channels_last) before the forward; the batch norms and "
+            "pointwise ops then run in NHWC too; if it trains in fp32, more again with "
+            f"{spell(LOWER_PRECISION, ev.context.framework)}",
+            "the conversion kernels leave the capture; the convolutions and batch norms run "
+            "NHWC kernels",
+            share=share * busy,
+        )
+    ]
+
+
 @rule(
     "kernels.top_kernel",
     "kernels",
