@@ -12,9 +12,11 @@ Jobs:
   gradient accumulation 4 and ``DataCollatorForLanguageModeling`` masking each
   batch on the training thread (``dataloader_num_workers=0``);
   ``bert_tiny_accum``: the same with a 2-layer BERT 256 wide and 3 profiled
-  steps (a small trace); ``bert_accum_timing``: no profiler, the base BERT's
-  optimizer step at micro-batch 16 x 4 against 64 x 1 (the same optimizer
-  batch), each fitted for 40 steps, the seconds per step printed;
+  steps (a small trace), ``bert_tiny_accum_live`` the same for 600 steps
+  without a profiler (``gputui run``, ``attach``); ``bert_accum_timing``: no
+  profiler, the base BERT's optimizer step at micro-batch 16 x 4 against 64 x 1
+  (the same optimizer batch), each fitted for 40 steps, the seconds per step
+  printed;
 - ``maskrcnn``: torchvision's Mask R-CNN trained on random images and boxes;
 - ``adam_for_loop``: a 48-layer MLP trained with ``torch.optim.Adam(foreach=False)``;
 - ``gpt2_checkpointing``: a Hugging Face GPT-2 with gradient checkpointing on;
@@ -187,6 +189,12 @@ def job_bert_tiny_accum(out: Path) -> None:
     global ACTIVE
     ACTIVE = 3
     bert_mlm(out, batch=8, tiny=True, steps=WAIT + WARMUP + ACTIVE + 1)
+
+
+def job_bert_tiny_accum_live(out: Path) -> None:
+    """``bert_tiny_accum`` without a profiler for 600 optimizer steps: for
+    ``gputui run`` and ``attach``."""
+    bert_mlm(out, batch=8, tiny=True, profile=False, steps=600)
 
 
 def job_bert_accum_timing(out: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -416,8 +417,9 @@ class JobEvidence(ValueBase):
     python_frames: tuple[tuple[str, float], ...] = ()
     #: the same by package, each as a share of the window (Sanity.python_packages)
     python_packages: tuple[tuple[str, float], ...] = ()
-    #: the micro-batches a trace's every step accumulates gradients over (its
-    #: DataLoader's fetches per optimizer step, Sanity.micro_batches); 0: none seen
+    #: the micro-batches every step accumulates gradients over: its DataLoader's
+    #: fetches per optimizer step (a trace's Sanity.micro_batches, a live job's
+    #: :func:`live_micro_batches`); 0: none seen
     micro_batches: int = 0
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
@@ -582,6 +584,25 @@ def roofline_of(rows: Sequence[OpRow], roof: Roof | None) -> RooflineReport | No
     return place_on_roof(rows, roof, top=ROOFLINE_TOP)
 
 
+#: of a live job's ordinary steps that fetched batches, the share that must
+#: fetch the same number for the job to accumulate over that many
+MICRO_BATCH_AGREE = 0.9
+#: ...and at least this many of them
+MICRO_BATCH_STEPS = 5
+
+
+def live_micro_batches(steps: Sequence[StepRecord]) -> int:
+    """The micro-batches a live job's steps accumulate gradients over: the
+    DataLoader batches its ordinary steps fetched (the hook's step ends at the
+    optimizer's step), where nearly all fetched the same number, two or more;
+    0 otherwise (one a step, a loop without a DataLoader, steps that differ)."""
+    counts = [s.batches for s in steps if s.batches > 0]
+    if len(counts) < MICRO_BATCH_STEPS or len(counts) < MICRO_BATCH_AGREE * len(steps):
+        return 0
+    n, same = Counter(counts).most_common(1)[0]
+    return n if n >= 2 and same >= MICRO_BATCH_AGREE * len(counts) else 0
+
+
 def job_evidence(
     steps: Sequence[StepRecord],
     memory: Sequence[tuple[MemorySample, int | None]] = (),
@@ -611,10 +632,12 @@ def job_evidence(
     if capture is not None and capture.first_step is not None and memory:
         lo, hi = capture.first_step - 1, (capture.last_step or capture.first_step) + 1
         unprofiled = [(s, at) for s, at in memory if at is None or not lo <= at <= hi]
-    stats = step_stats(ordinary(recent), exclude_profiled=False)
+    usual = ordinary(recent)
+    stats = step_stats(usual, exclude_profiled=False)
     return JobEvidence(
         stats=stats,
         steps=recent,
+        micro_batches=live_micro_batches(usual),
         cuda=cuda,
         phases_coarse=phases_coarse,
         batch_size=batch_size,

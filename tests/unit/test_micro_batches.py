@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,30 @@ def test_communication_advice_for_a_job_without_backward_speaks_of_inference() -
     training = comm_fix(("all_gather", "reduce_scatter"))
     assert "backward_prefetch=BACKWARD_PRE" in training
     assert "bucket_cap_mb" in comm_fix(("all_reduce",))
+
+
+def test_a_live_job_accumulates_where_its_steps_fetch_the_same_batches() -> None:
+    """A hooked job's step ends at its optimizer's step: the DataLoader batches
+    its ordinary steps fetched (StepRecord.batches) are its micro-batches where
+    nearly all fetched the same number, two or more.  The launch advice follows."""
+    import dataclasses
+
+    from gputui.analysis import engine
+    from gputui.analysis.evidence import job_evidence, live_micro_batches
+    from tests.helpers.evidence import capture, kernel, steps
+
+    def fetching(counts: list[int]) -> list[Any]:
+        recs = steps(n=len(counts) + 3)  # (the first steps are warm-up)
+        counts = [4, 4, 4, *counts]
+        return [dataclasses.replace(r, batches=c) for r, c in zip(recs, counts, strict=True)]
+
+    assert live_micro_batches(fetching([4] * 40)[3:]) == 4
+    assert live_micro_batches(fetching([4] * 39 + [2])[3:]) == 4  # an epoch's last step
+    assert live_micro_batches(fetching([1] * 40)[3:]) == 0
+    assert live_micro_batches(fetching([4, 2] * 20)[3:]) == 0
+    assert live_micro_batches(fetching([0] * 40)[3:]) == 0  # no DataLoader
+    cap = capture([kernel("elementwise_kernel<add>", "elementwise", 5000, 15_000.0)])
+    ev = job_evidence(fetching([4] * 40), capture=cap, cuda=True)
+    assert ev.micro_batches == 4
+    (launch,) = [f for f in engine.analyze(ev) if f.rule == "launch.overhead"]
+    assert "already accumulates gradients over 4 micro-batches" in launch.fix
