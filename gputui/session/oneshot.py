@@ -58,6 +58,7 @@ from gputui.session.autocapture import (
     auto_id,
     auto_request,
     capture_once,
+    capture_wait_s,
     outcome_of,
     settle_cost,
     wait_turn,
@@ -392,7 +393,10 @@ class OneShot:
                 f"automatic capture: every rank, {CAPTURE_STEPS} steps with FLOPs", file=sys.stderr
             )
         try:
-            self._capture(clients, collected, auto_request(cid), problems)
+            # a job that stops stepping meanwhile (a rank gone, the others
+            # stalled in a collective) does not hold the report for --timeout
+            wait = max(capture_wait_s(got, deadline) for got in collected)
+            self._capture(clients, collected, auto_request(cid), problems, wait)
         except JobFailed as exc:
             return AutoOutcome(FAILED, fmt.clean(str(exc).removeprefix("gputui attach: ")), cid)
         with ThreadPoolExecutor(max_workers=min(RANK_THREADS, len(pairs))) as pool:
@@ -431,9 +435,12 @@ class OneShot:
         collected: Sequence[Collected],
         ask: CaptureRequest,
         problems: list[str],
+        wait_s: float | None = None,
     ) -> None:
-        """Profile the same steps on every rank and wait for each result."""
+        """Profile the same steps on every rank and wait for each result (at most
+        ``wait_s``, else ``--timeout``)."""
         o = self.options
+        wait = o.timeout_s if wait_s is None else wait_s
         lasts = [got.steps[-1].index if got.steps else None for got in collected]
         recent = [got.status.recent_step_s for got in collected if got.status is not None]
         step_s = max((r for r in recent if r), default=None)
@@ -451,7 +458,7 @@ class OneShot:
         def one(pair: tuple[HookClient, Collected]) -> None:
             client, got = pair
             try:
-                capture_live(client, got, request, o.timeout_s, quiet=True)
+                capture_live(client, got, request, wait, quiet=True)
             except AttachError as exc:
                 with lock:
                     failures[client.pid] = str(exc)

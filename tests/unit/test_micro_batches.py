@@ -115,3 +115,26 @@ def test_a_live_job_accumulates_where_its_steps_fetch_the_same_batches() -> None
     assert ev.micro_batches == 4
     (launch,) = [f for f in engine.analyze(ev) if f.rule == "launch.overhead"]
     assert "already accumulates gradients over 4 micro-batches" in launch.fix
+
+
+def test_a_hooked_cpu_job_that_accumulates_records_its_micro_batches() -> None:
+    """A real hooked job (bench/jobs/accumulate_cpu.py under gputui run, 2-core
+    VM, torch 2.13 CPU; recorded with bench/record_attach.py): 4 micro-batches
+    of 8 a step.  The hook counted 4 batches in every step it sent, and the
+    evidence says the job accumulates over 4."""
+    from gputui.analysis.evidence import job_evidence, live_micro_batches, ordinary
+    from gputui.client.hook import parse_event
+    from gputui.protocol.schema import StepBatch
+    from gputui.recording.attach import read_attach_recording
+
+    recording = read_attach_recording(
+        Path(__file__).parents[1] / "data" / "cpu_accumulate.jsonl.gz"
+    )
+    recs: list[Any] = []
+    for _t, msg in recording.messages:
+        event = parse_event(msg)
+        if isinstance(event, StepBatch):
+            recs.extend(event.steps)
+    assert len(recs) > 100 and {r.batches for r in recs} == {4}
+    assert live_micro_batches(ordinary(recs)) == 4
+    assert job_evidence(recs).micro_batches == 4
