@@ -345,12 +345,15 @@ HOST_WINDOWS, STEP_WINDOWS, SYNC_GAPS, STEPS_SPAN = 24, 25, 26, 27
 #: a trace's Python frames (``with_stack=True``) that call an ``nn.Module``, and
 #: those of a numeric library's code (:func:`is_module_call`, :func:`is_library_code`)
 MODULE_CALLS, LIBRARY_CODE = 28, 29
-#: torch's own host code that issues GPU work between its ops: the optimizer's
-#: step and zero_grad ranges (torch.optim's Python around its kernels)
+#: torch's own host code between its ops: the optimizer's step and zero_grad
+#: ranges (torch.optim's Python around its kernels) and the autograd engine's
+#: runs of backward functions (:meth:`Scan.torch_code`)
 TORCH_CODE = 30
 LAYERS = 31
+#: the range torch.optim opens around an optimizer's step (``Optimizer.step#AdamW.step``)
+OPTIMIZER_STEP = "Optimizer.step#"
 #: the ranges torch.optim opens around an optimizer's step and zero_grad
-OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")
+OPTIMIZER_RANGES = (OPTIMIZER_STEP, "Optimizer.zero_grad#")
 #: the range the autograd engine records around each backward function it runs
 ENGINE_FUNCTION = "autograd::engine::evaluate_function"
 #: the engine's own time between two of its functions counts as torch's up to
@@ -768,8 +771,6 @@ PYTHON_FRAMES = 12
 #: a Python frame's package: the first part of its file's path (``lightning`` of
 #: ``lightning/pytorch/loops/fit_loop.py(1): run``), or a script's own file
 _PACKAGE = re.compile(r"([^/()<>\s]+?)(?:/|\(\d+\): )")
-#: the range torch.optim opens around an optimizer's step (``Optimizer.step#AdamW.step``)
-OPTIMIZER_STEP = "Optimizer.step#"
 #: the suffix of the ranges torch.compile times its compiling with
 COMPILE_RANGE_SUFFIX = "(dynamo_timed)"
 #: a launch call this long (us) is no launch's cost but a one-off: a launch
@@ -1253,23 +1254,32 @@ class Scan:
     def _micro_batches(self) -> int:
         """:attr:`Sanity.micro_batches`: the DataLoader's fetches (``__next__``)
         and the optimizer's steps (``Optimizer.step#...``) that start inside each
-        host-side ProfilerStep, on the step's thread."""
+        host-side ProfilerStep, on the step's thread (counted by bisection: a
+        long trace has thousands of steps)."""
         steps = [r for r in self.step_ranges if r[1] > r[0]]
         if not steps:
             return 0
-        fetches = self.ranges.lists[DATA]
+        tid = steps[0][3]
+        fetches = [r[0] for r in self.ranges.lists[DATA] if r[3] == tid]
         if len(fetches) < 2 * len(steps):
             return 0
         optimizer = [
-            r for r in self.ranges.lists[ANNOTATION_OTHER] if r[2].startswith(OPTIMIZER_STEP)
+            r[0]
+            for r in self.ranges.lists[ANNOTATION_OTHER]
+            if r[3] == tid and r[2].startswith(OPTIMIZER_STEP)
         ]
+        fetches.sort()
+        optimizer.sort()
+        left = bisect.bisect_left
         counts: set[tuple[int, int]] = set()
         for step in steps:
-            lo, hi, tid = step[0], step[1], step[3]
+            lo, hi = step[0], step[1]
+            if step[3] != tid:
+                return 0  # steps marked on two threads: no one loop to read
             counts.add(
                 (
-                    sum(1 for r in fetches if r[3] == tid and lo <= r[0] < hi),
-                    sum(1 for r in optimizer if r[3] == tid and lo <= r[0] < hi),
+                    left(fetches, hi) - left(fetches, lo),
+                    left(optimizer, hi) - left(optimizer, lo),
                 )
             )
             if len(counts) > 1:
