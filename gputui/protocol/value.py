@@ -25,6 +25,7 @@ keep ``dataclass``'s compiled ``__init__``, which is faster per call.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -84,6 +85,12 @@ def value_class(cls: _T) -> _T:
     # compile a pair for the class, unless a base is frozen, where it must);
     # __init__ sets fields through object's
     frozen_base = any(_frozen(base) for base in cls.__mro__[1:])
+    if not cls.__doc__:
+        # dataclass would write one from inspect.signature, which for an __init__
+        # it did not make reads the builtin's text signature through tokenize:
+        # a millisecond of every command's start for a class without a docstring
+        fields = inspect.get_annotations(cls)
+        cls.__doc__ = f"{cls.__name__}({', '.join(fields)})"
     made: Any = dataclasses.dataclass(eq=False, repr=False, init=False, frozen=frozen_base)(cls)
     made.__setattr__ = _frozen_setattr
     made.__delattr__ = _frozen_delattr

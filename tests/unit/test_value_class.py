@@ -149,3 +149,33 @@ def test_frozen_dataclasses_derive_from_it_and_it_from_them() -> None:
         assert dataclasses.replace(made, name="b").name == "b"
     assert Cold("a", 1, (), {}, 3, "z") == Cold("a", 1, (), {}, 3, "z") != Cold("a", last="y")
     assert Colder("a", last="y") != Shared("a")  # another class: never equal
+
+
+def test_a_class_without_a_docstring_is_made_without_inspect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """dataclass writes a missing docstring from ``inspect.signature``, which reads
+    the inherited builtin ``__init__``'s text through tokenize (a millisecond a
+    class at every start): the value class names its fields itself."""
+    import inspect
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("inspect.signature called")
+
+    monkeypatch.setattr(inspect, "signature", refuse)
+
+    @value_class
+    class Bare(ValueBase):
+        first: int
+        second: str = ""
+
+    assert Bare.__doc__ == "Bare(first, second)"
+    assert Bare(1).second == ""
+
+    @value_class
+    class Told(ValueBase):
+        """Its own words."""
+
+        only: int
+
+    assert Told.__doc__ == "Its own words."
