@@ -43,6 +43,9 @@ class Diagnosis(ValueBase):
     outliers: tuple[tuple[int, str | None], ...] = ()
     #: the rank the others wait for, where the rank rules found one
     straggler: int | None = None
+    #: the rank that began the captured window last, the others waiting for it
+    #: at the window's first collective (``ranks.uneven_start``)
+    entered_last: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """``diagnosis`` in ``gputui analyze --json`` for several ranks (docs/json.md)."""
@@ -53,6 +56,7 @@ class Diagnosis(ValueBase):
             "impact_pct": self.impact_pct,
             "outliers": [{"rank": r, "rule": rule} for r, rule in self.outliers],
             "straggler": self.straggler,
+            "entered_last": self.entered_last,
         }
 
     def sentence(self) -> str:
@@ -70,7 +74,18 @@ class Diagnosis(ValueBase):
             head += "; " + ", ".join(
                 f"rank {r}: {rule or 'nothing costly'}" for r, rule in self.outliers
             )
+            if self.entered_last is not None and any(
+                rule in WAIT_RULES for _, rule in self.outliers
+            ):
+                head += (
+                    f" (each holds its wait for rank {self.entered_last}, which began "
+                    "the window last: ranks.uneven_start)"
+                )
         return head
+
+
+#: the rules whose cost is a rank's waiting (for its GPU, for its peers)
+WAIT_RULES = frozenset({"comm.share", "sync.host_sync"})
 
 
 def _top(found: Sequence[Finding]) -> Finding | None:
@@ -108,6 +123,7 @@ def job_diagnosis(
         costs = [t.finding.impact_pct or 0.0 for t in votes[rule] if t.finding is not None]
         return len(votes[rule]), median(costs) if costs else 0.0
 
+    uneven = next((f for f in across if f.rule == "ranks.uneven_start"), None)
     cause = max(votes, key=weight)
     leading = votes[cause]
     costs = [t.finding.impact_pct for t in leading if t.finding and t.finding.impact_pct]
@@ -122,6 +138,7 @@ def job_diagnosis(
             for t in tops
             if t not in leading
         ),
+        entered_last=None if uneven is None else _rank_of(uneven.scope),
     )
 
 

@@ -112,6 +112,10 @@ class CaptureView(ValueBase):
     #: the share of the window's kernels that ran under TINY_KERNEL_US, counted
     #: one by one (a trace's); None: estimated from the kernel rows' means
     tiny_share_counted: float | None = None
+    #: a trace's communication kernels in the window, in start order: each its
+    #: collective's kind, its start from the window's and its time on the GPU
+    #: (µs); () for a capture
+    comm_kernels: tuple[tuple[str, float, float], ...] = ()
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
     first_step: int | None = None

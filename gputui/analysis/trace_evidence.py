@@ -113,6 +113,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         op_rows=summary.op_rows,
         marked_steps=summary.window_kind == WINDOW_STEPS,
         tiny_share_counted=_tiny_share(summary),
+        comm_kernels=summary.comm_kernels,
     )
 
 

@@ -86,6 +86,10 @@ class TraceSummary(ValueBase):
     #: from the first GPU activity in the window to the last one's end (what
     #: ``kernels`` and ``kernel_us_by_class`` cover)
     gpu_span_us: float | None = None
+    #: the window's communication kernels in start order, each its collective's
+    #: kind, its start from the window's and its time on the GPU (µs):
+    #: :meth:`~gputui.trace.scan.Scan.comm_sequence`
+    comm_kernels: tuple[tuple[str, float, float], ...] = ()
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
     cpu_self_total_us: float = 0.0
@@ -200,6 +204,7 @@ def summarize(
         kernel_us_by_class=table.by_class_us,
         kernel_calls=table.calls,
         gpu_span_us=scan.gpu_span(),
+        comm_kernels=scan.comm_sequence(),
         cpu_ops=ops,
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,

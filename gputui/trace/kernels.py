@@ -302,3 +302,24 @@ def short_kernel_name(name: str) -> str:
     if not details:
         return stem
     return f"{stem}<{', '.join(details)}>"
+
+
+#: collective kinds by the words of NCCL kernel names and host collective ops
+_COLLECTIVE_KINDS = (
+    ("all_to_all", re.compile(r"alltoall|all_to_all|AllToAll", re.IGNORECASE)),
+    ("reduce_scatter", re.compile(r"reducescatter|reduce_scatter", re.IGNORECASE)),
+    ("all_gather", re.compile(r"allgather|all_gather", re.IGNORECASE)),
+    ("all_reduce", re.compile(r"allreduce|all_reduce", re.IGNORECASE)),
+    ("send_recv", re.compile(r"sendrecv|send_recv|\bsend\b|\brecv\b", re.IGNORECASE)),
+    ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
+)
+
+
+def collective_kind(name: str) -> str | None:
+    """The collective an NCCL kernel's or a host collective op's name reads as
+    ("all_reduce", "all_to_all", ...: the first of :data:`_COLLECTIVE_KINDS`
+    that matches), None where none does."""
+    for kind, pattern in _COLLECTIVE_KINDS:
+        if pattern.search(name):
+            return kind
+    return None

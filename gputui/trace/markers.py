@@ -37,7 +37,7 @@ from operator import itemgetter
 from typing import Any
 
 from gputui.protocol.trace_metrics import JobMarkers
-from gputui.trace.kernels import expert_exchange
+from gputui.trace.kernels import collective_kind, expert_exchange
 from gputui.trace.timeline import GPU_ANNOTATION, KERNEL, HostRange, Timeline
 
 _NAME = itemgetter(2)
@@ -46,15 +46,6 @@ _NAME = itemgetter(2)
 COMPILED_RANGES = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 _OPTIMIZER_OPS = ("aten::_fused_adam", "aten::_fused_sgd", "aten::_fused_adagrad")
-#: collective kinds by the words of NCCL kernel names and host collective ops
-_COLLECTIVES = (
-    ("all_to_all", re.compile(r"alltoall|all_to_all|AllToAll", re.IGNORECASE)),
-    ("reduce_scatter", re.compile(r"reducescatter|reduce_scatter", re.IGNORECASE)),
-    ("all_gather", re.compile(r"allgather|all_gather", re.IGNORECASE)),
-    ("all_reduce", re.compile(r"allreduce|all_reduce", re.IGNORECASE)),
-    ("send_recv", re.compile(r"sendrecv|send_recv|\bsend\b|\brecv\b", re.IGNORECASE)),
-    ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
-)
 _HOST_COLLECTIVE = re.compile(r"^(nccl:|gloo:|c10d::|record_param_comms)")
 #: the DataLoader's __next__ range, by where its iterator makes the batches
 _LOADER_RANGE = "enumerate(DataLoader)#"
@@ -216,13 +207,6 @@ def attention_inputs(ranges: Iterable[HostRange], names: Iterable[str] | None = 
     return found
 
 
-def _collective(name: str) -> str | None:
-    for kind, pattern in _COLLECTIVES:
-        if pattern.search(name):
-            return kind
-    return None
-
-
 def compiled_names(range_names: Iterable[str]) -> set[str]:
     """The names of torch.compile's ranges among ``range_names``."""
     return {name for name in range_names if name.startswith(COMPILED_RANGES)}
@@ -321,7 +305,7 @@ def markers_of(
                 if cls.isidentifier() and len(cls) <= 40 and cls.isascii():
                     optimizers.add(cls)
         elif _HOST_COLLECTIVE.match(name):
-            collectives.add(_collective(name))
+            collectives.add(collective_kind(name))
         elif name.startswith(_LOADER_RANGE):
             loader = next((where for it, where in _LOADER_ITERS if it in name), loader)
         elif framework is None:
@@ -333,7 +317,7 @@ def markers_of(
         if name.startswith("triton_"):
             compiled = True
         if "nccl" in name.lower():
-            collectives.add(_collective(name))
+            collectives.add(collective_kind(name))
         elif expert_exchange(name):
             collectives.add("all_to_all")
         backend = kernel_backend(name)

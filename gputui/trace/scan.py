@@ -51,6 +51,7 @@ from operator import itemgetter
 from typing import Any
 
 from gputui.protocol.value import ValueBase, value_class
+from gputui.trace.kernels import collective_kind
 from gputui.trace.tables import tally
 from gputui.trace.timeline import (
     ANNOTATION,
@@ -78,6 +79,8 @@ from gputui.trace.timeline import (
 )
 
 _START = itemgetter(0)
+#: the communication kernels a summary keeps in order (:meth:`Scan.comm_sequence`)
+COMM_SEQUENCE = 512
 _END = itemgetter(1)
 _NAME = itemgetter(2)
 #: no thread yet (a record's thread may be any value)
@@ -1112,6 +1115,32 @@ class Scan:
         a, b = self.gpu_bounds()
         kinds = TABLE_KINDS
         return tally((act[4], act[2]) for act in islice(self.timeline.gpu, a, b) if act[3] in kinds)
+
+    def comm_sequence(self, limit: int = COMM_SEQUENCE) -> tuple[tuple[str, float, float], ...]:
+        """The communication kernels (NCCL's, by name) on a stream that start in
+        the window, in start order, the first ``limit``: each as its
+        collective's kind (its name where none reads from it), its start from
+        the window's (µs) and its time on the GPU (µs).  What ranks' captures
+        are matched by, collective by collective: a collective's kernels end
+        together on every rank, so the one that ran shortest arrived last, and
+        the others' excess over it is their wait for that rank."""
+        comm = self.gpu.lists[GPU_COMM - GPU_COMPUTE]
+        w = self.window
+        a, b, lo = 0, len(comm), comm[0][0] if comm else 0
+        if w is not None:
+            a, b, lo = (
+                bisect.bisect_left(comm, w[0], key=_START),
+                bisect.bisect_left(comm, w[1], key=_START),
+                w[0],
+            )
+        kinds: dict[str, str] = {}
+        out = []
+        for act in islice(comm, a, min(b, a + limit)):
+            kind = kinds.get(act[4])
+            if kind is None:
+                kind = kinds[act[4]] = collective_kind(act[4]) or act[4]
+            out.append((kind, float(act[0] - lo), act[2] / 1000.0))
+        return tuple(out)
 
     def gpu_span(self) -> float | None:
         """From the first GPU activity in the window to the last one's end (µs)."""

@@ -65,9 +65,62 @@ def test_dlrm_on_eight_v100s_exchanges_embeddings_all_to_all(
     util = rank0["utilisation"]
     assert util is not None and util["model_flops_per_step"] > 0
     assert (util["peak"], util["peak_tflops"], util["note"]) == ("fp32", 15.7, None)
-    (across,) = doc["across_ranks"]
-    assert across["rule"] == "ranks.poor_overlap"
-    assert across["fix"].startswith("the all-to-all exchange")
+    across = {f["rule"]: f for f in doc["across_ranks"]}
+    assert list(across) == ["ranks.poor_overlap", "ranks.uneven_start"]
+    assert across["ranks.poor_overlap"]["fix"].startswith("the all-to-all exchange")
+
+
+def test_dlrm_ranks_wait_at_the_first_all_to_all_for_the_rank_that_began_last(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """DLRM's eight ranks each captured one step (ProfilerStep#10), begun up to
+    7.5 ms apart (Unix times of one host) and ended within 1 ms of each other.
+    At the step's first all-to-all, rank 7's kernel ran 10 us and rank 1's
+    7.6 ms: rank 1 waited for rank 7 there, as long as it began earlier.  That
+    wait was rank 1's comm.share and ranks 4's and 5's sync.host_sync (a
+    pageable copy after it); the uneven start says so, at no cost, and asks
+    for several steps."""
+    doc = analyze(capsys, *DLRM)
+    (uneven,) = [f for f in doc["across_ranks"] if f["rule"] == "ranks.uneven_start"]
+    assert (uneven["scope"], uneven["severity"], uneven["impact_pct"]) == ("rank 7", "info", 0.0)
+    assert "rank 7's kernel ran 0.01ms" in uneven["evidence"]
+    assert (
+        "(rank 1 7.62ms, rank 3 6.12ms, rank 4 4.87ms, rank 5 4.67ms and 3 more)"
+        in (uneven["evidence"])
+    )
+    # every rank reached it 3.0-3.9 ms into its step: the lag came before
+    assert "3.01ms-3.91ms into its window" in uneven["evidence"]
+    assert "one step cannot tell" in uneven["evidence"]
+    diag = doc["diagnosis"]
+    assert (diag["cause"], diag["entered_last"]) == ("launch.overhead", 7)
+    waiting = {o["rank"]: o["rule"] for o in diag["outliers"]}
+    assert waiting == {1: "comm.share", 3: "comm.share", 4: "sync.host_sync", 5: "sync.host_sync"}
+    # the wait, from the raw events: each rank's step start against the last one's
+    starts = {}
+    for path in DLRM:
+        with gzip.open(path) as fh:
+            trace = json.load(fh)
+        (step,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#10"]
+        starts[trace["distributedInfo"]["rank"]] = step["ts"]
+    assert max(starts, key=lambda r: starts[r]) == 7
+    assert 7400 < starts[7] - starts[1] < 7700  # rank 1's wait, 7.62 ms
+
+
+def test_ranks_that_wait_each_step_are_no_uneven_start(capsys: pytest.CaptureFixture[str]) -> None:
+    """Real pairs whose waits recur at every collective (two H100s: a data
+    straggler, an all-reduce without overlap; two 4090s warming up; HTA's
+    sampled pair): not an uneven start."""
+    h100x2 = DATA.parent / "h100x2-nccl"
+    for pair in (
+        sorted(h100x2.glob("healthy-rank*.pt.trace.json.gz")),
+        sorted(h100x2.glob("slow-rank*.pt.trace.json.gz")),
+        sorted(h100x2.glob("nooverlap-rank*.pt.trace.json.gz")),
+        TOKENOMICS,
+    ):
+        assert len(pair) == 2
+        doc = analyze(capsys, *pair)
+        assert "ranks.uneven_start" not in [f["rule"] for f in doc["across_ranks"]], pair
+        assert doc["diagnosis"]["entered_last"] is None
 
 
 def test_switch_transformer_runs_its_matmuls_in_fp32(capsys: pytest.CaptureFixture[str]) -> None:

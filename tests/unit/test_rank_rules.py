@@ -70,6 +70,27 @@ def busy(util: float) -> list:
     return gpu_samples(util_gpu_pct=util)
 
 
+def entered(
+    firsts: list[float], later: list[float] | None = None, offsets: list[float] | None = None
+) -> RanksEvidence:
+    """Ranks whose captures hold one all-to-all, then three all-reduces: on rank
+    r the first ran ``firsts[r]`` us, starting ``offsets[r]`` us into its window
+    (3 ms), the later ones ``later[r]`` us each (200)."""
+    members = []
+    for r, first in enumerate(firsts):
+        base = rank(r, {"comm": 0.001}, cap=comm_capture(0.5))
+        assert base.job.capture is not None
+        at = 3000.0 if offsets is None else offsets[r]
+        each = 200.0 if later is None else later[r]
+        seq = (
+            ("all_to_all", at, first),
+            *(("all_reduce", at + 5000.0 * i, each) for i in range(1, 4)),
+        )
+        cap = dataclasses.replace(base.job.capture, comm_kernels=seq)
+        members.append(dataclasses.replace(base, job=dataclasses.replace(base.job, capture=cap)))
+    return ranks(*members)
+
+
 Factory = Callable[[], RanksEvidence]
 CASES: dict[str, tuple[Factory, Factory]] = {
     "ranks.straggler": (straggling, even),
@@ -77,6 +98,11 @@ CASES: dict[str, tuple[Factory, Factory]] = {
     "ranks.poor_overlap": (
         lambda: ranks(rank(0, {}, cap=comm_capture(0.2)), rank(1, {})),
         lambda: ranks(rank(0, {}, cap=comm_capture(0.8)), rank(1, {})),
+    ),
+    # rank 1 reached the first collective last, as far into its window as the others
+    "ranks.uneven_start": (
+        lambda: entered([8000.0, 10.0, 5000.0]),
+        lambda: entered([8000.0, 10.0, 5000.0], later=[4000.0, 10.0, 3000.0]),
     ),
     "ranks.busy_but_poor_scaling": (
         lambda: ranks(*(rank(r, {"comm": 0.01}, gpu=busy(95.0)) for r in range(2))),
@@ -95,7 +121,9 @@ def test_rank_rule_fires(rule_id: str) -> None:
     assert len(found) == 1
     f = found[0]
     assert f.title and f.evidence and f.fix and f.confirm and f.source
-    assert f.impact_pct is not None and f.impact_pct > 0
+    assert f.impact_pct is not None
+    # an uneven start is an info at no cost: one window cannot tell whether it recurs
+    assert f.impact_pct > 0 or (rule_id, f.severity) == ("ranks.uneven_start", "info")
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -105,6 +133,50 @@ def test_rank_rule_stays_quiet(rule_id: str) -> None:
 
 def test_every_rank_rule_has_cases() -> None:
     assert {k for k, r in REGISTRY.items() if r.scope == "ranks"} == set(CASES)
+
+
+def test_an_uneven_start_names_the_late_rank_and_what_each_waits() -> None:
+    (f,) = fired("ranks.uneven_start", entered([8000.0, 10.0, 5000.0]))
+    assert f.scope == "rank 1" and f.title.endswith("rank 1 last")
+    assert "(rank 0 7.99ms, rank 2 4.99ms)" in f.evidence
+    assert "over the 3 later collectives they wait 0.00ms at most" in f.evidence
+    assert (f.severity, f.impact_pct) == ("info", 0.0)
+    # the all-to-all's kind names the collective; a capture of several steps
+    # whose later steps show no such wait says it was a one-off
+    assert "(all-to-all)" in f.evidence and "its later steps show no such wait" in f.evidence
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # the late rank reached the collective 8 ms further into its window: its
+        # own work inside the window is its lag (its phases show it)
+        lambda: entered([8000.0, 10.0, 5000.0], offsets=[3000.0, 11000.0, 3000.0]),
+        # under a tenth of the waiting rank's step (21 ms)
+        lambda: entered([2000.0, 10.0, 1000.0]),
+        # one rank: no one waits
+        lambda: ranks(entered([8000.0, 10.0]).ranks[0]),
+        # a rank without its collectives (a live rank's capture): nothing to match
+        lambda: ranks(*entered([8000.0, 10.0]).ranks, rank(2, {"comm": 0.001})),
+    ],
+    ids=["lag-inside-the-window", "small", "one-rank", "a-rank-without"],
+)
+def test_an_uneven_start_stays_quiet(case: Factory) -> None:
+    assert fired("ranks.uneven_start", case()) == []
+
+
+def test_an_uneven_start_needs_the_same_collectives_on_every_rank() -> None:
+    ev = entered([8000.0, 10.0, 5000.0])
+    r0 = ev.ranks[0]
+    assert r0.job.capture is not None
+    seq = r0.job.capture.comm_kernels
+    renamed = (("all_reduce", *seq[0][1:]), *seq[1:])
+    other = dataclasses.replace(r0.job.capture, comm_kernels=renamed)
+    changed = dataclasses.replace(r0, job=dataclasses.replace(r0.job, capture=other))
+    assert fired("ranks.uneven_start", ranks(changed, *ev.ranks[1:])) == []
+    shorter = dataclasses.replace(r0.job.capture, comm_kernels=seq[:-1])
+    cut = dataclasses.replace(r0, job=dataclasses.replace(r0.job, capture=shorter))
+    assert fired("ranks.uneven_start", ranks(cut, *ev.ranks[1:])) == []
 
 
 def test_the_straggler_is_named_with_its_phase_and_what_the_others_wait() -> None:

@@ -357,6 +357,135 @@ def straggler(ev: RanksEvidence) -> Iterable[Finding]:
     ]
 
 
+#: the wait at the window's first collective that makes ranks' entry uneven:
+#: this share of the waiting rank's step at least
+UNEVEN_ENTRY_SHARE = 0.10
+
+
+@value_class
+class _Entry(ValueBase):
+    """The ranks' captures matched collective by collective (:func:`uneven_entry`)."""
+
+    late: RankEvidence
+    #: (rank, its wait at the window's first collective, its wait at the later
+    #: ones), in µs, the longest first wait first; the late rank left out
+    waits: list[tuple[RankEvidence, float, float]]
+    kind: str
+    collectives: int
+    #: the late rank's first collective ran this long (µs); the others' range
+    late_us: float
+    #: where the ranks' first collectives started in their windows (µs): lowest, highest
+    entered: tuple[float, float]
+
+
+def uneven_entry(ev: RanksEvidence) -> _Entry | None:
+    """Ranks that began the captured window apart: every rank's capture holds
+    the same collectives in the same order, the others' wait for the rank that
+    reached the first of them last is most of their waiting in the window, and
+    that rank reached it as far into its window as they did (its lag arose
+    before the window).  A collective's kernels end together on every rank, so
+    the shortest arrived last and the others' excess over it is their wait."""
+    ranks = [r for r in ev.ranks if r.job.capture is not None and r.job.capture.comm_kernels]
+    if len(ranks) < 2 or len(ranks) != len(ev.ranks):
+        return None
+    seqs = {r.pid: r.job.capture.comm_kernels for r in ranks if r.job.capture is not None}
+    first = seqs[ranks[0].pid]
+    n = len(first)
+    if n < 2 or any(
+        len(seq) != n or any(a[0] != b[0] for a, b in zip(seq, first, strict=True))
+        for seq in seqs.values()
+    ):
+        return None
+    least = [min(seqs[r.pid][i][2] for r in ranks) for i in range(n)]
+    late = min(ranks, key=lambda r: seqs[r.pid][0][2])
+    waits = sorted(
+        (
+            (
+                r,
+                seqs[r.pid][0][2] - least[0],
+                sum(seqs[r.pid][i][2] - least[i] for i in range(1, n)),
+            )
+            for r in ranks
+            if r is not late
+        ),
+        key=lambda w: -w[1],
+    )
+    top, entry, rest = waits[0]
+    step = top.step_mean_s
+    if not step or entry < UNEVEN_ENTRY_SHARE * step * 1e6 or entry < rest:
+        return None
+    # where each reached it: the late rank no later into its window than the
+    # others (beyond half its lead), or its own work before the collective is
+    # the lag, inside the window, which its phases show
+    offsets = [seqs[r.pid][0][1] for r in ranks]
+    theirs = median(seqs[r.pid][0][1] for r in ranks if r is not late)
+    if seqs[late.pid][0][1] - theirs >= 0.5 * entry:
+        return None
+    return _Entry(late, waits, first[0][0], n, seqs[late.pid][0][2], (min(offsets), max(offsets)))
+
+
+@rule(
+    "ranks.uneven_start",
+    "comm",
+    "Holistic Trace Analysis: a collective's time on the ranks that reach it first is wait; "
+    "PyTorch profiler recipe: skip the first steps (schedule's wait and warmup)",
+    ("ranks", "capture"),
+    scope="ranks",
+    trigger=(
+        "ranks' traces holding the same collectives in the same order: the others' wait for "
+        "the rank whose first collective ran shortest (it arrived last) >= 10% of the most "
+        "waiting rank's step and at least its wait at all later collectives, and that rank "
+        "reached the collective no later into its window than the others (by half the wait): "
+        "its lag arose before the window; an info, cost 0 (one window cannot tell whether it "
+        "recurs)"
+    ),
+)
+def uneven_start(ev: RanksEvidence) -> Iterable[Finding]:
+    found = uneven_entry(ev)
+    if found is None:
+        return []
+    late, waits = found.late, found.waits
+    top = waits[0][0]
+    rest = max(w[2] for w in waits)
+    named = ", ".join(f"{r.label} {fmt.ms(w / 1e6)}" for r, w, _ in waits[:4])
+    if len(waits) > 4:
+        named += f" and {len(waits) - 4} more"
+    steps = top.job.capture.steps if top.job.capture is not None else 1
+    recurs = (
+        "its later steps show no such wait: a one-off before the window, as a profiler "
+        "starting at a different moment on each rank makes"
+        if steps >= 2
+        else "one step cannot tell whether it comes back each step (a straggler) or once "
+        "(the profiler starting at a different moment on each rank)"
+    )
+    kind = found.kind.replace("_", "-") if found.kind.isidentifier() else "collective"
+    lo, hi = found.entered
+    return [
+        finding(
+            ev,
+            "ranks.uneven_start",
+            f"the ranks began the captured window apart: {late.label} last",
+            f"at the window's first collective ({kind}), {late.label}'s kernel ran "
+            f"{fmt.ms(found.late_us / 1e6)}: it arrived last, and the others waited for it "
+            f"({named}); over the {found.collectives - 1} later collectives they wait "
+            f"{fmt.ms(rest / 1e6)} at most; every rank reached that collective "
+            f"{fmt.ms(lo / 1e6)}-{fmt.ms(hi / 1e6)} into its window: {late.label}'s lag "
+            f"arose before the window, and {recurs}; the waiting ranks' communication and "
+            "host sync figures hold that wait",
+            "profile several steps past the warm-up on every rank "
+            "(torch.profiler.schedule(wait=1, warmup=1, active=3), prof.step() each step): "
+            "a lag that comes back each step is a straggler the ranks' view names with its "
+            f"cause; one that does not is the capture's own.  Until then, read "
+            f"{top.label}'s and the other waiting ranks' comm.share and sync.host_sync "
+            "without this wait",
+            "the ranks' first collectives take as long as their later ones in a capture of "
+            "several steps",
+            share=0.0,
+            scope=late.label,
+        )
+    ]
+
+
 @rule(
     "ranks.comm_bound",
     "comm",
