@@ -157,6 +157,11 @@ class Server:
 
     def start(self) -> None:
         self.outbox.wake = self.wake
+        # The bye's encoder is compiled on its first use (exec of its source):
+        # compiled now, not as the job exits.  An exec of a string anywhere in
+        # the process after an unhandled KeyboardInterrupt makes CPython forget
+        # it, and the job exits 1 rather than by SIGINT (Ctrl-C's 130 in a shell).
+        Bye(pid=self.pid, steps=0).to_wire()
         self.thread.start()
 
     # -- lifecycle ----------------------------------------------------------------

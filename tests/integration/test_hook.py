@@ -366,3 +366,55 @@ def test_each_epoch_start_is_flagged_with_the_loader_as_it_is(
         assert status.frameworks == ("transformers",)
     finally:
         job.stop()
+
+
+@pytest.mark.parametrize("viewer", [False, True], ids=["alone", "with-a-viewer"])
+def test_ctrl_c_ends_a_hooked_job_by_sigint(
+    env: dict[str, str], tmp_path: Path, viewer: bool
+) -> None:
+    """Ctrl-C in a shell: the job dies of SIGINT (130 to the shell), as without
+    the hook.  The hook's I/O thread says bye as the job exits; an encoder
+    compiled then (an exec of a string) made CPython forget the unhandled
+    KeyboardInterrupt, and the job exited 1."""
+    import signal
+
+    ready = tmp_path / "ready"
+    code = (
+        "import pathlib, sys, time, gputui.hook\n"
+        "for i in range(10**9):\n"
+        "    gputui.hook.step()\n"
+        "    if i == 20: pathlib.Path(sys.argv[1]).write_text('go')\n"
+        "    time.sleep(0.005)\n"
+    )
+    proc = subprocess.Popen(
+        [hookutil.PY, "-m", "gputui", "run", "--", hookutil.PY, "-c", code, str(ready)],
+        env=env,
+        cwd=str(hookutil.REPO),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell's foreground job
+    )
+    client = None
+    try:
+        hookutil.wait_for(lambda: ready.exists() or proc.poll() is not None, START_S, "steps")
+        assert proc.poll() is None, proc.communicate()[1]
+        if viewer:
+            client = HookClient.connect(proc.pid)
+            client.subscribe(history=50)
+            client.start()
+            hookutil.wait_for(
+                lambda: any(isinstance(e, StepBatch) for e in hookutil.events(client, WAIT_S)),
+                WAIT_S,
+                "the viewer's first steps",
+            )
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+        _, err = proc.communicate(timeout=WAIT_S)
+        assert "KeyboardInterrupt" in err
+        assert proc.returncode == -signal.SIGINT, err
+    finally:
+        if client is not None:
+            client.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
