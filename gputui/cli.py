@@ -229,10 +229,15 @@ def plain_terminal(args: argparse.Namespace) -> None:
         args.ascii = True
 
 
-def error_line(message: str, args: Sequence[str]) -> str:
+def error_line(message: str, args: Sequence[str], said: bool = True) -> str:
     """An error as its one line: prefixed with the command that says it
-    (``gputui analyze: ...``) unless it already is."""
-    if message.startswith("gputui"):
+    (``gputui analyze: ...``) unless it already is (``said``: the message may
+    carry one; a trace file's error starts with its path, which may itself
+    begin with "gputui")."""
+    if said and (
+        message.startswith("gputui: ")
+        or any(message.startswith(f"gputui {name}: ") for name in SUBCOMMANDS)
+    ):
         return message
     prog = f"gputui {args[0]}" if args and args[0] in SUBCOMMANDS else "gputui"
     return f"{prog}: {message}"
@@ -292,7 +297,8 @@ def main(argv: Sequence[str] | None = None, leaving: bool = False) -> int:
         plain_terminal(args)
         return monitor.main(args, leaving=leaving)
     except GputuiError as exc:
-        print(error_line(str(exc), args_list), file=sys.stderr)
+        said = type(exc).__name__ != "TraceError"  # its message starts with the path
+        print(error_line(str(exc), args_list, said), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -61,6 +61,21 @@ def test_every_error_line_starts_with_its_command(
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("name", ["gputui", "gputui/data", "gputui_trace.json", "gputui: x"])
+def test_a_path_that_begins_with_gputui_keeps_the_command_before_it(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace's error starts with its path: a path named like the command is
+    still prefixed ("gputui analyze: gputui/data: no trace files")."""
+    monkeypatch.chdir(tmp_path)
+    if name != "gputui_trace.json":
+        (tmp_path / name).mkdir(parents=True)
+    assert main(["analyze", name]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gputui analyze: {name}: "), err
+    assert err.count("\n") == 1
+
+
 def test_a_truncated_trace_is_said_by_analyze(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
