@@ -203,6 +203,13 @@ class HotFunction(ValueBase):
         return f", called from {fmt.clean(caller.function, 80)} ({where(caller)})"
 
     @property
+    def off_cpu(self) -> float:
+        """The share of its time the training thread spent there off the CPU
+        (sleeping, blocked in I/O or on a lock); 0 from a hook that predates it."""
+        f = self.function
+        return min(1.0, f.off_cpu_s / f.time_s) if f.time_s > 0 else 0.0
+
+    @property
     def words(self) -> str:
         """``sort (fromnumeric.py:1092) 73%, called from hot_numpy (train.py:64)``."""
         return f"{self.label} {self.share * 100:.0f}%{self.called_from}"
@@ -229,6 +236,10 @@ class HostCode(ValueBase):
     functions: tuple[HotFunction, ...] = ()
     #: the same, with the model's phases too
     all_functions: tuple[HotFunction, ...] = ()
+    #: of the time in code outside torch, the share the training thread spent
+    #: off the CPU (sleeping, blocked in I/O or on a lock), by its own CPU
+    #: clock; None from a hook that predates it
+    off_cpu: float | None = None
 
     @property
     def user_phases(self) -> float:
@@ -317,6 +328,11 @@ def _host_code(profile: PythonProfile | None) -> HostCode | None:
         exact=profile.outside_phases_s is not None,
         functions=_hot(profile, split, counted, base),
         all_functions=_hot(profile, split, counted | MODEL_PHASES, base),
+        off_cpu=(
+            min(1.0, profile.outside_off_cpu_s / profile.outside_s)
+            if profile.outside_off_cpu_s is not None and profile.outside_s
+            else None
+        ),
     )
 
 

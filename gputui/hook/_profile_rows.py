@@ -133,7 +133,7 @@ def _paths(
 
 
 def _function(row: list[Any], path: tuple[tuple[int, ...], int] = ((), 0)) -> ProfileFunction:
-    self_s, total_s, phases, lines, info, site_s, site_phases, outside_s = row
+    self_s, total_s, phases, lines, info, site_s, site_phases, outside_s, off, off_site = row
     line = 0
     if lines:
         line = max(lines.items(), key=lambda item: (item[1][2], item[1][0], item[1][1]))[0]
@@ -151,6 +151,8 @@ def _function(row: list[Any], path: tuple[tuple[int, ...], int] = ((), 0)) -> Pr
         path=path[0],
         path_cut=path[1],
         outside_s=_r(outside_s),
+        # of its time (site time for the job's own code, else self time)
+        off_cpu_s=_r(off_site if site_s > self_s else off),
     )
 
 
@@ -164,16 +166,18 @@ def build_profile(
     ``TOP_FUNCTIONS`` functions by site, self and total time with their call
     paths, the top ``TOP_LINES`` lines; ``fields``: the profile's others."""
     # merged rows: [self_s, total_s, {phase: self_s}, {line: [self, total, site]},
-    #               info, site_s, {phase: site_s}, outside_s]
+    #               info, site_s, {phase: site_s}, outside_s, off-CPU self, off-CPU site]
     merged: dict[Any, list[Any]] = {}
     for key, times, offsets in copies:
-        self_s, total_s, row_phases, info, site_s, site_phases, outside_s = times
+        self_s, total_s, row_phases, info, site_s, site_phases, outside_s, off, off_site = times
         into = merged.get(key)
         if into is None:
-            merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}, 0.0]
+            merged[key] = into = [0.0, 0.0, {}, {}, info, 0.0, {}, 0.0, 0.0, 0.0]
         into[0] += self_s
         into[1] += total_s
         into[7] += outside_s
+        into[8] += off
+        into[9] += off_site
         _add(into[2], row_phases)
         into[5] += site_s
         _add(into[6], site_phases)

@@ -144,6 +144,7 @@ class Recorder:
         #: the thread that started recording (the training loop's): collectives
         #: called from other threads are not its phases
         self.thread: int | None = None
+        self.native_thread: int | None = None  # that thread's id to the kernel
         #: perf_counter() when DDP last launched a gradient all-reduce in this
         #: backward, and a CUDA event recorded there (set by _comm, any thread;
         #: the backward hook turns them into the "comm" phase at its exit)
@@ -176,6 +177,7 @@ class Recorder:
     def _start(self, t: float) -> None:
         self.started = True
         self.thread = threading.get_ident()
+        self.native_thread = threading.get_native_id()  # the kernel's id (its /proc entry)
         self.log = [self.index, t]
         if self.on_first_activity is not None:
             callback, self.on_first_activity = self.on_first_activity, None

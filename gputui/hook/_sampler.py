@@ -168,7 +168,9 @@ class _Window:
         "funcs",
         "kinds",
         "lines",
+        "off_cpu_s",
         "other",
+        "outside_off_cpu_s",
         "outside_phases",
         "outside_s",
         "pending",
@@ -187,6 +189,10 @@ class _Window:
         self.sampled_s = 0.0
         self.site_s = 0.0  # samples with a frame of the job's own code
         self.outside_s = 0.0  # samples in code outside torch (_outside)
+        # of the samples' time, the training thread off the CPU (sleeping,
+        # blocked in I/O or on a lock): all of it, and outside torch
+        self.off_cpu_s = 0.0
+        self.outside_off_cpu_s = 0.0
         self.outside_phases: dict[str, float] = {}
         self.phases: dict[str, float] = {}
         self.kinds: dict[str, float] = {}
@@ -194,8 +200,9 @@ class _Window:
         #: (id(code), ...) innermost first -> [seconds, (f_lasti, ...) when first seen]
         self.stacks: dict[tuple[int, ...], list[Any]] = {}
         #: the samples not folded yet: ([code, ...], [f_lasti, ...]) innermost
-        #: first, seconds, the recorder's edge log then and its length then
-        self.pending: list[tuple[list[CodeType], list[int], float, list[Any], int]] = []
+        #: first, seconds, of them off the CPU, the recorder's edge log then and
+        #: its length then
+        self.pending: list[tuple[list[CodeType], list[int], float, float, list[Any], int]] = []
 
 
 def library_roots(path: Sequence[str], script: str) -> tuple[str, ...]:
@@ -252,6 +259,8 @@ class Sampler:
         self.reason: str | None = None if self.enabled else f"turned off by {ENV}=0"
         self.failed = False
         self.samples = 0
+        #: whether a sample read the training thread's time off the CPU
+        self.off_measured = False
         self.lock = threading.Lock()
         self._stopping = False
         self._generation = 0
@@ -346,13 +355,29 @@ class Sampler:
         ticks = TICK_LOG
         thread_cpu = time.thread_time
         tick_cpu = 0.0
+        # the training thread's scheduler statistics: its time on a CPU and
+        # waiting for one; the rest of each sample's time it slept, or was
+        # blocked in I/O or on a lock
+        clocked: Any = None  # the thread whose statistics ``stat_fd`` reads
+        stat_fd: int | None = None
+        last_stat: tuple[int, int] | None = None
         while not self._stopping and generation == self._generation:
             tid = rec.thread
             if tid is None:
                 have_last = False
                 sleep(IDLE_S)
                 continue
+            if tid != clocked:
+                clocked, have_last = tid, False
+                stat_fd = _reopen_schedstat(stat_fd, rec.native_thread)
             sleep(period)
+            # before the tick takes the GIL for good: the read lets it go, and
+            # the stack and the edge log's length must be of one moment
+            now_stat = None
+            if stat_fd is not None:
+                now_stat = _schedstat(stat_fd)
+                if now_stat is None:  # the thread is gone
+                    stat_fd = _reopen_schedstat(stat_fd, None)
             now = clock()  # the GIL is back: this tick holds it until the next sleep
             if ticks is not None:
                 ticks.append(now)
@@ -368,14 +393,19 @@ class Sampler:
                 continue
             if not have_last:
                 have_last = True
-                last, last_cpu = now, now_cpu
+                last, last_cpu, last_stat = now, now_cpu, now_stat
                 continue
-            weight = now - last
+            elapsed = weight = now - last
             if weight > suspect:  # a stop, or a call that held the GIL this long
                 weight = gap_weight(weight, now_cpu - last_cpu, floor)
-            last, last_cpu = now, now_cpu
+            off = 0.0
+            if now_stat is not None and last_stat is not None and elapsed > 0.0:
+                ran = (now_stat[0] - last_stat[0] + now_stat[1] - last_stat[1]) / 1e9
+                off = weight * min(1.0, max(0.0, 1.0 - ran / elapsed))
+                self.off_measured = True
+            last, last_cpu, last_stat = now, now_cpu, now_stat
             with self.lock:
-                self._record(frame, weight, now)
+                self._record(frame, weight, now, off)
             frame = None
             if periodic is not None and now >= due:
                 due = now + self.periodic_s
@@ -402,11 +432,12 @@ class Sampler:
         self._pos = _replay(log, self._pos, stack, length)
         return stack[-1] if stack else OTHER
 
-    def _record(self, frame: FrameType, weight: float, now: float) -> None:
+    def _record(self, frame: FrameType, weight: float, now: float, off: float = 0.0) -> None:
         """One sample (the sampler thread, under ``lock``, holding the GIL the
         training thread may want): only the stack's codes and instruction
         offsets and the edge log's length, in ``pending``; the phase, naming,
-        classing and the tables wait for ``_fold``."""
+        classing and the tables wait for ``_fold``.  ``off``: the part of
+        ``weight`` the training thread spent off the CPU."""
         win = self._cur
         if not win.samples:
             self._cur_start = now - weight  # the first sample's weight is time before it
@@ -443,7 +474,7 @@ class Sampler:
         if f is not None:
             win.deep += 1
         pending = win.pending
-        pending.append((codes, offsets, weight, log, length))
+        pending.append((codes, offsets, weight, off, log, length))
         if len(pending) >= MAX_PENDING:
             self._fold(win)
 
@@ -465,22 +496,25 @@ class Sampler:
         phase_of = self._phase
         # The codes in an entry keep their ids their own while it is held.
         raw: dict[tuple[str, tuple[int, ...], tuple[int, ...]], list[Any]] = {}
-        for sample_codes, sample_offsets, sample_weight, log, length in pending:
+        for sample_codes, sample_offsets, sample_weight, sample_off, log, length in pending:
             raw_key = (phase_of(log, length), tuple(map(id, sample_codes)), tuple(sample_offsets))
             entry = raw.get(raw_key)
             if entry is None:
-                raw[raw_key] = [sample_weight, sample_codes]
+                raw[raw_key] = [sample_weight, sample_codes, sample_off]
             else:
                 entry[0] += sample_weight
+                entry[2] += sample_off
         get = win.funcs.get
         kinds = win.kinds
         stacks = win.stacks
-        for (phase, ids, offsets), (weight, codes) in raw.items():
+        for (phase, ids, offsets), (weight, codes, off) in raw.items():
             _bump(win.phases, phase, weight, MAX_PHASES)
             self._seq = seq = self._seq + 1
+            win.off_cpu_s += off
             outside = self._outside(codes, ids)
             if outside:
                 win.outside_s += weight
+                win.outside_off_cpu_s += off
                 _bump(win.outside_phases, phase, weight, MAX_PHASES)
             inner = True  # the innermost frame is still to come: self time
             site = True  # the innermost frame of the job's own code too: site time
@@ -507,6 +541,7 @@ class Sampler:
                 if inner:
                     inner = False
                     row[0] += weight
+                    row[9] += off
                     if outside:
                         row[8] += weight
                     lrow[0] += weight
@@ -516,6 +551,7 @@ class Sampler:
                 if site and row[5][3] == KIND_USER:
                     site = False
                     row[6] += weight
+                    row[10] += off
                     lrow[3] += weight
                     _bump(row[7], phase, weight, MAX_ROW_PHASES)
                     win.site_s += weight
@@ -574,12 +610,12 @@ class Sampler:
         """The function row of ``info``'s code in ``win`` (new, or the
         ``other`` row past the bound)."""
         if len(win.funcs) < MAX_FUNCTIONS:
-            row = [0.0, 0.0, 0, {}, {}, info, 0.0, {}, 0.0]
+            row = [0.0, 0.0, 0, {}, {}, info, 0.0, {}, 0.0, 0.0, 0.0]
             win.funcs[id(info[0])] = row
             return row
         other = win.other
         if other is None:
-            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO, 0.0, {}, 0.0]
+            win.other = other = [0.0, 0.0, 0, {}, {}, _OTHER_INFO, 0.0, {}, 0.0, 0.0, 0.0]
         return other
 
     def _new_line(self, win: _Window, lines: dict[int, list[Any]], lasti: int) -> list[Any]:
@@ -654,6 +690,8 @@ class Sampler:
             phases: dict[str, float] = {}
             kinds: dict[str, float] = {}
             outside = sum(w.outside_s for w in windows)
+            off_cpu = sum(w.off_cpu_s for w in windows)
+            outside_off_cpu = sum(w.outside_off_cpu_s for w in windows)
             outside_phases: dict[str, float] = {}
             copies: list[tuple[Any, list[Any], list[Any]]] = []
             stack_copies = [list(w.stacks.items()) for w in windows]
@@ -666,7 +704,10 @@ class Sampler:
                     rows.append((None, win.other))
                 for key, row in rows:
                     lines = [(n, r[0], r[1], r[3]) for n, r in row[4].items()]
-                    fields = [row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7]), row[8]]
+                    fields = [
+                        row[0], row[1], dict(row[3]), row[5], row[6], dict(row[7]), row[8],
+                        row[9], row[10],
+                    ]  # fmt: skip
                     copies.append((key, fields, lines))
         if deep:
             notes = (*notes, f"{deep} samples had stacks deeper than {MAX_DEPTH} frames (cut)")
@@ -685,6 +726,8 @@ class Sampler:
                 "truncated": truncated,
                 "notes": notes,
                 "outside_s": _r(outside),
+                "off_cpu_s": _r(off_cpu) if self.off_measured else None,
+                "outside_off_cpu_s": _r(outside_off_cpu) if self.off_measured else None,
                 "outside_phases_s": _phase_map(outside_phases),
             },
         )
@@ -710,3 +753,34 @@ def _bump(into: dict[str, float], phase: str, weight: float, limit: int) -> None
         into[phase] = weight
     else:
         into[MORE_PHASES] = into.get(MORE_PHASES, 0.0) + weight
+
+
+def _reopen_schedstat(fd: int | None, native_id: int | None) -> int | None:
+    """``/proc/self/task/ID/schedstat`` of thread ``native_id`` opened (the one
+    ``fd`` had closed), or None where it cannot be read (no id, no procfs, a
+    kernel without scheduler statistics)."""
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if native_id is None:
+        return None
+    try:
+        fd = os.open(f"/proc/self/task/{int(native_id)}/schedstat", os.O_RDONLY)
+    except (OSError, ValueError):
+        return None
+    if _schedstat(fd) is None:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _schedstat(fd: int) -> tuple[int, int] | None:
+    """A thread's nanoseconds on a CPU and waiting on a run queue (the first two
+    fields of its schedstat; a read at offset 0 is fresh), None once unreadable."""
+    try:
+        fields = os.pread(fd, 128, 0).split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -150,7 +150,10 @@ class ProfileFunction(spec.Wire):
     ``path_cut``: outer frames of that stack left out (absent from a hook
     that predates paths: both empty).  ``outside_s``: the part of its self
     time whose sample was in code outside torch (see
-    :attr:`PythonProfile.outside_phases_s`); 0 from a hook that predates it."""
+    :attr:`PythonProfile.outside_phases_s`); 0 from a hook that predates it.
+    ``off_cpu_s``: the part of its time (:attr:`time_s`) the training thread
+    spent off the CPU (sleeping, blocked in I/O or on a lock, waiting on a
+    subprocess), by the thread's own CPU clock; 0 from a hook that predates it."""
 
     file: str = _file()
     function: str = _function()
@@ -165,6 +168,7 @@ class ProfileFunction(spec.Wire):
     path: tuple[int, ...] = spec.field(_indices, default=(), write="list({v})", omit_empty=True)
     path_cut: int = spec.integer(0, hi=MAX_LINE, omit_empty=True)
     outside_s: float = spec.number(0.0, omit_empty=True)
+    off_cpu_s: float = spec.number(0.0, omit_empty=True)
 
     @property
     def time_s(self) -> float:
@@ -244,7 +248,12 @@ class PythonProfile(spec.Wire):
     Python and C++ (its autograd engine, optimizers, module calls, data
     loading, and the libraries its compiler runs, such as triton);
     ``outside_s`` its sum.  None from a hook that predates the split: a
-    viewer estimates it from the functions' kinds and call paths."""
+    viewer estimates it from the functions' kinds and call paths.
+
+    ``off_cpu_s``: of the sampled time, the part the training thread spent off
+    the CPU (sleeping, blocked in I/O or on a lock), by its own CPU clock;
+    ``outside_off_cpu_s`` that part of ``outside_s``.  None from a hook that
+    predates them, or where the thread's CPU clock cannot be read."""
 
     t: float = spec.number(0.0, hi=MAX_TIME_S)
     window_s: float = 0.0
@@ -268,6 +277,8 @@ class PythonProfile(spec.Wire):
     workers_note: str | None = spec.text(None, 1024, omit_none=True)
     outside_s: float | None = spec.number(None, omit_none=True)
     outside_phases_s: dict[str, float] | None = spec.seconds(default=None, omit_none=True)
+    off_cpu_s: float | None = spec.number(None, omit_none=True)
+    outside_off_cpu_s: float | None = spec.number(None, omit_none=True)
 
     def share(self, seconds: float) -> float:
         """``seconds`` as a share (0-1) of the sampled time (0 without samples)."""

@@ -314,6 +314,38 @@ def test_a_step_spent_in_numpy_gets_the_python_finding_first_without_a_capture(
         job.stop()
 
 
+def test_a_step_that_sleeps_is_told_it_waits_not_computes(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A step that spends its time in time.sleep (as in blocking I/O) holds
+    Python outside torch as a busy step does, but its training thread is off
+    the CPU: the sampler reads the thread's own CPU clock, and the finding
+    says it waits, and not to make the Python faster.  The control, the same
+    job busy in pure Python, is on the CPU."""
+    shares = {}
+    for hot in ("sleep", "python"):
+        args = ["--steps", "0", "--hot", hot, "--hot-ms", "30", "--install"]
+        job = hookutil.start_job(env, tmp_path, args, False)
+        try:
+            doc = hookutil.wait_for(
+                lambda pid=job.pid: sampled_enough(env, pid, "--no-capture"),
+                120,
+                "the sampler's shares",
+            )
+            first = doc["findings"][0]
+            assert first["rule"] == "cpu.python", [f["rule"] for f in doc["findings"]]
+            assert f"hot_{hot} (train_cpu.py:" in first["fix"]
+            profile = doc["python_profile"]
+            top = next(f for f in profile["functions"] if f["function"] == f"hot_{hot}")
+            shares[hot] = top.get("off_cpu_s", 0.0) / max(top["self_s"], top["site_s"])
+            waits = "waits there off the CPU" in first["fix"]
+            assert waits == (hot == "sleep"), first["fix"]
+            assert ("the training thread was off the CPU" in first["evidence"]) == waits
+        finally:
+            job.stop()
+    assert shares["sleep"] > 0.8 > 0.2 > shares["python"], shares
+
+
 @pytest.mark.parametrize("capture", [False, True], ids=["sampler", "sampler-and-capture"])
 def test_torchs_own_code_is_no_python_outside_torch(
     env: dict[str, str], tmp_path: Path, capture: bool

@@ -21,8 +21,8 @@ an SGD step, and optionally a user phase that sleeps ``--phase-sleep``.
                  ignored): writes past B bytes fail as on a full disk
 --compile        run the model through torch.compile(backend="eager"), with a
                  print in its forward: a graph break (tests look for its line)
---hot KIND       each step also runs hot_numpy() or hot_python() (KIND numpy or
-                 python) for --hot-ms milliseconds, inside the user phase
+--hot KIND       each step also runs hot_numpy(), hot_python() or hot_sleep() (KIND
+                 numpy, python or sleep) for --hot-ms milliseconds, inside the user phase
                  --hot-phase when given: a step that is mostly one function
 --hot-in-workers the --hot work runs in the Dataset (in the DataLoader's
                  workers with --workers) instead of the training loop
@@ -99,6 +99,11 @@ def hot_python(ms: float) -> int:
     return total
 
 
+def hot_sleep(ms: float) -> None:
+    """A wait off the CPU (as blocking I/O is) for ``ms`` milliseconds."""
+    time.sleep(ms / 1000)
+
+
 def train_step(args: argparse.Namespace, hook: Any, model: Any, opt: Any, x: Any, y: Any) -> None:
     """One training step: forward, backward, the user phase, then the optimizer
     (or, with --no-optimizer, a hand-written update and gputui.hook.step())."""
@@ -142,7 +147,7 @@ def main() -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--user-profiler", action="store_true", help="train inside torch.profiler")
     p.add_argument("--tag", action="append", default=[], help="ignored: carries any text in argv")
-    p.add_argument("--hot", choices=["numpy", "python"])
+    p.add_argument("--hot", choices=["numpy", "python", "sleep"])
     p.add_argument("--hot-ms", type=float, default=30.0)
     p.add_argument("--hot-phase")
     p.add_argument("--compile", action="store_true")
@@ -187,7 +192,7 @@ def train(args: argparse.Namespace) -> int:
     if args.compile:
         model = torch.compile(Breaking(model), backend="eager")  # type: ignore[assignment]
     total = args.steps if args.steps > 0 else 10**9
-    hot = hot_numpy if args.hot == "numpy" else hot_python
+    hot = {"numpy": hot_numpy, "sleep": hot_sleep}.get(args.hot or "", hot_python)
     in_data = (hot, args.hot_ms) if args.hot and args.hot_in_workers else None
     length = args.epoch_steps or min(total, 10**6)
     data = SleepyBatches(length, args.batch, args.data_sleep, in_data)

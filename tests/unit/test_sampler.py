@@ -5,6 +5,7 @@ polled until it holds or a generous deadline passes."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -790,3 +791,40 @@ def test_a_tree_of_installed_packages_outside_site_packages_is_library_code(
     assert sampler._kind(str(target / "lightning" / "trainer.py"))[0] == KIND_LIB
     assert sampler._kind(script)[0] == KIND_USER
     assert sampler._kind(str(plain / "mod.py"))[0] == KIND_USER
+
+
+def test_time_off_the_cpu_is_told_from_time_on_it() -> None:
+    """The training thread's scheduler statistics split each sample's time: a
+    function that sleeps (as blocking I/O does) is off the CPU, one that
+    computes is on it, or waiting for one (a crowded machine), which counts as
+    on: a busy function is never told to be waiting."""
+    rec = Recorder()
+    sampler = Sampler(rec, enabled=True)
+
+    def body(stop: threading.Event) -> None:
+        while not stop.is_set():
+            rec.enter("forward")
+            busy_python(time.perf_counter() + 0.1)
+            rec.exit("forward")
+            sleeper(0.1)
+            rec.boundary()
+
+    with Worker(body):
+        wait_for(lambda: rec.thread is not None, 10, "the first phase edge")
+        sampler.start()
+        try:
+            profile = profile_after(sampler, 3.0)
+        finally:
+            sampler.stop()
+    # a sample's time is the span since the one before: the one after a switch
+    # holds some of the other function's (a tenth here, 10 ms ticks)
+    busy, slept = row(profile, "busy_python"), row(profile, "sleeper")
+    assert slept.off_cpu_s > 0.75 * slept.time_s, slept
+    assert busy.off_cpu_s < 0.25 * busy.time_s, busy
+    assert profile.off_cpu_s is not None
+    assert profile.off_cpu_s == pytest.approx(
+        sum(f.off_cpu_s for f in profile.functions if f.self_s > 0), rel=0.05, abs=0.01
+    )
+    # on the wire, and back
+    again = PythonProfile.from_wire(json.loads(json.dumps(profile.to_wire())))
+    assert row(again, "sleeper").off_cpu_s == slept.off_cpu_s

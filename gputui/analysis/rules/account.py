@@ -99,6 +99,23 @@ _WHERE_TO_INFERENCE = (
 )
 
 
+#: a function the training thread spends this share of its time in off the CPU
+#: waits there (a sleep, blocking I/O, a lock): faster Python is not its fix
+OFF_CPU_SHARE = 0.5
+
+
+def _off_cpu_words(host: HostCode | None) -> str:
+    """``; the training thread was off the CPU 85% of that time ...`` where the
+    sampler's CPU clock says the time outside torch was mostly waiting."""
+    if host is None or host.off_cpu is None or host.off_cpu < OFF_CPU_SHARE / 2:
+        return ""
+    return (
+        f"; the training thread was off the CPU {host.off_cpu * 100:.0f}% of that time "
+        "(sleeping, blocked in I/O or on a lock: by its own CPU clock), waiting rather "
+        "than computing"
+    )
+
+
 def _fix(host: HostCode | None, model: bool, where: str, inference: bool = False) -> str:
     """The fix, pointed at the function the sampler names first (for an
     inference job, without the training loop's advice)."""
@@ -115,6 +132,14 @@ def _fix(host: HostCode | None, model: bool, where: str, inference: bool = False
             "job, py-spy dump, or torch.profiler with with_stack=True)"
         )
     top = rows[0]
+    if top.off_cpu >= OFF_CPU_SHARE:
+        return (
+            f"start with {top.label}{top.called_from}: the training thread waits there off "
+            f"the CPU {top.off_cpu * 100:.0f}% of its time (a sleep, blocking file or network "
+            "I/O, a lock, a subprocess), which faster Python does not shorten: drop the wait, "
+            f"or take it off {loop} (a background thread or process, asynchronous I/O, "
+            "prefetching, writing logs and checkpoints in the background)"
+        )
     return (
         f"start with {top.label}{top.called_from}: make it cheaper, or move it out of "
         f"{loop}: {where_to}"
@@ -315,9 +340,10 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
     recoverable = share if busy is None else min(share, 1.0 - busy)
     step_s = acct.step_us / 1e6  # the account's and the ledger's mean step, as they print it
     outside_ops = acct.share("python")
+    waiting = bool(_off_cpu_words(host))  # the sampler's CPU clock: mostly off the CPU
     evidence = (
         f"{outside_ops * 100:.0f}% of the step ({fmt.ms(outside_ops * step_s)} of "
-        f"{fmt.ms(step_s)}) is CPU time outside torch ops; "
+        f"{fmt.ms(step_s)}) is {'host' if waiting else 'CPU'} time outside torch ops; "
         + shares_text(acct, "dispatch", "launch", "sync", "data", cuda=ev.cuda)
         + (f"; the GPU is busy {busy * 100:.0f}% of the step" if busy is not None else "")
         + f" ({acct.steps} profiled steps)"
@@ -336,6 +362,7 @@ def _from_account(ev: JobEvidence, acct: StepAccount, host: HostCode | None) -> 
         )
         if host.all_functions:
             evidence += ": " + host.named(model=True)
+        evidence += _off_cpu_words(host)
     where = "the trace" if ev.from_trace else "the job"
     confirm = "a new capture shows the Python share of the step fall and " + (
         "the GPU busy share rise" if ev.cuda else "the step get shorter"
@@ -364,6 +391,7 @@ def _from_sampler(ev: JobEvidence, host: HostCode) -> list[Finding]:
     )
     if host.functions:
         evidence += ": " + host.named()
+    evidence += _off_cpu_words(host)
     evidence += (
         f" ({host.samples:,} samples over the last {host.window_s:.0f} s"
         + ("" if host.exact else "; estimated from the profile's functions")
