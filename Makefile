@@ -11,7 +11,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 TEST_WORKERS ?= 2
 XDIST  := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: run test test-quick test-torch lint bench screenshots demo clean
+.PHONY: run test test-quick test-torch lint bench screenshots clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
