@@ -59,20 +59,25 @@ class Diagnosis(ValueBase):
             "entered_last": self.entered_last,
         }
 
-    def sentence(self) -> str:
-        """The diagnosis in one sentence, for the text report."""
+    def sentence(self, one_job: bool = True) -> str:
+        """The diagnosis in one sentence, for the text report; of traces that
+        are not one job's ranks (``one_job`` False), by their files' order."""
         n = len(self.ranks) + len(self.outliers)
+        unit, each = ("ranks", "rank") if one_job else ("traces", "trace")
         if self.straggler is not None:
             head = f"rank {self.straggler} is the straggler: the others wait for it"
             return head + (f" ({self.title})" if self.cause else "")
         if self.cause is None:
-            head = f"nothing costly on most ranks ({len(self.ranks)} of {n})"
+            head = f"nothing costly on most {unit} ({len(self.ranks)} of {n})"
         else:
-            cost = f", {self.impact_pct:.0f}% of the step" if self.impact_pct is not None else ""
-            head = f"{self.title} ({self.cause}) on {len(self.ranks)} of {n} ranks{cost}"
+            cost = ""
+            if self.impact_pct is not None:
+                # one job's ranks share a step; unrelated traces each have their own
+                cost = f", {self.impact_pct:.0f}% of the step" + ("" if one_job else " (median)")
+            head = f"{self.title} ({self.cause}) on {len(self.ranks)} of {n} {unit}{cost}"
         if self.outliers:
             head += "; " + ", ".join(
-                f"rank {r}: {rule or 'nothing costly'}" for r, rule in self.outliers
+                f"{each} {r}: {rule or 'nothing costly'}" for r, rule in self.outliers
             )
             if self.entered_last is not None and any(
                 rule in WAIT_RULES for _, rule in self.outliers

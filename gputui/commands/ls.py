@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 SUMMARY = "list this user's attachable jobs"
 DESCRIPTION = (
     "List this user's running jobs that have the gputui hook loaded; the local "
-    "ranks of a multi-rank job (torchrun) are listed once, as one job."
+    "ranks of a multi-rank job (torchrun) are listed once, as one job. STEPS is "
+    "the steps it has taken, STEP the mean wall time of its last 20."
 )
 
 

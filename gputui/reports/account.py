@@ -83,11 +83,16 @@ def _row(label: str, share: float, seconds: float, bar: int, ascii_only: bool) -
 
 
 def live_lines(
-    live: LiveAccount, ascii_only: bool = False, width: int = 80, cuda: bool = True
+    live: LiveAccount,
+    ascii_only: bool = False,
+    width: int = 80,
+    cuda: bool = True,
+    recorded: bool = False,
 ) -> list[str]:
     """The account between captures: the buckets the hook times on every step
     marked ``*``, the Python sampler's ``+``, the others labelled with the
-    capture they come from."""
+    capture they come from (``recorded``: a recording's, which no capture can
+    be asked of)."""
     head = f"Step time account (last {plural(live.steps, 'step')}, {fmt.ms(live.step_s)} each)"
     out = wrap(head, width, "", "  ")
     bar = max(0, min(BAR, width - 46))
@@ -95,17 +100,20 @@ def live_lines(
         mark = "*" if b in MEASURED else ("+" if live.sampled and b == "python" else " ")
         out.append(_row(f"{label(b, cuda)}{mark}", live.share(b), live.seconds[b], bar, ascii_only))
     split = [b for b in live.ordered if b not in MEASURED]
+    starred = len(split) < len(live.ordered)  # a row marked * above
     if live.capture_step is not None:
         note = (
             "* measured on every step; the others are the split the capture at step "
             f"{live.capture_step} measured, of the rest of the step"
+            if starred
+            else f"the split the capture at step {live.capture_step} measured"
         )
         if live.gpu_busy_share is not None:
             note += f" (GPU busy {live.gpu_busy_share * 100:.0f}% of the captured steps)"
     else:
         note = (
             "* measured on every step"
-            if len(split) < len(live.ordered)
+            if starred
             else ("no data wait, user phase or communication (* measured on every step)")
         )
         if live.sampled:
@@ -113,7 +121,7 @@ def live_lines(
                 "; + the Python sampler's time in code outside torch in the loop (forward "
                 "and backward are in the rest)"
             )
-        if split:
+        if split and not recorded:
             note += "; a capture with the step account (--capture N) splits the rest"
     out.extend(wrap(note, width, "  ", "    "))
     return out

@@ -184,7 +184,7 @@ def render_diagnosis(
     of "all files" where they are not (or not known to be) one job's ranks."""
     width = output_width() if width is None else width
     head = "Job: " if one_job else "All files: "
-    return wrap(fmt.clean(diagnosis.sentence()), width, head, _TAB)
+    return wrap(fmt.clean(diagnosis.sentence(one_job)), width, head, _TAB)
 
 
 def render_across(findings: Sequence[Finding], width: int | None = None) -> list[str]:

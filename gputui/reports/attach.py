@@ -138,7 +138,9 @@ def render(
         out.extend(wrap(fmt.clean(problem), width, "", _TAB))
     out.extend(_steps(got, report.stats, width))
     if report.live_account is not None:
-        out.extend(live_lines(report.live_account, width=width, cuda=h.cuda_in_use))
+        out.extend(
+            live_lines(report.live_account, width=width, cuda=h.cuda_in_use, recorded=recorded)
+        )
     out.extend(_memory(got.latest_memory, report.memory_growth, width))
     auto = report.auto_capture
     if auto is not None and auto.state not in (OFF, REPLACED):
@@ -147,6 +149,14 @@ def render(
         out.extend(_capture(got.capture, width, recorded, h.cuda_in_use))
         if report.roofline is not None:
             out.extend(roofline_text.lines(report.roofline, width))
+        elif got.capture.op_rows and not h.cuda_in_use:
+            out.extend(
+                wrap(
+                    "roofline: none for a CPU job (its ops ran on the CPU): the step's time "
+                    "account and the CPU ops above show where its time goes",
+                    width,
+                )
+            )
         elif got.capture.op_rows:
             out.extend(wrap("roofline: no ceilings known for this GPU: run gputui bench", width))
         if report.utilisation is not None:
@@ -280,10 +290,10 @@ def _dist_table(title: str, total: Dist | None, phases: tuple[Dist, ...], width:
 
 def _capture(cap: CaptureResult, width: int, recorded: bool, cuda: bool = True) -> list[str]:
     when = " (from an earlier capture)" if cap.replay else ""
-    stop = "-" if cap.stop_ms is None else f"{cap.stop_ms:g}"
+    stop = "-" if cap.stop_ms is None else fmt.ms(cap.stop_ms / 1000.0)
     out = wrap(
         f"capture steps {cap.first_step}..{cap.last_step}{when}: "
-        f"{plural(cap.events, 'event')}, profiler stop {stop} ms",
+        f"{plural(cap.events, 'event')}, profiler stop {stop}",
         width,
         "",
         _TAB,

@@ -114,8 +114,12 @@ class GputuiApp(BaseApp):
         if not (self.banner or source.is_recording):
             return None
         label = source.label
+        note = getattr(getattr(source, "header", None), "note", None)
+        if isinstance(note, str) and note and label.startswith("recording: "):
+            label = f"recording of {fmt.clean(note, 120)}"  # what it is, as its maker said
         text = self.banner or f"RECORDING, not this machine: {label}"
-        if self.banner and label not in self.banner:
+        named = label.removeprefix("recording: ")
+        if self.banner and label not in self.banner and named not in self.banner:
             # "DEMO: recording of ..." under a "DEMO: a recording ..." banner: say
             # each once
             text += f": {label.removeprefix('DEMO: ').removeprefix('recording of ')}"

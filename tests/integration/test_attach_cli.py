@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -103,6 +104,11 @@ def test_attach_capture_with_flops_reports_the_model_flops(
     assert report["capture"]["flop_totals"]["ops"] >= 5
     text = hookutil.gputui(env, *args)
     assert "peak unknown for a CPU job" in text.stdout
+    # no roofline, and no bench to run for one: its time is in the account
+    said = " ".join(text.stdout.split())
+    assert "roofline: none for a CPU job" in said and "gputui bench" not in said
+    # the profiler's stop in the report's own format (was "3.602 ms")
+    assert re.search(r"profiler stop (\d+(\.\d+)?(ms|us|s)|-)\b", said), said
 
 
 @pytest.mark.slow

@@ -222,7 +222,7 @@ def test_forked_dataloader_workers_are_sampled_apart_from_the_training_thread(
         # the data finding names it, and points its fix at it
         def loading_named() -> dict | None:  # type: ignore[type-arg]
             found = finding_of(env, job.pid, "data.loader_wait")
-            return found if found and "DataLoader workers spend" in found["evidence"] else None
+            return found if found and "DataLoader workers (" in found["evidence"] else None
 
         # (the workers' profile holds enough samples a little after it first names them)
         loading = hookutil.wait_for(loading_named, 90, "the data finding naming the function")

@@ -70,3 +70,23 @@ async def test_banner_keeps_the_progress_at_80_columns(tmp_path: Path) -> None:
         assert "".join(line[1:].rstrip() for line in lines).startswith(
             long_banner.replace("3/12", "")[:60]
         )
+
+
+async def test_the_banner_says_what_the_recording_is_not_its_name_twice(tmp_path: Path) -> None:
+    """``--replay FILE``: the banner holds the file's path already; after it
+    comes what the recording is, in its maker's note, and without a note
+    nothing more (the name was said twice)."""
+    snaps = make_snapshots(n_steps=3, seed=5)
+    for note, said in (("two H100s: a DDP job", "two H100s: a DDP job"), (None, None)):
+        path = write_recording(tmp_path / f"{note is None}.jsonl.gz", snaps, note=note)
+        banner = f"REPLAY: {path}, not this machine"
+        app = make_app(ReplaySource.from_file(path), interval_s=1.0, banner=banner, autostart=False)
+        async with app.run_test(size=(160, 40)) as pilot:
+            app.advance(1)
+            await pilot.pause()
+            text = " ".join(app.screen.query_one(BannerPanel).plain.split())
+        assert text.count(path.name) == 1, text
+        if said is not None:
+            assert f"not this machine: {said}" in text, text
+        else:
+            assert "recording:" not in text, text

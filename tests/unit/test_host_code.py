@@ -279,7 +279,10 @@ def test_data_loading_names_the_workers_hot_function() -> None:
         python_profile({"other": 0.01}), workers=workers_profile(0.97), worker_processes=2
     )
     (f,) = found("data.loader_wait", loading(profile))
-    assert "the 2 DataLoader workers spend 97% of their time in decode (data.py:12)" in f.evidence
+    assert (
+        "the DataLoader workers (2 processes sampled) spend 97% of their time in decode "
+        "(data.py:12)" in f.evidence
+    )
     assert f.fix.startswith("the workers are busy in one function: make decode (data.py:12)")
     hot = loading_hot(profile)
     assert hot is not None and hot.workers == 2

@@ -78,3 +78,20 @@ def test_the_exporter_has_the_buckets_measured_on_every_step() -> None:
     fam = fams["gputui_train_account_seconds_total"]
     got = {dict(lab.pairs)["bucket"]: v for _suffix, lab, v in fam.samples}
     assert got == {"data": 2.0, "phase": 1.0, "comm": 0.5}
+
+
+def test_the_note_marks_only_what_is_starred_and_offers_no_capture_to_a_recording() -> None:
+    """A job with no data wait, user phase or communication: no row is marked *,
+    so the note does not explain a mark; a recording's report does not ask for
+    a capture no one can take of it."""
+    plain = steps(n=10, phases={"forward": 0.004, "other": 0.006})
+    captured = account(sync=0.1, launch=0.1, dispatch=0.2, gpu_busy=0.5)
+    live = live_account(plain, captured, capture_step=7)
+    assert live is not None
+    text = " ".join(" ".join(live_lines(live, width=100)).split())
+    assert "*" not in text and "the split the capture at step 7 measured" in text
+    uncaptured = live_account(job_steps())
+    assert uncaptured is not None
+    asked = " ".join(live_lines(uncaptured, width=100))
+    assert "--capture N" in asked
+    assert "--capture N" not in " ".join(live_lines(uncaptured, width=100, recorded=True))

@@ -716,6 +716,19 @@ def test_slow_steps_outside_every_cause_stand_alone() -> None:
     assert "every 10th step" in slow.evidence and slow.related == ()
 
 
+def test_a_cpu_job_is_not_told_of_a_sync_in_its_forward() -> None:
+    """A forward slower than backward points at a synchronisation with the GPU:
+    a CPU job has none (its forward may simply hold more Python)."""
+    import dataclasses
+
+    from gputui.analysis.registry import REGISTRY
+
+    rule = REGISTRY["steps.forward_slower_than_backward"]
+    gpu_job = evidence(with_phases(forward=0.03, backward=0.01))
+    assert list(rule.check(gpu_job))
+    assert list(rule.check(dataclasses.replace(gpu_job, cuda=False))) == []
+
+
 def test_the_job_diagnosis_is_the_cause_most_ranks_share() -> None:
     from gputui.analysis.diagnosis import job_diagnosis
 
@@ -732,6 +745,10 @@ def test_the_job_diagnosis_is_the_cause_most_ranks_share() -> None:
     assert d is not None and d.cause == "launch.overhead" and d.ranks == (0, 1, 3)
     assert d.impact_pct == 45.0 and d.outliers == ((2, "data.loader_wait"),)
     assert "on 3 of 4 ranks" in d.sentence() and "rank 2: data.loader_wait" in d.sentence()
+    # traces that are not one job's ranks: by their files' order, each its own step
+    files = d.sentence(one_job=False)
+    assert "on 3 of 4 traces, 45% of the step (median); trace 2: data.loader_wait" in files
+    assert "rank" not in files
     # a straggler found by the rank rules is the diagnosis, with its own cause
     straggler = Finding("ranks.straggler", "crit", "rank 2", "rank 2 is the straggler", "", "")
     d = job_diagnosis(per_rank, [straggler])

@@ -823,7 +823,7 @@ def idle_gaps(ev: JobEvidence) -> Iterable[Finding]:
             "the GPU idles between kernels",
             _gap_evidence(ev, cap, idle)
             + (
-                f"; meanwhile the host {during}"
+                f"; in that idle time the host {during} of the step"
                 if during
                 else ": the CPU side (Python, host work between ops) does not keep it fed"
             ),

@@ -108,10 +108,13 @@ def loader_wait(ev: JobEvidence) -> Iterable[Finding]:
 
 
 def _hot_words(hot: host_code.LoadingHot) -> str:
-    """``the 2 workers spend 97% of their time in decode_sample (data.py:12)``."""
+    """``the DataLoader workers (2 processes sampled) spend 97% of their time in
+    decode_sample (data.py:12)``: processes, not num_workers (a DataLoader
+    iterator made anew each epoch, its workers too, shows more of them)."""
     h = hot.hot
     who = (
-        f"the {hot.workers} DataLoader workers spend"
+        f"the DataLoader workers ({hot.workers} process{'' if hot.workers == 1 else 'es'} "
+        "sampled) spend"
         if hot.workers
         else "the training thread spends"
     )

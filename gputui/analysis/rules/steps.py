@@ -45,16 +45,16 @@ PERIODIC_SHARE = 0.8
     "synchronisation (.item(), print(tensor), .cpu()) in the forward pass",
     ("steps",),
     trigger=(
-        "forward >= {steps.forward_over_backward} backward on the CPU clock while the GPU's "
-        "own forward is not (a sync in the forward)"
+        "a CUDA job: forward >= {steps.forward_over_backward} backward on the CPU clock while "
+        "the GPU's own forward is not (a sync in the forward)"
     ),
     bucket="sync",
     symptom=True,
 )
 def forward_slower(ev: JobEvidence) -> Iterable[Finding]:
     forward, backward = ev.phase_mean(FORWARD), ev.phase_mean(BACKWARD)
-    if ev.phases_coarse or not forward or not backward:
-        return []
+    if not ev.cuda or ev.phases_coarse or not forward or not backward:
+        return []  # a CPU job has no GPU to synchronise with
     if forward < FORWARD_OVER_BACKWARD * backward:
         return []
     gpu_forward, gpu_backward = ev.phase_mean(FORWARD, gpu=True), ev.phase_mean(BACKWARD, gpu=True)
