@@ -495,6 +495,34 @@ def test_the_time_outside_torch_round_trips_and_an_older_hook_sends_none() -> No
         decode({**wire_form, "outside_phases_s": {"other": -1.0}})
 
 
+def test_the_time_off_the_cpu_round_trips_and_an_older_hook_sends_none() -> None:
+    """A newer hook's off-CPU time round-trips; an older hook's profile (or a
+    recording of one) has none: no function is said to wait, and the host
+    code's share off the CPU is unknown, not 0."""
+    from gputui.analysis.host_code import HotFunction, host_code
+
+    fn = dataclasses.replace(sample_profile().functions[0], off_cpu_s=3.0)
+    timed = dataclasses.replace(
+        sample_profile(),
+        functions=(fn, *sample_profile().functions[1:]),
+        off_cpu_s=4.0,
+        outside_off_cpu_s=3.5,
+    )
+    wire_form = json.loads(json.dumps(timed.to_wire()))
+    assert (wire_form["off_cpu_s"], wire_form["functions"][0]["off_cpu_s"]) == (4.0, 3.0)
+    assert "off_cpu_s" not in wire_form["functions"][1]  # none: left out
+    assert decode(wire_form) == timed
+    assert HotFunction(fn, 0.5).off_cpu == pytest.approx(3.0 / fn.time_s)
+    old = PythonProfile.from_wire(PROFILE)
+    assert old.off_cpu_s is None and old.outside_off_cpu_s is None
+    assert all(f.off_cpu_s == 0.0 for f in old.functions)
+    assert "off_cpu_s" not in old.to_wire()
+    found = host_code(old)
+    assert found is None or found.off_cpu is None
+    with pytest.raises(SchemaError, match="off_cpu_s"):
+        decode({**wire_form, "off_cpu_s": -1.0})
+
+
 @pytest.mark.parametrize(
     ("obj", "field", "problem"),
     [
