@@ -24,7 +24,7 @@ from gputui.hook._memory import MEMORY_PERIOD_S, MemorySampler
 from gputui.hook._memsnap import MemorySnapshotController
 from gputui.hook._outbox import Outbox
 from gputui.hook._recorder import Recorder
-from gputui.protocol import framing, messages, paths
+from gputui.protocol import framing, messages, paths, spec
 from gputui.protocol.capture import CaptureStatus
 from gputui.protocol.fields import SchemaError
 from gputui.protocol.memsnap import FAILED, MemorySnapshotRequest, MemorySnapshotStatus
@@ -157,11 +157,6 @@ class Server:
 
     def start(self) -> None:
         self.outbox.wake = self.wake
-        # The bye's encoder is compiled on its first use (exec of its source):
-        # compiled now, not as the job exits.  An exec of a string anywhere in
-        # the process after an unhandled KeyboardInterrupt makes CPython forget
-        # it, and the job exits 1 rather than by SIGINT (Ctrl-C's 130 in a shell).
-        Bye(pid=self.pid, steps=0).to_wire()
         self.thread.start()
 
     # -- lifecycle ----------------------------------------------------------------
@@ -204,6 +199,13 @@ class Server:
 
     def _run(self) -> None:
         try:
+            # The wire classes' methods compile on their first use (an exec of
+            # their source): all of them now, on this thread, not as the job
+            # exits.  An exec of a string anywhere in the process after an
+            # unhandled KeyboardInterrupt makes CPython forget it, and the job
+            # exits 1 rather than by SIGINT (Ctrl-C's 130 in a shell): a bye, a
+            # profile or a capture first sent to a viewer then would do it.
+            spec.compile_declared()
             recorder = self.recorder
             recorder.io_wake = self.wake
             while not self.stopping.is_set():

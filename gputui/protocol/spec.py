@@ -308,6 +308,8 @@ def _declare(cls: type[_T], where: str, kind: str | None) -> type[_T]:
             _compile(target, specs, where, kind, own)
             done.append(True)
 
+    _DECLARED.append((compile_now, done))
+
     def decode_stub(cls_: Any, obj: Any, where: str = where) -> Any:
         compile_now()  # with the class's own default ``where``, not this call's
         return target.__wire_decode__(cls_, obj, where)
@@ -324,6 +326,27 @@ def _declare(cls: type[_T], where: str, kind: str | None) -> type[_T]:
     target.WHERE = where
     target.TYPE = kind
     return cls
+
+
+#: every declared class's compiler, and whether it ran (:func:`compile_declared`)
+_DECLARED: list[tuple[Callable[[], None], list[bool]]] = []
+
+
+def uncompiled() -> int:
+    """How many declared classes no call has compiled yet."""
+    return sum(1 for _, done in _DECLARED if not done)
+
+
+def compile_declared() -> int:
+    """Compile the methods of every class declared so far that no call has
+    compiled yet; returns how many were declared.  For a process that must not
+    exec source later: the hook's I/O thread, at its start, so that nothing it
+    sends as the job exits compiles then (an exec of a string after an
+    unhandled KeyboardInterrupt makes CPython forget it: the job would exit 1,
+    not by SIGINT)."""
+    for compile_now, _ in list(_DECLARED):
+        compile_now()
+    return len(_DECLARED)
 
 
 def _install(cls: Any, decoder: Any, body: Any, encoder: Any, own: set[str]) -> None:

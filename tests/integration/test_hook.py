@@ -418,3 +418,34 @@ def test_ctrl_c_ends_a_hooked_job_by_sigint(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_hooks_wire_classes_are_compiled_before_the_job_exits(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Whatever the hook may send as the job exits (a bye, a first profile or
+    capture to a viewer that just subscribed) is compiled when its I/O thread
+    starts: an exec of a string after an unhandled KeyboardInterrupt would make
+    the job exit 1, not by SIGINT, as it did when a viewer subscribed just
+    before a Ctrl-C."""
+    code = (
+        "import time, gputui.hook\n"
+        "from gputui.protocol import spec\n"
+        "gputui.hook.install()\n"
+        "for _ in range(5): gputui.hook.step()\n"
+        "deadline = time.monotonic() + 60\n"
+        "while spec.uncompiled() and time.monotonic() < deadline: time.sleep(0.01)\n"
+        "print(spec.uncompiled(), spec.compile_declared())\n"
+    )
+    out = subprocess.run(
+        [hookutil.PY, "-c", code],
+        env=env,
+        cwd=str(hookutil.REPO),
+        capture_output=True,
+        text=True,
+        timeout=RUN_S,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    left, declared = map(int, out.stdout.split())
+    assert left == 0 and declared > 20
