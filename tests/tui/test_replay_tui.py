@@ -90,3 +90,21 @@ async def test_the_banner_says_what_the_recording_is_not_its_name_twice(tmp_path
             assert f"not this machine: {said}" in text, text
         else:
             assert "recording:" not in text, text
+
+
+async def test_a_sped_up_replay_says_its_recorded_interval_and_its_speed(tmp_path: Path) -> None:
+    """``--speed 100``: the top line says the recording's interval and the
+    speed (it said "every 0.1s", the playback's floor)."""
+    from gputui.tui.widgets.panels import HeaderPanel
+
+    path = write_recording(tmp_path / "r.jsonl.gz", make_snapshots(n_steps=4, seed=6))
+    for speed, said in ((100.0, "every 1s x100"), (1.0, "every 1s")):
+        source = ReplaySource.from_file(path, speed=speed)
+        app = make_app(
+            source, interval_s=1.0, banner="REPLAY: r, not this machine", autostart=False
+        )
+        async with app.run_test(size=(160, 40)) as pilot:
+            app.advance(1)
+            await pilot.pause()
+            text = app.screen.query_one(HeaderPanel).plain
+        assert f"| {said} |" in text, text

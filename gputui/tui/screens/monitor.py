@@ -185,6 +185,11 @@ class MonitorScreen(Screen[object]):
         header = self._one(HeaderPanel)
         state = header.state
         state.interval_s = poller.interval_s
+        source = session.source
+        speed = getattr(source, "speed", 1.0)
+        recorded = getattr(getattr(source, "header", None), "interval_s", None)
+        state.speed = float(speed) if isinstance(speed, (int, float)) else 1.0
+        state.recorded_interval_s = float(recorded) if isinstance(recorded, (int, float)) else None
         state.paused = poller.paused
         snapshot = current.snapshot
         if snapshot is not None:

@@ -27,6 +27,9 @@ class HeaderState:
     cuda: str | None = None
     n_gpus: int = 0
     interval_s: float = 1.0
+    #: a replay's speed (1: as recorded), and the interval it was recorded at
+    speed: float = 1.0
+    recorded_interval_s: float | None = None
     latency_ms: float | None = None
     data_time_s: float | None = None
     paused: bool = False
@@ -62,7 +65,11 @@ class HeaderPanel(TextPanel):
             if s.cuda:
                 parts.append((" ", f"CUDA {s.cuda}", 3))
         parts.append((" | ", f"{s.n_gpus} GPU{'s' if s.n_gpus != 1 else ''}", 0))
-        parts.append((" | ", f"every {s.interval_s:g}s", 0))
+        if s.speed != 1.0 and s.recorded_interval_s:
+            # a replay sped up: the sampling as recorded, and how much faster it plays
+            parts.append((" | ", f"every {s.recorded_interval_s:g}s x{s.speed:g}", 0))
+        else:
+            parts.append((" | ", f"every {s.interval_s:g}s", 0))
         if s.latency_ms is not None:
             parts.append((" | ", f"sample {s.latency_ms:.1f}ms", 4))
         # The middle gives way first, a whole part at a time: label, pause state and
