@@ -39,6 +39,13 @@ def _power(watts: float | None) -> str:
     return fmt.NA if watts is None else f"{watts:.0f}W"
 
 
+def _memory(used: float | None, total: float | None) -> str:
+    """``12.3GiB/80.0GiB``; ``N/A`` for a node that said neither (a node down)."""
+    if used is None and total is None:
+        return fmt.NA
+    return f"{fmt.size(used)}/{fmt.size(total)}"
+
+
 #: the indent of a job's rank table
 _TAB = "  "
 
@@ -55,7 +62,7 @@ def node_table(nodes: tuple[Node, ...], width: int) -> list[str]:
             _ratio(n.tensor_active_mean),
             _ratio(n.dram_active_mean),
             _power(n.power_w),
-            f"{fmt.size(n.mem_used_bytes)}/{fmt.size(n.mem_total_bytes)}",
+            _memory(n.mem_used_bytes, n.mem_total_bytes),
         ]
         for n in nodes
     ]

@@ -185,3 +185,16 @@ def test_cluster_lines_fit(width: int) -> None:
     lines = cluster_report.node_table((node,), width)
     said = [line for line in lines if "Xid" in line or line.startswith("  ")]
     assert said and max(map(len, said)) <= width
+
+
+def test_a_node_that_is_down_has_no_memory_figures() -> None:
+    """A node that did not answer: its memory cell says N/A once (it said
+    N/A/N/A); a node that answered shows used/total."""
+    down = node_of(
+        HostView(host="n2", state="down", reason="ssh: refused", mode=None, answered=False)
+    )
+    row = next(line for line in cluster_report.node_table((down,), 100) if line.startswith("n2"))
+    assert row.split()[-1] == "N/A" and "N/A/N/A" not in row
+    up = node_of(_view(_snapshot(_device(FAULT, FELL))))
+    row = next(line for line in cluster_report.node_table((up,), 100) if line.startswith("n1"))
+    assert "/" in row.split()[-1] and "N/A" not in row.split()[-1]
