@@ -65,7 +65,10 @@ COARSE_CLASSES = (COMPUTE, COMMUNICATION, MEMCPY, MEMSET)
 # kernels (``cudnn::fusion::compute_dot_do_o_specialized``, the dO·O row sums,
 # and ``cudnn::fusion::convert_dq_to_16bits``), and SDPA with dropout on cuDNN
 # unpacks its random seed with ``at::cuda::philox::unpack_cudnn``: attention too
-# (the second would read as a convolution by its ``conv``).
+# (the second would read as a convolution by its ``conv``).  cuDNN's older
+# convolution kernels are named for their precision (``volta_scudnn_128x64_relu_
+# interior_nn_v1``, ``hcudnn``) or their algorithm (Winograd): a GEMM, not the
+# elementwise op their fused ReLU names.
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         ATTENTION,
@@ -79,7 +82,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         GEMM,
         re.compile(
             r"gemm|gemv|matmul|addmm|splitkreduce|cutlass|cublas|nvjet|xmma|wgmma|hmma|s1688|s16816|"
-            r"tensorop|conv|implicit_?gemm|dgrad|wgrad|fprop|triton_tem|bmm|_mm_|cijk_",
+            r"tensorop|conv|implicit_?gemm|dgrad|wgrad|fprop|triton_tem|bmm|_mm_|cijk_|"
+            r"[sh]cudnn|winograd",
             re.IGNORECASE,
         ),
     ),

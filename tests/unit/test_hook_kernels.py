@@ -98,6 +98,11 @@ SUM = (
         ("Cijk_Ailk_Bljk_SB_MT128x32x32_MI16x16x4x1_SN_1LDSB1_APM1_ABV", "gemm"),
         ("_ZN7ck_tile6kentryINS_8gfx950_tELi1ENS_13FmhaFwdKernelINS_23", "attention"),
         ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(int)", "gemm"),
+        # cuDNN's older convolutions, named for their precision or algorithm, with
+        # a fused ReLU (a T4's ResNet traces): GEMMs, not elementwise ops
+        ("_5x_cudnn_volta_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1", "gemm"),
+        ("volta_scudnn_128x64_relu_interior_nn_v1", "gemm"),
+        ("turing_hcudnn_128x128_relu_small_nn_v1", "gemm"),
         ("some_custom_kernel", "other"),
     ],
 )
