@@ -35,6 +35,19 @@ Jobs:
   and NCHW against channels_last on one batch fed again; ``pinned_loader_live``:
   the job without a profiler for ``LIVE_S`` seconds (``gputui run``, ``attach``).
 
+- ``peft_lora``: a Hugging Face Llama (from a config) in bf16 with LoRA adapters
+  (``peft``, r=16 on the attention's q and v), only the adapters trained;
+- ``timm_convnext``: timm's ConvNeXt-Tiny trained in bf16 autocast at batch 64
+  (its 7x7 depthwise convolutions and channel LayerNorms), NCHW as timm makes
+  it; ``timm_convnext_timing``: without a profiler, NCHW against channels_last,
+  ms a step;
+- ``accelerate_fp16``: a GPT-2 (from a config) fitted with ``accelerate``'s
+  ``Accelerator(mixed_precision="fp16", gradient_accumulation_steps=4)`` and its
+  ``accumulate`` context (a GradScaler underneath);
+- ``generate_dynamic``: a GPT-2's ``generate()`` (64 new tokens, batch 1, bf16),
+  two calls profiled with ``torch.profiler.profile()`` and no schedule, as a user
+  first tries it; ``generate_static``: the same with the static KV cache.
+
 Each job writes its traces under ``OUT_DIR/JOB/`` (the handler's file names),
 gzipped.
 """
@@ -89,7 +102,14 @@ def llama(out: Path, attn: str, profile: bool = True) -> Callable[[], None]:
     )
     model = LlamaForCausalLM(cfg).to(DEV, torch.bfloat16)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    ids = torch.randint(0, 32000, (8, 1024), device=DEV)
+    return lm_step(out, model, opt, torch.randint(0, 32000, (8, 1024), device=DEV), profile)
+
+
+def lm_step(
+    out: Path, model: Any, opt: Any, ids: torch.Tensor, profile: bool
+) -> Callable[[], None]:
+    """A causal LM's training step on ``ids`` (its own labels), profiled with
+    shapes and FLOPs where ``profile``."""
 
     def step() -> None:
         loss = model(input_ids=ids, labels=ids).loss
@@ -483,6 +503,147 @@ def job_pinned_loader_timing(out: Path) -> None:
         ms = job_pinned_loader(out, profile=False, loader=False, channels_last=last)
         layout = "channels_last" if last else "NCHW"
         print(f"pinned_loader_timing: one batch, fed again, {layout}: {ms:.2f} ms a step")
+
+
+def timed_ms(step: Callable[[], None], n: int = 50, warmup: int = 10) -> float:
+    """``step``'s milliseconds, the mean of ``n`` runs after ``warmup``."""
+    import time
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1000
+
+
+def peft_lora(out: Path, batch: int = 4, profile: bool = True) -> Callable[[], None]:
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+        num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=2048,
+    )  # fmt: skip
+    model = LlamaForCausalLM(cfg).to(DEV, torch.bfloat16)
+    lora = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj"])
+    model = get_peft_model(model, lora)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    return lm_step(out, model, opt, torch.randint(0, 32000, (batch, 512), device=DEV), profile)
+
+
+def job_peft_lora(out: Path) -> None:
+    peft_lora(out)
+
+
+def job_peft_lora_timing(out: Path) -> None:
+    """LoRA at batch 4 against 16: ms a sample."""
+    for batch in (4, 16, 4, 16):
+        ms = timed_ms(peft_lora(out, batch, profile=False), n=20)
+        print(f"peft_lora_timing: batch {batch}: {ms / batch:.2f} ms a sample ({ms:.1f} a step)")
+
+
+def convnext_step(channels_last: bool, compiled: bool = False) -> Callable[[], None]:
+    import timm
+
+    model = timm.create_model("convnext_tiny")
+    if compiled:
+        model = torch.compile(model)
+    return vision_step(model, 64, amp=True, channels_last=channels_last)
+
+
+def job_timm_convnext(out: Path) -> None:
+    loop(out, convnext_step(False), record_shapes=True)
+
+
+def job_timm_convnext_timing(out: Path) -> None:
+    for last in (False, True, False, True):
+        ms = timed_ms(convnext_step(last))
+        print(f"timm_convnext_timing: {'channels_last' if last else 'NCHW'}: {ms:.2f} ms a step")
+    for compiled in (True, False, True):
+        ms = timed_ms(convnext_step(False, compiled))
+        print(f"timm_convnext_timing: NCHW, compiled={compiled}: {ms:.2f} ms a step")
+
+
+def accelerate_fp16(
+    out: Path, batch: int = 4, accum: int = 4, profile: bool = True
+) -> Callable[[], None]:
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    AcceleratorState._reset_state(True)  # a new Accelerator for each setting
+    GradientState._reset_state()
+    acc = Accelerator(mixed_precision="fp16", gradient_accumulation_steps=accum)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=6, n_embd=768, n_head=12))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.utils.data.DataLoader(
+        torch.randint(0, 50257, (1024, 512)), batch_size=batch, shuffle=True
+    )
+    model, opt, data = acc.prepare(model, opt, data)
+
+    def forever() -> Iterator[Any]:
+        while True:
+            yield from data
+
+    batches = forever()
+
+    def step() -> None:  # one optimizer step: ``accum`` micro-batches
+        for _ in range(accum):
+            ids = next(batches)
+            with acc.accumulate(model):
+                loss = model(input_ids=ids, labels=ids).loss
+                acc.backward(loss)
+                opt.step()
+                opt.zero_grad()
+
+    if profile:
+        loop(out, step)
+    return step
+
+
+def job_accelerate_fp16(out: Path) -> None:
+    accelerate_fp16(out)
+
+
+def job_accelerate_fp16_timing(out: Path) -> None:
+    """The same optimizer batch of 16 sequences as 4 x 4 and as 16 x 1: ms an
+    optimizer step."""
+    for batch, accum in ((4, 4), (16, 1), (4, 4), (16, 1)):
+        ms = timed_ms(accelerate_fp16(out, batch, accum, profile=False), n=20, warmup=5)
+        print(f"accelerate_fp16_timing: batch {batch} x {accum}: {ms:.1f} ms an optimizer step")
+
+
+def _generate(out: Path, static: bool) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)
+    model = GPT2LMHeadModel(cfg).to(DEV, torch.bfloat16).eval()
+    model.generation_config.pad_token_id = 0
+    if static:
+        model.generation_config.cache_implementation = "static"
+    ids = torch.randint(0, 50257, (1, 32), device=DEV)
+    kw = {"max_new_tokens": 64, "min_new_tokens": 64, "do_sample": False}
+    for _ in range(3):  # warm-up (the static cache compiles here)
+        model.generate(ids, **kw)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as prof:
+        for _ in range(2):
+            model.generate(ids, **kw)
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(str(out / "generate.pt.trace.json"))
+
+
+def job_generate_dynamic(out: Path) -> None:
+    _generate(out, static=False)
+
+
+def job_generate_static(out: Path) -> None:
+    _generate(out, static=True)
 
 
 def gzip_all(where: Path) -> None:
