@@ -368,7 +368,26 @@ def warnings(summary: TraceSummary) -> list[str]:
             "taken as one step; profile with a schedule and call prof.step() each step for "
             "per-step figures"
         )
+    repeated = _repeated_step(summary.steps)
+    if repeated is not None:
+        step, times = repeated
+        out.append(
+            f"ProfilerStep#{step} is marked {times} times: the file holds several processes' "
+            "steps (ranks merged into one file), and a file is read as one rank, so its "
+            "figures mix them; analyze each rank's own trace (a directory of them reads as "
+            "the job's ranks)"
+        )
     return out
+
+
+def _repeated_step(steps: Sequence[int]) -> tuple[int, int] | None:
+    """The step number marked most often, and how often, where one is marked
+    more than once (a process marks each of its steps once)."""
+    counts: dict[int, int] = {}
+    for step in steps:
+        counts[step] = counts.get(step, 0) + 1
+    step, times = max(counts.items(), key=lambda kv: (kv[1], -kv[0]), default=(0, 0))
+    return (step, times) if times > 1 else None
 
 
 def outside_json(side: Outside) -> dict[str, Any]:

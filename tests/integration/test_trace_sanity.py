@@ -731,3 +731,23 @@ def test_an_ops_first_call_many_times_its_later_ones_is_warm_up(
     assert "1 op call took 300ms of the 324ms window while the GPU idled" in text
     assert "cuDNN's algorithm search" in text
     assert "launch.overhead" not in rules and "launch.idle_gaps" not in rules
+
+
+def test_a_file_of_ranks_merged_together_says_its_steps_repeat(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two processes' steps 1-3 in one file (ranks merged into one, as trace
+    tools merge them): one rank's figures would mix them, and the reader is told
+    so; one process's file is not."""
+    t = TraceBuilder()
+    loop(t, 0.0)
+    rank, _text = analyze(capsys, t.write(tmp_path / "one.pt.trace.json"))
+    assert not any("is marked" in w for w in rank["warnings"])
+    t.pid, t.tid = 200, 200  # the second process, the same step numbers
+    loop(t, 100.0)
+    rank, text = analyze(capsys, t.write(tmp_path / "merged.pt.trace.json"))
+    (merged,) = [w for w in rank["warnings"] if "is marked" in w]
+    assert merged.startswith(
+        "ProfilerStep#1 is marked 2 times: the file holds several processes' steps"
+    )
+    assert "analyze each rank's own trace" in text
