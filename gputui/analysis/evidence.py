@@ -116,6 +116,10 @@ class CaptureView(ValueBase):
     #: collective's kind, its start from the window's and its time on the GPU
     #: (µs); () for a capture
     comm_kernels: tuple[tuple[str, float, float], ...] = ()
+    #: a trace's conversions (``aten::to``) by the torch op or autograd node each
+    #: runs inside, "" for the program's own, the most first, where they are
+    #: many; () for a capture, or few
+    cast_parents: tuple[tuple[str, int], ...] = ()
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
     first_step: int | None = None
@@ -380,6 +384,8 @@ class JobEvidence(ValueBase):
     memory: MemorySample | None = None
     growth: MemoryGrowth | None = None
     device_total_bytes: int | None = None
+    #: the GPU a trace's header lists (deviceProperties), if any
+    device_name: str | None = None
     capture: CaptureView | None = None
     gpu: GpuWindow | None = None
     #: the DataLoader being iterated, as the hook saw it (None: none, or unknown)

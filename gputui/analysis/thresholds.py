@@ -98,6 +98,7 @@ cpu.logging_share           0.10        share    a framework's logging's share o
 cpu.creation_share          0.10        share    CPU-side random tensor creation's share of the step
 cpu.creation_call_us        50          us       a random op this slow per call runs on the CPU
 cpu.host_ops_share          0.10        share    torch ops on the CPU's share of a GPU job's step
+cpu.no_gpu_share            0.50        share    torch ops' share of a step no GPU ran
 launch.issue_share          0.4         share    kernel launch + torch dispatch's share of the step
 launch.cpu_op_us            1000        us       a torch op this slow a call computes on the CPU
 launch.short_kernel_us      20          us       a mean kernel this short is launch-bound

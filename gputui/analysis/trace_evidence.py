@@ -114,6 +114,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         marked_steps=summary.window_kind == WINDOW_STEPS,
         tiny_share_counted=_tiny_share(summary),
         comm_kernels=summary.comm_kernels,
+        cast_parents=summary.cast_parents,
     )
 
 
@@ -143,6 +144,7 @@ def trace_evidence(
         cuda=summary.gpu_ran,  # (launches whose kernels went unrecorded: a GPU job)
         capture=trace_capture(summary),
         device_total_bytes=summary.device_memory_bytes,
+        device_name=summary.device_name,
         from_trace=True,
         compile_share=_window_share(summary, summary.sanity.compile_us),
         cold_launch_share=_window_share(summary, summary.sanity.cold_launch_us),

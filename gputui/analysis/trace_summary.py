@@ -15,6 +15,7 @@ from dataclasses import field
 from typing import Any
 
 from gputui import fmt
+from gputui.analysis import thresholds
 from gputui.analysis.evidence import CPU_OP_US
 from gputui.analysis.finding import Finding, ranked
 from gputui.protocol.capture import CpuOpRow, KernelRow
@@ -23,12 +24,15 @@ from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
-from gputui.trace.scan import KERNEL_LAUNCHES, WARMUP_RATIO, Outside, Sanity, Scan
+from gputui.trace.scan import CAST_OP, KERNEL_LAUNCHES, WARMUP_RATIO, Outside, Sanity, Scan
 from gputui.trace.tables import TOP_ROWS
 from gputui.trace.timeline import Timeline, step_id
 from gputui.trace.trace_metrics import compute
 
 #: what a trace's window is
+#: conversions a step from which a summary says what runs them
+CASTS_PER_STEP = thresholds.value("copy.casts_per_step")
+
 WINDOW_STEPS = "profiled steps"
 WINDOW_GPU = "GPU activity"
 WINDOW_HOST = "host activity"
@@ -90,6 +94,10 @@ class TraceSummary(ValueBase):
     #: kind, its start from the window's and its time on the GPU (µs):
     #: :meth:`~gputui.trace.scan.Scan.comm_sequence`
     comm_kernels: tuple[tuple[str, float, float], ...] = ()
+    #: the window's conversions (``aten::to``) by the op or autograd node each
+    #: runs inside, "" for the program's own, where they are many (at least
+    #: ``copy.casts_per_step`` a step): :meth:`~gputui.trace.scan.Scan.cast_parents`
+    cast_parents: tuple[tuple[str, int], ...] = ()
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
     cpu_self_total_us: float = 0.0
@@ -176,6 +184,8 @@ def summarize(
     slow = {o.name for o in ops if "::" in o.name and o.calls and o.mean_self_us >= CPU_OP_US}
     steps = tuple(s for s in (step_id(r[2]) for r in scan.step_ranges) if s is not None)
     setup, teardown = scan.outside()
+    casts = next((t.calls for t in scan.op_tally() if t.name == CAST_OP), 0)
+    many = casts >= CASTS_PER_STEP * max(1, len(steps))
     if any(r[1] > r[0] for r in scan.step_ranges):
         kind = WINDOW_STEPS
     elif any(a[5] != -1 and a[1] > a[0] for a in timeline.gpu):
@@ -205,6 +215,7 @@ def summarize(
         kernel_calls=table.calls,
         gpu_span_us=scan.gpu_span(),
         comm_kernels=scan.comm_sequence(),
+        cast_parents=scan.cast_parents() if many else (),
         cpu_ops=ops,
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,
@@ -258,24 +269,31 @@ def _setup_warning(s: Sanity, window: tuple[int, int]) -> str:
     )
 
 
-def _warmup_warning(s: Sanity, window: tuple[int, int]) -> str:
-    """The warning for ops' warm-up calls in the window (Sanity.warmup_calls)."""
+def _warmup_warning(s: Sanity, window: tuple[int, int], gpu: bool = True) -> str:
+    """The warning for ops' warm-up calls in the window (Sanity.warmup_calls);
+    ``gpu``: the trace records GPU work (a CPU-only one has no GPU to idle, nor
+    CUDA's first calls)."""
     lo, hi = window
     named = _by_name(s.warmup_by_name)
     convolutions = any("convolution" in name for name, _n, _us in s.warmup_by_name)
-    why = (
-        "cuDNN's algorithm search on each new convolution shape "
-        "(torch.backends.cudnn.benchmark=True), and the first calls of other ops (CUDA "
-        "loading their kernels, cuBLAS's set-up)"
-        if convolutions
-        else "first calls (CUDA loading their kernels, a library's set-up: cuBLAS, cuDNN)"
-    )
+    if not gpu:
+        why = "first calls (a library's set-up: oneDNN making its primitives, memory first touched)"
+    elif convolutions:
+        why = (
+            "cuDNN's algorithm search on each new convolution shape "
+            "(torch.backends.cudnn.benchmark=True), and the first calls of other ops (CUDA "
+            "loading their kernels, cuBLAS's set-up)"
+        )
+    else:
+        why = "first calls (CUDA loading their kernels, a library's set-up: cuBLAS, cuDNN)"
     return (
         f"{s.warmup_calls:,} op call{'' if s.warmup_calls == 1 else 's'} took "
-        f"{fmt.ms(s.warmup_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window while the GPU "
-        f"idled, each {WARMUP_RATIO} times its op's median call or more ({named}): warm-up, "
-        f"{why}, a one-off that is no cost of the loop, left out of the launch and idle "
-        "findings; profile steps after a warm-up (torch.profiler.schedule(wait=1, warmup=1, "
+        f"{fmt.ms(s.warmup_us / 1e6)} of the {fmt.ms((hi - lo) / 1e6)} window"
+        + (" while the GPU idled" if gpu else "")
+        + f", each {WARMUP_RATIO} times its op's median call or more ({named}): warm-up, "
+        f"{why}, a one-off that is no cost of the loop, left out of the "
+        + ("launch and idle findings" if gpu else "findings")
+        + "; profile steps after a warm-up (torch.profiler.schedule(wait=1, warmup=1, "
         "active=3) with prof.step() each step)"
     )
 
@@ -321,7 +339,7 @@ def warnings(summary: TraceSummary) -> list[str]:
     if s.setup_calls and summary.window_us is not None:
         out.append(_setup_warning(s, summary.window_us))
     if s.warmup_calls and summary.window_us is not None:
-        out.append(_warmup_warning(s, summary.window_us))
+        out.append(_warmup_warning(s, summary.window_us, summary.gpu_ran))
     if s.kernels_before_launch:
         out.append(
             f"{s.kernels_before_launch:,} of {s.kernels_launched:,} kernels start before their "

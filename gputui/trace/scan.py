@@ -81,6 +81,8 @@ from gputui.trace.timeline import (
 _START = itemgetter(0)
 #: the communication kernels a summary keeps in order (:meth:`Scan.comm_sequence`)
 COMM_SEQUENCE = 512
+#: a conversion: ``aten::to`` (which runs ``aten::_to_copy`` when it converts)
+CAST_OP = "aten::to"
 _END = itemgetter(1)
 _NAME = itemgetter(2)
 #: no thread yet (a record's thread may be any value)
@@ -1115,6 +1117,35 @@ class Scan:
         a, b = self.gpu_bounds()
         kinds = TABLE_KINDS
         return tally((act[4], act[2]) for act in islice(self.timeline.gpu, a, b) if act[3] in kinds)
+
+    def cast_parents(self) -> tuple[tuple[str, int], ...]:
+        """The window's conversions (``aten::to``) by the host range each runs
+        directly inside: the name of the torch op or autograd node that encloses
+        it (autocast casts a matmul's or a convolution's inputs inside the op;
+        the backward casts a gradient back inside its node), ``""`` for one
+        called from the program itself (under a step mark, a ``record_function``
+        or a Python frame, or nothing).  The most first.  One walk over the
+        host's ranges: callers ask only where the casts are many."""
+        w = self.window
+        lo, hi = (w[0], w[1]) if w is not None else (float("-inf"), float("inf"))
+        stacks: dict[Any, list[Any]] = {}
+        by: Counter[str] = Counter()
+        gpu_annotation, cast = GPU_ANNOTATION, CAST_OP
+        for r in self.timeline.ranges:
+            if r[4] == gpu_annotation:
+                continue
+            st = stacks.get(r[3])
+            if st is None:
+                st = stacks[r[3]] = []
+            s = r[0]
+            while st and st[-1][1] <= s:
+                st.pop()
+            if r[2] == cast and lo <= s < hi:
+                p = st[-1] if st else None
+                inside = p is not None and p[4] == OP and p[2] != cast and p[1] >= r[1]
+                by[p[2] if p is not None and inside else ""] += 1
+            st.append(r)
+        return tuple(sorted(by.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def comm_sequence(self, limit: int = COMM_SEQUENCE) -> tuple[tuple[str, float, float], ...]:
         """The communication kernels (NCCL's, by name) on a stream that start in

@@ -647,3 +647,38 @@ def test_convolutions_in_nchw_are_told_channels_last(capsys: pytest.CaptureFixtu
     assert not any("nchwtonhwc" in n or "nhwctonchw" in n for n in names)
     (rank,) = json.loads(analyze(capsys, "--json", str(last)))["ranks"]
     assert "kernels.layout_conversion" not in [f["rule"] for f in rank["findings"]]
+
+
+def test_autocasts_casts_are_not_told_to_be_cast_by_hand(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """timm's ConvNeXt-Tiny trained in bf16 autocast on an H100 (one step,
+    bench/jobs/library_jobs.py): its 395 conversions a step are autocast's,
+    inside the linear, convolution and layer norm ops (and their gradients'
+    inside ToCopyBackward0), counted here from the raw events; the finding says
+    so, and does not ask the job to cast once by hand."""
+    path = LIBRARY / "timm_convnext_bf16_step.pt.trace.json.gz"
+    with gzip.open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    ops = sorted(
+        (e for e in events if e.get("cat") == "cpu_op"),
+        key=lambda e: (e["tid"], e["ts"], -e["dur"]),
+    )
+    inside = own = 0
+    stacks: dict[int, list[dict]] = {}
+    for e in ops:
+        st = stacks.setdefault(e["tid"], [])
+        while st and st[-1]["ts"] + st[-1]["dur"] <= e["ts"]:
+            st.pop()
+        if e["name"] == "aten::to":
+            if st and st[-1]["ts"] + st[-1]["dur"] >= e["ts"] + e["dur"]:
+                inside += 1
+            else:
+                own += 1
+        st.append(e)
+    assert inside > 300 and own == 0
+    (rank,) = json.loads(analyze(capsys, "--json", str(path)))["ranks"]
+    (casts,) = [f for f in rank["findings"] if f["rule"] == "copy.frequent_casts"]
+    assert f"{inside} conversions per step" in casts["evidence"]
+    assert "inside other torch ops (aten::linear, aten::conv2d" in casts["evidence"]
+    assert casts["fix"].startswith("nothing to cast by hand: these are autocast's own")

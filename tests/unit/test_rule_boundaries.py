@@ -340,6 +340,19 @@ CASES: dict[str, Case] = {
         "cpu.host_ops",
         lambda s: evidence(cap=capture(ops=[op("aten::sort", 2, s * 50_000.0)], account=account())),
     ),
+    # a trace no GPU ran: torch's ops' share of the step
+    "cpu.no_gpu_share": past_share(
+        "cpu.no_gpu",
+        lambda s: dataclasses.replace(
+            evidence(
+                cap=capture(
+                    ops=[op("aten::mm", 5, 100.0)], account=account(gpu_busy=None, dispatch=s)
+                )
+            ),
+            cuda=False,
+            from_trace=True,
+        ),
+    ),
     "cpu.gpu_idle_share": past_share(
         "cpu.python",
         lambda i: evidence(cap=capture(account=account(gpu_busy=1.0 - i, dispatch=0.1))),

@@ -4,7 +4,7 @@ evidence that should not; the engine ranks findings and survives a broken rule."
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -386,6 +386,11 @@ CASES: dict[str, tuple[Factory, Factory]] = {
         # the same share in 500 sorts of 30 us: GPU launches, not CPU work
         lambda: evidence(cap=capture(ops=[op("aten::sort", 500, 15_000.0)], account=account())),
     ),
+    "cpu.no_gpu": (
+        # a trace without GPU work whose torch ops take 60% of the step
+        lambda: cpu_trace(0.6),
+        lambda: cpu_trace(0.3),
+    ),
     "launch.idle_gaps": (
         lambda: evidence(cap=capture([kernel(GEMM_BF16, "gemm", 100, 50_000.0)])),
         lambda: evidence(cap=gemm_capture()),
@@ -481,6 +486,15 @@ CASES: dict[str, tuple[Factory, Factory]] = {
         ),
     ),
 }
+
+
+def cpu_trace(
+    dispatch: float, ops: Sequence[CpuOpRow] = (), device: str | None = None
+) -> JobEvidence:
+    """A trace of a job no GPU ran: torch's ops ``dispatch`` of the step."""
+    cap = capture(ops=list(ops) or [op("aten::addmm", 50, 30_000.0)],
+                  account=account(gpu_busy=None, dispatch=dispatch))  # fmt: skip
+    return dataclasses.replace(evidence(cap=cap), cuda=False, from_trace=True, device_name=device)
 
 
 def fired(rule_id: str, ev: JobEvidence) -> list[Finding]:
@@ -1054,3 +1068,63 @@ def test_an_inference_jobs_data_wait_is_its_loops_not_a_training_one(training: b
     assert f.evidence.startswith(f"the {loop} loop waits")
     assert f"the DataLoader makes them in the {process} process" in f.evidence
     assert f.fix.startswith(f"the DataLoader loads every batch in the {process} process")
+
+
+def test_casts_made_inside_torch_ops_are_told_to_be_autocasts() -> None:
+    """A trace whose casts run inside torch ops (autocast's) is not told to cast
+    once by hand; one whose casts the program makes is."""
+    import dataclasses
+
+    ops = [
+        op("aten::to", 600, 1500.0),
+        op("aten::_to_copy", 600, 1500.0),
+        op("aten::mm", 50, 5000.0),
+    ]
+    ev = evidence(cap=capture(ops=ops))
+    assert ev.capture is not None
+
+    def told(parents: tuple[tuple[str, int], ...]) -> Finding:
+        cap = dataclasses.replace(ev.capture, cast_parents=parents)
+        (f,) = fired("copy.frequent_casts", dataclasses.replace(ev, capture=cap))
+        return f
+
+    auto = told((("ToCopyBackward0", 300), ("aten::linear", 200), ("aten::conv2d", 90), ("", 10)))
+    assert auto.evidence.endswith(
+        "; 48% of them inside other torch ops (aten::linear, aten::conv2d) and 50% inside "
+        "autograd's backward, 2% called by the program: autocast casting each op's fp32 "
+        "weights and inputs, and the gradients back"
+    )
+    assert auto.fix.startswith("nothing to cast by hand: these are autocast's own")
+    assert "torch.compile(model) folds them" in auto.fix
+    # the program's own casts, and their backward: cast once
+    own = told((("", 300), ("ToCopyBackward0", 300)))
+    assert own.fix.startswith("cast once")
+    assert "inside other torch ops" not in own.evidence
+    # as many inside ops as the program's own: not told apart
+    assert told((("", 200), ("aten::linear", 300))).fix.startswith("cast once")
+    # a capture (no parents): as before
+    assert told(()).fix.startswith("cast once")
+
+
+def test_a_trace_without_gpu_work_says_where_its_ops_ran() -> None:
+    """Ops only a GPU runs: the profiler left CUDA out.  Otherwise the job ran
+    on the CPU, said against the GPU its header lists.  Not for a live job, nor
+    for one a GPU ran."""
+    ops = [
+        op("aten::mkldnn_convolution", 50, 40_000.0),
+        op("aten::native_batch_norm", 50, 10_000.0),
+    ]
+    (cpu,) = fired("cpu.no_gpu", cpu_trace(0.9, ops, device="Tesla T4"))
+    assert cpu.evidence == (
+        "no kernel, copy or launch in the trace; torch's ops take 90% of "
+        "the step (of their self time: aten::mkldnn_convolution 80%, aten::native_batch_norm "
+        "20%): the job ran on the CPU, though the trace's header lists the GPU Tesla T4"
+    )
+    assert cpu.fix.startswith("if it should run on the GPU: move the model")
+    gpu_ops = [op("aten::cudnn_convolution", 50, 40_000.0)]
+    (left_out,) = fired("cpu.no_gpu", cpu_trace(0.9, gpu_ops))
+    assert "aten::cudnn_convolution runs only on a GPU" in left_out.evidence
+    assert "ProfilerActivity.CUDA" in left_out.fix
+    live = dataclasses.replace(cpu_trace(0.9, ops), from_trace=False)
+    assert fired("cpu.no_gpu", live) == []
+    assert fired("cpu.no_gpu", dataclasses.replace(cpu_trace(0.9, ops), cuda=True)) == []

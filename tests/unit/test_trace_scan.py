@@ -335,3 +335,27 @@ def test_without_step_marks_the_step_is_the_span_of_gpu_activity(
         assert scan.steps == [(110, 5150, None)]
     assert scan.window == (110, 5150)
     assert scan_module.device_steps(timeline, scan_module.host_steps(timeline)) == scan.steps
+
+
+def test_a_cast_is_told_by_the_range_it_runs_directly_inside() -> None:
+    """autocast casts inside the op it feeds, the backward inside its autograd
+    node, the program's own under its step mark or a Python frame; a cast that
+    outlasts the op it starts in is not inside it; casts outside the window
+    are not counted."""
+    ranges = [
+        HostRange(0, 1000, "ProfilerStep#1", 1, tl.ANNOTATION, -1),
+        HostRange(10, 100, "aten::linear", 1, tl.OP, 1),
+        HostRange(20, 30, "aten::to", 1, tl.OP, 2),
+        HostRange(40, 50, "aten::to", 1, tl.OP, 3),
+        HostRange(200, 210, "aten::to", 1, tl.OP, 4),  # the program's own
+        HostRange(300, 400, "ToCopyBackward0", 2, tl.OP, 5),
+        HostRange(310, 320, "aten::to", 2, tl.OP, 6),
+        HostRange(500, 600, "model.py(12): forward", 1, tl.PYTHON, -1),
+        HostRange(510, 520, "aten::to", 1, tl.OP, 7),  # under a Python frame: the program's
+        HostRange(700, 720, "aten::mul", 1, tl.OP, 8),
+        HostRange(710, 730, "aten::to", 1, tl.OP, 9),  # outlasts aten::mul
+        HostRange(2000, 2010, "aten::to", 1, tl.OP, 10),  # after the window
+    ]
+    scan = Scan(Timeline([], [], ranges))
+    assert scan.window == (0, 1000)
+    assert scan.cast_parents() == (("", 3), ("aten::linear", 2), ("ToCopyBackward0", 1))

@@ -28,6 +28,7 @@ from gputui.analysis.frameworks import BIGGER_BATCH, larger_batch, lightning_log
 from gputui.analysis.host_code import HostCode, host_code, where
 from gputui.analysis.ledger import HOST_CODE
 from gputui.analysis.registry import Minimum, finding, rule
+from gputui.analysis.severity import INFO
 from gputui.protocol.capture import CpuOpRow
 from gputui.protocol.trace_metrics import StepAccount, account_label
 
@@ -585,3 +586,70 @@ def host_ops(ev: JobEvidence) -> Iterable[Finding]:
         "it with the GPU's",
         "a new capture shows these ops as launches of microseconds and the GPU's busy share rises",
     )
+
+
+NO_GPU_SHARE = thresholds.value("cpu.no_gpu_share")
+#: ops only a GPU runs: in a trace without GPU work, they say the profiler left
+#: CUDA out, not that the job ran on the CPU
+_GPU_OP_WORDS = ("cudnn", "cuda", "flash_attention", "efficient_attention", "nccl")
+
+
+@rule(
+    "cpu.no_gpu",
+    "cpu",
+    "gputui: a trace that records no GPU work while torch's ops compute: the job ran on "
+    "the CPU (the model or its batches never moved to a GPU), or its profiler left CUDA "
+    "out of its activities",
+    ("capture",),
+    trigger=(
+        "trace without GPU activity or kernel launches: torch's ops take >= "
+        "{cpu.no_gpu_share} of the step (info: what ran, and the GPU its header lists)"
+    ),
+    bucket="dispatch",
+)
+def no_gpu(ev: JobEvidence) -> Iterable[Finding]:
+    cap = ev.capture
+    acct = account_of(ev)
+    if cap is None or acct is None or ev.cuda or not ev.from_trace or acct.step_us <= 0:
+        return []
+    share = acct.share("dispatch")
+    if share < NO_GPU_SHARE:
+        return []
+    ops = sorted((o for o in cap.cpu_ops if "::" in o.name and o.calls), key=lambda o: -o.self_us)
+    total = sum(o.self_us for o in ops)
+    named = ", ".join(
+        f"{fmt.clean(o.name, 60)} {o.self_us / total * 100:.0f}%" for o in ops[:3] if total
+    )
+    gpu_ops = [o.name for o in ops if any(w in o.name.lower() for w in _GPU_OP_WORDS)]
+    device = fmt.clean(ev.device_name, 60) if ev.device_name else None
+    evidence = (
+        "no kernel, copy or launch in the trace; torch's ops take "
+        f"{share * 100:.0f}% of the step" + (f" (of their self time: {named})" if named else "")
+    )
+    if gpu_ops:
+        evidence += (
+            f"; {fmt.clean(gpu_ops[0], 60)} runs only on a GPU: the profiler recorded the "
+            "host alone"
+        )
+        fix = (
+            "profile with the GPU: torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+            "ProfilerActivity.CUDA], ...): without CUDA the kernels, copies and launches "
+            "are not recorded, and the GPU's time is unknown"
+        )
+        confirm = "the next trace records kernels and their launches"
+    else:
+        evidence += ": the job ran on the CPU" + (
+            f", though the trace's header lists the GPU {device}" if device else ""
+        )
+        fix = (
+            "if it should run on the GPU: move the model and each batch there "
+            "(model.to('cuda'); x = x.to('cuda', non_blocking=True)), after checking that "
+            "torch.cuda.is_available() is True in the job (a CPU-only torch build, or "
+            "CUDA_VISIBLE_DEVICES set empty, makes it False); if the CPU is its device by "
+            "design, these ops are its time: check the threads they run on "
+            "(torch.get_num_threads(), OMP_NUM_THREADS, against the cores the job may use); "
+            "channels_last for convolutions and torch.compile can cut their time on a CPU too"
+        )
+        confirm = "the next trace records kernels on the GPU, or the CPU ops above take less"
+    title = "the trace records no GPU work"
+    return [finding(ev, "cpu.no_gpu", title, evidence, fix, confirm, severity=INFO)]

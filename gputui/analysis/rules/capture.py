@@ -16,7 +16,7 @@ launch overhead, other CPU-side work.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -942,20 +942,66 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     total_cpu = cap.cpu_op_us
     if calls / cap.steps < CASTS_PER_STEP or not total_cpu or us / total_cpu < CAST_CPU_SHARE:
         return []
+    seen = (
+        f"{calls / cap.steps:.0f} conversions per step (aten::to: a dtype or a device), "
+        f"{us / total_cpu * 100:.0f}% of CPU op time"
+    )
+    fix = (
+        "cast once: create tensors with the dtype and device they are used with, keep "
+        "constants on the GPU, let autocast handle precision instead of manual "
+        ".half()/.float()"
+    )
+    inside = _casts_inside(cap.cast_parents)
+    if inside is not None:
+        forward, backward, own, names = inside
+        seen += (
+            f"; {forward * 100:.0f}% of them inside other torch ops ({names}) and "
+            f"{backward * 100:.0f}% inside autograd's backward"
+            + (f", {own * 100:.0f}% called by the program" if own >= 0.005 else "")
+            + ": autocast casting each op's fp32 weights and inputs, and the gradients back"
+        )
+        fix = (
+            "nothing to cast by hand: these are autocast's own, made again at every call, "
+            "and they cost host time, which matters only where the host limits the step: "
+            f"{spell(COMPILE, ev.context.framework)} folds them into its kernels"
+        )
     return [
         finding(
             ev,
             "copy.frequent_casts",
             "tensors are cast over and over",
-            f"{calls / cap.steps:.0f} conversions per step (aten::to: a dtype or a device), "
-            f"{us / total_cpu * 100:.0f}% of CPU op time",
-            "cast once: create tensors with the dtype and device they are used with, keep "
-            "constants on the GPU, let autocast handle precision instead of manual "
-            ".half()/.float()",
+            seen,
+            fix,
             "aten::to drops in the capture's CPU ops",
             severity=INFO,
         )
     ]
+
+
+#: how many of a trace's casts run inside other torch ops, against those the
+#: program makes, for them to be read as autocast's
+AUTOCAST_OVER_OWN = 2.0
+
+
+def _casts_inside(
+    parents: Sequence[tuple[str, int]],
+) -> tuple[float, float, float, str] | None:
+    """Where a trace's casts run (:attr:`CaptureView.cast_parents`): the shares
+    inside forward torch ops, inside autograd's backward and called by the
+    program, and the ops that run the most; None unless those inside forward
+    ops outnumber the program's own :data:`AUTOCAST_OVER_OWN` times (then they
+    are autocast's, or the ops' own, not a cast the program repeats)."""
+    total = sum(n for _name, n in parents)
+    if not total:
+        return None
+    own = sum(n for name, n in parents if not name)
+    backward = sum(n for name, n in parents if name and "backward" in name.lower())
+    forward = total - own - backward
+    if not forward or forward < AUTOCAST_OVER_OWN * own:
+        return None
+    ops = [fmt.clean(name, 40) for name, _n in parents if name and "backward" not in name.lower()]
+    names = ", ".join(ops[:3]) + (", ..." if len(ops) > 3 else "")
+    return forward / total, backward / total, own / total, names
 
 
 @rule(
