@@ -43,7 +43,9 @@ Jobs:
   ms a step;
 - ``accelerate_fp16``: a GPT-2 (from a config) fitted with ``accelerate``'s
   ``Accelerator(mixed_precision="fp16", gradient_accumulation_steps=4)`` and its
-  ``accumulate`` context (a GradScaler underneath);
+  ``accumulate`` context (a GradScaler underneath); ``accelerate_fp16_live`` the
+  same without a profiler for ``LIVE_S`` seconds (``gputui run``, ``attach``);
+  ``accelerate_fp16_timing``: 4 x 4 against 16 x 1, ms an optimizer step;
 - ``generate_dynamic``: a GPT-2's ``generate()`` (64 new tokens, batch 1, bf16),
   two calls profiled with ``torch.profiler.profile()`` and no schedule, as a user
   first tries it; ``generate_static``: the same with the static KV cache.
@@ -606,6 +608,17 @@ def accelerate_fp16(
 
 def job_accelerate_fp16(out: Path) -> None:
     accelerate_fp16(out)
+
+
+def job_accelerate_fp16_live(out: Path) -> None:
+    """``accelerate_fp16`` without a profiler for ``LIVE_S`` seconds (40 by
+    default): for ``gputui run`` and ``attach``."""
+    import time
+
+    step = accelerate_fp16(out, profile=False)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < float(os.environ.get("LIVE_S", "40")):
+        step()
 
 
 def job_accelerate_fp16_timing(out: Path) -> None:

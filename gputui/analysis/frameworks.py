@@ -20,14 +20,25 @@ from gputui.protocol.profile import ProfileFunction, PythonProfile
 
 TRANSFORMERS = "transformers"
 LIGHTNING = "lightning"
+#: Hugging Face Accelerate under a loop of the job's own, by its Accelerator's
+#: code in the job's stack (the sampler's, a trace's): importing it says
+#: nothing (transformers imports it to load models), and the HF Trainer runs
+#: on it too (the Trainer comes first where both are seen)
+ACCELERATE = "accelerate"
 #: the frameworks the advice knows, in words
-NAMES = {TRANSFORMERS: "the Hugging Face Trainer", LIGHTNING: "Lightning"}
+NAMES = {
+    TRANSFORMERS: "the Hugging Face Trainer",
+    LIGHTNING: "Lightning",
+    ACCELERATE: "Accelerate",
+}
 
-#: a framework's training loop, by the files the Python sampler names
+#: a framework's training loop, by the files the Python sampler names, the
+#: frameworks that build the loop before Accelerate, which may run under them
 _LOOP_FILES = (
     (TRANSFORMERS, "/transformers/trainer.py"),
     (LIGHTNING, "/lightning/pytorch/"),
     (LIGHTNING, "/pytorch_lightning/"),
+    (ACCELERATE, "/accelerate/accelerator.py"),
 )
 
 
@@ -43,12 +54,10 @@ def framework_of(
             return name
     if profile is None:
         return traced if traced in NAMES else None
-    files = [f.file for f in profile.functions] + [f.file for f in profile.frames]
-    for file in files:
-        path = file.replace("\\", "/")
-        for name, part in _LOOP_FILES:
-            if part in path:
-                return name
+    paths = [f.file.replace("\\", "/") for f in (*profile.functions, *profile.frames)]
+    for name, part in _LOOP_FILES:
+        if any(part in path for path in paths):
+            return name
     return traced if traced in NAMES else None
 
 
@@ -131,6 +140,7 @@ _SPELLING: dict[str, dict[str | None, str]] = {
         None: "torch.compile(model)",
         TRANSFORMERS: "TrainingArguments(torch_compile=True)",
         LIGHTNING: "torch.compile(model) before trainer.fit(model)",
+        ACCELERATE: "torch.compile(model), or Accelerator(dynamo_backend='inductor')",
     },
     FUSED_OPTIMIZER: {
         None: "torch.optim.AdamW(..., fused=True)",
@@ -142,6 +152,7 @@ _SPELLING: dict[str, dict[str | None, str]] = {
         TRANSFORMERS: "TrainingArguments(per_device_train_batch_size=..., "
         "gradient_accumulation_steps=...) keeps the optimizer's batch",
         LIGHTNING: "Trainer(accumulate_grad_batches=...) keeps the optimizer's batch",
+        ACCELERATE: "Accelerator(gradient_accumulation_steps=...) keeps the optimizer's batch",
     },
     PERSISTENT_WORKERS: {
         None: "DataLoader(..., persistent_workers=True)",
@@ -159,11 +170,13 @@ _SPELLING: dict[str, dict[str | None, str]] = {
         "torch.amp.GradScaler('cuda') around the backward when training",
         TRANSFORMERS: "fp16 mixed precision: TrainingArguments(fp16=True)",
         LIGHTNING: "fp16 mixed precision: Trainer(precision='16-mixed')",
+        ACCELERATE: "fp16 mixed precision: Accelerator(mixed_precision='fp16')",
     },
     LOWER_PRECISION: {
         None: "bf16 autocast: with torch.autocast('cuda', dtype=torch.bfloat16)",
         TRANSFORMERS: "bf16 mixed precision: TrainingArguments(bf16=True)",
         LIGHTNING: "bf16 mixed precision: Trainer(precision='bf16-mixed')",
+        ACCELERATE: "bf16 mixed precision: Accelerator(mixed_precision='bf16')",
     },
 }
 
@@ -175,6 +188,8 @@ _FEWER_MICRO_BATCHES: dict[str | None, str] = {
     "gradient_accumulation_steps=... down as much)",
     LIGHTNING: "the DataLoader's batch_size up to {n}x, Trainer(accumulate_grad_batches=...) "
     "down as much",
+    ACCELERATE: "the DataLoader's batch_size up to {n}x, Accelerator("
+    "gradient_accumulation_steps=...) down as much",
 }
 
 

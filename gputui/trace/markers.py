@@ -55,7 +55,11 @@ _LOADER_RANGE = "enumerate(DataLoader)#"
 _FRAMEWORK_NAMES = (
     ("lightning", ("[pl][",), ("lightning/pytorch/", "pytorch_lightning/")),
     ("transformers", (), ("transformers/trainer.py(",)),
+    ("accelerate", (), ("accelerate/accelerator.py(",)),
 )
+#: a framework that runs under another (the HF Trainer on Accelerate): the
+#: other is looked for after it is found
+_UNDERNEATH = "accelerate"
 _LOADER_ITERS = (
     ("_MultiProcessingDataLoaderIter", "workers"),
     ("_SingleProcessDataLoaderIter", "main"),
@@ -308,8 +312,8 @@ def markers_of(
             collectives.add(collective_kind(name))
         elif name.startswith(_LOADER_RANGE):
             loader = next((where for it, where in _LOADER_ITERS if it in name), loader)
-        elif framework is None:
-            framework = _framework(name)
+        elif framework is None or framework == _UNDERNEATH:
+            framework = _framework(name) or framework
         attention.add(op_backend(name))
     if not _GRAPH_LAUNCHES.isdisjoint(runtime_names):
         cuda_graphs = True

@@ -8,6 +8,7 @@ import pytest
 
 from gputui.analysis import engine
 from gputui.analysis.frameworks import (
+    ACCELERATE,
     LIGHTNING,
     TRANSFORMERS,
     framework_of,
@@ -43,6 +44,17 @@ def sampled_in(*files: str) -> PythonProfile:
         ((), (f"{SITE}/pytorch_lightning/loops/fit_loop.py",), LIGHTNING),
         # transformers' models without its Trainer: a loop of the job's own
         ((), (f"{SITE}/transformers/models/gpt2/modeling_gpt2.py",), None),
+        # a loop of the job's own on Accelerate's Accelerator; the HF Trainer runs
+        # on it too, and comes first, whichever the sampler names first
+        ((), (f"{SITE}/accelerate/accelerator.py",), ACCELERATE),
+        (
+            (),
+            (f"{SITE}/accelerate/accelerator.py", f"{SITE}/transformers/trainer.py"),
+            TRANSFORMERS,
+        ),
+        (("transformers",), (f"{SITE}/accelerate/accelerator.py",), TRANSFORMERS),
+        # Accelerate's hooks (a model loaded with device_map) are no Accelerator
+        ((), (f"{SITE}/accelerate/hooks.py",), None),
         ((), (), None),
     ],
 )
@@ -84,6 +96,13 @@ def test_the_launch_advice_speaks_the_frameworks_arguments() -> None:
     assert "TrainingArguments(torch_compile=True) fuses" in hf
     assert 'a fused optimizer (TrainingArguments(optim="adamw_torch_fused"))' in hf
     assert "gradient_accumulation_steps" in hf
+    acc = dataclasses.replace(
+        evidence(cap=tiny_kernels()),
+        python_profile=sampled_in(f"{SITE}/accelerate/accelerator.py"),
+    )
+    (accelerate,) = [f.fix for f in engine.analyze(acc) if f.rule == "launch.overhead"]
+    assert "torch.compile(model), or Accelerator(dynamo_backend='inductor') fuses" in accelerate
+    assert "Accelerator(gradient_accumulation_steps=...)" in accelerate
     lightning = launch_fix(tiny_kernels(), frameworks=("lightning",))
     assert "torch.compile(model) before trainer.fit(model) fuses" in lightning
     assert "in configure_optimizers()" in lightning
@@ -175,6 +194,15 @@ def test_a_traces_dataloader_range_says_where_the_batches_are_made() -> None:
         ({"/venv/lib/python3.12/site-packages/transformers/trainer.py(2240): train"}, TRANSFORMERS),
         ({"lightning/pytorch/loops/fit_loop.py(205): run"}, LIGHTNING),
         ({"transformers/models/gpt2/modeling_gpt2.py(900): forward", "aten::mm"}, None),
+        ({"accelerate/accelerator.py(2700): backward", "aten::mm"}, ACCELERATE),
+        (
+            {
+                "accelerate/accelerator.py(2700): backward",
+                "transformers/trainer.py(2240): train",
+                "accelerate/accelerator.py(1300): prepare",
+            },
+            TRANSFORMERS,
+        ),
         ({"aten::mm", "ProfilerStep#3"}, None),
     ],
 )
