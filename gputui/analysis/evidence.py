@@ -431,6 +431,9 @@ class JobEvidence(ValueBase):
     #: fetches per optimizer step (a trace's Sanity.micro_batches, a live job's
     #: :func:`live_micro_batches`); 0: none seen
     micro_batches: int = 0
+    #: the optimizer's share of a trace's kernel launch calls (its
+    #: ``Optimizer.step#`` ranges'); None: not a trace, or none told
+    optimizer_launch_share: float | None = None
     #: a trace that records CUDA graph captures, most of its launch calls
     #: putting kernels in a graph rather than running them (its launch figures
     #: describe the capture, not the model's run)

@@ -54,7 +54,8 @@ def framework_of(
             return name
     if profile is None:
         return traced if traced in NAMES else None
-    paths = [f.file.replace("\\", "/") for f in (*profile.functions, *profile.frames)]
+    files = [f.file for f in profile.functions] + [f.file for f in profile.frames]
+    paths = [file.replace("\\", "/") for file in files]
     for name, part in _LOOP_FILES:
         if any(part in path for path in paths):
             return name

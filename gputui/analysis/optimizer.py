@@ -33,6 +33,18 @@ def optimizer_impl(ev: JobEvidence) -> tuple[str, str] | None:
             "multi_tensor_apply" in k for k in kernels
         ):
             return MULTI, "the capture's foreach kernels"
+        # the tables keep the top ops and kernels: a small optimizer's are among
+        # the names the markers read, every one of them
+        seen = None if cap.markers is None else cap.markers.optimizer_kernels
+        if seen is not None:
+            return (
+                (FUSED, "the capture's fused optimizer ops")
+                if seen == "fused"
+                else (
+                    MULTI,
+                    "the capture's foreach ops",
+                )
+            )
         return SINGLE, "the capture shows no foreach or fused optimizer kernels"
     return sampled
 

@@ -101,6 +101,8 @@ cpu.host_ops_share          0.10        share    torch ops on the CPU's share of
 cpu.no_gpu_share            0.50        share    torch ops' share of a step no GPU ran
 launch.issue_share          0.4         share    kernel launch + torch dispatch's share of the step
 launch.cpu_op_us            1000        us       a torch op this slow a call computes on the CPU
+launch.optimizer_share      0.05        share    a foreach optimizer's share of the launches (live:
+                                                 of the step) below which fusing it is not advised
 launch.short_kernel_us      20          us       a mean kernel this short is launch-bound
 launch.tiny_kernel_us       10          us       a kernel this short is tiny
 launch.tiny_share           0.5         share    tiny kernels' share of the launches

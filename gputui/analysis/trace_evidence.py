@@ -161,6 +161,7 @@ def trace_evidence(
             (name, _window_share(summary, us)) for name, us in summary.sanity.python_packages
         ),
         micro_batches=summary.sanity.micro_batches,
+        optimizer_launch_share=summary.sanity.optimizer_launch_share,
         roofline=roofline_of(summary.op_rows, roof),
         compute_capability=summary.compute_capability,
         rocm=summary.rocm,

@@ -485,6 +485,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
             {"name": name, "calls": n, "us": us} for name, n, us in sanity.warmup_by_name
         ],
         "micro_batches": sanity.micro_batches,
+        "optimizer_launch_share": sanity.optimizer_launch_share,
     }
     out["warnings"] = warnings(summary)
     out["findings"] = [f.to_json() for f in findings]

@@ -429,6 +429,11 @@ class JobMarkers(spec.Wire):
     #: step, near 0 where one small region is compiled and the rest runs eager;
     #: None (absent) where nothing is compiled, or from an older gputui
     compiled_launch_share: float | None = spec.number(None, hi=1.0 + 1e-6, omit_none=True)
+    #: the optimizer's kernels, by the ops that issue them anywhere in the
+    #: timeline: "fused" (``aten::_fused_adamw_`` and the like), "foreach"
+    #: (``aten::_foreach_*`` beyond the norm and scaling that gradient clipping
+    #: runs); None (absent) where neither ran, or from an older gputui
+    optimizer_kernels: str | None = spec.text(None, 16, omit_none=True)
 
     @property
     def training(self) -> bool:

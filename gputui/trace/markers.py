@@ -46,6 +46,10 @@ _NAME = itemgetter(2)
 COMPILED_RANGES = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 _OPTIMIZER_OPS = ("aten::_fused_adam", "aten::_fused_sgd", "aten::_fused_adagrad")
+#: torch's multi-tensor ops: a foreach optimizer's, but for the norm and the
+#: scaling that gradient clipping (clip_grad_norm_) runs with them too
+_FOREACH_OPS = "aten::_foreach_"
+_CLIPPING_OPS = frozenset({"aten::_foreach_norm", "aten::_foreach_mul_"})
 _HOST_COLLECTIVE = re.compile(r"^(nccl:|gloo:|c10d::|record_param_comms)")
 #: the DataLoader's __next__ range, by where its iterator makes the batches
 _LOADER_RANGE = "enumerate(DataLoader)#"
@@ -284,7 +288,7 @@ def markers_of(
     calls' and its kernels'; ``ranges`` (the host ranges themselves) for what
     SDPA's own ops show of its inputs; ``compiled_share``: the share of the
     launches made inside torch.compile's ranges (:func:`compiled_launch_share`)."""
-    compiled = cuda_graphs = backward = optimizer = False
+    compiled = cuda_graphs = backward = optimizer = fused = foreach = False
     optimizers: set[str] = set()  # the optimizer classes the step ranges name
     loader: str | None = None
     framework: str | None = None
@@ -301,8 +305,13 @@ def markers_of(
             ("Backward0", "Backward1")
         ):
             backward = True
+        elif name.startswith(_FOREACH_OPS):
+            if name not in _CLIPPING_OPS:
+                foreach = True
         elif name.startswith("Optimizer.step#") or name.startswith(_OPTIMIZER_OPS):
             optimizer = True
+            if name.startswith(_OPTIMIZER_OPS):
+                fused = True
             if name.startswith("Optimizer.step#"):
                 # ``Optimizer.step#SGD.step``: the optimizer's class
                 cls = name[len("Optimizer.step#") :].partition(".")[0]
@@ -341,4 +350,5 @@ def markers_of(
         framework=framework,
         optimizer_class=min(optimizers) if len(optimizers) == 1 else None,
         compiled_launch_share=compiled_share if compiled else None,
+        optimizer_kernels="fused" if fused else "foreach" if foreach else None,
     )

@@ -694,6 +694,9 @@ class Sanity(ValueBase):
     #: runtime calls that launch a kernel (any API), and kernel records
     kernel_launch_calls: int = 0
     kernel_records: int = 0
+    #: of the window's kernel launch calls, the share made inside the optimizer's
+    #: steps (``Optimizer.step#...``); None without either
+    optimizer_launch_share: float | None = None
     #: host-side CUDA runtime and driver calls of any kind (a profile that
     #: recorded CUDA has them even where no kernel ran in it)
     runtime_calls: int = 0
@@ -1262,6 +1265,7 @@ class Scan:
             python_frames=self.python_frames(),
             python_packages=self.python_packages(),
             micro_batches=self._micro_batches(),
+            optimizer_launch_share=self._optimizer_launch_share(),
             **self._warmup(),
             **self._kernel_rounding(),
         )
@@ -1310,6 +1314,28 @@ class Scan:
             return []
         busy = self._gpu_busy
         return [c for c in long if length(intersect([c[:2]], busy)) < busy_share * (c[1] - c[0])]
+
+    def _optimizer_launch_share(self) -> float | None:
+        """:attr:`Sanity.optimizer_launch_share`: of the window's kernel launch
+        calls, the share that start inside the optimizer's steps
+        (``Optimizer.step#...``); None without an optimizer step or a launch in
+        the window."""
+        w = self.window
+        lo, hi = (w[0], w[1]) if w is not None else (float("-inf"), float("inf"))
+        spans = merge(
+            (r[0], r[1])
+            for r in self.ranges.lists[ANNOTATION_OTHER]
+            if r[2].startswith(OPTIMIZER_STEP) and r[1] > lo and r[0] < hi
+        )
+        if not spans:
+            return None
+        launches = KERNEL_LAUNCHES
+        starts = [c[0] for c in self.timeline.runtime if c[2] in launches and lo <= c[0] < hi]
+        if not starts:
+            return None
+        left = bisect.bisect_left
+        inside = sum(left(starts, b) - left(starts, a) for a, b in spans)
+        return inside / len(starts)
 
     def _micro_batches(self) -> int:
         """:attr:`Sanity.micro_batches`: the DataLoader's fetches (``__next__``)

@@ -109,6 +109,29 @@ def test_the_launch_advice_speaks_the_frameworks_arguments() -> None:
     assert "Trainer(accumulate_grad_batches=...)" in lightning
 
 
+def test_a_foreach_optimizer_that_issues_little_is_not_told_to_fuse() -> None:
+    """A foreach optimizer (torch's default) issuing 1% of a trace's launches, or
+    1% of a live job's step: fusing it saves little, so the launch fix leaves it
+    out; a per-parameter one, or a foreach one issuing a fifth, is still told."""
+    foreach = tiny_kernels(op("aten::_foreach_addcdiv_", 3, 300.0))
+    small = dataclasses.replace(evidence(cap=foreach), optimizer_launch_share=0.01)
+    (f,) = [f for f in engine.analyze(small) if f.rule == "launch.overhead"]
+    assert "fused optimizer" not in f.fix and "torch.compile(model)" in f.fix
+    large = dataclasses.replace(small, optimizer_launch_share=0.2)
+    (g,) = [f for f in engine.analyze(large) if f.rule == "launch.overhead"]
+    assert "a fused optimizer" in g.fix
+    single = dataclasses.replace(evidence(cap=tiny_kernels()), optimizer_launch_share=0.01)
+    (h,) = [f for f in engine.analyze(single) if f.rule == "launch.overhead"]
+    assert "a fused optimizer" in h.fix
+    # a live job: the optimizer phase's share of the step
+    live = evidence(
+        steps(phases={"forward": 0.004, "backward": 0.005, "optimizer": 0.0001, "other": 0.001}),
+        cap=foreach,
+    )
+    (i,) = [f for f in engine.analyze(live) if f.rule == "launch.overhead"]
+    assert "fused optimizer" not in i.fix
+
+
 def test_an_optimizer_already_fused_is_not_advised_again() -> None:
     """The capture ran aten::_fused_adamw_ (the HF Trainer's default): the launch
     advice leaves the optimizer out."""
@@ -368,3 +391,36 @@ def test_lightnings_logging_is_told_from_its_other_code(package: str) -> None:
         "convert_tensors_to_scalars.<locals>.to_item",
     ]
     assert lightning_logging(None) == (0.0, ())
+
+
+@pytest.mark.parametrize(
+    ("names", "want"),
+    [
+        ({"aten::_fused_adamw_", "aten::_foreach_norm"}, "fused"),
+        (
+            {"Optimizer.step#AdamW.step", "aten::_foreach_addcdiv_", "aten::_foreach_lerp_"},
+            "foreach",
+        ),
+        # gradient clipping's own foreach ops: no optimizer's
+        ({"aten::_foreach_norm", "aten::_foreach_mul_", "aten::add_"}, None),
+        ({"Optimizer.step#SGD.step", "aten::add_"}, None),
+    ],
+)
+def test_the_markers_name_the_optimizers_kernels(names: set[str], want: str | None) -> None:
+    """From every name in the timeline, where the tables keep only the top ones:
+    a small optimizer's foreach ops are not among a capture's top 30."""
+    from gputui.trace.markers import markers_of
+
+    assert markers_of(names, (), ()).optimizer_kernels == want
+
+
+def test_a_small_foreach_optimizer_is_read_from_the_markers() -> None:
+    """The tables show no optimizer op (a LoRA job's AdamW over 32 tensors): the
+    markers say foreach, not the single-tensor loop an empty table suggested."""
+    from gputui.analysis.optimizer import MULTI, SINGLE, optimizer_impl
+    from gputui.protocol.trace_metrics import JobMarkers
+
+    bare = evidence(cap=tiny_kernels())
+    assert optimizer_impl(bare) is not None and optimizer_impl(bare)[0] == SINGLE
+    marked = evidence(cap=capture([], markers=JobMarkers(optimizer_kernels="foreach")))
+    assert optimizer_impl(marked) == (MULTI, "the capture's foreach ops")

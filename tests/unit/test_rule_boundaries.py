@@ -636,6 +636,20 @@ def test_a_leak_is_critical_within_the_oom_horizon(seconds: float) -> None:
 
 
 @pytest.mark.parametrize("offset", [0.001, -0.001])
+def test_a_foreach_optimizer_is_told_to_fuse_from_its_share_of_the_launches(
+    offset: float,
+) -> None:
+    """``launch.optimizer_share`` decides whether the launch fix advises a fused
+    optimizer to a job whose optimizer is foreach already, not whether it speaks."""
+    cap = launch_bound(ops=[op("aten::_foreach_addcdiv_", 5, 100.0)])
+    ev = dataclasses.replace(
+        evidence(cap=cap), optimizer_launch_share=t("launch.optimizer_share") + offset
+    )
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "launch.overhead"]
+    assert ("a fused optimizer" in f.fix) is (offset > 0)
+
+
+@pytest.mark.parametrize("offset", [0.001, -0.001])
 def test_workers_that_wait_for_work_are_not_told_to_multiply(offset: float) -> None:
     """``data.workers_idle`` decides whether the data finding blames the
     batches' hand-off instead of the workers' speed, not whether it speaks."""
@@ -674,6 +688,7 @@ def test_every_threshold_has_a_boundary_case() -> None:
         "data.hot_share",
         "data.workers_idle",
         "launch.compiled_share",
+        "launch.optimizer_share",
     } == set(TABLE)
 
 

@@ -359,3 +359,18 @@ def test_a_cast_is_told_by_the_range_it_runs_directly_inside() -> None:
     scan = Scan(Timeline([], [], ranges))
     assert scan.window == (0, 1000)
     assert scan.cast_parents() == (("", 3), ("aten::linear", 2), ("ToCopyBackward0", 1))
+
+
+def test_the_optimizers_share_of_the_launches_counts_those_inside_its_steps() -> None:
+    """Of the window's kernel launch calls, those that start inside an
+    ``Optimizer.step#`` range; None without one."""
+    ranges = [
+        HostRange(0, 1000, "ProfilerStep#1", 1, tl.ANNOTATION, -1),
+        HostRange(800, 900, "Optimizer.step#AdamW.step", 1, tl.ANNOTATION, -1),
+    ]
+    calls = [
+        RuntimeCall(t, t + 5, "cudaLaunchKernel", 1, 100 + t, -1, tl.RUNTIME)
+        for t in (100, 200, 300, 810, 850, 950)
+    ] + [RuntimeCall(820, 830, "cudaMemcpyAsync", 1, 99, -1, tl.RUNTIME)]
+    assert Scan(Timeline([], calls, ranges)).sanity().optimizer_launch_share == 2 / 6
+    assert Scan(Timeline([], calls, ranges[:1])).sanity().optimizer_launch_share is None

@@ -38,11 +38,11 @@ from gputui.analysis.frameworks import (
     spell,
 )
 from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE, ISSUE_MODEL
-from gputui.analysis.optimizer import FUSED, optimizer_impl
+from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
 from gputui.analysis.registry import finding, rule
 from gputui.analysis.rules.account import LAUNCH_SHARE, cpu_side_largest
 from gputui.analysis.severity import INFO, WARN
-from gputui.protocol.messages import DATA
+from gputui.protocol.messages import DATA, OPTIMIZER
 from gputui.trace import kernels
 from gputui.trace.markers import COMPILED_RANGES
 from gputui.trace.op_rows import GPU_MEMCPY, off_device
@@ -725,7 +725,7 @@ def launch_fix(ev: JobEvidence) -> str:
     fix = f"launch fewer, larger kernels: {spell(COMPILE, ctx.framework)} fuses small ops "
     fix += "(mode='reduce-overhead' adds CUDA graphs), "
     impl = optimizer_impl(ev)
-    if not ctx.inference and (impl is None or impl[0] != FUSED):
+    if not ctx.inference and (impl is None or impl[0] != FUSED) and not _optimizer_small(ev, impl):
         fix += f"a fused optimizer ({fused_optimizer(ctx.framework, ctx.optimizer_class)}), "
     fix += more_work + _graph_advice(ev)
     if ctx.compiled is False:
@@ -747,6 +747,24 @@ def launch_fix(ev: JobEvidence) -> str:
             "TORCH_LOGS=graph_breaks names where dynamo fell back to eager"
         )
     return fix
+
+
+#: a multi-tensor optimizer's share of the launches (a live job: of the step)
+#: below which fusing it is not advised: it issues a few kernels a step already
+OPTIMIZER_LAUNCH_SHARE = thresholds.value("launch.optimizer_share")
+
+
+def _optimizer_small(ev: JobEvidence, impl: tuple[str, str] | None) -> bool:
+    """Whether the job's optimizer is multi-tensor (foreach, torch's default)
+    and issues too little of the step for a fused one to matter: under
+    :data:`OPTIMIZER_LAUNCH_SHARE` of a trace's kernel launch calls, or of a
+    live job's step (its optimizer phase)."""
+    if impl is None or impl[0] != MULTI:
+        return False
+    share = ev.optimizer_launch_share
+    if share is None and not ev.from_trace and ev.phase_mean(OPTIMIZER) is not None:
+        share = ev.phase_share(OPTIMIZER)
+    return share is not None and share < OPTIMIZER_LAUNCH_SHARE
 
 
 def _graph_advice(ev: JobEvidence) -> str:
