@@ -74,6 +74,36 @@ READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "ate
 _PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \([^)]*Pageable", re.IGNORECASE)
 
 
+#: a conversion: aten::to runs aten::_to_copy inside it when it converts (one
+#: conversion, two ops: their self times add up, their calls would count twice)
+CAST_OPS = ("aten::to", "aten::_to_copy")
+
+
+def cast_load(rows: Iterable[CpuOpRow]) -> tuple[float, int, float]:
+    """The conversions among CPU op rows: their self time (us), how many, and
+    the self time of all the rows (what copy.frequent_casts compares)."""
+    us = total = 0.0
+    calls = {name: 0 for name in CAST_OPS}
+    for o in rows:
+        total += o.self_us
+        if o.name in calls:
+            us += o.self_us
+            calls[o.name] += o.calls
+    return us, max(calls.values()), total
+
+
+CASTS_PER_STEP = thresholds.value("copy.casts_per_step")
+CAST_CPU_SHARE = thresholds.value("copy.cast_cpu_share")
+
+
+def many_casts(us: float, calls: int, total_us: float, steps: int) -> bool:
+    """copy.frequent_casts' trigger: conversions (:func:`cast_load`) this many
+    a step, taking this share of the CPU ops' time."""
+    return (
+        calls / max(1, steps) >= CASTS_PER_STEP and total_us > 0 and us / total_us >= CAST_CPU_SHARE
+    )
+
+
 def captured_steps(cap: CaptureResult) -> int:
     """The steps a capture recorded: its first to its last step, else (a result
     that does not say them) the steps it was asked to record, which the hook

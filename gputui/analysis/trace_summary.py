@@ -15,8 +15,7 @@ from dataclasses import field
 from typing import Any
 
 from gputui import fmt
-from gputui.analysis import thresholds
-from gputui.analysis.evidence import CPU_OP_US
+from gputui.analysis.evidence import CPU_OP_US, cast_load, many_casts
 from gputui.analysis.finding import Finding, ranked
 from gputui.protocol.capture import CpuOpRow, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
@@ -24,15 +23,12 @@ from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
-from gputui.trace.scan import CAST_OP, KERNEL_LAUNCHES, WARMUP_RATIO, Outside, Sanity, Scan
+from gputui.trace.scan import KERNEL_LAUNCHES, WARMUP_RATIO, Outside, Sanity, Scan
 from gputui.trace.tables import TOP_ROWS
 from gputui.trace.timeline import Timeline, step_id
 from gputui.trace.trace_metrics import compute
 
 #: what a trace's window is
-#: conversions a step from which a summary says what runs them
-CASTS_PER_STEP = thresholds.value("copy.casts_per_step")
-
 WINDOW_STEPS = "profiled steps"
 WINDOW_GPU = "GPU activity"
 WINDOW_HOST = "host activity"
@@ -184,8 +180,11 @@ def summarize(
     slow = {o.name for o in ops if "::" in o.name and o.calls and o.mean_self_us >= CPU_OP_US}
     steps = tuple(s for s in (step_id(r[2]) for r in scan.step_ranges) if s is not None)
     setup, teardown = scan.outside()
-    casts = next((t.calls for t in scan.op_tally() if t.name == CAST_OP), 0)
-    many = casts >= CASTS_PER_STEP * max(1, len(steps))
+    # the casts' own ops are tallied where copy.frequent_casts would speak
+    acct = metrics.account
+    many = many_casts(
+        *cast_load(ops), acct.steps if acct is not None and acct.steps else len(steps)
+    )
     if any(r[1] > r[0] for r in scan.step_ranges):
         kind = WINDOW_STEPS
     elif any(a[5] != -1 and a[1] > a[0] for a in timeline.gpu):

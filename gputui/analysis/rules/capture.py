@@ -27,6 +27,8 @@ from gputui.analysis.evidence import (
     SYNC_CALLS,
     CaptureView,
     JobEvidence,
+    cast_load,
+    many_casts,
 )
 from gputui.analysis.finding import Finding
 from gputui.analysis.frameworks import (
@@ -63,8 +65,6 @@ TINY_SHARE = thresholds.value("launch.tiny_share")
 #: step and their share of CPU op time, aten::copy_'s share that "dominates"
 PAGEABLE_SHARE = thresholds.value("copy.pageable_share")
 MEMCPY_SHARE = thresholds.value("copy.memcpy_share")
-CASTS_PER_STEP = thresholds.value("copy.casts_per_step")
-CAST_CPU_SHARE = thresholds.value("copy.cast_cpu_share")
 COPY_CPU_SHARE = thresholds.value("copy.copy_cpu_share")
 SYNC_MEMCPY_PER_STEP = thresholds.value("copy.sync_memcpy_per_step")
 #: communication's share of the step (TensorBoard profiler: 10%), overlap under
@@ -952,13 +952,8 @@ def frequent_casts(ev: JobEvidence) -> Iterable[Finding]:
     cap = capture_of(ev)
     if cap is None:
         return []
-    # aten::to runs aten::_to_copy inside it when it converts: one conversion,
-    # two ops (their self times do not overlap, their calls would count twice)
-    to_us, to_calls = cap.ops_us(("aten::to",))
-    copy_us, copy_calls = cap.ops_us(("aten::_to_copy",))
-    us, calls = to_us + copy_us, max(to_calls, copy_calls)
-    total_cpu = cap.cpu_op_us
-    if calls / cap.steps < CASTS_PER_STEP or not total_cpu or us / total_cpu < CAST_CPU_SHARE:
+    us, calls, total_cpu = cast_load(cap.cpu_ops)
+    if not many_casts(us, calls, total_cpu, cap.steps):
         return []
     seen = (
         f"{calls / cap.steps:.0f} conversions per step (aten::to: a dtype or a device), "
