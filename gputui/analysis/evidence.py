@@ -146,9 +146,9 @@ class CaptureView(ValueBase):
     #: collective's kind, its start from the window's and its time on the GPU
     #: (µs); () for a capture
     comm_kernels: tuple[tuple[str, float, float], ...] = ()
-    #: a trace's conversions (``aten::to``) by the torch op or autograd node each
-    #: runs inside, "" for the program's own, the most first, where they are
-    #: many; () for a capture, or few
+    #: the conversions (``aten::to``) by the torch op or autograd node each runs
+    #: inside, "" for the program's own, the most first: a trace's where they
+    #: are many, a capture's where its top ops hold one; () otherwise
     cast_parents: tuple[tuple[str, int], ...] = ()
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
@@ -189,6 +189,7 @@ class CaptureView(ValueBase):
             error=cap.error,
             replayed=cap.replay,
             auto=cap.auto,
+            cast_parents=cap.cast_parents,
         )
 
     # -- derived numbers --------------------------------------------------------------------

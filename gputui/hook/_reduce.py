@@ -15,9 +15,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import gputui.trace.timeline as tl
-from gputui.protocol.capture import GpuTime
+from gputui.protocol.capture import MAX_CAST_PARENTS, GpuTime
 from gputui.trace import tables
 from gputui.trace.kernels import COMMUNICATION, COMPUTE, MEMCPY, MEMSET, coarse_of
+from gputui.trace.scan import CAST_OP, Scan
 from gputui.trace.step_breakdown import COLLECTIVE_OPS
 from gputui.trace.tables import TOP_ROWS, us
 from gputui.trace.trace_metrics import compute as compute_trace_metrics
@@ -281,7 +282,10 @@ def reduce_events(events: Iterable[Any], top: int = TOP_ROWS) -> dict[str, Any]:
     out.update(kernel_table(gpu, top))
     out.update(cpu_table(cpu, top))
     try:
-        out["trace_metrics"] = compute_trace_metrics(timeline)
+        scan = Scan(timeline)
+        out["trace_metrics"] = compute_trace_metrics(timeline, scan=scan)
+        if any(row.name == CAST_OP for row in out["cpu_ops"]):
+            out["cast_parents"] = scan.cast_parents()[:MAX_CAST_PARENTS]
     except Exception:  # the tables above are worth sending without the metrics
         out["trace_metrics"] = None
     return out

@@ -24,6 +24,17 @@ MAX_NAME = 4096
 #: most table rows in a result
 MAX_ROWS = 1000
 _BIG = 1e15  # microseconds: a bound no real capture reaches
+#: the parents of a capture's conversions a result carries
+MAX_CAST_PARENTS = 16
+
+
+def _cast_parents(obj: Mapping[str, Any], key: str, where: str) -> tuple[tuple[str, int], ...]:
+    got = f.child(obj, key, where) or {}
+    pairs = [
+        (str(k)[:MAX_NAME], int(f.check_number(v, f"{where}.{key}", 0, 1e12)))
+        for k, v in list(got.items())[:MAX_CAST_PARENTS]
+    ]
+    return tuple(sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
 @spec.message(m.CAPTURE_STATUS)
@@ -155,6 +166,14 @@ class CaptureResult(spec.Wire):
     trace_bytes: int | None = None
     trace_error: str | None = None
     error: str | None = None
+    #: the captured conversions (``aten::to``) by the torch op or autograd node
+    #: each runs directly inside, "" for the program's own (autocast casts
+    #: inside the op it feeds): at most :data:`MAX_CAST_PARENTS`, the most
+    #: first; empty (absent) where the capture's top ops hold no conversion, or
+    #: from a hook that predates it
+    cast_parents: tuple[tuple[str, int], ...] = spec.field(
+        _cast_parents, default=(), write="dict({v})", omit_empty=True
+    )
     #: taken by a viewer on its own (the automatic capture); False from a hook
     #: that predates it, whoever asked (sent only when true)
     auto: bool = spec.flag(omit_empty=True)

@@ -169,3 +169,19 @@ def test_reduce_events_tables_and_gpu_split() -> None:
     assert ops["aten::linear"].self_us == 100 and ops["aten::linear"].total_us == 400
     assert ops["aten::addmm"].self_us == 290
     assert ops["cudaLaunchKernel"].self_us == 10
+
+
+def test_a_captures_casts_are_told_by_the_op_they_run_in() -> None:
+    """A live capture says where its conversions ran, as a trace's summary does:
+    autocast's inside the linear op, the program's own under the step mark; a
+    capture whose top ops hold no conversion says nothing."""
+    events = [
+        ev("ProfilerStep#3", "CPU", 0, 1000_000, "user_annotation", annotation=True),
+        ev("aten::linear", "CPU", 100_000, 400_000, "cpu_op"),
+        ev("aten::to", "CPU", 110_000, 20_000, "cpu_op"),
+        ev("aten::to", "CPU", 140_000, 20_000, "cpu_op"),
+        ev("aten::to", "CPU", 600_000, 20_000, "cpu_op"),
+    ]
+    out = reduce_events(events)
+    assert out["cast_parents"] == (("aten::linear", 2), ("", 1))
+    assert "cast_parents" not in reduce_events(events[:2])

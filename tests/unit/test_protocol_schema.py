@@ -80,6 +80,7 @@ SAMPLES: list[Any] = [
         gpu_time=GpuTime(0, 20.0, 10.0, 10.0, 10.0),
         trace_path="/tmp/t.json",
     ),
+    CaptureResult(id="c2", cast_parents=(("aten::linear", 5), ("", 2))),
 ]
 
 
@@ -113,6 +114,14 @@ def test_rejections_name_the_field(obj: dict[str, Any], field: str, problem: str
     with pytest.raises(SchemaError) as err:
         decode(obj)
     assert field in str(err.value) and problem in str(err.value)
+
+
+def test_a_capture_from_an_older_hook_says_nothing_of_its_casts() -> None:
+    """``cast_parents`` is new on the wire: absent, it reads as none."""
+    wire = CaptureResult(id="c3", cast_parents=(("aten::linear", 5),)).to_wire()
+    assert wire["cast_parents"] == {"aten::linear": 5}
+    del wire["cast_parents"]
+    assert decode(json.loads(json.dumps(wire))).cast_parents == ()
 
 
 def test_unknown_types_and_keys_are_ignored() -> None:

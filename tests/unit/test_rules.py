@@ -1128,3 +1128,19 @@ def test_a_trace_without_gpu_work_says_where_its_ops_ran() -> None:
     live = dataclasses.replace(cpu_trace(0.9, ops), from_trace=False)
     assert fired("cpu.no_gpu", live) == []
     assert fired("cpu.no_gpu", dataclasses.replace(cpu_trace(0.9, ops), cuda=True)) == []
+
+
+def test_a_live_captures_casts_inside_torch_ops_are_told_to_be_autocasts() -> None:
+    """The hook sends where its capture's casts ran (CaptureResult.cast_parents):
+    the live finding reads them as a trace's."""
+    ops = [
+        op("aten::to", 600, 1500.0),
+        op("aten::_to_copy", 600, 1500.0),
+        op("aten::mm", 50, 5000.0),
+    ]
+    cap = dataclasses.replace(
+        capture(ops=ops), cast_parents=(("ToCopyBackward0", 300), ("aten::linear", 300))
+    )
+    (f,) = fired("copy.frequent_casts", evidence(cap=cap))
+    assert "50% of them inside other torch ops (aten::linear)" in f.evidence
+    assert f.fix.startswith("nothing to cast by hand")
