@@ -492,7 +492,7 @@ def cpu_trace(
     dispatch: float, ops: Sequence[CpuOpRow] = (), device: str | None = None
 ) -> JobEvidence:
     """A trace of a job no GPU ran: torch's ops ``dispatch`` of the step."""
-    cap = capture(ops=list(ops) or [op("aten::addmm", 50, 30_000.0)],
+    cap = capture(ops=list(ops) or [op("aten::addmm", 10, 30_000.0)],
                   account=account(gpu_busy=None, dispatch=dispatch))  # fmt: skip
     return dataclasses.replace(evidence(cap=cap), cuda=False, from_trace=True, device_name=device)
 
@@ -1107,11 +1107,12 @@ def test_casts_made_inside_torch_ops_are_told_to_be_autocasts() -> None:
 
 
 def test_a_trace_without_gpu_work_says_where_its_ops_ran() -> None:
-    """Ops only a GPU runs: the profiler left CUDA out.  Otherwise the job ran
-    on the CPU, said against the GPU its header lists.  Not for a live job, nor
-    for one a GPU ran."""
+    """Ops only a GPU runs: the profiler left CUDA out; ops of microseconds a
+    call, as launches are: it may have.  Otherwise (ops of a millisecond and
+    more a call) the job ran on the CPU, said against the GPU its header lists.
+    Not for a live job, nor for one a GPU ran."""
     ops = [
-        op("aten::mkldnn_convolution", 50, 40_000.0),
+        op("aten::mkldnn_convolution", 20, 40_000.0),
         op("aten::native_batch_norm", 50, 10_000.0),
     ]
     (cpu,) = fired("cpu.no_gpu", cpu_trace(0.9, ops, device="Tesla T4"))
@@ -1125,6 +1126,14 @@ def test_a_trace_without_gpu_work_says_where_its_ops_ran() -> None:
     (left_out,) = fired("cpu.no_gpu", cpu_trace(0.9, gpu_ops))
     assert "aten::cudnn_convolution runs only on a GPU" in left_out.evidence
     assert "ProfilerActivity.CUDA" in left_out.fix
+    # short ops (20 us a call): a GPU job's launches, profiled without CUDA?
+    (short,) = fired("cpu.no_gpu", cpu_trace(0.9, [op("aten::mm", 500, 10_000.0)]))
+    assert short.evidence.endswith(
+        "; the largest, aten::mm, takes 20.0us a call, as an op that launches GPU work does: "
+        "the profiler may have recorded the host alone"
+    )
+    assert "ran on the CPU" not in short.evidence
+    assert short.fix.startswith("if the job runs on a GPU, profile with it")
     live = dataclasses.replace(cpu_trace(0.9, ops), from_trace=False)
     assert fired("cpu.no_gpu", live) == []
     assert fired("cpu.no_gpu", dataclasses.replace(cpu_trace(0.9, ops), cuda=True)) == []

@@ -637,6 +637,21 @@ def no_gpu(ev: JobEvidence) -> Iterable[Finding]:
             "are not recorded, and the GPU's time is unknown"
         )
         confirm = "the next trace records kernels and their launches"
+    elif ops and ops[0].self_us / ops[0].calls < CPU_OP_US:
+        # a GPU job profiled without CUDA: its ops only launch, a few microseconds each
+        top = ops[0]
+        evidence += (
+            f"; the largest, {fmt.clean(top.name, 60)}, takes {fmt.us(top.self_us / top.calls)} "
+            "a call, as an op that launches GPU work does: the profiler may have recorded the "
+            "host alone"
+        )
+        fix = (
+            "if the job runs on a GPU, profile with it: torch.profiler.profile(activities="
+            "[ProfilerActivity.CPU, ProfilerActivity.CUDA], ...), else the kernels, copies and "
+            "launches are not recorded; if it runs on the CPU, its ops are small: more work "
+            "per op (larger batches), and torch.compile to fuse them"
+        )
+        confirm = "the next trace records kernels and their launches, or the ops grow"
     else:
         evidence += ": the job ran on the CPU" + (
             f", though the trace's header lists the GPU {device}" if device else ""
