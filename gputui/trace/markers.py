@@ -220,13 +220,14 @@ def compiled_names(range_names: Iterable[str]) -> set[str]:
     return {name for name in range_names if name.startswith(COMPILED_RANGES)}
 
 
-def compiled_launch_share(
+def launch_share_inside(
     ranges: Iterable[HostRange], launches: list[Any], names: set[str]
 ) -> float | None:
     """The share of ``launches`` (kernel launch calls, in start order) that
-    start inside one of torch.compile's ranges (``names``: those of the
-    trace, :func:`compiled_names`) on their thread: how much of the step the
-    compiled code issues.  None without such ranges or launches."""
+    start inside one of the host ranges named ``names`` on their thread:
+    torch.compile's (:func:`compiled_names`: how much of the step the compiled
+    code issues), the optimizer's steps.  None without such ranges or
+    launches."""
     if not names or not launches:
         return None
     spans: dict[Any, list[tuple[int, int]]] = {}
@@ -352,3 +353,7 @@ def markers_of(
         compiled_launch_share=compiled_share if compiled else None,
         optimizer_kernels="fused" if fused else "foreach" if foreach else None,
     )
+
+
+#: the share of a trace's launches made inside torch.compile's ranges
+compiled_launch_share = launch_share_inside

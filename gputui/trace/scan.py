@@ -52,6 +52,7 @@ from typing import Any
 
 from gputui.protocol.value import ValueBase, value_class
 from gputui.trace.kernels import collective_kind
+from gputui.trace.markers import launch_share_inside
 from gputui.trace.tables import tally
 from gputui.trace.timeline import (
     ANNOTATION,
@@ -1318,24 +1319,12 @@ class Scan:
     def _optimizer_launch_share(self) -> float | None:
         """:attr:`Sanity.optimizer_launch_share`: of the window's kernel launch
         calls, the share that start inside the optimizer's steps
-        (``Optimizer.step#...``); None without an optimizer step or a launch in
-        the window."""
-        w = self.window
-        lo, hi = (w[0], w[1]) if w is not None else (float("-inf"), float("inf"))
-        spans = merge(
-            (r[0], r[1])
-            for r in self.ranges.lists[ANNOTATION_OTHER]
-            if r[2].startswith(OPTIMIZER_STEP) and r[1] > lo and r[0] < hi
-        )
-        if not spans:
+        (``Optimizer.step#...``) on their thread; None without an optimizer step
+        or a launch in the window."""
+        names = {n for n in self.range_names if n.startswith(OPTIMIZER_STEP)}
+        if not names:
             return None
-        launches = KERNEL_LAUNCHES
-        starts = [c[0] for c in self.timeline.runtime if c[2] in launches and lo <= c[0] < hi]
-        if not starts:
-            return None
-        left = bisect.bisect_left
-        inside = sum(left(starts, b) - left(starts, a) for a, b in spans)
-        return inside / len(starts)
+        return launch_share_inside(self.timeline.ranges, self.window_kernel_launches(), names)
 
     def _micro_batches(self) -> int:
         """:attr:`Sanity.micro_batches`: the DataLoader's fetches (``__next__``)
