@@ -150,6 +150,10 @@ class CaptureView(ValueBase):
     #: inside, "" for the program's own, the most first: a trace's where they
     #: are many, a capture's where its top ops hold one; () otherwise
     cast_parents: tuple[tuple[str, int], ...] = ()
+    #: a trace's calls of the ops that tell a decoding loop and its KV cache
+    #: (:attr:`gputui.analysis.trace_summary.TraceSummary.op_calls`); () for a
+    #: capture, whose job the Python sampler names
+    op_calls: tuple[tuple[str, int], ...] = ()
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
     first_step: int | None = None

@@ -115,6 +115,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         tiny_share_counted=_tiny_share(summary),
         comm_kernels=summary.comm_kernels,
         cast_parents=summary.cast_parents,
+        op_calls=summary.op_calls,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from gputui import fmt
 from gputui.analysis.evidence import CPU_OP_US, cast_load, many_casts
 from gputui.analysis.finding import Finding, ranked
+from gputui.analysis.frameworks import COUNTED_OPS
 from gputui.protocol.capture import CpuOpRow, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
@@ -94,6 +95,10 @@ class TraceSummary(ValueBase):
     #: runs inside, "" for the program's own, where they are many (at least
     #: ``copy.casts_per_step`` a step): :meth:`~gputui.trace.scan.Scan.cast_parents`
     cast_parents: tuple[tuple[str, int], ...] = ()
+    #: the window's calls of the ops that tell a decoding loop and its KV cache
+    #: (:data:`gputui.analysis.frameworks.COUNTED_OPS`, those called), whatever
+    #: their time: the CPU-op table keeps only the top ones
+    op_calls: tuple[tuple[str, int], ...] = ()
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
     cpu_self_total_us: float = 0.0
@@ -145,14 +150,19 @@ def kernel_rows(scan: Scan, top: int = TOP_ROWS) -> tables.KernelTable:
     return tables.kernel_table(scan.kernel_tally(), top)
 
 
-def cpu_op_rows(scan: Scan, top: int = TOP_ROWS) -> tuple[tuple[CpuOpRow, ...], int, float]:
+def cpu_op_rows(
+    scan: Scan, top: int = TOP_ROWS
+) -> tuple[tuple[CpuOpRow, ...], int, float, tuple[tuple[str, int], ...]]:
     """Top host ops and runtime calls in the window by self time (own time minus
     direct children's, per thread); annotations and Python functions take part in
-    the nesting but are not rows.  Also the number of names and the total self
-    time."""
+    the nesting but are not rows.  Also the number of names, the total self
+    time and the calls of :data:`~gputui.analysis.frameworks.COUNTED_OPS`."""
     per_name = {t.name: [t.calls, t.self_us, t.total_us] for t in scan.op_tally()}
     table = tables.cpu_op_table(per_name, top, per_us=1.0)
-    return table.rows, table.names, table.self_total_us
+    counted = tuple(
+        (name, per_name[name][0]) for name in COUNTED_OPS if per_name.get(name, (0,))[0]
+    )
+    return table.rows, table.names, table.self_total_us, counted
 
 
 def summarize(
@@ -176,7 +186,7 @@ def summarize(
     scan = Scan(timeline, include_last_step)
     metrics = compute(timeline, include_last_step, scan)
     table = kernel_rows(scan, top)
-    ops, op_names, self_total = cpu_op_rows(scan, top)
+    ops, op_names, self_total, op_calls = cpu_op_rows(scan, top)
     slow = {o.name for o in ops if "::" in o.name and o.calls and o.mean_self_us >= CPU_OP_US}
     steps = tuple(s for s in (step_id(r[2]) for r in scan.step_ranges) if s is not None)
     setup, teardown = scan.outside()
@@ -215,6 +225,7 @@ def summarize(
         gpu_span_us=scan.gpu_span(),
         comm_kernels=scan.comm_sequence(),
         cast_parents=scan.cast_parents() if many else (),
+        op_calls=op_calls,
         cpu_ops=ops,
         cpu_op_names=op_names,
         cpu_self_total_us=self_total,

@@ -682,3 +682,41 @@ def test_autocasts_casts_are_not_told_to_be_cast_by_hand(
     assert f"{inside} conversions per step" in casts["evidence"]
     assert "inside other torch ops (aten::linear, aten::conv2d" in casts["evidence"]
     assert casts["fix"].startswith("nothing to cast by hand: these are autocast's own")
+
+
+def test_generate_on_its_dynamic_cache_is_told_the_static_one_from_a_trace_without_stacks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A GPT-2's generate() in bf16 on an H100, profiled with
+    ``torch.profiler.profile()`` as a user first tries it (no shapes, no
+    stacks; bench/jobs/library_jobs.py generate_dynamic, its first 10 tokens):
+    its end-of-sequence checks (aten::isin, counted here from the raw events in
+    the analyzer's window) and no index_copy_ into a preallocated cache tell
+    generate() on its dynamic cache, and the launch fix is the static cache.
+    Without the checks (the same events less them: a decoding loop of the
+    job's own) the fix is the generic one."""
+    path = LIBRARY / "gpt2_generate_dynamic_10tokens.pt.trace.json.gz"
+    with gzip.open(path) as fh:
+        trace = json.load(fh)
+    events = trace["traceEvents"]
+    assert not any(e.get("cat") == "python_function" for e in events)
+    (rank,) = json.loads(analyze(capsys, "--json", str(path)))["ranks"]
+    window = rank["window"]
+    assert window["kind"] == "GPU activity"  # (the trace has no step marks)
+    lo, hi = window["start_us"], window["end_us"]
+    isin = sum(
+        1
+        for e in events
+        if e.get("cat") == "cpu_op" and e["name"] == "aten::isin" and lo <= e["ts"] < hi
+    )
+    (launch,) = [f for f in rank["findings"] if f["rule"] == "launch.overhead"]
+    assert f"{isin:,} aten::isin calls" in launch["evidence"] and isin >= 16
+    assert launch["fix"].startswith("decode with a static KV cache")
+    assert "cache_implementation='static'" in launch["fix"]
+    trace["traceEvents"] = [e for e in events if e.get("name") != "aten::isin"]
+    other = tmp_path / "no_isin.pt.trace.json"
+    other.write_text(json.dumps(trace))
+    (rank,) = json.loads(analyze(capsys, "--json", str(other)))["ranks"]
+    (launch,) = [f for f in rank["findings"] if f["rule"] == "launch.overhead"]
+    assert "static KV cache" not in launch["fix"] and "aten::isin" not in launch["evidence"]
+    assert launch["fix"].startswith("launch fewer, larger kernels")

@@ -16,6 +16,7 @@ from gputui.analysis.frameworks import (
     lightning_logging,
     loader_arg,
     loader_where,
+    traced_generate_cache,
 )
 from gputui.protocol.hello import LoaderInfo
 from gputui.protocol.profile import PathFrame, ProfileFunction, PythonProfile
@@ -359,6 +360,40 @@ def test_the_kv_cache_of_a_generate_loop(
 ) -> None:
     assert generate_cache(_generate_profile(*rows)) == cache
     assert generate_cache(None) is None
+
+
+@pytest.mark.parametrize(
+    ("calls", "cache"),
+    [
+        # GPT-2's generate() on the dynamic cache: 12 layers, 10 tokens
+        ({"aten::isin": 30, "aten::scaled_dot_product_attention": 132}, "dynamic"),
+        # the static cache writes each layer's keys and values with index_copy_
+        (
+            {
+                "aten::isin": 30,
+                "aten::scaled_dot_product_attention": 132,
+                "aten::index_copy_": 264,
+            },
+            "static",
+        ),
+        # eager attention: its softmax calls count
+        ({"aten::isin": 30, "aten::softmax": 130}, "dynamic"),
+        # a few copies that are not the cache's: nothing told
+        (
+            {"aten::isin": 30, "aten::scaled_dot_product_attention": 132, "aten::index_copy_": 4},
+            None,
+        ),
+        # no end-of-sequence check each token, or too few tokens: no decoding loop
+        ({"aten::scaled_dot_product_attention": 132}, None),
+        ({"aten::isin": 15, "aten::scaled_dot_product_attention": 132}, None),
+        ({"aten::isin": 30, "aten::scaled_dot_product_attention": 8}, None),
+        ({}, None),
+    ],
+)
+def test_the_kv_cache_of_a_generate_loop_by_a_traces_ops(
+    calls: dict[str, int], cache: str | None
+) -> None:
+    assert traced_generate_cache(tuple(calls.items())) == cache
 
 
 @pytest.mark.parametrize("package", ["lightning/pytorch", "pytorch_lightning"])

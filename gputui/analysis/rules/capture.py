@@ -34,10 +34,13 @@ from gputui.analysis.finding import Finding
 from gputui.analysis.frameworks import (
     COMPILE,
     DYNAMIC_CACHE,
+    INDEX_COPY_OP,
+    ISIN_OP,
     fused_optimizer,
     generate_cache,
     larger_batch,
     spell,
+    traced_generate_cache,
 )
 from gputui.analysis.ledger import GPU_COMM, GPU_COPY, GPU_IDLE, ISSUE, ISSUE_MODEL
 from gputui.analysis.optimizer import FUSED, MULTI, optimizer_impl
@@ -602,6 +605,8 @@ def launch_overhead(ev: JobEvidence) -> Iterable[Finding]:
     tiny = cap.tiny_kernel_share()
     issued = None if acct is None or acct.step_us <= 0 else (issuing, model)
     evidence = _launch_evidence(ev, cap, tiny, issued, idle, ceiling)
+    if ev.context.inference:
+        evidence += _generate_cache(ev)[1]
     # "tiny" where the kernels under TINY_KERNEL_US are a fair share of them;
     # "short" where their mean is short but few are that short
     title = (
@@ -682,7 +687,7 @@ def launch_fix(ev: JobEvidence) -> str:
         if ctx.inference
         else larger_batch(ctx.framework, ev.micro_batches)
     )
-    if ctx.inference and generate_cache(ev.python_profile) == DYNAMIC_CACHE:
+    if ctx.inference and _generate_cache(ev)[0] == DYNAMIC_CACHE:
         # Hugging Face's generate() on its default cache: each new token grows
         # every layer's key and value tensors, so no graph can hold the step
         return (
@@ -747,6 +752,27 @@ def launch_fix(ev: JobEvidence) -> str:
             "TORCH_LOGS=graph_breaks names where dynamo fell back to eager"
         )
     return fix
+
+
+def _generate_cache(ev: JobEvidence) -> tuple[str | None, str]:
+    """The KV cache of a Hugging Face generate() loop (:data:`DYNAMIC_CACHE`,
+    :data:`STATIC_CACHE`, None: none seen), by the Python sampler's or a trace's
+    stack, else by a trace's op calls where nothing ran compiled (a compiled
+    step hides the cache's ops); and, where the ops told, the words that say
+    how."""
+    cache = generate_cache(ev.python_profile)
+    cap, ctx = ev.capture, ev.context
+    if cache is not None or cap is None or ctx.compiled or ctx.cuda_graphs:
+        return cache, ""
+    cache = traced_generate_cache(cap.op_calls)
+    if cache != DYNAMIC_CACHE:
+        return cache, ""
+    isin = dict(cap.op_calls).get(ISIN_OP, 0)
+    return cache, (
+        f"; Hugging Face generate() on its dynamic KV cache, by the trace's ops: {isin:,} "
+        f"{ISIN_OP} calls (its end-of-sequence checks, at each new token), and no "
+        f"{INDEX_COPY_OP} into a preallocated cache"
+    )
 
 
 #: a multi-tensor optimizer's share of the launches (a live job: of the step)
