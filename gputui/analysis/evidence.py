@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gputui.analysis import ledger, thresholds
 from gputui.analysis.context import JobContext, job_context
-from gputui.analysis.frameworks import framework_of
+from gputui.analysis.frameworks import GENERATE_OPS, framework_of
 from gputui.analysis.gpu_window import GpuWindow
 from gputui.analysis.ledger import Ledger
 from gputui.analysis.live_account import sampled_python
@@ -69,6 +69,13 @@ ROOFLINE_TOP = 10
 SYNC_CALLS = tuple(sorted(account.SYNC_CALLS))
 #: CPU ops that copy a GPU value to the host, and so wait for the GPU
 READBACK_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
+#: a tensor's value read as a Python bool (`if tensor:`, `while tensor:`,
+#: torch.equal): on a GPU tensor, a read-back
+TRUTH_OPS = ("aten::is_nonzero", "aten::equal")
+#: the ops whose every call a trace's summary counts in its window, whatever
+#: their time (:attr:`CaptureView.op_calls`): the op tables keep the top ones
+COUNTED_OPS = (*GENERATE_OPS, *TRUTH_OPS)
+_COUNTED = frozenset(COUNTED_OPS)
 #: a copy from pageable host memory ("Memcpy HtoD (Pageable -> Device)") or to
 #: it ("Memcpy DtoH (Device -> Pageable)")
 _PAGEABLE = re.compile(r"^Memcpy (HtoD|DtoH) \([^)]*Pageable", re.IGNORECASE)
@@ -150,9 +157,9 @@ class CaptureView(ValueBase):
     #: inside, "" for the program's own, the most first: a trace's where they
     #: are many, a capture's where its top ops hold one; () otherwise
     cast_parents: tuple[tuple[str, int], ...] = ()
-    #: a trace's calls of the ops that tell a decoding loop and its KV cache
+    #: a trace's calls of :data:`COUNTED_OPS` in its window
     #: (:attr:`gputui.analysis.trace_summary.TraceSummary.op_calls`); () for a
-    #: capture, whose job the Python sampler names
+    #: capture (:meth:`op_count` reads its op table instead)
     op_calls: tuple[tuple[str, int], ...] = ()
     # -- where it comes from (a capture; None for a trace) --------------------------------
     id: str | None = None
@@ -303,6 +310,14 @@ class CaptureView(ValueBase):
 
     def op(self, name: str) -> CpuOpRow | None:
         return next((o for o in self.cpu_ops if o.name == name), None)
+
+    def op_count(self, names: Iterable[str]) -> int:
+        """Calls of the ops with these names: a trace's count of every call
+        (:attr:`op_calls`, for :data:`COUNTED_OPS`), else the op table's."""
+        wanted = set(names)
+        if self.op_calls and wanted <= _COUNTED:
+            return sum(n for name, n in self.op_calls if name in wanted)
+        return self.ops_us(wanted)[1]
 
     def ops_us(self, names: Iterable[str]) -> tuple[float, int]:
         """Self time (us) and calls of the CPU ops with these names."""

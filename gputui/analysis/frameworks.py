@@ -89,17 +89,18 @@ def generate_cache(profile: PythonProfile | None) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
-#: the ops whose calls a trace's summary keeps, whatever their time: what tells
-#: Hugging Face's generate() and its KV cache in a trace without Python stacks.
-#: Each new token, generate() checks its stopping criteria, whose end-of-sequence
-#: test runs ``torch.isin`` (transformers 4.39 and later); a static cache writes
+#: the ops that tell Hugging Face's generate() and its KV cache in a trace
+#: without Python stacks (a trace's summary keeps their calls, whatever their
+#: time: :attr:`~gputui.analysis.evidence.CaptureView.op_calls`).  Each new
+#: token, generate() checks its stopping criteria, whose end-of-sequence test
+#: runs ``torch.isin`` (transformers 4.39 and later); a static cache writes
 #: each layer's new keys and values into its preallocated tensors with
 #: ``index_copy_``, where the default dynamic one concatenates them
 #: (``aten::cat``, as rotary embeddings also do: no sign of either cache)
 ISIN_OP = "aten::isin"
 INDEX_COPY_OP = "aten::index_copy_"
 ATTENTION_CALL_OPS = ("aten::scaled_dot_product_attention", "aten::softmax", "aten::_softmax")
-COUNTED_OPS = (ISIN_OP, INDEX_COPY_OP, *ATTENTION_CALL_OPS)
+GENERATE_OPS = (ISIN_OP, INDEX_COPY_OP, *ATTENTION_CALL_OPS)
 #: the fewest calls of each (tokens decoded, attention calls) that make a
 #: decoding loop of generate()
 GENERATE_MIN_CALLS = 16
@@ -107,7 +108,7 @@ GENERATE_MIN_CALLS = 16
 
 def traced_generate_cache(op_calls: Sequence[tuple[str, int]]) -> str | None:
     """The KV cache of a Hugging Face ``generate()`` loop, from the calls of
-    :data:`COUNTED_OPS` in a trace's window: ``static`` where the attention
+    :data:`GENERATE_OPS` in a trace's window: ``static`` where the attention
     calls are matched by ``index_copy_`` calls into a preallocated cache,
     ``dynamic`` where there are none; None where no decoding loop shows (the
     end-of-sequence test and attention each under :data:`GENERATE_MIN_CALLS`

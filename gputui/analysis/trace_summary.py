@@ -15,9 +15,8 @@ from dataclasses import field
 from typing import Any
 
 from gputui import fmt
-from gputui.analysis.evidence import CPU_OP_US, cast_load, many_casts
+from gputui.analysis.evidence import COUNTED_OPS, CPU_OP_US, cast_load, many_casts
 from gputui.analysis.finding import Finding, ranked
-from gputui.analysis.frameworks import COUNTED_OPS
 from gputui.protocol.capture import CpuOpRow, KernelRow
 from gputui.protocol.op_rows import FlopTotals, OpRow
 from gputui.protocol.trace_metrics import TraceMetrics
@@ -95,9 +94,8 @@ class TraceSummary(ValueBase):
     #: runs inside, "" for the program's own, where they are many (at least
     #: ``copy.casts_per_step`` a step): :meth:`~gputui.trace.scan.Scan.cast_parents`
     cast_parents: tuple[tuple[str, int], ...] = ()
-    #: the window's calls of the ops that tell a decoding loop and its KV cache
-    #: (:data:`gputui.analysis.frameworks.COUNTED_OPS`, those called), whatever
-    #: their time: the CPU-op table keeps only the top ones
+    #: the window's calls of :data:`gputui.analysis.evidence.COUNTED_OPS` (those
+    #: called), whatever their time: the CPU-op table keeps only the top ones
     op_calls: tuple[tuple[str, int], ...] = ()
     cpu_ops: tuple[CpuOpRow, ...] = ()
     cpu_op_names: int = 0
@@ -156,7 +154,7 @@ def cpu_op_rows(
     """Top host ops and runtime calls in the window by self time (own time minus
     direct children's, per thread); annotations and Python functions take part in
     the nesting but are not rows.  Also the number of names, the total self
-    time and the calls of :data:`~gputui.analysis.frameworks.COUNTED_OPS`."""
+    time and the calls of :data:`~gputui.analysis.evidence.COUNTED_OPS`."""
     per_name = {t.name: [t.calls, t.self_us, t.total_us] for t in scan.op_tally()}
     table = tables.cpu_op_table(per_name, top, per_us=1.0)
     counted = tuple(

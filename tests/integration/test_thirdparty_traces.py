@@ -26,6 +26,7 @@ ALEXNET = DATA / "hta-alexnet-benchmark.trace.json.gz"
 B200_EAGER = DATA / "tracelens-b200-eager.trace.json.gz"
 BERT_SMALL = DATA / "tracelens-h100-bert-small.trace.json.gz"
 TOKENOMICS = sorted(DATA.glob("tokenomics-2x4090-llama-rank*.trace.json.gz"))
+OPENPI = DATA / "openpi-h200-policy-inference.trace.json.gz"
 
 
 def analyze(capsys: pytest.CaptureFixture[str], *paths: Path) -> dict[str, Any]:
@@ -366,3 +367,24 @@ def test_two_ranks_profiled_cold_lag_by_one_off_work_only(
         assert "launch.idle_gaps" not in rules(rank)
         shares = [f["impact_pct"] or 0 for f in rank["findings"]]
         assert sum(shares) <= 100
+
+
+def test_a_while_loop_on_a_gpu_tensor_is_told_by_its_truth_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pi0's policy inference on an H200 (openpi, torch.compile replaying CUDA
+    graphs): its flow-matching loop runs ``while time >= -dt / 2`` on a GPU
+    tensor, so each of its denoising steps ends in a read-back (aten::is_nonzero,
+    its .item() inside, counted here from the raw events) and the GPU waits for
+    the next step's launches.  The finding names the loop's condition, not an
+    .item() of the job's own, and its fix is a Python number for it."""
+    with gzip.open(OPENPI) as fh:
+        events = json.load(fh)["traceEvents"]
+    truths = sum(1 for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::is_nonzero")
+    items = sum(1 for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::item")
+    assert truths == items == 11
+    (rank,) = analyze(capsys, OPENPI)["ranks"]
+    top = rank["findings"][0]
+    assert top["rule"] == "sync.host_sync"
+    assert f"{truths} of them `if`/`while` on a tensor (aten::is_nonzero)" in top["evidence"]
+    assert top["fix"].startswith("a Python `if` or `while` on a GPU tensor")

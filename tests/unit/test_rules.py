@@ -1049,6 +1049,37 @@ def test_an_older_hooks_blocking_copies_are_told_from_its_copy_rows() -> None:
     assert f.fix.startswith("pin the host side")
 
 
+@pytest.mark.parametrize(
+    ("truths", "told"),
+    [
+        (50, True),  # each read-back a loop's condition (`while t > 0:` on the GPU)
+        (30, True),
+        (250, False),  # many more: `if` on CPU tensors, which read nothing back
+        (10, False),  # a few: the read-backs are mostly .item()
+    ],
+)
+def test_read_backs_that_are_a_tensors_truth_are_named_so(truths: int, told: bool) -> None:
+    """10 read-backs a step (5 steps); where about as many aten::is_nonzero
+    calls ran, they are `if`/`while` on a tensor and the fix is the loop's
+    condition as a Python number; where they are a few, or far more (on CPU
+    tensors they wait for nothing), the read-backs stay .item()'s."""
+    cap = capture(
+        [kernel(GEMM_BF16, "gemm", 50, 50_000.0)],
+        [
+            op("cudaStreamSynchronize", 50, 30_000.0),
+            op("aten::_local_scalar_dense", 50, 500.0),
+            op("aten::is_nonzero", truths, 100.0),
+        ],
+    )
+    (f,) = fired("sync.host_sync", evidence(cap=cap))
+    named = "10 read-backs of a GPU value, 10 of them `if`/`while` on a tensor (aten::is_nonzero)"
+    if truths < 50:
+        named = named.replace("10 of them", f"{truths // 5} of them")
+    assert (named in f.evidence) is told
+    assert ("10 read-backs of a GPU value (.item())" in f.evidence) is not told
+    assert f.fix.startswith("a Python `if` or `while` on a GPU tensor") is told
+
+
 @pytest.mark.parametrize("training", [True, False], ids=["training", "inference"])
 def test_an_inference_jobs_data_wait_is_its_loops_not_a_training_one(training: bool) -> None:
     """An HF inference pipeline (TraceLens' OWLv2 trace) waited for its batches

@@ -25,6 +25,7 @@ from gputui.analysis.evidence import (
     MIN_GPU_SAMPLES,
     PROFILER_SLOWDOWN,
     SYNC_CALLS,
+    TRUTH_OPS,
     CaptureView,
     JobEvidence,
     cast_load,
@@ -202,9 +203,11 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
     counted = ev.ledger.syncs_per_step
     shown = per_step if counted is None else counted
     evidence = f"{fmt.per_step(shown)} synchronizations per step"
+    # the read-backs of a tensor's truth (`if tensor:`, a while loop's condition)
+    truths = cap.op_count(TRUTH_OPS) / cap.steps
     if sources:
         listed = ", ".join(
-            _sync_label(key, n, ev.warmup_ops)
+            _sync_label(key, n, ev.warmup_ops, truths)
             + ("" if waits is None else f" ({fmt.us(waits.get(key, 0.0))} a step)")
             for key, n in sources[:4]
         )
@@ -234,7 +237,7 @@ def host_sync(ev: JobEvidence) -> Iterable[Finding]:
             "sync.host_sync",
             "the CPU waits for the GPU inside the step",
             evidence,
-            _sync_fix(ev, sources, waits),
+            _sync_fix(ev, sources, waits, truths),
             _SYNC_CONFIRM,
             share=cost,
             severity=None if cost is not None else WARN,
@@ -329,9 +332,7 @@ _SHAPE_OPS = (
     "aten::unique_dim",
     "aten::unique_consecutive",
 )
-#: a tensor's value read as a Python bool (`if tensor:`, torch.equal)
-_TRUTHS = ("aten::is_nonzero", "aten::equal")
-_READBACKS = ("aten::_local_scalar_dense", "aten::item", *_TRUTHS)
+_READBACKS = ("aten::_local_scalar_dense", "aten::item", *TRUTH_OPS)
 _COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::to")
 #: a source named by its op (an op of none of the kinds above)
 _OP = "op:"
@@ -456,7 +457,7 @@ def _from_tables(cap: CaptureView, copies: float) -> dict[str, float]:
     shape = min(left, per_step(_SHAPE_OPS))
     left -= shape
     scalar = per_step(("aten::_local_scalar_dense",)) or per_step(("aten::item",))
-    readback = min(left, scalar + per_step(_TRUTHS))
+    readback = min(left, scalar + per_step(TRUTH_OPS))
     return {
         "shape": shape,
         "readback": readback,
@@ -476,24 +477,54 @@ _WARMUP_SYNC_FIX = (
 )
 
 
-def _sync_label(key: str, n: float, warmup_ops: frozenset[str] = frozenset()) -> str:
+def _sync_label(
+    key: str, n: float, warmup_ops: frozenset[str] = frozenset(), truths: float = 0.0
+) -> str:
     """How ``n`` synchronizations per step of a source read in the evidence
-    (``warmup_ops``: the ops that had warm-up calls in the trace)."""
+    (``warmup_ops``: the ops that had warm-up calls in the trace; ``truths``:
+    the calls per step that read a tensor as a Python bool)."""
     count = fmt.per_step(n)
     if key.startswith(_OP):
         name = key[len(_OP) :]
         warm = ", whose first calls were warm-up" if name in warmup_ops else ""
         return f"{count} in {fmt.clean(name, 80)}{warm}"
     one, several, _fix = _SYNC_SOURCE[key]
+    if key == "readback" and _truth_reads(n, truths):
+        # torch reads a tensor's truth with .item() inside aten::is_nonzero
+        return (
+            f"{count} {'read-back' if count == '1' else 'read-backs'} of a GPU value, "
+            f"{fmt.per_step(min(n, truths))} of them `if`/`while` on a tensor ({TRUTH_OPS[0]})"
+        )
     return f"{count} {one if count == '1' else several}"
 
 
+def _truth_reads(readbacks: float, truths: float) -> bool:
+    """Whether most of the read-backs are a tensor read as a Python bool: as
+    many calls that do so as half the read-backs, or more (on a CPU tensor
+    they read nothing back: more of them than read-backs says nothing)."""
+    return readbacks > 0 and 0.5 * readbacks <= truths <= 2 * readbacks
+
+
+#: the fix of read-backs that are mostly a tensor read as a Python bool
+_TRUTH_FIX = (
+    "a Python `if` or `while` on a GPU tensor (a loop that runs while a tensor "
+    "condition holds, a check on a result) reads it back each time and stops the CPU "
+    "until the GPU catches up: keep such conditions Python numbers (a loop's count of "
+    "iterations, a time step as a float), or test them every N steps, and express "
+    "per-element choices with torch.where"
+)
+
+
 def _sync_fix(
-    ev: JobEvidence, sources: list[tuple[str, float]], waits: Mapping[str, float] | None = None
+    ev: JobEvidence,
+    sources: list[tuple[str, float]],
+    waits: Mapping[str, float] | None = None,
+    truths: float = 0.0,
 ) -> str:
     """The fixes of the sources that make a fifth or more of the CPU's wait in
     synchronizations where ``waits`` tells it, else of their count (the largest
-    first; the general one where nothing is told apart)."""
+    first; the general one where nothing is told apart; ``truths``: the calls
+    per step that read a tensor as a Python bool)."""
     weight = {key: n for key, n in sources}
     if waits is not None and sum(waits.get(key, 0.0) for key, _ in sources) > 0:
         weight = {key: waits.get(key, 0.0) for key, _ in sources}
@@ -506,6 +537,8 @@ def _sync_fix(
             fix = _pin_fix(ev)
         elif key.startswith(_OP) and key[len(_OP) :] in ev.warmup_ops:
             fix = _WARMUP_SYNC_FIX
+        elif key == "readback" and _truth_reads(_n, truths):
+            fix = _TRUTH_FIX
         else:
             fix = _SYNC_SOURCE.get(key, _SYNC_SOURCE["other"])[2]
         if fix not in fixes:
