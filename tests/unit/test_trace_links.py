@@ -16,7 +16,11 @@ from gputui.tracefile.reader import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 #: the public traces written by a torch build that links a call to its op
-_LINKING = ("tracelens-b200-eager.trace.json.gz", "tracelens-h100-bert-small.trace.json.gz")
+_LINKING = (
+    "tracelens-b200-eager.trace.json.gz",
+    "tracelens-h100-bert-small.trace.json.gz",
+    "openpi-h200-policy-inference.trace.json.gz",
+)
 #: public traces whose ids link the training thread's calls to their ops, where
 #: NCCL's watchdog thread writes its cudaEventQuery calls' correlation as their
 #: id: neither kind throughout

@@ -510,7 +510,7 @@ _TRUTH_FIX = (
     "a Python `if` or `while` on a GPU tensor (a loop that runs while a tensor "
     "condition holds, a check on a result) reads it back each time and stops the CPU "
     "until the GPU catches up: keep such conditions Python numbers (a loop's count of "
-    "iterations, a time step as a float), or test them every N steps, and express "
+    "iterations, a time step as a float), or test them every N steps, and make "
     "per-element choices with torch.where"
 )
 
