@@ -723,6 +723,24 @@ def test_a_dominant_gemms_advice_names_the_tensor_cores_the_gpu_has(
     assert never is None or never not in f.fix
 
 
+@pytest.mark.parametrize(
+    ("name", "base"),
+    [
+        # vLLM's FP4 GEMM on a GB10, as its trace names it: not demangled
+        ("_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiiEEE", True),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", False),
+    ],
+)
+def test_the_deep_dive_of_a_mangled_kernel_matches_its_mangled_name(name: str, base: bool) -> None:
+    """ncu matches --kernel-name against a kernel's demangled function name
+    unless --kernel-name-base says otherwise: a trace's mangled name needs it."""
+    others = [kernel(f"{GEMM}_{k}", "gemm", 10, 0.02 * SPAN) for k in range(5)]
+    ev = evidence(cap=capture([kernel(name, "gemm", 10, 0.9 * SPAN), *others]))
+    (f,) = [f for f in engine.analyze(ev) if f.rule == "kernels.top_kernel"]
+    assert f"--kernel-name regex:{name[:40]}" in f.confirm
+    assert ("--kernel-name-base mangled --kernel-name" in f.confirm) is base
+
+
 #: the slow-step thresholds as the epoch-start rule reads them: slow epoch starts
 #: (every 10th step), and two slow ones among 400 ordinary steps adding share s
 #: (each over 3x the median there)

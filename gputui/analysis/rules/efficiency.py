@@ -280,6 +280,10 @@ def _kernel_advice(
     collective (no tile advice, no ncu: its time is the network's and the
     peers'), a generated or hand-written kernel's own profile."""
     ncu = (_ROCPROF if rocm else _NCU).format(stem=stem)
+    if stem.startswith("_Z") and not rocm:
+        # a mangled name (the trace did not demangle it): ncu matches
+        # --kernel-name against the demangled function name unless told
+        ncu = ncu.replace(" --kernel-name ", " --kernel-name-base mangled --kernel-name ", 1)
     if kernel_class == kernels.COMMUNICATION:
         return (
             "a communication kernel: its time is the transfer and the wait for the other "
