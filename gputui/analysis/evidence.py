@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # annotations only: gputui analyze loads none of these messag
     from gputui.protocol.schema import LoaderInfo, MemorySample, StepRecord
     from gputui.protocol.trace_metrics import JobMarkers, StepAccount
     from gputui.snapshot.model import DeviceSnapshot
+    from gputui.trace.scan import CollectiveCalls
 
 #: rules about steps stay silent until MIN_STEPS ordinary steps were seen
 #: (warm-up and profiled steps are not ordinary); GPU rules until the job's GPU
@@ -157,6 +158,9 @@ class CaptureView(ValueBase):
     #: inside, "" for the program's own, the most first: a trace's where they
     #: are many, a capture's where its top ops hold one; () otherwise
     cast_parents: tuple[tuple[str, int], ...] = ()
+    #: a trace's collectives in its window by the messages their kernels
+    #: record (:func:`gputui.trace.scan.collective_calls`); () for a capture
+    collectives: tuple[CollectiveCalls, ...] = ()
     #: a trace's calls of :data:`COUNTED_OPS` in its window
     #: (:attr:`gputui.analysis.trace_summary.TraceSummary.op_calls`); () for a
     #: capture (:meth:`op_count` reads its op table instead)

@@ -116,6 +116,7 @@ def trace_capture(summary: TraceSummary) -> CaptureView | None:
         comm_kernels=summary.comm_kernels,
         cast_parents=summary.cast_parents,
         op_calls=summary.op_calls,
+        collectives=summary.collectives,
     )
 
 

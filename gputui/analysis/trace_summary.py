@@ -23,7 +23,15 @@ from gputui.protocol.trace_metrics import TraceMetrics
 from gputui.protocol.value import ValueBase, value_class
 from gputui.trace import tables
 from gputui.trace.kernels import short_kernel_name
-from gputui.trace.scan import KERNEL_LAUNCHES, WARMUP_RATIO, Outside, Sanity, Scan
+from gputui.trace.scan import (
+    KERNEL_LAUNCHES,
+    WARMUP_RATIO,
+    CollectiveCalls,
+    Outside,
+    Sanity,
+    Scan,
+    collective_calls,
+)
 from gputui.trace.tables import TOP_ROWS
 from gputui.trace.timeline import Timeline, step_id
 from gputui.trace.trace_metrics import compute
@@ -90,6 +98,9 @@ class TraceSummary(ValueBase):
     #: kind, its start from the window's and its time on the GPU (µs):
     #: :meth:`~gputui.trace.scan.Scan.comm_sequence`
     comm_kernels: tuple[tuple[str, float, float], ...] = ()
+    #: the window's collectives by the messages their kernels record (traces
+    #: of torch 2.1 and later: :func:`~gputui.trace.scan.collective_calls`)
+    collectives: tuple[CollectiveCalls, ...] = ()
     #: the window's conversions (``aten::to``) by the op or autograd node each
     #: runs inside, "" for the program's own, where they are many (at least
     #: ``copy.casts_per_step`` a step): :meth:`~gputui.trace.scan.Scan.cast_parents`
@@ -222,6 +233,7 @@ def summarize(
         kernel_calls=table.calls,
         gpu_span_us=scan.gpu_span(),
         comm_kernels=scan.comm_sequence(),
+        collectives=collective_calls(timeline.collectives, scan.window),
         cast_parents=scan.cast_parents() if many else (),
         op_calls=op_calls,
         cpu_ops=ops,
@@ -416,6 +428,32 @@ def _repeated_step(steps: Sequence[int]) -> tuple[int, int] | None:
     return (step, times) if times > 1 else None
 
 
+def collective_json(c: CollectiveCalls) -> dict[str, Any]:
+    """One collective of a rank's window, as ``gputui analyze --json`` gives it."""
+    per_call = c.bytes_per_call
+    return {
+        "name": c.name,
+        "calls": c.calls,
+        "sized_calls": c.sized,
+        "bytes": c.bytes,
+        "bytes_per_call": None if per_call is None else round(per_call, 1),
+        "us": round(c.us, 3),
+        "us_per_call": round(c.us_per_call, 3),
+        "group_size": c.group or None,
+        "mean_gbps": None
+        if per_call is None or c.us_per_call <= 0
+        else _figures(per_call / (c.us_per_call * 1000.0)),
+        "best_gbps": None if c.best_gbps is None else _figures(c.best_gbps),
+        "split_calls": c.split_calls,
+        "split_skew": None if c.split_skew is None else round(c.split_skew, 3),
+    }
+
+
+def _figures(value: float) -> float:
+    """``value`` to six significant figures (a rate from bytes a nanosecond)."""
+    return float(f"{value:.6g}")
+
+
 def outside_json(side: Outside) -> dict[str, Any]:
     return {
         "us": side.us,
@@ -454,6 +492,7 @@ def summary_json(summary: TraceSummary, findings: Sequence[Finding] = ()) -> dic
     out["kernel_total_us"] = summary.kernel_total_us
     out["kernel_calls"] = summary.kernel_calls
     out["kernel_us_by_class"] = dict(summary.kernel_us_by_class)
+    out["collectives"] = [collective_json(c) for c in summary.collectives]
     out["cpu_ops"] = [o.to_wire() for o in summary.cpu_ops]
     out["cpu_op_names"] = summary.cpu_op_names
     out["cpu_self_total_us"] = summary.cpu_self_total_us

@@ -172,6 +172,7 @@ def render(
             out.extend(wrap(sentence, width, _TAB if i else "", _TAB))
     out.extend(_hta(summary, ledger, width))
     out.extend(_kernels(summary, top, width))
+    out.extend(_collectives(summary, top, width))
     out.extend(_roofline(summary, roof, top, width))
     out.extend(_cpu_ops(summary, top, width))
     return out
@@ -419,6 +420,46 @@ def _kernels(summary: TraceSummary, top: int, width: int) -> list[str]:
         items = [f"{item}," for item in by_class[:-1]] + by_class[-1:]
         out.extend(wrap_items(items, width, " ", _TAB))
     out.extend(kernel_table(summary.kernels[:top], width, _TAB, upper=True))
+    return out
+
+
+def _collectives(summary: TraceSummary, top: int, width: int) -> list[str]:
+    """The window's collectives by the messages their kernels record: what each
+    call moves, how long it takes, and at what rate (on average, and the call
+    that waited least)."""
+    if not summary.collectives:
+        return []
+    out = _section(
+        f"Collectives by the messages the trace records ({window_words(summary)}; a "
+        "kernel's time includes its wait for the other ranks)",
+        width,
+    )
+    rows = []
+    for c in summary.collectives[:top]:
+        per_call = c.bytes_per_call
+        mean = None if per_call is None or c.us_per_call <= 0 else per_call / c.us_per_call * 1e6
+        rows.append(
+            [
+                _count(c.calls),
+                fmt.size(per_call),
+                fmt.us(c.us_per_call),
+                fmt.rate(mean),
+                fmt.rate(None if c.best_gbps is None else c.best_gbps * 1e9),
+                str(c.group) if c.group else "-",
+                "-" if c.split_skew is None else f"{c.split_skew:.2f}",
+                fmt.clean(c.name, 40),
+            ]
+        )
+    lines = table(
+        ["CALLS", "EACH", "TIME", "RATE", "BEST", "RANKS", "SPLIT", "COLLECTIVE"],
+        rows,
+        width - len(_TAB),
+        right=[True, True, True, True, True, True, True, False],
+        flexible=7,
+        optional=(5, 6),
+        least=12,
+    )
+    out.extend(_TAB + line for line in lines)
     return out
 
 

@@ -68,6 +68,7 @@ from gputui.trace.timeline import (
     RUNTIME,
     STEP_MARK,
     SYNC,
+    Collective,
     GpuActivity,
     Interval,
     Timeline,
@@ -682,6 +683,99 @@ class Outside(ValueBase):
     ops: tuple[OpTally, ...] = ()
     gpu_activities: int = 0
     gpu_us: float = 0.0
+
+
+@value_class
+class CollectiveCalls(ValueBase):
+    """One collective's kernels in the window, by the messages the trace records
+    in their arguments (:class:`~gputui.trace.timeline.Collective`)."""
+
+    name: str
+    calls: int
+    #: of the calls, those whose message size is known, and the bytes those
+    #: move: each call's larger side (in or out message), summed
+    sized: int = 0
+    bytes: int = 0
+    #: the calls' time on the GPU, µs
+    us: float = 0.0
+    #: ranks in the group (the largest seen; 0: unknown)
+    group: int = 0
+    #: of calls that split their message by destination (all_to_allv's ``In
+    #: split size``): how many, and the largest part over an even one, the
+    #: mean over those calls (1.0: every rank gets as much)
+    split_calls: int = 0
+    split_skew: float | None = None
+    #: the highest rate a sized call moved its message at, GB/s (bytes per ns):
+    #: the call that waited least for its peers
+    best_gbps: float | None = None
+
+    @property
+    def bytes_per_call(self) -> float | None:
+        return self.bytes / self.sized if self.sized else None
+
+    @property
+    def us_per_call(self) -> float:
+        return self.us / self.calls if self.calls else 0.0
+
+
+def collective_calls(
+    collectives: Sequence[Collective], window: tuple[int, int] | None
+) -> tuple[CollectiveCalls, ...]:
+    """The collectives whose kernels start in ``window`` (all without one), by
+    name, the most GPU time first."""
+    # name -> [calls, sized, bytes, ns, group, splits, skew sum, best GB/s]
+    by: dict[str, list[Any]] = {}
+    for c in collectives:
+        if window is not None and not window[0] <= c.start_us < window[1]:
+            continue
+        got = by.get(c.name)
+        if got is None:
+            got = by[c.name] = [0, 0, 0, 0, 0, 0, 0.0, None]
+        got[0] += 1
+        size = max(c.in_bytes, c.out_bytes)
+        if size >= 0:
+            got[1] += 1
+            got[2] += size
+            if c.dur_ns > 0 and (got[7] is None or size / c.dur_ns > got[7]):
+                got[7] = size / c.dur_ns
+        got[3] += c.dur_ns
+        got[4] = max(got[4], c.group)
+        skew = _split_skew(c.splits)
+        if skew is not None:
+            got[5] += 1
+            got[6] += skew
+    out = [
+        CollectiveCalls(
+            name=name,
+            calls=n,
+            sized=sized,
+            bytes=nbytes,
+            us=ns / 1000.0,
+            group=group,
+            split_calls=splits,
+            split_skew=skews / splits if splits else None,
+            best_gbps=best,
+        )
+        for name, (n, sized, nbytes, ns, group, splits, skews, best) in by.items()
+    ]
+    out.sort(key=lambda c: (-c.us, c.name))
+    return tuple(out)
+
+
+def _split_skew(splits: str) -> float | None:
+    """The largest part of a message split by destination (``"[4, 12]"``) over
+    an even part; None for no split, or one that does not read as two or more
+    non-negative counts."""
+    if len(splits) < 5 or splits[0] != "[" or splits[-1] != "]":
+        return None
+    try:
+        parts = [int(p) for p in splits[1:-1].split(",")]
+    except ValueError:
+        return None
+    total = sum(parts)
+    if len(parts) < 2 or total <= 0 or min(parts) < 0:
+        return None
+    return max(parts) * len(parts) / total
 
 
 @value_class

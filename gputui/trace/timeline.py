@@ -114,6 +114,73 @@ class GpuActivity(NamedTuple):
     external_id: int  # the host op that launched it; -1: unknown
 
 
+#: bytes an element of each dtype torch's profiler names in a collective's
+#: arguments (c10's ScalarType names)
+DTYPE_BYTES = {
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Int": 4,
+    "Long": 8,
+    "Short": 2,
+    "Char": 1,
+    "Byte": 1,
+    "Bool": 1,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fnuz": 1,
+    "Float8_e5m2fnuz": 1,
+    "ComplexHalf": 4,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+}
+#: the longest collective name and split list kept (a trace's text)
+_COLLECTIVE_NAME = 64
+_SPLITS = 512
+
+
+class Collective(NamedTuple):
+    """A communication kernel's message, as torch's profiler records it in the
+    kernel's arguments (``Collective name``, ``In msg nelems``, ``Out msg
+    nelems``, ``dtype``, ``Group size``, ``In split size``)."""
+
+    start_us: int
+    dur_ns: int
+    name: str  # "allreduce", "all_to_allv", "_allgather_base"...
+    in_bytes: int  # -1: unknown
+    out_bytes: int
+    group: int  # ranks in its group; 0: unknown
+    splits: str  # "In split size" as written ("[4, 4]"); "": none
+
+
+def collective_of(
+    start: int, dur_ns: int, name: Any, ins: Any, outs: Any, dtype: Any, group: Any, splits: Any
+) -> Collective | None:
+    """A GPU activity's :class:`Collective` from its arguments' values, whatever
+    their types (every reader of a trace calls this with the same values, so
+    all give the same record); None without a collective's name."""
+    if type(name) is not str or not name:
+        return None
+    size = DTYPE_BYTES.get(dtype) if type(dtype) is str else None
+
+    def nbytes(n: Any) -> int:
+        return n * size if size is not None and type(n) is int and 0 <= n < 2**50 else -1
+
+    return Collective(
+        start,
+        dur_ns,
+        name[:_COLLECTIVE_NAME],
+        nbytes(ins),
+        nbytes(outs),
+        group if type(group) is int and 0 < group < 2**20 else 0,
+        splits if type(splits) is str and len(splits) <= _SPLITS else "",
+    )
+
+
 class RuntimeCall(NamedTuple):
     """A host-side CUDA runtime or driver call (launches, copies, syncs)."""
 
@@ -148,6 +215,9 @@ class Timeline:
     #: events the reader saw (all phases), and those it could not use
     events: int = 0
     skipped: int = 0
+    #: the communication kernels' messages, where the trace records them (in
+    #: the order read)
+    collectives: list[Collective] = field(default_factory=list)
 
     def step_ranges(self) -> list[HostRange]:
         """The host-side ``ProfilerStep#N`` ranges, in time order."""
@@ -331,6 +401,7 @@ def hta_window(timeline: Timeline, include_last_step: bool = False) -> Window:
         if (a.correlation in launched if a.correlation >= 0 else keep(a.start_us))
     ]
     kept = Timeline(gpu, runtime, ranges, timeline.events, timeline.skipped)
+    kept.collectives = [c for c in timeline.collectives if keep(c.start_us)]
     return Window(kept, host_steps, not include_last_step)
 
 

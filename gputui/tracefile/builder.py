@@ -29,6 +29,7 @@ from gputui.trace.timeline import (
     RuntimeCall,
     Timeline,
     as_int,
+    collective_of,
 )
 
 #: categories, lower-cased (older traces say "Kernel", "Memcpy", "Runtime")
@@ -166,6 +167,8 @@ class Builder:
                         (start, end, round(dur * 1000), kind, name, stream, device, corr, ext),
                     )
                 )
+                if "Collective name" in args:
+                    _collective(tl, start, round(dur * 1000), args)
             elif corr >= 0:
                 kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
                 tid = thread(ev.get("tid"))
@@ -179,3 +182,20 @@ class Builder:
         self.host_pid = host_pid
         tl.events += len(events)
         tl.skipped += skipped
+
+
+def _collective(tl: Timeline, start: int, dur_ns: int, args: dict[str, Any]) -> None:
+    """A communication kernel's message (:func:`collective_of`), where its
+    arguments name its collective."""
+    c = collective_of(
+        start,
+        dur_ns,
+        args.get("Collective name"),
+        args.get("In msg nelems"),
+        args.get("Out msg nelems"),
+        args.get("dtype"),
+        args.get("Group size"),
+        args.get("In split size"),
+    )
+    if c is not None:
+        tl.collectives.append(c)

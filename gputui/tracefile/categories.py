@@ -32,6 +32,7 @@ from gputui.trace.timeline import (
     HostRange,
     RuntimeCall,
     as_int,
+    collective_of,
 )
 from gputui.tracefile.builder import (
     GPU_KINDS,
@@ -79,7 +80,19 @@ class _CallArgs(msgspec.Struct, gc=False):
     external_id_lower: None = field(name="external id", default=None)
 
 
-class _GpuArgs(msgspec.Struct, gc=False):
+class MessageArgs(msgspec.Struct, gc=False):
+    """A communication kernel's message in its arguments, of any type
+    (:func:`gputui.trace.timeline.collective_of` reads what it can)."""
+
+    collective: Any = field(name="Collective name", default=UNSET)
+    in_nelems: Any = field(name="In msg nelems", default=UNSET)
+    out_nelems: Any = field(name="Out msg nelems", default=UNSET)
+    dtype: Any = UNSET
+    group_size: Any = field(name="Group size", default=UNSET)
+    in_split: Any = field(name="In split size", default=UNSET)
+
+
+class _GpuArgs(MessageArgs, kw_only=True):
     stream: OnStream
     correlation: int | UnsetType = UNSET
     device: int | UnsetType = UNSET
@@ -241,6 +254,8 @@ class ByCategory:
         tl = b.timeline
         gpu, runtime, ranges = tl.gpu, tl.runtime, tl.ranges
         n_gpu, n_runtime, n_ranges = len(gpu), len(runtime), len(ranges)
+        collectives = tl.collectives
+        n_collectives = len(collectives)
         gpu_append, runtime_append, range_append = gpu.append, runtime.append, ranges.append
         intern = b.names.setdefault
         new = tuple.__new__  # a NamedTuple without its Python-level __new__
@@ -307,9 +322,22 @@ class ByCategory:
                         (start, end, round(dur * 1000), ev.kind, name, a.stream, device, corr, ext),
                     )
                 )
+                if a.collective is not unset:
+                    c = collective_of(
+                        start,
+                        round(dur * 1000),
+                        a.collective,
+                        a.in_nelems,
+                        a.out_nelems,
+                        a.dtype,
+                        a.group_size,
+                        a.in_split,
+                    )
+                    if c is not None:
+                        collectives.append(c)
         else:
             b.host_pid = host_pid
             tl.events += len(events)
             return True
-        del gpu[n_gpu:], runtime[n_runtime:], ranges[n_ranges:]
+        del gpu[n_gpu:], runtime[n_runtime:], ranges[n_ranges:], collectives[n_collectives:]
         return False

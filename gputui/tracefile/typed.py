@@ -47,6 +47,7 @@ from gputui.trace.timeline import (
     HostRange,
     RuntimeCall,
     as_int,
+    collective_of,
 )
 from gputui.tracefile import categories
 from gputui.tracefile.builder import (
@@ -58,13 +59,14 @@ from gputui.tracefile.builder import (
     Builder,
 )
 from gputui.tracefile.categories import DECODER as CATEGORY_DECODER
-from gputui.tracefile.categories import SHAPED_DECODER, ByCategory
+from gputui.tracefile.categories import SHAPED_DECODER, ByCategory, MessageArgs
 
 _EMPTY = Raw()
 
 
-class Args(msgspec.Struct, gc=False):
-    """The arguments of an event that the analysis reads."""
+class Args(MessageArgs):
+    """The arguments of an event that the analysis reads (a communication
+    kernel's message among them)."""
 
     correlation: int | UnsetType = UNSET
     stream: int | UnsetType = UNSET
@@ -232,6 +234,19 @@ class TypedReader:
                         (start, end, round(dur * 1000), kind, name, stream, device, corr, ext),
                     )
                 )
+                if args is not None and args.collective is not unset:
+                    c = collective_of(
+                        start,
+                        round(dur * 1000),
+                        args.collective,
+                        args.in_nelems,
+                        args.out_nelems,
+                        args.dtype,
+                        args.group_size,
+                        args.in_split,
+                    )
+                    if c is not None:
+                        tl.collectives.append(c)
             elif corr >= 0:
                 kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
                 tid = ev.tid

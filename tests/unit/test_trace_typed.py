@@ -40,6 +40,7 @@ def reading(tf: TraceFile) -> tuple[Any, ...]:
         tl.gpu,
         tl.runtime,
         tl.ranges,
+        tl.collectives,
         tl.events,
         tl.skipped,
         tf.rank,
@@ -255,7 +256,7 @@ def test_ops_with_the_same_shape_arguments_are_decoded_and_estimated_once(
         mp.setattr(op_rows.op_costs, "estimate_flops", counted)
         new = reading(read_trace(path, typed=True))
     assert new == reading(read_trace(path, typed=False))
-    (row,) = new[11]
+    (row,) = new[12]
     assert row.calls == 2 * n and row.kernels == 2 * n
     assert row.flops == pytest.approx(2 * n * 2 * 64 * 128 * 32)
     # one shape: decoded once for the rows and once for the FLOP totals (its 4
@@ -325,6 +326,13 @@ def arguments(value: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]
             "Concrete Inputs": st.lists(st.sampled_from(["", "1", "[2, 2]"]), max_size=3),
             "flops": st.integers(0, 10**9),
             "cbid": st.integers(0, 300),
+            # a communication kernel's message
+            "Collective name": st.sampled_from(["allreduce", "all_to_allv", ""]),
+            "In msg nelems": value,
+            "Out msg nelems": value,
+            "dtype": st.sampled_from(["Float", "BFloat16", "Odd", ""]),
+            "Group size": value,
+            "In split size": st.sampled_from(["[4, 4]", "[]", ""]),
         },
     )
 
@@ -376,6 +384,10 @@ FIELDS = [
     "device",
     "External id",
     "external id",
+    "Collective name",
+    "In msg nelems",
+    "Group size",
+    "dtype",
 ]
 
 

@@ -17,6 +17,7 @@ launch overhead, other CPU-side work.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from gputui import fmt
 from gputui.analysis import thresholds
@@ -52,6 +53,9 @@ from gputui.protocol.messages import DATA, OPTIMIZER
 from gputui.trace import kernels
 from gputui.trace.markers import COMPILED_RANGES
 from gputui.trace.op_rows import GPU_MEMCPY, off_device
+
+if TYPE_CHECKING:
+    from gputui.trace.scan import CollectiveCalls
 
 #: the thresholds (gputui.analysis.thresholds).  Synchronizing calls per step from
 #: which syncs explain the idle time; the GPU's idle share worth a finding, and the
@@ -1199,8 +1203,9 @@ def comm_share(ev: JobEvidence) -> Iterable[Finding]:
                 "of the step (a kernel that waits for a slower rank costs this one no more)"
                 if capped
                 else ""
-            ),
-            comm_fix(ev.context.collectives, ev.context.inference),
+            )
+            + collective_evidence(cap.collectives),
+            comm_fix(ev.context.collectives, ev.context.inference, cap.collectives),
             "the capture's exposed communication time falls",
             share=exposed,
         )
@@ -1216,22 +1221,114 @@ def _comm_kernels(ev: JobEvidence) -> str:
     return "NCCL kernels"
 
 
-def comm_fix(collectives: tuple[str, ...], inference: bool = False) -> str:
+#: a collective's calls wait more than they move data where their mean rate is
+#: under this share of the rate of its fastest call (the one that waited least),
+#: or where they take a millisecond or more on average at under 0.1 GB/s (a
+#: gigabit network's rate: no interconnect a GPU job uses is slower)
+COMM_WAIT_RATE = 1 / 3
+COMM_WAIT_US = 1000.0
+COMM_SLOW_GBPS = 0.1
+#: an all-to-all's split by destination is even where its largest part is at
+#: most this much over an even one
+EVEN_SPLIT = 1.1
+
+
+def waiting_collectives(sizes: Sequence[CollectiveCalls]) -> list[CollectiveCalls]:
+    """The collectives whose kernels wait more than they transfer: three or more
+    sized calls whose mean rate is under :data:`COMM_WAIT_RATE` of their
+    fastest call's, or that average :data:`COMM_WAIT_US` or more at under
+    :data:`COMM_SLOW_GBPS`."""
+    out = []
+    for c in sizes:
+        per_call = c.bytes_per_call
+        if c.sized < 3 or per_call is None or not c.best_gbps or c.us_per_call <= 0:
+            continue
+        mean = per_call / (c.us_per_call * 1000.0)
+        if mean < COMM_WAIT_RATE * c.best_gbps or (
+            c.us_per_call >= COMM_WAIT_US and mean < COMM_SLOW_GBPS
+        ):
+            out.append(c)
+    return out
+
+
+def even_splits(sizes: Sequence[CollectiveCalls]) -> bool:
+    """Whether every all-to-all that splits its message by destination splits
+    it evenly (each rank sends each peer as much), and one does."""
+    split = [c for c in sizes if c.split_calls and c.split_skew is not None]
+    return bool(split) and all(c.split_skew <= EVEN_SPLIT for c in split if c.split_skew)
+
+
+def collective_evidence(sizes: Sequence[CollectiveCalls], top: int = 2) -> str:
+    """What the largest collectives move, as a clause: "its 12 all_to_allv calls
+    move 8.0KiB each, in 1.3ms on average, the fastest at 0.8GB/s" ("" for
+    none sized)."""
+    parts = []
+    for c in [c for c in sizes if c.sized][:top]:
+        per_call = c.bytes_per_call
+        text = (
+            f"{c.calls:,} {fmt.clean(c.name, 40)} call{'s' * (c.calls != 1)} "
+            f"move{'s' * (c.calls == 1)} {fmt.size(per_call)}{' each' * (c.calls != 1)}, in "
+            f"{fmt.us(c.us_per_call)}{' on average' * (c.calls != 1)}"
+        )
+        if c.calls > 1 and c.best_gbps:
+            text += f", the fastest at {fmt.rate(c.best_gbps * 1e9)}"
+        if c.split_calls and c.split_skew is not None:
+            text += (
+                ", split evenly between the ranks"
+                if c.split_skew <= EVEN_SPLIT
+                else f", its largest part {c.split_skew:.1f}x an even one"
+            )
+        parts.append(text)
+    return "; its " + "; ".join(parts) if parts else ""
+
+
+def comm_fix(
+    collectives: tuple[str, ...],
+    inference: bool = False,
+    sizes: Sequence[CollectiveCalls] = (),
+) -> str:
     """Communication advice for the collectives the job runs: all-to-all (expert
     and embedding parallelism), all-gather and reduce-scatter (FSDP, ZeRO),
     all-reduce (DDP); the all-reduce advice when nothing tells.  A job with no
     backward and no optimizer (``inference``) has no gradients to sync: its
     collectives are tensor or sequence parallelism, or weights sharded
-    FSDP-style, each moving data at every layer."""
+    FSDP-style, each moving data at every layer.  Where the trace records the
+    messages (``sizes``): kernels that wait more than they transfer are told
+    so first, and an all-to-all whose splits are even is not told to balance
+    them."""
     kinds = set(collectives)
     parts = []
+    waiting = waiting_collectives(sizes)
+    if waiting:
+        c = waiting[0]
+        mean = c.bytes / c.sized / c.us_per_call * 1e6  # bytes/s
+        best = (c.best_gbps or 0.0) * 1e9
+        why = (
+            f"their fastest call moved its message at {fmt.rate(best)}, the calls average "
+            f"{fmt.rate(mean)}"
+            if mean < COMM_WAIT_RATE * best
+            else f"{fmt.size(c.bytes / c.sized)} a call in {fmt.us(c.us_per_call)}: "
+            f"{fmt.rate(mean)}, slower than any interconnect"
+        )
+        parts.append(
+            f"the {fmt.clean(c.name, 40)} kernels wait more than they move data ({why}): a peer "
+            "reaches each call later (every rank's trace analyzed together, or the rank "
+            "view, names the rank the others wait for), or NCCL's transport is slow "
+            "(NCCL_DEBUG=INFO names it: P2P or NVLink inside a node; NET over sockets is "
+            "slow)"
+        )
     if "all_to_all" in kinds or ("send_recv" in kinds and not kinds & {"all_reduce"}):
+        balance = (
+            ""
+            if even_splits(sizes)
+            else "balance the tokens or ids each rank sends (a capacity factor, "
+            "load-balancing loss, sharding by frequency), "
+        )
         parts.append(
             "the all-to-all exchange (expert or embedding parallelism) waits on the slowest "
-            "peer and the network: balance the tokens or ids each rank sends (a capacity "
-            "factor, load-balancing loss, sharding by frequency), send fewer, larger "
-            "messages, overlap the exchange with compute of the previous micro-batch, and "
-            "keep it inside a node (NVLink) where the layout allows"
+            f"peer and the network: {balance}send fewer, larger messages, overlap the "
+            "exchange with compute of the previous micro-batch, and keep it inside a node "
+            "(NVLink) where the layout allows"
         )
     if inference and kinds & {"all_gather", "reduce_scatter", "all_reduce"}:
         parts.append(
@@ -1288,7 +1385,7 @@ def comm_poor_overlap(ev: JobEvidence) -> Iterable[Finding]:
             "communication is not overlapped with compute",
             f"only {overlap * 100:.0f}% of NCCL time overlaps with compute kernels "
             f"(NCCL {share * 100:.0f}% of the capture)",
-            comm_fix(ev.context.collectives, ev.context.inference)
+            comm_fix(ev.context.collectives, ev.context.inference, cap.collectives)
             if set(ev.context.collectives) - {"all_reduce"} or ev.context.inference
             else "let DDP start all-reduces during backward: a smaller bucket_cap_mb for "
             "earlier buckets, gradient_as_bucket_view=True, no work between loss.backward() "

@@ -579,7 +579,7 @@ def poor_overlap(ev: RanksEvidence) -> Iterable[Finding]:
             f"{span_share * 100:.0f}% of the GPU span and only {overlap * 100:.0f}% of their "
             "time overlaps compute kernels",
             # the collectives in use: all-to-all and FSDP's get their own advice
-            comm_fix(collectives, inference)
+            comm_fix(collectives, inference, cap.collectives)
             if set(collectives) - {"all_reduce"} or inference
             else "let DDP start all-reduces during backward: smaller bucket_cap_mb so the "
             "first buckets are ready early, no find_unused_parameters=True unless needed, "
