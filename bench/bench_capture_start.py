@@ -17,13 +17,9 @@ runs every tree once, alternating which goes first; medians over rounds.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
+
+from tree_rounds import compare
 
 JOB = r"""
 import json, os, sys, tempfile, time
@@ -71,40 +67,13 @@ gputui.hook.uninstall()
 """
 
 
-def run(tree: str, device: str) -> dict:
-    with tempfile.TemporaryDirectory(prefix="bcs-", dir="/tmp") as tmp:
-        env = dict(os.environ, GPUTUI_SOCKET_DIR=os.path.join(tmp, "s"), XDG_CACHE_HOME=tmp)
-        out = subprocess.run(
-            [sys.executable, "-c", JOB, str(Path(tree).resolve()), device],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tree", action="append", required=True, metavar="LABEL=PATH")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--device", default="cpu", help="where the loop runs: cpu (default) or cuda")
     args = p.parse_args()
-    trees = [item.split("=", 1) for item in args.tree]
-    runs: dict[str, list[dict]] = {label: [] for label, _ in trees}
-    for r in range(args.rounds):
-        for label, path in trees if r % 2 == 0 else list(reversed(trees)):
-            runs[label].append(run(path, args.device))
-            print(f"round {r + 1} {label}: {json.dumps(runs[label][-1])}", file=sys.stderr)
-    keys = [k for k in runs[trees[0][0]][0] if k not in ("inductor_imported", "device")]
-    print(f"{'':<30}" + "".join(f"{label:>12}" for label, _ in trees))
-    for k in keys:
-        cells = []
-        for label, _ in trees:
-            vals = [run[k] for run in runs[label] if run[k] is not None]
-            cells.append(f"{statistics.median(vals):>12g}" if vals else f"{'-':>12}")
-        print(f"{k:<30}" + "".join(cells))
+    compare(args.tree, args.rounds, JOB, args.device, skip=("inductor_imported", "device"))
     return 0
 
 

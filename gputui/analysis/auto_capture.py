@@ -67,6 +67,8 @@ BASELINE_STEPS = 50
 
 #: steps that do not show the job's ordinary pace
 _NOT_ORDINARY = int(StepFlag.PROFILED | StepFlag.COMPILE | StepFlag.GRAPH_CAPTURE)
+#: the steps after a capture that it did not cost
+_NOT_BESIDE = int(StepFlag.COMPILE | StepFlag.GRAPH_CAPTURE)
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,9 @@ def _after(
     that paid the profiler's stop, and those that started before the result was
     ready (when the hook says when that was); and whether a step that started
     after it has arrived (the list is then complete)."""
-    tail = [s for s in steps[end + 1 :] if not s.flags & _NOT_ORDINARY]
+    # (a hook flags the steps run while the capture is processed as profiled:
+    # they are the capture's; a compiling or graph-capturing step is not)
+    tail = [s for s in steps[end + 1 :] if not s.flags & _NOT_BESIDE]
     if not tail:
         return [], False
     ready = None

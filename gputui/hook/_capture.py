@@ -104,6 +104,8 @@ class CaptureController(WindowController):
         self.preloaded = False
         self.preload_since = 0.0  # time.monotonic() of the last arming
         self._preloading = False
+        #: the last capture is being processed (its steps after it are flagged)
+        self.processing = False
 
     # -- I/O thread -----------------------------------------------------------------
     def request(self, vid: int | None, req: CaptureRequest) -> CaptureStatus:
@@ -305,7 +307,12 @@ class CaptureController(WindowController):
         self.state = messages.CAPTURE_PROCESSING
         self.armed = None
         self.active = None
-        self.recorder.on_boundary = None
+        # The steps that run while the capture is processed are slowed by it
+        # (the worker shares the GIL with them): flagged as profiled, as the
+        # recorded ones are, they stay out of the step statistics
+        self.processing = True
+        self.recorder.flags |= FLAG_PROFILED
+        self.recorder.on_boundary = self._processing_boundary
         stall_known = threading.Event()
         worker = threading.Thread(
             target=self._process,
@@ -320,6 +327,15 @@ class CaptureController(WindowController):
             ((time.perf_counter() - t0) - (t_stop1 - t_stop0)) * 1000.0, 3
         )
         stall_known.set()
+
+    def _processing_boundary(self, index: int) -> None:
+        """A step boundary while the last capture is processed: the step that
+        starts is flagged as profiled; the first one after the processing is
+        not, and from it on the boundaries are free again."""
+        if self.processing:
+            self.recorder.flags |= FLAG_PROFILED
+        elif self.recorder.on_boundary == self._processing_boundary:
+            self.recorder.on_boundary = None
 
     def _abort(self, req: CaptureRequest, exc: BaseException) -> None:
         prof, self.prof = self.prof, None
@@ -339,6 +355,7 @@ class CaptureController(WindowController):
         )
 
     def _clear(self) -> None:
+        self.processing = False
         self.recorder.on_boundary = None
         self.armed = None
         self.active = None
@@ -390,6 +407,9 @@ class CaptureController(WindowController):
             fields.update(meta)
             fields["window_end_wall"] = round(fields["window_end_wall"], 3)
             result = CaptureResult(**fields).to_wire()
+            self.processing = False
+            if self.recorder.on_boundary == self._processing_boundary:
+                self.recorder.on_boundary = None  # (the recorder reads it once a boundary)
             self._sent(result)
         self.post(requester, result)
 

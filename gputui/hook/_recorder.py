@@ -378,8 +378,9 @@ class Recorder:
         self.index = index = self.index + 1
         self.log = [index, t]
         self.flags = 0
-        if self.on_boundary is not None:
-            self.on_boundary(index)  # may set flags (a profiled step)
+        hook = self.on_boundary  # read once: another thread may clear it
+        if hook is not None:
+            hook(index)  # may set flags (a profiled step)
             next_full = next_full or self.on_boundary is not None
         if next_full:
             self._begin_full(edges[-1] if shared and edges else None)

@@ -199,6 +199,24 @@ def test_cost_sums_the_profiled_steps_and_those_until_the_result() -> None:
     assert "over 8 steps" in text
 
 
+def test_the_steps_run_while_a_capture_is_processed_count_flagged_or_not() -> None:
+    """A hook flags the steps that run while its worker processes the capture as
+    profiled (they stay out of the step statistics): they are the capture's
+    cost all the same, as an older hook's unflagged ones are."""
+    walls = [0.05, 0.015, 0.012, 0.01, 0.01]
+    older = profiled_job(walls)
+    newer = run(
+        [0.01] * 20 + [0.02] * 6 + walls,
+        flags={k: int(StepFlag.PROFILED) for k in range(20, 28)},
+    )
+    costs = [
+        capture_cost(steps, result(first=21, last=25, end=steps[25].t, ready_ms=60.0))
+        for steps in (older, newer)
+    ]
+    assert costs[0] is not None and costs[0] == costs[1]
+    assert costs[0].after_steps == 2 and costs[0].extra_s == pytest.approx(0.105)
+
+
 def test_cost_is_incomplete_until_a_step_after_the_result_arrives() -> None:
     steps = profiled_job([0.05, 0.015])
     cap = result(first=21, last=25, end=steps[25].t, ready_ms=60.0)
