@@ -49,6 +49,11 @@ Jobs:
 - ``generate_dynamic``: a GPT-2's ``generate()`` (64 new tokens, batch 1, bf16),
   two calls profiled with ``torch.profiler.profile()`` and no schedule, as a user
   first tries it; ``generate_static``: the same with the static KV cache.
+- ``moe_qwen``: a Hugging Face Qwen2-MoE causal LM (from a config; Mixtral where
+  transformers lacks it), 4 layers 1024 wide, 8 experts of 1024, top-2, in bf16
+  with AdamW at batch 4 x 512, traced with shapes and stacks;
+  ``moe_qwen_timing``: without a profiler, ms a step; ``moe_qwen_live`` the same
+  without a profiler for ``LIVE_S`` seconds (``gputui run``, ``attach``).
 
 Each job writes its traces under ``OUT_DIR/JOB/`` (the handler's file names),
 gzipped.
@@ -108,10 +113,10 @@ def llama(out: Path, attn: str, profile: bool = True) -> Callable[[], None]:
 
 
 def lm_step(
-    out: Path, model: Any, opt: Any, ids: torch.Tensor, profile: bool
+    out: Path, model: Any, opt: Any, ids: torch.Tensor, profile: bool, **extra: Any
 ) -> Callable[[], None]:
     """A causal LM's training step on ``ids`` (its own labels), profiled with
-    shapes and FLOPs where ``profile``."""
+    shapes, FLOPs and the profiler's ``extra`` options where ``profile``."""
 
     def step() -> None:
         loss = model(input_ids=ids, labels=ids).loss
@@ -120,7 +125,7 @@ def lm_step(
         opt.zero_grad(set_to_none=True)
 
     if profile:
-        loop(out, step, record_shapes=True, with_flops=True)
+        loop(out, step, record_shapes=True, with_flops=True, **extra)
     return step
 
 
@@ -657,6 +662,51 @@ def job_generate_dynamic(out: Path) -> None:
 
 def job_generate_static(out: Path) -> None:
     _generate(out, static=True)
+
+
+def moe_lm() -> Any:
+    """A small mixture-of-experts causal LM from a config: Qwen2-MoE where this
+    transformers has it, else Mixtral; 8 experts, top-2."""
+    import transformers
+
+    size = {"vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 1024,
+            "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 16,
+            "max_position_embeddings": 2048, "num_experts_per_tok": 2}  # fmt: skip
+    if hasattr(transformers, "Qwen2MoeConfig"):
+        cfg = transformers.Qwen2MoeConfig(
+            **size, num_experts=8, moe_intermediate_size=1024, shared_expert_intermediate_size=1024
+        )
+        return transformers.Qwen2MoeForCausalLM(cfg)
+    return transformers.MixtralForCausalLM(transformers.MixtralConfig(**size, num_local_experts=8))
+
+
+def moe_qwen(out: Path, profile: bool = True) -> Callable[[], None]:
+    model = moe_lm().to(DEV, torch.bfloat16)
+    print(f"moe_qwen: {type(model).__name__}", flush=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 32000, (4, 512), device=DEV)
+    return lm_step(out, model, opt, ids, profile, with_stack=True)
+
+
+def job_moe_qwen(out: Path) -> None:
+    moe_qwen(out)
+
+
+def job_moe_qwen_live(out: Path) -> None:
+    """``moe_qwen`` without a profiler for ``LIVE_S`` seconds (40 by default): for
+    ``gputui run`` and ``attach``."""
+    import time
+
+    step = moe_qwen(out, profile=False)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < float(os.environ.get("LIVE_S", "40")):
+        step()
+
+
+def job_moe_qwen_timing(out: Path) -> None:
+    """``moe_qwen`` without a profiler: ms a step."""
+    ms = timed_ms(moe_qwen(out, profile=False), n=20, warmup=5)
+    print(f"moe_qwen_timing: {ms:.1f} ms a step")
 
 
 def gzip_all(where: Path) -> None:
