@@ -53,7 +53,9 @@ Jobs:
   transformers lacks it), 4 layers 1024 wide, 8 experts of 1024, top-2, in bf16
   with AdamW at batch 4 x 512, traced with shapes and stacks;
   ``moe_qwen_timing``: without a profiler, ms a step; ``moe_qwen_live`` the same
-  without a profiler for ``LIVE_S`` seconds (``gputui run``, ``attach``).
+  without a profiler for ``LIVE_S`` seconds (``gputui run``, ``attach``);
+  ``moe_qwen_fix_timing``: its launch fix part by part (a fused AdamW,
+  torch.compile, batch 8), ms a sample.
 
 Each job writes its traces under ``OUT_DIR/JOB/`` (the handler's file names),
 gzipped.
@@ -680,12 +682,19 @@ def moe_lm() -> Any:
     return transformers.MixtralForCausalLM(transformers.MixtralConfig(**size, num_local_experts=8))
 
 
-def moe_qwen(out: Path, profile: bool = True) -> Callable[[], None]:
+def moe_qwen(
+    out: Path,
+    profile: bool = True,
+    batch: int = 4,
+    fused: bool = False,
+    compiled: bool = False,
+) -> Callable[[], None]:
     model = moe_lm().to(DEV, torch.bfloat16)
     print(f"moe_qwen: {type(model).__name__}", flush=True)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 32000, (4, 512), device=DEV)
-    return lm_step(out, model, opt, ids, profile, with_stack=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
+    ids = torch.randint(0, 32000, (batch, 512), device=DEV)
+    run = torch.compile(model) if compiled else model
+    return lm_step(out, run, opt, ids, profile, with_stack=True)
 
 
 def job_moe_qwen(out: Path) -> None:
@@ -707,6 +716,23 @@ def job_moe_qwen_timing(out: Path) -> None:
     """``moe_qwen`` without a profiler: ms a step."""
     ms = timed_ms(moe_qwen(out, profile=False), n=20, warmup=5)
     print(f"moe_qwen_timing: {ms:.1f} ms a step")
+
+
+def job_moe_qwen_fix_timing(out: Path) -> None:
+    """The launch fix ``moe_qwen`` is told, each part without a profiler, in
+    turns: eager against a fused AdamW, torch.compile, batch 8 (ms a sample)."""
+    cases = {
+        "eager": {},
+        "fused AdamW": {"fused": True},
+        "compiled": {"compiled": True},
+        "batch 8": {"batch": 8},
+    }
+    for _round in range(2):
+        for label, kw in cases.items():
+            batch = int(kw.get("batch", 4))
+            warmup = 10 if kw.get("compiled") else 5
+            ms = timed_ms(moe_qwen(out, profile=False, **kw), n=20, warmup=warmup)
+            print(f"moe_qwen_fix_timing: {label}: {ms:.1f} ms a step, {ms / batch:.2f} a sample")
 
 
 def gzip_all(where: Path) -> None:
