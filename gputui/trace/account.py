@@ -306,11 +306,22 @@ def _per_op(
     names: list[str], calls: list[Any], n: int
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The calls per step by their op's name (``names[k]`` is ``calls[k]``'s),
-    the most first (:data:`SYNC_OPS` of them), and their time per step (us)."""
+    the most first (:data:`SYNC_OPS` of them), and their time per step (us):
+    the union of their calls (in start order), so that calls on two threads at
+    once count once, as the account's sync bucket counts them (a vLLM engine's
+    event waits beside a device-wide synchronization on another thread summed
+    to more than the window)."""
     counts = Counter(names)
     waited: Counter[str] = Counter()
+    reach: dict[str, int] = {}  # per name, the end of its calls so far
     for name, r in zip(names, calls, strict=True):
-        waited[name] += r[1] - r[0]
+        start, end = r[0], r[1]
+        last = reach.get(name)
+        if last is not None and start < last:
+            start = last  # (the part before is counted already)
+        if end > start:
+            waited[name] += end - start
+            reach[name] = end
     top = counts.most_common(SYNC_OPS)
     return (
         {name: round(c / n, 3) for name, c in top},

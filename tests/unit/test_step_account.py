@@ -615,3 +615,18 @@ def test_torch_s_own_code_between_its_ops_is_torch_s(tmp_path: Path) -> None:
     t.op("aten::mul", 3130, 5)  # in the 30 µs gap (3120-3150)
     busy = account_of(t, tmp_path)
     assert busy.dispatch_us - own.dispatch_us == pytest.approx(5 - 30)
+
+
+def test_a_sources_wait_counts_calls_at_once_on_two_threads_once() -> None:
+    """Synchronizing calls of one source that overlap (an engine thread's event
+    wait and another thread's device-wide synchronization, as in a vLLM trace)
+    wait the union of their times, as the account's sync bucket counts it:
+    never more than the window."""
+    from gputui.trace.account import _per_op
+
+    calls = [(0, 100, "cudaEventSynchronize", 1), (50, 120, "cudaDeviceSynchronize", 2)]
+    calls += [(200, 230, "cudaStreamSynchronize", 1), (210, 220, "cudaStreamSynchronize", 2)]
+    calls += [(300, 310, "cudaStreamSynchronize", 1)]
+    counts, waited = _per_op(["", "", "", "", "aten::item"], calls, 1)
+    assert counts == {"": 4, "aten::item": 1}
+    assert waited == {"": 120 + 30, "aten::item": 10}
