@@ -399,6 +399,9 @@ class CaptureController(WindowController):
             except Exception as exc:
                 fields["trace_error"] = f"{type(exc).__name__}: {exc}"
             fields["export_ms"] = round((time.perf_counter() - t1) * 1000.0, 3)
+            # the processing ends here: a step that begins after the result's
+            # time is never flagged as the capture's
+            self.processing = False
             fields["ready_after_ms"] = round((time.perf_counter() - window_end_perf) * 1000.0, 3)
         except Exception as exc:
             fields["error"] = f"{type(exc).__name__}: {exc}"
