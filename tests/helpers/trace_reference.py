@@ -402,14 +402,11 @@ def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, 
         names = [op_of(c) if linked else open_op(c) for c in others]
         tally = Counter(names)
         by_op = {name: round(k / n, 3) for name, k in tally.most_common(8)}
-        by_op_us = {
-            name: round(
-                sum(c.end_us - c.start_us for c, m in zip(others, names, strict=True) if m == name)
-                / n,
-                3,
-            )
-            for name in by_op
-        }
+        # the union of each op's calls: calls at once (two threads) count once
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for c, m in zip(others, names, strict=True):
+            spans.setdefault(m, []).append((c.start_us, c.end_us))
+        by_op_us = {name: round(_union_us(spans[name]) / n, 3) for name in by_op}
     seen = bool(timeline.gpu)
     return {
         "blocking_h2d_per_step": round(h2d / n, 3) if seen else None,
@@ -419,6 +416,18 @@ def _sync_detail(timeline: Timeline, host: list[Interval], n: int) -> dict[str, 
         "sync_ops_per_step": by_op,
         "sync_ops_us_per_step": by_op_us,
     }
+
+
+def _union_us(spans: list[tuple[int, int]]) -> int:
+    """The length of the union of ``spans``."""
+    total, reach = 0, None
+    for lo, hi in sorted(spans):
+        if reach is not None and lo < reach:
+            lo = reach
+        if hi > lo:
+            total += hi - lo
+            reach = hi
+    return total
 
 
 def _gpu_parts(
