@@ -440,9 +440,7 @@ def collective_json(c: CollectiveCalls) -> dict[str, Any]:
         "us": round(c.us, 3),
         "us_per_call": round(c.us_per_call, 3),
         "group_size": c.group or None,
-        "mean_gbps": None
-        if per_call is None or c.us_per_call <= 0
-        else _figures(per_call / (c.us_per_call * 1000.0)),
+        "mean_gbps": None if c.mean_gbps is None else _figures(c.mean_gbps),
         "best_gbps": None if c.best_gbps is None else _figures(c.best_gbps),
         "split_calls": c.split_calls,
         "split_skew": None if c.split_skew is None else round(c.split_skew, 3),

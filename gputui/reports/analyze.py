@@ -436,14 +436,12 @@ def _collectives(summary: TraceSummary, top: int, width: int) -> list[str]:
     )
     rows = []
     for c in summary.collectives[:top]:
-        per_call = c.bytes_per_call
-        mean = None if per_call is None or c.us_per_call <= 0 else per_call / c.us_per_call * 1e6
         rows.append(
             [
                 _count(c.calls),
-                fmt.size(per_call),
+                fmt.size(c.bytes_per_call),
                 fmt.us(c.us_per_call),
-                fmt.rate(mean),
+                fmt.rate(None if c.mean_gbps is None else c.mean_gbps * 1e9),
                 fmt.rate(None if c.best_gbps is None else c.best_gbps * 1e9),
                 str(c.group) if c.group else "-",
                 "-" if c.split_skew is None else f"{c.split_skew:.2f}",

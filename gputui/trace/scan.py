@@ -717,6 +717,14 @@ class CollectiveCalls(ValueBase):
     def us_per_call(self) -> float:
         return self.us / self.calls if self.calls else 0.0
 
+    @property
+    def mean_gbps(self) -> float | None:
+        """The calls' mean rate, GB/s: bytes a sized call over time a call."""
+        per_call = self.bytes_per_call
+        if per_call is None or self.us_per_call <= 0:
+            return None
+        return per_call / (self.us_per_call * 1000.0)
+
 
 def collective_calls(
     collectives: Sequence[Collective], window: tuple[int, int] | None

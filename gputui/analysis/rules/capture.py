@@ -1240,10 +1240,9 @@ def waiting_collectives(sizes: Sequence[CollectiveCalls]) -> list[CollectiveCall
     :data:`COMM_SLOW_GBPS`."""
     out = []
     for c in sizes:
-        per_call = c.bytes_per_call
-        if c.sized < 3 or per_call is None or not c.best_gbps or c.us_per_call <= 0:
+        mean = c.mean_gbps
+        if c.sized < 3 or mean is None or not c.best_gbps:
             continue
-        mean = per_call / (c.us_per_call * 1000.0)
         if mean < COMM_WAIT_RATE * c.best_gbps or (
             c.us_per_call >= COMM_WAIT_US and mean < COMM_SLOW_GBPS
         ):
@@ -1255,7 +1254,7 @@ def even_splits(sizes: Sequence[CollectiveCalls]) -> bool:
     """Whether every all-to-all that splits its message by destination splits
     it evenly (each rank sends each peer as much), and one does."""
     split = [c for c in sizes if c.split_calls and c.split_skew is not None]
-    return bool(split) and all(c.split_skew <= EVEN_SPLIT for c in split if c.split_skew)
+    return bool(split) and all((c.split_skew or 0.0) <= EVEN_SPLIT for c in split)
 
 
 def collective_evidence(sizes: Sequence[CollectiveCalls], top: int = 2) -> str:
@@ -1301,13 +1300,13 @@ def comm_fix(
     waiting = waiting_collectives(sizes)
     if waiting:
         c = waiting[0]
-        mean = c.bytes / c.sized / c.us_per_call * 1e6  # bytes/s
+        mean = (c.mean_gbps or 0.0) * 1e9  # bytes/s
         best = (c.best_gbps or 0.0) * 1e9
         why = (
             f"their fastest call moved its message at {fmt.rate(best)}, the calls average "
             f"{fmt.rate(mean)}"
             if mean < COMM_WAIT_RATE * best
-            else f"{fmt.size(c.bytes / c.sized)} a call in {fmt.us(c.us_per_call)}: "
+            else f"{fmt.size(c.bytes_per_call)} a call in {fmt.us(c.us_per_call)}: "
             f"{fmt.rate(mean)}, slower than any interconnect"
         )
         parts.append(
