@@ -1189,6 +1189,10 @@ class Scan:
                 if j and r[1] > r[0] and most[j - 1] < r[0]:
                     gap_at(most[j - 1] if most[j - 1] > s else s)
                 j += 1
+            # the GPU drained during the call and stayed idle past its end (the
+            # gap may lie across two steps: the one in the earlier step is it too)
+            if j and s < most[j - 1] < e:
+                gap_at(most[j - 1])
         return merge(after_sync(sorted(gaps), calls))
 
     @cached_property
