@@ -141,20 +141,48 @@ def tile(source: Path, target: Path, megabytes: float) -> dict[str, Any]:
     return {"copies": copies, "steps": copies * steps_per_copy, "bytes": target.stat().st_size}
 
 
-#: Runs the measured command and reports its own peak RSS.  A child's
+#: Runs the measured command and reports its own peak RSS (``wait4``: of the
+#: command or of its largest worker), and the peak of the RSS summed over it
+#: and its worker processes, sampled every 20 ms.  A child's
 #: ``ru_maxrss`` counts the memory it shared with its parent before ``exec``, so
 #: the command is started from this small fresh interpreter, not from the
 #: benchmark process, which holds the source trace in memory.
 LAUNCHER = r"""
-import json, os, subprocess, sys, time
+import json, os, subprocess, sys, threading, time
 t0 = time.perf_counter()
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+peak = [0, 1]
+def sample():
+    # the RSS summed over the command and its descendants (worker processes)
+    try:
+        import psutil
+        root = psutil.Process(proc.pid)
+    except Exception:
+        return
+    while proc.returncode is None:
+        total = n = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                    n += 1
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            return
+        if total > peak[0]:
+            peak[:] = [total, n]
+        time.sleep(0.02)
+threading.Thread(target=sample, daemon=True).start()
 err = proc.stderr.read()
 _, status, usage = os.wait4(proc.pid, 0)
+proc.returncode = status
 print(json.dumps({
     "wall_s": round(time.perf_counter() - t0, 3),
     "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
     "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    "peak_tree_rss_mib": round(peak[0] / 2**20, 1),
+    "processes_at_peak": peak[1],
     "rc": os.waitstatus_to_exitcode(status),
     "error": (err.decode(errors="replace").strip().splitlines() or [None])[-1] if status else None,
 }))
@@ -198,12 +226,13 @@ print(decode_floor(data))
 
 
 def tools(
-    path: Path, hta: bool, floor: bool, before: str | None
+    path: Path, hta: bool, floor: bool, before: str | None, jobs1: bool = False
 ) -> list[tuple[str, list[str], dict[str, str] | None]]:
     """(name, command, environment) of every tool measured on ``path``."""
-    out: list[tuple[str, list[str], dict[str, str] | None]] = [
-        ("gputui", [sys.executable, "-m", "gputui", "analyze", str(path), "--json"], None)
-    ]
+    gputui = [sys.executable, "-m", "gputui", "analyze", str(path), "--json"]
+    out: list[tuple[str, list[str], dict[str, str] | None]] = [("gputui", gputui, None)]
+    if jobs1:  # the same code in one process: no worker decodes a batch
+        out.append(("jobs1", [*gputui, "--jobs", "1"], None))
     if before:
         # run in the earlier checkout: ``-m`` puts the working directory first on
         # the path, before PYTHONPATH and this checkout's editable install
@@ -229,10 +258,11 @@ def compare(
     hta: bool = True,
     floor: bool = False,
     before: str | None = None,
+    jobs1: bool = False,
 ) -> dict[str, Any]:
     """The tools on ``path``, alternating, ``rounds`` times each: every run, the
     median wall time, the peak RSS, and the ratios."""
-    order = tools(path, hta, floor, before)
+    order = tools(path, hta, floor, before, jobs1)
     row: dict[str, Any] = {name: [] for name, _cmd, _env in order}
     for r in range(rounds):
         for name, cmd, env in order if r % 2 == 0 else order[::-1]:
@@ -247,8 +277,11 @@ def compare(
         row[f"{name}_median_cpu_s"] = statistics.median(cpu) if cpu else None
         rss = [g["peak_rss_mib"] for g in row[name] if g["peak_rss_mib"] is not None]
         row[f"{name}_peak_rss_mib"] = max(rss) if rss else None
+        tree = [g.get("peak_tree_rss_mib") or 0 for g in row[name]]
+        row[f"{name}_peak_tree_rss_mib"] = max(tree) if any(tree) else None
     ours = row["gputui_median_s"]
-    for name, key in (("hta", "speedup"), ("before", "before_over_gputui")):
+    ratios = (("hta", "speedup"), ("before", "before_over_gputui"), ("jobs1", "jobs1_over_gputui"))
+    for name, key in ratios:
         if ours and row.get(f"{name}_median_s"):
             row[key] = round(row[f"{name}_median_s"] / ours, 2)
         cpu_ours = row["gputui_median_cpu_s"]
@@ -405,6 +438,9 @@ def main() -> int:
         "--file", nargs="+", default=[], help="uncompressed traces to read as they are (no tiling)"
     )
     ap.add_argument("--before", help="a checkout of an earlier commit, run too")
+    ap.add_argument(
+        "--jobs1", action="store_true", help="run gputui with --jobs 1 too (no decoding workers)"
+    )
     ap.add_argument("--no-hta", action="store_true", help="leave HTA out")
     ap.add_argument("--ranks", type=int, default=0, help="rank files read in parallel")
     ap.add_argument("--rank-mb", type=float, default=200.0, help="MB of JSON per rank")
@@ -481,12 +517,22 @@ def main() -> int:
             row: dict[str, Any] = {"size_mb": round(info["bytes"] / 1e6, 1), **info}
             row.update(
                 compare(
-                    path, args.rounds, args.timeout, not args.no_hta, floor=True, before=args.before
+                    path,
+                    args.rounds,
+                    args.timeout,
+                    not args.no_hta,
+                    floor=True,
+                    before=args.before,
+                    jobs1=args.jobs1,
                 )
             )
             if row.get("gputui_peak_rss_mib"):
                 row["gputui_rss_over_json"] = round(
                     row["gputui_peak_rss_mib"] * 2**20 / info["bytes"], 2
+                )
+            if row.get("gputui_peak_tree_rss_mib"):
+                row["gputui_tree_rss_over_json"] = round(
+                    row["gputui_peak_tree_rss_mib"] * 2**20 / info["bytes"], 2
                 )
             results["runs"].append(row)
             if not args.keep and not args.file:

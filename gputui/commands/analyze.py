@@ -63,8 +63,9 @@ def register(subparsers: Any) -> None:
         type=types.integer(1, 1024),
         default=None,
         metavar="N",
-        help="rank files read at once, each by its own process, 1-1024 (default: one per "
-        "CPU; 1: one after the other in this process)",
+        help="rank files read at once, each by its own process, 1-1024; one file of 64 MB or "
+        "more is decoded by up to N processes (at most 8) (default: one per CPU; 1: one after "
+        "the other in this process)",
     )
     parser.set_defaults(func=main)
 

@@ -1,6 +1,8 @@
 """The traces of ``gputui analyze`` read and summarized, rank by rank.
 
-One file is read in this process.  Several files (the ranks of a job) are read
+One file is read in this process; the batches of a large one are decoded by
+up to one forked worker per CPU beside it (:mod:`gputui.tracefile.farm`).
+Several files (the ranks of a job) are read
 by up to one worker process per CPU, never more than there are files; each
 worker reads its file and hands back the rank's summary (the analysis' input,
 some kilobytes), never its events.  The workers are forked from a fork server
@@ -152,7 +154,10 @@ def load(
         with without_cyclic_gc():
             n = workers_for(len(files), jobs)
             if n == 1:
-                return _serial(files, sizes, include_last_step, top, said, bar, leaving)
+                # (one file, or --jobs 1): a large file's batches decoded by up
+                # to ``jobs`` processes
+                farm = cpus() if jobs is None else jobs
+                return _serial(files, sizes, include_last_step, top, said, bar, leaving, farm)
             return _parallel(files, n, include_last_step, top, said, bar)
     finally:
         bar.close()
@@ -179,6 +184,7 @@ def _serial(
     warnings: list[str],
     bar: LoadProgress,
     leaving: bool = False,
+    workers: int = 0,
 ) -> list[TraceSummary]:
     from gputui.tracefile.reader import read_trace
 
@@ -195,7 +201,7 @@ def _serial(
         ) -> None:
             bar.update(base[0] + bytes_read, base[1] + events, base[2])
 
-        tf = read_trace(path, said if bar.enabled else None)
+        tf = read_trace(path, said if bar.enabled else None, workers=workers)
         before_bytes += size
         before_events += tf.timeline.events
         if _copy_of(tf.path, tf.trace_id, ids, warnings):

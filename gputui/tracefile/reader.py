@@ -23,7 +23,7 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from gputui import fmt
 from gputui.protocol.op_rows import MAX_OP_ROWS, FlopTotals, OpRow
@@ -33,6 +33,9 @@ from gputui.trace.op_rows import ChromeTraceOps
 from gputui.trace.timeline import Timeline, as_int
 from gputui.tracefile.builder import Builder
 from gputui.tracefile.json_stream import ByteSource, JsonStream, TraceError
+
+if TYPE_CHECKING:
+    from gputui.tracefile.typed import TypedReader
 
 __all__ = ["DeviceProps", "Timeline", "TraceError", "TraceFile", "find_traces", "read_trace"]
 
@@ -247,8 +250,37 @@ def json_size(raw: BinaryIO, file_bytes: int) -> int | None:
 Progress = Callable[[int, int], None]
 
 
+def _disk_bytes(path: str | Path) -> int:
+    """The size of the file at ``path`` (0 where it cannot say: read says why)."""
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return 0
+
+
+def _farm_of(reader: TypedReader, workers: int) -> list[Any]:
+    """The workers for the rest of a trace, once the reader's first batches
+    have settled what a batch's reading depends on; [] while they have not,
+    [None] where the trace is read here to the end."""
+    from gputui.tracefile.farm import Farm, FarmFailed, can_fork
+
+    ops = reader.ops
+    if reader.builder.threads or not can_fork():
+        return [None]  # (threads named by strings: numbered in the order they come)
+    if not (ops.given_up or ops.has_shapes):
+        return []  # the op rows have not yet said whether the trace has shapes
+    try:
+        return [Farm(reader, workers)]
+    except FarmFailed:
+        return [None]
+
+
 def read_trace(
-    path: str | Path, progress: Progress | None = None, *, typed: bool = True
+    path: str | Path,
+    progress: Progress | None = None,
+    *,
+    typed: bool = True,
+    workers: int = 0,
 ) -> TraceFile:
     """One trace file as a :class:`TraceFile`; :class:`TraceError` if it is not
     a readable Chrome trace.
@@ -259,19 +291,37 @@ def read_trace(
     less than :data:`TYPED_MIN_JSON`);
     ``typed=False`` reads every batch with the standard decoder (the reader
     before the typed one, kept to compare them).
+    ``workers``: at most this many forked processes decode the batches of a
+    large trace beside this one (:mod:`gputui.tracefile.farm`; fewer than 2:
+    none), with the same result.
     ``progress``, when given, is called after each batch with the bytes of the
     file read so far and the events decoded."""
-    path = Path(path)
+    if typed and workers >= 2 and _disk_bytes(path) >= TYPED_MIN_JSON:
+        from gputui.tracefile.farm import FarmFailed
+
+        try:
+            return _read(Path(path), progress, typed, workers)
+        except FarmFailed:
+            pass  # read again in this process alone
+    return _read(Path(path), progress, typed, 0)
+
+
+def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> TraceFile:
     where = fmt.clean(str(path), 300)
     raw, file_bytes = _open_regular(path)
     builder = Builder()
     counter = [0, 0]
+    farm: list[Any] = []  # the workers, once started (None: they will not be)
     with raw:
         ops = ChromeTraceOps()
         hook = None
         size = json_size(raw, file_bytes)
         if typed and (size is None or size >= TYPED_MIN_JSON):
-            typed_batch: list[Callable[[memoryview], bool]] = []
+            typed_batch: list[TypedReader] = []
+            if workers:
+                from gputui.tracefile import farm as farms
+
+                workers = farms.workers_wanted(size, workers)
 
             def hook(text: memoryview) -> bool:
                 if not typed_batch:
@@ -279,8 +329,17 @@ def read_trace(
                         return False
                     from gputui.tracefile.typed import TypedReader
 
-                    typed_batch.append(TypedReader(builder, ops).batch)
-                took = typed_batch[0](text)
+                    typed_batch.append(TypedReader(builder, ops))
+                reader = typed_batch[0]
+                if workers and not farm and counter[0] >= farms.FARM_FROM_BYTES:
+                    farm.extend(_farm_of(reader, workers))
+                if farm and farm[0] is not None:
+                    if farm[0].submit(text):
+                        if progress is not None:
+                            progress(counter[1], builder.timeline.events)
+                        return True
+                    farm[0].drain()  # (a batch too large for a worker: read here)
+                took = reader.batch(text)
                 if took and progress is not None:
                     progress(counter[1], builder.timeline.events)
                 return took
@@ -288,12 +347,26 @@ def read_trace(
         stream = JsonStream(ByteSource(raw, file_bytes, where, counter).read_into, where, hook)
 
         def each(events: list[Any]) -> None:
+            if farm and farm[0] is not None:
+                farm[0].drain()  # what the workers hold comes first
             builder.add(events)
             ops.add(events)
             if progress is not None:
                 progress(counter[1], builder.timeline.events)
 
-        meta = stream.document(each)
+        try:
+            meta = stream.document(each)
+            if farm and farm[0] is not None:
+                farm[0].finish()
+        except TraceError:
+            if farm and farm[0] is not None:
+                # a batch the workers find is not JSON (FarmFailed) misled the
+                # stream: that, not this error, is what to say
+                farm[0].finish()
+            raise
+        finally:
+            if farm and farm[0] is not None:
+                farm[0].kill()
     tl = builder.timeline
     if not tl.events:
         raise TraceError(f"{where}: a trace with no events")

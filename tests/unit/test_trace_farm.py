@@ -1,0 +1,317 @@
+"""The batches of a large trace decoded by worker processes
+(:mod:`gputui.tracefile.farm`): the same timeline and op rows as one process
+makes, on every kept trace and on generated ones; and where the workers cannot
+give that (a batch that is not JSON, a thread named by a string, a worker that
+dies), the file is read again in one process with the same result."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputui.trace import op_rows
+from gputui.tracefile import farm, json_stream, reader, typed
+from gputui.tracefile.reader import TraceError, read_trace
+from tests.helpers.tracegen import reference_trace
+from tests.unit.test_trace_typed import REPO, kept_traces, reading, regular
+
+
+#: the workers started by the test running
+STARTED: list[int] = []
+
+
+class Farms:
+    """Counts the farms started, the batches their workers took and the farms
+    that gave up."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = self.batches = self.refused = self.failed = 0
+        real_init, real_submit, real_read = farm.Farm.__init__, farm.Farm.submit, reader._read
+
+        def init(f: farm.Farm, *args: Any) -> None:
+            real_init(f, *args)
+            self.started += 1
+            STARTED.extend(f.pids)
+
+        def submit(f: farm.Farm, text: memoryview) -> bool:
+            took = real_submit(f, text)
+            self.batches += took
+            self.refused += not took
+            return took
+
+        def read(path: Path, progress: Any, typed: bool, workers: int) -> Any:
+            try:
+                return real_read(path, progress, typed, workers)
+            except farm.FarmFailed:
+                self.failed += 1
+                raise
+
+        monkeypatch.setattr(farm.Farm, "__init__", init)
+        monkeypatch.setattr(farm.Farm, "submit", submit)
+        monkeypatch.setattr(reader, "_read", read)
+
+
+@pytest.fixture(autouse=True)
+def farm_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed decoder and the workers on every trace, however small, in
+    batches of 16 kB, after the first one; the op rows give up on a trace
+    without shapes after its first 50 ops, not 10,000 (the workers start once
+    they have: most kept traces have fewer)."""
+    monkeypatch.setattr(op_rows, "SHAPES_PROBE_OPS", 50)
+    monkeypatch.setattr(typed, "SHAPES_PROBE_OPS", 50)
+    monkeypatch.setattr(reader, "TYPED_FROM_BYTES", 0)
+    monkeypatch.setattr(reader, "TYPED_MIN_JSON", 0)
+    monkeypatch.setattr(farm, "FARM_MIN_JSON", 0)
+    monkeypatch.setattr(farm, "FARM_FROM_BYTES", 1)
+    monkeypatch.setattr(json_stream, "CHUNK", 1 << 14)
+    STARTED.clear()
+
+
+def one_and_farmed(path: Path, workers: int = 2) -> tuple[Any, Any]:
+    """What one process and the farm make of ``path``: its reading, or its
+    one-line error."""
+    out = []
+    for n in (0, workers):
+        try:
+            out.append(reading(read_trace(path, workers=n)))
+        except TraceError as exc:
+            out.append(("error", str(exc)))
+    return out[0], out[1]
+
+
+def _op(name: str, ts: float, tid: Any, args: dict[str, Any]) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": 1, "pid": 1, "tid": tid,
+            "args": args}  # fmt: skip
+
+
+def no_children_left() -> bool:
+    """Whether every worker this test started has been waited for."""
+    for pid in STARTED:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
+
+
+@pytest.mark.parametrize("path", kept_traces(), ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_the_farm_reads_every_kept_trace_as_one_process(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one
+    assert one[0] != "error"
+    assert farms.failed == 0
+    assert no_children_left()
+
+
+def test_most_kept_traces_are_read_by_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A control for the test above: the workers did take their batches
+    (a trace whose first batches say nothing of shapes, or which has threads
+    named by strings, is read by one process)."""
+    farms = Farms(monkeypatch)
+    traces = kept_traces()
+    used = 0
+    for path in traces:
+        before = farms.batches
+        read_trace(path, workers=3)
+        used += farms.batches > before
+    assert used >= 0.9 * len(traces), (used, len(traces))
+    assert farms.failed == 0
+
+
+def test_large_batches_and_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches too large for a worker's slot are read by the reader, between
+    the workers' (which it takes back first)."""
+    path = REPO / "tests/data/traces/healthy.pt.trace.json.gz"
+    monkeypatch.setattr(farm, "SLOT_BYTES", 16 << 10)  # batches of 16 kB and a bit more
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path, workers=5)
+    assert farmed == one
+    assert farms.batches > 5 and farms.refused > 5, (farms.batches, farms.refused)
+
+
+def test_a_batch_cut_inside_a_string_is_read_again_by_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream cuts where an event seems to end; a name holding '},{' can
+    fool it, and the worker finds the batch is not JSON: the file is read again
+    in one process, which cuts elsewhere."""
+    t = reference_trace()
+    for i in range(200):
+        t.op('weird},{"name": "x' + str(i) + '"},', 300.0 + i, 1.0)
+    t.launch(501.0, 1.0, 'kernel<"},">', 502.0, 1.0)
+    path = t.write(tmp_path / "t.json")
+    farms = Farms(monkeypatch)
+    for chunk in (64, 300, 1000):
+        monkeypatch.setattr(json_stream, "CHUNK", chunk)
+        one, farmed = one_and_farmed(path)
+        assert farmed == one and one[0] != "error"
+    assert farms.failed >= 1 and farms.started >= 1
+    assert no_children_left()
+
+
+def test_threads_named_by_strings_are_read_by_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader numbers such threads in the order they come: a worker that
+    meets a new one gives its batches up (one known before the workers start
+    keeps them from starting)."""
+    evs = []
+    for i in range(400):
+        tid = f"thread-{i // 50}" if i > 200 else 7
+        args = {"External id": i, "Input Dims": [[1]]}
+        evs.append(_op(f"op{i % 9}", i, tid, args))
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    farms = Farms(monkeypatch)
+    monkeypatch.setattr(json_stream, "CHUNK", 2000)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one and one[0] != "error"
+    assert farms.started == 1 and farms.failed == 1
+
+
+def test_a_worker_that_dies_leaves_the_file_to_one_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = REPO / "tests/data/traces/healthy.pt.trace.json.gz"
+    real = farm._Packer.batch
+    calls = [0]
+
+    def dies(packer: farm._Packer, data: bytes) -> bytes:
+        calls[0] += 1  # (in the worker: its own count)
+        if calls[0] == 3:
+            os._exit(9)
+        return real(packer, data)
+
+    monkeypatch.setattr(farm._Packer, "batch", dies)
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one and one[0] != "error"
+    assert farms.failed == 1
+    assert no_children_left()
+
+
+def test_a_worker_that_does_not_answer_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = REPO / "tests/data/traces/healthy.pt.trace.json.gz"
+
+    def hangs(packer: farm._Packer, data: bytes) -> bytes:
+        threading.Event().wait(60)
+        return b""
+
+    monkeypatch.setattr(farm._Packer, "batch", hangs)
+    monkeypatch.setattr(farm, "RESULT_TIMEOUT_S", 0.5)
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one and farms.failed == 1
+    assert no_children_left()
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.7, 0.999])
+def test_a_trace_cut_short_is_the_same_one_line_and_leaves_no_worker(
+    tmp_path: Path, cut: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = gzip.decompress((REPO / "tests/data/traces/healthy.pt.trace.json.gz").read_bytes())
+    path = tmp_path / "cut.pt.trace.json"
+    path.write_bytes(text[: int(len(text) * cut)])
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one and one[0] == "error" and "truncated" in one[1]
+    assert farms.started == 1 and farms.batches > 1
+    assert no_children_left()
+
+
+def test_times_beyond_64_bits_are_sent_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record whose time does not fit a column travels as a tuple; an op's
+    time as a list."""
+    evs = []
+    for i in range(300):
+        ts = 1e25 + i if i % 97 == 5 else i
+        evs.append(_op(f"op{i % 5}", ts, 1, {"External id": i, "Input Dims": [[i]]}))
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    monkeypatch.setattr(json_stream, "CHUNK", 3000)
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one and one[0] != "error"
+    assert farms.batches > 3 and farms.failed == 0
+    assert max(r.start_us for r in one[2]) > 2**63
+
+
+def test_no_workers_beside_another_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked child has none of the parent's other threads, and could wait
+    forever on a lock one of them held: with one running, no worker starts."""
+    path = REPO / "tests/data/traces/healthy.pt.trace.json.gz"
+    farms = Farms(monkeypatch)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        assert not farm.can_fork()
+        read_trace(path, workers=2)
+    finally:
+        stop.set()
+        other.join()
+    assert farms.started == 0
+    assert farm.can_fork()
+
+
+def test_how_many_workers() -> None:
+    big = farm.FARM_MIN_JSON  # (0 here: every trace is large)
+    assert farm.workers_wanted(big, 1) == 0
+    assert farm.workers_wanted(big, 2) == 2
+    assert farm.workers_wanted(None, 64) == farm.MAX_WORKERS
+
+
+def test_how_many_workers_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()
+    assert farm.workers_wanted(farm.FARM_MIN_JSON - 1, 16) == 0
+    assert farm.workers_wanted(farm.FARM_MIN_JSON, 16) == min(16, farm.MAX_WORKERS)
+    assert farm.workers_wanted(None, 16) == min(16, farm.MAX_WORKERS)  # a large gzip file
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(regular, min_size=40, max_size=200), st.integers(200, 4000))
+def test_generated_traces_read_the_same(evs: list[dict[str, Any]], chunk: int) -> None:
+    json_stream.CHUNK = chunk  # (the fixture puts it back)
+    fd, name = tempfile.mkstemp(suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"traceEvents": evs}, fh)
+        one, farmed = one_and_farmed(Path(name))
+    finally:
+        os.unlink(name)
+    assert farmed == one
+
+
+def test_the_command_reads_one_file_with_workers_and_says_the_same(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gputui analyze FILE``: workers decode a large file (one per CPU, at
+    least two here); ``--jobs 1`` reads it alone; the reports are the same."""
+    from gputui import cli
+    from gputui.commands import analyze_load
+
+    path = str(REPO / "tests/data/traces/healthy.pt.trace.json.gz")
+    monkeypatch.setattr(analyze_load, "cpus", lambda: 3)
+    farms = Farms(monkeypatch)
+    assert cli.main(["analyze", path, "--json"]) == 0
+    farmed = capsys.readouterr().out
+    assert farms.started == 1 and farms.batches > 5
+    assert cli.main(["analyze", path, "--json", "--jobs", "1"]) == 0
+    assert capsys.readouterr().out == farmed
+    assert farms.started == 1
+    assert no_children_left()
