@@ -38,6 +38,8 @@ import signal
 import struct
 import sys
 from array import array
+from collections import deque
+from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -303,6 +305,10 @@ class Farm:
         self.inbox = bytearray(1 << 20)  # (the results are read into it)
         self.seq = 0  # batches handed out
         self.taken = 0  # results taken back
+        #: what comes next, in the file's order: a batch handed out (None), or
+        #: events the reader decoded itself, added where their place comes
+        self.order: deque[list[Any] | None] = deque()
+        self.later: Callable[[list[Any]], None] | None = None  # (what takes those)
         # per worker: the names and shape arguments it has sent, by its index
         self.names: list[list[str]] = [[] for _ in range(workers)]
         self.shapes: list[list[Any]] = [[NO_ARGS] for _ in range(workers)]
@@ -344,7 +350,7 @@ class Farm:
         if length > SLOT_BYTES:
             return False
         while self.seq - self.taken >= self.n * SLOTS:
-            self._take()
+            self._take()  # (the oldest in the slot this batch goes into)
         seq = self.seq
         w = seq % self.n
         slot = (seq // self.n) % SLOTS
@@ -355,11 +361,22 @@ class Farm:
         except OSError:
             raise FarmFailed("a worker is gone") from None
         self.seq = seq + 1
+        self.order.append(None)
         return True
 
+    def add(self, events: list[Any], add: Callable[[list[Any]], None]) -> None:
+        """Have ``add`` take ``events`` (decoded by the reader: an element
+        the stream read alone) after the batches handed out before them,
+        without waiting for those."""
+        if self.order:
+            self.order.append(events)
+            self.later = add
+        else:
+            add(events)
+
     def drain(self) -> None:
-        """Take back every batch handed out."""
-        while self.taken < self.seq:
+        """Take back every batch handed out, and the events between them."""
+        while self.order:
             self._take()
 
     def finish(self) -> None:
@@ -408,7 +425,15 @@ class Farm:
             return marshal.loads(view[:length])
 
     def _take(self) -> None:
-        """Take back the oldest batch's result into the reader's timeline and op rows."""
+        """Take back the oldest batch's result into the reader's timeline and op
+        rows (or the events that come before it)."""
+        events = self.order.popleft()
+        while events is not None:
+            if self.later is not None:
+                self.later(events)
+            if not self.order:
+                return
+            events = self.order.popleft()
         w = self.taken % self.n
         result = self._receive(w)
         if result[0] != "ok":

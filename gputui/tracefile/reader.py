@@ -346,11 +346,15 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
 
         stream = JsonStream(ByteSource(raw, file_bytes, where, counter).read_into, where, hook)
 
-        def each(events: list[Any]) -> None:
-            if farm and farm[0] is not None:
-                farm[0].drain()  # what the workers hold comes first
+        def add(events: list[Any]) -> None:
             builder.add(events)
             ops.add(events)
+
+        def each(events: list[Any]) -> None:
+            if farm and farm[0] is not None:
+                farm[0].add(events, add)  # after what the workers hold
+            else:
+                add(events)
             if progress is not None:
                 progress(counter[1], builder.timeline.events)
 

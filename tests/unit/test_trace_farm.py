@@ -24,7 +24,6 @@ from gputui.tracefile.reader import TraceError, read_trace
 from tests.helpers.tracegen import reference_trace
 from tests.unit.test_trace_typed import REPO, kept_traces, reading, regular
 
-
 #: the workers started by the test running
 STARTED: list[int] = []
 
@@ -315,3 +314,32 @@ def test_the_command_reads_one_file_with_workers_and_says_the_same(
     assert capsys.readouterr().out == farmed
     assert farms.started == 1
     assert no_children_left()
+
+
+def test_events_the_stream_decodes_alone_keep_their_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names with many ``}, `` make the stream give up cutting batches for a
+    while and decode events one at a time (as it does the last event of every
+    trace): those come after the batches handed out before them, without
+    waiting for them."""
+    evs = []
+    for i in range(600):
+        name = "a}, b}, c}, d}, e}, f}, g}, h}, i}, j" if i % 25 == 3 else f"op{i % 7}"
+        evs.append(_op(name, i, 1, {"External id": i, "Input Dims": [[i % 3]]}))
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    monkeypatch.setattr(json_stream, "CHUNK", 2000)
+    queued = [0]
+    real = farm.Farm.add
+
+    def add(f: farm.Farm, events: list[Any], later: Any) -> None:
+        queued[0] += bool(f.order)
+        real(f, events, later)
+
+    monkeypatch.setattr(farm.Farm, "add", add)
+    farms = Farms(monkeypatch)
+    one, farmed = one_and_farmed(path)
+    assert farmed == one and one[0] != "error"
+    assert farms.failed == 0 and farms.batches > 5
+    assert queued[0] > 5, queued
