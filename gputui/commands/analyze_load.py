@@ -153,12 +153,13 @@ def load(
     try:
         with without_cyclic_gc():
             n = workers_for(len(files), jobs)
+            # the processes the command may use: a large file's batches are
+            # decoded by those its files leave (one file, or fewer than CPUs)
+            budget = cpus() if jobs is None else jobs
             if n == 1:
-                # (one file, or --jobs 1): a large file's batches decoded by up
-                # to ``jobs`` processes
-                farm = cpus() if jobs is None else jobs
-                return _serial(files, sizes, include_last_step, top, said, bar, leaving, farm)
-            return _parallel(files, n, include_last_step, top, said, bar)
+                return _serial(files, sizes, include_last_step, top, said, bar, leaving, budget)
+            farm = budget // n if len(files) <= n else 0
+            return _parallel(files, n, include_last_step, top, said, bar, farm)
     finally:
         bar.close()
 
@@ -232,8 +233,9 @@ def _worker_init(slots: Any) -> None:
     gc.disable()  # as in the parent: reference counting frees the records
 
 
-def read_rank(index: int, path: str, include_last_step: bool, top: int) -> RankRead:
-    """(in a worker) One file read and summarized; its events stay here."""
+def read_rank(index: int, path: str, include_last_step: bool, top: int, farm: int = 0) -> RankRead:
+    """(in a worker) One file read and summarized; its events stay here (a
+    large file's batches decoded by up to ``farm`` processes of its own)."""
     from gputui.tracefile.reader import read_trace
 
     slots = _SLOTS
@@ -243,7 +245,7 @@ def read_rank(index: int, path: str, include_last_step: bool, top: int) -> RankR
             slots[2 * index] = bytes_read
             slots[2 * index + 1] = events
 
-    tf = read_trace(path, said)
+    tf = read_trace(path, said, workers=farm)
     said(tf.file_bytes, tf.timeline.events)
     if tf.rank is not None:
         summary = _summary(tf, tf.rank, "distributedInfo", include_last_step, top)
@@ -269,13 +271,14 @@ def _parallel(
     top: int,
     warnings: list[str],
     bar: LoadProgress,
+    farm: int = 0,
 ) -> list[TraceSummary]:
     ctx = _context()
     slots = ctx.Array("q", 2 * len(files), lock=False)
     # the pool's exit terminates its workers: a bad file ends the command at once
     with ctx.Pool(workers, initializer=_worker_init, initargs=(slots,)) as pool:
         results = [
-            pool.apply_async(read_rank, (i, str(path), include_last_step, top))
+            pool.apply_async(read_rank, (i, str(path), include_last_step, top, farm))
             for i, path in enumerate(files)
         ]
         while True:

@@ -343,3 +343,32 @@ def test_events_the_stream_decodes_alone_keep_their_place(
     assert farmed == one and one[0] != "error"
     assert farms.failed == 0 and farms.batches > 5
     assert queued[0] > 5, queued
+
+
+@pytest.mark.parametrize(
+    ("cpus", "jobs", "files", "expected"),
+    [(8, None, 2, ("parallel", 4)), (8, 2, 2, ("parallel", 1)), (8, None, 9, ("parallel", 0)),
+     (8, None, 1, ("serial", 8)), (8, 1, 3, ("serial", 1)), (16, 3, 1, ("serial", 3))],
+)  # fmt: skip
+def test_the_files_leave_their_cpus_to_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    cpus: int,
+    jobs: int | None,
+    files: int,
+    expected: tuple[str, int],
+) -> None:
+    """Each rank file's process may decode its batches with the CPUs the files
+    leave (``--jobs`` the most processes in all)."""
+    from gputui.commands import analyze_load
+
+    paths = []
+    for i in range(files):
+        paths.append(str(tmp_path / f"r{i}.json"))
+        Path(paths[-1]).write_text("{}")
+    got: list[tuple[str, int]] = []
+    monkeypatch.setattr(analyze_load, "cpus", lambda: cpus)
+    monkeypatch.setattr(analyze_load, "_serial", lambda *a: got.append(("serial", a[-1])) or [])
+    monkeypatch.setattr(analyze_load, "_parallel", lambda *a: got.append(("parallel", a[-1])) or [])
+    analyze_load.load(paths, jobs=jobs)
+    assert got == [expected]
