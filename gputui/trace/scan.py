@@ -2046,9 +2046,8 @@ def _nest(scan: Scan) -> list[_Tally]:
     for part, t in enumerate(tallies):
         t.total.pop(None, None)  # type: ignore[call-overload]  # (another thread's frames)
         t.children.pop(None, None)  # type: ignore[call-overload]
-        for name in python:
-            total = t.total.get(name)
-            if total:
+        for name, total in t.total.items():  # (in the order they first appear)
+            if total and name in python:
                 t.python[name] = total - t.children.get(name, 0)
         for name in others:
             t.total.pop(name, None)

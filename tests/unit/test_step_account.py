@@ -630,3 +630,20 @@ def test_a_sources_wait_counts_calls_at_once_on_two_threads_once() -> None:
     counts, waited = _per_op(["", "", "", "", "aten::item"], calls, 1)
     assert counts == {"": 4, "aten::item": 1}
     assert waited == {"": 120 + 30, "aten::item": 10}
+
+
+def test_python_frames_of_equal_time_keep_the_order_they_first_appear(tmp_path: Path) -> None:
+    """Ties keep the trace's order, not a set's: Python orders a set of strings
+    by their hashes, which change from one run to the next (a public
+    SwitchTransformers trace listed its packages in one order or another)."""
+    t = TraceBuilder()
+    t.step(1, 0, 20_000)
+    names = [f"pkg{k}/mod.py(1): work" for k in (7, 3, 11, 0, 9, 5, 1, 10, 2, 8, 4, 6)]
+    for k, name in enumerate(names):
+        t.op(name, k * 1_000, 500, cat="python_function")
+    t.launch(15_000, 6, ADD, 15_010, 2)
+    sanity = Scan(read_trace(t.write(tmp_path / "ties.json")).timeline).sanity()
+    assert [name for name, _ in sanity.python_frames] == names[: len(sanity.python_frames)]
+    assert [name for name, _ in sanity.python_packages] == [
+        n.split("/")[0] for n in names[: len(sanity.python_packages)]
+    ]
