@@ -398,6 +398,8 @@ def run_ranks(args: argparse.Namespace, scratch: Path, results: dict[str, Any]) 
     cases = [("one rank", [*base, str(files[0]), "--json"])]
     cases += [
         (f"{args.ranks} ranks, --jobs {j}", [*base, str(rank_dir), "--json", "--jobs", str(j)])
+        if j
+        else (f"{args.ranks} ranks", [*base, str(rank_dir), "--json"])  # 0: as the user runs it
         for j in args.jobs_list
     ]
     for r in range(args.rounds):
@@ -444,7 +446,9 @@ def main() -> int:
     ap.add_argument("--no-hta", action="store_true", help="leave HTA out")
     ap.add_argument("--ranks", type=int, default=0, help="rank files read in parallel")
     ap.add_argument("--rank-mb", type=float, default=200.0, help="MB of JSON per rank")
-    ap.add_argument("--jobs-list", type=int, nargs="+", default=[1, 2], help="--jobs to try")
+    ap.add_argument(
+        "--jobs-list", type=int, nargs="+", default=[1, 2], help="--jobs to try (0: none given)"
+    )
     args = ap.parse_args()
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="gputui-bench-analyze-"))
     scratch.mkdir(parents=True, exist_ok=True)
