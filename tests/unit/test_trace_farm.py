@@ -22,7 +22,15 @@ from gputui.trace import op_rows
 from gputui.tracefile import farm, json_stream, reader, typed
 from gputui.tracefile.reader import TraceError, read_trace
 from tests.helpers.tracegen import reference_trace
-from tests.unit.test_trace_typed import REPO, kept_traces, reading, regular
+from tests.unit.test_trace_typed import (
+    REPO,
+    complete,
+    kept_traces,
+    odd,
+    one_odd_value,
+    reading,
+    regular,
+)
 
 #: the workers started by the test running
 STARTED: list[int] = []
@@ -372,3 +380,28 @@ def test_the_files_leave_their_cpus_to_the_workers(
     monkeypatch.setattr(analyze_load, "_parallel", lambda *a: got.append(("parallel", a[-1])) or [])
     analyze_load.load(paths, jobs=jobs)
     assert got == [expected]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(regular, min_size=30, max_size=120),
+    st.lists(st.one_of(complete, one_odd_value(), odd), min_size=1, max_size=20),
+    st.integers(0, 120),
+    st.integers(200, 3000),
+)
+def test_odd_events_among_regular_ones_read_the_same(
+    evs: list[dict[str, Any]], odd_evs: list[Any], at: int, chunk: int
+) -> None:
+    """Odd values (a string thread, a NaN, a list where a number belongs, an
+    event that is no object) in the batches the workers take: the same reading
+    as one process, by the workers or by reading again alone."""
+    evs = [*evs[:at], *odd_evs, *evs[at:]]
+    json_stream.CHUNK = chunk  # (the fixture puts it back)
+    fd, name = tempfile.mkstemp(suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"traceEvents": evs}, fh)
+        one, farmed = one_and_farmed(Path(name))
+    finally:
+        os.unlink(name)
+    assert farmed == one
