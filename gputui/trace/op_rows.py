@@ -119,40 +119,47 @@ def _parents(ops: OpTable) -> Any:
     together.  Profilers write each thread's ops in that order: one walk in the
     table's order then needs no sort; an op out of order sends the walk over
     each thread's ops sorted (:func:`_in_order`)."""
-    parent = _walk(ops, range(len(ops)))
+    parent = _walk(ops)
     return parent if parent is not None else _walk(ops, _in_order(ops))
 
 
-def _walk(ops: OpTable, order: Iterable[int]) -> Any:
-    """:func:`_parents` over the ops in ``order``; None where an op comes before
-    one it should follow on its thread."""
+def _walk(ops: OpTable, order: Iterable[int] | None = None) -> Any:
+    """:func:`_parents` over the ops in ``order`` (None: the table's); None
+    where an op comes before one it should follow on its thread."""
     starts, ends, tids = ops.start, ops.end, ops.tid
     parent = array("q", [-1]) * len(tids)
-    # per thread: its stack of open ops, and the start and end of its last op
+    # per thread: its stack of open ops and of their ends, and the start and
+    # end of its last op
     threads: dict[Any, list[Any]] = {}
     last_tid: Any = _NOT_YET
     st: list[int] = []
+    st_end: list[Any] = []
     prev: list[Any] = []
-    for i in order:
-        tid = tids[i]
-        start = starts[i]
-        end = ends[i]
+    if order is None:  # (one pass over the columns, no indexing)
+        items: Iterable[tuple[int, Any, Any, Any]] = zip(
+            range(len(tids)), tids, starts, ends, strict=True
+        )
+    else:
+        items = ((i, tids[i], starts[i], ends[i]) for i in order)
+    for i, tid, start, end in items:
         if tid != last_tid:
             got = threads.get(tid)
             if got is None:
-                got = threads[tid] = [[], [start, end]]
-            st, prev = got
+                got = threads[tid] = [[], [], [start, end]]
+            st, st_end, prev = got
             last_tid = tid
         ps = prev[0]
         if start < ps or (start == ps and end > prev[1]):
             return None
         prev[0] = start
         prev[1] = end
-        while st and ends[st[-1]] <= start:
+        while st_end and st_end[-1] <= start:
             st.pop()
+            st_end.pop()
         if st:
             parent[i] = st[-1]
         st.append(i)
+        st_end.append(end)
     return parent
 
 
