@@ -95,6 +95,20 @@ class ByteSource:
         #: small trace takes no more), doubled while reads fill it, up to CHUNK
         self.scratch = bytearray(min(CHUNK, FIRST_READ))
         self.view = memoryview(self.scratch)
+        self.ahead_of: Inflater | None = None  # (see :meth:`ahead`)
+
+    def ahead(self) -> None:
+        """Inflate a gzip file's next chunks in a thread while the reader works
+        on the last ones (zlib gives the interpreter up while it inflates);
+        nothing for a plain file.  Call :meth:`close` when done.  The chunks
+        already read are inflated again and left out."""
+        if self.compressed and self.ahead_of is None:
+            self.ahead_of = Inflater(self.raw, self.where, self.total)
+
+    def close(self) -> None:
+        """Stop the thread of :meth:`ahead`, if any."""
+        if self.ahead_of is not None:
+            self.ahead_of.close()
 
     def read_into(self, target: bytearray, at: int) -> int:
         """Write the next chunk into ``target`` at ``at`` and say how many bytes
@@ -104,7 +118,8 @@ class ByteSource:
         where = self.where
         scratch = self.scratch
         try:
-            k = self.stream.readinto(scratch)
+            ahead = self.ahead_of
+            k = self.stream.readinto(scratch) if ahead is None else ahead.readinto(self.view)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             if isinstance(exc, EOFError):
                 raise TraceError(f"{where}: truncated (the compressed stream ends early)") from None
@@ -140,6 +155,132 @@ class ByteSource:
             self.scratch = bytearray(min(CHUNK, 2 * k))
             self.view = memoryview(self.scratch)
         return k
+
+
+#: how long the reader waits for the inflating thread's next chunk
+INFLATE_TIMEOUT_S = 300.0
+#: the chunks the thread inflates into, and how many may be ahead of the reader
+INFLATE_CHUNK = 16 << 20
+INFLATE_AHEAD = 2
+#: the compressed bytes it reads at a time
+INFLATE_READ = 4 << 20
+
+
+class Inflater:
+    """A gzip file inflated by a thread, :data:`INFLATE_AHEAD` chunks ahead of
+    the reader, into buffers that go round (a new chunk each time would cost
+    its page faults).
+
+    zlib gives the interpreter up while it reads and inflates, but the thread
+    needs it back between two calls, and waits up to the switch interval (5
+    ms) for it while the reader works: so each call inflates a whole chunk,
+    not the gzip module's 128 kB at a time.  Members are read one after the
+    other, as the gzip module reads them; a stream that ends inside a member
+    is an :class:`EOFError`, a corrupt one a ``zlib.error``, where the reader
+    would have met them."""
+
+    def __init__(self, raw: Any, where: str, skip: int = 0) -> None:
+        import queue
+        import threading
+
+        self.raw = raw
+        self.where = where
+        self.skip = skip  # the inflated bytes the reader already has
+        self.free: Any = queue.Queue()
+        self.full: Any = queue.Queue()
+        for _ in range(INFLATE_AHEAD):
+            self.free.put(bytearray(INFLATE_CHUNK))
+        self.stopping = threading.Event()
+        self.held: Any = None  # the chunk being read: (buffer, bytes in it)
+        self.at = 0  # how far into it
+        self.thread = threading.Thread(target=self._run, name="gputui-inflate", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import queue
+
+        try:
+            inflate = _members(self.raw)
+            skip = self.skip
+            while skip:  # (inflated again from the start: a few megabytes)
+                buf = bytearray(min(skip, INFLATE_CHUNK))
+                k = inflate(buf)
+                if not k:
+                    raise EOFError("the compressed stream ends early")
+                skip -= k
+            while not self.stopping.is_set():
+                try:
+                    buf = self.free.get(timeout=0.25)
+                except queue.Empty:
+                    continue
+                k = inflate(buf)
+                self.full.put((buf, k))
+                if not k:
+                    return
+        except BaseException as exc:  # (handed to the reader, which says it)
+            self.full.put((exc, 0))
+
+    def readinto(self, target: memoryview) -> int:
+        """Copy the next bytes into ``target``: how many, 0 at the end."""
+        import queue
+
+        if self.held is None:
+            try:
+                got = self.full.get(timeout=INFLATE_TIMEOUT_S)
+            except queue.Empty:
+                raise TraceError(
+                    f"{self.where}: reading stalled for {INFLATE_TIMEOUT_S:.0f} s"
+                ) from None
+            if isinstance(got[0], BaseException):
+                raise got[0]
+            if not got[1]:
+                return 0
+            self.held, self.at = got, 0
+        buf, k = self.held
+        n = min(len(target), k - self.at)
+        target[:n] = memoryview(buf)[self.at : self.at + n]
+        self.at += n
+        if self.at == k:
+            self.free.put(buf)
+            self.held = None
+        return n
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.free.put(bytearray(0))  # (wakes a thread waiting for a buffer)
+        self.thread.join(timeout=INFLATE_TIMEOUT_S)
+
+
+def _members(raw: Any) -> Callable[[bytearray], int]:
+    """A function that fills a buffer with the next inflated bytes of the gzip
+    members in ``raw`` (from its start) and says how many, 0 at the end."""
+    state: dict[str, Any] = {"d": zlib.decompressobj(16 + zlib.MAX_WBITS), "in": b""}
+    raw.seek(0)
+
+    def fill(buf: bytearray) -> int:
+        d = state["d"]
+        n = 0
+        with memoryview(buf) as view:
+            while n < len(buf):
+                pending = state["in"]
+                if d.eof:  # (its unconsumed tail holds its unused data too)
+                    pending = d.unused_data
+                    if not pending:
+                        pending = raw.read(INFLATE_READ)
+                    if not pending.strip(b"\0"):
+                        break  # the end (a gzip file may be padded with zeros)
+                    d = state["d"] = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                if not pending:
+                    pending = raw.read(INFLATE_READ)
+                    if not pending:
+                        raise EOFError("the compressed stream ends inside a member")
+                out = d.decompress(pending, len(buf) - n)
+                state["in"] = d.unconsumed_tail
+                view[n : n + len(out)] = out
+                n += len(out)
+        return n
+
+    return fill
 
 
 # -- a streaming reader of one JSON document ------------------------------------------------

@@ -312,6 +312,7 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
     builder = Builder()
     counter = [0, 0]
     farm: list[Any] = []  # the workers, once started (None: they will not be)
+    spare = False
     with raw:
         ops = ChromeTraceOps()
         hook = None
@@ -321,6 +322,9 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
             if workers:
                 from gputui.tracefile import farm as farms
 
+                # a CPU beyond the workers' and this process's: the inflating
+                # thread's (on fewer it slows them: 5% on two CPUs)
+                spare = workers - farms.workers_wanted(size, workers) >= 2
                 workers = farms.workers_wanted(size, workers)
 
             def hook(text: memoryview) -> bool:
@@ -333,6 +337,8 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
                 reader = typed_batch[0]
                 if workers and not farm and counter[0] >= farms.FARM_FROM_BYTES:
                     farm.extend(_farm_of(reader, workers))
+                    if farm and inflate and (spare or farm[0] is None):
+                        source.ahead()  # (a thread: only once the workers are forked)
                 if farm and farm[0] is not None:
                     if farm[0].submit(text):
                         if progress is not None:
@@ -344,7 +350,12 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
                     progress(counter[1], builder.timeline.events)
                 return took
 
-        stream = JsonStream(ByteSource(raw, file_bytes, where, counter).read_into, where, hook)
+        source = ByteSource(raw, file_bytes, where, counter)
+        # a large gzip file is inflated by a thread ahead of the reader
+        inflate = source.compressed and file_bytes >= TYPED_MIN_JSON
+        if inflate and not workers:
+            source.ahead()
+        stream = JsonStream(source.read_into, where, hook)
 
         def add(events: list[Any]) -> None:
             builder.add(events)
@@ -369,6 +380,7 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
                 farm[0].finish()
             raise
         finally:
+            source.close()
             if farm and farm[0] is not None:
                 farm[0].kill()
     tl = builder.timeline
