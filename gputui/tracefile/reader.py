@@ -383,6 +383,19 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
             source.close()
             if farm and farm[0] is not None:
                 farm[0].kill()
+    return _trace_file(path, where, builder, ops, meta, counter[0], file_bytes)
+
+
+def _trace_file(
+    path: Path,
+    where: str,
+    builder: Builder,
+    ops: ChromeTraceOps,
+    meta: dict[str, Any],
+    json_bytes: int,
+    file_bytes: int,
+) -> TraceFile:
+    """What a file's events and header keys make, once read."""
     tl = builder.timeline
     if not tl.events:
         raise TraceError(f"{where}: a trace with no events")
@@ -405,7 +418,7 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
         rank=rank,
         world_size=world,
         devices=_devices(meta),
-        json_bytes=counter[0],
+        json_bytes=json_bytes,
         file_bytes=file_bytes,
         meta={k: v for k, v in meta.items() if k != "deviceProperties"},
         op_rows=tuple(ops.rows(MAX_OP_ROWS)),
