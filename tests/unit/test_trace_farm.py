@@ -290,17 +290,23 @@ def test_how_many_workers_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
     assert farm.workers_wanted(None, 16) == min(16, farm.MAX_WORKERS)  # a large gzip file
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(regular, min_size=40, max_size=200), st.integers(200, 4000))
-def test_generated_traces_read_the_same(evs: list[dict[str, Any]], chunk: int) -> None:
+def generated(evs: list[Any], chunk: int) -> tuple[Any, Any]:
+    """:func:`one_and_farmed` of a trace of ``evs``, read in batches of about
+    ``chunk`` bytes."""
     json_stream.CHUNK = chunk  # (the fixture puts it back)
     fd, name = tempfile.mkstemp(suffix=".json")
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump({"traceEvents": evs}, fh)
-        one, farmed = one_and_farmed(Path(name))
+        return one_and_farmed(Path(name))
     finally:
         os.unlink(name)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(regular, min_size=40, max_size=200), st.integers(200, 4000))
+def test_generated_traces_read_the_same(evs: list[dict[str, Any]], chunk: int) -> None:
+    one, farmed = generated(evs, chunk)
     assert farmed == one
 
 
@@ -396,12 +402,5 @@ def test_odd_events_among_regular_ones_read_the_same(
     event that is no object) in the batches the workers take: the same reading
     as one process, by the workers or by reading again alone."""
     evs = [*evs[:at], *odd_evs, *evs[at:]]
-    json_stream.CHUNK = chunk  # (the fixture puts it back)
-    fd, name = tempfile.mkstemp(suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"traceEvents": evs}, fh)
-        one, farmed = one_and_farmed(Path(name))
-    finally:
-        os.unlink(name)
+    one, farmed = generated(evs, chunk)
     assert farmed == one
