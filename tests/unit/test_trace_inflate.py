@@ -136,9 +136,32 @@ def test_no_thread_on_two_cpus_with_workers(monkeypatch: pytest.MonkeyPatch) -> 
     """On two CPUs the workers and the reader take both: a thread would slow
     them."""
     monkeypatch.setattr(farm, "FARM_MIN_JSON", 0)
+    # (a thread another test left in this process would keep the workers from
+    # starting, and the read would have the thread: that case is the next one)
+    monkeypatch.setattr(farm, "can_fork", lambda: True)
     started = Started(monkeypatch)
+    forked = []
+    real = farm.Farm.__init__
+
+    def init(f: farm.Farm, *args: Any) -> None:
+        real(f, *args)
+        forked.append(f)
+
+    monkeypatch.setattr(farm.Farm, "__init__", init)
     assert _read(HEALTHY, workers=2)[0] != "error"
-    assert started.n == 0
+    assert len(forked) == 1 and started.n == 0
+
+
+def test_workers_that_cannot_start_leave_the_file_to_the_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread running keeps the workers from forking: the file is read
+    here, with the inflating thread."""
+    monkeypatch.setattr(farm, "FARM_MIN_JSON", 0)
+    monkeypatch.setattr(farm, "can_fork", lambda: False)
+    started = Started(monkeypatch)
+    assert _read(HEALTHY, workers=2) == without_thread(HEALTHY, monkeypatch)
+    assert started.n == 1 and inflating_threads() == 0
 
 
 def test_the_inflated_stream_is_the_gzip_modules(tmp_path: Path) -> None:
