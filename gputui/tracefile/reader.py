@@ -324,8 +324,9 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
 
                 # a CPU beyond the workers' and this process's: the inflating
                 # thread's (on fewer it slows them: 5% on two CPUs)
-                spare = workers - farms.workers_wanted(size, workers) >= 2
-                workers = farms.workers_wanted(size, workers)
+                wanted = farms.workers_wanted(size, workers)
+                spare = workers - wanted >= 2
+                workers = wanted
 
             def hook(text: memoryview) -> bool:
                 if not typed_batch:
