@@ -2180,15 +2180,12 @@ def _nest_stream(
     python = PYTHON
     part = 0
     next_bound = w0
-    # per thread: its open records, their children's time, their rows, and their
-    # children's time as the Python frames count it
-    stacks: dict[Any, tuple[list[Any], list[int], list[Any], list[int]]] = {}
+    # per thread: its open records, each as [start, end, its children's time,
+    # its children's time as the Python frames count it, its row or None]
+    stacks: dict[Any, list[list[Any]]] = {}
     op = OP
     last_tid: Any = _NO_THREAD
-    st: list[Any] = []
-    kids: list[int] = []
-    open_rows: list[Any] = []
-    py_kids: list[int] = []
+    st: list[list[Any]] = []
     inf = float("inf")
     for rec in _host_in_start_order(ranges, runtime):
         s, e = rec[0], rec[1]
@@ -2198,31 +2195,35 @@ def _nest_stream(
                 next_bound = w1 if part == 1 else inf
             got_rows = rows[part]
             got_py = py_rows[part]
-        name = rec[2]
-        row = got_rows.get(name)
-        if row is None:
-            row = got_rows[name] = [0, 0, 0]
+        tid = rec[3]
         if len(rec) == 7 or rec[4] == op:  # a runtime call, or an op
+            row = got_rows.get(rec[2])
+            if row is None:
+                row = got_rows[rec[2]] = [0, 0, 0]
             row[0] += 1
             row[1] += e - s
-        elif rec[4] == python and (main is _NO_THREAD or rec[3] == main):
+        elif rec[4] == python and (main is _NO_THREAD or tid == main):
             # a Python frame of the steps' thread: a row of its own table
-            row = got_py.get(name)
+            row = got_py.get(rec[2])
             if row is None:
-                row = got_py[name] = [0, 0, 0, 0]
+                row = got_py[rec[2]] = [0, 0, 0, 0]
+                if rec[2] not in got_rows:  # (the order names first appear in)
+                    got_rows[rec[2]] = [0, 0, 0]
             row[1] += e - s
-        else:  # nests, but is no row
+        else:  # nests, but is no row (its name still takes its place in the order)
+            if rec[2] not in got_rows:
+                got_rows[rec[2]] = [0, 0, 0]
             row = None
-        tid = rec[3]
         if tid != last_tid:
             got = stacks.get(tid)
             if got is None:
-                got = stacks[tid] = ([], [], [], [])
-            st, kids, open_rows, py_kids = got
+                got = stacks[tid] = []
+            st = got
             last_tid = tid
         while st and st[-1][1] <= s:  # (_close, inlined)
-            done, child, done_row, py_child = st.pop(), kids.pop(), open_rows.pop(), py_kids.pop()
-            if done_row is not None and (child := py_child if len(done_row) == 4 else child):
+            done = st.pop()
+            done_row = done[4]
+            if done_row is not None and (child := done[3] if len(done_row) == 4 else done[2]):
                 d = done[1] - done[0]
                 done_row[2] += child if child < d else d
         if st:
@@ -2234,35 +2235,32 @@ def _nest_stream(
                     k -= 1
                 under = st[k][1] - s  # its one child, the longest of them
                 if k > 0:
-                    kids[k - 1] += (e - s) - under
-                    py_kids[k - 1] += (e - s) - under
-                st.insert(k, rec)
-                kids.insert(k, under)
-                py_kids.insert(k, under)
-                open_rows.insert(k, row)
+                    st[k - 1][2] += (e - s) - under
+                    st[k - 1][3] += (e - s) - under
+                st.insert(k, [s, e, under, under, row])
                 continue
-            kids[-1] += e - s
+            top[2] += e - s
             if frames:
-                _frames_child(st, py_kids, s, e)
-        st.append(rec)
-        kids.append(0)
-        py_kids.append(0)
-        open_rows.append(row)
+                if top[1] >= e:  # held by the innermost open record (_frames_child's usual case)
+                    top[3] += e - s
+                else:
+                    _frames_child(st, s, e)
+        st.append([s, e, 0, 0, row])
     return _finish(stacks, rows, py_rows)
 
 
 def _finish(
-    stacks: dict[Any, tuple[list[Any], list[int], list[Any], list[int]]],
+    stacks: dict[Any, list[list[Any]]],
     rows: list[dict[str, list[int]]],
     py_rows: list[dict[str, list[int]]],
 ) -> list[_Tally]:
     """:func:`_nest_stream`'s end: the records still open closed, and the rows
     as tallies."""
-    for st, kids, open_rows, py_kids in stacks.values():
+    for st in stacks.values():
         while st:
-            row = open_rows.pop()
-            child, py_child = kids.pop(), py_kids.pop()
-            _close(st.pop(), py_child if row is not None and len(row) == 4 else child, row)
+            done = st.pop()
+            row = done[4]
+            _close(done, done[3] if row is not None and len(row) == 4 else done[2], row)
     tallies = [_Tally(), _Tally(), _Tally()]
     for t, got_rows, got_py in zip(tallies, rows, py_rows, strict=True):
         for name, (calls, total, taken) in got_rows.items():
@@ -2274,23 +2272,24 @@ def _finish(
     return tallies
 
 
-def _frames_child(st: list[Any], py_kids: list[int], s: int, e: int) -> None:
-    """A record [s, e) that starts under the open records ``st``, as the Python
-    frames count their children: each open record it outlasts has it as a child
-    only while it runs (beyond its own open child), and the innermost one that
-    holds it the rest.  A ``record_function`` range opened in one frame's
-    ``__enter__`` and closed in another's ``__exit__`` outlasts the first: the
-    rest of it is the caller's child, not the caller's own Python."""
+def _frames_child(st: list[list[Any]], s: int, e: int) -> None:
+    """A record [s, e) that starts under the open records ``st`` (of
+    :func:`_nest_stream`), as the Python frames count their children: each open
+    record it outlasts has it as a child only while it runs (beyond its own open
+    child), and the innermost one that holds it the rest.  A ``record_function``
+    range opened in one frame's ``__enter__`` and closed in another's
+    ``__exit__`` outlasts the first: the rest of it is the caller's child, not
+    the caller's own Python."""
     j = len(st) - 1
     reach = s
     while j >= 0 and st[j][1] < e:
         end = st[j][1]
         if end > reach:
-            py_kids[j] += end - reach
+            st[j][3] += end - reach
             reach = end
         j -= 1
     if j >= 0:
-        py_kids[j] += e - reach
+        st[j][3] += e - reach
 
 
 def _close(rec: Any, child: int, row: list[int] | None) -> None:
