@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -2044,8 +2044,6 @@ def _nest(scan: Scan) -> list[_Tally]:
         return _nest_stream(ranges, runtime, bounds, main, frames)
     python = by_kind.get(PYTHON, ())
     for part, t in enumerate(tallies):
-        t.total.pop(None, None)  # type: ignore[call-overload]  # (another thread's frames)
-        t.children.pop(None, None)  # type: ignore[call-overload]
         for name, total in t.total.items():  # (in the order they first appear)
             if total and name in python:
                 t.python[name] = total - t.children.get(name, 0)
@@ -2094,17 +2092,19 @@ def _nest_fast(
     shorter first: each call's own clamping and the longer-first order
     (:func:`_nest_stream`) are needed then.  Python frames of threads other
     than ``main`` (where given) nest but are tallied under no name."""
-    totals: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
-    childs: list[defaultdict[str, int]] = [defaultdict(int) for _ in range(3)]
+    # per part, per name in the order it first starts there: [time, the
+    # children's time]; an open record is (start, end, its row), so a child's
+    # time goes to the part its parent started in
+    rows: list[dict[str, list[int]]] = [{}, {}, {}]
+    got_rows = rows[0]
+    nameless = [0, 0]  # the row of other threads' Python frames (no row)
     stacks: dict[int, list[Any]] = {}
     last_tid: Any = _NO_THREAD
     st: list[Any] = []
     pop, push = st.pop, st.append
     w0, w1 = bounds
     part = 0
-    total, children = totals[0], childs[0]
     next_bound = w0
-    lo = float("-inf")
     inf = float("inf")
     python = PYTHON
     off_main = False
@@ -2113,9 +2113,8 @@ def _nest_fast(
         if s >= next_bound:  # the next part of the trace
             while s >= next_bound:
                 part += 1
-                lo = next_bound
                 next_bound = w1 if part == 1 else inf
-            total, children = totals[part], childs[part]
+            got_rows = rows[part]
         tid = rec[3]
         if tid != last_tid:
             got = stacks.get(tid)
@@ -2137,16 +2136,19 @@ def _nest_fast(
             else:
                 if e > p[1]:
                     return None
-                if p[0] >= lo:
-                    children[p[2]] += d
-                else:  # the parent started in an earlier part of the trace
-                    childs[0 if p[0] < w0 else 1][p[2]] += d
+                p[2][1] += d
         if off_main and rec[4] == python:
-            push((s, e, None))  # nests, under no name
+            push((s, e, nameless))  # nests, under no name
             continue
-        push(rec)
-        total[rec[2]] += d
-    return [_Tally(dict(t), dict(c)) for t, c in zip(totals, childs, strict=True)]
+        row = got_rows.get(rec[2])
+        if row is None:
+            row = got_rows[rec[2]] = [0, 0]
+        row[0] += d
+        push((s, e, row))
+    return [
+        _Tally({n: r[0] for n, r in got.items()}, {n: r[1] for n, r in got.items() if r[1]})
+        for got in rows
+    ]
 
 
 def _nest_stream(
