@@ -18,7 +18,8 @@ with ``PYTHONPATH=TREE`` and this environment), alternating with the others.
 copy with its own ``distributedInfo.rank`` and ``trace_id``) and runs ``gputui
 analyze DIR --json --jobs J`` for each J of ``--jobs-list``, and one rank alone:
 wall time, and the peak of the summed RSS of gputui and its worker processes
-(sampled every 20 ms).
+(sampled every 20 ms) and of their summed PSS (every 100 ms: the pages a forked
+worker shares with the command counted once, not once per process).
 
 ``--data`` runs both tools on every trace kept in ``tests/data`` instead (the
 H100 cases, the planted scenarios, the two-H100 NCCL pair), as they are on
@@ -143,7 +144,10 @@ def tile(source: Path, target: Path, megabytes: float) -> dict[str, Any]:
 
 #: Runs the measured command and reports its own peak RSS (``wait4``: of the
 #: command or of its largest worker), and the peak of the RSS summed over it
-#: and its worker processes, sampled every 20 ms.  A child's
+#: and its worker processes, sampled every 20 ms; and the peak of their summed
+#: PSS (``/proc/PID/smaps_rollup``: each shared page counted once over the
+#: processes that share it, where the RSS sum counts the pages forked workers
+#: share with the command once per worker), sampled every 100 ms.  A child's
 #: ``ru_maxrss`` counts the memory it shared with its parent before ``exec``, so
 #: the command is started from this small fresh interpreter, not from the
 #: benchmark process, which holds the source trace in memory.
@@ -152,6 +156,7 @@ import json, os, subprocess, sys, threading, time
 t0 = time.perf_counter()
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 peak = [0, 1]
+peak_pss = [0]
 def sample():
     # the RSS summed over the command and its descendants (worker processes)
     try:
@@ -159,19 +164,29 @@ def sample():
         root = psutil.Process(proc.pid)
     except Exception:
         return
+    tick = 0
     while proc.returncode is None:
-        total = n = 0
+        total = n = pss = 0
+        with_pss = tick % 5 == 0
+        tick += 1
         try:
             for p in [root, *root.children(recursive=True)]:
                 try:
-                    total += p.memory_info().rss
+                    if with_pss:
+                        full = p.memory_full_info()
+                        total += full.rss
+                        pss += full.pss
+                    else:
+                        total += p.memory_info().rss
                     n += 1
-                except psutil.Error:
+                except (psutil.Error, AttributeError):
                     pass
         except psutil.Error:
             return
         if total > peak[0]:
             peak[:] = [total, n]
+        if pss > peak_pss[0]:
+            peak_pss[0] = pss
         time.sleep(0.02)
 threading.Thread(target=sample, daemon=True).start()
 err = proc.stderr.read()
@@ -182,6 +197,7 @@ print(json.dumps({
     "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
     "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
     "peak_tree_rss_mib": round(peak[0] / 2**20, 1),
+    "peak_tree_pss_mib": round(peak_pss[0] / 2**20, 1) or None,
     "processes_at_peak": peak[1],
     "rc": os.waitstatus_to_exitcode(status),
     "error": (err.decode(errors="replace").strip().splitlines() or [None])[-1] if status else None,
@@ -279,6 +295,8 @@ def compare(
         row[f"{name}_peak_rss_mib"] = max(rss) if rss else None
         tree = [g.get("peak_tree_rss_mib") or 0 for g in row[name]]
         row[f"{name}_peak_tree_rss_mib"] = max(tree) if any(tree) else None
+        pss = [g.get("peak_tree_pss_mib") or 0 for g in row[name]]
+        row[f"{name}_peak_tree_pss_mib"] = max(pss) if any(pss) else None
     ours = row["gputui_median_s"]
     ratios = (("hta", "speedup"), ("before", "before_over_gputui"), ("jobs1", "jobs1_over_gputui"))
     for name, key in ratios:
@@ -347,26 +365,35 @@ def write_ranks(source: Path, scratch: Path, ranks: int, megabytes: float) -> li
 
 def tree_peak(cmd: list[str], timeout: float) -> dict[str, Any]:
     """Run ``cmd``: wall time, and the peak of the RSS summed over it and its
-    descendants (worker processes, the fork server), sampled every 20 ms."""
+    descendants (worker processes, the fork server), sampled every 20 ms, and
+    of their PSS summed (shared pages counted once), every 100 ms."""
     import psutil
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(REPO))
     root = psutil.Process(proc.pid)
-    peak = peak_procs = 0
+    peak = peak_procs = peak_pss = tick = 0
     while proc.poll() is None:
         try:
             procs = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             break
-        total = 0
+        total = pss = 0
+        with_pss = tick % 5 == 0  # (smaps_rollup: every 100 ms)
+        tick += 1
         for p in procs:
             try:
-                total += p.memory_info().rss
-            except psutil.NoSuchProcess:
+                if with_pss:
+                    full = p.memory_full_info()
+                    total += full.rss
+                    pss += full.pss
+                else:
+                    total += p.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
                 pass
         if total > peak:
             peak, peak_procs = total, len(procs)
+        peak_pss = max(peak_pss, pss)
         if time.perf_counter() - t0 > timeout:
             proc.kill()
             break
@@ -376,6 +403,7 @@ def tree_peak(cmd: list[str], timeout: float) -> dict[str, Any]:
     return {
         "wall_s": round(time.perf_counter() - t0, 3),
         "peak_tree_rss_mib": round(peak / 2**20, 1),
+        "peak_tree_pss_mib": round(peak_pss / 2**20, 1) or None,
         "processes_at_peak": peak_procs,
         "rc": proc.returncode,
         "error": err.strip().splitlines()[-1:] if proc.returncode else None,
@@ -414,6 +442,7 @@ def run_ranks(args: argparse.Namespace, scratch: Path, results: dict[str, Any]) 
             summary[name] = {
                 "wall_s": statistics.median(g["wall_s"] for g in ok),
                 "peak_tree_rss_mib": max(g["peak_tree_rss_mib"] for g in ok),
+                "peak_tree_pss_mib": max((g["peak_tree_pss_mib"] or 0) for g in ok) or None,
             }
     one = summary.get("one rank", {}).get("wall_s")
     for got in summary.values():
@@ -534,10 +563,11 @@ def main() -> int:
                 row["gputui_rss_over_json"] = round(
                     row["gputui_peak_rss_mib"] * 2**20 / info["bytes"], 2
                 )
-            if row.get("gputui_peak_tree_rss_mib"):
-                row["gputui_tree_rss_over_json"] = round(
-                    row["gputui_peak_tree_rss_mib"] * 2**20 / info["bytes"], 2
-                )
+            for key in ("tree_rss", "tree_pss"):
+                if row.get(f"gputui_peak_{key}_mib"):
+                    row[f"gputui_{key}_over_json"] = round(
+                        row[f"gputui_peak_{key}_mib"] * 2**20 / info["bytes"], 2
+                    )
             results["runs"].append(row)
             if not args.keep and not args.file:
                 path.unlink()
