@@ -540,7 +540,7 @@ class ChromeTraceOps:
             return i >= 0 and t < spans[i][1]
 
         starts_ns = self.ops.start
-        if all(map(inside, starts_ns)):  # every op in a step (the usual schedule)
+        if _all_inside(starts_ns, spans):  # every op in a step (the usual schedule)
             return flop_totals(self.ops, self.parents(), _trace_details), len(spans)
         ops = self.ops.take(i for i, start in enumerate(starts_ns) if inside(start))
         return flop_totals(ops, _parents(ops), _trace_details), len(spans)
@@ -557,6 +557,26 @@ class ChromeTraceOps:
             slot[0] += dur
             slot[1] += 1
         return _rows(self.ops, device, _trace_details, top, self.parents())
+
+
+def _all_inside(times: Iterable[int], spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether each of ``times`` lies in the span (of ``spans``, sorted) that
+    starts last at or before it, as ``t < end`` of that span.  Times in a row
+    that fall in one span's stretch, from its start to its end or the next
+    span's start, need no search."""
+    starts = [lo for lo, _hi in spans]
+    last = len(spans) - 1
+    lo = hi = 0  # the stretch where the last answer holds: [lo, hi)
+    for t in times:
+        if lo <= t < hi:
+            continue
+        i = bisect.bisect_right(starts, t) - 1
+        if i < 0 or t >= spans[i][1]:
+            return False
+        lo, hi = starts[i], spans[i][1]
+        if i < last and starts[i + 1] < hi:
+            hi = starts[i + 1]
+    return True
 
 
 def rows_from_chrome_trace(trace: Mapping[str, Any], top: int | None = None) -> list[OpRow]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputui.protocol.op_rows import FlopTotals
 from gputui.trace import op_costs
@@ -200,3 +202,29 @@ def test_a_traces_step_flops_count_the_ops_inside_its_steps() -> None:
     without_marks = ChromeTraceOps()
     without_marks.add([e for e in events if not e["name"].startswith("ProfilerStep")])
     assert without_marks.step_totals() == (whole, 1)  # one step: the whole trace
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.tuples(st.integers(-5, 60), st.integers(0, 30)), max_size=8),
+    st.lists(st.integers(-10, 100), max_size=40),
+)
+def test_the_steps_check_of_every_op_start_is_the_plain_definition(
+    spans_raw: list[tuple[int, int]], times: list[int]
+) -> None:
+    """Whether every op starts inside a step: the check that skips the search
+    for times in the stretch of the last span found says what a search per
+    time says, with steps that overlap, touch, share a start or are empty."""
+    import bisect
+
+    from gputui.trace.op_rows import _all_inside
+
+    spans = sorted((lo, lo + d) for lo, d in spans_raw)
+    starts = [lo for lo, _hi in spans]
+
+    def inside(t: int) -> bool:
+        i = bisect.bisect_right(starts, t) - 1
+        return i >= 0 and t < spans[i][1]
+
+    assert _all_inside(times, spans) == all(map(inside, times))
+    assert _all_inside(sorted(times), spans) == all(map(inside, times))
