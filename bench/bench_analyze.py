@@ -363,53 +363,6 @@ def write_ranks(source: Path, scratch: Path, ranks: int, megabytes: float) -> li
     return out
 
 
-def tree_peak(cmd: list[str], timeout: float) -> dict[str, Any]:
-    """Run ``cmd``: wall time, and the peak of the RSS summed over it and its
-    descendants (worker processes, the fork server), sampled every 20 ms, and
-    of their PSS summed (shared pages counted once), every 100 ms."""
-    import psutil
-
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=str(REPO))
-    root = psutil.Process(proc.pid)
-    peak = peak_procs = peak_pss = tick = 0
-    while proc.poll() is None:
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
-        total = pss = 0
-        with_pss = tick % 5 == 0  # (smaps_rollup: every 100 ms)
-        tick += 1
-        for p in procs:
-            try:
-                if with_pss:
-                    full = p.memory_full_info()
-                    total += full.rss
-                    pss += full.pss
-                else:
-                    total += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
-                pass
-        if total > peak:
-            peak, peak_procs = total, len(procs)
-        peak_pss = max(peak_pss, pss)
-        if time.perf_counter() - t0 > timeout:
-            proc.kill()
-            break
-        time.sleep(0.02)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.wait()
-    return {
-        "wall_s": round(time.perf_counter() - t0, 3),
-        "peak_tree_rss_mib": round(peak / 2**20, 1),
-        "peak_tree_pss_mib": round(peak_pss / 2**20, 1) or None,
-        "processes_at_peak": peak_procs,
-        "rc": proc.returncode,
-        "error": err.strip().splitlines()[-1:] if proc.returncode else None,
-    }
-
-
 def run_ranks(args: argparse.Namespace, scratch: Path, results: dict[str, Any]) -> None:
     source = Path(args.source)
     files = write_ranks(source, scratch, args.ranks, args.rank_mb)
@@ -432,7 +385,7 @@ def run_ranks(args: argparse.Namespace, scratch: Path, results: dict[str, Any]) 
     ]
     for r in range(args.rounds):
         for name, cmd in cases if r % 2 == 0 else cases[::-1]:
-            got = {"case": name, **tree_peak(cmd, args.timeout)}
+            got = {"case": name, **measure_rss(cmd, args.timeout)}
             results["ranks"]["runs"].append(got)
             print(f"  {got}", flush=True)
     summary = {}
