@@ -453,6 +453,14 @@ def wait_turn(
     return AutoOutcome(FAILED, f"not taken: not steady by the deadline ({judged.reason})")
 
 
+def stall_reason(got: Collected) -> str | None:
+    """Why the job counts as having stopped stepping (:func:`steadiness`' stall),
+    or None while it steps: an automatic capture armed for a step it does not
+    reach is given up at once."""
+    judged = steadiness(got.steps, time.time())
+    return judged.reason if judged.stalled else None
+
+
 def capture_wait_s(got: Collected, deadline: float) -> float:
     """How long a one-shot automatic capture waits for its result: a job that
     stops stepping meanwhile does not hold the report for ``--timeout``."""
@@ -488,7 +496,8 @@ def capture_once(client: HookClient, got: Collected, timeout_s: float, quiet: bo
     cid = auto_id(1)
     _say(quiet, f"automatic capture: {CAPTURE_STEPS} steps with FLOPs ({why})")
     try:
-        capture_live(client, got, auto_request(cid), capture_wait_s(got, deadline), quiet)
+        wait = capture_wait_s(got, deadline)
+        capture_live(client, got, auto_request(cid), wait, quiet, lambda: stall_reason(got))
     except JobFailed as exc:
         return AutoOutcome(FAILED, fmt.clean(str(exc).removeprefix("gputui attach: ")), cid)
     settle_cost(client, got, cid, deadline)

@@ -61,6 +61,7 @@ from gputui.session.autocapture import (
     capture_wait_s,
     outcome_of,
     settle_cost,
+    stall_reason,
     wait_turn,
 )
 from gputui.session.evidence import evidence, job_utilisation
@@ -457,8 +458,11 @@ class OneShot:
 
         def one(pair: tuple[HookClient, Collected]) -> None:
             client, got = pair
+            # an automatic capture (``wait_s``) is given up on a rank that stops
+            # stepping before it begins; one the user asked for waits on
+            stalled = None if wait_s is None else (lambda: stall_reason(got))
             try:
-                capture_live(client, got, request, wait, quiet=True)
+                capture_live(client, got, request, wait, quiet=True, stalled=stalled)
             except AttachError as exc:
                 with lock:
                     failures[client.pid] = str(exc)

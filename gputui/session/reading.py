@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gputui import fmt
@@ -22,6 +22,7 @@ from gputui.protocol import memsnap as ms
 from gputui.protocol.capture import CaptureResult, CaptureStatus
 from gputui.protocol.compile import CompileReport
 from gputui.protocol.memsnap import MemorySnapshotResult, MemorySnapshotStatus
+from gputui.protocol.messages import CAPTURE_ARMED
 from gputui.protocol.profile import PythonProfile
 from gputui.protocol.requests import CaptureRequest
 from gputui.protocol.schema import (
@@ -215,10 +216,22 @@ def profile_live(client: HookClient, got: Collected, timeout: float = PROFILE_TI
         )
 
 
+#: how often a capture that has not begun asks whether the job has stalled
+STALL_CHECK_S = 1.0
+
+
 def capture_live(
-    client: HookClient, got: Collected, request: CaptureRequest, timeout: float, quiet: bool
+    client: HookClient,
+    got: Collected,
+    request: CaptureRequest,
+    timeout: float,
+    quiet: bool,
+    stalled: Callable[[], str | None] | None = None,
 ) -> None:
-    """Ask for a capture and wait for its result (raises AttachError on failure)."""
+    """Ask for a capture and wait for its result (raises AttachError on failure).
+    ``stalled``, when given, says why the job has stopped stepping (None while
+    it steps): a capture that has not begun (armed, at a step the job does not
+    reach) is then cancelled at once, not waited for until ``timeout``."""
     cid = client.request_capture(
         steps=request.steps,
         warmup=request.warmup,
@@ -231,14 +244,24 @@ def capture_live(
         auto=request.auto,
     )
     deadline = time.monotonic() + timeout
+    begun = False  # (the profiler runs: its steps may be slow, not stalled)
+    next_check = time.monotonic() + STALL_CHECK_S
     while True:
-        remaining = deadline - time.monotonic()
-        event = client.get(timeout=remaining) if remaining > 0 else None
+        now = time.monotonic()
+        remaining = deadline - now
+        checking = stalled is not None and not begun
+        if stalled is not None and not begun and now >= next_check:
+            next_check = now + STALL_CHECK_S
+            why = stalled()
+            if why is not None:
+                _cancel(client)
+                raise JobFailed(f"gputui attach: not taken: {why}")
+        wait = min(remaining, max(0.0, next_check - now)) if checking else remaining
+        event = client.get(timeout=wait) if remaining > 0 else None
         if event is None:
-            try:
-                client.cancel_capture()
-            except AttachError:
-                pass
+            if remaining > 0 and checking:
+                continue  # (time to ask again whether the job has stalled)
+            _cancel(client)
             raise JobFailed(
                 f"gputui attach: the capture did not finish within {timeout:g} s "
                 "(is the job still stepping?)"
@@ -255,6 +278,7 @@ def capture_live(
             if event.ended:
                 reason = fmt.clean(event.reason or "no reason given")
                 raise JobFailed(f"gputui attach: capture {event.state}: {reason}")
+            begun = begun or event.state != CAPTURE_ARMED
             if not quiet:
                 where = "" if event.step is None else f" at step {event.step}"
                 print(f"capture: {event.state}{where}", file=sys.stderr)
@@ -262,6 +286,14 @@ def capture_live(
             if event.error:
                 raise JobFailed(f"gputui attach: capture failed: {fmt.clean(event.error)}")
             return
+
+
+def _cancel(client: HookClient) -> None:
+    """Cancel the capture asked for, where it has not begun (never raises)."""
+    try:
+        client.cancel_capture()
+    except AttachError:
+        pass
 
 
 def snapshot_live(
