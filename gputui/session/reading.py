@@ -249,17 +249,17 @@ def capture_live(
     while True:
         now = time.monotonic()
         remaining = deadline - now
-        checking = stalled is not None and not begun
-        if stalled is not None and not begun and now >= next_check:
+        check = None if begun else stalled
+        if check is not None and now >= next_check:
             next_check = now + STALL_CHECK_S
-            why = stalled()
+            why = check()
             if why is not None:
                 _cancel(client)
                 raise JobFailed(f"gputui attach: not taken: {why}")
-        wait = min(remaining, max(0.0, next_check - now)) if checking else remaining
+        wait = remaining if check is None else min(remaining, max(0.0, next_check - now))
         event = client.get(timeout=wait) if remaining > 0 else None
         if event is None:
-            if remaining > 0 and checking:
+            if remaining > 0 and check is not None:
                 continue  # (time to ask again whether the job has stalled)
             _cancel(client)
             raise JobFailed(
