@@ -254,28 +254,29 @@ class Inflater:
 def _members(raw: Any) -> Callable[[bytearray], int]:
     """A function that fills a buffer with the next inflated bytes of the gzip
     members in ``raw`` (from its start) and says how many, 0 at the end."""
-    state: dict[str, Any] = {"d": zlib.decompressobj(16 + zlib.MAX_WBITS), "in": b""}
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    tail = b""  # compressed bytes read and not yet taken by ``d``
     raw.seek(0)
 
     def fill(buf: bytearray) -> int:
-        d = state["d"]
+        nonlocal d, tail
         n = 0
         with memoryview(buf) as view:
             while n < len(buf):
-                pending = state["in"]
+                pending = tail
                 if d.eof:  # (its unconsumed tail holds its unused data too)
                     pending = d.unused_data
                     if not pending:
                         pending = raw.read(INFLATE_READ)
                     if not pending.strip(b"\0"):
                         break  # the end (a gzip file may be padded with zeros)
-                    d = state["d"] = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 if not pending:
                     pending = raw.read(INFLATE_READ)
                     if not pending:
                         raise EOFError("the compressed stream ends inside a member")
                 out = d.decompress(pending, len(buf) - n)
-                state["in"] = d.unconsumed_tail
+                tail = d.unconsumed_tail
                 view[n : n + len(out)] = out
                 n += len(out)
         return n
