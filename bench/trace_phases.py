@@ -6,7 +6,10 @@ a batch, nothing per event.
 
     .venv/bin/python bench/trace_phases.py [--read] TRACE [TRACE ...]
 
-``--read`` times the reading alone (no summary).
+``--read`` times the reading alone (no summary).  ``--workers N`` reads with
+up to N forked workers, as ``gputui analyze`` does a large trace (the stages
+done by the workers then go untimed); ``read_wall_s`` and ``summary_wall_s``
+are the wall times, the others this process's CPU time.
 
 One JSON line per trace: ``read_s`` and ``summary_s``, then each stage's
 seconds (``decode`` the msgspec decoders, ``records`` the per-event and
@@ -78,22 +81,30 @@ def main() -> int:
     args = sys.argv[1:]
     read_only = "--read" in args
     args = [a for a in args if a != "--read"]
+    workers = 0
+    if "--workers" in args:
+        at = args.index("--workers")
+        workers = int(args[at + 1])
+        del args[at : at + 2]
     _instrument()
     gc.disable()
     for path in args:
         SPENT.clear()
-        t = time.process_time()
-        tf = reader.read_trace(path)
-        read_s = time.process_time() - t
-        t = time.process_time()
+        t, w = time.process_time(), time.perf_counter()
+        tf = reader.read_trace(path, workers=workers)
+        read_s, read_wall = time.process_time() - t, time.perf_counter() - w
+        t, w = time.process_time(), time.perf_counter()
         if not read_only:
             trace_summary.summarize(tf.timeline, 0, "order", path, op_rows=tf.op_rows)
-        summary_s = time.process_time() - t
+        summary_s, summary_wall = time.process_time() - t, time.perf_counter() - w
         out = {
             "trace": path,
             "events": tf.timeline.events,
             "read_s": round(read_s, 2),
             "summary_s": round(summary_s, 2),
+            "workers": workers,
+            "read_wall_s": round(read_wall, 2),
+            "summary_wall_s": round(summary_wall, 2),
             **{k: round(v, 2) for k, v in sorted(SPENT.items())},
         }
         print(json.dumps(out), flush=True)
