@@ -205,6 +205,7 @@ def _serial(
         tf = read_trace(path, said if bar.enabled else None, workers=workers)
         before_bytes += size
         before_events += tf.timeline.events
+        bar.summarizing(before_bytes, before_events, done)
         if _copy_of(tf.path, tf.trace_id, ids, warnings):
             continue
         position = len(origins)

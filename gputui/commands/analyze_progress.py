@@ -1,7 +1,8 @@
 """The progress bar of ``gputui analyze`` while it reads traces: on stderr, only
 when stderr is a terminal, and only once the load has taken more than a second
 (a small trace prints nothing).  One line, redrawn in place, erased at the end:
-bytes of the files read, events decoded, ranks done."""
+bytes of the files read, events decoded, ranks done; then, while a file read
+in this process is summarized (seconds for a gigabyte), a line that says so."""
 
 from __future__ import annotations
 
@@ -65,15 +66,31 @@ class LoadProgress:
         return text
 
     def update(self, bytes_read: int, events: int, ranks_done: int = 0) -> None:
+        """The bar at ``bytes_read``: redrawn at most every :data:`REDRAW_S`,
+        but always once every byte is read (the last batches' events)."""
+        self._draw(
+            lambda: self.line(bytes_read, events, ranks_done),
+            at_once=bytes_read >= self.total_bytes,
+        )
+
+    def summarizing(self, bytes_read: int, events: int, ranks_done: int = 0) -> None:
+        """The line while the file just read is summarized: drawn at once, as
+        nothing moves until the summary is made."""
+        text = f"gputui analyze: summarizing  {fmt.size(bytes_read)} read  {_events(events)}"
+        if self.ranks > 1:
+            text += f"  {ranks_done}/{self.ranks} ranks"
+        self._draw(lambda: text, at_once=True)
+
+    def _draw(self, text_of: Callable[[], str], at_once: bool) -> None:
         if not self.enabled:
             return
         now = self.clock()
         if now - self.started < self.after_s:
             return
-        if self.drawn_at is not None and now - self.drawn_at < REDRAW_S:
+        if not at_once and self.drawn_at is not None and now - self.drawn_at < REDRAW_S:
             return
         self.drawn_at = now
-        text = self.line(bytes_read, events, ranks_done)
+        text = text_of()
         pad = " " * max(self.width - len(text), 0)
         self.width = len(text)
         self._write("\r" + text + pad)

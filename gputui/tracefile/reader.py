@@ -374,6 +374,8 @@ def _read(path: Path, progress: Progress | None, typed: bool, workers: int) -> T
             meta = stream.document(each)
             if farm and farm[0] is not None:
                 farm[0].finish()
+            if progress is not None:  # every byte read, every batch taken back
+                progress(counter[1], builder.timeline.events)
         except TraceError:
             if farm and farm[0] is not None:
                 # a batch the workers find is not JSON (FarmFailed) misled the

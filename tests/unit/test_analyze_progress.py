@@ -98,6 +98,35 @@ def test_a_longer_load_draws_one_line_and_erases_it(terminal: Terminal) -> None:
     assert "\n" not in out
 
 
+def test_the_summary_and_the_last_bytes_are_drawn_at_once(terminal: Terminal) -> None:
+    """A file read, the bar at 100% and then the summary's line are drawn even
+    within the redraw interval: nothing moves after them for seconds."""
+    clock = Clock()
+    bar = LoadProgress(200 << 20, 4, terminal.writer, after_s=1.0, clock=clock)
+    clock.now += 1.5
+    bar.update(50 << 20, 1_234_567, 0)
+    clock.now += 0.01
+    bar.update(60 << 20, 1_300_000, 0)  # (the control: within the interval, not drawn)
+    bar.update(200 << 20, 2_500_000, 0)
+    clock.now += 0.01
+    bar.summarizing(200 << 20, 2_500_000, 1)
+    bar.close()
+    drawn = [line.rstrip() for line in terminal.output().split("\r")[1:-2]]
+    assert len(drawn) == 3, drawn
+    assert "100%  200MiB of 200MiB  2.5 M events" in drawn[1]
+    assert drawn[2] == "gputui analyze: summarizing  200MiB read  2.5 M events  1/4 ranks"
+
+
+def test_a_summary_before_the_threshold_draws_nothing(terminal: Terminal) -> None:
+    clock = Clock()
+    bar = LoadProgress(1000, 1, terminal.writer, after_s=1.0, clock=clock)
+    clock.now += 0.5
+    bar.update(1000, 10)
+    bar.summarizing(1000, 10)
+    bar.close()
+    assert terminal.output() == ""
+
+
 @pytest.mark.parametrize("kind", ["stringio", "pipe", "file"])
 def test_nothing_is_drawn_when_stderr_is_not_a_terminal(kind: str, tmp_path: Path) -> None:
     clock = Clock()
@@ -130,6 +159,8 @@ def test_the_command_draws_on_a_terminal(
     assert main(["analyze", str(trace), "--json"]) == 0
     out = terminal.output()
     assert "gputui analyze: reading [" in out and "events" in out
+    # the whole file read, then the summary said, before the line is erased
+    assert out.index("100%") < out.index("gputui analyze: summarizing ")
     assert out.endswith("\r") and "\n" not in out
     assert capsys.readouterr().out.startswith("{")
 

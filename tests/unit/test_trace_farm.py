@@ -411,3 +411,21 @@ def test_odd_events_among_regular_ones_read_the_same(
     evs = [*evs[:at], *odd_evs, *evs[at:]]
     one, farmed = generated(evs, chunk)
     assert farmed == one
+
+
+@pytest.mark.parametrize("workers", [0, 3])
+def test_the_last_progress_says_every_byte_and_every_event(
+    workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The progress bar's last word from the reader comes once the workers'
+    last batches are taken back: the whole file and all its events (before, it
+    stopped at the last batch handed out)."""
+    farms = Farms(monkeypatch)
+    path = REPO / "tests/data/traces/healthy.pt.trace.json.gz"
+    said: list[tuple[int, int]] = []
+    tf = read_trace(path, lambda done, events: said.append((done, events)), workers=workers)
+    assert (farms.batches > 5) == bool(workers)  # a control: the workers took batches
+    assert said[-1] == (path.stat().st_size, tf.timeline.events)
+    if workers:  # while batches were out, the events said were fewer
+        assert any(events < tf.timeline.events for _, events in said[:-1])
+    assert no_children_left()
