@@ -258,6 +258,7 @@ class ByCategory:
         n_collectives = len(collectives)
         gpu_append, runtime_append, range_append = gpu.append, runtime.append, ranges.append
         intern = b.names.setdefault
+        tids = b.tids.setdefault  # (one int per thread id: Builder.tids)
         new = tuple.__new__  # a NamedTuple without its Python-level __new__
         sync_names = SYNC_NAMES
         unset = UNSET
@@ -275,9 +276,8 @@ class ByCategory:
                 if end < start:
                     end = start
                 name = intern(name, name)
-                range_append(
-                    new(HostRange, (start, end, name, ev.tid, ev.kind, ev.args.external_id))
-                )
+                tid = tids(ev.tid, ev.tid)
+                range_append(new(HostRange, (start, end, name, tid, ev.kind, ev.args.external_id)))
                 if host_pid is None and type(ev.pid) is int:
                     host_pid = ev.pid
             elif role == call:
@@ -294,9 +294,9 @@ class ByCategory:
                 ext = a.external_id
                 if ext is unset:
                     ext = -1
-                runtime_append(
-                    new(RuntimeCall, (start, end, name, ev.tid, a.correlation, ext, ev.kind))
-                )
+                tid = tids(ev.tid, ev.tid)
+                corr = a.correlation
+                runtime_append(new(RuntimeCall, (start, end, name, tid, corr, ext, ev.kind)))
             elif role == on_gpu:
                 ts = ev.ts
                 dur = ev.dur

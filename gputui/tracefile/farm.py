@@ -88,11 +88,12 @@ _ALL_KINDS = (KERNEL, MEMCPY, MEMSET, SYNC, GPU_OTHER, OP, ANNOTATION, GPU_ANNOT
 KINDS = tuple(dict.fromkeys((*_ALL_KINDS, HOST_OTHER, RUNTIME, DRIVER)))
 _KIND_INDEX = {kind: i for i, kind in enumerate(KINDS)}
 
-#: each record's fields: "q" an int column, "n" a name, "k" a kind
+#: each record's fields: "q" an int column, "n" a name, "v" a thread id (both
+#: sent as indexes into the worker's tables), "k" a kind
 _LAYOUTS = {
     GpuActivity: "qqqknqqqq",
-    RuntimeCall: "qqnqqqk",
-    HostRange: "qqnqkq",
+    RuntimeCall: "qqnvqqk",
+    HostRange: "qqnvkq",
 }
 
 
@@ -129,6 +130,7 @@ class _Packer:
         self.shape_args = ShapeArgs
         self.reader = reader
         self.names: dict[str, int] = {}  # index of each name sent
+        self.tids: dict[int, int] = {}  # index of each record's thread id sent
         self.threads: dict[Any, int] = {}  # index of each op's thread key sent
         self.shapes: dict[int, int] = {}  # id of each ShapeArgs sent -> index (0: no args)
         self.kept: list[Any] = []  # (the ShapeArgs indexed by id, kept alive)
@@ -182,6 +184,8 @@ class _Packer:
                     out.append(array("q", column).tobytes())
                 elif code == "n":
                     out.append(self._name_index(column).tobytes())
+                elif code == "v":
+                    out.append(_index(column, self.tids, self.new_tids).tobytes())
                 else:
                     out.append(bytes(map(_KIND_INDEX.__getitem__, column)))
             return tuple(out)
@@ -192,6 +196,7 @@ class _Packer:
         b, ops = self.reader.builder, self.reader.ops
         tl = b.timeline
         self.new_names: list[str] = []
+        self.new_tids: list[int] = []
         gpu = self._records(tl.gpu, _LAYOUTS[GpuActivity])
         runtime = self._records(tl.runtime, _LAYOUTS[RuntimeCall])
         ranges = self._records(tl.ranges, _LAYOUTS[HostRange])
@@ -239,6 +244,7 @@ class _Packer:
             ops.launch_to_op,
             ops.activities,
             ops.steps,
+            self.new_tids,
         )
 
 
@@ -311,6 +317,7 @@ class Farm:
         self.later: Callable[[list[Any]], None] | None = None  # (what takes those)
         # per worker: the names and shape arguments it has sent, by its index
         self.names: list[list[str]] = [[] for _ in range(workers)]
+        self.tids: list[list[int]] = [[] for _ in range(workers)]
         self.shapes: list[list[Any]] = [[NO_ARGS] for _ in range(workers)]
         self.threads: list[list[Any]] = [[] for _ in range(workers)]
         try:
@@ -439,20 +446,23 @@ class Farm:
         if result[0] != "ok":
             raise FarmFailed(str(result[1]))
         (_, events, skipped, host_pid, new_names, gpu, runtime, ranges, collectives) = result[:9]
-        op_part, launch_to_op, activities, steps = result[9:]
+        op_part, launch_to_op, activities, steps, new_tids = result[9:]
         reader = self.reader
         b = reader.builder
         tl = b.timeline
         intern = b.names.setdefault
         names = self.names[w]
         names.extend(intern(name, name) for name in new_names)
+        tids = self.tids[w]
+        known = b.tids.setdefault
+        tids.extend(known(tid, tid) for tid in new_tids)
         for records, cls, target in (
             (gpu, GpuActivity, tl.gpu),
             (runtime, RuntimeCall, tl.runtime),
             (ranges, HostRange, tl.ranges),
         ):
             if records is not None:
-                target.extend(_records(records, cls, names, intern))
+                target.extend(_records(records, cls, names, tids, intern))
         if collectives:
             new = tuple.__new__
             tl.collectives.extend(new(Collective, c) for c in collectives)
@@ -501,8 +511,9 @@ def _times(got: Any) -> list[Any]:
     return memoryview(got).cast("q").tolist() if type(got) is bytes else got
 
 
-def _records(records: Any, cls: type, names: list[str], intern: Any) -> Any:
-    """The records a worker sent (columns, or plain tuples), as ``cls``."""
+def _records(records: Any, cls: type, names: list[str], tids: list[int], intern: Any) -> Any:
+    """The records a worker sent (columns, or plain tuples), as ``cls``: names
+    and thread ids by their index in the worker's tables (``names``, ``tids``)."""
     new = tuple.__new__
     if type(records) is list:  # plain tuples: their names as text
         at = _LAYOUTS[cls].index("n")
@@ -518,6 +529,8 @@ def _records(records: Any, cls: type, names: list[str], intern: Any) -> Any:
             columns.append(memoryview(got).cast("q"))
         elif code == "n":
             columns.append(map(names.__getitem__, memoryview(got).cast("I")))
+        elif code == "v":
+            columns.append(map(tids.__getitem__, memoryview(got).cast("I")))
         else:
             columns.append(map(kinds.__getitem__, got))
     return map(new, repeat(cls), zip(*columns, strict=True))

@@ -173,6 +173,7 @@ class TypedReader:
         tl = b.timeline
         names = b.names
         thread = b.thread
+        tids = b.tids.setdefault
         gpu_append = tl.gpu.append
         runtime_append = tl.runtime.append
         range_append = tl.ranges.append
@@ -250,14 +251,12 @@ class TypedReader:
             elif corr >= 0:
                 kind = RUNTIME if cat in runtime_cats or cat.lower() in runtime_cats else DRIVER
                 tid = ev.tid
-                if type(tid) is not int:
-                    tid = thread(tid)
+                tid = tids(tid, tid) if type(tid) is int else thread(tid)
                 runtime_append(new(RuntimeCall, (start, end, name, tid, corr, ext, kind)))
             else:
                 kind = host_kinds.get(cat) or host_kinds.get(cat.lower(), HOST_OTHER)
                 tid = ev.tid
-                if type(tid) is not int:
-                    tid = thread(tid)
+                tid = tids(tid, tid) if type(tid) is int else thread(tid)
                 range_append(new(HostRange, (start, end, name, tid, kind, ext)))
                 if host_pid is None and type(ev.pid) is int:
                     host_pid = ev.pid
