@@ -205,9 +205,9 @@ def _serial(
         tf = read_trace(path, said if bar.enabled else None, workers=workers)
         before_bytes += size
         before_events += tf.timeline.events
-        bar.summarizing(before_bytes, before_events, done)
         if _copy_of(tf.path, tf.trace_id, ids, warnings):
             continue
+        bar.summarizing(before_bytes, before_events, done)
         position = len(origins)
         origins.append(_origin(tf))
         if tf.rank is not None:
