@@ -374,3 +374,30 @@ def test_the_optimizers_share_of_the_launches_counts_those_inside_its_steps() ->
     ] + [RuntimeCall(820, 830, "cudaMemcpyAsync", 1, 99, -1, tl.RUNTIME)]
     assert Scan(Timeline([], calls, ranges)).sanity().optimizer_launch_share == 2 / 6
     assert Scan(Timeline([], calls, ranges[:1])).sanity().optimizer_launch_share is None
+
+
+@pytest.mark.parametrize("holder", [tl.PYTHON, tl.OP])
+@pytest.mark.parametrize("shorter_first", [True, False])
+def test_a_record_that_starts_with_a_shorter_one_goes_under_it(
+    shorter_first: bool, holder: str
+) -> None:
+    """A Python frame's or an op's self time is its time less its children's:
+    here one op of 40 µs holding another of 10 µs that starts in the same
+    microsecond. A trace with Python stacks may list the shorter first (the
+    walk then puts the longer one under the holder, and the shorter under it),
+    or the longer first: the holder keeps 60 µs either way."""
+    step = HostRange(0, 200, "ProfilerStep#1", 1, tl.ANNOTATION, -1)
+    name = "train.py(12): step" if holder == tl.PYTHON else "aten::matmul"
+    held = HostRange(5, 105, name, 1, holder, 3)
+    inner = HostRange(15, 25, "aten::add", 1, tl.OP, 1)
+    outer = HostRange(15, 55, "aten::linear", 1, tl.OP, 2)
+    ops = [inner, outer] if shorter_first else [outer, inner]
+    scan = Scan(Timeline([], [], [step, held, *ops], 4))
+    assert scan.window == (0, 200)
+    rows = {name: (calls, self_us) for name, (calls, self_us, _) in op_rows(scan, 1).items()}
+    want = {"aten::add": (1, 10), "aten::linear": (1, 30)}
+    if holder == tl.PYTHON:
+        assert dict(scan.python_frames()) == {name: 60.0}
+    else:
+        want[name] = (1, 60)
+    assert rows == want
