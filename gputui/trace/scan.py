@@ -2198,20 +2198,22 @@ def _nest_stream(
             got_rows = rows[part]
             got_py = py_rows[part]
         tid = rec[3]
-        if len(rec) == 7 or rec[4] == op:  # a runtime call, or an op
+        dur = e - s
+        kind = rec[4]  # (a runtime call's is its correlation id: never a kind)
+        if kind == op or len(rec) == 7:  # an op, or a runtime call
             row = got_rows.get(rec[2])
             if row is None:
                 row = got_rows[rec[2]] = [0, 0, 0]
             row[0] += 1
-            row[1] += e - s
-        elif rec[4] == python and (main is _NO_THREAD or tid == main):
+            row[1] += dur
+        elif kind == python and (main is _NO_THREAD or tid == main):
             # a Python frame of the steps' thread: a row of its own table
             row = got_py.get(rec[2])
             if row is None:
                 row = got_py[rec[2]] = [0, 0, 0, 0]
                 if rec[2] not in got_rows:  # (the order names first appear in)
                     got_rows[rec[2]] = [0, 0, 0]
-            row[1] += e - s
+            row[1] += dur
         else:  # nests, but is no row (its name still takes its place in the order)
             if rec[2] not in got_rows:
                 got_rows[rec[2]] = [0, 0, 0]
@@ -2237,14 +2239,14 @@ def _nest_stream(
                     k -= 1
                 under = st[k][1] - s  # its one child, the longest of them
                 if k > 0:
-                    st[k - 1][2] += (e - s) - under
-                    st[k - 1][3] += (e - s) - under
+                    st[k - 1][2] += dur - under
+                    st[k - 1][3] += dur - under
                 st.insert(k, [s, e, under, under, row])
                 continue
-            top[2] += e - s
+            top[2] += dur
             if frames:
                 if top[1] >= e:  # held by the innermost open record (_frames_child's usual case)
-                    top[3] += e - s
+                    top[3] += dur
                 else:
                     _frames_child(st, s, e)
         st.append([s, e, 0, 0, row])
