@@ -265,6 +265,15 @@ def _context() -> Any:
     return ctx
 
 
+def _said(bar: LoadProgress, bytes_read: int, events: int, done: int) -> None:
+    """The ranks' progress: the bar while files are read; once every byte is
+    read, the summaries are what is left (each worker makes its file's)."""
+    if bytes_read >= bar.total_bytes and done < bar.ranks:
+        bar.summarizing(bytes_read, events, done)
+    else:
+        bar.update(bytes_read, events, done)
+
+
 def _parallel(
     files: Sequence[Path],
     workers: int,
@@ -287,7 +296,7 @@ def _parallel(
             if waiting is not None:
                 waiting.wait(REDRAW_S)
             done = sum(r.ready() for r in results)
-            bar.update(sum(slots[0::2]), sum(slots[1::2]), done)
+            _said(bar, sum(slots[0::2]), sum(slots[1::2]), done)
             for r in results:  # the first bad file in order, once those before it are read
                 if not r.ready():
                     break

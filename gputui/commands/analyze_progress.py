@@ -51,6 +51,7 @@ class LoadProgress:
             self.enabled = False
         self.started = clock()
         self.drawn_at: float | None = None
+        self.drawn = ""  # the line on the screen
         self.width = 0
 
     def line(self, bytes_read: int, events: int, ranks_done: int) -> str:
@@ -89,8 +90,11 @@ class LoadProgress:
             return
         if not at_once and self.drawn_at is not None and now - self.drawn_at < REDRAW_S:
             return
-        self.drawn_at = now
         text = text_of()
+        if text == self.drawn and self.drawn_at is not None:
+            return  # (said again and again while a summary is made)
+        self.drawn_at = now
+        self.drawn = text
         pad = " " * max(self.width - len(text), 0)
         self.width = len(text)
         self._write("\r" + text + pad)
@@ -100,6 +104,7 @@ class LoadProgress:
         if self.drawn_at is not None:
             self._write("\r" + " " * self.width + "\r")
             self.drawn_at = None
+            self.drawn = ""
 
     def _write(self, text: str) -> None:
         try:

@@ -117,6 +117,35 @@ def test_the_summary_and_the_last_bytes_are_drawn_at_once(terminal: Terminal) ->
     assert drawn[2] == "gputui analyze: summarizing  200MiB read  2.5 M events  1/4 ranks"
 
 
+def test_the_ranks_say_summarizing_once_every_file_is_read(terminal: Terminal) -> None:
+    """Rank files read by workers: the bar while bytes are read; once every
+    byte is, the workers are making the summaries, and the line says so (once
+    for each count of ranks done, however often the loop asks)."""
+    from gputui.commands.analyze_load import _said
+
+    clock = Clock()
+    bar = LoadProgress(400 << 20, 4, terminal.writer, after_s=1.0, clock=clock)
+    clock.now += 1.5
+    _said(bar, 300 << 20, 3_000_000, 0)
+    for _ in range(3):  # (the loop wakes every tenth of a second)
+        clock.now += 0.1
+        _said(bar, 400 << 20, 4_000_000, 1)
+    clock.now += 0.1
+    _said(bar, 400 << 20, 4_000_000, 3)
+    clock.now += 0.1
+    _said(bar, 400 << 20, 4_000_000, 4)  # all done: the full bar
+    bar.close()
+    drawn = [line.rstrip() for line in terminal.output().split("\r")[1:-2]]
+    assert drawn == [
+        "gputui analyze: reading [##################......]  75%  300MiB of 400MiB  3.0 M events"
+        "  0/4 ranks",
+        "gputui analyze: summarizing  400MiB read  4.0 M events  1/4 ranks",
+        "gputui analyze: summarizing  400MiB read  4.0 M events  3/4 ranks",
+        "gputui analyze: reading [########################] 100%  400MiB of 400MiB  4.0 M events"
+        "  4/4 ranks",
+    ]
+
+
 def test_a_summary_before_the_threshold_draws_nothing(terminal: Terminal) -> None:
     clock = Clock()
     bar = LoadProgress(1000, 1, terminal.writer, after_s=1.0, clock=clock)
