@@ -91,7 +91,7 @@ class LoadProgress:
         if not at_once and self.drawn_at is not None and now - self.drawn_at < REDRAW_S:
             return
         text = text_of()
-        if text == self.drawn and self.drawn_at is not None:
+        if text == self.drawn:
             return  # (said again and again while a summary is made)
         self.drawn_at = now
         self.drawn = text
